@@ -1,0 +1,48 @@
+import { Schema, type Connection, type Model } from 'mongoose';
+import { newOrgId, newUserId } from '../platform/ids.js';
+import { notFound } from '../platform/errors.js';
+
+export interface UserDoc { _id: string; orgId: string; userType: 'AGENT' | 'HUMAN'; name: string; email: string; createdAt: Date }
+export interface OrgDoc { _id: string; name: string; plan: string; ownerUserId: string; createdAt: Date }
+
+const userSchema = new Schema<UserDoc>({
+  _id: String, orgId: { type: String, required: true, index: true }, userType: { type: String, required: true },
+  name: { type: String, required: true }, email: { type: String, required: true }, createdAt: { type: Date, required: true },
+}, { versionKey: false });
+const orgSchema = new Schema<OrgDoc>({
+  _id: String, name: { type: String, required: true }, plan: { type: String, required: true },
+  ownerUserId: { type: String, required: true }, createdAt: { type: Date, required: true },
+}, { versionKey: false });
+
+/** Users and orgs. An agent that signs itself up is an ordinary user with userType AGENT. */
+export class AccountService {
+  private readonly users: Model<UserDoc>;
+  private readonly orgs: Model<OrgDoc>;
+
+  constructor(conn: Connection) {
+    this.users = conn.models.User ?? conn.model<UserDoc>('User', userSchema, 'users');
+    this.orgs = conn.models.Org ?? conn.model<OrgDoc>('Org', orgSchema, 'orgs');
+  }
+
+  /** Ids are drawn up front so the org can name its owner and the user its org without a second write. */
+  newIds() {
+    return { userId: newUserId(), orgId: newOrgId() };
+  }
+
+  async createAgentAccount(ids: { userId: string; orgId: string }, first: { name: string; email: string }): Promise<{ user: UserDoc; org: OrgDoc }> {
+    const now = new Date();
+    const org = await this.orgs.create({ _id: ids.orgId, name: first.name, plan: 'FREE', ownerUserId: ids.userId, createdAt: now });
+    const user = await this.users.create({ _id: ids.userId, orgId: ids.orgId, userType: 'AGENT', name: first.name, email: first.email, createdAt: now });
+    return { user: user.toObject(), org: org.toObject() };
+  }
+
+  async getOrg(orgId: string): Promise<OrgDoc | null> {
+    return this.orgs.findById(orgId).lean();
+  }
+
+  async getUser(userId: string): Promise<UserDoc> {
+    const user = await this.users.findById(userId).lean();
+    if (!user) throw notFound('User not found');
+    return user;
+  }
+}

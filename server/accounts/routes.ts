@@ -1,0 +1,42 @@
+import type Router from '@koa/router';
+import type { AppContext } from '../platform/context.js';
+import { authenticatedRouter, principalOf } from '../platform/auth/authenticate.js';
+import { notFound } from '../platform/errors.js';
+import { detailOf } from '../identities/routes.js';
+import { didOf } from '../identities/present.js';
+
+/** GET /v0/whoami: the shape depends on the key tier (SPEC 4.1). */
+export function accountRoutes(app: AppContext): Router {
+  const router = authenticatedRouter(app);
+  router.get('/v0/whoami', async (ctx) => {
+    const principal = principalOf(ctx);
+    const org = await app.accounts.getOrg(principal.orgId);
+    if (!org) throw notFound('Org not found');
+    if (principal.tier === 'identity') {
+      const identity = await app.identities.getLive(principal.identityId!);
+      if (!identity) throw notFound('Identity not found');
+      ctx.body = {
+        identityId: identity._id,
+        name: identity.name,
+        displayName: identity.displayName,
+        email: identity.emailAddress,
+        scopes: identity.scopes,
+        inbox: { address: identity.emailAddress },
+        did: didOf(app.config.DID_DOMAIN, identity._id),
+        wallet: null,
+        org: { id: org._id, plan: org.plan },
+        createdAt: identity.createdAt.toISOString(),
+        ...(await detailOf(app, identity)),
+      };
+      return;
+    }
+    const user = await app.accounts.getUser(principal.userId ?? org.ownerUserId);
+    const identities = await app.identities.listAll(org._id);
+    ctx.body = {
+      user: { id: user._id, userType: user.userType, name: user.name, email: user.email },
+      org: { id: org._id, plan: org.plan },
+      identities: identities.map((i) => ({ identityId: i._id, name: i.name, email: i.emailAddress })),
+    };
+  });
+  return router;
+}

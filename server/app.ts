@@ -1,0 +1,40 @@
+import Koa from 'koa';
+import type Router from '@koa/router';
+import type { AppContext } from './platform/context.js';
+import { errorHandler } from './platform/error-handler.js';
+import { jsonBody } from './platform/http-body.js';
+import { signupRoutes } from './signup/routes.js';
+import { accountRoutes } from './accounts/routes.js';
+import { identityRoutes } from './identities/routes.js';
+import { logRoutes } from './logs/routes.js';
+import { agentCardRoutes } from './agent-card/routes.js';
+
+/** Each area contributes a router; later areas append theirs to this list. */
+export type RouteFactory = (app: AppContext) => Router;
+
+export const ROUTES: RouteFactory[] = [
+  signupRoutes,
+  agentCardRoutes,
+  accountRoutes,
+  identityRoutes,
+  logRoutes,
+];
+
+export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Koa {
+  const koa = new Koa({ proxy: app.config.TRUST_PROXY });
+  koa.use(errorHandler((err, ctx) => {
+    console.error(`[agentgate] ${ctx.method} ${ctx.path} failed:`, err);
+  }));
+  koa.use(async (ctx, next) => {
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.set('Cache-Control', 'no-store');
+    await next();
+  });
+  koa.use(jsonBody(app.config.MAX_BODY_BYTES));
+  for (const factory of [...ROUTES, ...extraRoutes]) {
+    const router = factory(app);
+    koa.use(router.routes());
+    koa.use(router.allowedMethods({ throw: true }));
+  }
+  return koa;
+}

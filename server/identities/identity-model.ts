@@ -1,0 +1,34 @@
+import { Schema } from 'mongoose';
+
+export interface IdentityDoc {
+  _id: string; // identityId
+  orgId: string;
+  userId: string;
+  name: string;
+  displayName: string;
+  emailAddress: string;
+  scopes: string[];
+  keyId: string;
+  apiKeyPrefix: string;
+  usageCount: number;
+  lastUsedAt?: Date;
+  createdAt: Date;
+  revokedAt?: Date;
+}
+
+export const identitySchema = new Schema<IdentityDoc>({
+  _id: String,
+  orgId: { type: String, required: true },
+  userId: { type: String, required: true },
+  name: { type: String, required: true },
+  displayName: { type: String, required: true },
+  emailAddress: { type: String, required: true, unique: true },
+  scopes: { type: [String], required: true },
+  keyId: { type: String, required: true },
+  apiKeyPrefix: { type: String, required: true },
+  usageCount: { type: Number, default: 0 },
+  lastUsedAt: Date,
+  createdAt: { type: Date, required: true },
+  revokedAt: Date,
+}, { versionKey: false });
+identitySchema.index({ orgId: 1, createdAt: -1, _id: -1 });

@@ -1,0 +1,133 @@
+import type { Connection, Model } from 'mongoose';
+import type { Config } from '../platform/config.js';
+import type { ApiKeyService } from '../platform/auth/api-keys.js';
+import { DEFAULT_IDENTITY_SCOPES } from '../platform/auth/scopes.js';
+import { newIdentityId } from '../platform/ids.js';
+import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import { conflict, notFound } from '../platform/errors.js';
+import { identitySchema, type IdentityDoc } from './identity-model.js';
+import { inboxAddress, randomSlug } from './names.js';
+
+export interface CreatedIdentity {
+  identity: IdentityDoc;
+  rawKey: string;
+}
+
+const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
+
+/** Identities of an org: creation with a fresh inbox and key, listing, rename, scopes, revoke, rotate. */
+export class IdentityService {
+  readonly model: Model<IdentityDoc>;
+
+  constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog) {
+    this.model = conn.models.Identity ?? conn.model<IdentityDoc>('Identity', identitySchema, 'identities');
+  }
+
+  async create(owner: { orgId: string; userId: string }, options: { name?: string; displayName?: string } = {}): Promise<CreatedIdentity> {
+    const identityId = newIdentityId();
+    const key = await this.keys.issue('identity', { ...owner, identityId });
+    // The inbox address is random; a collision on the unique index simply draws again.
+    for (let attempt = 0; ; attempt++) {
+      const slug = randomSlug();
+      const name = options.name ?? slug;
+      try {
+        const identity = await this.model.create({
+          _id: identityId, ...owner, name, displayName: options.displayName ?? name,
+          emailAddress: inboxAddress(slug, this.config.MAIL_DOMAIN), scopes: [...DEFAULT_IDENTITY_SCOPES],
+          keyId: key.keyId, apiKeyPrefix: key.prefix, usageCount: 0, createdAt: new Date(),
+        });
+        await this.logs.record({
+          orgId: owner.orgId, identityId, action: 'identity.created', category: 'identity',
+          description: `Identity ${name} created`, targetType: 'identity', targetId: identityId,
+          metadata: { emailAddress: identity.emailAddress },
+        });
+        return { identity: identity.toObject(), rawKey: key.rawKey };
+      } catch (err) {
+        if (!isDuplicateKey(err) || attempt >= 5) throw err;
+      }
+    }
+  }
+
+  async liveScopes(identityId: string): Promise<string[] | null> {
+    const identity = await this.model.findOne({ _id: identityId, revokedAt: null }).select({ scopes: 1 }).lean();
+    return identity?.scopes ?? null;
+  }
+
+  recordUse(identityId: string): void {
+    this.model.updateOne({ _id: identityId }, { $inc: { usageCount: 1 }, $set: { lastUsedAt: new Date() } }).catch(() => {});
+  }
+
+  /** A live identity of this org; another org's or a revoked identity is simply not found. */
+  async getOwned(orgId: string, identityId: string): Promise<IdentityDoc> {
+    const identity = await this.model.findOne({ _id: identityId, orgId, revokedAt: null }).lean();
+    if (!identity) throw notFound('Identity not found');
+    return identity;
+  }
+
+  async getLive(identityId: string): Promise<IdentityDoc | null> {
+    return this.model.findOne({ _id: identityId, revokedAt: null }).lean();
+  }
+
+  async findLiveByEmail(emailAddress: string): Promise<IdentityDoc | null> {
+    return this.model.findOne({ emailAddress: emailAddress.toLowerCase(), revokedAt: null }).lean();
+  }
+
+  async list(orgId: string, limit: number, cursor?: Cursor) {
+    const rows = await this.model.find({ orgId, revokedAt: null, ...afterCursor('createdAt', cursor) })
+      .sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+    return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
+  }
+
+  async listAll(orgId: string): Promise<IdentityDoc[]> {
+    return this.model.find({ orgId, revokedAt: null }).sort({ createdAt: 1, _id: 1 }).lean();
+  }
+
+  async update(orgId: string, identityId: string, change: { name?: string; displayName?: string; addScopes?: string[]; removeScopes?: string[] }): Promise<IdentityDoc> {
+    const current = await this.getOwned(orgId, identityId);
+    const scopes = new Set(current.scopes);
+    for (const s of change.addScopes ?? []) scopes.add(s);
+    for (const s of change.removeScopes ?? []) scopes.delete(s);
+    const set: Partial<IdentityDoc> = { scopes: [...scopes] };
+    if (change.name !== undefined) set.name = change.name;
+    if (change.displayName !== undefined) set.displayName = change.displayName;
+    else if (change.name !== undefined && current.displayName === current.name) set.displayName = change.name;
+    const updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null }, { $set: set }, { returnDocument: 'after' }).lean();
+    if (!updated) throw notFound('Identity not found');
+    await this.logs.record({
+      orgId, identityId, action: 'identity.updated', category: 'identity', description: `Identity ${updated.name} updated`,
+      targetType: 'identity', targetId: identityId,
+      metadata: { previousName: current.name, name: updated.name, addScopes: change.addScopes ?? [], removeScopes: change.removeScopes ?? [] },
+    });
+    return updated;
+  }
+
+  /** Revocation is immediate: the identity and all its keys stop authenticating on the next request. */
+  async revoke(orgId: string, identityId: string): Promise<void> {
+    const identity = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null }, { $set: { revokedAt: new Date() } }).lean();
+    if (!identity) throw notFound('Identity not found');
+    await this.keys.revokeAllFor({ identityId });
+    await this.logs.record({
+      orgId, identityId, action: 'identity.revoked', category: 'identity', description: `Identity ${identity.name} revoked`,
+      targetType: 'identity', targetId: identityId, severity: 'warning',
+    });
+  }
+
+  /** Issues a new identity key and revokes the old one; the old key is refused from then on. */
+  async rotateKey(orgId: string, identityId: string): Promise<{ rawKey: string; apiKeyPrefix: string }> {
+    const identity = await this.getOwned(orgId, identityId);
+    const key = await this.keys.issue('identity', { orgId, userId: identity.userId, identityId });
+    const updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null, keyId: identity.keyId },
+      { $set: { keyId: key.keyId, apiKeyPrefix: key.prefix } }).lean();
+    if (!updated) {
+      await this.keys.revoke(key.keyId); // lost a race with another rotation or a revoke
+      throw conflict('The identity changed while its key was being rotated; retry');
+    }
+    await this.keys.revoke(identity.keyId);
+    await this.logs.record({
+      orgId, identityId, action: 'identity.key_rotated', category: 'identity', description: `Key of identity ${identity.name} rotated`,
+      targetType: 'identity', targetId: identityId, metadata: { apiKeyPrefix: key.prefix },
+    });
+    return { rawKey: key.rawKey, apiKeyPrefix: key.prefix };
+  }
+}

@@ -1,0 +1,27 @@
+import type Router from '@koa/router';
+import { z } from 'zod';
+import type { AppContext } from '../platform/context.js';
+import { authenticatedRouter, principalOf, requireScope } from '../platform/auth/authenticate.js';
+import { parseInput } from '../platform/validate.js';
+import { presentLog } from './activity-log.js';
+
+const query = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50) });
+
+/** GET /v0/logs: a platform key sees its org's log, an identity key its own identity's entries. */
+export function logRoutes(app: AppContext): Router {
+  const router = authenticatedRouter(app);
+  router.get('/v0/logs', async (ctx, next) => {
+    const principal = principalOf(ctx);
+    if (principal.tier === 'identity') return requireScope('logs:read')(ctx, next);
+    return next();
+  }, async (ctx) => {
+    const principal = principalOf(ctx);
+    const { limit } = parseInput(query, ctx.query, 'query');
+    const entries = await app.logs.list(
+      principal.tier === 'identity' ? { orgId: principal.orgId, identityId: principal.identityId } : { orgId: principal.orgId },
+      limit,
+    );
+    ctx.body = { logs: entries.map(presentLog), count: entries.length };
+  });
+  return router;
+}

@@ -1,0 +1,73 @@
+import mongoose, { type Connection } from 'mongoose';
+import type { Config } from './config.js';
+import { SecretBox, type MasterKeyring } from './secret-box.js';
+import { ApiKeyService } from './auth/api-keys.js';
+import { RateLimiter } from './rate-limit.js';
+import { ActivityLog } from '../logs/activity-log.js';
+import { AccountService } from '../accounts/account-service.js';
+import { IdentityService } from '../identities/identity-service.js';
+import type { IdentityDoc } from '../identities/identity-model.js';
+
+/**
+ * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
+ * a global: a test builds a whole server against its own database by calling `createContext`.
+ */
+export interface AppContext {
+  config: Config;
+  db: Connection;
+  secrets: SecretBox;
+  keys: ApiKeyService;
+  rateLimiter: RateLimiter;
+  logs: ActivityLog;
+  accounts: AccountService;
+  identities: IdentityService;
+  /**
+   * Areas that add fields to an identity's detail (wallet address, DID, ...) register here, so whoami and
+   * the platform view show them without the identities module knowing those areas.
+   */
+  identityDetail: Array<(identity: IdentityDoc) => Promise<Record<string, unknown>> | Record<string, unknown>>;
+  /** Called on shutdown, last registered first. */
+  onClose: Array<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export function keyringFrom(config: Config): MasterKeyring {
+  const previous = (config.MASTER_KEYS_PREVIOUS ?? '').split(',').filter(Boolean).map((entry) => {
+    const [version, encoded] = [entry.slice(0, entry.indexOf(':')), entry.slice(entry.indexOf(':') + 1)];
+    const key = /^[0-9a-fA-F]{64}$/.test(encoded) ? Buffer.from(encoded, 'hex') : Buffer.from(encoded, 'base64');
+    return { version: Number(version), key };
+  });
+  return { current: { version: config.MASTER_KEY_VERSION, key: config.MASTER_KEY }, previous };
+}
+
+export async function createContext(config: Config): Promise<AppContext> {
+  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
+  await db.asPromise();
+  const logs = new ActivityLog(db);
+  const keys = new ApiKeyService(db);
+  const onClose: Array<() => Promise<void>> = [];
+  const ctx: AppContext = {
+    config,
+    db,
+    secrets: new SecretBox(keyringFrom(config)),
+    keys,
+    rateLimiter: new RateLimiter(db),
+    logs,
+    accounts: new AccountService(db),
+    identities: new IdentityService(db, config, keys, logs),
+    identityDetail: [],
+    onClose,
+    async close() {
+      for (const fn of [...onClose].reverse()) await fn();
+      await db.close();
+    },
+  };
+  // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
+  await Promise.all(Object.values(db.models).map((model) => model.init()));
+  return ctx;
+}
+
+/** Models registered after the context was built (by later areas) call this to get their indexes. */
+export async function ensureIndexes(db: Connection): Promise<void> {
+  await Promise.all(Object.values(db.models).map((model) => model.init()));
+}

@@ -1,0 +1,64 @@
+import type { Context, Next } from 'koa';
+import { AppError } from './errors.js';
+
+declare module 'koa' {
+  interface Request {
+    /** Parsed JSON body ({} when the request had none). */
+    body?: unknown;
+    rawBody?: Buffer;
+  }
+}
+
+/**
+ * Reads and parses a JSON body with a hard size cap. The cap is checked against Content-Length first
+ * and again while streaming, so a lying or chunked client cannot push more than `maxBytes` into memory.
+ */
+export function jsonBody(maxBytes: number) {
+  return async (ctx: Context, next: Next) => {
+    if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
+    const declared = Number(ctx.get('content-length') || 0);
+    if (declared > maxBytes) throw tooLarge(maxBytes);
+    const raw = await readLimited(ctx, maxBytes);
+    ctx.request.rawBody = raw;
+    if (raw.length === 0) {
+      ctx.request.body = {};
+      return next();
+    }
+    const type = ctx.request.type;
+    if (type && type !== 'application/json' && !type.endsWith('+json')) {
+      throw new AppError(415, 'unsupported_media_type', 'Request bodies must be JSON (Content-Type: application/json)');
+    }
+    try {
+      ctx.request.body = JSON.parse(raw.toString('utf8'));
+    } catch {
+      throw new AppError(400, 'invalid_json', 'Request body is not valid JSON');
+    }
+    return next();
+  };
+}
+
+const tooLarge = (maxBytes: number) => new AppError(413, 'payload_too_large', `Request body exceeds ${maxBytes} bytes`);
+
+function readLimited(ctx: Context, maxBytes: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const req = ctx.req;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        cleanup();
+        req.resume(); // drain what is left so the 413 can be written
+        reject(tooLarge(maxBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => { cleanup(); resolve(Buffer.concat(chunks)); };
+    const onError = (err: Error) => { cleanup(); reject(new AppError(400, 'invalid_body', `Could not read request body: ${err.message}`)); };
+    const cleanup = () => { req.off('data', onData); req.off('end', onEnd); req.off('error', onError); };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}

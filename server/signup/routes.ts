@@ -1,0 +1,47 @@
+import Router from '@koa/router';
+import { z } from 'zod';
+import type { AppContext } from '../platform/context.js';
+import { parseInput } from '../platform/validate.js';
+import { signUpAgent } from './signup-service.js';
+import { IDENTITY_TYPES } from './identity-types.js';
+
+const WINDOW_MS = 60_000;
+const signupBody = z.object({}).strict();
+
+/** Unauthenticated routes of SPEC 4.1: signup, the CLI helper text and identity types. */
+export function signupRoutes(app: AppContext): Router {
+  const router = new Router();
+
+  router.post('/v0/agent-signup', async (ctx) => {
+    parseInput(signupBody, ctx.request.body, 'body');
+    // ctx.ip honours X-Forwarded-For only when TRUST_PROXY is set (app.proxy).
+    await app.rateLimiter.consume(`signup:${ctx.ip}`, app.config.SIGNUP_RATE_LIMIT_PER_MINUTE, WINDOW_MS);
+    ctx.status = 201;
+    ctx.body = await signUpAgent(app);
+  });
+
+  router.get('/v0/agent-signup/cli', (ctx) => {
+    ctx.type = 'text/plain; charset=utf-8';
+    ctx.body = cliInstructions(app.config.BASE_URL);
+  });
+
+  router.get('/v0/identity-types', (ctx) => {
+    ctx.body = IDENTITY_TYPES;
+  });
+
+  return router;
+}
+
+export const cliInstructions = (baseUrl: string) => `# agentgate CLI
+# 1. Install
+npm install -g agentgate
+
+# 2. Log in with an identity key and your org id (from the signup response)
+agentgate login --key <identity_key> --org <org_id> --url ${baseUrl}
+
+# Or sign up a new agent (reuses saved credentials when they are still valid)
+agentgate signup --url ${baseUrl}
+
+# Check who you are
+agentgate whoami
+`;

@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import { loadConfig, type Config } from '../../server/platform/config.js';
+import { freePort } from '../../server/platform/net.js';
+import { startServer, type RunningServer } from '../../server/server.js';
+
+export function testDbName(): string {
+  return `t_${randomBytes(6).toString('hex')}`;
+}
+
+/** Test configuration: dev mode, a throw-away master key, the shared test MongoDB and a fresh database. */
+export async function testConfig(overrides: Record<string, string> = {}): Promise<Config> {
+  const uri = process.env.AGENTGATE_TEST_MONGODB_URI;
+  if (!uri) throw new Error('AGENTGATE_TEST_MONGODB_URI is not set: run the tests with `npm test`');
+  const port = overrides.PORT ?? String(await freePort());
+  return loadConfig({
+    AGENTGATE_MODE: 'dev',
+    HOST: '127.0.0.1',
+    PORT: port,
+    BASE_URL: `http://127.0.0.1:${port}`,
+    MAIL_DOMAIN: 'agents.test',
+    DID_DOMAIN: `127.0.0.1%3A${port}`,
+    MASTER_KEY: randomBytes(32).toString('hex'),
+    MONGODB_URI: uri,
+    MONGODB_DB: testDbName(),
+    ...overrides,
+  });
+}
+
+export interface TestServer extends RunningServer {
+  config: Config;
+  /** JSON request helper: returns status, headers and parsed body. */
+  request(method: string, path: string, options?: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any; text: string }>;
+}
+
+/** A whole backend on its own database and port; close() drops the database. */
+export async function startTestServer(overrides: Record<string, string> = {}): Promise<TestServer> {
+  const config = await testConfig(overrides);
+  const server = await startServer(config);
+  return {
+    ...server,
+    config,
+    async close() {
+      await server.app.db.dropDatabase().catch(() => {});
+      await server.close();
+    },
+    async request(method, path, options = {}) {
+      const headers: Record<string, string> = { ...(options.headers ?? {}) };
+      if (options.key) headers.authorization = `Bearer ${options.key}`;
+      let body: string | undefined = options.rawBody;
+      if (options.body !== undefined) body = JSON.stringify(options.body);
+      if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+      const response = await fetch(server.url + path, { method, headers, body });
+      const text = await response.text();
+      let parsed: unknown = undefined;
+      try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
+      return { status: response.status, headers: response.headers, body: parsed, text };
+    },
+  };
+}
