@@ -1,0 +1,119 @@
+import { caip2FromChainId } from './networks.js';
+import { encodeBase64Json } from './protocol/base64-json.js';
+import { X402_V1, type PaymentRequirementsV1 } from './protocol/v1.js';
+import { X402_V2, type PaymentRequiredV2, type PaymentRequirementsV2 } from './protocol/v2.js';
+import { DEFAULT_MAX_TIMEOUT_SECONDS, type SellerSettings } from './seller-settings.js';
+
+/** What is being sold: one resource at one price. */
+export interface Offer {
+  readonly amountAtomic: bigint;
+  /** `<scheme>://<host><path>` */
+  readonly resource: string;
+  readonly description?: string;
+  readonly mimeType?: string;
+  readonly maxTimeoutSeconds?: number;
+  readonly outputSchema?: Record<string, unknown>;
+}
+
+export interface PaymentRequiredBody {
+  readonly x402Version: 1;
+  /** Machine code: "payment_required" when no payment was sent, else why the payment was refused. */
+  readonly error: string;
+  readonly message: string;
+  readonly status: 402;
+  readonly accepts: readonly PaymentRequirementsV1[];
+}
+
+export interface PaymentRequiredResponse {
+  readonly status: 402;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: PaymentRequiredBody;
+  /** `body` serialized once, for adapters that write raw bytes. */
+  readonly bodyText: string;
+  readonly requirementV1: PaymentRequirementsV1;
+  readonly requirementV2: PaymentRequirementsV2;
+}
+
+export const PAYMENT_REQUIRED = { reason: 'payment_required', message: 'This resource requires payment' } as const;
+
+export function buildRequirementV1(settings: SellerSettings, offer: Offer): PaymentRequirementsV1 {
+  const requirement: PaymentRequirementsV1 = {
+    scheme: 'exact',
+    network: settings.network,
+    maxAmountRequired: offer.amountAtomic.toString(),
+    resource: offer.resource,
+    description: offer.description ?? '',
+    mimeType: offer.mimeType ?? 'application/json',
+    payTo: settings.payTo,
+    maxTimeoutSeconds: timeoutOf(settings, offer),
+    asset: settings.asset,
+    extra: { name: settings.assetName, version: settings.assetVersion },
+  };
+  if (offer.outputSchema) requirement.outputSchema = offer.outputSchema;
+  return requirement;
+}
+
+export function buildRequirementV2(settings: SellerSettings, offer: Offer): PaymentRequirementsV2 {
+  return {
+    scheme: 'exact',
+    network: caip2FromChainId(settings.chainId),
+    amount: offer.amountAtomic.toString(),
+    asset: settings.asset,
+    payTo: settings.payTo,
+    maxTimeoutSeconds: timeoutOf(settings, offer),
+    extra: { name: settings.assetName, version: settings.assetVersion },
+  };
+}
+
+/**
+ * The 402 both client generations can pay: the v1 body `{x402Version: 1, accepts}` (read by `x402-fetch`)
+ * and the v2 `PAYMENT-REQUIRED` header (read first by `@x402/fetch`).
+ */
+export function buildPaymentRequired(
+  settings: SellerSettings,
+  offer: Offer,
+  failure: { readonly reason: string; readonly message: string } = PAYMENT_REQUIRED,
+): PaymentRequiredResponse {
+  const requirementV1 = buildRequirementV1(settings, offer);
+  const requirementV2 = buildRequirementV2(settings, offer);
+  const v2: PaymentRequiredV2 = {
+    x402Version: X402_V2,
+    error: failure.reason,
+    resource: { url: offer.resource, description: requirementV1.description, mimeType: requirementV1.mimeType },
+    accepts: [requirementV2],
+  };
+  const body: PaymentRequiredBody = {
+    x402Version: X402_V1,
+    error: failure.reason,
+    message: failure.message,
+    status: 402,
+    accepts: [requirementV1],
+  };
+  return {
+    status: 402,
+    headers: Object.freeze({
+      'Content-Type': 'application/json; charset=utf-8',
+      'PAYMENT-REQUIRED': encodeBase64Json(v2),
+      // A 402 is specific to this moment and this buyer; no cache should replay it.
+      'Cache-Control': 'no-store',
+      'Access-Control-Expose-Headers': 'PAYMENT-REQUIRED',
+    }),
+    body: deepFreeze(body),
+    bodyText: JSON.stringify(body),
+    requirementV1: deepFreeze(requirementV1),
+    requirementV2: deepFreeze(requirementV2),
+  };
+}
+
+function timeoutOf(settings: SellerSettings, offer: Offer): number {
+  return offer.maxTimeoutSeconds ?? settings.maxTimeoutSeconds ?? DEFAULT_MAX_TIMEOUT_SECONDS;
+}
+
+// Responses are shared between requests (cached per route), so nobody may mutate them.
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const item of Object.values(value)) deepFreeze(item);
+  }
+  return value;
+}

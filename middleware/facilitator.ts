@@ -1,0 +1,50 @@
+import type { PaymentRequirementsV1 } from './protocol/v1.js';
+import type { PaymentRequirementsV2 } from './protocol/v2.js';
+
+/**
+ * What the Paywall needs from whoever verifies and settles payments. The production one is the
+ * backend client (backend-client.ts); tests and self-hosted facilitators implement the same thing.
+ */
+export interface Facilitator {
+  redeem(request: RedeemRequest): Promise<RedeemResult>;
+}
+
+export interface RedeemRequest {
+  /** The raw header value exactly as the buyer sent it (the backend re-decodes and verifies it). */
+  readonly paymentHeader: string;
+  readonly version: 1 | 2;
+  /** `<scheme>://<host><path>` of the protected resource. */
+  readonly resource: string;
+  readonly amountAtomic: bigint;
+  /** The requirement the buyer was asked to satisfy, in the payload's protocol version. */
+  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2;
+}
+
+export interface PaymentResponse {
+  readonly success: true;
+  readonly transaction: string;
+  /** Either spelling (v1 name or CAIP-2); the Paywall writes each response header in its own form. */
+  readonly network: string;
+  readonly payer: string;
+}
+
+export type RedeemResult =
+  | { readonly ok: true; readonly paymentResponse: PaymentResponse; readonly paymentId: string }
+  | { readonly ok: false; readonly reason: string; readonly message: string };
+
+/**
+ * The facilitator could not be asked (network error, timeout) or gave no usable answer (5xx, garbage).
+ * The buyer's payment was not settled as far as we know, so the request fails with 503 / 502 and the
+ * handler never runs. `redeem` throws it.
+ */
+export class FacilitatorUnavailable extends Error {
+  override readonly name = 'FacilitatorUnavailable';
+  constructor(
+    message: string,
+    /** 503: could not reach it. 502: reached it, but the answer was unusable. */
+    readonly status: 502 | 503 = 503,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

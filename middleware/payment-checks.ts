@@ -1,0 +1,62 @@
+import type { DecodedPaymentHeader } from './protocol/payment-header.js';
+import type { PaymentRequirementsV1 } from './protocol/v1.js';
+import type { PaymentRequirementsV2 } from './protocol/v2.js';
+
+/**
+ * Cheap checks of a decoded payment against what we asked for, before any network round trip. They
+ * only turn away payments that cannot succeed; the backend still verifies everything (signature,
+ * balance, nonce, time window). Reason codes follow the x402 v1 ErrorReasons where one fits.
+ */
+export type LocalCheckResult = { ok: true } | { ok: false; reason: string; message: string };
+
+const OK: LocalCheckResult = { ok: true };
+
+export function checkPaymentAgainstRequirements(
+  decoded: DecodedPaymentHeader,
+  v1: PaymentRequirementsV1,
+  v2: PaymentRequirementsV2,
+  nowSeconds: number,
+): LocalCheckResult {
+  const authorization = decoded.payload.payload.authorization;
+  if (decoded.version === 1) {
+    if (decoded.payload.network !== v1.network) {
+      return fail('invalid_network', `payment is for network "${decoded.payload.network}", expected "${v1.network}"`);
+    }
+  } else {
+    const accepted = decoded.payload.accepted;
+    if (accepted.network !== v2.network) {
+      return fail('invalid_network', `payment is for network "${accepted.network}", expected "${v2.network}"`);
+    }
+    if (!sameAddress(accepted.asset, v2.asset)) return fail('invalid_payment_requirements', 'payment is for another asset');
+    if (!sameAddress(accepted.payTo, v2.payTo)) {
+      return fail('invalid_exact_evm_payload_recipient_mismatch', 'payment is to another recipient');
+    }
+    if (accepted.amount !== v2.amount) {
+      return fail('invalid_payment_requirements', `payment accepted amount ${accepted.amount}, price is ${v2.amount}`);
+    }
+  }
+  if (!sameAddress(authorization.to, v1.payTo)) {
+    return fail('invalid_exact_evm_payload_recipient_mismatch', 'authorization pays another address');
+  }
+  if (BigInt(authorization.value) < BigInt(v1.maxAmountRequired)) {
+    return fail(
+      'invalid_exact_evm_payload_authorization_value',
+      `authorization value ${authorization.value} is below the price ${v1.maxAmountRequired}`,
+    );
+  }
+  if (BigInt(authorization.validBefore) <= BigInt(nowSeconds)) {
+    return fail('payment_expired', 'authorization validBefore is in the past');
+  }
+  if (BigInt(authorization.validAfter) > BigInt(nowSeconds)) {
+    return fail('invalid_exact_evm_payload_authorization_valid_after', 'authorization is not valid yet');
+  }
+  return OK;
+}
+
+function sameAddress(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
+}
+
+function fail(reason: string, message: string): LocalCheckResult {
+  return { ok: false, reason, message };
+}

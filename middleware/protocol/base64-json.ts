@@ -1,0 +1,35 @@
+/**
+ * The x402 headers are base64 (standard alphabet, as `btoa` writes it) of UTF-8 JSON. Decoding them is
+ * the first thing we do with attacker-controlled bytes, so it is bounded, strict and never throws.
+ */
+
+/** A real payment header is about 1 KiB; 8 KiB leaves room for v2 extensions and stops abuse early. */
+export const MAX_PAYMENT_HEADER_BYTES = 8 * 1024;
+
+export type Base64JsonFailure = 'header_too_large' | 'invalid_base64' | 'invalid_json';
+
+export type Base64JsonResult = { ok: true; value: unknown } | { ok: false; reason: Base64JsonFailure };
+
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export function decodeBase64Json(headerValue: string, maxLength = MAX_PAYMENT_HEADER_BYTES): Base64JsonResult {
+  if (headerValue.length > maxLength) return { ok: false, reason: 'header_too_large' };
+  const text = headerValue.trim();
+  if (text.length % 4 === 1 || !BASE64.test(text)) return { ok: false, reason: 'invalid_base64' };
+  let json: string;
+  try {
+    json = utf8.decode(Buffer.from(text, 'base64'));
+  } catch {
+    return { ok: false, reason: 'invalid_json' };
+  }
+  try {
+    return { ok: true, value: JSON.parse(json) as unknown };
+  } catch {
+    return { ok: false, reason: 'invalid_json' };
+  }
+}
+
+export function encodeBase64Json(value: unknown): string {
+  return Buffer.from(JSON.stringify(value), 'utf8').toString('base64');
+}

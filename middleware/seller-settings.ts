@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { networkByName } from './networks.js';
+import { EvmAddress } from './protocol/exact-evm.js';
+
+/**
+ * Where and in what a seller is paid: fetched once from the backend at start-up
+ * (`GET /v0/payments/settings`) and cached by the adapter, never per request.
+ */
+export const SellerSettingsSchema = z.object({
+  /** v1 network name ("base", "base-sepolia", "anvil"). */
+  network: z.string().min(1),
+  chainId: z.number().int().positive(),
+  /** The EIP-3009 token (USDC) contract. */
+  asset: EvmAddress,
+  payTo: EvmAddress,
+  /** EIP-712 domain of the token, which buyers sign against. */
+  assetName: z.string().min(1),
+  assetVersion: z.string().min(1),
+  maxTimeoutSeconds: z.number().int().positive().optional(),
+});
+export type SellerSettings = z.infer<typeof SellerSettingsSchema>;
+
+export const DEFAULT_MAX_TIMEOUT_SECONDS = 60;
+
+/** Validates settings and their consistency with the network table; throws a TypeError naming the field. */
+export function parseSellerSettings(input: unknown): SellerSettings {
+  const parsed = SellerSettingsSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new TypeError(`invalid seller settings: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  const known = networkByName(parsed.data.network);
+  // A v1 client derives the EIP-712 chain id from the network name, so name and chain must agree.
+  if (known && known.chainId !== parsed.data.chainId) {
+    throw new TypeError(
+      `invalid seller settings: network "${known.name}" is chain ${known.chainId}, not ${parsed.data.chainId}`,
+    );
+  }
+  return parsed.data;
+}
