@@ -1,0 +1,58 @@
+import { appendFile, cp, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { toFunctionSelector } from 'viem';
+import { CONTRACT_NAMES, loadArtifacts } from '../../contracts/compile.js';
+
+const contractsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../contracts');
+
+describe('loadArtifacts', () => {
+  it('returns ABI and creation bytecode for USDC, SmartAccount and SmartAccountFactory', async () => {
+    const artifacts = await loadArtifacts();
+    expect(Object.keys(artifacts).sort()).toEqual([...CONTRACT_NAMES].sort());
+    for (const name of CONTRACT_NAMES) expect(artifacts[name].bytecode).toMatch(/^0x[0-9a-f]{200,}$/);
+    const usdcFunctions = artifacts.USDC.abi.flatMap((item) => (item.type === 'function' ? [toFunctionSelector(item)] : []));
+    expect(usdcFunctions).toEqual(
+      expect.arrayContaining([
+        toFunctionSelector('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)'),
+        toFunctionSelector('transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'),
+        toFunctionSelector('receiveWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)'),
+        toFunctionSelector('receiveWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)'),
+        toFunctionSelector('cancelAuthorization(address,bytes32,uint8,bytes32,bytes32)'),
+        toFunctionSelector('cancelAuthorization(address,bytes32,bytes)'),
+        toFunctionSelector('authorizationState(address,bytes32)'),
+        toFunctionSelector('mint(address,uint256)'),
+      ]),
+    );
+  });
+
+  it('compiles once per source set: a copy of the same sources hits the cache, an edit compiles anew', async () => {
+    const work = await mkdtemp(path.join(tmpdir(), 'agentgate-compile-'));
+    const cacheDir = path.join(work, 'cache');
+    try {
+      const copyA = path.join(work, 'a');
+      const copyB = path.join(work, 'b');
+      await cp(contractsDir, copyA, { recursive: true, filter: (src) => !src.endsWith('.ts') });
+      await cp(contractsDir, copyB, { recursive: true, filter: (src) => !src.endsWith('.ts') });
+
+      const compiled = await loadArtifacts({ contractsDir: copyA, cacheDir });
+      const cacheFiles = (await readdir(cacheDir)).filter((f) => f.endsWith('.json'));
+      expect(cacheFiles).toHaveLength(1);
+
+      const started = Date.now();
+      const cached = await loadArtifacts({ contractsDir: copyB, cacheDir });
+      expect(Date.now() - started).toBeLessThan(500); // a cache read, not a solc run
+      expect(cached).toEqual(compiled);
+      expect(await readdir(cacheDir)).toEqual(cacheFiles); // no temp files left behind
+
+      await appendFile(path.join(copyB, 'SmartAccount.sol'), '\n// edited\n');
+      const copyC = path.join(work, 'c');
+      await cp(copyB, copyC, { recursive: true });
+      await loadArtifacts({ contractsDir: copyC, cacheDir });
+      expect((await readdir(cacheDir)).filter((f) => f.endsWith('.json'))).toHaveLength(2);
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+  });
+});
