@@ -1,0 +1,33 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join, resolve } from 'node:path';
+
+/**
+ * The git-ignored `.agentgate/` folder of `agentgate dev`: the generated master key, the embedded
+ * database's files and the dev chain's state live here, so a restart loses nothing.
+ */
+export function devStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  const dir = resolve(env.AGENTGATE_STATE_DIR ?? '.agentgate');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
+/** A secret generated once and kept in the state folder (0600). Returns whether it was just created. */
+export function persistentSecret(dir: string, name: string, bytes = 32): { value: string; created: boolean } {
+  const file = join(dir, name);
+  if (existsSync(file)) return { value: readFileSync(file, 'utf8').trim(), created: false };
+  const value = randomBytes(bytes).toString('hex');
+  writeFileSync(file, `${value}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return { value, created: true };
+}
+
+export function readJson<T>(file: string): T | undefined {
+  if (!existsSync(file)) return undefined;
+  return JSON.parse(readFileSync(file, 'utf8')) as T;
+}
+
+export function writeJson(file: string, value: unknown, mode = 0o600): void {
+  writeFileSync(file, `${JSON.stringify(value, null, 2)}\n`, { mode });
+  chmodSync(file, mode);
+}
