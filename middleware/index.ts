@@ -1,0 +1,59 @@
+// Public API of the framework-free x402 seller core. Adapters (express, koa, mcp) build on Paywall.
+
+export { Paywall } from './paywall.js';
+export type {
+  ErrorBody,
+  PaymentRequiredOutcome,
+  PaywallOptions,
+  PaywallOutcome,
+  PaywallRequest,
+  RouteConfig,
+  SettledPayment,
+} from './paywall.js';
+
+export { FacilitatorUnavailable } from './facilitator.js';
+export type { Facilitator, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
+
+export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
+export type { BackendClient, BackendClientOptions, BackendRedeemResponse, PaymentList, PaymentRecord, SignedReceipt } from './backend-client.js';
+export { createPaymentsClient } from './payments-client.js';
+export type { PaymentsClient } from './payments-client.js';
+
+export { parseSellerSettings, SellerSettingsSchema, DEFAULT_MAX_TIMEOUT_SECONDS } from './seller-settings.js';
+export type { SellerSettings } from './seller-settings.js';
+
+export { buildPaymentRequired, buildRequirementV1, buildRequirementV2 } from './challenge.js';
+export type { Offer, PaymentRequiredBody, PaymentRequiredResponse } from './challenge.js';
+
+export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parsePrice, USDC_DECIMALS } from './price.js';
+export type { Price } from './price.js';
+
+export { canonicalizePath } from './canonical-path.js';
+export type { CanonicalPath, PathRejection } from './canonical-path.js';
+export { compileRoute, InvalidRoutePatternError, RouteTable } from './routes.js';
+export type { CompiledRoute, RouteMatch } from './routes.js';
+
+export {
+  caip2FromChainId,
+  chainIdFromCaip2,
+  LOCAL_CHAIN_ID,
+  networkByChainId,
+  networkByName,
+  NETWORKS,
+  toCaip2Network,
+  toV1Network,
+} from './networks.js';
+export type { Caip2Id, NetworkInfo } from './networks.js';
+
+export { decodePaymentHeader } from './protocol/payment-header.js';
+export type { DecodedPaymentHeader, PaymentHeaderFailure, PaymentHeaderResult } from './protocol/payment-header.js';
+export { decodeBase64Json, encodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from './protocol/base64-json.js';
+export * as x402v1 from './protocol/v1.js';
+export * as x402v2 from './protocol/v2.js';
+export { ExactEvmAuthorizationSchema, ExactEvmPayloadSchema } from './protocol/exact-evm.js';
+export type { ExactEvmAuthorization, ExactEvmPayload } from './protocol/exact-evm.js';
+
+export { canonicalJson, CanonicalJsonError } from './canonical-json.js';
+export { verifyReceipt } from './receipt.js';
+export type { DidDocument, Receipt, ReceiptVerification, TrustedKey } from './receipt.js';
+export { ed25519ToMultibase, encodeBase64Url, parseEd25519PublicKey } from './multikey.js';
