@@ -111,18 +111,24 @@ function reject(reason: PathRejection): CanonicalPath {
 }
 
 const LENIENT_TRIGGER = /[;\s\u0080-\uffff]/;
+const INVISIBLE = /\p{Cf}/gu;
 
 /**
  * Other readings of an already canonical path that some server or proxy in front of the app might
- * apply: matrix parameters cut at ";" (Tomcat, Jetty, Spring), whitespace trimmed per segment, and
- * Unicode compatibility folding (fullwidth "ｗ" -> "w"). Express and Koa do none of these; the Paywall
+ * apply: matrix parameters cut at ";" (Tomcat, Jetty, Spring), whitespace trimmed per segment,
+ * invisible format characters (zero-width space, BOM) dropped, and Unicode compatibility folding
+ * (fullwidth "ｗ" -> "w"). Express and Koa do none of these; the Paywall
  * uses them only to refuse a path that is unprotected as written but protected in another reading.
  */
 export function lenientReadings(key: string): string[] {
   if (!LENIENT_TRIGGER.test(key)) return [];
   const readings = new Set<string>();
   const fold = (segments: string[]) =>
-    '/' + segments.map((s) => s.normalize('NFKC').toLowerCase().trim()).filter((s) => s !== '').join('/');
+    '/' +
+    segments
+      .map((s) => s.normalize('NFKC').replace(INVISIBLE, '').toLowerCase().trim())
+      .filter((s) => s !== '')
+      .join('/');
   const segments = key.split('/').filter((s) => s !== '');
   readings.add(fold(segments));
   readings.add(fold(segments.map((s) => s.split(';')[0]!)));
