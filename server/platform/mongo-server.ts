@@ -83,6 +83,9 @@ async function startFerretdb(binary: string, dataDir: string, log: (l: string) =
     '--telemetry=disable',
     '--log-level=error',
   ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // Never outlive the process that started it, however that process ends (short of SIGKILL).
+  const killOnExit = () => { if (child.exitCode === null) child.kill('SIGKILL'); };
+  process.once('exit', killOnExit);
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -97,6 +100,7 @@ async function startFerretdb(binary: string, dataDir: string, log: (l: string) =
     uri: `mongodb://127.0.0.1:${port}/`,
     kind: 'ferretdb',
     async stop() {
+      process.off('exit', killOnExit);
       if (child.exitCode === null) child.kill('SIGTERM');
       await exited;
     },

@@ -1,0 +1,114 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, statSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { freePort } from '../../server/platform/net.js';
+
+const run = promisify(execFile);
+const CLI = join(process.cwd(), 'bin', 'agentgate.js');
+
+let server: TestServer;
+let home: string;
+beforeAll(async () => {
+  server = await startTestServer();
+  home = mkdtempSync(join(tmpdir(), 'agentgate-cli-'));
+});
+afterAll(async () => {
+  await server.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+async function cli(args: string[], env: Record<string, string> = {}) {
+  try {
+    const { stdout, stderr } = await run('node', [CLI, ...args], { env: { ...process.env, ...env }, timeout: 30_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('agentgate CLI against a running server', () => {
+  it('signs up once, saves credentials 0600, and reuses them while whoami answers 200', async () => {
+    const credentials = join(home, 'signup.json');
+    const env = { AGENTGATE_CREDENTIALS: credentials };
+    const first = await cli(['signup', '--url', server.url], env);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain('signed up as');
+    expect(statSync(credentials).mode & 0o777).toBe(0o600);
+    const saved = JSON.parse(readFileSync(credentials, 'utf8'));
+    expect(saved.platformKey).toMatch(/^agp_/);
+    expect(saved.identityKey).toMatch(/^agi_/);
+
+    const again = await cli(['signup', '--url', server.url], env);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('already signed up');
+    const orgs = await server.app.db.collection('orgs').countDocuments({});
+    expect(orgs).toBe(1);
+
+    const me = await cli(['whoami'], env);
+    expect(me.code).toBe(0);
+    expect(JSON.parse(me.stdout).identityId).toBe(saved.identityId);
+  });
+
+  it('logs in with an identity key and org id, and refuses a wrong org or key', async () => {
+    const signup = await server.request('POST', '/v0/agent-signup', { body: {} });
+    const credentials = join(home, 'login.json');
+    const env = { AGENTGATE_CREDENTIALS: credentials };
+    const wrongOrg = await cli(['login', '--key', signup.body.identity.rawKey, '--org', 'org_other', '--url', server.url], env);
+    expect(wrongOrg.code).toBe(1);
+    const badKey = await cli(['login', '--key', 'agi_nope', '--org', signup.body.org_id, '--url', server.url], env);
+    expect(badKey.code).toBe(1);
+    const ok = await cli(['login', '--key', signup.body.identity.rawKey, '--org', signup.body.org_id, '--url', server.url], env);
+    expect(ok.code).toBe(0);
+    const me = await cli(['whoami'], env);
+    expect(JSON.parse(me.stdout).email).toBe(signup.body.identity.emailAddress);
+  });
+
+  it('stops `serve` with one line naming a bad or missing variable', async () => {
+    const missing = await cli(['serve'], { BASE_URL: '', MONGODB_URI: '', MASTER_KEY: '' });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr.trim()).toBe('configuration error: BASE_URL is required');
+    const bad = await cli(['serve'], { BASE_URL: 'https://x.example', MAIL_DOMAIN: 'x.example', DID_DOMAIN: 'x.example', MONGODB_URI: 'mongodb://127.0.0.1:1/', MASTER_KEY: 'short' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim()).toBe('configuration error: MASTER_KEY must be 32 bytes, as 64 hex characters or base64');
+    expect(bad.stderr).not.toContain('    at ');
+  });
+});
+
+describe('agentgate dev', () => {
+  it('keeps its data across a restart', async () => {
+    const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
+    const port = String(await freePort());
+    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, MONGODB_URI: '' };
+    const startDev = async () => {
+      const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`dev did not start: ${output}`)), 60_000);
+        const onData = (d: Buffer) => {
+          output += d.toString();
+          if (output.includes('dev backend on')) { clearTimeout(timer); resolve(); }
+        };
+        child.stdout.on('data', onData);
+        child.stderr.on('data', onData);
+      });
+      return { child, output, stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }) };
+    };
+    try {
+      const first = await startDev();
+      expect(first.output).toContain('generated a development master key');
+      const signup = await fetch(`http://127.0.0.1:${port}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).then((r) => r.json()) as any;
+      await first.stop();
+      const second = await startDev();
+      expect(second.output).not.toContain('generated a development master key');
+      const me = await fetch(`http://127.0.0.1:${port}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
+      expect(me.status).toBe(200);
+      await second.stop();
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+});
