@@ -198,6 +198,8 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
 }
 
 function describeError(error: unknown): string {
-  if (error instanceof Error) return error.name === 'TimeoutError' ? 'timed out' : error.message;
-  return String(error);
+  // Duck-typed: the abort DOMException may come from another realm, where instanceof Error fails.
+  const { name, message } = (typeof error === 'object' && error !== null ? error : {}) as { name?: unknown; message?: unknown };
+  if (name === 'TimeoutError') return 'timed out';
+  return typeof message === 'string' ? message : String(error);
 }
