@@ -16,6 +16,8 @@ export type { Facilitator, PaymentResponse, RedeemRequest, RedeemResult } from '
 
 export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
 export type { BackendClient, BackendClientOptions, BackendRedeemResponse, PaymentList, PaymentRecord, SignedReceipt } from './backend-client.js';
+export { createBackendPaywall } from './backend-paywall.js';
+export type { BackendPaywallOptions } from './backend-paywall.js';
 export { createPaymentsClient } from './payments-client.js';
 export type { PaymentsClient } from './payments-client.js';
 

@@ -159,7 +159,7 @@ export function compileRoute<T>(pattern: string, value: T): CompiledRoute<T> {
     literal,
     value,
     literalLength,
-    regex: literal ? undefined : new RegExp(`^${regexSource || ''}${segments.length === 0 ? '/' : ''}$`, 's'),
+    regex: literal ? undefined : new RegExp(`^${regexSource}$`, 's'),
   };
 }
 

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { BackendRequestError, createBackendClient } from '../../middleware/backend-client.js';
+import { createBackendPaywall } from '../../middleware/backend-paywall.js';
 import { FacilitatorUnavailable } from '../../middleware/facilitator.js';
 import { createPaymentsClient } from '../../middleware/payments-client.js';
 import { anvilSettings } from './fixtures.js';
@@ -136,5 +137,21 @@ describe('payments SDK', () => {
     const refused = await payments.redeem({ paymentHeader: 'eA==', resource: 'https://shop.example/a', amount: '$0.01' });
     expect(refused).toMatchObject({ ok: false, error: 'invalid_exact_evm_payload_signature', requirement: a.accepts[0] });
     expect(JSON.parse(seen.at(-1)!.body).amount).toBe('0.01');
+  });
+});
+
+describe('createBackendPaywall', () => {
+  test('fetches settings once at creation, then unpaid requests never reach the backend', async () => {
+    handler = json(200, anvilSettings);
+    const paywall = await createBackendPaywall({ backendUrl, apiKey, routes: { 'GET /weather': { price: '$0.01' } } });
+    const before = seen.length;
+    const outcome = await paywall.handle({ method: 'GET', url: '/weather', host: 'shop.example', protocol: 'https', headers: {} });
+    expect(outcome.kind).toBe('payment-required');
+    expect(seen.length).toBe(before);
+  });
+
+  test('fails at boot when the backend refuses the key', async () => {
+    handler = json(401, { error: 'unauthorized', message: 'bad key', status: 401 });
+    await expect(createBackendPaywall({ backendUrl, apiKey, routes: {} })).rejects.toBeInstanceOf(BackendRequestError);
   });
 });
