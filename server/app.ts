@@ -8,6 +8,9 @@ import { accountRoutes } from './accounts/routes.js';
 import { identityRoutes } from './identities/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { agentCardRoutes } from './agent-card/routes.js';
+import { paymentRoutes } from './payments/routes.js';
+import { messageRoutes, threadRoutes } from './mail/routes.js';
+import { vaultRoutes } from './vault/routes.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
 export type RouteFactory = (app: AppContext) => Router;
@@ -18,6 +21,11 @@ export const ROUTES: RouteFactory[] = [
   accountRoutes,
   identityRoutes,
   logRoutes,
+  messageRoutes,
+  threadRoutes,
+  vaultRoutes,
+  // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
+  paymentRoutes,
 ];
 
 export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Koa {

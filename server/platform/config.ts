@@ -32,7 +32,28 @@ const schema = z.object({
   TRUST_PROXY: bool.default(false),
   SIGNUP_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  // The chain payments settle on. Without CHAIN_RPC_URL the payment routes answer 503.
+  CHAIN_RPC_URL: z.url({ protocol: /^(https?|wss?)$/ }).optional(),
+  CHAIN_NETWORK: z.enum(['base', 'base-sepolia']).default('base'),
+  USDC_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
+  USDC_EIP712_NAME: z.string().min(1).optional(),
+  USDC_EIP712_VERSION: z.string().min(1).default('2'),
+  RELAYER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
+  // Margin for clock skew on authorization validity windows.
+  PAYMENT_VALIDITY_MARGIN_SECONDS: z.coerce.number().int().min(0).max(300).default(6),
   SERVICE_SIGNING_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be a 32-byte Ed25519 seed in hex').optional(),
+  // Mail transport. SMTP_PORT/SMTP_HOST default by mode (dev: 2525 on loopback; production: 25 on all
+  // interfaces), see server/mail/smtp-listener.ts; 0 picks a free port (tests).
+  SMTP_PORT: port.optional(),
+  SMTP_HOST: z.string().min(1).optional(),
+  SMTP_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).max(15 * 1024 * 1024).default(10 * 1024 * 1024),
+  SMTP_MAX_RECIPIENTS: z.coerce.number().int().min(1).max(1000).default(50),
+  SMTP_TLS_CERT_FILE: z.string().min(1).optional(),
+  SMTP_TLS_KEY_FILE: z.string().min(1).optional(),
+  SMTP_RELAY_URL: z.string().regex(/^smtps?:\/\/[^\s]+$/, 'must be an smtp:// or smtps:// URL').optional(),
+  DKIM_PRIVATE_KEY_FILE: z.string().min(1).optional(),
+  DKIM_SELECTOR: z.string().regex(/^[A-Za-z0-9._-]{1,63}$/).default('agentgate'),
+  JOBS_PROCESS_EVERY_MS: z.coerce.number().int().min(10).default(2000),
 });
 
 export type Env = z.input<typeof schema>;

@@ -7,6 +7,12 @@ import { ActivityLog } from '../logs/activity-log.js';
 import { AccountService } from '../accounts/account-service.js';
 import { IdentityService } from '../identities/identity-service.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
+import { createJobQueue, type JobQueue } from './jobs.js';
+import { MailService } from '../mail/mail-service.js';
+import { VaultService } from '../vault/vault-service.js';
+import { createChainService, type ChainService } from './chain/chain-service.js';
+import { PaymentService } from '../payments/payment-service.js';
+import { loadServiceKey, type ServiceKey } from '../did/service-key.js';
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -21,6 +27,15 @@ export interface AppContext {
   logs: ActivityLog;
   accounts: AccountService;
   identities: IdentityService;
+  /** Background jobs (Agenda on the same database); workers are started by startServer. */
+  jobs: JobQueue;
+  mail: MailService;
+  vault: VaultService;
+  /** The settlement chain; undefined when CHAIN_RPC_URL is not configured (payment routes answer 503). */
+  chain: ChainService | undefined;
+  payments: PaymentService;
+  /** The service's did:web Ed25519 key (/.well-known/did.json); signs payment receipts. */
+  serviceKey: ServiceKey;
   /**
    * Areas that add fields to an identity's detail (wallet address, DID, ...) register here, so whoami and
    * the platform view show them without the identities module knowing those areas.
@@ -45,20 +60,33 @@ export async function createContext(config: Config): Promise<AppContext> {
   await db.asPromise();
   const logs = new ActivityLog(db);
   const keys = new ApiKeyService(db);
+  const secrets = new SecretBox(keyringFrom(config));
   const onClose: Array<() => Promise<void>> = [];
+  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS });
+  const identities = new IdentityService(db, config, keys, logs);
+  const chain = await createChainService(config);
+  const serviceKey = await loadServiceKey(db, config, secrets);
   const ctx: AppContext = {
     config,
     db,
-    secrets: new SecretBox(keyringFrom(config)),
+    secrets,
     keys,
     rateLimiter: new RateLimiter(db),
     logs,
     accounts: new AccountService(db),
-    identities: new IdentityService(db, config, keys, logs),
+    identities,
+    jobs,
+    mail: new MailService(db, config, identities, logs, jobs),
+    vault: new VaultService(db, secrets, logs),
+    chain,
+    serviceKey,
+    // The receipt signer is the service DID key, resolved when a receipt is signed.
+    payments: new PaymentService(db, config, chain, () => ctx.serviceKey, logs),
     identityDetail: [],
     onClose,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();
+      await jobs.stop();
       await db.close();
     },
   };

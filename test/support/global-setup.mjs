@@ -1,11 +1,23 @@
-// Starts the real services the suite talks to, once for all test files: a MongoDB-wire server
-// (MONGODB_URI, else FerretDB, else mongodb-memory-server). Each test file then uses its own database.
+// Starts the real services the suite talks to, once for all test files:
+//  - a MongoDB-wire server (MONGODB_URI, else FerretDB, else mongodb-memory-server); each test file
+//    then uses its own database;
+//  - a local chain (anvil) with our USDC-compatible token deployed and test USDC minted to dev
+//    accounts 1..9, which act as per-worker treasuries (see test/support/chain.ts).
 // Plain ESM loading our TypeScript through tsx: jest's module mapper does not apply to global setup.
 import { tsImport } from 'tsx/esm/api';
 
 export default async function globalSetup() {
+  const log = (line) => process.stderr.write(`[test services] ${line}\n`);
   const { provideMongoServer } = await tsImport('../../server/platform/mongo-server.ts', import.meta.url);
-  const mongo = await provideMongoServer({ log: (line) => process.stderr.write(`[test services] ${line}\n`) });
+  const { startDevChain } = await tsImport('../../server/platform/chain/dev-chain.ts', import.meta.url);
+  const [mongo, chain] = await Promise.all([
+    provideMongoServer({ log }),
+    startDevChain({ mintAmountUsdc: '1000000' }),
+  ]);
+  log(`anvil on ${chain.rpcUrl} (chain ${chain.chainId}), USDC at ${chain.usdcAddress}`);
   process.env.AGENTGATE_TEST_MONGODB_URI = mongo.uri;
-  globalThis.__AGENTGATE_SERVICES__ = { mongo };
+  process.env.AGENTGATE_TEST_RPC_URL = chain.rpcUrl;
+  process.env.AGENTGATE_TEST_USDC = chain.usdcAddress;
+  process.env.AGENTGATE_TEST_FACTORY = chain.factoryAddress;
+  globalThis.__AGENTGATE_SERVICES__ = { mongo, chain };
 }

@@ -1,3 +1,4 @@
 export default async function globalTeardown() {
-  await globalThis.__AGENTGATE_SERVICES__?.mongo.stop();
+  const services = globalThis.__AGENTGATE_SERVICES__;
+  await Promise.all([services?.mongo.stop(), services?.chain.stop()]);
 }

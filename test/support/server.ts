@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config } from '../../server/platform/config.js';
 import { freePort } from '../../server/platform/net.js';
 import { startServer, type RunningServer } from '../../server/server.js';
+import { chainConfig } from './chain.js';
 
 export function testDbName(): string {
   return `t_${randomBytes(6).toString('hex')}`;
@@ -22,6 +23,9 @@ export async function testConfig(overrides: Record<string, string> = {}): Promis
     MASTER_KEY: randomBytes(32).toString('hex'),
     MONGODB_URI: uri,
     MONGODB_DB: testDbName(),
+    SMTP_PORT: '0',
+    JOBS_PROCESS_EVERY_MS: '200',
+    ...(await chainConfig()),
     ...overrides,
   });
 }

@@ -1,0 +1,50 @@
+import { getPublicKeyAsync, signAsync, utils } from '@noble/ed25519';
+import { Schema, type Connection } from 'mongoose';
+import type { Config } from '../platform/config.js';
+import type { SealedSecret, SecretBox } from '../platform/secret-box.js';
+import { ed25519ToMultibase } from '../../middleware/multikey.js';
+
+/** The service's own did:web key: published at /.well-known/did.json, signs payment receipts. */
+export interface ServiceKey {
+  did: string;
+  /** The verification method id, `<did>#key-1`. */
+  keyId: string;
+  publicKey: Uint8Array;
+  publicKeyMultibase: string;
+  sign(message: Uint8Array): Promise<Uint8Array>;
+}
+
+interface ServiceKeyDoc { _id: 'service-key'; seed: SealedSecret; createdAt: Date }
+const schema = new Schema<ServiceKeyDoc>({ _id: String, seed: { type: Schema.Types.Mixed, required: true }, createdAt: Date }, { versionKey: false });
+const SEAL_CONTEXT = 'service-signing-key';
+
+/**
+ * SERVICE_SIGNING_KEY in production. In dev mode without it, a key is generated once and kept in the
+ * database (sealed under the master key), so receipts stay verifiable across restarts.
+ */
+export async function loadServiceKey(conn: Connection, config: Config, secrets: SecretBox): Promise<ServiceKey> {
+  let seed: Uint8Array;
+  if (config.SERVICE_SIGNING_KEY) {
+    seed = Uint8Array.from(Buffer.from(config.SERVICE_SIGNING_KEY, 'hex'));
+  } else if (config.mode === 'dev') {
+    const model = conn.models.ServiceKey ?? conn.model<ServiceKeyDoc>('ServiceKey', schema, 'service_keys');
+    const fresh = secrets.seal(Buffer.from(utils.randomSecretKey()), SEAL_CONTEXT);
+    // Two processes starting at once both upsert; the first write wins and both read it back.
+    await model.updateOne({ _id: 'service-key' }, { $setOnInsert: { seed: fresh, createdAt: new Date() } }, { upsert: true }).catch((err) => {
+      if ((err as { code?: number }).code !== 11000) throw err;
+    });
+    const stored = await model.findById('service-key').lean();
+    seed = Uint8Array.from(secrets.open(stored!.seed, SEAL_CONTEXT));
+  } else {
+    throw new Error('configuration error: SERVICE_SIGNING_KEY is required in production');
+  }
+  const publicKey = await getPublicKeyAsync(seed);
+  const did = `did:web:${config.DID_DOMAIN}`;
+  return {
+    did,
+    keyId: `${did}#key-1`,
+    publicKey,
+    publicKeyMultibase: ed25519ToMultibase(publicKey),
+    sign: (message) => signAsync(message, seed),
+  };
+}

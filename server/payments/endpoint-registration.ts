@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto';
+import type { AppContext } from '../platform/context.js';
+import { AppError } from '../platform/errors.js';
+import { parsePrice } from '../../middleware/price.js';
+import type { EndpointDoc } from './models.js';
+import { isMcpResource, normalizeResource } from './resource-url.js';
+
+export const webhookSecretContext = (endpointId: string) => `webhook-secret:${endpointId}`;
+const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
+
+interface EndpointInput {
+  url?: string;
+  priceUsdc?: string;
+  description?: string;
+  webhookUrl?: string | null;
+  skipUrlCheck?: boolean;
+}
+
+/**
+ * Registers (or, with `id`, updates) an endpoint. The URL is fetched through the SSRF guard and must
+ * answer 402 with our middleware's challenge for this seller at this price, so a typo or someone
+ * else's URL cannot be registered. A webhook URL gets a fresh `whsec_` secret, shown once.
+ */
+export async function registerEndpoint(app: AppContext, orgId: string, input: EndpointInput, id?: string): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
+  const allowLoopback = app.config.mode === 'dev';
+  if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, allowLoopback, 'webhookUrl');
+  const current = id ? await app.payments.getEndpoint(orgId, id) : undefined;
+  const url = input.url ?? current!.url;
+  const priceUsdc = input.priceUsdc ?? current!.priceUsdc;
+  if (!input.skipUrlCheck && !isMcpResource(normalizeResource(url)) && (input.url || input.priceUsdc)) {
+    await checkChallenge(app, orgId, normalizeResource(url), priceUsdc, allowLoopback);
+  }
+  const webhookSecret = input.webhookUrl && input.webhookUrl !== current?.webhookUrl ? newWebhookSecret() : undefined;
+  if (!id) {
+    const endpoint = await app.payments.createEndpoint(orgId, { url, priceUsdc, description: input.description, webhookUrl: input.webhookUrl ?? undefined });
+    if (webhookSecret) {
+      const sealed = app.secrets.seal(webhookSecret, webhookSecretContext(endpoint._id));
+      return { endpoint: await app.payments.updateEndpoint(orgId, endpoint._id, { webhookSecret: sealed }), webhookSecret };
+    }
+    return { endpoint };
+  }
+  const endpoint = await app.payments.updateEndpoint(orgId, id, {
+    priceUsdc: input.priceUsdc, description: input.description, webhookUrl: input.webhookUrl,
+    webhookSecret: webhookSecret ? app.secrets.seal(webhookSecret, webhookSecretContext(id)) : undefined,
+  });
+  return { endpoint, webhookSecret };
+}
+
+export async function rotateWebhookSecret(app: AppContext, orgId: string, id: string): Promise<{ id: string; webhookSecret: string }> {
+  const endpoint = await app.payments.getEndpoint(orgId, id);
+  if (!endpoint.webhookUrl) throw new AppError(409, 'no_webhook', 'This endpoint has no webhookUrl');
+  const webhookSecret = newWebhookSecret();
+  await app.payments.updateEndpoint(orgId, id, { webhookSecret: app.secrets.seal(webhookSecret, webhookSecretContext(id)) });
+  return { id, webhookSecret };
+}
+
+async function assertPublicTarget(url: string, allowLoopback: boolean, field: string): Promise<void> {
+  const { assertAllowedUrl } = await import('../platform/ssrf.js');
+  try {
+    await assertAllowedUrl(url, { allowLoopback });
+  } catch (err) {
+    throw new AppError(400, 'url_not_allowed', `body.${field}: ${(err as Error).message}`);
+  }
+}
+
+async function checkChallenge(app: AppContext, orgId: string, url: string, priceUsdc: string, allowLoopback: boolean): Promise<void> {
+  const refuse = (why: string) => new AppError(400, 'endpoint_check_failed', `body.url: ${url} ${why}`);
+  let response: { status: number; text: string };
+  try {
+    const { guardedFetch } = await import('../platform/ssrf.js');
+    const res = await guardedFetch(url, { allowLoopback, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
+    response = { status: res.status, text: res.bodyText ?? '' };
+  } catch (err) {
+    throw refuse(`could not be fetched: ${(err as Error).message}`);
+  }
+  if (response.status !== 402) throw refuse(`answered ${response.status}, not 402 from the agentgate middleware`);
+  let body: { x402Version?: number; accepts?: Array<{ payTo?: string; maxAmountRequired?: string }> };
+  try { body = JSON.parse(response.text); } catch { throw refuse('answered 402 without an x402 JSON body'); }
+  const settings = await app.payments.settingsFor(orgId);
+  const offer = body.accepts?.find((a) => a.payTo?.toLowerCase() === settings.payTo.toLowerCase());
+  if (body.x402Version !== 1 || !offer) throw refuse(`does not ask for payment to this seller's address ${settings.payTo}`);
+  if (offer.maxAmountRequired !== parsePrice(priceUsdc).toString()) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not the price ${priceUsdc}`);
+}

@@ -1,0 +1,111 @@
+import { Schema } from 'mongoose';
+import type { SealedSecret } from '../platform/secret-box.js';
+
+/** Per org: whether it accepts payments, and where they go. */
+export interface SellerAccountDoc {
+  _id: string; // orgId
+  enabled: boolean;
+  payTo: string; // checksummed address
+  updatedAt: Date;
+}
+
+export const sellerAccountSchema = new Schema<SellerAccountDoc>({
+  _id: String,
+  enabled: { type: Boolean, required: true },
+  payTo: { type: String, required: true },
+  updatedAt: { type: Date, required: true },
+}, { versionKey: false });
+
+/** A protected resource the seller registered: `<scheme>://<host><path>` (or `mcp://tool/<name>`) at a price. */
+export interface EndpointDoc {
+  _id: string;
+  orgId: string;
+  url: string;
+  priceUsdc: string;
+  priceAtomic: string;
+  description: string;
+  webhookUrl?: string;
+  webhookSecret?: SealedSecret;
+  createdAt: Date;
+  updatedAt: Date;
+  deletedAt?: Date;
+}
+
+export const endpointSchema = new Schema<EndpointDoc>({
+  _id: String,
+  orgId: { type: String, required: true },
+  url: { type: String, required: true },
+  priceUsdc: { type: String, required: true },
+  priceAtomic: { type: String, required: true },
+  description: { type: String, default: '' },
+  webhookUrl: String,
+  webhookSecret: Schema.Types.Mixed,
+  createdAt: { type: Date, required: true },
+  updatedAt: { type: Date, required: true },
+  deletedAt: Date,
+}, { versionKey: false });
+endpointSchema.index({ orgId: 1, url: 1 });
+
+export type PaymentStatus = 'verified' | 'settled' | 'failed';
+
+export interface SignedReceipt {
+  body: Record<string, unknown>;
+  signature: string;
+  publicKey: string;
+  did: string;
+}
+
+export interface PaymentDoc {
+  _id: string;
+  orgId: string;
+  direction: 'in';
+  endpointId: string;
+  network: string;
+  chainId: number;
+  asset: string;
+  payerAddress: string;
+  recipientAddress: string;
+  amountUsdcRaw: string;
+  resourceUrl: string;
+  x402Version: 1 | 2;
+  /** `${chainId}:${asset}:${payer}:${nonce}`, lower-case: the unique claim that makes settlement at-most-once. */
+  authorizationKey: string;
+  authorizationNonce: string;
+  authorization: { from: string; to: string; value: string; validAfter: string; validBefore: string; nonce: string };
+  signature: string;
+  status: PaymentStatus;
+  txHash?: string;
+  failureReason?: string;
+  signedReceipt?: SignedReceipt;
+  createdAt: Date;
+  submittedAt?: Date;
+  settledAt?: Date;
+}
+
+export const paymentSchema = new Schema<PaymentDoc>({
+  _id: String,
+  orgId: { type: String, required: true },
+  direction: { type: String, default: 'in' },
+  endpointId: { type: String, required: true },
+  network: { type: String, required: true },
+  chainId: { type: Number, required: true },
+  asset: { type: String, required: true },
+  payerAddress: { type: String, required: true },
+  recipientAddress: { type: String, required: true },
+  amountUsdcRaw: { type: String, required: true },
+  resourceUrl: { type: String, required: true },
+  x402Version: { type: Number, required: true },
+  authorizationKey: { type: String, required: true, unique: true },
+  authorizationNonce: { type: String, required: true },
+  authorization: { type: Schema.Types.Mixed, required: true },
+  signature: { type: String, required: true },
+  status: { type: String, required: true },
+  txHash: String,
+  failureReason: String,
+  signedReceipt: Schema.Types.Mixed,
+  createdAt: { type: Date, required: true },
+  submittedAt: Date,
+  settledAt: Date,
+}, { versionKey: false, minimize: false });
+paymentSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
+paymentSchema.index({ status: 1, createdAt: 1 });

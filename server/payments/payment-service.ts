@@ -1,0 +1,217 @@
+import { getAddress, type Address } from 'viem';
+import type { Connection, Model } from 'mongoose';
+import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
+import { buildRequirementV1 } from '../../middleware/challenge.js';
+import { parsePrice, formatUsdc } from '../../middleware/price.js';
+import { AppError, notFound } from '../platform/errors.js';
+import { newId } from '../platform/ids.js';
+import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
+import type { ChainService } from '../platform/chain/chain-service.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { Config } from '../platform/config.js';
+import { endpointSchema, paymentSchema, sellerAccountSchema, type EndpointDoc, type PaymentDoc, type SellerAccountDoc } from './models.js';
+import { verifyPayment } from './verify-payment.js';
+import { settleOnChain } from './settlement.js';
+import { signReceipt, type ReceiptSigner } from './receipts.js';
+import { normalizeResource } from './resource-url.js';
+
+export type RedeemOutcome =
+  | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string } }
+  | { ok: false; error: string; message: string; requirement?: unknown };
+
+/** Called in the same step that records a settled payment (webhooks plug in here). */
+export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promise<void>;
+
+const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
+
+/**
+ * The facilitator: seller settings and endpoints, and redeem = verify, claim the nonce, settle on chain,
+ * record, sign a receipt. Money moves at most once per authorization because the claim is a unique index
+ * written before the transaction is sent.
+ */
+export class PaymentService {
+  readonly payments: Model<PaymentDoc>;
+  readonly endpoints: Model<EndpointDoc>;
+  readonly sellers: Model<SellerAccountDoc>;
+  readonly onSettled: SettledHook[] = [];
+
+  constructor(
+    conn: Connection,
+    private readonly config: Config,
+    readonly chain: ChainService | undefined,
+    private readonly signer: () => ReceiptSigner,
+    private readonly logs: ActivityLog,
+  ) {
+    this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
+    this.endpoints = conn.models.Endpoint ?? conn.model<EndpointDoc>('Endpoint', endpointSchema, 'endpoints');
+    this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
+  }
+
+  requireChain(): ChainService {
+    if (!this.chain) throw new AppError(503, 'payments_unavailable', 'Payments are not configured on this server (CHAIN_RPC_URL)');
+    return this.chain;
+  }
+
+  // --- seller settings -------------------------------------------------------------------------
+
+  async setAcceptance(orgId: string, input: { enabled: boolean; payTo: string }): Promise<SellerAccountDoc> {
+    const payTo = getAddress(input.payTo);
+    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, { $set: { enabled: input.enabled, payTo, updatedAt: new Date() } }, { upsert: true, returnDocument: 'after' }).lean();
+    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo } });
+    return doc!;
+  }
+
+  async acceptance(orgId: string): Promise<SellerAccountDoc | null> {
+    return this.sellers.findById(orgId).lean();
+  }
+
+  /** What a seller's middleware caches at start-up to build challenges locally. */
+  async settingsFor(orgId: string) {
+    const chain = this.requireChain();
+    const seller = await this.acceptance(orgId);
+    if (!seller?.enabled) throw new AppError(409, 'payments_not_enabled', 'Payment acceptance is not turned on for this org (PUT /v0/payments/acceptance)');
+    return {
+      network: chain.network, chainId: chain.chainId, asset: chain.usdc.address, payTo: seller.payTo,
+      assetName: chain.usdc.name, assetVersion: chain.usdc.version, maxTimeoutSeconds: 60,
+    };
+  }
+
+  // --- endpoints -------------------------------------------------------------------------------
+
+  async createEndpoint(orgId: string, input: { url: string; priceUsdc: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret'] }): Promise<EndpointDoc> {
+    const url = normalizeResource(input.url);
+    const priceAtomic = this.priceOf(input.priceUsdc);
+    const existing = await this.endpoints.findOne({ orgId, url, deletedAt: null }).lean();
+    if (existing) throw new AppError(409, 'endpoint_exists', `An endpoint for ${url} is already registered (${existing._id})`);
+    const now = new Date();
+    const doc = await this.endpoints.create({
+      _id: newId('ep'), orgId, url, priceUsdc: formatUsdc(priceAtomic), priceAtomic: priceAtomic.toString(),
+      description: input.description ?? '', webhookUrl: input.webhookUrl, webhookSecret: input.webhookSecret, createdAt: now, updatedAt: now,
+    });
+    await this.logs.record({ orgId, action: 'payments.endpoint_registered', category: 'payments', description: `Endpoint ${url} registered at ${formatUsdc(priceAtomic)} USDC`, targetType: 'endpoint', targetId: doc._id });
+    return doc.toObject();
+  }
+
+  async listEndpoints(orgId: string): Promise<EndpointDoc[]> {
+    return this.endpoints.find({ orgId, deletedAt: null }).sort({ createdAt: -1 }).lean();
+  }
+
+  async getEndpoint(orgId: string, id: string): Promise<EndpointDoc> {
+    const doc = await this.endpoints.findOne({ _id: id, orgId, deletedAt: null }).lean();
+    if (!doc) throw notFound('Endpoint not found');
+    return doc;
+  }
+
+  async updateEndpoint(orgId: string, id: string, change: { priceUsdc?: string; description?: string; webhookUrl?: string | null; webhookSecret?: EndpointDoc['webhookSecret'] | null }): Promise<EndpointDoc> {
+    const set: Record<string, unknown> = { updatedAt: new Date() };
+    const unset: Record<string, 1> = {};
+    if (change.priceUsdc !== undefined) {
+      const atomic = this.priceOf(change.priceUsdc);
+      set.priceAtomic = atomic.toString();
+      set.priceUsdc = formatUsdc(atomic);
+    }
+    if (change.description !== undefined) set.description = change.description;
+    if (change.webhookUrl === null) { unset.webhookUrl = 1; unset.webhookSecret = 1; }
+    else if (change.webhookUrl !== undefined) set.webhookUrl = change.webhookUrl;
+    if (change.webhookSecret) set.webhookSecret = change.webhookSecret;
+    const doc = await this.endpoints.findOneAndUpdate({ _id: id, orgId, deletedAt: null }, { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}) }, { returnDocument: 'after' }).lean();
+    if (!doc) throw notFound('Endpoint not found');
+    await this.logs.record({ orgId, action: 'payments.endpoint_updated', category: 'payments', description: `Endpoint ${doc.url} updated`, targetType: 'endpoint', targetId: id, metadata: { priceUsdc: doc.priceUsdc, webhookUrl: doc.webhookUrl ?? null } });
+    return doc;
+  }
+
+  async deleteEndpoint(orgId: string, id: string): Promise<void> {
+    const doc = await this.endpoints.findOneAndUpdate({ _id: id, orgId, deletedAt: null }, { $set: { deletedAt: new Date() } }).lean();
+    if (!doc) throw notFound('Endpoint not found');
+    await this.logs.record({ orgId, action: 'payments.endpoint_deleted', category: 'payments', description: `Endpoint ${doc.url} deleted`, targetType: 'endpoint', targetId: id });
+  }
+
+  private priceOf(priceUsdc: string): bigint {
+    try {
+      const atomic = parsePrice(priceUsdc);
+      if (atomic <= 0n) throw new Error('must be greater than zero');
+      return atomic;
+    } catch (err) {
+      throw new AppError(400, 'validation_error', `body.priceUsdc: ${(err as Error).message}`);
+    }
+  }
+
+  // --- redeem ----------------------------------------------------------------------------------
+
+  async redeem(orgId: string, input: { paymentHeader: string; resource: string; amount: string }): Promise<RedeemOutcome> {
+    const chain = this.requireChain();
+    const seller = await this.acceptance(orgId);
+    if (!seller?.enabled) return { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' };
+    const resource = normalizeResource(input.resource);
+    const endpoint = await this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean();
+    if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
+    const requirement = buildRequirementV1(await this.settingsFor(orgId), { amountAtomic: BigInt(endpoint.priceAtomic), resource: endpoint.url, description: endpoint.description });
+    const refuse = (error: string, message: string): RedeemOutcome => ({ ok: false, error, message, requirement });
+
+    let amount: bigint;
+    try { amount = parsePrice(input.amount); } catch { return refuse('amount_mismatch', `amount ${input.amount} is not a USDC amount`); }
+    if (amount !== BigInt(endpoint.priceAtomic)) return refuse('amount_mismatch', `amount ${input.amount} does not equal the registered price ${endpoint.priceUsdc}`);
+
+    const decoded = decodePaymentHeader(input.paymentHeader);
+    if (!decoded.ok) return refuse(decoded.reason, decoded.message);
+    const verified = await verifyPayment(decoded, { payTo: seller.payTo as Address, amountAtomic: amount }, chain, {
+      nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
+    });
+    if (!verified.ok) return refuse(verified.reason, verified.message);
+
+    // Claim the authorization before anything is sent: of any number of concurrent or replayed copies,
+    // exactly one insert succeeds.
+    const auth = verified.authorization;
+    const payment: PaymentDoc = {
+      _id: newId('pay'), orgId, direction: 'in', endpointId: endpoint._id, network: chain.network, chainId: chain.chainId,
+      asset: chain.usdc.address, payerAddress: verified.payer, recipientAddress: getAddress(auth.to), amountUsdcRaw: amount.toString(),
+      resourceUrl: resource, x402Version: decoded.version,
+      authorizationKey: `${chain.chainId}:${chain.usdc.address}:${verified.payer}:${auth.nonce}`.toLowerCase(),
+      authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: 'verified', createdAt: new Date(),
+    };
+    try {
+      await this.payments.create(payment);
+    } catch (err) {
+      if (isDuplicateKey(err)) return refuse('nonce_already_used', 'this authorization was already presented');
+      throw err;
+    }
+
+    const settled = await settleOnChain(this.payments, payment, chain);
+    if (!settled.ok) {
+      await this.payments.updateOne({ _id: payment._id }, { $set: { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) } });
+      await this.logs.record({ orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
+      return refuse(settled.reason, settled.message);
+    }
+    const done = await this.markSettled(payment, settled.txHash, endpoint);
+    return {
+      ok: true,
+      paymentId: done._id,
+      paymentResponse: { success: true, transaction: settled.txHash, network: decoded.version === 1 ? chain.network : chain.caip2, payer: verified.payer },
+    };
+  }
+
+  /** Records the settlement with its signed receipt, then runs the settled hooks (webhook outbox). */
+  async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc): Promise<PaymentDoc> {
+    const settledAt = new Date();
+    const signedReceipt = await signReceipt(this.signer(), { ...payment, txHash, settledAt });
+    const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
+      { $set: { status: 'settled', txHash, settledAt, signedReceipt }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
+    if (!done) return (await this.payments.findById(payment._id).lean())!;
+    for (const hook of this.onSettled) await hook(done, endpoint);
+    await this.logs.record({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });
+    return done;
+  }
+
+  // --- reads -----------------------------------------------------------------------------------
+
+  async list(orgId: string, limit: number, cursor?: Cursor) {
+    const rows = await this.payments.find({ orgId, ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+    return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
+  }
+
+  async get(orgId: string, id: string): Promise<PaymentDoc> {
+    const doc = await this.payments.findOne({ _id: id, orgId }).lean();
+    if (!doc) throw notFound('Payment not found');
+    return doc;
+  }
+}

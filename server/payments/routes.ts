@@ -1,0 +1,125 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { AppContext } from '../platform/context.js';
+import { authenticatedRouter, principalOf, requireTier } from '../platform/auth/authenticate.js';
+import { parseInput } from '../platform/validate.js';
+import { decodeCursor } from '../platform/pagination.js';
+import { AppError, notFound } from '../platform/errors.js';
+import { presentEndpoint, presentPayment } from './present.js';
+import { registerEndpoint, rotateWebhookSecret } from './endpoint-registration.js';
+
+const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
+const price = z.string().trim().min(1).max(32);
+const acceptanceBody = z.object({ enabled: z.boolean(), payTo: address }).strict();
+const sellerKeyBody = z.object({ name: z.string().trim().min(1).max(64).optional() }).strict();
+const endpointBody = z.object({
+  url: z.string().min(1).max(2048),
+  priceUsdc: price,
+  description: z.string().max(500).optional(),
+  webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+  // Dev mode only: register before the seller's server is up (agentgate dev, tests).
+  skipUrlCheck: z.boolean().optional(),
+}).strict();
+const endpointPatch = z.object({
+  priceUsdc: price.optional(),
+  description: z.string().max(500).optional(),
+  webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).nullable().optional(),
+}).strict().refine((b) => Object.keys(b).length > 0, 'give at least one of priceUsdc, description, webhookUrl');
+const redeemBody = z.object({ paymentHeader: z.string().min(1).max(16_384), resource: z.string().min(1).max(2048), amount: z.string().min(1).max(32) }).strict();
+const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
+const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
+
+/**
+ * Seller set-up (platform key: the "console" of SPEC 4.5), the facilitator (seller key `loid-`), and
+ * payment records for the seller and for ops (both key kinds of the org).
+ */
+export function paymentRoutes(app: AppContext): Router {
+  const router = authenticatedRouter(app, { prefix: '/v0/payments' });
+  const orgOf = (ctx: Context) => principalOf(ctx).orgId;
+  const platform = requireTier('platform');
+  const seller = requireTier('seller');
+  const sellerOrOps = requireTier('seller', 'platform');
+
+  router.put('/acceptance', platform, async (ctx) => {
+    const body = parseInput(acceptanceBody, ctx.request.body, 'body');
+    const doc = await app.payments.setAcceptance(orgOf(ctx), body);
+    ctx.body = { enabled: doc.enabled, payTo: doc.payTo, updatedAt: doc.updatedAt.toISOString() };
+  });
+  router.get('/acceptance', sellerOrOps, async (ctx) => {
+    const doc = await app.payments.acceptance(orgOf(ctx));
+    ctx.body = doc ? { enabled: doc.enabled, payTo: doc.payTo, updatedAt: doc.updatedAt.toISOString() } : { enabled: false, payTo: null };
+  });
+
+  router.post('/seller-keys', platform, async (ctx) => {
+    const body = parseInput(sellerKeyBody, ctx.request.body, 'body');
+    const key = await app.keys.issue('seller', { orgId: orgOf(ctx), name: body.name ?? 'seller' });
+    await app.logs.record({ orgId: orgOf(ctx), action: 'payments.seller_key_created', category: 'payments', description: `Seller key ${key.prefix}… created`, targetType: 'api_key', targetId: key.keyId });
+    ctx.status = 201;
+    ctx.body = { keyId: key.keyId, apiKey: key.rawKey, apiKeyPrefix: key.prefix, name: body.name ?? 'seller' };
+  });
+  router.get('/seller-keys', platform, async (ctx) => {
+    const keys = await app.keys.list({ orgId: orgOf(ctx), tier: 'seller' });
+    ctx.body = { keys: keys.map((k) => ({ keyId: k._id, apiKeyPrefix: k.prefix, name: k.name ?? null, createdAt: k.createdAt.toISOString(), lastUsedAt: k.lastUsedAt?.toISOString() ?? null, revokedAt: k.revokedAt?.toISOString() ?? null })) };
+  });
+  router.delete('/seller-keys/:id', platform, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    const key = await app.keys.findOwned(id, orgOf(ctx), 'seller');
+    if (!key || key.revokedAt) throw notFound('Seller key not found');
+    await app.keys.revoke(id);
+    await app.logs.record({ orgId: orgOf(ctx), action: 'payments.seller_key_revoked', category: 'payments', severity: 'warning', description: `Seller key ${key.prefix}… revoked`, targetType: 'api_key', targetId: id });
+    ctx.body = { keyId: id, revoked: true };
+  });
+
+  router.post('/endpoints', platform, async (ctx) => {
+    const body = parseInput(endpointBody, ctx.request.body, 'body');
+    if (body.skipUrlCheck && app.config.mode !== 'dev') throw new AppError(400, 'validation_error', 'body.skipUrlCheck: only allowed in dev mode');
+    const { endpoint, webhookSecret } = await registerEndpoint(app, orgOf(ctx), body);
+    ctx.status = 201;
+    ctx.body = { ...presentEndpoint(endpoint), ...(webhookSecret ? { webhookSecret } : {}) };
+  });
+  router.get('/endpoints', sellerOrOps, async (ctx) => {
+    ctx.body = { endpoints: (await app.payments.listEndpoints(orgOf(ctx))).map(presentEndpoint) };
+  });
+  router.get('/endpoints/:id', sellerOrOps, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    ctx.body = presentEndpoint(await app.payments.getEndpoint(orgOf(ctx), id));
+  });
+  router.patch('/endpoints/:id', platform, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    const body = parseInput(endpointPatch, ctx.request.body, 'body');
+    const { endpoint, webhookSecret } = await registerEndpoint(app, orgOf(ctx), body, id);
+    ctx.body = { ...presentEndpoint(endpoint), ...(webhookSecret ? { webhookSecret } : {}) };
+  });
+  router.post('/endpoints/:id/rotate-webhook-secret', platform, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    ctx.body = await rotateWebhookSecret(app, orgOf(ctx), id);
+  });
+  router.delete('/endpoints/:id', platform, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    await app.payments.deleteEndpoint(orgOf(ctx), id);
+    ctx.body = { id, deleted: true };
+  });
+
+  router.get('/settings', seller, async (ctx) => {
+    ctx.body = await app.payments.settingsFor(orgOf(ctx));
+  });
+  router.post('/redeem', seller, async (ctx) => {
+    const body = parseInput(redeemBody, ctx.request.body, 'body');
+    const outcome = await app.payments.redeem(orgOf(ctx), body);
+    ctx.status = outcome.ok ? 200 : 402;
+    ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+
+  router.get('/', sellerOrOps, async (ctx) => {
+    const query = parseInput(listQuery, ctx.query, 'query');
+    const page = await app.payments.list(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
+    ctx.body = { payments: page.items.map((p) => presentPayment(p)), count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+  });
+  // Other areas' routes under /v0/payments (pay, mandates, activity) must be mounted before this router.
+  router.get('/:id', sellerOrOps, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    ctx.body = presentPayment(await app.payments.get(orgOf(ctx), id), true);
+  });
+  return router;
+}

@@ -1,0 +1,100 @@
+import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
+import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.js';
+import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
+import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../platform/chain/usdc.js';
+import type { ChainService } from '../platform/chain/chain-service.js';
+
+/** Reason codes of a refused payment, one per check, in the order the exact-EVM scheme checks them. */
+export type VerifyFailure =
+  | 'unsupported_scheme'
+  | 'network_mismatch'
+  | 'asset_mismatch'
+  | 'invalid_signature'
+  | 'recipient_mismatch'
+  | 'amount_mismatch'
+  | 'authorization_not_yet_valid'
+  | 'authorization_expired'
+  | 'nonce_already_used'
+  | 'insufficient_funds';
+
+export type Verified = { ok: true; payer: Address; authorization: ExactEvmAuthorization; signature: Hex };
+export type Refused = { ok: false; reason: VerifyFailure; message: string };
+
+export interface PaymentTerms {
+  payTo: Address;
+  amountAtomic: bigint;
+}
+
+const refuse = (reason: VerifyFailure, message: string): Refused => ({ ok: false, reason, message });
+
+/**
+ * Checks a decoded payment against the seller's terms and the chain, cheapest checks first so a bad
+ * header costs no RPC call. Read-only: nothing is claimed or sent here.
+ */
+export async function verifyPayment(
+  decoded: DecodedPaymentHeader,
+  terms: PaymentTerms,
+  chain: ChainService,
+  options: { nowSeconds: number; marginSeconds: number },
+): Promise<Verified | Refused> {
+  const payload = decoded.payload;
+  if (decoded.version === 1) {
+    if (decoded.payload.scheme !== 'exact') return refuse('unsupported_scheme', `scheme ${decoded.payload.scheme} is not supported; use exact`);
+    if (toV1Network(decoded.payload.network) !== chain.network) {
+      return refuse('network_mismatch', `payment is for network ${decoded.payload.network}; this seller is paid on ${chain.network}`);
+    }
+  } else {
+    const accepted = decoded.payload.accepted;
+    if (accepted.scheme !== 'exact') return refuse('unsupported_scheme', `scheme ${accepted.scheme} is not supported; use exact`);
+    if (toCaip2Network(accepted.network) !== chain.caip2) {
+      return refuse('network_mismatch', `payment is for network ${accepted.network}; this seller is paid on ${chain.caip2}`);
+    }
+    if (!isAddressEqual(accepted.asset as Address, chain.usdc.address)) {
+      return refuse('asset_mismatch', `payment is in asset ${accepted.asset}; this seller accepts USDC at ${chain.usdc.address}`);
+    }
+  }
+
+  const { authorization, signature } = payload.payload;
+  const from = getAddress(authorization.from);
+  // The EIP-712 domain is the token's own (name, version, chain id, contract): a signature made for
+  // another chain, another token or another domain name does not verify here.
+  const validSignature = await chain.publicClient.verifyTypedData({
+    address: from,
+    domain: usdcDomain({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }),
+    types: transferWithAuthorizationTypes,
+    primaryType: 'TransferWithAuthorization',
+    message: {
+      from,
+      to: getAddress(authorization.to),
+      value: BigInt(authorization.value),
+      validAfter: BigInt(authorization.validAfter),
+      validBefore: BigInt(authorization.validBefore),
+      nonce: authorization.nonce as Hex,
+    },
+    signature: signature as Hex,
+  }).catch(() => false);
+  if (!validSignature) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
+
+  if (!isAddressEqual(authorization.to as Address, terms.payTo)) {
+    return refuse('recipient_mismatch', `the authorization pays ${authorization.to}, not the seller ${terms.payTo}`);
+  }
+  if (BigInt(authorization.value) !== terms.amountAtomic) {
+    return refuse('amount_mismatch', `the authorization is for ${authorization.value} atomic units; the price is ${terms.amountAtomic}`);
+  }
+  const { nowSeconds, marginSeconds } = options;
+  if (BigInt(authorization.validAfter) > BigInt(nowSeconds)) {
+    return refuse('authorization_not_yet_valid', `the authorization is valid only after ${authorization.validAfter}`);
+  }
+  // Settlement takes a block or two; an authorization about to expire would revert on chain.
+  if (BigInt(authorization.validBefore) <= BigInt(nowSeconds + marginSeconds)) {
+    return refuse('authorization_expired', `the authorization expired (validBefore ${authorization.validBefore})`);
+  }
+  const [used, balance] = await Promise.all([
+    authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: from, nonce: authorization.nonce as Hex }),
+    balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: from }),
+  ]);
+  if (used) return refuse('nonce_already_used', 'this authorization was already used or canceled');
+  if (balance < terms.amountAtomic) return refuse('insufficient_funds', `the payer holds ${balance} atomic units; ${terms.amountAtomic} are needed`);
+  return { ok: true, payer: from, authorization, signature: signature as Hex };
+}

@@ -1,0 +1,45 @@
+import { startAnvil } from './anvil.js';
+import { deployDevChain } from './deploy.js';
+import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
+import type { Address } from 'viem';
+
+/**
+ * The local chain of `agentgate dev` and the tests. It runs with Base Sepolia's chain id (84532) and
+ * calls itself `base-sepolia`, because the official x402 v1 client signs only for networks it knows by
+ * name. Payments stay local: the EIP-712 domain binds every signature to our token's address on this
+ * node, so nothing signed here is valid on the real network.
+ */
+export const DEV_CHAIN_ID = 84532;
+export const DEV_NETWORK = 'base-sepolia';
+/** Our token's EIP-712 name (real Base Sepolia USDC uses "USDC"). */
+export const DEV_USDC_NAME = 'USD Coin';
+
+export interface DevChain {
+  rpcUrl: string;
+  chainId: number;
+  usdcAddress: Address;
+  factoryAddress: Address;
+  stop(): Promise<void>;
+}
+
+export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address } } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {
+  const node = await startAnvil({ chainId: DEV_CHAIN_ID, stateFile: options.stateFile });
+  try {
+    if (options.deployed) {
+      const { createPublicClient, http } = await import('viem');
+      const client = createPublicClient({ transport: http(node.rpcUrl) });
+      const code = await client.getCode({ address: options.deployed.usdcAddress });
+      if (code && code !== '0x') return { ...node, ...options.deployed, freshlyDeployed: false };
+    }
+    const deployment = await deployDevChain({
+      rpcUrl: node.rpcUrl,
+      deployerKey: DEV_DEPLOYER.privateKey,
+      mintTo: DEV_BUYERS.map((b) => b.address),
+      mintAmountUsdc: options.mintAmountUsdc ?? '10000',
+    });
+    return { ...node, usdcAddress: deployment.usdcAddress, factoryAddress: deployment.factoryAddress, freshlyDeployed: true };
+  } catch (err) {
+    await node.stop();
+    throw err;
+  }
+}

@@ -1,0 +1,98 @@
+import { randomBytes } from 'node:crypto';
+import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount, nonceManager, type PrivateKeyAccount } from 'viem/accounts';
+import { baseSepolia } from 'viem/chains';
+import { DEV_ACCOUNTS } from '../../server/platform/chain/dev-accounts.js';
+import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME } from '../../server/platform/chain/dev-chain.js';
+import { transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/platform/chain/usdc.js';
+import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+
+/**
+ * The shared test chain (started by the global setup). Each jest worker pays from its own treasury
+ * (dev account = worker id), so transactions of parallel workers never compete for one nonce.
+ */
+export function testChain() {
+  const rpcUrl = process.env.AGENTGATE_TEST_RPC_URL;
+  const usdc = process.env.AGENTGATE_TEST_USDC as Address | undefined;
+  if (!rpcUrl || !usdc) throw new Error('the test chain is not running: run the tests with `npm test`');
+  const chain = { ...baseSepolia, rpcUrls: { default: { http: [rpcUrl] } } };
+  const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 100 });
+  return { rpcUrl, usdc, chain, publicClient, factory: process.env.AGENTGATE_TEST_FACTORY as Address };
+}
+
+const workerIndex = () => Math.min(Number(process.env.JEST_WORKER_ID ?? 1), 9);
+let treasuryWallet: ReturnType<typeof makeTreasury> | undefined;
+function makeTreasury() {
+  const { chain, rpcUrl } = testChain();
+  const account = privateKeyToAccount(DEV_ACCOUNTS[workerIndex()]!.privateKey, { nonceManager });
+  return createWalletClient({ chain, transport: http(rpcUrl), account, pollingInterval: 100 });
+}
+
+/** Config for a backend that settles on the test chain, with a fresh relayer funded with test ETH. */
+export async function chainConfig(): Promise<Record<string, string>> {
+  const { rpcUrl, usdc } = testChain();
+  const relayerKey = generatePrivateKey();
+  await setEthBalance(privateKeyToAccount(relayerKey).address, parseUnits('100', 18));
+  return {
+    CHAIN_RPC_URL: rpcUrl,
+    CHAIN_NETWORK: DEV_NETWORK,
+    USDC_ADDRESS: usdc,
+    USDC_EIP712_NAME: DEV_USDC_NAME,
+    RELAYER_PRIVATE_KEY: relayerKey,
+  };
+}
+
+export async function setEthBalance(address: Address, wei: bigint): Promise<void> {
+  const { publicClient } = testChain();
+  await publicClient.request({ method: 'anvil_setBalance' as never, params: [address, toHex(wei)] as never });
+}
+
+export async function usdcBalance(address: Address): Promise<bigint> {
+  const { publicClient, usdc } = testChain();
+  return publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: 'balanceOf', args: [address] });
+}
+
+/** A new buyer holding `usdc` test USDC (sent from this worker's treasury). */
+export async function fundedBuyer(usdc = '100'): Promise<PrivateKeyAccount> {
+  const buyer = privateKeyToAccount(generatePrivateKey());
+  await sendUsdc(buyer.address, parseUnits(usdc, 6));
+  return buyer;
+}
+
+export async function sendUsdc(to: Address, amount: bigint): Promise<void> {
+  const { publicClient, usdc } = testChain();
+  treasuryWallet ??= makeTreasury();
+  const hash = await treasuryWallet.writeContract({ address: usdc, abi: usdcAbi, functionName: 'transfer', args: [to, amount] });
+  await publicClient.waitForTransactionReceipt({ hash });
+}
+
+export const randomNonce = (): Hex => toHex(randomBytes(32));
+
+/** Signs an EIP-3009 TransferWithAuthorization for the test token, defaulting to a valid window. */
+export async function signAuthorization(
+  buyer: PrivateKeyAccount,
+  input: { to: Address; value: bigint; validAfter?: bigint; validBefore?: bigint; nonce?: Hex },
+  domain: { name?: string; chainId?: number; verifyingContract?: Address } = {},
+): Promise<{ authorization: Authorization; signature: Hex }> {
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const authorization: Authorization = {
+    from: buyer.address, to: input.to, value: input.value,
+    validAfter: input.validAfter ?? now - 60n, validBefore: input.validBefore ?? now + 300n, nonce: input.nonce ?? randomNonce(),
+  };
+  const signature = await buyer.signTypedData({
+    domain: usdcDomain({ name: domain.name ?? DEV_USDC_NAME, version: '2', chainId: domain.chainId ?? DEV_CHAIN_ID, verifyingContract: domain.verifyingContract ?? testChain().usdc }),
+    types: transferWithAuthorizationTypes,
+    primaryType: 'TransferWithAuthorization',
+    message: authorization,
+  });
+  return { authorization, signature };
+}
+
+const wireAuthorization = (a: Authorization) => ({
+  from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce,
+});
+
+/** An `X-Payment` header value (x402 v1 exact EVM). */
+export function paymentHeaderV1(signed: { authorization: Authorization; signature: Hex }, network = DEV_NETWORK): string {
+  return encodeBase64Json({ x402Version: 1, scheme: 'exact', network, payload: { signature: signed.signature, authorization: wireAuthorization(signed.authorization) } });
+}
