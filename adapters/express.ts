@@ -1,0 +1,59 @@
+import type { Request, RequestHandler } from 'express';
+import type { TLSSocket } from 'node:tls';
+import type { PaywallRequest, SettledPayment } from '../middleware/index.js';
+import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
+
+export type { PaymentMiddlewareOptions } from './paywall-source.js';
+
+/**
+ * x402 paywall for Express (4 and 5). Mount it before your routes:
+ *
+ *   app.use(paymentMiddleware({ backendUrl, apiKey, routes: { 'GET /weather': { price: '$0.01' } } }));
+ *
+ * Unpaid: 402 with the x402 v1 body and the v2 `PAYMENT-REQUIRED` header. Paid (`X-Payment` or
+ * `PAYMENT-SIGNATURE`, verified and settled by the facilitator): the route runs with
+ * `res.locals.payment` set, and the response carries `X-Payment-Response` and `PAYMENT-RESPONSE`.
+ */
+export function paymentMiddleware(options: PaymentMiddlewareOptions): RequestHandler {
+  const paywall = paywallSource(options);
+  return async (req, res, next) => {
+    let outcome;
+    try {
+      outcome = await paywall.handle(paywallRequestOf(req));
+    } catch (error) {
+      // An unexpected failure in the paywall is a 500 through Express's error handling, never a pass.
+      next(error);
+      return;
+    }
+    switch (outcome.kind) {
+      case 'pass':
+        next();
+        return;
+      case 'paid':
+        res.set(outcome.responseHeaders);
+        (res.locals as { payment?: SettledPayment }).payment = outcome.payment;
+        next();
+        return;
+      case 'payment-required':
+        res.status(402).set(outcome.headers).send(outcome.bodyText);
+        return;
+      case 'reject':
+      case 'unavailable':
+        res.status(outcome.status).json(outcome.body);
+        return;
+    }
+  };
+}
+
+function paywallRequestOf(req: Request): PaywallRequest {
+  return {
+    method: req.method,
+    // originalUrl survives sub-app mounting and router rewrites of req.url.
+    url: req.originalUrl,
+    host: req.headers.host,
+    // Not req.protocol: that follows Express's own "trust proxy" setting; the Paywall applies trustProxy.
+    protocol: (req.socket as TLSSocket).encrypted ? 'https' : 'http',
+    // Node joins repeated headers with ", " (only set-cookie stays an array, and the Paywall never reads it).
+    headers: req.headers as Record<string, string | undefined>,
+  };
+}

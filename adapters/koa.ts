@@ -1,0 +1,54 @@
+import type { Context, Middleware } from 'koa';
+import type { TLSSocket } from 'node:tls';
+import type { PaywallRequest } from '../middleware/index.js';
+import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
+
+export type { PaymentMiddlewareOptions } from './paywall-source.js';
+
+/**
+ * x402 paywall for Koa. Use it before your router:
+ *
+ *   app.use(paymentMiddleware({ backendUrl, apiKey, routes: { 'GET /weather': { price: '$0.01' } } }));
+ *
+ * Unpaid: 402 with the x402 v1 body and the v2 `PAYMENT-REQUIRED` header. Paid (`X-Payment` or
+ * `PAYMENT-SIGNATURE`, verified and settled by the facilitator): downstream runs with
+ * `ctx.state.payment` set, and the response carries `X-Payment-Response` and `PAYMENT-RESPONSE`.
+ */
+export function paymentMiddleware(options: PaymentMiddlewareOptions): Middleware {
+  const paywall = paywallSource(options);
+  return async (ctx, next) => {
+    // A throw here propagates to Koa's error handling (500); downstream is never reached.
+    const outcome = await paywall.handle(paywallRequestOf(ctx));
+    switch (outcome.kind) {
+      case 'pass':
+        return next();
+      case 'paid':
+        ctx.set(outcome.responseHeaders);
+        ctx.state.payment = outcome.payment;
+        return next();
+      case 'payment-required':
+        ctx.status = 402;
+        // Headers first: with Content-Type already set, Koa keeps it for the string body.
+        ctx.set(outcome.headers);
+        ctx.body = outcome.bodyText;
+        return;
+      case 'reject':
+      case 'unavailable':
+        ctx.status = outcome.status;
+        ctx.body = outcome.body;
+        return;
+    }
+  };
+}
+
+function paywallRequestOf(ctx: Context): PaywallRequest {
+  return {
+    method: ctx.method,
+    url: ctx.originalUrl,
+    host: ctx.req.headers.host,
+    // Not ctx.protocol: that follows app.proxy; the Paywall applies its own trustProxy option.
+    protocol: (ctx.req.socket as TLSSocket).encrypted ? 'https' : 'http',
+    // Node joins repeated headers with ", " (only set-cookie stays an array, and the Paywall never reads it).
+    headers: ctx.req.headers as Record<string, string | undefined>,
+  };
+}
