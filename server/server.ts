@@ -3,18 +3,31 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from './platform/config.js';
 import { createContext, type AppContext } from './platform/context.js';
 import { createApp, type RouteFactory } from './app.js';
+import { startSmtpListener } from './mail/smtp-listener.js';
+import { startReconciler } from './payments/reconcile.js';
 
 export interface RunningServer {
   url: string;
   port: number;
+  /** The inbound SMTP listener's port (SMTP_PORT=0 picks one). */
+  smtpPort: number;
   app: AppContext;
   http: Server;
   close(): Promise<void>;
 }
 
 /** Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). */
-export async function startServer(config: Config, options: { extraRoutes?: RouteFactory[] } = {}): Promise<RunningServer> {
+export async function startServer(config: Config, options: { extraRoutes?: RouteFactory[]; workers?: boolean } = {}): Promise<RunningServer> {
   const app = await createContext(config);
+  const smtp = await startSmtpListener(app);
+  app.onClose.push(() => smtp.close());
+  // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
+  if (options.workers ?? true) {
+    await app.jobs.start();
+    app.onClose.push(() => app.jobs.stop());
+    const reconciler = startReconciler(app.payments);
+    app.onClose.push(() => reconciler.stop());
+  }
   const koa = createApp(app, options.extraRoutes);
   const http = koa.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => {
@@ -25,6 +38,7 @@ export async function startServer(config: Config, options: { extraRoutes?: Route
   return {
     url: `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`,
     port,
+    smtpPort: smtp.port,
     app,
     http,
     async close() {

@@ -1,21 +1,34 @@
 import { join } from 'node:path';
+import type { Address } from 'viem';
 import { loadConfig } from '../platform/config.js';
 import { provideMongoServer } from '../platform/mongo-server.js';
+import { startDevChain, DEV_NETWORK, DEV_USDC_NAME } from '../platform/chain/dev-chain.js';
+import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../platform/chain/dev-accounts.js';
 import { startServer } from '../server.js';
-import { devStateDir, persistentSecret } from './local-state.js';
+import { devStateDir, persistentSecret, readJson, writeJson } from './local-state.js';
+import { ensureDevSeller } from './dev-seller.js';
+
+interface SavedChain { usdcAddress: Address; factoryAddress: Address }
 
 /**
- * `agentgate dev`: the backend on embedded defaults. Every value can still be overridden from the
- * environment; what is not given is filled with a safe local default.
+ * `agentgate dev`: the backend on embedded defaults — a local MongoDB-wire database, a local chain
+ * (anvil) with our USDC-compatible token, test USDC for dev accounts 1 to 9, and a dev seller for the
+ * examples. Every value can still be overridden from the environment. State lives in `.agentgate/`.
  */
 export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ stop(): Promise<void> }> {
   const stateDir = devStateDir(env);
   const port = env.PORT ?? '3000';
+  const log = (line: string) => console.log(`[agentgate] ${line}`);
   const master = env.MASTER_KEY ? { value: env.MASTER_KEY, created: false } : persistentSecret(stateDir, 'master.key');
   if (master.created) {
     console.warn(`[agentgate] generated a development master key in ${join(stateDir, 'master.key')}; set MASTER_KEY in production`);
   }
-  const mongo = await provideMongoServer({ env, dataDir: join(stateDir, 'db'), log: (l) => console.log(`[agentgate] ${l}`) });
+  const chainFile = join(stateDir, 'chain.json');
+  const [mongo, chain] = await Promise.all([
+    provideMongoServer({ env, dataDir: join(stateDir, 'db'), log }),
+    env.CHAIN_RPC_URL ? undefined : startDevChain({ stateFile: join(stateDir, 'anvil-state.json'), deployed: readJson<SavedChain>(chainFile) }),
+  ]);
+  if (chain) writeJson(chainFile, { usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress });
   const config = loadConfig({
     AGENTGATE_MODE: 'dev',
     HOST: '127.0.0.1',
@@ -23,17 +36,28 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     BASE_URL: `http://localhost:${port}`,
     MAIL_DOMAIN: 'agents.localhost',
     DID_DOMAIN: `localhost%3A${port}`,
+    SMTP_PORT: '2525',
+    ...(chain ? {
+      CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME,
+      RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
+    } : {}),
     ...env,
     MASTER_KEY: master.value,
     MONGODB_URI: mongo.uri,
   });
   const server = await startServer(config);
-  console.log(`[agentgate] dev backend on ${config.BASE_URL} (database: ${mongo.kind})`);
-  console.log(`[agentgate] sign up an agent:  curl -s -X POST ${config.BASE_URL}/v0/agent-signup -H 'content-type: application/json' -d '{}'`);
+  log(`dev backend on ${config.BASE_URL} (database: ${mongo.kind}; SMTP on 127.0.0.1:${server.smtpPort})`);
+  if (chain) {
+    const seller = await ensureDevSeller(server, stateDir, chain);
+    log(`local chain ${chain.rpcUrl} (chain id ${chain.chainId}, "${DEV_NETWORK}"), USDC ${chain.usdcAddress}${chain.freshlyDeployed ? ' (deployed now)' : ''}`);
+    log(`dev accounts 1-9 hold test USDC; buyer = account 1 ${DEV_ACCOUNTS[1]!.address}`);
+    log(`dev seller org ${seller.orgId}, paid to ${seller.payTo}; keys and endpoints in ${join(stateDir, 'dev-seller.json')}`);
+  }
+  log(`sign up an agent:  curl -s -X POST ${config.BASE_URL}/v0/agent-signup -H 'content-type: application/json' -d '{}'`);
   return {
     async stop() {
       await server.close();
-      await mongo.stop();
+      await Promise.all([mongo.stop(), chain?.stop()]);
     },
   };
 }

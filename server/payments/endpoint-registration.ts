@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../platform/context.js';
 import { AppError } from '../platform/errors.js';
 import { parsePrice } from '../../middleware/price.js';
+import { assertAllowedUrl, guardedFetch } from '../platform/ssrf.js';
 import type { EndpointDoc } from './models.js';
 import { isMcpResource, normalizeResource } from './resource-url.js';
 
@@ -55,7 +56,6 @@ export async function rotateWebhookSecret(app: AppContext, orgId: string, id: st
 }
 
 async function assertPublicTarget(url: string, allowLoopback: boolean, field: string): Promise<void> {
-  const { assertAllowedUrl } = await import('../platform/ssrf.js');
   try {
     await assertAllowedUrl(url, { allowLoopback });
   } catch (err) {
@@ -67,7 +67,6 @@ async function checkChallenge(app: AppContext, orgId: string, url: string, price
   const refuse = (why: string) => new AppError(400, 'endpoint_check_failed', `body.url: ${url} ${why}`);
   let response: { status: number; text: string };
   try {
-    const { guardedFetch } = await import('../platform/ssrf.js');
     const res = await guardedFetch(url, { allowLoopback, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
     response = { status: res.status, text: res.bodyText ?? '' };
   } catch (err) {

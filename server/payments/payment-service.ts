@@ -194,8 +194,11 @@ export class PaymentService {
   async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc): Promise<PaymentDoc> {
     const settledAt = new Date();
     const signedReceipt = await signReceipt(this.signer(), { ...payment, txHash, settledAt });
+    // Webhook outbox: written in the same single-document update as the settlement, so a crash before the
+    // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
+    const outbox = endpoint.webhookUrl ? { webhook: { status: 'pending', eventId: newId('evt') } } : {};
     const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
-      { $set: { status: 'settled', txHash, settledAt, signedReceipt }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
+      { $set: { status: 'settled', txHash, settledAt, signedReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after', strict: false }).lean();
     if (!done) return (await this.payments.findById(payment._id).lean())!;
     for (const hook of this.onSettled) await hook(done, endpoint);
     await this.logs.record({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });

@@ -42,3 +42,25 @@ export async function reconcilePayments(service: PaymentService, options: { olde
   }
   return { settled, failed };
 }
+
+/**
+ * Runs reconciliation at start-up and then every `everyMs` in a worker process. A settlement in flight
+ * takes at most ~2 minutes (the receipt wait), so only records older than that are considered stale.
+ */
+export function startReconciler(service: PaymentService, everyMs = 60_000): { stop(): Promise<void> } {
+  let running: Promise<unknown> = Promise.resolve();
+  const tick = () => {
+    running = reconcilePayments(service, { olderThanMs: 150_000 }).catch((err) => {
+      console.error('[agentgate] payment reconciliation failed:', (err as Error).message);
+    });
+  };
+  tick();
+  const timer = setInterval(tick, everyMs);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

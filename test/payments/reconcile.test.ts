@@ -1,0 +1,79 @@
+import { getAddress, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { fundedBuyer, signAuthorization, usdcBalance } from '../support/chain.js';
+import { reconcilePayments } from '../../server/payments/reconcile.js';
+import { transferWithAuthorizationArgs, usdcAbi } from '../../server/platform/chain/usdc.js';
+
+let server: TestServer;
+let orgId: string;
+let endpointId: string;
+let payTo: Address;
+const RESOURCE = 'https://shop.example/report';
+
+beforeAll(async () => {
+  server = await startTestServer();
+  const agent = await signUp(server);
+  orgId = agent.org_id;
+  payTo = privateKeyToAccount(generatePrivateKey()).address;
+  await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } });
+  const ep = await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: RESOURCE, priceUsdc: '0.05', skipUrlCheck: true } });
+  endpointId = ep.body.id;
+});
+afterAll(async () => { await server.close(); });
+
+/** What a process leaves behind when it dies after claiming the nonce (and maybe after sending). */
+async function claimedPayment(id: string) {
+  const buyer = await fundedBuyer('1');
+  const signed = await signAuthorization(buyer, { to: payTo, value: 50_000n });
+  const chain = server.app.chain!;
+  const a = signed.authorization;
+  await server.app.payments.payments.create({
+    _id: id, orgId, direction: 'in', endpointId, network: chain.network, chainId: chain.chainId, asset: chain.usdc.address,
+    payerAddress: buyer.address, recipientAddress: getAddress(payTo), amountUsdcRaw: '50000', resourceUrl: RESOURCE, x402Version: 1,
+    authorizationKey: `${chain.chainId}:${chain.usdc.address}:${buyer.address}:${a.nonce}`.toLowerCase(), authorizationNonce: a.nonce,
+    authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce },
+    signature: signed.signature, status: 'verified', createdAt: new Date(Date.now() - 10 * 60_000),
+  });
+  return { buyer, signed };
+}
+
+describe('reconciliation after a crash', () => {
+  it('submits a claimed payment that never reached the chain, exactly once', async () => {
+    const { buyer } = await claimedPayment('pay_crashbeforesend');
+    const before = await usdcBalance(payTo);
+    const first = await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
+    expect(first.settled).toBeGreaterThanOrEqual(1);
+    const record = await server.request('GET', '/v0/payments/pay_crashbeforesend', { key: (await server.app.keys.issue('platform', { orgId })).rawKey });
+    expect(record.body).toMatchObject({ status: 'settled', amountUsdcRaw: '50000' });
+    expect(record.body.txHash).toMatch(/^0x/);
+    expect(record.body.signedReceipt.body.paymentId).toBe('pay_crashbeforesend');
+    expect(await usdcBalance(payTo)).toBe(before + 50_000n);
+    // Running it again changes nothing: the money moved once.
+    await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
+    expect(await usdcBalance(payTo)).toBe(before + 50_000n);
+    expect(await usdcBalance(buyer.address)).toBe(1_000_000n - 50_000n);
+  });
+
+  it('records a transaction that was sent before the crash, found by its AuthorizationUsed event', async () => {
+    const { signed } = await claimedPayment('pay_crashaftersend');
+    const chain = server.app.chain!;
+    const call = transferWithAuthorizationArgs(signed.authorization, signed.signature);
+    const txHash = await chain.walletClient.writeContract({ address: chain.usdc.address, abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never, account: chain.walletClient.account, chain: chain.walletClient.chain });
+    await chain.publicClient.waitForTransactionReceipt({ hash: txHash });
+    const before = await usdcBalance(payTo);
+    await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
+    const doc = await server.app.payments.payments.findById('pay_crashaftersend').lean();
+    expect(doc).toMatchObject({ status: 'settled', txHash: txHash as Hex });
+    expect(await usdcBalance(payTo)).toBe(before);
+  });
+
+  it('leaves a fresh claim alone: another process may be settling it', async () => {
+    await claimedPayment('pay_inflight');
+    await server.app.payments.payments.updateOne({ _id: 'pay_inflight' }, { $set: { createdAt: new Date() } });
+    await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
+    const doc = await server.app.payments.payments.findById('pay_inflight').lean();
+    expect(doc?.status).toBe('verified');
+  });
+});
