@@ -1,0 +1,41 @@
+/**
+ * A weather API on Express with one paid route. Run `npm run dev` first (it sets up a seller on the
+ * local chain), then `npm run example:express-seller` and pay it with `npm run example:buyer`.
+ */
+import express, { type Express } from 'express';
+import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/express.js';
+import type { SettledPayment } from '../../middleware/index.js';
+import { isMain, loadDevSeller, required } from '../dev-seller.js';
+import { forecastFor, CITIES, WEATHER_PRICE } from '../weather.js';
+
+type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
+
+export function createWeatherApp(options: SellerOptions): Express {
+  const app = express();
+  app.use(
+    paymentMiddleware({
+      ...options,
+      routes: { 'GET /weather': { price: WEATHER_PRICE, description: 'Current weather for a city' } },
+    }),
+  );
+  app.get('/weather', (req, res) => {
+    const payment = res.locals.payment as SettledPayment;
+    res.json({ ...forecastFor(String(req.query.city ?? 'Lisbon')), paidBy: payment.payer, paymentId: payment.paymentId });
+  });
+  app.get('/cities', (_req, res) => {
+    res.json({ cities: CITIES });
+  });
+  return app;
+}
+
+if (isMain(import.meta.url)) {
+  const dev = loadDevSeller();
+  const port = Number(process.env.PORT ?? 4021);
+  const app = createWeatherApp({
+    backendUrl: required(dev, 'backendUrl', 'AGENTGATE_BACKEND_URL'),
+    apiKey: required(dev, 'sellerKey', 'AGENTGATE_SELLER_KEY'),
+    publicOrigin: process.env.PUBLIC_ORIGIN,
+    trustProxy: process.env.TRUST_PROXY === 'true',
+  });
+  app.listen(port, () => console.log(`weather API (Express) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`));
+}

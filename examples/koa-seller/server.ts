@@ -1,0 +1,44 @@
+/**
+ * A weather API on Koa with one paid route. Run `npm run dev` first (it sets up a seller on the local
+ * chain), then `npm run example:koa-seller` and pay it with `npm run example:buyer -- <url>`.
+ */
+import Router from '@koa/router';
+import Koa from 'koa';
+import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/koa.js';
+import type { SettledPayment } from '../../middleware/index.js';
+import { isMain, loadDevSeller, required } from '../dev-seller.js';
+import { forecastFor, CITIES, WEATHER_PRICE } from '../weather.js';
+
+type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
+
+export function createWeatherApp(options: SellerOptions): Koa {
+  const app = new Koa();
+  const router = new Router();
+  router.get('/weather', (ctx) => {
+    const payment = ctx.state.payment as SettledPayment;
+    ctx.body = { ...forecastFor(String(ctx.query.city ?? 'Lisbon')), paidBy: payment.payer, paymentId: payment.paymentId };
+  });
+  router.get('/cities', (ctx) => {
+    ctx.body = { cities: CITIES };
+  });
+  app.use(
+    paymentMiddleware({
+      ...options,
+      routes: { 'GET /weather': { price: WEATHER_PRICE, description: 'Current weather for a city' } },
+    }),
+  );
+  app.use(router.routes());
+  return app;
+}
+
+if (isMain(import.meta.url)) {
+  const dev = loadDevSeller();
+  const port = Number(process.env.PORT ?? 4022);
+  const app = createWeatherApp({
+    backendUrl: required(dev, 'backendUrl', 'AGENTGATE_BACKEND_URL'),
+    apiKey: required(dev, 'sellerKey', 'AGENTGATE_SELLER_KEY'),
+    publicOrigin: process.env.PUBLIC_ORIGIN,
+    trustProxy: process.env.TRUST_PROXY === 'true',
+  });
+  app.listen(port, () => console.log(`weather API (Koa) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`));
+}
