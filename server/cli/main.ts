@@ -1,17 +1,23 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../platform/config.js';
-import { startServer } from '../server.js';
+import { startServer, startWorker } from '../server.js';
 import { runDev } from './dev.js';
 import { loginCommand, signupCommand, whoamiCommand, type CommandIO } from './account-commands.js';
+import { receiptsListCommand, receiptsVerifyCommand } from './receipt-commands.js';
 
 const USAGE = `usage: agentgate <command>
 
   dev                      run the backend on embedded defaults (local database, data in .agentgate/)
   serve                    run the backend from environment configuration (production)
+  worker                   run only the job workers (webhook deliveries, mail), same configuration as serve
   signup [--url URL]       sign up an agent, unless the saved credentials still work
   login --key KEY --org ORG [--url URL]
                            save an identity key for later commands
   whoami                   show who the saved key belongs to
+  receipts list [--limit N] [--key KEY] [--url URL]
+                           list the org's payments (platform or seller key)
+  receipts verify <payment id | receipt.json> [--did-document FILE]
+                           check a receipt's Ed25519 signature against the service DID
 `;
 
 function waitForSignal(stop: () => Promise<void>): void {
@@ -27,12 +33,12 @@ function waitForSignal(stop: () => Promise<void>): void {
 
 export async function runCli(argv: string[], io: CommandIO = { out: (l) => console.log(l), env: process.env }): Promise<number | 'running'> {
   const [command, ...rest] = argv;
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args: rest,
-    options: { url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' } },
+    options: { url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' } },
     allowPositionals: true,
     strict: false,
-  }) as { values: { url?: string; key?: string; org?: string } };
+  }) as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string }; positionals: string[] };
   switch (command) {
     case 'dev': {
       const dev = await runDev(io.env);
@@ -45,9 +51,20 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       waitForSignal(server.close);
       return 'running';
     }
+    case 'worker': {
+      const worker = await startWorker(loadConfig(io.env));
+      io.out('[agentgate] worker running');
+      waitForSignal(worker.close);
+      return 'running';
+    }
     case 'signup': return signupCommand(io, values);
     case 'login': return loginCommand(io, values);
     case 'whoami': return whoamiCommand(io);
+    case 'receipts':
+      if (positionals[0] === 'list') return receiptsListCommand(io, values);
+      if (positionals[0] === 'verify') return receiptsVerifyCommand(io, positionals[1], values);
+      io.out(USAGE);
+      return 2;
     default:
       io.out(USAGE);
       return command ? 2 : 0;

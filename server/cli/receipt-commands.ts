@@ -1,0 +1,89 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { verifyReceipt, type DidDocument, type Receipt } from '../../middleware/receipt.js';
+import { loadCredentials } from './credentials.js';
+import type { CommandIO } from './account-commands.js';
+
+interface Target { url: string; key: string }
+
+function target(io: CommandIO, options: { url?: string; key?: string }): Target | undefined {
+  const saved = loadCredentials(io.env);
+  const key = options.key ?? io.env.AGENTGATE_KEY ?? saved?.platformKey;
+  const url = (options.url ?? saved?.url ?? io.env.AGENTGATE_URL ?? 'http://localhost:3000').replace(/\/+$/, '');
+  if (!key) {
+    io.out('no key: pass --key <platform or seller key>, set AGENTGATE_KEY, or run `agentgate signup`');
+    return undefined;
+  }
+  return { url, key };
+}
+
+async function getJson(url: string, key?: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(url, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+  return { status: res.status, body: await res.json().catch(() => undefined) };
+}
+
+/** `agentgate receipts list`: the org's payments, newest first, one line each. */
+export async function receiptsListCommand(io: CommandIO, options: { url?: string; key?: string; limit?: string }): Promise<number> {
+  const t = target(io, options);
+  if (!t) return 2;
+  const res = await getJson(`${t.url}/v0/payments?limit=${encodeURIComponent(options.limit ?? '20')}`, t.key);
+  if (res.status !== 200) {
+    io.out(`listing payments failed: ${res.status} ${res.body?.message ?? ''}`.trim());
+    return 1;
+  }
+  for (const p of res.body.payments) {
+    io.out(`${p.id}  ${p.status.padEnd(8)}  ${p.amountUsdc.padStart(10)} USDC  from ${p.payerAddress}  ${p.createdAt}  ${p.txHash ?? '-'}`);
+  }
+  if (res.body.payments.length === 0) io.out('no payments yet');
+  return 0;
+}
+
+/**
+ * `agentgate receipts verify <payment id | receipt.json>`: checks the Ed25519 signature against the
+ * service's DID document (fetched from /.well-known/did.json, or given with --did-document for a fully
+ * offline check), never against the key the receipt itself names.
+ */
+export async function receiptsVerifyCommand(io: CommandIO, subject: string | undefined, options: { url?: string; key?: string; 'did-document'?: string }): Promise<number> {
+  if (!subject) {
+    io.out('usage: agentgate receipts verify <payment id | receipt.json> [--did-document did.json] [--url URL] [--key KEY]');
+    return 2;
+  }
+  let receipt: Receipt;
+  let url = (options.url ?? loadCredentials(io.env)?.url ?? io.env.AGENTGATE_URL ?? 'http://localhost:3000').replace(/\/+$/, '');
+  if (existsSync(subject)) {
+    const parsed = JSON.parse(readFileSync(subject, 'utf8'));
+    receipt = parsed.signedReceipt ?? parsed;
+  } else {
+    const t = target(io, options);
+    if (!t) return 2;
+    url = t.url;
+    const res = await getJson(`${t.url}/v0/payments/${encodeURIComponent(subject)}`, t.key);
+    if (res.status !== 200) {
+      io.out(`payment ${subject}: ${res.status} ${res.body?.message ?? ''}`.trim());
+      return 1;
+    }
+    if (!res.body.signedReceipt) {
+      io.out(`payment ${subject} has no receipt (status ${res.body.status})`);
+      return 1;
+    }
+    receipt = res.body.signedReceipt;
+  }
+  let didDocument: DidDocument;
+  if (options['did-document']) {
+    didDocument = JSON.parse(readFileSync(options['did-document'], 'utf8'));
+  } else {
+    const res = await getJson(`${url}/.well-known/did.json`);
+    if (res.status !== 200) {
+      io.out(`could not fetch ${url}/.well-known/did.json (${res.status})`);
+      return 1;
+    }
+    didDocument = res.body;
+  }
+  const result = await verifyReceipt(receipt, didDocument);
+  if (!result.ok) {
+    io.out(`INVALID receipt: ${result.reason}`);
+    return 1;
+  }
+  const body = receipt.body as Record<string, string>;
+  io.out(`valid receipt for payment ${body.paymentId}: ${body.amountUsdcRaw} atomic USDC from ${body.payerAddress} to ${body.recipientAddress}, tx ${body.txHash}, signed by ${receipt.did}`);
+  return 0;
+}

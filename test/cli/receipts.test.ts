@@ -1,0 +1,86 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { fundedBuyer, paymentHeaderV1, signAuthorization } from '../support/chain.js';
+
+const run = promisify(execFile);
+const CLI = join(process.cwd(), 'bin', 'agentgate.js');
+let server: TestServer;
+let dir: string;
+let platformKey: string;
+let paymentId: string;
+
+async function cli(args: string[]) {
+  try {
+    const { stdout } = await run('node', [CLI, ...args], { env: { ...process.env, AGENTGATE_CREDENTIALS: join(dir, 'none.json') }, timeout: 30_000 });
+    return { code: 0, stdout };
+  } catch (err) {
+    const e = err as { code: number; stdout: string };
+    return { code: e.code, stdout: e.stdout };
+  }
+}
+
+beforeAll(async () => {
+  server = await startTestServer();
+  dir = mkdtempSync(join(tmpdir(), 'agentgate-receipts-'));
+  const agent = await signUp(server);
+  platformKey = agent.platform_key;
+  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  await server.request('PUT', '/v0/payments/acceptance', { key: platformKey, body: { enabled: true, payTo } });
+  await server.request('POST', '/v0/payments/endpoints', { key: platformKey, body: { url: 'https://api.example.com/report', priceUsdc: '0.25', skipUrlCheck: true } });
+  const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: platformKey, body: {} })).body.apiKey;
+  const buyer = await fundedBuyer('1');
+  const header = paymentHeaderV1(await signAuthorization(buyer, { to: payTo, value: 250_000n }));
+  const redeemed = await server.request('POST', '/v0/payments/redeem', { key: sellerKey, body: { paymentHeader: header, resource: 'https://api.example.com/report', amount: '0.25' } });
+  paymentId = redeemed.body.paymentId;
+});
+afterAll(async () => {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The service DID document as a verifier keeps it offline. */
+function didDocumentFile(): string {
+  const key = server.app.serviceKey;
+  const file = join(dir, 'did.json');
+  writeFileSync(file, JSON.stringify({
+    id: key.did,
+    verificationMethod: [{ id: key.keyId, type: 'Multikey', controller: key.did, publicKeyMultibase: key.publicKeyMultibase }],
+    assertionMethod: [key.keyId],
+  }));
+  return file;
+}
+
+describe('agentgate receipts', () => {
+  it('lists the org’s payments for an ops person', async () => {
+    const res = await cli(['receipts', 'list', '--url', server.url, '--key', platformKey]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain(paymentId);
+    expect(res.stdout).toContain('settled');
+    expect(res.stdout).toContain('0.25 USDC');
+  });
+
+  it('verifies a receipt fetched by payment id, and one saved to a file', async () => {
+    const didFile = didDocumentFile();
+    const byId = await cli(['receipts', 'verify', paymentId, '--url', server.url, '--key', platformKey, '--did-document', didFile]);
+    expect(byId.code).toBe(0);
+    expect(byId.stdout).toContain(`valid receipt for payment ${paymentId}`);
+
+    const payment = await server.request('GET', `/v0/payments/${paymentId}`, { key: platformKey });
+    const saved = join(dir, 'receipt.json');
+    writeFileSync(saved, JSON.stringify(payment.body.signedReceipt));
+    expect((await cli(['receipts', 'verify', saved, '--did-document', didFile])).code).toBe(0);
+
+    const tampered = join(dir, 'tampered.json');
+    const receipt = payment.body.signedReceipt;
+    writeFileSync(tampered, JSON.stringify({ ...receipt, body: { ...receipt.body, amountUsdcRaw: '25000000' } }));
+    const bad = await cli(['receipts', 'verify', tampered, '--did-document', didFile]);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toContain('INVALID receipt: signature_mismatch');
+  });
+});
