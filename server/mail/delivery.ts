@@ -1,0 +1,127 @@
+import { readFileSync } from 'node:fs';
+import nodemailer, { type Transporter } from 'nodemailer';
+import type { Model } from 'mongoose';
+import type { Config } from '../platform/config.js';
+import type { JobRun } from '../platform/jobs.js';
+import type { Delivery, MessageDoc, RecipientResult } from './message-model.js';
+
+export const DELIVER_JOB = 'mail.deliver';
+/** After a temporary failure (4xx reply, relay unreachable): retry after 1 s, 10 s, 1 min, 5 min, 30 min, 3 h. */
+export const MAIL_RETRY_DELAYS_MS = [1_000, 10_000, 60_000, 300_000, 1_800_000, 10_800_000] as const;
+
+interface SmtpFailure extends Error {
+  code?: string;
+  responseCode?: number;
+  response?: string;
+  recipient?: string;
+  rejectedErrors?: SmtpFailure[];
+}
+
+const describe = (err: SmtpFailure) => (err.response ?? err.message).slice(0, 500);
+
+/**
+ * Hands sent messages to SMTP. Mail for our own domain goes to our own listener over real SMTP, so two
+ * identities on one server mail each other exactly as they would mail anyone; other domains go to the
+ * configured relay, DKIM-signed when a key is configured. Each recipient's outcome is kept on the message.
+ */
+export class MailDelivery {
+  private loopback: { host: string; port: number } | undefined;
+  private dkimKey: string | undefined;
+
+  constructor(private readonly messages: Model<MessageDoc>, private readonly config: Config) {
+    if (config.DKIM_PRIVATE_KEY_FILE) this.dkimKey = readFileSync(config.DKIM_PRIVATE_KEY_FILE, 'utf8');
+  }
+
+  /** Where our own inbound listener accepts mail; set when the listener starts in this process. */
+  useLocalListener(address: { host: string; port: number }): void {
+    this.loopback = address;
+  }
+
+  private localListener(): { host: string; port: number } {
+    if (this.loopback) return this.loopback;
+    const host = this.config.SMTP_HOST && this.config.SMTP_HOST !== '0.0.0.0' ? this.config.SMTP_HOST : '127.0.0.1';
+    return { host, port: this.config.SMTP_PORT || (this.config.mode === 'dev' ? 2525 : 25) };
+  }
+
+  private isLocal(address: string): boolean {
+    return address.slice(address.lastIndexOf('@') + 1).toLowerCase() === this.config.MAIL_DOMAIN.toLowerCase();
+  }
+
+  async deliver(id: string, run: JobRun): Promise<void> {
+    const message = await this.messages.findById(id).select('+raw').lean();
+    if (!message?.delivery || !message.raw) return; // deleted meanwhile: nothing to deliver
+    const recipients = message.delivery.recipients.map((r) => ({ ...r }));
+    const pending = recipients.filter((r) => r.status === 'pending').map((r) => r.address);
+    const local = pending.filter((a) => this.isLocal(a));
+    const remote = pending.filter((a) => !this.isLocal(a));
+    let temporary: SmtpFailure | undefined;
+
+    const settle = (addresses: string[], outcome: (address: string) => Omit<RecipientResult, 'address'> | undefined) => {
+      for (const r of recipients) if (addresses.includes(r.address)) Object.assign(r, outcome(r.address) ?? {});
+    };
+    const attempt = async (addresses: string[], transport: () => Transporter) => {
+      if (!addresses.length) return;
+      const outcome = await this.sendOver(transport(), message.from[0]!, addresses, message.raw!);
+      settle(addresses, (a) => outcome.get(a));
+      const stillPending = addresses.filter((a) => !outcome.has(a));
+      if (stillPending.length) temporary = outcome.temporary;
+    };
+
+    await attempt(local, () => nodemailer.createTransport({ ...this.localListener(), secure: false, ignoreTLS: true, name: this.config.MAIL_DOMAIN }));
+    if (remote.length && !this.config.SMTP_RELAY_URL) {
+      settle(remote, () => ({ status: 'failed', error: 'No SMTP relay is configured for other domains (SMTP_RELAY_URL)' }));
+    } else {
+      await attempt(remote, () => nodemailer.createTransport(this.config.SMTP_RELAY_URL!, this.dkimKey ? {
+        dkim: { domainName: this.config.MAIL_DOMAIN, keySelector: this.config.DKIM_SELECTOR, privateKey: this.dkimKey },
+      } : {}));
+    }
+
+    const lastError = temporary ? describe(temporary) : recipients.find((r) => r.status === 'failed')?.error;
+    await this.record(id, recipients, run.attempt, lastError);
+    if (temporary) throw temporary;
+  }
+
+  /** Retries are exhausted: whoever is still pending has failed for good. */
+  async giveUp(id: string, error: Error): Promise<void> {
+    const message = await this.messages.findById(id, { delivery: 1 }).lean();
+    if (!message?.delivery) return;
+    const recipients = message.delivery.recipients.map((r) => (r.status === 'pending'
+      ? { ...r, status: 'failed' as const, error: r.error ?? describe(error) } : r));
+    await this.record(id, recipients, message.delivery.attempts, describe(error));
+  }
+
+  private async record(id: string, recipients: RecipientResult[], attempts: number, lastError: string | undefined) {
+    const delivered = recipients.filter((r) => r.status === 'delivered').length;
+    const failed = recipients.filter((r) => r.status === 'failed').length;
+    const computed: Delivery['status'] = delivered === recipients.length ? 'delivered'
+      : delivered + failed < recipients.length ? 'retrying'
+        : delivered === 0 ? 'failed' : 'partially_failed';
+    const delivery: Delivery = { status: computed, attempts, recipients, updatedAt: new Date(), ...(lastError ? { lastError } : {}) };
+    await this.messages.updateOne({ _id: id }, { $set: { delivery } });
+  }
+
+  /**
+   * One SMTP transaction. Returns the settled recipients (delivered, or failed with a 5xx); recipients
+   * missing from the map were deferred (4xx, connection trouble) and `temporary` says why.
+   */
+  private async sendOver(transport: Transporter, from: string, to: string[], raw: string) {
+    const outcome = new Map<string, RecipientResult>() as Map<string, RecipientResult> & { temporary?: SmtpFailure };
+    const classify = (err: SmtpFailure, address: string) => {
+      if (err.responseCode && err.responseCode >= 500) outcome.set(address, { address, status: 'failed', error: describe(err) });
+      else outcome.temporary = err;
+    };
+    try {
+      const info = await transport.sendMail({ envelope: { from, to }, raw });
+      for (const address of info.accepted as string[]) outcome.set(address, { address, status: 'delivered' });
+      for (const err of (info as { rejectedErrors?: SmtpFailure[] }).rejectedErrors ?? []) classify(err, err.recipient ?? '');
+    } catch (err) {
+      const failure = err as SmtpFailure;
+      if (failure.rejectedErrors?.length) for (const e of failure.rejectedErrors) classify(e, e.recipient ?? '');
+      else for (const address of to) classify(failure, address);
+      if (!outcome.temporary && outcome.size < to.length) outcome.temporary = failure;
+    } finally {
+      transport.close();
+    }
+    return outcome;
+  }
+}

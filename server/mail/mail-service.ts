@@ -1,0 +1,232 @@
+import type { Connection, Model } from 'mongoose';
+import type { Config } from '../platform/config.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { IdentityService } from '../identities/identity-service.js';
+import type { IdentityDoc } from '../identities/identity-model.js';
+import type { JobQueue } from '../platform/jobs.js';
+import { AppError, badRequest, notFound } from '../platform/errors.js';
+import { newId, newThreadId, randomHex } from '../platform/ids.js';
+import { afterCursor, decodeCursor, pageOf } from '../platform/pagination.js';
+import { messageSchema, threadSchema, type MessageDoc, type ThreadDoc } from './message-model.js';
+import { MAX_LABELS_PER_MESSAGE, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
+import { composeMessage } from './compose.js';
+import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
+
+/** A message as it arrived over SMTP, already parsed (see inbound.ts). */
+export interface InboundMail {
+  messageId: string;
+  from: string[];
+  to: string[];
+  cc: string[];
+  replyTo: string[];
+  subject: string;
+  text: string;
+  html?: string;
+  extractedText: string;
+  inReplyTo?: string;
+  references: string[];
+}
+
+const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
+// Lists carry neither bodies' html nor the sender-only fields; typed loosely so results stay MessageDoc.
+const LIST_FIELDS: Record<string, 0> = { raw: 0, html: 0, bcc: 0, delivery: 0 };
+const THREAD_MESSAGE_CAP = 1000;
+
+export const replySubject = (subject: string) => (/^re:/i.test(subject.trim()) ? subject : `Re: ${subject}`);
+
+/** Every mail operation; the HTTP routes, the MCP tools and the SMTP listener all call into this. */
+export class MailService {
+  readonly messages: Model<MessageDoc>;
+  readonly threads: Model<ThreadDoc>;
+  readonly delivery: MailDelivery;
+
+  constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
+    private readonly logs: ActivityLog, private readonly jobs: JobQueue) {
+    this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
+    this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
+    this.delivery = new MailDelivery(this.messages, config);
+    jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
+      retryDelaysMs: MAIL_RETRY_DELAYS_MS,
+      onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
+    });
+  }
+
+  newMessageId(): string {
+    return `<${randomHex(16)}@${this.config.MAIL_DOMAIN}>`;
+  }
+
+  private async inboxOf(identityId: string): Promise<IdentityDoc> {
+    const identity = await this.identities.getLive(identityId);
+    if (!identity) throw notFound('Identity not found');
+    return identity;
+  }
+
+  async listMessages(identityId: string, query: { limit: number; labels?: string[]; pageToken?: string }) {
+    const cursor = query.pageToken ? decodeCursor(query.pageToken) : undefined;
+    const { emailAddress: inboxId } = await this.inboxOf(identityId);
+    const filter: Record<string, unknown> = { inboxId, ...afterCursor('createdAt', cursor) };
+    if (query.labels?.length) filter.labels = { $all: query.labels };
+    const rows = await this.messages.find(filter, LIST_FIELDS).sort({ createdAt: -1, _id: -1 }).limit(query.limit + 1).lean();
+    return pageOf(rows, query.limit, (row) => ({ at: row.createdAt, id: row._id }));
+  }
+
+  async getMessage(identityId: string, messageId: string): Promise<MessageDoc> {
+    const { emailAddress: inboxId } = await this.inboxOf(identityId);
+    // An inbox that mailed itself holds a received and a sent copy of one id; the received one is the mail.
+    const message = await this.messages.findOne({ inboxId, messageId }).sort({ direction: 1 }).lean();
+    if (!message) throw notFound('Message not found');
+    return message;
+  }
+
+  async send(identityId: string, input: SendInput): Promise<MessageDoc> {
+    const identity = await this.inboxOf(identityId);
+    const message = await this.storeOutgoing(identity, {
+      to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: input.subject, text: input.text, html: input.html,
+      threadId: newThreadId(), references: [],
+    });
+    await this.logs.record({
+      orgId: identity.orgId, identityId, action: 'mail.sent', category: 'mail', description: `Mail sent: ${truncate(message.subject)}`,
+      targetType: 'message', targetId: message.messageId,
+      metadata: { threadId: message.threadId, to: message.to, cc: message.cc, bccCount: message.bcc.length },
+    });
+    return message;
+  }
+
+  async reply(identityId: string, originalId: string, input: ReplyInput): Promise<MessageDoc> {
+    const identity = await this.inboxOf(identityId);
+    const original = await this.getMessage(identityId, originalId);
+    const to = original.direction === 'received'
+      ? (original.replyTo.length ? original.replyTo : original.from)
+      : original.to; // following up on our own message goes to the same people
+    if (!to.length) throw badRequest('The original message has no sender address to reply to');
+    const chain = original.references.length ? original.references : original.inReplyTo ? [original.inReplyTo] : [];
+    const message = await this.storeOutgoing(identity, {
+      to, cc: [], bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
+      threadId: original.threadId, inReplyTo: original.messageId, references: [...chain, original.messageId],
+    });
+    await this.logs.record({
+      orgId: identity.orgId, identityId, action: 'mail.replied', category: 'mail', description: `Replied: ${truncate(message.subject)}`,
+      targetType: 'message', targetId: message.messageId,
+      metadata: { threadId: message.threadId, inReplyTo: original.messageId, to },
+    });
+    return message;
+  }
+
+  private async storeOutgoing(identity: IdentityDoc, mail: {
+    to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
+    threadId: string; inReplyTo?: string; references: string[];
+  }): Promise<MessageDoc> {
+    const recipients = unique([...mail.to, ...mail.cc, ...mail.bcc].map((a) => a.toLowerCase()));
+    if (recipients.length > this.config.SMTP_MAX_RECIPIENTS) {
+      throw badRequest(`A message can have at most ${this.config.SMTP_MAX_RECIPIENTS} recipients (to, cc and bcc together)`);
+    }
+    const createdAt = new Date();
+    const messageId = this.newMessageId();
+    const raw = await composeMessage({
+      messageId, from: { name: identity.displayName, address: identity.emailAddress }, to: mail.to, cc: mail.cc,
+      subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references, date: createdAt,
+    });
+    const doc: MessageDoc = {
+      _id: newId('msg'), messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
+      direction: 'sent', from: [identity.emailAddress], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
+      subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references,
+      labels: ['sent'], createdAt, raw,
+      delivery: { status: 'queued', attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' })), updatedAt: createdAt },
+    };
+    await this.messages.create(doc);
+    await this.touchThread(identity, mail.threadId, mail.subject, createdAt);
+    await this.jobs.now(DELIVER_JOB, { id: doc._id });
+    const { raw: _raw, ...stored } = doc;
+    return stored;
+  }
+
+  /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */
+  async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string }> {
+    const inboxId = identity.emailAddress;
+    const createdAt = new Date();
+    const threadId = (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
+    try {
+      await this.messages.create({
+        _id: newId('msg'), messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
+        from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
+        html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
+        labels: ['received', 'unread'], createdAt,
+      });
+    } catch (err) {
+      if (isDuplicateKey(err)) return { stored: false, threadId };
+      throw err;
+    }
+    await this.touchThread(identity, threadId, mail.subject, createdAt);
+    return { stored: true, threadId };
+  }
+
+  /** A reply joins the thread of the newest message in this inbox that it names. */
+  private async threadOfReferences(inboxId: string, ids: string[]): Promise<string | undefined> {
+    if (!ids.length) return undefined;
+    const known = await this.messages.findOne({ inboxId, messageId: { $in: unique(ids).slice(-100) } }, { threadId: 1 })
+      .sort({ createdAt: -1 }).lean();
+    return known?.threadId;
+  }
+
+  private async touchThread(identity: IdentityDoc, threadId: string, subject: string, at: Date): Promise<void> {
+    // messageCount is counted on read: $inc is not atomic on FerretDB 1.x and would drift under concurrency.
+    await this.threads.updateOne({ _id: threadId }, {
+      $max: { updatedAt: at },
+      $setOnInsert: { identityId: identity._id, inboxId: identity.emailAddress, subject, createdAt: at, messageCount: 0 },
+    }, { upsert: true });
+  }
+
+  /** Adds then removes labels with compare-and-set on the label array, so concurrent edits never lose one. */
+  async updateLabels(identityId: string, messageId: string, change: LabelsInput): Promise<MessageDoc> {
+    const add = unique(change.addLabels ?? []);
+    const remove = new Set(change.removeLabels ?? []);
+    const both = add.filter((l) => remove.has(l));
+    if (both.length) throw badRequest(`A label cannot be both added and removed: ${both.join(', ')}`);
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const current = await this.getMessage(identityId, messageId);
+      const labels = unique([...current.labels, ...add]).filter((l) => !remove.has(l));
+      if (labels.length > MAX_LABELS_PER_MESSAGE) throw badRequest(`A message can carry at most ${MAX_LABELS_PER_MESSAGE} labels`);
+      const updated = await this.messages.findOneAndUpdate({ _id: current._id, labels: current.labels }, { $set: { labels } },
+        { returnDocument: 'after', projection: LIST_FIELDS }).lean();
+      if (!updated) continue;
+      const identity = await this.inboxOf(identityId);
+      await this.logs.record({
+        orgId: identity.orgId, identityId, action: 'mail.labels_updated', category: 'mail',
+        description: `Labels of "${truncate(updated.subject)}" updated`, targetType: 'message', targetId: updated.messageId,
+        metadata: { addLabels: add, removeLabels: [...remove], labels },
+      });
+      return updated;
+    }
+    throw new AppError(409, 'conflict', 'The labels changed concurrently too often; retry');
+  }
+
+  async listThreads(identityId: string, query: { limit: number; pageToken?: string }) {
+    const cursor = query.pageToken ? decodeCursor(query.pageToken) : undefined;
+    const { emailAddress: inboxId } = await this.inboxOf(identityId);
+    const rows = await this.threads.find({ inboxId, ...afterCursor('updatedAt', cursor) })
+      .sort({ updatedAt: -1, _id: -1 }).limit(query.limit + 1).lean();
+    const page = pageOf(rows, query.limit, (row) => ({ at: row.updatedAt, id: row._id }));
+    const counts = await this.messages.aggregate<{ _id: string; n: number }>([
+      { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) } } },
+      { $group: { _id: '$threadId', n: { $sum: 1 } } },
+    ]);
+    const countOf = new Map(counts.map((c) => [c._id, c.n]));
+    return { ...page, items: page.items.map((t) => ({ ...t, messageCount: countOf.get(t._id) ?? 0 })) };
+  }
+
+  async getThread(identityId: string, threadId: string): Promise<{ thread: ThreadDoc; messages: MessageDoc[] }> {
+    const { emailAddress: inboxId } = await this.inboxOf(identityId);
+    const thread = await this.threads.findOne({ _id: threadId, inboxId }).lean();
+    if (!thread) throw notFound('Thread not found');
+    const messages = await this.messages.find({ threadId, inboxId }, LIST_FIELDS)
+      .sort({ createdAt: 1, _id: 1 }).limit(THREAD_MESSAGE_CAP).lean();
+    const messageCount = messages.length < THREAD_MESSAGE_CAP ? messages.length : await this.messages.countDocuments({ threadId, inboxId });
+    return { thread: { ...thread, messageCount }, messages };
+  }
+}
+
+function unique<T>(items: T[]): T[] {
+  return [...new Set(items)];
+}
+
+const truncate = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}...` : text);

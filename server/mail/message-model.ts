@@ -1,0 +1,105 @@
+import { Schema } from 'mongoose';
+
+export type DeliveryStatus = 'queued' | 'retrying' | 'delivered' | 'partially_failed' | 'failed';
+
+export interface RecipientResult {
+  address: string;
+  status: 'pending' | 'delivered' | 'failed';
+  error?: string;
+}
+
+/** Outbound state of a sent message; what the sender sees of the SMTP conversation. */
+export interface Delivery {
+  status: DeliveryStatus;
+  attempts: number;
+  recipients: RecipientResult[];
+  lastError?: string;
+  updatedAt: Date;
+}
+
+/**
+ * One message in one inbox. The same RFC Message-ID can live in several inboxes (the sender's sent copy
+ * and each local recipient's received copy), so the document id is our own and (inboxId, messageId,
+ * direction) is unique — which also makes a redelivered SMTP message a no-op.
+ */
+export interface MessageDoc {
+  _id: string;
+  messageId: string;
+  identityId: string;
+  inboxId: string;
+  threadId: string;
+  direction: 'sent' | 'received';
+  from: string[];
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  text: string;
+  html?: string;
+  extractedText?: string;
+  inReplyTo?: string;
+  references: string[];
+  labels: string[];
+  createdAt: Date;
+  /** The RFC 5322 bytes handed to SMTP (sent messages only, never with a Bcc header). */
+  raw?: string;
+  delivery?: Delivery;
+}
+
+const recipientSchema = new Schema<RecipientResult>({ address: String, status: String, error: String }, { _id: false });
+
+export const messageSchema = new Schema<MessageDoc>({
+  _id: String,
+  messageId: { type: String, required: true },
+  identityId: { type: String, required: true },
+  inboxId: { type: String, required: true },
+  threadId: { type: String, required: true },
+  direction: { type: String, required: true },
+  from: [String],
+  to: [String],
+  cc: [String],
+  bcc: [String],
+  replyTo: [String],
+  subject: { type: String, default: '' },
+  text: { type: String, default: '' },
+  html: String,
+  extractedText: String,
+  inReplyTo: String,
+  references: [String],
+  labels: [String],
+  createdAt: { type: Date, required: true },
+  raw: { type: String, select: false },
+  delivery: {
+    type: new Schema<Delivery>({
+      status: String, attempts: Number, recipients: [recipientSchema], lastError: String, updatedAt: Date,
+    }, { _id: false }),
+    required: false,
+  },
+}, { versionKey: false });
+// The list query: one inbox, newest first, _id breaking ties in the same millisecond.
+messageSchema.index({ inboxId: 1, createdAt: -1, _id: -1 });
+messageSchema.index({ inboxId: 1, messageId: 1, direction: 1 }, { unique: true });
+messageSchema.index({ threadId: 1, createdAt: 1, _id: 1 });
+
+/** A conversation within one inbox. */
+export interface ThreadDoc {
+  _id: string; // threadId
+  identityId: string;
+  inboxId: string;
+  subject: string;
+  messageCount: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const threadSchema = new Schema<ThreadDoc>({
+  _id: String,
+  identityId: { type: String, required: true },
+  inboxId: { type: String, required: true },
+  subject: { type: String, default: '' },
+  messageCount: { type: Number, required: true },
+  createdAt: { type: Date, required: true },
+  updatedAt: { type: Date, required: true },
+}, { versionKey: false });
+threadSchema.index({ inboxId: 1, updatedAt: -1, _id: -1 });

@@ -1,0 +1,66 @@
+import type { MessageDoc, ThreadDoc } from './message-model.js';
+
+/** A message as SPEC 2.4 shows it; `cc`, `html` and the sender's delivery state only on single reads. */
+export function presentMessage(message: MessageDoc, options: { single?: boolean } = {}) {
+  const body: Record<string, unknown> = {
+    messageId: message.messageId,
+    threadId: message.threadId,
+    inboxId: message.inboxId,
+    from: message.from,
+    to: message.to,
+    subject: message.subject,
+    text: message.text,
+    ...(message.direction === 'received' ? { extractedText: message.extractedText ?? '' } : {}),
+    labels: message.labels,
+    createdAt: message.createdAt.toISOString(),
+  };
+  if (options.single) {
+    body.cc = message.cc ?? [];
+    if (message.direction === 'sent' && message.bcc?.length) body.bcc = message.bcc; // only the sender ever sees these
+    if (message.html !== undefined) body.html = message.html;
+    if (message.inReplyTo) body.inReplyTo = message.inReplyTo;
+    if (message.references?.length) body.references = message.references;
+    if (message.delivery) body.delivery = presentDelivery(message.delivery);
+  }
+  return body;
+}
+
+function presentDelivery(delivery: NonNullable<MessageDoc['delivery']>) {
+  return {
+    status: delivery.status,
+    attempts: delivery.attempts,
+    recipients: delivery.recipients.map((r) => ({ address: r.address, status: r.status, ...(r.error ? { error: r.error } : {}) })),
+    lastError: delivery.lastError ?? null,
+    updatedAt: delivery.updatedAt.toISOString(),
+  };
+}
+
+/** The 201 body of send and reply (SPEC 4.2): the send shape, which is a superset of the reply shape. */
+export function presentSent(message: MessageDoc) {
+  return {
+    messageId: message.messageId,
+    threadId: message.threadId,
+    inboxId: message.inboxId,
+    from: message.from,
+    to: message.to,
+    subject: message.subject,
+    labels: message.labels,
+    createdAt: message.createdAt.toISOString(),
+  };
+}
+
+export function presentLabels(message: MessageDoc) {
+  return { messageId: message.messageId, labels: message.labels, createdAt: message.createdAt.toISOString() };
+}
+
+export function presentThread(thread: ThreadDoc, messages?: MessageDoc[]) {
+  return {
+    threadId: thread._id,
+    inboxId: thread.inboxId,
+    subject: thread.subject,
+    messageCount: thread.messageCount,
+    createdAt: thread.createdAt.toISOString(),
+    updatedAt: thread.updatedAt.toISOString(),
+    ...(messages ? { messages: messages.map((m) => presentMessage(m)) } : {}),
+  };
+}

@@ -1,0 +1,69 @@
+import type Router from '@koa/router';
+import { z } from 'zod';
+import type { AppContext } from '../platform/context.js';
+import { authenticatedRouter, identityIdOf, requireScope } from '../platform/auth/authenticate.js';
+import { parseInput } from '../platform/validate.js';
+import { labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
+
+const messageParams = z.object({ messageId: messageIdInput });
+const threadParams = z.object({ threadId: threadIdInput });
+
+/** SPEC 4.2 messages: identity keys only, each route behind its mail scope. */
+export function messageRoutes(app: AppContext): Router {
+  const router = authenticatedRouter(app, { prefix: '/v0/messages' });
+
+  router.get('/', requireScope('mail:read'), async (ctx) => {
+    const query = parseInput(listMessagesInput, ctx.query, 'query');
+    const page = await app.mail.listMessages(identityIdOf(ctx), query);
+    const messages = page.items.map((m) => presentMessage(m));
+    ctx.body = { messages, count: messages.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+  });
+
+  router.post('/send', requireScope('mail:send'), async (ctx) => {
+    const body = parseInput(sendInput, ctx.request.body, 'body');
+    ctx.status = 201;
+    ctx.body = presentSent(await app.mail.send(identityIdOf(ctx), body));
+  });
+
+  router.get('/:messageId', requireScope('mail:read'), async (ctx) => {
+    const { messageId } = parseInput(messageParams, ctx.params, 'params');
+    ctx.body = presentMessage(await app.mail.getMessage(identityIdOf(ctx), messageId), { single: true });
+  });
+
+  router.post('/:messageId/reply', requireScope('mail:send'), async (ctx) => {
+    const { messageId } = parseInput(messageParams, ctx.params, 'params');
+    const body = parseInput(replyInput, ctx.request.body, 'body');
+    ctx.status = 201;
+    ctx.body = presentSent(await app.mail.reply(identityIdOf(ctx), messageId, body));
+  });
+
+  router.patch('/:messageId', requireScope('mail:manage'), async (ctx) => {
+    const { messageId } = parseInput(messageParams, ctx.params, 'params');
+    const body = parseInput(labelsInput, ctx.request.body, 'body');
+    ctx.body = presentLabels(await app.mail.updateLabels(identityIdOf(ctx), messageId, body));
+  });
+
+  return router;
+}
+
+/** SPEC 4.2 threads. */
+export function threadRoutes(app: AppContext): Router {
+  const router = authenticatedRouter(app, { prefix: '/v0/threads' });
+  router.use(requireScope('mail:read'));
+
+  router.get('/', async (ctx) => {
+    const query = parseInput(listThreadsInput, ctx.query, 'query');
+    const page = await app.mail.listThreads(identityIdOf(ctx), query);
+    const threads = page.items.map((t) => presentThread(t));
+    ctx.body = { threads, count: threads.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+  });
+
+  router.get('/:threadId', async (ctx) => {
+    const { threadId } = parseInput(threadParams, ctx.params, 'params');
+    const { thread, messages } = await app.mail.getThread(identityIdOf(ctx), threadId);
+    ctx.body = presentThread(thread, messages);
+  });
+
+  return router;
+}

@@ -1,0 +1,108 @@
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { AppContext } from '../platform/context.js';
+import { ConfigError, type Config } from '../platform/config.js';
+import { parseInbound } from './inbound.js';
+
+export interface SmtpListener {
+  host: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
+
+/** dev: 2525 on loopback; production: port 25 on every interface; SMTP_PORT=0 picks a free port. */
+export function smtpListenAddress(config: Config): { host: string; port: number } {
+  return {
+    host: config.SMTP_HOST ?? (config.mode === 'dev' ? '127.0.0.1' : '0.0.0.0'),
+    port: config.SMTP_PORT ?? (config.mode === 'dev' ? 2525 : 25),
+  };
+}
+
+function tlsOptions(config: Config): { key: Buffer; cert: Buffer } | undefined {
+  const { SMTP_TLS_CERT_FILE: certFile, SMTP_TLS_KEY_FILE: keyFile } = config;
+  if (!certFile && !keyFile) return undefined;
+  if (!certFile || !keyFile) throw new ConfigError('configuration error: SMTP_TLS_CERT_FILE and SMTP_TLS_KEY_FILE must be given together');
+  return { cert: readFileSync(certFile), key: readFileSync(keyFile) };
+}
+
+/**
+ * The inbound MX for `{MAIL_DOMAIN}`: accepts RCPT only for live inboxes, caps size and recipient count,
+ * parses each message once and stores a copy in every recipient's inbox. STARTTLS is offered when a
+ * certificate is configured; no AUTH (this is where the world delivers to us, not a submission port).
+ */
+export async function startSmtpListener(app: AppContext): Promise<SmtpListener> {
+  const { config } = app;
+  const domain = config.MAIL_DOMAIN.toLowerCase();
+  const tls = tlsOptions(config);
+  const server = new SMTPServer({
+    name: config.MAIL_DOMAIN,
+    banner: 'agentgate inbound mail',
+    size: config.SMTP_MAX_MESSAGE_BYTES,
+    rejectOversized: true,
+    authOptional: true,
+    disabledCommands: ['AUTH'],
+    ...(tls ? tls : { hideSTARTTLS: true }),
+    logger: false,
+    closeTimeout: 2_000,
+    socketTimeout: 60_000,
+    maxClients: 200,
+
+    onRcptTo(address, session, callback) {
+      if (session.envelope.rcptTo.length >= config.SMTP_MAX_RECIPIENTS) {
+        return callback(smtpError(452, `Too many recipients (at most ${config.SMTP_MAX_RECIPIENTS} per message)`));
+      }
+      const recipient = address.address.toLowerCase();
+      if (recipient.slice(recipient.lastIndexOf('@') + 1) !== domain) {
+        return callback(smtpError(550, `Relaying denied: ${recipient} is not a ${domain} address`));
+      }
+      app.identities.findLiveByEmail(recipient).then(
+        (identity) => callback(identity ? null : smtpError(550, `No such mailbox: ${recipient}`)),
+        () => callback(smtpError(451, 'Temporary failure looking up the mailbox, try again later')),
+      );
+    },
+
+    onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => { if (!stream.sizeExceeded) chunks.push(chunk); });
+      stream.once('error', (err) => callback(err));
+      stream.once('end', () => {
+        if (stream.sizeExceeded) {
+          return callback(smtpError(552, `Message exceeds the maximum size of ${config.SMTP_MAX_MESSAGE_BYTES} bytes`));
+        }
+        deliverLocally(app, Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address.toLowerCase())).then(
+          () => callback(null, 'Message accepted'),
+          (err) => {
+            console.error('[agentgate] storing inbound mail failed:', err);
+            callback(smtpError(451, 'Temporary failure storing the message, try again later'));
+          },
+        );
+      });
+    },
+  });
+  server.on('error', (err) => console.error('[agentgate] SMTP listener error:', err.message));
+
+  const { host, port } = smtpListenAddress(config);
+  await new Promise<void>((resolve, reject) => {
+    server.server.once('error', reject);
+    server.listen(port, host, () => { server.server.off('error', reject); resolve(); });
+  });
+  const actualPort = (server.server.address() as AddressInfo).port;
+  app.mail.delivery.useLocalListener({ host: host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host, port: actualPort });
+  return {
+    host,
+    port: actualPort,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function deliverLocally(app: AppContext, raw: Buffer, recipients: string[]): Promise<void> {
+  const mail = await parseInbound(raw, () => app.mail.newMessageId());
+  for (const address of new Set(recipients)) {
+    const identity = await app.identities.findLiveByEmail(address);
+    // Revoked between RCPT and DATA: the mail is simply not stored for that inbox.
+    if (identity) await app.mail.receive(identity, mail);
+  }
+}

@@ -1,0 +1,91 @@
+import type { AgendaBackend, JobParameters, JobRepository } from 'agenda';
+import { MongoBackend } from '@agendajs/mongo-backend';
+import { ObjectId, type Db, type Document } from 'mongodb';
+
+/**
+ * Agenda locks a job with one findOneAndUpdate, which MongoDB runs atomically but FerretDB 1.x does not:
+ * measured on FerretDB/SQLite, 40 concurrent findOneAndUpdate({lockedAt: null}) calls on one job let up to
+ * 35 of them "win", and two workers ran the same job. A unique index does hold on FerretDB, so a worker
+ * must also insert a claim whose _id names the job *in the state it was found in* (next run time, lock
+ * time, failure count): exactly one worker can insert it. A retry or a new run changes that state and so
+ * needs a new claim; an expired claim (its worker died) may be replaced.
+ */
+export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number }): AgendaBackend {
+  const inner = new MongoBackend({ mongo: db, collection: options.collection });
+  const jobs = db.collection(options.collection);
+  const claims = db.collection<{ _id: string; jobId: string; expiresAt: Date }>(`${options.collection}_claims`);
+  let repository: JobRepository | undefined;
+
+  const claim = async (job: Document): Promise<boolean> => {
+    const key = [job._id.toHexString(), job.nextRunAt?.getTime() ?? '-', job.lockedAt?.getTime() ?? 'free', job.failCount ?? 0].join(':');
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        await claims.insertOne({ _id: key, jobId: job._id.toHexString(), expiresAt: new Date(Date.now() + options.lockLifetimeMs) });
+        return true;
+      } catch (err) {
+        if ((err as { code?: number }).code !== 11000) throw err;
+        const removed = await claims.deleteOne({ _id: key, expiresAt: { $lt: new Date() } });
+        if (!removed.deletedCount) return false;
+      }
+    }
+    return false;
+  };
+
+  /** The first candidate this worker can claim, marked locked; the claim, not lockedAt, is the guarantee. */
+  const lockFirst = async (filter: Document, lockedAt: Date, lastModifiedBy: string | undefined): Promise<JobParameters | undefined> => {
+    const candidates = await jobs.find(filter).sort({ nextRunAt: 1, priority: -1 }).limit(5).toArray();
+    for (const candidate of candidates) {
+      if (!(await claim(candidate))) continue;
+      await jobs.updateOne({ _id: candidate._id }, { $set: { lockedAt, lastModifiedBy: lastModifiedBy ?? null } });
+      return toJobParameters({ ...candidate, lockedAt, lastModifiedBy });
+    }
+    return undefined;
+  };
+
+  const wrap = (repo: JobRepository): JobRepository => new Proxy(repo, {
+    get(target, prop, receiver) {
+      if (prop === 'getNextJobToRun') {
+        return (name: string, nextScanAt: Date, lockDeadline: Date, now: Date | undefined, opts: { lastModifiedBy?: string } | undefined) =>
+          lockFirst({
+            name, disabled: { $ne: true },
+            $or: [{ lockedAt: { $eq: null }, nextRunAt: { $lte: nextScanAt } }, { lockedAt: { $lte: lockDeadline } }],
+          }, now ?? new Date(), opts?.lastModifiedBy);
+      }
+      if (prop === 'lockJob') {
+        return (job: JobParameters, opts: { lastModifiedBy?: string } | undefined) => job._id ? lockFirst({
+          _id: new ObjectId(job._id.toString()), name: job.name, lockedAt: null, nextRunAt: job.nextRunAt, disabled: { $ne: true },
+        }, new Date(), opts?.lastModifiedBy) : Promise.resolve(undefined);
+      }
+      if (prop === 'unlockJobs') {
+        // Jobs released by a stopping worker are runnable again at once, not after their claim expires.
+        return async (ids: Array<string | { toString(): string }>) => {
+          await target.unlockJobs(ids as never);
+          await claims.deleteMany({ jobId: { $in: ids.map(String) } });
+        };
+      }
+      const value = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+
+  return {
+    name: inner.name,
+    notificationChannel: inner.notificationChannel,
+    get logger() { return inner.logger; },
+    get ownsConnection() { return inner.ownsConnection; },
+    get repository() { return (repository ??= wrap(inner.repository)); },
+    async connect() {
+      await inner.connect();
+      // FerretDB 1.x has no TTL indexes: old claims are swept at start instead.
+      await claims.deleteMany({ expiresAt: { $lt: new Date(Date.now() - 24 * 3600_000) } });
+    },
+    disconnect: () => inner.disconnect(),
+  } as AgendaBackend;
+}
+
+function toJobParameters(doc: Document): JobParameters {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(doc)) out[key] = value ?? undefined;
+  out._id = (doc._id as ObjectId).toHexString();
+  return out as unknown as JobParameters;
+}

@@ -1,0 +1,95 @@
+import { Agenda, type Job } from 'agenda';
+import { claimingMongoBackend } from './job-locking.js';
+import type { Db } from 'mongodb';
+import type { Connection } from 'mongoose';
+
+/** Thrown by a handler when retrying cannot help (a 5xx SMTP reply, a 4xx from a webhook receiver). */
+export class PermanentJobError extends Error {}
+
+export interface JobRun {
+  /** 1 for the first run, 2 for the first retry, ... */
+  attempt: number;
+  /** No retry follows if this run fails. */
+  lastAttempt: boolean;
+}
+
+export interface JobOptions<T> {
+  /** Delay before each retry; its length is the number of retries. No retries when empty. */
+  retryDelaysMs?: readonly number[];
+  /** Runs once when the job stops for good: a permanent error or the last retry failed. */
+  onGiveUp?: (data: T, error: Error, run: JobRun) => Promise<void>;
+  concurrency?: number;
+  /** A worker that dies holding a job releases it after this long; another worker then runs it. */
+  lockLifetimeMs?: number;
+}
+
+export type JobHandler<T> = (data: T, run: JobRun) => Promise<void>;
+
+/**
+ * Background work on the same database (Agenda). Small on purpose: areas define a named handler with a
+ * retry schedule and enqueue data; the queue owns locking, retries and shutdown.
+ */
+export interface JobQueue {
+  define<T>(name: string, handler: JobHandler<T>, options?: JobOptions<T>): void;
+  now<T>(name: string, data: T): Promise<void>;
+  schedule<T>(at: Date, name: string, data: T): Promise<void>;
+  /** Starts this process's workers. Enqueueing works without it (another process may be the worker). */
+  start(): Promise<void>;
+  /** Waits briefly for running jobs, then releases the rest for another worker. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export function createJobQueue(conn: Connection, options: { processEveryMs: number; name?: string }): JobQueue {
+  // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
+  const db = conn.db as unknown as Db;
+  const agenda = new Agenda({
+    backend: claimingMongoBackend(db, { collection: 'jobs', lockLifetimeMs: 10 * 60_000 }),
+    processEvery: options.processEveryMs,
+    name: options.name ?? `agentgate-${process.pid}`,
+    removeOnComplete: true,
+  });
+  // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
+  agenda.on('error', (err) => console.error('[agentgate] job queue error:', err.message));
+  let state: 'idle' | 'started' | 'stopped' = 'idle';
+
+  return {
+    define<T>(name: string, handler: JobHandler<T>, jobOptions: JobOptions<T> = {}) {
+      const delays = jobOptions.retryDelaysMs ?? [];
+      agenda.define<T>(name, async (job: Job<T>) => {
+        const attempt = (job.attrs.failCount ?? 0) + 1;
+        const run = { attempt, lastAttempt: attempt > delays.length };
+        try {
+          await handler(job.attrs.data, run);
+        } catch (err) {
+          const error = err instanceof Error ? err : new Error(String(err));
+          if ((error instanceof PermanentJobError || run.lastAttempt) && jobOptions.onGiveUp) {
+            await jobOptions.onGiveUp(job.attrs.data, error, run);
+          }
+          throw error;
+        }
+      }, {
+        concurrency: jobOptions.concurrency,
+        lockLifetime: jobOptions.lockLifetimeMs ?? 5 * 60_000,
+        // failCount is already incremented when this runs: attempt 1 failed -> first delay.
+        backoff: ({ attempt, error }) => (error instanceof PermanentJobError ? null : delays[attempt - 1] ?? null),
+      });
+    },
+    async now(name, data) {
+      await agenda.now(name, data);
+    },
+    async schedule(at, name, data) {
+      await agenda.schedule(at, name, data);
+    },
+    async start() {
+      if (state !== 'idle') return;
+      state = 'started';
+      await agenda.start();
+    },
+    async stop() {
+      if (state !== 'started') { state = 'stopped'; return; }
+      state = 'stopped';
+      const result = await agenda.drain({ timeout: 5_000, closeConnection: false });
+      if (result.running > 0) await agenda.stop(false);
+    },
+  };
+}

@@ -1,0 +1,77 @@
+import { createContext, type AppContext } from '../../server/platform/context.js';
+import { createJobQueue, PermanentJobError, type JobQueue } from '../../server/platform/jobs.js';
+import { testConfig } from '../support/server.js';
+import { eventually } from './mail-support.js';
+
+let app: AppContext;
+const queues: JobQueue[] = [];
+const queue = () => {
+  const q = createJobQueue(app.db, { processEveryMs: 100 });
+  queues.push(q);
+  return q;
+};
+
+beforeAll(async () => { app = await createContext(await testConfig()); });
+afterAll(async () => {
+  for (const q of queues) await q.stop();
+  await app.db.dropDatabase().catch(() => {});
+  await app.close();
+});
+
+describe('JobQueue (Agenda on the test database)', () => {
+  it('runs a job enqueued with now() and one scheduled for later', async () => {
+    const q = queue();
+    const seen: string[] = [];
+    q.define<{ word: string }>('test.record', async ({ word }) => { seen.push(word); });
+    await q.start();
+    await q.now('test.record', { word: 'now' });
+    await q.schedule(new Date(Date.now() + 300), 'test.record', { word: 'later' });
+    await eventually(() => expect(seen.sort()).toEqual(['later', 'now']));
+  });
+
+  it('retries a failing job on its schedule and gives up after the last retry', async () => {
+    const q = queue();
+    const attempts: number[] = [];
+    const gaveUp: Array<{ attempt: number; message: string }> = [];
+    q.define<{ n: number }>('test.flaky', async (_data, run) => {
+      attempts.push(run.attempt);
+      throw new Error(`failure ${run.attempt}`);
+    }, { retryDelaysMs: [50, 50], onGiveUp: async (_d, err, run) => { gaveUp.push({ attempt: run.attempt, message: err.message }); } });
+    await q.start();
+    await q.now('test.flaky', { n: 1 });
+    await eventually(() => expect(gaveUp).toEqual([{ attempt: 3, message: 'failure 3' }]));
+    expect(attempts).toEqual([1, 2, 3]);
+  });
+
+  it('does not retry after a PermanentJobError', async () => {
+    const q = queue();
+    const attempts: number[] = [];
+    const gaveUp: number[] = [];
+    q.define('test.permanent', async (_data, run) => {
+      attempts.push(run.attempt);
+      throw new PermanentJobError('no point');
+    }, { retryDelaysMs: [50, 50, 50], onGiveUp: async (_d, _e, run) => { gaveUp.push(run.attempt); } });
+    await q.start();
+    await q.now('test.permanent', {});
+    await eventually(() => expect(gaveUp).toEqual([1]));
+    await new Promise((r) => setTimeout(r, 400)); // room for a wrong retry to show up
+    expect(attempts).toEqual([1]);
+  });
+
+  it('runs each job exactly once when two workers share the database (locking)', async () => {
+    const runs = new Map<number, number>();
+    const workers = [queue(), queue()];
+    const enqueuer = queue();
+    for (const w of [...workers, enqueuer]) {
+      w.define<{ i: number }>('test.once', async ({ i }) => {
+        runs.set(i, (runs.get(i) ?? 0) + 1);
+        await new Promise((r) => setTimeout(r, 5));
+      }, { concurrency: 4 });
+    }
+    for (let i = 0; i < 30; i++) await enqueuer.now('test.once', { i });
+    await Promise.all(workers.map((w) => w.start()));
+    await eventually(() => expect(runs.size).toBe(30), 20_000);
+    await new Promise((r) => setTimeout(r, 500));
+    expect([...runs.values()].every((n) => n === 1)).toBe(true);
+  });
+});
