@@ -30,6 +30,11 @@ export function accountRoutes(app: AppContext): Router {
       };
       return;
     }
+    if (principal.tier === 'seller') {
+      // A seller key is a machine credential of the org's payment set-up, not an admin: no identity list.
+      ctx.body = { keyType: 'seller', org: { id: org._id, plan: org.plan } };
+      return;
+    }
     const user = await app.accounts.getUser(principal.userId ?? org.ownerUserId);
     const identities = await app.identities.listAll(org._id);
     ctx.body = {

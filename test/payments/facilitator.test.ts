@@ -43,7 +43,8 @@ describe('seller set-up', () => {
   it('keeps seller keys off identity routes and identity keys off seller routes', async () => {
     const agent = await signUp(server);
     expect((await server.request('GET', '/v0/payments/settings', { key: agent.identity.rawKey })).status).toBe(403);
-    expect((await server.request('GET', '/v0/whoami', { key: seller.sellerKey })).status).toBe(200);
+    const me = await server.request('GET', '/v0/whoami', { key: seller.sellerKey });
+    expect(me.body).toEqual({ keyType: 'seller', org: { id: seller.orgId, plan: 'FREE' } });
     expect((await server.request('POST', '/v0/platform/identities', { key: seller.sellerKey, body: {} })).status).toBe(403);
   });
 
