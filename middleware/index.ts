@@ -59,3 +59,4 @@ export { canonicalJson, CanonicalJsonError } from './canonical-json.js';
 export { verifyReceipt } from './receipt.js';
 export type { DidDocument, Receipt, ReceiptVerification, TrustedKey } from './receipt.js';
 export { ed25519ToMultibase, encodeBase64Url, parseEd25519PublicKey } from './multikey.js';
+export { verifyWebhook, webhookSignature, WEBHOOK_HEADERS, type PaymentReceivedEvent } from './webhook.js';

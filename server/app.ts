@@ -11,6 +11,7 @@ import { agentCardRoutes } from './agent-card/routes.js';
 import { paymentRoutes } from './payments/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { vaultRoutes } from './vault/routes.js';
+import { webhookRoutes } from './webhooks/routes.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
 export type RouteFactory = (app: AppContext) => Router;
@@ -24,6 +25,7 @@ export const ROUTES: RouteFactory[] = [
   messageRoutes,
   threadRoutes,
   vaultRoutes,
+  webhookRoutes,
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   paymentRoutes,
 ];

@@ -22,12 +22,7 @@ export async function startServer(config: Config, options: { extraRoutes?: Route
   const smtp = await startSmtpListener(app);
   app.onClose.push(() => smtp.close());
   // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
-  if (options.workers ?? true) {
-    await app.jobs.start();
-    app.onClose.push(() => app.jobs.stop());
-    const reconciler = startReconciler(app.payments);
-    app.onClose.push(() => reconciler.stop());
-  }
+  if (options.workers ?? true) await startBackgroundWork(app);
   const koa = createApp(app, options.extraRoutes);
   const http = koa.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => {
@@ -47,4 +42,23 @@ export async function startServer(config: Config, options: { extraRoutes?: Route
       await app.close();
     },
   };
+}
+
+/** Job workers plus the sweeps that feed them (payment reconciliation, the webhook outbox). */
+async function startBackgroundWork(app: AppContext): Promise<void> {
+  await app.jobs.start();
+  app.onClose.push(() => app.jobs.stop());
+  const reconciler = startReconciler(app.payments);
+  app.onClose.push(() => reconciler.stop());
+  app.onClose.push(await app.webhooks.startOutboxSweep());
+}
+
+/**
+ * `agentgate worker`: the same context as the server but no HTTP or SMTP listener, only the job workers.
+ * Any number of workers (and servers) share one database; Agenda's locks hand each job to one of them.
+ */
+export async function startWorker(config: Config): Promise<{ app: AppContext; close(): Promise<void> }> {
+  const app = await createContext(config);
+  await startBackgroundWork(app);
+  return { app, close: () => app.close() };
 }

@@ -54,6 +54,11 @@ const schema = z.object({
   DKIM_PRIVATE_KEY_FILE: z.string().min(1).optional(),
   DKIM_SELECTOR: z.string().regex(/^[A-Za-z0-9._-]{1,63}$/).default('agentgate'),
   JOBS_PROCESS_EVERY_MS: z.coerce.number().int().min(10).default(2000),
+  // payment.received retries wait 1, 4, 16, 64 and 300 units of this (SPEC 8); tests scale it down.
+  WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  // How often a worker re-dispatches outbox entries a crash left pending (also done once at start-up).
+  WEBHOOK_OUTBOX_SWEEP_MS: z.coerce.number().int().min(100).default(15_000),
 });
 
 export type Env = z.input<typeof schema>;

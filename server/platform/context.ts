@@ -12,6 +12,7 @@ import { MailService } from '../mail/mail-service.js';
 import { VaultService } from '../vault/vault-service.js';
 import { createChainService, type ChainService } from './chain/chain-service.js';
 import { PaymentService } from '../payments/payment-service.js';
+import { WebhookService } from '../webhooks/webhook-service.js';
 import { loadServiceKey, type ServiceKey } from '../did/service-key.js';
 
 /**
@@ -34,6 +35,8 @@ export interface AppContext {
   /** The settlement chain; undefined when CHAIN_RPC_URL is not configured (payment routes answer 503). */
   chain: ChainService | undefined;
   payments: PaymentService;
+  /** payment.received deliveries (outbox on the payment, Agenda jobs, delivery log). */
+  webhooks: WebhookService;
   /** The service's did:web Ed25519 key (/.well-known/did.json); signs payment receipts. */
   serviceKey: ServiceKey;
   /**
@@ -66,6 +69,8 @@ export async function createContext(config: Config): Promise<AppContext> {
   const identities = new IdentityService(db, config, keys, logs);
   const chain = await createChainService(config);
   const serviceKey = await loadServiceKey(db, config, secrets);
+  // The receipt signer is the service DID key, resolved when a receipt is signed.
+  const payments = new PaymentService(db, config, chain, () => ctx.serviceKey, logs);
   const ctx: AppContext = {
     config,
     db,
@@ -80,8 +85,8 @@ export async function createContext(config: Config): Promise<AppContext> {
     vault: new VaultService(db, secrets, logs),
     chain,
     serviceKey,
-    // The receipt signer is the service DID key, resolved when a receipt is signed.
-    payments: new PaymentService(db, config, chain, () => ctx.serviceKey, logs),
+    payments,
+    webhooks: new WebhookService(db, config, jobs, payments, secrets, logs),
     identityDetail: [],
     onClose,
     async close() {

@@ -1,0 +1,70 @@
+import { Schema } from 'mongoose';
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+/** One POST to the receiver, kept for the seller's delivery log. */
+export interface DeliveryAttempt {
+  at: Date;
+  url: string;
+  /** The receiver's HTTP status, when it answered. */
+  statusCode?: number;
+  /** Why there was no usable answer (timeout, connection refused, blocked address, ...). */
+  error?: string;
+  durationMs: number;
+}
+
+/**
+ * One event for one endpoint. The body is fixed when the event is created, so every retry sends the same
+ * bytes under the same idempotency key (the event id); only the signature follows secret rotation.
+ */
+export interface DeliveryDoc {
+  _id: string;
+  /** Unique: creating the delivery for an event twice (outbox sweep racing the settle hook) is a no-op. */
+  eventId: string;
+  event: 'payment.received';
+  orgId: string;
+  endpointId: string;
+  paymentId: string;
+  body: string;
+  status: DeliveryStatus;
+  attempts: DeliveryAttempt[];
+  attemptCount: number;
+  /** Bumped by a manual retry; a job carries the round it belongs to, so a stale job cannot send. */
+  round: number;
+  nextAttemptAt?: Date | null;
+  lastError?: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  deliveredAt?: Date | null;
+  failedAt?: Date | null;
+}
+
+const attemptSchema = new Schema<DeliveryAttempt>({
+  at: { type: Date, required: true },
+  url: { type: String, required: true },
+  statusCode: Number,
+  error: String,
+  durationMs: { type: Number, required: true },
+}, { _id: false, versionKey: false });
+
+export const deliverySchema = new Schema<DeliveryDoc>({
+  _id: String,
+  eventId: { type: String, required: true, unique: true },
+  event: { type: String, required: true },
+  orgId: { type: String, required: true },
+  endpointId: { type: String, required: true },
+  paymentId: { type: String, required: true },
+  body: { type: String, required: true },
+  status: { type: String, required: true },
+  attempts: { type: [attemptSchema], default: [] },
+  attemptCount: { type: Number, default: 0 },
+  round: { type: Number, default: 0 },
+  nextAttemptAt: Date,
+  lastError: String,
+  createdAt: { type: Date, required: true },
+  updatedAt: { type: Date, required: true },
+  deliveredAt: Date,
+  failedAt: Date,
+}, { versionKey: false });
+deliverySchema.index({ orgId: 1, createdAt: -1, _id: -1 });
+deliverySchema.index({ orgId: 1, endpointId: 1, status: 1, createdAt: -1 });

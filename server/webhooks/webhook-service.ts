@@ -1,0 +1,251 @@
+import type { Connection, Model } from 'mongoose';
+import type { Collection } from 'mongodb';
+import type { Config } from '../platform/config.js';
+import type { JobQueue, JobRun } from '../platform/jobs.js';
+import type { SecretBox } from '../platform/secret-box.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { PaymentService } from '../payments/payment-service.js';
+import type { EndpointDoc, PaymentDoc } from '../payments/models.js';
+import { webhookSecretContext } from '../payments/endpoint-registration.js';
+import { AppError, notFound } from '../platform/errors.js';
+import { newId } from '../platform/ids.js';
+import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
+import type { PaymentReceivedEvent } from '../../middleware/webhook.js';
+import { deliverySchema, type DeliveryDoc, type DeliveryStatus } from './models.js';
+import { postWebhook } from './attempt.js';
+
+/** SPEC 6.1 / 8: retries 1 s, 4 s, 16 s, 64 s and 300 s after the failed attempt, in units of WEBHOOK_RETRY_BASE_MS. */
+export const RETRY_SCHEDULE_UNITS = [1, 4, 16, 64, 300] as const;
+export const DELIVER_JOB = 'webhooks.deliver';
+const EVENT = 'payment.received' as const;
+
+/** The outbox entry markSettled writes onto the payment in the same update that settles it. */
+export interface PaymentOutbox {
+  status: 'pending' | 'dispatched' | 'skipped';
+  eventId: string;
+  deliveryId?: string;
+}
+type PaymentWithOutbox = PaymentDoc & { webhook?: PaymentOutbox };
+
+interface DeliverJob {
+  deliveryId: string;
+  round: number;
+  /** Attempts already made before this round started (0 for the first round). */
+  roundBase: number;
+}
+
+const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `payment.received` deliveries. Settlement writes an outbox entry on the payment; `dispatch` turns it
+ * into a delivery record (unique per event) and an Agenda job. Each attempt is claimed on the delivery
+ * record before it is sent, so duplicate jobs (a re-dispatch after a crash, two workers) never send the
+ * same attempt twice, and a lease lets another worker finish the attempt of one that died.
+ */
+export class WebhookService {
+  readonly deliveries: Model<DeliveryDoc>;
+  readonly retryDelaysMs: number[];
+  private readonly claims: Collection<{ _id: string; expiresAt: Date }>;
+  /** How long one attempt may hold its claim: the request timeout plus room for the database writes. */
+  private readonly leaseMs: number;
+
+  constructor(
+    conn: Connection,
+    private readonly config: Config,
+    private readonly jobs: JobQueue,
+    private readonly payments: PaymentService,
+    private readonly secrets: SecretBox,
+    private readonly logs: ActivityLog,
+  ) {
+    this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
+    this.claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
+    this.retryDelaysMs = RETRY_SCHEDULE_UNITS.map((units) => units * config.WEBHOOK_RETRY_BASE_MS);
+    this.leaseMs = config.WEBHOOK_TIMEOUT_MS + 2_000;
+    jobs.define<DeliverJob>(DELIVER_JOB, (data, run) => this.attempt(data, run), {
+      retryDelaysMs: this.retryDelaysMs,
+      // Longer than the lease, so when Agenda hands a dead worker's job to another, the claim has expired.
+      lockLifetimeMs: this.leaseMs + 1_000,
+      concurrency: 10,
+    });
+    // Never let a webhook problem fail the redeem that already moved money: the sweep retries the dispatch.
+    payments.onSettled.push(async (payment) => {
+      await this.dispatch(payment).catch((err) => console.error(`[agentgate] webhook dispatch for ${payment._id} deferred:`, (err as Error).message));
+    });
+  }
+
+  // --- outbox -> delivery + job ----------------------------------------------------------------
+
+  /** Idempotent: safe to call again for the same payment (the sweep does after a crash). */
+  async dispatch(payment: PaymentWithOutbox): Promise<void> {
+    const outbox = payment.webhook;
+    if (!outbox || outbox.status !== 'pending' || !payment.signedReceipt || !payment.settledAt) return;
+    const endpoint = await this.payments.endpoints.findById(payment.endpointId).lean();
+    if (!endpoint || endpoint.deletedAt || !endpoint.webhookUrl) {
+      await this.markOutbox(payment._id, { ...outbox, status: 'skipped' });
+      return;
+    }
+    const event: PaymentReceivedEvent = { event: EVENT, paymentId: payment._id, createdAt: payment.settledAt.toISOString(), ...payment.signedReceipt };
+    const now = new Date();
+    let delivery: DeliveryDoc | null;
+    try {
+      delivery = (await this.deliveries.create({
+        _id: newId('whd'), eventId: outbox.eventId, event: EVENT, orgId: payment.orgId, endpointId: endpoint._id, paymentId: payment._id,
+        body: JSON.stringify(event), status: 'pending', attempts: [], attemptCount: 0, round: 0, nextAttemptAt: now, createdAt: now, updatedAt: now,
+      })).toObject();
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      delivery = await this.deliveries.findOne({ eventId: outbox.eventId }).lean();
+    }
+    if (!delivery) return;
+    // A second job for round 0 (crash after enqueue, before the mark below) is harmless: it finds its
+    // attempt already claimed or made.
+    if (delivery.status === 'pending' && delivery.round === 0 && delivery.attemptCount === 0) {
+      await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: delivery._id, round: 0, roundBase: 0 });
+    }
+    await this.markOutbox(payment._id, { ...outbox, status: 'dispatched', deliveryId: delivery._id });
+  }
+
+  private async markOutbox(paymentId: string, outbox: PaymentOutbox): Promise<void> {
+    await this.payments.payments.updateOne({ _id: paymentId, 'webhook.eventId': outbox.eventId }, { $set: { webhook: outbox } }, { strict: false });
+  }
+
+  /** Dispatches outbox entries left pending (a crash between settling and enqueueing). */
+  async sweepOutbox(olderThanMs: number): Promise<number> {
+    const stale = await this.payments.payments.find({ 'webhook.status': 'pending', settledAt: { $lt: new Date(Date.now() - olderThanMs) } } as never)
+      .sort({ settledAt: 1 }).limit(200).lean() as PaymentWithOutbox[];
+    for (const payment of stale) await this.dispatch(payment);
+    return stale.length;
+  }
+
+  /** Sweeps once now (everything pending) and then every WEBHOOK_OUTBOX_SWEEP_MS; returns the stop function. */
+  async startOutboxSweep(): Promise<() => Promise<void>> {
+    let running: Promise<unknown> = this.sweepOutbox(0).catch((err) => console.error('[agentgate] webhook outbox sweep failed:', (err as Error).message));
+    await running;
+    const timer = setInterval(() => {
+      // Entries younger than this are still being dispatched by the settling request itself.
+      running = this.sweepOutbox(10_000).catch((err) => console.error('[agentgate] webhook outbox sweep failed:', (err as Error).message));
+    }, this.config.WEBHOOK_OUTBOX_SWEEP_MS);
+    timer.unref();
+    return async () => {
+      clearInterval(timer);
+      await running;
+    };
+  }
+
+  // --- one attempt (the job) -------------------------------------------------------------------
+
+  private async attempt(job: DeliverJob, run: JobRun): Promise<void> {
+    const expectedCount = job.roundBase + run.attempt - 1;
+    const delivery = await this.claim(job, expectedCount);
+    if (!delivery) return;
+    const endpoint = await this.payments.endpoints.findById(delivery.endpointId).lean();
+    const target = endpoint ? this.targetOf(endpoint) : { error: 'endpoint_deleted: the endpoint was deleted' };
+    if ('error' in target) {
+      await this.finish(delivery, expectedCount, 'failed', undefined, target.error);
+      return;
+    }
+    const result = await postWebhook({
+      url: target.url, body: delivery.body, secret: target.secret, event: delivery.event, idempotencyKey: delivery.eventId,
+      timeoutMs: this.config.WEBHOOK_TIMEOUT_MS, allowLoopback: this.config.mode === 'dev',
+    });
+    const retry = result.verdict === 'retry' && !run.lastAttempt;
+    const status: DeliveryStatus = result.verdict === 'delivered' ? 'delivered' : retry ? 'pending' : 'failed';
+    const nextAttemptAt = retry ? new Date(Date.now() + this.retryDelaysMs[run.attempt - 1]!) : null;
+    await this.finish(delivery, expectedCount, status, result.record, result.record.error ?? (result.record.statusCode && status !== 'delivered' ? `receiver answered ${result.record.statusCode}` : undefined), nextAttemptAt);
+    // Throwing hands the schedule to Agenda: it runs this job again after the next delay.
+    if (retry) throw new Error(`webhook attempt ${run.attempt} for ${delivery._id} failed: ${result.record.error ?? result.record.statusCode}`);
+  }
+
+  /**
+   * Claims attempt `expectedCount + 1` of this round by inserting its claim under a unique _id: the one
+   * guarantee that holds on FerretDB 1.x too (its findOneAndUpdate is not atomic under concurrency). A
+   * live claim is waited out (it ends within the lease); an expired one (its worker died) is replaced.
+   * Whoever holds the claim then checks the attempt was not already recorded by an earlier holder.
+   */
+  private async claim(job: DeliverJob, expectedCount: number): Promise<DeliveryDoc | null> {
+    const key = `${job.deliveryId}:${job.round}:${expectedCount + 1}`;
+    for (let tries = 0; tries < 4; tries++) {
+      try {
+        await this.claims.insertOne({ _id: key, expiresAt: new Date(Date.now() + this.leaseMs) });
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        if (!(await this.stillDue(job, expectedCount))) return null;
+        const holder = await this.claims.findOne({ _id: key });
+        const wait = holder ? holder.expiresAt.getTime() - Date.now() : 0;
+        if (wait > 0) await sleep(wait + 50);
+        await this.claims.deleteOne({ _id: key, expiresAt: { $lte: new Date() } });
+        continue;
+      }
+      const delivery = await this.deliveries.findById(job.deliveryId).lean();
+      if (delivery && this.isDue(delivery, job, expectedCount)) return delivery;
+      await this.claims.deleteOne({ _id: key });
+      return null;
+    }
+    return null;
+  }
+
+  private isDue(delivery: DeliveryDoc, job: DeliverJob, expectedCount: number): boolean {
+    return delivery.status === 'pending' && delivery.round === job.round && delivery.attemptCount === expectedCount;
+  }
+
+  private async stillDue(job: DeliverJob, expectedCount: number): Promise<boolean> {
+    const delivery = await this.deliveries.findById(job.deliveryId).lean();
+    return !!delivery && this.isDue(delivery, job, expectedCount);
+  }
+
+  private targetOf(endpoint: EndpointDoc): { url: string; secret: string } | { error: string } {
+    if (endpoint.deletedAt) return { error: 'endpoint_deleted: the endpoint was deleted' };
+    if (!endpoint.webhookUrl || !endpoint.webhookSecret) return { error: 'webhook_removed: the endpoint no longer has a webhookUrl' };
+    // Read at every attempt, so a rotated secret or a corrected URL applies to the retries that follow.
+    return { url: endpoint.webhookUrl, secret: this.secrets.openText(endpoint.webhookSecret, webhookSecretContext(endpoint._id)) };
+  }
+
+  private async finish(delivery: DeliveryDoc, expectedCount: number, status: DeliveryStatus, record: DeliveryDoc['attempts'][number] | undefined, error: string | undefined, nextAttemptAt: Date | null = null): Promise<void> {
+    const now = new Date();
+    await this.deliveries.updateOne({ _id: delivery._id, round: delivery.round, attemptCount: expectedCount }, {
+      ...(record ? { $push: { attempts: record }, $inc: { attemptCount: 1 } } : {}),
+      $set: {
+        status, nextAttemptAt, lastError: error ?? null, updatedAt: now,
+        ...(status === 'delivered' ? { deliveredAt: now } : {}), ...(status === 'failed' ? { failedAt: now } : {}),
+      },
+    });
+    // The attempt is on record, so a late copy of this job that claims it again finds nothing to do.
+    await this.claims.deleteOne({ _id: `${delivery._id}:${delivery.round}:${expectedCount + 1}` });
+    if (status === 'pending') return;
+    await this.logs.record({
+      orgId: delivery.orgId, action: status === 'delivered' ? 'webhooks.delivered' : 'webhooks.failed', category: 'webhooks',
+      severity: status === 'delivered' ? 'info' : 'warning', status: status === 'delivered' ? 'success' : 'failure',
+      description: status === 'delivered' ? `payment.received delivered for ${delivery.paymentId}` : `payment.received delivery for ${delivery.paymentId} failed: ${error ?? 'unknown'}`,
+      targetType: 'webhook_delivery', targetId: delivery._id, metadata: { endpointId: delivery.endpointId, attempts: expectedCount + (record ? 1 : 0) },
+    });
+  }
+
+  // --- seller reads and manual retry -----------------------------------------------------------
+
+  async list(orgId: string, filter: { endpointId?: string; status?: DeliveryStatus }, limit: number, cursor?: Cursor) {
+    const query = { orgId, ...(filter.endpointId ? { endpointId: filter.endpointId } : {}), ...(filter.status ? { status: filter.status } : {}), ...afterCursor('createdAt', cursor) };
+    const rows = await this.deliveries.find(query).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+    return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
+  }
+
+  async get(orgId: string, id: string): Promise<DeliveryDoc> {
+    const doc = await this.deliveries.findOne({ _id: id, orgId }).lean();
+    if (!doc) throw notFound('Webhook delivery not found');
+    return doc;
+  }
+
+  /** Starts a new round of the full schedule for a delivery that has finished (failed or delivered). */
+  async retry(orgId: string, id: string): Promise<DeliveryDoc> {
+    const current = await this.get(orgId, id);
+    if (current.status === 'pending') throw new AppError(409, 'delivery_pending', 'This delivery is still being attempted');
+    const now = new Date();
+    const doc = await this.deliveries.findOneAndUpdate({ _id: id, orgId, status: current.status, round: current.round },
+      { $set: { status: 'pending', round: current.round + 1, nextAttemptAt: now, updatedAt: now, deliveredAt: null, failedAt: null } },
+      { returnDocument: 'after' }).lean();
+    if (!doc) throw new AppError(409, 'delivery_pending', 'This delivery is already being retried');
+    await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round: doc.round, roundBase: doc.attemptCount });
+    await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${doc.paymentId} retried by hand`, targetType: 'webhook_delivery', targetId: id });
+    return doc;
+  }
+}
