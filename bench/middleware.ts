@@ -1,0 +1,310 @@
+/**
+ * What the seller middleware costs, side by side with the official x402 v2 Express middleware
+ * (`@x402/express` over an in-process `@x402/core` facilitator with `@x402/evm`, same anvil, same token).
+ *
+ *   npx tsx bench/middleware.ts            (BENCH_UNPAID=3000 BENCH_PAID=60 BENCH_CONCURRENCY=8 to change sizes)
+ *
+ * 1. Unpaid request: median latency over loopback of a bare Express route, and of the same route behind
+ *    each middleware (which answers 402); added latency = difference of medians. Plus our Paywall.handle
+ *    in process, with no HTTP at all.
+ * 2. Verification per payment: our facilitator's verifyPayment vs the official facilitator's verify, on
+ *    one valid authorization (read-only, so it can be repeated).
+ * 3. Paid requests per second end to end: pre-signed v2 payments sent to each seller, sequentially and
+ *    concurrently. Ours goes seller -> backend over HTTP -> MongoDB-wire DB -> chain; the official one
+ *    settles in process with no database, so it is the lighter path by construction.
+ */
+import { x402Client, x402HTTPClient } from '@x402/core/client';
+import { x402Facilitator } from '@x402/core/facilitator';
+import { x402ResourceServer } from '@x402/core/server';
+import type { FacilitatorClient } from '@x402/core/server';
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { toFacilitatorEvmSigner } from '@x402/evm';
+import { registerExactEvmScheme as registerClientEvm } from '@x402/evm/exact/client';
+import { registerExactEvmScheme as registerFacilitatorEvm } from '@x402/evm/exact/facilitator';
+import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
+import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
+import express, { type Express } from 'express';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { Agent, createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { createWalletClient, http, nonceManager, publicActions, type Address, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { baseSepolia } from 'viem/chains';
+import { paymentMiddleware } from '../adapters/express.js';
+import { createBackendPaywall, decodePaymentHeader, type PaywallRequest } from '../middleware/index.js';
+import { verifyPayment } from '../server/payments/verify-payment.js';
+import { DEV_ACCOUNTS } from '../server/platform/chain/dev-accounts.js';
+import { startDevChain, DEV_USDC_NAME } from '../server/platform/chain/dev-chain.js';
+import { loadConfig } from '../server/platform/config.js';
+import { provideMongoServer } from '../server/platform/mongo-server.js';
+import { freePort } from '../server/platform/net.js';
+import { startServer } from '../server/server.js';
+
+const UNPAID = Number(process.env.BENCH_UNPAID ?? 3000);
+const PAID = Number(process.env.BENCH_PAID ?? 60);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const VERIFY = Number(process.env.BENCH_VERIFY ?? 200);
+const NETWORK = 'eip155:84532';
+const PRICE_ATOMIC = '10000';
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+};
+const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!;
+const ms = (value: number) => `${value.toFixed(3)} ms`;
+const us = (value: number) => `${(value * 1000).toFixed(1)} µs`;
+
+async function main() {
+  log('starting MongoDB-wire server, anvil and the backend ...');
+  const mongo = await provideMongoServer();
+  const chain = await startDevChain();
+  const cleanup: Array<() => Promise<unknown>> = [() => mongo.stop(), () => chain.stop()];
+  try {
+    await run(mongo.uri, chain.rpcUrl, chain.usdcAddress, cleanup);
+  } finally {
+    for (const fn of cleanup.reverse()) await fn().catch(() => {});
+  }
+}
+
+async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
+  const port = await freePort();
+  const config = loadConfig({
+    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
+    MAIL_DOMAIN: 'bench.test', DID_DOMAIN: `127.0.0.1%3A${port}`, MASTER_KEY: randomBytes(32).toString('hex'),
+    MONGODB_URI: mongoUri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`, SMTP_PORT: '0',
+    CHAIN_RPC_URL: rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: usdc, USDC_EIP712_NAME: DEV_USDC_NAME,
+    RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey,
+  });
+  const backend = await startServer(config);
+  cleanup.push(async () => {
+    await backend.app.db.dropDatabase().catch(() => {});
+    await backend.close();
+  });
+
+  // --- seller set-up, the way the console does it ------------------------------------------------
+  const call = async (method: string, path: string, key: string | undefined, body?: unknown) => {
+    const res = await fetch(backend.url + path, {
+      method, body: body === undefined ? undefined : JSON.stringify(body),
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+    });
+    const json = (await res.json()) as Record<string, any>;
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const signup = await call('POST', '/v0/agent-signup', undefined, {});
+  const platformKey = signup.platform_key as string;
+  const payTo = privateKeyToAccount(`0x${randomBytes(32).toString('hex')}`).address;
+  await call('PUT', '/v0/payments/acceptance', platformKey, { enabled: true, payTo });
+  const sellerKey = (await call('POST', '/v0/payments/seller-keys', platformKey, {})).apiKey as string;
+
+  // --- the three sellers: bare, ours, official ---------------------------------------------------
+  const handler: express.RequestHandler = (_req, res) => {
+    res.json({ city: 'Oslo', temperatureC: 7 });
+  };
+  const bareApp = express();
+  bareApp.get('/weather', handler);
+
+  const ours = express();
+  ours.use(paymentMiddleware({ backendUrl: backend.url, apiKey: sellerKey, routes: { 'GET /weather': { price: '$0.01', description: 'Weather' } } }));
+  ours.get('/weather', handler);
+
+  const { app: officialApp, facilitator: officialFacilitator } = officialSeller(rpcUrl, usdc, payTo);
+
+  const bare = await serve(bareApp, cleanup);
+  const our = await serve(ours, cleanup);
+  const official = await serve(officialApp, cleanup);
+  await call('POST', '/v0/payments/endpoints', platformKey, { url: `${our.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
+
+  // --- 1. unpaid latency ------------------------------------------------------------------------
+  log(`\n1. unpaid request, ${UNPAID} sequential keep-alive requests per server over loopback (medians)`);
+  for (const server of [bare, our, official]) {
+    const warm = await timeRequests(server.url, 300);
+    if (server !== bare && warm.statuses.some((s) => s !== 402)) throw new Error(`expected 402 from ${server.url}, got ${warm.statuses[0]}`);
+  }
+  const rounds = 5;
+  const samples = { bare: [] as number[], ours: [] as number[], official: [] as number[] };
+  for (let round = 0; round < rounds; round += 1) {
+    // Interleaved rounds, so drift (GC, CPU frequency, other load) hits all three alike.
+    samples.bare.push(...(await timeRequests(bare.url, UNPAID / rounds)).times);
+    samples.ours.push(...(await timeRequests(our.url, UNPAID / rounds)).times);
+    samples.official.push(...(await timeRequests(official.url, UNPAID / rounds)).times);
+  }
+  const bareMedian = median(samples.bare);
+  const ourAdded = median(samples.ours) - bareMedian;
+  const officialAdded = median(samples.official) - bareMedian;
+  log(`   bare Express route (200)          median ${ms(bareMedian)}   p99 ${ms(percentile(samples.bare, 0.99))}`);
+  log(`   + agentgate paymentMiddleware     median ${ms(median(samples.ours))}   p99 ${ms(percentile(samples.ours, 0.99))}   added ${ms(ourAdded)}`);
+  log(`   + @x402/express paymentMiddleware median ${ms(median(samples.official))}   p99 ${ms(percentile(samples.official, 0.99))}   added ${ms(officialAdded)}`);
+  log(`   added-latency ratio agentgate / official: ${(ourAdded / officialAdded).toFixed(2)}`);
+
+  const paywall = await createBackendPaywall({ backendUrl: backend.url, apiKey: sellerKey, routes: { 'GET /weather': { price: '$0.01' } } });
+  const unpaidRequest: PaywallRequest = { method: 'GET', url: '/weather?city=Oslo', host: 'shop.example', protocol: 'https', headers: { accept: 'application/json' } };
+  const freeRequest: PaywallRequest = { ...unpaidRequest, url: '/cities' };
+  const inProcess = async (request: PaywallRequest, n = 200_000) => {
+    for (let i = 0; i < 10_000; i += 1) await paywall.handle(request);
+    const start = performance.now();
+    for (let i = 0; i < n; i += 1) await paywall.handle(request);
+    return (performance.now() - start) / n;
+  };
+  log(`   in process: Paywall.handle unpaid (402) ${us(await inProcess(unpaidRequest))}/request, free route (pass) ${us(await inProcess(freeRequest))}/request`);
+
+  // --- 2. verification cost per payment ----------------------------------------------------------
+  log(`\n2. verification of one valid payment, ${VERIFY} times each (signature + chain reads, no settlement)`);
+  const ourPayment = (await signPayments(our.url, DEV_ACCOUNTS[1]!.privateKey, usdc, 1))[0]!;
+  const decoded = decodePaymentHeader(ourPayment.header);
+  if (!decoded.ok) throw new Error('could not decode our own payment');
+  const ourVerify = await timeEach(VERIFY, async () => {
+    const result = await verifyPayment(decoded, { payTo, amountAtomic: BigInt(PRICE_ATOMIC) }, backend.app.chain!, { nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: 6 });
+    if (!result.ok) throw new Error(`verifyPayment refused: ${result.reason}`);
+  });
+  const officialPayment = (await signPayments(official.url, DEV_ACCOUNTS[2]!.privateKey, usdc, 1))[0]!;
+  const officialVerify = await timeEach(VERIFY, async () => {
+    const result = await officialFacilitator.verify(officialPayment.payload, officialPayment.payload.accepted as PaymentRequirements);
+    if (!result.isValid) throw new Error(`official verify refused: ${result.invalidReason}`);
+  });
+  log(`   agentgate verifyPayment     median ${ms(median(ourVerify))}`);
+  log(`   official facilitator.verify median ${ms(median(officialVerify))}`);
+  log(`   ratio agentgate / official: ${(median(ourVerify) / median(officialVerify)).toFixed(2)}`);
+
+  // --- 3. paid requests per second end to end ----------------------------------------------------
+  log(`\n3. paid requests end to end on the local chain (pre-signed v2 payments; ${PAID} sequential, ${PAID * 2} at concurrency ${CONCURRENCY})`);
+  const results: Record<string, { sequential: number; concurrent: number; latency: number }> = {};
+  for (const [name, server, key] of [['agentgate', our, DEV_ACCOUNTS[1]!.privateKey], ['official', official, DEV_ACCOUNTS[2]!.privateKey]] as const) {
+    const sequentialPayments = await signPayments(server.url, key, usdc, PAID);
+    const concurrentPayments = await signPayments(server.url, key, usdc, PAID * 2);
+    const sequential = await payAll(server.url, sequentialPayments, 1);
+    const concurrent = await payAll(server.url, concurrentPayments, CONCURRENCY);
+    results[name] = { sequential: sequential.perSecond, concurrent: concurrent.perSecond, latency: median(sequential.latencies) };
+    log(`   ${name.padEnd(10)} sequential ${sequential.perSecond.toFixed(1)} req/s (median ${ms(median(sequential.latencies))})   concurrent ${concurrent.perSecond.toFixed(1)} req/s`);
+  }
+  log(`   ratio agentgate / official: sequential ${(results.agentgate!.sequential / results.official!.sequential).toFixed(2)}, concurrent ${(results.agentgate!.concurrent / results.official!.concurrent).toFixed(2)}`);
+}
+
+/** The official v2 stack: @x402/express middleware, resource server and an in-process facilitator. */
+function officialSeller(rpcUrl: string, usdc: Address, payTo: Address) {
+  const chain = { ...baseSepolia, rpcUrls: { default: { http: [rpcUrl] } } };
+  // Its own relayer (dev account 8), so its transactions never compete with our backend's for nonces.
+  const account = privateKeyToAccount(DEV_ACCOUNTS[8]!.privateKey, { nonceManager });
+  const client = createWalletClient({ account, chain, transport: http(rpcUrl), pollingInterval: 100 }).extend(publicActions);
+  const facilitator = new x402Facilitator();
+  registerFacilitatorEvm(facilitator, { signer: toFacilitatorEvmSigner({ ...client, address: account.address } as never), networks: NETWORK });
+  const local: FacilitatorClient = {
+    verify: (payload, requirements) => facilitator.verify(payload, requirements),
+    settle: (payload, requirements) => facilitator.settle(payload, requirements),
+    getSupported: async () => facilitator.getSupported() as never,
+  };
+  const resourceServer = registerServerEvm(new x402ResourceServer(local), { networks: [NETWORK] });
+  const app = express();
+  app.use(
+    officialPaymentMiddleware(
+      {
+        'GET /weather': {
+          accepts: { scheme: 'exact', network: NETWORK, payTo, price: { asset: usdc, amount: PRICE_ATOMIC, extra: { name: DEV_USDC_NAME, version: '2' } } },
+          description: 'Weather',
+          mimeType: 'application/json',
+        },
+      },
+      resourceServer,
+    ),
+  );
+  app.get('/weather', (_req, res) => {
+    res.json({ city: 'Oslo', temperatureC: 7 });
+  });
+  return { app, facilitator };
+}
+
+async function serve(app: Express, cleanup: Array<() => Promise<unknown>>): Promise<{ url: string; server: Server }> {
+  const server = createServer(app);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  cleanup.push(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+
+function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { agent, headers: { accept: 'application/json', ...headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function timeRequests(base: string, n: number) {
+  const times: number[] = [];
+  const statuses: number[] = [];
+  for (let i = 0; i < n; i += 1) {
+    const start = performance.now();
+    const { status } = await get(`${base}/weather`);
+    times.push(performance.now() - start);
+    statuses.push(status);
+  }
+  return { times, statuses };
+}
+
+async function timeEach(n: number, fn: () => Promise<void>): Promise<number[]> {
+  for (let i = 0; i < 5; i += 1) await fn();
+  const times: number[] = [];
+  for (let i = 0; i < n; i += 1) {
+    const start = performance.now();
+    await fn();
+    times.push(performance.now() - start);
+  }
+  return times;
+}
+
+/** Signs `n` v2 payments (fresh nonces) for a seller's 402, as the official v2 client would. */
+async function signPayments(base: string, key: Hex, usdc: Address, n: number): Promise<Array<{ header: string; payload: PaymentPayload }>> {
+  const client = registerClientEvm(new x402Client(), { signer: privateKeyToAccount(key) }).setSpendControls({
+    allowedAssets: [{ network: NETWORK, asset: usdc, maxAmountPerPayment: '1000000' }],
+  });
+  const httpClient = new x402HTTPClient(client);
+  const unpaid = await fetch(`${base}/weather`, { headers: { accept: 'application/json' } });
+  const body: unknown = await unpaid.json().catch(() => undefined);
+  const required = httpClient.getPaymentRequiredResponse((name) => unpaid.headers.get(name), body);
+  const payments = [];
+  for (let i = 0; i < n; i += 1) {
+    const payload = await httpClient.createPaymentPayload(required);
+    payments.push({ header: httpClient.encodePaymentSignatureHeader(payload)['PAYMENT-SIGNATURE']!, payload });
+  }
+  return payments;
+}
+
+async function payAll(base: string, payments: Array<{ header: string }>, concurrency: number) {
+  const latencies: number[] = [];
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < payments.length) {
+        const payment = payments[next++]!;
+        const t0 = performance.now();
+        const res = await get(`${base}/weather`, { 'PAYMENT-SIGNATURE': payment.header });
+        latencies.push(performance.now() - t0);
+        if (res.status !== 200) throw new Error(`paid request to ${base} answered ${res.status}: ${res.body.slice(0, 300)}`);
+      }
+    }),
+  );
+  return { perSecond: payments.length / ((performance.now() - start) / 1000), latencies };
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
