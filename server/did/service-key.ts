@@ -48,3 +48,6 @@ export async function loadServiceKey(conn: Connection, config: Config, secrets: 
     sign: (message) => signAsync(message, seed),
   };
 }
+
+/** Where the sealed seed lives, for `rotate-master-key`. */
+export const serviceKeySealedFields = [{ collection: 'service_keys', path: 'seed' }];
