@@ -105,12 +105,17 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
   const handler: express.RequestHandler = (_req, res) => {
     res.json({ city: 'Oslo', temperatureC: 7 });
   };
+  const free: express.RequestHandler = (_req, res) => {
+    res.json({ cities: ['Oslo'] });
+  };
   const bareApp = express();
   bareApp.get('/weather', handler);
+  bareApp.get('/cities', free);
 
   const ours = express();
   ours.use(paymentMiddleware({ backendUrl: backend.url, apiKey: sellerKey, routes: { 'GET /weather': { price: '$0.01', description: 'Weather' } } }));
   ours.get('/weather', handler);
+  ours.get('/cities', free);
 
   const { app: officialApp, facilitator: officialFacilitator } = officialSeller(rpcUrl, usdc, payTo);
 
@@ -120,26 +125,34 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
   await call('POST', '/v0/payments/endpoints', platformKey, { url: `${our.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
 
   // --- 1. unpaid latency ------------------------------------------------------------------------
-  log(`\n1. unpaid request, ${UNPAID} sequential keep-alive requests per server over loopback (medians)`);
+  log(`\n1. unpaid requests, ${UNPAID} sequential keep-alive requests per server and path over loopback (medians)`);
   for (const server of [bare, our, official]) {
-    const warm = await timeRequests(server.url, 300);
+    const warm = await timeRequests(server.url, '/weather', 300);
     if (server !== bare && warm.statuses.some((s) => s !== 402)) throw new Error(`expected 402 from ${server.url}, got ${warm.statuses[0]}`);
+    await timeRequests(server.url, '/cities', 300);
   }
   const rounds = 5;
-  const samples = { bare: [] as number[], ours: [] as number[], official: [] as number[] };
+  const names = ['bare', 'ours', 'official'] as const;
+  const samples = Object.fromEntries(names.flatMap((n) => [[`${n} /weather`, [] as number[]], [`${n} /cities`, [] as number[]]])) as Record<string, number[]>;
   for (let round = 0; round < rounds; round += 1) {
-    // Interleaved rounds, so drift (GC, CPU frequency, other load) hits all three alike.
-    samples.bare.push(...(await timeRequests(bare.url, UNPAID / rounds)).times);
-    samples.ours.push(...(await timeRequests(our.url, UNPAID / rounds)).times);
-    samples.official.push(...(await timeRequests(official.url, UNPAID / rounds)).times);
+    // Interleaved rounds, so drift (GC, CPU frequency, other load) hits all of them alike.
+    for (const [name, server] of [['bare', bare], ['ours', our], ['official', official]] as const) {
+      for (const path of ['/weather', '/cities']) samples[`${name} ${path}`]!.push(...(await timeRequests(server.url, path, UNPAID / rounds)).times);
+    }
   }
-  const bareMedian = median(samples.bare);
-  const ourAdded = median(samples.ours) - bareMedian;
-  const officialAdded = median(samples.official) - bareMedian;
-  log(`   bare Express route (200)          median ${ms(bareMedian)}   p99 ${ms(percentile(samples.bare, 0.99))}`);
-  log(`   + agentgate paymentMiddleware     median ${ms(median(samples.ours))}   p99 ${ms(percentile(samples.ours, 0.99))}   added ${ms(ourAdded)}`);
-  log(`   + @x402/express paymentMiddleware median ${ms(median(samples.official))}   p99 ${ms(percentile(samples.official, 0.99))}   added ${ms(officialAdded)}`);
-  log(`   added-latency ratio agentgate / official: ${(ourAdded / officialAdded).toFixed(2)}`);
+  const m = (key: string) => median(samples[key]!);
+  const row = (label: string, key: string, extra = '') => log(`   ${label.padEnd(44)} median ${ms(m(key))}   p99 ${ms(percentile(samples[key]!, 0.99))}${extra}`);
+  row('bare Express, GET /weather (handler, 200)', 'bare /weather');
+  row('agentgate, GET /weather unpaid (402)', 'ours /weather', `   vs bare ${ms(m('ours /weather') - m('bare /weather'))}`);
+  row('@x402/express, GET /weather unpaid (402)', 'official /weather', `   vs bare ${ms(m('official /weather') - m('bare /weather'))}`);
+  log(`   unpaid 402 latency ratio agentgate / official: ${(m('ours /weather') / m('official /weather')).toFixed(2)}`);
+  row('bare Express, GET /cities (free route)', 'bare /cities');
+  const ourPass = m('ours /cities') - m('bare /cities');
+  const officialPass = m('official /cities') - m('bare /cities');
+  row('agentgate in front of the free route', 'ours /cities', `   added ${ms(ourPass)}`);
+  row('@x402/express in front of the free route', 'official /cities', `   added ${ms(officialPass)}`);
+  log('   (a 402 can be cheaper than the bare route: it is a cached, pre-serialized body with no handler;');
+  log('    the free route shows the pure cost of having the middleware in the request path)');
 
   const paywall = await createBackendPaywall({ backendUrl: backend.url, apiKey: sellerKey, routes: { 'GET /weather': { price: '$0.01' } } });
   const unpaidRequest: PaywallRequest = { method: 'GET', url: '/weather?city=Oslo', host: 'shop.example', protocol: 'https', headers: { accept: 'application/json' } };
@@ -214,6 +227,9 @@ function officialSeller(rpcUrl: string, usdc: Address, payTo: Address) {
   app.get('/weather', (_req, res) => {
     res.json({ city: 'Oslo', temperatureC: 7 });
   });
+  app.get('/cities', (_req, res) => {
+    res.json({ cities: ['Oslo'] });
+  });
   return { app, facilitator };
 }
 
@@ -243,12 +259,12 @@ function get(url: string, headers: Record<string, string> = {}): Promise<{ statu
   });
 }
 
-async function timeRequests(base: string, n: number) {
+async function timeRequests(base: string, path: string, n: number) {
   const times: number[] = [];
   const statuses: number[] = [];
   for (let i = 0; i < n; i += 1) {
     const start = performance.now();
-    const { status } = await get(`${base}/weather`);
+    const { status } = await get(`${base}${path}`);
     times.push(performance.now() - start);
     statuses.push(status);
   }
