@@ -1,0 +1,134 @@
+import type { McpServer, RegisteredTool, ToolCallback } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { ZodRawShapeCompat } from '@modelcontextprotocol/sdk/server/zod-compat.js';
+import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import {
+  buildRequirementV2,
+  createBackendClient,
+  encodeBase64Json,
+  FacilitatorUnavailable,
+  parsePrice,
+  type BackendClientOptions,
+  type Facilitator,
+  type Price,
+  type SellerSettings,
+} from '../middleware/index.js';
+import type { PaymentRequiredV2, PaymentRequirementsV2 } from '../middleware/protocol/v2.js';
+
+/**
+ * Paid MCP tools, following the x402 MCP transport:
+ * - unpaid call: a tool result with `isError: true`, the PaymentRequired object (x402 v2) as
+ *   `structuredContent`, and the same JSON in `content[0].text`;
+ * - paid call: the client puts a PaymentPayload in `params._meta["x402/payment"]`; it is verified and
+ *   settled by the backend (resource `mcp://tool/<name>`, registered like an HTTP endpoint) before the tool
+ *   runs, and the result carries `_meta["x402/payment-response"]`.
+ * The tool's output is released only after settlement succeeded.
+ *
+ *   const paid = mcpPaywall({ backendUrl, apiKey });
+ *   paid.tool(server, 'forecast', { price: '$0.01', description: '...', inputSchema: { city: z.string() } }, handler);
+ *
+ * Do not give a paid tool an `outputSchema`: MCP clients validate `structuredContent` against it, and the
+ * payment-required object would not match.
+ */
+
+export const PAYMENT_META_KEY = 'x402/payment';
+export const PAYMENT_RESPONSE_META_KEY = 'x402/payment-response';
+
+export type McpPaywallOptions =
+  | BackendClientOptions
+  /** Your own facilitator and settings (self-hosted facilitator, tests). */
+  | { readonly facilitator: Facilitator; readonly settings: SellerSettings };
+
+export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
+  /** Per call, in USDC: "$0.01", "0.01", or atomic units as a bigint. */
+  price: Price;
+  title?: string;
+  description?: string;
+  inputSchema?: Args;
+  annotations?: ToolAnnotations;
+}
+
+export interface McpPaywall {
+  tool<Args extends ZodRawShapeCompat | undefined = undefined>(server: McpServer, name: string, config: PaidToolConfig<Args>, handler: ToolCallback<Args>): RegisteredTool;
+}
+
+export const mcpToolResource = (name: string) => `mcp://tool/${name}`;
+
+export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
+  const backend = 'facilitator' in options ? undefined : createBackendClient(options);
+  const facilitator: Facilitator = backend ?? (options as { facilitator: Facilitator }).facilitator;
+  const settingsOf = backend ? settingsLoader(() => backend.fetchSellerSettings()) : () => Promise.resolve((options as { settings: SellerSettings }).settings);
+
+  return {
+    tool(server, name, config, handler) {
+      if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name)) throw new TypeError(`a paid tool name must match [A-Za-z0-9_.-]{1,128} to be a resource mcp://tool/<name>: ${name}`);
+      const amountAtomic = parsePrice(config.price);
+      const resource = mcpToolResource(name);
+      const run = handler as (...params: unknown[]) => CallToolResult | Promise<CallToolResult>;
+
+      const paidHandler = async (...params: unknown[]): Promise<CallToolResult> => {
+        // The SDK passes (args, extra) for tools with an input schema and (extra) for those without.
+        const extra = params[params.length - 1] as { _meta?: Record<string, unknown> };
+        let settings: SellerSettings;
+        try {
+          settings = await settingsOf();
+        } catch {
+          return failure('facilitator_unavailable', 'payment settings could not be loaded from the payment backend');
+        }
+        const requirement = buildRequirementV2(settings, { amountAtomic, resource, description: config.description });
+        const required = (error: string, extraFields: Record<string, unknown> = {}) =>
+          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [requirement] }, extraFields);
+
+        const payment = extra._meta?.[PAYMENT_META_KEY];
+        if (payment === undefined || payment === null) return required('payment_required');
+        if (typeof payment !== 'object' || Array.isArray(payment)) return required('invalid_payload');
+        const version = (payment as { x402Version?: unknown }).x402Version === 1 ? 1 : 2;
+
+        let redeemed;
+        try {
+          // The backend verifies the same bytes an HTTP buyer would send as X-Payment / PAYMENT-SIGNATURE.
+          redeemed = await facilitator.redeem({ paymentHeader: encodeBase64Json(payment), version, resource, amountAtomic, requirement: requirement as PaymentRequirementsV2 });
+        } catch (error) {
+          if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
+          throw error;
+        }
+        if (!redeemed.ok) {
+          return required(redeemed.reason, {
+            message: redeemed.message,
+            [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: redeemed.reason, transaction: '', network: requirement.network },
+          });
+        }
+        const paymentResponse = { ...redeemed.paymentResponse };
+        let result: CallToolResult;
+        try {
+          result = await run(...params);
+        } catch (error) {
+          // Paid, but the tool failed: say so, and still hand over the settlement so the buyer can claim it.
+          return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed after payment: ${(error as Error).message}` }], _meta: { [PAYMENT_RESPONSE_META_KEY]: paymentResponse } };
+        }
+        return { ...result, _meta: { ...(result._meta ?? {}), [PAYMENT_RESPONSE_META_KEY]: paymentResponse } };
+      };
+
+      // The SDK's overloads cannot follow a generic Args through; the runtime shape is the same either way.
+      const register = server.registerTool.bind(server) as (name: string, config: Record<string, unknown>, cb: (...params: unknown[]) => Promise<CallToolResult>) => RegisteredTool;
+      return register(name, { title: config.title, description: config.description, inputSchema: config.inputSchema, annotations: config.annotations }, paidHandler);
+    },
+  };
+}
+
+function paymentRequiredResult(body: PaymentRequiredV2, extraFields: Record<string, unknown>): CallToolResult {
+  const structured = { ...body, ...extraFields } as Record<string, unknown>;
+  return { isError: true, structuredContent: structured, content: [{ type: 'text', text: JSON.stringify(structured) }] };
+}
+
+function failure(error: string, message: string): CallToolResult {
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error, message }) }] };
+}
+
+/** Settings fetched once and shared; a failed fetch is forgotten so the next call tries again. */
+function settingsLoader(fetchSettings: () => Promise<SellerSettings>): () => Promise<SellerSettings> {
+  let loading: Promise<SellerSettings> | undefined;
+  return () => (loading ??= fetchSettings().catch((error: unknown) => {
+    loading = undefined;
+    throw error;
+  }));
+}
