@@ -9,8 +9,11 @@ import { identityRoutes } from './identities/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { agentCardRoutes } from './agent-card/routes.js';
 import { paymentRoutes } from './payments/routes.js';
+import { walletRoutes } from './wallet/routes.js';
+import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { vaultRoutes } from './vault/routes.js';
+import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
@@ -25,7 +28,11 @@ export const ROUTES: RouteFactory[] = [
   messageRoutes,
   threadRoutes,
   vaultRoutes,
+  didDocumentRoutes,
+  identitySigningRoutes,
   webhookRoutes,
+  walletRoutes,
+  buyerRoutes,
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   paymentRoutes,
 ];

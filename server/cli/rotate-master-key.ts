@@ -2,6 +2,7 @@ import type { AppContext } from '../platform/context.js';
 import type { SealedSecret } from '../platform/secret-box.js';
 import { vaultSealedFields } from '../vault/credential-model.js';
 import { serviceKeySealedFields } from '../did/service-key.js';
+import { identityKeySealedFields } from '../did/identity-key-model.js';
 
 /**
  * A place where an area keeps `SealedSecret` values: a collection and the dotted path of one sealed
@@ -15,6 +16,7 @@ export interface SealedFieldLocation {
 export const SEALED_FIELDS: SealedFieldLocation[] = [
   ...vaultSealedFields,
   ...serviceKeySealedFields,
+  ...identityKeySealedFields,
 ];
 
 export interface RotationReport {

@@ -14,6 +14,12 @@ import { createChainService, type ChainService } from './chain/chain-service.js'
 import { PaymentService } from '../payments/payment-service.js';
 import { WebhookService } from '../webhooks/webhook-service.js';
 import { loadServiceKey, type ServiceKey } from '../did/service-key.js';
+import { DidService } from '../did/did-service.js';
+import { didDetail } from '../did/identity-detail.js';
+import { WalletService } from '../wallet/wallet-service.js';
+import { walletDetail } from '../wallet/identity-detail.js';
+import { MandateService } from '../buyer/mandate-service.js';
+import { PayService } from '../buyer/pay-service.js';
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -39,6 +45,14 @@ export interface AppContext {
   webhooks: WebhookService;
   /** The service's did:web Ed25519 key (/.well-known/did.json); signs payment receipts. */
   serviceKey: ServiceKey;
+  /** did:web identities: per-identity Ed25519 keys, DID documents, sign and verify. */
+  did: DidService;
+  /** Each identity's server-held smart-account USDC wallet. */
+  wallets: WalletService;
+  /** Spend policies of identities (caps reserved atomically). */
+  mandates: MandateService;
+  /** payments_pay and the identity's outgoing payment records. */
+  buyer: PayService;
   /**
    * Areas that add fields to an identity's detail (wallet address, DID, ...) register here, so whoami and
    * the platform view show them without the identities module knowing those areas.
@@ -71,6 +85,8 @@ export async function createContext(config: Config): Promise<AppContext> {
   const serviceKey = await loadServiceKey(db, config, secrets);
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const payments = new PaymentService(db, config, chain, () => ctx.serviceKey, logs);
+  const wallets = new WalletService(db, config, chain, secrets, logs);
+  const mandates = new MandateService(db, logs);
   const ctx: AppContext = {
     config,
     db,
@@ -85,9 +101,13 @@ export async function createContext(config: Config): Promise<AppContext> {
     vault: new VaultService(db, secrets, logs),
     chain,
     serviceKey,
+    did: new DidService(db, config, secrets, identities, () => serviceKey, logs),
     payments,
     webhooks: new WebhookService(db, config, jobs, payments, secrets, logs),
-    identityDetail: [],
+    wallets,
+    mandates,
+    buyer: new PayService(db, config, wallets, mandates, logs),
+    identityDetail: [walletDetail(wallets), didDetail(config)],
     onClose,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();

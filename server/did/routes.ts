@@ -1,0 +1,51 @@
+import Router from '@koa/router';
+import { z } from 'zod';
+import type { Context } from 'koa';
+import type { AppContext } from '../platform/context.js';
+import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
+import { parseInput } from '../platform/validate.js';
+import type { DidOwner } from './did-service.js';
+
+const base64 = z.string().max(1_400_000).regex(/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/, 'must be standard base64')
+  .transform((v) => Uint8Array.from(Buffer.from(v, 'base64')));
+export const signBody = z.object({ data: base64 }).strict();
+export const verifyBody = z.object({ data: base64, signature: base64, did: z.string().min(8).max(2048).startsWith('did:web:', 'must be a did:web DID') }).strict();
+const identityParams = z.object({ identityId: z.string().regex(/^id-[0-9a-f]{16}$/, 'must be an identity id') });
+
+const ownerOf = (ctx: Context): DidOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
+
+const publishDocument = (ctx: Context, doc: unknown) => {
+  // Public documents that any resolver, including a browser, may fetch and cache briefly.
+  ctx.set('Access-Control-Allow-Origin', '*');
+  ctx.set('Cache-Control', 'public, max-age=60');
+  ctx.body = doc;
+};
+
+/**
+ * did:web documents, unauthenticated and unversioned because the did:web method fixes their paths.
+ * A revoked identity's document answers 404: its DID no longer resolves, so its signatures stop verifying.
+ */
+export function didDocumentRoutes(app: AppContext): Router {
+  const router = new Router();
+  router.get('/.well-known/did.json', (ctx) => publishDocument(ctx, app.did.serviceDocument()));
+  router.get('/identities/:identityId/did.json', async (ctx) => {
+    const parsed = identityParams.safeParse(ctx.params);
+    if (!parsed.success) { ctx.status = 404; ctx.body = { error: 'not_found', message: 'DID not found', status: 404 }; return; }
+    publishDocument(ctx, await app.did.identityDocument(parsed.data.identityId));
+  });
+  return router;
+}
+
+/** Signing as the calling identity and verifying anyone's did:web signature. */
+export function identitySigningRoutes(app: AppContext): Router {
+  const router = authenticatedRouter(app, { prefix: '/v0/identity' });
+  router.post('/sign', requireScope('identity:sign'), async (ctx) => {
+    const body = parseInput(signBody, ctx.request.body, 'body');
+    ctx.body = await app.did.sign(ownerOf(ctx), body.data);
+  });
+  router.post('/verify', requireScope('identity:verify'), async (ctx) => {
+    const body = parseInput(verifyBody, ctx.request.body, 'body');
+    ctx.body = await app.did.verify(ownerOf(ctx), body);
+  });
+  return router;
+}
