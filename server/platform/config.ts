@@ -39,6 +39,10 @@ const schema = z.object({
   USDC_EIP712_NAME: z.string().min(1).optional(),
   USDC_EIP712_VERSION: z.string().min(1).default('2'),
   RELAYER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
+  // Buyer wallets: the SmartAccountFactory that creates each identity's smart account (CREATE2).
+  WALLET_FACTORY_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
+  // Dev mode only: the key POST /v0/dev/faucet pays test USDC from (it transfers, or mints if it owns the token).
+  FAUCET_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
   // Margin for clock skew on authorization validity windows.
   PAYMENT_VALIDITY_MARGIN_SECONDS: z.coerce.number().int().min(0).max(300).default(6),
   SERVICE_SIGNING_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be a 32-byte Ed25519 seed in hex').optional(),

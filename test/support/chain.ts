@@ -39,7 +39,17 @@ export async function chainConfig(): Promise<Record<string, string>> {
     USDC_ADDRESS: usdc,
     USDC_EIP712_NAME: DEV_USDC_NAME,
     RELAYER_PRIVATE_KEY: relayerKey,
+    ...(testChain().factory ? { WALLET_FACTORY_ADDRESS: testChain().factory } : {}),
   };
+}
+
+/** A dev faucet key for a test server: a fresh account holding `usdc` test USDC (from this worker's treasury) and gas. */
+export async function faucetConfig(usdc = '10000'): Promise<Record<string, string>> {
+  const key = generatePrivateKey();
+  const address = privateKeyToAccount(key).address;
+  await setEthBalance(address, parseUnits('100', 18));
+  await sendUsdc(address, parseUnits(usdc, 6));
+  return { FAUCET_PRIVATE_KEY: key };
 }
 
 export async function setEthBalance(address: Address, wei: bigint): Promise<void> {

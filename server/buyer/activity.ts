@@ -1,0 +1,46 @@
+import type { AppContext } from '../platform/context.js';
+import { encodeCursor, type Cursor } from '../platform/pagination.js';
+import { presentPayment } from '../payments/present.js';
+import { formatUsdc } from '../../middleware/price.js';
+import type { MandateOwner } from './mandate-service.js';
+import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
+
+export function presentOutgoing(p: OutgoingPaymentDoc) {
+  return {
+    id: p._id,
+    direction: 'out' as const,
+    mandateId: p.mandateId,
+    network: p.network,
+    payerAddress: p.payerAddress,
+    recipientAddress: p.recipientAddress,
+    amountUsdcRaw: p.amountUsdcRaw,
+    amountUsdc: formatUsdc(BigInt(p.amountUsdcRaw)),
+    txHash: p.txHash ?? null,
+    status: p.status,
+    resourceUrl: p.resourceUrl,
+    requestUrl: p.requestUrl,
+    failureReason: p.failureReason ?? null,
+    createdAt: p.createdAt.toISOString(),
+    settledAt: p.settledAt?.toISOString() ?? null,
+  };
+}
+
+/**
+ * One feed of money in (the org's seller payments) and out (this identity's payments), newest first.
+ * Each source is read one row past the page, so the merged page and its cursor are exact.
+ */
+export async function paymentActivity(app: AppContext, owner: MandateOwner, limit: number, cursor?: Cursor) {
+  const [incoming, outgoing] = await Promise.all([
+    app.payments.list(owner.orgId, limit, cursor),
+    app.buyer.listOutgoing(owner, limit, cursor),
+  ]);
+  type Row = { at: Date; id: string; item: Record<string, unknown> };
+  const rows: Row[] = [
+    ...incoming.items.map((p) => ({ at: p.createdAt, id: p._id, item: presentPayment(p) })),
+    ...outgoing.items.map((p) => ({ at: p.createdAt, id: p._id, item: presentOutgoing(p) })),
+  ].sort((a, b) => b.at.getTime() - a.at.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  const page = rows.slice(0, limit);
+  const more = rows.length > limit || Boolean(incoming.nextPageToken) || Boolean(outgoing.nextPageToken);
+  const last = page[page.length - 1];
+  return { items: page.map((r) => r.item), ...(more && last ? { nextPageToken: encodeCursor({ at: last.at, id: last.id }) } : {}) };
+}

@@ -1,0 +1,19 @@
+import { z } from 'zod';
+
+/**
+ * USDC amounts at the API edge: decimal strings with at most 6 decimals ("0.01", "25"), never numbers,
+ * so no float ever holds money. Parsed into bigint atomic units.
+ */
+export const usdcAmount = z.string().trim().max(32)
+  .regex(/^\d{1,15}(\.\d{1,6})?$/, 'must be a decimal string with at most 6 decimals, e.g. "0.01"')
+  .transform((text) => {
+    const [whole, fraction = ''] = text.split('.');
+    return BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, '0'));
+  });
+
+/**
+ * Mandate counters are stored as Numbers of atomic units so one conditional `$inc` can check and move
+ * them. A double is exact for integers up to 2^53 (~9 billion USDC); caps are limited to 1 million USDC,
+ * so a day's counter is always exact and the lifetime total stays exact for decades at the maximum cap.
+ */
+export const MAX_MANDATE_CAP_ATOMIC = 1_000_000n * 1_000_000n;

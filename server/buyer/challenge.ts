@@ -1,0 +1,114 @@
+import { isAddressEqual, type Address } from 'viem';
+import { decodeBase64Json, encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { PaymentRequirementsV1Schema, type PaymentRequirementsV1 } from '../../middleware/protocol/v1.js';
+import { PaymentRequirementsV2Schema, ResourceInfoSchema, type PaymentRequirementsV2, type ResourceInfo } from '../../middleware/protocol/v2.js';
+import type { ExactEvmPayload } from '../../middleware/protocol/exact-evm.js';
+import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
+import type { GuardedResponse } from '../platform/ssrf.js';
+
+/** One way to pay, as the seller offered it; `raw` is echoed back verbatim in a v2 payment. */
+export type Offer =
+  | { version: 1; requirement: PaymentRequirementsV1; raw: unknown }
+  | { version: 2; requirement: PaymentRequirementsV2; raw: unknown; resource: ResourceInfo };
+
+export interface Challenge {
+  /** Every `accepts` entry in the 402, parsed or not (to tell "not our network" from "not x402"). */
+  entries: Array<{ version: 1 | 2; scheme: unknown; network: unknown; asset: unknown }>;
+  offers: Offer[];
+}
+
+export interface OurAsset {
+  network: string;
+  caip2: string;
+  usdc: Address;
+}
+
+export type OfferChoice =
+  | { ok: true; offer: Offer; amount: bigint; payTo: Address; maxTimeoutSeconds: number; resourceUrl: string }
+  | { ok: false; code: 'network_unsupported' | 'asset_unsupported'; message: string };
+
+const header = (res: GuardedResponse, name: string): string | undefined => {
+  const value = res.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
+
+/**
+ * Reads a 402 the way the official v2 client does: the `PAYMENT-REQUIRED` header first, then an x402 v1
+ * JSON body. Returns undefined when neither is there (the URL is not x402).
+ */
+export function readChallenge(res: GuardedResponse): Challenge | undefined {
+  const challenge: Challenge = { entries: [], offers: [] };
+  const v2Header = header(res, 'payment-required');
+  if (v2Header) {
+    const decoded = decodeBase64Json(v2Header, 64 * 1024);
+    const value = decoded.ok ? (decoded.value as { x402Version?: unknown; accepts?: unknown; resource?: unknown }) : undefined;
+    const resource = ResourceInfoSchema.safeParse(value?.resource);
+    if (value?.x402Version === 2 && Array.isArray(value.accepts) && resource.success) {
+      for (const raw of value.accepts as Array<Record<string, unknown>>) {
+        challenge.entries.push({ version: 2, scheme: raw?.scheme, network: raw?.network, asset: raw?.asset });
+        const parsed = PaymentRequirementsV2Schema.safeParse(raw);
+        if (parsed.success) challenge.offers.push({ version: 2, requirement: parsed.data, raw, resource: resource.data });
+      }
+    }
+  }
+  let body: { x402Version?: unknown; accepts?: unknown } | undefined;
+  try { body = JSON.parse(res.bodyText) as typeof body; } catch { body = undefined; }
+  if (body?.x402Version === 1 && Array.isArray(body.accepts)) {
+    for (const raw of body.accepts as Array<Record<string, unknown>>) {
+      challenge.entries.push({ version: 1, scheme: raw?.scheme, network: raw?.network, asset: raw?.asset });
+      const parsed = PaymentRequirementsV1Schema.safeParse(raw);
+      if (parsed.success) challenge.offers.push({ version: 1, requirement: parsed.data, raw });
+    }
+  }
+  return challenge.entries.length > 0 ? challenge : undefined;
+}
+
+const onOurNetwork = (offer: { version: 1 | 2; network: unknown }, ours: OurAsset) =>
+  typeof offer.network === 'string' &&
+  (offer.version === 1 ? toV1Network(offer.network) === ours.network : toCaip2Network(offer.network) === ours.caip2);
+
+const isOurUsdc = (asset: unknown, ours: OurAsset) =>
+  typeof asset === 'string' && /^0x[0-9a-fA-F]{40}$/.test(asset) && isAddressEqual(asset as Address, ours.usdc);
+
+/** An `exact` offer in our USDC on our network; v2 preferred, as the official client prefers it. */
+export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
+  const usable = challenge.offers
+    .filter((o) => onOurNetwork({ version: o.version, network: o.requirement.network }, ours) && isOurUsdc(o.requirement.asset, ours))
+    .sort((a, b) => b.version - a.version);
+  const offer = usable[0];
+  if (offer) {
+    const amount = BigInt(offer.version === 1 ? offer.requirement.maxAmountRequired : offer.requirement.amount);
+    const resourceUrl = offer.version === 1 ? offer.requirement.resource : offer.resource.url;
+    return { ok: true, offer, amount, payTo: offer.requirement.payTo as Address, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds, resourceUrl };
+  }
+  const offered = [...new Set(challenge.entries.map((e) => `${String(e.scheme)} on ${String(e.network)}`))].join(', ');
+  if (challenge.entries.some((e) => e.scheme === 'exact' && onOurNetwork(e, ours))) {
+    return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${ours.usdc}) on ${ours.network}` };
+  }
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays exact USDC on ${ours.network} (${ours.caip2})` };
+}
+
+/** The request header that carries the payment, in the version of the offer. */
+export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload): { name: string; value: string } {
+  if (offer.version === 1) {
+    return { name: 'X-PAYMENT', value: encodeBase64Json({ x402Version: 1, scheme: 'exact', network: offer.requirement.network, payload }) };
+  }
+  return { name: 'PAYMENT-SIGNATURE', value: encodeBase64Json({ x402Version: 2, resource: offer.resource, accepted: offer.raw, payload }) };
+}
+
+export interface SettlementResponse {
+  success?: boolean;
+  transaction?: string;
+  network?: string;
+  payer?: string;
+  errorReason?: string;
+  [extra: string]: unknown;
+}
+
+/** The seller's settlement header (`PAYMENT-RESPONSE` in v2, `X-Payment-Response` in v1), decoded. */
+export function readSettlement(res: GuardedResponse): SettlementResponse | undefined {
+  const value = header(res, 'payment-response') ?? header(res, 'x-payment-response');
+  if (!value) return undefined;
+  const decoded = decodeBase64Json(value, 16 * 1024);
+  return decoded.ok && decoded.value && typeof decoded.value === 'object' ? (decoded.value as SettlementResponse) : undefined;
+}

@@ -1,0 +1,58 @@
+import { Schema } from 'mongoose';
+
+export type OutgoingStatus = 'pending' | 'settled' | 'failed';
+
+/**
+ * A payment this server signed from an identity's wallet (`direction: out`). Written before the paid
+ * request goes out, so a crash mid-payment leaves a pending record, never an unrecorded authorization.
+ */
+export interface OutgoingPaymentDoc {
+  _id: string;
+  orgId: string;
+  identityId: string;
+  direction: 'out';
+  mandateId: string;
+  network: string;
+  payerAddress: string;
+  recipientAddress: string;
+  amountUsdcRaw: string;
+  /** The seller's resource identifier from the challenge. */
+  resourceUrl: string;
+  /** The URL the agent asked to pay. */
+  requestUrl: string;
+  method: string;
+  x402Version: 1 | 2;
+  authorizationNonce: string;
+  status: OutgoingStatus;
+  txHash?: string;
+  failureReason?: string;
+  responseStatus?: number;
+  paymentResponse?: Record<string, unknown>;
+  createdAt: Date;
+  settledAt?: Date;
+}
+
+export const outgoingPaymentSchema = new Schema<OutgoingPaymentDoc>({
+  _id: String,
+  orgId: { type: String, required: true },
+  identityId: { type: String, required: true },
+  direction: { type: String, default: 'out' },
+  mandateId: { type: String, required: true },
+  network: { type: String, required: true },
+  payerAddress: { type: String, required: true },
+  recipientAddress: { type: String, required: true },
+  amountUsdcRaw: { type: String, required: true },
+  resourceUrl: { type: String, required: true },
+  requestUrl: { type: String, required: true },
+  method: { type: String, required: true },
+  x402Version: { type: Number, required: true },
+  authorizationNonce: { type: String, required: true },
+  status: { type: String, required: true },
+  txHash: String,
+  failureReason: String,
+  responseStatus: Number,
+  paymentResponse: Schema.Types.Mixed,
+  createdAt: { type: Date, required: true },
+  settledAt: Date,
+}, { versionKey: false, minimize: false });
+outgoingPaymentSchema.index({ identityId: 1, createdAt: -1, _id: -1 });

@@ -1,0 +1,219 @@
+import { randomBytes } from 'node:crypto';
+import { getAddress, toHex, type Address, type Hex } from 'viem';
+import type { Connection, Model } from 'mongoose';
+import type { Config } from '../platform/config.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import { newId } from '../platform/ids.js';
+import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
+import { guardedFetch, GuardedFetchError, type GuardedResponse } from '../platform/ssrf.js';
+import { authorizationState, type Authorization } from '../platform/chain/usdc.js';
+import { formatUsdc } from '../../middleware/price.js';
+import type { WalletService } from '../wallet/wallet-service.js';
+import type { WalletDoc } from '../wallet/wallet-model.js';
+import { presentMandate, type MandateOwner, type MandateService } from './mandate-service.js';
+import { chooseOffer, paymentHeaderFor, readChallenge, readSettlement, type SettlementResponse } from './challenge.js';
+import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
+import type { PayCode, PayRefusal } from './pay-result.js';
+
+export interface PayInput {
+  url: string;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: unknown;
+  maxAmountAtomic?: bigint;
+  dryRun?: boolean;
+  mandateId?: string;
+}
+
+/** Outbound limits for a URL someone else chose. */
+const FETCH_TIMEOUT_MS = 20_000;
+const MAX_RESPONSE_BYTES = 1024 * 1024;
+/** Authorizations live no longer than this, whatever the seller asks, so a stray one expires soon. */
+const MAX_VALIDITY_SECONDS = 300;
+const MIN_VALIDITY_SECONDS = 30;
+
+/** Headers the caller may not set: they belong to the transport or to the payment itself. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'connection', 'transfer-encoding', 'x-payment', 'payment-signature', 'upgrade', 'te', 'trailer', 'keep-alive', 'proxy-authorization']);
+
+const refuse = (code: PayCode, message: string): PayRefusal => ({ ok: false, code, message });
+
+/**
+ * `payments_pay`: fetch a URL, and when it answers 402 pay it from the identity's wallet under its
+ * mandate. Order matters for "no money moved": every check (challenge, network, caps, balance) happens
+ * before the owner key signs, and a signed authorization the seller did not take is cancelled on chain.
+ */
+export class PayService {
+  readonly outgoing: Model<OutgoingPaymentDoc>;
+
+  constructor(
+    conn: Connection,
+    private readonly config: Config,
+    private readonly wallets: WalletService,
+    private readonly mandates: MandateService,
+    private readonly logs: ActivityLog,
+  ) {
+    this.outgoing = conn.models.OutgoingPayment ?? conn.model<OutgoingPaymentDoc>('OutgoingPayment', outgoingPaymentSchema, 'outgoing_payments');
+  }
+
+  async pay(owner: MandateOwner, input: PayInput) {
+    if (!this.wallets.available) return refuse('wallet_unavailable', 'wallets are not configured on this server');
+    const method = (input.method ?? 'GET').toUpperCase();
+    const request = requestOf(method, input);
+
+    const first = await this.fetch(input.url, request);
+    if (!first.ok) return first;
+    const response = first.response;
+    if (response.status !== 402) return { ok: true as const, paid: false as const, ...contentOf(response) };
+
+    const challenge = readChallenge(response);
+    if (!challenge) return refuse('url_not_x402', `${input.url} answered 402 without an x402 challenge (no PAYMENT-REQUIRED header, no x402Version 1 body)`);
+    const chain = this.wallets.requireChain();
+    const choice = chooseOffer(challenge, { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address });
+    if (!choice.ok) return refuse(choice.code, choice.message);
+    const { amount, payTo, offer } = choice;
+    const cost = { amountUsdc: formatUsdc(amount), amountUsdcRaw: amount.toString(), asset: chain.usdc.address, network: chain.network };
+    if (input.maxAmountAtomic !== undefined && amount > input.maxAmountAtomic) {
+      return refuse('max_amount_exceeded', `the price ${cost.amountUsdc} USDC is over maxAmountUsdc ${formatUsdc(input.maxAmountAtomic)}`);
+    }
+
+    const reserved = await this.mandates.reserve(owner, new URL(response.url), amount, { mandateId: input.mandateId });
+    if (!reserved.ok) return reserved;
+    const { reservation } = reserved;
+    // 'held' is released on any exit; once a signature may have reached the seller the amount stays
+    // reserved unless we know for certain that nothing moved.
+    let hold: 'held' | 'in_flight' | 'done' = 'held';
+    try {
+      const wallet = await this.wallets.forIdentity(owner);
+      const balance = await this.wallets.balance(wallet.address as Address);
+      if (balance < amount) {
+        return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed`);
+      }
+      if (input.dryRun) {
+        return {
+          ok: true as const, paid: false as const, dryRun: true as const, status: 402, cost, payer: wallet.address, recipient: payTo,
+          resource: choice.resourceUrl, mandate: presentMandate({ ...reserved.mandate, spentToday: reserved.mandate.spentToday - reservation.amount }),
+        };
+      }
+
+      await this.wallets.ensureDeployed(wallet);
+      const now = Math.floor(Date.now() / 1000);
+      const validity = Math.min(MAX_VALIDITY_SECONDS, Math.max(MIN_VALIDITY_SECONDS, choice.maxTimeoutSeconds));
+      const authorization: Authorization = {
+        from: getAddress(wallet.address), to: getAddress(payTo), value: amount,
+        validAfter: BigInt(now - 600), validBefore: BigInt(now + validity), nonce: toHex(randomBytes(32)),
+      };
+      const record: OutgoingPaymentDoc = {
+        _id: newId('pay'), orgId: owner.orgId, identityId: owner.identityId, direction: 'out', mandateId: reservation.mandateId,
+        network: chain.network, payerAddress: authorization.from, recipientAddress: authorization.to, amountUsdcRaw: amount.toString(),
+        resourceUrl: choice.resourceUrl, requestUrl: input.url, method, x402Version: offer.version, authorizationNonce: authorization.nonce,
+        status: 'pending', createdAt: new Date(),
+      };
+      await this.outgoing.create(record);
+      const signature = await this.wallets.signTransfer(wallet, authorization);
+      hold = 'in_flight';
+      const payment = paymentHeaderFor(offer, {
+        signature,
+        authorization: {
+          from: authorization.from, to: authorization.to, value: amount.toString(),
+          validAfter: authorization.validAfter.toString(), validBefore: authorization.validBefore.toString(), nonce: authorization.nonce,
+        },
+      });
+
+      const paid = await this.fetch(input.url, { ...request, headers: { ...request.headers, [payment.name]: payment.value } });
+      const settlement = paid.ok ? readSettlement(paid.response) : undefined;
+      const moved = settlement?.success === true || await this.authorizationUsed(wallet, authorization.nonce);
+      if (!moved) {
+        // Nothing settled: make sure the signature can never settle later, then give the cap back.
+        const cancelled = await this.wallets.cancelAuthorization(wallet, authorization.nonce);
+        if (cancelled || !(await this.authorizationUsed(wallet, authorization.nonce))) {
+          const reason = !paid.ok ? paid.message : settlementFailure(paid.response, settlement);
+          await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
+          hold = 'done';
+          // An authorization we could not cancel may still settle until it expires: its amount stays reserved.
+          if (cancelled) await this.mandates.release(reservation);
+          await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Payment of ${cost.amountUsdc} USDC to ${choice.resourceUrl} was not settled: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
+          return refuse('settle_failed', reason);
+        }
+      }
+
+      const txHash = typeof settlement?.transaction === 'string' ? settlement.transaction : undefined;
+      hold = 'done';
+      const mandate = await this.mandates.commit(reservation);
+      await this.outgoing.updateOne({ _id: record._id }, {
+        $set: { status: 'settled', settledAt: new Date(), ...(txHash ? { txHash } : {}), ...(paid.ok ? { responseStatus: paid.response.status } : {}), ...(settlement ? { paymentResponse: settlement } : {}) },
+      });
+      await this.logs.record({ ...owner, action: 'payments.paid', category: 'payments', description: `Paid ${cost.amountUsdc} USDC to ${authorization.to} for ${choice.resourceUrl}`, targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId } });
+      return {
+        ok: true as const, paid: true as const, paymentId: record._id,
+        ...(paid.ok ? contentOf(paid.response) : { status: 0, contentType: null }),
+        cost, txHash: txHash ?? null, payer: authorization.from, recipient: authorization.to, resource: choice.resourceUrl,
+        mandate: mandate ? presentMandate(mandate) : null, paymentResponse: settlement ?? null,
+      };
+    } finally {
+      // Refusals, dry runs and errors before signing give the cap back.
+      if (hold === 'held') await this.mandates.release(reservation);
+    }
+  }
+
+  private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {
+    const chain = this.wallets.requireChain();
+    return authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: wallet.address as Address, nonce }).catch(() => false);
+  }
+
+  private async fetch(url: string, request: { method: string; headers: Record<string, string>; body?: string }): Promise<{ ok: true; response: GuardedResponse } | PayRefusal> {
+    try {
+      const response = await guardedFetch(url, {
+        ...request, timeoutMs: FETCH_TIMEOUT_MS, maxBytes: MAX_RESPONSE_BYTES, maxRedirects: 3,
+        allowLoopback: this.config.mode === 'dev',
+      });
+      return { ok: true, response };
+    } catch (err) {
+      if (!(err instanceof GuardedFetchError)) throw err;
+      if (err.code === 'blocked_address') return refuse('url_blocked', `refused to fetch ${url}: ${err.message}`);
+      if (err.code === 'invalid_url') return refuse('url_invalid', `url ${err.message}`);
+      return refuse('fetch_failed', `fetching ${url} failed (${err.code}): ${err.message}`);
+    }
+  }
+
+  // --- records -------------------------------------------------------------------------------------
+
+  async listOutgoing(owner: MandateOwner, limit: number, cursor?: Cursor) {
+    const rows = await this.outgoing.find({ identityId: owner.identityId, ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+    return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
+  }
+}
+
+function requestOf(method: string, input: PayInput): { method: string; headers: Record<string, string>; body?: string } {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(input.headers ?? {})) {
+    if (!RESERVED_HEADERS.has(name.toLowerCase())) headers[name] = value;
+  }
+  if (input.body === undefined || method === 'GET' || method === 'HEAD') return { method, headers };
+  if (typeof input.body === 'string') return { method, headers, body: input.body };
+  if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  return { method, headers, body: JSON.stringify(input.body) };
+}
+
+function contentOf(response: GuardedResponse) {
+  const contentType = typeof response.headers['content-type'] === 'string' ? response.headers['content-type'] : null;
+  if (contentType && /\bjson\b/i.test(contentType)) {
+    try {
+      return { status: response.status, contentType, content: JSON.parse(response.bodyText) as unknown };
+    } catch {
+      // a JSON content type with a body that is not JSON: hand it over as text
+    }
+  }
+  return { status: response.status, contentType, contentText: response.bodyText };
+}
+
+function settlementFailure(response: GuardedResponse, settlement: SettlementResponse | undefined): string {
+  if (settlement?.errorReason) return `the seller did not settle: ${settlement.errorReason}`;
+  let reason = '';
+  try {
+    const body = JSON.parse(response.bodyText) as { error?: unknown; message?: unknown };
+    reason = [body.error, body.message].filter((v) => typeof v === 'string').join(': ');
+  } catch {
+    reason = '';
+  }
+  return `the seller answered ${response.status} to the payment${reason ? ` (${reason})` : ''}`;
+}

@@ -1,0 +1,196 @@
+import { getAddress, keccak256, toHex, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { Connection, Model } from 'mongoose';
+import type { Config } from '../platform/config.js';
+import type { SecretBox } from '../platform/secret-box.js';
+import type { ChainService } from '../platform/chain/chain-service.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import { AppError } from '../platform/errors.js';
+import { newId } from '../platform/ids.js';
+import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../platform/chain/usdc.js';
+import { formatUsdc } from '../../middleware/price.js';
+import { smartAccountFactoryAbi } from './smart-account-abi.js';
+import { walletSchema, type WalletDoc } from './wallet-model.js';
+
+export interface WalletOwner { orgId: string; identityId: string }
+
+export interface WalletView {
+  address: string;
+  network: string;
+  deployed: boolean;
+  balanceUsdc: string;
+  balanceUsdcRaw: string;
+}
+
+const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
+
+/** The CREATE2 salt: fixed by the identity id, so the address is reproducible from (factory, owner, id). */
+export const walletSalt = (identityId: string): Hex => keccak256(toHex(`agentgate:wallet:${identityId}`));
+
+/**
+ * Server-held smart-account wallets. The agent sees an address and a balance, never a key: the owner
+ * key is generated here, sealed at rest, and opened only to sign a payment authorization.
+ */
+export class WalletService {
+  readonly wallets: Model<WalletDoc>;
+  /** One deployment in flight per account in this process; concurrent first payments share it. */
+  private readonly deploying = new Map<string, Promise<void>>();
+
+  constructor(
+    conn: Connection,
+    private readonly config: Config,
+    private readonly chain: ChainService | undefined,
+    private readonly secrets: SecretBox,
+    private readonly logs: ActivityLog,
+  ) {
+    this.wallets = conn.models.Wallet ?? conn.model<WalletDoc>('Wallet', walletSchema, 'wallets');
+  }
+
+  get available(): boolean {
+    return Boolean(this.chain && this.config.WALLET_FACTORY_ADDRESS);
+  }
+
+  requireChain(): ChainService & { factory: Address } {
+    if (!this.chain || !this.config.WALLET_FACTORY_ADDRESS) {
+      throw new AppError(503, 'wallet_unavailable', 'Wallets are not configured on this server (CHAIN_RPC_URL, WALLET_FACTORY_ADDRESS)');
+    }
+    return { ...this.chain, factory: getAddress(this.config.WALLET_FACTORY_ADDRESS) };
+  }
+
+  async find(identityId: string): Promise<WalletDoc | null> {
+    return this.wallets.findOne({ identityId }).lean();
+  }
+
+  /**
+   * The identity's wallet, created on first use. Concurrent first calls may each generate a key, but the
+   * unique index on identityId lets exactly one record in; the others read it back.
+   */
+  async forIdentity(owner: WalletOwner): Promise<WalletDoc> {
+    const existing = await this.find(owner.identityId);
+    if (existing) return existing;
+    const chain = this.requireChain();
+    const ownerKey = generatePrivateKey();
+    const ownerAddress = privateKeyToAccount(ownerKey).address;
+    const salt = walletSalt(owner.identityId);
+    const address = await chain.publicClient.readContract({
+      address: chain.factory, abi: smartAccountFactoryAbi, functionName: 'getAddress', args: [ownerAddress, salt],
+    });
+    const doc: WalletDoc = {
+      _id: newId('wal'), orgId: owner.orgId, identityId: owner.identityId, address: getAddress(address), ownerAddress,
+      ownerKey: this.secrets.seal(ownerKey, this.keyContext(owner.identityId)), salt, factoryAddress: chain.factory,
+      network: chain.network, chainId: chain.chainId, createdAt: new Date(),
+    };
+    try {
+      await this.wallets.create(doc);
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      const winner = await this.find(owner.identityId);
+      if (winner) return winner;
+      throw err;
+    }
+    await this.logs.record({ orgId: owner.orgId, identityId: owner.identityId, action: 'wallet.created', category: 'wallet', description: `Wallet ${doc.address} created on ${doc.network}`, targetType: 'wallet', targetId: doc._id, metadata: { address: doc.address } });
+    return doc;
+  }
+
+  async view(owner: WalletOwner): Promise<WalletView> {
+    const wallet = await this.forIdentity(owner);
+    const [deployed, balance] = await Promise.all([this.isDeployed(wallet.address as Address), this.balance(wallet.address as Address)]);
+    return { address: wallet.address, network: wallet.network, deployed, balanceUsdc: formatUsdc(balance), balanceUsdcRaw: balance.toString() };
+  }
+
+  async balance(address: Address): Promise<bigint> {
+    const chain = this.requireChain();
+    return balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: address });
+  }
+
+  async isDeployed(address: Address): Promise<boolean> {
+    const code = await this.requireChain().publicClient.getCode({ address });
+    return Boolean(code && code !== '0x');
+  }
+
+  /**
+   * Deploys the smart account from the relayer when it has no code yet: the token asks `from` for an
+   * ERC-1271 answer, and only a deployed account can give one.
+   */
+  async ensureDeployed(wallet: WalletDoc): Promise<void> {
+    if (wallet.deployedAt) return;
+    let pending = this.deploying.get(wallet.address);
+    if (!pending) {
+      pending = this.deploy(wallet).finally(() => this.deploying.delete(wallet.address));
+      this.deploying.set(wallet.address, pending);
+    }
+    await pending;
+  }
+
+  private async deploy(wallet: WalletDoc): Promise<void> {
+    const chain = this.requireChain();
+    if (!(await this.isDeployed(wallet.address as Address))) {
+      const hash = await chain.walletClient.writeContract({
+        address: wallet.factoryAddress as Address, abi: smartAccountFactoryAbi, functionName: 'createAccount',
+        args: [wallet.ownerAddress as Address, wallet.salt as Hex], account: chain.walletClient.account, chain: chain.walletClient.chain,
+      });
+      const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 120_000 });
+      if (receipt.status !== 'success') throw new AppError(502, 'wallet_deploy_failed', `deploying the wallet ${wallet.address} reverted (${hash})`);
+      await this.logs.record({ orgId: wallet.orgId, identityId: wallet.identityId, action: 'wallet.deployed', category: 'wallet', description: `Wallet ${wallet.address} deployed`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash: hash } });
+    }
+    await this.wallets.updateOne({ _id: wallet._id, deployedAt: null }, { $set: { deployedAt: new Date() } });
+  }
+
+  /**
+   * EIP-3009 TransferWithAuthorization from the smart account, signed by its owner key over the token's
+   * EIP-712 digest. The SmartAccount's ERC-1271 check recovers the owner from that raw digest, so a
+   * plain typed-data signature by the owner is what the token and any viem-based verifier accept.
+   */
+  async signTransfer(wallet: WalletDoc, authorization: Authorization): Promise<Hex> {
+    if (getAddress(authorization.from) !== getAddress(wallet.address)) throw new Error('authorization.from is not this wallet');
+    const chain = this.requireChain();
+    return this.withOwner(wallet, (owner) => owner.signTypedData({
+      domain: usdcDomain({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }),
+      types: transferWithAuthorizationTypes,
+      primaryType: 'TransferWithAuthorization',
+      message: authorization,
+    }));
+  }
+
+  /**
+   * Cancels an unused authorization on chain (relayer pays the gas). Used when a seller did not take a
+   * payment, so a signed authorization cannot be settled later behind the mandate's back. Resolves to
+   * false when the token refuses because the nonce was already used (the payment did settle).
+   */
+  async cancelAuthorization(wallet: WalletDoc, nonce: Hex): Promise<boolean> {
+    const chain = this.requireChain();
+    const signature = await this.withOwner(wallet, (owner) => owner.signTypedData({
+      domain: usdcDomain({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }),
+      types: cancelAuthorizationTypes,
+      primaryType: 'CancelAuthorization',
+      message: { authorizer: wallet.address as Address, nonce },
+    }));
+    try {
+      const hash = await chain.walletClient.writeContract({
+        address: chain.usdc.address, abi: cancelAbi, functionName: 'cancelAuthorization',
+        args: [wallet.address as Address, nonce, signature], account: chain.walletClient.account, chain: chain.walletClient.chain,
+      });
+      const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 120_000 });
+      return receipt.status === 'success';
+    } catch {
+      return false;
+    }
+  }
+
+  private async withOwner<T>(wallet: WalletDoc, use: (owner: PrivateKeyAccount) => Promise<T>): Promise<T> {
+    const key = this.secrets.openText(wallet.ownerKey, this.keyContext(wallet.identityId)) as Hex;
+    return use(privateKeyToAccount(key));
+  }
+
+  private keyContext(identityId: string): string {
+    return `wallet:${identityId}`;
+  }
+}
+
+const cancelAbi = [{
+  type: 'function',
+  name: 'cancelAuthorization',
+  stateMutability: 'nonpayable',
+  inputs: [{ name: 'authorizer', type: 'address' }, { name: 'nonce', type: 'bytes32' }, { name: 'signature', type: 'bytes' }],
+  outputs: [],
+}] as const;
