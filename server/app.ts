@@ -14,6 +14,7 @@ import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
+import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
@@ -30,6 +31,8 @@ export const ROUTES: RouteFactory[] = [
   vaultRoutes,
   didDocumentRoutes,
   identitySigningRoutes,
+  calendarFeedRoutes,
+  calendarRoutes,
   webhookRoutes,
   walletRoutes,
   buyerRoutes,

@@ -3,6 +3,7 @@ import type { SealedSecret } from '../platform/secret-box.js';
 import { vaultSealedFields } from '../vault/credential-model.js';
 import { serviceKeySealedFields } from '../did/service-key.js';
 import { identityKeySealedFields } from '../did/identity-key-model.js';
+import { calendarSealedFields } from '../calendar/calendar-model.js';
 
 /**
  * A place where an area keeps `SealedSecret` values: a collection and the dotted path of one sealed
@@ -17,6 +18,7 @@ export const SEALED_FIELDS: SealedFieldLocation[] = [
   ...vaultSealedFields,
   ...serviceKeySealedFields,
   ...identityKeySealedFields,
+  ...calendarSealedFields,
 ];
 
 export interface RotationReport {

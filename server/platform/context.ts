@@ -16,6 +16,7 @@ import { WebhookService } from '../webhooks/webhook-service.js';
 import { loadServiceKey, type ServiceKey } from '../did/service-key.js';
 import { DidService } from '../did/did-service.js';
 import { didDetail } from '../did/identity-detail.js';
+import { CalendarService } from '../calendar/calendar-service.js';
 import { WalletService } from '../wallet/wallet-service.js';
 import { walletDetail } from '../wallet/identity-detail.js';
 import { MandateService } from '../buyer/mandate-service.js';
@@ -47,6 +48,8 @@ export interface AppContext {
   serviceKey: ServiceKey;
   /** did:web identities: per-identity Ed25519 keys, DID documents, sign and verify. */
   did: DidService;
+  /** Events and the public iCal feed of each identity. */
+  calendar: CalendarService;
   /** Each identity's server-held smart-account USDC wallet. */
   wallets: WalletService;
   /** Spend policies of identities (caps reserved atomically). */
@@ -102,6 +105,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     chain,
     serviceKey,
     did: new DidService(db, config, secrets, identities, () => serviceKey, logs),
+    calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
     webhooks: new WebhookService(db, config, jobs, payments, secrets, logs),
     wallets,
