@@ -19,7 +19,7 @@ export function extractReplyText(text: string): string {
 /** Parses raw RFC 5322 bytes into what an inbox stores; a message without a Message-ID gets one. */
 export async function parseInbound(raw: Buffer, fallbackMessageId: () => string): Promise<InboundMail> {
   const parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true });
-  const text = parsed.text ?? '';
+  const text = (parsed.text ?? '').trimEnd();
   const messageId = parsed.messageId && /^<[^<>\s]+>$/.test(parsed.messageId) ? parsed.messageId : fallbackMessageId();
   return {
     messageId,

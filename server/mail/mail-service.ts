@@ -176,7 +176,10 @@ export class MailService {
     }, { upsert: true });
   }
 
-  /** Adds then removes labels with compare-and-set on the label array, so concurrent edits never lose one. */
+  /**
+   * Adds then removes labels with compare-and-set on the label array, so concurrent edits never lose one on
+   * MongoDB (FerretDB 1.x does not make the compare-and-set atomic; there, racing edits can still lose one).
+   */
   async updateLabels(identityId: string, messageId: string, change: LabelsInput): Promise<MessageDoc> {
     const add = unique(change.addLabels ?? []);
     const remove = new Set(change.removeLabels ?? []);
@@ -186,9 +189,9 @@ export class MailService {
       const current = await this.getMessage(identityId, messageId);
       const labels = unique([...current.labels, ...add]).filter((l) => !remove.has(l));
       if (labels.length > MAX_LABELS_PER_MESSAGE) throw badRequest(`A message can carry at most ${MAX_LABELS_PER_MESSAGE} labels`);
-      const updated = await this.messages.findOneAndUpdate({ _id: current._id, labels: current.labels }, { $set: { labels } },
-        { returnDocument: 'after', projection: LIST_FIELDS }).lean();
-      if (!updated) continue;
+      const result = await this.messages.updateOne({ _id: current._id, labels: current.labels }, { $set: { labels } });
+      if (!result.matchedCount) continue;
+      const updated = { ...current, labels };
       const identity = await this.inboxOf(identityId);
       await this.logs.record({
         orgId: identity.orgId, identityId, action: 'mail.labels_updated', category: 'mail',
