@@ -52,7 +52,7 @@ export async function ensureDevSeller(server: RunningServer, stateDir: string, c
   const endpoints = {
     express: `http://localhost:${EXAMPLE_PORTS.express}/weather`,
     koa: `http://localhost:${EXAMPLE_PORTS.koa}/weather`,
-    mcp: 'mcp://tool/get_forecast',
+    mcp: 'mcp://tool/forecast',
   };
   for (const [name, url] of Object.entries(endpoints)) {
     const res = await call('POST', '/v0/payments/endpoints', platformKey, { url, priceUsdc: '0.01', description: `${name} example`, skipUrlCheck: true });

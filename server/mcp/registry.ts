@@ -1,7 +1,13 @@
 import type { ToolDefinition } from './tool.js';
 import { buyerTools } from '../buyer/tools.js';
+import { vaultTools } from '../vault/tools.js';
+import { calendarTools } from '../calendar/tools.js';
+import { didTools } from '../did/tools.js';
 
 /** Every area's tools. An area adds its list here (one import, one spread). */
 export const TOOLS: ToolDefinition[] = [
   ...buyerTools,
+  ...vaultTools,
+  ...calendarTools,
+  ...didTools,
 ];

@@ -77,6 +77,8 @@ export interface PaymentDoc {
   txHash?: string;
   failureReason?: string;
   signedReceipt?: SignedReceipt;
+  /** payment.received outbox entry, written with the settlement (server/webhooks dispatches it). */
+  webhook?: { status: 'pending' | 'dispatched' | 'skipped'; eventId: string; deliveryId?: string };
   createdAt: Date;
   submittedAt?: Date;
   settledAt?: Date;
@@ -103,6 +105,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   txHash: String,
   failureReason: String,
   signedReceipt: Schema.Types.Mixed,
+  webhook: Schema.Types.Mixed,
   createdAt: { type: Date, required: true },
   submittedAt: Date,
   settledAt: Date,

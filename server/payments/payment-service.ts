@@ -198,7 +198,7 @@ export class PaymentService {
     // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
     const outbox = endpoint.webhookUrl ? { webhook: { status: 'pending', eventId: newId('evt') } } : {};
     const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
-      { $set: { status: 'settled', txHash, settledAt, signedReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after', strict: false }).lean();
+      { $set: { status: 'settled', txHash, settledAt, signedReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
     if (!done) return (await this.payments.findById(payment._id).lean())!;
     for (const hook of this.onSettled) await hook(done, endpoint);
     await this.logs.record({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });

@@ -20,12 +20,8 @@ export const DELIVER_JOB = 'webhooks.deliver';
 const EVENT = 'payment.received' as const;
 
 /** The outbox entry markSettled writes onto the payment in the same update that settles it. */
-export interface PaymentOutbox {
-  status: 'pending' | 'dispatched' | 'skipped';
-  eventId: string;
-  deliveryId?: string;
-}
-type PaymentWithOutbox = PaymentDoc & { webhook?: PaymentOutbox };
+export type PaymentOutbox = NonNullable<PaymentDoc['webhook']>;
+type PaymentWithOutbox = PaymentDoc;
 
 interface DeliverJob {
   deliveryId: string;
@@ -107,7 +103,7 @@ export class WebhookService {
   }
 
   private async markOutbox(paymentId: string, outbox: PaymentOutbox): Promise<void> {
-    await this.payments.payments.updateOne({ _id: paymentId, 'webhook.eventId': outbox.eventId }, { $set: { webhook: outbox } }, { strict: false });
+    await this.payments.payments.updateOne({ _id: paymentId, 'webhook.eventId': outbox.eventId }, { $set: { webhook: outbox } });
   }
 
   /** Dispatches outbox entries left pending (a crash between settling and enqueueing). */
