@@ -1,0 +1,41 @@
+import { z } from 'zod';
+import { defineTool, type ToolDefinition } from '../mcp/tool.js';
+import { notFound } from '../platform/errors.js';
+import { signBody, verifyBody } from './routes.js';
+
+const owner = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
+
+/** MCP tools of the did:web identity: the same service calls as /v0/identity/*. */
+export const didTools: ToolDefinition[] = [
+  defineTool({
+    name: 'identity_sign',
+    title: 'Sign data with this identity\'s DID key',
+    description: 'Signs base64 data with this identity\'s Ed25519 key. Returns the base64 signature, the did:web DID and the verification method, which anyone can check against the published DID document.',
+    scope: 'identity:sign',
+    input: signBody,
+    run: (app, principal, input) => app.did.sign(owner(principal), input.data),
+  }),
+  defineTool({
+    name: 'identity_verify',
+    title: 'Verify a did:web signature',
+    description: 'Checks a base64 Ed25519 signature over base64 data against the DID document of any did:web DID (resolved over https). Answers {valid}.',
+    scope: 'identity:verify',
+    input: verifyBody,
+    run: (app, principal, input) => app.did.verify(owner(principal), input),
+  }),
+  defineTool({
+    name: 'identity_whoami',
+    title: 'Who am I',
+    description: 'This identity: id, name, inbox address, scopes, did:web DID and where its DID document is published.',
+    scope: 'identity:read',
+    input: z.object({}),
+    run: async (app, principal) => {
+      const identity = await app.identities.getLive(principal.identityId);
+      if (!identity) throw notFound('Identity not found');
+      return {
+        identityId: identity._id, name: identity.name, displayName: identity.displayName, email: identity.emailAddress,
+        scopes: identity.scopes, did: app.did.didOf(identity._id), didDocumentUrl: app.did.documentUrlOf(identity._id), orgId: identity.orgId,
+      };
+    },
+  }),
+];
