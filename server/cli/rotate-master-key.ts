@@ -19,6 +19,9 @@ export const SEALED_FIELDS: SealedFieldLocation[] = [
   ...serviceKeySealedFields,
   ...identityKeySealedFields,
   ...calendarSealedFields,
+  // Declared here for their areas until they export their own lists (wallet owner keys, webhook signing secrets).
+  { collection: 'wallets', path: 'ownerKey' },
+  { collection: 'endpoints', path: 'webhookSecret' },
 ];
 
 export interface RotationReport {
