@@ -12,8 +12,9 @@ export const usdcAmount = z.string().trim().max(32)
   });
 
 /**
- * Mandate counters are stored as Numbers of atomic units so one conditional `$inc` can check and move
- * them. A double is exact for integers up to 2^53 (~9 billion USDC); caps are limited to 1 million USDC,
- * so a day's counter is always exact and the lifetime total stays exact for decades at the maximum cap.
+ * Mandate caps and ledger totals are Numbers of atomic units. A double is exact for integers up to 2^53
+ * (~9 billion USDC); caps are limited to 1 million USDC, so a day's total is always exact and a lifetime
+ * total stays exact for decades at the maximum cap. (FerretDB 1.x has no Decimal128, and Numbers let the
+ * database sort and compare them.)
  */
 export const MAX_MANDATE_CAP_ATOMIC = 1_000_000n * 1_000_000n;

@@ -3,7 +3,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, notFound } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { formatUsdc } from '../../middleware/price.js';
-import { mandateSchema, type MandateDoc } from './mandate-model.js';
+import { mandateLedgerSchema, mandateSchema, mandateSpendSchema, type MandateDoc, type MandateLedgerDoc, type MandateSpendDoc } from './mandate-model.js';
 import type { PayRefusal } from './pay-result.js';
 
 export interface MandateOwner { orgId: string; identityId: string }
@@ -17,18 +17,28 @@ export interface CreateMandateInput {
 
 /** What a successful reservation holds until the payment settles (commit) or fails (release). */
 export interface Reservation {
+  reservationId: string;
   mandateId: string;
   day: string;
   amount: number;
+}
+
+export interface MandateUsage {
+  spentToday: number;
+  totalSpent: number;
+  callCount: number;
 }
 
 /** "Today" for caps is the UTC calendar day. */
 export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 
 const mandateNotFound = () => notFound('Mandate not found');
+const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Appending to a day's ledger retries when another writer took the step; this bounds a pathological pile-up. */
+const MAX_APPEND_ATTEMPTS = 200;
 
-export function presentMandate(doc: MandateDoc, now = new Date()) {
-  const spentToday = doc.day === utcDay(now) ? doc.spentToday : 0;
+export function presentMandate(doc: MandateDoc, usage: MandateUsage, now = new Date()) {
   const status = doc.revokedAt ? 'revoked' : doc.validUntil <= now ? 'expired' : 'active';
   return {
     mandateId: doc._id,
@@ -37,10 +47,10 @@ export function presentMandate(doc: MandateDoc, now = new Date()) {
     dailyCapUsdc: formatUsdc(BigInt(doc.dailyCapAtomic)),
     validUntil: doc.validUntil.toISOString(),
     allowedHosts: doc.allowedHosts ?? null,
-    spentTodayUsdc: formatUsdc(BigInt(spentToday)),
-    remainingTodayUsdc: formatUsdc(BigInt(Math.max(0, doc.dailyCapAtomic - spentToday))),
-    totalSpentUsdc: formatUsdc(BigInt(doc.totalSpent)),
-    callCount: doc.callCount,
+    spentTodayUsdc: formatUsdc(BigInt(usage.spentToday)),
+    remainingTodayUsdc: formatUsdc(BigInt(Math.max(0, doc.dailyCapAtomic - usage.spentToday))),
+    totalSpentUsdc: formatUsdc(BigInt(usage.totalSpent)),
+    callCount: usage.callCount,
     createdAt: doc.createdAt.toISOString(),
     lastUsedAt: doc.lastUsedAt?.toISOString() ?? null,
     revokedAt: doc.revokedAt?.toISOString() ?? null,
@@ -60,26 +70,28 @@ export function hostAllowed(allowedHosts: string[] | null, url: URL): boolean {
 }
 
 /**
- * Mandates and the atomic reservation that enforces them. A payment reserves its amount with one
- * conditional update before anything is signed: the filter carries the cap (`spentToday <= cap - amount`),
- * so of any number of concurrent payments only those that fit are let through.
+ * Mandates and the reservation that enforces them. A payment reserves its amount before anything is
+ * signed by appending one step to the mandate's ledger for the UTC day; the step's number is unique, so
+ * of any number of concurrent payments each sees the true total before it and only those that fit get in.
  */
 export class MandateService {
   readonly mandates: Model<MandateDoc>;
+  private readonly ledger: Model<MandateLedgerDoc>;
+  private readonly spends: Model<MandateSpendDoc>;
 
   constructor(conn: Connection, private readonly logs: ActivityLog) {
     this.mandates = conn.models.Mandate ?? conn.model<MandateDoc>('Mandate', mandateSchema, 'mandates');
+    this.ledger = conn.models.MandateLedger ?? conn.model<MandateLedgerDoc>('MandateLedger', mandateLedgerSchema, 'mandate_ledger');
+    this.spends = conn.models.MandateSpend ?? conn.model<MandateSpendDoc>('MandateSpend', mandateSpendSchema, 'mandate_spends');
   }
 
   async create(owner: MandateOwner, input: CreateMandateInput): Promise<MandateDoc> {
     if (input.maxPerCallAtomic > input.dailyCapAtomic) throw new AppError(400, 'validation_error', 'body.maxPerCallUsdc: must not exceed dailyCapUsdc');
     if (input.validUntil.getTime() <= Date.now()) throw new AppError(400, 'validation_error', 'body.validUntil: must be in the future');
-    const now = new Date();
     const doc: MandateDoc = {
       _id: newId('mdt'), orgId: owner.orgId, identityId: owner.identityId,
       maxPerCallAtomic: Number(input.maxPerCallAtomic), dailyCapAtomic: Number(input.dailyCapAtomic), validUntil: input.validUntil,
-      allowedHosts: input.allowedHosts?.length ? input.allowedHosts.map((h) => h.toLowerCase()) : null,
-      day: utcDay(now), spentToday: 0, totalSpent: 0, callCount: 0, createdAt: now,
+      allowedHosts: input.allowedHosts?.length ? input.allowedHosts.map((h) => h.toLowerCase()) : null, createdAt: new Date(),
     };
     await this.mandates.create(doc);
     await this.logs.record({ ...owner, action: 'payments.mandate_created', category: 'payments', description: `Mandate ${doc._id}: ${formatUsdc(input.maxPerCallAtomic)} USDC per call, ${formatUsdc(input.dailyCapAtomic)} USDC per day`, targetType: 'mandate', targetId: doc._id });
@@ -98,12 +110,19 @@ export class MandateService {
 
   async revoke(owner: MandateOwner, id: string): Promise<MandateDoc> {
     const doc = await this.mandates.findOneAndUpdate({ _id: id, identityId: owner.identityId, revokedAt: null }, { $set: { revokedAt: new Date() } }, { returnDocument: 'after' }).lean();
-    if (!doc) {
-      const existing = await this.get(owner, id);
-      return existing; // already revoked: revoking again is a no-op
-    }
+    if (!doc) return this.get(owner, id); // already revoked (or not ours: 404)
     await this.logs.record({ ...owner, action: 'payments.mandate_revoked', category: 'payments', severity: 'warning', description: `Mandate ${id} revoked`, targetType: 'mandate', targetId: id });
     return doc;
+  }
+
+  /** Today's spend (reserved and in flight included), lifetime spend and paid calls. */
+  async usage(mandate: MandateDoc, now = new Date()): Promise<MandateUsage> {
+    const [last, spends] = await Promise.all([this.lastStep(mandate._id, utcDay(now)), this.spends.find({ mandateId: mandate._id }, { amount: 1 }).lean()]);
+    return { spentToday: last?.spentAfter ?? 0, totalSpent: spends.reduce((sum, s) => sum + s.amount, 0), callCount: spends.length };
+  }
+
+  async present(mandate: MandateDoc) {
+    return presentMandate(mandate, await this.usage(mandate));
   }
 
   /**
@@ -134,50 +153,60 @@ export class MandateService {
         continue;
       }
       const outcome = await this.reserveOn(mandate, Number(amount), now);
-      if (outcome.ok) return { ok: true, reservation: outcome.reservation, mandate: outcome.mandate };
+      if (outcome.ok) return { ok: true, reservation: outcome.reservation, mandate };
       if (outcome.code === 'mandate_daily_cap_exceeded' || !last) last = outcome;
     }
     return last!;
   }
 
-  private async reserveOn(mandate: MandateDoc, amount: number, now: Date): Promise<{ ok: true; reservation: Reservation; mandate: MandateDoc } | PayRefusal> {
-    const today = utcDay(now);
-    const live = { _id: mandate._id, revokedAt: null, validUntil: { $gt: now } };
-    // The cap never changes after creation, so `cap - amount` can sit in the filter as a constant.
-    const headroom = mandate.dailyCapAtomic - amount;
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const sameDay = await this.mandates.findOneAndUpdate(
-        { ...live, day: today, spentToday: { $lte: headroom } },
-        { $inc: { spentToday: amount } }, { returnDocument: 'after' },
-      ).lean();
-      if (sameDay) return { ok: true, reservation: { mandateId: mandate._id, day: today, amount }, mandate: sameDay };
-      if (headroom >= 0) {
-        // First payment of a new UTC day: the day's counter starts over with this amount.
-        const newDay = await this.mandates.findOneAndUpdate(
-          { ...live, day: { $ne: today } },
-          { $set: { day: today, spentToday: amount } }, { returnDocument: 'after' },
-        ).lean();
-        if (newDay) return { ok: true, reservation: { mandateId: mandate._id, day: today, amount }, mandate: newDay };
-      }
-      const current = await this.mandates.findById(mandate._id).lean();
-      if (!current || current.revokedAt) return refusal('mandate_revoked', `mandate ${mandate._id} is revoked`);
-      if (current.validUntil <= now) return refusal('mandate_expired', `mandate ${mandate._id} expired at ${current.validUntil.toISOString()}`);
-      if (current.day === today) {
-        return refusal('mandate_daily_cap_exceeded', `paying ${formatUsdc(BigInt(amount))} USDC would exceed the daily cap of ${formatUsdc(BigInt(current.dailyCapAtomic))} USDC (${formatUsdc(BigInt(Math.max(0, current.dailyCapAtomic - current.spentToday)))} USDC left today)`);
-      }
-      // The day rolled over between the two updates: try again.
-    }
-    return refusal('mandate_daily_cap_exceeded', 'the daily cap could not be reserved');
+  private async reserveOn(mandate: MandateDoc, amount: number, now: Date): Promise<{ ok: true; reservation: Reservation } | PayRefusal> {
+    const reservation: Reservation = { reservationId: newId('rsv'), mandateId: mandate._id, day: utcDay(now), amount };
+    const appended = await this.append(reservation, amount, (spent) => spent + amount <= mandate.dailyCapAtomic);
+    if (appended.ok) return { ok: true, reservation };
+    return refusal('mandate_daily_cap_exceeded', `paying ${formatUsdc(BigInt(amount))} USDC would exceed the daily cap of ${formatUsdc(BigInt(mandate.dailyCapAtomic))} USDC (${formatUsdc(BigInt(Math.max(0, mandate.dailyCapAtomic - appended.spent)))} USDC left today)`);
   }
 
   /** Gives a failed payment's amount back to the day it was reserved on (a later day starts at zero anyway). */
   async release(reservation: Reservation): Promise<void> {
-    await this.mandates.updateOne({ _id: reservation.mandateId, day: reservation.day }, { $inc: { spentToday: -reservation.amount } });
+    await this.append({ ...reservation, reservationId: `${reservation.reservationId}:release` }, -reservation.amount, () => true);
   }
 
   /** The reservation became a payment. */
   async commit(reservation: Reservation): Promise<MandateDoc | null> {
-    return this.mandates.findOneAndUpdate({ _id: reservation.mandateId }, { $inc: { totalSpent: reservation.amount, callCount: 1 }, $set: { lastUsedAt: new Date() } }, { returnDocument: 'after' }).lean();
+    try {
+      await this.spends.create({ _id: reservation.reservationId, mandateId: reservation.mandateId, amount: reservation.amount, createdAt: new Date() });
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+    }
+    return this.mandates.findOneAndUpdate({ _id: reservation.mandateId }, { $set: { lastUsedAt: new Date() } }, { returnDocument: 'after' }).lean();
+  }
+
+  private lastStep(mandateId: string, day: string) {
+    return this.ledger.findOne({ mandateId, day }).sort({ seq: -1 }).lean();
+  }
+
+  /**
+   * Appends `delta` as the next step of the day's ledger if `allowed(spentBefore)`. Losing the race for a
+   * step number means someone else changed the total: read it again and retry.
+   */
+  private async append(reservation: Reservation, delta: number, allowed: (spentBefore: number) => boolean): Promise<{ ok: true } | { ok: false; spent: number }> {
+    for (let attempt = 0; attempt < MAX_APPEND_ATTEMPTS; attempt++) {
+      const last = await this.lastStep(reservation.mandateId, reservation.day);
+      const spent = last?.spentAfter ?? 0;
+      if (!allowed(spent)) return { ok: false, spent };
+      const seq = (last?.seq ?? 0) + 1;
+      try {
+        await this.ledger.create({
+          _id: `${reservation.mandateId}:${reservation.day}:${seq}`, mandateId: reservation.mandateId, day: reservation.day, seq,
+          delta, spentAfter: Math.max(0, spent + delta), reservationId: reservation.reservationId, createdAt: new Date(),
+        });
+        return { ok: true };
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        await pause(Math.random() * Math.min(20, 2 + attempt));
+      }
+    }
+    throw new AppError(503, 'mandate_busy', 'too many concurrent payments on this mandate; try again');
   }
 }
 

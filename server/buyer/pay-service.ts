@@ -10,7 +10,7 @@ import { authorizationState, type Authorization } from '../platform/chain/usdc.j
 import { formatUsdc } from '../../middleware/price.js';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
-import { presentMandate, type MandateOwner, type MandateService } from './mandate-service.js';
+import type { MandateOwner, MandateService } from './mandate-service.js';
 import { chooseOffer, paymentHeaderFor, readChallenge, readSettlement, type SettlementResponse } from './challenge.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import type { PayCode, PayRefusal } from './pay-result.js';
@@ -89,9 +89,11 @@ export class PayService {
         return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed`);
       }
       if (input.dryRun) {
+        hold = 'done';
+        await this.mandates.release(reservation);
         return {
           ok: true as const, paid: false as const, dryRun: true as const, status: 402, cost, payer: wallet.address, recipient: payTo,
-          resource: choice.resourceUrl, mandate: presentMandate({ ...reserved.mandate, spentToday: reserved.mandate.spentToday - reservation.amount }),
+          resource: choice.resourceUrl, mandate: await this.mandates.present(reserved.mandate),
         };
       }
 
@@ -147,7 +149,7 @@ export class PayService {
         ok: true as const, paid: true as const, paymentId: record._id,
         ...(paid.ok ? contentOf(paid.response) : { status: 0, contentType: null }),
         cost, txHash: txHash ?? null, payer: authorization.from, recipient: authorization.to, resource: choice.resourceUrl,
-        mandate: mandate ? presentMandate(mandate) : null, paymentResponse: settlement ?? null,
+        mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
       };
     } finally {
       // Refusals, dry runs and errors before signing give the cap back.

@@ -5,7 +5,6 @@ import type { AppContext } from '../platform/context.js';
 import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor, limitParam } from '../platform/pagination.js';
-import { presentMandate } from './mandate-service.js';
 import { mandateBody, mandateIdParam, payBody, type PayBody } from './schemas.js';
 import { paymentActivity } from './activity.js';
 import type { PayCode } from './pay-result.js';
@@ -41,19 +40,19 @@ export function buyerRoutes(app: AppContext): Router {
       maxPerCallAtomic: body.maxPerCallUsdc, dailyCapAtomic: body.dailyCapUsdc, validUntil: body.validUntil, allowedHosts: body.allowedHosts,
     });
     ctx.status = 201;
-    ctx.body = presentMandate(doc);
+    ctx.body = await app.mandates.present(doc);
   });
   router.get('/mandates', requireScope('payments:read'), async (ctx) => {
-    const mandates = (await app.mandates.list(ownerOf(ctx))).map((m) => presentMandate(m));
+    const mandates = await Promise.all((await app.mandates.list(ownerOf(ctx))).map((m) => app.mandates.present(m)));
     ctx.body = { mandates, count: mandates.length };
   });
   router.get('/mandates/:id', requireScope('payments:read'), async (ctx) => {
     const { id } = parseInput(mandateIdParam, ctx.params, 'params');
-    ctx.body = presentMandate(await app.mandates.get(ownerOf(ctx), id));
+    ctx.body = await app.mandates.present(await app.mandates.get(ownerOf(ctx), id));
   });
   router.delete('/mandates/:id', requireScope('payments:spend'), async (ctx) => {
     const { id } = parseInput(mandateIdParam, ctx.params, 'params');
-    ctx.body = presentMandate(await app.mandates.revoke(ownerOf(ctx), id));
+    ctx.body = await app.mandates.present(await app.mandates.revoke(ownerOf(ctx), id));
   });
 
   router.post('/pay', requireScope('payments:spend'), async (ctx) => {
