@@ -34,7 +34,14 @@ export async function loadServiceKey(conn: Connection, config: Config, secrets: 
       if ((err as { code?: number }).code !== 11000) throw err;
     });
     const stored = await model.findById('service-key').lean();
-    seed = Uint8Array.from(secrets.open(stored!.seed, SEAL_CONTEXT));
+    try {
+      seed = Uint8Array.from(secrets.open(stored!.seed, SEAL_CONTEXT));
+    } catch (err) {
+      // Another process sealed it under a master key this one does not hold. Dev mode only: carry on with a
+      // key of this process (its receipts will not match the stored DID key) rather than refuse to start.
+      console.warn(`[agentgate] dev: the stored service signing key cannot be opened with this MASTER_KEY (${(err as Error).message}); using a temporary key for this process. Set SERVICE_SIGNING_KEY or share MASTER_KEY to keep one key.`);
+      seed = utils.randomSecretKey();
+    }
   } else {
     throw new Error('configuration error: SERVICE_SIGNING_KEY is required in production');
   }
