@@ -12,6 +12,7 @@ import { paymentRoutes } from './payments/routes.js';
 import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
+import { mcpRoutes } from './mcp/routes.js';
 import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
 import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
@@ -28,6 +29,7 @@ export const ROUTES: RouteFactory[] = [
   logRoutes,
   messageRoutes,
   threadRoutes,
+  mcpRoutes,
   vaultRoutes,
   didDocumentRoutes,
   identitySigningRoutes,

@@ -1,4 +1,5 @@
 import type { ToolDefinition } from './tool.js';
+import { mailTools } from '../mail/tools.js';
 import { buyerTools } from '../buyer/tools.js';
 import { vaultTools } from '../vault/tools.js';
 import { calendarTools } from '../calendar/tools.js';
@@ -6,6 +7,7 @@ import { didTools } from '../did/tools.js';
 
 /** Every area's tools. An area adds its list here (one import, one spread). */
 export const TOOLS: ToolDefinition[] = [
+  ...mailTools,
   ...buyerTools,
   ...vaultTools,
   ...calendarTools,

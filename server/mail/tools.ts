@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { defineTool } from '../mcp/tool.js';
+import { labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
+
+const page = <T>(key: string, items: T[], nextPageToken?: string) => ({ [key]: items, count: items.length, ...(nextPageToken ? { nextPageToken } : {}) });
+
+/** The mail MCP tools: each a thin call into MailService, answering what the matching HTTP route answers. */
+export const mailTools = [
+  defineTool({
+    name: 'mail.list_messages',
+    title: 'List messages',
+    description: 'List messages in your inbox, newest first. Filter with labels (all must match), e.g. ["unread"]. Pass nextPageToken back as pageToken for the next page.',
+    scope: 'mail:read',
+    input: z.object({
+      limit: z.number().int().min(1).max(100).optional(),
+      labels: z.array(z.string()).max(20).optional(),
+      pageToken: z.string().optional(),
+    }),
+    async run(app, principal, input) {
+      const query = listMessagesInput.parse(input);
+      const result = await app.mail.listMessages(principal.identityId, query);
+      return page('messages', result.items.map((m) => presentMessage(m)), result.nextPageToken);
+    },
+  }),
+  defineTool({
+    name: 'mail.get_message',
+    title: 'Get a message',
+    description: 'Read one message by its messageId (e.g. "<abc@agents.example>"), including cc and delivery state of sent mail.',
+    scope: 'mail:read',
+    input: z.object({ messageId: z.string().min(1).max(998) }),
+    async run(app, principal, input) {
+      return presentMessage(await app.mail.getMessage(principal.identityId, messageIdInput.parse(input.messageId)), { single: true });
+    },
+  }),
+  defineTool({
+    name: 'mail.send',
+    title: 'Send mail',
+    description: 'Send a new email from your inbox; starts a new thread. Bcc recipients are never shown to other recipients.',
+    scope: 'mail:send',
+    input: z.object({
+      to: z.array(z.string()).min(1).max(100),
+      subject: z.string().max(998),
+      text: z.string(),
+      html: z.string().optional(),
+      cc: z.array(z.string()).max(100).optional(),
+      bcc: z.array(z.string()).max(100).optional(),
+    }),
+    async run(app, principal, input) {
+      return presentSent(await app.mail.send(principal.identityId, sendInput.parse(input)));
+    },
+  }),
+  defineTool({
+    name: 'mail.reply',
+    title: 'Reply to a message',
+    description: 'Reply to the sender of a message, in the same thread ("Re: " subject, In-Reply-To and References set).',
+    scope: 'mail:send',
+    input: z.object({ messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional() }),
+    async run(app, principal, { messageId, ...body }) {
+      return presentSent(await app.mail.reply(principal.identityId, messageIdInput.parse(messageId), replyInput.parse(body)));
+    },
+  }),
+  defineTool({
+    name: 'mail.update_labels',
+    title: 'Update labels',
+    description: 'Add and/or remove labels on a message, e.g. addLabels ["read"], removeLabels ["unread"]. Returns the resulting labels.',
+    scope: 'mail:manage',
+    input: z.object({
+      messageId: z.string().min(1).max(998),
+      addLabels: z.array(z.string()).max(50).optional(),
+      removeLabels: z.array(z.string()).max(50).optional(),
+    }),
+    async run(app, principal, { messageId, ...change }) {
+      return presentLabels(await app.mail.updateLabels(principal.identityId, messageIdInput.parse(messageId), labelsInput.parse(change)));
+    },
+  }),
+  defineTool({
+    name: 'mail.list_threads',
+    title: 'List threads',
+    description: 'List conversations in your inbox, most recently updated first, with their message counts.',
+    scope: 'mail:read',
+    input: z.object({ limit: z.number().int().min(1).max(100).optional(), pageToken: z.string().optional() }),
+    async run(app, principal, input) {
+      const result = await app.mail.listThreads(principal.identityId, listThreadsInput.parse(input));
+      return page('threads', result.items.map((t) => presentThread(t)), result.nextPageToken);
+    },
+  }),
+  defineTool({
+    name: 'mail.get_thread',
+    title: 'Get a thread',
+    description: 'Read a whole conversation by threadId; messages oldest first, received ones with extractedText (the reply without quoted history).',
+    scope: 'mail:read',
+    input: z.object({ threadId: z.string() }),
+    async run(app, principal, input) {
+      const { thread, messages } = await app.mail.getThread(principal.identityId, threadIdInput.parse(input.threadId));
+      return presentThread(thread, messages);
+    },
+  }),
+];

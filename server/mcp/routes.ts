@@ -1,0 +1,35 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { AppContext } from '../platform/context.js';
+import { authenticate, identityIdOf, principalOf, requireTier } from '../platform/auth/authenticate.js';
+import { createMcpServer } from './server.js';
+
+/**
+ * POST /mcp: the MCP server over Streamable HTTP, stateless (a fresh server and transport per request),
+ * authenticated with the identity key as a bearer token. GET and DELETE exist for session streams,
+ * which a stateless server does not have: they answer 405 as the transport spec asks.
+ */
+export function mcpRoutes(app: AppContext): Router {
+  const router = new Router({ prefix: '/mcp' });
+  router.use(authenticate(app.keys, app.identities), requireTier('identity'));
+
+  router.post('/', async (ctx: Context) => {
+    const principal = { ...principalOf(ctx), identityId: identityIdOf(ctx) };
+    const server = createMcpServer(app, principal);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    ctx.res.on('close', () => { void transport.close(); void server.close(); });
+    await server.connect(transport);
+    ctx.respond = false;
+    await transport.handleRequest(ctx.req, ctx.res, ctx.request.body);
+  });
+
+  const notAllowed = (ctx: Context) => {
+    ctx.status = 405;
+    ctx.set('Allow', 'POST');
+    ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless, use POST' }, id: null };
+  };
+  router.get('/', notAllowed);
+  router.delete('/', notAllowed);
+  return router;
+}

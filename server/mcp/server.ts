@@ -1,0 +1,42 @@
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { AppContext } from '../platform/context.js';
+import type { Principal } from '../platform/auth/authenticate.js';
+import { ZodError } from 'zod';
+import { AppError, fromZodError } from '../platform/errors.js';
+import { TOOLS } from './registry.js';
+import type { ToolDefinition } from './tool.js';
+
+const asText = (value: unknown): CallToolResult['content'] => [{ type: 'text', text: JSON.stringify(value) }];
+
+/** Tool errors reach the model as a readable `{error, message, status}`, never a stack trace. */
+function toolError(caught: unknown): CallToolResult {
+  const err = caught instanceof ZodError ? fromZodError(caught, 'arguments') : caught;
+  const body = err instanceof AppError ? err.toBody()
+    : { error: 'internal_error', message: 'Internal server error', status: 500 };
+  if (!(err instanceof AppError)) console.error('[agentgate] MCP tool failed:', err);
+  return { isError: true, content: asText(body) };
+}
+
+export function toolsFor(principal: Principal, tools: ToolDefinition[] = TOOLS): ToolDefinition[] {
+  return tools.filter((tool) => principal.scopes.has(tool.scope));
+}
+
+/**
+ * The backend's MCP server for one identity key: only the tools its scopes allow are registered, so a
+ * tool outside them is neither listed nor callable. Built per request (stateless Streamable HTTP).
+ */
+export function createMcpServer(app: AppContext, principal: Principal & { identityId: string }, tools: ToolDefinition[] = TOOLS): McpServer {
+  const server = new McpServer({ name: 'agentgate', version: '0.1.0' }, { capabilities: { tools: {} } });
+  for (const tool of toolsFor(principal, tools)) {
+    server.registerTool(tool.name, { title: tool.title, description: tool.description, inputSchema: tool.input }, async (input: unknown) => {
+      try {
+        const result = await tool.run(app, principal, input as never);
+        return { content: asText(result), structuredContent: result as Record<string, unknown> };
+      } catch (err) {
+        return toolError(err);
+      }
+    });
+  }
+  return server;
+}

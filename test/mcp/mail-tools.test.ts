@@ -1,0 +1,104 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { eventually, smtpClient } from '../mail/mail-support.js';
+
+let server: TestServer;
+beforeAll(async () => { server = await startTestServer({ TRUST_PROXY: 'true' }); });
+afterAll(async () => { await server.close(); });
+
+async function connect(key: string): Promise<Client> {
+  const client = new Client({ name: 'agent-under-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+  return client;
+}
+
+async function call(client: Client, name: string, args: Record<string, unknown>): Promise<any> {
+  const result = await client.callTool({ name, arguments: args });
+  expect(result.isError ?? false).toBe(false);
+  return JSON.parse((result.content as Array<{ text: string }>)[0]!.text);
+}
+
+describe('the backend MCP server', () => {
+  it('runs the SPEC 4.2 agent loop with the mail tools: list unread, read the thread, reply, label read', async () => {
+    const agent = await signUp(server);
+    const peer = await signUp(server);
+    const mcp = await connect(agent.identity.rawKey);
+    const names = (await mcp.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining([
+      'mail.list_messages', 'mail.get_message', 'mail.send', 'mail.reply', 'mail.update_labels', 'mail.list_threads', 'mail.get_thread',
+    ]));
+
+    const human = smtpClient(server);
+    const incoming = await human.sendMail({ from: peer.identity.emailAddress, to: agent.identity.emailAddress, subject: 'Status?', text: 'How is the report going?' });
+    human.close();
+
+    const unread = await call(mcp, 'mail.list_messages', { labels: ['unread'] });
+    expect(unread.count).toBe(1);
+    const [message] = unread.messages;
+    expect(message).toMatchObject({ messageId: incoming.messageId, subject: 'Status?', labels: ['received', 'unread'] });
+
+    const thread = await call(mcp, 'mail.get_thread', { threadId: message.threadId });
+    expect(thread.messages.map((m: any) => m.extractedText)).toEqual(['How is the report going?']);
+
+    const reply = await call(mcp, 'mail.reply', { messageId: message.messageId, text: 'Done, sending it tonight.' });
+    expect(reply).toMatchObject({ threadId: message.threadId, subject: 'Re: Status?', labels: ['sent'] });
+
+    const labelled = await call(mcp, 'mail.update_labels', { messageId: message.messageId, addLabels: ['read'], removeLabels: ['unread'] });
+    expect(labelled.labels).toEqual(['received', 'read']);
+    expect((await call(mcp, 'mail.list_messages', { labels: ['unread'] })).count).toBe(0);
+
+    const single = await call(mcp, 'mail.get_message', { messageId: reply.messageId });
+    expect(single).toMatchObject({ messageId: reply.messageId, cc: [], to: [peer.identity.emailAddress] });
+    const threads = await call(mcp, 'mail.list_threads', {});
+    expect(threads.threads[0]).toMatchObject({ threadId: message.threadId, messageCount: 2 });
+
+    // The reply really went out over SMTP to the peer's inbox.
+    await eventually(async () => {
+      const res = await server.request('GET', '/v0/messages?labels=received', { key: peer.identity.rawKey });
+      expect(res.body.messages.map((m: any) => m.messageId)).toContain(reply.messageId);
+    });
+    const sent = await call(mcp, 'mail.send', { to: [peer.identity.emailAddress], subject: 'Fresh start', text: 'New topic.' });
+    expect(sent.threadId).not.toBe(message.threadId);
+    await mcp.close();
+  });
+
+  it('answers tool errors in the API error shape', async () => {
+    const agent = await signUp(server);
+    const mcp = await connect(agent.identity.rawKey);
+    const missing = await mcp.callTool({ name: 'mail.get_message', arguments: { messageId: '<nope@agents.test>' } });
+    expect(missing.isError).toBe(true);
+    expect(JSON.parse((missing.content as Array<{ text: string }>)[0]!.text)).toEqual({ error: 'not_found', message: 'Message not found', status: 404 });
+    const invalid = await mcp.callTool({ name: 'mail.send', arguments: { to: ['not an address'], subject: 's', text: 't' } });
+    expect(invalid.isError).toBe(true);
+    expect(JSON.parse((invalid.content as Array<{ text: string }>)[0]!.text)).toMatchObject({ error: 'validation_error', status: 400, message: expect.stringContaining('arguments.to.0') });
+    await mcp.close();
+  });
+
+  it('lists and runs only the tools the key’s scopes allow, and refuses other keys', async () => {
+    const agent = await signUp(server);
+    await server.request('PATCH', `/v0/platform/identities/${agent.identity.identityId}`, {
+      key: agent.platform_key, body: { removeScopes: ['mail:send', 'mail:manage'] },
+    });
+    const mcp = await connect(agent.identity.rawKey);
+    const names = (await mcp.listTools()).tools.map((t) => t.name);
+    expect(names).toContain('mail.list_messages');
+    expect(names).not.toContain('mail.send');
+    expect(names).not.toContain('mail.update_labels');
+    const refused = await mcp.callTool({ name: 'mail.send', arguments: { to: ['a@b.example'], subject: 's', text: 't' } }).catch((err) => ({ isError: true, err }));
+    expect(refused.isError).toBe(true);
+    await mcp.close();
+
+    const post = (key?: string) => fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    expect((await post()).status).toBe(401);
+    expect((await post('agi_' + 'x'.repeat(43))).status).toBe(401);
+    expect((await post(agent.platform_key)).status).toBe(403);
+    const get = await fetch(`${server.url}/mcp`, { headers: { authorization: `Bearer ${agent.identity.rawKey}` } });
+    expect(get.status).toBe(405);
+  });
+});
