@@ -1,0 +1,90 @@
+/**
+ * Mail speed: (1) inbound SMTP messages stored per second, through the real listener (nodemailer clients
+ * on loopback -> smtp-server -> mailparser -> database); (2) latency of a 50-message page of GET
+ * /v0/messages from an inbox of 100,000 messages, first page and a deep page, plus the query's explain
+ * plan (it must walk the {inboxId, createdAt, _id} index, not sort in memory).
+ *
+ *   npx tsx bench/mail.ts      (BENCH_MAIL_INBOUND=600 messages, BENCH_MAIL_INBOX=100000, BENCH_MAIL_PAGES=40)
+ */
+import { randomBytes } from 'node:crypto';
+import nodemailer from 'nodemailer';
+import { loadConfig } from '../server/platform/config.js';
+import { provideMongoServer } from '../server/platform/mongo-server.js';
+import { freePort } from '../server/platform/net.js';
+import { startServer } from '../server/server.js';
+
+const INBOUND = Number(process.env.BENCH_MAIL_INBOUND ?? 600);
+const INBOX = Number(process.env.BENCH_MAIL_INBOX ?? 100_000);
+const PAGES = Number(process.env.BENCH_MAIL_PAGES ?? 40);
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const pct = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!;
+
+async function main() {
+  const mongo = await provideMongoServer();
+  const port = await freePort();
+  const server = await startServer(loadConfig({
+    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
+    MAIL_DOMAIN: 'bench.test', DID_DOMAIN: `127.0.0.1%3A${port}`, SMTP_PORT: '0',
+    MASTER_KEY: randomBytes(32).toString('hex'), MONGODB_URI: mongo.uri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`,
+  }));
+  const signup = await (await fetch(`${server.url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json() as any;
+  const { rawKey: key, emailAddress: inbox, identityId } = signup.identity;
+  log(`database: ${mongo.kind}`);
+
+  // 1. Inbound SMTP throughput: 4 pooled client connections, as a sending MTA would open.
+  const client = nodemailer.createTransport({ host: '127.0.0.1', port: server.smtpPort, secure: false, ignoreTLS: true, pool: true, maxConnections: 4, maxMessages: Infinity });
+  const send = (i: number) => client.sendMail({ from: `sender${i}@example.org`, to: inbox, subject: `bench ${i}`, text: `Message ${i}\n\nOn Mon, someone wrote:\n> quoted ${i}` });
+  await Promise.all(Array.from({ length: 20 }, (_, i) => send(i))); // warm-up
+  const started = performance.now();
+  await Promise.all(Array.from({ length: INBOUND }, (_, i) => send(i)));
+  const seconds = (performance.now() - started) / 1000;
+  client.close();
+  log(`inbound SMTP: ${INBOUND} messages stored in ${seconds.toFixed(2)} s = ${(INBOUND / seconds).toFixed(0)} messages/s (4 connections)`);
+
+  // 2. A 100,000-message inbox, inserted directly (SMTP at the rate above would take minutes).
+  const messages = server.app.mail.messages;
+  const base = Date.now() - INBOX * 10;
+  for (let offset = 0; offset < INBOX; offset += 5000) {
+    const batch = Array.from({ length: Math.min(5000, INBOX - offset) }, (_, j) => {
+      const i = offset + j;
+      return {
+        _id: `msg_b${i.toString(36).padStart(8, '0')}${randomBytes(6).toString('hex')}`, messageId: `<b${i}@example.org>`, identityId, inboxId: inbox,
+        threadId: `thd_${i.toString(16).padStart(16, '0')}`, direction: 'received', from: ['a@example.org'], to: [inbox], cc: [], bcc: [], replyTo: [],
+        subject: `filler ${i}`, text: 'filler', extractedText: 'filler', references: [], labels: ['received', i % 3 ? 'read' : 'unread'],
+        createdAt: new Date(base + Math.floor(i / 4) * 10), // four messages per millisecond
+      };
+    });
+    await messages.collection.insertMany(batch, { ordered: false });
+  }
+  log(`inbox: ${await messages.countDocuments({ inboxId: inbox })} messages`);
+
+  const get = async (path: string) => {
+    const t = performance.now();
+    const res = await fetch(server.url + path, { headers: { authorization: `Bearer ${key}` } });
+    const body = await res.json() as any;
+    if (res.status !== 200 || body.count !== 50) throw new Error(`unexpected page: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
+    return { ms: performance.now() - t, body };
+  };
+  let deepToken = '';
+  let token: string | undefined;
+  for (let page = 0; page < 200; page++) token = (await get(`/v0/messages?limit=50${token ? `&pageToken=${token}` : ''}`)).body.nextPageToken;
+  deepToken = token!;
+  for (const [name, path] of [['first page', '/v0/messages?limit=50'], ['page 201 (10,000 deep)', `/v0/messages?limit=50&pageToken=${deepToken}`], ['labels=unread', '/v0/messages?limit=50&labels=unread']] as const) {
+    const times: number[] = [];
+    for (let i = 0; i < PAGES; i++) times.push((await get(path)).ms);
+    log(`GET ${name}: median ${pct(times, 0.5).toFixed(1)} ms, p95 ${pct(times, 0.95).toFixed(1)} ms (${PAGES} requests, HTTP + auth + query)`);
+  }
+
+  const cursorFilter = { inboxId: inbox, $or: [{ createdAt: { $lt: new Date(base + 1000) } }, { createdAt: new Date(base + 1000), _id: { $lt: 'msg_z' } }] };
+  for (const [name, filter] of [['first page', { inboxId: inbox }], ['after a cursor', cursorFilter]] as const) {
+    const plan = await messages.collection.find(filter).sort({ createdAt: -1, _id: -1 }).limit(51).explain('executionStats');
+    log(`explain (${name}): ${JSON.stringify(plan.queryPlanner?.winningPlan ?? plan).slice(0, 600)}`);
+    if (plan.executionStats) log(`  docsExamined ${plan.executionStats.totalDocsExamined}, keysExamined ${plan.executionStats.totalKeysExamined}, nReturned ${plan.executionStats.nReturned}`);
+  }
+
+  await server.close();
+  await server.app.db.dropDatabase().catch(() => {});
+  await mongo.stop();
+}
+
+main().catch((err) => { console.error(err); process.exit(1); });
