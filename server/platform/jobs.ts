@@ -1,4 +1,4 @@
-import { Agenda, type Job } from 'agenda';
+import { Agenda, InMemoryNotificationChannel, type Job } from 'agenda';
 import { claimingMongoBackend } from './job-locking.js';
 import type { Db } from 'mongodb';
 import type { Connection } from 'mongoose';
@@ -47,6 +47,9 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
     processEvery: options.processEveryMs,
     name: options.name ?? `agentgate-${process.pid}`,
     removeOnComplete: true,
+    // A job enqueued in this process starts at once instead of at the next poll (webhook latency drops
+    // from ~processEvery to milliseconds). Other processes still find it by polling.
+    notificationChannel: new InMemoryNotificationChannel(),
   });
   // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
   agenda.on('error', (err) => console.error('[agentgate] job queue error:', err.message));
