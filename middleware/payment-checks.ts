@@ -20,35 +20,35 @@ export function checkPaymentAgainstRequirements(
   const authorization = decoded.payload.payload.authorization;
   if (decoded.version === 1) {
     if (decoded.payload.network !== v1.network) {
-      return fail('invalid_network', `payment is for network "${decoded.payload.network}", expected "${v1.network}"`);
+      return fail('network_mismatch', `payment is for network "${decoded.payload.network}", expected "${v1.network}"`);
     }
   } else {
     const accepted = decoded.payload.accepted;
     if (accepted.network !== v2.network) {
-      return fail('invalid_network', `payment is for network "${accepted.network}", expected "${v2.network}"`);
+      return fail('network_mismatch', `payment is for network "${accepted.network}", expected "${v2.network}"`);
     }
-    if (!sameAddress(accepted.asset, v2.asset)) return fail('invalid_payment_requirements', 'payment is for another asset');
+    if (!sameAddress(accepted.asset, v2.asset)) return fail('asset_mismatch', 'payment is for another asset');
     if (!sameAddress(accepted.payTo, v2.payTo)) {
-      return fail('invalid_exact_evm_payload_recipient_mismatch', 'payment is to another recipient');
+      return fail('recipient_mismatch', 'payment is to another recipient');
     }
     if (accepted.amount !== v2.amount) {
-      return fail('invalid_payment_requirements', `payment accepted amount ${accepted.amount}, price is ${v2.amount}`);
+      return fail('amount_mismatch', `payment accepted amount ${accepted.amount}, price is ${v2.amount}`);
     }
   }
   if (!sameAddress(authorization.to, v1.payTo)) {
-    return fail('invalid_exact_evm_payload_recipient_mismatch', 'authorization pays another address');
+    return fail('recipient_mismatch', 'authorization pays another address');
   }
   if (BigInt(authorization.value) < BigInt(v1.maxAmountRequired)) {
     return fail(
-      'invalid_exact_evm_payload_authorization_value',
+      'amount_mismatch',
       `authorization value ${authorization.value} is below the price ${v1.maxAmountRequired}`,
     );
   }
   if (BigInt(authorization.validBefore) <= BigInt(nowSeconds)) {
-    return fail('payment_expired', 'authorization validBefore is in the past');
+    return fail('authorization_expired', 'authorization validBefore is in the past');
   }
   if (BigInt(authorization.validAfter) > BigInt(nowSeconds)) {
-    return fail('invalid_exact_evm_payload_authorization_valid_after', 'authorization is not valid yet');
+    return fail('authorization_not_yet_valid', 'authorization is not valid yet');
   }
   return OK;
 }

@@ -116,21 +116,21 @@ const stranger = privateKeyToAccount(generatePrivateKey());
 const otherToken = '0x000000000000000000000000000000000000dEaD' as Address;
 interface TamperCase { name: string; header: () => Promise<{ name: string; value: string }>; seller: string; backend: string }
 const cases: Array<[string, TamperCase['header'], string, string]> = [
-  ['amount below the price', async () => xPayment(paymentHeaderV1(await signedV1({ value: PRICE - 1n }))), 'invalid_exact_evm_payload_authorization_value', 'amount_mismatch'],
+  ['amount below the price', async () => xPayment(paymentHeaderV1(await signedV1({ value: PRICE - 1n }))), 'amount_mismatch', 'amount_mismatch'],
   ['amount above the price', async () => xPayment(paymentHeaderV1(await signedV1({ value: PRICE + 1n }))), 'amount_mismatch', 'amount_mismatch'],
   ['value raised after signing', async () => {
     const signed = await signedV1();
     return xPayment(paymentHeaderV1({ ...signed, authorization: { ...signed.authorization, value: PRICE * 2n } }));
   }, 'invalid_signature', 'invalid_signature'],
-  ['payee is someone else', async () => xPayment(paymentHeaderV1(await signedV1({ to: stranger.address }))), 'invalid_exact_evm_payload_recipient_mismatch', 'recipient_mismatch'],
-  ['network (v1 name) is another chain', async () => xPayment(paymentHeaderV1(await signedV1(), 'base')), 'invalid_network', 'network_mismatch'],
-  ['network (v2 CAIP-2) is another chain', async () => paymentSignature(v2Header(await signedV1(), { network: 'eip155:8453' })), 'invalid_network', 'network_mismatch'],
-  ['asset (v2) is another token', async () => paymentSignature(v2Header(await signedV1(), { asset: otherToken })), 'invalid_payment_requirements', 'asset_mismatch'],
+  ['payee is someone else', async () => xPayment(paymentHeaderV1(await signedV1({ to: stranger.address }))), 'recipient_mismatch', 'recipient_mismatch'],
+  ['network (v1 name) is another chain', async () => xPayment(paymentHeaderV1(await signedV1(), 'base')), 'network_mismatch', 'network_mismatch'],
+  ['network (v2 CAIP-2) is another chain', async () => paymentSignature(v2Header(await signedV1(), { network: 'eip155:8453' })), 'network_mismatch', 'network_mismatch'],
+  ['asset (v2) is another token', async () => paymentSignature(v2Header(await signedV1(), { asset: otherToken })), 'asset_mismatch', 'asset_mismatch'],
   ['signed for another token contract (v1 has no asset field)', async () => xPayment(paymentHeaderV1(await signedV1({}, { verifyingContract: otherToken }))), 'invalid_signature', 'invalid_signature'],
   ['signed for another chain id', async () => xPayment(paymentHeaderV1(await signedV1({}, { chainId: 8453 }))), 'invalid_signature', 'invalid_signature'],
-  ['expired', async () => xPayment(paymentHeaderV1(await signedV1({ validAfter: now() - 600n, validBefore: now() - 10n }))), 'payment_expired', 'authorization_expired'],
+  ['expired', async () => xPayment(paymentHeaderV1(await signedV1({ validAfter: now() - 600n, validBefore: now() - 10n }))), 'authorization_expired', 'authorization_expired'],
   ['expiring before it could settle', async () => xPayment(paymentHeaderV1(await signedV1({ validBefore: now() + 2n }))), 'authorization_expired', 'authorization_expired'],
-  ['not valid yet', async () => xPayment(paymentHeaderV1(await signedV1({ validAfter: now() + 3600n }))), 'invalid_exact_evm_payload_authorization_valid_after', 'authorization_not_yet_valid'],
+  ['not valid yet', async () => xPayment(paymentHeaderV1(await signedV1({ validAfter: now() + 3600n }))), 'authorization_not_yet_valid', 'authorization_not_yet_valid'],
   ['signed by someone other than `from`', async () => {
     const signed = await signedV1({}, {}, stranger);
     return xPayment(paymentHeaderV1({ ...signed, authorization: { ...signed.authorization, from: buyer.address } }));

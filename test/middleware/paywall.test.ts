@@ -100,11 +100,11 @@ describe('Paywall', () => {
 
   test.each([
     ['garbage header', 'not base64!', 'invalid_base64'],
-    ['wrong network', b64({ x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } }), 'invalid_network'],
-    ['wrong payee', b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: { ...authorization, to: LOCAL_TOKEN } } }), 'invalid_exact_evm_payload_recipient_mismatch'],
-    ['too little', b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: { ...authorization, value: '9999' } } }), 'invalid_exact_evm_payload_authorization_value'],
-    ['expired', b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: { ...authorization, validBefore: String(NOW_MS / 1000) } } }), 'payment_expired'],
-    ['v2 for another price', b64({ ...(fromB64(v2Header) as object), accepted: { ...(fromB64(v2Header) as { accepted: object }).accepted, amount: '1' } }), 'invalid_payment_requirements'],
+    ['wrong network', b64({ x402Version: 1, scheme: 'exact', network: 'base', payload: { signature, authorization } }), 'network_mismatch'],
+    ['wrong payee', b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: { ...authorization, to: LOCAL_TOKEN } } }), 'recipient_mismatch'],
+    ['too little', b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: { ...authorization, value: '9999' } } }), 'amount_mismatch'],
+    ['expired', b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: { ...authorization, validBefore: String(NOW_MS / 1000) } } }), 'authorization_expired'],
+    ['v2 for another price', b64({ ...(fromB64(v2Header) as object), accepted: { ...(fromB64(v2Header) as { accepted: object }).accepted, amount: '1' } }), 'amount_mismatch'],
   ])('%s: 402 with a reason, facilitator not called', async (_name, header, reason) => {
     const facilitator = new FakeFacilitator();
     const outcome = expectKind(await paywall(facilitator).handle(request('/weather', { headers: { 'x-payment': header } })), 'payment-required');
