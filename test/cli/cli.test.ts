@@ -82,7 +82,7 @@ describe('agentgate dev', () => {
   it('keeps its data across a restart', async () => {
     const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
     const port = String(await freePort());
-    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, MONGODB_URI: '' };
+    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '' };
     const startDev = async () => {
       const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
@@ -90,7 +90,7 @@ describe('agentgate dev', () => {
         const timer = setTimeout(() => reject(new Error(`dev did not start: ${output}`)), 60_000);
         const onData = (d: Buffer) => {
           output += d.toString();
-          if (output.includes('dev backend on')) { clearTimeout(timer); resolve(); }
+          if (output.includes('sign up an agent')) { clearTimeout(timer); resolve(); }
         };
         child.stdout.on('data', onData);
         child.stderr.on('data', onData);
@@ -106,6 +106,12 @@ describe('agentgate dev', () => {
       expect(second.output).not.toContain('generated a development master key');
       const me = await fetch(`http://127.0.0.1:${port}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
       expect(me.status).toBe(200);
+      // The local chain kept its token and the dev seller its keys: no second deployment.
+      expect(first.output).toContain('(deployed now)');
+      expect(second.output).not.toContain('(deployed now)');
+      const seller = JSON.parse(readFileSync(join(state, 'dev-seller.json'), 'utf8'));
+      const settings = await fetch(`http://127.0.0.1:${port}/v0/payments/settings`, { headers: { authorization: `Bearer ${seller.sellerKey}` } });
+      expect(settings.status).toBe(200);
       await second.stop();
     } finally {
       rmSync(state, { recursive: true, force: true });
