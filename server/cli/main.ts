@@ -4,6 +4,8 @@ import { startServer, startWorker } from '../server.js';
 import { runDev } from './dev.js';
 import { loginCommand, signupCommand, whoamiCommand, type CommandIO } from './account-commands.js';
 import { receiptsListCommand, receiptsVerifyCommand } from './receipt-commands.js';
+import { rotateMasterKey } from './rotate-master-key.js';
+import { createContext } from '../platform/context.js';
 
 const USAGE = `usage: agentgate <command>
 
@@ -14,6 +16,7 @@ const USAGE = `usage: agentgate <command>
   login --key KEY --org ORG [--url URL]
                            save an identity key for later commands
   whoami                   show who the saved key belongs to
+  rotate-master-key        re-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)
   receipts list [--limit N] [--key KEY] [--url URL]
                            list the org's payments (platform or seller key)
   receipts verify <payment id | receipt.json> [--did-document FILE]
@@ -56,6 +59,20 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       io.out('[agentgate] worker running');
       waitForSignal(worker.close);
       return 'running';
+    }
+    case 'rotate-master-key': {
+      // Run with the new key as MASTER_KEY / MASTER_KEY_VERSION and the old one in MASTER_KEYS_PREVIOUS.
+      const app = await createContext(loadConfig(io.env));
+      try {
+        const report = await rotateMasterKey(app);
+        io.out(JSON.stringify(report, null, 2));
+        io.out(report.remaining === 0
+          ? `every sealed value is now wrapped by master key version ${report.currentVersion}; older keys can be retired`
+          : `${report.remaining} sealed values are still wrapped by an older key: run again before retiring it`);
+        return report.remaining === 0 ? 0 : 1;
+      } finally {
+        await app.close();
+      }
     }
     case 'signup': return signupCommand(io, values);
     case 'login': return loginCommand(io, values);

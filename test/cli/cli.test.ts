@@ -1,4 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, statSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -115,6 +116,37 @@ describe('agentgate dev', () => {
       await second.stop();
     } finally {
       rmSync(state, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('agentgate rotate-master-key', () => {
+  it('re-wraps live secrets so the server runs on the new key alone', async () => {
+    const oldKey = server.config.MASTER_KEY.toString('hex');
+    const newKey = randomBytes(32).toString('hex');
+    const signup = await server.request('POST', '/v0/agent-signup', { body: {} });
+    const key = signup.body.identity.rawKey;
+    expect((await server.request('PUT', '/v0/vault/github', { key, body: { type: 'LOGIN', data: { username: 'bot', password: 'hunter2' } } })).status).toBeLessThan(300);
+    const env = {
+      AGENTGATE_MODE: 'dev', BASE_URL: server.config.BASE_URL, MAIL_DOMAIN: server.config.MAIL_DOMAIN, DID_DOMAIN: server.config.DID_DOMAIN,
+      MONGODB_URI: server.config.MONGODB_URI, MONGODB_DB: server.config.MONGODB_DB,
+      MASTER_KEY: newKey, MASTER_KEY_VERSION: '2', MASTER_KEYS_PREVIOUS: `1:${oldKey}`,
+    };
+    const rotated = await cli(['rotate-master-key'], env);
+    expect(rotated.stdout).toContain('older keys can be retired');
+    expect(rotated.code).toBe(0);
+    const report = JSON.parse(rotated.stdout.slice(0, rotated.stdout.lastIndexOf('}') + 1));
+    expect(report.rewrapped).toBeGreaterThanOrEqual(1);
+    expect(report.remaining).toBe(0);
+
+    const onNewKey = await startTestServer({ MONGODB_DB: server.config.MONGODB_DB, MASTER_KEY: newKey, MASTER_KEY_VERSION: '2' });
+    try {
+      const item = await onNewKey.request('GET', '/v0/vault/github', { key });
+      expect(item.status).toBe(200);
+      expect(item.body.data).toEqual({ username: 'bot', password: 'hunter2' });
+    } finally {
+      await onNewKey.http.close();
+      await onNewKey.app.close();
     }
   });
 });
