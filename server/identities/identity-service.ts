@@ -113,15 +113,26 @@ export class IdentityService {
     });
   }
 
-  /** Issues a new identity key and revokes the old one; the old key is refused from then on. */
+  /**
+   * Issues a new identity key and revokes the old one; the old key is refused from then on. A key can be
+   * replaced once: the replacement is claimed by inserting the old key's id under a unique _id, which is
+   * atomic on FerretDB too (its conditional updates are not), so two concurrent rotations cannot both
+   * leave a live key behind.
+   */
   async rotateKey(orgId: string, identityId: string): Promise<{ rawKey: string; apiKeyPrefix: string }> {
     const identity = await this.getOwned(orgId, identityId);
+    try {
+      await this.model.db.collection('key_rotations').insertOne({ _id: identity.keyId as never, identityId, at: new Date() });
+    } catch (err) {
+      if (isDuplicateKey(err)) throw conflict('The key is being rotated by another request; retry');
+      throw err;
+    }
     const key = await this.keys.issue('identity', { orgId, userId: identity.userId, identityId });
-    const updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null, keyId: identity.keyId },
+    const updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null },
       { $set: { keyId: key.keyId, apiKeyPrefix: key.prefix } }).lean();
     if (!updated) {
-      await this.keys.revoke(key.keyId); // lost a race with another rotation or a revoke
-      throw conflict('The identity changed while its key was being rotated; retry');
+      await this.keys.revoke(key.keyId); // revoked meanwhile
+      throw notFound('Identity not found');
     }
     await this.keys.revoke(identity.keyId);
     await this.logs.record({

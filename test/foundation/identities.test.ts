@@ -207,3 +207,20 @@ describe('agent card and error shapes', () => {
     expect(method.body).toMatchObject({ error: 'method_not_allowed', status: 405 });
   });
 });
+
+describe('concurrent key rotation', () => {
+  it('lets one of several concurrent rotations win and leaves exactly one live key', async () => {
+    const agent = await signUp(server);
+    const path = `/v0/platform/identities/${agent.identity.identityId}/rotate-key`;
+    const results = await Promise.all(Array.from({ length: 5 }, () => server.request('POST', path, { key: agent.platform_key })));
+    const winners = results.filter((r) => r.status === 200);
+    expect(winners).toHaveLength(1);
+    expect(results.filter((r) => r.status === 409)).toHaveLength(4);
+    expect((await server.request('GET', '/v0/whoami', { key: winners[0]!.body.rawKey })).status).toBe(200);
+    expect((await server.request('GET', '/v0/whoami', { key: agent.identity.rawKey })).status).toBe(401);
+    const live = await server.app.db.collection('api_keys').countDocuments({ identityId: agent.identity.identityId, revokedAt: null });
+    expect(live).toBe(1);
+    // The new key can be rotated again.
+    expect((await server.request('POST', path, { key: agent.platform_key })).status).toBe(200);
+  });
+});
