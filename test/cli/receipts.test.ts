@@ -65,7 +65,13 @@ describe('agentgate receipts', () => {
     expect(res.stdout).toContain('0.25 USDC');
   });
 
-  it('verifies a receipt fetched by payment id, and one saved to a file', async () => {
+  it('verifies a receipt by payment id against the DID document the server publishes', async () => {
+    const res = await cli(['receipts', 'verify', paymentId, '--url', server.url, '--key', platformKey]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain(`signed by did:web:${server.config.DID_DOMAIN}`);
+  });
+
+  it('verifies a receipt fetched by payment id, and one saved to a file, offline', async () => {
     const didFile = didDocumentFile();
     const byId = await cli(['receipts', 'verify', paymentId, '--url', server.url, '--key', platformKey, '--did-document', didFile]);
     expect(byId.code).toBe(0);

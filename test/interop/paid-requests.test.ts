@@ -90,13 +90,13 @@ describe.each(['Express', 'Koa'] as const)('%s example seller', (framework) => {
     expect(await usdcBalance(seller.payTo)).toBe(payToBefore + PRICE_ATOMIC);
     expect(await usdcBalance(buyer.address)).toBe(buyerBefore - PRICE_ATOMIC);
 
-    // TODO(did): verify against the DID document at /.well-known/did.json once that route is served;
-    // until then, against the service key the backend publishes there.
+    // As an ops person would: against the service's DID document, fetched from the backend.
+    const didDocument = await (await fetch(`${server.url}/.well-known/did.json`)).json();
     const signed = payment.signedReceipt!;
-    expect(signed).toMatchObject({ did: server.app.serviceKey.did, body: { paymentId: body.paymentId, txHash: payment.txHash, amountUsdcRaw: '10000' } });
-    expect(await verifyReceipt(signed, server.app.serviceKey.publicKeyMultibase)).toEqual({ ok: true });
+    expect(signed).toMatchObject({ did: didDocument.id, body: { paymentId: body.paymentId, txHash: payment.txHash, amountUsdcRaw: '10000' } });
+    expect(await verifyReceipt(signed, didDocument)).toEqual({ ok: true });
     const forged = { ...signed, body: { ...signed.body, amountUsdcRaw: '1' } };
-    expect(await verifyReceipt(forged, server.app.serviceKey.publicKeyMultibase)).toEqual({ ok: false, reason: 'signature_mismatch' });
+    expect(await verifyReceipt(forged, didDocument)).toEqual({ ok: false, reason: 'signature_mismatch' });
   });
 
   test('the free route needs no payment', async () => {
