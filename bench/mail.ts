@@ -2,11 +2,13 @@
  * Mail speed: (1) inbound SMTP messages stored per second, through the real listener (nodemailer clients
  * on loopback -> smtp-server -> mailparser -> database); (2) latency of a 50-message page of GET
  * /v0/messages from an inbox of 100,000 messages, first page and a deep page, plus the query's explain
- * plan (it must walk the {inboxId, createdAt, _id} index, not sort in memory).
+ * plan (on MongoDB it must walk the {inboxId: 1, sortKey: -1} index, not sort in memory).
  *
- * On FerretDB 1.x (SQLite) the explain shows a full SCAN: it pushes down neither this filter nor the sort,
- * so the page latency there grows with the collection; on MongoDB the same query is an IXSCAN of
- * {inboxId: 1, createdAt: -1, _id: -1} with no SORT stage. Set MONGODB_URI to bench against MongoDB.
+ * On FerretDB 1.24 (SQLite) the explain shows a full SCAN whatever the query shape: its SQLite backend
+ * pushes down only a filter that is exactly {_id: <string>} and only a $natural sort of a capped
+ * collection (internal/backends/sqlite/collection.go, query.go), so the page latency there grows with
+ * the collection (see docs/mail.md). On MongoDB the query is one IXSCAN of {inboxId: 1, sortKey: -1},
+ * bounded by the cursor, with no SORT stage. Set MONGODB_URI to bench against MongoDB.
  *
  *   npx tsx bench/mail.ts      (BENCH_MAIL_INBOUND=600 messages, BENCH_MAIL_INBOX=100000, BENCH_MAIL_PAGES=15)
  */
@@ -17,6 +19,7 @@ import { provideMongoServer } from '../server/platform/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 import { encodeCursor } from '../server/platform/pagination.js';
+import { sortKeyOf } from '../server/mail/message-model.js';
 
 const INBOUND = Number(process.env.BENCH_MAIL_INBOUND ?? 600);
 const INBOX = Number(process.env.BENCH_MAIL_INBOX ?? 100_000);
@@ -52,21 +55,24 @@ async function main() {
   for (let offset = 0; offset < INBOX; offset += 5000) {
     const batch = Array.from({ length: Math.min(5000, INBOX - offset) }, (_, j) => {
       const i = offset + j;
+      const _id = `msg_b${i.toString(36).padStart(8, '0')}${randomBytes(6).toString('hex')}`;
+      const createdAt = new Date(base + Math.floor(i / 4) * 10); // four messages per millisecond
       return {
-        _id: `msg_b${i.toString(36).padStart(8, '0')}${randomBytes(6).toString('hex')}`, messageId: `<b${i}@example.org>`, identityId, inboxId: inbox,
+        _id, messageId: `<b${i}@example.org>`, identityId, inboxId: inbox,
         threadId: `thd_${i.toString(16).padStart(16, '0')}`, direction: 'received', from: ['a@example.org'], to: [inbox], cc: [], bcc: [], replyTo: [],
         subject: `filler ${i}`, text: 'filler', extractedText: 'filler', references: [], labels: ['received', i % 3 ? 'read' : 'unread'],
-        createdAt: new Date(base + Math.floor(i / 4) * 10), // four messages per millisecond
+        createdAt, sortKey: sortKeyOf(createdAt, _id),
       };
     });
     await messages.collection.insertMany(batch as never[], { ordered: false });
   }
   log(`inbox: ${await messages.countDocuments({ inboxId: inbox })} messages`);
 
-  const cursorFilter = { inboxId: inbox, $or: [{ createdAt: { $lt: new Date(base + 1000) } }, { createdAt: new Date(base + 1000), _id: { $lt: 'msg_z' } }] };
+  const cursorFilter = { inboxId: inbox, sortKey: { $lt: sortKeyOf(new Date(base + 1000), 'msg_z') } };
   for (const [name, filter] of [['first page', { inboxId: inbox }], ['after a cursor', cursorFilter]] as const) {
-    const plan = await messages.collection.find(filter as Record<string, unknown>).sort({ createdAt: -1, _id: -1 }).limit(51).explain('executionStats');
-    log(`explain (${name}): ${JSON.stringify(plan.queryPlanner?.winningPlan ?? plan).slice(0, 600)}`);
+    const plan = await messages.collection.find(filter as Record<string, unknown>).sort({ sortKey: -1 }).limit(51).explain('executionStats');
+    const pushdown = 'filterPushdown' in plan ? ` filterPushdown ${plan.filterPushdown}, sortPushdown ${plan.sortPushdown}, limitPushdown ${plan.limitPushdown}` : '';
+    log(`explain (${name}): ${JSON.stringify(plan.queryPlanner?.winningPlan ?? plan.queryPlanner ?? plan).slice(0, 600)}${pushdown}`);
     if (plan.executionStats) log(`  docsExamined ${plan.executionStats.totalDocsExamined}, keysExamined ${plan.executionStats.totalKeysExamined}, nReturned ${plan.executionStats.nReturned}`);
   }
 
@@ -79,7 +85,7 @@ async function main() {
     return { ms: performance.now() - t, body };
   };
   // The cursor a client holds after 200 pages, taken straight from the data rather than by paging there.
-  const [deep] = await messages.find({ inboxId: inbox }, { createdAt: 1 }).sort({ createdAt: -1, _id: -1 }).skip(9_999).limit(1).lean();
+  const [deep] = await messages.find({ inboxId: inbox }, { createdAt: 1 }).sort({ sortKey: -1 }).skip(9_999).limit(1).lean();
   const deepToken = encodeCursor({ at: deep!.createdAt, id: deep!._id });
   for (const [name, path] of [['first page', '/v0/messages?limit=50'], ['page 201 (10,000 deep)', `/v0/messages?limit=50&pageToken=${deepToken}`], ['labels=unread', '/v0/messages?limit=50&labels=unread']] as const) {
     const times: number[] = [];

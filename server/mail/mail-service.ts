@@ -6,8 +6,8 @@ import type { IdentityDoc } from '../identities/identity-model.js';
 import type { JobQueue } from '../platform/jobs.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
 import { newId, newThreadId, randomHex } from '../platform/ids.js';
-import { afterCursor, decodeCursor, pageOf } from '../platform/pagination.js';
-import { messageSchema, threadSchema, type MessageDoc, type ThreadDoc } from './message-model.js';
+import { decodeCursor, pageOf } from '../platform/pagination.js';
+import { messageSchema, sortKeyOf, threadSchema, type MessageDoc, type ThreadDoc } from './message-model.js';
 import { MAX_LABELS_PER_MESSAGE, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
 import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
@@ -39,6 +39,7 @@ export class MailService {
   readonly messages: Model<MessageDoc>;
   readonly threads: Model<ThreadDoc>;
   readonly delivery: MailDelivery;
+  private readonly sortKeysFilled: Promise<void>;
 
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
     private readonly logs: ActivityLog, private readonly jobs: JobQueue) {
@@ -49,6 +50,19 @@ export class MailService {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
     });
+    this.sortKeysFilled = this.fillMissingSortKeys();
+    this.sortKeysFilled.catch(() => {}); // awaited (and so reported) by the list calls
+  }
+
+  /** Documents stored before sortKey existed would drop out of every list; gives them theirs once. */
+  private async fillMissingSortKeys(): Promise<void> {
+    const missing = { sortKey: { $exists: false } };
+    for (const m of await this.messages.find(missing, { createdAt: 1 }).lean()) {
+      await this.messages.updateOne({ _id: m._id, ...missing }, { $set: { sortKey: sortKeyOf(m.createdAt, m._id) } });
+    }
+    for (const t of await this.threads.find(missing, { updatedAt: 1 }).lean()) {
+      await this.threads.updateOne({ _id: t._id, ...missing }, { $max: { updatedAt: t.updatedAt, sortKey: sortKeyOf(t.updatedAt, t._id) } });
+    }
   }
 
   newMessageId(): string {
@@ -64,9 +78,10 @@ export class MailService {
   async listMessages(identityId: string, query: { limit: number; labels?: string[]; pageToken?: string }) {
     const cursor = query.pageToken ? decodeCursor(query.pageToken) : undefined;
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
-    const filter: Record<string, unknown> = { inboxId, ...afterCursor('createdAt', cursor) };
+    const filter: Record<string, unknown> = { inboxId, ...(cursor ? { sortKey: { $lt: sortKeyOf(cursor.at, cursor.id) } } : {}) };
     if (query.labels?.length) filter.labels = { $all: query.labels };
-    const rows = await this.messages.find(filter, LIST_FIELDS).sort({ createdAt: -1, _id: -1 }).limit(query.limit + 1).lean();
+    await this.sortKeysFilled;
+    const rows = await this.messages.find(filter, LIST_FIELDS).sort({ sortKey: -1 }).limit(query.limit + 1).lean();
     return pageOf(rows, query.limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
 
@@ -126,11 +141,12 @@ export class MailService {
       messageId, from: { name: identity.displayName, address: identity.emailAddress }, to: mail.to, cc: mail.cc,
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references, date: createdAt,
     });
+    const id = newId('msg');
     const doc: MessageDoc = {
-      _id: newId('msg'), messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
+      _id: id, messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
       direction: 'sent', from: [identity.emailAddress], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references,
-      labels: ['sent'], createdAt, raw,
+      labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id), raw,
       delivery: { status: 'queued', attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' })), updatedAt: createdAt },
     };
     await this.messages.create(doc);
@@ -145,12 +161,13 @@ export class MailService {
     const inboxId = identity.emailAddress;
     const createdAt = new Date();
     const threadId = (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
+    const id = newId('msg');
     try {
       await this.messages.create({
-        _id: newId('msg'), messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
+        _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
         from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
         html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
-        labels: ['received', 'unread'], createdAt,
+        labels: ['received', 'unread'], createdAt, sortKey: sortKeyOf(createdAt, id),
       });
     } catch (err) {
       if (isDuplicateKey(err)) return { stored: false, threadId };
@@ -171,7 +188,8 @@ export class MailService {
   private async touchThread(identity: IdentityDoc, threadId: string, subject: string, at: Date): Promise<void> {
     // messageCount is counted on read: $inc is not atomic on FerretDB 1.x and would drift under concurrency.
     await this.threads.updateOne({ _id: threadId }, {
-      $max: { updatedAt: at },
+      // Both only ever rise, and the key orders exactly like the time, so they stay in step.
+      $max: { updatedAt: at, sortKey: sortKeyOf(at, threadId) },
       $setOnInsert: { identityId: identity._id, inboxId: identity.emailAddress, subject, createdAt: at, messageCount: 0 },
     }, { upsert: true });
   }
@@ -206,8 +224,9 @@ export class MailService {
   async listThreads(identityId: string, query: { limit: number; pageToken?: string }) {
     const cursor = query.pageToken ? decodeCursor(query.pageToken) : undefined;
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
-    const rows = await this.threads.find({ inboxId, ...afterCursor('updatedAt', cursor) })
-      .sort({ updatedAt: -1, _id: -1 }).limit(query.limit + 1).lean();
+    await this.sortKeysFilled;
+    const rows = await this.threads.find({ inboxId, ...(cursor ? { sortKey: { $lt: sortKeyOf(cursor.at, cursor.id) } } : {}) })
+      .sort({ sortKey: -1 }).limit(query.limit + 1).lean();
     const page = pageOf(rows, query.limit, (row) => ({ at: row.updatedAt, id: row._id }));
     const counts = await this.messages.aggregate<{ _id: string; n: number }>([
       { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) } } },

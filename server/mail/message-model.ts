@@ -1,5 +1,11 @@
 import { Schema } from 'mongoose';
 
+/**
+ * Newest-first order as one string: fixed-width ISO 8601 time, then the document id that breaks ties
+ * within a millisecond. Compares like (time, id), and is exactly the text a page token carries.
+ */
+export const sortKeyOf = (at: Date, id: string) => `${at.toISOString()}|${id}`;
+
 export type DeliveryStatus = 'queued' | 'retrying' | 'delivered' | 'partially_failed' | 'failed';
 
 export interface RecipientResult {
@@ -42,6 +48,8 @@ export interface MessageDoc {
   references: string[];
   labels: string[];
   createdAt: Date;
+  /** sortKeyOf(createdAt, _id): the list order and the cursor in one indexed field. */
+  sortKey: string;
   /** The RFC 5322 bytes handed to SMTP (sent messages only, never with a Bcc header). */
   raw?: string;
   delivery?: Delivery;
@@ -69,6 +77,7 @@ export const messageSchema = new Schema<MessageDoc>({
   references: [String],
   labels: [String],
   createdAt: { type: Date, required: true },
+  sortKey: { type: String, required: true },
   raw: { type: String, select: false },
   delivery: {
     type: new Schema<Delivery>({
@@ -77,8 +86,10 @@ export const messageSchema = new Schema<MessageDoc>({
     required: false,
   },
 }, { versionKey: false });
-// The list query: one inbox, newest first, _id breaking ties in the same millisecond.
-messageSchema.index({ inboxId: 1, createdAt: -1, _id: -1 });
+// The list query: an equality on inboxId and one range on sortKey, so MongoDB walks exactly one page of
+// this index whatever the cursor's depth (a (createdAt, _id) cursor needs an $or, which does not bound
+// the scan as tightly).
+messageSchema.index({ inboxId: 1, sortKey: -1 });
 messageSchema.index({ inboxId: 1, messageId: 1, direction: 1 }, { unique: true });
 messageSchema.index({ threadId: 1, createdAt: 1, _id: 1 });
 
@@ -91,6 +102,8 @@ export interface ThreadDoc {
   messageCount: number;
   createdAt: Date;
   updatedAt: Date;
+  /** sortKeyOf(updatedAt, _id), raised together with updatedAt. */
+  sortKey: string;
 }
 
 export const threadSchema = new Schema<ThreadDoc>({
@@ -101,5 +114,6 @@ export const threadSchema = new Schema<ThreadDoc>({
   messageCount: { type: Number, required: true },
   createdAt: { type: Date, required: true },
   updatedAt: { type: Date, required: true },
+  sortKey: { type: String, required: true },
 }, { versionKey: false });
-threadSchema.index({ inboxId: 1, updatedAt: -1, _id: -1 });
+threadSchema.index({ inboxId: 1, sortKey: -1 });

@@ -7,6 +7,7 @@ import { SMTPServer } from 'smtp-server';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { eventually, smtpClient } from './mail-support.js';
+import { sortKeyOf } from '../../server/mail/message-model.js';
 
 /** A stand-in for the outbound relay: a real SMTP server that records what it is handed. */
 async function startRelay(options: { deferFirst?: boolean } = {}) {
@@ -47,7 +48,7 @@ describe('pagination', () => {
       inboxId: inbox, threadId: `thd_${i.toString(16).padStart(16, '0')}`, direction: 'received', from: ['a@example.org'], to: [inbox],
       cc: [], bcc: [], replyTo: [], subject: `seed ${i}`, text: 't', extractedText: 't', references: [],
       labels: i % 2 ? ['received', 'unread'] : ['received', 'read'], createdAt: new Date(base + (i % 5)),
-    }));
+    })).map((d) => ({ ...d, sortKey: sortKeyOf(d.createdAt, d._id) }));
     await server.app.mail.messages.insertMany(docs);
 
     const walk = async (query: string, limit: number, midway?: () => Promise<void>) => {
