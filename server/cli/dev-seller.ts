@@ -38,8 +38,23 @@ export async function ensureDevSeller(server: RunningServer, stateDir: string, c
     });
     return { status: res.status, body: await res.json() as any };
   };
+  const endpoints = {
+    express: `http://localhost:${EXAMPLE_PORTS.express}/weather`,
+    koa: `http://localhost:${EXAMPLE_PORTS.koa}/weather`,
+    mcp: 'mcp://tool/forecast',
+  };
+  // Registers the example endpoints the org does not have yet (all of them for a new dev seller).
+  const registerExamples = async (platformKey: string) => {
+    const existing = (await call('GET', '/v0/payments/endpoints', platformKey)).body.endpoints as Array<{ url: string }>;
+    for (const [name, url] of Object.entries(endpoints)) {
+      if (existing.some((e) => e.url === url)) continue;
+      const res = await call('POST', '/v0/payments/endpoints', platformKey, { url, priceUsdc: '0.01', description: `${name} example`, skipUrlCheck: true });
+      if (res.status !== 201) throw new Error(`registering ${url} failed: ${JSON.stringify(res.body)}`);
+    }
+  };
   if (saved && (await call('GET', '/v0/payments/settings', saved.sellerKey)).status === 200) {
-    const refreshed = { ...saved, backendUrl: base, rpcUrl: chain.rpcUrl, usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress };
+    await registerExamples(saved.platformKey);
+    const refreshed = { ...saved, backendUrl: base, rpcUrl: chain.rpcUrl, usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress, endpoints };
     writeJson(file, refreshed);
     return refreshed;
   }
@@ -49,15 +64,7 @@ export async function ensureDevSeller(server: RunningServer, stateDir: string, c
   const payTo = DEV_ACCOUNTS[9]!.address;
   await call('PUT', '/v0/payments/acceptance', platformKey, { enabled: true, payTo });
   const sellerKey = (await call('POST', '/v0/payments/seller-keys', platformKey, { name: 'dev examples' })).body.apiKey as string;
-  const endpoints = {
-    express: `http://localhost:${EXAMPLE_PORTS.express}/weather`,
-    koa: `http://localhost:${EXAMPLE_PORTS.koa}/weather`,
-    mcp: 'mcp://tool/forecast',
-  };
-  for (const [name, url] of Object.entries(endpoints)) {
-    const res = await call('POST', '/v0/payments/endpoints', platformKey, { url, priceUsdc: '0.01', description: `${name} example`, skipUrlCheck: true });
-    if (res.status !== 201) throw new Error(`registering ${url} failed: ${JSON.stringify(res.body)}`);
-  }
+  await registerExamples(platformKey);
   const chainId = server.app.chain!.chainId;
   const seller: DevSellerFile = {
     backendUrl: base, orgId: signup.body.org_id, platformKey, sellerKey, payTo,
