@@ -67,9 +67,13 @@ export class PaymentService {
 
   /** What a seller's middleware caches at start-up to build challenges locally. */
   async settingsFor(orgId: string) {
-    const chain = this.requireChain();
     const seller = await this.acceptance(orgId);
     if (!seller?.enabled) throw new AppError(409, 'payments_not_enabled', 'Payment acceptance is not turned on for this org (PUT /v0/payments/acceptance)');
+    return this.settingsOf(seller);
+  }
+
+  private settingsOf(seller: SellerAccountDoc) {
+    const chain = this.requireChain();
     return {
       network: chain.network, chainId: chain.chainId, asset: chain.usdc.address, payTo: seller.payTo,
       assetName: chain.usdc.name, assetVersion: chain.usdc.version, maxTimeoutSeconds: 60,
@@ -145,7 +149,7 @@ export class PaymentService {
     const resource = normalizeResource(input.resource);
     const endpoint = await this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean();
     if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
-    const requirement = buildRequirementV1(await this.settingsFor(orgId), { amountAtomic: BigInt(endpoint.priceAtomic), resource: endpoint.url, description: endpoint.description });
+    const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource: endpoint.url, description: endpoint.description });
     const refuse = (error: string, message: string): RedeemOutcome => ({ ok: false, error, message, requirement });
 
     let amount: bigint;
