@@ -5,43 +5,50 @@ import { parsePrice } from '../../middleware/price.js';
 import { assertAllowedUrl, guardedFetch } from '../platform/ssrf.js';
 import type { EndpointDoc } from './models.js';
 import { isMcpResource, normalizeResource } from './resource-url.js';
+import { newId } from '../platform/ids.js';
 
 export const webhookSecretContext = (endpointId: string) => `webhook-secret:${endpointId}`;
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 
-interface EndpointInput {
-  url?: string;
-  priceUsdc?: string;
-  description?: string;
-  webhookUrl?: string | null;
-  skipUrlCheck?: boolean;
+/**
+ * Registers an endpoint. Its URL is fetched through the SSRF guard and must answer 402 with our
+ * middleware's challenge for this seller at this price, so a typo or someone else's URL cannot be
+ * registered (`skipUrlCheck` exists for dev mode only; `mcp://tool/<name>` resources cannot be fetched).
+ * A webhook URL gets a fresh `whsec_` secret, returned this once.
+ */
+export async function registerEndpoint(
+  app: AppContext,
+  orgId: string,
+  input: { url: string; priceUsdc: string; description?: string; webhookUrl?: string; skipUrlCheck?: boolean },
+): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
+  const allowLoopback = app.config.mode === 'dev';
+  if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, allowLoopback, 'webhookUrl');
+  const url = normalizeResource(input.url);
+  if (!input.skipUrlCheck && !isMcpResource(url)) await checkChallenge(app, orgId, url, input.priceUsdc, allowLoopback);
+  const id = newId('ep');
+  const webhookSecret = input.webhookUrl ? newWebhookSecret() : undefined;
+  const endpoint = await app.payments.createEndpoint(orgId, {
+    id, url, priceUsdc: input.priceUsdc, description: input.description, webhookUrl: input.webhookUrl,
+    webhookSecret: webhookSecret ? app.secrets.seal(webhookSecret, webhookSecretContext(id)) : undefined,
+  });
+  return { endpoint, webhookSecret };
 }
 
 /**
- * Registers (or, with `id`, updates) an endpoint. The URL is fetched through the SSRF guard and must
- * answer 402 with our middleware's challenge for this seller at this price, so a typo or someone
- * else's URL cannot be registered. A webhook URL gets a fresh `whsec_` secret, shown once.
+ * Changes price, description or webhook URL. The URL is not fetched again: a seller changes the price in
+ * its middleware and here in either order. A new webhook URL gets a new secret, returned this once.
  */
-export async function registerEndpoint(app: AppContext, orgId: string, input: EndpointInput, id?: string): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
-  const allowLoopback = app.config.mode === 'dev';
-  if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, allowLoopback, 'webhookUrl');
-  const current = id ? await app.payments.getEndpoint(orgId, id) : undefined;
-  const url = input.url ?? current!.url;
-  const priceUsdc = input.priceUsdc ?? current!.priceUsdc;
-  if (!input.skipUrlCheck && !isMcpResource(normalizeResource(url)) && (input.url || input.priceUsdc)) {
-    await checkChallenge(app, orgId, normalizeResource(url), priceUsdc, allowLoopback);
-  }
-  const webhookSecret = input.webhookUrl && input.webhookUrl !== current?.webhookUrl ? newWebhookSecret() : undefined;
-  if (!id) {
-    const endpoint = await app.payments.createEndpoint(orgId, { url, priceUsdc, description: input.description, webhookUrl: input.webhookUrl ?? undefined });
-    if (webhookSecret) {
-      const sealed = app.secrets.seal(webhookSecret, webhookSecretContext(endpoint._id));
-      return { endpoint: await app.payments.updateEndpoint(orgId, endpoint._id, { webhookSecret: sealed }), webhookSecret };
-    }
-    return { endpoint };
-  }
+export async function updateEndpoint(
+  app: AppContext,
+  orgId: string,
+  id: string,
+  change: { priceUsdc?: string; description?: string; webhookUrl?: string | null },
+): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
+  if (change.webhookUrl) await assertPublicTarget(change.webhookUrl, app.config.mode === 'dev', 'webhookUrl');
+  const current = await app.payments.getEndpoint(orgId, id);
+  const webhookSecret = change.webhookUrl && change.webhookUrl !== current.webhookUrl ? newWebhookSecret() : undefined;
   const endpoint = await app.payments.updateEndpoint(orgId, id, {
-    priceUsdc: input.priceUsdc, description: input.description, webhookUrl: input.webhookUrl,
+    ...change,
     webhookSecret: webhookSecret ? app.secrets.seal(webhookSecret, webhookSecretContext(id)) : undefined,
   });
   return { endpoint, webhookSecret };

@@ -82,14 +82,14 @@ export class PaymentService {
 
   // --- endpoints -------------------------------------------------------------------------------
 
-  async createEndpoint(orgId: string, input: { url: string; priceUsdc: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret'] }): Promise<EndpointDoc> {
+  async createEndpoint(orgId: string, input: { id: string; url: string; priceUsdc: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret'] }): Promise<EndpointDoc> {
     const url = normalizeResource(input.url);
     const priceAtomic = this.priceOf(input.priceUsdc);
     const existing = await this.endpoints.findOne({ orgId, url, deletedAt: null }).lean();
     if (existing) throw new AppError(409, 'endpoint_exists', `An endpoint for ${url} is already registered (${existing._id})`);
     const now = new Date();
     const doc = await this.endpoints.create({
-      _id: newId('ep'), orgId, url, priceUsdc: formatUsdc(priceAtomic), priceAtomic: priceAtomic.toString(),
+      _id: input.id, orgId, url, priceUsdc: formatUsdc(priceAtomic), priceAtomic: priceAtomic.toString(),
       description: input.description ?? '', webhookUrl: input.webhookUrl, webhookSecret: input.webhookSecret, createdAt: now, updatedAt: now,
     });
     await this.logs.record({ orgId, action: 'payments.endpoint_registered', category: 'payments', description: `Endpoint ${url} registered at ${formatUsdc(priceAtomic)} USDC`, targetType: 'endpoint', targetId: doc._id });

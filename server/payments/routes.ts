@@ -7,7 +7,7 @@ import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
 import { AppError, notFound } from '../platform/errors.js';
 import { presentEndpoint, presentPayment } from './present.js';
-import { registerEndpoint, rotateWebhookSecret } from './endpoint-registration.js';
+import { registerEndpoint, rotateWebhookSecret, updateEndpoint } from './endpoint-registration.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
@@ -88,7 +88,7 @@ export function paymentRoutes(app: AppContext): Router {
   router.patch('/endpoints/:id', platform, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
     const body = parseInput(endpointPatch, ctx.request.body, 'body');
-    const { endpoint, webhookSecret } = await registerEndpoint(app, orgOf(ctx), body, id);
+    const { endpoint, webhookSecret } = await updateEndpoint(app, orgOf(ctx), id, body);
     ctx.body = { ...presentEndpoint(endpoint), ...(webhookSecret ? { webhookSecret } : {}) };
   });
   router.post('/endpoints/:id/rotate-webhook-secret', platform, async (ctx) => {

@@ -10,6 +10,7 @@ import { payWithV1, payWithV2, type PaidResponse } from '../../examples/buyer/bu
 import { createWeatherApp as createExpressApp } from '../../examples/express-seller/server.js';
 import { createWeatherApp as createKoaApp } from '../../examples/koa-seller/server.js';
 import { verifyReceipt, type PaymentRecord } from '../../middleware/index.js';
+import type { DidDocument } from '../../middleware/receipt.js';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
@@ -91,7 +92,7 @@ describe.each(['Express', 'Koa'] as const)('%s example seller', (framework) => {
     expect(await usdcBalance(buyer.address)).toBe(buyerBefore - PRICE_ATOMIC);
 
     // As an ops person would: against the service's DID document, fetched from the backend.
-    const didDocument = await (await fetch(`${server.url}/.well-known/did.json`)).json();
+    const didDocument = await (await fetch(`${server.url}/.well-known/did.json`)).json() as DidDocument;
     const signed = payment.signedReceipt!;
     expect(signed).toMatchObject({ did: didDocument.id, body: { paymentId: body.paymentId, txHash: payment.txHash, amountUsdcRaw: '10000' } });
     expect(await verifyReceipt(signed, didDocument)).toEqual({ ok: true });

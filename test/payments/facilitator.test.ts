@@ -64,6 +64,27 @@ describe('seller set-up', () => {
   });
 });
 
+describe('endpoint updates', () => {
+  it('changes the price without fetching the URL again, and redeem follows the new price', async () => {
+    const url = 'https://unreachable.example.invalid/report';
+    const created = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url, priceUsdc: '0.02', skipUrlCheck: true } });
+    const patched = await server.request('PATCH', `/v0/payments/endpoints/${created.body.id}`, { key: seller.platformKey, body: { priceUsdc: '0.03' } });
+    expect(patched.status).toBe(200);
+    expect(patched.body.priceUsdc).toBe('0.03');
+    const buyer = await fundedBuyer('1');
+    const header = paymentHeaderV1(await signAuthorization(buyer, { to: seller.payTo, value: 30_000n }));
+    expect((await redeem(header, { resource: url, amount: '0.02' })).body.error).toBe('amount_mismatch');
+    expect((await redeem(header, { resource: url, amount: '0.03' })).status).toBe(200);
+  });
+
+  it('refuses to register a URL that does not answer with this seller’s 402', async () => {
+    const res = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${server.url}/v0/identity-types`, priceUsdc: '0.01' } });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: 'endpoint_check_failed' });
+    expect(res.body.message).toContain('answered 200, not 402');
+  });
+});
+
 describe('redeem', () => {
   it('verifies, settles on chain, records the payment and signs a receipt', async () => {
     const buyer = await fundedBuyer('1');
