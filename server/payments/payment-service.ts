@@ -205,7 +205,9 @@ export class PaymentService {
       { $set: { status: 'settled', txHash, settledAt, signedReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
     if (!done) return (await this.payments.findById(payment._id).lean())!;
     for (const hook of this.onSettled) await hook(done, endpoint);
-    await this.logs.record({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });
+    // The payment record is the authority; its activity-log line need not hold up the buyer's response.
+    void this.logs.record({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } })
+      .catch((err) => console.error('[agentgate] activity log write failed:', (err as Error).message));
     return done;
   }
 

@@ -33,7 +33,9 @@ export async function settleOnChain(payments: Model<PaymentDoc>, payment: Paymen
   }
   await payments.updateOne({ _id: payment._id }, { $set: { txHash, submittedAt: new Date() } });
   try {
-    const receipt = await chain.publicClient.waitForTransactionReceipt({ hash: txHash, timeout: 120_000 });
+    // A chain that mines on submission (anvil, some L2 sequencers) has the receipt already: skip the poll.
+    const receipt = await chain.publicClient.getTransactionReceipt({ hash: txHash }).catch(() => undefined)
+      ?? await chain.publicClient.waitForTransactionReceipt({ hash: txHash, timeout: 120_000 });
     if (receipt.status !== 'success') return { ok: false, reason: 'settle_reverted', message: 'the settlement transaction reverted', txHash };
     return { ok: true, txHash };
   } catch (err) {
