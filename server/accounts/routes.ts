@@ -2,8 +2,7 @@ import type Router from '@koa/router';
 import type { AppContext } from '../platform/context.js';
 import { authenticatedRouter, principalOf } from '../platform/auth/authenticate.js';
 import { notFound } from '../platform/errors.js';
-import { detailOf } from '../identities/routes.js';
-import { didOf } from '../identities/present.js';
+import { selfView } from '../identities/present.js';
 
 /** GET /v0/whoami: the shape depends on the key tier (SPEC 4.1). */
 export function accountRoutes(app: AppContext): Router {
@@ -13,21 +12,7 @@ export function accountRoutes(app: AppContext): Router {
     const org = await app.accounts.getOrg(principal.orgId);
     if (!org) throw notFound('Org not found');
     if (principal.tier === 'identity') {
-      const identity = await app.identities.getLive(principal.identityId!);
-      if (!identity) throw notFound('Identity not found');
-      ctx.body = {
-        identityId: identity._id,
-        name: identity.name,
-        displayName: identity.displayName,
-        email: identity.emailAddress,
-        scopes: identity.scopes,
-        inbox: { address: identity.emailAddress },
-        did: didOf(app.config.DID_DOMAIN, identity._id),
-        wallet: null,
-        org: { id: org._id, plan: org.plan },
-        createdAt: identity.createdAt.toISOString(),
-        ...(await detailOf(app, identity)),
-      };
+      ctx.body = await selfView(app, principal.identityId!);
       return;
     }
     if (principal.tier === 'seller') {

@@ -2,13 +2,12 @@ import Router from '@koa/router';
 import type { AppContext } from '../platform/context.js';
 import { notFound } from '../platform/errors.js';
 import { IDENTITY_TYPES } from '../signup/identity-types.js';
-import { didOf } from '../identities/present.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
 
 const capabilities = IDENTITY_TYPES.identityTypes[0]!.provides;
 
 /** A skill per identity, listing only what that identity's scopes allow. */
-function skillsOf(identity: IdentityDoc, didDomain: string) {
+function skillsOf(identity: IdentityDoc, didOf: (identityId: string) => string) {
   const granted = new Set(identity.scopes);
   return capabilities
     .filter((c) => c.scopes.some((s) => granted.has(s)))
@@ -17,7 +16,7 @@ function skillsOf(identity: IdentityDoc, didDomain: string) {
       name: `${identity.displayName} ${c.capability}`,
       description: c.description,
       tags: [c.capability, identity.name],
-      identity: { identityId: identity._id, email: identity.emailAddress, did: didOf(didDomain, identity._id) },
+      identity: { identityId: identity._id, email: identity.emailAddress, did: didOf(identity._id) },
     }));
 }
 
@@ -41,10 +40,10 @@ export function agentCardRoutes(app: AppContext): Router {
       capabilities: { streaming: false, pushNotifications: false, stateTransitionHistory: false },
       defaultInputModes: ['application/json', 'text/plain'],
       defaultOutputModes: ['application/json', 'text/plain'],
-      skills: identities.flatMap((identity) => skillsOf(identity, app.config.DID_DOMAIN)),
+      skills: identities.flatMap((identity) => skillsOf(identity, (id) => app.did.didOf(id))),
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An identity key of this org' } },
       security: [{ bearer: [] }],
-      identities: identities.map((i) => ({ identityId: i._id, name: i.name, email: i.emailAddress, did: didOf(app.config.DID_DOMAIN, i._id) })),
+      identities: identities.map((i) => ({ identityId: i._id, name: i.name, email: i.emailAddress, did: app.did.didOf(i._id) })),
     };
   });
   return router;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parsePrice } from '../../middleware/price.js';
 
 /**
  * USDC amounts at the API edge: decimal strings with at most 6 decimals ("0.01", "25"), never numbers,
@@ -6,9 +7,13 @@ import { z } from 'zod';
  */
 export const usdcAmount = z.string().trim().max(32)
   .regex(/^\d{1,15}(\.\d{1,6})?$/, 'must be a decimal string with at most 6 decimals, e.g. "0.01"')
-  .transform((text) => {
-    const [whole, fraction = ''] = text.split('.');
-    return BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, '0'));
+  .transform((text, ctx) => {
+    try {
+      return parsePrice(text);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      return z.NEVER;
+    }
   });
 
 /**

@@ -1,9 +1,8 @@
-import type { Config } from '../platform/config.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
-import { identityDid } from './did-document.js';
+import type { DidService } from './did-service.js';
 
 /** whoami and the platform view show the identity's DID and where its document is published. */
-export const didDetail = (config: Config) => (identity: IdentityDoc) => ({
-  did: identityDid(config.DID_DOMAIN, identity._id),
-  didDocumentUrl: `${config.BASE_URL}/identities/${identity._id}/did.json`,
+export const didDetail = (did: DidService) => (identity: IdentityDoc) => ({
+  did: did.didOf(identity._id),
+  didDocumentUrl: did.documentUrlOf(identity._id),
 });

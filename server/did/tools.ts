@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { selfView } from '../identities/present.js';
 import { defineTool, type ToolDefinition } from '../mcp/tool.js';
-import { notFound } from '../platform/errors.js';
 import { signBody, verifyBody } from './routes.js';
 
 const owner = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
@@ -29,13 +29,6 @@ export const didTools: ToolDefinition[] = [
     description: 'This identity: id, name, inbox address, scopes, did:web DID and where its DID document is published.',
     scope: 'identity:read',
     input: z.object({}),
-    run: async (app, principal) => {
-      const identity = await app.identities.getLive(principal.identityId);
-      if (!identity) throw notFound('Identity not found');
-      return {
-        identityId: identity._id, name: identity.name, displayName: identity.displayName, email: identity.emailAddress,
-        scopes: identity.scopes, did: app.did.didOf(identity._id), didDocumentUrl: app.did.documentUrlOf(identity._id), orgId: identity.orgId,
-      };
-    },
+    run: (app, principal) => selfView(app, principal.identityId),
   }),
 ];

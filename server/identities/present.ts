@@ -1,6 +1,31 @@
+import type { AppContext } from '../platform/context.js';
+import { notFound } from '../platform/errors.js';
 import type { IdentityDoc } from './identity-model.js';
 
-export const didOf = (didDomain: string, identityId: string) => `did:web:${didDomain}:identities:${identityId}`;
+/** The fields other areas add to an identity (wallet, DID, ...), see AppContext.identityDetail. */
+export async function detailOf(app: AppContext, identity: IdentityDoc): Promise<Record<string, unknown>> {
+  const parts = await Promise.all(app.identityDetail.map((fn) => fn(identity)));
+  return Object.assign({}, ...parts);
+}
+
+/** An identity as its own key sees it: GET /v0/whoami and the MCP tool identity_whoami. */
+export async function selfView(app: AppContext, identityId: string) {
+  const identity = await app.identities.getLive(identityId);
+  if (!identity) throw notFound('Identity not found');
+  const org = await app.accounts.getOrg(identity.orgId);
+  return {
+    identityId: identity._id,
+    name: identity.name,
+    displayName: identity.displayName,
+    email: identity.emailAddress,
+    scopes: identity.scopes,
+    inbox: { address: identity.emailAddress },
+    wallet: null,
+    org: { id: identity.orgId, plan: org?.plan ?? null },
+    createdAt: identity.createdAt.toISOString(),
+    ...(await detailOf(app, identity)),
+  };
+}
 
 /** The platform view of an identity (DESIGN.md): list and get under /v0/platform/identities. */
 export function presentIdentity(identity: IdentityDoc, extras: Record<string, unknown> = {}) {

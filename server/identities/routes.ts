@@ -5,7 +5,7 @@ import { authenticatedRouter, principalOf, requireTier } from '../platform/auth/
 import { isScope } from '../platform/auth/scopes.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
-import { presentIdentity } from './present.js';
+import { detailOf, presentIdentity } from './present.js';
 import type { IdentityDoc } from './identity-model.js';
 
 const name = z.string().trim().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'letters, digits, spaces, dot, dash and underscore');
@@ -20,10 +20,6 @@ const updateBody = z.object({
 const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 const idParams = z.object({ id: z.string().regex(/^id-[0-9a-f]{16}$/, 'must be an identity id (id- and 16 hex characters)') });
 
-export async function detailOf(app: AppContext, identity: IdentityDoc): Promise<Record<string, unknown>> {
-  const parts = await Promise.all(app.identityDetail.map((fn) => fn(identity)));
-  return Object.assign({}, ...parts);
-}
 
 /** The org admin's identity management, platform key only (SPEC 4.1, 5; DESIGN.md routes). */
 export function identityRoutes(app: AppContext): Router {

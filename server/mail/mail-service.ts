@@ -39,7 +39,6 @@ export class MailService {
   readonly messages: Model<MessageDoc>;
   readonly threads: Model<ThreadDoc>;
   readonly delivery: MailDelivery;
-  private readonly sortKeysFilled: Promise<void>;
 
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
     private readonly logs: ActivityLog, private readonly jobs: JobQueue) {
@@ -50,19 +49,6 @@ export class MailService {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
     });
-    this.sortKeysFilled = this.fillMissingSortKeys();
-    this.sortKeysFilled.catch(() => {}); // awaited (and so reported) by the list calls
-  }
-
-  /** Documents stored before sortKey existed would drop out of every list; gives them theirs once. */
-  private async fillMissingSortKeys(): Promise<void> {
-    const missing = { sortKey: { $exists: false } };
-    for (const m of await this.messages.find(missing, { createdAt: 1 }).lean()) {
-      await this.messages.updateOne({ _id: m._id, ...missing }, { $set: { sortKey: sortKeyOf(m.createdAt, m._id) } });
-    }
-    for (const t of await this.threads.find(missing, { updatedAt: 1 }).lean()) {
-      await this.threads.updateOne({ _id: t._id, ...missing }, { $max: { updatedAt: t.updatedAt, sortKey: sortKeyOf(t.updatedAt, t._id) } });
-    }
   }
 
   newMessageId(): string {
@@ -80,7 +66,6 @@ export class MailService {
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
     const filter: Record<string, unknown> = { inboxId, ...(cursor ? { sortKey: { $lt: sortKeyOf(cursor.at, cursor.id) } } : {}) };
     if (query.labels?.length) filter.labels = { $all: query.labels };
-    await this.sortKeysFilled;
     const rows = await this.messages.find(filter, LIST_FIELDS).sort({ sortKey: -1 }).limit(query.limit + 1).lean();
     return pageOf(rows, query.limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
@@ -224,7 +209,6 @@ export class MailService {
   async listThreads(identityId: string, query: { limit: number; pageToken?: string }) {
     const cursor = query.pageToken ? decodeCursor(query.pageToken) : undefined;
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
-    await this.sortKeysFilled;
     const rows = await this.threads.find({ inboxId, ...(cursor ? { sortKey: { $lt: sortKeyOf(cursor.at, cursor.id) } } : {}) })
       .sort({ sortKey: -1 }).limit(query.limit + 1).lean();
     const page = pageOf(rows, query.limit, (row) => ({ at: row.updatedAt, id: row._id }));

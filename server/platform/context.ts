@@ -90,6 +90,7 @@ export async function createContext(config: Config): Promise<AppContext> {
   const payments = new PaymentService(db, config, chain, () => ctx.serviceKey, logs);
   const wallets = new WalletService(db, config, chain, secrets, logs);
   const mandates = new MandateService(db, logs);
+  const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const ctx: AppContext = {
     config,
     db,
@@ -104,14 +105,14 @@ export async function createContext(config: Config): Promise<AppContext> {
     vault: new VaultService(db, secrets, logs),
     chain,
     serviceKey,
-    did: new DidService(db, config, secrets, identities, () => serviceKey, logs),
+    did,
     calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
     webhooks: new WebhookService(db, config, jobs, payments, secrets, logs),
     wallets,
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),
-    identityDetail: [walletDetail(wallets), didDetail(config)],
+    identityDetail: [walletDetail(wallets), didDetail(did)],
     onClose,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();

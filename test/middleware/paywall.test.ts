@@ -180,18 +180,3 @@ describe('Paywall', () => {
     expect(() => paywall(undefined, { publicOrigin: 'ftp://x' })).toThrow(/publicOrigin/);
   });
 });
-
-test('an unpaid request adds well under 0.1 ms (median over batches)', async () => {
-  const wall = paywall();
-  const unpaid = request('/weather');
-  const free = request('/free/path?x=1');
-  for (let i = 0; i < 5000; i++) await wall.handle(i % 2 ? unpaid : free);
-  const perRequestMs: number[] = [];
-  for (let batch = 0; batch < 21; batch++) {
-    const start = performance.now();
-    for (let i = 0; i < 500; i++) await wall.handle(i % 2 ? unpaid : free);
-    perRequestMs.push((performance.now() - start) / 500);
-  }
-  perRequestMs.sort((a, b) => a - b);
-  expect(perRequestMs[10]).toBeLessThan(0.1);
-});

@@ -55,9 +55,13 @@ export class ApiKeyService {
     return key;
   }
 
-  /** Usage bookkeeping is not worth a round trip on the request path. */
-  touch(keyId: string): void {
-    this.keys.updateOne({ _id: keyId }, { $set: { lastUsedAt: new Date() } }).catch(() => {});
+  /**
+   * Records use, at most once a minute per key: the write is off the request path, but a write per
+   * request would still load the database for a timestamp nobody reads to the second.
+   */
+  touch(key: Pick<ApiKeyDoc, '_id' | 'lastUsedAt'>): void {
+    if (key.lastUsedAt && Date.now() - key.lastUsedAt.getTime() < 60_000) return;
+    this.keys.updateOne({ _id: key._id }, { $set: { lastUsedAt: new Date() } }).catch(() => {});
   }
 
   async revoke(keyId: string): Promise<void> {
