@@ -10,8 +10,6 @@ export interface IdentityDoc {
   scopes: string[];
   keyId: string;
   apiKeyPrefix: string;
-  usageCount: number;
-  lastUsedAt?: Date;
   createdAt: Date;
   revokedAt?: Date;
 }
@@ -26,8 +24,6 @@ export const identitySchema = new Schema<IdentityDoc>({
   scopes: { type: [String], required: true },
   keyId: { type: String, required: true },
   apiKeyPrefix: { type: String, required: true },
-  usageCount: { type: Number, default: 0 },
-  lastUsedAt: Date,
   createdAt: { type: Date, required: true },
   revokedAt: Date,
 }, { versionKey: false });

@@ -5,6 +5,7 @@ import { DEFAULT_IDENTITY_SCOPES } from '../platform/auth/scopes.js';
 import { newIdentityId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { ActivityLog } from '../logs/activity-log.js';
+import { identityUsage, type UsageTracker } from '../platform/usage.js';
 import { conflict, notFound } from '../platform/errors.js';
 import { identitySchema, type IdentityDoc } from './identity-model.js';
 import { inboxAddress, randomSlug } from './names.js';
@@ -20,7 +21,7 @@ const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11
 export class IdentityService {
   readonly model: Model<IdentityDoc>;
 
-  constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog) {
+  constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog, private readonly usage: UsageTracker) {
     this.model = conn.models.Identity ?? conn.model<IdentityDoc>('Identity', identitySchema, 'identities');
   }
 
@@ -35,7 +36,7 @@ export class IdentityService {
         const identity = await this.model.create({
           _id: identityId, ...owner, name, displayName: options.displayName ?? name,
           emailAddress: inboxAddress(slug, this.config.MAIL_DOMAIN), scopes: [...DEFAULT_IDENTITY_SCOPES],
-          keyId: key.keyId, apiKeyPrefix: key.prefix, usageCount: 0, createdAt: new Date(),
+          keyId: key.keyId, apiKeyPrefix: key.prefix, createdAt: new Date(),
         });
         await this.logs.record({
           orgId: owner.orgId, identityId, action: 'identity.created', category: 'identity',
@@ -55,7 +56,11 @@ export class IdentityService {
   }
 
   recordUse(identityId: string): void {
-    this.model.updateOne({ _id: identityId }, { $inc: { usageCount: 1 }, $set: { lastUsedAt: new Date() } }).catch(() => {});
+    this.usage.record(identityUsage(identityId));
+  }
+
+  async usageOf(identityIds: string[]) {
+    return this.usage.read(identityIds.map(identityUsage));
   }
 
   /** A live identity of this org; another org's or a revoked identity is simply not found. */

@@ -28,7 +28,7 @@ export async function selfView(app: AppContext, identityId: string) {
 }
 
 /** The platform view of an identity (DESIGN.md): list and get under /v0/platform/identities. */
-export function presentIdentity(identity: IdentityDoc, extras: Record<string, unknown> = {}) {
+export function presentIdentity(identity: IdentityDoc, usage: { count: number; lastUsedAt?: Date } | undefined, extras: Record<string, unknown> = {}) {
   return {
     identityId: identity._id,
     name: identity.name,
@@ -36,8 +36,8 @@ export function presentIdentity(identity: IdentityDoc, extras: Record<string, un
     email: identity.emailAddress,
     scopes: identity.scopes,
     apiKeyPrefix: identity.apiKeyPrefix,
-    usageCount: identity.usageCount ?? 0,
-    lastUsedAt: identity.lastUsedAt?.toISOString() ?? null,
+    usageCount: usage?.count ?? 0,
+    lastUsedAt: usage?.lastUsedAt?.toISOString() ?? null,
     createdAt: identity.createdAt.toISOString(),
     wallet: null,
     ...extras,

@@ -6,6 +6,7 @@ import { isScope } from '../platform/auth/scopes.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
 import { detailOf, presentIdentity } from './present.js';
+import { identityUsage } from '../platform/usage.js';
 import type { IdentityDoc } from './identity-model.js';
 
 const name = z.string().trim().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'letters, digits, spaces, dot, dash and underscore');
@@ -27,7 +28,10 @@ export function identityRoutes(app: AppContext): Router {
   router.use(requireTier('platform'));
 
   const params = (ctx: { params: unknown }) => parseInput(idParams, ctx.params, 'params');
-  const present = async (identity: IdentityDoc) => presentIdentity(identity, await detailOf(app, identity));
+  const present = async (identity: IdentityDoc) => {
+    const [usage, detail] = await Promise.all([app.identities.usageOf([identity._id]), detailOf(app, identity)]);
+    return presentIdentity(identity, usage.get(identityUsage(identity._id)), detail);
+  };
 
   router.post('/', async (ctx) => {
     const body = parseInput(createBody, ctx.request.body, 'body');

@@ -7,6 +7,7 @@ import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
 import { AppError, notFound } from '../platform/errors.js';
 import { presentEndpoint, presentPayment } from './present.js';
+import { keyUsage } from '../platform/usage.js';
 import { registerEndpoint, rotateWebhookSecret, updateEndpoint } from './endpoint-registration.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
@@ -60,7 +61,8 @@ export function paymentRoutes(app: AppContext): Router {
   });
   router.get('/seller-keys', platform, async (ctx) => {
     const keys = await app.keys.list({ orgId: orgOf(ctx), tier: 'seller' });
-    ctx.body = { keys: keys.map((k) => ({ keyId: k._id, apiKeyPrefix: k.prefix, name: k.name ?? null, createdAt: k.createdAt.toISOString(), lastUsedAt: k.lastUsedAt?.toISOString() ?? null, revokedAt: k.revokedAt?.toISOString() ?? null })) };
+    const usage = await app.usage.read(keys.map((k) => keyUsage(k._id)));
+    ctx.body = { keys: keys.map((k) => ({ keyId: k._id, apiKeyPrefix: k.prefix, name: k.name ?? null, createdAt: k.createdAt.toISOString(), lastUsedAt: usage.get(keyUsage(k._id))?.lastUsedAt?.toISOString() ?? null, revokedAt: k.revokedAt?.toISOString() ?? null })) };
   });
   router.delete('/seller-keys/:id', platform, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');

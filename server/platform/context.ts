@@ -2,6 +2,7 @@ import mongoose, { type Connection } from 'mongoose';
 import type { Config } from './config.js';
 import { SecretBox, type MasterKeyring } from './secret-box.js';
 import { ApiKeyService } from './auth/api-keys.js';
+import { UsageTracker } from './usage.js';
 import { RateLimiter } from './rate-limit.js';
 import { ActivityLog } from '../logs/activity-log.js';
 import { AccountService } from '../accounts/account-service.js';
@@ -35,6 +36,7 @@ export interface AppContext {
   logs: ActivityLog;
   accounts: AccountService;
   identities: IdentityService;
+  usage: UsageTracker;
   /** Background jobs (Agenda on the same database); workers are started by startServer. */
   jobs: JobQueue;
   mail: MailService;
@@ -79,11 +81,12 @@ export async function createContext(config: Config): Promise<AppContext> {
   const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
   await db.asPromise();
   const logs = new ActivityLog(db);
-  const keys = new ApiKeyService(db);
+  const usage = new UsageTracker(db);
+  const keys = new ApiKeyService(db, usage);
   const secrets = new SecretBox(keyringFrom(config));
   const onClose: Array<() => Promise<void>> = [];
   const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS });
-  const identities = new IdentityService(db, config, keys, logs);
+  const identities = new IdentityService(db, config, keys, logs, usage);
   const chain = await createChainService(config);
   const serviceKey = await loadServiceKey(db, config, secrets);
   // The receipt signer is the service DID key, resolved when a receipt is signed.
@@ -113,6 +116,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),
     identityDetail: [walletDetail(wallets), didDetail(did)],
+    usage,
     onClose,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();

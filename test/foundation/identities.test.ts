@@ -224,3 +224,31 @@ describe('concurrent key rotation', () => {
     expect((await server.request('POST', path, { key: agent.platform_key })).status).toBe(200);
   });
 });
+
+describe('usage bookkeeping never undoes a security change', () => {
+  it('keeps a scope removal and a revocation while the key is in use', async () => {
+    for (let round = 0; round < 5; round++) {
+      const agent = await signUp(server);
+      const busy = Array.from({ length: 15 }, () => server.request('GET', '/v0/whoami', { key: agent.identity.rawKey }));
+      const patch = server.request('PATCH', `/v0/platform/identities/${agent.identity.identityId}`, { key: agent.platform_key, body: { removeScopes: ['logs:read'] } });
+      await Promise.all([...busy, patch]);
+      await new Promise((r) => setTimeout(r, 100)); // let the fire-and-forget usage writes land
+      expect((await server.request('GET', '/v0/logs', { key: agent.identity.rawKey })).status).toBe(403);
+
+      const moreUse = Array.from({ length: 15 }, () => server.request('GET', '/v0/whoami', { key: agent.identity.rawKey }));
+      const revoke = server.request('DELETE', `/v0/platform/identities/${agent.identity.identityId}`, { key: agent.platform_key });
+      await Promise.all([...moreUse, revoke]);
+      await new Promise((r) => setTimeout(r, 100));
+      expect((await server.request('GET', '/v0/whoami', { key: agent.identity.rawKey })).status).toBe(401);
+    }
+  });
+
+  it('counts uses of an identity key', async () => {
+    const agent = await signUp(server);
+    for (let i = 0; i < 3; i++) await server.request('GET', '/v0/whoami', { key: agent.identity.rawKey });
+    await new Promise((r) => setTimeout(r, 100));
+    const got = await server.request('GET', `/v0/platform/identities/${agent.identity.identityId}`, { key: agent.platform_key });
+    expect(got.body.usageCount).toBe(3);
+    expect(got.body.lastUsedAt).not.toBeNull();
+  });
+});

@@ -1,6 +1,7 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { generateApiKey, hashApiKey, tierOf, type KeyTier } from '../keys.js';
 import { newId } from '../ids.js';
+import { keyUsage, type UsageTracker } from '../usage.js';
 
 export interface ApiKeyDoc {
   _id: string;
@@ -12,7 +13,6 @@ export interface ApiKeyDoc {
   identityId?: string;
   name?: string;
   createdAt: Date;
-  lastUsedAt?: Date;
   revokedAt?: Date;
 }
 
@@ -26,7 +26,6 @@ const schema = new Schema<ApiKeyDoc>({
   identityId: { type: String, index: true },
   name: String,
   createdAt: { type: Date, required: true },
-  lastUsedAt: Date,
   revokedAt: Date,
 }, { versionKey: false });
 
@@ -35,8 +34,9 @@ export interface IssuedKey { keyId: string; rawKey: string; prefix: string }
 /** Issues, resolves and revokes bearer keys of every tier. Only hashes are stored. */
 export class ApiKeyService {
   private readonly keys: Model<ApiKeyDoc>;
+  private readonly lastTouched = new Map<string, number>();
 
-  constructor(conn: Connection) {
+  constructor(conn: Connection, private readonly usage: UsageTracker) {
     this.keys = conn.models.ApiKey ?? conn.model<ApiKeyDoc>('ApiKey', schema, 'api_keys');
   }
 
@@ -55,13 +55,13 @@ export class ApiKeyService {
     return key;
   }
 
-  /**
-   * Records use, at most once a minute per key: the write is off the request path, but a write per
-   * request would still load the database for a timestamp nobody reads to the second.
-   */
-  touch(key: Pick<ApiKeyDoc, '_id' | 'lastUsedAt'>): void {
-    if (key.lastUsedAt && Date.now() - key.lastUsedAt.getTime() < 60_000) return;
-    this.keys.updateOne({ _id: key._id }, { $set: { lastUsedAt: new Date() } }).catch(() => {});
+  /** Records use outside the key document (see UsageTracker), at most once a minute per key and process. */
+  touch(keyId: string): void {
+    const now = Date.now();
+    if (now - (this.lastTouched.get(keyId) ?? 0) < 60_000) return;
+    if (this.lastTouched.size > 10_000) this.lastTouched.clear();
+    this.lastTouched.set(keyId, now);
+    this.usage.record(keyUsage(keyId));
   }
 
   async revoke(keyId: string): Promise<void> {

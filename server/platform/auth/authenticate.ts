@@ -47,7 +47,7 @@ export function authenticate(keys: ApiKeyService, identities: IdentityScopeSourc
       scopes = live;
       identities.recordUse(key.identityId!);
     }
-    keys.touch(key);
+    keys.touch(key._id);
     ctx.state.principal = {
       tier: key.tier, keyId: key._id, orgId: key.orgId, userId: key.userId, identityId: key.identityId,
       scopes: new Set(scopes),
