@@ -11,7 +11,6 @@ export interface MandateDoc {
   /** Host names (or `*.suffix`) the mandate pays; null pays any host. */
   allowedHosts: string[] | null;
   createdAt: Date;
-  lastUsedAt?: Date;
   revokedAt?: Date;
 }
 
@@ -24,7 +23,6 @@ export const mandateSchema = new Schema<MandateDoc>({
   validUntil: { type: Date, required: true },
   allowedHosts: { type: [String], default: null },
   createdAt: { type: Date, required: true },
-  lastUsedAt: Date,
   revokedAt: Date,
 }, { versionKey: false, minimize: false });
 mandateSchema.index({ identityId: 1, createdAt: -1 });

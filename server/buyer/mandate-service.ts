@@ -27,6 +27,7 @@ export interface MandateUsage {
   spentToday: number;
   totalSpent: number;
   callCount: number;
+  lastUsedAt?: Date;
 }
 
 /** "Today" for caps is the UTC calendar day. */
@@ -52,7 +53,7 @@ export function presentMandate(doc: MandateDoc, usage: MandateUsage, now = new D
     totalSpentUsdc: formatUsdc(BigInt(usage.totalSpent)),
     callCount: usage.callCount,
     createdAt: doc.createdAt.toISOString(),
-    lastUsedAt: doc.lastUsedAt?.toISOString() ?? null,
+    lastUsedAt: usage.lastUsedAt?.toISOString() ?? null,
     revokedAt: doc.revokedAt?.toISOString() ?? null,
   };
 }
@@ -117,8 +118,9 @@ export class MandateService {
 
   /** Today's spend (reserved and in flight included), lifetime spend and paid calls. */
   async usage(mandate: MandateDoc, now = new Date()): Promise<MandateUsage> {
-    const [last, spends] = await Promise.all([this.lastStep(mandate._id, utcDay(now)), this.spends.find({ mandateId: mandate._id }, { amount: 1 }).lean()]);
-    return { spentToday: last?.spentAfter ?? 0, totalSpent: spends.reduce((sum, s) => sum + s.amount, 0), callCount: spends.length };
+    const [last, spends] = await Promise.all([this.lastStep(mandate._id, utcDay(now)), this.spends.find({ mandateId: mandate._id }, { amount: 1, createdAt: 1 }).lean()]);
+    const lastUsedAt = spends.reduce<Date | undefined>((latest, s) => (!latest || s.createdAt > latest ? s.createdAt : latest), undefined);
+    return { spentToday: last?.spentAfter ?? 0, totalSpent: spends.reduce((sum, s) => sum + s.amount, 0), callCount: spends.length, lastUsedAt };
   }
 
   async present(mandate: MandateDoc) {
@@ -178,7 +180,9 @@ export class MandateService {
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
     }
-    return this.mandates.findOneAndUpdate({ _id: reservation.mandateId }, { $set: { lastUsedAt: new Date() } }, { returnDocument: 'after' }).lean();
+    // No write to the mandate itself: on FerretDB it could undo a concurrent revocation. lastUsedAt is
+    // derived from the spends.
+    return this.mandates.findById(reservation.mandateId).lean();
   }
 
   private lastStep(mandateId: string, day: string) {

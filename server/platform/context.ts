@@ -105,7 +105,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     identities,
     jobs,
     mail: new MailService(db, config, identities, logs, jobs),
-    vault: new VaultService(db, secrets, logs),
+    vault: new VaultService(db, secrets, logs, usage),
     chain,
     serviceKey,
     did,

@@ -41,7 +41,6 @@ export const credentialSchema = new Schema<VaultCredentialDoc>({
   expiresAt: { type: Date, default: null },
   backupCodeCount: { type: Number, default: 0 },
   backupGeneration: { type: String, default: null },
-  lastUsedAt: { type: Date, default: null },
   lastRotatedAt: { type: Date, default: null },
   createdAt: { type: Date, required: true },
   updatedAt: { type: Date, required: true },

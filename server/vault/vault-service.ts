@@ -1,5 +1,6 @@
 import type { Connection, Model } from 'mongoose';
 import type { SecretBox } from '../platform/secret-box.js';
+import type { UsageTracker } from '../platform/usage.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, fromZodError, notFound } from '../platform/errors.js';
 import { newId, randomHex } from '../platform/ids.js';
@@ -40,13 +41,21 @@ export function presentCredential(doc: VaultCredentialDoc) {
  * An identity's credentials, each sealed under its own data key (SecretBox). Every read goes through
  * here so that expiry, lastUsedAt and the activity log cannot be skipped by a route or a tool.
  */
+const vaultUsage = (credentialId: string) => `vault:${credentialId}`;
+
 export class VaultService {
   readonly model: Model<VaultCredentialDoc>;
   private readonly claims: Model<BackupClaimDoc>;
 
-  constructor(conn: Connection, private readonly secrets: SecretBox, private readonly logs: ActivityLog) {
+  constructor(conn: Connection, private readonly secrets: SecretBox, private readonly logs: ActivityLog, private readonly usage: UsageTracker) {
     this.model = conn.models.VaultCredential ?? conn.model<VaultCredentialDoc>('VaultCredential', credentialSchema, VAULT_COLLECTION);
     this.claims = conn.models.VaultBackupClaim ?? conn.model<BackupClaimDoc>('VaultBackupClaim', backupClaimSchema, 'vault_backup_claims');
+  }
+
+  /** Overlays lastUsedAt from the UsageTracker. */
+  private async withUsage<T extends { _id: string }>(docs: T[]): Promise<Array<T & { lastUsedAt: Date | null }>> {
+    const usage = await this.usage.read(docs.map((d) => vaultUsage(d._id)));
+    return docs.map((d) => ({ ...d, lastUsedAt: usage.get(vaultUsage(d._id))?.lastUsedAt ?? null }));
   }
 
   private context(identityId: string, credentialId: string) {
@@ -84,10 +93,10 @@ export class VaultService {
         try {
           const created = await this.model.create({
             _id: credentialId, ...owner, name, type: input.type, ...this.seal(owner, credentialId, input.type, input.data),
-            metadata: input.metadata ?? {}, expiresAt: input.expiresAt ?? null, lastUsedAt: null, lastRotatedAt: null, createdAt: now, updatedAt: now,
+            metadata: input.metadata ?? {}, expiresAt: input.expiresAt ?? null, lastRotatedAt: null, createdAt: now, updatedAt: now,
           });
           await this.log(owner, 'vault.created', name, input.type, { description: `Credential ${name} stored` });
-          return { credential: created.toObject(), created: true };
+          return { credential: { ...created.toObject(), lastUsedAt: null }, created: true };
         } catch (err) {
           if (!isDuplicateKey(err) || attempt >= 3) throw err;
           continue; // another writer created it first: replace theirs instead
@@ -107,27 +116,26 @@ export class VaultService {
         description: input.data !== undefined ? `Credential ${name} replaced` : `Credential ${name} metadata updated`,
         metadata: { dataReplaced: input.data !== undefined },
       });
-      return { credential: updated, created: false };
+      return { credential: (await this.withUsage([updated]))[0]!, created: false };
     }
   }
 
   async list(owner: VaultOwner): Promise<VaultCredentialDoc[]> {
-    const rows = await this.model.find({ identityId: owner.identityId }).select({ sealed: 0 }).sort({ name: 1 }).lean();
+    const rows = await this.withUsage(await this.model.find({ identityId: owner.identityId }).select({ sealed: 0 }).sort({ name: 1 }).lean());
     await this.log(owner, 'vault.listed', '*', undefined, { description: `Listed ${rows.length} credential(s)`, metadata: { count: rows.length } });
     return rows as VaultCredentialDoc[];
   }
 
   /**
    * Marks a live credential as used and returns it; an expired one is 410 (its data is not opened),
-   * an unknown one 404. Expiry is checked in the same query that stamps lastUsedAt.
+   * an unknown one 404. lastUsedAt is kept by the UsageTracker, not on the credential: on FerretDB a
+   * write here could undo a concurrent replacement of the credential's data.
    */
   private async use(owner: VaultOwner, name: string, action: string): Promise<VaultCredentialDoc> {
     const now = new Date();
-    const doc = await this.model.findOneAndUpdate(
-      { identityId: owner.identityId, name, ...notExpired(now) },
-      { $set: { lastUsedAt: now } },
-      { returnDocument: 'after' },
-    ).lean();
+    const live = await this.model.findOne({ identityId: owner.identityId, name, ...notExpired(now) }).lean();
+    const doc = live ? { ...live, lastUsedAt: now } : null;
+    if (doc) this.usage.record(vaultUsage(doc._id));
     if (doc) return doc;
     const found = await this.model.findOne({ identityId: owner.identityId, name }).select({ sealed: 0 }).lean();
     if (!found) throw credentialNotFound();
