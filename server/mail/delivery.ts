@@ -3,7 +3,7 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { JobRun } from '../platform/jobs.js';
-import type { Delivery, MessageDoc, RecipientResult } from './message-model.js';
+import type { Delivery, OutboundDoc, RecipientResult } from './message-model.js';
 
 export const DELIVER_JOB = 'mail.deliver';
 /** After a temporary failure (4xx reply, relay unreachable): retry after 1 s, 10 s, 1 min, 5 min, 30 min, 3 h. */
@@ -22,13 +22,14 @@ const describe = (err: SmtpFailure) => (err.response ?? err.message).slice(0, 50
 /**
  * Hands sent messages to SMTP. Mail for our own domain goes to our own listener over real SMTP, so two
  * identities on one server mail each other exactly as they would mail anyone; other domains go to the
- * configured relay, DKIM-signed when a key is configured. Each recipient's outcome is kept on the message.
+ * configured relay, DKIM-signed when a key is configured. Each recipient's outcome is kept in the message's
+ * outbound record.
  */
 export class MailDelivery {
   private loopback: { host: string; port: number } | undefined;
   private dkimKey: string | undefined;
 
-  constructor(private readonly messages: Model<MessageDoc>, private readonly config: Config) {
+  constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config) {
     if (config.DKIM_PRIVATE_KEY_FILE) this.dkimKey = readFileSync(config.DKIM_PRIVATE_KEY_FILE, 'utf8');
   }
 
@@ -48,9 +49,9 @@ export class MailDelivery {
   }
 
   async deliver(id: string, run: JobRun): Promise<void> {
-    const message = await this.messages.findById(id).select('+raw').lean();
-    if (!message?.delivery || !message.raw) return; // deleted meanwhile: nothing to deliver
-    const recipients = message.delivery.recipients.map((r) => ({ ...r }));
+    const message = await this.outbound.findById(id).select('+raw').lean();
+    if (!message) return; // deleted meanwhile: nothing to deliver
+    const recipients = message.recipients.map((r) => ({ ...r }));
     const pending = recipients.filter((r) => r.status === 'pending').map((r) => r.address);
     const local = pending.filter((a) => this.isLocal(a));
     const remote = pending.filter((a) => !this.isLocal(a));
@@ -61,7 +62,7 @@ export class MailDelivery {
     };
     const attempt = async (addresses: string[], transport: () => Transporter) => {
       if (!addresses.length) return;
-      const outcome = await this.sendOver(transport(), message.from[0]!, addresses, message.raw!);
+      const outcome = await this.sendOver(transport(), message.from, addresses, message.raw);
       settle(addresses, (a) => outcome.get(a));
       const stillPending = addresses.filter((a) => !outcome.has(a));
       if (stillPending.length) temporary = outcome.temporary;
@@ -83,11 +84,11 @@ export class MailDelivery {
 
   /** Retries are exhausted: whoever is still pending has failed for good. */
   async giveUp(id: string, error: Error): Promise<void> {
-    const message = await this.messages.findById(id, { delivery: 1 }).lean();
-    if (!message?.delivery) return;
-    const recipients = message.delivery.recipients.map((r) => (r.status === 'pending'
+    const message = await this.outbound.findById(id).lean();
+    if (!message) return;
+    const recipients = message.recipients.map((r) => (r.status === 'pending'
       ? { ...r, status: 'failed' as const, error: r.error ?? describe(error) } : r));
-    await this.record(id, recipients, message.delivery.attempts, describe(error));
+    await this.record(id, recipients, message.attempts, describe(error));
   }
 
   private async record(id: string, recipients: RecipientResult[], attempts: number, lastError: string | undefined) {
@@ -97,7 +98,7 @@ export class MailDelivery {
       : delivered + failed < recipients.length ? 'retrying'
         : delivered === 0 ? 'failed' : 'partially_failed';
     const delivery: Delivery = { status: computed, attempts, recipients, updatedAt: new Date(), ...(lastError ? { lastError } : {}) };
-    await this.messages.updateOne({ _id: id }, { $set: { delivery } });
+    await this.outbound.updateOne({ _id: id }, { $set: delivery });
   }
 
   /**

@@ -7,7 +7,7 @@ import type { JobQueue } from '../platform/jobs.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
 import { newId, newThreadId, randomHex } from '../platform/ids.js';
 import { decodeCursor, pageOf } from '../platform/pagination.js';
-import { messageSchema, sortKeyOf, threadSchema, type MessageDoc, type ThreadDoc } from './message-model.js';
+import { messageSchema, outboundSchema, sortKeyOf, threadSchema, type MessageDoc, type OutboundDoc, type ThreadDoc } from './message-model.js';
 import { MAX_LABELS_PER_MESSAGE, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
 import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
@@ -29,7 +29,7 @@ export interface InboundMail {
 
 const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 // Lists carry neither bodies' html nor the sender-only fields; typed loosely so results stay MessageDoc.
-const LIST_FIELDS: Record<string, 0> = { raw: 0, html: 0, bcc: 0, delivery: 0 };
+const LIST_FIELDS: Record<string, 0> = { html: 0, bcc: 0 };
 const THREAD_MESSAGE_CAP = 1000;
 
 export const replySubject = (subject: string) => (/^re:/i.test(subject.trim()) ? subject : `Re: ${subject}`);
@@ -38,13 +38,15 @@ export const replySubject = (subject: string) => (/^re:/i.test(subject.trim()) ?
 export class MailService {
   readonly messages: Model<MessageDoc>;
   readonly threads: Model<ThreadDoc>;
+  readonly outbound: Model<OutboundDoc>;
   readonly delivery: MailDelivery;
 
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
     private readonly logs: ActivityLog, private readonly jobs: JobQueue) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
-    this.delivery = new MailDelivery(this.messages, config);
+    this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
+    this.delivery = new MailDelivery(this.outbound, config);
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
@@ -76,6 +78,16 @@ export class MailService {
     const message = await this.messages.findOne({ inboxId, messageId }).sort({ direction: 1 }).lean();
     if (!message) throw notFound('Message not found');
     return message;
+  }
+
+  /** One message as its reader sees it: sent mail carries its delivery state. */
+  async readMessage(identityId: string, messageId: string): Promise<MessageDoc> {
+    const message = await this.getMessage(identityId, messageId);
+    if (message.direction !== 'sent') return message;
+    const outbound = await this.outbound.findById(message._id).lean();
+    if (!outbound) return message;
+    const { status, attempts, recipients, lastError, updatedAt } = outbound;
+    return { ...message, delivery: { status, attempts, recipients, updatedAt, ...(lastError ? { lastError } : {}) } };
   }
 
   async send(identityId: string, input: SendInput): Promise<MessageDoc> {
@@ -131,14 +143,14 @@ export class MailService {
       _id: id, messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
       direction: 'sent', from: [identity.emailAddress], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references,
-      labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id), raw,
-      delivery: { status: 'queued', attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' })), updatedAt: createdAt },
+      labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id),
     };
+    const delivery = { status: 'queued' as const, attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' as const })), updatedAt: createdAt };
     await this.messages.create(doc);
+    await this.outbound.create({ _id: id, from: identity.emailAddress, raw, ...delivery });
     await this.touchThread(identity, mail.threadId, mail.subject, createdAt);
-    await this.jobs.now(DELIVER_JOB, { id: doc._id });
-    const { raw: _raw, ...stored } = doc;
-    return stored;
+    await this.jobs.now(DELIVER_JOB, { id });
+    return { ...doc, delivery };
   }
 
   /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */

@@ -50,8 +50,7 @@ export interface MessageDoc {
   createdAt: Date;
   /** sortKeyOf(createdAt, _id): the list order and the cursor in one indexed field. */
   sortKey: string;
-  /** The RFC 5322 bytes handed to SMTP (sent messages only, never with a Bcc header). */
-  raw?: string;
+  /** Joined from the message's outbound record on single reads of sent mail; never stored on the message. */
   delivery?: Delivery;
 }
 
@@ -78,13 +77,6 @@ export const messageSchema = new Schema<MessageDoc>({
   labels: [String],
   createdAt: { type: Date, required: true },
   sortKey: { type: String, required: true },
-  raw: { type: String, select: false },
-  delivery: {
-    type: new Schema<Delivery>({
-      status: String, attempts: Number, recipients: [recipientSchema], lastError: String, updatedAt: Date,
-    }, { _id: false }),
-    required: false,
-  },
 }, { versionKey: false });
 // The list query: an equality on inboxId and one range on sortKey, so MongoDB walks exactly one page of
 // this index whatever the cursor's depth (a (createdAt, _id) cursor needs an $or, which does not bound
@@ -92,6 +84,29 @@ export const messageSchema = new Schema<MessageDoc>({
 messageSchema.index({ inboxId: 1, sortKey: -1 });
 messageSchema.index({ inboxId: 1, messageId: 1, direction: 1 }, { unique: true });
 messageSchema.index({ threadId: 1, createdAt: 1, _id: 1 });
+
+/**
+ * The outbound side of one sent message, in its own collection: the delivery worker writes here and only
+ * here. On FerretDB 1.x every update rewrites the whole document, so a worker recording an SMTP outcome
+ * on the message itself would undo a label edit made meanwhile.
+ */
+export interface OutboundDoc extends Delivery {
+  _id: string; // the sent message's document id
+  from: string;
+  /** The RFC 5322 bytes handed to SMTP (never with a Bcc header). */
+  raw: string;
+}
+
+export const outboundSchema = new Schema<OutboundDoc>({
+  _id: String,
+  from: { type: String, required: true },
+  raw: { type: String, required: true, select: false },
+  status: { type: String, required: true },
+  attempts: { type: Number, required: true },
+  recipients: [recipientSchema],
+  lastError: String,
+  updatedAt: { type: Date, required: true },
+}, { versionKey: false });
 
 /** A conversation within one inbox. */
 export interface ThreadDoc {

@@ -28,7 +28,7 @@ export function messageRoutes(app: AppContext): Router {
 
   router.get('/:messageId', requireScope('mail:read'), async (ctx) => {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
-    ctx.body = presentMessage(await app.mail.getMessage(identityIdOf(ctx), messageId), { single: true });
+    ctx.body = presentMessage(await app.mail.readMessage(identityIdOf(ctx), messageId), { single: true });
   });
 
   router.post('/:messageId/reply', requireScope('mail:send'), async (ctx) => {

@@ -30,7 +30,7 @@ export const mailTools = [
     scope: 'mail:read',
     input: z.object({ messageId: z.string().min(1).max(998) }),
     async run(app, principal, input) {
-      return presentMessage(await app.mail.getMessage(principal.identityId, messageIdInput.parse(input.messageId)), { single: true });
+      return presentMessage(await app.mail.readMessage(principal.identityId, messageIdInput.parse(input.messageId)), { single: true });
     },
   }),
   defineTool({

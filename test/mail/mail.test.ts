@@ -206,6 +206,28 @@ describe('the mail API', () => {
     });
   });
 
+  it('keeps label edits made while the message is being delivered', async () => {
+    const a = await signUp(server);
+    const key = a.identity.rawKey;
+    await Promise.all(Array.from({ length: 4 }, async (_, i) => {
+      const sent = await server.request('POST', '/v0/messages/send', { key, body: { to: [`ghost-${i}@agents.test`], subject: `s${i}`, text: 't' } });
+      const path = `/v0/messages/${enc(sent.body.messageId)}`;
+      // Label the message one label at a time until its delivery has been recorded, then a few more times.
+      const added: string[] = [];
+      for (let n = 0, after = 0; after < 3 && n < 45; n++) {
+        const res = await server.request('PATCH', path, { key, body: { addLabels: [`l${n}`] } });
+        expect(res.status).toBe(200);
+        added.push(`l${n}`);
+        if ((await server.request('GET', path, { key })).body.delivery.status !== 'queued') after++;
+      }
+      await eventually(async () => {
+        const res = await server.request('GET', path, { key });
+        expect(res.body.delivery.status).toBe('failed');
+        expect(res.body.labels).toEqual(['sent', ...added]);
+      });
+    }));
+  });
+
   it('validates input: recipients, limits, labels, page tokens', async () => {
     const a = await signUp(server);
     const key = a.identity.rawKey;
