@@ -19,7 +19,7 @@ import { provideMongoServer } from '../server/platform/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 import { encodeCursor } from '../server/platform/pagination.js';
-import { sortKeyOf } from '../server/mail/message-model.js';
+import { sortKeyOf } from '../server/platform/pagination.js';
 
 const INBOUND = Number(process.env.BENCH_MAIL_INBOUND ?? 600);
 const INBOX = Number(process.env.BENCH_MAIL_INBOX ?? 100_000);

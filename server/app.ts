@@ -17,6 +17,7 @@ import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
 import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
+import { chatPlatformRoutes, chatRoutes } from './chat/routes.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
 export type RouteFactory = (app: AppContext) => Router;
@@ -36,6 +37,9 @@ export const ROUTES: RouteFactory[] = [
   calendarFeedRoutes,
   calendarRoutes,
   webhookRoutes,
+  // Before chatRoutes: the install link, OAuth callback and events endpoint take no API key.
+  chatPlatformRoutes,
+  chatRoutes,
   walletRoutes,
   buyerRoutes,
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.

@@ -7,6 +7,7 @@ import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../platform/chain/dev-accounts.js';
 import { startServer } from '../server.js';
 import { devStateDir, persistentSecret, readJson, writeJson } from './local-state.js';
 import { ensureDevSeller } from './dev-seller.js';
+import { DevChatPlatform } from '../platform/chat/dev-chat-platform.js';
 
 interface SavedChain { usdcAddress: Address; factoryAddress: Address }
 
@@ -29,6 +30,12 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     env.CHAIN_RPC_URL ? undefined : startDevChain({ stateFile: join(stateDir, 'anvil-state.json'), deployed: readJson<SavedChain>(chainFile) }),
   ]);
   if (chain) writeJson(chainFile, { usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress });
+  // A local Slack-compatible workspace for the chat integration, unless a real chat app is configured.
+  const chat = env.CHAT_CLIENT_ID ? undefined : await new DevChatPlatform({
+    port: Number(env.CHAT_DEV_PORT ?? 3400), stateFile: join(stateDir, 'chat-platform.json'),
+    clientSecret: persistentSecret(stateDir, 'chat-client.secret').value, signingSecret: persistentSecret(stateDir, 'chat-signing.secret').value,
+    eventsUrl: `http://127.0.0.1:${port}/v0/chat/events`,
+  }).start();
   const config = loadConfig({
     AGENTGATE_MODE: 'dev',
     HOST: '127.0.0.1',
@@ -42,6 +49,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
       RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
     } : {}),
     ...env,
+    ...(chat ? chat.backendConfig() : {}),
     MASTER_KEY: master.value,
     MONGODB_URI: mongo.uri,
   });
@@ -53,11 +61,12 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     log(`dev accounts 1-9 hold test USDC; buyer = account 1 ${DEV_ACCOUNTS[1]!.address}`);
     log(`dev seller org ${seller.orgId}, paid to ${seller.payTo}; keys and endpoints in ${join(stateDir, 'dev-seller.json')}`);
   }
+  if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);
   log(`sign up an agent:  curl -s -X POST ${config.BASE_URL}/v0/agent-signup -H 'content-type: application/json' -d '{}'`);
   return {
     async stop() {
       await server.close();
-      await Promise.all([mongo.stop(), chain?.stop()]);
+      await Promise.all([mongo.stop(), chain?.stop(), chat?.stop()]);
     },
   };
 }

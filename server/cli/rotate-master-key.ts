@@ -4,6 +4,7 @@ import { vaultSealedFields } from '../vault/credential-model.js';
 import { serviceKeySealedFields } from '../did/service-key.js';
 import { identityKeySealedFields } from '../did/identity-key-model.js';
 import { calendarSealedFields } from '../calendar/calendar-model.js';
+import { chatSealedFields } from '../chat/chat-model.js';
 
 /**
  * A place where an area keeps `SealedSecret` values: a collection and the dotted path of one sealed
@@ -19,6 +20,7 @@ export const SEALED_FIELDS: SealedFieldLocation[] = [
   ...serviceKeySealedFields,
   ...identityKeySealedFields,
   ...calendarSealedFields,
+  ...chatSealedFields,
   // Declared here for their areas until they export their own lists (wallet owner keys, webhook signing secrets).
   { collection: 'wallets', path: 'ownerKey' },
   { collection: 'endpoints', path: 'webhookSecret' },

@@ -1,10 +1,5 @@
 import { Schema } from 'mongoose';
 
-/**
- * Newest-first order as one string: fixed-width ISO 8601 time, then the document id that breaks ties
- * within a millisecond. Compares like (time, id), and is exactly the text a page token carries.
- */
-export const sortKeyOf = (at: Date, id: string) => `${at.toISOString()}|${id}`;
 
 export type DeliveryStatus = 'queued' | 'retrying' | 'delivered' | 'partially_failed' | 'failed';
 

@@ -4,6 +4,7 @@ import { buyerTools } from '../buyer/tools.js';
 import { vaultTools } from '../vault/tools.js';
 import { calendarTools } from '../calendar/tools.js';
 import { didTools } from '../did/tools.js';
+import { chatTools } from '../chat/tools.js';
 
 /** Every area's tools. An area adds its list here (one import, one spread). */
 export const TOOLS: ToolDefinition[] = [
@@ -12,4 +13,5 @@ export const TOOLS: ToolDefinition[] = [
   ...vaultTools,
   ...calendarTools,
   ...didTools,
+  ...chatTools,
 ];

@@ -63,6 +63,22 @@ const schema = z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   // How often a worker re-dispatches outbox entries a crash left pending (also done once at start-up).
   WEBHOOK_OUTBOX_SWEEP_MS: z.coerce.number().int().min(100).default(15_000),
+  // The team-chat integration (a Slack-compatible platform). It is on when the app's client id, client
+  // secret and signing secret are all set; `agentgate dev` points these at its local chat platform.
+  CHAT_API_URL: z.url({ protocol: /^https?$/ }).default('https://slack.com/api/'),
+  CHAT_AUTHORIZE_URL: z.url({ protocol: /^https?$/ }).default('https://slack.com/oauth/v2/authorize'),
+  CHAT_CLIENT_ID: z.string().min(1).optional(),
+  CHAT_CLIENT_SECRET: z.string().min(1).optional(),
+  CHAT_SIGNING_SECRET: z.string().min(8).optional(),
+  CHAT_BOT_SCOPES: z.string().regex(/^[a-z:._-]+(,[a-z:._-]+)*$/, 'must be comma-separated scope names')
+    .default('channels:read,groups:read,channels:history,groups:history,im:history,chat:write,app_mentions:read'),
+  CHAT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+}).superRefine((env, ctx) => {
+  const chat = ['CHAT_CLIENT_ID', 'CHAT_CLIENT_SECRET', 'CHAT_SIGNING_SECRET'] as const;
+  const missing = chat.filter((name) => !env[name]);
+  if (missing.length && missing.length < chat.length) {
+    ctx.addIssue({ code: 'custom', path: [missing[0]!], message: `is required when ${chat.filter((n) => env[n]).join(' and ')} is set (the chat integration needs all three)` });
+  }
 });
 
 export type Env = z.input<typeof schema>;

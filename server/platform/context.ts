@@ -22,6 +22,7 @@ import { WalletService } from '../wallet/wallet-service.js';
 import { walletDetail } from '../wallet/identity-detail.js';
 import { MandateService } from '../buyer/mandate-service.js';
 import { PayService } from '../buyer/pay-service.js';
+import { ChatService } from '../chat/chat-service.js';
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -58,6 +59,8 @@ export interface AppContext {
   mandates: MandateService;
   /** payments_pay and the identity's outgoing payment records. */
   buyer: PayService;
+  /** The identity's team-chat workspace (install, channels, send, stored inbound messages). */
+  chat: ChatService;
   /**
    * Areas that add fields to an identity's detail (wallet address, DID, ...) register here, so whoami and
    * the platform view show them without the identities module knowing those areas.
@@ -115,6 +118,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     wallets,
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),
+    chat: new ChatService(db, config, secrets, identities, logs),
     identityDetail: [walletDetail(wallets), didDetail(did)],
     usage,
     onClose,

@@ -22,6 +22,12 @@ export function decodeCursor(token: string): Cursor {
   return { at, id };
 }
 
+/**
+ * Newest-first order as one string: fixed-width ISO 8601 time, then the document id that breaks ties
+ * within a millisecond. Compares like (time, id), and is exactly the text a page token carries.
+ */
+export const sortKeyOf = (at: Date, id: string) => `${at.toISOString()}|${id}`;
+
 /** Mongo filter for "strictly after the cursor" in a (field desc, _id desc) ordering. */
 export function afterCursor(field: string, cursor: Cursor | undefined): Record<string, unknown> {
   if (!cursor) return {};

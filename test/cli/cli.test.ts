@@ -83,7 +83,7 @@ describe('agentgate dev', () => {
   it('keeps its data across a restart', async () => {
     const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
     const port = String(await freePort());
-    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '' };
+    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()) };
     const startDev = async () => {
       const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
@@ -102,11 +102,24 @@ describe('agentgate dev', () => {
       const first = await startDev();
       expect(first.output).toContain('generated a development master key');
       const signup = await fetch(`http://127.0.0.1:${port}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).then((r) => r.json()) as any;
+      const agentKey = { authorization: `Bearer ${signup.identity.rawKey}` };
+      // The local chat workspace: a person approves the install in the browser (follow the redirects by hand).
+      const connect = await fetch(`http://127.0.0.1:${port}/v0/chat/connect`, { method: 'POST', headers: agentKey }).then((r) => r.json()) as any;
+      const consent = new URL((await fetch(connect.installUrl, { redirect: 'manual' })).headers.get('location')!);
+      expect(first.output).toContain(`local chat workspace on ${consent.origin}`);
+      const form = new URLSearchParams(consent.searchParams);
+      form.set('decision', 'allow');
+      const approved = await fetch(consent.origin + consent.pathname, { method: 'POST', body: form, redirect: 'manual' });
+      expect((await fetch(approved.headers.get('location')!)).status).toBe(200);
       await first.stop();
       const second = await startDev();
       expect(second.output).not.toContain('generated a development master key');
       const me = await fetch(`http://127.0.0.1:${port}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
       expect(me.status).toBe(200);
+      // The chat install survived too, on both sides: the workspace still knows the bot's token.
+      const channels = await fetch(`http://127.0.0.1:${port}/v0/chat/channels`, { headers: agentKey });
+      expect(channels.status).toBe(200);
+      expect(((await channels.json()) as any).channels.map((c: { name: string }) => c.name)).toContain('general');
       // The local chain kept its token and the dev seller its keys: no second deployment.
       expect(first.output).toContain('(deployed now)');
       expect(second.output).not.toContain('(deployed now)');

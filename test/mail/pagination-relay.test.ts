@@ -7,7 +7,7 @@ import { SMTPServer } from 'smtp-server';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { eventually, smtpClient } from './mail-support.js';
-import { sortKeyOf } from '../../server/mail/message-model.js';
+import { sortKeyOf } from '../../server/platform/pagination.js';
 
 /** A stand-in for the outbound relay: a real SMTP server that records what it is handed. */
 async function startRelay(options: { deferFirst?: boolean } = {}) {

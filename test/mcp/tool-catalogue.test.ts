@@ -24,6 +24,7 @@ describe('the backend MCP server, every area', () => {
       'mail.list_messages', 'vault_list', 'vault_get', 'vault_store', 'vault_delete', 'vault_totp',
       'calendar_list', 'calendar_create', 'calendar_update', 'calendar_delete',
       'identity_sign', 'identity_verify', 'identity_whoami', 'payments_pay',
+      'chat_list_channels', 'chat_list_messages', 'chat_send_message',
     ]));
 
     const stored = await mcp.callTool({ name: 'vault_store', arguments: { name: 'stripe', type: 'API_KEY', data: { apiKey: 'sk_test_123' } } });
