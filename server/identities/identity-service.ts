@@ -89,16 +89,23 @@ export class IdentityService {
   }
 
   async update(orgId: string, identityId: string, change: { name?: string; displayName?: string; addScopes?: string[]; removeScopes?: string[] }): Promise<IdentityDoc> {
-    const current = await this.getOwned(orgId, identityId);
-    const scopes = new Set(current.scopes);
-    for (const s of change.addScopes ?? []) scopes.add(s);
-    for (const s of change.removeScopes ?? []) scopes.delete(s);
-    const set: Partial<IdentityDoc> = { scopes: [...scopes] };
-    if (change.name !== undefined) set.name = change.name;
-    if (change.displayName !== undefined) set.displayName = change.displayName;
-    else if (change.name !== undefined && current.displayName === current.name) set.displayName = change.name;
-    const updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null }, { $set: set }, { returnDocument: 'after' }).lean();
-    if (!updated) throw notFound('Identity not found');
+    // Compare-and-set on the scope list, so two admins changing scopes at once never undo each other on
+    // MongoDB (FerretDB 1.x does not make the compare-and-set atomic; see README "Notes on FerretDB").
+    let current!: IdentityDoc;
+    let updated: IdentityDoc | null = null;
+    for (let attempt = 0; !updated; attempt++) {
+      if (attempt === 10) throw conflict('The identity changed concurrently too often; retry');
+      current = await this.getOwned(orgId, identityId);
+      const scopes = new Set(current.scopes);
+      for (const s of change.addScopes ?? []) scopes.add(s);
+      for (const s of change.removeScopes ?? []) scopes.delete(s);
+      const set: Partial<IdentityDoc> = { scopes: [...scopes] };
+      if (change.name !== undefined) set.name = change.name;
+      if (change.displayName !== undefined) set.displayName = change.displayName;
+      else if (change.name !== undefined && current.displayName === current.name) set.displayName = change.name;
+      updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null, scopes: current.scopes }, { $set: set }, { returnDocument: 'after' }).lean();
+      if (!updated && !(await this.model.exists({ _id: identityId, orgId, revokedAt: null }))) throw notFound('Identity not found');
+    }
     await this.logs.record({
       orgId, identityId, action: 'identity.updated', category: 'identity', description: `Identity ${updated.name} updated`,
       targetType: 'identity', targetId: identityId,
