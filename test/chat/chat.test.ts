@@ -53,14 +53,6 @@ async function connected(agent?: Agent): Promise<Agent> {
 
 const chat = (a: Agent, method: string, path: string, body?: unknown) => server.request(method, `/v0/chat${path}`, { key: a.identity.rawKey, body });
 
-async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try { return await check(); } catch (err) { if (Date.now() > deadline) throw err; }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('connecting a chat workspace', () => {
   it('issues an install URL, a human approves it in the browser, and the connection shows without any token', async () => {
     const a = await signUp(server);
@@ -210,6 +202,7 @@ describe('channels and sending', () => {
 describe('inbound messages', () => {
   it('stores what people write in channels the bot is in, once, and serves it newest first with since and channel filters', async () => {
     const a = await connected();
+    const teammate = await connected(); // a second identity connected to the same workspace gets its own copy
     platform.invite('general');
     const first = await platform.postAsHuman({ channel: 'general', user: 'alice', text: 'hello agent' });
     expect(first.deliveries.map((d) => d.status)).toEqual([200]);
@@ -241,7 +234,9 @@ describe('inbound messages', () => {
     expect(list.messages.map((m: { text: string }) => m.text)).toEqual(['over here']);
     expect((await chat(a, 'GET', '/messages?channel=C0GENERAL1')).body.count).toBe(2);
 
-    // Another identity sees none of it.
+    expect((await chat(teammate, 'GET', '/messages?channel=C0GENERAL1')).body.messages.map((m: { text: string }) => m.text))
+      .toEqual(expect.arrayContaining(['hello agent', `<@${platform.botUserId}> can you summarise?`]));
+    // An identity without the workspace sees none of it.
     const other = await signUp(server);
     expect((await chat(other, 'GET', '/messages')).body).toEqual({ messages: [], count: 0 });
   });
