@@ -146,8 +146,9 @@ export class MailService {
       labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id),
     };
     const delivery = { status: 'queued' as const, attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' as const })), updatedAt: createdAt };
-    await this.messages.create(doc);
+    // The outbound record first: a crash before the message is stored leaves only an orphan nobody sends.
     await this.outbound.create({ _id: id, from: identity.emailAddress, raw, ...delivery });
+    await this.messages.create(doc);
     await this.touchThread(identity, mail.threadId, mail.subject, createdAt);
     await this.jobs.now(DELIVER_JOB, { id });
     return { ...doc, delivery };
