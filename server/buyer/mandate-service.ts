@@ -1,6 +1,6 @@
 import type { Connection, Model } from 'mongoose';
 import type { ActivityLog } from '../logs/activity-log.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { mandateLedgerSchema, mandateSchema, mandateSpendSchema, type MandateDoc, type MandateLedgerDoc, type MandateSpendDoc } from './mandate-model.js';
@@ -34,7 +34,6 @@ export interface MandateUsage {
 export const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 
 const mandateNotFound = () => notFound('Mandate not found');
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Appending to a day's ledger retries when another writer took the step; this bounds a pathological pile-up. */
 const MAX_APPEND_ATTEMPTS = 200;

@@ -4,7 +4,7 @@ import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { calendarEventSchema, calendarFeedSchema, CALENDAR_FEEDS_COLLECTION, type CalendarEventDoc, type CalendarFeedDoc } from './calendar-model.js';
 import { renderFeed } from './ical-feed.js';
@@ -159,7 +159,7 @@ export class CalendarService {
     try {
       await this.feeds.create({ _id: owner.identityId, orgId: owner.orgId, tokenHash: hashToken(token), sealedToken: this.secrets.seal(token, FEED_SEAL_CONTEXT(owner.identityId)), enabledAt: new Date() });
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) return this.publicStatus(owner); // a concurrent enable won
+      if (isDuplicateKey(err)) return this.publicStatus(owner); // a concurrent enable won
       throw err;
     }
     await this.log(owner, 'calendar.public_enabled', 'Public iCal feed enabled');

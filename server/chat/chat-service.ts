@@ -4,7 +4,7 @@ import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
-import { AppError } from '../platform/errors.js';
+import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import {
@@ -22,7 +22,6 @@ const STORED_SUBTYPES = new Set([undefined, 'thread_broadcast', 'file_share', 'm
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const tokenContext = (identityId: string) => `chat:${identityId}`;
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 
 export function presentConnection(connection: ChatConnectionDoc | null) {
   if (!connection) return { connected: false };

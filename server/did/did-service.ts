@@ -5,12 +5,11 @@ import type { SecretBox } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import type { ServiceKey } from './service-key.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { guardedFetch, GuardedFetchError } from '../platform/ssrf.js';
 import { assertionKeys, didDocument, didWebLocation, identityDid, type DidDocument } from './did-document.js';
 import { IDENTITY_KEYS_COLLECTION, identityKeySchema, type IdentityKeyDoc } from './identity-key-model.js';
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 const unresolvable = (did: string, why: string) => new AppError(422, 'did_resolution_failed', `Could not resolve ${did}: ${why}`);
 

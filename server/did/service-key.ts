@@ -3,6 +3,7 @@ import { Schema, type Connection } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { SealedSecret, SecretBox } from '../platform/secret-box.js';
 import { ed25519ToMultibase } from '../../middleware/multikey.js';
+import { isDuplicateKey } from '../platform/errors.js';
 
 /** The service's own did:web key: published at /.well-known/did.json, signs payment receipts. */
 export interface ServiceKey {
@@ -31,7 +32,7 @@ export async function loadServiceKey(conn: Connection, config: Config, secrets: 
     const fresh = secrets.seal(Buffer.from(utils.randomSecretKey()), SEAL_CONTEXT);
     // Two processes starting at once both upsert; the first write wins and both read it back.
     await model.updateOne({ _id: 'service-key' }, { $setOnInsert: { seed: fresh, createdAt: new Date() } }, { upsert: true }).catch((err) => {
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKey(err)) throw err;
     });
     const stored = await model.findById('service-key').lean();
     try {

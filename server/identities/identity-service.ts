@@ -6,7 +6,7 @@ import { newIdentityId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { identityUsage, type UsageTracker } from '../platform/usage.js';
-import { conflict, notFound } from '../platform/errors.js';
+import { conflict, notFound, isDuplicateKey } from '../platform/errors.js';
 import { identitySchema, type IdentityDoc } from './identity-model.js';
 import { inboxAddress, randomSlug } from './names.js';
 
@@ -15,7 +15,6 @@ export interface CreatedIdentity {
   rawKey: string;
 }
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 
 /** Identities of an org: creation with a fresh inbox and key, listing, rename, scopes, revoke, rotate. */
 export class IdentityService {

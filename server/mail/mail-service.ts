@@ -4,7 +4,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
 import type { JobQueue } from '../platform/jobs.js';
-import { AppError, badRequest, notFound } from '../platform/errors.js';
+import { AppError, badRequest, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId, newThreadId, randomHex } from '../platform/ids.js';
 import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import { messageSchema, outboundSchema, threadSchema, type MessageDoc, type OutboundDoc, type ThreadDoc } from './message-model.js';
@@ -27,7 +27,6 @@ export interface InboundMail {
   references: string[];
 }
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 // Lists carry neither bodies' html nor the sender-only fields; typed loosely so results stay MessageDoc.
 const LIST_FIELDS: Record<string, 0> = { html: 0, bcc: 0 };
 const THREAD_MESSAGE_CAP = 1000;

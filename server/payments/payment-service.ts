@@ -3,7 +3,7 @@ import type { Connection, Model } from 'mongoose';
 import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { buildRequirementV1 } from '../../middleware/challenge.js';
 import { parsePrice, formatUsdc } from '../../middleware/price.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { ChainService } from '../platform/chain/chain-service.js';
@@ -22,7 +22,6 @@ export type RedeemOutcome =
 /** Called in the same step that records a settled payment (webhooks plug in here). */
 export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promise<void>;
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 
 /**
  * The facilitator: seller settings and endpoints, and redeem = verify, claim the nonce, settle on chain,

@@ -30,6 +30,9 @@ export const forbidden = (message: string, details?: Record<string, unknown>) =>
 export const notFound = (message = 'Not found') => new AppError(404, 'not_found', message);
 export const conflict = (message: string) => new AppError(409, 'conflict', message);
 
+/** MongoDB's (and FerretDB's) duplicate-key error: the unique-index insert that did not win. */
+export const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
+
 /** Turns a zod failure into a 400 whose message names the offending field. */
 export function fromZodError(err: ZodError, where: string): AppError {
   const issues = err.issues.map((issue) => {

@@ -1,6 +1,7 @@
 import type { AgendaBackend, JobParameters, JobRepository } from 'agenda';
 import { MongoBackend } from '@agendajs/mongo-backend';
 import { ObjectId, type Db, type Document } from 'mongodb';
+import { isDuplicateKey } from './errors.js';
 
 /**
  * Agenda locks a job with one findOneAndUpdate, which MongoDB runs atomically but FerretDB 1.x does not:
@@ -23,7 +24,7 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
         await claims.insertOne({ _id: key, jobId: job._id.toHexString(), expiresAt: new Date(Date.now() + options.lockLifetimeMs) });
         return true;
       } catch (err) {
-        if ((err as { code?: number }).code !== 11000) throw err;
+        if (!isDuplicateKey(err)) throw err;
         const removed = await claims.deleteOne({ _id: key, expiresAt: { $lt: new Date() } });
         if (!removed.deletedCount) return false;
       }

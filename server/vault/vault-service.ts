@@ -2,7 +2,7 @@ import type { Connection, Model } from 'mongoose';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { UsageTracker } from '../platform/usage.js';
 import type { ActivityLog } from '../logs/activity-log.js';
-import { AppError, fromZodError, notFound } from '../platform/errors.js';
+import { AppError, fromZodError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId, randomHex } from '../platform/ids.js';
 import { backupClaimSchema, credentialSchema, VAULT_COLLECTION, type BackupClaimDoc, type VaultCredentialDoc } from './credential-model.js';
 import { normaliseData, readableData, type CredentialType, type SealedTotp } from './credential-types.js';
@@ -18,7 +18,6 @@ export interface PutCredentialInput {
   expiresAt?: Date | null;
 }
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 const notExpired = (now: Date) => ({ $or: [{ expiresAt: null }, { expiresAt: { $gt: now } }] });
 const credentialNotFound = () => notFound('Credential not found');
 

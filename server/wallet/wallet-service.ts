@@ -5,7 +5,7 @@ import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ChainService } from '../platform/chain/chain-service.js';
 import type { ActivityLog } from '../logs/activity-log.js';
-import { AppError } from '../platform/errors.js';
+import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../platform/chain/usdc.js';
 import { formatUsdc } from '../../middleware/price.js';
@@ -22,7 +22,6 @@ export interface WalletView {
   balanceUsdcRaw: string;
 }
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 
 /** The CREATE2 salt: fixed by the identity id, so the address is reproducible from (factory, owner, id). */
 export const walletSalt = (identityId: string): Hex => keccak256(toHex(`agentgate:wallet:${identityId}`));

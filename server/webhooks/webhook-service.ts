@@ -7,7 +7,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import type { PaymentService } from '../payments/payment-service.js';
 import type { EndpointDoc, PaymentDoc } from '../payments/models.js';
 import { webhookSecretContext } from '../payments/endpoint-registration.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { PaymentReceivedEvent } from '../../middleware/webhook.js';
@@ -30,7 +30,6 @@ interface DeliverJob {
   roundBase: number;
 }
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number })?.code === 11000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
