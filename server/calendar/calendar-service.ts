@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../platform/keys.js';
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
@@ -27,7 +28,6 @@ const day = (date: Date) => date.toISOString().slice(0, 10);
 /** A date bound of a range query means that day's UTC midnight. */
 export const rangeBound = (value: string) => new Date(isDateOnly(value) ? `${value}T00:00:00.000Z` : value);
 const invalid = (field: string, message: string) => new AppError(400, 'validation_error', `body.${field}: ${message}`, { issues: [{ path: `body.${field}`, message }] });
-const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 const FEED_SEAL_CONTEXT = (identityId: string) => `calendar-feed:${identityId}`;
 const FEED_EVENT_CAP = 5_000;
 
@@ -157,7 +157,7 @@ export class CalendarService {
     if (existing.enabled) return existing;
     const token = randomBytes(32).toString('base64url');
     try {
-      await this.feeds.create({ _id: owner.identityId, orgId: owner.orgId, tokenHash: hashToken(token), sealedToken: this.secrets.seal(token, FEED_SEAL_CONTEXT(owner.identityId)), enabledAt: new Date() });
+      await this.feeds.create({ _id: owner.identityId, orgId: owner.orgId, tokenHash: sha256Hex(token), sealedToken: this.secrets.seal(token, FEED_SEAL_CONTEXT(owner.identityId)), enabledAt: new Date() });
     } catch (err) {
       if (isDuplicateKey(err)) return this.publicStatus(owner); // a concurrent enable won
       throw err;
@@ -168,7 +168,7 @@ export class CalendarService {
 
   /** The iCal text behind a feed token, or null (unknown token, disabled feed, revoked identity). */
   async feedText(token: string): Promise<string | null> {
-    const feed = await this.feeds.findOne({ tokenHash: hashToken(token) }).lean();
+    const feed = await this.feeds.findOne({ tokenHash: sha256Hex(token) }).lean();
     if (!feed) return null;
     const identity = await this.identities.getLive(feed._id);
     if (!identity) return null;

@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../platform/keys.js';
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
@@ -20,7 +21,6 @@ export const INSTALL_TTL_SECONDS = 15 * 60;
 /** Message subtypes that are something a person said; edits, deletions, joins and the like are not stored. */
 const STORED_SUBTYPES = new Set([undefined, 'thread_broadcast', 'file_share', 'me_message']);
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const tokenContext = (identityId: string) => `chat:${identityId}`;
 
 export function presentConnection(connection: ChatConnectionDoc | null) {
@@ -98,7 +98,7 @@ export class ChatService {
     const state = randomBytes(24).toString('base64url');
     const now = new Date();
     const expiresAt = new Date(now.getTime() + INSTALL_TTL_SECONDS * 1000);
-    await this.installs.create({ _id: sha256(state), ...owner, expiresAt, createdAt: now });
+    await this.installs.create({ _id: sha256Hex(state), ...owner, expiresAt, createdAt: now });
     this.installs.deleteMany({ expiresAt: { $lt: new Date(now.getTime() - 3600_000) } }).catch(() => {}); // housekeeping
     await this.log(owner, 'chat.connect_requested', 'Chat install URL issued', { expiresAt: expiresAt.toISOString() });
     return { installUrl: `${this.config.BASE_URL}/v0/chat/install/${state}`, expiresInSeconds: INSTALL_TTL_SECONDS, expiresAt: expiresAt.toISOString() };
@@ -107,7 +107,7 @@ export class ChatService {
   /** Where the install URL sends the browser: the platform's consent page, or null when the URL is unknown or expired. */
   async authorizeUrlFor(state: string): Promise<string | null> {
     if (!this.enabled) return null;
-    const install = await this.installs.exists({ _id: sha256(state), expiresAt: { $gt: new Date() } });
+    const install = await this.installs.exists({ _id: sha256Hex(state), expiresAt: { $gt: new Date() } });
     return install ? this.platform.authorizeUrl(state, this.redirectUri) : null;
   }
 
@@ -117,7 +117,7 @@ export class ChatService {
    */
   async completeInstall(input: { state: string; code?: string; error?: string }): Promise<{ teamName: string }> {
     this.assertEnabled();
-    const install = await this.installs.findOneAndDelete({ _id: sha256(input.state), expiresAt: { $gt: new Date() } }).lean();
+    const install = await this.installs.findOneAndDelete({ _id: sha256Hex(input.state), expiresAt: { $gt: new Date() } }).lean();
     if (!install) throw new AppError(410, 'install_expired', 'This install link is unknown, expired or already used; ask the agent for a new one');
     const owner = { orgId: install.orgId, identityId: install.identityId };
     if (input.error || !input.code) {

@@ -7,6 +7,7 @@ import { parseInput } from '../platform/validate.js';
 import { presentChatMessage, type ChatOwner, type PlatformEventEnvelope } from './chat-service.js';
 import { verifyPlatformSignature } from './event-signature.js';
 import { callbackQuery, installParams, listMessagesQuery, sendBody } from './schemas.js';
+import { escapeHtml } from '../platform/html.js';
 
 const ownerOf = (ctx: Context): ChatOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
 
@@ -95,7 +96,6 @@ export function chatPlatformRoutes(app: AppContext): Router {
   return router;
 }
 
-const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** The few pages a human sees in the browser during an install. */
 function page(ctx: Context, status: number, title: string, text: string): void {

@@ -13,7 +13,9 @@ export function generateApiKey(tier: KeyTier): { rawKey: string; hash: string; p
   return { rawKey, hash: hashApiKey(rawKey), prefix: displayPrefix(rawKey) };
 }
 
-export const hashApiKey = (rawKey: string) => createHash('sha256').update(rawKey, 'utf8').digest('hex');
+/** How bearer secrets are stored (API keys, feed tokens, install links): their SHA-256 in hex, never the secret. */
+export const sha256Hex = (secret: string) => createHash('sha256').update(secret, 'utf8').digest('hex');
+export const hashApiKey = sha256Hex;
 
 /** The leading part of a key shown in lists (SPEC 2.3 `apiKeyPrefix`): the tier prefix and 8 characters. */
 export const displayPrefix = (rawKey: string) => rawKey.slice(0, rawKey.indexOf('_') >= 0 && rawKey.indexOf('_') < 5 ? rawKey.indexOf('_') + 9 : 13);
