@@ -1,7 +1,6 @@
 import type { AppContext } from '../platform/context.js';
 import { encodeCursor, type Cursor } from '../platform/pagination.js';
-import { presentPayment } from '../payments/present.js';
-import { formatUsdc } from '../../middleware/price.js';
+import { presentPayment, presentTransfer } from '../payments/present.js';
 import type { MandateOwner } from './mandate-service.js';
 import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
 
@@ -10,18 +9,8 @@ export function presentOutgoing(p: OutgoingPaymentDoc) {
     id: p._id,
     direction: 'out' as const,
     mandateId: p.mandateId,
-    network: p.network,
-    payerAddress: p.payerAddress,
-    recipientAddress: p.recipientAddress,
-    amountUsdcRaw: p.amountUsdcRaw,
-    amountUsdc: formatUsdc(BigInt(p.amountUsdcRaw)),
-    txHash: p.txHash ?? null,
-    status: p.status,
-    resourceUrl: p.resourceUrl,
+    ...presentTransfer(p),
     requestUrl: p.requestUrl,
-    failureReason: p.failureReason ?? null,
-    createdAt: p.createdAt.toISOString(),
-    settledAt: p.settledAt?.toISOString() ?? null,
   };
 }
 

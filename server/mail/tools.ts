@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineTool } from '../mcp/tool.js';
-import { labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { MAX_LABELS_PER_MESSAGE, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 
 const page = <T>(key: string, items: T[], nextPageToken?: string) => ({ [key]: items, count: items.length, ...(nextPageToken ? { nextPageToken } : {}) });
@@ -67,8 +67,8 @@ export const mailTools = [
     scope: 'mail:manage',
     input: z.object({
       messageId: z.string().min(1).max(998),
-      addLabels: z.array(z.string()).max(50).optional(),
-      removeLabels: z.array(z.string()).max(50).optional(),
+      addLabels: z.array(z.string()).max(MAX_LABELS_PER_MESSAGE).optional(),
+      removeLabels: z.array(z.string()).max(MAX_LABELS_PER_MESSAGE).optional(),
     }),
     async run(app, principal, { messageId, ...change }) {
       return presentLabels(await app.mail.updateLabels(principal.identityId, messageIdInput.parse(messageId), labelsInput.parse(change)));

@@ -1,11 +1,22 @@
 import { formatUsdc } from '../../middleware/price.js';
 import type { EndpointDoc, PaymentDoc } from './models.js';
 
-export function presentPayment(p: PaymentDoc, detail = false) {
+/** What money in and money out have in common; both lists, and the merged activity feed, show it alike. */
+export interface TransferFields {
+  network: string;
+  payerAddress: string;
+  recipientAddress: string;
+  amountUsdcRaw: string;
+  txHash?: string;
+  status: string;
+  resourceUrl: string;
+  failureReason?: string;
+  createdAt: Date;
+  settledAt?: Date;
+}
+
+export function presentTransfer(p: TransferFields) {
   return {
-    id: p._id,
-    direction: p.direction ?? 'in',
-    endpointId: p.endpointId,
     network: p.network,
     payerAddress: p.payerAddress,
     recipientAddress: p.recipientAddress,
@@ -17,6 +28,15 @@ export function presentPayment(p: PaymentDoc, detail = false) {
     failureReason: p.failureReason ?? null,
     createdAt: p.createdAt.toISOString(),
     settledAt: p.settledAt?.toISOString() ?? null,
+  };
+}
+
+export function presentPayment(p: PaymentDoc, detail = false) {
+  return {
+    id: p._id,
+    direction: p.direction ?? 'in',
+    endpointId: p.endpointId,
+    ...presentTransfer(p),
     ...(detail ? { authorizationNonce: p.authorizationNonce, x402Version: p.x402Version, signedReceipt: p.signedReceipt ?? null } : {}),
   };
 }

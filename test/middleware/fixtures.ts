@@ -14,6 +14,17 @@ export const anvilSettings: SellerSettings = {
   assetVersion: '2',
 };
 
+/** The v2 PaymentRequirements the Paywall offers for a $0.01 route under anvilSettings. */
+export const anvilRequirementV2 = {
+  scheme: 'exact',
+  network: 'eip155:31337',
+  amount: '10000',
+  asset: LOCAL_TOKEN,
+  payTo: PAY_TO,
+  maxTimeoutSeconds: 60,
+  extra: { name: 'USD Coin', version: '2' },
+};
+
 export const baseSepoliaSettings: SellerSettings = {
   network: 'base-sepolia',
   chainId: 84532,

@@ -13,6 +13,7 @@ import type { RedeemRequest, RedeemResult } from '../../middleware/facilitator.j
 import { Paywall } from '../../middleware/paywall.js';
 import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
 import type { SellerSettings } from '../../middleware/seller-settings.js';
+import { transferWithAuthorizationTypes } from '../../server/platform/chain/usdc.js';
 import { anvilSettings, baseSepoliaSettings, FakeFacilitator, fromB64 } from './fixtures.js';
 
 // anvil's first default account; a well-known test key.
@@ -27,16 +28,7 @@ function signatureCheckingFacilitator(settings: SellerSettings) {
     const valid = await verifyTypedData({
       address: authorization.from as Hex,
       domain: { name: settings.assetName, version: settings.assetVersion, chainId: settings.chainId, verifyingContract: settings.asset as Hex },
-      types: {
-        TransferWithAuthorization: [
-          { name: 'from', type: 'address' },
-          { name: 'to', type: 'address' },
-          { name: 'value', type: 'uint256' },
-          { name: 'validAfter', type: 'uint256' },
-          { name: 'validBefore', type: 'uint256' },
-          { name: 'nonce', type: 'bytes32' },
-        ],
-      },
+      types: transferWithAuthorizationTypes,
       primaryType: 'TransferWithAuthorization',
       message: {
         from: authorization.from as Hex,

@@ -1,6 +1,6 @@
 import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { MAX_PAYMENT_HEADER_BYTES } from '../../middleware/protocol/base64-json.js';
-import { b64, LOCAL_TOKEN, PAY_TO } from './fixtures.js';
+import { anvilRequirementV2, b64, PAY_TO } from './fixtures.js';
 
 const authorization = {
   from: '0x2222222222222222222222222222222222222222',
@@ -16,15 +16,7 @@ const v1Payload = { x402Version: 1, scheme: 'exact', network: 'anvil', payload: 
 const v2Payload = {
   x402Version: 2,
   resource: { url: 'https://shop.example/weather', description: '', mimeType: 'application/json' },
-  accepted: {
-    scheme: 'exact',
-    network: 'eip155:31337',
-    amount: '10000',
-    asset: LOCAL_TOKEN,
-    payTo: PAY_TO,
-    maxTimeoutSeconds: 60,
-    extra: { name: 'USD Coin', version: '2' },
-  },
+  accepted: anvilRequirementV2,
   payload: { signature, authorization },
 };
 

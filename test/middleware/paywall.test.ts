@@ -1,6 +1,6 @@
 import { FacilitatorUnavailable } from '../../middleware/facilitator.js';
 import { Paywall, type PaywallOptions, type PaywallOutcome } from '../../middleware/paywall.js';
-import { anvilSettings, b64, FakeFacilitator, fromB64, LOCAL_TOKEN, PAY_TO, request } from './fixtures.js';
+import { anvilRequirementV2, anvilSettings, b64, FakeFacilitator, fromB64, LOCAL_TOKEN, PAY_TO, request } from './fixtures.js';
 
 const NOW_MS = 1_700_000_000_000;
 const authorization = {
@@ -15,15 +15,7 @@ const signature = '0x' + 'cd'.repeat(65);
 const v1Header = b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization } });
 const v2Header = b64({
   x402Version: 2,
-  accepted: {
-    scheme: 'exact',
-    network: 'eip155:31337',
-    amount: '10000',
-    asset: LOCAL_TOKEN,
-    payTo: PAY_TO,
-    maxTimeoutSeconds: 60,
-    extra: { name: 'USD Coin', version: '2' },
-  },
+  accepted: anvilRequirementV2,
   payload: { signature, authorization },
 });
 
