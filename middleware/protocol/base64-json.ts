@@ -5,15 +5,19 @@
 
 /** A real payment header is about 1 KiB; 8 KiB leaves room for v2 extensions and stops abuse early. */
 export const MAX_PAYMENT_HEADER_BYTES = 8 * 1024;
+/** A payment payload nests four or five levels; echoed extensions get room, a stack-overflow payload does not. */
+export const MAX_PAYMENT_HEADER_DEPTH = 32;
 
 export type Base64JsonFailure = 'header_too_large' | 'invalid_base64' | 'invalid_json';
 
 export type Base64JsonResult = { ok: true; value: unknown } | { ok: false; reason: Base64JsonFailure };
 
+import { parseJsonWithin } from './json-depth.js';
+
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-export function decodeBase64Json(headerValue: string, maxLength = MAX_PAYMENT_HEADER_BYTES): Base64JsonResult {
+export function decodeBase64Json(headerValue: string, maxLength = MAX_PAYMENT_HEADER_BYTES, maxDepth = MAX_PAYMENT_HEADER_DEPTH): Base64JsonResult {
   if (headerValue.length > maxLength) return { ok: false, reason: 'header_too_large' };
   const text = headerValue.trim();
   if (text.length % 4 === 1 || !BASE64.test(text)) return { ok: false, reason: 'invalid_base64' };
@@ -23,11 +27,8 @@ export function decodeBase64Json(headerValue: string, maxLength = MAX_PAYMENT_HE
   } catch {
     return { ok: false, reason: 'invalid_json' };
   }
-  try {
-    return { ok: true, value: JSON.parse(json) as unknown };
-  } catch {
-    return { ok: false, reason: 'invalid_json' };
-  }
+  const value = parseJsonWithin(json, maxDepth);
+  return value === undefined ? { ok: false, reason: 'invalid_json' } : { ok: true, value };
 }
 
 export function encodeBase64Json(value: unknown): string {

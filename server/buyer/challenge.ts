@@ -4,7 +4,11 @@ import { PaymentRequirementsV1Schema, type PaymentRequirementsV1 } from '../../m
 import { PaymentRequirementsV2Schema, ResourceInfoSchema, type PaymentRequirementsV2, type ResourceInfo } from '../../middleware/protocol/v2.js';
 import type { ExactEvmPayload } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
+import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import type { GuardedResponse } from '../platform/ssrf.js';
+
+/** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
+export const MAX_REMOTE_JSON_DEPTH = 64;
 
 /** One way to pay, as the seller offered it; `raw` is echoed back verbatim in a v2 payment. */
 export type Offer =
@@ -40,7 +44,7 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
   const challenge: Challenge = { entries: [], offers: [] };
   const v2Header = header(res, 'payment-required');
   if (v2Header) {
-    const decoded = decodeBase64Json(v2Header, 64 * 1024);
+    const decoded = decodeBase64Json(v2Header, 64 * 1024, MAX_REMOTE_JSON_DEPTH);
     const value = decoded.ok ? (decoded.value as { x402Version?: unknown; accepts?: unknown; resource?: unknown }) : undefined;
     const resource = ResourceInfoSchema.safeParse(value?.resource);
     if (value?.x402Version === 2 && Array.isArray(value.accepts) && resource.success) {
@@ -52,7 +56,7 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
     }
   }
   let body: { x402Version?: unknown; accepts?: unknown } | undefined;
-  try { body = JSON.parse(res.bodyText) as typeof body; } catch { body = undefined; }
+  body = parseJsonWithin(res.bodyText, MAX_REMOTE_JSON_DEPTH) as typeof body;
   if (body?.x402Version === 1 && Array.isArray(body.accepts)) {
     for (const raw of body.accepts as Array<Record<string, unknown>>) {
       challenge.entries.push({ version: 1, scheme: raw?.scheme, network: raw?.network, asset: raw?.asset });
@@ -102,13 +106,24 @@ export interface SettlementResponse {
   network?: string;
   payer?: string;
   errorReason?: string;
-  [extra: string]: unknown;
 }
 
 /** The seller's settlement header (`PAYMENT-RESPONSE` in v2, `X-Payment-Response` in v1), decoded. */
 export function readSettlement(res: GuardedResponse): SettlementResponse | undefined {
   const value = header(res, 'payment-response') ?? header(res, 'x-payment-response');
   if (!value) return undefined;
-  const decoded = decodeBase64Json(value, 16 * 1024);
-  return decoded.ok && decoded.value && typeof decoded.value === 'object' ? (decoded.value as SettlementResponse) : undefined;
+  const decoded = decodeBase64Json(value, 16 * 1024, MAX_REMOTE_JSON_DEPTH);
+  if (!decoded.ok || !decoded.value || typeof decoded.value !== 'object') return undefined;
+  // Only the fields the x402 spec names, each of its type: the seller chose these bytes, and we store
+  // and return them (a key such as "$set" would make the database refuse the whole record).
+  const raw = decoded.value as Record<string, unknown>;
+  const text = (v: unknown) => (typeof v === 'string' ? v.slice(0, 512) : undefined);
+  const settlement: SettlementResponse = {
+    ...(typeof raw.success === 'boolean' ? { success: raw.success } : {}),
+    ...(text(raw.transaction) !== undefined ? { transaction: text(raw.transaction) } : {}),
+    ...(text(raw.network) !== undefined ? { network: text(raw.network) } : {}),
+    ...(text(raw.payer) !== undefined ? { payer: text(raw.payer) } : {}),
+    ...(text(raw.errorReason) !== undefined ? { errorReason: text(raw.errorReason) } : {}),
+  };
+  return settlement;
 }

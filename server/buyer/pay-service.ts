@@ -11,7 +11,8 @@ import { formatUsdc } from '../../middleware/price.js';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
-import { chooseOffer, paymentHeaderFor, readChallenge, readSettlement, type SettlementResponse } from './challenge.js';
+import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type SettlementResponse } from './challenge.js';
+import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import type { PayCode, PayRefusal } from './pay-result.js';
 
@@ -199,11 +200,9 @@ function requestOf(method: string, input: PayInput): { method: string; headers: 
 function contentOf(response: GuardedResponse) {
   const contentType = typeof response.headers['content-type'] === 'string' ? response.headers['content-type'] : null;
   if (contentType && /\bjson\b/i.test(contentType)) {
-    try {
-      return { status: response.status, contentType, content: JSON.parse(response.bodyText) as unknown };
-    } catch {
-      // a JSON content type with a body that is not JSON: hand it over as text
-    }
+    // A body that is not JSON, or nests too deep to hand back safely, goes to the caller as text.
+    const content = parseJsonWithin(response.bodyText, MAX_REMOTE_JSON_DEPTH);
+    if (content !== undefined) return { status: response.status, contentType, content };
   }
   return { status: response.status, contentType, contentText: response.bodyText };
 }

@@ -10,7 +10,7 @@ import { paymentActivity } from './activity.js';
 import type { PayCode } from './pay-result.js';
 import type { MandateOwner } from './mandate-service.js';
 
-const activityQuery = z.object({ limit: limitParam(), pageToken: z.string().optional() });
+export const activityQuery = z.object({ limit: limitParam(), pageToken: z.string().optional() });
 
 /** The HTTP status of a refused payment; the body keeps `ok: false` and `code` for agents. */
 const REFUSAL_STATUS: Record<PayCode, number> = {

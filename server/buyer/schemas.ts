@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_MANDATE_CAP_ATOMIC, usdcAmount } from './amounts.js';
+import { outgoingHeaderValue } from '../platform/json-input.js';
 
 const cap = usdcAmount.refine((a) => a > 0n && a <= MAX_MANDATE_CAP_ATOMIC, 'must be more than 0 and at most 1000000');
 const hostRule = z.string().trim().toLowerCase().max(253)
@@ -20,7 +21,7 @@ const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/, 'must
 export const payBody = z.object({
   url: z.url({ protocol: /^https?$/ }).max(2048),
   method: z.string().toUpperCase().pipe(z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'])).optional(),
-  headers: z.record(headerName, z.string().max(8192)).optional(),
+  headers: z.record(headerName, outgoingHeaderValue).refine((h) => Object.keys(h).length <= 50, 'at most 50 headers').optional(),
   body: z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).optional(),
   maxAmountUsdc: usdcAmount.optional(),
   /** DESIGN.md's spelling of maxAmountUsdc. */

@@ -1,10 +1,9 @@
 import { z } from 'zod';
+import { metadataRecord } from '../platform/json-input.js';
 
 /** A date (all-day events) or a date-time with an offset (timed events). */
 export const dateOrDateTime = z.union([z.iso.date(), z.iso.datetime({ offset: true })], { error: 'must be an ISO 8601 date (YYYY-MM-DD) or date-time with offset' });
 
-const metadata = z.record(z.string().min(1).max(64), z.union([z.string().max(1024), z.number(), z.boolean(), z.null()]))
-  .refine((m) => Object.keys(m).length <= 32, 'at most 32 keys');
 
 const fields = {
   title: z.string().trim().min(1).max(500),
@@ -13,7 +12,7 @@ const fields = {
   endAt: dateOrDateTime,
   isAllDay: z.boolean(),
   location: z.string().max(1_000),
-  metadata,
+  metadata: metadataRecord,
 };
 
 export const createEventBody = z.object({

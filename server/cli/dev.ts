@@ -63,10 +63,25 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   }
   if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);
   log(`sign up an agent:  curl -s -X POST ${config.BASE_URL}/v0/agent-signup -H 'content-type: application/json' -d '{}'`);
-  return {
-    async stop() {
-      await server.close();
-      await Promise.all([mongo.stop(), chain?.stop(), chat?.stop()]);
-    },
-  };
+  let stopping: Promise<void> | undefined;
+  const stop = () => (stopping ??= (async () => {
+    await server.close();
+    await Promise.all([mongo.stop(), chain?.stop(), chat?.stop()]);
+  })());
+  exitWhenAChildDies([...(chain ? [{ name: 'the local chain (anvil)', exited: chain.exited }] : [])], () => stopping !== undefined, stop);
+  return { stop };
+}
+
+/**
+ * The dev stack is one unit: when a process it cannot run without ends on its own, say which in one
+ * line and stop the rest, rather than leave a backend answering 500s over a dead chain or database.
+ */
+function exitWhenAChildDies(children: Array<{ name: string; exited: Promise<string> }>, isStopping: () => boolean, stop: () => Promise<void>): void {
+  for (const child of children) {
+    void child.exited.then((reason) => {
+      if (isStopping()) return;
+      console.error(`[agentgate] ${child.name} exited unexpectedly (${reason}); stopping agentgate dev`);
+      stop().catch(() => {}).finally(() => process.exit(1));
+    });
+  }
 }

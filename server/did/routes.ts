@@ -10,7 +10,7 @@ const base64 = z.string().max(1_400_000).regex(/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z
   .transform((v) => Uint8Array.from(Buffer.from(v, 'base64')));
 export const signBody = z.object({ data: base64 }).strict();
 export const verifyBody = z.object({ data: base64, signature: base64, did: z.string().min(8).max(2048).startsWith('did:web:', 'must be a did:web DID') }).strict();
-const identityParams = z.object({ identityId: z.string().regex(/^id-[0-9a-f]{16}$/, 'must be an identity id') });
+export const identityParams = z.object({ identityId: z.string().regex(/^id-[0-9a-f]{16}$/, 'must be an identity id') });
 
 const ownerOf = (ctx: Context): DidOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
 

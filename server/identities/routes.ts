@@ -11,15 +11,15 @@ import type { IdentityDoc } from './identity-model.js';
 
 const name = z.string().trim().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'letters, digits, spaces, dot, dash and underscore');
 const scopeList = z.array(z.string().refine(isScope, 'unknown scope')).max(32);
-const createBody = z.object({ name: name.optional(), displayName: z.string().trim().min(1).max(128).optional() }).strict();
-const updateBody = z.object({
+export const createBody = z.object({ name: name.optional(), displayName: z.string().trim().min(1).max(128).optional() }).strict();
+export const updateBody = z.object({
   name: name.optional(),
   displayName: z.string().trim().min(1).max(128).optional(),
   addScopes: scopeList.optional(),
   removeScopes: scopeList.optional(),
 }).strict().refine((b) => Object.keys(b).length > 0, 'give at least one of name, displayName, addScopes, removeScopes');
-const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
-const idParams = z.object({ id: z.string().regex(/^id-[0-9a-f]{16}$/, 'must be an identity id (id- and 16 hex characters)') });
+export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
+export const idParams = z.object({ id: z.string().regex(/^id-[0-9a-f]{16}$/, 'must be an identity id (id- and 16 hex characters)') });
 
 
 /** The org admin's identity management, platform key only (SPEC 4.1, 5; DESIGN.md routes). */

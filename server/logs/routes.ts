@@ -5,7 +5,7 @@ import { authenticatedRouter, principalOf, requireScope } from '../platform/auth
 import { parseInput } from '../platform/validate.js';
 import { presentLog } from './activity-log.js';
 
-const query = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50) });
+export const logsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50) });
 
 /** GET /v0/logs: a platform key sees its org's log, an identity key its own identity's entries. */
 export function logRoutes(app: AppContext): Router {
@@ -16,7 +16,7 @@ export function logRoutes(app: AppContext): Router {
     return next();
   }, async (ctx) => {
     const principal = principalOf(ctx);
-    const { limit } = parseInput(query, ctx.query, 'query');
+    const { limit } = parseInput(logsQuery, ctx.query, 'query');
     const entries = await app.logs.list(
       principal.tier === 'identity' ? { orgId: principal.orgId, identityId: principal.identityId } : { orgId: principal.orgId },
       limit,

@@ -6,8 +6,8 @@ import { parseInput } from '../platform/validate.js';
 import { labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 
-const messageParams = z.object({ messageId: messageIdInput });
-const threadParams = z.object({ threadId: threadIdInput });
+export const messageParams = z.object({ messageId: messageIdInput });
+export const threadParams = z.object({ threadId: threadIdInput });
 
 /** SPEC 4.2 messages: identity keys only, each route behind its mail scope. */
 export function messageRoutes(app: AppContext): Router {

@@ -18,7 +18,7 @@ export function mcpRoutes(app: AppContext): Router {
     const principal = { ...principalOf(ctx), identityId: identityIdOf(ctx) };
     const server = createMcpServer(app, principal);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    ctx.res.on('close', () => { void transport.close(); void server.close(); });
+    ctx.res.on('close', () => { transport.close().catch(() => {}); server.close().catch(() => {}); });
     await server.connect(transport);
     ctx.respond = false;
     await transport.handleRequest(ctx.req, ctx.res, ctx.request.body);

@@ -12,9 +12,9 @@ import { registerEndpoint, rotateWebhookSecret, updateEndpoint } from './endpoin
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
-const acceptanceBody = z.object({ enabled: z.boolean(), payTo: address }).strict();
-const sellerKeyBody = z.object({ name: z.string().trim().min(1).max(64).optional() }).strict();
-const endpointBody = z.object({
+export const acceptanceBody = z.object({ enabled: z.boolean(), payTo: address }).strict();
+export const sellerKeyBody = z.object({ name: z.string().trim().min(1).max(64).optional() }).strict();
+export const endpointBody = z.object({
   url: z.string().min(1).max(2048),
   priceUsdc: price,
   description: z.string().max(500).optional(),
@@ -22,14 +22,14 @@ const endpointBody = z.object({
   // Dev mode only: register before the seller's server is up (agentgate dev, tests).
   skipUrlCheck: z.boolean().optional(),
 }).strict();
-const endpointPatch = z.object({
+export const endpointPatch = z.object({
   priceUsdc: price.optional(),
   description: z.string().max(500).optional(),
   webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).nullable().optional(),
 }).strict().refine((b) => Object.keys(b).length > 0, 'give at least one of priceUsdc, description, webhookUrl');
-const redeemBody = z.object({ paymentHeader: z.string().min(1).max(16_384), resource: z.string().min(1).max(2048), amount: z.string().min(1).max(32) }).strict();
-const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
-const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
+export const redeemBody = z.object({ paymentHeader: z.string().min(1).max(16_384), resource: z.string().min(1).max(2048), amount: z.string().min(1).max(32) }).strict();
+export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
+export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
 
 /**
  * Seller set-up (platform key: the "console" of SPEC 4.5), the facilitator (seller key `loid-`), and

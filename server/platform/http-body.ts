@@ -1,5 +1,6 @@
 import type { Context, Next } from 'koa';
 import { AppError } from './errors.js';
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from './json-input.js';
 
 declare module 'koa' {
   interface Request {
@@ -28,8 +29,12 @@ export function jsonBody(maxBytes: number) {
     if (type && type !== 'application/json' && !type.endsWith('+json')) {
       throw new AppError(415, 'unsupported_media_type', 'Request bodies must be JSON (Content-Type: application/json)');
     }
+    const text = raw.toString('utf8');
+    if (exceedsJsonDepth(text, MAX_JSON_DEPTH)) {
+      throw new AppError(400, 'json_too_deep', `Request body nests arrays or objects deeper than ${MAX_JSON_DEPTH} levels`);
+    }
     try {
-      ctx.request.body = JSON.parse(raw.toString('utf8'));
+      ctx.request.body = JSON.parse(text);
     } catch {
       throw new AppError(400, 'invalid_json', 'Request body is not valid JSON');
     }

@@ -10,7 +10,7 @@ import { isIP, type LookupFunction } from 'node:net';
  * check and the connect (rebinding) cannot redirect the request. Every redirect hop is checked again.
  */
 
-export type GuardedFetchErrorCode = 'invalid_url' | 'blocked_address' | 'dns_failed' | 'timeout' | 'too_large' | 'too_many_redirects' | 'network_error';
+export type GuardedFetchErrorCode = 'invalid_url' | 'invalid_request' | 'blocked_address' | 'dns_failed' | 'timeout' | 'too_large' | 'too_many_redirects' | 'network_error';
 
 export class GuardedFetchError extends Error {
   constructor(readonly code: GuardedFetchErrorCode, message: string) {
@@ -211,38 +211,49 @@ function requestPinned(
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     let settled = false;
-    const fail = (err: GuardedFetchError) => { if (!settled) { settled = true; req.destroy(); reject(err); } };
-    const timer = setTimeout(() => fail(new GuardedFetchError('timeout', `timed out after ${Math.round(remaining)} ms`)), remaining);
-    const req = client.request({
-      protocol: url.protocol,
-      hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
-      port: url.port || undefined,
-      path: `${url.pathname}${url.search}`,
-      method: request.method,
-      headers: { 'user-agent': 'agentgate', ...request.headers, host: url.host },
-      lookup: pinned,
-      agent: false,
-      ...(url.protocol === 'https:' && !isIP(url.hostname) ? { servername: url.hostname } : {}),
-    }, (res) => {
-      const declared = Number(res.headers['content-length'] ?? 0);
-      if (declared > request.maxBytes) return fail(new GuardedFetchError('too_large', `response is ${declared} bytes, over the ${request.maxBytes} byte cap`));
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > request.maxBytes) return fail(new GuardedFetchError('too_large', `response exceeds the ${request.maxBytes} byte cap`));
-        chunks.push(chunk);
+    let timer: NodeJS.Timeout | undefined;
+    let req: http.ClientRequest | undefined;
+    const fail = (err: GuardedFetchError) => {
+      clearTimeout(timer);
+      if (!settled) { settled = true; req?.destroy(); reject(err); }
+    };
+    // Node validates headers inside request() and throws synchronously (ERR_INVALID_CHAR and friends):
+    // that must become this request's error, and no timer may be armed before the request exists.
+    try {
+      req = client.request({
+        protocol: url.protocol,
+        hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
+        port: url.port || undefined,
+        path: `${url.pathname}${url.search}`,
+        method: request.method,
+        headers: { 'user-agent': 'agentgate', ...request.headers, host: url.host },
+        lookup: pinned,
+        agent: false,
+        ...(url.protocol === 'https:' && !isIP(url.hostname) ? { servername: url.hostname } : {}),
+      }, (res) => {
+        const declared = Number(res.headers['content-length'] ?? 0);
+        if (declared > request.maxBytes) return fail(new GuardedFetchError('too_large', `response is ${declared} bytes, over the ${request.maxBytes} byte cap`));
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > request.maxBytes) return fail(new GuardedFetchError('too_large', `response exceeds the ${request.maxBytes} byte cap`));
+          chunks.push(chunk);
+        });
+        res.on('end', () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          const body = Buffer.concat(chunks);
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, bodyText: body.toString('utf8'), url: url.toString() });
+        });
+        res.on('error', (err) => fail(new GuardedFetchError('network_error', err.message)));
       });
-      res.on('end', () => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        const body = Buffer.concat(chunks);
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, bodyText: body.toString('utf8'), url: url.toString() });
-      });
-      res.on('error', (err) => fail(new GuardedFetchError('network_error', err.message)));
-    });
-    req.on('error', (err) => { clearTimeout(timer); fail(new GuardedFetchError('network_error', err.message)); });
+    } catch (err) {
+      return fail(new GuardedFetchError('invalid_request', `the request could not be built: ${(err as Error).message}`));
+    }
+    timer = setTimeout(() => fail(new GuardedFetchError('timeout', `timed out after ${Math.round(remaining)} ms`)), remaining);
+    req.on('error', (err) => fail(new GuardedFetchError('network_error', err.message)));
     req.on('close', () => clearTimeout(timer));
     if (request.body !== undefined) req.write(request.body);
     req.end();

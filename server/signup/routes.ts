@@ -6,7 +6,7 @@ import { signUpAgent } from './signup-service.js';
 import { IDENTITY_TYPES } from './identity-types.js';
 
 const WINDOW_MS = 60_000;
-const signupBody = z.object({}).strict();
+export const signupBody = z.object({}).strict();
 
 /** Unauthenticated routes of SPEC 4.1: signup, the CLI helper text and identity types. */
 export function signupRoutes(app: AppContext): Router {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CREDENTIAL_TYPES } from './credential-types.js';
+import { metadataRecord } from '../platform/json-input.js';
 
 /** Path-safe, and never "." or "..", so a name can not walk anywhere once it is put into a URL. */
 export const credentialName = z.string()
@@ -7,9 +8,7 @@ export const credentialName = z.string()
   .refine((n) => n !== '.' && n !== '..', 'must not be "." or ".."');
 
 /** Metadata is stored in the clear (it is what the list shows): labels, not secrets. */
-export const credentialMetadata = z.record(z.string().min(1).max(64), z.union([z.string().max(1024), z.number(), z.boolean(), z.null()]))
-  .refine((m) => Object.keys(m).length <= 32, 'at most 32 keys')
-  .optional();
+export const credentialMetadata = metadataRecord.optional();
 
 export const putCredentialBody = z.object({
   type: z.enum(CREDENTIAL_TYPES),

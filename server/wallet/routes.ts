@@ -12,7 +12,7 @@ import { DevFaucet } from './faucet.js';
 
 /** Largest single faucet payment: plenty for tests and demos, small enough to keep a dev chain sane. */
 const MAX_FAUCET_ATOMIC = 100_000n * 1_000_000n;
-const faucetBody = z.object({
+export const faucetBody = z.object({
   amountUsdc: usdcAmount.refine((a) => a > 0n && a <= MAX_FAUCET_ATOMIC, 'must be more than 0 and at most 100000'),
 }).strict();
 

@@ -9,13 +9,13 @@ import { rotateWebhookSecret } from '../payments/endpoint-registration.js';
 import { presentDelivery } from './present.js';
 
 const id = z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/i, 'malformed id');
-const listQuery = z.object({
+export const listQuery = z.object({
   endpointId: id.optional(),
   status: z.enum(['pending', 'delivered', 'failed']).optional(),
   limit: limitParam(),
   pageToken: z.string().optional(),
 });
-const idParam = z.object({ id });
+export const idParam = z.object({ id });
 
 /**
  * The seller's delivery log (SPEC 6.1): every attempt with its time, status code or error and duration,

@@ -148,4 +148,14 @@ describe('guardedFetch', () => {
     expect(hits.at(-2)).toContain('auth=Bearer secret');
     expect(hits.at(-1)).toContain(`host=other.test:${port} auth=-`);
   });
+
+  it('refuses a header Node cannot send as a request error, and leaves no timer behind', async () => {
+    // Node throws inside http.request() for these; the guard used to arm its timeout first, and that
+    // timer later threw from nowhere and killed the process.
+    for (const value of ['a\r\nb', 'a\u0000b', 'caf\u0113']) {
+      await refusedWith(guardedFetch(`${base}/ok`, { allowLoopback: true, timeoutMs: 150, headers: { 'x-a': value } }), 'invalid_request');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300)); // past the timeout: a stray timer would throw here
+    expect((await guardedFetch(`${base}/ok`, { allowLoopback: true })).bodyText).toBe('hello');
+  });
 });

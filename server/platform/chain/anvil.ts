@@ -29,6 +29,8 @@ export interface AnvilNode {
   port: number;
   /** Terminates the node (SIGTERM, which also dumps `stateFile`) and resolves once it has exited. */
   stop(): Promise<void>;
+  /** Resolves when the process ends, after stop() or on its own (a crash, an OOM kill): dev watches it. */
+  exited: Promise<string>;
 }
 
 export const DEFAULT_CHAIN_ID = 31337;
@@ -47,9 +49,9 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   process.once('exit', killOnExit);
   const output = collectOutput(child);
   // 'error' without 'exit' happens when the binary cannot be spawned at all.
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', () => resolve());
-    child.once('error', () => resolve());
+  const exited = new Promise<string>((resolve) => {
+    child.once('exit', (code, signal) => resolve(signal ? `killed by ${signal}` : `exit code ${code}`));
+    child.once('error', (err) => resolve(err.message));
   });
 
   try {
@@ -63,6 +65,7 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
       rpcUrl,
       chainId,
       port,
+      exited,
       stop: () => (stopping ??= terminate(child, exited).finally(() => process.off('exit', killOnExit))),
     };
   } catch (err) {
@@ -204,7 +207,7 @@ async function rpcChainId(rpcUrl: string): Promise<number | undefined> {
   }
 }
 
-async function terminate(child: ChildProcess, exited: Promise<void>): Promise<void> {
+async function terminate(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);

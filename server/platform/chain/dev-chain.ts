@@ -20,6 +20,8 @@ export interface DevChain {
   usdcAddress: Address;
   factoryAddress: Address;
   stop(): Promise<void>;
+  /** Resolves with a reason when anvil ends, whoever ended it. */
+  exited: Promise<string>;
 }
 
 export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address } } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {

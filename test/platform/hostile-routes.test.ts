@@ -1,0 +1,255 @@
+// Property tests over every route the backend mounts: requests shaped by each route's zod schema, with
+// hostile values at every level (control characters, bad unicode, `$` and `.` keys, deep nesting, huge
+// numbers, path tricks), must be answered with a 2xx or a clear 4xx, never a 5xx, and the backend must
+// still answer afterwards. A route missing from the catalog below fails the coverage test, so a new
+// route cannot escape the fuzzing.
+import fc from 'fast-check';
+import type { z } from 'zod';
+import type Router from '@koa/router';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { faucetConfig } from '../support/chain.js';
+import { arbitraryOf, hostileString, jsonSchemaOf } from '../support/hostile.js';
+import { DevChatPlatform } from '../../server/platform/chat/dev-chat-platform.js';
+import { ROUTES as ROUTE_FACTORIES } from '../../server/app.js';
+import { TOOLS } from '../../server/mcp/registry.js';
+import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
+import { createBody as identityCreateBody, updateBody as identityUpdateBody, listQuery as identityListQuery, idParams as identityIdParams } from '../../server/identities/routes.js';
+import { messageParams, threadParams } from '../../server/mail/routes.js';
+import { labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../../server/mail/mail-schemas.js';
+import { nameParams, putCredentialBody } from '../../server/vault/schemas.js';
+import { faucetBody } from '../../server/wallet/routes.js';
+import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../../server/chat/schemas.js';
+import { mandateBody, mandateIdParam, payBody } from '../../server/buyer/schemas.js';
+import { activityQuery } from '../../server/buyer/routes.js';
+import { logsQuery } from '../../server/logs/routes.js';
+import { signupBody } from '../../server/signup/routes.js';
+import { acceptanceBody, endpointBody, endpointPatch, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../../server/payments/routes.js';
+import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../../server/webhooks/routes.js';
+import { identityParams, signBody, verifyBody } from '../../server/did/routes.js';
+import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../../server/calendar/schemas.js';
+
+type Auth = 'identity' | 'platform' | 'seller' | 'none';
+interface RouteInputs {
+  auth: Auth;
+  params?: z.ZodType;
+  query?: z.ZodType;
+  body?: z.ZodType | 'mcp';
+  /** Generators for named body fields that must not send traffic off this machine. */
+  bodyOverrides?: Record<string, fc.Arbitrary<unknown>>;
+  /**
+   * The route fetches a URL the caller chose: when that URL cannot be reached it answers 502 or 504 with
+   * a clear error (the upstream failed, not us). 500 and 503 stay forbidden.
+   */
+  fetchesCallerUrl?: true;
+}
+
+/** Targets that never leave the machine: closed loopback ports, and addresses the SSRF guard refuses before connecting. */
+const localUrl = fc.constantFrom('http://127.0.0.1:9/x', 'http://localhost:9/weather?a=1', 'http://[::1]:9/', 'http://0.0.0.0:9/', 'http://169.254.169.254/latest', 'https://127.0.0.1:9/a/../b');
+const localDid = fc.constantFrom('did:web:127.0.0.1%3A9', 'did:web:localhost%3A9:identities:id-0000000000000000', 'did:web:169.254.169.254');
+const noEgress = { url: localUrl, webhookUrl: localUrl, did: localDid };
+
+const CATALOG: Record<string, RouteInputs> = {
+  'POST /v0/agent-signup': { auth: 'none', body: signupBody },
+  'GET /v0/agent-signup/cli': { auth: 'none' },
+  'GET /v0/identity-types': { auth: 'none' },
+  'GET /.well-known/agents/:orgId': { auth: 'none' },
+  'GET /v0/whoami': { auth: 'identity' },
+  'POST /v0/platform/identities': { auth: 'platform', body: identityCreateBody },
+  'GET /v0/platform/identities': { auth: 'platform', query: identityListQuery },
+  'GET /v0/platform/identities/:id': { auth: 'platform', params: identityIdParams },
+  'PATCH /v0/platform/identities/:id': { auth: 'platform', params: identityIdParams, body: identityUpdateBody },
+  'DELETE /v0/platform/identities/:id': { auth: 'platform', params: identityIdParams },
+  'POST /v0/platform/identities/:id/rotate-key': { auth: 'platform', params: identityIdParams },
+  'GET /v0/logs': { auth: 'platform', query: logsQuery },
+  'GET /v0/messages': { auth: 'identity', query: listMessagesInput },
+  'POST /v0/messages/send': { auth: 'identity', body: sendInput },
+  'GET /v0/messages/:messageId': { auth: 'identity', params: messageParams },
+  'POST /v0/messages/:messageId/reply': { auth: 'identity', params: messageParams, body: replyInput },
+  'PATCH /v0/messages/:messageId': { auth: 'identity', params: messageParams, body: labelsInput },
+  'GET /v0/threads': { auth: 'identity', query: listThreadsInput },
+  'GET /v0/threads/:threadId': { auth: 'identity', params: threadParams },
+  'POST /mcp': { auth: 'identity', body: 'mcp' },
+  'GET /mcp': { auth: 'identity' },
+  'DELETE /mcp': { auth: 'identity' },
+  'GET /v0/vault': { auth: 'identity' },
+  'PUT /v0/vault/:name': { auth: 'identity', params: nameParams, body: putCredentialBody },
+  'GET /v0/vault/:name': { auth: 'identity', params: nameParams },
+  'DELETE /v0/vault/:name': { auth: 'identity', params: nameParams },
+  'GET /v0/vault/:name/totp': { auth: 'identity', params: nameParams },
+  'POST /v0/vault/:name/totp/backup': { auth: 'identity', params: nameParams },
+  'GET /.well-known/did.json': { auth: 'none' },
+  'GET /identities/:identityId/did.json': { auth: 'none', params: identityParams },
+  'POST /v0/identity/sign': { auth: 'identity', body: signBody },
+  'POST /v0/identity/verify': { auth: 'identity', body: verifyBody, bodyOverrides: noEgress, fetchesCallerUrl: true },
+  'GET /v0/calendar/feed/:token.ics': { auth: 'none', params: feedParams },
+  'GET /v0/calendar': { auth: 'identity', query: eventListQuery },
+  'POST /v0/calendar': { auth: 'identity', body: createEventBody },
+  'GET /v0/calendar/public': { auth: 'identity' },
+  'POST /v0/calendar/public': { auth: 'identity', body: publicBody },
+  'GET /v0/calendar/:eventId': { auth: 'identity', params: eventParams },
+  'PATCH /v0/calendar/:eventId': { auth: 'identity', params: eventParams, body: updateEventBody },
+  'DELETE /v0/calendar/:eventId': { auth: 'identity', params: eventParams },
+  'GET /v0/webhooks/deliveries': { auth: 'platform', query: deliveryListQuery },
+  'GET /v0/webhooks/deliveries/:id': { auth: 'platform', params: deliveryIdParam },
+  'POST /v0/webhooks/deliveries/:id/retry': { auth: 'platform', params: deliveryIdParam },
+  'POST /v0/webhooks/endpoints/:id/rotate-secret': { auth: 'platform', params: deliveryIdParam },
+  'GET /v0/chat/install/:state': { auth: 'none', params: installParams },
+  'GET /v0/chat/oauth/callback': { auth: 'none', query: callbackQuery },
+  'POST /v0/chat/events': { auth: 'none', body: undefined },
+  'GET /v0/chat/connection': { auth: 'identity' },
+  'POST /v0/chat/connect': { auth: 'identity' },
+  'DELETE /v0/chat/connection': { auth: 'identity' },
+  'GET /v0/chat/channels': { auth: 'identity' },
+  'POST /v0/chat/messages': { auth: 'identity', body: chatSendBody },
+  'GET /v0/chat/messages': { auth: 'identity', query: chatListQuery },
+  'GET /v0/wallet': { auth: 'identity' },
+  // Small amounts, so the test faucet is not drained (a drained faucet answers 503 faucet_empty, as it should).
+  'POST /v0/dev/faucet': { auth: 'identity', body: faucetBody, bodyOverrides: { amountUsdc: fc.oneof(fc.constantFrom('0.01', '1', '5'), hostileString) } },
+  'POST /v0/payments/mandates': { auth: 'identity', body: mandateBody },
+  'GET /v0/payments/mandates': { auth: 'identity' },
+  'GET /v0/payments/mandates/:id': { auth: 'identity', params: mandateIdParam },
+  'DELETE /v0/payments/mandates/:id': { auth: 'identity', params: mandateIdParam },
+  'POST /v0/payments/pay': { auth: 'identity', body: payBody, bodyOverrides: noEgress, fetchesCallerUrl: true },
+  'GET /v0/payments/activity': { auth: 'identity', query: activityQuery },
+  'PUT /v0/payments/acceptance': { auth: 'platform', body: acceptanceBody },
+  'GET /v0/payments/acceptance': { auth: 'seller' },
+  'POST /v0/payments/seller-keys': { auth: 'platform', body: sellerKeyBody },
+  'GET /v0/payments/seller-keys': { auth: 'platform' },
+  'DELETE /v0/payments/seller-keys/:id': { auth: 'platform', params: paymentIdParam },
+  'POST /v0/payments/endpoints': { auth: 'platform', body: endpointBody, bodyOverrides: noEgress, fetchesCallerUrl: true },
+  'GET /v0/payments/endpoints': { auth: 'seller' },
+  'GET /v0/payments/endpoints/:id': { auth: 'seller', params: paymentIdParam },
+  'PATCH /v0/payments/endpoints/:id': { auth: 'platform', params: paymentIdParam, body: endpointPatch, bodyOverrides: noEgress },
+  'POST /v0/payments/endpoints/:id/rotate-webhook-secret': { auth: 'platform', params: paymentIdParam },
+  'DELETE /v0/payments/endpoints/:id': { auth: 'platform', params: paymentIdParam },
+  'GET /v0/payments/settings': { auth: 'seller' },
+  'POST /v0/payments/redeem': { auth: 'seller', body: redeemBody },
+  'GET /v0/payments': { auth: 'seller', query: paymentListQuery },
+  'GET /v0/payments/:id': { auth: 'seller', params: paymentIdParam },
+};
+
+/** Generated requests per route; with ~80 routes this is about 1,900 requests, a minute or two here. */
+const RUNS_PER_ROUTE = 24;
+
+let platform: DevChatPlatform;
+let server: TestServer;
+let keys: Record<Auth, string | undefined>;
+let sent = 0;
+
+beforeAll(async () => {
+  platform = await new DevChatPlatform().start();
+  server = await startTestServer({ TRUST_PROXY: 'true', ...platform.backendConfig(), ...(await faucetConfig('1000')) });
+  platform.setEventsUrl(`${server.url}/v0/chat/events`);
+  const agent = await signUp(server);
+  // Every scope, so requests reach each route's validation rather than stopping at the scope check.
+  const patched = await server.request('PATCH', `/v0/platform/identities/${agent.identity.identityId}`, { key: agent.platform_key, body: { addScopes: [...ALL_SCOPES] } });
+  expect(patched.status).toBe(200);
+  await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8' } });
+  const seller = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: { name: 'fuzz' } });
+  expect(seller.status).toBe(201);
+  keys = { identity: agent.identity.rawKey, platform: agent.platform_key, seller: seller.body.rawKey, none: undefined };
+}, 120_000);
+
+afterAll(async () => {
+  await server?.close();
+  await platform?.stop();
+  console.log(`[hostile-routes] ${sent} generated requests sent`);
+});
+
+function mountedRoutes(): string[] {
+  const routes = new Set<string>();
+  for (const factory of ROUTE_FACTORIES) {
+    const router = factory(server.app) as Router & { stack: Array<{ path: string; methods: string[] }> };
+    for (const layer of router.stack) {
+      for (const method of layer.methods) if (method !== 'HEAD') routes.add(`${method} ${layer.path}`);
+    }
+  }
+  return [...routes].sort();
+}
+
+test('every mounted route is in the fuzzing catalog, and the catalog names no route that is not mounted', () => {
+  const mounted = mountedRoutes();
+  expect(mounted.filter((r) => !(r in CATALOG))).toEqual([]);
+  expect(Object.keys(CATALOG).filter((r) => !mounted.includes(r))).toEqual([]);
+});
+
+const mcpCall = fc.constantFrom(...TOOLS).chain((tool) =>
+  arbitraryOf(jsonSchemaOf(tool.input), noEgress).map((args) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool.name, arguments: args } })));
+
+/** Percent-encodes the UTF-8 bytes of any string, lone surrogates included (encodeURIComponent throws on those). */
+const percentEncode = (text: string) => [...Buffer.from(text, 'utf8')]
+  .map((b) => (/[A-Za-z0-9_.~-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).padStart(2, '0').toUpperCase()}`)).join('');
+
+/** Path segments no decoder accepts: a lone `%`, bad hex, a truncated UTF-8 sequence, an encoded NUL or slash. */
+const malformedEscape = fc.constantFrom('%', '%zz', '%E0%A4%A', '%C0%AF', '%00', '%2F..%2F', '%FF%FE', '%25%32%65');
+
+function pathArbitrary(pattern: string, params?: z.ZodType): fc.Arbitrary<string> {
+  const names = [...pattern.matchAll(/:(\w+)/g)].map((m) => m[1]!);
+  if (names.length === 0) return fc.constant(pattern);
+  const shaped = params ? arbitraryOf(jsonSchemaOf(params)) : fc.constant({});
+  const segment = fc.oneof({ weight: 4, arbitrary: hostileString.map(percentEncode) }, { weight: 1, arbitrary: malformedEscape });
+  return fc.tuple(shaped, fc.array(segment, { minLength: names.length, maxLength: names.length })).map(([values, hostile]) => {
+    let path = pattern;
+    names.forEach((name, i) => {
+      const value = (values as Record<string, unknown>)?.[name];
+      const text = typeof value === 'string' && value.length > 0 ? percentEncode(value) : hostile[i] || 'x';
+      path = path.replace(`:${name}`, text);
+    });
+    return path;
+  });
+}
+
+function queryArbitrary(query?: z.ZodType): fc.Arbitrary<string> {
+  if (!query) return fc.constant('');
+  return arbitraryOf(jsonSchemaOf(query)).map((value) => {
+    if (!value || typeof value !== 'object' || Array.isArray(value)) return `?q=${percentEncode(String(value))}`;
+    const pairs: string[] = [];
+    for (const [k, v] of Object.entries(value)) {
+      for (const item of Array.isArray(v) ? v : [v]) pairs.push(`${percentEncode(k)}=${percentEncode(typeof item === 'string' ? item : JSON.stringify(item) ?? '')}`);
+    }
+    return pairs.length ? `?${pairs.join('&')}` : '';
+  });
+}
+
+function bodyArbitrary(inputs: RouteInputs): fc.Arbitrary<unknown> {
+  if (inputs.body === 'mcp') return mcpCall;
+  if (!inputs.body) return fc.oneof(fc.constant(undefined), fc.jsonValue({ maxDepth: 3 }));
+  return arbitraryOf(jsonSchemaOf(inputs.body), inputs.bodyOverrides);
+}
+
+describe.each(Object.entries(CATALOG))('%s', (route, inputs) => {
+  const [method, pattern] = route.split(' ') as [string, string];
+  test('answers generated hostile requests with a 2xx or a clear 4xx, never a 5xx', async () => {
+    const request = fc.record({
+      path: pathArbitrary(pattern, inputs.params),
+      query: queryArbitrary(inputs.query),
+      body: method === 'GET' || method === 'DELETE' ? fc.constant(undefined) : bodyArbitrary(inputs),
+      // now and then a key of another tier, or none
+      auth: fc.oneof({ weight: 6, arbitrary: fc.constant(inputs.auth) }, { weight: 1, arbitrary: fc.constantFrom<Auth>('identity', 'platform', 'seller', 'none') }),
+    });
+    await fc.assert(fc.asyncProperty(request, async ({ path, query, body, auth }) => {
+      sent++;
+      const headers: Record<string, string> = { 'x-forwarded-for': `10.9.${sent % 250}.${Math.floor(sent / 250) % 250}` };
+      if (inputs.body === 'mcp') headers.accept = 'application/json, text/event-stream';
+      const res = await server.request(method, path + query, { key: keys[auth], body, headers });
+      const upstreamFailure = inputs.fetchesCallerUrl && (res.status === 502 || res.status === 504) && typeof res.body?.error === 'string';
+      if (res.status >= 500 && !upstreamFailure) throw new Error(`${method} ${path}${query} answered ${res.status}: ${res.text.slice(0, 300)} (body ${JSON.stringify(body)?.slice(0, 300)})`);
+      if (res.status >= 400 && !upstreamFailure && res.body) {
+        // a clear error: the {error, message, status} shape with the status it was sent with
+        const error = res.body as { error?: unknown; message?: unknown; status?: unknown };
+        if (typeof error.error !== 'string' || typeof error.message !== 'string' || error.status !== res.status) {
+          if (!('jsonrpc' in (res.body as object))) throw new Error(`${method} ${path} answered ${res.status} without {error, message, status}: ${res.text.slice(0, 300)}`);
+        }
+      }
+      if (inputs.body === 'mcp' && res.status === 200) {
+        expect(res.text).not.toContain('internal_error');
+      }
+    }), { numRuns: RUNS_PER_ROUTE, seed: Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31), verbose: 1 });
+  }, 120_000);
+});
+
+test('the backend still answers after every hostile request', async () => {
+  const res = await server.request('GET', '/v0/whoami', { key: keys.identity });
+  expect(res.status).toBe(200);
+});
