@@ -11,8 +11,11 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import type { Config } from '../platform/config.js';
 import { endpointSchema, paymentSchema, sellerAccountSchema, type EndpointDoc, type PaymentDoc, type SellerAccountDoc } from './models.js';
 import { verifyPayment } from './verify-payment.js';
-import { settleOnChain } from './settlement.js';
+import { Settler } from './settler.js';
+import { RelayerLane } from './relayer.js';
+import { TtlCache } from '../platform/ttl-cache.js';
 import { signReceipt, type ReceiptSigner } from './receipts.js';
+import { authorizationOf } from './settlement.js';
 import { normalizeResource } from './resource-url.js';
 
 export type RedeemOutcome =
@@ -26,13 +29,19 @@ export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promis
 /**
  * The facilitator: seller settings and endpoints, and redeem = verify, claim the nonce, settle on chain,
  * record, sign a receipt. Money moves at most once per authorization because the claim is a unique index
- * written before the transaction is sent.
+ * written before the transaction is sent. A paid request costs two database writes (the claim and the
+ * settlement record); seller settings and endpoints are served from memory (SELLER_CACHE_TTL_MS).
  */
 export class PaymentService {
   readonly payments: Model<PaymentDoc>;
   readonly endpoints: Model<EndpointDoc>;
   readonly sellers: Model<SellerAccountDoc>;
   readonly onSettled: SettledHook[] = [];
+  /** Sends settlements (pipelined, batched); undefined without a chain. */
+  readonly settler: Settler | undefined;
+  /** orgId -> acceptance, and `${orgId} ${url}` -> endpoint; null caches "none". */
+  private readonly acceptanceCache: TtlCache<SellerAccountDoc | null>;
+  private readonly endpointCache: TtlCache<EndpointDoc | null>;
 
   constructor(
     conn: Connection,
@@ -44,6 +53,11 @@ export class PaymentService {
     this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     this.endpoints = conn.models.Endpoint ?? conn.model<EndpointDoc>('Endpoint', endpointSchema, 'endpoints');
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
+    this.settler = chain && new Settler(chain, chain.relayerAccounts.map((account) => new RelayerLane(account, chain)), {
+      maxBatch: config.SETTLEMENT_BATCH_MAX, pipelineDepth: config.SETTLEMENT_PIPELINE_DEPTH, multicall: config.MULTICALL3_ADDRESS as Address,
+    });
+    this.acceptanceCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
+    this.endpointCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
   }
 
   requireChain(): ChainService {
@@ -56,6 +70,7 @@ export class PaymentService {
   async setAcceptance(orgId: string, input: { enabled: boolean; payTo: string }): Promise<SellerAccountDoc> {
     const payTo = getAddress(input.payTo);
     const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, { $set: { enabled: input.enabled, payTo, updatedAt: new Date() } }, { upsert: true, returnDocument: 'after' }).lean();
+    this.acceptanceCache.delete(orgId);
     await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo } });
     return doc!;
   }
@@ -91,6 +106,7 @@ export class PaymentService {
       _id: input.id, orgId, url, priceUsdc: formatUsdc(priceAtomic), priceAtomic: priceAtomic.toString(),
       description: input.description ?? '', webhookUrl: input.webhookUrl, webhookSecret: input.webhookSecret, createdAt: now, updatedAt: now,
     });
+    this.endpointCache.deletePrefix(`${orgId} `);
     await this.logs.record({ orgId, action: 'payments.endpoint_registered', category: 'payments', description: `Endpoint ${url} registered at ${formatUsdc(priceAtomic)} USDC`, targetType: 'endpoint', targetId: doc._id });
     return doc.toObject();
   }
@@ -119,6 +135,7 @@ export class PaymentService {
     if (change.webhookSecret) set.webhookSecret = change.webhookSecret;
     const doc = await this.endpoints.findOneAndUpdate({ _id: id, orgId, deletedAt: null }, { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}) }, { returnDocument: 'after' }).lean();
     if (!doc) throw notFound('Endpoint not found');
+    this.endpointCache.deletePrefix(`${orgId} `);
     await this.logs.record({ orgId, action: 'payments.endpoint_updated', category: 'payments', description: `Endpoint ${doc.url} updated`, targetType: 'endpoint', targetId: id, metadata: { priceUsdc: doc.priceUsdc, webhookUrl: doc.webhookUrl ?? null } });
     return doc;
   }
@@ -126,6 +143,7 @@ export class PaymentService {
   async deleteEndpoint(orgId: string, id: string): Promise<void> {
     const doc = await this.endpoints.findOneAndUpdate({ _id: id, orgId, deletedAt: null }, { $set: { deletedAt: new Date() } }).lean();
     if (!doc) throw notFound('Endpoint not found');
+    this.endpointCache.deletePrefix(`${orgId} `);
     await this.logs.record({ orgId, action: 'payments.endpoint_deleted', category: 'payments', description: `Endpoint ${doc.url} deleted`, targetType: 'endpoint', targetId: id });
   }
 
@@ -143,10 +161,10 @@ export class PaymentService {
 
   async redeem(orgId: string, input: { paymentHeader: string; resource: string; amount: string }): Promise<RedeemOutcome> {
     const chain = this.requireChain();
-    const seller = await this.acceptance(orgId);
+    const seller = await this.acceptanceCache.through(orgId, () => this.acceptance(orgId));
     if (!seller?.enabled) return { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' };
     const resource = normalizeResource(input.resource);
-    const endpoint = await this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean();
+    const endpoint = await this.endpointCache.through(`${orgId} ${resource}`, () => this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean());
     if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
     const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource: endpoint.url, description: endpoint.description });
     const refuse = (error: string, message: string): RedeemOutcome => ({ ok: false, error, message, requirement });
@@ -179,10 +197,14 @@ export class PaymentService {
       throw err;
     }
 
-    const settled = await settleOnChain(this.payments, payment, chain);
+    const settled = await this.settler!.settle({ authorization: authorizationOf(payment), signature: verified.signature });
     if (!settled.ok) {
-      await this.payments.updateOne({ _id: payment._id }, { $set: { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) } });
-      await this.logs.record({ orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
+      // An unconfirmed settlement may still be mined: the record stays open for reconciliation to close
+      // from the chain, so money that moves is never recorded as failed.
+      const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
+      if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id }, { $set: change });
+      void this.logs.record({ orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id })
+        .catch((err) => console.error('[agentgate] activity log write failed:', (err as Error).message));
       return refuse(settled.reason, settled.message);
     }
     const done = await this.markSettled(payment, settled.txHash, endpoint);
@@ -203,7 +225,9 @@ export class PaymentService {
     const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
       { $set: { status: 'settled', txHash, settledAt, signedReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
     if (!done) return (await this.payments.findById(payment._id).lean())!;
-    for (const hook of this.onSettled) await hook(done, endpoint);
+    // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
+    // buyer's response; the outbox sweep finishes whatever a crash interrupts.
+    for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => console.error('[agentgate] settled hook failed:', (err as Error).message));
     // The payment record is the authority; its activity-log line need not hold up the buyer's response.
     void this.logs.record({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } })
       .catch((err) => console.error('[agentgate] activity log write failed:', (err as Error).message));

@@ -1,6 +1,6 @@
 import type { Hex } from 'viem';
 import type { PaymentService } from './payment-service.js';
-import { authorizationOf, findSettlementTx, settleOnChain } from './settlement.js';
+import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../platform/chain/usdc.js';
 
 /**
@@ -37,8 +37,8 @@ export async function reconcilePayments(service: PaymentService, options: { olde
       continue;
     }
     if (auth.validBefore <= BigInt(Math.floor(Date.now() / 1000) + 6)) { await fail('authorization_expired'); continue; }
-    const outcome = await settleOnChain(service.payments, payment, chain);
-    if (outcome.ok) { await service.markSettled(payment, outcome.txHash, endpoint); settled++; } else await fail(outcome.reason);
+    const outcome = await service.settler!.settle({ authorization: auth, signature: payment.signature as Hex });
+    if (outcome.ok) { await service.markSettled(payment, outcome.txHash, endpoint); settled++; } else if (!outcome.unconfirmed) await fail(outcome.reason);
   }
   return { settled, failed };
 }

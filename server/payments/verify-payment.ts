@@ -1,4 +1,4 @@
-import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import { getAddress, isAddressEqual, recoverTypedDataAddress, type Address, type Hex } from 'viem';
 import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
@@ -59,8 +59,7 @@ export async function verifyPayment(
   const from = getAddress(authorization.from);
   // The EIP-712 domain is the token's own (name, version, chain id, contract): a signature made for
   // another chain, another token or another domain name does not verify here.
-  const validSignature = await chain.publicClient.verifyTypedData({
-    address: from,
+  const typedData = {
     domain: usdcDomain({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }),
     types: transferWithAuthorizationTypes,
     primaryType: 'TransferWithAuthorization',
@@ -73,7 +72,12 @@ export async function verifyPayment(
       nonce: authorization.nonce as Hex,
     },
     signature: signature as Hex,
-  }).catch(() => false);
+  } as const;
+  // An EOA's signature is checked here, with no RPC call; anything else (an ERC-1271 smart account, an
+  // ERC-6492 wrapped one) is asked of the chain.
+  const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
+  const validSignature = (recovered !== undefined && isAddressEqual(recovered, from))
+    || await chain.publicClient.verifyTypedData({ address: from, ...typedData }).catch(() => false);
   if (!validSignature) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
 
   if (!isAddressEqual(authorization.to as Address, terms.payTo)) {

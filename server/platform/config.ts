@@ -39,6 +39,16 @@ const schema = z.object({
   USDC_EIP712_NAME: z.string().min(1).optional(),
   USDC_EIP712_VERSION: z.string().min(1).default('2'),
   RELAYER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
+  // More relayer accounts for settlement, comma-separated: each sends its own transactions in parallel.
+  RELAYER_PRIVATE_KEYS: z.string().regex(/^0x[0-9a-fA-F]{64}(,0x[0-9a-fA-F]{64})*$/, 'must be comma-separated 0x-prefixed 32-byte hex keys').optional(),
+  // Settlement: at most this many authorizations per transaction (1 turns batching off), and this many
+  // transactions in flight per relayer account before new requests wait and are batched.
+  SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),
+  SETTLEMENT_PIPELINE_DEPTH: z.coerce.number().int().min(1).max(64).default(4),
+  MULTICALL3_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').default('0xcA11bde05977b3631167028862bE2a173976CA11'),
+  // How long a server process serves a seller's settings and endpoints from memory: a change made in
+  // another process reaches this one within this time (the process that made it sees it at once).
+  SELLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   // Buyer wallets: the SmartAccountFactory that creates each identity's smart account (CREATE2).
   WALLET_FACTORY_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
   // Dev mode only: the key POST /v0/dev/faucet pays test USDC from (it transfers, or mints if it owns the token).

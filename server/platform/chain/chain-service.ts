@@ -1,4 +1,4 @@
-import { createPublicClient, createWalletClient, http, nonceManager, type Address, type Chain, type PublicClient, type WalletClient, type Account, type Transport } from 'viem';
+import { createPublicClient, createWalletClient, http, nonceManager, type Address, type Chain, type PublicClient, type WalletClient, type Account, type PrivateKeyAccount, type Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { base, baseSepolia } from 'viem/chains';
 import type { Config } from '../config.js';
@@ -19,6 +19,8 @@ export interface ChainService {
   publicClient: PublicClient<Transport, Chain>;
   walletClient: WalletClient<Transport, Chain, Account>;
   relayer: Address;
+  /** Every account that may send settlements: RELAYER_PRIVATE_KEY first, then RELAYER_PRIVATE_KEYS. */
+  relayerAccounts: PrivateKeyAccount[];
 }
 
 const VIEM_CHAINS: Record<string, Chain> = { base, 'base-sepolia': baseSepolia };
@@ -39,7 +41,9 @@ export async function createChainService(config: Config): Promise<ChainService |
   if (chainId !== info.chainId) {
     throw new ChainConfigError(`configuration error: CHAIN_RPC_URL serves chain ${chainId}, but CHAIN_NETWORK ${info.name} is chain ${info.chainId}`);
   }
+  // One nonce manager (viem's, per address) for every sender of an account in this process.
   const account = privateKeyToAccount(config.RELAYER_PRIVATE_KEY as `0x${string}`, { nonceManager });
+  const extra = (config.RELAYER_PRIVATE_KEYS ?? '').split(',').filter(Boolean).map((key) => privateKeyToAccount(key as `0x${string}`, { nonceManager }));
   const walletClient = createWalletClient({ chain, transport, account, pollingInterval: 100 });
   return {
     network: info.name,
@@ -54,5 +58,6 @@ export async function createChainService(config: Config): Promise<ChainService |
     publicClient,
     walletClient,
     relayer: account.address,
+    relayerAccounts: [account, ...extra.filter((a) => a.address !== account.address)],
   };
 }

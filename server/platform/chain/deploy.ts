@@ -100,3 +100,39 @@ async function deployedAddress(client: PublicClient, hash: Hash, what: string): 
   if (!receipt.contractAddress) throw new Error(`${what} deployment ${hash} created no contract`);
   return getAddress(receipt.contractAddress);
 }
+
+/** Where Multicall3 lives on Base, Base Sepolia and most EVM chains (deployed by a pre-signed transaction). */
+export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
+
+/**
+ * Puts Multicall3 at its canonical address on a local node, as on Base: the settlement batches go
+ * through it. The creation code is the one viem ships for its deployless multicall (the canonical
+ * Multicall3 build); it is deployed once from the deployer to learn its runtime code, which
+ * `anvil_setCode` then places at the canonical address. Idempotent.
+ */
+export async function installMulticall3({ rpcUrl, deployerKey }: { rpcUrl: string; deployerKey: Hex }): Promise<Address> {
+  const probe = createPublicClient({ transport: http(rpcUrl) });
+  const existing = await probe.getCode({ address: MULTICALL3_ADDRESS });
+  if (existing && existing !== '0x') return MULTICALL3_ADDRESS;
+  const chain = localChain({ chainId: await probe.getChainId(), rpcUrl });
+  const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 100 });
+  const wallet = createWalletClient({ chain, account: privateKeyToAccount(deployerKey), transport: http(rpcUrl) });
+  const hash = await wallet.deployContract({ abi: [], bytecode: await multicall3CreationCode() });
+  const deployed = await deployedAddress(publicClient, hash, 'Multicall3');
+  const runtime = await publicClient.getCode({ address: deployed });
+  if (!runtime) throw new Error('Multicall3 deployment left no code');
+  await publicClient.request({ method: 'anvil_setCode' as never, params: [MULTICALL3_ADDRESS, runtime] as never });
+  return MULTICALL3_ADDRESS;
+}
+
+/** viem keeps the bytecode in a module it does not export by name, so it is read from the installed package. */
+async function multicall3CreationCode(): Promise<Hex> {
+  const { createRequire } = await import('node:module');
+  const { readFile } = await import('node:fs/promises');
+  const { dirname, join } = await import('node:path');
+  const viemRoot = dirname(createRequire(import.meta.url).resolve('viem/package.json'));
+  const source = await readFile(join(viemRoot, '_esm', 'constants', 'contracts.js'), 'utf8');
+  const match = /export const multicall3Bytecode = '(0x[0-9a-f]+)'/.exec(source);
+  if (!match) throw new Error('the Multicall3 bytecode was not found in the installed viem');
+  return match[1] as Hex;
+}

@@ -1,5 +1,5 @@
 import { startAnvil } from './anvil.js';
-import { deployDevChain } from './deploy.js';
+import { deployDevChain, installMulticall3 } from './deploy.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
 import type { Address } from 'viem';
 
@@ -27,6 +27,8 @@ export interface DevChain {
 export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address } } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {
   const node = await startAnvil({ chainId: DEV_CHAIN_ID, stateFile: options.stateFile });
   try {
+    // Settlement batches go through Multicall3, as on Base; a chain state saved before it existed gets it now.
+    await installMulticall3({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
     if (options.deployed) {
       const { createPublicClient, http } = await import('viem');
       const client = createPublicClient({ transport: http(node.rpcUrl) });

@@ -1,0 +1,45 @@
+/**
+ * A bounded in-process cache whose entries expire after `ttlMs`. Several server processes may share a
+ * database: a change made elsewhere reaches this process within `ttlMs`; the process that made the
+ * change calls `delete` and sees it at once. When full, the oldest entry goes first.
+ */
+export class TtlCache<V> {
+  private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+
+  constructor(private readonly ttlMs: number, private readonly maxEntries = 10_000) {}
+
+  get(key: string): V | undefined {
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (entry.expiresAt <= Date.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry.value;
+  }
+
+  set(key: string, value: V): void {
+    if (this.ttlMs <= 0) return;
+    this.entries.delete(key);
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { value, expiresAt: Date.now() + this.ttlMs });
+  }
+
+  /** The cached value, or `load()`'s, which is then cached (cache a missing value as `null`, never `undefined`). */
+  async through(key: string, load: () => Promise<V>): Promise<V> {
+    const hit = this.get(key);
+    if (hit !== undefined) return hit;
+    const value = await load();
+    this.set(key, value);
+    return value;
+  }
+
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+
+  /** Drops every entry whose key starts with `prefix` (all of one org's entries, say). */
+  deletePrefix(prefix: string): void {
+    for (const key of this.entries.keys()) if (key.startsWith(prefix)) this.entries.delete(key);
+  }
+}
