@@ -1,0 +1,199 @@
+// Settlement with batching on: several redemptions waiting for a relayer go out as one Multicall3
+// transaction, a bad authorization inside a batch fails alone, copies of one header settle once, a crash
+// between sending a batch and recording it is reconciled from the chain, and two server processes on one
+// database never settle one authorization twice.
+import { parseEventLogs, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { fundedBuyer, paymentHeaderV1, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
+import { reconcilePayments } from '../../server/payments/reconcile.js';
+import { usdcAbi } from '../../server/platform/chain/usdc.js';
+import { MULTICALL3_ADDRESS } from '../../server/platform/chain/deploy.js';
+
+const RESOURCE = 'https://api.example.com/batched';
+const PRICE = 10_000n;
+
+interface Seller { platformKey: string; sellerKey: string; payTo: Address }
+
+/** A backend whose single relayer keeps one transaction in flight, so whatever arrives meanwhile is batched. */
+const batchingServer = (overrides: Record<string, string> = {}) =>
+  startTestServer({ TRUST_PROXY: 'true', SETTLEMENT_PIPELINE_DEPTH: '1', SETTLEMENT_BATCH_MAX: '50', ...overrides });
+
+async function setUpSeller(server: TestServer): Promise<Seller> {
+  const agent = await signUp(server);
+  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
+  const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
+  expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: RESOURCE, priceUsdc: '0.01', skipUrlCheck: true } })).status).toBe(201);
+  return { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo };
+}
+
+const redeem = (server: TestServer, seller: Seller, paymentHeader: string, init: { signal?: AbortSignal } = {}) =>
+  fetch(`${server.url}/v0/payments/redeem`, {
+    method: 'POST', signal: init.signal,
+    headers: { authorization: `Bearer ${seller.sellerKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ paymentHeader, resource: RESOURCE, amount: '0.01' }),
+  }).then(async (res) => ({ status: res.status, body: await res.json() as any }));
+
+async function header(seller: Seller, buyerUsdc = '1') {
+  const buyer = await fundedBuyer(buyerUsdc);
+  return { buyer, header: paymentHeaderV1(await signAuthorization(buyer, { to: seller.payTo, value: PRICE })) };
+}
+
+const until = async (condition: () => boolean) => { while (!condition()) await new Promise((r) => setTimeout(r, 10)); };
+
+/**
+ * Holds the first transaction the server submits until `n` more requests are waiting, so those go out
+ * together; resolves once that first transaction is being held.
+ */
+function holdFirstSubmissionUntilWaiting(server: TestServer, n: number): Promise<void> {
+  const settler = server.app.payments.settler!;
+  let first = true;
+  return new Promise((holding) => {
+    settler.onSubmitted.push(async () => {
+      if (!first) return;
+      first = false;
+      holding();
+      await until(() => settler.waiting >= n);
+    });
+  });
+}
+
+const transfersIn = async (txHash: Hex) => {
+  const receipt = await testChain().publicClient.getTransactionReceipt({ hash: txHash });
+  return { to: receipt.to, used: parseEventLogs({ abi: usdcAbi, logs: receipt.logs, eventName: 'AuthorizationUsed' }).length };
+};
+
+describe('batched settlement', () => {
+  let server: TestServer;
+  let seller: Seller;
+  beforeAll(async () => {
+    server = await batchingServer();
+    seller = await setUpSeller(server);
+  });
+  afterAll(async () => { await server.close(); });
+
+  it('settles waiting redemptions in one Multicall3 transaction; a bad authorization fails alone with its reason', async () => {
+    const held = holdFirstSubmissionUntilWaiting(server, 3);
+    const lead = await header(seller);
+    // Two payments from a buyer who can afford only one: each verifies alone, the second fails on chain.
+    const poor = await fundedBuyer('0.015');
+    const [a, b] = [await signAuthorization(poor, { to: seller.payTo, value: PRICE }), await signAuthorization(poor, { to: seller.payTo, value: PRICE })];
+    const good = await header(seller);
+    const before = await usdcBalance(seller.payTo);
+
+    const first = redeem(server, seller, lead.header);
+    await held; // the lead went out alone and is held until the three below wait
+    const [ra, rb, rgood] = await Promise.all([redeem(server, seller, paymentHeaderV1(a)), redeem(server, seller, paymentHeaderV1(b)), redeem(server, seller, good.header)]);
+    expect((await first).status).toBe(200);
+
+    const outcomes = [ra, rb].map((r) => r.status).sort();
+    expect(outcomes).toEqual([200, 402]);
+    const refused = ra.status === 402 ? ra : rb;
+    expect(refused.body.error).toBe('insufficient_funds');
+    expect(rgood.status).toBe(200);
+
+    // The three waiting redemptions shared one transaction through Multicall3, which moved two transfers.
+    const settledTx = (ra.status === 200 ? ra : rb).body.paymentResponse.transaction as Hex;
+    expect(rgood.body.paymentResponse.transaction).toBe(settledTx);
+    expect(await transfersIn(settledTx)).toEqual({ to: MULTICALL3_ADDRESS.toLowerCase(), used: 2 });
+    expect(await usdcBalance(seller.payTo)).toBe(before + 3n * PRICE);
+
+    // Each payment's record, receipt and failure are its own.
+    const list = await fetch(`${server.url}/v0/payments?limit=10`, { headers: { authorization: `Bearer ${seller.platformKey}` } }).then((r) => r.json() as any);
+    const failed = list.payments.filter((p: any) => p.status === 'failed');
+    expect(failed).toHaveLength(1);
+    expect(failed[0].failureReason).toBe('insufficient_funds');
+    const settled = list.payments.filter((p: any) => p.status === 'settled' && p.txHash === settledTx);
+    expect(settled).toHaveLength(2);
+    for (const p of settled) {
+      const detail = await fetch(`${server.url}/v0/payments/${p.id}`, { headers: { authorization: `Bearer ${seller.platformKey}` } }).then((r) => r.json() as any);
+      expect(detail.signedReceipt.body).toMatchObject({ paymentId: p.id, txHash: settledTx });
+    }
+  });
+
+  it('settles 100 concurrent copies of one header once', async () => {
+    const { header: h, buyer } = await header(seller);
+    const before = await usdcBalance(seller.payTo);
+    const results = await Promise.all(Array.from({ length: 100 }, () => redeem(server, seller, h)));
+    expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(results.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(99);
+    expect(await usdcBalance(seller.payTo)).toBe(before + PRICE);
+    expect(await usdcBalance(buyer.address)).toBe(1_000_000n - PRICE);
+  });
+});
+
+it('reconciles a batch sent by a process that died before recording it: nothing lost, nothing charged twice', async () => {
+  const dying = await batchingServer();
+  const seller = await setUpSeller(dying);
+  const settler = dying.app.payments.settler!;
+  // The process "dies" right after the node accepts its second transaction (the batch): nothing after
+  // the submission runs, so no record is written, as with a SIGKILL at that point.
+  let submissions = 0;
+  let leadHeld = false;
+  let batchHash: Hex | undefined;
+  settler.onSubmitted.push(async (txHash) => {
+    submissions++;
+    if (submissions === 1) { leadHeld = true; await until(() => settler.waiting >= 3); return; }
+    batchHash = txHash;
+    await new Promise(() => {}); // never returns
+  });
+  const payments = await Promise.all([0, 1, 2, 3].map(() => header(seller)));
+  const before = await usdcBalance(seller.payTo);
+  const abort = new AbortController();
+  const lead = redeem(dying, seller, payments[0]!.header, abort);
+  await until(() => leadHeld);
+  const rest = payments.slice(1).map((p) => redeem(dying, seller, p.header, abort).catch(() => undefined));
+  expect((await lead).status).toBe(200);
+  await until(() => batchHash !== undefined);
+  abort.abort();
+  await Promise.all(rest);
+  const db = dying.config.MONGODB_DB;
+  await dying.app.close().catch(() => {}); // the dead process's connections go away; its data stays
+  dying.http.closeAllConnections();
+  dying.http.close();
+
+  // The money moved in the batch, but the three records are still open.
+  expect(await usdcBalance(seller.payTo)).toBe(before + 4n * PRICE);
+  expect((await transfersIn(batchHash)).used).toBe(3);
+
+  // The next start on the same database reconciles them from the chain.
+  const next = await startTestServer({ MONGODB_DB: db, TRUST_PROXY: 'true' });
+  try {
+    const open = await next.app.payments.payments.countDocuments({ status: 'verified' });
+    expect(open).toBe(3);
+    const result = await reconcilePayments(next.app.payments, { olderThanMs: 0 });
+    expect(result).toEqual({ settled: 3, failed: 0 });
+    const records = await next.app.payments.payments.find({}).lean();
+    expect(records.map((r) => r.status)).toEqual(['settled', 'settled', 'settled', 'settled']);
+    expect(records.filter((r) => r.txHash === batchHash)).toHaveLength(3);
+    expect(records.every((r) => r.signedReceipt)).toBe(true);
+    // Reconciling again moves nothing: each authorization moved money once.
+    await reconcilePayments(next.app.payments, { olderThanMs: 0 });
+    expect(await usdcBalance(seller.payTo)).toBe(before + 4n * PRICE);
+  } finally {
+    await next.close();
+  }
+});
+
+it('two server processes on one database settle disjoint payments, and a header sent to both settles once', async () => {
+  const first = await batchingServer();
+  const second = await startTestServer({ TRUST_PROXY: 'true', MONGODB_DB: first.config.MONGODB_DB, SETTLEMENT_PIPELINE_DEPTH: '1' });
+  try {
+    const seller = await setUpSeller(first);
+    const payments = await Promise.all(Array.from({ length: 12 }, () => header(seller)));
+    const before = await usdcBalance(seller.payTo);
+    // Every header goes to both processes at once: each authorization may settle in one of them only.
+    const results = await Promise.all(payments.flatMap((p) => [redeem(first, seller, p.header), redeem(second, seller, p.header)]));
+    expect(results.filter((r) => r.status === 200)).toHaveLength(12);
+    expect(results.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(12);
+    expect(await usdcBalance(seller.payTo)).toBe(before + 12n * PRICE);
+    for (const p of payments) expect(await usdcBalance(p.buyer.address)).toBe(1_000_000n - PRICE);
+    const records = await first.app.payments.payments.find({ status: 'settled' }).lean();
+    expect(records).toHaveLength(12);
+  } finally {
+    await second.close();
+    await first.close();
+  }
+});
