@@ -2,7 +2,7 @@
  * What the seller middleware costs, side by side with the official x402 v2 Express middleware
  * (`@x402/express` over an in-process `@x402/core` facilitator with `@x402/evm`, same anvil, same token).
  *
- *   npx tsx bench/middleware.ts            (BENCH_UNPAID=3000 BENCH_PAID=60 BENCH_CONCURRENCY=8 to change sizes)
+ *   npx tsx bench/middleware.ts            (BENCH_UNPAID=3000 BENCH_PAID=120 BENCH_CONCURRENCY=16 to change sizes)
  *
  * 1. Unpaid request: median latency over loopback of a bare Express route, and of the same route behind
  *    each middleware (which answers 402); added latency = difference of medians. Plus our Paywall.handle
@@ -43,8 +43,8 @@ import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 
 const UNPAID = Number(process.env.BENCH_UNPAID ?? 3000);
-const PAID = Number(process.env.BENCH_PAID ?? 60);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const PAID = Number(process.env.BENCH_PAID ?? 120);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const VERIFY = Number(process.env.BENCH_VERIFY ?? 200);
 const NETWORK = 'eip155:84532';
 const PRICE_ATOMIC = '10000';
@@ -184,17 +184,27 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
   log(`   ratio agentgate / official: ${(median(ourVerify) / median(officialVerify)).toFixed(2)}`);
 
   // --- 3. paid requests per second end to end ----------------------------------------------------
-  log(`\n3. paid requests end to end on the local chain (pre-signed v2 payments; ${PAID} sequential, ${PAID * 2} at concurrency ${CONCURRENCY})`);
-  const results: Record<string, { sequential: number; concurrent: number; latency: number }> = {};
-  for (const [name, server, key] of [['agentgate', our, DEV_ACCOUNTS[1]!.privateKey], ['official', official, DEV_ACCOUNTS[2]!.privateKey]] as const) {
-    const sequentialPayments = await signPayments(server.url, key, usdc, PAID);
-    const concurrentPayments = await signPayments(server.url, key, usdc, PAID * 2);
-    const sequential = await payAll(server.url, sequentialPayments, 1);
-    const concurrent = await payAll(server.url, concurrentPayments, CONCURRENCY);
-    results[name] = { sequential: sequential.perSecond, concurrent: concurrent.perSecond, latency: median(sequential.latencies) };
-    log(`   ${name.padEnd(10)} sequential ${sequential.perSecond.toFixed(1)} req/s (median ${ms(median(sequential.latencies))})   concurrent ${concurrent.perSecond.toFixed(1)} req/s`);
+  const ROUNDS = Number(process.env.BENCH_PAID_ROUNDS ?? 3);
+  log(`\n3. paid requests end to end on the local chain (pre-signed v2 payments; ${ROUNDS} interleaved rounds of ${PAID} sequential and ${PAID * 2} at concurrency ${CONCURRENCY}; medians)`);
+  const rates: Record<string, { sequential: number[]; concurrent: number[]; latencies: number[] }> = { agentgate: { sequential: [], concurrent: [], latencies: [] }, official: { sequential: [], concurrent: [], latencies: [] } };
+  const buyers = { agentgate: DEV_ACCOUNTS[1]!.privateKey, official: DEV_ACCOUNTS[2]!.privateKey };
+  for (let round = 0; round < ROUNDS; round += 1) {
+    // Interleaved, so a noisy neighbour on this shared machine hits both stacks alike.
+    for (const [name, server] of [['agentgate', our], ['official', official]] as const) {
+      // Signed just before each run: a v2 authorization is valid for the requirement's 60 s.
+      const sequential = await payAll(server.url, await signPayments(server.url, buyers[name], usdc, PAID), 1);
+      const concurrent = await payAll(server.url, await signPayments(server.url, buyers[name], usdc, PAID * 2), CONCURRENCY);
+      rates[name]!.sequential.push(sequential.perSecond);
+      rates[name]!.concurrent.push(concurrent.perSecond);
+      rates[name]!.latencies.push(...sequential.latencies);
+    }
   }
-  log(`   ratio agentgate / official: sequential ${(results.agentgate!.sequential / results.official!.sequential).toFixed(2)}, concurrent ${(results.agentgate!.concurrent / results.official!.concurrent).toFixed(2)}`);
+  for (const name of ['agentgate', 'official'] as const) {
+    const r = rates[name]!;
+    log(`   ${name.padEnd(10)} sequential ${median(r.sequential).toFixed(1)} req/s (median latency ${ms(median(r.latencies))})   concurrency ${CONCURRENCY} ${median(r.concurrent).toFixed(1)} req/s`);
+  }
+  const ratio = (kind: 'sequential' | 'concurrent') => (median(rates.agentgate![kind]) / median(rates.official![kind])).toFixed(2);
+  log(`paid req/s ratio agentgate/official: sequential ${ratio('sequential')}, concurrency${CONCURRENCY} ${ratio('concurrent')}`);
 }
 
 /** The official v2 stack: @x402/express middleware, resource server and an in-process facilitator. */

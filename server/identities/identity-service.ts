@@ -8,6 +8,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import { identityUsage, type UsageTracker } from '../platform/usage.js';
 import { conflict, notFound, isDuplicateKey } from '../platform/errors.js';
 import { identitySchema, type IdentityDoc } from './identity-model.js';
+import { TtlCache } from '../platform/ttl-cache.js';
 import { inboxAddress, randomSlug } from './names.js';
 
 export interface CreatedIdentity {
@@ -19,9 +20,12 @@ export interface CreatedIdentity {
 /** Identities of an org: creation with a fresh inbox and key, listing, rename, scopes, revoke, rotate. */
 export class IdentityService {
   readonly model: Model<IdentityDoc>;
+  /** Scopes of live identities, read on every identity-key request (AUTH_CACHE_TTL_MS). */
+  private readonly scopes: TtlCache<string[]>;
 
   constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog, private readonly usage: UsageTracker) {
     this.model = conn.models.Identity ?? conn.model<IdentityDoc>('Identity', identitySchema, 'identities');
+    this.scopes = new TtlCache(config.AUTH_CACHE_TTL_MS);
   }
 
   async create(owner: { orgId: string; userId: string }, options: { name?: string; displayName?: string } = {}): Promise<CreatedIdentity> {
@@ -50,7 +54,11 @@ export class IdentityService {
   }
 
   async liveScopes(identityId: string): Promise<string[] | null> {
+    const cached = this.scopes.get(identityId);
+    if (cached) return cached;
+    const readAt = this.scopes.generation;
     const identity = await this.model.findOne({ _id: identityId, revokedAt: null }).select({ scopes: 1 }).lean();
+    if (identity) this.scopes.set(identityId, identity.scopes, readAt);
     return identity?.scopes ?? null;
   }
 
@@ -105,6 +113,7 @@ export class IdentityService {
       updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null, scopes: current.scopes }, { $set: set }, { returnDocument: 'after' }).lean();
       if (!updated && !(await this.model.exists({ _id: identityId, orgId, revokedAt: null }))) throw notFound('Identity not found');
     }
+    this.scopes.delete(identityId);
     await this.logs.record({
       orgId, identityId, action: 'identity.updated', category: 'identity', description: `Identity ${updated.name} updated`,
       targetType: 'identity', targetId: identityId,
@@ -117,6 +126,7 @@ export class IdentityService {
   async revoke(orgId: string, identityId: string): Promise<void> {
     const identity = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null }, { $set: { revokedAt: new Date() } }).lean();
     if (!identity) throw notFound('Identity not found');
+    this.scopes.delete(identityId);
     await this.keys.revokeAllFor({ identityId });
     await this.logs.record({
       orgId, identityId, action: 'identity.revoked', category: 'identity', description: `Identity ${identity.name} revoked`,

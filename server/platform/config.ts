@@ -46,8 +46,10 @@ const schema = z.object({
   SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),
   SETTLEMENT_PIPELINE_DEPTH: z.coerce.number().int().min(1).max(64).default(4),
   MULTICALL3_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').default('0xcA11bde05977b3631167028862bE2a173976CA11'),
-  // How long a server process serves a seller's settings and endpoints from memory: a change made in
-  // another process reaches this one within this time (the process that made it sees it at once).
+  // How long a server process serves resolved API keys (with their identity's scopes), and a seller's
+  // settings and endpoints, from memory: a revocation, rotation or scope change made in another process
+  // takes effect here within this time; the process that made it applies it at once.
+  AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   SELLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   // Buyer wallets: the SmartAccountFactory that creates each identity's smart account (CREATE2).
   WALLET_FACTORY_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),

@@ -85,7 +85,7 @@ export async function createContext(config: Config): Promise<AppContext> {
   await db.asPromise();
   const logs = new ActivityLog(db);
   const usage = new UsageTracker(db);
-  const keys = new ApiKeyService(db, usage);
+  const keys = new ApiKeyService(db, usage, config.AUTH_CACHE_TTL_MS);
   const secrets = new SecretBox(keyringFrom(config));
   const onClose: Array<() => Promise<void>> = [];
   const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS });
@@ -124,6 +124,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     onClose,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();
+      await usage.flush();
       await jobs.stop();
       await db.close();
     },

@@ -2,9 +2,18 @@
  * A bounded in-process cache whose entries expire after `ttlMs`. Several server processes may share a
  * database: a change made elsewhere reaches this process within `ttlMs`; the process that made the
  * change calls `delete` and sees it at once. When full, the oldest entry goes first.
+ *
+ * A value read from the database before a change and stored after it would undo the `delete`: every
+ * deletion bumps `generation`, and `set(key, value, readAt)` keeps nothing read before the last one.
  */
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+  private deletions = 0;
+
+  /** Take before reading what will be stored; pass to `set`. */
+  get generation(): number {
+    return this.deletions;
+  }
 
   constructor(private readonly ttlMs: number, private readonly maxEntries = 10_000) {}
 
@@ -18,8 +27,8 @@ export class TtlCache<V> {
     return entry.value;
   }
 
-  set(key: string, value: V): void {
-    if (this.ttlMs <= 0) return;
+  set(key: string, value: V, readAt?: number): void {
+    if (this.ttlMs <= 0 || (readAt !== undefined && readAt !== this.deletions)) return;
     this.entries.delete(key);
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(key, { value, expiresAt: Date.now() + this.ttlMs });
@@ -29,17 +38,26 @@ export class TtlCache<V> {
   async through(key: string, load: () => Promise<V>): Promise<V> {
     const hit = this.get(key);
     if (hit !== undefined) return hit;
+    const readAt = this.deletions;
     const value = await load();
-    this.set(key, value);
+    this.set(key, value, readAt);
     return value;
   }
 
   delete(key: string): void {
+    this.deletions++;
     this.entries.delete(key);
+  }
+
+  /** Drops every entry whose value matches (a revoked key's, say): a scan, for changes that are rare. */
+  deleteWhere(matches: (value: V) => boolean): void {
+    this.deletions++;
+    for (const [key, entry] of this.entries) if (matches(entry.value)) this.entries.delete(key);
   }
 
   /** Drops every entry whose key starts with `prefix` (all of one org's entries, say). */
   deletePrefix(prefix: string): void {
+    this.deletions++;
     for (const key of this.entries.keys()) if (key.startsWith(prefix)) this.entries.delete(key);
   }
 }

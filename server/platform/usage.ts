@@ -4,27 +4,57 @@ interface UsageDoc { _id: string; count: number; lastUsedAt: Date }
 
 const schema = new Schema<UsageDoc>({ _id: String, count: { type: Number, default: 0 }, lastUsedAt: Date }, { versionKey: false });
 
+/** How long counts gather in memory before one batched write. */
+const FLUSH_EVERY_MS = 1_000;
+
 /**
- * Usage bookkeeping (how often and when a key or identity was last used), kept in documents of its own.
- * On FerretDB an update rewrites the whole document, so a usage `$inc` racing a revocation or a scope
- * change on the same document could undo it (measured: 13 of 20 rounds lost the `$set`). Nothing but
- * this class writes here; a lost increment costs a count, never a security decision.
+ * Usage bookkeeping (how often and when a key, identity or credential was last used), kept in documents
+ * of its own. On FerretDB an update rewrites the whole document, so a usage `$inc` racing a revocation
+ * or a scope change on the same document could undo it (measured: 13 of 20 rounds lost the `$set`).
+ * Nothing but this class writes here; a lost increment costs a count, never a security decision.
+ *
+ * Counts are gathered in memory and written at most once a second in one unordered bulk write, so a
+ * request never waits for, nor pays, a usage write. Reads in this process add what is not flushed yet.
  */
 export class UsageTracker {
   private readonly usage: Model<UsageDoc>;
+  private pending = new Map<string, { count: number; lastUsedAt: Date }>();
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(conn: Connection) {
     this.usage = conn.models.Usage ?? conn.model<UsageDoc>('Usage', schema, 'usage');
   }
 
-  /** Off the request path: a failed write only loses a count. */
   record(subject: string): void {
-    this.usage.updateOne({ _id: subject }, { $inc: { count: 1 }, $set: { lastUsedAt: new Date() } }, { upsert: true }).catch(() => {});
+    const entry = this.pending.get(subject);
+    if (entry) { entry.count += 1; entry.lastUsedAt = new Date(); } else this.pending.set(subject, { count: 1, lastUsedAt: new Date() });
+    this.timer ??= setTimeout(() => { void this.flush(); }, FLUSH_EVERY_MS).unref();
+  }
+
+  /** Writes what has gathered; called by the timer and on shutdown. A failed write only loses counts. */
+  flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.pending;
+    this.pending = new Map();
+    if (batch.size === 0) return this.flushing;
+    const ops = [...batch].map(([_id, { count, lastUsedAt }]) => ({ updateOne: { filter: { _id }, update: { $inc: { count }, $set: { lastUsedAt } }, upsert: true } }));
+    this.flushing = this.flushing.then(() => this.usage.bulkWrite(ops, { ordered: false })).then(() => {}, () => {});
+    return this.flushing;
   }
 
   async read(subjects: string[]): Promise<Map<string, { count: number; lastUsedAt?: Date }>> {
+    await this.flushing;
     const docs = subjects.length ? await this.usage.find({ _id: { $in: subjects } }).lean() : [];
-    return new Map(docs.map((d) => [d._id, { count: d.count, lastUsedAt: d.lastUsedAt }]));
+    const result = new Map<string, { count: number; lastUsedAt?: Date }>(docs.map((d) => [d._id, { count: d.count, lastUsedAt: d.lastUsedAt }]));
+    for (const subject of subjects) {
+      const waiting = this.pending.get(subject);
+      if (!waiting) continue;
+      const stored = result.get(subject);
+      result.set(subject, { count: (stored?.count ?? 0) + waiting.count, lastUsedAt: waiting.lastUsedAt });
+    }
+    return result;
   }
 }
 

@@ -156,7 +156,7 @@ it('reconciles a batch sent by a process that died before recording it: nothing 
 
   // The money moved in the batch, but the three records are still open.
   expect(await usdcBalance(seller.payTo)).toBe(before + 4n * PRICE);
-  expect((await transfersIn(batchHash)).used).toBe(3);
+  expect((await transfersIn(batchHash!)).used).toBe(3);
 
   // The next start on the same database reconciles them from the chain.
   const next = await startTestServer({ MONGODB_DB: db, TRUST_PROXY: 'true' });

@@ -2,6 +2,7 @@ import { Schema, type Connection, type Model } from 'mongoose';
 import { generateApiKey, hashApiKey, tierOf, type KeyTier } from '../keys.js';
 import { newId } from '../ids.js';
 import { keyUsage, type UsageTracker } from '../usage.js';
+import { TtlCache } from '../ttl-cache.js';
 
 export interface ApiKeyDoc {
   _id: string;
@@ -35,9 +36,12 @@ export interface IssuedKey { keyId: string; rawKey: string; prefix: string }
 export class ApiKeyService {
   private readonly keys: Model<ApiKeyDoc>;
   private readonly lastTouched = new Map<string, number>();
+  /** Live keys by hash (unknown keys are not cached, so guessing fills no memory). */
+  private readonly live: TtlCache<ApiKeyDoc>;
 
-  constructor(conn: Connection, private readonly usage: UsageTracker) {
+  constructor(conn: Connection, private readonly usage: UsageTracker, cacheTtlMs = 0) {
     this.keys = conn.models.ApiKey ?? conn.model<ApiKeyDoc>('ApiKey', schema, 'api_keys');
+    this.live = new TtlCache(cacheTtlMs);
   }
 
   async issue(tier: KeyTier, owner: { orgId: string; userId?: string; identityId?: string; name?: string }): Promise<IssuedKey> {
@@ -50,8 +54,13 @@ export class ApiKeyService {
   /** The live key behind a raw bearer token, or null. Unknown prefix, unknown hash and revoked keys look alike. */
   async resolve(rawKey: string): Promise<ApiKeyDoc | null> {
     if (!tierOf(rawKey) || rawKey.length > 200) return null;
-    const key = await this.keys.findOne({ hash: hashApiKey(rawKey) }).lean();
+    const hash = hashApiKey(rawKey);
+    const cached = this.live.get(hash);
+    if (cached) return cached;
+    const readAt = this.live.generation;
+    const key = await this.keys.findOne({ hash }).lean();
     if (!key || key.revokedAt) return null;
+    this.live.set(hash, key, readAt);
     return key;
   }
 
@@ -66,10 +75,12 @@ export class ApiKeyService {
 
   async revoke(keyId: string): Promise<void> {
     await this.keys.updateOne({ _id: keyId, revokedAt: null }, { $set: { revokedAt: new Date() } });
+    this.live.deleteWhere((key) => key._id === keyId);
   }
 
   async revokeAllFor(filter: { identityId: string }): Promise<void> {
     await this.keys.updateMany({ ...filter, revokedAt: null }, { $set: { revokedAt: new Date() } });
+    this.live.deleteWhere((key) => key.identityId === filter.identityId);
   }
 
   async list(filter: { orgId: string; tier: KeyTier }): Promise<ApiKeyDoc[]> {
