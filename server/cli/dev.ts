@@ -54,7 +54,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     MONGODB_URI: mongo.uri,
   });
   const server = await startServer(config);
-  log(`dev backend on ${config.BASE_URL} (database: ${mongo.kind}; SMTP on 127.0.0.1:${server.smtpPort})`);
+  log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
   if (chain) {
     const seller = await ensureDevSeller(server, stateDir, chain);
     log(`local chain ${chain.rpcUrl} (chain id ${chain.chainId}, "${DEV_NETWORK}"), USDC ${chain.usdcAddress}${chain.freshlyDeployed ? ' (deployed now)' : ''}`);
@@ -68,7 +68,10 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     await server.close();
     await Promise.all([mongo.stop(), chain?.stop(), chat?.stop()]);
   })());
-  exitWhenAChildDies([...(chain ? [{ name: 'the local chain (anvil)', exited: chain.exited }] : [])], () => stopping !== undefined, stop);
+  exitWhenAChildDies([
+    ...(mongo.exited ? [{ name: `the database (${mongo.engine})`, exited: mongo.exited }] : []),
+    ...(chain ? [{ name: 'the local chain (anvil)', exited: chain.exited }] : []),
+  ], () => stopping !== undefined, stop);
   return { stop };
 }
 

@@ -1,6 +1,8 @@
 // Provides a real MongoDB-wire server for `agentgate dev` and for the test suite, in this order:
 //   1. MONGODB_URI when set (production, CI with a real MongoDB, Atlas);
-//   2. FerretDB 1.x on SQLite, built from the Go module proxy into a cached bin directory;
+//   2. FerretDB 1.x on PostgreSQL (postgres-server.ts), FerretDB built from the Go module proxy into a
+//      cached bin directory. FerretDB's SQLite backend is used only where the PostgreSQL binaries do not
+//      exist (they ship for linux-x64): it pushes no filter but `{_id}` down, so it is 5-100x slower;
 //   3. mongodb-memory-server's real mongod, where its binary can be downloaded.
 // Nothing here fakes MongoDB in-process: every option speaks the wire protocol.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
@@ -9,6 +11,7 @@ import { existsSync, mkdirSync, cpSync, chmodSync, writeFileSync, rmSync, readdi
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, waitForTcp } from './net.js';
+import { postgresAvailable, startPostgres } from './postgres-server.js';
 
 const run = promisify(execFile);
 export const FERRETDB_VERSION = 'v1.24.2';
@@ -17,7 +20,11 @@ const FERRETDB_MODULE = 'github.com/FerretDB/FerretDB';
 export interface MongoServer {
   uri: string;
   kind: 'external' | 'ferretdb' | 'mongodb-memory-server';
+  /** Which engine holds the data, for the start-up line ("FerretDB on PostgreSQL", ...). */
+  engine: string;
   stop(): Promise<void>;
+  /** Resolves with a reason when a process of the database ends, whoever ended it (dev watches it). */
+  exited?: Promise<string>;
 }
 
 export interface MongoServerOptions {
@@ -71,12 +78,14 @@ function chmodRecursive(dir: string): void {
   }
 }
 
-async function startFerretdb(binary: string, dataDir: string, log: (l: string) => void): Promise<MongoServer> {
+type Backend = { handler: 'postgresql'; url: string } | { handler: 'sqlite' };
+
+async function startFerretdb(binary: string, dataDir: string, backend: Backend, log: (l: string) => void): Promise<MongoServer> {
   mkdirSync(dataDir, { recursive: true });
   const port = await freePort();
   const child: ChildProcess = spawn(binary, [
-    '--handler=sqlite',
-    `--sqlite-url=file:${dataDir}/`,
+    `--handler=${backend.handler}`,
+    backend.handler === 'postgresql' ? `--postgresql-url=${backend.url}` : `--sqlite-url=file:${dataDir}/`,
     `--state-dir=${dataDir}`,
     `--listen-addr=127.0.0.1:${port}`,
     '--debug-addr=127.0.0.1:0',
@@ -88,17 +97,20 @@ async function startFerretdb(binary: string, dataDir: string, log: (l: string) =
   process.once('exit', killOnExit);
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(signal ? `killed by ${signal}` : `exit code ${code}`)));
   try {
     await waitForTcp('127.0.0.1', port, 20_000, () => child.exitCode !== null);
   } catch (err) {
     child.kill('SIGKILL');
     throw new Error(`FerretDB did not start: ${stderr.trim() || (err as Error).message}`);
   }
-  log(`FerretDB ${FERRETDB_VERSION} (SQLite) on 127.0.0.1:${port}, data in ${dataDir}`);
+  const engine = backend.handler === 'postgresql' ? 'FerretDB on PostgreSQL' : 'FerretDB on SQLite';
+  log(`${engine} (FerretDB ${FERRETDB_VERSION}) on 127.0.0.1:${port}`);
   return {
     uri: `mongodb://127.0.0.1:${port}/`,
     kind: 'ferretdb',
+    engine,
+    exited,
     async stop() {
       process.off('exit', killOnExit);
       if (child.exitCode === null) child.kill('SIGTERM');
@@ -110,14 +122,14 @@ async function startFerretdb(binary: string, dataDir: string, log: (l: string) =
 async function startMemoryServer(dataDir: string | undefined): Promise<MongoServer> {
   const { MongoMemoryServer } = await import('mongodb-memory-server-core');
   const server = await MongoMemoryServer.create(dataDir ? { instance: { dbPath: dataDir, storageEngine: 'wiredTiger' } } : {});
-  return { uri: server.getUri(), kind: 'mongodb-memory-server', stop: async () => { await server.stop(); } };
+  return { uri: server.getUri(), kind: 'mongodb-memory-server', engine: 'mongod (mongodb-memory-server)', stop: async () => { await server.stop(); } };
 }
 
 export async function provideMongoServer(options: MongoServerOptions = {}): Promise<MongoServer> {
   const env = options.env ?? process.env;
   const log = options.log ?? (() => {});
   if (env.MONGODB_URI) {
-    return { uri: env.MONGODB_URI, kind: 'external', stop: async () => {} };
+    return { uri: env.MONGODB_URI, kind: 'external', engine: 'MongoDB at MONGODB_URI', stop: async () => {} };
   }
   const temporary = !options.dataDir;
   const dataDir = options.dataDir ?? join(tmpdir(), `agentgate-db-${process.pid}-${Date.now()}`);
@@ -131,7 +143,19 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
   let ferretError: Error | undefined;
   try {
     const binary = await installFerretdb(env, log);
-    return await cleanup(await startFerretdb(binary, join(dataDir, 'ferretdb'), log));
+    if (!postgresAvailable()) return await cleanup(await startFerretdb(binary, join(dataDir, 'ferretdb'), { handler: 'sqlite' }, log));
+    const postgres = await startPostgres(join(dataDir, 'postgres'), { durable: !temporary, log });
+    try {
+      const ferret = await startFerretdb(binary, join(dataDir, 'ferretdb-state'), { handler: 'postgresql', url: postgres.url }, log);
+      return await cleanup({
+        ...ferret,
+        exited: Promise.race([ferret.exited!, postgres.exited.then((reason) => `PostgreSQL: ${reason}`)]),
+        async stop() { await ferret.stop(); await postgres.stop(); },
+      });
+    } catch (err) {
+      await postgres.stop();
+      throw err;
+    }
   } catch (err) {
     ferretError = err as Error;
     log(`FerretDB unavailable (${ferretError.message.split('\n')[0]}); trying mongodb-memory-server`);

