@@ -6,7 +6,8 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
+import { createHash } from 'node:crypto';
 import { freePort, waitForTcp } from './net.js';
 
 const run = promisify(execFile);
@@ -52,12 +53,30 @@ function hydrateSymlinks(root: string): void {
  * PostgreSQL refuses to run as root (initdb and postgres both), and CI runs as root: there it runs as
  * the unprivileged `nobody`, owning its data directory.
  */
+const NOBODY = 65534;
+const runningAsRoot = () => process.getuid?.() === 0;
+
 function runAs(dataDir: string): { uid?: number; gid?: number } {
-  if (process.getuid?.() !== 0) return {};
-  const uid = 65534;
-  const gid = 65534;
-  chownRecursive(dataDir, uid, gid);
-  return { uid, gid };
+  if (!runningAsRoot()) return {};
+  chownRecursive(dataDir, NOBODY, NOBODY);
+  return { uid: NOBODY, gid: NOBODY };
+}
+
+/**
+ * Where the data can live. As root, `nobody` must be able to reach it: a data directory below a folder
+ * closed to others (root's home, a 0700 temp dir) moves to /var/tmp, under a name derived from the
+ * requested path so the same project finds its data again.
+ */
+function reachableDataDir(requested: string, log: (line: string) => void): string {
+  if (!runningAsRoot()) return requested;
+  for (let dir = dirname(resolve(requested)); ; dir = dirname(dir)) {
+    if (existsSync(dir) && (statSync(dir).mode & 0o001) === 0) {
+      const moved = join('/var/tmp', `agentgate-postgres-${createHash('sha256').update(resolve(requested)).digest('hex').slice(0, 16)}`);
+      log(`PostgreSQL runs as nobody, who cannot enter ${dir}: its data lives in ${moved}`);
+      return moved;
+    }
+    if (dir === dirname(dir)) return requested;
+  }
 }
 
 function chownRecursive(path: string, uid: number, gid: number): void {
@@ -87,6 +106,7 @@ export async function startPostgres(dataDir: string, options: { durable: boolean
   hydrateSymlinks(root);
   const bin = join(root, 'native', 'bin');
   const env = { ...process.env, LD_LIBRARY_PATH: join(root, 'native', 'lib') };
+  dataDir = reachableDataDir(dataDir, options.log);
   mkdirSync(dataDir, { recursive: true });
   const user = runAs(dataDir);
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, statSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, statSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -82,6 +82,7 @@ describe('agentgate CLI against a running server', () => {
 describe('agentgate dev', () => {
   it('keeps its data across a restart', async () => {
     const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
+    chmodSync(state, 0o755); // as root, PostgreSQL runs as nobody, who must reach its data in here
     const port = String(await freePort());
     const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()) };
     const startDev = async () => {

@@ -38,8 +38,18 @@ export interface TestServer extends RunningServer {
 
 /** A whole backend on its own database and port; close() drops the database. */
 export async function startTestServer(overrides: Record<string, string> = {}): Promise<TestServer> {
-  const config = await testConfig(overrides);
-  const server = await startServer(config);
+  let config = await testConfig(overrides);
+  let server: Awaited<ReturnType<typeof startServer>>;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      server = await startServer(config);
+      break;
+    } catch (err) {
+      // freePort() hands out a port another process on this machine may take before we listen on it.
+      if ((err as { code?: string }).code !== 'EADDRINUSE' || overrides.PORT || attempt === 5) throw err;
+      config = await testConfig({ ...overrides, MONGODB_DB: config.MONGODB_DB });
+    }
+  }
   return {
     ...server,
     config,
