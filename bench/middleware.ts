@@ -78,6 +78,8 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
     MONGODB_URI: mongoUri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`, SMTP_PORT: '0',
     CHAIN_RPC_URL: rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: usdc, USDC_EIP712_NAME: DEV_USDC_NAME,
     RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey,
+    // Settlement settings can be tried from the environment (see the README's configuration table).
+    ...Object.fromEntries(['SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_BATCH_MAX', 'RELAYER_PRIVATE_KEYS'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : []))),
   });
   const backend = await startServer(config);
   cleanup.push(async () => {

@@ -38,23 +38,54 @@ const schema = new Schema<LogEntry>({
 schema.index({ orgId: 1, createdAt: -1, _id: -1 });
 schema.index({ identityId: 1, createdAt: -1, _id: -1 });
 
+/** How long entries written with `recordSoon` gather before one batched insert. */
+const FLUSH_EVERY_MS = 1_000;
+
 /** The activity log every area writes to. Never put a secret in `metadata`. */
 export class ActivityLog {
   private readonly entries: Model<LogEntry>;
+  private pending: LogEntry[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(conn: Connection) {
     this.entries = conn.models.LogEntry ?? conn.model<LogEntry>('LogEntry', schema, 'activity_logs');
   }
 
   async record(input: LogInput): Promise<void> {
-    await this.entries.create({ severity: 'info', status: 'success', metadata: {}, ...input, _id: newId('log'), createdAt: new Date() });
+    await this.entries.create(entryOf(input));
+  }
+
+  /**
+   * For lines on a hot path (one per settled payment): kept in memory and written with others in one
+   * insert within a second, so the request neither waits for nor pays a write of its own. The record
+   * the line describes is the authority; a crash before the flush loses only the line.
+   */
+  recordSoon(input: LogInput): void {
+    this.pending.push(entryOf(input));
+    this.timer ??= setTimeout(() => { void this.flush(); }, FLUSH_EVERY_MS).unref();
+  }
+
+  flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length === 0) return this.flushing;
+    this.flushing = this.flushing
+      .then(() => this.entries.collection.insertMany(batch as never[], { ordered: false }))
+      .then(() => {}, (err) => console.error('[agentgate] activity log write failed:', (err as Error).message));
+    return this.flushing;
   }
 
   async list(filter: { orgId: string; identityId?: string }, limit: number): Promise<LogEntry[]> {
+    await this.flush(); // what this process logged a moment ago is part of the answer
     const query = filter.identityId ? { orgId: filter.orgId, identityId: filter.identityId } : { orgId: filter.orgId };
     return this.entries.find(query).sort({ createdAt: -1, _id: -1 }).limit(limit).lean();
   }
 }
+
+const entryOf = (input: LogInput): LogEntry => ({ severity: 'info', status: 'success', metadata: {}, ...input, _id: newId('log'), createdAt: new Date() });
 
 export function presentLog(entry: LogEntry) {
   return {

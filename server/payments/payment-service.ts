@@ -203,8 +203,7 @@ export class PaymentService {
       // from the chain, so money that moves is never recorded as failed.
       const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
       if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id }, { $set: change });
-      void this.logs.record({ orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id })
-        .catch((err) => console.error('[agentgate] activity log write failed:', (err as Error).message));
+      this.logs.recordSoon({ orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
       return refuse(settled.reason, settled.message);
     }
     const done = await this.markSettled(payment, settled.txHash, endpoint);
@@ -229,8 +228,7 @@ export class PaymentService {
     // buyer's response; the outbox sweep finishes whatever a crash interrupts.
     for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => console.error('[agentgate] settled hook failed:', (err as Error).message));
     // The payment record is the authority; its activity-log line need not hold up the buyer's response.
-    void this.logs.record({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } })
-      .catch((err) => console.error('[agentgate] activity log write failed:', (err as Error).message));
+    this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });
     return done;
   }
 

@@ -124,7 +124,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     onClose,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();
-      await usage.flush();
+      await Promise.all([usage.flush(), logs.flush()]);
       await jobs.stop();
       await db.close();
     },
