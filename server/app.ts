@@ -9,6 +9,7 @@ import { identityRoutes } from './identities/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { agentCardRoutes } from './agent-card/routes.js';
 import { paymentRoutes } from './payments/routes.js';
+import { facilitatorRoutes } from './payments/facilitator-routes.js';
 import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
@@ -44,6 +45,7 @@ export const ROUTES: RouteFactory[] = [
   buyerRoutes,
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   paymentRoutes,
+  facilitatorRoutes,
 ];
 
 export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Koa {

@@ -31,7 +31,11 @@ const MESSAGES: Record<PaymentHeaderFailure, string> = {
 export function decodePaymentHeader(headerValue: string): PaymentHeaderResult {
   const decoded = decodeBase64Json(headerValue);
   if (!decoded.ok) return fail(decoded.reason);
-  const value = decoded.value;
+  return decodePaymentPayload(decoded.value);
+}
+
+/** The same checks for a payment payload that arrives as JSON (the facilitator API's `paymentPayload`). */
+export function decodePaymentPayload(value: unknown): PaymentHeaderResult {
   const version = typeof value === 'object' && value !== null ? (value as { x402Version?: unknown }).x402Version : undefined;
   if (version === 1) {
     const parsed = PaymentPayloadV1Schema.safeParse(value);

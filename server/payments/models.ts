@@ -59,7 +59,8 @@ export interface PaymentDoc {
   _id: string;
   orgId: string;
   direction: 'in';
-  endpointId: string;
+  /** The registered endpoint paid for; null for a resource settled through the facilitator API unregistered. */
+  endpointId: string | null;
   network: string;
   chainId: number;
   asset: string;
@@ -88,7 +89,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   _id: String,
   orgId: { type: String, required: true },
   direction: { type: String, default: 'in' },
-  endpointId: { type: String, required: true },
+  endpointId: { type: String, default: null },
   network: { type: String, required: true },
   chainId: { type: Number, required: true },
   asset: { type: String, required: true },

@@ -1,6 +1,6 @@
 import { getAddress, type Address } from 'viem';
 import type { Connection, Model } from 'mongoose';
-import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
+import { decodePaymentHeader, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { buildRequirementV1 } from '../../middleware/challenge.js';
 import { parsePrice, formatUsdc } from '../../middleware/price.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
@@ -17,6 +17,10 @@ import { TtlCache } from '../platform/ttl-cache.js';
 import { signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf } from './settlement.js';
 import { normalizeResource } from './resource-url.js';
+
+export type SettlementResult =
+  | { ok: true; payment: PaymentDoc; txHash: string; payer: string }
+  | { ok: false; reason: string; message: string; payer?: string; txHash?: string };
 
 export type RedeemOutcome =
   | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string } }
@@ -161,10 +165,10 @@ export class PaymentService {
 
   async redeem(orgId: string, input: { paymentHeader: string; resource: string; amount: string }): Promise<RedeemOutcome> {
     const chain = this.requireChain();
-    const seller = await this.acceptanceCache.through(orgId, () => this.acceptance(orgId));
-    if (!seller?.enabled) return { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' };
+    const seller = await this.acceptingSeller(orgId);
+    if (!seller) return { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' };
     const resource = normalizeResource(input.resource);
-    const endpoint = await this.endpointCache.through(`${orgId} ${resource}`, () => this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean());
+    const endpoint = await this.endpointFor(orgId, resource);
     if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
     const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource: endpoint.url, description: endpoint.description });
     const refuse = (error: string, message: string): RedeemOutcome => ({ ok: false, error, message, requirement });
@@ -175,25 +179,47 @@ export class PaymentService {
 
     const decoded = decodePaymentHeader(input.paymentHeader);
     if (!decoded.ok) return refuse(decoded.reason, decoded.message);
-    const verified = await verifyPayment(decoded, { payTo: seller.payTo as Address, amountAtomic: amount }, chain, {
+    const outcome = await this.settle(seller, decoded, { resource, amountAtomic: amount, endpoint });
+    if (!outcome.ok) return refuse(outcome.reason, outcome.message);
+    return {
+      ok: true,
+      paymentId: outcome.payment._id,
+      paymentResponse: { success: true, transaction: outcome.txHash, network: decoded.version === 1 ? chain.network : chain.caip2, payer: outcome.payer },
+    };
+  }
+
+  /** Checks a payment against a seller's terms and the chain, moving nothing (the facilitator's /verify). */
+  async verify(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { amountAtomic: bigint }) {
+    return verifyPayment(decoded, { payTo: seller.payTo as Address, amountAtomic: terms.amountAtomic }, this.requireChain(), {
       nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
     });
-    if (!verified.ok) return refuse(verified.reason, verified.message);
+  }
+
+  /**
+   * The one path that moves money, for both doors (our middleware's redeem and the standard facilitator
+   * API): verify, claim the authorization, settle on chain, record with a signed receipt. `endpoint` is
+   * null for a resource the seller did not register (official SDK sellers): it is recorded by its URL.
+   */
+  async settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null }): Promise<SettlementResult> {
+    const chain = this.requireChain();
+    const verified = await this.verify(seller, decoded, terms);
+    if (!verified.ok) return { ok: false, reason: verified.reason, message: verified.message };
 
     // Claim the authorization before anything is sent: of any number of concurrent or replayed copies,
     // exactly one insert succeeds.
+    const orgId = seller._id;
     const auth = verified.authorization;
     const payment: PaymentDoc = {
-      _id: newId('pay'), orgId, direction: 'in', endpointId: endpoint._id, network: chain.network, chainId: chain.chainId,
-      asset: chain.usdc.address, payerAddress: verified.payer, recipientAddress: getAddress(auth.to), amountUsdcRaw: amount.toString(),
-      resourceUrl: resource, x402Version: decoded.version,
+      _id: newId('pay'), orgId, direction: 'in', endpointId: terms.endpoint?._id ?? null, network: chain.network, chainId: chain.chainId,
+      asset: chain.usdc.address, payerAddress: verified.payer, recipientAddress: getAddress(auth.to), amountUsdcRaw: terms.amountAtomic.toString(),
+      resourceUrl: terms.resource, x402Version: decoded.version,
       authorizationKey: `${chain.chainId}:${chain.usdc.address}:${verified.payer}:${auth.nonce}`.toLowerCase(),
       authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: 'verified', createdAt: new Date(),
     };
     try {
       await this.payments.create(payment);
     } catch (err) {
-      if (isDuplicateKey(err)) return refuse('nonce_already_used', 'this authorization was already presented');
+      if (isDuplicateKey(err)) return { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer };
       throw err;
     }
 
@@ -204,29 +230,36 @@ export class PaymentService {
       const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
       if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id }, { $set: change });
       this.logs.recordSoon({ orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
-      return refuse(settled.reason, settled.message);
+      return { ok: false, reason: settled.reason, message: settled.message, payer: verified.payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
     }
-    const done = await this.markSettled(payment, settled.txHash, endpoint);
-    return {
-      ok: true,
-      paymentId: done._id,
-      paymentResponse: { success: true, transaction: settled.txHash, network: decoded.version === 1 ? chain.network : chain.caip2, payer: verified.payer },
-    };
+    const done = await this.markSettled(payment, settled.txHash, terms.endpoint);
+    return { ok: true, payment: done, txHash: settled.txHash, payer: verified.payer };
+  }
+
+  /** The seller account of a seller key's org, if it accepts payments (served from memory, see SELLER_CACHE_TTL_MS). */
+  async acceptingSeller(orgId: string): Promise<SellerAccountDoc | null> {
+    const seller = await this.acceptanceCache.through(orgId, () => this.acceptance(orgId));
+    return seller?.enabled ? seller : null;
+  }
+
+  /** The org's live endpoint for a resource URL, if registered (served from memory). */
+  async endpointFor(orgId: string, resource: string): Promise<EndpointDoc | null> {
+    return this.endpointCache.through(`${orgId} ${resource}`, () => this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean());
   }
 
   /** Records the settlement with its signed receipt, then runs the settled hooks (webhook outbox). */
-  async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc): Promise<PaymentDoc> {
+  async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc | null): Promise<PaymentDoc> {
     const settledAt = new Date();
     const signedReceipt = await signReceipt(this.signer(), { ...payment, txHash, settledAt });
     // Webhook outbox: written in the same single-document update as the settlement, so a crash before the
     // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
-    const outbox = endpoint.webhookUrl ? { webhook: { status: 'pending', eventId: newId('evt') } } : {};
+    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending', eventId: newId('evt') } } : {};
     const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
       { $set: { status: 'settled', txHash, settledAt, signedReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
     if (!done) return (await this.payments.findById(payment._id).lean())!;
     // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
     // buyer's response; the outbox sweep finishes whatever a crash interrupts.
-    for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => console.error('[agentgate] settled hook failed:', (err as Error).message));
+    if (endpoint) for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => console.error('[agentgate] settled hook failed:', (err as Error).message));
     // The payment record is the authority; its activity-log line need not hold up the buyer's response.
     this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });
     return done;

@@ -18,8 +18,7 @@ export async function reconcilePayments(service: PaymentService, options: { olde
   let settled = 0;
   let failed = 0;
   for (const payment of stale) {
-    const endpoint = await service.endpoints.findById(payment.endpointId).lean();
-    if (!endpoint) continue;
+    const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
     const fail = async (reason: string) => {
       await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: reason } });
       failed++;

@@ -27,6 +27,7 @@ import { signupBody } from '../../server/signup/routes.js';
 import { acceptanceBody, endpointBody, endpointPatch, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../../server/payments/routes.js';
 import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../../server/webhooks/routes.js';
 import { identityParams, signBody, verifyBody } from '../../server/did/routes.js';
+import { facilitatorBody } from '../../server/payments/facilitator-routes.js';
 import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../../server/calendar/schemas.js';
 
 type Auth = 'identity' | 'platform' | 'seller' | 'none';
@@ -127,6 +128,9 @@ const CATALOG: Record<string, RouteInputs> = {
   'POST /v0/payments/redeem': { auth: 'seller', body: redeemBody },
   'GET /v0/payments': { auth: 'seller', query: paymentListQuery },
   'GET /v0/payments/:id': { auth: 'seller', params: paymentIdParam },
+  'GET /v0/x402/supported': { auth: 'none' },
+  'POST /v0/x402/verify': { auth: 'seller', body: facilitatorBody },
+  'POST /v0/x402/settle': { auth: 'seller', body: facilitatorBody },
 };
 
 /** Generated requests per route; with ~80 routes this is about 1,900 requests, a minute or two here. */

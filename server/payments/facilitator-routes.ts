@@ -1,0 +1,143 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import { isAddressEqual, type Address } from 'viem';
+import type { AppContext } from '../platform/context.js';
+import { authenticate, principalOf, requireTier } from '../platform/auth/authenticate.js';
+import { parseInput } from '../platform/validate.js';
+import { decodePaymentPayload, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
+import { PaymentRequirementsV1Schema } from '../../middleware/protocol/v1.js';
+import { PaymentRequirementsV2Schema } from '../../middleware/protocol/v2.js';
+import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
+import type { SellerAccountDoc } from './models.js';
+import { normalizeResource } from './resource-url.js';
+
+/**
+ * The standard x402 facilitator API (`{url}/verify`, `{url}/settle`, `{url}/supported`), so sellers on
+ * the official SDKs of any language use agentgate through their HTTPFacilitatorClient with
+ * `url: {BASE_URL}/v0/x402` and their seller key as `Authorization: Bearer`. It is a second door to the
+ * same path as our middleware's redeem: same verification, settlement, records, receipts and webhooks.
+ */
+
+export const facilitatorBody = z.object({
+  x402Version: z.union([z.literal(1), z.literal(2)]),
+  paymentPayload: z.record(z.string(), z.unknown()),
+  paymentRequirements: z.record(z.string(), z.unknown()),
+}).strict();
+
+/** Our reason codes (one per check) as the x402 exact EVM scheme names them. */
+const SPEC_REASONS: Record<string, string> = {
+  unsupported_scheme: 'invalid_exact_evm_scheme',
+  network_mismatch: 'invalid_exact_evm_network_mismatch',
+  asset_mismatch: 'invalid_payment_requirements',
+  invalid_signature: 'invalid_exact_evm_signature',
+  recipient_mismatch: 'invalid_exact_evm_recipient_mismatch',
+  amount_mismatch: 'invalid_exact_evm_payload_authorization_value_mismatch',
+  authorization_not_yet_valid: 'invalid_exact_evm_payload_authorization_valid_after',
+  authorization_expired: 'invalid_exact_evm_payload_authorization_valid_before',
+  nonce_already_used: 'invalid_exact_evm_nonce_already_used',
+  insufficient_funds: 'invalid_exact_evm_insufficient_balance',
+  invalid_payload: 'invalid_payload',
+  unsupported_x402_version: 'invalid_x402_version',
+  settle_failed: 'invalid_exact_evm_transaction_failed',
+  settle_reverted: 'invalid_exact_evm_transaction_failed',
+  settle_unconfirmed: 'settlement_pending',
+  payer_blacklisted: 'invalid_exact_evm_transaction_failed',
+};
+const specReason = (reason: string) => SPEC_REASONS[reason] ?? reason;
+
+type Terms = { decoded: DecodedPaymentHeader; amountAtomic: bigint; resource: string };
+type Refusal = { reason: string; message: string };
+
+/**
+ * Reads a request body into the payment and the terms it must meet, or the reason it cannot be. The
+ * requirements come from the seller, but what they may ask for is bounded here: our scheme, network and
+ * asset, and payment to this seller's own accepting address only, so nobody spends our relayer's gas on
+ * transfers to someone else.
+ */
+function termsOf(body: z.output<typeof facilitatorBody>, seller: SellerAccountDoc, ours: { network: string; caip2: string; usdc: Address }): Terms | Refusal {
+  const decoded = decodePaymentPayload(body.paymentPayload);
+  if (!decoded.ok) return { reason: decoded.reason, message: decoded.message };
+  if (decoded.version !== body.x402Version) return { reason: 'unsupported_x402_version', message: `x402Version ${body.x402Version} does not match the payload's ${decoded.version}` };
+  const requirement = body.x402Version === 1 ? PaymentRequirementsV1Schema.safeParse(body.paymentRequirements) : PaymentRequirementsV2Schema.safeParse(body.paymentRequirements);
+  if (!requirement.success) return { reason: 'invalid_payment_requirements', message: `paymentRequirements: ${requirement.error.issues[0]?.path.join('.') || 'body'} ${requirement.error.issues[0]?.message ?? 'is invalid'}` };
+  const r = requirement.data;
+  const network = body.x402Version === 1 ? toV1Network(r.network) === ours.network : toCaip2Network(r.network) === ours.caip2;
+  if (!network) return { reason: 'network_mismatch', message: `this facilitator settles on ${body.x402Version === 1 ? ours.network : ours.caip2}, not ${r.network}` };
+  if (!isAddressEqual(r.asset as Address, ours.usdc)) return { reason: 'asset_mismatch', message: `this facilitator settles USDC at ${ours.usdc}, not ${r.asset}` };
+  if (!isAddressEqual(r.payTo as Address, seller.payTo as Address)) {
+    return { reason: 'invalid_payment_requirements', message: `payTo must be this seller's accepting address ${seller.payTo}` };
+  }
+  const amountAtomic = BigInt('maxAmountRequired' in r ? r.maxAmountRequired : r.amount);
+  if (decoded.version === 2) {
+    // The payload echoes the requirement it was signed for: it must be the one presented now.
+    const accepted = decoded.payload.accepted;
+    if (accepted.amount !== String(amountAtomic) || !isAddressEqual(accepted.payTo as Address, r.payTo as Address) || !isAddressEqual(accepted.asset as Address, r.asset as Address)) {
+      return { reason: 'invalid_payment_requirements', message: 'the payload was accepted for other requirements (amount, payTo or asset differ)' };
+    }
+  }
+  const rawResource = 'resource' in r ? r.resource : decoded.version === 2 ? decoded.payload.resource?.url : undefined;
+  let resource = 'unknown';
+  try { if (rawResource) resource = normalizeResource(rawResource); } catch { resource = String(rawResource).slice(0, 2048); }
+  return { decoded, amountAtomic, resource };
+}
+
+export function facilitatorRoutes(app: AppContext): Router {
+  const router = new Router({ prefix: '/v0/x402' });
+  const sellerOnly = [authenticate(app.keys, app.identities), requireTier('seller')] as const;
+
+  // Public: what this facilitator settles. The official clients read it at start-up.
+  router.get('/supported', (ctx) => {
+    const chain = app.chain;
+    ctx.body = {
+      kinds: chain ? [
+        { x402Version: 1, scheme: 'exact', network: chain.network },
+        { x402Version: 2, scheme: 'exact', network: chain.caip2 },
+      ] : [],
+      extensions: [],
+      signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: chain.relayerAccounts.map((a) => a.address) } : {},
+    };
+  });
+
+  const prepare = async (ctx: Context) => {
+    const chain = app.payments.requireChain();
+    const body = parseInput(facilitatorBody, ctx.request.body, 'body');
+    const seller = await app.payments.acceptingSeller(principalOf(ctx).orgId);
+    const network = body.x402Version === 1 ? chain.network : chain.caip2;
+    if (!seller) return { network, refused: { reason: 'invalid_payment_requirements', message: 'payment acceptance is not turned on for this seller (PUT /v0/payments/acceptance)' } };
+    const terms = termsOf(body, seller, { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address });
+    return 'reason' in terms ? { network, refused: terms } : { network, seller, terms };
+  };
+
+  router.post('/verify', ...sellerOnly, async (ctx) => {
+    const prepared = await prepare(ctx);
+    if (prepared.refused) {
+      ctx.body = { isValid: false, invalidReason: specReason(prepared.refused.reason), invalidMessage: prepared.refused.message };
+      return;
+    }
+    const verified = await app.payments.verify(prepared.seller, prepared.terms.decoded, prepared.terms);
+    ctx.body = verified.ok
+      ? { isValid: true, payer: verified.payer }
+      : { isValid: false, invalidReason: specReason(verified.reason), invalidMessage: verified.message };
+  });
+
+  router.post('/settle', ...sellerOnly, async (ctx) => {
+    const prepared = await prepare(ctx);
+    const failed = (refusal: Refusal & { payer?: string; txHash?: string }) => ({
+      success: false, errorReason: specReason(refusal.reason), errorMessage: refusal.message,
+      transaction: refusal.txHash ?? '', network: prepared.network, ...(refusal.payer ? { payer: refusal.payer } : {}),
+    });
+    if (prepared.refused) {
+      ctx.body = failed(prepared.refused);
+      return;
+    }
+    const { seller, terms } = prepared;
+    const endpoint = await app.payments.endpointFor(seller._id, terms.resource);
+    const outcome = await app.payments.settle(seller, terms.decoded, { ...terms, endpoint });
+    ctx.body = outcome.ok
+      ? { success: true, transaction: outcome.txHash, network: prepared.network, payer: outcome.payer, amount: terms.amountAtomic.toString() }
+      : failed(outcome);
+  });
+
+  return router;
+}

@@ -1,0 +1,189 @@
+// agentgate as a standard x402 facilitator: the official @x402/express seller points its
+// HTTPFacilitatorClient at {BASE_URL}/v0/x402 with its seller key, the official @x402/fetch buyer pays it,
+// and the payment lands in agentgate's records with a verifiable receipt and a webhook. Plus /supported
+// read by the official client, and every refusal reason of /verify and /settle.
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { x402Client } from '@x402/core/client';
+import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
+import { registerExactEvmScheme as registerClientEvm } from '@x402/evm/exact/client';
+import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
+import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { Address } from 'viem';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { fundedBuyer, randomNonce, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
+import { verifyReceipt } from '../../middleware/receipt.js';
+import { DEV_USDC_NAME } from '../../server/platform/chain/dev-chain.js';
+import type { Authorization } from '../../server/platform/chain/usdc.js';
+
+const NETWORK = 'eip155:84532';
+const PRICE = '10000';
+
+let server: TestServer;
+let seller: { platformKey: string; sellerKey: string; payTo: Address; identityKey: string };
+let shop: { url: string; http: Server };
+let hooks: { received: Array<{ headers: Record<string, unknown>; body: any }>; http: Server; url: string };
+
+const facilitatorClient = (key: string | undefined) => new HTTPFacilitatorClient({
+  url: `${server.url}/v0/x402`,
+  ...(key ? { createAuthHeaders: async () => { const h = { Authorization: `Bearer ${key}` }; return { verify: h, settle: h, supported: h }; } } : {}),
+});
+
+async function listen(app: express.Express | ((req: any, res: any) => void)) {
+  const http = createServer(app as never);
+  http.listen(0, '127.0.0.1');
+  await once(http, 'listening');
+  return { http, url: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };
+}
+
+beforeAll(async () => {
+  server = await startTestServer({ TRUST_PROXY: 'true', WEBHOOK_RETRY_BASE_MS: '20' });
+  const agent = await signUp(server);
+  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
+  const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
+  seller = { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo, identityKey: agent.identity.rawKey };
+
+  // A seller on the official stack only: @x402/express with agentgate as its facilitator.
+  const resourceServer = registerServerEvm(new x402ResourceServer(facilitatorClient(seller.sellerKey)), { networks: [NETWORK] });
+  const app = express();
+  app.use(officialPaymentMiddleware({
+    'GET /weather': {
+      accepts: { scheme: 'exact', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: PRICE, extra: { name: DEV_USDC_NAME, version: '2' } } },
+      description: 'Weather', mimeType: 'application/json',
+    },
+  }, resourceServer));
+  app.get('/weather', (_req, res) => { res.json({ city: 'Oslo', temperatureC: 7 }); });
+  shop = await listen(app);
+
+  const received: Array<{ headers: Record<string, unknown>; body: any }> = [];
+  const hookServer = await listen((req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => { received.push({ headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString()) }); res.end('ok'); });
+  });
+  hooks = { ...hookServer, received };
+});
+
+afterAll(async () => {
+  for (const http of [shop?.http, hooks?.http]) { http?.closeAllConnections(); http?.close(); }
+  await server?.close();
+});
+
+// The dev token is not a default asset of the official client: allow it, as a buyer of a custom token would.
+const payingFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, registerClientEvm(new x402Client(), { signer: buyer })
+  .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+
+describe('the official x402 stack with agentgate as facilitator', () => {
+  it('reads /supported through the official client', async () => {
+    const supported = await facilitatorClient(seller.sellerKey).getSupported();
+    expect(supported.kinds).toEqual(expect.arrayContaining([
+      expect.objectContaining({ x402Version: 2, scheme: 'exact', network: NETWORK }),
+      expect.objectContaining({ x402Version: 1, scheme: 'exact', network: 'base-sepolia' }),
+    ]));
+  });
+
+  it('an @x402/fetch buyer pays an @x402/express seller; agentgate records it with a receipt that verifies', async () => {
+    const buyer = await fundedBuyer('1');
+    const before = await usdcBalance(seller.payTo);
+    const res = await payingFetch(buyer)(`${shop.url}/weather`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ city: 'Oslo', temperatureC: 7 });
+    expect(await usdcBalance(seller.payTo)).toBe(before + BigInt(PRICE));
+
+    const list = await server.request('GET', '/v0/payments', { key: seller.platformKey });
+    const payment = list.body.payments.find((p: any) => p.payerAddress === buyer.address);
+    expect(payment).toMatchObject({ status: 'settled', resourceUrl: `${shop.url}/weather`, endpointId: null, amountUsdcRaw: PRICE, recipientAddress: seller.payTo });
+    const detail = await server.request('GET', `/v0/payments/${payment.id}`, { key: seller.sellerKey });
+    const didDocument = (await server.request('GET', '/.well-known/did.json')).body;
+    expect(await verifyReceipt(detail.body.signedReceipt, didDocument)).toMatchObject({ ok: true });
+  });
+
+  it('delivers payment.received when the resource is a registered endpoint with a webhook', async () => {
+    const endpoint = await server.request('POST', '/v0/payments/endpoints', {
+      key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.01', webhookUrl: `${hooks.url}/hook`, skipUrlCheck: true },
+    });
+    expect(endpoint.status).toBe(201);
+    const buyer = await fundedBuyer('1');
+    expect((await payingFetch(buyer)(`${shop.url}/weather`)).status).toBe(200);
+    const deadline = Date.now() + 20_000;
+    while (!hooks.received.some((h) => h.body.payerAddress === buyer.address || h.body.body?.payerAddress === buyer.address) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const hook = hooks.received.find((h) => JSON.stringify(h.body).includes(buyer.address));
+    expect(hook).toBeDefined();
+    expect(hook!.headers['x-service-event']).toBe('payment.received');
+    const list = await server.request('GET', '/v0/payments', { key: seller.platformKey });
+    expect(list.body.payments.find((p: any) => p.payerAddress === buyer.address)).toMatchObject({ endpointId: endpoint.body.id, status: 'settled' });
+  });
+});
+
+describe('/verify and /settle refusals', () => {
+  const requirements = (overrides: Record<string, unknown> = {}) => ({
+    scheme: 'exact', network: NETWORK, amount: PRICE, asset: testChain().usdc, payTo: seller.payTo, maxTimeoutSeconds: 60,
+    extra: { name: DEV_USDC_NAME, version: '2' }, ...overrides,
+  });
+  const wire = (a: Authorization) => ({ from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce });
+  async function payment(input: Partial<{ to: Address; value: bigint; validBefore: bigint; signer: PrivateKeyAccount; accepted: Record<string, unknown> }> = {}) {
+    const buyer = input.signer ?? await fundedBuyer('1');
+    const signed = await signAuthorization(buyer, { to: input.to ?? seller.payTo, value: input.value ?? BigInt(PRICE), validBefore: input.validBefore, nonce: randomNonce() });
+    return { x402Version: 2, resource: { url: 'https://shop.example/weather' }, accepted: input.accepted ?? requirements(), payload: { signature: signed.signature, authorization: wire(signed.authorization) } };
+  }
+  const call = (path: 'verify' | 'settle', body: unknown, key: string | null = seller.sellerKey) =>
+    server.request('POST', `/v0/x402/${path}`, { key: key ?? undefined, body });
+
+  it.each([
+    ['a payTo other than the seller\'s', async () => ({ paymentPayload: await payment({ to: '0x000000000000000000000000000000000000dEaD', accepted: requirements({ payTo: '0x000000000000000000000000000000000000dEaD' }) }), paymentRequirements: requirements({ payTo: '0x000000000000000000000000000000000000dEaD' }) }), 'invalid_payment_requirements'],
+    ['a wrong amount', async () => ({ paymentPayload: await payment({ value: 1n }), paymentRequirements: requirements() }), 'invalid_exact_evm_payload_authorization_value_mismatch'],
+    ['an expired authorization', async () => ({ paymentPayload: await payment({ validBefore: BigInt(Math.floor(Date.now() / 1000) - 10) }), paymentRequirements: requirements() }), 'invalid_exact_evm_payload_authorization_valid_before'],
+    ['an unknown network', async () => ({ paymentPayload: await payment({ accepted: requirements({ network: 'eip155:1' }) }), paymentRequirements: requirements({ network: 'eip155:1' }) }), 'invalid_exact_evm_network_mismatch'],
+  ])('refuses %s on /verify and /settle, moving nothing', async (_name, build, reason) => {
+    const body = { x402Version: 2, ...(await build()) };
+    const before = await usdcBalance(seller.payTo);
+    const verified = await call('verify', body);
+    expect(verified.status).toBe(200);
+    expect(verified.body).toMatchObject({ isValid: false, invalidReason: reason });
+    const settled = await call('settle', body);
+    expect(settled.body).toMatchObject({ success: false, errorReason: reason, transaction: '' });
+    expect(await usdcBalance(seller.payTo)).toBe(before);
+  });
+
+  it('refuses a bad signature', async () => {
+    const body = { x402Version: 2, paymentPayload: await payment(), paymentRequirements: requirements() };
+    (body.paymentPayload.payload as { signature: string }).signature = `0x${'11'.repeat(65)}`;
+    expect((await call('verify', body)).body).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_signature' });
+  });
+
+  it('settles once: a replay is refused as a used nonce, and a failed settlement is never a success', async () => {
+    const body = { x402Version: 2, paymentPayload: await payment(), paymentRequirements: requirements() };
+    expect((await call('verify', body)).body).toMatchObject({ isValid: true });
+    const [first, second] = await Promise.all([call('settle', body), call('settle', body)]);
+    const outcomes = [first.body, second.body];
+    expect(outcomes.filter((o) => o.success === true)).toHaveLength(1);
+    expect(outcomes.find((o) => o.success === false)).toMatchObject({ errorReason: 'invalid_exact_evm_nonce_already_used', transaction: '' });
+    expect((await call('settle', body)).body).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_nonce_already_used' });
+  });
+
+  it('takes x402 v1 bodies with network names', async () => {
+    const buyer = await fundedBuyer('1');
+    const signed = await signAuthorization(buyer, { to: seller.payTo, value: BigInt(PRICE) });
+    const body = {
+      x402Version: 1,
+      paymentPayload: { x402Version: 1, scheme: 'exact', network: 'base-sepolia', payload: { signature: signed.signature, authorization: wire(signed.authorization) } },
+      paymentRequirements: { scheme: 'exact', network: 'base-sepolia', maxAmountRequired: PRICE, resource: 'https://shop.example/v1', description: 'v1', mimeType: 'application/json', payTo: seller.payTo, maxTimeoutSeconds: 60, asset: testChain().usdc, extra: { name: DEV_USDC_NAME, version: '2' } },
+    };
+    const settled = await call('settle', body);
+    expect(settled.body).toMatchObject({ success: true, network: 'base-sepolia', payer: buyer.address });
+    expect(settled.body.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+  });
+
+  it('needs a seller key: none is 401, an identity key 403', async () => {
+    const body = { x402Version: 2, paymentPayload: await payment(), paymentRequirements: requirements() };
+    expect((await call('verify', body, null)).status).toBe(401);
+    expect((await call('settle', body, 'loid-not-a-key')).status).toBe(401);
+    expect((await call('settle', body, seller.identityKey)).status).toBe(403);
+  });
+});
