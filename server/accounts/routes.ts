@@ -12,7 +12,7 @@ export function accountRoutes(app: AppContext): Router {
     const org = await app.accounts.getOrg(principal.orgId);
     if (!org) throw notFound('Org not found');
     if (principal.tier === 'identity') {
-      ctx.body = await selfView(app, principal.identityId!);
+      ctx.body = await selfView(app, principal.identityId!, org);
       return;
     }
     if (principal.tier === 'seller') {

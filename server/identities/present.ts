@@ -9,10 +9,10 @@ export async function detailOf(app: AppContext, identity: IdentityDoc): Promise<
 }
 
 /** An identity as its own key sees it: GET /v0/whoami and the MCP tool identity_whoami. */
-export async function selfView(app: AppContext, identityId: string) {
+export async function selfView(app: AppContext, identityId: string, knownOrg?: { plan: string } | null) {
   const identity = await app.identities.getLive(identityId);
   if (!identity) throw notFound('Identity not found');
-  const org = await app.accounts.getOrg(identity.orgId);
+  const org = knownOrg ?? await app.accounts.getOrg(identity.orgId);
   return {
     identityId: identity._id,
     name: identity.name,

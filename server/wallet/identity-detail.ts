@@ -1,4 +1,5 @@
 import type { IdentityDoc } from '../identities/identity-model.js';
+import { TtlCache } from '../platform/ttl-cache.js';
 import type { WalletService } from './wallet-service.js';
 
 /**
@@ -7,10 +8,15 @@ import type { WalletService } from './wallet-service.js';
  * configured or unreachable the identity shows `wallet: null` rather than failing.
  */
 export function walletDetail(wallets: WalletService) {
+  // A wallet's address never changes once created, so whoami need not look it up again.
+  const known = new TtlCache<{ address: string; network: string }>(10 * 60_000);
   return async (identity: IdentityDoc): Promise<Record<string, unknown>> => {
     if (!wallets.available) return {};
     try {
+      const cached = known.get(identity._id);
+      if (cached) return { wallet: cached };
       const wallet = await wallets.forIdentity({ orgId: identity.orgId, identityId: identity._id });
+      known.set(identity._id, { address: wallet.address, network: wallet.network });
       return { wallet: { address: wallet.address, network: wallet.network } };
     } catch {
       return {};

@@ -218,7 +218,9 @@ describe('caps under concurrency', () => {
     const paid = results.filter((r) => r.status === 200 && r.body.paid);
     expect(paid).toHaveLength(10);
     expect(results.filter((r) => r.body.code === 'mandate_daily_cap_exceeded')).toHaveLength(20);
-    expect(new Set(paid.map((r) => r.body.txHash)).size).toBe(10);
+    // Ten distinct payments; concurrent settlements may share one batch transaction, so count records, not hashes.
+    expect(new Set(paid.map((r) => r.body.paymentId)).size).toBe(10);
+    expect(paid.every((r) => /^0x[0-9a-f]{64}$/.test(r.body.txHash))).toBe(true);
     expect(await usdcBalance(agent.address)).toBe(1_000_000n - 100_000n);
     expect(await usdcBalance(ours.payTo)).toBe(sellerBefore + 100_000n);
     const after = await server.request('GET', `/v0/payments/mandates/${mandate.mandateId}`, { key: agent.key });
