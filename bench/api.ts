@@ -16,6 +16,7 @@ import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/platform/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { sortKeyOf } from '../server/platform/pagination.js';
+import { claimId, listPosition } from '../server/mail/inbox-sequence.js';
 import { startServer } from '../server/server.js';
 
 const SECONDS = Number(process.env.BENCH_API_SECONDS ?? 10);
@@ -37,6 +38,7 @@ async function main() {
     const { rawKey: key, emailAddress: inbox, identityId } = signup.identity;
 
     // The inbox, inserted directly: the API's read path is what is measured, not SMTP.
+    const firstSeq = (await server.app.mail.sequence.top(inbox)) + 1;
     const base = Date.now() - INBOX * 1000;
     const messages = Array.from({ length: INBOX }, (_, i) => {
       const _id = `msg_a${i.toString(36).padStart(6, '0')}${randomBytes(6).toString('hex')}`;
@@ -45,8 +47,11 @@ async function main() {
         _id, messageId: `<api${i}@example.org>`, identityId, inboxId: inbox, threadId: `thd_${i.toString(16).padStart(16, '0')}`,
         direction: 'received', from: ['ada@example.org'], to: [inbox], cc: [], bcc: [], replyTo: [], subject: `message ${i}`,
         text: `Hello ${i}`, extractedText: `Hello ${i}`, references: [], labels: ['received', 'unread'], createdAt, sortKey: sortKeyOf(createdAt, _id),
+        ...listPosition(inbox, firstSeq + i),
       };
     });
+    // Each message with its claimed inbox position, as MailService stores them (server/mail/inbox-sequence.ts).
+    await server.app.db.collection('mail_sequence').insertMany(messages.map((m) => ({ _id: claimId(inbox, m.listSeq), messageId: m._id, at: m.createdAt })) as never[], { ordered: false });
     await server.app.mail.messages.collection.insertMany(messages as never[], { ordered: false });
     log(`identity ${identityId} with ${INBOX} messages; ${CONNECTIONS} connections, ${SECONDS} s per route`);
 

@@ -4,12 +4,10 @@
  * /v0/messages from an inbox of 100,000 messages, first page and a deep page, plus the query's explain
  * plan (on MongoDB it must walk the {inboxId: 1, sortKey: -1} index, not sort in memory).
  *
- * On FerretDB 1.24 the page cannot be served by an index on either backend. On PostgreSQL it pushes the
- * {inboxId} equality down (a containment filter, which PostgreSQL answers with a sequential scan) but
- * neither the sort nor the limit: those it pushes down only for a $natural sort of a capped collection.
- * So FerretDB decodes and sorts every message of the inbox for each page, and the page latency grows
- * with the inbox (see docs/mail.md). On MongoDB the query is one IXSCAN of {inboxId: 1, sortKey: -1},
- * bounded by the cursor, with no SORT stage. Set MONGODB_URI to bench against MongoDB.
+ * Pages are read bucket by bucket (server/mail/inbox-sequence.ts): FerretDB 1.24 sorts and limits in
+ * memory over everything a filter matches, so a {inboxId} query sorted by time would decode the whole
+ * inbox for every page; an equality on listBucket matches at most 64 messages, through an index on any
+ * engine. Set MONGODB_URI to bench against MongoDB.
  *
  *   npx tsx bench/mail.ts      (BENCH_MAIL_INBOUND=600 messages, BENCH_MAIL_INBOX=100000, BENCH_MAIL_PAGES=5)
  *
@@ -21,7 +19,7 @@ import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/platform/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
-import { encodeCursor } from '../server/platform/pagination.js';
+import { bucketOf, claimId, encodeListCursor, listPosition } from '../server/mail/inbox-sequence.js';
 import { sortKeyOf } from '../server/platform/pagination.js';
 
 const INBOUND = Number(process.env.BENCH_MAIL_INBOUND ?? 600);
@@ -54,6 +52,8 @@ async function main() {
 
   // 2. A 100,000-message inbox, inserted directly (SMTP at the rate above would take minutes).
   const messages = server.app.mail.messages;
+  const claims = server.app.db.collection('mail_sequence');
+  const firstSeq = (await server.app.mail.sequence.top(inbox)) + 1;
   const base = Date.now() - INBOX * 10;
   for (let offset = 0; offset < INBOX; offset += 5000) {
     const batch = Array.from({ length: Math.min(5000, INBOX - offset) }, (_, j) => {
@@ -64,22 +64,22 @@ async function main() {
         _id, messageId: `<b${i}@example.org>`, identityId, inboxId: inbox,
         threadId: `thd_${i.toString(16).padStart(16, '0')}`, direction: 'received', from: ['a@example.org'], to: [inbox], cc: [], bcc: [], replyTo: [],
         subject: `filler ${i}`, text: 'filler', extractedText: 'filler', references: [], labels: ['received', i % 3 ? 'read' : 'unread'],
-        createdAt, sortKey: sortKeyOf(createdAt, _id),
+        createdAt, sortKey: sortKeyOf(createdAt, _id), ...listPosition(inbox, firstSeq + i),
       };
     });
+    // Each message with its claimed position, as MailService stores them (server/mail/inbox-sequence.ts).
+    await claims.insertMany(batch.map((m) => ({ _id: claimId(inbox, m.listSeq), messageId: m._id, at: m.createdAt })) as never[], { ordered: false });
     await messages.collection.insertMany(batch as never[], { ordered: false });
     log(`  inbox filled: ${Math.min(offset + 5000, INBOX)} of ${INBOX}`);
   }
   log(`inbox: ${await messages.countDocuments({ inboxId: inbox })} messages`);
 
-  const cursorFilter = { inboxId: inbox, sortKey: { $lt: sortKeyOf(new Date(base + 1000), 'msg_z') } };
-  for (const [name, filter] of [['first page', { inboxId: inbox }], ['after a cursor', cursorFilter]] as const) {
-    const plan = await messages.collection.find(filter as Record<string, unknown>).sort({ sortKey: -1 }).limit(51).explain('executionStats');
-    const pushdown = 'filterPushdown' in plan ? ` filterPushdown ${plan.filterPushdown}, sortPushdown ${plan.sortPushdown}, limitPushdown ${plan.limitPushdown}` : '';
-    log(`explain (${name}): ${JSON.stringify(plan.queryPlanner?.winningPlan ?? plan.queryPlanner ?? plan).slice(0, 600)}${pushdown}`);
-    if (plan.executionStats) log(`  docsExamined ${plan.executionStats.totalDocsExamined}, keysExamined ${plan.executionStats.totalKeysExamined}, nReturned ${plan.executionStats.nReturned}`);
-  }
-
+  // A page is one or two equality queries on listBucket (server/mail/inbox-sequence.ts): the plan must be
+  // an index scan (GIN on FerretDB's PostgreSQL, the listBucket index on MongoDB), not a scan of the inbox.
+  const topBucket = bucketOf(inbox, await server.app.mail.sequence.top(inbox));
+  const plan = await messages.collection.find({ listBucket: topBucket }).explain('executionStats');
+  log(`explain (a page bucket): ${JSON.stringify(plan.queryPlanner?.winningPlan ?? plan.queryPlanner ?? plan).slice(0, 400)}`);
+  if (plan.executionStats) log(`  docsExamined ${plan.executionStats.totalDocsExamined}, keysExamined ${plan.executionStats.totalKeysExamined}, nReturned ${plan.executionStats.nReturned}`);
 
   const get = async (path: string) => {
     const t = performance.now();
@@ -88,9 +88,8 @@ async function main() {
     if (res.status !== 200 || body.count !== 50) throw new Error(`unexpected page: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
     return { ms: performance.now() - t, body };
   };
-  // The cursor a client holds after 200 pages, taken straight from the data rather than by paging there.
-  const [deep] = await messages.find({ inboxId: inbox }, { createdAt: 1 }).sort({ sortKey: -1 }).skip(9_999).limit(1).lean();
-  const deepToken = encodeCursor({ at: deep!.createdAt, id: deep!._id });
+  // The cursor a client holds after 200 pages: the position 10,000 below the newest.
+  const deepToken = encodeListCursor((await server.app.mail.sequence.top(inbox)) - 10_000 + 1);
   const medians: Record<string, number> = {};
   for (const [name, path] of [['first page', '/v0/messages?limit=50'], ['page 201 (10,000 deep)', `/v0/messages?limit=50&pageToken=${deepToken}`], ['labels=unread', '/v0/messages?limit=50&labels=unread']] as const) {
     const times: number[] = [];

@@ -10,6 +10,7 @@ import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import { messageSchema, outboundSchema, threadSchema, type MessageDoc, type OutboundDoc, type ThreadDoc } from './message-model.js';
 import { MAX_LABELS_PER_MESSAGE, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
+import { BUCKET_SIZE, bucketOf, decodeListCursor, encodeListCursor, InboxSequence, listPosition, type ClaimDoc } from './inbox-sequence.js';
 import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
 
 /** A message as it arrived over SMTP, already parsed (see inbound.ts). */
@@ -30,6 +31,8 @@ export interface InboundMail {
 // Lists carry neither bodies' html nor the sender-only fields; typed loosely so results stay MessageDoc.
 const LIST_FIELDS: Record<string, 0> = { html: 0, bcc: 0 };
 const THREAD_MESSAGE_CAP = 1000;
+/** Inbox addresses contain "@", so this id never collides with a claim. */
+const POSITIONS_MARKER = 'positions-assigned-v1';
 
 export const replySubject = (subject: string) => (/^re:/i.test(subject.trim()) ? subject : `Re: ${subject}`);
 
@@ -39,6 +42,7 @@ export class MailService {
   readonly threads: Model<ThreadDoc>;
   readonly outbound: Model<OutboundDoc>;
   readonly delivery: MailDelivery;
+  readonly sequence: InboxSequence;
 
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
     private readonly logs: ActivityLog, private readonly jobs: JobQueue) {
@@ -46,6 +50,7 @@ export class MailService {
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
     this.delivery = new MailDelivery(this.outbound, config);
+    this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
@@ -62,13 +67,44 @@ export class MailService {
     return identity;
   }
 
+  /**
+   * Gives messages stored before positions existed (inbox-sequence.ts) theirs, oldest first, once per
+   * database: a marker among the claims skips this afterwards. Runs at start-up, before the lists serve.
+   */
+  async assignPositionsOnce(): Promise<void> {
+    const claims = this.messages.db.collection<ClaimDoc>('mail_sequence');
+    if (await claims.findOne({ _id: POSITIONS_MARKER }, { projection: { _id: 1 } })) return;
+    await this.assignMissingPositions();
+    await claims.insertOne({ _id: POSITIONS_MARKER, messageId: '', at: new Date() }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+  }
+
+  /** Positions for messages that have none (imported or stored by an older version), in time order. */
+  async assignMissingPositions(): Promise<number> {
+    const missing = await this.messages.find({ listSeq: { $exists: false } }, { _id: 1, inboxId: 1 }).sort({ sortKey: 1 }).lean();
+    for (const message of missing) {
+      await this.messages.updateOne({ _id: message._id }, { $set: listPosition(message.inboxId, await this.sequence.next(message.inboxId, message._id)) });
+    }
+    return missing.length;
+  }
+
+  /**
+   * Newest first, by position (inbox-sequence.ts): bucket by bucket from the top, each an equality query,
+   * until the page and one more are found. The token is the position the next page starts below.
+   */
   async listMessages(identityId: string, query: { limit: number; labels?: string[]; pageToken?: string }) {
-    const cursor = query.pageToken ? decodeCursor(query.pageToken) : undefined;
+    const below = query.pageToken ? decodeListCursor(query.pageToken) : undefined;
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
-    const filter: Record<string, unknown> = { inboxId, ...(cursor ? { sortKey: { $lt: sortKeyOf(cursor.at, cursor.id) } } : {}) };
-    if (query.labels?.length) filter.labels = { $all: query.labels };
-    const rows = await this.messages.find(filter, LIST_FIELDS).sort({ sortKey: -1 }).limit(query.limit + 1).lean();
-    return pageOf(rows, query.limit, (row) => ({ at: row.createdAt, id: row._id }));
+    const top = below !== undefined ? below - 1 : await this.sequence.top(inboxId);
+    const rows: MessageDoc[] = [];
+    for (let bucket = Math.floor(top / BUCKET_SIZE); bucket >= 0 && rows.length <= query.limit; bucket--) {
+      const filter: Record<string, unknown> = { listBucket: bucketOf(inboxId, bucket * BUCKET_SIZE) };
+      if (query.labels?.length) filter.labels = { $all: query.labels };
+      const found = await this.messages.find(filter, LIST_FIELDS).lean();
+      rows.push(...found.filter((m) => m.inboxId === inboxId && (m.listSeq ?? 0) <= top).sort((a, b) => b.listSeq! - a.listSeq!));
+    }
+    const items = rows.slice(0, query.limit);
+    const last = items[items.length - 1];
+    return rows.length > query.limit && last ? { items, nextPageToken: encodeListCursor(last.listSeq!) } : { items };
   }
 
   async getMessage(identityId: string, messageId: string): Promise<MessageDoc> {
@@ -131,18 +167,19 @@ export class MailService {
     if (recipients.length > this.config.SMTP_MAX_RECIPIENTS) {
       throw badRequest(`A message can have at most ${this.config.SMTP_MAX_RECIPIENTS} recipients (to, cc and bcc together)`);
     }
+    const id = newId('msg');
+    const position = listPosition(identity.emailAddress, await this.sequence.next(identity.emailAddress, id));
     const createdAt = new Date();
     const messageId = this.newMessageId();
     const raw = await composeMessage({
       messageId, from: { name: identity.displayName, address: identity.emailAddress }, to: mail.to, cc: mail.cc,
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references, date: createdAt,
     });
-    const id = newId('msg');
     const doc: MessageDoc = {
       _id: id, messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
       direction: 'sent', from: [identity.emailAddress], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references,
-      labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id),
+      labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
     };
     const delivery = { status: 'queued' as const, attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' as const })), updatedAt: createdAt };
     // The outbound record first: a crash before the message is stored leaves only an orphan nobody sends.
@@ -156,15 +193,16 @@ export class MailService {
   /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */
   async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string }> {
     const inboxId = identity.emailAddress;
-    const createdAt = new Date();
     const threadId = (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
     const id = newId('msg');
+    const position = listPosition(inboxId, await this.sequence.next(inboxId, id));
+    const createdAt = new Date();
     try {
       await this.messages.create({
         _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
         from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
         html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
-        labels: ['received', 'unread'], createdAt, sortKey: sortKeyOf(createdAt, id),
+        labels: ['received', 'unread'], createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
       });
     } catch (err) {
       if (isDuplicateKey(err)) return { stored: false, threadId };

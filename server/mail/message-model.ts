@@ -45,6 +45,9 @@ export interface MessageDoc {
   createdAt: Date;
   /** sortKeyOf(createdAt, _id): the list order and the cursor in one indexed field. */
   sortKey: string;
+  /** The message's position in its inbox and its page bucket (inbox-sequence.ts): what lists page by. */
+  listSeq?: number;
+  listBucket?: string;
   /** Joined from the message's outbound record on single reads of sent mail; never stored on the message. */
   delivery?: Delivery;
 }
@@ -72,11 +75,14 @@ export const messageSchema = new Schema<MessageDoc>({
   labels: [String],
   createdAt: { type: Date, required: true },
   sortKey: { type: String, required: true },
+  listSeq: Number,
+  listBucket: String,
 }, { versionKey: false });
 // The list query: an equality on inboxId and one range on sortKey, so MongoDB walks exactly one page of
 // this index whatever the cursor's depth (a (createdAt, _id) cursor needs an $or, which does not bound
 // the scan as tightly).
 messageSchema.index({ inboxId: 1, sortKey: -1 });
+messageSchema.index({ listBucket: 1 });
 messageSchema.index({ inboxId: 1, messageId: 1, direction: 1 }, { unique: true });
 messageSchema.index({ threadId: 1, createdAt: 1, _id: 1 });
 

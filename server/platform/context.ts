@@ -131,6 +131,7 @@ export async function createContext(config: Config): Promise<AppContext> {
   };
   // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
   await Promise.all(Object.values(db.models).map((model) => model.init()));
+  await ctx.mail.assignPositionsOnce();
   return ctx;
 }
 

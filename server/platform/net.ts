@@ -1,16 +1,27 @@
 import { createServer, connect } from 'node:net';
 
-/** A TCP port that was free on loopback a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports handed out for a server to listen on later. They are drawn below the kernel's ephemeral range
+ * (Linux: 32768-60999), from which every `listen(0)` (anvil's `--port 0`) and every outgoing connection
+ * takes its port: a port the OS chose for us there could be taken by one of those before our server binds
+ * it. Here only another caller of freePort can collide, and each candidate is checked by binding it.
+ */
+const RANGE = { from: 20_000, to: 32_000 };
+
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = RANGE.from + Math.floor(Math.random() * (RANGE.to - RANGE.from));
+    if (await canBind(port)) return port;
+  }
+  throw new Error(`no free port found between ${RANGE.from} and ${RANGE.to}`);
+}
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 }
 
