@@ -1,3 +1,4 @@
+import { TtlCache } from '../platform/ttl-cache.js';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { newOrgId, newUserId } from '../platform/ids.js';
 import { notFound } from '../platform/errors.js';
@@ -24,6 +25,8 @@ export class AccountService {
     this.orgs = conn.models.Org ?? conn.model<OrgDoc>('Org', orgSchema, 'orgs');
   }
 
+  private readonly orgCache = new TtlCache<OrgDoc>(5_000);
+
   /** Ids are drawn up front so the org can name its owner and the user its org without a second write. */
   newIds() {
     return { userId: newUserId(), orgId: newOrgId() };
@@ -36,8 +39,13 @@ export class AccountService {
     return { user: user.toObject(), org: org.toObject() };
   }
 
+  /** An org (its plan and owner), served from memory for a few seconds: orgs are written only at signup. */
   async getOrg(orgId: string): Promise<OrgDoc | null> {
-    return this.orgs.findById(orgId).lean();
+    const cached = this.orgCache.get(orgId);
+    if (cached) return cached;
+    const org = await this.orgs.findById(orgId).lean();
+    if (org) this.orgCache.set(orgId, org);
+    return org;
   }
 
   async getUser(userId: string): Promise<UserDoc> {

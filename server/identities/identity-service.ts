@@ -20,12 +20,12 @@ export interface CreatedIdentity {
 /** Identities of an org: creation with a fresh inbox and key, listing, rename, scopes, revoke, rotate. */
 export class IdentityService {
   readonly model: Model<IdentityDoc>;
-  /** Scopes of live identities, read on every identity-key request (AUTH_CACHE_TTL_MS). */
-  private readonly scopes: TtlCache<string[]>;
+  /** Live identities, read on every identity-key request (AUTH_CACHE_TTL_MS); changes here drop them at once. */
+  private readonly live: TtlCache<IdentityDoc>;
 
   constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog, private readonly usage: UsageTracker) {
     this.model = conn.models.Identity ?? conn.model<IdentityDoc>('Identity', identitySchema, 'identities');
-    this.scopes = new TtlCache(config.AUTH_CACHE_TTL_MS);
+    this.live = new TtlCache(config.AUTH_CACHE_TTL_MS);
   }
 
   async create(owner: { orgId: string; userId: string }, options: { name?: string; displayName?: string } = {}): Promise<CreatedIdentity> {
@@ -54,12 +54,7 @@ export class IdentityService {
   }
 
   async liveScopes(identityId: string): Promise<string[] | null> {
-    const cached = this.scopes.get(identityId);
-    if (cached) return cached;
-    const readAt = this.scopes.generation;
-    const identity = await this.model.findOne({ _id: identityId, revokedAt: null }).select({ scopes: 1 }).lean();
-    if (identity) this.scopes.set(identityId, identity.scopes, readAt);
-    return identity?.scopes ?? null;
+    return (await this.getLive(identityId))?.scopes ?? null;
   }
 
   recordUse(identityId: string): void {
@@ -78,7 +73,12 @@ export class IdentityService {
   }
 
   async getLive(identityId: string): Promise<IdentityDoc | null> {
-    return this.model.findOne({ _id: identityId, revokedAt: null }).lean();
+    const cached = this.live.get(identityId);
+    if (cached) return cached;
+    const readAt = this.live.generation;
+    const identity = await this.model.findOne({ _id: identityId, revokedAt: null }).lean();
+    if (identity) this.live.set(identityId, identity, readAt);
+    return identity;
   }
 
   async findLiveByEmail(emailAddress: string): Promise<IdentityDoc | null> {
@@ -113,7 +113,7 @@ export class IdentityService {
       updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null, scopes: current.scopes }, { $set: set }, { returnDocument: 'after' }).lean();
       if (!updated && !(await this.model.exists({ _id: identityId, orgId, revokedAt: null }))) throw notFound('Identity not found');
     }
-    this.scopes.delete(identityId);
+    this.live.delete(identityId);
     await this.logs.record({
       orgId, identityId, action: 'identity.updated', category: 'identity', description: `Identity ${updated.name} updated`,
       targetType: 'identity', targetId: identityId,
@@ -126,7 +126,7 @@ export class IdentityService {
   async revoke(orgId: string, identityId: string): Promise<void> {
     const identity = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null }, { $set: { revokedAt: new Date() } }).lean();
     if (!identity) throw notFound('Identity not found');
-    this.scopes.delete(identityId);
+    this.live.delete(identityId);
     await this.keys.revokeAllFor({ identityId });
     await this.logs.record({
       orgId, identityId, action: 'identity.revoked', category: 'identity', description: `Identity ${identity.name} revoked`,
@@ -156,6 +156,7 @@ export class IdentityService {
       throw notFound('Identity not found');
     }
     await this.keys.revoke(identity.keyId);
+    this.live.delete(identityId);
     await this.logs.record({
       orgId, identityId, action: 'identity.key_rotated', category: 'identity', description: `Key of identity ${identity.name} rotated`,
       targetType: 'identity', targetId: identityId, metadata: { apiKeyPrefix: key.prefix },
