@@ -39,9 +39,11 @@ export class RelayerLane {
         return await publicClient.sendRawTransaction({ serializedTransaction: serialized });
       } catch (err) {
         lastError = err;
-        if (!isNonceRefusal(err) && !isFeeRefusal(err)) throw err;
-        // Someone else used the nonce (another sender of this account, a restart): count again from the node.
+        // Whatever went wrong, count again from the node. A nonce the node never took would otherwise stay a
+        // gap that holds every later transaction of this account unmined; after the reset the next send
+        // takes the node's pending count, which is that gap.
         this.account.nonceManager!.reset({ address: this.address, chainId });
+        if (!isNonceRefusal(err) && !isFeeRefusal(err)) throw err;
       }
     }
     throw lastError;

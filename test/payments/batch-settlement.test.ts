@@ -6,7 +6,7 @@ import { parseEventLogs, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { fundedBuyer, paymentHeaderV1, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, paymentHeaderV1, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { usdcAbi } from '../../server/platform/chain/usdc.js';
 import { MULTICALL3_ADDRESS } from '../../server/platform/chain/deploy.js';
@@ -197,3 +197,25 @@ it('two server processes on one database settle disjoint payments, and a header 
     await first.close();
   }
 });
+
+it('recovers the relayer nonce after a send the node refused: later settlements are mined, not queued behind a gap', async () => {
+  const server = await batchingServer();
+  try {
+    const seller = await setUpSeller(server);
+    const relayer = server.app.chain!.relayerAccounts[0]!.address;
+    const gas = await testChain().publicClient.getBalance({ address: relayer });
+    // The node refuses the next transaction (no ETH for gas): its nonce was handed out but never used.
+    await setEthBalance(relayer, 0n);
+    const refused = await redeem(server, seller, (await header(seller)).header);
+    expect(refused.status).toBe(402);
+    expect(refused.body.error).toBe('settle_failed');
+    await setEthBalance(relayer, gas);
+    // Without a nonce reset the next transaction would take the following nonce and wait forever.
+    const paid = await redeem(server, seller, (await header(seller)).header);
+    expect(paid.status).toBe(200);
+    const again = await redeem(server, seller, (await header(seller)).header);
+    expect(again.status).toBe(200);
+  } finally {
+    await server.close();
+  }
+}, 60_000);
