@@ -9,6 +9,9 @@ import { join, resolve } from 'node:path';
 export function devStateDir(env: NodeJS.ProcessEnv = process.env): string {
   const dir = resolve(env.AGENTGATE_STATE_DIR ?? '.agentgate');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // As root, the embedded PostgreSQL runs as nobody and must pass through this folder to its data in
+  // db/: others may traverse it but not list it, and every secret in it is a 0600 file.
+  if (process.getuid?.() === 0) chmodSync(dir, 0o711);
   return dir;
 }
 

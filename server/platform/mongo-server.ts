@@ -12,6 +12,7 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, waitForTcp } from './net.js';
 import { postgresAvailable, startPostgres } from './postgres-server.js';
+import { stopOrphansMatching } from './orphans.js';
 
 const run = promisify(execFile);
 export const FERRETDB_VERSION = 'v1.24.2';
@@ -89,6 +90,7 @@ const FERRETDB_GC = { GOGC: 'off', GOMEMLIMIT: '768MiB' };
 
 async function startFerretdb(binary: string, dataDir: string, backend: Backend, log: (l: string) => void): Promise<MongoServer> {
   mkdirSync(dataDir, { recursive: true });
+  await stopOrphansMatching(['ferretdb', `--state-dir=${dataDir} `], log);
   const port = await freePort();
   const child: ChildProcess = spawn(binary, [
     `--handler=${backend.handler}`,

@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { freePort, waitForTcp } from './net.js';
+import { isOrphan, processInfo, stopOrphan } from './orphans.js';
 
 const run = promisify(execFile);
 export const POSTGRES_USER = 'agentgate';
@@ -86,17 +87,18 @@ function chownRecursive(path: string, uid: number, gid: number): void {
 }
 
 /** A lock file left by a run that was killed: postgres refuses to start while it names a live process. */
-function clearStaleLock(dataDir: string): void {
+async function clearStaleLock(dataDir: string, log: (line: string) => void): Promise<void> {
   const lock = join(dataDir, 'postmaster.pid');
   if (!existsSync(lock)) return;
   const pid = Number(readFileSync(lock, 'utf8').split('\n')[0]);
-  let alive = false;
-  try {
-    if (pid > 0) { process.kill(pid, 0); alive = readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres'); }
-  } catch {
-    alive = false;
+  const owner = processInfo(pid);
+  if (owner?.command.includes('postgres')) {
+    // A postgres whose parent is gone (its agentgate was SIGKILLed) serves nobody: stop it and go on.
+    // One with a live parent belongs to another agentgate on the same data.
+    if (!isOrphan(owner)) throw new Error(`the database in ${dataDir} is in use by a running postgres (pid ${pid}): is another agentgate dev running?`);
+    log(`stopping PostgreSQL (pid ${pid}) left running by an earlier run that was killed`);
+    await stopOrphan(pid);
   }
-  if (alive) throw new Error(`the database in ${dataDir} is in use by a running postgres (pid ${pid}): is another agentgate dev running?`);
   rmSync(lock, { force: true });
 }
 
@@ -159,7 +161,7 @@ export async function startPostgres(dataDir: string, options: { durable: boolean
     options.log(`initialising PostgreSQL in ${dataDir} ...`);
     await run(join(bin, 'initdb'), ['-D', dataDir, '-U', POSTGRES_USER, '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-instructions'], { env, ...user });
   }
-  clearStaleLock(dataDir);
+  await clearStaleLock(dataDir, options.log);
   await installIndexTrigger(join(bin, 'postgres'), dataDir, env, user);
   const port = await freePort();
   const args = ['-D', dataDir, '-p', String(port), '-h', '127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'];

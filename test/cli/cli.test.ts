@@ -134,6 +134,36 @@ describe('agentgate dev', () => {
   });
 });
 
+describe('agentgate dev after a SIGKILL', () => {
+  it('stops what the killed run left behind and starts on the same data', async () => {
+    const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
+    chmodSync(state, 0o755);
+    const port = String(await freePort());
+    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()) };
+    const start = () => new Promise<{ child: ReturnType<typeof spawn>; output: () => string }>((resolve, reject) => {
+      const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      const timer = setTimeout(() => reject(new Error(`dev did not start: ${output}`)), 60_000);
+      const onData = (d: Buffer) => { output += d.toString(); if (output.includes('sign up an agent')) { clearTimeout(timer); resolve({ child, output: () => output }); } };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', onData);
+    });
+    try {
+      const first = await start();
+      const signup = await fetch(`http://127.0.0.1:${port}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).then((r) => r.json()) as any;
+      await new Promise<void>((resolve) => { first.child.once('exit', () => resolve()); first.child.kill('SIGKILL'); });
+      // Its database and chain are still running, orphaned, holding the data and the lock file.
+      const second = await start();
+      expect(second.output()).toContain('left running by an earlier run that was killed');
+      const me = await fetch(`http://127.0.0.1:${port}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
+      expect(me.status).toBe(200);
+      await new Promise<void>((resolve) => { second.child.once('exit', () => resolve()); second.child.kill('SIGTERM'); });
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
 describe('agentgate rotate-master-key', () => {
   it('re-wraps live secrets so the server runs on the new key alone', async () => {
     const oldKey = server.config.MASTER_KEY.toString('hex');

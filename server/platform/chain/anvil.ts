@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { DEV_MNEMONIC } from './dev-accounts.js';
+import { stopOrphansMatching } from '../orphans.js';
 
 export interface StartAnvilOptions {
   /** TCP port on 127.0.0.1. Default 0: anvil picks a free one. */
@@ -21,6 +22,7 @@ export interface StartAnvilOptions {
   stateFile?: string;
   /** How long to wait for the node to answer `eth_chainId`. Default 20 s. */
   startTimeoutMs?: number;
+  log?: (line: string) => void;
 }
 
 export interface AnvilNode {
@@ -40,6 +42,8 @@ const STOP_GRACE_MS = 5000;
 /** Spawns anvil and resolves once its JSON-RPC endpoint answers `eth_chainId` with the expected id. */
 export async function startAnvil(options: StartAnvilOptions = {}): Promise<AnvilNode> {
   const chainId = options.chainId ?? DEFAULT_CHAIN_ID;
+  // A node of a killed earlier run on the same state file would hold it and never dump it again.
+  if (options.stateFile) await stopOrphansMatching(['anvil', `--state ${options.stateFile}`], options.log ?? (() => {}));
   const child = spawn(anvilBinaryPath(), anvilArgs({ ...options, chainId }), {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
