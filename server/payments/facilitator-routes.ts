@@ -11,6 +11,7 @@ import { PaymentRequirementsV2Schema } from '../../middleware/protocol/v2.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
 import type { SellerAccountDoc } from './models.js';
 import { normalizeResource } from './resource-url.js';
+import { PAYMENT_IDENTIFIER } from './payment-identifier.js';
 
 /**
  * The standard x402 facilitator API (`{url}/verify`, `{url}/settle`, `{url}/supported`), so sellers on
@@ -94,7 +95,7 @@ export function facilitatorRoutes(app: AppContext): Router {
         { x402Version: 1, scheme: 'exact', network: chain.network },
         { x402Version: 2, scheme: 'exact', network: chain.caip2 },
       ] : [],
-      extensions: [],
+      extensions: [PAYMENT_IDENTIFIER],
       signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: chain.relayerAccounts.map((a) => a.address) } : {},
     };
   });
@@ -134,6 +135,7 @@ export function facilitatorRoutes(app: AppContext): Router {
     const { seller, terms } = prepared;
     const endpoint = await app.payments.endpointFor(seller._id, terms.resource);
     const outcome = await app.payments.settle(seller, terms.decoded, { ...terms, endpoint });
+    if (!outcome.ok && outcome.reason === 'payment_identifier_conflict') ctx.status = 409;
     ctx.body = outcome.ok
       ? { success: true, transaction: outcome.txHash, network: prepared.network, payer: outcome.payer, amount: terms.amountAtomic.toString() }
       : failed(outcome);

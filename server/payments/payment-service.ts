@@ -15,12 +15,9 @@ import { Settler } from './settler.js';
 import { RelayerLane } from './relayer.js';
 import { TtlCache } from '../platform/ttl-cache.js';
 import { signReceipt, type ReceiptSigner } from './receipts.js';
-import { authorizationOf } from './settlement.js';
+import { authorizationOf, type SettlementResult } from './settlement.js';
+import { PaymentIdentifiers } from './payment-identifier.js';
 import { normalizeResource } from './resource-url.js';
-
-export type SettlementResult =
-  | { ok: true; payment: PaymentDoc; txHash: string; payer: string }
-  | { ok: false; reason: string; message: string; payer?: string; txHash?: string };
 
 export type RedeemOutcome =
   | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string } }
@@ -41,6 +38,7 @@ export class PaymentService {
   readonly endpoints: Model<EndpointDoc>;
   readonly sellers: Model<SellerAccountDoc>;
   readonly onSettled: SettledHook[] = [];
+  private readonly identifiers: PaymentIdentifiers;
   /** Sends settlements (pipelined, batched); undefined without a chain. */
   readonly settler: Settler | undefined;
   /** orgId -> acceptance, and `${orgId} ${url}` -> endpoint; null caches "none". */
@@ -60,6 +58,7 @@ export class PaymentService {
     this.settler = chain && new Settler(chain, chain.relayerAccounts.map((account) => new RelayerLane(account, chain)), {
       maxBatch: config.SETTLEMENT_BATCH_MAX, pipelineDepth: config.SETTLEMENT_PIPELINE_DEPTH, multicall: config.MULTICALL3_ADDRESS as Address,
     });
+    this.identifiers = new PaymentIdentifiers(conn);
     this.acceptanceCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
     this.endpointCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
   }
@@ -183,7 +182,7 @@ export class PaymentService {
     if (!outcome.ok) return refuse(outcome.reason, outcome.message);
     return {
       ok: true,
-      paymentId: outcome.payment._id,
+      paymentId: outcome.paymentId,
       paymentResponse: { success: true, transaction: outcome.txHash, network: decoded.version === 1 ? chain.network : chain.caip2, payer: outcome.payer },
     };
   }
@@ -201,6 +200,17 @@ export class PaymentService {
    * null for a resource the seller did not register (official SDK sellers): it is recorded by its URL.
    */
   async settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null }): Promise<SettlementResult> {
+    // A payment-identifier makes a retry answer the first result instead of settling again.
+    const identifier = await this.identifiers.claim(seller._id, decoded);
+    if (identifier.kind === 'invalid') return { ok: false, reason: 'invalid_payment_identifier', message: identifier.message };
+    if (identifier.kind === 'conflict') return { ok: false, reason: 'payment_identifier_conflict', message: identifier.message };
+    if (identifier.kind === 'repeat') return identifier.result;
+    const result = await this.settleOnce(seller, decoded, terms);
+    if (identifier.kind === 'first') await identifier.record(result);
+    return result;
+  }
+
+  private async settleOnce(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null }): Promise<SettlementResult> {
     const chain = this.requireChain();
     const verified = await this.verify(seller, decoded, terms);
     if (!verified.ok) return { ok: false, reason: verified.reason, message: verified.message };
@@ -233,7 +243,7 @@ export class PaymentService {
       return { ok: false, reason: settled.reason, message: settled.message, payer: verified.payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
     }
     const done = await this.markSettled(payment, settled.txHash, terms.endpoint);
-    return { ok: true, payment: done, txHash: settled.txHash, payer: verified.payer };
+    return { ok: true, paymentId: done._id, txHash: settled.txHash, payer: verified.payer };
   }
 
   /** The seller account of a seller key's org, if it accepts payments (served from memory, see SELLER_CACHE_TTL_MS). */

@@ -3,6 +3,11 @@ import { usdcAbi, type Authorization } from '../platform/chain/usdc.js';
 import type { ChainService } from '../platform/chain/chain-service.js';
 import type { PaymentDoc } from './models.js';
 
+/** How one payment's settlement ended, for either door (redeem, the facilitator API). */
+export type SettlementResult =
+  | { ok: true; paymentId: string; txHash: string; payer: string }
+  | { ok: false; reason: string; message: string; payer?: string; txHash?: string };
+
 export const authorizationOf = (doc: Pick<PaymentDoc, 'authorization'>): Authorization => ({
   from: getAddress(doc.authorization.from),
   to: getAddress(doc.authorization.to),

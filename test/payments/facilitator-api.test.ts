@@ -180,6 +180,23 @@ describe('/verify and /settle refusals', () => {
     expect(settled.body.transaction).toMatch(/^0x[0-9a-f]{64}$/);
   });
 
+  it('payment-identifier: the same id and payload, also concurrently, moves money once and answers alike; another payload under that id is refused', async () => {
+    const id = `pay_${Date.now().toString(16)}${'a'.repeat(12)}`;
+    const withId = (payload: any) => ({ ...payload, extensions: { 'payment-identifier': { info: { required: false, id } } } });
+    const body = { x402Version: 2, paymentPayload: withId(await payment()), paymentRequirements: requirements() };
+    const before = await usdcBalance(seller.payTo);
+    const answers = await Promise.all([call('settle', body), call('settle', body), call('settle', body)]);
+    for (const answer of answers) expect(answer.body).toMatchObject({ success: true, transaction: answers[0]!.body.transaction });
+    expect((await call('settle', body)).body).toEqual(answers[0]!.body);
+    expect(await usdcBalance(seller.payTo)).toBe(before + BigInt(PRICE));
+    const other = await call('settle', { ...body, paymentPayload: withId(await payment()) });
+    expect(other.status).toBe(409);
+    expect(other.body).toMatchObject({ success: false, errorReason: 'payment_identifier_conflict', transaction: '' });
+    expect(await usdcBalance(seller.payTo)).toBe(before + BigInt(PRICE));
+    const supported = await server.request('GET', '/v0/x402/supported');
+    expect(supported.body.extensions).toContain('payment-identifier');
+  });
+
   it('needs a seller key: none is 401, an identity key 403', async () => {
     const body = { x402Version: 2, paymentPayload: await payment(), paymentRequirements: requirements() };
     expect((await call('verify', body, null)).status).toBe(401);

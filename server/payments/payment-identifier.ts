@@ -1,0 +1,78 @@
+import { createHash } from 'node:crypto';
+import { Schema, type Connection, type Model } from 'mongoose';
+import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
+import { isDuplicateKey } from '../platform/errors.js';
+import type { SettlementResult } from './settlement.js';
+
+/**
+ * The x402 `payment-identifier` extension: a client-chosen id (16-128 of [A-Za-z0-9_-]) in
+ * `paymentPayload.extensions["payment-identifier"].info.id` makes a retried payment idempotent. The same
+ * id with the same signed payment answers the first result without moving money again; the same id with
+ * another payment is refused. The first request claims the id with a unique insert (so concurrent copies
+ * wait for it rather than race), and records its result when it has one.
+ */
+export const PAYMENT_IDENTIFIER = 'payment-identifier';
+const ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
+const WAIT_FOR_FIRST_MS = 60_000;
+
+interface IdentifierDoc {
+  _id: string; // `${orgId}:${id}`
+  payloadHash: string;
+  result?: SettlementResult;
+  createdAt: Date;
+}
+
+const schema = new Schema<IdentifierDoc>({
+  _id: String,
+  payloadHash: { type: String, required: true },
+  result: Schema.Types.Mixed,
+  createdAt: { type: Date, required: true },
+}, { versionKey: false });
+
+export type IdentifierOutcome =
+  | { kind: 'none' }
+  | { kind: 'invalid'; message: string }
+  | { kind: 'conflict'; message: string }
+  | { kind: 'first'; record(result: SettlementResult): Promise<void> }
+  | { kind: 'repeat'; result: SettlementResult };
+
+/** The id a payload carries, if any; undefined when the extension is absent. */
+export function paymentIdentifierOf(decoded: DecodedPaymentHeader): string | undefined | { invalid: string } {
+  if (decoded.version !== 2) return undefined;
+  const extension = decoded.payload.extensions?.[PAYMENT_IDENTIFIER] as { info?: { id?: unknown } } | undefined;
+  const id = extension?.info?.id;
+  if (id === undefined) return undefined;
+  return typeof id === 'string' && ID_PATTERN.test(id) ? id : { invalid: 'the payment-identifier id must be 16-128 characters of A-Z, a-z, 0-9, - and _' };
+}
+
+export class PaymentIdentifiers {
+  private readonly ids: Model<IdentifierDoc>;
+
+  constructor(conn: Connection) {
+    this.ids = conn.models.PaymentIdentifier ?? conn.model<IdentifierDoc>('PaymentIdentifier', schema, 'payment_identifiers');
+  }
+
+  /** Claims the payload's id for this org, or finds the first request's result. */
+  async claim(orgId: string, decoded: DecodedPaymentHeader): Promise<IdentifierOutcome> {
+    const id = paymentIdentifierOf(decoded);
+    if (id === undefined) return { kind: 'none' };
+    if (typeof id !== 'string') return { kind: 'invalid', message: id.invalid };
+    const key = `${orgId}:${id}`;
+    // What was signed (authorization and signature) and what it was accepted for: "the same payload".
+    const payloadHash = createHash('sha256').update(JSON.stringify([decoded.payload.payload, decoded.version === 2 ? decoded.payload.accepted : null])).digest('hex');
+    try {
+      await this.ids.create({ _id: key, payloadHash, createdAt: new Date() });
+      return { kind: 'first', record: async (result) => { await this.ids.updateOne({ _id: key }, { $set: { result } }); } };
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+    }
+    const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+    for (;;) {
+      const first = await this.ids.findById(key).lean();
+      if (first && first.payloadHash !== payloadHash) return { kind: 'conflict', message: `payment-identifier ${id} was already used for another payment` };
+      if (first?.result) return { kind: 'repeat', result: first.result };
+      if (Date.now() > deadline) return { kind: 'repeat', result: { ok: false, reason: 'settle_unconfirmed', message: `the first payment with payment-identifier ${id} has no result yet; retry later` } };
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
