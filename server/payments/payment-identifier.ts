@@ -33,7 +33,7 @@ export type IdentifierOutcome =
   | { kind: 'none' }
   | { kind: 'invalid'; message: string }
   | { kind: 'conflict'; message: string }
-  | { kind: 'first'; record(result: SettlementResult): Promise<void> }
+  | { kind: 'first'; record(result: SettlementResult): Promise<void>; release(): Promise<void> }
   | { kind: 'repeat'; result: SettlementResult };
 
 /** The id a payload carries, if any; undefined when the extension is absent. */
@@ -62,7 +62,13 @@ export class PaymentIdentifiers {
     const payloadHash = createHash('sha256').update(JSON.stringify([decoded.payload.payload, decoded.version === 2 ? decoded.payload.accepted : null])).digest('hex');
     try {
       await this.ids.create({ _id: key, payloadHash, createdAt: new Date() });
-      return { kind: 'first', record: async (result) => { await this.ids.updateOne({ _id: key }, { $set: { result } }); } };
+      return {
+        kind: 'first',
+        record: async (result) => { await this.ids.updateOne({ _id: key }, { $set: { result } }); },
+        // The request failed before it had a result: a retry may run it again (the nonce claim still
+        // guarantees that money moves at most once).
+        release: async () => { await this.ids.deleteOne({ _id: key }); },
+      };
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
     }

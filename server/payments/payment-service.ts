@@ -205,8 +205,15 @@ export class PaymentService {
     if (identifier.kind === 'invalid') return { ok: false, reason: 'invalid_payment_identifier', message: identifier.message };
     if (identifier.kind === 'conflict') return { ok: false, reason: 'payment_identifier_conflict', message: identifier.message };
     if (identifier.kind === 'repeat') return identifier.result;
-    const result = await this.settleOnce(seller, decoded, terms);
-    if (identifier.kind === 'first') await identifier.record(result);
+    let result: SettlementResult;
+    try {
+      result = await this.settleOnce(seller, decoded, terms);
+    } catch (err) {
+      if (identifier.kind === 'first') await identifier.release().catch(() => {});
+      throw err;
+    }
+    // An unconfirmed settlement has no final answer yet: repeats keep waiting for one rather than cache it.
+    if (identifier.kind === 'first' && !(!result.ok && result.reason === 'settle_unconfirmed')) await identifier.record(result);
     return result;
   }
 

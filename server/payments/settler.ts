@@ -66,8 +66,10 @@ export class Settler {
       lane.inFlight++;
       void this.sendBatch(lane, batch)
         .catch((err) => {
-          const message = `settlement failed: ${shortReason(err)}`;
-          for (const item of batch) item.resolve({ ok: false, reason: 'settle_failed', message });
+          // sendBatch answers every refusal before submission itself; what escapes may have happened after
+          // the node took the transaction, so the records stay open and reconciliation asks the chain.
+          const message = `settlement outcome unknown: ${shortReason(err)}`;
+          for (const item of batch) item.resolve({ ok: false, reason: 'settle_unconfirmed', message, unconfirmed: true });
         })
         .finally(() => {
           lane.inFlight--;
