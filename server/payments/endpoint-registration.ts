@@ -19,7 +19,7 @@ const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 export async function registerEndpoint(
   app: AppContext,
   orgId: string,
-  input: { url: string; priceUsdc: string; description?: string; webhookUrl?: string; skipUrlCheck?: boolean },
+  input: { url: string; priceUsdc: string; description?: string; webhookUrl?: string; skipUrlCheck?: boolean } & DiscoveryInput,
 ): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
   const allowLoopback = app.config.mode === 'dev';
   if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, allowLoopback, 'webhookUrl');
@@ -30,6 +30,7 @@ export async function registerEndpoint(
   const endpoint = await app.payments.createEndpoint(orgId, {
     id, url, priceUsdc: input.priceUsdc, description: input.description, webhookUrl: input.webhookUrl,
     webhookSecret: webhookSecret ? app.secrets.seal(webhookSecret, webhookSecretContext(id)) : undefined,
+    ...discoveryFields(input),
   });
   return { endpoint, webhookSecret };
 }
@@ -42,16 +43,30 @@ export async function updateEndpoint(
   app: AppContext,
   orgId: string,
   id: string,
-  change: { priceUsdc?: string; description?: string; webhookUrl?: string | null },
+  change: { priceUsdc?: string; description?: string; webhookUrl?: string | null } & DiscoveryInput,
 ): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
   if (change.webhookUrl) await assertPublicTarget(change.webhookUrl, app.config.mode === 'dev', 'webhookUrl');
   const current = await app.payments.getEndpoint(orgId, id);
   const webhookSecret = change.webhookUrl && change.webhookUrl !== current.webhookUrl ? newWebhookSecret() : undefined;
+  const { discoverable: _d, inputSchema: _i, outputSchema: _o, ...rest } = change;
   const endpoint = await app.payments.updateEndpoint(orgId, id, {
-    ...change,
+    ...rest,
+    ...discoveryFields(change),
     webhookSecret: webhookSecret ? app.secrets.seal(webhookSecret, webhookSecretContext(id)) : undefined,
   });
   return { endpoint, webhookSecret };
+}
+
+export interface DiscoveryInput { discoverable?: boolean; inputSchema?: Record<string, unknown> | null; outputSchema?: Record<string, unknown> | null }
+
+/** What an endpoint stores of a seller's discovery settings (null clears a schema). */
+function discoveryFields(input: DiscoveryInput) {
+  const json = (schema: Record<string, unknown> | null | undefined) => (schema === undefined ? undefined : schema === null ? null : JSON.stringify(schema));
+  return {
+    ...(input.discoverable !== undefined ? { discoverable: input.discoverable } : {}),
+    ...(input.inputSchema !== undefined ? { inputSchemaJson: json(input.inputSchema) } : {}),
+    ...(input.outputSchema !== undefined ? { outputSchemaJson: json(input.outputSchema) } : {}),
+  };
 }
 
 export async function rotateWebhookSecret(app: AppContext, orgId: string, id: string): Promise<{ id: string; webhookSecret: string }> {

@@ -26,6 +26,15 @@ export const facilitatorBody = z.object({
   paymentRequirements: z.record(z.string(), z.unknown()),
 }).strict();
 
+export const discoveryQuery = z.object({
+  type: z.enum(['http', 'mcp']).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+});
+
+/** An MCP tool is registered as mcp://tool/<name>; everything else is an HTTP resource. */
+const resourceType = (url: string) => (url.startsWith('mcp://') ? 'mcp' : 'http');
+
 /** Our reason codes (one per check) as the x402 exact EVM scheme names them. */
 const SPEC_REASONS: Record<string, string> = {
   unsupported_scheme: 'invalid_exact_evm_scheme',
@@ -95,8 +104,36 @@ export function facilitatorRoutes(app: AppContext): Router {
         { x402Version: 1, scheme: 'exact', network: chain.network },
         { x402Version: 2, scheme: 'exact', network: chain.caip2 },
       ] : [],
-      extensions: [PAYMENT_IDENTIFIER],
+      extensions: [PAYMENT_IDENTIFIER, 'bazaar'],
       signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: chain.relayerAccounts.map((a) => a.address) } : {},
+    };
+  });
+
+  // Public: the bazaar discovery list of registered endpoints whose sellers opted in.
+  router.get('/discovery/resources', async (ctx) => {
+    const chain = app.payments.requireChain();
+    const query = parseInput(discoveryQuery, ctx.query, 'query');
+    const all = (await app.payments.discoverable()).filter(({ endpoint }) => !query.type || resourceType(endpoint.url) === query.type);
+    const page = all.slice(query.offset, query.offset + query.limit);
+    ctx.body = {
+      x402Version: 2,
+      items: page.map(({ endpoint, seller }) => ({
+        resource: endpoint.url,
+        type: resourceType(endpoint.url),
+        x402Version: 2,
+        accepts: [{
+          scheme: 'exact', network: chain.caip2, amount: endpoint.priceAtomic, asset: chain.usdc.address, payTo: seller.payTo,
+          maxTimeoutSeconds: 60, extra: { name: chain.usdc.name, version: chain.usdc.version },
+        }],
+        lastUpdated: endpoint.updatedAt.toISOString(),
+        metadata: {
+          description: endpoint.description,
+          priceUsdc: endpoint.priceUsdc,
+          ...(endpoint.inputSchemaJson ? { inputSchema: JSON.parse(endpoint.inputSchemaJson) as unknown } : {}),
+          ...(endpoint.outputSchemaJson ? { outputSchema: JSON.parse(endpoint.outputSchemaJson) as unknown } : {}),
+        },
+      })),
+      pagination: { limit: query.limit, offset: query.offset, total: all.length },
     };
   });
 

@@ -26,6 +26,14 @@ export interface EndpointDoc {
   description: string;
   webhookUrl?: string;
   webhookSecret?: SealedSecret;
+  /** Listed by the facilitator's bazaar discovery (GET /v0/x402/discovery/resources). */
+  discoverable?: boolean;
+  /**
+   * JSON Schemas the seller declared for the call and its answer, kept as JSON text: a schema's own keys
+   * ("$schema", "$ref") are not storable as field names in MongoDB.
+   */
+  inputSchemaJson?: string;
+  outputSchemaJson?: string;
   createdAt: Date;
   updatedAt: Date;
   deletedAt?: Date;
@@ -40,11 +48,15 @@ export const endpointSchema = new Schema<EndpointDoc>({
   description: { type: String, default: '' },
   webhookUrl: String,
   webhookSecret: Schema.Types.Mixed,
+  discoverable: { type: Boolean, default: false },
+  inputSchemaJson: String,
+  outputSchemaJson: String,
   createdAt: { type: Date, required: true },
   updatedAt: { type: Date, required: true },
   deletedAt: Date,
 }, { versionKey: false });
 endpointSchema.index({ orgId: 1, url: 1 });
+endpointSchema.index({ discoverable: 1 });
 
 export type PaymentStatus = 'verified' | 'settled' | 'failed';
 

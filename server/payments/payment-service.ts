@@ -99,7 +99,7 @@ export class PaymentService {
 
   // --- endpoints -------------------------------------------------------------------------------
 
-  async createEndpoint(orgId: string, input: { id: string; url: string; priceUsdc: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret'] }): Promise<EndpointDoc> {
+  async createEndpoint(orgId: string, input: { id: string; url: string; priceUsdc: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret']; discoverable?: boolean; inputSchemaJson?: string | null; outputSchemaJson?: string | null }): Promise<EndpointDoc> {
     const url = normalizeResource(input.url);
     const priceAtomic = this.priceOf(input.priceUsdc);
     const existing = await this.endpoints.findOne({ orgId, url, deletedAt: null }).lean();
@@ -108,6 +108,7 @@ export class PaymentService {
     const doc = await this.endpoints.create({
       _id: input.id, orgId, url, priceUsdc: formatUsdc(priceAtomic), priceAtomic: priceAtomic.toString(),
       description: input.description ?? '', webhookUrl: input.webhookUrl, webhookSecret: input.webhookSecret, createdAt: now, updatedAt: now,
+      discoverable: input.discoverable ?? false, inputSchemaJson: input.inputSchemaJson ?? undefined, outputSchemaJson: input.outputSchemaJson ?? undefined,
     });
     this.endpointCache.deletePrefix(`${orgId} `);
     await this.logs.record({ orgId, action: 'payments.endpoint_registered', category: 'payments', description: `Endpoint ${url} registered at ${formatUsdc(priceAtomic)} USDC`, targetType: 'endpoint', targetId: doc._id });
@@ -124,7 +125,7 @@ export class PaymentService {
     return doc;
   }
 
-  async updateEndpoint(orgId: string, id: string, change: { priceUsdc?: string; description?: string; webhookUrl?: string | null; webhookSecret?: EndpointDoc['webhookSecret'] | null }): Promise<EndpointDoc> {
+  async updateEndpoint(orgId: string, id: string, change: { priceUsdc?: string; description?: string; webhookUrl?: string | null; webhookSecret?: EndpointDoc['webhookSecret'] | null; discoverable?: boolean; inputSchemaJson?: string | null; outputSchemaJson?: string | null }): Promise<EndpointDoc> {
     const set: Record<string, unknown> = { updatedAt: new Date() };
     const unset: Record<string, 1> = {};
     if (change.priceUsdc !== undefined) {
@@ -136,6 +137,11 @@ export class PaymentService {
     if (change.webhookUrl === null) { unset.webhookUrl = 1; unset.webhookSecret = 1; }
     else if (change.webhookUrl !== undefined) set.webhookUrl = change.webhookUrl;
     if (change.webhookSecret) set.webhookSecret = change.webhookSecret;
+    if (change.discoverable !== undefined) set.discoverable = change.discoverable;
+    for (const field of ['inputSchemaJson', 'outputSchemaJson'] as const) {
+      if (change[field] === null) unset[field] = 1;
+      else if (change[field] !== undefined) set[field] = change[field];
+    }
     const doc = await this.endpoints.findOneAndUpdate({ _id: id, orgId, deletedAt: null }, { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}) }, { returnDocument: 'after' }).lean();
     if (!doc) throw notFound('Endpoint not found');
     this.endpointCache.deletePrefix(`${orgId} `);
@@ -283,6 +289,17 @@ export class PaymentService {
   }
 
   // --- reads -----------------------------------------------------------------------------------
+
+  /** Endpoints that opted into discovery, of sellers that accept payments now, oldest first. */
+  async discoverable(): Promise<Array<{ endpoint: EndpointDoc; seller: SellerAccountDoc }>> {
+    const endpoints = await this.endpoints.find({ discoverable: true, deletedAt: null }).lean();
+    const listed: Array<{ endpoint: EndpointDoc; seller: SellerAccountDoc }> = [];
+    for (const endpoint of endpoints.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a._id < b._id ? -1 : 1))) {
+      const seller = await this.acceptingSeller(endpoint.orgId);
+      if (seller) listed.push({ endpoint, seller });
+    }
+    return listed;
+  }
 
   async list(orgId: string, limit: number, cursor?: Cursor) {
     const rows = await this.payments.find({ orgId, ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();

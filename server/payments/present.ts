@@ -48,6 +48,9 @@ export function presentEndpoint(e: EndpointDoc) {
     priceUsdc: e.priceUsdc,
     description: e.description,
     webhookUrl: e.webhookUrl ?? null,
+    discoverable: e.discoverable ?? false,
+    inputSchema: e.inputSchemaJson ? JSON.parse(e.inputSchemaJson) as unknown : null,
+    outputSchema: e.outputSchemaJson ? JSON.parse(e.outputSchemaJson) as unknown : null,
     createdAt: e.createdAt.toISOString(),
     updatedAt: e.updatedAt.toISOString(),
   };

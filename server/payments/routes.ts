@@ -14,11 +14,19 @@ const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed a
 const price = z.string().trim().min(1).max(32);
 export const acceptanceBody = z.object({ enabled: z.boolean(), payTo: address }).strict();
 export const sellerKeyBody = z.object({ name: z.string().trim().min(1).max(64).optional() }).strict();
+/** A JSON Schema a seller declares for discovery: any JSON object, stored as text, at most 16 KiB. */
+const declaredSchema = z.record(z.string(), z.unknown()).refine((s) => JSON.stringify(s).length <= 16_384, 'must be at most 16 KiB of JSON');
+const discovery = {
+  discoverable: z.boolean().optional(),
+  inputSchema: declaredSchema.nullable().optional(),
+  outputSchema: declaredSchema.nullable().optional(),
+};
 export const endpointBody = z.object({
   url: z.string().min(1).max(2048),
   priceUsdc: price,
   description: z.string().max(500).optional(),
   webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+  ...discovery,
   // Dev mode only: register before the seller's server is up (agentgate dev, tests).
   skipUrlCheck: z.boolean().optional(),
 }).strict();
@@ -26,7 +34,8 @@ export const endpointPatch = z.object({
   priceUsdc: price.optional(),
   description: z.string().max(500).optional(),
   webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).nullable().optional(),
-}).strict().refine((b) => Object.keys(b).length > 0, 'give at least one of priceUsdc, description, webhookUrl');
+  ...discovery,
+}).strict().refine((b) => Object.keys(b).length > 0, 'give at least one of priceUsdc, description, webhookUrl, discoverable, inputSchema, outputSchema');
 export const redeemBody = z.object({ paymentHeader: z.string().min(1).max(16_384), resource: z.string().min(1).max(2048), amount: z.string().min(1).max(32) }).strict();
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });

@@ -204,3 +204,34 @@ describe('/verify and /settle refusals', () => {
     expect((await call('settle', body, seller.identityKey)).status).toBe(403);
   });
 });
+
+describe('bazaar discovery', () => {
+  it('lists opted-in endpoints with price, network and the schemas the seller declared; opted-out ones stay hidden', async () => {
+    const inputSchema = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    const outputSchema = { type: 'object', properties: { temperatureC: { type: 'number' } } };
+    const listed = await server.request('POST', '/v0/payments/endpoints', {
+      key: seller.platformKey, body: { url: 'https://shop.example/forecast', priceUsdc: '0.05', description: 'Forecast', skipUrlCheck: true, discoverable: true, inputSchema, outputSchema },
+    });
+    expect(listed.status).toBe(201);
+    expect(listed.body).toMatchObject({ discoverable: true, inputSchema, outputSchema });
+    const hidden = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'https://shop.example/private', priceUsdc: '0.05', skipUrlCheck: true } });
+    expect(hidden.status).toBe(201);
+
+    const page = await server.request('GET', '/v0/x402/discovery/resources?type=http&limit=10');
+    expect(page.status).toBe(200);
+    const item = page.body.items.find((i: any) => i.resource === 'https://shop.example/forecast');
+    expect(item).toMatchObject({
+      type: 'http', x402Version: 2,
+      accepts: [expect.objectContaining({ scheme: 'exact', network: NETWORK, amount: '50000', payTo: seller.payTo })],
+      metadata: { description: 'Forecast', priceUsdc: '0.05', inputSchema, outputSchema },
+    });
+    expect(page.body.items.some((i: any) => i.resource === 'https://shop.example/private')).toBe(false);
+    expect(page.body.pagination).toMatchObject({ limit: 10, offset: 0, total: page.body.items.length });
+
+    // Opting out removes it; paging past the end is an empty page.
+    expect((await server.request('PATCH', `/v0/payments/endpoints/${listed.body.id}`, { key: seller.platformKey, body: { discoverable: false } })).body.discoverable).toBe(false);
+    const after = await server.request('GET', '/v0/x402/discovery/resources');
+    expect(after.body.items.some((i: any) => i.resource === 'https://shop.example/forecast')).toBe(false);
+    expect((await server.request('GET', '/v0/x402/discovery/resources?offset=1000')).body.items).toEqual([]);
+  });
+});

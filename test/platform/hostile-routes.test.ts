@@ -27,7 +27,7 @@ import { signupBody } from '../../server/signup/routes.js';
 import { acceptanceBody, endpointBody, endpointPatch, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../../server/payments/routes.js';
 import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../../server/webhooks/routes.js';
 import { identityParams, signBody, verifyBody } from '../../server/did/routes.js';
-import { facilitatorBody } from '../../server/payments/facilitator-routes.js';
+import { discoveryQuery, facilitatorBody } from '../../server/payments/facilitator-routes.js';
 import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../../server/calendar/schemas.js';
 
 type Auth = 'identity' | 'platform' | 'seller' | 'none';
@@ -129,6 +129,7 @@ const CATALOG: Record<string, RouteInputs> = {
   'GET /v0/payments': { auth: 'seller', query: paymentListQuery },
   'GET /v0/payments/:id': { auth: 'seller', params: paymentIdParam },
   'GET /v0/x402/supported': { auth: 'none' },
+  'GET /v0/x402/discovery/resources': { auth: 'none', query: discoveryQuery },
   'POST /v0/x402/verify': { auth: 'seller', body: facilitatorBody },
   'POST /v0/x402/settle': { auth: 'seller', body: facilitatorBody },
 };
