@@ -10,6 +10,8 @@ import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import { messageSchema, outboundSchema, threadSchema, type MessageDoc, type OutboundDoc, type ThreadDoc } from './message-model.js';
 import { MAX_LABELS_PER_MESSAGE, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
+import { InboxChanges } from './inbox-changes.js';
+import type { PageCache } from './page-cache.js';
 import { BUCKET_SIZE, bucketOf, decodeListCursor, encodeListCursor, InboxSequence, listPosition, type ClaimDoc } from './inbox-sequence.js';
 import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
 
@@ -34,6 +36,8 @@ const THREAD_MESSAGE_CAP = 1000;
 /** Inbox addresses contain "@", so this id never collides with a claim. */
 const POSITIONS_MARKER = 'positions-assigned-v1';
 
+export type MessagePage = { items: MessageDoc[]; nextPageToken?: string };
+
 export const replySubject = (subject: string) => (/^re:/i.test(subject.trim()) ? subject : `Re: ${subject}`);
 
 /** Every mail operation; the HTTP routes, the MCP tools and the SMTP listener all call into this. */
@@ -43,14 +47,17 @@ export class MailService {
   readonly outbound: Model<OutboundDoc>;
   readonly delivery: MailDelivery;
   readonly sequence: InboxSequence;
+  readonly changes: InboxChanges;
 
+  /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
-    private readonly logs: ActivityLog, private readonly jobs: JobQueue) {
+    private readonly logs: ActivityLog, private readonly jobs: JobQueue, private readonly pages: PageCache<MessagePage>) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
     this.delivery = new MailDelivery(this.outbound, config);
     this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
+    this.changes = new InboxChanges(conn);
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
@@ -84,16 +91,34 @@ export class MailService {
     for (const message of missing) {
       await this.messages.updateOne({ _id: message._id }, { $set: listPosition(message.inboxId, await this.sequence.next(message.inboxId, message._id)) });
     }
+    for (const inboxId of new Set(missing.map((m) => m.inboxId))) await this.noteChange(inboxId);
     return missing.length;
+  }
+
+  /**
+   * After a write that changes what a list shows. A failed bump is logged, not thrown: the message is
+   * stored either way, and kept pages of the inbox then expire by age (PageCache maxAgeMs).
+   */
+  private async noteChange(inboxId: string): Promise<void> {
+    await this.changes.bump(inboxId).catch((err) => console.error('[agentgate] inbox change token not written:', (err as Error).message));
   }
 
   /**
    * Newest first, by position (inbox-sequence.ts): bucket by bucket from the top, each an equality query,
    * until the page and one more are found. The token is the position the next page starts below.
    */
-  async listMessages(identityId: string, query: { limit: number; labels?: string[]; pageToken?: string }) {
+  async listMessages(identityId: string, query: { limit: number; labels?: string[]; pageToken?: string }): Promise<MessagePage> {
     const below = query.pageToken ? decodeListCursor(query.pageToken) : undefined;
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
+    // Pages are also kept in memory under the inbox's change token: while the token is unchanged (one
+    // `_id` read, taken before the page so a change after it shows as a new token), the kept page is
+    // exactly what the queries would answer, in this process or any other.
+    const key = JSON.stringify([inboxId, query.limit, query.labels ?? [], query.pageToken ?? null]);
+    const token = await this.changes.token(inboxId);
+    return this.pages.getOrLoad(key, token, () => this.readPage(inboxId, below, query), (page) => JSON.stringify(page).length);
+  }
+
+  private async readPage(inboxId: string, below: number | undefined, query: { limit: number; labels?: string[] }): Promise<MessagePage> {
     const top = below !== undefined ? below - 1 : await this.sequence.top(inboxId);
     const rows: MessageDoc[] = [];
     for (let bucket = Math.floor(top / BUCKET_SIZE); bucket >= 0 && rows.length <= query.limit; bucket--) {
@@ -185,6 +210,7 @@ export class MailService {
     // The outbound record first: a crash before the message is stored leaves only an orphan nobody sends.
     await this.outbound.create({ _id: id, from: identity.emailAddress, raw, ...delivery });
     await this.messages.create(doc);
+    await this.noteChange(doc.inboxId);
     await this.touchThread(identity, mail.threadId, mail.subject, createdAt);
     await this.jobs.now(DELIVER_JOB, { id });
     return { ...doc, delivery };
@@ -208,6 +234,7 @@ export class MailService {
       if (isDuplicateKey(err)) return { stored: false, threadId };
       throw err;
     }
+    await this.noteChange(inboxId);
     await this.touchThread(identity, threadId, mail.subject, createdAt);
     return { stored: true, threadId };
   }
@@ -244,6 +271,7 @@ export class MailService {
       if (labels.length > MAX_LABELS_PER_MESSAGE) throw badRequest(`A message can carry at most ${MAX_LABELS_PER_MESSAGE} labels`);
       const result = await this.messages.updateOne({ _id: current._id, labels: current.labels }, { $set: { labels } });
       if (!result.matchedCount) continue;
+      await this.noteChange(current.inboxId);
       const updated = { ...current, labels };
       const identity = await this.inboxOf(identityId);
       await this.logs.record({

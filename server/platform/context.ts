@@ -9,7 +9,8 @@ import { AccountService } from '../accounts/account-service.js';
 import { IdentityService } from '../identities/identity-service.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
 import { createJobQueue, type JobQueue } from './jobs.js';
-import { MailService } from '../mail/mail-service.js';
+import { MailService, type MessagePage } from '../mail/mail-service.js';
+import { PageCache } from '../mail/page-cache.js';
 import { VaultService } from '../vault/vault-service.js';
 import { createChainService, type ChainService } from './chain/chain-service.js';
 import { PaymentService } from '../payments/payment-service.js';
@@ -80,6 +81,12 @@ export function keyringFrom(config: Config): MasterKeyring {
   return { current: { version: config.MASTER_KEY_VERSION, key: config.MASTER_KEY }, previous };
 }
 
+/**
+ * Message-list pages: at most 2,000 pages and 32 MiB per process; a page over 1 MiB (long bodies) is
+ * always read from the database. The age bound only matters if an inbox's change token failed to bump.
+ */
+const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1 << 20, maxAgeMs: 60_000 };
+
 export async function createContext(config: Config): Promise<AppContext> {
   const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
   await db.asPromise();
@@ -107,7 +114,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     accounts: new AccountService(db),
     identities,
     jobs,
-    mail: new MailService(db, config, identities, logs, jobs),
+    mail: new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE)),
     vault: new VaultService(db, secrets, logs, usage),
     chain,
     serviceKey,
