@@ -94,13 +94,14 @@ async function startFerretdb(binary: string, dataDir: string, backend: Backend, 
   const port = await freePort();
   const child: ChildProcess = spawn(binary, [
     `--handler=${backend.handler}`,
-    backend.handler === 'postgresql' ? `--postgresql-url=${backend.url}` : `--sqlite-url=file:${dataDir}/`,
+    // The PostgreSQL URL carries a password: it goes in the environment, not on the command line.
+    ...(backend.handler === 'postgresql' ? [] : [`--sqlite-url=file:${dataDir}/`]),
     `--state-dir=${dataDir}`,
     `--listen-addr=127.0.0.1:${port}`,
     '--debug-addr=127.0.0.1:0',
     '--telemetry=disable',
     '--log-level=error',
-  ], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...FERRETDB_GC, ...process.env } });
+  ], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...FERRETDB_GC, ...process.env, ...(backend.handler === 'postgresql' ? { FERRETDB_POSTGRESQL_URL: backend.url } : {}) } });
   // Never outlive the process that started it, however that process ends (short of SIGKILL).
   const killOnExit = () => { if (child.exitCode === null) child.kill('SIGKILL'); };
   process.once('exit', killOnExit);

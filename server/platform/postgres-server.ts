@@ -4,10 +4,11 @@
 // lock files of a crashed run and the shutdown.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
-import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { freePort, waitForTcp } from './net.js';
 import { isOrphan, processInfo, stopOrphan } from './orphans.js';
 
@@ -157,10 +158,24 @@ export async function startPostgres(dataDir: string, options: { durable: boolean
   dataDir = reachableDataDir(dataDir, options.log);
   mkdirSync(dataDir, { recursive: true });
   const user = runAs(dataDir);
+  // Password authentication, even on loopback: another local user must not reach the data. The password
+  // is generated at initialisation and kept beside the data directory (0600); a data directory made
+  // before this (trust authentication) has none.
+  const passwordFile = `${dataDir}.password`;
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
     options.log(`initialising PostgreSQL in ${dataDir} ...`);
-    await run(join(bin, 'initdb'), ['-D', dataDir, '-U', POSTGRES_USER, '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-instructions'], { env, ...user });
+    const password = randomBytes(24).toString('base64url');
+    writeFileSync(passwordFile, password, { mode: 0o600 });
+    const pwfile = join(tmpdir(), `agentgate-pg-${process.pid}-${randomBytes(4).toString('hex')}`);
+    writeFileSync(pwfile, password, { mode: 0o600 });
+    try {
+      if (user.uid !== undefined) chownSync(pwfile, user.uid, user.gid!);
+      await run(join(bin, 'initdb'), ['-D', dataDir, '-U', POSTGRES_USER, '--auth=scram-sha-256', `--pwfile=${pwfile}`, '-E', 'UTF8', '--no-locale', '--no-instructions'], { env, ...user });
+    } finally {
+      rmSync(pwfile, { force: true });
+    }
   }
+  const password = existsSync(passwordFile) ? readFileSync(passwordFile, 'utf8').trim() : undefined;
   await clearStaleLock(dataDir, options.log);
   await installIndexTrigger(join(bin, 'postgres'), dataDir, env, user);
   const port = await freePort();
@@ -184,7 +199,7 @@ export async function startPostgres(dataDir: string, options: { durable: boolean
     throw new Error(`PostgreSQL did not start: ${stderr.trim().split('\n').slice(-3).join(' ') || (err as Error).message}`);
   }
   return {
-    url: `postgres://${POSTGRES_USER}@127.0.0.1:${port}/postgres`,
+    url: `postgres://${POSTGRES_USER}${password ? `:${encodeURIComponent(password)}` : ''}@127.0.0.1:${port}/postgres`,
     exited,
     async stop() {
       process.off('exit', killOnExit);
