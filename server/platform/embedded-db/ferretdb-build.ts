@@ -30,6 +30,7 @@ export function ferretdbBinaryPath(env: NodeJS.ProcessEnv = process.env): string
 export async function installFerretdb(env: NodeJS.ProcessEnv = process.env, log: (l: string) => void = () => {}): Promise<string> {
   const target = ferretdbBinaryPath(env);
   if (existsSync(target)) return target;
+  await go(['version'], { env }); // no Go: say so before announcing a build
   log(`building FerretDB ${FERRETDB_VERSION} with Go into ${ferretdbBinDir(env)} (one time, a minute or two)...`);
   const started = Date.now();
   const ticker = setInterval(() => log(`  still building FerretDB (${Math.round((Date.now() - started) / 1000)} s)`), PROGRESS_EVERY_MS);
