@@ -3,6 +3,7 @@ import type Router from '@koa/router';
 import type { AppContext } from './platform/context.js';
 import { errorHandler } from './platform/error-handler.js';
 import { jsonBody } from './platform/http-body.js';
+import { refuseNulInUrl } from './platform/nul-input.js';
 import { signupRoutes } from './signup/routes.js';
 import { accountRoutes } from './accounts/routes.js';
 import { identityRoutes } from './identities/routes.js';
@@ -58,6 +59,7 @@ export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Ko
     ctx.set('Cache-Control', 'no-store');
     await next();
   });
+  koa.use(refuseNulInUrl());
   koa.use(jsonBody(app.config.MAX_BODY_BYTES));
   for (const factory of [...ROUTES, ...extraRoutes]) {
     const router = factory(app);

@@ -1,5 +1,6 @@
 import type { Context, Next } from 'koa';
-import { AppError } from './errors.js';
+import { AppError, badRequest } from './errors.js';
+import { nulPath } from './nul-input.js';
 import { exceedsJsonDepth, MAX_JSON_DEPTH } from './json-input.js';
 
 declare module 'koa' {
@@ -38,6 +39,8 @@ export function jsonBody(maxBytes: number) {
     } catch {
       throw new AppError(400, 'invalid_json', 'Request body is not valid JSON');
     }
+    const nulAt = nulPath(ctx.request.body, 'body');
+    if (nulAt) throw badRequest(`${nulAt}: must not contain NUL (\\u0000)`);
     return next();
   };
 }
