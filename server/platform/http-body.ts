@@ -1,5 +1,6 @@
 import type { Context, Next } from 'koa';
-import { AppError } from './errors.js';
+import { AppError, badRequest } from './errors.js';
+import { nulPath } from './nul-input.js';
 import { exceedsJsonDepth, MAX_JSON_DEPTH } from './json-input.js';
 
 declare module 'koa' {
@@ -38,41 +39,10 @@ export function jsonBody(maxBytes: number) {
     } catch {
       throw new AppError(400, 'invalid_json', 'Request body is not valid JSON');
     }
-    if (containsNul(ctx.request.body)) throw nulRefused('the request body');
+    const nulAt = nulPath(ctx.request.body, 'body');
+    if (nulAt) throw badRequest(`${nulAt}: must not contain NUL (\\u0000)`);
     return next();
   };
-}
-
-/**
- * PostgreSQL (under our embedded FerretDB) can store no NUL character in any text, and a query that
- * carries one fails inside the database: NUL is refused at the edge, in the path, the query string and
- * every key and string of a JSON body, with a 400 that says where.
- */
-export function refuseNulInUrl() {
-  return async (ctx: Context, next: Next) => {
-    if (/%00/.test(ctx.path) || ctx.path.includes('\0')) throw nulRefused('the path');
-    if (/%00/.test(ctx.querystring) || ctx.querystring.includes('\0')) throw nulRefused('the query string');
-    return next();
-  };
-}
-
-const nulRefused = (where: string) => new AppError(400, 'invalid_character', `NUL characters are not allowed in ${where}`);
-
-/** Walks a parsed body without recursion (its depth is already bounded by MAX_JSON_DEPTH). */
-function containsNul(value: unknown): boolean {
-  const stack: unknown[] = [value];
-  while (stack.length) {
-    const item = stack.pop();
-    if (typeof item === 'string') { if (item.includes('\0')) return true; }
-    else if (Array.isArray(item)) stack.push(...item);
-    else if (item && typeof item === 'object') {
-      for (const [key, child] of Object.entries(item)) {
-        if (key.includes('\0')) return true;
-        stack.push(child);
-      }
-    }
-  }
-  return false;
 }
 
 const tooLarge = (maxBytes: number) => new AppError(413, 'payload_too_large', `Request body exceeds ${maxBytes} bytes`);

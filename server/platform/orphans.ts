@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /**
  * Child processes of `agentgate dev` (PostgreSQL, FerretDB, anvil) outlive it when it is SIGKILLed: no
@@ -6,7 +7,10 @@ import { readdirSync, readFileSync } from 'node:fs';
  * start finds them by their command line and a parent that is gone (pid 1 adopted them) and stops them.
  */
 
-/** The command line and parent of a live process, from /proc; undefined when there is none. */
+/**
+ * The command line and parent of a live process, from /proc or, where there is none (macOS), from ps;
+ * undefined when there is no such process.
+ */
 export function processInfo(pid: number): { command: string; parent: number } | undefined {
   if (!(pid > 0)) return undefined;
   try {
@@ -14,7 +18,13 @@ export function processInfo(pid: number): { command: string; parent: number } | 
     const parent = Number(/^\d+ \(.*\) \S+ (\d+)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1]);
     return { command, parent };
   } catch {
-    return undefined;
+    if (existsSync('/proc/self')) return undefined;
+  }
+  try {
+    const [parent, ...command] = execFileSync('ps', ['-o', 'ppid=,command=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim().split(/\s+/);
+    return parent ? { command: command.join(' '), parent: Number(parent) } : undefined;
+  } catch {
+    return undefined; // ps says no such process
   }
 }
 

@@ -108,6 +108,14 @@ describe('mail from any SMTP client to an agent', () => {
     }
     client.close();
   });
+
+  it('stores a message that carries NUL characters, without them', async () => {
+    const agent = await signUp(server);
+    const sent = await smtpClient(server).sendMail({ from: 'x@example.org', to: agent.identity.emailAddress, subject: 'a\u0000b', text: 'c\u0000d', html: '<p>e\u0000f</p>' });
+    expect(sent.accepted).toEqual([agent.identity.emailAddress]);
+    const [message] = (await inbox(agent.identity.rawKey)).messages;
+    expect(message).toMatchObject({ subject: 'ab', text: 'cd' });
+  });
 });
 
 describe('two identities on one server mail each other over SMTP', () => {

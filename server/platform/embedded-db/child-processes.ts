@@ -1,0 +1,39 @@
+import type { ChildProcess } from 'node:child_process';
+
+/** Resolves with why the child ended ("exit code 1", "killed by SIGKILL", or why it never started). */
+export function exitReason(child: ChildProcess): Promise<string> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      resolve(child.signalCode ? `killed by ${child.signalCode}` : `exit code ${child.exitCode}`);
+      return;
+    }
+    child.once('exit', (code, signal) => resolve(signal ? `killed by ${signal}` : `exit code ${code}`));
+    child.once('error', (err) => resolve(err.message));
+  });
+}
+
+/** Signals the child and waits for it to end, with SIGKILL after `graceMs`. */
+export async function stopChild(child: ChildProcess, exited: Promise<string>, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Keeps the last few KB of a child's stderr, for error messages. */
+export function stderrTail(child: ChildProcess): () => string {
+  let text = '';
+  child.stderr?.on('data', (d: Buffer) => { text = (text + d.toString()).slice(-4000); });
+  return () => text.trim();
+}
+
+/**
+ * Ends `child` with SIGKILL if this Node process exits while it still runs (an 'exit' handler: it cannot
+ * help against our own SIGKILL, after which the next start finds the orphan, see ../orphans.ts).
+ */
+export function killOnOurExit(child: ChildProcess): () => void {
+  const kill = () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); };
+  process.once('exit', kill);
+  return () => process.off('exit', kill);
+}

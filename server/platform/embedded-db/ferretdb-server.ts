@@ -1,0 +1,61 @@
+/**
+ * FerretDB 1.x speaking the MongoDB wire protocol on a free loopback port, storing into our PostgreSQL
+ * (its `postgresql` handler). Stopped with SIGTERM, its graceful shutdown.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { freePort, waitForTcp } from '../net.js';
+import { stopOrphansMatching } from '../orphans.js';
+import { exitReason, killOnOurExit, stderrTail, stopChild } from './child-processes.js';
+
+const START_TIMEOUT_MS = 20_000;
+const STOP_GRACE_MS = 10_000;
+
+/**
+ * FerretDB spends much of its CPU in Go's garbage collector (it converts every document it reads). Its live
+ * heap is small, so collecting only near a memory ceiling, not at every doubling, measured +70% on mail
+ * pages under load (bench/api.ts: 48 -> 82 req/s). GOGC / GOMEMLIMIT in the environment still win.
+ */
+const FERRETDB_GC = { GOGC: 'off', GOMEMLIMIT: '768MiB' };
+
+export interface FerretdbServer {
+  uri: string;
+  stop(): Promise<void>;
+  exited: Promise<string>;
+}
+
+export async function startFerretdb(options: { binary: string; postgresUrl: string; stateDir: string; log: (line: string) => void }): Promise<FerretdbServer> {
+  mkdirSync(options.stateDir, { recursive: true });
+  await stopOrphansMatching(['ferretdb', `--state-dir=${options.stateDir} `], options.log);
+  const port = await freePort();
+  const child = spawn(options.binary, [
+    '--handler=postgresql',
+    `--state-dir=${options.stateDir}`,
+    `--listen-addr=127.0.0.1:${port}`,
+    '--debug-addr=-', // no metrics listener
+    '--telemetry=disable',
+    '--log-level=error',
+  ], {
+    // The URL holds the password: by environment, which other users cannot read (a command line they can).
+    env: { ...FERRETDB_GC, ...process.env, FERRETDB_POSTGRESQL_URL: options.postgresUrl },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const exited = exitReason(child);
+  const forget = killOnOurExit(child);
+  const stderr = stderrTail(child);
+  try {
+    await waitForTcp('127.0.0.1', port, START_TIMEOUT_MS, () => child.exitCode !== null || child.signalCode !== null);
+  } catch (err) {
+    forget();
+    await stopChild(child, exited, 'SIGKILL', 0);
+    throw new Error(`FerretDB did not start: ${stderr() || (err as Error).message}`);
+  }
+  return {
+    uri: `mongodb://127.0.0.1:${port}/`,
+    exited,
+    async stop() {
+      forget();
+      await stopChild(child, exited, 'SIGTERM', STOP_GRACE_MS);
+    },
+  };
+}
