@@ -5,8 +5,6 @@ import type { ChainService } from '../platform/chain/chain-service.js';
 const FEE_TTL_MS = 2_000;
 const RECEIPT_TIMEOUT_MS = 120_000;
 
-export class SendRefused extends Error {}
-
 /**
  * One relayer account that sends settlement transactions back to back, without waiting for the
  * previous one to be mined (pipelining). Nonces come from viem's nonce manager for the account, shared

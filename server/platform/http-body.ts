@@ -1,7 +1,8 @@
 import type { Context, Next } from 'koa';
 import { AppError, badRequest } from './errors.js';
 import { nulPath } from './nul-input.js';
-import { exceedsJsonDepth, MAX_JSON_DEPTH } from './json-input.js';
+import { MAX_JSON_DEPTH } from './json-input.js';
+import { exceedsJsonDepth } from '../../middleware/protocol/json-depth.js';
 
 declare module 'koa' {
   interface Request {

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-export { exceedsJsonDepth } from '../../middleware/protocol/json-depth.js';
 
 /**
  * How deep a request body may nest. Refused at the body parser, before any handler runs (see

@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { DEV_MNEMONIC } from './dev-accounts.js';
 import { stopOrphansMatching } from '../orphans.js';
+import { exitReason, killOnOurExit, stopChild } from '../child-processes.js';
 
 export interface StartAnvilOptions {
   /** TCP port on 127.0.0.1. Default 0: anvil picks a free one. */
@@ -47,16 +48,9 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   const child = spawn(anvilBinaryPath(), anvilArgs({ ...options, chainId }), {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const killOnExit = (): void => {
-    child.kill('SIGKILL');
-  };
-  process.once('exit', killOnExit);
+  const forget = killOnOurExit(child);
   const output = collectOutput(child);
-  // 'error' without 'exit' happens when the binary cannot be spawned at all.
-  const exited = new Promise<string>((resolve) => {
-    child.once('exit', (code, signal) => resolve(signal ? `killed by ${signal}` : `exit code ${code}`));
-    child.once('error', (err) => resolve(err.message));
-  });
+  const exited = exitReason(child);
 
   try {
     // Wait for anvil's own "Listening on" line even for a fixed port: polling alone could mistake another
@@ -70,11 +64,11 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
       chainId,
       port,
       exited,
-      stop: () => (stopping ??= terminate(child, exited).finally(() => process.off('exit', killOnExit))),
+      stop: () => (stopping ??= stopChild(child, exited, 'SIGTERM', STOP_GRACE_MS).finally(forget)),
     };
   } catch (err) {
-    await terminate(child, exited);
-    process.off('exit', killOnExit);
+    forget();
+    await stopChild(child, exited, 'SIGTERM', STOP_GRACE_MS);
     throw err;
   }
 }
@@ -211,10 +205,3 @@ async function rpcChainId(rpcUrl: string): Promise<number | undefined> {
   }
 }
 
-async function terminate(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
-  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-  await exited;
-  clearTimeout(timer);
-}

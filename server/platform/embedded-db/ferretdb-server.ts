@@ -4,9 +4,9 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { freePort, waitForTcp } from '../net.js';
+import { freePort } from '../net.js';
 import { stopOrphansMatching } from '../orphans.js';
-import { exitReason, killOnOurExit, stderrTail, stopChild } from './child-processes.js';
+import { superviseListening } from '../child-processes.js';
 
 const START_TIMEOUT_MS = 20_000;
 const STOP_GRACE_MS = 10_000;
@@ -40,22 +40,6 @@ export async function startFerretdb(options: { binary: string; postgresUrl: stri
     env: { ...FERRETDB_GC, ...process.env, FERRETDB_POSTGRESQL_URL: options.postgresUrl },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const exited = exitReason(child);
-  const forget = killOnOurExit(child);
-  const stderr = stderrTail(child);
-  try {
-    await waitForTcp('127.0.0.1', port, START_TIMEOUT_MS, () => child.exitCode !== null || child.signalCode !== null);
-  } catch (err) {
-    forget();
-    await stopChild(child, exited, 'SIGKILL', 0);
-    throw new Error(`FerretDB did not start: ${stderr() || (err as Error).message}`);
-  }
-  return {
-    uri: `mongodb://127.0.0.1:${port}/`,
-    exited,
-    async stop() {
-      forget();
-      await stopChild(child, exited, 'SIGTERM', STOP_GRACE_MS);
-    },
-  };
+  const running = await superviseListening(child, { name: 'FerretDB', port, timeoutMs: START_TIMEOUT_MS, stopSignal: 'SIGTERM', stopGraceMs: STOP_GRACE_MS });
+  return { uri: `mongodb://127.0.0.1:${port}/`, ...running };
 }

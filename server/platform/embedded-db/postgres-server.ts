@@ -7,9 +7,9 @@ import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { freePort, waitForTcp } from '../net.js';
+import { freePort } from '../net.js';
 import { isOrphan, processInfo, stopOrphan } from '../orphans.js';
-import { exitReason, killOnOurExit, stderrTail, stopChild } from './child-processes.js';
+import { exitReason, stderrTail, superviseListening } from '../child-processes.js';
 import { postgresBinaries } from './postgres-binaries.js';
 import { POSTGRES_USER, setUpCluster } from './postgres-setup.js';
 import { chownTree, closedFolderAbove, postgresRunAsUser, type OsUser } from './unprivileged-user.js';
@@ -57,26 +57,12 @@ export async function startPostgres(requestedDataDir: string, options: { durable
   };
   const args = ['-D', dataDir, '-p', String(port), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
   const child = spawn(binaries.postgres, args, { ...spawnAs, env, stdio: ['ignore', 'ignore', 'pipe'] });
-  const exited = exitReason(child);
-  const forget = killOnOurExit(child);
-  const stderr = stderrTail(child);
-  try {
-    await waitForTcp('127.0.0.1', port, START_TIMEOUT_MS, () => child.exitCode !== null || child.signalCode !== null);
-  } catch (err) {
-    forget();
-    await stopChild(child, exited, 'SIGKILL', 0);
-    throw new Error(`PostgreSQL did not start: ${stderr().split('\n').slice(-3).join(' ') || (err as Error).message}`);
-  }
-  return {
-    url: `postgres://${POSTGRES_USER}:${password}@127.0.0.1:${port}/postgres`,
-    version: binaries.version,
-    dataDir,
-    exited,
-    async stop() {
-      forget();
-      await stopChild(child, exited, 'SIGINT', STOP_GRACE_MS); // SIGINT is PostgreSQL's "fast" shutdown
-    },
-  };
+  const running = await superviseListening(child, {
+    name: 'PostgreSQL', port, timeoutMs: START_TIMEOUT_MS, stopGraceMs: STOP_GRACE_MS,
+    stopSignal: 'SIGINT', // PostgreSQL's "fast" shutdown
+    describeStderr: (stderr) => stderr.split('\n').slice(-3).join(' '),
+  });
+  return { url: `postgres://${POSTGRES_USER}:${password}@127.0.0.1:${port}/postgres`, version: binaries.version, dataDir, ...running };
 }
 
 /**

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { exitReason } from './child-processes.js';
+import { exitReason } from '../child-processes.js';
 
 export const POSTGRES_USER = 'agentgate';
 
