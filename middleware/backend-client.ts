@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { FacilitatorUnavailable, type Facilitator, type RedeemRequest, type RedeemResult } from './facilitator.js';
 import { formatUsdc } from './price.js';
 import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
+import { JwsReceiptSchema } from './offer-receipt.js';
 
 /**
  * HTTP client for the agentgate backend, authenticated with the seller API key (`loid-...`). It is
@@ -27,6 +28,7 @@ const PaymentResponseSchema = z.object({
   transaction: z.string().min(1),
   network: z.string().min(1),
   payer: z.string().min(1),
+  extensions: z.record(z.string(), z.unknown()).optional(),
 });
 
 const RedeemOkSchema = z.object({ ok: z.literal(true), paymentResponse: PaymentResponseSchema, paymentId: z.string().min(1) });
@@ -60,6 +62,8 @@ export const PaymentRecordSchema = z.looseObject({
   settledAt: z.string().nullish(),
   authorizationNonce: z.string().optional(),
   signedReceipt: SignedReceiptSchema.nullish(),
+  /** The same receipt in the x402 offer-receipt extension's JWS form. */
+  offerReceipt: JwsReceiptSchema.nullish(),
 });
 export type PaymentRecord = z.infer<typeof PaymentRecordSchema>;
 

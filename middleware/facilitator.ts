@@ -26,6 +26,8 @@ export interface PaymentResponse {
   /** Either spelling (v1 name or CAIP-2); the Paywall writes each response header in its own form. */
   readonly network: string;
   readonly payer: string;
+  /** Extension data for the settlement header, e.g. `offer-receipt`'s signed receipt. */
+  readonly extensions?: Readonly<Record<string, unknown>>;
 }
 
 export type RedeemResult =

@@ -57,6 +57,8 @@ export type { ExactEvmAuthorization, ExactEvmPayload } from './protocol/exact-ev
 
 export { canonicalJson, CanonicalJsonError } from './canonical-json.js';
 export { verifyReceipt } from './receipt.js';
+export { OFFER_RECEIPT, verifyJwsReceipt } from './offer-receipt.js';
+export type { JwsReceipt, JwsReceiptVerification, OfferReceiptPayload } from './offer-receipt.js';
 export type { DidDocument, Receipt, ReceiptVerification, TrustedKey } from './receipt.js';
 export { ed25519ToMultibase, encodeBase64Url, parseEd25519PublicKey } from './multikey.js';
 export { verifyWebhook, webhookSignature, WEBHOOK_HEADERS, type PaymentReceivedEvent } from './webhook.js';

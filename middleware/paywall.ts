@@ -170,7 +170,11 @@ export class Paywall {
 
     const { paymentResponse } = result;
     const network = toV1Network(paymentResponse.network);
-    const settlement = { success: true, transaction: paymentResponse.transaction, payer: paymentResponse.payer };
+    // Extensions (the offer-receipt extension's signed receipt) ride in both settlement headers.
+    const settlement = {
+      success: true, transaction: paymentResponse.transaction, payer: paymentResponse.payer,
+      ...(paymentResponse.extensions ? { extensions: { ...paymentResponse.extensions } } : {}),
+    };
     return {
       kind: 'paid',
       responseHeaders: {

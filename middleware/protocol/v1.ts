@@ -48,6 +48,8 @@ export const SettlementResponseV1Schema = z.object({
   network: z.string(),
   payer: z.string(),
   errorReason: z.string().optional(),
+  /** Extension data, e.g. the offer-receipt extension's signed receipt. */
+  extensions: z.record(z.string(), z.unknown()).optional(),
 });
 export type SettlementResponseV1 = z.infer<typeof SettlementResponseV1Schema>;
 

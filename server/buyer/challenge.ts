@@ -6,6 +6,7 @@ import type { ExactEvmPayload } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import type { GuardedResponse } from '../platform/ssrf.js';
+import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from '../../middleware/offer-receipt.js';
 
 /** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
 export const MAX_REMOTE_JSON_DEPTH = 64;
@@ -106,6 +107,15 @@ export interface SettlementResponse {
   network?: string;
   payer?: string;
   errorReason?: string;
+  /** The seller's signed receipt (x402 offer-receipt extension), when it sent one in the JWS form. */
+  offerReceipt?: JwsReceipt;
+}
+
+/** `extensions["offer-receipt"].info.receipt`, kept only in its exact JWS shape. */
+function offerReceiptOf(extensions: unknown): { offerReceipt?: JwsReceipt } {
+  const entry = (extensions as Record<string, { info?: { receipt?: unknown } }> | undefined)?.[OFFER_RECEIPT];
+  const receipt = JwsReceiptSchema.safeParse(entry?.info?.receipt);
+  return receipt.success ? { offerReceipt: receipt.data } : {};
 }
 
 /** The seller's settlement header (`PAYMENT-RESPONSE` in v2, `X-Payment-Response` in v1), decoded. */
@@ -124,6 +134,7 @@ export function readSettlement(res: GuardedResponse): SettlementResponse | undef
     ...(text(raw.network) !== undefined ? { network: text(raw.network) } : {}),
     ...(text(raw.payer) !== undefined ? { payer: text(raw.payer) } : {}),
     ...(text(raw.errorReason) !== undefined ? { errorReason: text(raw.errorReason) } : {}),
+    ...offerReceiptOf(raw.extensions),
   };
   return settlement;
 }

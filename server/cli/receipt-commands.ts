@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { verifyReceipt, type DidDocument, type Receipt } from '../../middleware/receipt.js';
+import { verifyJwsReceipt } from '../../middleware/offer-receipt.js';
 import { loadCredentials } from './credentials.js';
 import type { CommandIO } from './account-commands.js';
 
@@ -48,10 +49,12 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
     return 2;
   }
   let receipt: Receipt;
+  let offerReceipt: unknown;
   let url = (options.url ?? loadCredentials(io.env)?.url ?? io.env.AGENTGATE_URL ?? 'http://localhost:3000').replace(/\/+$/, '');
   if (existsSync(subject)) {
     const parsed = JSON.parse(readFileSync(subject, 'utf8'));
     receipt = parsed.signedReceipt ?? parsed;
+    offerReceipt = parsed.offerReceipt;
   } else {
     const t = target(io, options);
     if (!t) return 2;
@@ -66,6 +69,7 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
       return 1;
     }
     receipt = res.body.signedReceipt;
+    offerReceipt = res.body.offerReceipt;
   }
   let didDocument: DidDocument;
   if (options['did-document']) {
@@ -85,5 +89,14 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
   }
   const body = receipt.body as Record<string, string>;
   io.out(`valid receipt for payment ${body.paymentId}: ${body.amountUsdcRaw} atomic USDC from ${body.payerAddress} to ${body.recipientAddress}, tx ${body.txHash}, signed by ${receipt.did}`);
+  // The offer-receipt extension's JWS form of the same settlement, when the record carries one.
+  if (offerReceipt) {
+    const jws = await verifyJwsReceipt(offerReceipt, didDocument);
+    if (!jws.ok) {
+      io.out(`INVALID offer-receipt (JWS): ${jws.reason}`);
+      return 1;
+    }
+    io.out(`valid offer-receipt (JWS, EdDSA) signed by ${jws.kid}`);
+  }
   return 0;
 }

@@ -12,6 +12,7 @@ import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
 import type { SellerAccountDoc } from './models.js';
 import { normalizeResource } from './resource-url.js';
 import { PAYMENT_IDENTIFIER } from './payment-identifier.js';
+import { OFFER_RECEIPT, offerReceiptExtension } from '../../middleware/offer-receipt.js';
 
 /**
  * The standard x402 facilitator API (`{url}/verify`, `{url}/settle`, `{url}/supported`), so sellers on
@@ -104,7 +105,7 @@ export function facilitatorRoutes(app: AppContext): Router {
         { x402Version: 1, scheme: 'exact', network: chain.network },
         { x402Version: 2, scheme: 'exact', network: chain.caip2 },
       ] : [],
-      extensions: [PAYMENT_IDENTIFIER, 'bazaar'],
+      extensions: [PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT],
       signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: chain.relayerAccounts.map((a) => a.address) } : {},
     };
   });
@@ -174,7 +175,11 @@ export function facilitatorRoutes(app: AppContext): Router {
     const outcome = await app.payments.settle(seller, terms.decoded, { ...terms, endpoint });
     if (!outcome.ok && outcome.reason === 'payment_identifier_conflict') ctx.status = 409;
     ctx.body = outcome.ok
-      ? { success: true, transaction: outcome.txHash, network: prepared.network, payer: outcome.payer, amount: terms.amountAtomic.toString() }
+      ? {
+        success: true, transaction: outcome.txHash, network: prepared.network, payer: outcome.payer, amount: terms.amountAtomic.toString(),
+        // The official resource servers pass `extensions` through to the buyer's PAYMENT-RESPONSE header.
+        ...(outcome.offerReceipt ? { extensions: offerReceiptExtension(outcome.offerReceipt) } : {}),
+      }
       : failed(outcome);
   });
 

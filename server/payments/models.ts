@@ -1,5 +1,6 @@
 import { Schema } from 'mongoose';
 import type { SealedSecret } from '../platform/secret-box.js';
+import type { JwsReceipt } from '../../middleware/offer-receipt.js';
 
 /** Per org: whether it accepts payments, and where they go. */
 export interface SellerAccountDoc {
@@ -90,6 +91,8 @@ export interface PaymentDoc {
   txHash?: string;
   failureReason?: string;
   signedReceipt?: SignedReceipt;
+  /** The offer-receipt extension's JWS form of the same receipt. */
+  offerReceipt?: JwsReceipt;
   /** payment.received outbox entry, written with the settlement (server/webhooks dispatches it). */
   webhook?: { status: 'pending' | 'dispatched' | 'skipped'; eventId: string; deliveryId?: string };
   createdAt: Date;
@@ -118,6 +121,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   txHash: String,
   failureReason: String,
   signedReceipt: Schema.Types.Mixed,
+  offerReceipt: Schema.Types.Mixed,
   webhook: Schema.Types.Mixed,
   createdAt: { type: Date, required: true },
   submittedAt: Date,

@@ -14,10 +14,11 @@ import { verifyPayment } from './verify-payment.js';
 import { Settler } from './settler.js';
 import { RelayerLane } from './relayer.js';
 import { TtlCache } from '../platform/ttl-cache.js';
-import { signReceipt, type ReceiptSigner } from './receipts.js';
+import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
 import { PaymentIdentifiers } from './payment-identifier.js';
 import { normalizeResource } from './resource-url.js';
+import { offerReceiptExtension } from '../../middleware/offer-receipt.js';
 
 export type RedeemOutcome =
   | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string } }
@@ -189,7 +190,10 @@ export class PaymentService {
     return {
       ok: true,
       paymentId: outcome.paymentId,
-      paymentResponse: { success: true, transaction: outcome.txHash, network: decoded.version === 1 ? chain.network : chain.caip2, payer: outcome.payer },
+      paymentResponse: {
+        success: true, transaction: outcome.txHash, network: decoded.version === 1 ? chain.network : chain.caip2, payer: outcome.payer,
+        ...(outcome.offerReceipt ? { extensions: offerReceiptExtension(outcome.offerReceipt) } : {}),
+      },
     };
   }
 
@@ -256,7 +260,7 @@ export class PaymentService {
       return { ok: false, reason: settled.reason, message: settled.message, payer: verified.payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
     }
     const done = await this.markSettled(payment, settled.txHash, terms.endpoint);
-    return { ok: true, paymentId: done._id, txHash: settled.txHash, payer: verified.payer };
+    return { ok: true, paymentId: done._id, txHash: settled.txHash, payer: verified.payer, ...(done.offerReceipt ? { offerReceipt: done.offerReceipt } : {}) };
   }
 
   /** The seller account of a seller key's org, if it accepts payments (served from memory, see SELLER_CACHE_TTL_MS). */
@@ -274,11 +278,12 @@ export class PaymentService {
   async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc | null): Promise<PaymentDoc> {
     const settledAt = new Date();
     const signedReceipt = await signReceipt(this.signer(), { ...payment, txHash, settledAt });
+    const offerReceipt = await signOfferReceipt(this.signer(), { ...payment, txHash, settledAt });
     // Webhook outbox: written in the same single-document update as the settlement, so a crash before the
     // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
     const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending', eventId: newId('evt') } } : {};
     const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
-      { $set: { status: 'settled', txHash, settledAt, signedReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
+      { $set: { status: 'settled', txHash, settledAt, signedReceipt, offerReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
     if (!done) return (await this.payments.findById(payment._id).lean())!;
     // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
     // buyer's response; the outbox sweep finishes whatever a crash interrupts.

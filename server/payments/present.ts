@@ -37,7 +37,7 @@ export function presentPayment(p: PaymentDoc, detail = false) {
     direction: p.direction ?? 'in',
     endpointId: p.endpointId,
     ...presentTransfer(p),
-    ...(detail ? { authorizationNonce: p.authorizationNonce, x402Version: p.x402Version, signedReceipt: p.signedReceipt ?? null } : {}),
+    ...(detail ? { authorizationNonce: p.authorizationNonce, x402Version: p.x402Version, signedReceipt: p.signedReceipt ?? null, offerReceipt: p.offerReceipt ?? null } : {}),
   };
 }
 

@@ -1,9 +1,12 @@
 import { canonicalJson } from '../../middleware/canonical-json.js';
+import { OFFER_RECEIPT_VERSION, signJwsReceipt, type JwsReceipt } from '../../middleware/offer-receipt.js';
 import type { PaymentDoc, SignedReceipt } from './models.js';
 
 /** The service key that signs receipts: the key published in `/.well-known/did.json`. */
 export interface ReceiptSigner {
   did: string;
+  /** The verification method id in the DID document (`<did>#key-1`): the kid of JWS receipts. */
+  keyId: string;
   /** Multibase (`z…`) Ed25519 public key, as in the DID document. */
   publicKeyMultibase: string;
   sign(message: Uint8Array): Promise<Uint8Array>;
@@ -27,4 +30,20 @@ export async function signReceipt(signer: ReceiptSigner, payment: PaymentDoc & {
   };
   const signature = await signer.sign(new TextEncoder().encode(canonicalJson(body)));
   return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
+}
+
+/**
+ * The same settlement as the x402 offer-receipt extension's JWS receipt, which the official extension's
+ * verifier checks by resolving the kid through our DID document. The transaction is included: the buyer
+ * already holds it in the settlement response, and it makes the receipt checkable on chain.
+ */
+export function signOfferReceipt(signer: ReceiptSigner, payment: PaymentDoc & { txHash: string; settledAt: Date }): Promise<JwsReceipt> {
+  return signJwsReceipt({
+    version: OFFER_RECEIPT_VERSION,
+    network: `eip155:${payment.chainId}`,
+    resourceUrl: payment.resourceUrl,
+    payer: payment.payerAddress,
+    issuedAt: Math.floor(payment.settledAt.getTime() / 1000),
+    transaction: payment.txHash,
+  }, { kid: signer.keyId, sign: (message) => signer.sign(message) });
 }

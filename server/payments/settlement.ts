@@ -2,10 +2,11 @@ import { getAddress, parseEventLogs, type Address, type Hex } from 'viem';
 import { usdcAbi, type Authorization } from '../platform/chain/usdc.js';
 import type { ChainService } from '../platform/chain/chain-service.js';
 import type { PaymentDoc } from './models.js';
+import type { JwsReceipt } from '../../middleware/offer-receipt.js';
 
 /** How one payment's settlement ended, for either door (redeem, the facilitator API). */
 export type SettlementResult =
-  | { ok: true; paymentId: string; txHash: string; payer: string }
+  | { ok: true; paymentId: string; txHash: string; payer: string; offerReceipt?: JwsReceipt }
   | { ok: false; reason: string; message: string; payer?: string; txHash?: string };
 
 export const authorizationOf = (doc: Pick<PaymentDoc, 'authorization'>): Authorization => ({

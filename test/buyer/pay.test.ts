@@ -55,6 +55,9 @@ describe('payments_pay against real sellers', () => {
     const detail = await server.request('GET', `/v0/payments/${received.id}`, { key: ours.platformKey });
     expect(await verifyReceipt(detail.body.signedReceipt, server.app.serviceKey.publicKeyMultibase)).toEqual({ ok: true });
     expect(detail.body.signedReceipt.body).toMatchObject({ payerAddress: agent.address, txHash: res.body.txHash });
+    // The seller's offer-receipt (JWS) reaches the buying agent in its payment response.
+    expect(res.body.paymentResponse.offerReceipt).toEqual(detail.body.offerReceipt);
+    expect(res.body.paymentResponse.offerReceipt).toMatchObject({ format: 'jws' });
 
     // The buyer's record.
     const activity = await server.request('GET', '/v0/payments/activity', { key: agent.key });

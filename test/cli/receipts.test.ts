@@ -69,6 +69,20 @@ describe('agentgate receipts', () => {
     const res = await cli(['receipts', 'verify', paymentId, '--url', server.url, '--key', platformKey]);
     expect(res.code).toBe(0);
     expect(res.stdout).toContain(`signed by did:web:${server.config.DID_DOMAIN}`);
+    expect(res.stdout).toContain(`valid offer-receipt (JWS, EdDSA) signed by did:web:${server.config.DID_DOMAIN}#key-1`);
+  });
+
+  it('refuses a payment record whose offer-receipt JWS was altered', async () => {
+    const didFile = didDocumentFile();
+    const payment = (await server.request('GET', `/v0/payments/${paymentId}`, { key: platformKey })).body;
+    const [header, payload, signature] = payment.offerReceipt.signature.split('.');
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
+    const forged = Buffer.from(JSON.stringify({ ...claims, payer: '0x000000000000000000000000000000000000dEaD' })).toString('base64url');
+    const file = join(dir, 'forged-record.json');
+    writeFileSync(file, JSON.stringify({ ...payment, offerReceipt: { format: 'jws', signature: `${header}.${forged}.${signature}` } }));
+    const res = await cli(['receipts', 'verify', file, '--did-document', didFile]);
+    expect(res.code).toBe(1);
+    expect(res.stdout).toContain('INVALID offer-receipt (JWS): signature_mismatch');
   });
 
   it('verifies a receipt fetched by payment id, and one saved to a file, offline', async () => {

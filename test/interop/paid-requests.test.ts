@@ -5,6 +5,7 @@
  * record, the money on chain, and the signed receipt.
  */
 import type { Hex } from 'viem';
+import { verifyReceiptSignatureJWS, type JWSSignedReceipt } from '@x402/extensions/offer-receipt';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { payWithV1, payWithV2, type PaidResponse } from '../../examples/buyer/buyer.js';
 import { createWeatherApp as createExpressApp } from '../../examples/express-seller/server.js';
@@ -98,6 +99,14 @@ describe.each(['Express', 'Koa'] as const)('%s example seller', (framework) => {
     expect(await verifyReceipt(signed, didDocument)).toEqual({ ok: true });
     const forged = { ...signed, body: { ...signed.body, amountUsdcRaw: '1' } };
     expect(await verifyReceipt(forged, didDocument)).toEqual({ ok: false, reason: 'signature_mismatch' });
+
+    // The settlement header carries the offer-receipt extension's JWS receipt, which the official
+    // extension's verifier accepts by resolving its kid through the same DID document.
+    const offerReceipt = (result.settlement!.extensions as any)?.['offer-receipt']?.info?.receipt as JWSSignedReceipt;
+    expect(offerReceipt).toEqual(payment.offerReceipt);
+    expect(await verifyReceiptSignatureJWS(offerReceipt)).toMatchObject({
+      network: `eip155:${testChain().chain.id}`, resourceUrl: `${apps[framework].url}/weather`, payer: buyer.address, transaction: payment.txHash,
+    });
   });
 
   test('the free route needs no payment', async () => {

@@ -12,6 +12,7 @@ import { registerExactEvmScheme as registerClientEvm } from '@x402/evm/exact/cli
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { extractReceiptFromResponse, verifyReceiptSignatureJWS, type JWSSignedReceipt } from '@x402/extensions/offer-receipt';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -82,6 +83,7 @@ const payingFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, re
 describe('the official x402 stack with agentgate as facilitator', () => {
   it('reads /supported through the official client', async () => {
     const supported = await facilitatorClient(seller.sellerKey).getSupported();
+    expect(supported.extensions).toEqual(expect.arrayContaining(['payment-identifier', 'bazaar', 'offer-receipt']));
     expect(supported.kinds).toEqual(expect.arrayContaining([
       expect.objectContaining({ x402Version: 2, scheme: 'exact', network: NETWORK }),
       expect.objectContaining({ x402Version: 1, scheme: 'exact', network: 'base-sepolia' }),
@@ -96,12 +98,22 @@ describe('the official x402 stack with agentgate as facilitator', () => {
     expect(await res.json()).toEqual({ city: 'Oslo', temperatureC: 7 });
     expect(await usdcBalance(seller.payTo)).toBe(before + BigInt(PRICE));
 
+    // The offer-receipt extension's receipt reaches the buyer through the official seller, and the
+    // official verifier accepts it, resolving its kid through our did:web document over HTTP.
+    const offerReceipt = extractReceiptFromResponse(res);
+    expect(offerReceipt).toMatchObject({ format: 'jws' });
+    const claims = await verifyReceiptSignatureJWS(offerReceipt as JWSSignedReceipt);
+    expect(claims).toMatchObject({ version: 1, network: NETWORK, resourceUrl: `${shop.url}/weather`, payer: buyer.address });
+    expect(claims.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+
     const list = await server.request('GET', '/v0/payments', { key: seller.platformKey });
     const payment = list.body.payments.find((p: any) => p.payerAddress === buyer.address);
     expect(payment).toMatchObject({ status: 'settled', resourceUrl: `${shop.url}/weather`, endpointId: null, amountUsdcRaw: PRICE, recipientAddress: seller.payTo });
     const detail = await server.request('GET', `/v0/payments/${payment.id}`, { key: seller.sellerKey });
     const didDocument = (await server.request('GET', '/.well-known/did.json')).body;
     expect(await verifyReceipt(detail.body.signedReceipt, didDocument)).toMatchObject({ ok: true });
+    expect(detail.body.offerReceipt).toEqual(offerReceipt);
+    expect(detail.body.txHash).toBe(claims.transaction);
   });
 
   it('delivers payment.received when the resource is a registered endpoint with a webhook', async () => {
