@@ -14,6 +14,10 @@ import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { extractReceiptFromResponse, verifyReceiptSignatureJWS, type JWSSignedReceipt } from '@x402/extensions/offer-receipt';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import { useFacilitator } from 'x402/verify';
+import { exact } from 'x402/schemes';
+import { settleResponseHeader } from 'x402/types';
+import { wrapFetchWithPayment as wrapFetchV1 } from 'x402-fetch';
 import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
@@ -130,6 +134,56 @@ describe('the official x402 stack with agentgate as facilitator', () => {
     expect(hook!.headers['x-service-event']).toBe('payment.received');
     const list = await server.request('GET', '/v0/payments', { key: seller.platformKey });
     expect(list.body.payments.find((p: any) => p.payerAddress === buyer.address)).toMatchObject({ endpointId: endpoint.body.id, status: 'settled' });
+  });
+});
+
+describe('an x402 v1 seller with agentgate as facilitator', () => {
+  // x402 v1 has no resource-server class: a v1 seller answers the spec's 402 body itself and asks its
+  // facilitator through the official v1 client (`useFacilitator` of the `x402` package), as x402-express does.
+  let v1shop: { url: string; http: Server };
+  beforeAll(async () => {
+    const facilitator = useFacilitator({
+      url: `${server.url}/v0/x402` as `${string}://${string}`,
+      createAuthHeaders: async () => { const h = { Authorization: `Bearer ${seller.sellerKey}` }; return { verify: h, settle: h, supported: h }; },
+    });
+    const app = express();
+    app.get('/report', async (req, res) => {
+      const requirement = {
+        scheme: 'exact' as const, network: 'base-sepolia' as const, maxAmountRequired: PRICE, resource: `${v1shop.url}/report`, description: 'Report',
+        mimeType: 'application/json', payTo: seller.payTo, maxTimeoutSeconds: 60, asset: testChain().usdc, extra: { name: DEV_USDC_NAME, version: '2' },
+      };
+      const header = req.header('X-PAYMENT');
+      if (!header) { res.status(402).json({ x402Version: 1, error: 'X-PAYMENT header is required', accepts: [requirement] }); return; }
+      const payment = exact.evm.decodePayment(header);
+      const verified = await facilitator.verify(payment, requirement);
+      if (!verified.isValid) { res.status(402).json({ x402Version: 1, error: verified.invalidReason, accepts: [requirement] }); return; }
+      const settled = await facilitator.settle(payment, requirement);
+      if (!settled.success) { res.status(402).json({ x402Version: 1, error: settled.errorReason, accepts: [requirement] }); return; }
+      res.setHeader('X-PAYMENT-RESPONSE', settleResponseHeader(settled));
+      res.json({ report: 'ok' });
+    });
+    v1shop = await listen(app);
+  });
+  afterAll(() => { v1shop?.http.closeAllConnections(); v1shop?.http.close(); });
+
+  it('an x402-fetch (v1) buyer pays it: 200, the price on chain, the payment recorded with receipts that verify', async () => {
+    const buyer = await fundedBuyer('1');
+    const before = await usdcBalance(seller.payTo);
+    const res = await wrapFetchV1(fetch, buyer, 100_000n)(`${v1shop.url}/report`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ report: 'ok' });
+    expect(await usdcBalance(seller.payTo)).toBe(before + BigInt(PRICE));
+    const settlement = JSON.parse(Buffer.from(res.headers.get('x-payment-response')!, 'base64').toString());
+    expect(settlement).toMatchObject({ success: true, network: 'base-sepolia', payer: buyer.address });
+
+    const list = await server.request('GET', '/v0/payments', { key: seller.platformKey });
+    const payment = list.body.payments.find((p: any) => p.payerAddress === buyer.address);
+    expect(payment).toMatchObject({ status: 'settled', resourceUrl: `${v1shop.url}/report`, endpointId: null, txHash: settlement.transaction });
+    const detail = await server.request('GET', `/v0/payments/${payment.id}`, { key: seller.sellerKey });
+    expect(detail.body).toMatchObject({ x402Version: 1 });
+    const didDocument = (await server.request('GET', '/.well-known/did.json')).body;
+    expect(await verifyReceipt(detail.body.signedReceipt, didDocument)).toMatchObject({ ok: true });
+    expect(await verifyReceiptSignatureJWS(detail.body.offerReceipt)).toMatchObject({ payer: buyer.address, network: 'eip155:84532', transaction: settlement.transaction });
   });
 });
 
