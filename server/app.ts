@@ -20,6 +20,7 @@ import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
 import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { chatPlatformRoutes, chatRoutes } from './chat/routes.js';
+import { openApiRoutes } from './openapi/routes.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
 export type RouteFactory = (app: AppContext) => Router;
@@ -47,6 +48,7 @@ export const ROUTES: RouteFactory[] = [
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   paymentRoutes,
   facilitatorRoutes,
+  openApiRoutes,
 ];
 
 export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Koa {

@@ -1,19 +1,22 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
 import type { AppContext } from '../platform/context.js';
-import { authenticatedRouter, principalOf, requireScope } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, principalOf, requireScope, requireTier } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { presentLog } from './activity-log.js';
 
 export const logsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50) });
 
-/** GET /v0/logs: a platform key sees its org's log, an identity key its own identity's entries. */
+/**
+ * GET /v0/logs: a platform key sees its org's log, an identity key its own identity's entries. A seller
+ * key (a machine credential of the payment set-up) sees neither: the org log names identities and keys.
+ */
 export function logRoutes(app: AppContext): Router {
   const router = authenticatedRouter(app);
   router.get('/v0/logs', async (ctx, next) => {
     const principal = principalOf(ctx);
     if (principal.tier === 'identity') return requireScope('logs:read')(ctx, next);
-    return next();
+    return requireTier('platform')(ctx, next);
   }, async (ctx) => {
     const principal = principalOf(ctx);
     const { limit } = parseInput(logsQuery, ctx.query, 'query');

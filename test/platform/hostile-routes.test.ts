@@ -5,30 +5,15 @@
 // route cannot escape the fuzzing.
 import fc from 'fast-check';
 import type { z } from 'zod';
-import type Router from '@koa/router';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { faucetConfig } from '../support/chain.js';
 import { arbitraryOf, hostileString, jsonSchemaOf } from '../support/hostile.js';
 import { DevChatPlatform } from '../../server/platform/chat/dev-chat-platform.js';
-import { ROUTES as ROUTE_FACTORIES } from '../../server/app.js';
+import { mountedRoutes } from '../support/routes.js';
 import { TOOLS } from '../../server/mcp/registry.js';
 import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
-import { createBody as identityCreateBody, updateBody as identityUpdateBody, listQuery as identityListQuery, idParams as identityIdParams } from '../../server/identities/routes.js';
-import { messageParams, threadParams } from '../../server/mail/routes.js';
-import { labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../../server/mail/mail-schemas.js';
-import { nameParams, putCredentialBody } from '../../server/vault/schemas.js';
-import { faucetBody } from '../../server/wallet/routes.js';
-import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../../server/chat/schemas.js';
-import { mandateBody, mandateIdParam, payBody } from '../../server/buyer/schemas.js';
-import { activityQuery } from '../../server/buyer/routes.js';
-import { logsQuery } from '../../server/logs/routes.js';
-import { signupBody } from '../../server/signup/routes.js';
-import { acceptanceBody, endpointBody, endpointPatch, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../../server/payments/routes.js';
-import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../../server/webhooks/routes.js';
-import { identityParams, signBody, verifyBody } from '../../server/did/routes.js';
-import { discoveryQuery, facilitatorBody } from '../../server/payments/facilitator-routes.js';
-import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../../server/calendar/schemas.js';
+import { OPERATIONS, routeKey } from '../../server/openapi/operations.js';
 
 type Auth = 'identity' | 'platform' | 'seller' | 'none';
 interface RouteInputs {
@@ -50,89 +35,22 @@ const localUrl = fc.constantFrom('http://127.0.0.1:9/x', 'http://localhost:9/wea
 const localDid = fc.constantFrom('did:web:127.0.0.1%3A9', 'did:web:localhost%3A9:identities:id-0000000000000000', 'did:web:169.254.169.254');
 const noEgress = { url: localUrl, webhookUrl: localUrl, did: localDid };
 
-const CATALOG: Record<string, RouteInputs> = {
-  'POST /v0/agent-signup': { auth: 'none', body: signupBody },
-  'GET /v0/agent-signup/cli': { auth: 'none' },
-  'GET /v0/identity-types': { auth: 'none' },
-  'GET /.well-known/agents/:orgId': { auth: 'none' },
-  'GET /v0/whoami': { auth: 'identity' },
-  'POST /v0/platform/identities': { auth: 'platform', body: identityCreateBody },
-  'GET /v0/platform/identities': { auth: 'platform', query: identityListQuery },
-  'GET /v0/platform/identities/:id': { auth: 'platform', params: identityIdParams },
-  'PATCH /v0/platform/identities/:id': { auth: 'platform', params: identityIdParams, body: identityUpdateBody },
-  'DELETE /v0/platform/identities/:id': { auth: 'platform', params: identityIdParams },
-  'POST /v0/platform/identities/:id/rotate-key': { auth: 'platform', params: identityIdParams },
-  'GET /v0/logs': { auth: 'platform', query: logsQuery },
-  'GET /v0/messages': { auth: 'identity', query: listMessagesInput },
-  'POST /v0/messages/send': { auth: 'identity', body: sendInput },
-  'GET /v0/messages/:messageId': { auth: 'identity', params: messageParams },
-  'POST /v0/messages/:messageId/reply': { auth: 'identity', params: messageParams, body: replyInput },
-  'PATCH /v0/messages/:messageId': { auth: 'identity', params: messageParams, body: labelsInput },
-  'GET /v0/threads': { auth: 'identity', query: listThreadsInput },
-  'GET /v0/threads/:threadId': { auth: 'identity', params: threadParams },
-  'POST /mcp': { auth: 'identity', body: 'mcp' },
-  'GET /mcp': { auth: 'identity' },
-  'DELETE /mcp': { auth: 'identity' },
-  'GET /v0/vault': { auth: 'identity' },
-  'PUT /v0/vault/:name': { auth: 'identity', params: nameParams, body: putCredentialBody },
-  'GET /v0/vault/:name': { auth: 'identity', params: nameParams },
-  'DELETE /v0/vault/:name': { auth: 'identity', params: nameParams },
-  'GET /v0/vault/:name/totp': { auth: 'identity', params: nameParams },
-  'POST /v0/vault/:name/totp/backup': { auth: 'identity', params: nameParams },
-  'GET /.well-known/did.json': { auth: 'none' },
-  'GET /identities/:identityId/did.json': { auth: 'none', params: identityParams },
-  'POST /v0/identity/sign': { auth: 'identity', body: signBody },
-  'POST /v0/identity/verify': { auth: 'identity', body: verifyBody, bodyOverrides: noEgress, fetchesCallerUrl: true },
-  'GET /v0/calendar/feed/:token.ics': { auth: 'none', params: feedParams },
-  'GET /v0/calendar': { auth: 'identity', query: eventListQuery },
-  'POST /v0/calendar': { auth: 'identity', body: createEventBody },
-  'GET /v0/calendar/public': { auth: 'identity' },
-  'POST /v0/calendar/public': { auth: 'identity', body: publicBody },
-  'GET /v0/calendar/:eventId': { auth: 'identity', params: eventParams },
-  'PATCH /v0/calendar/:eventId': { auth: 'identity', params: eventParams, body: updateEventBody },
-  'DELETE /v0/calendar/:eventId': { auth: 'identity', params: eventParams },
-  'GET /v0/webhooks/deliveries': { auth: 'platform', query: deliveryListQuery },
-  'GET /v0/webhooks/deliveries/:id': { auth: 'platform', params: deliveryIdParam },
-  'POST /v0/webhooks/deliveries/:id/retry': { auth: 'platform', params: deliveryIdParam },
-  'POST /v0/webhooks/endpoints/:id/rotate-secret': { auth: 'platform', params: deliveryIdParam },
-  'GET /v0/chat/install/:state': { auth: 'none', params: installParams },
-  'GET /v0/chat/oauth/callback': { auth: 'none', query: callbackQuery },
-  'POST /v0/chat/events': { auth: 'none', body: undefined },
-  'GET /v0/chat/connection': { auth: 'identity' },
-  'POST /v0/chat/connect': { auth: 'identity' },
-  'DELETE /v0/chat/connection': { auth: 'identity' },
-  'GET /v0/chat/channels': { auth: 'identity' },
-  'POST /v0/chat/messages': { auth: 'identity', body: chatSendBody },
-  'GET /v0/chat/messages': { auth: 'identity', query: chatListQuery },
-  'GET /v0/wallet': { auth: 'identity' },
+/** What fuzzing a route needs beyond its schemas: values that keep traffic on this machine, and whether it fetches URLs. */
+const FUZZING: Record<string, Pick<RouteInputs, 'bodyOverrides' | 'fetchesCallerUrl'>> = {
+  'POST /v0/identity/verify': { bodyOverrides: noEgress, fetchesCallerUrl: true },
   // Small amounts, so the test faucet is not drained (a drained faucet answers 503 faucet_empty, as it should).
-  'POST /v0/dev/faucet': { auth: 'identity', body: faucetBody, bodyOverrides: { amountUsdc: fc.oneof(fc.constantFrom('0.01', '1', '5'), hostileString) } },
-  'POST /v0/payments/mandates': { auth: 'identity', body: mandateBody },
-  'GET /v0/payments/mandates': { auth: 'identity' },
-  'GET /v0/payments/mandates/:id': { auth: 'identity', params: mandateIdParam },
-  'DELETE /v0/payments/mandates/:id': { auth: 'identity', params: mandateIdParam },
-  'POST /v0/payments/pay': { auth: 'identity', body: payBody, bodyOverrides: noEgress, fetchesCallerUrl: true },
-  'GET /v0/payments/activity': { auth: 'identity', query: activityQuery },
-  'PUT /v0/payments/acceptance': { auth: 'platform', body: acceptanceBody },
-  'GET /v0/payments/acceptance': { auth: 'seller' },
-  'POST /v0/payments/seller-keys': { auth: 'platform', body: sellerKeyBody },
-  'GET /v0/payments/seller-keys': { auth: 'platform' },
-  'DELETE /v0/payments/seller-keys/:id': { auth: 'platform', params: paymentIdParam },
-  'POST /v0/payments/endpoints': { auth: 'platform', body: endpointBody, bodyOverrides: noEgress, fetchesCallerUrl: true },
-  'GET /v0/payments/endpoints': { auth: 'seller' },
-  'GET /v0/payments/endpoints/:id': { auth: 'seller', params: paymentIdParam },
-  'PATCH /v0/payments/endpoints/:id': { auth: 'platform', params: paymentIdParam, body: endpointPatch, bodyOverrides: noEgress },
-  'POST /v0/payments/endpoints/:id/rotate-webhook-secret': { auth: 'platform', params: paymentIdParam },
-  'DELETE /v0/payments/endpoints/:id': { auth: 'platform', params: paymentIdParam },
-  'GET /v0/payments/settings': { auth: 'seller' },
-  'POST /v0/payments/redeem': { auth: 'seller', body: redeemBody },
-  'GET /v0/payments': { auth: 'seller', query: paymentListQuery },
-  'GET /v0/payments/:id': { auth: 'seller', params: paymentIdParam },
-  'GET /v0/x402/supported': { auth: 'none' },
-  'GET /v0/x402/discovery/resources': { auth: 'none', query: discoveryQuery },
-  'POST /v0/x402/verify': { auth: 'seller', body: facilitatorBody },
-  'POST /v0/x402/settle': { auth: 'seller', body: facilitatorBody },
+  'POST /v0/dev/faucet': { bodyOverrides: { amountUsdc: fc.oneof(fc.constantFrom('0.01', '1', '5'), hostileString) } },
+  'POST /v0/payments/pay': { bodyOverrides: noEgress, fetchesCallerUrl: true },
+  'POST /v0/payments/endpoints': { bodyOverrides: noEgress, fetchesCallerUrl: true },
+  'PATCH /v0/payments/endpoints/:id': { bodyOverrides: noEgress },
 };
+
+/** The catalog is the API's own operation list (server/openapi/operations.ts), which /openapi.json is made from. */
+const CATALOG: Record<string, RouteInputs> = Object.fromEntries(OPERATIONS.map((op) => [routeKey(op), {
+  auth: op.auth === 'none' ? 'none' : op.auth[0]!,
+  params: op.params, query: op.query, body: op.body === 'any' ? undefined : op.body,
+  ...FUZZING[routeKey(op)],
+}]));
 
 /** Generated requests per route; with ~80 routes this is about 1,900 requests, a minute or two here. */
 const RUNS_PER_ROUTE = 24;
@@ -162,19 +80,8 @@ afterAll(async () => {
   console.log(`[hostile-routes] ${sent} generated requests sent`);
 });
 
-function mountedRoutes(): string[] {
-  const routes = new Set<string>();
-  for (const factory of ROUTE_FACTORIES) {
-    const router = factory(server.app) as Router & { stack: Array<{ path: string; methods: string[] }> };
-    for (const layer of router.stack) {
-      for (const method of layer.methods) if (method !== 'HEAD') routes.add(`${method} ${layer.path}`);
-    }
-  }
-  return [...routes].sort();
-}
-
-test('every mounted route is in the fuzzing catalog, and the catalog names no route that is not mounted', () => {
-  const mounted = mountedRoutes();
+test('every mounted route is in the operation list, and the list names no route that is not mounted', () => {
+  const mounted = mountedRoutes(server.app);
   expect(mounted.filter((r) => !(r in CATALOG))).toEqual([]);
   expect(Object.keys(CATALOG).filter((r) => !mounted.includes(r))).toEqual([]);
 });

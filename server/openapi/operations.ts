@@ -1,0 +1,176 @@
+import { z } from 'zod';
+import type { KeyTier } from '../platform/keys.js';
+import type { Scope } from '../platform/auth/scopes.js';
+import { createBody as identityCreateBody, updateBody as identityUpdateBody, listQuery as identityListQuery, idParams as identityIdParams } from '../identities/routes.js';
+import { messageParams, threadParams } from '../mail/routes.js';
+import { labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
+import { nameParams, putCredentialBody } from '../vault/schemas.js';
+import { faucetBody } from '../wallet/routes.js';
+import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
+import { mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
+import { activityQuery } from '../buyer/routes.js';
+import { logsQuery } from '../logs/routes.js';
+import { signupBody } from '../signup/routes.js';
+import { acceptanceBody, endpointBody, endpointPatch, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../payments/routes.js';
+import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../webhooks/routes.js';
+import { identityParams, signBody, verifyBody } from '../did/routes.js';
+import { discoveryQuery, facilitatorBody } from '../payments/facilitator-routes.js';
+import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../calendar/schemas.js';
+import * as answers from './responses.js';
+
+/**
+ * Every route the backend mounts, with the zod schemas its handler validates with (the same objects, so
+ * the contract cannot drift from the validation), who may call it, and what it answers. The OpenAPI
+ * document (/openapi.json) is generated from this list, the property tests fuzz every entry, and a test
+ * holds it equal to what the app really mounts.
+ */
+export interface Operation {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  /** The Koa router pattern, e.g. `/v0/payments/:id`. */
+  path: string;
+  tag: string;
+  summary: string;
+  /** Key tiers the route accepts; `none` for public routes. */
+  auth: 'none' | readonly KeyTier[];
+  /** The scopes an identity key must hold, checked in this order. */
+  scopes?: readonly Scope[];
+  params?: z.ZodType;
+  query?: z.ZodType;
+  /** A JSON request body; `mcp` for the MCP endpoint's JSON-RPC messages. */
+  body?: z.ZodType | 'mcp' | 'any';
+  /** The success answer: its status, media type and, where its shape is part of the contract, its schema. */
+  ok: { status: number; description: string; schema?: z.ZodType; type?: string | readonly string[] };
+  /** Statuses this route answers besides the ones every route may (400, 401, 403, 404, 413, 429). */
+  also?: Readonly<Record<number, string | { description: string; schema: z.ZodType }>>;
+  /** The shape of this route's errors when it is not `{error, message, status}` (the MCP endpoint's JSON-RPC errors). */
+  errors?: z.ZodType;
+  /** HTML pages a person sees (the chat install flow): their errors are pages, not JSON. */
+  html?: true;
+}
+
+const identity = ['identity'] as const;
+const platform = ['platform'] as const;
+const seller = ['seller'] as const;
+const sellerOrOps = ['seller', 'platform'] as const;
+const anyKey = ['identity', 'platform', 'seller'] as const;
+const json = (description: string, schema?: z.ZodType) => ({ status: 200, description, ...(schema ? { schema } : {}) });
+const created = (description: string, schema?: z.ZodType) => ({ status: 201, description, ...(schema ? { schema } : {}) });
+
+export const OPERATIONS: readonly Operation[] = [
+  // Sign-up and accounts
+  { method: 'post', path: '/v0/agent-signup', tag: 'Accounts', summary: 'Create an org, its first identity and keys in one call (keys are shown once)', auth: 'none', body: signupBody, ok: created('The new org, identity, platform key and identity key') },
+  { method: 'get', path: '/v0/agent-signup/cli', tag: 'Accounts', summary: 'Plain-text instructions for the agentgate CLI', auth: 'none', ok: { status: 200, description: 'Instructions', type: 'text/plain' } },
+  { method: 'get', path: '/v0/identity-types', tag: 'Accounts', summary: 'The capabilities an identity can have and the scopes each needs', auth: 'none', ok: json('Capabilities') },
+  { method: 'get', path: '/.well-known/agents/:orgId', tag: 'Accounts', summary: "An org's public agent card", auth: 'none', ok: json('The agent card') },
+  { method: 'get', path: '/v0/whoami', tag: 'Accounts', summary: 'Who the key belongs to, its tier and scopes', auth: anyKey, ok: json('The caller') },
+
+  // Identities (platform key)
+  { method: 'post', path: '/v0/platform/identities', tag: 'Identities', summary: 'Create an identity (its key is shown once)', auth: platform, body: identityCreateBody, ok: created('The identity and its key'), also: { 409: 'The name is taken' } },
+  { method: 'get', path: '/v0/platform/identities', tag: 'Identities', summary: "List the org's identities", auth: platform, query: identityListQuery, ok: json('A page of identities') },
+  { method: 'get', path: '/v0/platform/identities/:id', tag: 'Identities', summary: 'One identity', auth: platform, params: identityIdParams, ok: json('The identity') },
+  { method: 'patch', path: '/v0/platform/identities/:id', tag: 'Identities', summary: "Change an identity's display name or scopes", auth: platform, params: identityIdParams, body: identityUpdateBody, ok: json('The identity'), also: { 409: 'A concurrent change won; retry' } },
+  { method: 'delete', path: '/v0/platform/identities/:id', tag: 'Identities', summary: 'Delete an identity and revoke its keys', auth: platform, params: identityIdParams, ok: json('The deleted identity') },
+  { method: 'post', path: '/v0/platform/identities/:id/rotate-key', tag: 'Identities', summary: "Replace an identity's key (the new one is shown once)", auth: platform, params: identityIdParams, ok: json('The new key') },
+  { method: 'get', path: '/v0/logs', tag: 'Activity', summary: "The org's activity log (platform key), or the identity's own entries (scope logs:read)", auth: ['platform', 'identity'], scopes: ['logs:read'], query: logsQuery, ok: json('Log entries, newest first') },
+
+  // Mail
+  { method: 'get', path: '/v0/messages', tag: 'Mail', summary: 'List messages, newest first', auth: identity, scopes: ['mail:read'], query: listMessagesInput, ok: json('A page of messages') },
+  { method: 'post', path: '/v0/messages/send', tag: 'Mail', summary: 'Send a message', auth: identity, scopes: ['mail:send'], body: sendInput, ok: created('The sent message') },
+  { method: 'get', path: '/v0/messages/:messageId', tag: 'Mail', summary: 'One message', auth: identity, scopes: ['mail:read'], params: messageParams, ok: json('The message') },
+  { method: 'post', path: '/v0/messages/:messageId/reply', tag: 'Mail', summary: 'Reply in the same thread', auth: identity, scopes: ['mail:send'], params: messageParams, body: replyInput, ok: created('The reply') },
+  { method: 'patch', path: '/v0/messages/:messageId', tag: 'Mail', summary: "Add or remove a message's labels", auth: identity, scopes: ['mail:manage'], params: messageParams, body: labelsInput, ok: json('The message') },
+  { method: 'get', path: '/v0/threads', tag: 'Mail', summary: 'List threads, most recent first', auth: identity, scopes: ['mail:read'], query: listThreadsInput, ok: json('A page of threads') },
+  { method: 'get', path: '/v0/threads/:threadId', tag: 'Mail', summary: 'One thread with its messages', auth: identity, scopes: ['mail:read'], params: threadParams, ok: json('The thread') },
+
+  // MCP
+  { method: 'post', path: '/mcp', tag: 'MCP', summary: 'The MCP server (Streamable HTTP, stateless): JSON-RPC requests', auth: identity, body: 'mcp', errors: answers.mcpError, ok: { status: 200, description: 'A JSON-RPC answer', type: 'application/json' }, also: { 202: { description: 'A notification or response, accepted (no body)', schema: z.never() }, 406: 'The Accept header must allow application/json and text/event-stream', 415: 'The body must be application/json' } },
+  { method: 'get', path: '/mcp', tag: 'MCP', summary: 'Not offered: the MCP server is stateless', auth: identity, errors: answers.mcpError, ok: { status: 405, description: 'Method not allowed', schema: answers.mcpError } },
+  { method: 'delete', path: '/mcp', tag: 'MCP', summary: 'Not offered: the MCP server is stateless', auth: identity, errors: answers.mcpError, ok: { status: 405, description: 'Method not allowed', schema: answers.mcpError } },
+
+  // Vault
+  { method: 'get', path: '/v0/vault', tag: 'Vault', summary: 'List credentials (names and types, no secrets)', auth: identity, scopes: ['vault:read'], ok: json('Credentials') },
+  { method: 'put', path: '/v0/vault/:name', tag: 'Vault', summary: 'Store or replace a credential (encrypted at rest)', auth: identity, scopes: ['vault:write'], params: nameParams, body: putCredentialBody, ok: json('The credential, replaced'), also: { 201: 'The credential, created' } },
+  { method: 'get', path: '/v0/vault/:name', tag: 'Vault', summary: 'One credential with its secret fields', auth: identity, scopes: ['vault:read'], params: nameParams, ok: json('The credential') },
+  { method: 'delete', path: '/v0/vault/:name', tag: 'Vault', summary: 'Delete a credential', auth: identity, scopes: ['vault:write'], params: nameParams, ok: json('Deleted') },
+  { method: 'get', path: '/v0/vault/:name/totp', tag: 'Vault', summary: "The current TOTP code of a credential's secret", auth: identity, scopes: ['vault:read'], params: nameParams, ok: json('The code and its expiry') },
+  { method: 'post', path: '/v0/vault/:name/totp/backup', tag: 'Vault', summary: 'Use one of the stored backup codes', auth: identity, scopes: ['vault:read', 'vault:write'], params: nameParams, ok: json('A backup code') },
+
+  // did:web
+  { method: 'get', path: '/.well-known/did.json', tag: 'Identity (did:web)', summary: "The service's DID document: the key that signs receipts", auth: 'none', ok: json('The DID document', answers.didDocument) },
+  { method: 'get', path: '/identities/:identityId/did.json', tag: 'Identity (did:web)', summary: "An identity's DID document", auth: 'none', params: identityParams, ok: json('The DID document', answers.didDocument) },
+  { method: 'post', path: '/v0/identity/sign', tag: 'Identity (did:web)', summary: "Sign base64 data with the identity's Ed25519 key", auth: identity, scopes: ['identity:sign'], body: signBody, ok: json('The signature and the verification method') },
+  { method: 'post', path: '/v0/identity/verify', tag: 'Identity (did:web)', summary: "Check a signature against any did:web DID's document", auth: identity, scopes: ['identity:verify'], body: verifyBody, ok: json('{valid}'), also: { 502: 'The DID document could not be fetched', 504: 'The DID host did not answer in time' } },
+
+  // Calendar
+  { method: 'get', path: '/v0/calendar/feed/:token.ics', tag: 'Calendar', summary: 'The public iCalendar feed (a capability URL)', auth: 'none', params: feedParams, ok: { status: 200, description: 'iCalendar', type: 'text/calendar' } },
+  { method: 'get', path: '/v0/calendar', tag: 'Calendar', summary: 'List events in a time range', auth: identity, scopes: ['calendar:read'], query: eventListQuery, ok: json('Events') },
+  { method: 'post', path: '/v0/calendar', tag: 'Calendar', summary: 'Create an event', auth: identity, scopes: ['calendar:write'], body: createEventBody, ok: created('The event') },
+  { method: 'get', path: '/v0/calendar/public', tag: 'Calendar', summary: 'Whether the public feed is on, and its URL', auth: identity, scopes: ['calendar:read'], ok: json('The feed settings') },
+  { method: 'post', path: '/v0/calendar/public', tag: 'Calendar', summary: 'Turn the public feed on or off', auth: identity, scopes: ['calendar:write'], body: publicBody, ok: json('The feed settings') },
+  { method: 'get', path: '/v0/calendar/:eventId', tag: 'Calendar', summary: 'One event', auth: identity, scopes: ['calendar:read'], params: eventParams, ok: json('The event') },
+  { method: 'patch', path: '/v0/calendar/:eventId', tag: 'Calendar', summary: 'Change an event', auth: identity, scopes: ['calendar:write'], params: eventParams, body: updateEventBody, ok: json('The event') },
+  { method: 'delete', path: '/v0/calendar/:eventId', tag: 'Calendar', summary: 'Delete an event', auth: identity, scopes: ['calendar:write'], params: eventParams, ok: json('Deleted') },
+
+  // Webhooks
+  { method: 'get', path: '/v0/webhooks/deliveries', tag: 'Webhooks', summary: 'payment.received deliveries, newest first', auth: sellerOrOps, query: deliveryListQuery, ok: json('A page of deliveries') },
+  { method: 'get', path: '/v0/webhooks/deliveries/:id', tag: 'Webhooks', summary: 'One delivery with its attempts', auth: sellerOrOps, params: deliveryIdParam, ok: json('The delivery') },
+  { method: 'post', path: '/v0/webhooks/deliveries/:id/retry', tag: 'Webhooks', summary: 'Deliver again now', auth: sellerOrOps, params: deliveryIdParam, ok: { status: 202, description: 'Queued' }, also: { 409: 'The delivery is already under way or delivered' } },
+  { method: 'post', path: '/v0/webhooks/endpoints/:id/rotate-secret', tag: 'Webhooks', summary: "Replace an endpoint's webhook signing secret (shown once)", auth: platform, params: deliveryIdParam, ok: json('The new secret') },
+
+  // Team chat
+  { method: 'get', path: '/v0/chat/install/:state', tag: 'Chat', summary: 'The install link: redirects to the chat platform\'s consent page', auth: 'none', params: installParams, html: true, ok: { status: 302, description: 'Redirect to the consent page' }, also: { 410: 'The link is unknown, used or expired' } },
+  { method: 'get', path: '/v0/chat/oauth/callback', tag: 'Chat', summary: 'Where the chat platform returns after consent', auth: 'none', query: callbackQuery, html: true, ok: { status: 200, description: 'Connected', type: 'text/html' }, also: { 409: 'Already connected', 410: 'The install link expired', 502: 'The chat platform refused the code', 503: 'Chat is not configured' } },
+  { method: 'post', path: '/v0/chat/events', tag: 'Chat', summary: "The chat platform's Events API (signed by the platform)", auth: 'none', body: 'any', ok: json('Accepted'), also: { 503: 'Chat is not configured' } },
+  { method: 'get', path: '/v0/chat/connection', tag: 'Chat', summary: 'The connected workspace, if any', auth: identity, scopes: ['chat:read'], ok: json('The connection') },
+  { method: 'post', path: '/v0/chat/connect', tag: 'Chat', summary: 'An install link for a person to approve (15 minutes)', auth: identity, scopes: ['chat:send'], ok: created('The link'), also: { 409: 'Already connected', 503: 'Chat is not configured' } },
+  { method: 'delete', path: '/v0/chat/connection', tag: 'Chat', summary: 'Disconnect and revoke the bot token', auth: identity, scopes: ['chat:send'], ok: json('Disconnected'), also: { 409: 'Not connected' } },
+  { method: 'get', path: '/v0/chat/channels', tag: 'Chat', summary: 'Channels the bot can see', auth: identity, scopes: ['chat:read'], ok: json('Channels'), also: { 409: 'Not connected', 502: 'The chat platform failed' } },
+  { method: 'post', path: '/v0/chat/messages', tag: 'Chat', summary: 'Post to a channel or thread', auth: identity, scopes: ['chat:send'], body: chatSendBody, ok: created('The posted message'), also: { 409: 'Not connected', 502: 'The chat platform failed' } },
+  { method: 'get', path: '/v0/chat/messages', tag: 'Chat', summary: 'Messages people posted where the bot is', auth: identity, scopes: ['chat:read'], query: chatListQuery, ok: json('Messages'), also: { 409: 'Not connected' } },
+
+  // Wallet and buying
+  { method: 'get', path: '/v0/wallet', tag: 'Wallet', summary: "The identity's USDC smart-account wallet and balance", auth: identity, scopes: ['wallet:read'], ok: json('The wallet') },
+  { method: 'post', path: '/v0/dev/faucet', tag: 'Wallet', summary: 'Test USDC into the wallet (agentgate dev only)', auth: identity, scopes: ['wallet:read'], body: faucetBody, ok: json('The transfer and the wallet'), also: { 503: 'The faucet is empty' } },
+  { method: 'post', path: '/v0/payments/mandates', tag: 'Buying', summary: 'A spending mandate: caps for payments_pay', auth: identity, scopes: ['payments:spend'], body: mandateBody, ok: created('The mandate') },
+  { method: 'get', path: '/v0/payments/mandates', tag: 'Buying', summary: 'List mandates', auth: identity, scopes: ['payments:read'], ok: json('Mandates') },
+  { method: 'get', path: '/v0/payments/mandates/:id', tag: 'Buying', summary: 'One mandate with what it has spent', auth: identity, scopes: ['payments:read'], params: mandateIdParam, ok: json('The mandate') },
+  { method: 'delete', path: '/v0/payments/mandates/:id', tag: 'Buying', summary: 'Revoke a mandate', auth: identity, scopes: ['payments:spend'], params: mandateIdParam, ok: json('The revoked mandate') },
+  { method: 'post', path: '/v0/payments/pay', tag: 'Buying', summary: 'Call an x402 API and pay its price from the wallet, within the mandate', auth: identity, scopes: ['payments:spend'], body: payBody, ok: json('The paid response'), also: { 402: 'The seller refused the payment', 409: 'A mandate cap or wallet state stops it', 422: 'The challenge cannot be paid', 502: 'The seller failed', 504: 'The seller did not answer in time' } },
+  { method: 'get', path: '/v0/payments/activity', tag: 'Buying', summary: "The identity's outgoing payments, newest first", auth: identity, scopes: ['payments:read'], query: activityQuery, ok: json('A page of payments') },
+
+  // Selling: set-up, facilitator, records
+  { method: 'put', path: '/v0/payments/acceptance', tag: 'Payments', summary: 'Turn payment acceptance on or off, and where payments go', auth: platform, body: acceptanceBody, ok: json('The acceptance settings') },
+  { method: 'get', path: '/v0/payments/acceptance', tag: 'Payments', summary: 'The acceptance settings', auth: sellerOrOps, ok: json('The acceptance settings') },
+  { method: 'post', path: '/v0/payments/seller-keys', tag: 'Payments', summary: 'A seller key for middleware and facilitator calls (shown once)', auth: platform, body: sellerKeyBody, ok: created('The key') },
+  { method: 'get', path: '/v0/payments/seller-keys', tag: 'Payments', summary: 'List seller keys (prefixes only)', auth: platform, ok: json('Keys') },
+  { method: 'delete', path: '/v0/payments/seller-keys/:id', tag: 'Payments', summary: 'Revoke a seller key', auth: platform, params: paymentIdParam, ok: json('Revoked') },
+  { method: 'post', path: '/v0/payments/endpoints', tag: 'Payments', summary: 'Register a paid endpoint: URL, price, webhook, discovery', auth: platform, body: endpointBody, ok: created('The endpoint (its webhook secret shown once)'), also: { 409: 'The URL is already registered', 422: 'The URL check failed', 502: 'The URL could not be fetched', 504: 'The URL did not answer in time' } },
+  { method: 'get', path: '/v0/payments/endpoints', tag: 'Payments', summary: 'List endpoints', auth: sellerOrOps, ok: json('Endpoints') },
+  { method: 'get', path: '/v0/payments/endpoints/:id', tag: 'Payments', summary: 'One endpoint', auth: sellerOrOps, params: paymentIdParam, ok: json('The endpoint') },
+  { method: 'patch', path: '/v0/payments/endpoints/:id', tag: 'Payments', summary: 'Change an endpoint', auth: platform, params: paymentIdParam, body: endpointPatch, ok: json('The endpoint'), also: { 409: 'The URL is already registered' } },
+  { method: 'post', path: '/v0/payments/endpoints/:id/rotate-webhook-secret', tag: 'Payments', summary: "Replace an endpoint's webhook secret (shown once)", auth: platform, params: paymentIdParam, ok: json('The new secret'), also: { 409: 'The endpoint has no webhook' } },
+  { method: 'delete', path: '/v0/payments/endpoints/:id', tag: 'Payments', summary: 'Delete an endpoint', auth: platform, params: paymentIdParam, ok: json('Deleted') },
+  { method: 'get', path: '/v0/payments/settings', tag: 'Payments', summary: 'What the seller middleware needs to build challenges', auth: seller, ok: json('Seller settings'), also: { 409: 'Payment acceptance is off' } },
+  { method: 'post', path: '/v0/payments/redeem', tag: 'Payments', summary: "Verify and settle a buyer's X-Payment header (agentgate's middleware)", auth: seller, body: redeemBody, ok: json('Settled', answers.redeemed), also: { 402: 'Refused, with the reason and the requirement to pay', 503: 'Settlement is not available' } },
+  { method: 'get', path: '/v0/payments', tag: 'Payments', summary: 'Incoming payments, newest first', auth: sellerOrOps, query: paymentListQuery, ok: json('A page of payments', answers.paymentList) },
+  { method: 'get', path: '/v0/payments/:id', tag: 'Payments', summary: 'One payment with its signed receipts', auth: sellerOrOps, params: paymentIdParam, ok: json('The payment', answers.paymentDetail) },
+
+  // This document and its reference page
+  { method: 'get', path: '/openapi.json', tag: 'Docs', summary: 'This OpenAPI 3.1 document', auth: 'none', ok: json('The document') },
+  { method: 'get', path: '/docs', tag: 'Docs', summary: 'The API reference, rendered from this document', auth: 'none', ok: { status: 200, description: 'An HTML page', type: 'text/html' } },
+  { method: 'get', path: '/docs/:asset', tag: 'Docs', summary: 'The reference page\'s scripts and styles', auth: 'none', ok: { status: 200, description: 'A script or style sheet', type: ['text/javascript', 'text/css'] }, also: { 404: 'No such file' } },
+
+  // The standard x402 facilitator API
+  { method: 'get', path: '/v0/x402/supported', tag: 'x402 facilitator', summary: 'The kinds this facilitator settles and the extensions it supports', auth: 'none', ok: json('Supported kinds', answers.supported) },
+  { method: 'get', path: '/v0/x402/discovery/resources', tag: 'x402 facilitator', summary: 'Bazaar discovery: endpoints whose sellers opted in', auth: 'none', query: discoveryQuery, ok: json('A page of resources', answers.discovery), also: { 503: 'Settlement is not available' } },
+  { method: 'post', path: '/v0/x402/verify', tag: 'x402 facilitator', summary: 'Check a payment against requirements, moving nothing', auth: seller, body: facilitatorBody, ok: json('The verdict', answers.verifyAnswer), also: { 503: 'Settlement is not available' } },
+  { method: 'post', path: '/v0/x402/settle', tag: 'x402 facilitator', summary: 'Verify and settle a payment on chain', auth: seller, body: facilitatorBody, ok: json('The settlement; a failure is never a success', answers.settleAnswer), also: { 409: { description: 'The payment identifier was used for another payment', schema: answers.settleAnswer }, 503: 'Settlement is not available' } },
+];
+
+/** `GET /v0/payments/:id` as an OpenAPI path, `/v0/payments/{id}`. */
+export const openApiPath = (pattern: string) => pattern.replace(/:(\w+)/g, '{$1}');
+
+/** `GET /v0/payments/:id`: the key the app's routers and this list are compared by. */
+export const routeKey = (op: Pick<Operation, 'method' | 'path'>) => `${op.method.toUpperCase()} ${op.path}`;
+
+export type { z };

@@ -1,0 +1,109 @@
+import { z } from 'zod';
+import { JwsReceiptSchema } from '../../middleware/offer-receipt.js';
+
+/**
+ * The shapes of the answers integrators build on (payments, receipts, the facilitator API), for the
+ * OpenAPI document. Tests and the schemathesis run hold the live answers to them.
+ */
+
+/** Every error: `{error, message, status}`, the status repeated from the response line. */
+export const errorBody = z.object({
+  error: z.string().describe('A stable machine-readable code, e.g. validation_error, not_found'),
+  message: z.string().describe('What went wrong, for a person'),
+  status: z.number().int().describe('The HTTP status'),
+}).loose();
+
+const isoTime = z.string().describe('ISO 8601 date-time');
+const nullableIso = isoTime.nullable();
+
+export const signedReceipt = z.object({
+  body: z.record(z.string(), z.unknown()).describe('The signed fields: paymentId, payer, recipient, amount, network, txHash, resourceUrl, timestamp'),
+  signature: z.string().describe('base64url Ed25519 signature over the canonical JSON of body'),
+  publicKey: z.string().describe('Multibase Ed25519 key the signer claims; verify against the DID document instead'),
+  did: z.string(),
+});
+
+const paymentFields = {
+  id: z.string(),
+  direction: z.literal('in'),
+  endpointId: z.string().nullable(),
+  network: z.string(),
+  payerAddress: z.string(),
+  recipientAddress: z.string(),
+  amountUsdcRaw: z.string().describe('Atomic USDC (6 decimals)'),
+  amountUsdc: z.string(),
+  txHash: z.string().nullable(),
+  status: z.enum(['verified', 'settled', 'failed']),
+  resourceUrl: z.string(),
+  failureReason: z.string().nullable(),
+  createdAt: isoTime,
+  settledAt: nullableIso,
+};
+
+export const payment = z.object(paymentFields);
+export const paymentList = z.object({ payments: z.array(payment), count: z.number().int(), nextPageToken: z.string().optional() });
+export const paymentDetail = z.object({
+  ...paymentFields,
+  authorizationNonce: z.string(),
+  x402Version: z.union([z.literal(1), z.literal(2)]),
+  signedReceipt: signedReceipt.nullable(),
+  offerReceipt: JwsReceiptSchema.nullable().describe('The same receipt in the x402 offer-receipt extension\'s JWS form'),
+});
+
+export const redeemed = z.object({
+  ok: z.literal(true),
+  paymentId: z.string(),
+  paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), extensions: z.record(z.string(), z.unknown()).optional() }),
+});
+
+export const supported = z.object({
+  kinds: z.array(z.object({ x402Version: z.number().int(), scheme: z.string(), network: z.string() })),
+  extensions: z.array(z.string()),
+  signers: z.record(z.string(), z.array(z.string())),
+});
+
+export const discovery = z.object({
+  x402Version: z.literal(2),
+  items: z.array(z.object({
+    resource: z.string(),
+    type: z.enum(['http', 'mcp']),
+    x402Version: z.literal(2),
+    accepts: z.array(z.record(z.string(), z.unknown())),
+    lastUpdated: isoTime,
+    metadata: z.record(z.string(), z.unknown()),
+  })),
+  pagination: z.object({ limit: z.number().int(), offset: z.number().int(), total: z.number().int() }),
+});
+
+export const verifyAnswer = z.object({
+  isValid: z.boolean(),
+  payer: z.string().optional(),
+  invalidReason: z.string().optional(),
+  invalidMessage: z.string().optional(),
+});
+
+export const settleAnswer = z.object({
+  success: z.boolean(),
+  transaction: z.string().describe('The transaction hash; empty when nothing settled'),
+  network: z.string(),
+  payer: z.string().optional(),
+  amount: z.string().optional(),
+  errorReason: z.string().optional(),
+  errorMessage: z.string().optional(),
+  extensions: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const didDocument = z.object({
+  '@context': z.unknown(),
+  id: z.string(),
+  verificationMethod: z.array(z.object({ id: z.string(), type: z.string(), controller: z.string(), publicKeyMultibase: z.string() })),
+  authentication: z.array(z.string()),
+  assertionMethod: z.array(z.string()),
+  service: z.array(z.record(z.string(), z.unknown())).optional(),
+});
+
+/** The MCP endpoint answers protocol errors as JSON-RPC, and key errors as `{error, message, status}`. */
+export const mcpError = z.union([
+  errorBody,
+  z.object({ jsonrpc: z.literal('2.0'), id: z.union([z.string(), z.number(), z.null()]), error: z.object({ code: z.number().int(), message: z.string() }).loose() }).loose(),
+]);

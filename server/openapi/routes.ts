@@ -1,0 +1,71 @@
+import Router from '@koa/router';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { AppContext } from '../platform/context.js';
+import { notFound } from '../platform/errors.js';
+import { openApiDocument } from './document.js';
+
+/**
+ * GET /openapi.json, the OpenAPI 3.1 document, and GET /docs, an API reference rendered from it by
+ * Swagger UI. Swagger UI ships prebuilt in `swagger-ui-dist` and is served from there, so the page works
+ * offline; the one line that starts it lives in our own script, so the page needs no inline script and
+ * keeps a strict Content-Security-Policy.
+ */
+
+const swaggerDir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+const START_SCRIPT = `window.addEventListener('load', function () {
+  window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#api', deepLinking: true, presets: [SwaggerUIBundle.presets.apis] });
+});
+`;
+/** The only files /docs/:asset serves (a Map, so no name reaches Object.prototype). */
+const ASSETS = new Map<string, () => { body: string | Buffer; type: string }>([
+  ['swagger-ui.css', () => ({ body: readFileSync(join(swaggerDir, 'swagger-ui.css')), type: 'text/css; charset=utf-8' })],
+  ['swagger-ui-bundle.js', () => ({ body: readFileSync(join(swaggerDir, 'swagger-ui-bundle.js')), type: 'text/javascript; charset=utf-8' })],
+  ['start.js', () => ({ body: START_SCRIPT, type: 'text/javascript; charset=utf-8' })],
+]);
+const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>agentgate API reference</title>
+<link rel="stylesheet" href="/docs/swagger-ui.css">
+</head>
+<body>
+<main id="api"></main>
+<script src="/docs/swagger-ui-bundle.js"></script>
+<script src="/docs/start.js"></script>
+</body>
+</html>
+`;
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+export function openApiRoutes(app: AppContext): Router {
+  const router = new Router();
+  let document: string | undefined;
+
+  router.get('/openapi.json', (ctx) => {
+    document ??= JSON.stringify(openApiDocument({ baseUrl: app.config.BASE_URL, version: VERSION }));
+    ctx.set('Access-Control-Allow-Origin', '*');
+    ctx.type = 'application/json';
+    ctx.body = document;
+  });
+
+  router.get('/docs', (ctx) => {
+    // Swagger UI styles itself with inline style attributes and fetches the document from this origin.
+    ctx.set('Content-Security-Policy', "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    ctx.type = 'text/html; charset=utf-8';
+    ctx.body = PAGE;
+  });
+
+  router.get('/docs/:asset', (ctx) => {
+    const asset = ASSETS.get(ctx.params.asset ?? '')?.();
+    if (!asset) throw notFound('No such file');
+    ctx.set('Cache-Control', 'public, max-age=3600');
+    ctx.type = asset.type;
+    ctx.body = asset.body;
+  });
+
+  return router;
+}

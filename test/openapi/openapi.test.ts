@@ -1,0 +1,109 @@
+// The OpenAPI document at /openapi.json: generated from the routes' own zod schemas, it names every route
+// the app mounts and nothing else, with the key tiers and scopes each one really enforces; /docs renders it
+// from files the backend serves itself.
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { faucetConfig } from '../support/chain.js';
+import { mountedRoutes } from '../support/routes.js';
+import { OPERATIONS, openApiPath } from '../../server/openapi/operations.js';
+import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
+
+let server: TestServer;
+let doc: any;
+const keys: Record<'identity' | 'platform' | 'seller' | 'noScopes', string> = {} as never;
+
+beforeAll(async () => {
+  server = await startTestServer(await faucetConfig('1'));
+  const agent = await signUp(server);
+  keys.identity = agent.identity.rawKey;
+  keys.platform = agent.platform_key;
+  keys.seller = (await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey;
+  const bare = await server.request('POST', '/v0/platform/identities', { key: agent.platform_key, body: { name: `bare${Date.now().toString(36)}` } });
+  expect(bare.status).toBe(201);
+  const stripped = await server.request('PATCH', `/v0/platform/identities/${bare.body.id ?? bare.body.identityId}`, { key: agent.platform_key, body: { removeScopes: [...ALL_SCOPES] } });
+  expect(stripped.status).toBe(200);
+  keys.noScopes = bare.body.rawKey;
+  const res = await server.request('GET', '/openapi.json');
+  expect(res.status).toBe(200);
+  doc = res.body;
+});
+afterAll(async () => { await server?.close(); });
+
+/** `GET /v0/payments/{id}` for every operation in the document. */
+const documented = () => Object.entries(doc.paths as Record<string, Record<string, unknown>>)
+  .flatMap(([path, ops]) => Object.keys(ops).map((method) => `${method.toUpperCase()} ${path}`)).sort();
+
+describe('/openapi.json', () => {
+  it('is OpenAPI 3.1 with the three key tiers as bearer security schemes and the error shape as a component', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.servers).toEqual([{ url: server.url }]);
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(['identityKey', 'platformKey', 'sellerKey']);
+    for (const scheme of Object.values(doc.components.securitySchemes) as any[]) expect(scheme).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect(doc.components.schemas.Error).toMatchObject({ type: 'object', required: ['error', 'message', 'status'] });
+  });
+
+  it('names every route the app mounts, and nothing the app does not mount', () => {
+    const mounted = mountedRoutes(server.app).map((route) => { const [method, path] = route.split(' '); return `${method} ${openApiPath(path!)}`; }).sort();
+    expect(documented()).toEqual(mounted);
+  });
+
+  it('describes bodies and parameters with the schemas the routes validate with', () => {
+    const create = doc.paths['/v0/payments/endpoints'].post;
+    const body = create.requestBody.content['application/json'].schema;
+    expect(body).toMatchObject({ type: 'object', additionalProperties: false, required: expect.arrayContaining(['url', 'priceUsdc']) });
+    expect(body.properties.webhookUrl).toMatchObject({ type: 'string', format: 'uri' });
+    const get = doc.paths['/v0/payments/{id}'].get;
+    expect(get.parameters).toEqual([expect.objectContaining({ name: 'id', in: 'path', required: true, schema: expect.objectContaining({ type: 'string', pattern: expect.any(String) }) })]);
+    expect(get.responses['200'].content['application/json'].schema.properties.offerReceipt).toBeDefined();
+    expect(get.responses['404'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
+    const list = doc.paths['/v0/messages'].get;
+    expect(list.parameters.map((p: any) => p.name)).toEqual(expect.arrayContaining(['limit', 'pageToken']));
+    expect(list.parameters.every((p: any) => p.in === 'query')).toBe(true);
+  });
+
+  it('documents the tiers and the scope of every operation as the routes enforce them', async () => {
+    const tierKey = { identity: keys.identity, platform: keys.platform, seller: keys.seller } as const;
+    for (const op of OPERATIONS) {
+      const described = doc.paths[openApiPath(op.path)][op.method];
+      if (op.auth === 'none') {
+        expect(described.security).toEqual([]);
+        continue;
+      }
+      const path = op.path.replace(/:(\w+)/g, 'x');
+      const body = op.method === 'get' || op.method === 'delete' ? undefined : {};
+      expect(described.security).toEqual(op.auth.map((tier) => ({ [`${tier}Key`]: [] })));
+      // No key at all: 401.
+      expect([op.method, path, (await server.request(op.method.toUpperCase(), path)).status]).toEqual([op.method, path, 401]);
+      // A key of a tier the route does not take: 403.
+      for (const tier of (['identity', 'platform', 'seller'] as const).filter((t) => !op.auth.includes(t))) {
+        const res = await server.request(op.method.toUpperCase(), path, { key: tierKey[tier], body });
+        expect([op.method, path, tier, res.status]).toEqual([op.method, path, tier, 403]);
+      }
+      // An identity key without the documented scope: 403 naming exactly that scope.
+      if (op.scopes) {
+        expect(described['x-required-scopes']).toEqual(op.scopes);
+        const res = await server.request(op.method.toUpperCase(), path, { key: keys.noScopes, body });
+        expect([op.method, path, res.status, res.body?.requiredScope]).toEqual([op.method, path, 403, op.scopes[0]]);
+      }
+    }
+  });
+});
+
+describe('/docs', () => {
+  it('renders the document with Swagger UI served by the backend itself, under a strict CSP', async () => {
+    const page = await fetch(`${server.url}/docs`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await page.text();
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(assets).toEqual(['/docs/swagger-ui.css', '/docs/swagger-ui-bundle.js', '/docs/start.js']);
+    for (const asset of assets) {
+      const res = await fetch(`${server.url}${asset}`);
+      expect([asset, res.status]).toEqual([asset, 200]);
+      expect((await res.text()).length).toBeGreaterThan(50);
+    }
+    expect(await (await fetch(`${server.url}/docs/start.js`)).text()).toContain("url: '/openapi.json'");
+    expect((await fetch(`${server.url}/docs/constructor`)).status).toBe(404);
+    expect((await fetch(`${server.url}/docs/..%2Fpackage.json`)).status).toBe(404);
+  });
+});
