@@ -2,6 +2,7 @@ import Koa from 'koa';
 import type Router from '@koa/router';
 import type { AppContext } from './platform/context.js';
 import { errorHandler } from './platform/error-handler.js';
+import { AppError } from './platform/errors.js';
 import { jsonBody } from './platform/http-body.js';
 import { refuseNulInUrl } from './platform/nul-input.js';
 import { signupRoutes } from './signup/routes.js';
@@ -66,7 +67,8 @@ export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Ko
   for (const factory of [...ROUTES, ...extraRoutes]) {
     const router = factory(app);
     koa.use(router.routes());
-    koa.use(router.allowedMethods({ throw: true }));
+    // A method no route implements (TRACE, PROPFIND, …) is the client's mistake, not ours: 405, not 501.
+    koa.use(router.allowedMethods({ throw: true, notImplemented: () => new AppError(405, 'method_not_allowed', 'This method is not supported here') }));
   }
   return koa;
 }

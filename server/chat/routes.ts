@@ -60,7 +60,8 @@ export function chatPlatformRoutes(app: AppContext): Router {
 
   router.get('/install/:state', async (ctx) => {
     const params = installParams.safeParse(ctx.params);
-    const target = params.success ? await app.chat.authorizeUrlFor(params.data.state) : null;
+    if (!params.success) return page(ctx, 400, 'Not an install link', 'This address is not an install link. Ask the agent for a new one.');
+    const target = await app.chat.authorizeUrlFor(params.data.state);
     if (!target) return page(ctx, 410, 'Install link expired', 'This install link is unknown or has expired. Ask the agent for a new one.');
     ctx.redirect(target);
   });

@@ -46,7 +46,8 @@ function requestBody(op: Operation): JsonSchema | undefined {
     return { required: true, content: { 'application/json': { schema: { type: 'object', description: 'A JSON-RPC 2.0 request, notification or response (MCP Streamable HTTP)', properties: { jsonrpc: { const: '2.0' }, method: { type: 'string' } }, required: ['jsonrpc'] } } } };
   }
   if (op.body === 'any') return { required: true, content: { 'application/json': { schema: { type: 'object' } } } };
-  return { required: true, content: { 'application/json': { schema: inputSchema(op.body) } } };
+  // A route whose schema takes `{}` also takes no body at all (the body parser reads none as `{}`).
+  return { required: !op.body.safeParse({}).success, content: { 'application/json': { schema: inputSchema(op.body) } } };
 }
 
 const ERROR_REF = { $ref: '#/components/schemas/Error' };
