@@ -5,6 +5,8 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { pay, sellerWithWebhook, type WebhookSeller } from '../webhooks/seller.js';
 import { startReceiver } from '../webhooks/receiver.js';
+import fc from 'fast-check';
+import { consoleRoutes } from '../../server/console/routes.js';
 import { consoleGet, consolePost, csrfIn, freshIp, signIn } from './http-client.js';
 
 let server: TestServer;
@@ -208,4 +210,31 @@ it('answers bad input with a 4xx page that names the field, never a 500', async 
   expect((await consoleGet(server, '/console/payments?payer=0x000000000000000000000000000000000000dEaD', session.cookie)).text).not.toContain(paymentId);
   expect((await consoleGet(server, '/console/payments?to=2001-01-01', session.cookie)).text).not.toContain(paymentId);
   expect(csrfIn(badPrice.text)).toBe(session.csrf);
+});
+
+describe('hostile input on every console route (the console is left out of test/platform/hostile-routes)', () => {
+  const hostile = fc.oneof(
+    fc.string({ unit: 'binary', maxLength: 40 }),
+    fc.constantFrom('%', '%zz', '%00', '%2F..%2F', '../../etc', '<script>alert(1)</script>', 'pay_' + 'a'.repeat(80), '0x' + 'f'.repeat(40), '2024-13-40', '-1', '1e309'),
+  );
+  const encode = (text: string) => encodeURIComponent(text.replace(/[\uD800-\uDFFF]/g, '?'));
+
+  it('answers hostile paths, queries and forms with a 2xx, 3xx or 4xx HTML page, never a 5xx, and escapes what it echoes', async () => {
+    const session = await signIn(server, seller.platformKey);
+    const routes = (consoleRoutes(server.app) as unknown as { stack: Array<{ path: string; methods: string[] }> }).stack
+      .flatMap((layer) => layer.methods.filter((m) => m === 'GET' || m === 'POST').map((m) => `${m} ${layer.path}`))
+      // Signing out would end the session the rest of the run needs (sign-out has its own test above).
+      .filter((route) => route !== 'POST /console/sign-out');
+    expect(routes.length).toBeGreaterThan(12);
+    await fc.assert(fc.asyncProperty(fc.constantFrom(...routes), hostile, hostile, hostile, async (route, a, b, c) => {
+      const [method, pattern] = route.split(' ') as [string, string];
+      const path = pattern.replace(/:\w+|\{\/?\*\w+\}/g, () => encode(a)).replace(/\/$/, '') || '/console';
+      const query = `?status=${encode(b)}&payer=${encode(c)}&from=${encode(a)}&pageToken=${encode(b)}&limit=${encode(c)}`;
+      const res = method === 'GET'
+        ? await consoleGet(server, path + query, session.cookie)
+        : await consolePost(server, path, { _csrf: session.csrf, key: a, url: b, priceUsdc: c, webhookUrl: a, name: b, description: c }, { cookie: session.cookie });
+      if (res.status >= 500) throw new Error(`${method} ${path} answered ${res.status}: ${res.text.slice(0, 300)}`);
+      expect(res.text).not.toContain('<script>alert(1)</script>');
+    }), { numRuns: 150, seed: Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31) });
+  }, 120_000);
 });
