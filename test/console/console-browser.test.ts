@@ -42,16 +42,17 @@ test('sign in, live payments, verified receipt, webhook retry, sign out', async 
   expect(cookies.map((c) => c.name)).toEqual(['agentgate_console']);
   expect(cookies[0]).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/console' });
   expect(JSON.stringify(cookies)).not.toContain(seller.platformKey);
-  expect(await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }))).toBe('{}{}');
+  expect(await page.evaluate('JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage })')).toBe('{}{}');
 
   // 2. A paid request settles on chain while the page is open.
-  await page.evaluate(() => { (window as unknown as { stillHere: boolean }).stillHere = true; });
+  // (Expressions as strings: the test's TypeScript has no DOM types.)
+  await page.evaluate('window.stillHere = true');
   const paymentId = await pay(server, seller);
 
   // 3. The payment appears by itself: the same document (no reload), a new row.
   const row = page.locator(`tr[data-payment-id="${paymentId}"]`);
   await row.waitFor({ timeout: 20_000 });
-  expect(await page.evaluate(() => (window as unknown as { stillHere?: boolean }).stillHere)).toBe(true);
+  expect(await page.evaluate('window.stillHere')).toBe(true);
   await expect(row.textContent()).resolves.toContain('0.01');
   await expect(row.textContent()).resolves.toContain('settled');
 
