@@ -22,6 +22,8 @@ import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { chatPlatformRoutes, chatRoutes } from './chat/routes.js';
 import { openApiRoutes } from './openapi/routes.js';
+import { consoleRoutes } from './console/routes.js';
+import { CONSOLE_PREFIX } from './console/access.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
 export type RouteFactory = (app: AppContext) => Router;
@@ -50,6 +52,8 @@ export const ROUTES: RouteFactory[] = [
   paymentRoutes,
   facilitatorRoutes,
   openApiRoutes,
+  // The ops console's HTML pages (cookie sessions, form posts) under /console.
+  consoleRoutes,
 ];
 
 export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Koa {
@@ -63,7 +67,9 @@ export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Ko
     await next();
   });
   koa.use(refuseNulInUrl());
-  koa.use(jsonBody(app.config.MAX_BODY_BYTES));
+  // The console posts HTML forms and parses them itself (server/console/routes.ts); everything else is JSON.
+  const json = jsonBody(app.config.MAX_BODY_BYTES);
+  koa.use((ctx, next) => (ctx.path === CONSOLE_PREFIX || ctx.path.startsWith(`${CONSOLE_PREFIX}/`) ? next() : json(ctx, next)));
   for (const factory of [...ROUTES, ...extraRoutes]) {
     const router = factory(app);
     koa.use(router.routes());

@@ -24,6 +24,27 @@ export type RedeemOutcome =
   | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string } }
   | { ok: false; error: string; message: string; requirement?: unknown };
 
+/** Narrows a payment list (the console's filters); every field optional, all given ones must hold. */
+export interface PaymentFilter {
+  status?: PaymentDoc['status'];
+  endpointId?: string;
+  payerAddress?: string;
+  /** createdAt >= from */
+  from?: Date;
+  /** createdAt < until */
+  until?: Date;
+}
+
+function filterQuery(filter: PaymentFilter): Record<string, unknown> {
+  const query: Record<string, unknown> = {};
+  if (filter.status) query.status = filter.status;
+  if (filter.endpointId) query.endpointId = filter.endpointId;
+  // Payers are stored checksummed; a filter typed in lower case must find them too.
+  if (filter.payerAddress) query.payerAddress = { $in: [getAddress(filter.payerAddress.toLowerCase()), filter.payerAddress.toLowerCase()] };
+  if (filter.from || filter.until) query.createdAt = { ...(filter.from ? { $gte: filter.from } : {}), ...(filter.until ? { $lt: filter.until } : {}) };
+  return query;
+}
+
 /** Called in the same step that records a settled payment (webhooks plug in here). */
 export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promise<void>;
 
@@ -306,8 +327,8 @@ export class PaymentService {
     return listed;
   }
 
-  async list(orgId: string, limit: number, cursor?: Cursor) {
-    const rows = await this.payments.find({ orgId, ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+  async list(orgId: string, limit: number, cursor?: Cursor, filter: PaymentFilter = {}) {
+    const rows = await this.payments.find({ orgId, ...filterQuery(filter), ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
     return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
 

@@ -5,10 +5,11 @@ import type { AppContext } from '../platform/context.js';
 import { authenticatedRouter, principalOf, requireTier } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { AppError } from '../platform/errors.js';
 import { presentEndpoint, presentPayment } from './present.js';
 import { keyUsage } from '../platform/usage.js';
 import { registerEndpoint, rotateWebhookSecret, updateEndpoint } from './endpoint-registration.js';
+import { issueSellerKey, revokeSellerKey } from './seller-keys.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
@@ -63,8 +64,7 @@ export function paymentRoutes(app: AppContext): Router {
 
   router.post('/seller-keys', platform, async (ctx) => {
     const body = parseInput(sellerKeyBody, ctx.request.body, 'body');
-    const key = await app.keys.issue('seller', { orgId: orgOf(ctx), name: body.name ?? 'seller' });
-    await app.logs.record({ orgId: orgOf(ctx), action: 'payments.seller_key_created', category: 'payments', description: `Seller key ${key.prefix}… created`, targetType: 'api_key', targetId: key.keyId });
+    const key = await issueSellerKey(app, orgOf(ctx), body.name ?? 'seller');
     ctx.status = 201;
     ctx.body = { keyId: key.keyId, apiKey: key.rawKey, apiKeyPrefix: key.prefix, name: body.name ?? 'seller' };
   });
@@ -75,10 +75,7 @@ export function paymentRoutes(app: AppContext): Router {
   });
   router.delete('/seller-keys/:id', platform, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const key = await app.keys.findOwned(id, orgOf(ctx), 'seller');
-    if (!key || key.revokedAt) throw notFound('Seller key not found');
-    await app.keys.revoke(id);
-    await app.logs.record({ orgId: orgOf(ctx), action: 'payments.seller_key_revoked', category: 'payments', severity: 'warning', description: `Seller key ${key.prefix}… revoked`, targetType: 'api_key', targetId: id });
+    await revokeSellerKey(app, orgOf(ctx), id);
     ctx.body = { keyId: id, revoked: true };
   });
 

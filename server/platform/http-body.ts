@@ -46,6 +46,31 @@ export function jsonBody(maxBytes: number) {
   };
 }
 
+/**
+ * Reads an HTML form post (application/x-www-form-urlencoded) with the same size cap, for the browser
+ * console: its pages post forms, which carry no JSON. Values are strings; a repeated field keeps its last
+ * value. NUL is refused as in JSON bodies (the embedded database can neither store nor compare it).
+ */
+export function formBody(maxBytes: number) {
+  return async (ctx: Context, next: Next) => {
+    if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
+    const declared = Number(ctx.get('content-length') || 0);
+    if (declared > maxBytes) throw tooLarge(maxBytes);
+    const raw = await readLimited(ctx, maxBytes);
+    ctx.request.rawBody = raw;
+    const type = ctx.request.type;
+    if (raw.length > 0 && type !== 'application/x-www-form-urlencoded') {
+      throw new AppError(415, 'unsupported_media_type', 'Console forms are posted as application/x-www-form-urlencoded');
+    }
+    const fields: Record<string, string> = {};
+    for (const [name, value] of new URLSearchParams(raw.toString('utf8'))) fields[name] = value;
+    const nulAt = nulPath(fields, 'body');
+    if (nulAt) throw badRequest(`${nulAt}: must not contain NUL (\\u0000)`);
+    ctx.request.body = fields;
+    return next();
+  };
+}
+
 const tooLarge = (maxBytes: number) => new AppError(413, 'payload_too_large', `Request body exceeds ${maxBytes} bytes`);
 
 function readLimited(ctx: Context, maxBytes: number): Promise<Buffer> {

@@ -18,6 +18,14 @@ export class RateLimiter {
     this.hits = conn.models.RateLimitHit ?? conn.model<Hit>('RateLimitHit', schema, 'rate_limit_hits');
   }
 
+  /** Whether `bucket` already holds `limit` hits in the window, without adding one (a gate before work that counts only failures). */
+  async exhausted(bucket: string, limit: number, windowMs: number): Promise<{ exhausted: boolean; retryAfter: number }> {
+    const now = Date.now();
+    const recent = await this.hits.find({ bucket, at: { $gt: new Date(now - windowMs) } }).sort({ at: 1, _id: 1 }).limit(limit).select({ at: 1 }).lean();
+    const oldest = recent[0]?.at.getTime() ?? now;
+    return { exhausted: recent.length >= limit, retryAfter: Math.max(1, Math.ceil((oldest + windowMs - now) / 1000)) };
+  }
+
   async consume(bucket: string, limit: number, windowMs: number): Promise<void> {
     const now = new Date();
     const since = new Date(now.getTime() - windowMs);

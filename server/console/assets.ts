@@ -1,0 +1,132 @@
+import { createHash } from 'node:crypto';
+
+// The console's only stylesheet and script, kept as modules rather than files so `npm run build`
+// (tsc) ships them in dist/ with no copy step, and served from the backend so the console works
+// offline: no CDN, no web fonts (the system font stack).
+
+export const CONSOLE_CSS = `
+:root { --bg:#f5f6f8; --card:#fff; --line:#dfe3e8; --text:#1b2230; --muted:#566070; --accent:#2f44c2; --accent-dark:#23339a;
+  --ok-bg:#e2f4e9; --ok:#0d5f33; --warn-bg:#fff1d1; --warn:#6b4300; --bad-bg:#fde6e6; --bad:#9b1419; --neutral-bg:#eceff3; --neutral:#39424f;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: var(--text); background: var(--bg); }
+* { box-sizing: border-box; }
+body { margin: 0; line-height: 1.5; font-size: 15px; }
+a { color: var(--accent); }
+a:hover { color: var(--accent-dark); }
+:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; border-radius: 4px; }
+code, pre, .secret { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: 0.88em; }
+.skip { position: absolute; left: -999px; top: 0; background: var(--card); padding: .5rem 1rem; z-index: 10; }
+.skip:focus { left: 1rem; }
+.sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+.top { background: #141b2d; color: #fff; }
+.nav { display: flex; align-items: center; gap: 1.5rem; max-width: 1200px; margin: 0 auto; padding: .75rem 1.5rem; flex-wrap: wrap; }
+.brand { color: #fff; font-weight: 700; text-decoration: none; letter-spacing: .01em; }
+.brand span { font-weight: 400; color: #b9c2e8; }
+.nav ul { display: flex; gap: .25rem; list-style: none; margin: 0; padding: 0; flex: 1; }
+.nav ul a { color: #dfe4f7; text-decoration: none; padding: .4rem .75rem; border-radius: 6px; display: inline-block; }
+.nav ul a:hover { background: #25304d; color: #fff; }
+.nav ul a[aria-current="page"] { background: #fff; color: #141b2d; font-weight: 600; }
+.nav :focus-visible { outline-color: #9fb0ff; }
+.who { display: flex; align-items: center; gap: .75rem; }
+.who form { margin: 0; }
+.who .button-quiet { color: #dfe4f7; border-color: #3a4563; }
+main { max-width: 1200px; margin: 0 auto; padding: 1.5rem; }
+main:focus { outline: none; }
+h1 { font-size: 1.5rem; margin: 0 0 .25rem; display: flex; align-items: center; gap: .75rem; }
+h2 { font-size: 1.1rem; margin: 0 0 1rem; }
+h3 { font-size: 1rem; margin: 1.5rem 0 .5rem; }
+.page-head { margin-bottom: 1rem; }
+.muted { color: var(--muted); }
+.small { font-size: .85em; }
+.eyebrow { color: var(--muted); text-transform: uppercase; letter-spacing: .06em; font-size: .8rem; margin: 0; }
+.crumbs { margin: 0 0 .75rem; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 1.25rem 1.5rem; margin-bottom: 1.25rem; box-shadow: 0 1px 2px rgba(20,27,45,.04); }
+.card.narrow { max-width: 460px; margin: 3rem auto; }
+.table-card { padding: 0; overflow-x: auto; }
+table { width: 100%; border-collapse: collapse; }
+th, td { text-align: left; padding: .65rem 1rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-size: .8rem; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); background: #fafbfc; }
+tbody tr:last-child td { border-bottom: 0; }
+tbody tr:hover { background: #f8f9fc; }
+tr.is-new { animation: arrive 2s ease-out; }
+@keyframes arrive { from { background: #e6ebff; } to { background: transparent; } }
+@media (prefers-reduced-motion: reduce) { tr.is-new { animation: none; } }
+.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.unit { color: var(--muted); font-size: .85em; }
+.resource { max-width: 28rem; overflow-wrap: anywhere; }
+.empty { text-align: center; color: var(--muted); padding: 2rem; }
+.badge { display: inline-block; padding: .1rem .55rem; border-radius: 999px; font-size: .78rem; font-weight: 600; line-height: 1.5; }
+.badge-ok { background: var(--ok-bg); color: var(--ok); }
+.badge-warn { background: var(--warn-bg); color: var(--warn); }
+.badge-bad { background: var(--bad-bg); color: var(--bad); }
+.badge-neutral { background: var(--neutral-bg); color: var(--neutral); }
+label { font-weight: 600; font-size: .9rem; }
+input, select { font: inherit; padding: .5rem .65rem; border: 1px solid #aab2bf; border-radius: 6px; background: #fff; color: var(--text); width: 100%; }
+input[type="checkbox"] { width: auto; }
+.stack { display: flex; flex-direction: column; gap: .5rem; }
+.filters, .grid-form { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-end; }
+.field { display: flex; flex-direction: column; gap: .3rem; min-width: 10rem; flex: 1; }
+.field.wide { flex-basis: 100%; }
+.field.check { flex-direction: row; align-items: center; gap: .5rem; flex: 0 0 auto; }
+.field.actions { flex-direction: row; gap: .75rem; flex: 0 0 auto; align-items: center; }
+.button, .button-quiet, .button-danger { font: inherit; font-weight: 600; border-radius: 6px; padding: .5rem 1rem; cursor: pointer; text-decoration: none; display: inline-block; border: 1px solid transparent; }
+.button { background: var(--accent); color: #fff; }
+.button:hover { background: var(--accent-dark); color: #fff; }
+.button-quiet { background: transparent; border-color: var(--line); color: var(--text); }
+.button-danger { background: #fff; color: var(--bad); border-color: #e4a5a7; }
+.button-danger:hover { background: var(--bad-bg); }
+.alert { background: var(--bad-bg); color: var(--bad); padding: .65rem .9rem; border-radius: 6px; }
+.notice { background: #e9edff; color: #1e2c80; padding: .65rem .9rem; border-radius: 6px; }
+.pager { display: flex; gap: 1.5rem; justify-content: flex-end; }
+.fields { display: grid; grid-template-columns: repeat(auto-fill, minmax(22rem, 1fr)); gap: .25rem 2rem; margin: 0; }
+.fields div { padding: .45rem 0; border-bottom: 1px solid var(--line); }
+.fields dt { font-size: .8rem; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; }
+.fields dd { margin: .15rem 0 0; overflow-wrap: anywhere; }
+pre { background: #f3f5f9; border: 1px solid var(--line); border-radius: 6px; padding: 1rem; overflow-x: auto; }
+.verification { display: flex; flex-wrap: wrap; align-items: center; gap: .5rem; }
+.delivery-head { display: flex; justify-content: space-between; align-items: center; gap: 1rem; flex-wrap: wrap; }
+.delivery-head form { margin: 0; }
+.secret { margin: .5rem 0 1rem; }
+`;
+
+/**
+ * Live refresh: every element with data-live="<url>" is re-fetched every few seconds and its content
+ * replaced when the server's fragment changed. A signed-out session (401) stops the polling and says so.
+ */
+export const CONSOLE_JS = `(() => {
+  'use strict';
+  const INTERVAL_MS = 2000;
+  const watch = (el) => {
+    const url = el.getAttribute('data-live');
+    const status = el.dataset.liveStatus && document.getElementById(el.dataset.liveStatus);
+    let last = el.innerHTML.trim();
+    let busy = false;
+    const tick = async () => {
+      if (busy || document.hidden) return;
+      busy = true;
+      try {
+        const res = await fetch(url, { credentials: 'same-origin', headers: { 'x-console-live': '1', accept: 'text/html' }, cache: 'no-store' });
+        if (res.status === 401) { clearInterval(timer); if (status) status.textContent = 'Signed out: live updates stopped.'; return; }
+        if (!res.ok) return;
+        const text = (await res.text()).trim();
+        if (text === last) return;
+        const before = new Set(Array.from(el.querySelectorAll('[data-payment-id]')).map((r) => r.getAttribute('data-payment-id')));
+        const active = document.activeElement && el.contains(document.activeElement) ? document.activeElement.getAttribute('href') : null;
+        el.innerHTML = text;
+        last = text;
+        let fresh = 0;
+        el.querySelectorAll('[data-payment-id]').forEach((r) => { if (!before.has(r.getAttribute('data-payment-id'))) { r.classList.add('is-new'); fresh++; } });
+        if (active) { const again = el.querySelector('[href="' + CSS.escape(active) + '"]'); if (again) again.focus(); }
+        if (status && fresh) status.textContent = fresh === 1 ? '1 new payment.' : fresh + ' new payments.';
+      } catch (_) {
+        // Offline or the server restarting: try again at the next tick.
+      } finally {
+        busy = false;
+      }
+    };
+    const timer = setInterval(tick, INTERVAL_MS);
+  };
+  document.querySelectorAll('[data-live]').forEach(watch);
+})();
+`;
+
+export const assetEtag = (text: string) => `"${createHash('sha256').update(text).digest('base64url').slice(0, 16)}"`;

@@ -1,0 +1,63 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import type { AppContext } from '../platform/context.js';
+import { AppError } from '../platform/errors.js';
+import { parseInput } from '../platform/validate.js';
+import { endpointBody, endpointPatch } from '../payments/routes.js';
+import { registerEndpoint, updateEndpoint } from '../payments/endpoint-registration.js';
+import { sessionOf, type ConsoleGuards } from './access.js';
+import { endpointCreateForm, endpointEditForm, idParam } from './schemas.js';
+import { endpointEditPage, endpointsPage, secretOncePage, type EndpointFormValues } from './views/endpoints.js';
+import { sendHtml, seeOther } from './render.js';
+
+/** A refusal the person can fix in the form (validation, URL check, duplicate): shown above the form. */
+const fixable = (err: unknown): err is AppError => err instanceof AppError && err.status >= 400 && err.status < 500 && err.status !== 404;
+
+/**
+ * Endpoints: list for everyone signed in; register and edit for the platform key, through the same
+ * schemas and registration code as POST/PATCH /v0/payments/endpoints.
+ */
+export function endpointPages(router: Router, app: AppContext, guards: ConsoleGuards): void {
+  const orgOf = (ctx: Context) => sessionOf(ctx).orgId;
+  const devMode = app.config.mode === 'dev';
+
+  router.get('/endpoints', guards.session, async (ctx) => {
+    sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.listEndpoints(orgOf(ctx)), devMode }));
+  });
+
+  router.post('/endpoints', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
+    const raw = ctx.request.body as Record<string, string>;
+    const shown: EndpointFormValues = { url: raw.url, priceUsdc: raw.priceUsdc, description: raw.description, webhookUrl: raw.webhookUrl, discoverable: raw.discoverable === 'on', skipUrlCheck: raw.skipUrlCheck === 'on' };
+    try {
+      const body = parseInput(endpointBody, parseInput(endpointCreateForm, raw, 'body'), 'body');
+      if (body.skipUrlCheck && !devMode) throw new AppError(400, 'validation_error', 'body.skipUrlCheck: only allowed in dev mode');
+      const { endpoint, webhookSecret } = await registerEndpoint(app, orgOf(ctx), body);
+      if (!webhookSecret) return seeOther(ctx, '/console/endpoints');
+      sendHtml(ctx, secretOncePage({ session: sessionOf(ctx), title: `Registered ${endpoint.url}`, label: 'Webhook signing secret', secret: webhookSecret, back: '/console/endpoints', backLabel: 'Back to endpoints' }), 201);
+    } catch (err) {
+      if (!fixable(err)) throw err;
+      sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.listEndpoints(orgOf(ctx)), devMode, form: shown, error: err.message }), err.status);
+    }
+  });
+
+  router.get('/endpoints/:id/edit', guards.session, guards.admin, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    sendHtml(ctx, endpointEditPage({ session: sessionOf(ctx), endpoint: await app.payments.getEndpoint(orgOf(ctx), id) }));
+  });
+
+  router.post('/endpoints/:id', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    const current = await app.payments.getEndpoint(orgOf(ctx), id);
+    const raw = ctx.request.body as Record<string, string>;
+    try {
+      const change = parseInput(endpointPatch, parseInput(endpointEditForm, raw, 'body'), 'body');
+      const { endpoint, webhookSecret } = await updateEndpoint(app, orgOf(ctx), id, change);
+      if (!webhookSecret) return seeOther(ctx, '/console/endpoints');
+      sendHtml(ctx, secretOncePage({ session: sessionOf(ctx), title: `New webhook for ${endpoint.url}`, label: 'Webhook signing secret', secret: webhookSecret, back: '/console/endpoints', backLabel: 'Back to endpoints' }));
+    } catch (err) {
+      if (!fixable(err)) throw err;
+      const shown: EndpointFormValues = { priceUsdc: raw.priceUsdc, description: raw.description, webhookUrl: raw.webhookUrl, discoverable: raw.discoverable === 'on' };
+      sendHtml(ctx, endpointEditPage({ session: sessionOf(ctx), endpoint: current, form: shown, error: err.message }), err.status);
+    }
+  });
+}

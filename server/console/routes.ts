@@ -1,0 +1,56 @@
+import Router from '@koa/router';
+import type { AppContext } from '../platform/context.js';
+import { formBody } from '../platform/http-body.js';
+import { parseInput } from '../platform/validate.js';
+import { notFound } from '../platform/errors.js';
+import { CONSOLE_PREFIX, consoleGuards, sessionOf } from './access.js';
+import { ConsoleSessions } from './sessions.js';
+import { consoleErrors, consoleHeaders } from './errors.js';
+import { CONSOLE_CSS, CONSOLE_JS, assetEtag } from './assets.js';
+import { signInRoutes } from './sign-in-routes.js';
+import { paymentPages } from './payment-pages.js';
+import { endpointPages } from './endpoint-pages.js';
+import { keyPages } from './key-pages.js';
+import { activityQuery } from './schemas.js';
+import { activityPage } from './views/activity.js';
+import { sendHtml } from './render.js';
+
+const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
+  'console.css': { type: 'text/css; charset=utf-8', text: CONSOLE_CSS, etag: assetEtag(CONSOLE_CSS) },
+  'console.js': { type: 'text/javascript; charset=utf-8', text: CONSOLE_JS, etag: assetEtag(CONSOLE_JS) },
+};
+
+/** The ops console (docs/console.md): server-rendered pages under /console, signed in with a cookie session. */
+export function consoleRoutes(app: AppContext): Router {
+  const router = new Router({ prefix: CONSOLE_PREFIX });
+  const sessions = new ConsoleSessions(app.db);
+  const guards = consoleGuards(app, sessions);
+  router.use(consoleErrors((err, ctx) => console.error(`[agentgate] ${ctx.method} ${ctx.path} failed:`, err)));
+  router.use(consoleHeaders());
+  // The console posts HTML forms; the app's JSON body parser leaves /console to this one (see app.ts).
+  router.use(formBody(app.config.MAX_BODY_BYTES));
+
+  router.get('/assets/:name', (ctx) => {
+    const asset = ASSETS[ctx.params.name ?? ''];
+    if (!asset) throw notFound('No such console asset');
+    ctx.set('Cache-Control', 'no-cache');
+    ctx.set('ETag', asset.etag);
+    if (ctx.get('if-none-match') === asset.etag) { ctx.status = 304; return; }
+    ctx.type = asset.type;
+    ctx.body = asset.text;
+  });
+
+  signInRoutes(router, app, sessions, guards);
+  paymentPages(router, app, guards);
+  endpointPages(router, app, guards);
+  keyPages(router, app, sessions, guards);
+
+  router.get('/activity', guards.session, async (ctx) => {
+    const { limit } = parseInput(activityQuery, ctx.query, 'query');
+    sendHtml(ctx, activityPage({ session: sessionOf(ctx), entries: await app.logs.list({ orgId: sessionOf(ctx).orgId }, limit ?? 100) }));
+  });
+
+  // Anything else under /console is a 404 page rather than the API's JSON 404.
+  router.all('/{*rest}', () => { throw notFound('There is no console page at this address'); });
+  return router;
+}

@@ -1,0 +1,93 @@
+import { html, type SafeHtml } from '../html.js';
+import type { PaymentDoc } from '../../payments/models.js';
+import type { DeliveryDoc } from '../../webhooks/models.js';
+import type { LiveSession } from '../sessions.js';
+import type { ReceiptCheck } from '../receipt-check.js';
+import { csrfField, page } from './layout.js';
+import { badge, time, usdc } from './format.js';
+
+export interface PaymentView {
+  session: LiveSession;
+  payment: PaymentDoc;
+  explorerUrl?: string;
+  receiptCheck?: ReceiptCheck;
+  offerReceiptCheck?: ReceiptCheck;
+  delivery?: DeliveryDoc;
+}
+
+const row = (label: string, value: SafeHtml | string | number | null | undefined) =>
+  html`<div><dt>${label}</dt><dd>${value === null || value === undefined || value === '' ? html`<span class="muted">—</span>` : value}</dd></div>`;
+
+function verification(check: ReceiptCheck | undefined): SafeHtml {
+  if (!check) return html``;
+  return html`<p class="verification ${check.valid ? 'is-valid' : 'is-invalid'}" data-receipt-check="${check.valid ? 'valid' : 'invalid'}">
+    ${badge(check.valid ? 'valid' : 'invalid')}
+    ${check.valid ? 'Signature verified against' : `Not verified${check.reason ? ` (${check.reason})` : ''}; checked against`}
+    <code>${check.keyId}</code> from <a href="/.well-known/did.json">/.well-known/did.json</a>
+  </p>`;
+}
+
+/** The webhook delivery with its attempts: also served alone, for the live refresh while it is pending. */
+export function deliverySection(session: LiveSession, payment: PaymentDoc, delivery: DeliveryDoc | undefined): SafeHtml {
+  if (!delivery) {
+    const why = payment.webhook ? `the delivery is ${payment.webhook.status}` : 'the endpoint had no webhook URL when this payment settled';
+    return html`<p class="muted">No webhook delivery: ${why}.</p>`;
+  }
+  const canRetry = session.role === 'admin' && delivery.status !== 'pending';
+  return html`<div class="delivery-head">
+      <p>Delivery <code>${delivery._id}</code> ${badge(delivery.status)} · ${delivery.attemptCount} attempt${delivery.attemptCount === 1 ? '' : 's'}
+      ${delivery.status === 'pending' && delivery.nextAttemptAt ? html` · next attempt ${time(delivery.nextAttemptAt)}` : ''}</p>
+      ${canRetry ? html`<form method="post" action="/console/deliveries/${delivery._id}/retry">${csrfField(session)}<button type="submit" class="button">Retry delivery</button></form>` : ''}
+    </div>
+    ${delivery.lastError ? html`<p class="muted">Last error: ${delivery.lastError}</p>` : ''}
+    <table>
+      <caption class="sr-only">Delivery attempts, oldest first</caption>
+      <thead><tr><th scope="col">#</th><th scope="col">Time</th><th scope="col">URL</th><th scope="col">Result</th><th scope="col" class="num">Duration</th></tr></thead>
+      <tbody>${delivery.attempts.length === 0 ? html`<tr><td colspan="5" class="empty">No attempt yet.</td></tr>` : delivery.attempts.map((a, i) => html`<tr data-attempt="${i + 1}">
+        <td>${i + 1}</td><td>${time(a.at)}</td><td class="resource">${a.url}</td>
+        <td>${a.statusCode !== undefined ? html`${badge(a.statusCode >= 200 && a.statusCode < 300 ? 'delivered' : 'failed')} HTTP ${a.statusCode}` : html`${badge('failed')} ${a.error ?? ''}`}</td>
+        <td class="num">${a.durationMs} ms</td></tr>`)}</tbody>
+    </table>`;
+}
+
+export function paymentPage(view: PaymentView): SafeHtml {
+  const p = view.payment;
+  return page({
+    title: `Payment ${p._id}`, section: 'payments', session: view.session,
+    body: html`<p class="crumbs"><a href="/console/payments">← Payments</a></p>
+    <div class="page-head">
+      <h1>${usdc(p.amountUsdcRaw)} USDC ${badge(p.status)}</h1>
+      <p class="muted"><code>${p._id}</code></p>
+    </div>
+    <section class="card" aria-labelledby="fields-title">
+      <h2 id="fields-title">Payment</h2>
+      <dl class="fields">
+        ${row('Status', badge(p.status))}
+        ${row('Amount', `${usdc(p.amountUsdcRaw)} USDC (${p.amountUsdcRaw} atomic units)`)}
+        ${row('Payer', html`<code>${p.payerAddress}</code>`)}
+        ${row('Recipient', html`<code>${p.recipientAddress}</code>`)}
+        ${row('Resource', p.resourceUrl)}
+        ${row('Endpoint', p.endpointId ? html`<code>${p.endpointId}</code>` : 'not registered (paid through the facilitator API)')}
+        ${row('Network', `${p.network} (chain ${p.chainId})`)}
+        ${row('Asset', html`<code>${p.asset}</code>`)}
+        ${row('Transaction', p.txHash ? html`<code>${p.txHash}</code>${view.explorerUrl ? html` <a href="${view.explorerUrl}" rel="noopener noreferrer">View on explorer</a>` : html` <span class="muted">(local chain: no explorer)</span>`}` : null)}
+        ${row('Failure reason', p.failureReason)}
+        ${row('x402 version', p.x402Version)}
+        ${row('Authorization nonce', html`<code>${p.authorizationNonce}</code>`)}
+        ${row('Valid after / before', `${p.authorization.validAfter} / ${p.authorization.validBefore} (unix seconds)`)}
+        ${row('Created', time(p.createdAt))}
+        ${row('Submitted', p.submittedAt ? time(p.submittedAt) : null)}
+        ${row('Settled', p.settledAt ? time(p.settledAt) : null)}
+      </dl>
+    </section>
+    <section class="card" aria-labelledby="receipt-title">
+      <h2 id="receipt-title">Signed receipt</h2>
+      ${p.signedReceipt ? html`${verification(view.receiptCheck)}<pre tabindex="0" aria-label="Signed receipt JSON">${JSON.stringify(p.signedReceipt, null, 2)}</pre>` : html`<p class="muted">No receipt: receipts are signed when a payment settles.</p>`}
+      ${p.offerReceipt ? html`<h3>Offer receipt (JWS)</h3>${verification(view.offerReceiptCheck)}<pre tabindex="0" aria-label="Offer receipt JWS">${JSON.stringify(p.offerReceipt, null, 2)}</pre>` : ''}
+    </section>
+    <section class="card" aria-labelledby="webhook-title">
+      <h2 id="webhook-title">Webhook</h2>
+      <div id="delivery" data-live="/console/payments/${p._id}/delivery">${deliverySection(view.session, p, view.delivery)}</div>
+    </section>`,
+  });
+}
