@@ -44,6 +44,11 @@ export interface Operation {
   also?: Readonly<Record<number, string | { description: string; schema: z.ZodType }>>;
   /** The shape of this route's errors when it is not `{error, message, status}` (the MCP endpoint's JSON-RPC errors). */
   errors?: z.ZodType;
+  /**
+   * The route fetches a URL the caller chose: when that URL cannot be reached it answers 502 or 504 (the
+   * upstream failed, not us), which fuzzers must tell from a server error of our own.
+   */
+  fetchesCallerUrl?: true;
   /** HTML pages a person sees (the chat install flow): their errors are pages, not JSON. */
   html?: true;
 }
@@ -99,7 +104,7 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/.well-known/did.json', tag: 'Identity (did:web)', summary: "The service's DID document: the key that signs receipts", auth: 'none', ok: json('The DID document', answers.didDocument) },
   { method: 'get', path: '/identities/:identityId/did.json', tag: 'Identity (did:web)', summary: "An identity's DID document", auth: 'none', params: identityParams, ok: json('The DID document', answers.didDocument) },
   { method: 'post', path: '/v0/identity/sign', tag: 'Identity (did:web)', summary: "Sign base64 data with the identity's Ed25519 key", auth: identity, scopes: ['identity:sign'], body: signBody, ok: json('The signature and the verification method') },
-  { method: 'post', path: '/v0/identity/verify', tag: 'Identity (did:web)', summary: "Check a signature against any did:web DID's document", auth: identity, scopes: ['identity:verify'], body: verifyBody, ok: json('{valid}'), also: { 502: 'The DID document could not be fetched', 504: 'The DID host did not answer in time' } },
+  { method: 'post', path: '/v0/identity/verify', tag: 'Identity (did:web)', summary: "Check a signature against any did:web DID's document", auth: identity, scopes: ['identity:verify'], body: verifyBody, fetchesCallerUrl: true, ok: json('{valid}'), also: { 502: 'The DID document could not be fetched', 504: 'The DID host did not answer in time' } },
 
   // Calendar
   { method: 'get', path: '/v0/calendar/feed/:token.ics', tag: 'Calendar', summary: 'The public iCalendar feed (a capability URL)', auth: 'none', params: feedParams, ok: { status: 200, description: 'iCalendar', type: 'text/calendar' } },
@@ -135,7 +140,7 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/v0/payments/mandates', tag: 'Buying', summary: 'List mandates', auth: identity, scopes: ['payments:read'], ok: json('Mandates') },
   { method: 'get', path: '/v0/payments/mandates/:id', tag: 'Buying', summary: 'One mandate with what it has spent', auth: identity, scopes: ['payments:read'], params: mandateIdParam, ok: json('The mandate') },
   { method: 'delete', path: '/v0/payments/mandates/:id', tag: 'Buying', summary: 'Revoke a mandate', auth: identity, scopes: ['payments:spend'], params: mandateIdParam, ok: json('The revoked mandate') },
-  { method: 'post', path: '/v0/payments/pay', tag: 'Buying', summary: 'Call an x402 API and pay its price from the wallet, within the mandate', auth: identity, scopes: ['payments:spend'], body: payBody, ok: json('The paid response'), also: { 402: 'The seller refused the payment', 409: 'A mandate cap or wallet state stops it', 422: 'The challenge cannot be paid', 502: 'The seller failed', 504: 'The seller did not answer in time' } },
+  { method: 'post', path: '/v0/payments/pay', tag: 'Buying', summary: 'Call an x402 API and pay its price from the wallet, within the mandate', auth: identity, scopes: ['payments:spend'], body: payBody, fetchesCallerUrl: true, ok: json('The paid response'), also: { 402: 'The seller refused the payment', 409: 'A mandate cap or wallet state stops it', 422: 'The challenge cannot be paid', 502: 'The seller failed', 504: 'The seller did not answer in time' } },
   { method: 'get', path: '/v0/payments/activity', tag: 'Buying', summary: "The identity's outgoing payments, newest first", auth: identity, scopes: ['payments:read'], query: activityQuery, ok: json('A page of payments') },
 
   // Selling: set-up, facilitator, records
@@ -144,7 +149,7 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/payments/seller-keys', tag: 'Payments', summary: 'A seller key for middleware and facilitator calls (shown once)', auth: platform, body: sellerKeyBody, ok: created('The key') },
   { method: 'get', path: '/v0/payments/seller-keys', tag: 'Payments', summary: 'List seller keys (prefixes only)', auth: platform, ok: json('Keys') },
   { method: 'delete', path: '/v0/payments/seller-keys/:id', tag: 'Payments', summary: 'Revoke a seller key', auth: platform, params: paymentIdParam, ok: json('Revoked') },
-  { method: 'post', path: '/v0/payments/endpoints', tag: 'Payments', summary: 'Register a paid endpoint: URL, price, webhook, discovery', auth: platform, body: endpointBody, ok: created('The endpoint (its webhook secret shown once)'), also: { 409: 'The URL is already registered', 422: 'The URL check failed', 502: 'The URL could not be fetched', 504: 'The URL did not answer in time' } },
+  { method: 'post', path: '/v0/payments/endpoints', tag: 'Payments', summary: 'Register a paid endpoint: URL, price, webhook, discovery', auth: platform, body: endpointBody, fetchesCallerUrl: true, ok: created('The endpoint (its webhook secret shown once)'), also: { 409: 'The URL is already registered', 422: 'The URL check failed', 502: 'The URL could not be fetched', 504: 'The URL did not answer in time' } },
   { method: 'get', path: '/v0/payments/endpoints', tag: 'Payments', summary: 'List endpoints', auth: sellerOrOps, ok: json('Endpoints') },
   { method: 'get', path: '/v0/payments/endpoints/:id', tag: 'Payments', summary: 'One endpoint', auth: sellerOrOps, params: paymentIdParam, ok: json('The endpoint') },
   { method: 'patch', path: '/v0/payments/endpoints/:id', tag: 'Payments', summary: 'Change an endpoint', auth: platform, params: paymentIdParam, body: endpointPatch, ok: json('The endpoint'), also: { 409: 'The URL is already registered' } },

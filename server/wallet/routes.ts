@@ -10,10 +10,10 @@ import { formatUsdc } from '../../middleware/price.js';
 import { usdcAmount } from '../buyer/amounts.js';
 import { DevFaucet } from './faucet.js';
 
-/** Largest single faucet payment: plenty for tests and demos, small enough to keep a dev chain sane. */
-const MAX_FAUCET_ATOMIC = 100_000n * 1_000_000n;
+/** Largest single faucet payment: enough for many paid calls, small enough that a few requests cannot drain a faucet. */
+const MAX_FAUCET_ATOMIC = 1_000n * 1_000_000n;
 export const faucetBody = z.object({
-  amountUsdc: usdcAmount.refine((a) => a > 0n && a <= MAX_FAUCET_ATOMIC, 'must be more than 0 and at most 100000'),
+  amountUsdc: usdcAmount.refine((a) => a > 0n && a <= MAX_FAUCET_ATOMIC, 'must be more than 0 and at most 1000'),
 }).strict();
 
 const ownerOf = (ctx: Context) => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });

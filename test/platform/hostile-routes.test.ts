@@ -35,13 +35,13 @@ const localUrl = fc.constantFrom('http://127.0.0.1:9/x', 'http://localhost:9/wea
 const localDid = fc.constantFrom('did:web:127.0.0.1%3A9', 'did:web:localhost%3A9:identities:id-0000000000000000', 'did:web:169.254.169.254');
 const noEgress = { url: localUrl, webhookUrl: localUrl, did: localDid };
 
-/** What fuzzing a route needs beyond its schemas: values that keep traffic on this machine, and whether it fetches URLs. */
-const FUZZING: Record<string, Pick<RouteInputs, 'bodyOverrides' | 'fetchesCallerUrl'>> = {
-  'POST /v0/identity/verify': { bodyOverrides: noEgress, fetchesCallerUrl: true },
+/** Values that keep this fuzzer's traffic on this machine. */
+const FUZZING: Record<string, Pick<RouteInputs, 'bodyOverrides'>> = {
+  'POST /v0/identity/verify': { bodyOverrides: noEgress },
   // Small amounts, so the test faucet is not drained (a drained faucet answers 503 faucet_empty, as it should).
   'POST /v0/dev/faucet': { bodyOverrides: { amountUsdc: fc.oneof(fc.constantFrom('0.01', '1', '5'), hostileString) } },
-  'POST /v0/payments/pay': { bodyOverrides: noEgress, fetchesCallerUrl: true },
-  'POST /v0/payments/endpoints': { bodyOverrides: noEgress, fetchesCallerUrl: true },
+  'POST /v0/payments/pay': { bodyOverrides: noEgress },
+  'POST /v0/payments/endpoints': { bodyOverrides: noEgress },
   'PATCH /v0/payments/endpoints/:id': { bodyOverrides: noEgress },
 };
 
@@ -49,6 +49,7 @@ const FUZZING: Record<string, Pick<RouteInputs, 'bodyOverrides' | 'fetchesCaller
 const CATALOG: Record<string, RouteInputs> = Object.fromEntries(OPERATIONS.map((op) => [routeKey(op), {
   auth: op.auth === 'none' ? 'none' : op.auth[0]!,
   params: op.params, query: op.query, body: op.body === 'any' ? undefined : op.body,
+  ...(op.fetchesCallerUrl ? { fetchesCallerUrl: true as const } : {}),
   ...FUZZING[routeKey(op)],
 }]));
 
