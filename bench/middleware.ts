@@ -36,7 +36,7 @@ import { paymentMiddleware } from '../adapters/express.js';
 import { createBackendPaywall, decodePaymentHeader, type PaywallRequest } from '../middleware/index.js';
 import { verifyPayment } from '../server/payments/verify-payment.js';
 import { DEV_ACCOUNTS } from '../server/platform/chain/dev-accounts.js';
-import { startDevChain, DEV_USDC_NAME } from '../server/platform/chain/dev-chain.js';
+import { startDevChain, DEV_USDC_NAME, DEV_USDC_VERSION } from '../server/platform/chain/dev-chain.js';
 import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/platform/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
@@ -76,7 +76,7 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
     MAIL_DOMAIN: 'bench.test', DID_DOMAIN: `127.0.0.1%3A${port}`, MASTER_KEY: randomBytes(32).toString('hex'),
     MONGODB_URI: mongoUri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`, SMTP_PORT: '0',
-    CHAIN_RPC_URL: rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: usdc, USDC_EIP712_NAME: DEV_USDC_NAME,
+    CHAIN_RPC_URL: rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: usdc, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
     RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey,
     // Settlement settings can be tried from the environment (see the README's configuration table).
     ...Object.fromEntries(['SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_BATCH_MAX', 'RELAYER_PRIVATE_KEYS'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : []))),
@@ -228,7 +228,7 @@ function officialSeller(rpcUrl: string, usdc: Address, payTo: Address) {
     officialPaymentMiddleware(
       {
         'GET /weather': {
-          accepts: { scheme: 'exact', network: NETWORK, payTo, price: { asset: usdc, amount: PRICE_ATOMIC, extra: { name: DEV_USDC_NAME, version: '2' } } },
+          accepts: { scheme: 'exact', network: NETWORK, payTo, price: { asset: usdc, amount: PRICE_ATOMIC, extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION } } },
           description: 'Weather',
           mimeType: 'application/json',
         },

@@ -1,7 +1,7 @@
 /**
  * payment.received delivery latency: from the moment a payment is recorded as settled (the receipt's
  * timestamp, written in the same update as the webhook outbox entry) to the moment a receiver on loopback
- * has the whole POST. Real parts: MongoDB-wire database, anvil with our token, the backend with its
+ * has the whole POST. Real parts: MongoDB-wire database, anvil with Circle's USDC, the backend with its
  * in-process Agenda workers, a plain node:http receiver.
  *
  *   npx tsx bench/webhooks.ts          (BENCH_WEBHOOKS=40 payments; JOBS_PROCESS_EVERY_MS as in production unless set)
@@ -13,7 +13,7 @@ import { toHex, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { encodeBase64Json } from '../middleware/index.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../server/platform/chain/dev-accounts.js';
-import { startDevChain, DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME } from '../server/platform/chain/dev-chain.js';
+import { startDevChain, DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../server/platform/chain/dev-chain.js';
 import { transferWithAuthorizationTypes, usdcDomain } from '../server/platform/chain/usdc.js';
 import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/platform/mongo-server.js';
@@ -31,7 +31,7 @@ async function main() {
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
     MAIL_DOMAIN: 'bench.test', DID_DOMAIN: `127.0.0.1%3A${port}`, SMTP_PORT: '0',
     MASTER_KEY: randomBytes(32).toString('hex'), MONGODB_URI: mongo.uri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`,
-    CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME,
+    CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
     RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
     ...(process.env.JOBS_PROCESS_EVERY_MS ? { JOBS_PROCESS_EVERY_MS: process.env.JOBS_PROCESS_EVERY_MS } : {}),
   });
@@ -70,7 +70,7 @@ async function main() {
     const now = BigInt(Math.floor(Date.now() / 1000));
     const authorization = { from: buyer.address, to: payTo as Address, value: 10_000n, validAfter: now - 60n, validBefore: now + 300n, nonce: toHex(randomBytes(32)) };
     const signature = await buyer.signTypedData({
-      domain: usdcDomain({ name: DEV_USDC_NAME, version: '2', chainId: DEV_CHAIN_ID, verifyingContract: chain.usdcAddress }),
+      domain: usdcDomain({ name: DEV_USDC_NAME, version: DEV_USDC_VERSION, chainId: DEV_CHAIN_ID, verifyingContract: chain.usdcAddress }),
       types: transferWithAuthorizationTypes, primaryType: 'TransferWithAuthorization', message: authorization,
     });
     const paymentHeader = encodeBase64Json({ x402Version: 1, scheme: 'exact', network: DEV_NETWORK, payload: { signature, authorization: {

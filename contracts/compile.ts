@@ -21,7 +21,7 @@ export interface ContractArtifact {
   bytecode: Hex;
 }
 
-export const CONTRACT_NAMES = ['USDC', 'SmartAccount', 'SmartAccountFactory'] as const;
+export const CONTRACT_NAMES = ['SmartAccount', 'SmartAccountFactory'] as const;
 export type ContractName = (typeof CONTRACT_NAMES)[number];
 export type Artifacts = Record<ContractName, ContractArtifact>;
 
@@ -48,7 +48,10 @@ const SETTINGS = {
 const require = createRequire(import.meta.url);
 const memo = new Map<string, Promise<Artifacts>>();
 
-/** ABI and creation bytecode of USDC, SmartAccount and SmartAccountFactory (compiled at most once). */
+/**
+ * ABI and creation bytecode of SmartAccount and SmartAccountFactory (compiled at most once). USDC is not
+ * compiled here: the dev chain runs Circle's FiatTokenV2_2 from its published artifacts (server/platform/chain/fiat-token.ts).
+ */
 export function loadArtifacts(options: LoadArtifactsOptions = {}): Promise<Artifacts> {
   const root = packageRoot();
   const contractsDir = options.contractsDir ?? path.join(root, 'contracts');

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { Address } from 'viem';
 import { loadConfig } from '../platform/config.js';
 import { provideMongoServer } from '../platform/mongo-server.js';
-import { startDevChain, DEV_NETWORK, DEV_USDC_NAME } from '../platform/chain/dev-chain.js';
+import { startDevChain, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../platform/chain/dev-chain.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../platform/chain/dev-accounts.js';
 import { startServer } from '../server.js';
 import { devStateDir, persistentSecret, readJson, writeJson } from './local-state.js';
@@ -13,7 +13,7 @@ interface SavedChain { usdcAddress: Address; factoryAddress: Address }
 
 /**
  * `agentgate dev`: the backend on embedded defaults — a local MongoDB-wire database, a local chain
- * (anvil) with our USDC-compatible token, test USDC for dev accounts 1 to 9, and a dev seller for the
+ * (anvil) with Circle's USDC contract (FiatTokenV2_2), test USDC for dev accounts 1 to 9, and a dev seller for the
  * examples. Every value can still be overridden from the environment. State lives in `.agentgate/`.
  */
 export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ stop(): Promise<void> }> {
@@ -45,7 +45,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     DID_DOMAIN: `localhost%3A${port}`,
     SMTP_PORT: '2525',
     ...(chain ? {
-      CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME,
+      CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
       RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
     } : {}),
     ...env,

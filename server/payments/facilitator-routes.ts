@@ -54,6 +54,7 @@ const SPEC_REASONS: Record<string, string> = {
   settle_reverted: 'invalid_exact_evm_transaction_failed',
   settle_unconfirmed: 'settlement_pending',
   payer_blacklisted: 'invalid_exact_evm_transaction_failed',
+  token_paused: 'invalid_exact_evm_transaction_failed',
 };
 const specReason = (reason: string) => SPEC_REASONS[reason] ?? reason;
 

@@ -145,16 +145,29 @@ function usedAuthorizations(receipt: TransactionReceipt, token: Address): Set<st
   return new Set(events.map((e) => authorizationId((e.args as { authorizer: Address }).authorizer, (e.args as { nonce: Hex }).nonce)));
 }
 
-/** Circle's FiatToken revert messages (our dev token repeats them word for word) to the exact scheme's reasons. */
+/**
+ * Circle's FiatTokenV2_2 revert messages, word for word from its sources (v2/EIP3009.sol, v1/FiatTokenV1.sol,
+ * v1/Blacklistable.sol, v1/Pausable.sol, util/ECRecover.sol), to our reason codes; facilitator-routes maps
+ * those on to the exact scheme's. First match wins.
+ */
+const REVERT_REASONS: ReadonlyArray<readonly [string, string]> = [
+  ['FiatTokenV2: authorization is used or canceled', 'nonce_already_used'],
+  ['FiatTokenV2: invalid signature', 'invalid_signature'],
+  // A malformed EOA signature (high s, bad v, wrong length) fails in ECRecover before the comparison.
+  ['ECRecover: invalid signature', 'invalid_signature'],
+  ['FiatTokenV2: authorization is expired', 'authorization_expired'],
+  ['FiatTokenV2: authorization is not yet valid', 'authorization_not_yet_valid'],
+  ['ERC20: transfer amount exceeds balance', 'insufficient_funds'],
+  // The token says the same when the payee is blacklisted; a seller's payTo on Circle's list is the rarer case.
+  ['Blacklistable: account is blacklisted', 'payer_blacklisted'],
+  ['Pausable: paused', 'token_paused'],
+  // Only receiveWithAuthorization says this, and we settle with transferWithAuthorization: our mistake, not the payer's.
+  ['FiatTokenV2: caller must be the payee', 'settle_reverted'],
+];
+
 export function reasonOfRevert(message: string): string {
   const text = message.toLowerCase();
-  if (text.includes('authorization is used or canceled')) return 'nonce_already_used';
-  if (text.includes('invalid signature') || text.includes('ecrecover')) return 'invalid_signature';
-  if (text.includes('authorization is expired')) return 'authorization_expired';
-  if (text.includes('authorization is not yet valid')) return 'authorization_not_yet_valid';
-  if (text.includes('exceeds balance')) return 'insufficient_funds';
-  if (text.includes('blacklisted')) return 'payer_blacklisted';
-  return 'settle_reverted';
+  return REVERT_REASONS.find(([revert]) => text.includes(revert.toLowerCase()))?.[1] ?? 'settle_reverted';
 }
 
 export function shortReason(err: unknown): string {

@@ -6,8 +6,8 @@ import type { ChainService } from '../platform/chain/chain-service.js';
 import { devTokenAbi } from './smart-account-abi.js';
 
 /**
- * Dev-mode test USDC. The faucet key transfers from its own balance; when that is short and the key owns
- * our dev token, it mints instead. Never mounted in production mode.
+ * Dev-mode test USDC. The faucet key transfers from its own balance; when that is short and the key is a
+ * minter of the token (the dev chain's deployer is), it mints instead. Never mounted in production mode.
  */
 export class DevFaucet {
   private readonly wallet: WalletClient<Transport, Chain, Account>;

@@ -19,7 +19,7 @@ export const smartAccountFactoryAbi = [
   },
 ] as const;
 
-/** The token functions the dev faucet uses beyond usdc.ts's EIP-3009 subset (our dev token only). */
+/** The token function the dev faucet uses beyond usdc.ts's EIP-3009 subset: FiatTokenV2_2's `mint`, for configured minters only. */
 export const devTokenAbi = [
   {
     type: 'function',

@@ -12,7 +12,7 @@ import { signUp } from '../support/agents.js';
 import { setEthBalance, testChain } from '../support/chain.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createWeatherApp } from '../../examples/express-seller/server.js';
-import { DEV_USDC_NAME } from '../../server/platform/chain/dev-chain.js';
+import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
 
 export const inDays = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();
 
@@ -77,7 +77,7 @@ export async function officialExpressSeller(options: { priceAtomic?: bigint; net
     'GET /quote': {
       accepts: {
         scheme: 'exact', network, payTo, maxTimeoutSeconds: 120,
-        price: { amount: priceAtomic.toString(), asset: options.asset ?? usdc, extra: { name: DEV_USDC_NAME, version: '2' } },
+        price: { amount: priceAtomic.toString(), asset: options.asset ?? usdc, extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION } },
       },
       description: 'A paid quote',
       mimeType: 'application/json',

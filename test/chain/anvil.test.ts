@@ -5,7 +5,7 @@ import { createPublicClient, http, parseEther, toHex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
 import { startAnvil } from '../../server/platform/chain/anvil.js';
 import { deployDevChain } from '../../server/platform/chain/deploy.js';
-import { DEV_ACCOUNTS, DEV_BUYERS, DEV_DEPLOYER, DEV_MNEMONIC } from '../../server/platform/chain/dev-accounts.js';
+import { DEV_ACCOUNTS, DEV_BUYERS, DEV_DEPLOYER, DEV_MNEMONIC, DEV_PROXY_ADMIN } from '../../server/platform/chain/dev-accounts.js';
 import { balanceOf } from '../../server/platform/chain/usdc.js';
 
 async function rpc(rpcUrl: string, method: string, params: unknown[] = []): Promise<unknown> {
@@ -28,6 +28,13 @@ describe('dev accounts', () => {
     });
     expect(DEV_DEPLOYER).toBe(DEV_ACCOUNTS[0]);
     expect(DEV_BUYERS.map((b) => b.index)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it('the token proxy\'s admin is account 10 of the same mnemonic, outside the funded ten', () => {
+    const derived = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: 10 });
+    expect(DEV_PROXY_ADMIN.address).toBe(derived.address);
+    expect(toHex(derived.getHdKey().privateKey!)).toBe(DEV_PROXY_ADMIN.privateKey);
+    expect(DEV_ACCOUNTS.map((a) => a.address)).not.toContain(DEV_PROXY_ADMIN.address);
   });
 });
 

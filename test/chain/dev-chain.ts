@@ -1,5 +1,5 @@
 /**
- * Test helper for test/chain: one private anvil node per test file, with our token and factory
+ * Test helper for test/chain: one private anvil node per test file, with Circle's USDC and our factory
  * deployed and buyers funded, plus viem clients and a revert-reason reader.
  */
 import { randomBytes } from 'node:crypto';
@@ -23,6 +23,7 @@ import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { startAnvil, type AnvilNode } from '../../server/platform/chain/anvil.js';
 import { deployDevChain, localChain, type DevChainDeployment } from '../../server/platform/chain/deploy.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../../server/platform/chain/dev-accounts.js';
+import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
 import { transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../../server/platform/chain/usdc.js';
 
 export const ONE_USDC = parseUnits('1', 6);
@@ -33,7 +34,7 @@ export interface DevChain {
   deployment: DevChainDeployment;
   chain: Chain;
   publicClient: PublicClient;
-  /** Account 0: deployer, token owner, relayer. */
+  /** Account 0: deployer, holder of the token's roles (minter, blacklister, pauser…), relayer. */
   relayer: WalletClient<Transport, Chain, Account>;
   /** Accounts 1..3 as viem local accounts; each holds FUNDED_USDC. */
   buyers: PrivateKeyAccount[];
@@ -83,8 +84,8 @@ export function authorization(params: { from: Address; to: Address; value: bigin
 
 export function domainOf(dev: DevChain) {
   return usdcDomain({
-    name: 'USD Coin',
-    version: '2',
+    name: DEV_USDC_NAME,
+    version: DEV_USDC_VERSION,
     chainId: dev.node.chainId,
     verifyingContract: dev.deployment.usdcAddress,
   });

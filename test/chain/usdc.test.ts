@@ -13,7 +13,7 @@ import {
   numberToHex,
   type Hex,
 } from 'viem';
-import { loadArtifacts, type Artifacts } from '../../contracts/compile.js';
+import { loadFiatTokenArtifacts, type FiatTokenArtifacts } from '../../server/platform/chain/fiat-token.js';
 import {
   authorizationState,
   balanceOf,
@@ -38,10 +38,10 @@ import {
 } from './dev-chain.js';
 
 let dev: DevChain;
-let artifacts: Artifacts;
+let artifacts: FiatTokenArtifacts;
 
 beforeAll(async () => {
-  artifacts = await loadArtifacts();
+  artifacts = await loadFiatTokenArtifacts();
   dev = await startDevChain();
 });
 
@@ -54,7 +54,7 @@ const balance = (account: Hex) => balanceOf({ client: dev.publicClient, token: t
 const read = <T>(functionName: 'name' | 'symbol' | 'decimals' | 'version' | 'DOMAIN_SEPARATOR' | 'totalSupply') =>
   dev.publicClient.readContract({ address: token(), abi: usdcAbi, functionName }) as Promise<T>;
 
-describe('USDC dev token basics', () => {
+describe('USDC on the dev chain (Circle\'s FiatTokenV2_2 behind its proxy): basics', () => {
   it('has USDC metadata: "USD Coin", "USDC", 6 decimals, version "2"', async () => {
     expect(await read('name')).toBe('USD Coin');
     expect(await read('symbol')).toBe('USDC');
@@ -85,7 +85,7 @@ describe('USDC dev token basics', () => {
 
   it('exposes the EIP-3009 typehashes', async () => {
     const typehash = (functionName: string) =>
-      dev.publicClient.readContract({ address: token(), abi: artifacts.USDC.abi, functionName });
+      dev.publicClient.readContract({ address: token(), abi: artifacts.FiatTokenV2_2.abi, functionName });
     const hash = (s: string) => keccak256(toHex(s));
     expect(await typehash('TRANSFER_WITH_AUTHORIZATION_TYPEHASH')).toBe(
       hash('TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)'),
@@ -96,17 +96,17 @@ describe('USDC dev token basics', () => {
     expect(await typehash('CANCEL_AUTHORIZATION_TYPEHASH')).toBe(hash('CancelAuthorization(address authorizer,bytes32 nonce)'));
   });
 
-  it('only the owner (deployer) can mint', async () => {
+  it('only a configured minter (the deployer) can mint', async () => {
     const buyerWallet = dev.walletFor(dev.buyers[0]!);
     const reason = await revertReason(
       buyerWallet.writeContract({
         address: token(),
-        abi: artifacts.USDC.abi,
+        abi: artifacts.FiatTokenV2_2.abi,
         functionName: 'mint',
         args: [dev.buyers[0]!.address, ONE_USDC],
       }),
     );
-    expect(reason).toBe('Ownable: caller is not the owner');
+    expect(reason).toBe('FiatToken: caller is not a minter');
   });
 });
 

@@ -3,7 +3,7 @@ import { createPublicClient, createWalletClient, http, parseUnits, toHex, type A
 import { generatePrivateKey, privateKeyToAccount, nonceManager, type PrivateKeyAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
 import { DEV_ACCOUNTS } from '../../server/platform/chain/dev-accounts.js';
-import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME } from '../../server/platform/chain/dev-chain.js';
+import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
 import { transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/platform/chain/usdc.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 
@@ -38,6 +38,7 @@ export async function chainConfig(): Promise<Record<string, string>> {
     CHAIN_NETWORK: DEV_NETWORK,
     USDC_ADDRESS: usdc,
     USDC_EIP712_NAME: DEV_USDC_NAME,
+    USDC_EIP712_VERSION: DEV_USDC_VERSION,
     RELAYER_PRIVATE_KEY: relayerKey,
     ...(testChain().factory ? { WALLET_FACTORY_ADDRESS: testChain().factory } : {}),
   };
@@ -90,7 +91,7 @@ export async function signAuthorization(
     validAfter: input.validAfter ?? now - 60n, validBefore: input.validBefore ?? now + 300n, nonce: input.nonce ?? randomNonce(),
   };
   const signature = await buyer.signTypedData({
-    domain: usdcDomain({ name: domain.name ?? DEV_USDC_NAME, version: '2', chainId: domain.chainId ?? DEV_CHAIN_ID, verifyingContract: domain.verifyingContract ?? testChain().usdc }),
+    domain: usdcDomain({ name: domain.name ?? DEV_USDC_NAME, version: DEV_USDC_VERSION, chainId: domain.chainId ?? DEV_CHAIN_ID, verifyingContract: domain.verifyingContract ?? testChain().usdc }),
     types: transferWithAuthorizationTypes,
     primaryType: 'TransferWithAuthorization',
     message: authorization,

@@ -1,7 +1,7 @@
 // Starts the real services the suite talks to, once for all test files:
 //  - a MongoDB-wire server (MONGODB_URI, else FerretDB on a throw-away PostgreSQL of our own, see
 //    server/platform/mongo-server.ts); each test file then uses its own database;
-//  - a local chain (anvil) with our USDC-compatible token deployed and test USDC minted to dev
+//  - a local chain (anvil) with Circle's USDC (FiatTokenV2_2 behind its proxy) and test USDC minted to dev
 //    accounts 1..9, which act as per-worker treasuries (see test/support/chain.ts).
 // Plain ESM loading our TypeScript through tsx: jest's module mapper does not apply to global setup.
 import { tsImport } from 'tsx/esm/api';

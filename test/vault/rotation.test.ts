@@ -13,7 +13,8 @@ describe('agentgate rotate-master-key', () => {
     const v2 = randomBytes(32).toString('hex');
     const first = await startTestServer({ TRUST_PROXY: 'true', MASTER_KEY: v1, MASTER_KEY_VERSION: '1' });
     const base = {
-      AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: '0', BASE_URL: first.config.BASE_URL, MAIL_DOMAIN: first.config.MAIL_DOMAIN,
+      // SMTP on a free port: dev mode's default 2525 may be taken by an `agentgate dev` running on this machine.
+      AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: '0', SMTP_PORT: '0', BASE_URL: first.config.BASE_URL, MAIL_DOMAIN: first.config.MAIL_DOMAIN,
       DID_DOMAIN: first.config.DID_DOMAIN, MONGODB_URI: first.config.MONGODB_URI, MONGODB_DB: first.config.MONGODB_DB, TRUST_PROXY: 'true',
     };
     const agents = [await signUp(first), await signUp(first)];

@@ -7,7 +7,7 @@ import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
 import { smartAccountFactoryAbi } from '../../server/wallet/smart-account-abi.js';
 import { walletSalt } from '../../server/wallet/wallet-service.js';
 import { transferWithAuthorizationTypes, usdcDomain } from '../../server/platform/chain/usdc.js';
-import { DEV_CHAIN_ID, DEV_USDC_NAME } from '../../server/platform/chain/dev-chain.js';
+import { DEV_CHAIN_ID, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
 
 let server: TestServer;
 beforeAll(async () => { server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('1000')) }); });
@@ -90,7 +90,7 @@ describe('owner signatures', () => {
     const { publicClient, usdc } = testChain();
     const check = () => publicClient.verifyTypedData({
       address: wallet.address as Address,
-      domain: usdcDomain({ name: DEV_USDC_NAME, version: '2', chainId: DEV_CHAIN_ID, verifyingContract: usdc }),
+      domain: usdcDomain({ name: DEV_USDC_NAME, version: DEV_USDC_VERSION, chainId: DEV_CHAIN_ID, verifyingContract: usdc }),
       types: transferWithAuthorizationTypes, primaryType: 'TransferWithAuthorization', message: authorization, signature,
     });
     // Not an EOA signature of the account address: without code at the address it cannot verify.

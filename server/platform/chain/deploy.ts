@@ -1,7 +1,9 @@
 /**
- * Deploys agentgate's dev chain contracts (our USDC-compatible token and the SmartAccount factory) to a
- * local node and mints test USDC. Not idempotent: every call deploys fresh contracts, so the caller keeps
- * the returned addresses (e.g. next to the anvil state file).
+ * Deploys agentgate's dev chain contracts to a local node: Circle's USDC (FiatTokenV2_2 behind its
+ * FiatTokenProxy, as on Base) and our SmartAccount factory, and mints test USDC. Not idempotent: every
+ * call deploys fresh contracts, so the caller keeps the returned addresses (e.g. next to the anvil state
+ * file). On a fresh node the addresses follow from the deployer's nonces, so they come out the same
+ * every time.
  */
 import {
   createPublicClient,
@@ -18,12 +20,19 @@ import {
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadArtifacts } from '../../../contracts/compile.js';
+import { DEV_PROXY_ADMIN } from './dev-accounts.js';
+import { configureMinter, deployFiatToken, mint } from './fiat-token.js';
 import { USDC_DECIMALS } from './usdc.js';
 
 export interface DeployDevChainParams {
   rpcUrl: string;
-  /** Becomes the token owner (the only minter). Usually DEV_DEPLOYER.privateKey. */
+  /**
+   * Deploys everything and holds every role of the token: owner, master minter, the one minter,
+   * pauser, blacklister. Usually DEV_DEPLOYER.privateKey.
+   */
   deployerKey: Hex;
+  /** Admin of the token's proxy; must never call the token. Default DEV_PROXY_ADMIN. */
+  proxyAdmin?: Address;
   /** Addresses that receive `mintAmountUsdc` each. */
   mintTo: readonly Address[];
   /** Whole USDC per address, as a decimal ("10000", "0.5") or number. Default "10000". */
@@ -31,7 +40,10 @@ export interface DeployDevChainParams {
 }
 
 export interface DevChainDeployment {
+  /** The token's proxy: USDC's address. */
   usdcAddress: Address;
+  /** FiatTokenV2_2 behind the proxy. */
+  usdcImplementation: Address;
   factoryAddress: Address;
   chainId: number;
 }
@@ -50,6 +62,7 @@ export function localChain({ chainId, rpcUrl }: { chainId: number; rpcUrl: strin
 export async function deployDevChain({
   rpcUrl,
   deployerKey,
+  proxyAdmin = DEV_PROXY_ADMIN.address,
   mintTo,
   mintAmountUsdc = '10000',
 }: DeployDevChainParams): Promise<DevChainDeployment> {
@@ -60,33 +73,29 @@ export async function deployDevChain({
   const account = privateKeyToAccount(deployerKey);
   const wallet = createWalletClient({ chain, account, transport: http(rpcUrl) });
 
-  // Explicit nonces let every transaction go out at once, so a chain with a block time confirms them
-  // all in one or two blocks instead of one block each.
+  // Explicit nonces (and the explicit gas limits in fiat-token.ts) let every transaction go out at once,
+  // so a chain with a block time confirms them all in one or two blocks instead of one block each.
   let nonce = await publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' });
-  const usdcTx = await wallet.deployContract({ abi: artifacts.USDC.abi, bytecode: artifacts.USDC.bytecode, nonce: nonce++ });
+  const me = account.address;
+  const usdc = await deployFiatToken({
+    deployer: wallet,
+    nonce,
+    roles: { owner: me, masterMinter: me, pauser: me, blacklister: me, lostAndFound: me, proxyAdmin },
+  });
+  nonce += usdc.transactions.length;
+  const pending: Hash[] = [...usdc.transactions];
+  pending.push(await configureMinter({ masterMinter: wallet, token: usdc.token, minter: me, nonce: nonce++ }));
+  const amount = parseUnits(String(mintAmountUsdc), USDC_DECIMALS);
+  for (const to of mintTo) pending.push(await mint({ minter: wallet, token: usdc.token, to, amount, nonce: nonce++ }));
   const factoryTx = await wallet.deployContract({
     abi: artifacts.SmartAccountFactory.abi,
     bytecode: artifacts.SmartAccountFactory.bytecode,
     nonce: nonce++,
   });
-  const usdcAddress = await deployedAddress(publicClient, usdcTx, 'USDC');
-  const amount = parseUnits(String(mintAmountUsdc), USDC_DECIMALS);
-  const mintTxs: Hash[] = [];
-  for (const to of mintTo) {
-    mintTxs.push(
-      await wallet.writeContract({
-        address: usdcAddress,
-        abi: artifacts.USDC.abi,
-        functionName: 'mint',
-        args: [to, amount],
-        nonce: nonce++,
-      }),
-    );
-  }
+  for (const hash of pending) await confirmed(publicClient, hash, 'USDC deployment step');
   const factoryAddress = await deployedAddress(publicClient, factoryTx, 'SmartAccountFactory');
-  for (const hash of mintTxs) await confirmed(publicClient, hash, 'mint');
 
-  return { usdcAddress, factoryAddress, chainId: chain.id };
+  return { usdcAddress: getAddress(usdc.token), usdcImplementation: getAddress(usdc.implementation), factoryAddress, chainId: chain.id };
 }
 
 async function confirmed(client: PublicClient, hash: Hash, what: string) {

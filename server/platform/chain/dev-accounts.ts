@@ -4,9 +4,11 @@
  * each with 10,000 ETH. These keys are public knowledge: use them on local chains only.
  *
  * Roles in agentgate's dev chain:
- *   - index 0 is the deployer of the token and the factory, the token owner (minter) and the
+ *   - index 0 deploys Circle's FiatTokenV2_2 (behind its FiatTokenProxy) and the factory, holds every
+ *     role of the token (owner, master minter, minter, pauser, blacklister, lost-and-found) and is the
  *     facilitator's relayer that submits `transferWithAuthorization`;
- *   - indexes 1..9 are buyers, funded with test USDC by `deployDevChain`.
+ *   - indexes 1..9 are buyers, funded with test USDC by `deployDevChain`;
+ *   - index 10 (not funded by anvil, never sends a transaction) is the token proxy's admin.
  */
 import type { Address, Hex } from 'viem';
 
@@ -31,8 +33,19 @@ export const DEV_ACCOUNTS: readonly DevAccount[] = Object.freeze([
   { index: 9, address: '0xa0Ee7A142d267C1f36714E4a8F75612F20a79720', privateKey: '0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6' },
 ] as const);
 
-/** Account 0: deploys the dev token and factory, owns (mints) the token, relays settlements. */
+/** Account 0: deploys the token and factory, holds the token's roles (so it can mint), relays settlements. */
 export const DEV_DEPLOYER: DevAccount = DEV_ACCOUNTS[0]!;
 
 /** Accounts 1..9: funded buyers. */
 export const DEV_BUYERS: readonly DevAccount[] = DEV_ACCOUNTS.slice(1);
+
+/**
+ * Account 10 of the same mnemonic: the admin of the token's FiatTokenProxy. The proxy never forwards a
+ * call from its admin to the token, so the admin must be an account that never uses the token: not the
+ * relayer, not a buyer or treasury (indexes 0..9), none of the token's roles.
+ */
+export const DEV_PROXY_ADMIN: DevAccount = Object.freeze({
+  index: 10,
+  address: '0xBcd4042DE499D14e55001CcbB24a551F3b954096',
+  privateKey: '0xf214f2b2cd398c806f84e317254e0f0b801d0643303237d97a22a48e01628897',
+});

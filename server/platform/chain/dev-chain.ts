@@ -1,18 +1,25 @@
 import { startAnvil } from './anvil.js';
 import { deployDevChain, installMulticall3 } from './deploy.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
+import { USDC_METADATA } from './fiat-token.js';
 import type { Address } from 'viem';
 
 /**
- * The local chain of `agentgate dev` and the tests. It runs with Base Sepolia's chain id (84532) and
- * calls itself `base-sepolia`, because the official x402 v1 client signs only for networks it knows by
- * name. Payments stay local: the EIP-712 domain binds every signature to our token's address on this
- * node, so nothing signed here is valid on the real network.
+ * The local chain of `agentgate dev` and the tests: Circle's USDC (FiatTokenV2_2 behind FiatTokenProxy)
+ * and our SmartAccount factory on anvil. It runs with Base Sepolia's chain id (84532) and calls itself
+ * `base-sepolia`, because the official x402 v1 client signs only for networks it knows by name. Payments
+ * stay local: the EIP-712 domain binds every signature to the token's address on this node, so nothing
+ * signed here is valid on the real network.
  */
 export const DEV_CHAIN_ID = 84532;
 export const DEV_NETWORK = 'base-sepolia';
-/** Our token's EIP-712 name (real Base Sepolia USDC uses "USDC"). */
-export const DEV_USDC_NAME = 'USD Coin';
+/**
+ * The dev token's EIP-712 domain name and version: what its `name()` and `version()` return. The name is
+ * the one deploy.ts initializes the token with (as Base mainnet USDC; Base Sepolia's says "USDC"); the
+ * version is FiatTokenV2_2's own constant.
+ */
+export const DEV_USDC_NAME = USDC_METADATA.name;
+export const DEV_USDC_VERSION = '2';
 
 export interface DevChain {
   rpcUrl: string;

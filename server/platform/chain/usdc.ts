@@ -1,8 +1,7 @@
 /**
  * Typed viem helpers for USDC's EIP-3009 surface: the EIP-712 domain and types a payer signs, reads
  * (`balanceOf`, `authorizationState`) and the relayer's `transferWithAuthorization` submission. The ABI
- * below is the subset shared by Circle's FiatTokenV2_2 (Base, Base Sepolia) and our dev token
- * (contracts/USDC.sol), so these helpers work against either.
+ * below is the subset of Circle's FiatTokenV2_2 (Base, Base Sepolia, and the local dev chain) we use.
  */
 import {
   hexToBigInt,
@@ -37,7 +36,7 @@ const vrsInputs = [
 
 const signatureInput = [{ name: 'signature', type: 'bytes' }] as const;
 
-/** ERC-20 + EIP-3009 ABI common to Circle's USDC (v2.2) and our dev token. */
+/** The ERC-20 + EIP-3009 part of Circle's USDC (FiatTokenV2_2) ABI. */
 export const usdcAbi = [
   { type: 'function', name: 'name', stateMutability: 'view', inputs: [], outputs: [{ type: 'string' }] },
   { type: 'function', name: 'symbol', stateMutability: 'view', inputs: [], outputs: [{ type: 'string' }] },
@@ -173,7 +172,7 @@ export interface Authorization {
 }
 
 export interface UsdcDomainParams {
-  /** The token's EIP-712 name: "USD Coin" for our dev token and Base mainnet USDC, "USDC" on Base Sepolia. */
+  /** The token's EIP-712 name: "USD Coin" on the dev chain and Base mainnet, "USDC" on Base Sepolia. */
   name: string;
   /** "2" for USDC v2.x. */
   version: string;
