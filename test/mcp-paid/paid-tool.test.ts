@@ -88,7 +88,11 @@ describe('paid MCP tool', () => {
     expect(result.isError).toBeFalsy();
     expect(JSON.parse(result.content[0].text)).toMatchObject({ city: 'Oslo', temperatureC: expect.any(Number) });
     const settlement = result._meta['x402/payment-response'];
-    expect(settlement).toEqual({ success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/), network: 'eip155:84532', payer: buyer.address });
+    expect(settlement).toEqual({
+      success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/), network: 'eip155:84532', payer: buyer.address,
+      // The offer-receipt extension's signed receipt rides along, as in the HTTP settlement headers.
+      extensions: { 'offer-receipt': { info: { receipt: { format: 'jws', signature: expect.any(String) } } } },
+    });
     expect(paidCalls).toEqual(['Oslo']);
     expect(await usdcBalance(seller.payTo)).toBe(before + 10_000n);
 
