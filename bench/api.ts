@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 // @ts-expect-error autocannon ships no type declarations; only its documented options and result fields are used.
 import autocannon from 'autocannon';
 import { loadConfig } from '../server/platform/config.js';
-import { provideMongoServer } from '../server/platform/mongo-server.js';
+import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { sortKeyOf } from '../server/platform/pagination.js';
 import { claimId, listPosition } from '../server/mail/inbox-sequence.js';

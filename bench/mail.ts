@@ -19,7 +19,7 @@
 import { randomBytes } from 'node:crypto';
 import nodemailer from 'nodemailer';
 import { loadConfig } from '../server/platform/config.js';
-import { provideMongoServer } from '../server/platform/mongo-server.js';
+import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 import { bucketOf, claimId, encodeListCursor, listPosition } from '../server/mail/inbox-sequence.js';

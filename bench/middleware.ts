@@ -35,10 +35,10 @@ import { baseSepolia } from 'viem/chains';
 import { paymentMiddleware } from '../adapters/express.js';
 import { createBackendPaywall, decodePaymentHeader, type PaywallRequest } from '../middleware/index.js';
 import { verifyPayment } from '../server/payments/verify-payment.js';
-import { DEV_ACCOUNTS } from '../server/platform/chain/dev-accounts.js';
-import { startDevChain, DEV_USDC_NAME, DEV_USDC_VERSION } from '../server/platform/chain/dev-chain.js';
+import { DEV_ACCOUNTS } from '../server/dev/chain/dev-accounts.js';
+import { startDevChain, DEV_USDC_NAME, DEV_USDC_VERSION } from '../server/dev/chain/dev-chain.js';
 import { loadConfig } from '../server/platform/config.js';
-import { provideMongoServer } from '../server/platform/mongo-server.js';
+import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 

@@ -12,11 +12,11 @@ import type { AddressInfo } from 'node:net';
 import { toHex, type Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { encodeBase64Json } from '../middleware/index.js';
-import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../server/platform/chain/dev-accounts.js';
-import { startDevChain, DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../server/platform/chain/dev-chain.js';
-import { transferWithAuthorizationTypes, usdcDomain } from '../server/platform/chain/usdc.js';
+import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../server/dev/chain/dev-accounts.js';
+import { startDevChain, DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../server/dev/chain/dev-chain.js';
+import { transferWithAuthorizationTypes, usdcDomain } from '../server/chain/usdc.js';
 import { loadConfig } from '../server/platform/config.js';
-import { provideMongoServer } from '../server/platform/mongo-server.js';
+import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 

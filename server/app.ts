@@ -1,6 +1,6 @@
 import Koa from 'koa';
 import type Router from '@koa/router';
-import type { AppContext } from './platform/context.js';
+import type { AppContext } from './context.js';
 import { errorHandler } from './platform/error-handler.js';
 import { AppError } from './platform/errors.js';
 import { jsonBody } from './platform/http-body.js';
@@ -22,6 +22,7 @@ import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { chatPlatformRoutes, chatRoutes } from './chat/routes.js';
 import { openApiRoutes } from './openapi/routes.js';
+import { OPERATIONS, type Operation } from './openapi/operations.js';
 import { consoleRoutes } from './console/routes.js';
 import { CONSOLE_PREFIX } from './console/access.js';
 
@@ -51,12 +52,25 @@ export const ROUTES: RouteFactory[] = [
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   paymentRoutes,
   facilitatorRoutes,
-  openApiRoutes,
   // The ops console's HTML pages (cookie sessions, form posts) under /console.
   consoleRoutes,
 ];
 
-export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Koa {
+/** Routes and their operations mounted on top of ROUTES (`agentgate dev` and the tests add the faucet). */
+export interface AppExtension {
+  routes: RouteFactory[];
+  operations: Operation[];
+}
+
+/** Every router of the app: the areas, the extension's, and /openapi.json + /docs describing them all. */
+export function appRouters(app: AppContext, extension?: AppExtension): Router[] {
+  return [
+    ...[...ROUTES, ...(extension?.routes ?? [])].map((factory) => factory(app)),
+    openApiRoutes(app, [...OPERATIONS, ...(extension?.operations ?? [])]),
+  ];
+}
+
+export function createApp(app: AppContext, extension?: AppExtension): Koa {
   const koa = new Koa({ proxy: app.config.TRUST_PROXY });
   koa.use(errorHandler((err, ctx) => {
     console.error(`[agentgate] ${ctx.method} ${ctx.path} failed:`, err);
@@ -70,8 +84,7 @@ export function createApp(app: AppContext, extraRoutes: RouteFactory[] = []): Ko
   // The console posts HTML forms and parses them itself (server/console/routes.ts); everything else is JSON.
   const json = jsonBody(app.config.MAX_BODY_BYTES);
   koa.use((ctx, next) => (ctx.path === CONSOLE_PREFIX || ctx.path.startsWith(`${CONSOLE_PREFIX}/`) ? next() : json(ctx, next)));
-  for (const factory of [...ROUTES, ...extraRoutes]) {
-    const router = factory(app);
+  for (const router of appRouters(app, extension)) {
     koa.use(router.routes());
     // A method no route implements (TRACE, PROPFIND, …) is the client's mistake, not ours: 405, not 501.
     koa.use(router.allowedMethods({ throw: true, notImplemented: () => new AppError(405, 'method_not_allowed', 'This method is not supported here') }));

@@ -1,8 +1,8 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './platform/config.js';
-import { createContext, type AppContext } from './platform/context.js';
-import { createApp, type RouteFactory } from './app.js';
+import { createContext, type AppContext } from './context.js';
+import { createApp, type AppExtension } from './app.js';
 import { startSmtpListener } from './mail/smtp-listener.js';
 import { startReconciler } from './payments/reconcile.js';
 
@@ -17,13 +17,13 @@ export interface RunningServer {
 }
 
 /** Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). */
-export async function startServer(config: Config, options: { extraRoutes?: RouteFactory[]; workers?: boolean } = {}): Promise<RunningServer> {
+export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean } = {}): Promise<RunningServer> {
   const app = await createContext(config);
   const smtp = await startSmtpListener(app);
   app.onClose.push(() => smtp.close());
   // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
   if (options.workers ?? true) await startBackgroundWork(app);
-  const koa = createApp(app, options.extraRoutes);
+  const koa = createApp(app, options.extension);
   const http = koa.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);

@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { authenticatedRouter, principalOf } from '../platform/auth/authenticate.js';
 import { notFound } from '../platform/errors.js';
 import { selfView } from '../identities/present.js';

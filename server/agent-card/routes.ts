@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { notFound } from '../platform/errors.js';
 import { IDENTITY_TYPES } from '../signup/identity-types.js';
 import type { IdentityDoc } from '../identities/identity-model.js';

@@ -1,4 +1,4 @@
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { encodeCursor, type Cursor } from '../platform/pagination.js';
 import { presentPayment, presentTransfer } from '../payments/present.js';
 import type { MandateOwner } from './mandate-service.js';

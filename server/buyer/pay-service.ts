@@ -6,7 +6,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { guardedFetch, GuardedFetchError, type GuardedResponse } from '../platform/ssrf.js';
-import { authorizationState, type Authorization } from '../platform/chain/usdc.js';
+import { authorizationState, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from '../../middleware/price.js';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor, limitParam } from '../platform/pagination.js';

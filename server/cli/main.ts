@@ -1,11 +1,10 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../platform/config.js';
 import { startServer, startWorker } from '../server.js';
-import { runDev } from './dev.js';
 import { loginCommand, signupCommand, whoamiCommand, type CommandIO } from './account-commands.js';
 import { receiptsListCommand, receiptsVerifyCommand } from './receipt-commands.js';
 import { rotateMasterKey } from './rotate-master-key.js';
-import { createContext } from '../platform/context.js';
+import { createContext } from '../context.js';
 
 const USAGE = `usage: agentgate <command>
 
@@ -44,6 +43,8 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
   }) as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string }; positionals: string[] };
   switch (command) {
     case 'dev': {
+      // Loaded only for this command: `serve` and `worker` never load the dev harness (server/dev/).
+      const { runDev } = await import('../dev/run-dev.js');
       const dev = await runDev(io.env);
       waitForSignal(dev.stop);
       return 'running';

@@ -1,4 +1,4 @@
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import type { SealedSecret } from '../platform/secret-box.js';
 import { vaultSealedFields } from '../vault/credential-model.js';
 import { serviceKeySealedFields } from '../did/service-key.js';

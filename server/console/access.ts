@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { AppError } from '../platform/errors.js';
 import { csrfMatches, type ConsoleSessions, type LiveSession } from './sessions.js';
 

@@ -1,4 +1,4 @@
-import type { ChainService } from '../platform/chain/chain-service.js';
+import type { ChainService } from '../chain/chain-service.js';
 
 const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\]|.*\.localhost)$/i;
 

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
 import type { PaymentFilter } from '../payments/payment-service.js';

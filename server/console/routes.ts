@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { formBody } from '../platform/http-body.js';
 import { parseInput } from '../platform/validate.js';
 import { notFound } from '../platform/errors.js';

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { AppError } from '../platform/errors.js';
 import { COOKIE, CONSOLE_PREFIX, type ConsoleGuards } from './access.js';
 import type { ConsoleSessions } from './sessions.js';

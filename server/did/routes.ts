@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { z } from 'zod';
 import type { Context } from 'koa';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import type { DidOwner } from './did-service.js';

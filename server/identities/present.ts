@@ -1,4 +1,4 @@
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { notFound } from '../platform/errors.js';
 import type { IdentityDoc } from './identity-model.js';
 

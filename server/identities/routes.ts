@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { authenticatedRouter, principalOf, requireTier } from '../platform/auth/authenticate.js';
 import { isScope } from '../platform/auth/scopes.js';
 import { parseInput } from '../platform/validate.js';

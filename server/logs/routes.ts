@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { authenticatedRouter, principalOf, requireScope, requireTier } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { presentLog } from './activity-log.js';

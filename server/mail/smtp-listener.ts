@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { ConfigError, type Config } from '../platform/config.js';
 import { parseInbound } from './inbound.js';
 

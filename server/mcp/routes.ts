@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { authenticate, identityIdOf, principalOf, requireTier } from '../platform/auth/authenticate.js';
 import { createMcpServer } from './server.js';
 

@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import type { Principal } from '../platform/auth/authenticate.js';
 import { ZodError } from 'zod';
 import { AppError, fromZodError } from '../platform/errors.js';

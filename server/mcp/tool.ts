@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import type { Principal } from '../platform/auth/authenticate.js';
 import type { Scope } from '../platform/auth/scopes.js';
 

@@ -5,7 +5,6 @@ import { createBody as identityCreateBody, updateBody as identityUpdateBody, lis
 import { messageParams, threadParams } from '../mail/routes.js';
 import { labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
 import { nameParams, putCredentialBody } from '../vault/schemas.js';
-import { faucetBody } from '../wallet/routes.js';
 import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
 import { mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
 import { activityQuery } from '../buyer/routes.js';
@@ -135,7 +134,6 @@ export const OPERATIONS: readonly Operation[] = [
 
   // Wallet and buying
   { method: 'get', path: '/v0/wallet', tag: 'Wallet', summary: "The identity's USDC smart-account wallet and balance", auth: identity, scopes: ['wallet:read'], ok: json('The wallet') },
-  { method: 'post', path: '/v0/dev/faucet', tag: 'Wallet', summary: 'Test USDC into the wallet (agentgate dev only)', auth: identity, scopes: ['wallet:read'], body: faucetBody, ok: json('The transfer and the wallet'), also: { 503: 'The faucet is empty' } },
   { method: 'post', path: '/v0/payments/mandates', tag: 'Buying', summary: 'A spending mandate: caps for payments_pay', auth: identity, scopes: ['payments:spend'], body: mandateBody, ok: created('The mandate') },
   { method: 'get', path: '/v0/payments/mandates', tag: 'Buying', summary: 'List mandates', auth: identity, scopes: ['payments:read'], ok: json('Mandates') },
   { method: 'get', path: '/v0/payments/mandates/:id', tag: 'Buying', summary: 'One mandate with what it has spent', auth: identity, scopes: ['payments:read'], params: mandateIdParam, ok: json('The mandate') },

@@ -2,9 +2,10 @@ import Router from '@koa/router';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { notFound } from '../platform/errors.js';
 import { openApiDocument } from './document.js';
+import type { Operation } from './operations.js';
 
 /**
  * GET /openapi.json, the OpenAPI 3.1 document, and GET /docs, an API reference rendered from it by
@@ -41,12 +42,13 @@ const PAGE = `<!doctype html>
 `;
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-export function openApiRoutes(app: AppContext): Router {
+/** `operations`: everything the app mounts, so the document describes exactly this app. */
+export function openApiRoutes(app: AppContext, operations: readonly Operation[]): Router {
   const router = new Router();
   let document: string | undefined;
 
   router.get('/openapi.json', (ctx) => {
-    document ??= JSON.stringify(openApiDocument({ baseUrl: app.config.BASE_URL, version: VERSION }));
+    document ??= JSON.stringify(openApiDocument({ baseUrl: app.config.BASE_URL, version: VERSION, operations }));
     ctx.set('Access-Control-Allow-Origin', '*');
     ctx.type = 'application/json';
     ctx.body = document;

@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { AppError } from '../platform/errors.js';
 import { parsePrice } from '../../middleware/price.js';
 import { assertAllowedUrl, guardedFetch } from '../platform/ssrf.js';
-import type { EndpointDoc } from './models.js';
+import { webhookSecretContext, type EndpointDoc } from './models.js';
 import { isMcpResource, normalizeResource } from './resource-url.js';
 import { newId } from '../platform/ids.js';
 
-export const webhookSecretContext = (endpointId: string) => `webhook-secret:${endpointId}`;
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 
 /**

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { isAddressEqual, type Address } from 'viem';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { authenticate, principalOf, requireTier } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { decodePaymentPayload, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';

@@ -59,6 +59,9 @@ export const endpointSchema = new Schema<EndpointDoc>({
 endpointSchema.index({ orgId: 1, url: 1 });
 endpointSchema.index({ discoverable: 1 });
 
+/** The seal context of an endpoint's webhook secret (see platform/secret-box.ts): binds the ciphertext to its endpoint. */
+export const webhookSecretContext = (endpointId: string) => `webhook-secret:${endpointId}`;
+
 export type PaymentStatus = 'verified' | 'settled' | 'failed';
 
 export interface SignedReceipt {

@@ -6,7 +6,7 @@ import { parsePrice, formatUsdc } from '../../middleware/price.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
-import type { ChainService } from '../platform/chain/chain-service.js';
+import type { ChainService } from '../chain/chain-service.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { Config } from '../platform/config.js';
 import { endpointSchema, paymentSchema, sellerAccountSchema, type EndpointDoc, type PaymentDoc, type SellerAccountDoc } from './models.js';

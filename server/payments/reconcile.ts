@@ -1,7 +1,7 @@
 import type { Hex } from 'viem';
 import type { PaymentService } from './payment-service.js';
 import { authorizationOf, findSettlementTx } from './settlement.js';
-import { authorizationState } from '../platform/chain/usdc.js';
+import { authorizationState } from '../chain/usdc.js';
 
 /**
  * Finishes payments left in `verified` by a crash between claiming the nonce and recording the result.

@@ -1,5 +1,5 @@
 import type { Address, Hex, PrivateKeyAccount, TransactionReceipt } from 'viem';
-import type { ChainService } from '../platform/chain/chain-service.js';
+import type { ChainService } from '../chain/chain-service.js';
 
 /** How long fee estimates are reused: a block or so on Base; a stale one is refreshed on the node's refusal. */
 const FEE_TTL_MS = 2_000;

@@ -1,6 +1,6 @@
 import { getAddress, parseEventLogs, type Address, type Hex } from 'viem';
-import { usdcAbi, type Authorization } from '../platform/chain/usdc.js';
-import type { ChainService } from '../platform/chain/chain-service.js';
+import { usdcAbi, type Authorization } from '../chain/usdc.js';
+import type { ChainService } from '../chain/chain-service.js';
 import type { PaymentDoc } from './models.js';
 import type { JwsReceipt } from '../../middleware/offer-receipt.js';
 

@@ -1,6 +1,6 @@
 import { encodeFunctionData, multicall3Abi, parseEventLogs, type Address, type Hex, type TransactionReceipt } from 'viem';
-import { transferWithAuthorizationArgs, usdcAbi, type Authorization } from '../platform/chain/usdc.js';
-import type { ChainService } from '../platform/chain/chain-service.js';
+import { transferWithAuthorizationArgs, usdcAbi, type Authorization } from '../chain/usdc.js';
+import type { ChainService } from '../chain/chain-service.js';
 import { isAmbiguousSendError, RelayerLane } from './relayer.js';
 
 /**

@@ -2,8 +2,8 @@ import { getAddress, isAddressEqual, recoverTypedDataAddress, type Address, type
 import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
-import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../platform/chain/usdc.js';
-import type { ChainService } from '../platform/chain/chain-service.js';
+import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../chain/usdc.js';
+import type { ChainService } from '../chain/chain-service.js';
 
 /** Reason codes of a refused payment, one per check, in the order the exact-EVM scheme checks them. */
 export type VerifyFailure =

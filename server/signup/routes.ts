@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import type { AppContext } from '../platform/context.js';
+import type { AppContext } from '../context.js';
 import { parseInput } from '../platform/validate.js';
 import { signUpAgent } from './signup-service.js';
 import { IDENTITY_TYPES } from './identity-types.js';

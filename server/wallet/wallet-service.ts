@@ -3,11 +3,11 @@ import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
-import type { ChainService } from '../platform/chain/chain-service.js';
+import type { ChainService } from '../chain/chain-service.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
-import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../platform/chain/usdc.js';
+import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
 import { walletSchema, type WalletDoc } from './wallet-model.js';

@@ -6,7 +6,7 @@ import type { SecretBox } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { PaymentService } from '../payments/payment-service.js';
 import type { EndpointDoc, PaymentDoc } from '../payments/models.js';
-import { webhookSecretContext } from '../payments/endpoint-registration.js';
+import { webhookSecretContext } from '../payments/models.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';

@@ -6,7 +6,7 @@ import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
 import { serve, type RunningApp } from '../interop/seller.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
-import { authorizationState } from '../../server/platform/chain/usdc.js';
+import { authorizationState } from '../../server/chain/usdc.js';
 import { TOOLS } from '../../server/mcp/registry.js';
 import { createMandate, fundedAgent, inDays, officialExpressSeller, ourExpressSeller, pay } from './support.js';
 

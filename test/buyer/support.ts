@@ -12,7 +12,7 @@ import { signUp } from '../support/agents.js';
 import { setEthBalance, testChain } from '../support/chain.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createWeatherApp } from '../../examples/express-seller/server.js';
-import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
+import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 
 export const inDays = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();
 

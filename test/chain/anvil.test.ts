@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createPublicClient, http, parseEther, toHex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
-import { startAnvil } from '../../server/platform/chain/anvil.js';
-import { deployDevChain } from '../../server/platform/chain/deploy.js';
-import { DEV_ACCOUNTS, DEV_BUYERS, DEV_DEPLOYER, DEV_MNEMONIC, DEV_PROXY_ADMIN } from '../../server/platform/chain/dev-accounts.js';
-import { balanceOf } from '../../server/platform/chain/usdc.js';
+import { startAnvil } from '../../server/dev/chain/anvil.js';
+import { deployDevChain } from '../../server/dev/chain/deploy.js';
+import { DEV_ACCOUNTS, DEV_BUYERS, DEV_DEPLOYER, DEV_MNEMONIC, DEV_PROXY_ADMIN } from '../../server/dev/chain/dev-accounts.js';
+import { balanceOf } from '../../server/chain/usdc.js';
 
 async function rpc(rpcUrl: string, method: string, params: unknown[] = []): Promise<unknown> {
   const res = await fetch(rpcUrl, {

@@ -20,11 +20,11 @@ import {
   type WalletClient,
 } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { startAnvil, type AnvilNode } from '../../server/platform/chain/anvil.js';
-import { deployDevChain, localChain, type DevChainDeployment } from '../../server/platform/chain/deploy.js';
-import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../../server/platform/chain/dev-accounts.js';
-import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
-import { transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../../server/platform/chain/usdc.js';
+import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
+import { deployDevChain, localChain, type DevChainDeployment } from '../../server/dev/chain/deploy.js';
+import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';
+import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
+import { transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
 
 export const ONE_USDC = parseUnits('1', 6);
 export const FUNDED_USDC = parseUnits('10000', 6);

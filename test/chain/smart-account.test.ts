@@ -7,7 +7,7 @@ import {
   transferWithAuthorizationTypes,
   usdcAbi,
   type Authorization,
-} from '../../server/platform/chain/usdc.js';
+} from '../../server/chain/usdc.js';
 import { authorization, domainOf, ONE_USDC, revertReason, startDevChain, type DevChain } from './dev-chain.js';
 
 let dev: DevChain;

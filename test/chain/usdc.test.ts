@@ -13,7 +13,7 @@ import {
   numberToHex,
   type Hex,
 } from 'viem';
-import { loadFiatTokenArtifacts, type FiatTokenArtifacts } from '../../server/platform/chain/fiat-token.js';
+import { loadFiatTokenArtifacts, type FiatTokenArtifacts } from '../../server/dev/chain/fiat-token.js';
 import {
   authorizationState,
   balanceOf,
@@ -24,7 +24,7 @@ import {
   transferWithAuthorizationArgs,
   transferWithAuthorizationTypes,
   usdcAbi,
-} from '../../server/platform/chain/usdc.js';
+} from '../../server/chain/usdc.js';
 import {
   authorization,
   domainOf,

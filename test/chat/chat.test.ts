@@ -3,9 +3,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { DevChatPlatform } from '../../server/platform/chat/dev-chat-platform.js';
+import { DevChatPlatform } from '../../server/dev/chat-platform.js';
 import { loadConfig } from '../../server/platform/config.js';
-import { createContext } from '../../server/platform/context.js';
+import { createContext } from '../../server/context.js';
 import { rotateMasterKey } from '../../server/cli/rotate-master-key.js';
 
 let platform: DevChatPlatform;

@@ -11,7 +11,7 @@ import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 
 import { createWeatherApp as createExpressApp } from '../../examples/express-seller/server.js';
 import { createWeatherApp as createKoaApp } from '../../examples/koa-seller/server.js';
 import { encodeBase64Json } from '../../middleware/index.js';
-import type { Authorization } from '../../server/platform/chain/usdc.js';
+import type { Authorization } from '../../server/chain/usdc.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';

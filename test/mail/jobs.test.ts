@@ -1,4 +1,4 @@
-import { createContext, type AppContext } from '../../server/platform/context.js';
+import { createContext, type AppContext } from '../../server/context.js';
 import { createJobQueue, PermanentJobError, type JobQueue } from '../../server/platform/jobs.js';
 import { testConfig } from '../support/server.js';
 import { eventually } from './mail-support.js';

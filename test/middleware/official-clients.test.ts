@@ -13,7 +13,7 @@ import type { RedeemRequest, RedeemResult } from '../../middleware/facilitator.j
 import { Paywall } from '../../middleware/paywall.js';
 import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
 import type { SellerSettings } from '../../middleware/seller-settings.js';
-import { transferWithAuthorizationTypes } from '../../server/platform/chain/usdc.js';
+import { transferWithAuthorizationTypes } from '../../server/chain/usdc.js';
 import { anvilSettings, baseSepoliaSettings, FakeFacilitator, fromB64 } from './fixtures.js';
 
 // anvil's first default account; a well-known test key.

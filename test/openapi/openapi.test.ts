@@ -6,6 +6,7 @@ import { signUp } from '../support/agents.js';
 import { faucetConfig } from '../support/chain.js';
 import { mountedRoutes } from '../support/routes.js';
 import { OPERATIONS, openApiPath } from '../../server/openapi/operations.js';
+import { DEV_EXTENSION } from '../../server/dev/routes.js';
 import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
 
 let server: TestServer;
@@ -63,7 +64,7 @@ describe('/openapi.json', () => {
 
   it('documents the tiers and the scope of every operation as the routes enforce them', async () => {
     const tierKey = { identity: keys.identity, platform: keys.platform, seller: keys.seller } as const;
-    for (const op of OPERATIONS) {
+    for (const op of [...OPERATIONS, ...DEV_EXTENSION.operations]) {
       const described = doc.paths[openApiPath(op.path)][op.method];
       if (op.auth === 'none') {
         expect(described.security).toEqual([]);

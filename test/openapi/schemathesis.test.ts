@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { faucetConfig } from '../support/chain.js';
 import { schemathesisCommand } from '../support/schemathesis.js';
-import { DevChatPlatform } from '../../server/platform/chat/dev-chat-platform.js';
+import { DevChatPlatform } from '../../server/dev/chat-platform.js';
 import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
 import { OPERATIONS, openApiPath } from '../../server/openapi/operations.js';
 

@@ -8,8 +8,8 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, paymentHeaderV1, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
-import { usdcAbi } from '../../server/platform/chain/usdc.js';
-import { MULTICALL3_ADDRESS } from '../../server/platform/chain/deploy.js';
+import { usdcAbi } from '../../server/chain/usdc.js';
+import { MULTICALL3_ADDRESS } from '../../server/dev/chain/deploy.js';
 
 const RESOURCE = 'https://api.example.com/batched';
 const PRICE = 10_000n;

@@ -23,8 +23,8 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, randomNonce, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
-import { DEV_USDC_NAME } from '../../server/platform/chain/dev-chain.js';
-import type { Authorization } from '../../server/platform/chain/usdc.js';
+import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
+import type { Authorization } from '../../server/chain/usdc.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = '10000';

@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, signAuthorization, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
-import { transferWithAuthorizationArgs, usdcAbi } from '../../server/platform/chain/usdc.js';
+import { transferWithAuthorizationArgs, usdcAbi } from '../../server/chain/usdc.js';
 
 let server: TestServer;
 let orgId: string;

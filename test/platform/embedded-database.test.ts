@@ -6,11 +6,11 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import { provideMongoServer } from '../../server/platform/mongo-server.js';
-import { installFerretdb } from '../../server/platform/embedded-db/ferretdb-build.js';
-import { startFerretdb } from '../../server/platform/embedded-db/ferretdb-server.js';
-import { startPostgres } from '../../server/platform/embedded-db/postgres-server.js';
-import { postgresRunAsUser } from '../../server/platform/embedded-db/unprivileged-user.js';
+import { provideMongoServer } from '../../server/dev/database/mongo-server.js';
+import { installFerretdb } from '../../server/dev/database/ferretdb-build.js';
+import { startFerretdb } from '../../server/dev/database/ferretdb-server.js';
+import { startPostgres } from '../../server/dev/database/postgres-server.js';
+import { postgresRunAsUser } from '../../server/dev/database/unprivileged-user.js';
 
 const RUNNER = join(process.cwd(), 'test', 'support', 'database-process.ts');
 const noMongoUri = { ...process.env, MONGODB_URI: '' };

@@ -9,11 +9,12 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { faucetConfig } from '../support/chain.js';
 import { arbitraryOf, hostileString, jsonSchemaOf } from '../support/hostile.js';
-import { DevChatPlatform } from '../../server/platform/chat/dev-chat-platform.js';
+import { DevChatPlatform } from '../../server/dev/chat-platform.js';
 import { mountedRoutes } from '../support/routes.js';
 import { TOOLS } from '../../server/mcp/registry.js';
 import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
 import { OPERATIONS, routeKey } from '../../server/openapi/operations.js';
+import { DEV_EXTENSION } from '../../server/dev/routes.js';
 
 type Auth = 'identity' | 'platform' | 'seller' | 'none';
 interface RouteInputs {
@@ -46,7 +47,7 @@ const FUZZING: Record<string, Pick<RouteInputs, 'bodyOverrides'>> = {
 };
 
 /** The catalog is the API's own operation list (server/openapi/operations.ts), which /openapi.json is made from. */
-const CATALOG: Record<string, RouteInputs> = Object.fromEntries(OPERATIONS.map((op) => [routeKey(op), {
+const CATALOG: Record<string, RouteInputs> = Object.fromEntries([...OPERATIONS, ...DEV_EXTENSION.operations].map((op) => [routeKey(op), {
   auth: op.auth === 'none' ? 'none' : op.auth[0]!,
   params: op.params, query: op.query, body: op.body === 'any' ? undefined : op.body,
   ...(op.fetchesCallerUrl ? { fetchesCallerUrl: true as const } : {}),

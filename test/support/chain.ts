@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, nonceManager, type PrivateKeyAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
-import { DEV_ACCOUNTS } from '../../server/platform/chain/dev-accounts.js';
-import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
-import { transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/platform/chain/usdc.js';
+import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
+import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
+import { transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 
 /**

@@ -1,6 +1,6 @@
 // Starts the real services the suite talks to, once for all test files:
 //  - a MongoDB-wire server (MONGODB_URI, else FerretDB on a throw-away PostgreSQL of our own, see
-//    server/platform/mongo-server.ts); each test file then uses its own database;
+//    server/dev/database/mongo-server.ts); each test file then uses its own database;
 //  - a local chain (anvil) with Circle's USDC (FiatTokenV2_2 behind its proxy) and test USDC minted to dev
 //    accounts 1..9, which act as per-worker treasuries (see test/support/chain.ts).
 // Plain ESM loading our TypeScript through tsx: jest's module mapper does not apply to global setup.
@@ -8,8 +8,8 @@ import { tsImport } from 'tsx/esm/api';
 
 export default async function globalSetup() {
   const log = (line) => process.stderr.write(`[test services] ${line}\n`);
-  const { provideMongoServer } = await tsImport('../../server/platform/mongo-server.ts', import.meta.url);
-  const { startDevChain } = await tsImport('../../server/platform/chain/dev-chain.ts', import.meta.url);
+  const { provideMongoServer } = await tsImport('../../server/dev/database/mongo-server.ts', import.meta.url);
+  const { startDevChain } = await tsImport('../../server/dev/chain/dev-chain.ts', import.meta.url);
   const [mongo, chain] = await Promise.all([
     provideMongoServer({ log }),
     startDevChain({ mintAmountUsdc: '1000000' }),

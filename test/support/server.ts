@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config } from '../../server/platform/config.js';
 import { freePort } from '../../server/platform/net.js';
 import { startServer, type RunningServer } from '../../server/server.js';
+import { DEV_EXTENSION } from '../../server/dev/routes.js';
 import { chainConfig } from './chain.js';
 
 export function testDbName(): string {
@@ -42,7 +43,7 @@ export async function startTestServer(overrides: Record<string, string> = {}): P
   let server: Awaited<ReturnType<typeof startServer>>;
   for (let attempt = 1; ; attempt++) {
     try {
-      server = await startServer(config);
+      server = await startServer(config, { extension: config.mode === 'dev' ? DEV_EXTENSION : undefined });
       break;
     } catch (err) {
       // freePort() hands out a port another process on this machine may take before we listen on it.

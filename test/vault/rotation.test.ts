@@ -3,7 +3,7 @@ import { startTestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { startServer } from '../../server/server.js';
 import { loadConfig } from '../../server/platform/config.js';
-import { createContext } from '../../server/platform/context.js';
+import { createContext } from '../../server/context.js';
 import { rotateMasterKey } from '../../server/cli/rotate-master-key.js';
 import { SAMPLES } from './fixtures.js';
 

@@ -6,8 +6,8 @@ import { signUp } from '../support/agents.js';
 import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
 import { smartAccountFactoryAbi } from '../../server/wallet/smart-account-abi.js';
 import { walletSalt } from '../../server/wallet/wallet-service.js';
-import { transferWithAuthorizationTypes, usdcDomain } from '../../server/platform/chain/usdc.js';
-import { DEV_CHAIN_ID, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/platform/chain/dev-chain.js';
+import { transferWithAuthorizationTypes, usdcDomain } from '../../server/chain/usdc.js';
+import { DEV_CHAIN_ID, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 
 let server: TestServer;
 beforeAll(async () => { server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('1000')) }); });

@@ -1,13 +1,14 @@
 import { join } from 'node:path';
 import type { Address } from 'viem';
 import { loadConfig } from '../platform/config.js';
-import { provideMongoServer } from '../platform/mongo-server.js';
-import { startDevChain, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../platform/chain/dev-chain.js';
-import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../platform/chain/dev-accounts.js';
+import { provideMongoServer } from './database/mongo-server.js';
+import { startDevChain, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from './chain/dev-chain.js';
+import { DEV_ACCOUNTS, DEV_DEPLOYER } from './chain/dev-accounts.js';
 import { startServer } from '../server.js';
-import { devStateDir, persistentSecret, readJson, writeJson } from './local-state.js';
+import { DEV_EXTENSION } from './routes.js';
+import { devStateDir, persistentSecret, readJson, writeJson } from '../cli/local-state.js';
 import { ensureDevSeller } from './dev-seller.js';
-import { DevChatPlatform } from '../platform/chat/dev-chat-platform.js';
+import { DevChatPlatform } from './chat-platform.js';
 
 interface SavedChain { usdcAddress: Address; factoryAddress: Address }
 
@@ -53,7 +54,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     MASTER_KEY: master.value,
     MONGODB_URI: mongo.uri,
   });
-  const server = await startServer(config);
+  const server = await startServer(config, { extension: DEV_EXTENSION });
   log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
   if (chain) {
     const seller = await ensureDevSeller(server, stateDir, chain);

@@ -22,7 +22,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { loadArtifacts } from '../../../contracts/compile.js';
 import { DEV_PROXY_ADMIN } from './dev-accounts.js';
 import { configureMinter, deployFiatToken, mint } from './fiat-token.js';
-import { USDC_DECIMALS } from './usdc.js';
+import { USDC_DECIMALS } from '../../chain/usdc.js';
 
 export interface DeployDevChainParams {
   rpcUrl: string;

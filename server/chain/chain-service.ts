@@ -1,8 +1,8 @@
 import { createPublicClient, createWalletClient, http, nonceManager, type Address, type Chain, type PublicClient, type WalletClient, type Account, type PrivateKeyAccount, type Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { base, baseSepolia } from 'viem/chains';
-import type { Config } from '../config.js';
-import { networkByName } from '../../../middleware/networks.js';
+import type { Config } from '../platform/config.js';
+import { networkByName } from '../../middleware/networks.js';
 
 /**
  * The chain the facilitator settles on and the wallet it pays gas from. Built once at start-up; the

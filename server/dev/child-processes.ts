@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { waitForTcp } from './net.js';
+import { waitForTcp } from '../platform/net.js';
 
 /** Resolves with why the child ended ("exit code 1", "killed by SIGKILL", or why it never started). */
 export function exitReason(child: ChildProcess): Promise<string> {

@@ -48,7 +48,7 @@ CREATE EVENT TRIGGER agentgate_gin_for_ferretdb_indexes ON ddl_command_end WHEN 
  * Only TCP from 127.0.0.1, and only with the password: PostgreSQL's superuser can run programs, so no other
  * local user may log in (initdb's trust rules would let any of them). There is no Unix socket to allow.
  */
-const HBA = '# Written by agentgate at every start (server/platform/embedded-db/postgres-setup.ts).\nhost all all 127.0.0.1/32 scram-sha-256\n';
+const HBA = '# Written by agentgate at every start (server/dev/database/postgres-setup.ts).\nhost all all 127.0.0.1/32 scram-sha-256\n';
 
 /** Installs the index trigger, sets our user's password and the login rules. */
 export async function setUpCluster(postgres: string, dataDir: string, password: string, spawnAs: object, env: NodeJS.ProcessEnv): Promise<void> {

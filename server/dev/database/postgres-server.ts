@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { freePort } from '../net.js';
+import { freePort } from '../../platform/net.js';
 import { isOrphan, processInfo, stopOrphan } from '../orphans.js';
 import { exitReason, stderrTail, superviseListening } from '../child-processes.js';
 import { postgresBinaries } from './postgres-binaries.js';

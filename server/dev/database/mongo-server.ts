@@ -1,15 +1,15 @@
 // Provides a real MongoDB-wire server for `agentgate dev`, the test suite and the benchmarks:
 //   - MONGODB_URI when set (production, CI with a real MongoDB, Atlas);
 //   - else FerretDB 1.24 on a PostgreSQL of our own, both on free ports of 127.0.0.1: PostgreSQL's
-//     binaries from npm (embedded-db/postgres-*.ts), FerretDB built once with Go (embedded-db/ferretdb-*.ts).
+//     binaries from npm (postgres-*.ts beside this file), FerretDB built once with Go (ferretdb-*.ts).
 // One engine, no fallbacks: where it cannot start, the error says what to install or to set MONGODB_URI.
 // Nothing here fakes MongoDB in-process: both options speak the wire protocol.
 import { mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { FERRETDB_VERSION, installFerretdb } from './embedded-db/ferretdb-build.js';
-import { startFerretdb } from './embedded-db/ferretdb-server.js';
-import { startPostgres } from './embedded-db/postgres-server.js';
+import { FERRETDB_VERSION, installFerretdb } from './ferretdb-build.js';
+import { startFerretdb } from './ferretdb-server.js';
+import { startPostgres } from './postgres-server.js';
 
 export interface MongoServer {
   uri: string;

@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { freePort } from '../net.js';
+import { freePort } from '../../platform/net.js';
 import { stopOrphansMatching } from '../orphans.js';
 import { superviseListening } from '../child-processes.js';
 

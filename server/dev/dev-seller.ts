@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import type { Address } from 'viem';
 import type { RunningServer } from '../server.js';
-import { DEV_ACCOUNTS } from '../platform/chain/dev-accounts.js';
-import { readJson, writeJson } from './local-state.js';
+import { DEV_ACCOUNTS } from './chain/dev-accounts.js';
+import { readJson, writeJson } from '../cli/local-state.js';
 
 /** What the examples read to run against `agentgate dev` with no other set-up (.agentgate/dev-seller.json). */
 export interface DevSellerFile {

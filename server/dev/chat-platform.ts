@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { escapeHtml } from '../html.js';
+import { escapeHtml } from '../platform/html.js';
 
 /**
  * A local, Slack-compatible chat platform for `agentgate dev` and the tests: one workspace with a few

@@ -1,0 +1,95 @@
+// The architecture's import rules, checked over the import graph of middleware/, adapters/ and server/
+// (type-only imports included: a circle through types is still a circle a reader has to untangle).
+//   1. No import circles.
+//   2. server/platform/ is infrastructure: it imports no area and nothing above it.
+//   3. Production code never loads the dev harness (server/dev/): nothing outside it imports it, except
+//      the CLI's `dev` command through a dynamic import.
+//   4. The middleware and adapters (the seller package) never import the backend.
+// Run by `npm run lint` and by test/architecture.test.ts (so CI runs it with the suite).
+import { readFileSync, readdirSync, statSync, existsSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface ImportEdge { from: string; to: string; dynamic: boolean }
+
+const ROOTS = ['middleware', 'adapters', 'server'];
+const SPECIFIER = /(?:^|[^\w$.])(?:import|export)\s[^'";]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|(?:^|[^\w$.])import\s*['"](\.{1,2}\/[^'"]+)['"]|(?:^|[^\w$.])import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/gm;
+
+function sourceFiles(root: string, dir: string): string[] {
+  return readdirSync(join(root, dir)).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(join(root, path)).isDirectory()) return sourceFiles(root, path);
+    return path.endsWith('.ts') && !path.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+/** Every relative import between our TypeScript files, `a.ts -> b.ts`, paths relative to the repository. */
+export function importGraph(root: string): ImportEdge[] {
+  const edges: ImportEdge[] = [];
+  for (const file of ROOTS.flatMap((dir) => sourceFiles(root, dir))) {
+    // Comments can quote import lines; only code counts.
+    const code = readFileSync(join(root, file), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+    for (const match of code.matchAll(SPECIFIER)) {
+      const specifier = match[1] ?? match[2] ?? match[3]!;
+      const target = relative(root, resolve(root, dirname(file), specifier.replace(/\.js$/, '.ts')));
+      if (existsSync(join(root, target))) edges.push({ from: file, to: target, dynamic: match[3] !== undefined });
+    }
+  }
+  return edges;
+}
+
+/** The import circles (Tarjan's strongly connected components of two or more files, or a self-import). */
+export function importCircles(edges: ImportEdge[]): string[][] {
+  const next = new Map<string, string[]>();
+  for (const { from, to } of edges) next.set(from, [...(next.get(from) ?? []), to]);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  let counter = 0;
+  const visit = (node: string) => {
+    index.set(node, counter); low.set(node, counter); counter++;
+    stack.push(node); onStack.add(node);
+    for (const to of next.get(node) ?? []) {
+      if (!index.has(to)) { visit(to); low.set(node, Math.min(low.get(node)!, low.get(to)!)); }
+      else if (onStack.has(to)) low.set(node, Math.min(low.get(node)!, index.get(to)!));
+    }
+    if (low.get(node) === index.get(node)) {
+      const component: string[] = [];
+      let member: string;
+      do { member = stack.pop()!; onStack.delete(member); component.push(member); } while (member !== node);
+      if (component.length > 1 || (next.get(node) ?? []).includes(node)) circles.push(component.sort());
+    }
+  };
+  for (const node of next.keys()) if (!index.has(node)) visit(node);
+  return circles;
+}
+
+/** Imports that break rules 2 to 4, each as `from -> to: why`. */
+export function layerViolations(edges: ImportEdge[]): string[] {
+  const broken: string[] = [];
+  for (const { from, to, dynamic } of edges) {
+    if (from.startsWith('server/platform/') && !to.startsWith('server/platform/') && !to.startsWith('middleware/')) {
+      broken.push(`${from} -> ${to}: server/platform/ is infrastructure and imports no area`);
+    }
+    if (to.startsWith('server/dev/') && !from.startsWith('server/dev/') && !(from === 'server/cli/main.ts' && dynamic)) {
+      broken.push(`${from} -> ${to}: production code never imports the dev harness`);
+    }
+    if ((from.startsWith('middleware/') || from.startsWith('adapters/')) && to.startsWith('server/')) {
+      broken.push(`${from} -> ${to}: the seller package does not import the backend`);
+    }
+  }
+  return broken;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+  const edges = importGraph(root);
+  const circles = importCircles(edges);
+  const violations = layerViolations(edges);
+  for (const circle of circles) console.error(`import circle: ${circle.join(' <-> ')}`);
+  for (const violation of violations) console.error(`layering: ${violation}`);
+  console.log(`imports: ${edges.length} edges checked, ${circles.length} circles, ${violations.length} layering violations`);
+  process.exitCode = circles.length || violations.length ? 1 : 0;
+}

@@ -1,0 +1,73 @@
+import { createWalletClient, http, nonceManager, type Account, type Address, type Chain, type Hex, type Transport, type WalletClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import type Router from '@koa/router';
+import { z } from 'zod';
+import type { AppContext } from '../context.js';
+import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
+import { parseInput } from '../platform/validate.js';
+import { AppError } from '../platform/errors.js';
+import { formatUsdc } from '../../middleware/price.js';
+import { usdcAmount } from '../buyer/amounts.js';
+import type { Operation } from '../openapi/operations.js';
+import { balanceOf, usdcAbi } from '../chain/usdc.js';
+import type { ChainService } from '../chain/chain-service.js';
+import { devTokenAbi } from '../wallet/smart-account-abi.js';
+
+/**
+ * Dev-mode test USDC. The faucet key transfers from its own balance; when that is short and the key is a
+ * minter of the token (the dev chain's deployer is), it mints instead. Never mounted in production mode.
+ */
+export class DevFaucet {
+  private readonly wallet: WalletClient<Transport, Chain, Account>;
+
+  constructor(private readonly chain: ChainService, faucetKey: Hex) {
+    const account = privateKeyToAccount(faucetKey, { nonceManager });
+    this.wallet = createWalletClient({ chain: chain.walletClient.chain, transport: http(chain.rpcUrl, { batch: false }), account, pollingInterval: 100 });
+  }
+
+  async fund(to: Address, amount: bigint): Promise<Hex> {
+    const { publicClient, usdc } = this.chain;
+    const held = await balanceOf({ client: publicClient, token: usdc.address, account: this.wallet.account.address });
+    const common = { address: usdc.address, account: this.wallet.account, chain: this.wallet.chain } as const;
+    let hash: Hex;
+    try {
+      hash = held >= amount
+        ? await this.wallet.writeContract({ ...common, abi: usdcAbi, functionName: 'transfer', args: [to, amount] })
+        : await this.wallet.writeContract({ ...common, abi: devTokenAbi, functionName: 'mint', args: [to, amount] });
+    } catch (err) {
+      throw new AppError(503, 'faucet_empty', `the faucet could not pay: ${(err as { shortMessage?: string }).shortMessage ?? (err as Error).message}`.slice(0, 300));
+    }
+    const receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: 60_000 });
+    if (receipt.status !== 'success') throw new AppError(503, 'faucet_empty', `the faucet transaction ${hash} reverted`);
+    return hash;
+  }
+}
+
+/** Largest single faucet payment: enough for many paid calls, small enough that a few requests cannot drain a faucet. */
+const MAX_FAUCET_ATOMIC = 1_000n * 1_000_000n;
+export const faucetBody = z.object({
+  amountUsdc: usdcAmount.refine((a) => a > 0n && a <= MAX_FAUCET_ATOMIC, 'must be more than 0 and at most 1000'),
+}).strict();
+
+/** POST /v0/dev/faucet: test USDC into the calling identity's wallet. Mounted by `agentgate dev` and the tests only. */
+export function faucetRoutes(app: AppContext): Router {
+  const router = authenticatedRouter(app);
+  let faucet: DevFaucet | undefined;
+  router.post('/v0/dev/faucet', requireScope('wallet:read'), async (ctx) => {
+    const { amountUsdc } = parseInput(faucetBody, ctx.request.body, 'body');
+    const chain = app.wallets.requireChain();
+    if (!app.config.FAUCET_PRIVATE_KEY) throw new AppError(503, 'faucet_unavailable', 'The dev faucet has no key (FAUCET_PRIVATE_KEY)');
+    faucet ??= new DevFaucet(chain, app.config.FAUCET_PRIVATE_KEY as `0x${string}`);
+    const owner = { orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) };
+    const wallet = await app.wallets.forIdentity(owner);
+    const txHash = await faucet.fund(wallet.address as Address, amountUsdc);
+    await app.logs.record({ ...owner, action: 'wallet.faucet', category: 'wallet', description: `Dev faucet sent ${formatUsdc(amountUsdc)} USDC to ${wallet.address}`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash } });
+    ctx.body = { txHash, amountUsdc: formatUsdc(amountUsdc), wallet: await app.wallets.view(owner) };
+  });
+  return router;
+}
+
+export const faucetOperation: Operation = {
+  method: 'post', path: '/v0/dev/faucet', tag: 'Wallet', summary: 'Test USDC into the wallet (agentgate dev only)', auth: ['identity'], scopes: ['wallet:read'],
+  body: faucetBody, ok: { status: 200, description: 'The transfer and the wallet' }, also: { 503: 'The faucet is empty' },
+};
