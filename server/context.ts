@@ -24,6 +24,7 @@ import { walletDetail } from './wallet/identity-detail.js';
 import { MandateService } from './buyer/mandate-service.js';
 import { PayService } from './buyer/pay-service.js';
 import { ChatService } from './chat/chat-service.js';
+import { adminCheck } from './accounts/admins.js';
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -37,6 +38,8 @@ export interface AppContext {
   rateLimiter: RateLimiter;
   logs: ActivityLog;
   accounts: AccountService;
+  /** Whether an org is an admin account (ADMIN_ORG_IDS or the role the operator granted). */
+  isAdmin: (orgId: string) => Promise<boolean>;
   identities: IdentityService;
   usage: UsageTracker;
   /** Background jobs (Agenda on the same database); workers are started by startServer. */
@@ -104,6 +107,8 @@ export async function createContext(config: Config): Promise<AppContext> {
   const wallets = new WalletService(db, config, chain, secrets, logs);
   const mandates = new MandateService(db, logs);
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
+  const accounts = new AccountService(db);
+  const isAdmin = adminCheck(config, accounts);
   const ctx: AppContext = {
     config,
     db,
@@ -111,7 +116,8 @@ export async function createContext(config: Config): Promise<AppContext> {
     keys,
     rateLimiter: new RateLimiter(db),
     logs,
-    accounts: new AccountService(db),
+    accounts,
+    isAdmin,
     identities,
     jobs,
     mail: new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE)),
@@ -125,7 +131,7 @@ export async function createContext(config: Config): Promise<AppContext> {
     wallets,
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),
-    chat: new ChatService(db, config, secrets, identities, logs),
+    chat: new ChatService(db, config, secrets, identities, logs, isAdmin),
     identityDetail: [walletDetail(wallets), didDetail(did)],
     usage,
     onClose,

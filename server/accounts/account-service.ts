@@ -4,7 +4,9 @@ import { newOrgId, newUserId } from '../platform/ids.js';
 import { notFound } from '../platform/errors.js';
 
 export interface UserDoc { _id: string; orgId: string; userType: 'AGENT' | 'HUMAN'; name: string; email: string; createdAt: Date }
-export interface OrgDoc { _id: string; name: string; plan: string; ownerUserId: string; createdAt: Date }
+/** `admin`: made by the operator (agentgate admin grant); admin previews (team chat) are for admins only. */
+export type OrgRole = 'admin' | 'member';
+export interface OrgDoc { _id: string; name: string; plan: string; ownerUserId: string; createdAt: Date; role?: OrgRole }
 
 const userSchema = new Schema<UserDoc>({
   _id: String, orgId: { type: String, required: true, index: true }, userType: { type: String, required: true },
@@ -13,6 +15,7 @@ const userSchema = new Schema<UserDoc>({
 const orgSchema = new Schema<OrgDoc>({
   _id: String, name: { type: String, required: true }, plan: { type: String, required: true },
   ownerUserId: { type: String, required: true }, createdAt: { type: Date, required: true },
+  role: { type: String, enum: ['admin', 'member'] },
 }, { versionKey: false });
 
 /** Users and orgs. An agent that signs itself up is an ordinary user with userType AGENT. */
@@ -46,6 +49,17 @@ export class AccountService {
     const org = await this.orgs.findById(orgId).lean();
     if (org) this.orgCache.set(orgId, org);
     return org;
+  }
+
+  /** The operator's `agentgate admin grant|revoke`. Returns null for an unknown org. */
+  async setRole(orgId: string, role: OrgRole): Promise<OrgDoc | null> {
+    const org = await this.orgs.findByIdAndUpdate(orgId, { $set: { role } }, { new: true }).lean();
+    this.orgCache.delete(orgId);
+    return org;
+  }
+
+  async listAdmins(): Promise<OrgDoc[]> {
+    return this.orgs.find({ role: 'admin' }).lean();
   }
 
   async getUser(userId: string): Promise<UserDoc> {

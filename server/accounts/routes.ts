@@ -24,7 +24,7 @@ export function accountRoutes(app: AppContext): Router {
     const identities = await app.identities.listAll(org._id);
     ctx.body = {
       user: { id: user._id, userType: user.userType, name: user.name, email: user.email },
-      org: { id: org._id, plan: org.plan },
+      org: { id: org._id, plan: org.plan, admin: await app.isAdmin(org._id) },
       identities: identities.map((i) => ({ identityId: i._id, name: i.name, email: i.emailAddress })),
     };
   });

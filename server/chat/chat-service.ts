@@ -60,7 +60,9 @@ export class ChatService {
   private readonly platform: ChatPlatformClient;
 
   constructor(conn: Connection, private readonly config: Config, private readonly secrets: SecretBox,
-    private readonly identities: IdentityService, private readonly logs: ActivityLog) {
+    private readonly identities: IdentityService, private readonly logs: ActivityLog,
+    /** Team chat is an admin preview (SPEC 1.5): only admin accounts' identities may use it. */
+    private readonly isAdmin: (orgId: string) => Promise<boolean>) {
     this.connections = conn.models.ChatConnection ?? conn.model<ChatConnectionDoc>('ChatConnection', chatConnectionSchema, CHAT_CONNECTIONS_COLLECTION);
     this.installs = conn.models.ChatInstall ?? conn.model<ChatInstallDoc>('ChatInstall', chatInstallSchema, 'chat_installs');
     this.messages = conn.models.ChatMessage ?? conn.model<ChatMessageDoc>('ChatMessage', chatMessageSchema, 'chat_messages');
@@ -85,12 +87,21 @@ export class ChatService {
     await this.logs.record({ ...owner, action, category: 'chat', description, status, metadata });
   }
 
+  /** The gate of every agent-side call: 403 admin_preview for an org that is not an admin account. */
+  private async assertAdmin(owner: ChatOwner): Promise<void> {
+    if (!(await this.isAdmin(owner.orgId))) {
+      throw new AppError(403, 'admin_preview', 'Team chat is an admin preview, enabled only for admin accounts; the operator makes an org an admin with `agentgate admin grant <orgId>` or ADMIN_ORG_IDS');
+    }
+  }
+
   async status(owner: ChatOwner) {
+    await this.assertAdmin(owner);
     return presentConnection(await this.connections.findById(owner.identityId).lean());
   }
 
   /** Starts an install: a URL for a human to open within 15 minutes. */
   async connect(owner: ChatOwner): Promise<{ installUrl: string; expiresInSeconds: number; expiresAt: string }> {
+    await this.assertAdmin(owner);
     this.assertEnabled();
     if (await this.connections.exists({ _id: owner.identityId })) {
       throw new AppError(409, 'already_connected', 'A chat workspace is already connected to this identity; DELETE /v0/chat/connection first to connect another');
@@ -139,6 +150,7 @@ export class ChatService {
   }
 
   async disconnect(owner: ChatOwner) {
+    await this.assertAdmin(owner);
     this.assertEnabled();
     const connection = await this.connections.findOneAndDelete({ _id: owner.identityId }).lean();
     if (!connection) throw notConnected();
@@ -149,10 +161,12 @@ export class ChatService {
   }
 
   async channels(owner: ChatOwner): Promise<PlatformChannel[]> {
+    await this.assertAdmin(owner);
     return this.withToken(owner, (token) => this.platform.listChannels(token));
   }
 
   async send(owner: ChatOwner, input: { channel: string; text: string; threadTs?: string }): Promise<{ channel: string; ts: string }> {
+    await this.assertAdmin(owner);
     try {
       const sent = await this.withToken(owner, (token) => this.platform.postMessage(token, input));
       await this.log(owner, 'chat.message_sent', `Chat message sent to ${sent.channel}`, { channel: sent.channel, ts: sent.ts, threadTs: input.threadTs ?? null, length: input.text.length });
@@ -167,6 +181,7 @@ export class ChatService {
 
   /** Stored inbound messages, newest first; `since` keeps those received after it. */
   async listMessages(owner: ChatOwner, query: { channel?: string; since?: Date; limit: number; pageToken?: string }) {
+    await this.assertAdmin(owner);
     const cursor = query.pageToken ? decodeCursor(query.pageToken) : undefined;
     const filter: Record<string, unknown> = { identityId: owner.identityId };
     if (query.channel) filter.channelId = query.channel;

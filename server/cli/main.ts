@@ -4,6 +4,7 @@ import { startServer, startWorker } from '../server.js';
 import { loginCommand, signupCommand, whoamiCommand, type CommandIO } from './account-commands.js';
 import { receiptsListCommand, receiptsVerifyCommand } from './receipt-commands.js';
 import { rotateMasterKey } from './rotate-master-key.js';
+import { adminCommand } from './admin-commands.js';
 import { createContext } from '../context.js';
 
 const USAGE = `usage: agentgate <command>
@@ -15,6 +16,8 @@ const USAGE = `usage: agentgate <command>
   login --key KEY --org ORG [--url URL]
                            save an identity key for later commands
   whoami                   show who the saved key belongs to
+  admin grant|revoke <orgId>, admin list
+                           make an org an admin account, or not (team chat is an admin preview)
   rotate-master-key        re-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)
   receipts list [--limit N] [--key KEY] [--url URL]
                            list the org's payments (platform or seller key)
@@ -75,6 +78,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
         await app.close();
       }
     }
+    case 'admin': return adminCommand(io, positionals[0], positionals[1]);
     case 'signup': return signupCommand(io, values);
     case 'login': return loginCommand(io, values);
     case 'whoami': return whoamiCommand(io);

@@ -85,6 +85,9 @@ const schema = z.object({
   CHAT_BOT_SCOPES: z.string().regex(/^[a-z:._-]+(,[a-z:._-]+)*$/, 'must be comma-separated scope names')
     .default('channels:read,groups:read,channels:history,groups:history,im:history,chat:write,app_mentions:read'),
   CHAT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  // Admin accounts (team chat is an admin preview): org ids, comma-separated, or `*` for every org
+  // (`agentgate dev` uses `*` unless set). `agentgate admin grant <orgId>` makes one in the database too.
+  ADMIN_ORG_IDS: z.string().regex(/^(\*|[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*)?$/, 'must be `*` or comma-separated org ids').default(''),
 }).superRefine((env, ctx) => {
   const chat = ['CHAT_CLIENT_ID', 'CHAT_CLIENT_SECRET', 'CHAT_SIGNING_SECRET'] as const;
   const missing = chat.filter((name) => !env[name]);

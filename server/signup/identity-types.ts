@@ -11,7 +11,10 @@ export const IDENTITY_TYPES = {
         { capability: 'payments', description: 'Pays x402-priced APIs from the identity wallet under mandate caps (payments_pay)', scopes: ['payments:read', 'payments:spend'] },
         { capability: 'wallet', description: 'A USDC smart-account wallet; the service signs, the agent never holds a private key', scopes: ['wallet:read'] },
         { capability: 'did', description: 'A did:web identity with an Ed25519 key to sign payloads and verify other agents', scopes: ['identity:read', 'identity:sign', 'identity:verify'] },
-        { capability: 'chat', description: 'One team-chat workspace: send, reply in threads, list channels, poll inbound messages (admin preview)', scopes: ['chat:read', 'chat:send'] },
+        {
+          capability: 'chat', description: 'One team-chat workspace: send, reply in threads, list channels, poll inbound messages', scopes: ['chat:read', 'chat:send'],
+          availability: 'admin_preview', note: 'Admin preview: enabled only for admin accounts (made by the operator); other orgs get 403 admin_preview',
+        },
       ],
     },
   ],

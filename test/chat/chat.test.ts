@@ -7,6 +7,8 @@ import { DevChatPlatform } from '../../server/dev/chat-platform.js';
 import { loadConfig } from '../../server/platform/config.js';
 import { createContext } from '../../server/context.js';
 import { rotateMasterKey } from '../../server/cli/rotate-master-key.js';
+import { adminCommand } from '../../server/cli/admin-commands.js';
+import { adminCheck } from '../../server/accounts/admins.js';
 
 let platform: DevChatPlatform;
 let server: TestServer;
@@ -26,6 +28,13 @@ afterAll(async () => {
 
 type Agent = Awaited<ReturnType<typeof signUp>>;
 
+/** An agent of an admin account (team chat is an admin preview), made so as the operator would. */
+async function signUpAdmin(target: TestServer = server): Promise<Agent> {
+  const a = await signUp(target);
+  await target.app.accounts.setRole(a.org_id, 'admin');
+  return a;
+}
+
 /** A person opens the install URL in a browser, sees the platform's consent page and clicks a button. */
 async function humanOpens(installUrl: string, decision: 'allow' | 'deny' = 'allow') {
   const ours = await fetch(installUrl, { redirect: 'manual' });
@@ -43,7 +52,7 @@ async function humanOpens(installUrl: string, decision: 'allow' | 'deny' = 'allo
 }
 
 async function connected(agent?: Agent): Promise<Agent> {
-  const a = agent ?? await signUp(server);
+  const a = agent ?? await signUpAdmin();
   const connect = await server.request('POST', '/v0/chat/connect', { key: a.identity.rawKey });
   expect(connect.status).toBe(201);
   const page = await humanOpens(connect.body.installUrl);
@@ -55,7 +64,7 @@ const chat = (a: Agent, method: string, path: string, body?: unknown) => server.
 
 describe('connecting a chat workspace', () => {
   it('issues an install URL, a human approves it in the browser, and the connection shows without any token', async () => {
-    const a = await signUp(server);
+    const a = await signUpAdmin();
     expect((await chat(a, 'GET', '/connection')).body).toEqual({ connected: false });
     const connect = await chat(a, 'POST', '/connect');
     expect(connect.status).toBe(201);
@@ -82,7 +91,7 @@ describe('connecting a chat workspace', () => {
   });
 
   it('refuses expired, unknown and declined installs, and connects nothing', async () => {
-    const a = await signUp(server);
+    const a = await signUpAdmin();
     const first = await chat(a, 'POST', '/connect');
     const state = first.body.installUrl.split('/').pop();
     await server.app.db.collection('chat_installs').updateMany({}, { $set: { expiresAt: new Date(Date.now() - 1000) } });
@@ -100,7 +109,7 @@ describe('connecting a chat workspace', () => {
   });
 
   it('answers 409 until connected, disconnects on request, and ends the connection when the workspace uninstalls', async () => {
-    const a = await signUp(server);
+    const a = await signUpAdmin();
     for (const [method, path, body] of [['GET', '/channels'], ['POST', '/messages', { channel: 'C0GENERAL1', text: 'hi' }], ['DELETE', '/connection']] as const) {
       const res = await chat(a, method, path, body);
       expect(res.status).toBe(409);
@@ -237,7 +246,7 @@ describe('inbound messages', () => {
     expect((await chat(teammate, 'GET', '/messages?channel=C0GENERAL1')).body.messages.map((m: { text: string }) => m.text))
       .toEqual(expect.arrayContaining(['hello agent', `<@${platform.botUserId}> can you summarise?`]));
     // An identity without the workspace sees none of it.
-    const other = await signUp(server);
+    const other = await signUpAdmin();
     expect((await chat(other, 'GET', '/messages')).body).toEqual({ messages: [], count: 0 });
   });
 
@@ -320,7 +329,7 @@ describe('chat scopes, MCP tools, configuration and key rotation', () => {
   });
 
   it('answers 503 on a server without a chat app, and start-up names a half-configured one', async () => {
-    const plain = await startTestServer({ TRUST_PROXY: 'true' });
+    const plain = await startTestServer({ TRUST_PROXY: 'true', ADMIN_ORG_IDS: '*' });
     try {
       const a = await signUp(plain);
       expect((await plain.request('POST', '/v0/chat/connect', { key: a.identity.rawKey })).body).toMatchObject({ error: 'chat_not_configured', status: 503 });
@@ -355,3 +364,65 @@ describe('chat scopes, MCP tools, configuration and key rotation', () => {
     }
   });
 });
+
+describe('the admin preview', () => {
+  it('refuses every chat route and chat_* tool to an org that is not an admin account, with 403 admin_preview', async () => {
+    const member = await signUp(server);
+    for (const [method, path, body] of [['GET', '/connection'], ['POST', '/connect'], ['DELETE', '/connection'], ['GET', '/channels'], ['POST', '/messages', { channel: 'C0GENERAL1', text: 'hi' }], ['GET', '/messages']] as const) {
+      const res = await chat(member, method, path, body);
+      expect([method, path, res.status, res.body.error]).toEqual([method, path, 403, 'admin_preview']);
+    }
+    const mcp = new Client({ name: 'chat-test', version: '1.0.0' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${member.identity.rawKey}` } } }));
+    try {
+      const refused = await mcp.callTool({ name: 'chat_list_channels', arguments: {} });
+      expect(refused.isError).toBe(true);
+      expect(JSON.parse((refused.content as Array<{ text: string }>)[0]!.text)).toMatchObject({ error: 'admin_preview' });
+    } finally {
+      await mcp.close();
+    }
+    const types = await server.request('GET', '/v0/identity-types');
+    expect(types.body.identityTypes[0].provides).toContainEqual(expect.objectContaining({ capability: 'chat', availability: 'admin_preview' }));
+    expect((await server.request('GET', '/v0/whoami', { key: member.platform_key })).body.org).toMatchObject({ admin: false });
+  });
+
+  it('opens chat to an org the operator grants with `agentgate admin grant`, and closes it on revoke', async () => {
+    const a = await signUp(server);
+    expect((await chat(a, 'GET', '/connection')).status).toBe(403);
+    const env = { AGENTGATE_MODE: 'dev', BASE_URL: server.config.BASE_URL, MAIL_DOMAIN: server.config.MAIL_DOMAIN, DID_DOMAIN: server.config.DID_DOMAIN, MASTER_KEY: masterKey, MONGODB_URI: server.config.MONGODB_URI, MONGODB_DB: server.config.MONGODB_DB };
+    const lines: string[] = [];
+    const io = { out: (line: string) => lines.push(line), env };
+    expect(await adminCommand(io, 'grant', a.org_id)).toBe(0);
+    expect(lines.pop()).toContain(`${a.org_id} (`);
+    expect(await adminCommand(io, 'list', undefined)).toBe(0);
+    expect(lines.pop()).toContain(a.org_id);
+    expect(await adminCommand(io, 'grant', 'org_doesnotexist')).toBe(1);
+    expect(await adminCommand(io, 'grant', undefined)).toBe(2);
+    // Another process made the change: this server sees it once its few-second org cache expires.
+    await eventually(async () => expect((await chat(a, 'GET', '/connection')).status).toBe(200));
+    expect((await server.request('GET', '/v0/whoami', { key: a.platform_key })).body.org).toMatchObject({ admin: true });
+    expect(await adminCommand(io, 'revoke', a.org_id)).toBe(0);
+    await eventually(async () => expect((await chat(a, 'GET', '/connection')).status).toBe(403));
+  }, 60_000);
+
+  it('treats the orgs listed in ADMIN_ORG_IDS, or every org with `*`, as admins', async () => {
+    const [a, b] = [await signUp(server), await signUp(server)];
+    const listed = adminCheck({ ADMIN_ORG_IDS: `org_other,${a.org_id}` }, server.app.accounts);
+    expect([await listed(a.org_id), await listed(b.org_id)]).toEqual([true, false]);
+    expect(await adminCheck({ ADMIN_ORG_IDS: '*' }, server.app.accounts)(b.org_id)).toBe(true);
+    expect(await adminCheck({ ADMIN_ORG_IDS: '' }, server.app.accounts)(a.org_id)).toBe(false);
+    expect(() => loadConfig({ BASE_URL: 'http://x.test', MAIL_DOMAIN: 'x.test', DID_DOMAIN: 'x.test', MASTER_KEY: masterKey, MONGODB_URI: 'mongodb://x', ADMIN_ORG_IDS: 'org a' }))
+      .toThrow(/ADMIN_ORG_IDS/);
+  });
+});
+
+/** Retries an assertion for a few seconds (a change made by another process, seen after a cache expiry). */
+async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try { return await check(); } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}

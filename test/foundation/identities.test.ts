@@ -12,7 +12,7 @@ describe('GET /v0/whoami', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
       user: { id: agent.user_id, userType: 'AGENT', name: agent.identity.name, email: agent.user_email },
-      org: { id: agent.org_id, plan: 'FREE' },
+      org: { id: agent.org_id, plan: 'FREE', admin: false },
       identities: [{ identityId: agent.identity.identityId, name: agent.identity.name, email: agent.identity.emailAddress }],
     });
   });
