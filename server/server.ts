@@ -27,7 +27,11 @@ export async function startServer(config: Config, options: { extension?: AppExte
   const http = koa.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
-    http.once('error', reject);
+    http.once('error', (err: NodeJS.ErrnoException) => {
+      // Name the setting that moves the port; the code stays for callers that retry on another port.
+      if (err.code === 'EADDRINUSE') err.message = `port ${config.PORT} on ${config.HOST} is already in use: set PORT (agentgate dev: --port) to another port`;
+      reject(err);
+    });
   });
   const port = (http.address() as AddressInfo).port;
   return {

@@ -1,14 +1,14 @@
-import { loadCredentials, saveCredentials, credentialsPath } from './credentials.js';
+import { loadCredentials, saveCredentials, saveCredentialsAside, credentialsPath } from './credentials.js';
+import { backendUrl, callBackend } from './backend.js';
 
 export interface CommandIO {
   out(line: string): void;
   env: NodeJS.ProcessEnv;
 }
 
-const defaultUrl = (env: NodeJS.ProcessEnv) => env.AGENTGATE_URL ?? 'http://localhost:3000';
 
 async function whoamiWith(url: string, key: string): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${url}/v0/whoami`, { headers: { authorization: `Bearer ${key}` } });
+  const res = await callBackend(`${url}/v0/whoami`, { headers: { authorization: `Bearer ${key}` } });
   return { status: res.status, body: await res.json().catch(() => undefined) };
 }
 
@@ -18,7 +18,7 @@ async function whoamiWith(url: string, key: string): Promise<{ status: number; b
  */
 export async function signupCommand(io: CommandIO, options: { url?: string }): Promise<number> {
   const saved = loadCredentials(io.env);
-  const url = (options.url ?? saved?.url ?? defaultUrl(io.env)).replace(/\/+$/, '');
+  const url = backendUrl(io.env, options.url);
   if (saved?.platformKey && saved.url === url) {
     const me = await whoamiWith(url, saved.platformKey);
     if (me.status === 200) {
@@ -26,7 +26,7 @@ export async function signupCommand(io: CommandIO, options: { url?: string }): P
       return 0;
     }
   }
-  const res = await fetch(`${url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  const res = await callBackend(`${url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
   const body = await res.json().catch(() => undefined) as any;
   if (res.status !== 201) {
     io.out(`signup failed: ${res.status} ${body?.message ?? ''}`.trim());
@@ -46,7 +46,7 @@ export async function loginCommand(io: CommandIO, options: { key?: string; org?:
     io.out('usage: agentgate login --key <identity key> --org <org id> [--url <base url>]');
     return 2;
   }
-  const url = (options.url ?? loadCredentials(io.env)?.url ?? defaultUrl(io.env)).replace(/\/+$/, '');
+  const url = backendUrl(io.env, options.url);
   const me = await whoamiWith(url, options.key);
   if (me.status !== 200) {
     io.out(`login failed: the key was refused (${me.status} ${me.body?.message ?? ''})`.trim());
@@ -57,7 +57,17 @@ export async function loginCommand(io: CommandIO, options: { key?: string; org?:
     io.out(`login failed: the key belongs to org ${orgOfKey}, not ${options.org}`);
     return 1;
   }
-  const file = saveCredentials({ url, orgId: options.org, identityKey: options.key, identityId: me.body.identityId, email: me.body.email }, io.env);
+  // Never drop a key the user cannot see again: the same org keeps its saved platform key; another org's
+  // credentials are moved aside, not overwritten.
+  const saved = loadCredentials(io.env);
+  const sameOrg = saved?.orgId === options.org && saved.url === url;
+  if (saved?.platformKey && !sameOrg) {
+    const aside = saveCredentialsAside(saved, io.env);
+    io.out(`the credentials of org ${saved.orgId ?? '(unknown)'} were moved to ${aside}`);
+  }
+  const file = saveCredentials({
+    ...(sameOrg ? saved : {}), url, orgId: options.org, identityKey: options.key, identityId: me.body.identityId, email: me.body.email,
+  }, io.env);
   io.out(`logged in as ${me.body.email} (identity ${me.body.identityId}); credentials saved to ${file}`);
   return 0;
 }

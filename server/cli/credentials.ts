@@ -33,3 +33,12 @@ export function saveCredentials(credentials: SavedCredentials, env: NodeJS.Proce
   chmodSync(file, 0o600);
   return file;
 }
+
+/** Keeps credentials about to be replaced next to the file, as credentials.<orgId>.json (0600). */
+export function saveCredentialsAside(credentials: SavedCredentials, env: NodeJS.ProcessEnv = process.env): string {
+  const file = credentialsPath(env).replace(/\.json$/, '') + `.${(credentials.orgId ?? 'previous').replace(/[^A-Za-z0-9_-]/g, '_')}.json`;
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  writeFileSync(file, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return file;
+}

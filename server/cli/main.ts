@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../platform/config.js';
 import { startServer, startWorker } from '../server.js';
@@ -7,23 +8,31 @@ import { rotateMasterKey } from './rotate-master-key.js';
 import { adminCommand } from './admin-commands.js';
 import { createContext } from '../context.js';
 
-const USAGE = `usage: agentgate <command>
+/** Each command's usage: `agentgate <command> --help` prints it and runs nothing. */
+const COMMANDS: Record<string, { usage: string; summary: string }> = {
+  dev: { usage: 'agentgate dev [--port N]', summary: 'run the backend on embedded defaults (local database, chain, SMTP, chat; data in .agentgate/)' },
+  serve: { usage: 'agentgate serve', summary: 'run the backend from environment configuration (production; see the README\'s configuration table)' },
+  worker: { usage: 'agentgate worker', summary: 'run only the job workers (webhook deliveries, mail), same configuration as serve' },
+  signup: { usage: 'agentgate signup [--url URL]', summary: 'sign up an agent, unless the saved credentials still work' },
+  login: { usage: 'agentgate login --key KEY --org ORG [--url URL]', summary: 'save an identity key (kept beside the saved platform key of the same org)' },
+  whoami: { usage: 'agentgate whoami', summary: 'show who the saved key belongs to' },
+  admin: { usage: 'agentgate admin grant <orgId> | revoke <orgId> | list', summary: 'make an org an admin account, or not (team chat is an admin preview)' },
+  'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
+  receipts: { usage: 'agentgate receipts list [--limit N] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
+};
 
-  dev                      run the backend on embedded defaults (local database, data in .agentgate/)
-  serve                    run the backend from environment configuration (production)
-  worker                   run only the job workers (webhook deliveries, mail), same configuration as serve
-  signup [--url URL]       sign up an agent, unless the saved credentials still work
-  login --key KEY --org ORG [--url URL]
-                           save an identity key for later commands
-  whoami                   show who the saved key belongs to
-  admin grant|revoke <orgId>, admin list
-                           make an org an admin account, or not (team chat is an admin preview)
-  rotate-master-key        re-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)
-  receipts list [--limit N] [--key KEY] [--url URL]
-                           list the org's payments (platform or seller key)
-  receipts verify <payment id | receipt.json> [--did-document FILE]
-                           check a receipt's Ed25519 signature against the service DID
+const USAGE = `usage: agentgate <command> [options]
+
+${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(19)}${c.summary}`).join('\n')}
+
+  agentgate <command> --help   that command's usage      agentgate --version   the version
+
+Environment: AGENTGATE_URL (backend URL; default the running dev server's, else http://localhost:3000),
+AGENTGATE_KEY (a key instead of the saved one), AGENTGATE_CREDENTIALS (credentials file),
+AGENTGATE_STATE_DIR (agentgate dev's data folder, default .agentgate).
 `;
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 function waitForSignal(stop: () => Promise<void>): void {
   let stopping = false;
@@ -38,17 +47,48 @@ function waitForSignal(stop: () => Promise<void>): void {
 
 export async function runCli(argv: string[], io: CommandIO = { out: (l) => console.log(l), env: process.env }): Promise<number | 'running'> {
   const [command, ...rest] = argv;
-  const { values, positionals } = parseArgs({
-    args: rest,
-    options: { url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' } },
-    allowPositionals: true,
-    strict: false,
-  }) as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string }; positionals: string[] };
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    io.out(USAGE);
+    return 0;
+  }
+  if (command === '--version' || command === '-v') {
+    io.out(VERSION);
+    return 0;
+  }
+  if (!Object.hasOwn(COMMANDS, command)) {
+    io.out(`agentgate: unknown command "${command}"\n\n${USAGE}`);
+    return 2;
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: rest,
+      options: {
+        url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' },
+        port: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    io.out(`agentgate ${command}: ${(err as Error).message}\nusage: ${COMMANDS[command]!.usage}`);
+    return 2;
+  }
+  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; port?: string; help?: boolean }; positionals: string[] };
+  // `--help` after a command answers with its usage and never runs it (a signup would create an org).
+  if (values.help) {
+    io.out(`usage: ${COMMANDS[command]!.usage}\n\n${COMMANDS[command]!.summary}`);
+    return 0;
+  }
   switch (command) {
     case 'dev': {
+      if (values.port !== undefined && !/^\d{1,5}$/.test(values.port)) {
+        io.out(`agentgate dev: --port must be a port number, not "${values.port}"`);
+        return 2;
+      }
       // Loaded only for this command: `serve` and `worker` never load the dev harness (server/dev/).
       const { runDev } = await import('../dev/run-dev.js');
-      const dev = await runDev(io.env);
+      const dev = await runDev(values.port ? { ...io.env, PORT: values.port } : io.env);
       waitForSignal(dev.stop);
       return 'running';
     }
@@ -85,11 +125,11 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     case 'receipts':
       if (positionals[0] === 'list') return receiptsListCommand(io, values);
       if (positionals[0] === 'verify') return receiptsVerifyCommand(io, positionals[1], values);
-      io.out(USAGE);
+      io.out(`usage: ${COMMANDS.receipts!.usage}`);
       return 2;
     default:
       io.out(USAGE);
-      return command ? 2 : 0;
+      return 2;
   }
 }
 

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { verifyReceipt, type DidDocument, type Receipt } from '../../middleware/receipt.js';
 import { verifyJwsReceipt } from '../../middleware/offer-receipt.js';
 import { loadCredentials } from './credentials.js';
+import { backendUrl, callBackend } from './backend.js';
 import type { CommandIO } from './account-commands.js';
 
 interface Target { url: string; key: string }
@@ -9,7 +10,7 @@ interface Target { url: string; key: string }
 function target(io: CommandIO, options: { url?: string; key?: string }): Target | undefined {
   const saved = loadCredentials(io.env);
   const key = options.key ?? io.env.AGENTGATE_KEY ?? saved?.platformKey;
-  const url = (options.url ?? saved?.url ?? io.env.AGENTGATE_URL ?? 'http://localhost:3000').replace(/\/+$/, '');
+  const url = backendUrl(io.env, options.url);
   if (!key) {
     io.out('no key: pass --key <platform or seller key>, set AGENTGATE_KEY, or run `agentgate signup`');
     return undefined;
@@ -18,7 +19,7 @@ function target(io: CommandIO, options: { url?: string; key?: string }): Target 
 }
 
 async function getJson(url: string, key?: string): Promise<{ status: number; body: any }> {
-  const res = await fetch(url, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+  const res = await callBackend(url, { headers: key ? { authorization: `Bearer ${key}` } : {} });
   return { status: res.status, body: await res.json().catch(() => undefined) };
 }
 
@@ -50,7 +51,7 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
   }
   let receipt: Receipt;
   let offerReceipt: unknown;
-  let url = (options.url ?? loadCredentials(io.env)?.url ?? io.env.AGENTGATE_URL ?? 'http://localhost:3000').replace(/\/+$/, '');
+  let url = backendUrl(io.env, options.url);
   if (existsSync(subject)) {
     const parsed = JSON.parse(readFileSync(subject, 'utf8'));
     receipt = parsed.signedReceipt ?? parsed;

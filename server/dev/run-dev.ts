@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Address } from 'viem';
 import { loadConfig } from '../platform/config.js';
@@ -7,6 +8,7 @@ import { DEV_ACCOUNTS, DEV_DEPLOYER } from './chain/dev-accounts.js';
 import { startServer } from '../server.js';
 import { DEV_EXTENSION } from './routes.js';
 import { devStateDir, persistentSecret, readJson, writeJson } from '../cli/local-state.js';
+import { DEV_SERVER_FILE, runningDevServer } from '../cli/backend.js';
 import { ensureDevSeller } from './dev-seller.js';
 import { DevChatPlatform } from './chat-platform.js';
 
@@ -21,6 +23,11 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   const stateDir = devStateDir(env);
   const port = env.PORT ?? '3000';
   const log = (line: string) => console.log(`[agentgate] ${line}`);
+  // One dev server per data folder: a second would start another database and chain on the same files.
+  const running = runningDevServer(env);
+  if (running && running.pid !== process.pid) {
+    throw new Error(`agentgate dev is already running (pid ${running.pid}, ${running.url}) with the data in ${stateDir}; stop it first, or use another AGENTGATE_STATE_DIR`);
+  }
   const master = env.MASTER_KEY ? { value: env.MASTER_KEY, created: false } : persistentSecret(stateDir, 'master.key');
   if (master.created) {
     console.warn(`[agentgate] generated a development master key in ${join(stateDir, 'master.key')}; set MASTER_KEY in production`);
@@ -67,7 +74,10 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);
   log(`sign up an agent:  curl -s -X POST ${config.BASE_URL}/v0/agent-signup -H 'content-type: application/json' -d '{}'`);
   let stopping: Promise<void> | undefined;
+  const record = join(stateDir, DEV_SERVER_FILE);
+  writeJson(record, { pid: process.pid, url: config.BASE_URL, startedAt: new Date().toISOString() });
   const stop = () => (stopping ??= (async () => {
+    rmSync(record, { force: true });
     await server.close();
     await Promise.all([mongo.stop(), chain?.stop(), chat?.stop()]);
   })());

@@ -86,8 +86,12 @@ export async function startSmtpListener(app: AppContext): Promise<SmtpListener> 
 
   const { host, port } = smtpListenAddress(config);
   await new Promise<void>((resolve, reject) => {
-    server.server.once('error', reject);
-    server.listen(port, host, () => { server.server.off('error', reject); resolve(); });
+    const failed = (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') err.message = `SMTP port ${port} on ${host} is already in use: set SMTP_PORT to another port`;
+      reject(err);
+    };
+    server.server.once('error', failed);
+    server.listen(port, host, () => { server.server.off('error', failed); resolve(); });
   });
   const actualPort = (server.server.address() as AddressInfo).port;
   app.mail.delivery.useLocalListener({ host: host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host, port: actualPort });

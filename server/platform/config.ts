@@ -101,15 +101,17 @@ export type Config = z.output<typeof schema> & { mode: Mode };
 
 export class ConfigError extends Error {}
 
-/** Validates the environment once at start-up; the first bad variable is named in one line. */
+/** Validates the environment once at start-up; every bad or missing variable is named at once, in one line. */
 export function loadConfig(env: Record<string, string | undefined>): Config {
   const input = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const result = schema.safeParse(input);
   if (!result.success) {
-    const issue = result.error.issues[0]!;
-    const name = String(issue.path[0] ?? 'environment');
-    const message = issue.code === 'invalid_type' && input[name] === undefined ? 'is required' : issue.message;
-    throw new ConfigError(`configuration error: ${name} ${message}`);
+    const problems = new Map<string, string>();
+    for (const issue of result.error.issues) {
+      const name = String(issue.path[0] ?? 'environment');
+      if (!problems.has(name)) problems.set(name, issue.code === 'invalid_type' && input[name] === undefined ? 'is required' : issue.message);
+    }
+    throw new ConfigError(`configuration error: ${[...problems].map(([name, message]) => `${name} ${message}`).join('; ')}`);
   }
   return { ...result.data, mode: result.data.AGENTGATE_MODE };
 }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, statSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, statSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -71,11 +71,64 @@ describe('agentgate CLI against a running server', () => {
   it('stops `serve` with one line naming a bad or missing variable', async () => {
     const missing = await cli(['serve'], { BASE_URL: '', MONGODB_URI: '', MASTER_KEY: '' });
     expect(missing.code).toBe(1);
-    expect(missing.stderr.trim()).toBe('configuration error: BASE_URL is required');
+    // Every missing variable at once, not one per run.
+    expect(missing.stderr.trim()).toBe('configuration error: BASE_URL is required; MAIL_DOMAIN is required; DID_DOMAIN is required; MASTER_KEY is required; MONGODB_URI is required');
     const bad = await cli(['serve'], { BASE_URL: 'https://x.example', MAIL_DOMAIN: 'x.example', DID_DOMAIN: 'x.example', MONGODB_URI: 'mongodb://127.0.0.1:1/', MASTER_KEY: 'short' });
     expect(bad.code).toBe(1);
     expect(bad.stderr.trim()).toBe('configuration error: MASTER_KEY must be 32 bytes, as 64 hex characters or base64');
     expect(bad.stderr).not.toContain('    at ');
+  });
+});
+
+describe('agentgate CLI basics', () => {
+  it('answers --help for every command with its usage, and runs nothing', async () => {
+    const credentials = join(home, 'help.json');
+    for (const command of ['dev', 'serve', 'worker', 'signup', 'login', 'whoami', 'admin', 'rotate-master-key', 'receipts']) {
+      const res = await cli([command, '--help'], { AGENTGATE_CREDENTIALS: credentials, BASE_URL: '' });
+      expect([command, res.code]).toEqual([command, 0]);
+      expect(res.stdout).toContain(`usage: agentgate ${command}`);
+    }
+    expect(existsSync(credentials)).toBe(false); // `signup --help` signed nobody up
+    const top = await cli(['--help']);
+    expect(top.code).toBe(0);
+    expect(top.stdout).toContain('AGENTGATE_STATE_DIR');
+  });
+
+  it('prints its version, refuses an unknown command or option, and a bad --port', async () => {
+    const version = await cli(['--version']);
+    expect(version.stdout.trim()).toBe(JSON.parse(readFileSync('package.json', 'utf8')).version);
+    const bogus = await cli(['bogus']);
+    expect(bogus.code).toBe(2);
+    expect(bogus.stdout).toContain('unknown command "bogus"');
+    const option = await cli(['whoami', '--frobnicate']);
+    expect(option.code).toBe(2);
+    expect(option.stdout).toContain('usage: agentgate whoami');
+    const port = await cli(['dev', '--port', 'x1']);
+    expect(port.code).toBe(2);
+    expect(port.stdout).toContain('--port must be a port number');
+  });
+
+  it('says which backend it could not reach and what to start', async () => {
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const res = await cli(['signup', '--url', closed], { AGENTGATE_CREDENTIALS: join(home, 'down.json') });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain(`could not reach the agentgate backend at ${closed}`);
+    expect(res.stderr).toContain('npx agentgate dev');
+  });
+
+  it('keeps the platform key that signup saved when the same org logs in with an identity key', async () => {
+    const credentials = join(home, 'keep.json');
+    const env = { AGENTGATE_CREDENTIALS: credentials };
+    expect((await cli(['signup', '--url', server.url], env)).code).toBe(0);
+    const saved = JSON.parse(readFileSync(credentials, 'utf8'));
+    const identity = await server.request('POST', '/v0/platform/identities', { key: saved.platformKey, body: {} });
+    expect((await cli(['login', '--key', identity.body.rawKey, '--org', saved.orgId, '--url', server.url], env)).code).toBe(0);
+    expect(JSON.parse(readFileSync(credentials, 'utf8'))).toMatchObject({ platformKey: saved.platformKey, identityKey: identity.body.rawKey, orgId: saved.orgId });
+    // Another org's login moves these credentials aside instead of losing the platform key.
+    const other = await server.request('POST', '/v0/agent-signup', { body: {} });
+    const moved = await cli(['login', '--key', other.body.identity.rawKey, '--org', other.body.org_id, '--url', server.url], env);
+    expect(moved.stdout).toContain(`credentials of org ${saved.orgId} were moved to`);
+    expect(JSON.parse(readFileSync(credentials.replace(/\.json$/, `.${saved.orgId}.json`), 'utf8')).platformKey).toBe(saved.platformKey);
   });
 });
 
@@ -112,6 +165,13 @@ describe('agentgate dev', () => {
       form.set('decision', 'allow');
       const approved = await fetch(consent.origin + consent.pathname, { method: 'POST', body: form, redirect: 'manual' });
       expect((await fetch(approved.headers.get('location')!)).status).toBe(200);
+      // A second `agentgate dev` on the same data refuses at once, naming the running one.
+      const twice = await cli(['dev'], { AGENTGATE_STATE_DIR: state, PORT: String(await freePort()), SMTP_PORT: '0', MONGODB_URI: '' });
+      expect(twice.code).toBe(1);
+      expect(twice.stderr).toMatch(new RegExp(`already running \\(pid ${first.child.pid}, http://localhost:${port}\\)`));
+      // Other commands find the running dev server without --url.
+      const found = await cli(['signup', '--help'], { AGENTGATE_STATE_DIR: state });
+      expect(found.code).toBe(0);
       await first.stop();
       const second = await startDev();
       expect(second.output).not.toContain('generated a development master key');

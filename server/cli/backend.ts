@@ -1,0 +1,48 @@
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { loadCredentials } from './credentials.js';
+import { readJson } from './local-state.js';
+
+/** What a running `agentgate dev` writes into its state folder, so other commands find it and a second one stops. */
+export const DEV_SERVER_FILE = 'dev-server.json';
+export interface DevServerRecord { pid: number; url: string; startedAt: string }
+
+/** A dev server recorded in this state folder whose process still runs. */
+export function runningDevServer(env: NodeJS.ProcessEnv): DevServerRecord | undefined {
+  const record = readJson<DevServerRecord>(join(resolve(env.AGENTGATE_STATE_DIR ?? '.agentgate'), DEV_SERVER_FILE));
+  if (!record || !Number.isInteger(record.pid)) return undefined;
+  try {
+    process.kill(record.pid, 0);
+  } catch (err) {
+    // EPERM: it runs, under another user.
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return undefined;
+  }
+  // After a crash the pid may belong to another program by now: on Linux, check it is ours.
+  try {
+    if (!readFileSync(`/proc/${record.pid}/cmdline`, 'utf8').includes('agentgate')) return undefined;
+  } catch {
+    // No /proc (macOS): the pid check above is all there is.
+  }
+  return record;
+}
+
+/**
+ * The backend a command talks to: --url, AGENTGATE_URL, the saved credentials' URL, a running
+ * `agentgate dev` of this folder, else http://localhost:3000.
+ */
+export function backendUrl(env: NodeJS.ProcessEnv, explicit?: string): string {
+  const url = explicit ?? env.AGENTGATE_URL ?? loadCredentials(env)?.url ?? runningDevServer(env)?.url ?? 'http://localhost:3000';
+  return url.replace(/\/+$/, '');
+}
+
+export class BackendUnreachable extends Error {}
+
+/** fetch, with "could not reach" naming the URL and what to start, instead of a bare `fetch failed`. */
+export async function callBackend(url: string, init?: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    throw new BackendUnreachable(`could not reach the agentgate backend at ${new URL(url).origin} (${cause}): start one with \`npx agentgate dev\`, or point at yours with --url or AGENTGATE_URL`);
+  }
+}
