@@ -4,6 +4,9 @@ import type { PaywallRequest } from '../middleware/index.js';
 import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
 
 export type { PaymentMiddlewareOptions } from './paywall-source.js';
+// Start-up companion of the middleware: registers the same route table at the backend (platform key).
+export { syncEndpoints } from '../middleware/index.js';
+export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from '../middleware/index.js';
 
 /**
  * x402 paywall for Koa. Use it before your router:

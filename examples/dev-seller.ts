@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { syncEndpoints, type SyncEndpointsOptions } from '../middleware/index.js';
 
 /**
  * What `agentgate dev` writes to `.agentgate/dev-seller.json`: a backend on the local chain with a seller
@@ -35,6 +36,7 @@ export function loadDevSeller(env: NodeJS.ProcessEnv = process.env): Partial<Dev
     ...file,
     backendUrl: env.AGENTGATE_BACKEND_URL ?? file.backendUrl,
     sellerKey: env.AGENTGATE_SELLER_KEY ?? file.sellerKey,
+    platformKey: env.AGENTGATE_PLATFORM_KEY ?? file.platformKey,
     usdcAddress: env.USDC_ADDRESS ?? file.usdcAddress,
     rpcUrl: env.CHAIN_RPC_URL ?? file.rpcUrl,
     chainId,
@@ -57,4 +59,27 @@ export function required<K extends keyof DevSeller>(config: Partial<DevSeller>, 
 export function isMain(moduleUrl: string): boolean {
   const script = process.argv[1];
   return script !== undefined && fileURLToPath(moduleUrl) === resolve(script);
+}
+
+/**
+ * Registers the example's paid routes at the backend for the origin it is reached at, once it listens
+ * (the backend fetches each new URL for its 402). Without a platform key it only warns: the routes may
+ * have been registered some other way. The origin is PUBLIC_ORIGIN, else http://localhost:<port>; in dev
+ * mode the backend takes 127.0.0.1 and [::1] on that port for the same endpoint.
+ */
+export async function syncExampleEndpoints(dev: Partial<DevSeller>, routes: SyncEndpointsOptions['routes'], port: number): Promise<void> {
+  const publicOrigin = process.env.PUBLIC_ORIGIN ?? `http://localhost:${port}`;
+  if (!dev.platformKey || !dev.backendUrl) {
+    console.warn(`no platform key (${DEV_SELLER_FILE} or AGENTGATE_PLATFORM_KEY): not registering ${publicOrigin} routes; payments redeem only if they are registered`);
+    return;
+  }
+  try {
+    const report = await syncEndpoints({ backendUrl: dev.backendUrl, platformKey: dev.platformKey, publicOrigin, routes });
+    const line = (kind: string, list: readonly { url: string; priceUsdc: string }[]) => list.map((e) => `${kind} ${e.url} at ${e.priceUsdc} USDC`);
+    for (const text of [...line('registered', report.created), ...line('updated', report.updated), ...line('already registered', report.unchanged)]) console.log(text);
+    for (const skip of report.skipped) console.warn(`not registered: ${skip.pattern} ${skip.reason}`);
+  } catch (error) {
+    // The server keeps running (its free routes work), but say plainly that payments will not redeem.
+    console.error(`could not register the paid routes: ${(error as Error).message}`);
+  }
 }

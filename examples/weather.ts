@@ -1,5 +1,7 @@
 /** The toy domain both example sellers serve. */
 export const WEATHER_PRICE = '$0.01';
+/** The paid route table of both example sellers: given to the middleware and to syncEndpoints alike. */
+export const WEATHER_ROUTES = { 'GET /weather': { price: WEATHER_PRICE, description: 'Current weather for a city' } } as const;
 export const CITIES = ['Lisbon', 'Nairobi', 'Oslo', 'Lima', 'Osaka'];
 
 export function forecastFor(city: string) {

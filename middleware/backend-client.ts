@@ -3,6 +3,9 @@ import { FacilitatorUnavailable, type Facilitator, type RedeemRequest, type Rede
 import { formatUsdc } from './price.js';
 import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
 import { JwsReceiptSchema } from './offer-receipt.js';
+import { backendCall, unexpectedAnswer, type BackendConnection } from './backend-http.js';
+
+export { BackendRequestError } from './backend-http.js';
 
 /**
  * HTTP client for the agentgate backend, authenticated with the seller API key (`loid-...`). It is
@@ -10,18 +13,12 @@ import { JwsReceiptSchema } from './offer-receipt.js';
  * Routes: POST /v0/payments/redeem, GET /v0/payments/settings, GET /v0/payments, GET /v0/payments/{id}.
  */
 
-export interface BackendClientOptions {
-  /** e.g. "https://api.agentgate.dev" (no trailing path). */
-  readonly backendUrl: string;
+export interface BackendClientOptions extends BackendConnection {
   /** Seller API key, prefix `loid-`. */
   readonly apiKey: string;
-  readonly fetch?: typeof globalThis.fetch;
-  /** Per request. Redeem waits for on-chain settlement, so this is generous. Default 30 s. */
-  readonly timeoutMs?: number;
 }
 
 export const SELLER_KEY_PREFIX = 'loid-';
-const DEFAULT_TIMEOUT_MS = 30_000;
 
 const PaymentResponseSchema = z.object({
   success: z.literal(true),
@@ -74,18 +71,6 @@ export type BackendRedeemResponse =
   | z.infer<typeof RedeemOkSchema>
   | { ok: false; error: string; message: string; requirement: unknown };
 
-/** The backend answered, but not with success: wrong key (401/403), unknown payment (404), bad input (400). */
-export class BackendRequestError extends Error {
-  override readonly name = 'BackendRequestError';
-  constructor(
-    readonly status: number,
-    readonly error: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 export interface BackendClient extends Facilitator {
   /** The Facilitator view: amounts in atomic units, failures as reasons. */
   redeem(request: RedeemRequest): Promise<RedeemResult>;
@@ -101,44 +86,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
   if (!options.apiKey.startsWith(SELLER_KEY_PREFIX)) {
     throw new TypeError(`apiKey must be a seller API key (prefix "${SELLER_KEY_PREFIX}")`);
   }
-  const base = new URL(options.backendUrl).toString().replace(/\/+$/, '');
-  const doFetch = options.fetch ?? globalThis.fetch;
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-
-  async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-    let response: Response;
-    try {
-      response = await doFetch(base + path, {
-        method,
-        headers: {
-          authorization: `Bearer ${options.apiKey}`,
-          accept: 'application/json',
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-    } catch (error) {
-      throw new FacilitatorUnavailable(`payment backend unreachable: ${describeError(error)}`, 503, { cause: error });
-    }
-    if (response.status >= 500) {
-      await response.body?.cancel();
-      throw new FacilitatorUnavailable(`payment backend answered ${response.status}`, 502);
-    }
-    let json: unknown;
-    try {
-      json = await response.json();
-    } catch (error) {
-      throw new FacilitatorUnavailable(`payment backend answered ${response.status} without JSON`, 502, { cause: error });
-    }
-    return { status: response.status, json };
-  }
-
-  function unexpected(status: number, json: unknown): never {
-    const parsed = z.object({ error: z.string(), message: z.string() }).safeParse(json);
-    if (parsed.success) throw new BackendRequestError(status, parsed.data.error, parsed.data.message);
-    throw new BackendRequestError(status, 'unexpected_response', `payment backend answered ${status} with an unexpected body`);
-  }
+  const call = backendCall(options);
 
   async function redeemPayment(input: { paymentHeader: string; resource: string; amount: string }): Promise<BackendRedeemResponse> {
     const { status, json } = await call('POST', '/v0/payments/redeem', input);
@@ -175,7 +123,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
 
     async fetchSellerSettings() {
       const { status, json } = await call('GET', '/v0/payments/settings');
-      if (status !== 200) unexpected(status, json);
+      if (status !== 200) unexpectedAnswer(status, json);
       return parseSellerSettings(json);
     },
 
@@ -185,25 +133,18 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
       if (input.pageToken !== undefined) query.set('pageToken', input.pageToken);
       const suffix = query.size > 0 ? `?${query}` : '';
       const { status, json } = await call('GET', `/v0/payments${suffix}`);
-      if (status !== 200) unexpected(status, json);
+      if (status !== 200) unexpectedAnswer(status, json);
       const parsed = PaymentListSchema.safeParse(json);
-      if (!parsed.success) unexpected(status, json);
+      if (!parsed.success) unexpectedAnswer(status, json);
       return parsed.data;
     },
 
     async getPayment(paymentId) {
       const { status, json } = await call('GET', `/v0/payments/${encodeURIComponent(paymentId)}`);
-      if (status !== 200) unexpected(status, json);
+      if (status !== 200) unexpectedAnswer(status, json);
       const parsed = PaymentRecordSchema.safeParse(json);
-      if (!parsed.success) unexpected(status, json);
+      if (!parsed.success) unexpectedAnswer(status, json);
       return parsed.data;
     },
   };
-}
-
-function describeError(error: unknown): string {
-  // Duck-typed: the abort DOMException may come from another realm, where instanceof Error fails.
-  const { name, message } = (typeof error === 'object' && error !== null ? error : {}) as { name?: unknown; message?: unknown };
-  if (name === 'TimeoutError') return 'timed out';
-  return typeof message === 'string' ? message : String(error);
 }

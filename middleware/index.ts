@@ -15,6 +15,7 @@ export { FacilitatorUnavailable } from './facilitator.js';
 export type { Facilitator, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
 
 export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
+export type { BackendConnection } from './backend-http.js';
 export type { BackendClient, BackendClientOptions, BackendRedeemResponse, PaymentList, PaymentRecord, SignedReceipt } from './backend-client.js';
 export { createBackendPaywall } from './backend-paywall.js';
 export type { BackendPaywallOptions } from './backend-paywall.js';
@@ -62,3 +63,7 @@ export type { JwsReceipt, JwsReceiptVerification, OfferReceiptPayload } from './
 export type { DidDocument, Receipt, ReceiptVerification, TrustedKey } from './receipt.js';
 export { ed25519ToMultibase, encodeBase64Url, parseEd25519PublicKey } from './multikey.js';
 export { verifyWebhook, webhookSignature, WEBHOOK_HEADERS, type PaymentReceivedEvent } from './webhook.js';
+
+export { syncEndpoints } from './endpoint-sync.js';
+export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from './endpoint-sync.js';
+export { canonicalLoopback, LOOPBACK_HOSTS, loopbackSpellings } from './loopback.js';

@@ -1,6 +1,7 @@
 /**
  * Pays an x402 URL from a dev account with an official client, and prints what came back.
  *   npm run example:buyer                      # x402 v1 (x402-fetch), pays the Express example
+ *   npm run example:buyer -- <url>             # x402 v1, any URL (e.g. http://127.0.0.1:5055/weather)
  *   npm run example:buyer -- <url> --v2        # x402 v2 (@x402/fetch + @x402/evm)
  * Reads the buyer key, token and chain from .agentgate/dev-seller.json (`npm run dev`), or the env.
  */

@@ -1,12 +1,14 @@
 /**
  * A weather API on Express with one paid route. Run `npm run dev` first (it sets up a seller on the
  * local chain), then `npm run example:express-seller` and pay it with `npm run example:buyer`.
+ * Any port works (`PORT=5055 npm run example:express-seller`): once listening, it registers its paid
+ * route for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev seller's platform key (syncEndpoints).
  */
 import express, { type Express } from 'express';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/express.js';
 import type { SettledPayment } from '../../middleware/index.js';
-import { isMain, loadDevSeller, required } from '../dev-seller.js';
-import { forecastFor, CITIES, WEATHER_PRICE } from '../weather.js';
+import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
+import { forecastFor, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
 
@@ -15,7 +17,7 @@ export function createWeatherApp(options: SellerOptions): Express {
   app.use(
     paymentMiddleware({
       ...options,
-      routes: { 'GET /weather': { price: WEATHER_PRICE, description: 'Current weather for a city' } },
+      routes: WEATHER_ROUTES,
     }),
   );
   app.get('/weather', (req, res) => {
@@ -37,5 +39,9 @@ if (isMain(import.meta.url)) {
     publicOrigin: process.env.PUBLIC_ORIGIN,
     trustProxy: process.env.TRUST_PROXY === 'true',
   });
-  app.listen(port, () => console.log(`weather API (Express) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`));
+  app.listen(port, () => {
+    console.log(`weather API (Express) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`);
+    // After listening: the backend fetches a new URL for its 402 before registering it.
+    void syncExampleEndpoints(dev, WEATHER_ROUTES, port);
+  });
 }

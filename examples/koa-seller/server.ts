@@ -1,13 +1,15 @@
 /**
  * A weather API on Koa with one paid route. Run `npm run dev` first (it sets up a seller on the local
  * chain), then `npm run example:koa-seller` and pay it with `npm run example:buyer -- <url>`.
+ * Any port works (`PORT=5055 npm run example:koa-seller`): once listening, it registers its paid route
+ * for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev seller's platform key (syncEndpoints).
  */
 import Router from '@koa/router';
 import Koa from 'koa';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/koa.js';
 import type { SettledPayment } from '../../middleware/index.js';
-import { isMain, loadDevSeller, required } from '../dev-seller.js';
-import { forecastFor, CITIES, WEATHER_PRICE } from '../weather.js';
+import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
+import { forecastFor, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
 
@@ -24,7 +26,7 @@ export function createWeatherApp(options: SellerOptions): Koa {
   app.use(
     paymentMiddleware({
       ...options,
-      routes: { 'GET /weather': { price: WEATHER_PRICE, description: 'Current weather for a city' } },
+      routes: WEATHER_ROUTES,
     }),
   );
   app.use(router.routes());
@@ -40,5 +42,9 @@ if (isMain(import.meta.url)) {
     publicOrigin: process.env.PUBLIC_ORIGIN,
     trustProxy: process.env.TRUST_PROXY === 'true',
   });
-  app.listen(port, () => console.log(`weather API (Koa) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`));
+  app.listen(port, () => {
+    console.log(`weather API (Koa) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`);
+    // After listening: the backend fetches a new URL for its 402 before registering it.
+    void syncExampleEndpoints(dev, WEATHER_ROUTES, port);
+  });
 }

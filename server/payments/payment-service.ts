@@ -17,7 +17,7 @@ import { TtlCache } from '../platform/ttl-cache.js';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
 import { PaymentIdentifiers } from './payment-identifier.js';
-import { normalizeResource } from './resource-url.js';
+import { endpointUrlsFor, normalizeResource } from './resource-url.js';
 import { offerReceiptExtension } from '../../middleware/offer-receipt.js';
 
 export type RedeemOutcome =
@@ -124,7 +124,8 @@ export class PaymentService {
   async createEndpoint(orgId: string, input: { id: string; url: string; priceUsdc: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret']; discoverable?: boolean; inputSchemaJson?: string | null; outputSchemaJson?: string | null }): Promise<EndpointDoc> {
     const url = normalizeResource(input.url);
     const priceAtomic = this.priceOf(input.priceUsdc);
-    const existing = await this.endpoints.findOne({ orgId, url, deletedAt: null }).lean();
+    // In dev, another loopback spelling of the same URL is the same endpoint (resource-url.ts).
+    const existing = await this.endpoints.findOne({ orgId, url: { $in: endpointUrlsFor(url, this.config.mode) }, deletedAt: null }).lean();
     if (existing) throw new AppError(409, 'endpoint_exists', `An endpoint for ${url} is already registered (${existing._id})`);
     const now = new Date();
     const doc = await this.endpoints.create({
@@ -197,7 +198,8 @@ export class PaymentService {
     const resource = normalizeResource(input.resource);
     const endpoint = await this.endpointFor(orgId, resource);
     if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
-    const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource: endpoint.url, description: endpoint.description });
+    // The buyer's spelling of the resource: in dev it may be another loopback alias of endpoint.url.
+    const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource, description: endpoint.description });
     const refuse = (error: string, message: string): RedeemOutcome => ({ ok: false, error, message, requirement });
 
     let amount: bigint;
@@ -292,7 +294,14 @@ export class PaymentService {
 
   /** The org's live endpoint for a resource URL, if registered (served from memory). */
   async endpointFor(orgId: string, resource: string): Promise<EndpointDoc | null> {
-    return this.endpointCache.through(`${orgId} ${resource}`, () => this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean());
+    return this.endpointCache.through(`${orgId} ${resource}`, async () => {
+      const urls = endpointUrlsFor(resource, this.config.mode);
+      if (urls.length === 1) return this.endpoints.findOne({ orgId, url: resource, deletedAt: null }).lean();
+      // Dev loopback aliases: registration allows one per URL, but a database from before that rule may
+      // hold two spellings; the one the buyer paid for wins then.
+      const found = await this.endpoints.find({ orgId, url: { $in: urls }, deletedAt: null }).lean();
+      return found.find((e) => e.url === resource) ?? found[0] ?? null;
+    });
   }
 
   /** Records the settlement with its signed receipt, then runs the settled hooks (webhook outbox). */

@@ -1,4 +1,6 @@
 import { AppError } from '../platform/errors.js';
+import type { Mode } from '../platform/config.js';
+import { loopbackSpellings } from '../../middleware/loopback.js';
 
 /**
  * The identifier a payment is bound to: `<scheme>://<host><path>` (SPEC 4.5), or `mcp://tool/<name>` for
@@ -23,3 +25,16 @@ export function normalizeResource(input: string): string {
 }
 
 export const isMcpResource = (resource: string) => resource.startsWith('mcp://');
+
+/**
+ * The stored endpoint URLs a (normalized) resource matches, for registration's duplicate check and for
+ * redeem's lookup. In dev mode `http://localhost:P/x`, `http://127.0.0.1:P/x` and `http://[::1]:P/x` are
+ * one resource: a seller started on any port is called by either spelling, and a challenge issued for
+ * one must redeem against an endpoint registered under another. Only in dev: production refuses
+ * loopback endpoints at registration, so no stored URL could match an alias, and there every other host
+ * is compared exactly. The stored URL keeps the spelling the seller registered (what GET shows, and
+ * older dev registrations keep working); the payment records the spelling the buyer paid for.
+ */
+export function endpointUrlsFor(resource: string, mode: Mode): string[] {
+  return mode === 'dev' ? loopbackSpellings(resource) : [resource];
+}
