@@ -22,6 +22,7 @@ import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { chatPlatformRoutes, chatRoutes } from './chat/routes.js';
 import { openApiRoutes } from './openapi/routes.js';
+import { healthRoutes } from './health/routes.js';
 import { OPERATIONS, type Operation } from './openapi/operations.js';
 import { consoleRoutes } from './console/routes.js';
 import { CONSOLE_PREFIX } from './console/access.js';
@@ -52,6 +53,7 @@ export const ROUTES: RouteFactory[] = [
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   paymentRoutes,
   facilitatorRoutes,
+  healthRoutes,
   // The ops console's HTML pages (cookie sessions, form posts) under /console.
   consoleRoutes,
 ];

@@ -38,6 +38,11 @@ export class MailDelivery {
     this.loopback = address;
   }
 
+  /** Where our own inbound SMTP listener is reached (the readiness probe connects to it). */
+  inboundListener(): { host: string; port: number } {
+    return this.localListener();
+  }
+
   private localListener(): { host: string; port: number } {
     if (this.loopback) return this.loopback;
     const host = this.config.SMTP_HOST && this.config.SMTP_HOST !== '0.0.0.0' ? this.config.SMTP_HOST : '127.0.0.1';

@@ -158,6 +158,10 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/v0/payments', tag: 'Payments', summary: 'Incoming payments, newest first', auth: sellerOrOps, query: paymentListQuery, ok: json('A page of payments', answers.paymentList) },
   { method: 'get', path: '/v0/payments/:id', tag: 'Payments', summary: 'One payment with its signed receipts', auth: sellerOrOps, params: paymentIdParam, ok: json('The payment', answers.paymentDetail) },
 
+  // Probes
+  { method: 'get', path: '/health', tag: 'Probes', summary: 'Liveness: the process answers', auth: 'none', ok: json('{status: "ok"}', answers.health) },
+  { method: 'get', path: '/ready', tag: 'Probes', summary: 'Readiness: the database, the chain and the SMTP listener answer', auth: 'none', ok: json('{status: "ready", checks}', answers.ready), also: { 503: 'Something it needs does not answer; `checks` says what' } },
+
   // This document and its reference page
   { method: 'get', path: '/openapi.json', tag: 'Docs', summary: 'This OpenAPI 3.1 document', auth: 'none', ok: json('The document') },
   { method: 'get', path: '/docs', tag: 'Docs', summary: 'The API reference, rendered from this document', auth: 'none', ok: { status: 200, description: 'An HTML page', type: 'text/html' } },

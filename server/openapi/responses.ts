@@ -107,3 +107,6 @@ export const mcpError = z.union([
   errorBody,
   z.object({ jsonrpc: z.literal('2.0'), id: z.union([z.string(), z.number(), z.null()]), error: z.object({ code: z.number().int(), message: z.string() }).loose() }).loose(),
 ]);
+
+export const health = z.object({ status: z.literal('ok') });
+export const ready = z.object({ status: z.literal('ready'), checks: z.record(z.string(), z.string()) });
