@@ -25,6 +25,14 @@ export function persistentSecret(dir: string, name: string, bytes = 32): { value
   return { value, created: true };
 }
 
+/** A setting chosen at the first start and kept in the state folder, e.g. the DID domain. */
+export function persistentValue(dir: string, name: string, initial: string): string {
+  const file = join(dir, name);
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  writeFileSync(file, `${initial}\n`, { mode: 0o600 });
+  return initial;
+}
+
 export function readJson<T>(file: string): T | undefined {
   if (!existsSync(file)) return undefined;
   return JSON.parse(readFileSync(file, 'utf8')) as T;

@@ -7,7 +7,7 @@ import { startDevChain, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from './c
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from './chain/dev-accounts.js';
 import { startServer } from '../server.js';
 import { DEV_EXTENSION } from './routes.js';
-import { devStateDir, persistentSecret, readJson, writeJson } from '../cli/local-state.js';
+import { devStateDir, persistentSecret, persistentValue, readJson, writeJson } from '../cli/local-state.js';
 import { DEV_SERVER_FILE, runningDevServer } from '../cli/backend.js';
 import { ensureDevSeller } from './dev-seller.js';
 import { DevChatPlatform } from './chat-platform.js';
@@ -50,7 +50,9 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     PORT: port,
     BASE_URL: `http://localhost:${port}`,
     MAIL_DOMAIN: 'agents.localhost',
-    DID_DOMAIN: `localhost%3A${port}`,
+    // Fixed at the first start and kept: every identity's DID, and every receipt signed under it, stays
+    // the same when the server later moves to another port.
+    DID_DOMAIN: persistentValue(stateDir, 'did-domain', `localhost%3A${port}`),
     SMTP_PORT: '2525',
     // Every local org may try the admin previews (team chat); set ADMIN_ORG_IDS to try the gate.
     ADMIN_ORG_IDS: '*',

@@ -172,20 +172,26 @@ describe('agentgate dev', () => {
       // Other commands find the running dev server without --url.
       const found = await cli(['signup', '--help'], { AGENTGATE_STATE_DIR: state });
       expect(found.code).toBe(0);
+      const didBefore = (await fetch(`http://127.0.0.1:${port}/.well-known/did.json`).then((r) => r.json()) as any).id;
       await first.stop();
+      // The second start moves to another port: identities keep their DIDs (receipts stay verifiable).
+      const port2 = String(await freePort());
+      env.PORT = port2;
       const second = await startDev();
+      expect((await fetch(`http://127.0.0.1:${port2}/.well-known/did.json`).then((r) => r.json()) as any).id).toBe(didBefore);
+      expect(didBefore).toBe(`did:web:localhost%3A${port}`);
       expect(second.output).not.toContain('generated a development master key');
-      const me = await fetch(`http://127.0.0.1:${port}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
+      const me = await fetch(`http://127.0.0.1:${port2}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
       expect(me.status).toBe(200);
       // The chat install survived too, on both sides: the workspace still knows the bot's token.
-      const channels = await fetch(`http://127.0.0.1:${port}/v0/chat/channels`, { headers: agentKey });
+      const channels = await fetch(`http://127.0.0.1:${port2}/v0/chat/channels`, { headers: agentKey });
       expect(channels.status).toBe(200);
       expect(((await channels.json()) as any).channels.map((c: { name: string }) => c.name)).toContain('general');
       // The local chain kept its token and the dev seller its keys: no second deployment.
       expect(first.output).toContain('(deployed now)');
       expect(second.output).not.toContain('(deployed now)');
       const seller = JSON.parse(readFileSync(join(state, 'dev-seller.json'), 'utf8'));
-      const settings = await fetch(`http://127.0.0.1:${port}/v0/payments/settings`, { headers: { authorization: `Bearer ${seller.sellerKey}` } });
+      const settings = await fetch(`http://127.0.0.1:${port2}/v0/payments/settings`, { headers: { authorization: `Bearer ${seller.sellerKey}` } });
       expect(settings.status).toBe(200);
       await second.stop();
     } finally {
