@@ -88,8 +88,11 @@ test('every mounted route is in the operation list, and the list names no route 
   expect(Object.keys(CATALOG).filter((r) => !mounted.includes(r))).toEqual([]);
 });
 
-const mcpCall = fc.constantFrom(...TOOLS).chain((tool) =>
-  arbitraryOf(jsonSchemaOf(tool.input), noEgress).map((args) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool.name, arguments: args } })));
+/** Every tool a dev server serves (the dev extension's faucet included), called by its listed name or an alias. */
+const mcpCall = fc.constantFrom(...TOOLS, ...DEV_EXTENSION.tools).chain((tool) => fc.tuple(
+  arbitraryOf(jsonSchemaOf(tool.input), { ...noEgress, ...FUZZING['POST /v0/dev/faucet']!.bodyOverrides }),
+  fc.constantFrom(tool.name, ...(tool.aliases ?? [])),
+).map(([args, name]) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })));
 
 /** Percent-encodes the UTF-8 bytes of any string, lone surrogates included (encodeURIComponent throws on those). */
 const percentEncode = (text: string) => [...Buffer.from(text, 'utf8')]
