@@ -33,7 +33,7 @@ async function connect(key: string) {
     // Our tools answer JSON; the SDK's own argument check (against the tool's input schema) answers text.
     let body: unknown = text;
     try { body = JSON.parse(text); } catch { /* the SDK's text */ }
-    return { isError: result.isError ?? false, body };
+    return { isError: result.isError === true, body };
   };
   /** A call that must succeed: its parsed JSON. */
   const ok = async (name: string, args: Record<string, unknown> = {}) => {
