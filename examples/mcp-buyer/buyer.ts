@@ -129,8 +129,14 @@ if (isMain(import.meta.url)) {
   const [url = process.env.MCP_URL ?? 'http://127.0.0.1:4040/mcp', tool = 'forecast', args = '{"city":"Oslo"}'] = process.argv.slice(2);
   const privateKey = (loadDevSeller().buyerPrivateKey ?? DEV_BUYERS[0]!.privateKey) as Hex;
   console.log(`MCP buyer ${privateKeyToAccount(privateKey).address} -> ${tool} at ${url}`);
-  const paid = await payMcpTool({ url, tool, arguments: JSON.parse(args) as Record<string, unknown>, privateKey });
-  console.log('result:', JSON.stringify(paid.result.content, null, 2));
-  console.log('settlement:', JSON.stringify(paid.settlement ?? null, null, 2));
-  process.exitCode = paid.result.isError ? 1 : 0;
+  try {
+    const paid = await payMcpTool({ url, tool, arguments: JSON.parse(args) as Record<string, unknown>, privateKey });
+    console.log('result:', JSON.stringify(paid.result.content, null, 2));
+    console.log('settlement:', JSON.stringify(paid.settlement ?? null, null, 2));
+    process.exitCode = paid.result.isError ? 1 : 0;
+  } catch (error) {
+    // No server, a price over the limit, nothing payable: one line, not a stack trace.
+    console.error(`could not pay ${tool} at ${url}: ${(error as Error).message} (is \`npm run example:mcp-paid-tool\` running?)`);
+    process.exitCode = 1;
+  }
 }
