@@ -25,6 +25,7 @@ import { openApiRoutes } from './openapi/routes.js';
 import { healthRoutes } from './health/routes.js';
 import { OPERATIONS, type Operation } from './openapi/operations.js';
 import { consoleRoutes } from './console/routes.js';
+import type { ToolDefinition } from './mcp/tool.js';
 import { CONSOLE_PREFIX } from './console/access.js';
 
 /** Each area contributes a router; later areas append theirs to this list. */
@@ -38,7 +39,6 @@ export const ROUTES: RouteFactory[] = [
   logRoutes,
   messageRoutes,
   threadRoutes,
-  mcpRoutes,
   vaultRoutes,
   didDocumentRoutes,
   identitySigningRoutes,
@@ -58,16 +58,24 @@ export const ROUTES: RouteFactory[] = [
   consoleRoutes,
 ];
 
-/** Routes and their operations mounted on top of ROUTES (`agentgate dev` and the tests add the faucet). */
+/**
+ * Routes, their operations and MCP tools mounted on top of the production app (`agentgate dev` and the
+ * tests add the faucet: POST /v0/dev/faucet and the tool wallet_faucet).
+ */
 export interface AppExtension {
   routes: RouteFactory[];
   operations: Operation[];
+  tools?: ToolDefinition[];
 }
 
-/** Every router of the app: the areas, the extension's, and /openapi.json + /docs describing them all. */
+/**
+ * Every router of the app: the areas, the extension's, /mcp serving the areas' tools plus the
+ * extension's, and /openapi.json + /docs describing them all.
+ */
 export function appRouters(app: AppContext, extension?: AppExtension): Router[] {
   return [
     ...[...ROUTES, ...(extension?.routes ?? [])].map((factory) => factory(app)),
+    mcpRoutes(app, extension?.tools),
     openApiRoutes(app, [...OPERATIONS, ...(extension?.operations ?? [])]),
   ];
 }

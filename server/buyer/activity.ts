@@ -11,6 +11,8 @@ export function presentOutgoing(p: OutgoingPaymentDoc) {
     mandateId: p.mandateId,
     ...presentTransfer(p),
     requestUrl: p.requestUrl,
+    // The seller's signed offer-receipt from its settlement answer, so the agent can read it back later.
+    offerReceipt: p.paymentResponse?.offerReceipt ?? null,
   };
 }
 

@@ -136,13 +136,13 @@ export class MandateService {
       ? await this.mandates.find({ _id: options.mandateId, identityId: owner.identityId }).lean()
       : await this.list(owner);
     if (all.length === 0) {
-      return refusal('mandate_not_found', options.mandateId ? `mandate ${options.mandateId} not found` : 'this identity has no spending mandate; create one with POST /v0/payments/mandates');
+      return refusal('mandate_not_found', options.mandateId ? `mandate ${options.mandateId} not found` : `this identity has no spending mandate; create one with ${CREATE_MANDATE}`);
     }
     const live = all.filter((m) => !m.revokedAt && m.validUntil > now);
     if (live.length === 0) {
       return all.some((m) => !m.revokedAt)
-        ? refusal('mandate_expired', 'every mandate of this identity has expired')
-        : refusal('mandate_revoked', 'every mandate of this identity is revoked');
+        ? refusal('mandate_expired', `every mandate of this identity has expired; create a new one with ${CREATE_MANDATE}`)
+        : refusal('mandate_revoked', `every mandate of this identity is revoked; create a new one with ${CREATE_MANDATE}`);
     }
     const forHost = live.filter((m) => hostAllowed(m.allowedHosts, url));
     if (forHost.length === 0) return refusal('mandate_host_not_allowed', `no active mandate allows paying ${url.host}`);
@@ -212,6 +212,9 @@ export class MandateService {
     throw new AppError(503, 'mandate_busy', 'too many concurrent payments on this mandate; try again');
   }
 }
+
+/** How an agent makes a mandate, named for both doors: refusals tell it what to do next. */
+const CREATE_MANDATE = 'payments_create_mandate (POST /v0/payments/mandates)';
 
 function refusal(code: PayRefusal['code'], message: string): PayRefusal {
   return { ok: false, code, message };

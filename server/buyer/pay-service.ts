@@ -87,7 +87,9 @@ export class PayService {
       const wallet = await this.wallets.forIdentity(owner);
       const balance = await this.wallets.balance(wallet.address as Address);
       if (balance < amount) {
-        return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed`);
+        // A dev server mounts the faucet (server/dev/faucet.ts): say so, so an agent can fund itself.
+        const hint = this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : '';
+        return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed${hint}`);
       }
       if (input.dryRun) {
         hold = 'done';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_MANDATE_CAP_ATOMIC, usdcAmount } from './amounts.js';
 import { outgoingHeaderValue } from '../platform/json-input.js';
+import { limitParam } from '../platform/pagination.js';
 
 const cap = usdcAmount.refine((a) => a > 0n && a <= MAX_MANDATE_CAP_ATOMIC, 'must be more than 0 and at most 1000000');
 const hostRule = z.string().trim().toLowerCase().max(253)
@@ -12,6 +13,8 @@ export const mandateBody = z.object({
   validUntil: z.iso.datetime({ offset: true }).transform((text) => new Date(text)),
   allowedHosts: z.array(hostRule).max(50).optional(),
 }).strict();
+
+export type MandateBody = z.output<typeof mandateBody>;
 
 export const mandateIdParam = z.object({ id: z.string().regex(/^mdt_[a-z0-9]{1,64}$/, 'malformed mandate id') });
 
@@ -31,3 +34,8 @@ export const payBody = z.object({
 }).strict();
 
 export type PayBody = z.output<typeof payBody>;
+
+/** GET /v0/payments/activity's query and the MCP tool `payments_list_activity`'s input. */
+export const activityQuery = z.object({ limit: limitParam(), pageToken: z.string().optional() });
+
+export type ActivityQuery = z.output<typeof activityQuery>;

@@ -1,18 +1,75 @@
-import { defineTool, type ToolDefinition } from '../mcp/tool.js';
-import { payBody } from './schemas.js';
-import { payFor } from './routes.js';
+import { z } from 'zod';
+import { defineTool, ToolRefusal, type ToolDefinition } from '../mcp/tool.js';
+import { activityQuery, mandateBody, mandateIdParam, payBody } from './schemas.js';
+import { activityFor, createMandateFor, getMandateFor, listMandatesFor, payFor, revokeMandateFor } from './calls.js';
+import { refusalBody } from './pay-result.js';
 
-/** MCP tools of the buyer side. A refusal is a normal result (`ok: false, code`), not a tool error. */
+const ownerOf = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
+
+/**
+ * MCP tools of the buyer side, each the HTTP route's call with the route's schema and scope: an agent
+ * that only speaks MCP can set up its mandate, pay and read what it paid without any HTTP of its own.
+ */
 export const buyerTools: ToolDefinition[] = [
+  defineTool({
+    name: 'payments_create_mandate',
+    title: 'Create a spending mandate',
+    description:
+      'Allows payments_pay to spend from this identity\'s wallet: at most maxPerCallUsdc per payment and dailyCapUsdc per UTC day ' +
+      '(USDC amounts as decimal strings, e.g. "0.10"), until validUntil (ISO 8601 with offset), optionally only to allowedHosts ' +
+      '(e.g. ["api.example.com", "*.example.org"]). Same as POST /v0/payments/mandates.',
+    scope: 'payments:spend',
+    input: mandateBody,
+    run: (app, principal, input) => createMandateFor(app, ownerOf(principal), input),
+  }),
+  defineTool({
+    name: 'payments_list_mandates',
+    title: 'List spending mandates',
+    description: 'This identity\'s mandates, newest first, each with what it spent today and in total. Same as GET /v0/payments/mandates.',
+    scope: 'payments:read',
+    input: z.object({}).strict(),
+    run: (app, principal) => listMandatesFor(app, ownerOf(principal)),
+  }),
+  defineTool({
+    name: 'payments_get_mandate',
+    title: 'Get a spending mandate',
+    description: 'One mandate by its id (the mandateId, "mdt_…"), with what it spent. Same as GET /v0/payments/mandates/{id}.',
+    scope: 'payments:read',
+    input: mandateIdParam,
+    run: (app, principal, input) => getMandateFor(app, ownerOf(principal), input.id),
+  }),
+  defineTool({
+    name: 'payments_revoke_mandate',
+    title: 'Revoke a spending mandate',
+    description: 'Revokes a mandate by its id (the mandateId, "mdt_…"): payments_pay no longer spends under it. Same as DELETE /v0/payments/mandates/{id}.',
+    scope: 'payments:spend',
+    input: mandateIdParam,
+    run: (app, principal, input) => revokeMandateFor(app, ownerOf(principal), input.id),
+  }),
   defineTool({
     name: 'payments_pay',
     title: 'Pay for an x402 URL',
     description:
       'Fetches a URL; if it answers 402 Payment Required (x402), pays it in USDC from this identity\'s wallet ' +
-      'under its spending mandate and returns the paid response. Non-402 answers come back as they are (paid: false). ' +
-      'Use maxAmountUsdc to refuse prices above a limit, dryRun to see the price without paying.',
+      'under its spending mandate (see payments_create_mandate) and returns the paid response. Non-402 answers come back as they are (paid: false). ' +
+      'Use maxAmountUsdc to refuse prices above a limit, dryRun to see the price without paying. ' +
+      'A refusal (no mandate, over a cap, balance short, …) is a tool error whose `error` names the reason.',
     scope: 'payments:spend',
     input: payBody,
-    run: (app, principal, input) => payFor(app, { orgId: principal.orgId, identityId: principal.identityId }, input),
+    async run(app, principal, input) {
+      const result = await payFor(app, ownerOf(principal), input);
+      // A refusal is an error to the model (nothing was paid), with the same body POST /v0/payments/pay answers.
+      return result.ok ? result : new ToolRefusal(refusalBody(result));
+    },
+  }),
+  defineTool({
+    name: 'payments_list_activity',
+    title: 'List payment activity',
+    description:
+      'This identity\'s payments, newest first: what it paid (direction "out", with txHash and the seller\'s receipt when one came) and what its org received. ' +
+      'Pass nextPageToken back as pageToken for the next page. Same as GET /v0/payments/activity.',
+    scope: 'payments:read',
+    input: activityQuery,
+    run: (app, principal, input) => activityFor(app, ownerOf(principal), input),
   }),
 ];

@@ -9,6 +9,7 @@ import { AppError } from '../platform/errors.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { usdcAmount } from '../buyer/amounts.js';
 import type { Operation } from '../openapi/operations.js';
+import { defineTool, type ToolDefinition } from '../mcp/tool.js';
 import { balanceOf, usdcAbi } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { devTokenAbi } from '../wallet/smart-account-abi.js';
@@ -49,23 +50,43 @@ export const faucetBody = z.object({
   amountUsdc: usdcAmount.refine((a) => a > 0n && a <= MAX_FAUCET_ATOMIC, 'must be more than 0 and at most 1000'),
 }).strict();
 
+/** One faucet per app, shared by the route and the tool, so both send from one nonce sequence. */
+const faucets = new WeakMap<AppContext, DevFaucet>();
+
+/** Sends `amount` test USDC to the identity's wallet: what POST /v0/dev/faucet and the tool wallet_faucet both run. */
+export async function fundFromFaucet(app: AppContext, owner: { orgId: string; identityId: string }, amount: bigint) {
+  const chain = app.wallets.requireChain();
+  if (!app.config.FAUCET_PRIVATE_KEY) throw new AppError(503, 'faucet_unavailable', 'The dev faucet has no key (FAUCET_PRIVATE_KEY)');
+  let faucet = faucets.get(app);
+  if (!faucet) {
+    faucet = new DevFaucet(chain, app.config.FAUCET_PRIVATE_KEY as `0x${string}`);
+    faucets.set(app, faucet);
+  }
+  const wallet = await app.wallets.forIdentity(owner);
+  const txHash = await faucet.fund(wallet.address as Address, amount);
+  await app.logs.record({ ...owner, action: 'wallet.faucet', category: 'wallet', description: `Dev faucet sent ${formatUsdc(amount)} USDC to ${wallet.address}`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash } });
+  return { txHash, amountUsdc: formatUsdc(amount), wallet: await app.wallets.view(owner) };
+}
+
 /** POST /v0/dev/faucet: test USDC into the calling identity's wallet. Mounted by `agentgate dev` and the tests only. */
 export function faucetRoutes(app: AppContext): Router {
   const router = authenticatedRouter(app);
-  let faucet: DevFaucet | undefined;
   router.post('/v0/dev/faucet', requireScope('wallet:read'), async (ctx) => {
     const { amountUsdc } = parseInput(faucetBody, ctx.request.body, 'body');
-    const chain = app.wallets.requireChain();
-    if (!app.config.FAUCET_PRIVATE_KEY) throw new AppError(503, 'faucet_unavailable', 'The dev faucet has no key (FAUCET_PRIVATE_KEY)');
-    faucet ??= new DevFaucet(chain, app.config.FAUCET_PRIVATE_KEY as `0x${string}`);
-    const owner = { orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) };
-    const wallet = await app.wallets.forIdentity(owner);
-    const txHash = await faucet.fund(wallet.address as Address, amountUsdc);
-    await app.logs.record({ ...owner, action: 'wallet.faucet', category: 'wallet', description: `Dev faucet sent ${formatUsdc(amountUsdc)} USDC to ${wallet.address}`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash } });
-    ctx.body = { txHash, amountUsdc: formatUsdc(amountUsdc), wallet: await app.wallets.view(owner) };
+    ctx.body = await fundFromFaucet(app, { orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) }, amountUsdc);
   });
   return router;
 }
+
+/** The faucet as an MCP tool, served only where the route is (the dev extension), with its schema and scope. */
+export const faucetTool: ToolDefinition = defineTool({
+  name: 'wallet_faucet',
+  title: 'Dev faucet: test USDC',
+  description: 'Dev servers only: sends amountUsdc (a decimal string, at most "1000") test USDC to this identity\'s wallet and returns the transaction and the wallet. Same as POST /v0/dev/faucet.',
+  scope: 'wallet:read',
+  input: faucetBody,
+  run: (app, principal, input) => fundFromFaucet(app, { orgId: principal.orgId, identityId: principal.identityId }, input.amountUsdc),
+});
 
 export const faucetOperation: Operation = {
   method: 'post', path: '/v0/dev/faucet', tag: 'Wallet', summary: 'Test USDC into the wallet (agentgate dev only)', auth: ['identity'], scopes: ['wallet:read'],

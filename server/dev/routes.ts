@@ -1,12 +1,12 @@
-import type { RouteFactory } from '../app.js';
-import type { Operation } from '../openapi/operations.js';
-import { faucetOperation, faucetRoutes } from './faucet.js';
+import type { AppExtension } from '../app.js';
+import { faucetOperation, faucetRoutes, faucetTool } from './faucet.js';
 
 /**
- * What `agentgate dev` and the tests mount on top of the production app: the faucet. `agentgate serve`
- * never imports this folder (the architecture test checks it).
+ * What `agentgate dev` and the tests mount on top of the production app: the faucet, as a route and as
+ * the MCP tool wallet_faucet. `agentgate serve` never imports this folder (the architecture test checks it).
  */
-export const DEV_EXTENSION: { routes: RouteFactory[]; operations: Operation[] } = {
+export const DEV_EXTENSION: Required<AppExtension> = {
   routes: [faucetRoutes],
   operations: [faucetOperation],
+  tools: [faucetTool],
 };

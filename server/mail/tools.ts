@@ -5,10 +5,14 @@ import { presentLabels, presentMessage, presentSent, presentThread } from './pre
 
 const page = <T>(key: string, items: T[], nextPageToken?: string) => ({ [key]: items, count: items.length, ...(nextPageToken ? { nextPageToken } : {}) });
 
-/** The mail MCP tools: each a thin call into MailService, answering what the matching HTTP route answers. */
+/**
+ * The mail MCP tools: each a thin call into MailService, answering what the matching HTTP route answers.
+ * Listed as `mail_*`; SPEC's `mail.*` names stay callable as aliases.
+ */
 export const mailTools = [
   defineTool({
-    name: 'mail.list_messages',
+    name: 'mail_list_messages',
+    aliases: ['mail.list_messages'],
     title: 'List messages',
     description: 'List messages in your inbox, newest first. Filter with labels (all must match), e.g. ["unread"]. Pass nextPageToken back as pageToken for the next page.',
     scope: 'mail:read',
@@ -24,7 +28,8 @@ export const mailTools = [
     },
   }),
   defineTool({
-    name: 'mail.get_message',
+    name: 'mail_get_message',
+    aliases: ['mail.get_message'],
     title: 'Get a message',
     description: 'Read one message by its messageId (e.g. "<abc@agents.example>"), including cc and delivery state of sent mail.',
     scope: 'mail:read',
@@ -34,7 +39,8 @@ export const mailTools = [
     },
   }),
   defineTool({
-    name: 'mail.send',
+    name: 'mail_send',
+    aliases: ['mail.send'],
     title: 'Send mail',
     description: 'Send a new email from your inbox; starts a new thread. Bcc recipients are never shown to other recipients.',
     scope: 'mail:send',
@@ -51,7 +57,8 @@ export const mailTools = [
     },
   }),
   defineTool({
-    name: 'mail.reply',
+    name: 'mail_reply',
+    aliases: ['mail.reply'],
     title: 'Reply to a message',
     description: 'Reply to the sender of a message, in the same thread ("Re: " subject, In-Reply-To and References set).',
     scope: 'mail:send',
@@ -61,7 +68,8 @@ export const mailTools = [
     },
   }),
   defineTool({
-    name: 'mail.update_labels',
+    name: 'mail_update_labels',
+    aliases: ['mail.update_labels'],
     title: 'Update labels',
     description: 'Add and/or remove labels on a message, e.g. addLabels ["read"], removeLabels ["unread"]. Returns the resulting labels.',
     scope: 'mail:manage',
@@ -75,7 +83,8 @@ export const mailTools = [
     },
   }),
   defineTool({
-    name: 'mail.list_threads',
+    name: 'mail_list_threads',
+    aliases: ['mail.list_threads'],
     title: 'List threads',
     description: 'List conversations in your inbox, most recently updated first, with their message counts.',
     scope: 'mail:read',
@@ -86,7 +95,8 @@ export const mailTools = [
     },
   }),
   defineTool({
-    name: 'mail.get_thread',
+    name: 'mail_get_thread',
+    aliases: ['mail.get_thread'],
     title: 'Get a thread',
     description: 'Read a whole conversation by threadId; messages oldest first, received ones with extractedText (the reply without quoted history).',
     scope: 'mail:read',

@@ -5,11 +5,13 @@ import { vaultTools } from '../vault/tools.js';
 import { calendarTools } from '../calendar/tools.js';
 import { didTools } from '../did/tools.js';
 import { chatTools } from '../chat/tools.js';
+import { walletTools } from '../wallet/tools.js';
 
 /** Every area's tools. An area adds its list here (one import, one spread). */
 export const TOOLS: ToolDefinition[] = [
   ...mailTools,
   ...buyerTools,
+  ...walletTools,
   ...vaultTools,
   ...calendarTools,
   ...didTools,

@@ -4,24 +4,29 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { AppContext } from '../context.js';
 import { authenticate, identityIdOf, principalOf, requireTier } from '../platform/auth/authenticate.js';
 import { createMcpServer } from './server.js';
+import { resolveAliases } from './aliases.js';
+import { TOOLS } from './registry.js';
+import type { ToolDefinition } from './tool.js';
 
 /**
  * POST /mcp: the MCP server over Streamable HTTP, stateless (a fresh server and transport per request),
  * authenticated with the identity key as a bearer token. GET and DELETE exist for session streams,
  * which a stateless server does not have: they answer 405 as the transport spec asks.
+ * `extraTools` are served next to the areas' TOOLS: the app extension's (the dev faucet in `agentgate dev`).
  */
-export function mcpRoutes(app: AppContext): Router {
+export function mcpRoutes(app: AppContext, extraTools: ToolDefinition[] = []): Router {
+  const tools = [...TOOLS, ...extraTools];
   const router = new Router({ prefix: '/mcp' });
   router.use(authenticate(app.keys, app.identities), requireTier('identity'));
 
   router.post('/', async (ctx: Context) => {
     const principal = { ...principalOf(ctx), identityId: identityIdOf(ctx) };
-    const server = createMcpServer(app, principal);
+    const server = createMcpServer(app, principal, tools);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.res.on('close', () => { transport.close().catch(() => {}); server.close().catch(() => {}); });
     await server.connect(transport);
     ctx.respond = false;
-    await transport.handleRequest(ctx.req, ctx.res, ctx.request.body);
+    await transport.handleRequest(ctx.req, ctx.res, resolveAliases(ctx.request.body, tools));
   });
 
   const notAllowed = (ctx: Context) => {

@@ -5,7 +5,7 @@ import type { Principal } from '../platform/auth/authenticate.js';
 import { ZodError } from 'zod';
 import { AppError, fromZodError } from '../platform/errors.js';
 import { TOOLS } from './registry.js';
-import type { ToolDefinition } from './tool.js';
+import { ToolRefusal, type ToolDefinition } from './tool.js';
 
 const asText = (value: unknown): CallToolResult['content'] => [{ type: 'text', text: JSON.stringify(value) }];
 
@@ -32,6 +32,7 @@ export function createMcpServer(app: AppContext, principal: Principal & { identi
     server.registerTool(tool.name, { title: tool.title, description: tool.description, inputSchema: tool.input }, async (input: unknown) => {
       try {
         const result = await tool.run(app, principal, input as never);
+        if (result instanceof ToolRefusal) return { isError: true, content: asText(result.body) };
         return { content: asText(result), structuredContent: result as Record<string, unknown> };
       } catch (err) {
         return toolError(err);

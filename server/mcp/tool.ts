@@ -9,13 +9,33 @@ import type { Scope } from '../platform/auth/scopes.js';
  * caller's identity key holds, and refuses a call to any other.
  */
 export interface ToolDefinition<S extends z.ZodObject = z.ZodObject> {
+  /** The listed name; must match TOOL_NAME (many LLM clients accept nothing else). */
   name: string;
+  /**
+   * Other names `tools/call` accepts for this tool, never listed: SPEC names the mail tools `mail.*`, a
+   * spelling some clients refuse, so those names stay callable while the listed one is `mail_*`.
+   */
+  aliases?: string[];
   title?: string;
   description: string;
   scope: Scope;
   input: S;
-  /** Returns a JSON-serialisable result; throw AppError for a clean tool error. */
+  /**
+   * Returns a JSON-serialisable result; throw AppError for a clean tool error, or return a ToolRefusal
+   * when the answer is a refusal whose body the agent should read as it is (e.g. a refused payment).
+   */
   run(app: AppContext, principal: Principal & { identityId: string }, input: z.output<S>): Promise<unknown>;
 }
 
+/** What a tool name may look like: the pattern LLM clients (OpenAI, Anthropic, Gemini) accept for function names. */
+export const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
 export const defineTool = <S extends z.ZodObject>(tool: ToolDefinition<S>): ToolDefinition => tool as unknown as ToolDefinition;
+
+/**
+ * A refusal that is the tool's answer rather than a failure of ours: the server returns it with
+ * `isError: true` so the model sees that nothing happened, and the body (with `error` and `message`) as content.
+ */
+export class ToolRefusal {
+  constructor(readonly body: { error: string; message: string; [extra: string]: unknown }) {}
+}

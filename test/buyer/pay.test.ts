@@ -8,6 +8,7 @@ import { verifyReceipt } from '../../middleware/receipt.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 import { authorizationState } from '../../server/chain/usdc.js';
 import { TOOLS } from '../../server/mcp/registry.js';
+import { ToolRefusal } from '../../server/mcp/tool.js';
 import { createMandate, fundedAgent, inDays, officialExpressSeller, ourExpressSeller, pay } from './support.js';
 
 let server: TestServer;
@@ -94,8 +95,10 @@ describe('payments_pay against real sellers', () => {
     const principal = { tier: 'identity' as const, keyId: 'k', orgId: agent.org_id, identityId: agent.identity.identityId, scopes: new Set(['payments:spend']) };
     const result: any = await tool.run(server.app, principal, tool.input.parse({ url: `${official.url}/quote`, maxAmountUsdc: '0.02' }));
     expect(result).toMatchObject({ ok: true, paid: true, status: 200, cost: { amountUsdc: '0.02' }, payer: agent.address });
-    const refused: any = await tool.run(server.app, principal, tool.input.parse({ url: `${official.url}/quote`, maxAmountUsdc: '0.019' }));
-    expect(refused).toEqual({ ok: false, code: 'max_amount_exceeded', message: expect.any(String) });
+    // A refusal is a ToolRefusal (the MCP server answers it with isError: true) carrying the route's refusal body.
+    const refused = await tool.run(server.app, principal, tool.input.parse({ url: `${official.url}/quote`, maxAmountUsdc: '0.019' }));
+    expect(refused).toBeInstanceOf(ToolRefusal);
+    expect((refused as ToolRefusal).body).toEqual({ ok: false, code: 'max_amount_exceeded', error: 'max_amount_exceeded', status: 403, message: expect.any(String) });
   });
 
   it('returns a non-402 answer as it is, unpaid', async () => {

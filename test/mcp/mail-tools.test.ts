@@ -27,31 +27,34 @@ describe('the backend MCP server', () => {
     const mcp = await connect(agent.identity.rawKey);
     const names = (await mcp.listTools()).tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining([
-      'mail.list_messages', 'mail.get_message', 'mail.send', 'mail.reply', 'mail.update_labels', 'mail.list_threads', 'mail.get_thread',
+      'mail_list_messages', 'mail_get_message', 'mail_send', 'mail_reply', 'mail_update_labels', 'mail_list_threads', 'mail_get_thread',
     ]));
+    // SPEC's dotted names are call aliases, not listed tools.
+    expect(names.filter((n) => n.startsWith('mail.'))).toEqual([]);
 
     const human = smtpClient(server);
     const incoming = await human.sendMail({ from: peer.identity.emailAddress, to: agent.identity.emailAddress, subject: 'Status?', text: 'How is the report going?' });
     human.close();
 
-    const unread = await call(mcp, 'mail.list_messages', { labels: ['unread'] });
+    const unread = await call(mcp, 'mail_list_messages', { labels: ['unread'] });
     expect(unread.count).toBe(1);
     const [message] = unread.messages;
     expect(message).toMatchObject({ messageId: incoming.messageId, subject: 'Status?', labels: ['received', 'unread'] });
 
-    const thread = await call(mcp, 'mail.get_thread', { threadId: message.threadId });
+    const thread = await call(mcp, 'mail_get_thread', { threadId: message.threadId });
     expect(thread.messages.map((m: any) => m.extractedText)).toEqual(['How is the report going?']);
 
-    const reply = await call(mcp, 'mail.reply', { messageId: message.messageId, text: 'Done, sending it tonight.' });
+    const reply = await call(mcp, 'mail_reply', { messageId: message.messageId, text: 'Done, sending it tonight.' });
     expect(reply).toMatchObject({ threadId: message.threadId, subject: 'Re: Status?', labels: ['sent'] });
 
-    const labelled = await call(mcp, 'mail.update_labels', { messageId: message.messageId, addLabels: ['read'], removeLabels: ['unread'] });
+    const labelled = await call(mcp, 'mail_update_labels', { messageId: message.messageId, addLabels: ['read'], removeLabels: ['unread'] });
     expect(labelled.labels).toEqual(['received', 'read']);
+    // SPEC's name for the same tool (an alias tools/call accepts) sees the same inbox.
     expect((await call(mcp, 'mail.list_messages', { labels: ['unread'] })).count).toBe(0);
 
-    const single = await call(mcp, 'mail.get_message', { messageId: reply.messageId });
+    const single = await call(mcp, 'mail_get_message', { messageId: reply.messageId });
     expect(single).toMatchObject({ messageId: reply.messageId, cc: [], to: [peer.identity.emailAddress] });
-    const threads = await call(mcp, 'mail.list_threads', {});
+    const threads = await call(mcp, 'mail_list_threads', {});
     expect(threads.threads[0]).toMatchObject({ threadId: message.threadId, messageCount: 2 });
 
     // The reply really went out over SMTP to the peer's inbox.
@@ -59,7 +62,7 @@ describe('the backend MCP server', () => {
       const res = await server.request('GET', '/v0/messages?labels=received', { key: peer.identity.rawKey });
       expect(res.body.messages.map((m: any) => m.messageId)).toContain(reply.messageId);
     });
-    const sent = await call(mcp, 'mail.send', { to: [peer.identity.emailAddress], subject: 'Fresh start', text: 'New topic.' });
+    const sent = await call(mcp, 'mail_send', { to: [peer.identity.emailAddress], subject: 'Fresh start', text: 'New topic.' });
     expect(sent.threadId).not.toBe(message.threadId);
     await mcp.close();
   });
@@ -67,10 +70,10 @@ describe('the backend MCP server', () => {
   it('answers tool errors in the API error shape', async () => {
     const agent = await signUp(server);
     const mcp = await connect(agent.identity.rawKey);
-    const missing = await mcp.callTool({ name: 'mail.get_message', arguments: { messageId: '<nope@agents.test>' } });
+    const missing = await mcp.callTool({ name: 'mail_get_message', arguments: { messageId: '<nope@agents.test>' } });
     expect(missing.isError).toBe(true);
     expect(JSON.parse((missing.content as Array<{ text: string }>)[0]!.text)).toEqual({ error: 'not_found', message: 'Message not found', status: 404 });
-    const invalid = await mcp.callTool({ name: 'mail.send', arguments: { to: ['not an address'], subject: 's', text: 't' } });
+    const invalid = await mcp.callTool({ name: 'mail_send', arguments: { to: ['not an address'], subject: 's', text: 't' } });
     expect(invalid.isError).toBe(true);
     expect(JSON.parse((invalid.content as Array<{ text: string }>)[0]!.text)).toMatchObject({ error: 'validation_error', status: 400, message: expect.stringContaining('arguments.to.0') });
     await mcp.close();
@@ -83,11 +86,14 @@ describe('the backend MCP server', () => {
     });
     const mcp = await connect(agent.identity.rawKey);
     const names = (await mcp.listTools()).tools.map((t) => t.name);
-    expect(names).toContain('mail.list_messages');
-    expect(names).not.toContain('mail.send');
-    expect(names).not.toContain('mail.update_labels');
-    const refused = await mcp.callTool({ name: 'mail.send', arguments: { to: ['a@b.example'], subject: 's', text: 't' } }).catch((err) => ({ isError: true, err }));
-    expect(refused.isError).toBe(true);
+    expect(names).toContain('mail_list_messages');
+    expect(names).not.toContain('mail_send');
+    expect(names).not.toContain('mail_update_labels');
+    // Refused under its listed name and under SPEC's alias alike.
+    for (const name of ['mail_send', 'mail.send']) {
+      const refused = await mcp.callTool({ name, arguments: { to: ['a@b.example'], subject: 's', text: 't' } }).catch((err) => ({ isError: true, err }));
+      expect(refused.isError).toBe(true);
+    }
     await mcp.close();
 
     const post = (key?: string) => fetch(`${server.url}/mcp`, {

@@ -2,6 +2,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
+import { TOOLS } from '../../server/mcp/registry.js';
+import { DEV_EXTENSION } from '../../server/dev/routes.js';
 
 let server: TestServer;
 beforeAll(async () => { server = await startTestServer({ TRUST_PROXY: 'true' }); });
@@ -21,11 +23,17 @@ describe('the backend MCP server, every area', () => {
     const mcp = await connect(agent.identity.rawKey);
     const names = (await mcp.listTools()).tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining([
-      'mail.list_messages', 'vault_list', 'vault_get', 'vault_store', 'vault_delete', 'vault_totp',
+      'mail_list_messages', 'mail_get_message', 'mail_send', 'mail_reply', 'mail_update_labels', 'mail_list_threads', 'mail_get_thread',
+      'vault_list', 'vault_get', 'vault_store', 'vault_delete', 'vault_totp',
       'calendar_list', 'calendar_create', 'calendar_update', 'calendar_delete',
-      'identity_sign', 'identity_verify', 'identity_whoami', 'payments_pay',
+      'identity_sign', 'identity_verify', 'identity_whoami',
+      'payments_pay', 'payments_create_mandate', 'payments_list_mandates', 'payments_get_mandate', 'payments_revoke_mandate', 'payments_list_activity',
+      'wallet_get', 'wallet_faucet',
       'chat_list_channels', 'chat_list_messages', 'chat_send_message',
     ]));
+    // Each tool once: SPEC's dotted mail names are aliases, not listed.
+    expect(new Set(names).size).toBe(names.length);
+    expect(names.filter((n) => n.includes('.'))).toEqual([]);
 
     const stored = await mcp.callTool({ name: 'vault_store', arguments: { name: 'stripe', type: 'API_KEY', data: { apiKey: 'sk_test_123' } } });
     expect(stored.isError ?? false).toBe(false);
@@ -39,9 +47,41 @@ describe('the backend MCP server, every area', () => {
     const verified = json(await mcp.callTool({ name: 'identity_verify', arguments: { data: Buffer.from('hello').toString('base64'), signature: signed.signature, did: signed.did } }));
     expect(verified).toMatchObject({ valid: true });
 
-    // Paying without a mandate is refused as a normal result, and no money moves.
+    // A URL that does not ask for payment comes back as it is, unpaid (no mandate needed).
     const pay = json(await mcp.callTool({ name: 'payments_pay', arguments: { url: `${server.url}/v0/identity-types`, dryRun: true } }));
     expect(pay).toMatchObject({ ok: true, paid: false, status: 200 });
+  });
+
+  it('lists only names every LLM client accepts, and every alias calls the same tool', async () => {
+    const agent = await signUp(server);
+    const mcp = await connect(agent.identity.rawKey);
+    const listed = (await mcp.listTools()).tools.map((t) => t.name);
+    for (const name of listed) expect(name).toMatch(/^[a-zA-Z0-9_-]{1,64}$/);
+    // Every tool a dev server serves is listed to a full-scope key (the faucet only because this is a dev server).
+    const served = [...TOOLS, ...DEV_EXTENSION.tools];
+    expect([...listed].sort()).toEqual(served.map((t) => t.name).sort());
+
+    // SPEC names the mail tools `mail.*` (SPEC.md, section 4): each must still be callable.
+    const aliased = served.filter((t) => t.aliases?.length);
+    expect(aliased.flatMap((t) => t.aliases)).toEqual(expect.arrayContaining([
+      'mail.list_messages', 'mail.get_message', 'mail.send', 'mail.reply', 'mail.update_labels', 'mail.list_threads', 'mail.get_thread',
+    ]));
+    const outcome = (name: string, args: Record<string, unknown>) =>
+      mcp.callTool({ name, arguments: args }).then((r) => ({ isError: r.isError ?? false, content: r.content }), (err: Error) => ({ thrown: err.message }));
+    for (const tool of aliased) {
+      for (const alias of tool.aliases!) {
+        expect(listed).not.toContain(alias);
+        // Empty arguments: a list tool answers its (empty) page, any other tool its validation error, which
+        // names the tool; alias and listed name must give the identical answer.
+        const [viaAlias, viaName] = [await outcome(alias, {}), await outcome(tool.name, {})];
+        expect(viaAlias).toEqual(viaName);
+        expect(JSON.stringify(viaAlias)).not.toMatch(/not found/i);
+      }
+    }
+    // A name that is neither listed nor an alias is unknown.
+    const unknown = await outcome('mail.no_such_tool', {});
+    expect(JSON.stringify(unknown)).toMatch(/not found/i);
+    await mcp.close();
   });
 
   it('hides and refuses the tools of scopes the key does not hold', async () => {

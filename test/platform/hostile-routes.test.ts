@@ -88,8 +88,16 @@ test('every mounted route is in the operation list, and the list names no route 
   expect(Object.keys(CATALOG).filter((r) => !mounted.includes(r))).toEqual([]);
 });
 
-const mcpCall = fc.constantFrom(...TOOLS).chain((tool) =>
-  arbitraryOf(jsonSchemaOf(tool.input), noEgress).map((args) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool.name, arguments: args } })));
+/** Every tool a dev server serves (the dev extension's faucet included). */
+const SERVED_TOOLS = [...TOOLS, ...DEV_EXTENSION.tools];
+
+/** A `tools/call` of one tool, by its listed name or an alias, with arguments shaped by its input schema. */
+const toolCall = (tool: (typeof SERVED_TOOLS)[number]) => fc.tuple(
+  arbitraryOf(jsonSchemaOf(tool.input), { ...noEgress, ...FUZZING['POST /v0/dev/faucet']!.bodyOverrides }),
+  fc.constantFrom(tool.name, ...(tool.aliases ?? [])),
+).map(([args, name]) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }));
+
+const mcpCall = fc.constantFrom(...SERVED_TOOLS).chain(toolCall);
 
 /** Percent-encodes the UTF-8 bytes of any string, lone surrogates included (encodeURIComponent throws on those). */
 const percentEncode = (text: string) => [...Buffer.from(text, 'utf8')]
@@ -160,6 +168,23 @@ describe.each(Object.entries(CATALOG))('%s', (route, inputs) => {
         expect(res.text).not.toContain('internal_error');
       }
     }), { numRuns: RUNS_PER_ROUTE, seed: Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31), verbose: 1 });
+  }, 120_000);
+});
+
+/** POST /mcp above picks tools at random; this gives each tool its own runs, so none goes unfuzzed. */
+const RUNS_PER_TOOL = 8;
+
+describe.each(SERVED_TOOLS.map((tool) => [tool.name, tool] as const))('MCP tool %s', (_name, tool) => {
+  test('answers generated arguments with a result or a clear tool error, never an internal error', async () => {
+    await fc.assert(fc.asyncProperty(toolCall(tool), async (body) => {
+      sent++;
+      const res = await server.request('POST', '/mcp', { key: keys.identity, body, headers: { accept: 'application/json, text/event-stream', 'x-forwarded-for': `10.8.${sent % 250}.${Math.floor(sent / 250) % 250}` } });
+      const shown = `${tool.name} answered HTTP ${res.status}: ${res.text.slice(0, 300)} (body ${JSON.stringify(body)?.slice(0, 300)})`;
+      if (res.status >= 500) throw new Error(shown);
+      // A body the HTTP layer refuses (too deep, too big) is a clear 4xx before any tool runs.
+      if (res.status >= 400 && !(typeof res.body?.error === 'string' && res.body?.status === res.status) && !('jsonrpc' in (res.body ?? {}))) throw new Error(shown);
+      expect(res.text).not.toContain('internal_error');
+    }), { numRuns: RUNS_PER_TOOL, seed: Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31), verbose: 1 });
   }, 120_000);
 });
 
