@@ -43,6 +43,6 @@ export async function callBackend(url: string, init?: RequestInit): Promise<Resp
     return await fetch(url, init);
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-    throw new BackendUnreachable(`could not reach the agentgate backend at ${new URL(url).origin} (${cause}): start one with \`npx agentgate dev\`, or point at yours with --url or AGENTGATE_URL`);
+    throw new BackendUnreachable(`could not reach the agentgate backend at ${new URL(url).origin} (${cause}): start one with \`agentgate dev\` (in a checkout: \`npm run dev\`), or point at yours with --url or AGENTGATE_URL`);
   }
 }

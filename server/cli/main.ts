@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { PACKAGE } from '../platform/package-info.js';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../platform/config.js';
 import { startServer, startWorker } from '../server.js';
@@ -32,7 +32,7 @@ AGENTGATE_KEY (a key instead of the saved one), AGENTGATE_CREDENTIALS (credentia
 AGENTGATE_STATE_DIR (agentgate dev's data folder, default .agentgate).
 `;
 
-const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const VERSION = PACKAGE.version;
 
 function waitForSignal(stop: () => Promise<void>): void {
   let stopping = false;

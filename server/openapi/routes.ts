@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { PACKAGE } from '../platform/package-info.js';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -40,7 +41,7 @@ const PAGE = `<!doctype html>
 </body>
 </html>
 `;
-const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const VERSION = PACKAGE.version;
 
 /** `operations`: everything the app mounts, so the document describes exactly this app. */
 export function openApiRoutes(app: AppContext, operations: readonly Operation[]): Router {

@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { PACKAGE } from '../platform/package-info.js';
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { parseInput } from '../platform/validate.js';
@@ -34,7 +35,7 @@ export function signupRoutes(app: AppContext): Router {
 
 export const cliInstructions = (baseUrl: string) => `# agentgate CLI
 # 1. Install
-npm install -g agentgate
+npm install -g ${PACKAGE.name}    # the npm package ${PACKAGE.name} installs the agentgate command
 
 # 2. Log in with an identity key and your org id (from the signup response)
 agentgate login --key <identity_key> --org <org_id> --url ${baseUrl}

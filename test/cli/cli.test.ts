@@ -113,7 +113,7 @@ describe('agentgate CLI basics', () => {
     const res = await cli(['signup', '--url', closed], { AGENTGATE_CREDENTIALS: join(home, 'down.json') });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain(`could not reach the agentgate backend at ${closed}`);
-    expect(res.stderr).toContain('npx agentgate dev');
+    expect(res.stderr).toContain('`agentgate dev`');
   });
 
   it('keeps the platform key that signup saved when the same org logs in with an identity key', async () => {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { startTestServer, type TestServer } from '../support/server.js';
 
 let server: TestServer;
@@ -108,7 +109,11 @@ describe('POST /v0/agent-signup', () => {
     const cli = await server.request('GET', '/v0/agent-signup/cli');
     expect(cli.status).toBe(200);
     expect(cli.headers.get('content-type')).toContain('text/plain');
-    expect(cli.text).toContain('npm install -g agentgate');
+    // The name the CLI text installs is this package's own, not the unrelated `agentgate` on npm.
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { name: string; bin: Record<string, string> };
+    expect(pkg.name).not.toBe('agentgate');
+    expect(cli.text).toContain(`npm install -g ${pkg.name}`);
+    expect(Object.keys(pkg.bin)).toEqual(['agentgate']);
     expect(cli.text).toContain('agentgate login --key <identity_key> --org <org_id>');
     const types = await server.request('GET', '/v0/identity-types');
     const capabilities = types.body.identityTypes[0].provides.map((p: any) => p.capability);
