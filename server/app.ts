@@ -83,7 +83,10 @@ export function appRouters(app: AppContext, extension?: AppExtension): Router[] 
 export function createApp(app: AppContext, extension?: AppExtension): Koa {
   const koa = new Koa({ proxy: app.config.TRUST_PROXY });
   koa.use(errorHandler((err, ctx) => {
-    console.error(`[agentgate] ${ctx.method} ${ctx.path} failed:`, err);
+    // A 5xx we chose (AppError: the chain or chat is not configured, the faucet is empty) is one line; only
+    // an unexpected error, a bug, gets its stack trace.
+    if (err instanceof AppError) console.error(`[agentgate] ${ctx.method} ${ctx.path}: ${err.status} ${err.code}: ${err.message}`);
+    else console.error(`[agentgate] ${ctx.method} ${ctx.path} failed:`, err);
   }));
   koa.use(async (ctx, next) => {
     ctx.set('X-Content-Type-Options', 'nosniff');

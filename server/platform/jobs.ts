@@ -52,8 +52,12 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
     notificationChannel: new InMemoryNotificationChannel(),
   });
   // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
-  agenda.on('error', (err) => console.error('[agentgate] job queue error:', err.message));
   let state: 'idle' | 'started' | 'stopped' = 'idle';
+  // A poll that was under way when we stopped fails on the closed connection: expected at shutdown, not news.
+  agenda.on('error', (err) => {
+    if (state === 'stopped' || /client was closed|topology was destroyed/i.test(err.message)) return;
+    console.error('[agentgate] job queue error:', err.message);
+  });
 
   return {
     define<T>(name: string, handler: JobHandler<T>, jobOptions: JobOptions<T> = {}) {

@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -124,6 +124,7 @@ describe('outbound mail through the relay', () => {
     } finally {
       await server.close();
       await relay.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
