@@ -5,6 +5,7 @@ import { ApiKeyService } from './platform/auth/api-keys.js';
 import { UsageTracker } from './platform/usage.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { ActivityLog } from './logs/activity-log.js';
+import { ServiceEvents } from './platform/events.js';
 import { AccountService } from './accounts/account-service.js';
 import { IdentityService } from './identities/identity-service.js';
 import type { IdentityDoc } from './identities/identity-model.js';
@@ -38,6 +39,8 @@ export interface AppContext {
   rateLimiter: RateLimiter;
   logs: ActivityLog;
   accounts: AccountService;
+  /** A tap on what the service does (payments, mail, webhooks, chat), one line each; agentgate dev prints it. */
+  events: ServiceEvents;
   /** Whether an org is an admin account (ADMIN_ORG_IDS or the role the operator granted). */
   isAdmin: (orgId: string) => Promise<boolean>;
   identities: IdentityService;
@@ -93,7 +96,8 @@ const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1
 export async function createContext(config: Config): Promise<AppContext> {
   const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
   await db.asPromise();
-  const logs = new ActivityLog(db);
+  const events = new ServiceEvents();
+  const logs = new ActivityLog(db, events);
   const usage = new UsageTracker(db);
   const keys = new ApiKeyService(db, usage, config.AUTH_CACHE_TTL_MS);
   const secrets = new SecretBox(keyringFrom(config));
@@ -118,9 +122,10 @@ export async function createContext(config: Config): Promise<AppContext> {
     logs,
     accounts,
     isAdmin,
+    events,
     identities,
     jobs,
-    mail: new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE)),
+    mail: new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), events),
     vault: new VaultService(db, secrets, logs, usage),
     chain,
     serviceKey,

@@ -220,6 +220,10 @@ export class ChatService {
           eventType: event.type, receivedAt, sortKey: sortKeyOf(receivedAt, id),
         });
         stored++;
+        this.logs.recordSoon({
+          orgId: connection.orgId, identityId: connection._id, action: 'chat.message_received', category: 'chat',
+          description: `message from ${event.user ?? event.bot_id ?? 'someone'} in ${event.channel}${event.thread_ts ? ' (thread)' : ''}`, targetType: 'chat_message', targetId: id,
+        });
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
       }

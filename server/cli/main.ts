@@ -10,7 +10,7 @@ import { createContext } from '../context.js';
 
 /** Each command's usage: `agentgate <command> --help` prints it and runs nothing. */
 const COMMANDS: Record<string, { usage: string; summary: string }> = {
-  dev: { usage: 'agentgate dev [--port N]', summary: 'run the backend on embedded defaults (local database, chain, SMTP, chat; data in .agentgate/)' },
+  dev: { usage: 'agentgate dev [--port N] [--quiet]', summary: 'run the backend on embedded defaults (local database, chain, SMTP, chat; data in .agentgate/); prints a line per payment, mail, webhook attempt and chat message unless --quiet' },
   serve: { usage: 'agentgate serve', summary: 'run the backend from environment configuration (production; see the README\'s configuration table)' },
   worker: { usage: 'agentgate worker', summary: 'run only the job workers (webhook deliveries, mail), same configuration as serve' },
   signup: { usage: 'agentgate signup [--url URL]', summary: 'sign up an agent, unless the saved credentials still work' },
@@ -65,7 +65,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       args: rest,
       options: {
         url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' },
-        port: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+        port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
       },
       allowPositionals: true,
       strict: true,
@@ -74,7 +74,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     io.out(`agentgate ${command}: ${(err as Error).message}\nusage: ${COMMANDS[command]!.usage}`);
     return 2;
   }
-  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; port?: string; help?: boolean }; positionals: string[] };
+  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; port?: string; quiet?: boolean; help?: boolean }; positionals: string[] };
   // `--help` after a command answers with its usage and never runs it (a signup would create an org).
   if (values.help) {
     io.out(`usage: ${COMMANDS[command]!.usage}\n\n${COMMANDS[command]!.summary}`);
@@ -88,7 +88,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       }
       // Loaded only for this command: `serve` and `worker` never load the dev harness (server/dev/).
       const { runDev } = await import('../dev/run-dev.js');
-      const dev = await runDev(values.port ? { ...io.env, PORT: values.port } : io.env);
+      const dev = await runDev({ ...io.env, ...(values.port ? { PORT: values.port } : {}), ...(values.quiet ? { AGENTGATE_QUIET: '1' } : {}) });
       waitForSignal(dev.stop);
       return 'running';
     }

@@ -66,6 +66,8 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     MONGODB_URI: mongo.uri,
   });
   const server = await startServer(config, { extension: DEV_EXTENSION });
+  // One line per payment, mail in and out, webhook attempt and chat message, unless asked to be quiet.
+  if (!['1', 'true', 'yes'].includes(env.AGENTGATE_QUIET ?? '')) server.app.events.on((event) => log(event.line));
   log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
   if (chain) {
     const seller = await ensureDevSeller(server, stateDir, chain);

@@ -1,5 +1,6 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { newId } from '../platform/ids.js';
+import type { ServiceEvents } from '../platform/events.js';
 
 export interface LogEntry {
   _id: string;
@@ -48,12 +49,18 @@ export class ActivityLog {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
 
-  constructor(conn: Connection) {
+  constructor(conn: Connection, private readonly events?: ServiceEvents) {
     this.entries = conn.models.LogEntry ?? conn.model<LogEntry>('LogEntry', schema, 'activity_logs');
   }
 
   async record(input: LogInput): Promise<void> {
     await this.entries.create(entryOf(input));
+    this.tell(input);
+  }
+
+  /** Every line also goes to the process's event tap (agentgate dev prints them). */
+  private tell(input: LogInput): void {
+    this.events?.emit({ category: input.category, line: `${input.category}: ${input.description}` });
   }
 
   /**
@@ -63,6 +70,7 @@ export class ActivityLog {
    */
   recordSoon(input: LogInput): void {
     this.pending.push(entryOf(input));
+    this.tell(input);
     this.timer ??= setTimeout(() => { void this.flush(); }, FLUSH_EVERY_MS).unref();
   }
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { ServiceEvents } from '../platform/events.js';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
@@ -29,7 +30,7 @@ export class MailDelivery {
   private loopback: { host: string; port: number } | undefined;
   private dkimKey: string | undefined;
 
-  constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config) {
+  constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config, private readonly events?: ServiceEvents) {
     if (config.DKIM_PRIVATE_KEY_FILE) this.dkimKey = readFileSync(config.DKIM_PRIVATE_KEY_FILE, 'utf8');
   }
 
@@ -104,6 +105,7 @@ export class MailDelivery {
         : delivered === 0 ? 'failed' : 'partially_failed';
     const delivery: Delivery = { status: computed, attempts, recipients, updatedAt: new Date(), ...(lastError ? { lastError } : {}) };
     await this.outbound.updateOne({ _id: id }, { $set: delivery });
+    this.events?.emit({ category: 'mail', line: `mail: delivery ${computed} (attempt ${attempts}) to ${recipients.map((r) => `${r.address} ${r.status}`).join(', ')}${lastError && computed !== 'delivered' ? `: ${lastError}` : ''}` });
   }
 
   /**

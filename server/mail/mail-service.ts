@@ -1,4 +1,5 @@
 import type { Connection, Model } from 'mongoose';
+import type { ServiceEvents } from '../platform/events.js';
 import type { Config } from '../platform/config.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
@@ -51,11 +52,11 @@ export class MailService {
 
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
-    private readonly logs: ActivityLog, private readonly jobs: JobQueue, private readonly pages: PageCache<MessagePage>) {
+    private readonly logs: ActivityLog, private readonly jobs: JobQueue, private readonly pages: PageCache<MessagePage>, events?: ServiceEvents) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
-    this.delivery = new MailDelivery(this.outbound, config);
+    this.delivery = new MailDelivery(this.outbound, config, events);
     this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
     this.changes = new InboxChanges(conn);
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
@@ -236,6 +237,10 @@ export class MailService {
     }
     await this.noteChange(inboxId);
     await this.touchThread(identity, threadId, mail.subject, createdAt);
+    this.logs.recordSoon({
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.received', category: 'mail',
+      description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}`, targetType: 'message', targetId: id,
+    });
     return { stored: true, threadId };
   }
 
