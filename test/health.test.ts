@@ -43,3 +43,12 @@ test('/ready checks the database, the chain and the SMTP listener, and answers 5
   expect(down.body).toMatchObject({ error: 'not_ready', status: 503, checks: { database: 'ok', smtp: 'ok', chain: expect.stringMatching(/^down: /) } });
   expect(down.body.message).toBe('not ready: chain');
 });
+
+test('GET / on a dev server is a landing page with the links and the dev accounts', async () => {
+  const res = await fetch(`${server.url}/`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toContain('text/html');
+  const html = await res.text();
+  for (const href of ['/console', '/docs', '/openapi.json', '/health', '/ready']) expect(html).toContain(`href="${href}"`);
+  expect(html).toContain('0x70997970C51812dc3A010C7d01b50e0d17dc79C8');
+});

@@ -1,12 +1,13 @@
 import type { AppExtension } from '../app.js';
 import { faucetOperation, faucetRoutes, faucetTool } from './faucet.js';
+import { landingPageOperation, landingPageRoutes } from './landing-page.js';
 
 /**
  * What `agentgate dev` and the tests mount on top of the production app: the faucet, as a route and as
- * the MCP tool wallet_faucet. `agentgate serve` never imports this folder (the architecture test checks it).
+ * the MCP tool wallet_faucet, and the landing page at /. `agentgate serve` never imports this folder (the architecture test checks it).
  */
 export const DEV_EXTENSION: Required<AppExtension> = {
-  routes: [faucetRoutes],
-  operations: [faucetOperation],
+  routes: [faucetRoutes, landingPageRoutes],
+  operations: [faucetOperation, landingPageOperation],
   tools: [faucetTool],
 };
