@@ -12,6 +12,15 @@ declare module 'koa' {
   }
 }
 
+/** The raw body, refused above `maxBytes` by its declared length and again while streaming; kept as rawBody. */
+async function readCapped(ctx: Context, maxBytes: number): Promise<Buffer> {
+  const declared = Number(ctx.get('content-length') || 0);
+  if (declared > maxBytes) throw tooLarge(maxBytes);
+  const raw = await readLimited(ctx, maxBytes);
+  ctx.request.rawBody = raw;
+  return raw;
+}
+
 /**
  * Reads and parses a JSON body with a hard size cap. The cap is checked against Content-Length first
  * and again while streaming, so a lying or chunked client cannot push more than `maxBytes` into memory.
@@ -19,10 +28,7 @@ declare module 'koa' {
 export function jsonBody(maxBytes: number) {
   return async (ctx: Context, next: Next) => {
     if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
-    const declared = Number(ctx.get('content-length') || 0);
-    if (declared > maxBytes) throw tooLarge(maxBytes);
-    const raw = await readLimited(ctx, maxBytes);
-    ctx.request.rawBody = raw;
+    const raw = await readCapped(ctx, maxBytes);
     if (raw.length === 0) {
       ctx.request.body = {};
       return next();
@@ -54,10 +60,7 @@ export function jsonBody(maxBytes: number) {
 export function formBody(maxBytes: number) {
   return async (ctx: Context, next: Next) => {
     if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS') return next();
-    const declared = Number(ctx.get('content-length') || 0);
-    if (declared > maxBytes) throw tooLarge(maxBytes);
-    const raw = await readLimited(ctx, maxBytes);
-    ctx.request.rawBody = raw;
+    const raw = await readCapped(ctx, maxBytes);
     const type = ctx.request.type;
     if (raw.length > 0 && type !== 'application/x-www-form-urlencoded') {
       throw new AppError(415, 'unsupported_media_type', 'Console forms are posted as application/x-www-form-urlencoded');
