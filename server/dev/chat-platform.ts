@@ -211,7 +211,7 @@ export class DevChatPlatform {
     if (url.pathname.startsWith('/api/')) return this.api(url.pathname.slice(5), form, req.headers.authorization, res);
     if (url.pathname === '/' && req.method === 'GET') return this.home(res);
     if (url.pathname === '/dev/post' && req.method === 'POST') {
-      await this.postAsHuman({ channel: form.get('channel') ?? 'general', user: form.get('user') ?? undefined, text: form.get('text') ?? '' });
+      await this.postAsHuman({ channel: form.get('channel') ?? 'general', user: form.get('user') ?? undefined, text: form.get('text') ?? '', threadTs: form.get('thread_ts') || undefined });
       return this.redirect(res, '/');
     }
     if (url.pathname === '/dev/invite' && req.method === 'POST') {
@@ -315,17 +315,25 @@ export class DevChatPlatform {
     };
   }
 
+  /**
+   * The page a person uses: invite the bot, post as any of the workspace's people, reply in a thread
+   * under any message. It reloads itself every few seconds unless someone is typing.
+   */
   private home(res: ServerResponse): void {
-    const options = this.state.channels.map((c) => `<option value="${c.name}">#${escapeHtml(c.name)}</option>`).join('');
+    const options = this.state.channels.map((c) => `<option value="${escapeHtml(c.name)}">#${escapeHtml(c.name)}</option>`).join('');
+    const people = this.state.people.map((p) => `<option value="${escapeHtml(p.name)}">${escapeHtml(p.name)}</option>`).join('');
     const rows = this.state.messages.slice(-30).reverse().map((m) => {
       const channel = this.state.channels.find((c) => c.id === m.channel)?.name ?? m.channel;
       const who = m.user === BOT_USER_ID ? 'bot' : this.state.people.find((p) => p.id === m.user)?.name ?? m.user;
-      return `<li>#${escapeHtml(channel)} <b>${escapeHtml(who)}</b>: ${escapeHtml(m.text)}${m.threadTs ? ' (in thread)' : ''}</li>`;
+      const reply = `<form method="post" action="/dev/post" class="reply"><input type="hidden" name="channel" value="${escapeHtml(channel)}"><input type="hidden" name="thread_ts" value="${escapeHtml(m.threadTs ?? m.ts)}">`
+        + `<select name="user" aria-label="reply as">${people}</select> <input name="text" size="30" aria-label="reply in thread"> <button>Reply in thread</button></form>`;
+      return `<li>#${escapeHtml(channel)} <b>${escapeHtml(who)}</b>: ${escapeHtml(m.text)}${m.threadTs ? ' <i>(in thread)</i>' : ''}${reply}</li>`;
     }).join('');
     this.html(res, 200, `<h1>${escapeHtml(this.state.team.name)} (local chat platform)</h1>
 <form method="post" action="/dev/invite">Invite the bot to <select name="channel">${options}</select> <button>Invite</button></form>
-<form method="post" action="/dev/post">Post as alice in <select name="channel">${options}</select> <input name="text" size="50"> <button>Send</button></form>
-<ul>${rows}</ul>`);
+<form method="post" action="/dev/post">Post as <select name="user" aria-label="post as">${people}</select> in <select name="channel" aria-label="channel">${options}</select> <input name="text" size="50" aria-label="message"> <button>Send</button></form>
+<ul>${rows}</ul>
+<script>setInterval(function () { var a = document.activeElement; if (!(a && a.tagName === 'INPUT' && a.value)) location.reload(); }, 4000);</script>`);
   }
 
   private reply(res: ServerResponse, status: number, body: unknown): void {

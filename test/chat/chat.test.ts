@@ -365,6 +365,29 @@ describe('chat scopes, MCP tools, configuration and key rotation', () => {
   });
 });
 
+describe('the local chat workspace page', () => {
+  it('posts as any of its people, replies in a thread, and reloads itself', async () => {
+    const a = await connected();
+    platform.invite('general');
+    const origin = new URL(platform.authorizeUrl).origin;
+    const post = (fields: Record<string, string>) => fetch(`${origin}/dev/post`, { method: 'POST', body: new URLSearchParams(fields), redirect: 'manual' });
+    expect((await post({ user: 'bob', channel: 'general', text: 'bob here' })).status).toBe(302);
+    const root = platform.history('general').at(-1)!;
+    expect((await post({ user: 'alice', channel: 'general', text: 'alice answers', thread_ts: root.ts })).status).toBe(302);
+    expect(platform.history('general').at(-1)).toMatchObject({ text: 'alice answers', threadTs: root.ts, user: 'U0ALICE001' });
+    const page = await (await fetch(`${origin}/`)).text();
+    expect(page).toContain('<option value="bob">bob</option>');
+    expect(page).toContain('Reply in thread');
+    expect(page).toContain('location.reload()');
+    // The agent read both, the reply with its thread.
+    const inbox = await chat(a, 'GET', '/messages?channel=C0GENERAL1&limit=2');
+    expect(inbox.body.messages).toEqual([
+      expect.objectContaining({ text: 'alice answers', threadTs: root.ts }),
+      expect.objectContaining({ text: 'bob here', userId: 'U0BOB00001' }),
+    ]);
+  });
+});
+
 describe('the admin preview', () => {
   it('refuses every chat route and chat_* tool to an org that is not an admin account, with 403 admin_preview', async () => {
     const member = await signUp(server);
