@@ -94,9 +94,11 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
     await next();
   });
   koa.use(refuseNulInUrl());
-  // The console posts HTML forms and parses them itself (server/console/routes.ts); everything else is JSON.
+  // Pages that post HTML forms parse them themselves: the console (server/console/routes.ts) and agentgate
+  // dev's mail page (server/dev/mail-page.ts). Everything else is JSON.
   const json = jsonBody(app.config.MAX_BODY_BYTES);
-  koa.use((ctx, next) => (ctx.path === CONSOLE_PREFIX || ctx.path.startsWith(`${CONSOLE_PREFIX}/`) ? next() : json(ctx, next)));
+  const formPages = [CONSOLE_PREFIX, '/dev/mail'];
+  koa.use((ctx, next) => (formPages.some((p) => ctx.path === p || ctx.path.startsWith(`${p}/`)) ? next() : json(ctx, next)));
   for (const router of appRouters(app, extension)) {
     koa.use(router.routes());
     // A method no route implements (TRACE, PROPFIND, …) is the client's mistake, not ours: 405, not 501.

@@ -31,6 +31,7 @@ ${link('/console', 'Ops console', '— payments, receipts, webhooks, endpoints, 
 ${link('/docs', 'API reference', '— rendered from /openapi.json')}
 ${link('/openapi.json', 'OpenAPI document', '')}
 ${link(chatOrigin, 'Chat workspace', '— invite the bot, post as a person')}
+${link('/dev/mail', 'Mail catcher', '— mail agents sent to outside addresses; answer it as the recipient')}
 ${link('/health', '/health', '— liveness')} ${link('/ready', '/ready', '— database, chain and SMTP')}
 </ul>
 <h2>Start</h2>

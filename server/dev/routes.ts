@@ -1,6 +1,8 @@
 import type { AppExtension } from '../app.js';
 import { faucetOperation, faucetRoutes, faucetTool } from './faucet.js';
 import { landingPageOperation, landingPageRoutes } from './landing-page.js';
+import { mailPageOperations, mailPageRoutes } from './mail-page.js';
+import type { MailCatcher } from './mail-catcher.js';
 
 /**
  * What `agentgate dev` and the tests mount on top of the production app: the faucet, as a route and as
@@ -11,3 +13,13 @@ export const DEV_EXTENSION: Required<AppExtension> = {
   operations: [faucetOperation, landingPageOperation],
   tools: [faucetTool],
 };
+
+/** The dev extension with the local mail catcher's page, when `agentgate dev` runs one. */
+export function devExtension(options: { mailCatcher?: MailCatcher } = {}): Required<AppExtension> {
+  if (!options.mailCatcher) return DEV_EXTENSION;
+  return {
+    ...DEV_EXTENSION,
+    routes: [...DEV_EXTENSION.routes, mailPageRoutes(options.mailCatcher)],
+    operations: [...DEV_EXTENSION.operations, ...mailPageOperations],
+  };
+}

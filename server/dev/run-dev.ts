@@ -6,7 +6,8 @@ import { provideMongoServer } from './database/mongo-server.js';
 import { startDevChain, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from './chain/dev-chain.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from './chain/dev-accounts.js';
 import { startServer } from '../server.js';
-import { DEV_EXTENSION } from './routes.js';
+import { devExtension } from './routes.js';
+import { MailCatcher } from './mail-catcher.js';
 import { devStateDir, persistentSecret, persistentValue, readJson, writeJson } from '../cli/local-state.js';
 import { DEV_SERVER_FILE, runningDevServer } from '../cli/backend.js';
 import { ensureDevSeller } from './dev-seller.js';
@@ -44,6 +45,11 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     clientSecret: persistentSecret(stateDir, 'chat-client.secret').value, signingSecret: persistentSecret(stateDir, 'chat-signing.secret').value,
     eventsUrl: `http://127.0.0.1:${port}/v0/chat/events`,
   }).start();
+  // The outside world's mail servers, locally: mail to outside addresses lands in a catcher that a person
+  // answers from /dev/mail, unless a real relay is configured.
+  const mailCatcher = env.SMTP_RELAY_URL ? undefined : await new MailCatcher({
+    port: Number(env.MAIL_CATCHER_PORT ?? 0), stateFile: join(stateDir, 'mail-catcher.json'),
+  }).start();
   const config = loadConfig({
     AGENTGATE_MODE: 'dev',
     HOST: '127.0.0.1',
@@ -60,12 +66,13 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
       CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
       RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
     } : {}),
+    ...(mailCatcher ? { SMTP_RELAY_URL: mailCatcher.relayUrl } : {}),
     ...env,
     ...(chat ? chat.backendConfig() : {}),
     MASTER_KEY: master.value,
     MONGODB_URI: mongo.uri,
   });
-  const server = await startServer(config, { extension: DEV_EXTENSION });
+  const server = await startServer(config, { extension: devExtension({ mailCatcher }) });
   // One line per payment, mail in and out, webhook attempt and chat message, unless asked to be quiet.
   if (!['1', 'true', 'yes'].includes(env.AGENTGATE_QUIET ?? '')) server.app.events.on((event) => log(event.line));
   log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
@@ -76,6 +83,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     log(`dev seller org ${seller.orgId}, paid to ${seller.payTo}; keys and endpoints in ${join(stateDir, 'dev-seller.json')}`);
   }
   if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);
+  if (mailCatcher) log(`mail to outside addresses is caught on 127.0.0.1:${mailCatcher.port}: read and answer it on ${config.BASE_URL}/dev/mail`);
   log(`sign up an agent:  curl -s -X POST ${config.BASE_URL}/v0/agent-signup -H 'content-type: application/json' -d '{}'`);
   let stopping: Promise<void> | undefined;
   const record = join(stateDir, DEV_SERVER_FILE);
@@ -83,7 +91,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   const stop = () => (stopping ??= (async () => {
     rmSync(record, { force: true });
     await server.close();
-    await Promise.all([mongo.stop(), chain?.stop(), chat?.stop()]);
+    await Promise.all([mongo.stop(), chain?.stop(), chat?.stop(), mailCatcher?.stop()]);
   })());
   exitWhenAChildDies([
     ...(mongo.exited ? [{ name: `the database (${mongo.engine})`, exited: mongo.exited }] : []),
