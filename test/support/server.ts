@@ -55,6 +55,8 @@ export async function startTestServer(overrides: Record<string, string> = {}): P
     ...server,
     config,
     async close() {
+      // Workers first, so no job poll runs into the dropped database.
+      await server.app.jobs.stop();
       await server.app.db.dropDatabase().catch(() => {});
       await server.close();
     },
