@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { backendCall, unexpectedAnswer, type BackendConnection } from './backend-http.js';
 import { canonicalLoopback } from './loopback.js';
+import { parseResource } from './resource-url.js';
 import type { RouteConfig } from './paywall.js';
 import { formatUsdc, parsePrice } from './price.js';
 import { parsePublicOrigin } from './request-origin.js';
@@ -138,10 +139,8 @@ function priceOf(endpoint: Endpoint): bigint | undefined {
   }
 }
 
-/** How the backend compares URLs: scheme and host case-insensitively, no trailing slash; loopback hosts as one. */
+/** How the backend compares URLs (its own normalization, shared in resource-url.ts), loopback hosts as one. */
 function matchKey(url: string): string {
-  const parts = /^([a-z][a-z0-9+.-]*:\/\/[^/?#]*)([^?#]*)/i.exec(url);
-  if (!parts) return url;
-  const path = parts[2]!.replace(/\/+$/, '') || '/';
-  return canonicalLoopback(parts[1]!.toLowerCase() + path);
+  const parsed = parseResource(url);
+  return canonicalLoopback(parsed.ok ? parsed.resource : url);
 }

@@ -48,7 +48,12 @@ export async function signJwsReceipt(payload: OfferReceiptPayload, signer: { kid
 
 export type JwsReceiptVerification =
   | { readonly ok: true; readonly kid: string; readonly payload: OfferReceiptPayload }
-  | { readonly ok: false; readonly reason: 'malformed_receipt' | 'unsupported_algorithm' | 'unknown_key' | 'signature_mismatch' };
+  | {
+    readonly ok: false;
+    readonly reason: 'malformed_receipt' | 'unsupported_algorithm' | 'unknown_key' | 'signature_mismatch';
+    /** The key the receipt names, when its header could be read. */
+    readonly kid?: string;
+  };
 
 /**
  * Checks a JWS receipt against a DID document the verifier trusts: the header's kid must name one of the
@@ -67,18 +72,19 @@ export async function verifyJwsReceipt(receipt: unknown, document: DidDocument):
   } catch {
     return { ok: false, reason: 'malformed_receipt' };
   }
-  if (header.alg !== 'EdDSA') return { ok: false, reason: 'unsupported_algorithm' };
-  if (typeof header.kid !== 'string') return { ok: false, reason: 'unknown_key' };
+  const kid = typeof header.kid === 'string' ? header.kid : undefined;
+  if (header.alg !== 'EdDSA') return { ok: false, reason: 'unsupported_algorithm', ...(kid ? { kid } : {}) };
+  if (!kid) return { ok: false, reason: 'unknown_key' };
   const absolute = (id: string) => (id.startsWith('#') ? document.id + id : id);
-  const method = (document.verificationMethod ?? []).find((m) => absolute(m.id) === header.kid);
+  const method = (document.verificationMethod ?? []).find((m) => absolute(m.id) === kid);
   const key = method?.publicKeyMultibase ? parseEd25519PublicKey(method.publicKeyMultibase) : undefined;
-  if (!key) return { ok: false, reason: 'unknown_key' };
+  if (!key) return { ok: false, reason: 'unknown_key', kid };
   const signature = decodeBase64Url(signaturePart);
-  if (signature?.length !== 64) return { ok: false, reason: 'malformed_receipt' };
+  if (signature?.length !== 64) return { ok: false, reason: 'malformed_receipt', kid };
   try {
-    if (await verifyAsync(signature, utf8(`${headerPart}.${payloadPart}`), key)) return { ok: true, kid: header.kid, payload };
+    if (await verifyAsync(signature, utf8(`${headerPart}.${payloadPart}`), key)) return { ok: true, kid, payload };
   } catch {
     // A key that is not a valid curve point just does not verify.
   }
-  return { ok: false, reason: 'signature_mismatch' };
+  return { ok: false, reason: 'signature_mismatch', kid };
 }

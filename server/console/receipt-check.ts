@@ -34,14 +34,5 @@ export async function checkOfferReceipt(payment: PaymentDoc, document: DidDocume
   if (!payment.offerReceipt) return undefined;
   const result = await verifyJwsReceipt(payment.offerReceipt, document);
   if (result.ok) return { valid: true, keyId: result.kid };
-  return { valid: false, keyId: jwsKid(payment.offerReceipt.signature) ?? document.verificationMethod?.[0]?.id ?? document.id, reason: result.reason };
-}
-
-function jwsKid(compact: string): string | undefined {
-  try {
-    const header = JSON.parse(Buffer.from(compact.split('.')[0] ?? '', 'base64url').toString('utf8')) as { kid?: unknown };
-    return typeof header.kid === 'string' ? header.kid : undefined;
-  } catch {
-    return undefined;
-  }
+  return { valid: false, keyId: result.kid ?? document.verificationMethod?.[0]?.id ?? document.id, reason: result.reason };
 }

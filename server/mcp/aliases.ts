@@ -3,15 +3,15 @@ import type { ToolDefinition } from './tool.js';
 type Message = { method?: unknown; params?: { name?: unknown } & Record<string, unknown> } & Record<string, unknown>;
 
 /**
- * Rewrites a `tools/call` for an alias (e.g. SPEC's `mail.list_messages`) to the tool's listed name
- * (`mail_list_messages`) before the MCP server sees it. Done on the request rather than by registering
- * each alias as a tool of its own, so `tools/list` shows every tool once and only under its listed name.
- * Anything that is not such a call passes through untouched; so does a batch's non-call members.
+ * A rewriter of `tools/call` requests for an alias (e.g. SPEC's `mail.list_messages`) to the tool's listed
+ * name (`mail_list_messages`), applied before the MCP server sees the body. Done on the request rather than
+ * by registering each alias as a tool of its own, so `tools/list` shows every tool once and only under its
+ * listed name. Anything that is not such a call passes through untouched; so do a batch's other members.
+ * The alias table is built once, when the routes are made.
  */
-export function resolveAliases(body: unknown, tools: ToolDefinition[]): unknown {
+export function aliasResolver(tools: ToolDefinition[]): (body: unknown) => unknown {
   const canonical = new Map<string, string>();
   for (const tool of tools) for (const alias of tool.aliases ?? []) canonical.set(alias, tool.name);
-  if (canonical.size === 0) return body;
   const resolve = (message: unknown): unknown => {
     if (!message || typeof message !== 'object' || Array.isArray(message)) return message;
     const { method, params } = message as Message;
@@ -19,5 +19,5 @@ export function resolveAliases(body: unknown, tools: ToolDefinition[]): unknown 
     const name = canonical.get(params.name);
     return name ? { ...message, params: { ...params, name } } : message;
   };
-  return Array.isArray(body) ? body.map(resolve) : resolve(body);
+  return (body) => (canonical.size === 0 ? body : Array.isArray(body) ? body.map(resolve) : resolve(body));
 }

@@ -4,7 +4,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { AppContext } from '../context.js';
 import { authenticate, identityIdOf, principalOf, requireTier } from '../platform/auth/authenticate.js';
 import { createMcpServer } from './server.js';
-import { resolveAliases } from './aliases.js';
+import { aliasResolver } from './aliases.js';
 import { TOOLS } from './registry.js';
 import type { ToolDefinition } from './tool.js';
 
@@ -16,6 +16,7 @@ import type { ToolDefinition } from './tool.js';
  */
 export function mcpRoutes(app: AppContext, extraTools: ToolDefinition[] = []): Router {
   const tools = [...TOOLS, ...extraTools];
+  const resolveAliases = aliasResolver(tools);
   const router = new Router({ prefix: '/mcp' });
   router.use(authenticate(app.keys, app.identities), requireTier('identity'));
 
@@ -26,7 +27,7 @@ export function mcpRoutes(app: AppContext, extraTools: ToolDefinition[] = []): R
     ctx.res.on('close', () => { transport.close().catch(() => {}); server.close().catch(() => {}); });
     await server.connect(transport);
     ctx.respond = false;
-    await transport.handleRequest(ctx.req, ctx.res, resolveAliases(ctx.request.body, tools));
+    await transport.handleRequest(ctx.req, ctx.res, resolveAliases(ctx.request.body));
   });
 
   const notAllowed = (ctx: Context) => {

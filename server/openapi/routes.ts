@@ -20,11 +20,14 @@ const START_SCRIPT = `window.addEventListener('load', function () {
   window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#api', deepLinking: true, presets: [SwaggerUIBundle.presets.apis] });
 });
 `;
+/** Reads a file once, on first use (the bundle is 1.5 MB: not per request, and not at start-up). */
+const once = (read: () => Buffer) => { let body: Buffer | undefined; return () => (body ??= read()); };
+
 /** The only files /docs/:asset serves (a Map, so no name reaches Object.prototype). */
-const ASSETS = new Map<string, () => { body: string | Buffer; type: string }>([
-  ['swagger-ui.css', () => ({ body: readFileSync(join(swaggerDir, 'swagger-ui.css')), type: 'text/css; charset=utf-8' })],
-  ['swagger-ui-bundle.js', () => ({ body: readFileSync(join(swaggerDir, 'swagger-ui-bundle.js')), type: 'text/javascript; charset=utf-8' })],
-  ['start.js', () => ({ body: START_SCRIPT, type: 'text/javascript; charset=utf-8' })],
+const ASSETS = new Map<string, { body: () => string | Buffer; type: string }>([
+  ['swagger-ui.css', { body: once(() => readFileSync(join(swaggerDir, 'swagger-ui.css'))), type: 'text/css; charset=utf-8' }],
+  ['swagger-ui-bundle.js', { body: once(() => readFileSync(join(swaggerDir, 'swagger-ui-bundle.js'))), type: 'text/javascript; charset=utf-8' }],
+  ['start.js', { body: () => START_SCRIPT, type: 'text/javascript; charset=utf-8' }],
 ]);
 const PAGE = `<!doctype html>
 <html lang="en">
@@ -63,11 +66,11 @@ export function openApiRoutes(app: AppContext, operations: readonly Operation[])
   });
 
   router.get('/docs/:asset', (ctx) => {
-    const asset = ASSETS.get(ctx.params.asset ?? '')?.();
+    const asset = ASSETS.get(ctx.params.asset ?? '');
     if (!asset) throw notFound('No such file');
     ctx.set('Cache-Control', 'public, max-age=3600');
     ctx.type = asset.type;
-    ctx.body = asset.body;
+    ctx.body = asset.body();
   });
 
   return router;

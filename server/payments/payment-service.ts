@@ -21,7 +21,7 @@ import { endpointUrlsFor, normalizeResource } from './resource-url.js';
 import { offerReceiptExtension } from '../../middleware/offer-receipt.js';
 
 export type RedeemOutcome =
-  | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string } }
+  | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string; extensions?: Record<string, unknown> } }
   | { ok: false; error: string; message: string; requirement?: unknown };
 
 /** Narrows a payment list (the console's filters); every field optional, all given ones must hold. */

@@ -23,15 +23,28 @@ test('the README has runnable blocks', () => {
   expect(runnableBlocks('README.md').length).toBeGreaterThanOrEqual(4);
 });
 
-test.each(withBlocks)('the runnable snippets of %s run as written', async (file) => {
-  // Any 4xx/5xx fails the script; -s keeps the output readable, -S still shows errors.
-  const script = ['set -euo pipefail', 'curl() { command curl -sS --fail-with-body "$@"; echo; }', ...runnableBlocks(file)].join('\n');
-  const { code, output } = await new Promise<{ code: number | null; output: string }>((resolve) => {
+/**
+ * Runs blocks in one bash session. Any 4xx/5xx or unreachable URL fails the script, also inside `$(…)`
+ * (inherit_errexit: bash otherwise ignores a failure in a command substitution and carries on with an
+ * empty value). -s keeps the output readable, -S still shows errors.
+ */
+function runSnippets(blocks: string[]): Promise<{ code: number | null; output: string }> {
+  const script = ['set -euo pipefail', 'shopt -s inherit_errexit', 'curl() { command curl -sS --fail-with-body "$@" && echo; }', ...blocks].join('\n');
+  return new Promise((resolve) => {
     const child = spawn('bash', ['-c', script], { env: { ...process.env, BASE: server.url } });
     let output = '';
     child.stdout.on('data', (d: Buffer) => { output += d.toString(); });
     child.stderr.on('data', (d: Buffer) => { output += d.toString(); });
     child.on('close', (code) => resolve({ code, output }));
   });
+}
+
+test('a stale snippet fails the run, also when its failing call sits inside $(…)', async () => {
+  expect((await runSnippets(['X=$(curl -s $BASE/v0/no-such-route)', 'echo "went on with [$X]"'])).code).not.toBe(0);
+  expect((await runSnippets(['curl -s $BASE/v0/whoami -H "authorization: Bearer agi_stale"'])).code).not.toBe(0);
+});
+
+test.each(withBlocks)('the runnable snippets of %s run as written', async (file) => {
+  const { code, output } = await runSnippets(runnableBlocks(file));
   expect({ file, code, output: code === 0 ? '' : output.slice(-4000) }).toEqual({ file, code: 0, output: '' });
 }, 120_000);
