@@ -31,7 +31,9 @@ export function consoleRoutes(app: AppContext): Router {
   router.use(formBody(app.config.MAX_BODY_BYTES));
 
   router.get('/assets/:name', (ctx) => {
-    const asset = ASSETS[ctx.params.name ?? ''];
+    // Own keys only: a name such as "toString" must not reach Object.prototype (the fuzz test found a 500).
+    const name = ctx.params.name ?? '';
+    const asset = Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
     if (!asset) throw notFound('No such console asset');
     ctx.set('Cache-Control', 'no-cache');
     ctx.set('ETag', asset.etag);
