@@ -26,6 +26,8 @@ import { MandateService } from './buyer/mandate-service.js';
 import { PayService } from './buyer/pay-service.js';
 import { ChatService } from './chat/chat-service.js';
 import { adminCheck } from './accounts/admins.js';
+import { createLogger, type Logger } from './platform/logger.js';
+import { Metrics } from './platform/metrics.js';
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -33,6 +35,10 @@ import { adminCheck } from './accounts/admins.js';
  */
 export interface AppContext {
   config: Config;
+  /** Structured JSON logs (pino); every line written inside a request carries its request id. */
+  log: Logger;
+  /** This process's Prometheus metrics (served at /metrics to the operator only). */
+  metrics: Metrics;
   db: Connection;
   secrets: SecretBox;
   keys: ApiKeyService;
@@ -93,7 +99,9 @@ export function keyringFrom(config: Config): MasterKeyring {
  */
 const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1 << 20, maxAgeMs: 60_000 };
 
-export async function createContext(config: Config): Promise<AppContext> {
+export async function createContext(config: Config, options: { log?: Logger } = {}): Promise<AppContext> {
+  const log = options.log ?? createLogger({ level: config.LOG_LEVEL });
+  const metrics = new Metrics();
   const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
   await db.asPromise();
   const events = new ServiceEvents();
@@ -115,6 +123,8 @@ export async function createContext(config: Config): Promise<AppContext> {
   const isAdmin = adminCheck(config, accounts);
   const ctx: AppContext = {
     config,
+    log,
+    metrics,
     db,
     secrets,
     keys,

@@ -62,6 +62,8 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     SMTP_PORT: '2525',
     // Every local org may try the admin previews (team chat); set ADMIN_ORG_IDS to try the gate.
     ADMIN_ORG_IDS: '*',
+    // The terminal shows one readable line per event (below); JSON logs only for what went wrong.
+    LOG_LEVEL: 'warn',
     ...(chain ? {
       CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
       RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,

@@ -30,6 +30,8 @@ const schema = z.object({
   MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must be a mongodb:// or mongodb+srv:// URI'),
   MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/).default('agentgate'),
   TRUST_PROXY: bool.default(false),
+  // Structured JSON logs on stdout (pino), one object per line with the request id.
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SIGNUP_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   // The chain payments settle on. Without CHAIN_RPC_URL the payment routes answer 503.

@@ -26,6 +26,8 @@ export async function testConfig(overrides: Record<string, string> = {}): Promis
     MONGODB_DB: testDbName(),
     SMTP_PORT: '0',
     JOBS_PROCESS_EVERY_MS: '200',
+    // A test that reads the logs sets its own level (or LOG_LEVEL=debug npm test to watch them all).
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
     ...(await chainConfig()),
     ...overrides,
   });

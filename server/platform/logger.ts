@@ -1,0 +1,44 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { pino, type Logger, type LevelWithSilent } from 'pino';
+
+export type { Logger };
+
+/** What a log line carries from the request it was written in (set by the request-id middleware). */
+interface RequestScope { reqId: string }
+
+const requestScope = new AsyncLocalStorage<RequestScope>();
+
+/** Runs `fn` with `reqId` attached to every log line written inside it, however deep the call. */
+export function withRequestId<T>(reqId: string, fn: () => T): T {
+  return requestScope.run({ reqId }, fn);
+}
+
+/** The id of the request this code runs for, if any. */
+export function currentRequestId(): string | undefined {
+  return requestScope.getStore()?.reqId;
+}
+
+/**
+ * Work that outlives the request that started it (a settlement batch shared by many requests, a timer)
+ * runs outside any request, so its lines do not carry one buyer's request id.
+ */
+export function outsideRequest<T>(fn: () => T): T {
+  return requestScope.exit(fn);
+}
+
+/**
+ * The process's structured logger: one JSON object per line on stdout (pino), with the request id of the
+ * request that wrote it. `serve` and `worker` log at LOG_LEVEL (default info); tests pass `silent`.
+ */
+export function createLogger(options: { level: LevelWithSilent; name?: string; destination?: pino.DestinationStream }): Logger {
+  return pino({
+    level: options.level,
+    base: { pid: process.pid, ...(options.name ? { name: options.name } : {}) },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+    mixin: () => {
+      const reqId = currentRequestId();
+      return reqId ? { reqId } : {};
+    },
+  }, options.destination ?? pino.destination({ sync: false }));
+}

@@ -1,0 +1,83 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * The Prometheus metrics of one process (prom-client). Each context owns its registry, so a test that
+ * builds several servers in one process reads each one's own numbers. Areas record through the typed
+ * fields below; gauges whose value lives elsewhere (queue depth, gas balances) are read at scrape time
+ * through `onCollect`.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  /** Paid requests by how they ended (settled, refused reason, pending, unavailable) and by door (redeem | facilitator). */
+  readonly paidRequests = new Counter({
+    name: 'agentgate_paid_requests_total', help: 'Payments presented for settlement, by outcome and door',
+    labelNames: ['outcome', 'door'] as const, registers: [this.registry],
+  });
+  /** From the claim to the answer, settled or not. */
+  readonly settleSeconds = new Histogram({
+    name: 'agentgate_settle_duration_seconds', help: 'Time from claiming a payment to its settlement answer',
+    labelNames: ['outcome'] as const, buckets: [0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 20, 30, 60], registers: [this.registry],
+  });
+  readonly batchSize = new Histogram({
+    name: 'agentgate_settlement_batch_size', help: 'Authorizations per settlement transaction',
+    buckets: [1, 2, 4, 8, 16, 32, 50, 100], registers: [this.registry],
+  });
+  /** sent, refused, replaced, fee_bumped, rebroadcast, mined, reverted, dropped. */
+  readonly settlementTransactions = new Counter({
+    name: 'agentgate_settlement_transactions_total', help: 'Settlement transaction events, by relayer',
+    labelNames: ['event', 'relayer'] as const, registers: [this.registry],
+  });
+  readonly inFlight = new Gauge({
+    name: 'agentgate_relayer_in_flight_transactions', help: 'Settlement transactions sent and not yet mined, by relayer',
+    labelNames: ['relayer'] as const, registers: [this.registry],
+  });
+  readonly gasBalance = new Gauge({
+    name: 'agentgate_relayer_gas_balance_eth', help: 'Native balance of each relayer account this process holds a lease on',
+    labelNames: ['relayer'] as const, registers: [this.registry],
+  });
+  readonly leasesHeld = new Gauge({
+    name: 'agentgate_relayer_leases_held', help: 'Relayer accounts this process holds a lease on', registers: [this.registry],
+  });
+  readonly relayerPool = new Gauge({
+    name: 'agentgate_relayer_pool_size', help: 'Relayer accounts configured for the deployment', registers: [this.registry],
+  });
+  readonly reconciled = new Counter({
+    name: 'agentgate_reconciled_payments_total', help: 'Open payments closed by reconciliation, by result',
+    labelNames: ['result'] as const, registers: [this.registry],
+  });
+  readonly jobQueueDepth = new Gauge({
+    name: 'agentgate_job_queue_depth', help: 'Background jobs due or scheduled, by job name',
+    labelNames: ['name'] as const, registers: [this.registry],
+  });
+  /** delivered, retry, failed. */
+  readonly webhookOutcomes = new Counter({
+    name: 'agentgate_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome',
+    labelNames: ['outcome'] as const, registers: [this.registry],
+  });
+  readonly httpRequests = new Histogram({
+    name: 'agentgate_http_request_duration_seconds', help: 'HTTP requests by method, route and status class',
+    labelNames: ['method', 'route', 'status'] as const, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry],
+  });
+
+  private readonly collectors: Array<() => Promise<void> | void> = [];
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'agentgate_process_' });
+  }
+
+  /** Runs before every scrape: for gauges whose truth lives elsewhere (the database, the chain). */
+  onCollect(collector: () => Promise<void> | void): void {
+    this.collectors.push(collector);
+  }
+
+  /** The text exposition format; a failing collector leaves its gauges at their last value. */
+  async render(): Promise<string> {
+    await Promise.all(this.collectors.map(async (collect) => { try { await collect(); } catch { /* stale beats missing */ } }));
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
