@@ -15,6 +15,7 @@ import { PageCache } from './mail/page-cache.js';
 import { VaultService } from './vault/vault-service.js';
 import { createChainService, type ChainService } from './chain/chain-service.js';
 import { PaymentService } from './payments/payment-service.js';
+import { createSettling } from './payments/settling.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
 import { DidService } from './did/did-service.js';
@@ -115,8 +116,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const chain = await createChainService(config);
   const serviceKey = await loadServiceKey(db, config, secrets);
   // The receipt signer is the service DID key, resolved when a receipt is signed.
-  const payments = new PaymentService(db, config, chain, () => ctx.serviceKey, logs);
-  const wallets = new WalletService(db, config, chain, secrets, logs);
+  const settling = chain && createSettling(db, config, chain, log, metrics);
+  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics);
+  const wallets = new WalletService(db, config, chain, settling?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const accounts = new AccountService(db);

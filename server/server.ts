@@ -19,20 +19,32 @@ export interface RunningServer {
 /** Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). */
 export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean } = {}): Promise<RunningServer> {
   const app = await createContext(config);
+  // A server settles: it takes its share of the relayer pool (leases in the database). Stopped last.
+  const relayers = app.payments.settling?.relayers;
+  if (relayers) {
+    await relayers.start();
+    app.onClose.push(() => relayers.stop());
+  }
   const smtp = await startSmtpListener(app);
   app.onClose.push(() => smtp.close());
   // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
   if (options.workers ?? true) await startBackgroundWork(app);
   const koa = createApp(app, options.extension);
   const http = koa.listen(config.PORT, config.HOST);
-  await new Promise<void>((resolve, reject) => {
-    http.once('listening', resolve);
-    http.once('error', (err: NodeJS.ErrnoException) => {
-      // Name the setting that moves the port; the code stays for callers that retry on another port.
-      if (err.code === 'EADDRINUSE') err.message = `port ${config.PORT} on ${config.HOST} is already in use: set PORT (agentgate dev: --port) to another port`;
-      reject(err);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      http.once('listening', resolve);
+      http.once('error', (err: NodeJS.ErrnoException) => {
+        // Name the setting that moves the port; the code stays for callers that retry on another port.
+        if (err.code === 'EADDRINUSE') err.message = `port ${config.PORT} on ${config.HOST} is already in use: set PORT (agentgate dev: --port) to another port`;
+        reject(err);
+      });
     });
-  });
+  } catch (err) {
+    // Hand back what this start took (relayer leases, workers, the SMTP port) before giving up.
+    await app.close().catch(() => {});
+    throw err;
+  }
   const port = (http.address() as AddressInfo).port;
   return {
     url: `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`,
@@ -52,7 +64,10 @@ export async function startServer(config: Config, options: { extension?: AppExte
 async function startBackgroundWork(app: AppContext): Promise<void> {
   await app.jobs.start();
   app.onClose.push(() => app.jobs.stop());
-  const reconciler = startReconciler(app.payments);
+  const reconciler = startReconciler(app.payments, {
+    everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
+    log: app.log.child({ area: 'reconciliation' }), metrics: app.metrics,
+  });
   app.onClose.push(() => reconciler.stop());
   app.onClose.push(await app.webhooks.startOutboxSweep());
 }

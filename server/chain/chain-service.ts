@@ -1,13 +1,13 @@
-import { createPublicClient, createWalletClient, http, nonceManager, type Address, type Chain, type PublicClient, type WalletClient, type Account, type PrivateKeyAccount, type Transport } from 'viem';
+import { createPublicClient, http, type Address, type Chain, type PublicClient, type PrivateKeyAccount, type Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { base, baseSepolia } from 'viem/chains';
 import type { Config } from '../platform/config.js';
 import { networkByName } from '../../middleware/networks.js';
 
 /**
- * The chain the facilitator settles on and the wallet it pays gas from. Built once at start-up; the
- * relayer account uses viem's nonce manager so concurrent settlements in one process get distinct
- * transaction nonces.
+ * The chain the facilitator settles on and the relayer accounts that may pay its gas. Built once at
+ * start-up. Transactions from a relayer account are sent only through the relayer pool
+ * (payments/relayer-pool.ts): it leases each account to one process and keeps its nonce sequence.
  */
 export interface ChainService {
   /** v1 network name ("base", "base-sepolia"). */
@@ -17,9 +17,7 @@ export interface ChainService {
   rpcUrl: string;
   usdc: { address: Address; name: string; version: string };
   publicClient: PublicClient<Transport, Chain>;
-  walletClient: WalletClient<Transport, Chain, Account>;
-  relayer: Address;
-  /** Every account that may send settlements: RELAYER_PRIVATE_KEY first, then RELAYER_PRIVATE_KEYS. */
+  /** The deployment's relayer pool: RELAYER_PRIVATE_KEY first, then RELAYER_PRIVATE_KEYS, each key once. */
   relayerAccounts: PrivateKeyAccount[];
 }
 
@@ -41,10 +39,8 @@ export async function createChainService(config: Config): Promise<ChainService |
   if (chainId !== info.chainId) {
     throw new ChainConfigError(`configuration error: CHAIN_RPC_URL serves chain ${chainId}, but CHAIN_NETWORK ${info.name} is chain ${info.chainId}`);
   }
-  // One nonce manager (viem's, per address) for every sender of an account in this process.
-  const account = privateKeyToAccount(config.RELAYER_PRIVATE_KEY as `0x${string}`, { nonceManager });
-  const extra = (config.RELAYER_PRIVATE_KEYS ?? '').split(',').filter(Boolean).map((key) => privateKeyToAccount(key as `0x${string}`, { nonceManager }));
-  const walletClient = createWalletClient({ chain, transport, account, pollingInterval: 100 });
+  const keys = [config.RELAYER_PRIVATE_KEY, ...(config.RELAYER_PRIVATE_KEYS ?? '').split(',')].filter(Boolean).map((k) => k!.toLowerCase());
+  const relayerAccounts = [...new Set(keys)].map((key) => privateKeyToAccount(key as `0x${string}`));
   return {
     network: info.name,
     chainId,
@@ -56,8 +52,6 @@ export async function createChainService(config: Config): Promise<ChainService |
       version: config.USDC_EIP712_VERSION,
     },
     publicClient,
-    walletClient,
-    relayer: account.address,
-    relayerAccounts: [account, ...extra.filter((a) => a.address !== account.address)],
+    relayerAccounts,
   };
 }

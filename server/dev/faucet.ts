@@ -1,4 +1,4 @@
-import { createWalletClient, http, nonceManager, type Account, type Address, type Chain, type Hex, type Transport, type WalletClient } from 'viem';
+import { createWalletClient, encodeFunctionData, http, nonceManager, type Account, type Address, type Chain, type Hex, type Transport, type WalletClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type Router from '@koa/router';
 import { z } from 'zod';
@@ -12,6 +12,7 @@ import type { Operation } from '../openapi/operations.js';
 import { defineTool, type ToolDefinition } from '../mcp/tool.js';
 import { balanceOf, usdcAbi } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
+import type { Settler } from '../payments/settler.js';
 import { devTokenAbi } from '../wallet/smart-account-abi.js';
 
 /**
@@ -21,21 +22,31 @@ import { devTokenAbi } from '../wallet/smart-account-abi.js';
 export class DevFaucet {
   private readonly wallet: WalletClient<Transport, Chain, Account>;
 
-  constructor(private readonly chain: ChainService, faucetKey: Hex) {
+  /**
+   * `relayer`: when the faucet key is also a relayer of the pool (agentgate dev uses account 0 for both),
+   * its transactions go through the relayer's lane, so the two never pick the same nonce.
+   */
+  constructor(private readonly chain: ChainService, faucetKey: Hex, private readonly relayer?: Pick<Settler, 'sendTransaction'>) {
     const account = privateKeyToAccount(faucetKey, { nonceManager });
-    this.wallet = createWalletClient({ chain: chain.walletClient.chain, transport: http(chain.rpcUrl, { batch: false }), account, pollingInterval: 100 });
+    this.wallet = createWalletClient({ chain: chain.publicClient.chain, transport: http(chain.rpcUrl, { batch: false }), account, pollingInterval: 100 });
   }
 
   async fund(to: Address, amount: bigint): Promise<Hex> {
     const { publicClient, usdc } = this.chain;
     const held = await balanceOf({ client: publicClient, token: usdc.address, account: this.wallet.account.address });
-    const common = { address: usdc.address, account: this.wallet.account, chain: this.wallet.chain } as const;
+    const data = held >= amount
+      ? encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [to, amount] })
+      : encodeFunctionData({ abi: devTokenAbi, functionName: 'mint', args: [to, amount] });
     let hash: Hex;
     try {
-      hash = held >= amount
-        ? await this.wallet.writeContract({ ...common, abi: usdcAbi, functionName: 'transfer', args: [to, amount] })
-        : await this.wallet.writeContract({ ...common, abi: devTokenAbi, functionName: 'mint', args: [to, amount] });
+      if (this.relayer) {
+        const receipt = await this.relayer.sendTransaction({ to: usdc.address, data }, { faucet: to });
+        if (receipt.status !== 'success') throw new AppError(503, 'faucet_empty', `the faucet transaction ${receipt.transactionHash} reverted`);
+        return receipt.transactionHash;
+      }
+      hash = await this.wallet.sendTransaction({ to: usdc.address, data, account: this.wallet.account, chain: this.wallet.chain });
     } catch (err) {
+      if (err instanceof AppError) throw err;
       throw new AppError(503, 'faucet_empty', `the faucet could not pay: ${(err as { shortMessage?: string }).shortMessage ?? (err as Error).message}`.slice(0, 300));
     }
     const receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: 60_000 });
@@ -59,7 +70,9 @@ export async function fundFromFaucet(app: AppContext, owner: { orgId: string; id
   if (!app.config.FAUCET_PRIVATE_KEY) throw new AppError(503, 'faucet_unavailable', 'The dev faucet has no key (FAUCET_PRIVATE_KEY)');
   let faucet = faucets.get(app);
   if (!faucet) {
-    faucet = new DevFaucet(chain, app.config.FAUCET_PRIVATE_KEY as `0x${string}`);
+    const key = app.config.FAUCET_PRIVATE_KEY as `0x${string}`;
+    const isRelayer = chain.relayerAccounts.some((a) => a.address === privateKeyToAccount(key).address);
+    faucet = new DevFaucet(chain, key, isRelayer ? app.payments.settler : undefined);
     faucets.set(app, faucet);
   }
   const wallet = await app.wallets.forIdentity(owner);

@@ -18,7 +18,8 @@ const smtpAnswers = ({ host, port }: { host: string; port: number }) => new Prom
 
 /**
  * Probes for orchestrators: GET /health (liveness: the process answers HTTP) and GET /ready (readiness:
- * the database, the chain and the SMTP listener answer; 503 naming what does not).
+ * the database, the chain and the SMTP listener answer; 503 naming what does not; 200 `degraded` naming
+ * why when this process cannot settle payments but serves everything else).
  */
 export function healthRoutes(app: AppContext): Router {
   const router = new Router();
@@ -40,10 +41,14 @@ export function healthRoutes(app: AppContext): Router {
       }
     }));
     const ready = results.every(([, state]) => state === 'ok');
+    // Settlement is the one part a process can lack and still serve everything else: no relayer lease (the
+    // pool is smaller than the number of processes) or a relayer out of gas makes it degraded, not down.
+    const relayerProblems = app.payments.settling?.relayers.status().problems ?? [];
+    const answers = { ...Object.fromEntries(results), ...(app.payments.settling ? { relayer: relayerProblems.length ? `degraded: ${relayerProblems.join('; ')}` : 'ok' } : {}) };
     ctx.status = ready ? 200 : 503;
     ctx.body = ready
-      ? { status: 'ready', checks: Object.fromEntries(results) }
-      : { error: 'not_ready', message: `not ready: ${results.filter(([, s]) => s !== 'ok').map(([n]) => n).join(', ')}`, status: 503, checks: Object.fromEntries(results) };
+      ? { status: relayerProblems.length ? 'degraded' : 'ready', checks: answers, ...(relayerProblems.length ? { message: `payments cannot be settled by this process: ${relayerProblems.join('; ')}` } : {}) }
+      : { error: 'not_ready', message: `not ready: ${results.filter(([, s]) => s !== 'ok').map(([n]) => n).join(', ')}`, status: 503, checks: answers };
   });
   return router;
 }

@@ -153,13 +153,13 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/payments/endpoints/:id/rotate-webhook-secret', tag: 'Payments', summary: "Replace an endpoint's webhook secret (shown once)", auth: platform, params: paymentIdParam, ok: json('The new secret'), also: { 409: 'The endpoint has no webhook' } },
   { method: 'delete', path: '/v0/payments/endpoints/:id', tag: 'Payments', summary: 'Delete an endpoint', auth: platform, params: paymentIdParam, ok: json('Deleted') },
   { method: 'get', path: '/v0/payments/settings', tag: 'Payments', summary: 'What the seller middleware needs to build challenges', auth: seller, ok: json('Seller settings'), also: { 409: 'Payment acceptance is off' } },
-  { method: 'post', path: '/v0/payments/redeem', tag: 'Payments', summary: "Verify and settle a buyer's X-Payment header (agentgate's middleware)", auth: seller, body: redeemBody, ok: json('Settled', answers.redeemed), also: { 402: 'Refused, with the reason and the requirement to pay', 503: 'Settlement is not available' } },
+  { method: 'post', path: '/v0/payments/redeem', tag: 'Payments', summary: "Verify and settle a buyer's X-Payment header (agentgate's middleware)", auth: seller, body: redeemBody, ok: json('Settled', answers.redeemed), also: { 402: 'Refused, with the reason and the requirement to pay', 503: 'Settlement is not available (no relayer of this process can send: nothing was charged)' } },
   { method: 'get', path: '/v0/payments', tag: 'Payments', summary: 'Incoming payments, newest first', auth: sellerOrOps, query: paymentListQuery, ok: json('A page of payments', answers.paymentList) },
   { method: 'get', path: '/v0/payments/:id', tag: 'Payments', summary: 'One payment with its signed receipts', auth: sellerOrOps, params: paymentIdParam, ok: json('The payment', answers.paymentDetail) },
 
   // Probes
   { method: 'get', path: '/health', tag: 'Probes', summary: 'Liveness: the process answers', auth: 'none', ok: json('{status: "ok"}', answers.health) },
-  { method: 'get', path: '/ready', tag: 'Probes', summary: 'Readiness: the database, the chain and the SMTP listener answer', auth: 'none', ok: json('{status: "ready", checks}', answers.ready), also: { 503: 'Something it needs does not answer; `checks` says what' } },
+  { method: 'get', path: '/ready', tag: 'Probes', summary: 'Readiness: the database, the chain and the SMTP listener answer; degraded when this process cannot settle', auth: 'none', ok: json('{status: "ready" | "degraded", checks}', answers.ready), also: { 503: 'Something it needs does not answer; `checks` says what' } },
 
   // This document and its reference page
   { method: 'get', path: '/openapi.json', tag: 'Docs', summary: 'This OpenAPI 3.1 document', auth: 'none', ok: json('The document') },

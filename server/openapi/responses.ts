@@ -109,4 +109,4 @@ export const mcpError = z.union([
 ]);
 
 export const health = z.object({ status: z.literal('ok') });
-export const ready = z.object({ status: z.literal('ready'), checks: z.record(z.string(), z.string()) });
+export const ready = z.object({ status: z.enum(['ready', 'degraded']), checks: z.record(z.string(), z.string()), message: z.string().optional() });

@@ -173,7 +173,7 @@ export function facilitatorRoutes(app: AppContext): Router {
     }
     const { seller, terms } = prepared;
     const endpoint = await app.payments.endpointFor(seller._id, terms.resource);
-    const outcome = await app.payments.settle(seller, terms.decoded, { ...terms, endpoint });
+    const outcome = await app.payments.settle(seller, terms.decoded, { ...terms, endpoint, door: 'facilitator' });
     if (!outcome.ok && outcome.reason === 'payment_identifier_conflict') ctx.status = 409;
     ctx.body = outcome.ok
       ? {

@@ -13,7 +13,6 @@ import type { SettlementResult } from './settlement.js';
  */
 export const PAYMENT_IDENTIFIER = 'payment-identifier';
 const ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
-const WAIT_FOR_FIRST_MS = 60_000;
 
 interface IdentifierDoc {
   _id: string; // `${orgId}:${id}`
@@ -48,7 +47,8 @@ export function paymentIdentifierOf(decoded: DecodedPaymentHeader): string | und
 export class PaymentIdentifiers {
   private readonly ids: Model<IdentifierDoc>;
 
-  constructor(conn: Connection) {
+  /** `waitForFirstMs`: how long a repeat waits for the first request's result before answering pending. */
+  constructor(conn: Connection, private readonly waitForFirstMs = 60_000) {
     this.ids = conn.models.PaymentIdentifier ?? conn.model<IdentifierDoc>('PaymentIdentifier', schema, 'payment_identifiers');
   }
 
@@ -72,7 +72,7 @@ export class PaymentIdentifiers {
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
     }
-    const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+    const deadline = Date.now() + this.waitForFirstMs;
     for (;;) {
       const first = await this.ids.findById(key).lean();
       if (first && first.payloadHash !== payloadHash) return { kind: 'conflict', message: `payment-identifier ${id} was already used for another payment` };

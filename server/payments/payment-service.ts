@@ -11,8 +11,10 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import type { Config } from '../platform/config.js';
 import { endpointSchema, paymentSchema, sellerAccountSchema, type EndpointDoc, type PaymentDoc, type SellerAccountDoc } from './models.js';
 import { verifyPayment } from './verify-payment.js';
-import { Settler } from './settler.js';
-import { RelayerLane } from './relayer.js';
+import type { SettleOutcome, Settler } from './settler.js';
+import type { Settling } from './settling.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
 import { TtlCache } from '../platform/ttl-cache.js';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
@@ -45,6 +47,18 @@ function filterQuery(filter: PaymentFilter): Record<string, unknown> {
   return query;
 }
 
+/** What a payment must meet, and which door it came through (for the metrics). */
+export interface SettleTerms { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null; door: 'redeem' | 'facilitator' }
+
+const isPending = (result: SettlementResult) => !result.ok && result.reason === 'settle_unconfirmed';
+
+/** The promise's value, or `fallback` if it takes longer than `ms` (the promise goes on). */
+function withDeadline<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const deadline = new Promise<T>((resolve) => { timer = setTimeout(() => resolve(fallback), ms); });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
 /** Called in the same step that records a settled payment (webhooks plug in here). */
 export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promise<void>;
 
@@ -61,7 +75,7 @@ export class PaymentService {
   readonly sellers: Model<SellerAccountDoc>;
   readonly onSettled: SettledHook[] = [];
   private readonly identifiers: PaymentIdentifiers;
-  /** Sends settlements (pipelined, batched); undefined without a chain. */
+  /** Sends settlements (batched per block, on this process's leased relayers); undefined without a chain. */
   readonly settler: Settler | undefined;
   /** orgId -> acceptance, and `${orgId} ${url}` -> endpoint; null caches "none". */
   private readonly acceptanceCache: TtlCache<SellerAccountDoc | null>;
@@ -71,16 +85,18 @@ export class PaymentService {
     conn: Connection,
     private readonly config: Config,
     readonly chain: ChainService | undefined,
+    /** The settlement engine (clock, relayer pool, settler); undefined without a chain. */
+    readonly settling: Settling | undefined,
     private readonly signer: () => ReceiptSigner,
     private readonly logs: ActivityLog,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
   ) {
     this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     this.endpoints = conn.models.Endpoint ?? conn.model<EndpointDoc>('Endpoint', endpointSchema, 'endpoints');
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
-    this.settler = chain && new Settler(chain, chain.relayerAccounts.map((account) => new RelayerLane(account, chain)), {
-      maxBatch: config.SETTLEMENT_BATCH_MAX, pipelineDepth: config.SETTLEMENT_PIPELINE_DEPTH, multicall: config.MULTICALL3_ADDRESS as Address,
-    });
-    this.identifiers = new PaymentIdentifiers(conn);
+    this.settler = settling?.settler;
+    this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
     this.acceptanceCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
     this.endpointCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
   }
@@ -208,7 +224,7 @@ export class PaymentService {
 
     const decoded = decodePaymentHeader(input.paymentHeader);
     if (!decoded.ok) return refuse(decoded.reason, decoded.message);
-    const outcome = await this.settle(seller, decoded, { resource, amountAtomic: amount, endpoint });
+    const outcome = await this.settle(seller, decoded, { resource, amountAtomic: amount, endpoint, door: 'redeem' });
     if (!outcome.ok) return refuse(outcome.reason, outcome.message);
     return {
       ok: true,
@@ -231,29 +247,52 @@ export class PaymentService {
    * The one path that moves money, for both doors (our middleware's redeem and the standard facilitator
    * API): verify, claim the authorization, settle on chain, record with a signed receipt. `endpoint` is
    * null for a resource the seller did not register (official SDK sellers): it is recorded by its URL.
+   * The answer waits for the chain at most SETTLEMENT_TIMEOUT_MS; then it is a pending answer, and the
+   * settlement goes on and is recorded (a retry with the same payment-identifier gets its final result).
    */
-  async settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null }): Promise<SettlementResult> {
+  async settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<SettlementResult> {
     // A payment-identifier makes a retry answer the first result instead of settling again.
     const identifier = await this.identifiers.claim(seller._id, decoded);
     if (identifier.kind === 'invalid') return { ok: false, reason: 'invalid_payment_identifier', message: identifier.message };
     if (identifier.kind === 'conflict') return { ok: false, reason: 'payment_identifier_conflict', message: identifier.message };
     if (identifier.kind === 'repeat') return identifier.result;
-    let result: SettlementResult;
+    let attempt: { answer: SettlementResult; final?: Promise<SettlementResult> };
     try {
-      result = await this.settleOnce(seller, decoded, terms);
+      attempt = await this.settleOnce(seller, decoded, terms);
     } catch (err) {
       if (identifier.kind === 'first') await identifier.release().catch(() => {});
       throw err;
     }
-    // An unconfirmed settlement has no final answer yet: repeats keep waiting for one rather than cache it.
-    if (identifier.kind === 'first' && !(!result.ok && result.reason === 'settle_unconfirmed')) await identifier.record(result);
-    return result;
+    const { answer, final } = attempt;
+    if (identifier.kind === 'first') {
+      // Only a final result is kept for repeats; an unconfirmed one leaves repeats waiting, and one that
+      // sent nothing (no relayer) lets the retry run again.
+      const keep = async (result: SettlementResult) => {
+        if (!result.ok && result.unavailable) await identifier.release();
+        else if (!isPending(result)) await identifier.record(result);
+      };
+      if (isPending(answer) && final) void final.then(keep).catch((err) => this.log.error({ err: (err as Error).message }, 'payment-identifier result not recorded'));
+      else await keep(answer);
+    }
+    if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged, the same payment may be presented again`, undefined, { 'Retry-After': '2' });
+    return answer;
   }
 
-  private async settleOnce(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null }): Promise<SettlementResult> {
+  private async settleOnce(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<{ answer: SettlementResult; final?: Promise<SettlementResult> }> {
     const chain = this.requireChain();
     const verified = await this.verify(seller, decoded, terms);
-    if (!verified.ok) return { ok: false, reason: verified.reason, message: verified.message };
+    if (!verified.ok) {
+      this.metrics.paidRequests.inc({ outcome: verified.reason, door: terms.door });
+      return { answer: { ok: false, reason: verified.reason, message: verified.message } };
+    }
+    // A process that cannot send says so before claiming: nothing is recorded, the buyer may try again.
+    const settler = this.settling!.settler;
+    if (!settler.available()) await this.settling!.relayers.recheckStarved();
+    if (!settler.available()) {
+      this.metrics.paidRequests.inc({ outcome: 'relayer_unavailable', door: terms.door });
+      const why = this.settling!.relayers.status().problems.join('; ') || 'no relayer account of this process can send now';
+      throw new AppError(503, 'relayer_unavailable', `This server cannot settle payments now: ${why}`, undefined, { 'Retry-After': '2' });
+    }
 
     // Claim the authorization before anything is sent: of any number of concurrent or replayed copies,
     // exactly one insert succeeds.
@@ -269,21 +308,51 @@ export class PaymentService {
     try {
       await this.payments.create(payment);
     } catch (err) {
-      if (isDuplicateKey(err)) return { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer };
+      if (isDuplicateKey(err)) {
+        this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
+        return { answer: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
+      }
       throw err;
     }
 
-    const settled = await this.settler!.settle({ authorization: authorizationOf(payment), signature: verified.signature });
-    if (!settled.ok) {
-      // An unconfirmed settlement may still be mined: the record stays open for reconciliation to close
-      // from the chain, so money that moves is never recorded as failed.
-      const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
-      if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id }, { $set: change });
-      this.logs.recordSoon({ orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
-      return { ok: false, reason: settled.reason, message: settled.message, payer: verified.payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
+    const claimedAt = Date.now();
+    const final = settler.settle({ authorization: authorizationOf(payment), signature: verified.signature, paymentId: payment._id })
+      .then((settled) => this.recordOutcome(payment, settled, terms.endpoint))
+      .then((result) => {
+        const outcome = result.ok ? 'settled' : result.reason;
+        this.metrics.paidRequests.inc({ outcome, door: terms.door });
+        const kind = result.ok ? 'settled' : result.unavailable ? 'unavailable' : isPending(result) ? 'pending' : 'failed';
+        this.metrics.settleSeconds.observe({ outcome: kind }, (Date.now() - claimedAt) / 1000);
+        return result;
+      });
+    const pending: SettlementResult = {
+      ok: false, reason: 'settle_unconfirmed', payer: verified.payer,
+      message: `the settlement is not confirmed on chain after ${this.config.SETTLEMENT_TIMEOUT_MS / 1000} s; it goes on: retry with the same payment-identifier for the final result`,
+    };
+    const answer = await withDeadline(final, this.config.SETTLEMENT_TIMEOUT_MS, pending);
+    if (answer === pending) this.log.warn({ paymentId: payment._id, timeoutMs: this.config.SETTLEMENT_TIMEOUT_MS }, 'settlement answer timed out; the settlement goes on');
+    return { answer, final };
+  }
+
+  /** Writes what the chain did into the payment record, and turns it into the answer. */
+  private async recordOutcome(payment: PaymentDoc, settled: SettleOutcome, endpoint: EndpointDoc | null): Promise<SettlementResult> {
+    const payer = payment.payerAddress;
+    if (settled.ok) {
+      const done = await this.markSettled(payment, settled.txHash, endpoint);
+      return { ok: true, paymentId: done._id, txHash: settled.txHash, payer, ...(done.offerReceipt ? { offerReceipt: done.offerReceipt } : {}) };
     }
-    const done = await this.markSettled(payment, settled.txHash, terms.endpoint);
-    return { ok: true, paymentId: done._id, txHash: settled.txHash, payer: verified.payer, ...(done.offerReceipt ? { offerReceipt: done.offerReceipt } : {}) };
+    if (settled.unavailable) {
+      // Nothing was sent: the claim goes, so the buyer may present the same payment again.
+      await this.payments.deleteOne({ _id: payment._id, status: 'verified' });
+      return { ok: false, reason: settled.reason, message: settled.message, payer, unavailable: true };
+    }
+    // An unconfirmed settlement may still be mined: the record stays open for reconciliation to close
+    // from the chain, so money that moves is never recorded as failed.
+    const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
+    if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: change });
+    this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
+    this.log.warn({ paymentId: payment._id, reason: settled.reason, message: settled.message, txHash: settled.txHash }, settled.unconfirmed ? 'settlement unconfirmed; reconciliation will finish it' : 'settlement failed');
+    return { ok: false, reason: settled.reason, message: settled.message, payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
   }
 
   /** The seller account of a seller key's org, if it accepts payments (served from memory, see SELLER_CACHE_TTL_MS). */
@@ -317,7 +386,7 @@ export class PaymentService {
     if (!done) return (await this.payments.findById(payment._id).lean())!;
     // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
     // buyer's response; the outbox sweep finishes whatever a crash interrupts.
-    if (endpoint) for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => console.error('[agentgate] settled hook failed:', (err as Error).message));
+    if (endpoint) for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => this.log.error({ paymentId: done._id, err: (err as Error).message }, 'settled hook failed'));
     // The payment record is the authority; its activity-log line need not hold up the buyer's response.
     this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });
     return done;

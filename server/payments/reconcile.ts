@@ -1,63 +1,138 @@
 import type { Hex } from 'viem';
+import type { Collection } from 'mongodb';
 import type { PaymentService } from './payment-service.js';
+import type { PaymentDoc } from './models.js';
 import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../chain/usdc.js';
+import type { ChainService } from '../chain/chain-service.js';
+import { isDuplicateKey } from '../platform/errors.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+
+export interface ReconcileOptions {
+  /** Only payments claimed longer ago than this are touched: younger ones are still being settled. */
+  olderThanMs: number;
+  log?: Logger;
+  metrics?: Metrics;
+}
+
+/** Several processes reconcile one database: each open payment is taken by one of them per window. */
+const CLAIM_WINDOW_MS = 30_000;
+/** Seconds of validity an authorization needs left to be worth sending again. */
+const RESEND_MARGIN_SECONDS = 6;
 
 /**
- * Finishes payments left in `verified` by a crash between claiming the nonce and recording the result.
- * The chain is the source of truth: a transaction that used the authorization is recorded as settled
- * (found by its hash or by the AuthorizationUsed event); an unused authorization that is still valid is
- * submitted again (it can only ever move money once, the token enforces the nonce); an expired one
- * is marked failed. Only records older than `olderThanMs` are touched, so a live settlement in another
- * process is left alone.
+ * Finishes payments left open (`verified`): by a crash between claiming the nonce and recording the
+ * result, by an answer that timed out, by a process killed mid-settlement. The chain is the source of
+ * truth, and the token's own record of the authorization decides:
+ * - used: the transaction that used it (its AuthorizationUsed event) is recorded as the settlement;
+ * - unused and expired: failed, nothing moved and nothing can;
+ * - unused and still valid: sent again, by a process that holds a relayer (the token lets it move money
+ *   once, whoever sends it); a process without one leaves it to another.
+ * A transaction hash on the record is only a hint: a batch can be mined while one of its transfers failed.
  */
-export async function reconcilePayments(service: PaymentService, options: { olderThanMs: number }): Promise<{ settled: number; failed: number }> {
+export async function reconcilePayments(service: PaymentService, options: ReconcileOptions): Promise<{ settled: number; failed: number; resent: number }> {
   const chain = service.chain;
-  if (!chain) return { settled: 0, failed: 0 };
-  const stale = await service.payments.find({ status: 'verified', createdAt: { $lt: new Date(Date.now() - options.olderThanMs) } }).limit(100).lean();
-  let settled = 0;
-  let failed = 0;
+  const totals = { settled: 0, failed: 0, resent: 0 };
+  if (!chain) return totals;
+  const stale = await service.payments.find({ status: 'verified', createdAt: { $lt: new Date(Date.now() - options.olderThanMs) } }).sort({ createdAt: 1 }).limit(200).lean();
+  if (stale.length === 0) return totals;
+  const claims = service.payments.db.collection('reconcile_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
+  const window = Math.floor(Date.now() / CLAIM_WINDOW_MS);
+  const count = (result: 'settled' | 'failed' | 'resent') => { totals[result]++; options.metrics?.reconciled.inc({ result }); };
+  const resends: Array<Promise<void>> = [];
+
   for (const payment of stale) {
+    try {
+      await claims.insertOne({ _id: `${payment._id}:${window}`, expiresAt: new Date(Date.now() + CLAIM_WINDOW_MS * 2) });
+    } catch (err) {
+      if (isDuplicateKey(err)) continue; // another process has it this round
+      throw err;
+    }
     const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
+    const log = options.log?.child({ paymentId: payment._id });
     const fail = async (reason: string) => {
       await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: reason } });
-      failed++;
+      log?.warn({ reason }, 'reconciliation closed an open payment as failed');
+      count('failed');
     };
-    if (payment.txHash) {
-      const receipt = await chain.publicClient.getTransactionReceipt({ hash: payment.txHash as Hex }).catch(() => undefined);
-      if (receipt?.status === 'success') { await service.markSettled(payment, payment.txHash, endpoint); settled++; continue; }
-      if (receipt?.status === 'reverted') { await fail('settle_reverted'); continue; }
-    }
     const auth = authorizationOf(payment);
     const used = await authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: auth.from, nonce: auth.nonce });
     if (used) {
-      const txHash = await findSettlementTx(chain, auth.from, auth.nonce, 0n);
-      if (txHash) { await service.markSettled(payment, txHash, endpoint); settled++; } else await fail('authorization_canceled');
+      const txHash = await findSettlementTx(chain, auth.from, auth.nonce, await blockAround(chain, payment.createdAt));
+      if (!txHash) { await fail('authorization_canceled'); continue; }
+      await service.markSettled(payment, txHash, endpoint);
+      log?.info({ txHash }, 'reconciliation recorded a settlement found on chain');
+      count('settled');
       continue;
     }
-    if (auth.validBefore <= BigInt(Math.floor(Date.now() / 1000) + 6)) { await fail('authorization_expired'); continue; }
-    const outcome = await service.settler!.settle({ authorization: auth, signature: payment.signature as Hex });
-    if (outcome.ok) { await service.markSettled(payment, outcome.txHash, endpoint); settled++; } else if (!outcome.unconfirmed) await fail(outcome.reason);
+    if (auth.validBefore <= BigInt(Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS)) { await fail('authorization_expired'); continue; }
+    const settler = service.settler;
+    if (!settler?.available()) continue; // a process with a relayer will send it
+    log?.info('reconciliation sends an open payment again');
+    resends.push(resend(service, payment, settler, endpoint, log).then((result) => {
+      if (result === 'settled') count('settled');
+      else if (result === 'failed') count('failed');
+      else if (result === 'resent') count('resent');
+    }));
   }
-  return { settled, failed };
+  // Sent together, so they share transactions.
+  await Promise.all(resends);
+  // Housekeeping (FerretDB 1.x has no TTL indexes).
+  await claims.deleteMany({ expiresAt: { $lt: new Date() } }).catch(() => {});
+  return totals;
+}
+
+async function resend(service: PaymentService, payment: PaymentDoc, settler: NonNullable<PaymentService['settler']>, endpoint: Parameters<PaymentService['markSettled']>[2], log: Logger | undefined): Promise<'settled' | 'failed' | 'resent'> {
+  const outcome = await settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
+  if (outcome.ok) {
+    await service.markSettled(payment, outcome.txHash, endpoint);
+    log?.info({ txHash: outcome.txHash }, 'reconciliation settled an open payment');
+    return 'settled';
+  }
+  if (outcome.unconfirmed || outcome.unavailable) return 'resent';
+  await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: outcome.reason } });
+  log?.warn({ reason: outcome.reason }, 'reconciliation closed an open payment as failed');
+  return 'failed';
 }
 
 /**
- * Runs reconciliation at start-up and then every `everyMs` in a worker process. A settlement in flight
- * takes at most ~2 minutes (the receipt wait), so only records older than that are considered stale.
+ * A block a little before `when`, to search events from (nodes refuse log queries over long ranges):
+ * estimated from the head and a block 1,000 back, with a day's margin on slow chains' side.
  */
-export function startReconciler(service: PaymentService, everyMs = 60_000): { stop(): Promise<void> } {
+async function blockAround(chain: ChainService, when: Date): Promise<bigint> {
+  const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
+  if (head.number < 1_000n) return 0n;
+  const earlier = await chain.publicClient.getBlock({ blockNumber: head.number - 1_000n });
+  const secondsPerBlock = Math.max(0.05, Number(head.timestamp - earlier.timestamp) / 1_000);
+  const secondsAgo = Math.max(0, Number(head.timestamp) - when.getTime() / 1000) + 600;
+  const back = BigInt(Math.ceil(secondsAgo / secondsPerBlock));
+  return head.number > back ? head.number - back : 0n;
+}
+
+/**
+ * Runs reconciliation at start-up and then every `everyMs`. Every process runs it (servers and workers);
+ * the per-payment claims keep them from doing the same work twice.
+ */
+export function startReconciler(service: PaymentService, options: { everyMs: number; olderThanMs: number; log: Logger; metrics: Metrics }): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
+  let busy = false;
+  let stopped = false;
   const tick = () => {
-    running = reconcilePayments(service, { olderThanMs: 150_000 }).catch((err) => {
-      console.error('[agentgate] payment reconciliation failed:', (err as Error).message);
-    });
+    if (busy || stopped) return; // a long round is not stacked with the next one
+    busy = true;
+    running = reconcilePayments(service, options).then((totals) => {
+      if (totals.settled + totals.failed + totals.resent > 0) options.log.info(totals, 'reconciliation round');
+    }, (err) => {
+      if (!stopped) options.log.error({ err: (err as Error).message }, 'payment reconciliation failed');
+    }).finally(() => { busy = false; });
   };
   tick();
-  const timer = setInterval(tick, everyMs);
+  const timer = setInterval(tick, options.everyMs);
   timer.unref();
   return {
     async stop() {
+      stopped = true;
       clearInterval(timer);
       await running;
     },

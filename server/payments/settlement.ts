@@ -7,7 +7,7 @@ import type { JwsReceipt } from '../../middleware/offer-receipt.js';
 /** How one payment's settlement ended, for either door (redeem, the facilitator API). */
 export type SettlementResult =
   | { ok: true; paymentId: string; txHash: string; payer: string; offerReceipt?: JwsReceipt }
-  | { ok: false; reason: string; message: string; payer?: string; txHash?: string };
+  | { ok: false; reason: string; message: string; payer?: string; txHash?: string; unavailable?: true };
 
 export const authorizationOf = (doc: Pick<PaymentDoc, 'authorization'>): Authorization => ({
   from: getAddress(doc.authorization.from),

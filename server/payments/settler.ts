@@ -1,127 +1,272 @@
 import { encodeFunctionData, multicall3Abi, parseEventLogs, type Address, type Hex, type TransactionReceipt } from 'viem';
-import { transferWithAuthorizationArgs, usdcAbi, type Authorization } from '../chain/usdc.js';
+import { authorizationState, transferWithAuthorizationArgs, usdcAbi, type Authorization } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
-import { isAmbiguousSendError, RelayerLane } from './relayer.js';
+import type { Logger } from '../platform/logger.js';
+import { outsideRequest } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+import type { BlockClock } from './block-clock.js';
+import { RelayerUnavailableError, shortReason, type RelayerLane, type SentTx, type TxRequest } from './relayer.js';
+import { findSettlementTx } from './settlement.js';
 
 /**
  * How settlement ended for one authorization:
  * - settled: the transfer is on chain in `txHash` (alone or inside a batch);
  * - failed: it did not move money and never will through this send (`reason` as the exact scheme names it);
- * - unconfirmed: it may yet be mined; the record stays open and reconciliation asks the chain later.
+ * - unconfirmed: it may yet be mined; the record stays open and reconciliation asks the chain later;
+ * - unavailable: nothing was sent, because no relayer of this process could send it: the claim may be
+ *   released and the buyer may present the same payment again.
  */
 export type SettleOutcome =
   | { ok: true; txHash: Hex; batchSize: number }
-  | { ok: false; reason: string; message: string; txHash?: Hex; unconfirmed?: true };
+  | { ok: false; reason: string; message: string; txHash?: Hex; unconfirmed?: true; unavailable?: true };
 
-export interface SettlementRequest { authorization: Authorization; signature: Hex }
+export interface SettlementRequest { authorization: Authorization; signature: Hex; paymentId?: string }
+
+/** The lanes a settler may use: the process's leased share of the pool (RelayerPool), or a fixed list in tests. */
+export interface LaneSource {
+  lanes(): RelayerLane[];
+  allLanes(): RelayerLane[];
+}
 
 export interface SettlerOptions {
   /** Most authorizations in one transaction; 1 turns batching off. */
   maxBatch: number;
-  /** Transactions in flight per relayer account before new requests wait (and so batch). */
-  pipelineDepth: number;
   multicall: Address;
+  /** On a chain with a block cadence, a batch leaves this long before the next block is due. */
+  sendMarginMs: number;
+  /** A transfer whose window closes within this many seconds is not sent again after a replacement. */
+  validityMarginSeconds: number;
 }
 
 /** Gas per transfer inside a batch, generous for ERC-1271 smart-account checks; unused gas is not charged. */
-const GAS_PER_TRANSFER = 200_000n;
-const GAS_BASE = 60_000n;
+export const GAS_PER_TRANSFER = 200_000n;
+export const GAS_BASE = 60_000n;
+/** How often one authorization is put back in the queue (its transaction replaced or reverted whole) before we stop. */
+const MAX_ATTEMPTS = 3;
+/** How far back the AuthorizationUsed event of a transfer settled elsewhere is searched (Base: ~3 hours). */
+const EVENT_LOOKBACK_BLOCKS = 5_000n;
 
-interface Waiting { request: SettlementRequest; resolve: (outcome: SettleOutcome) => void }
+interface Waiting { request: SettlementRequest; resolve: (outcome: SettleOutcome) => void; attempts: number }
 
 /**
- * Settles authorizations on chain with as few transactions as the load allows. A request that finds a
- * relayer with room is sent at once, alone, so a quiet server adds no latency. Requests that arrive
- * while every relayer has `pipelineDepth` transactions in flight wait, and the next free slot takes all
- * of them in one Multicall3 `aggregate3` with `allowFailure`, so a bad authorization fails only itself.
- * Which transfers of a batch went through is read from the token's AuthorizationUsed events in the
- * receipt; a failed one is simulated alone to name its reason.
+ * Settles authorizations on chain in as few transactions as the chain's rhythm allows.
+ *
+ * On a chain that mines on a timer (Base, anvil --block-time), every request that arrives during a block
+ * joins the transaction that leaves just before that block closes (`sendMarginMs` before the clock's
+ * estimate), so a request waits for the next block and no longer: a full batch leaves at once, and a
+ * request that arrives after the cut-off leaves at once too (it may still make the block). On a chain
+ * that mines each transaction on arrival there is nothing to wait for: requests of the same tick share a
+ * transaction, and requests that find every lane's pipeline full wait and go together.
+ *
+ * Batches are Multicall3 `aggregate3` calls with `allowFailure`, so a bad authorization fails only
+ * itself; which transfers went through is read from the token's AuthorizationUsed events. A transaction
+ * replaced by another sender puts its authorizations back in the queue after checking the chain, and one
+ * authorization already used elsewhere (reconciliation got there first) is reported settled by that
+ * transaction.
  */
 export class Settler {
   private readonly queue: Waiting[] = [];
+  private pumpQueued = false;
+  private wake: { at: number; timer: NodeJS.Timeout } | undefined;
   /** Runs after the node accepted a transaction and before its outcome is known (tests stop here, as a crash would). */
   readonly onSubmitted: Array<(txHash: Hex, size: number) => Promise<void>> = [];
 
-  constructor(private readonly chain: ChainService, private readonly lanes: RelayerLane[], private readonly options: SettlerOptions) {
-    if (lanes.length === 0) throw new Error('the settler needs at least one relayer account');
+  constructor(
+    private readonly chain: ChainService,
+    private readonly relayers: LaneSource,
+    private readonly clock: BlockClock,
+    private readonly options: SettlerOptions,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+  ) {
+    // A new head frees pipelines and may bring new leases or a refilled relayer: look at the queue again.
+    clock.onBlock(() => this.schedulePump());
   }
 
-  /** Requests waiting for a relayer slot. */
+  /** Requests waiting for a transaction. */
   get waiting(): number {
     return this.queue.length;
   }
 
+  /** Whether this process can send settlements now (it holds a lease on a relayer with gas). */
+  available(): boolean {
+    return this.relayers.lanes().some((l) => l.state === 'active' && l.canSendNow());
+  }
+
+  /** Whether there is settlement work under way (the block clock polls faster while there is). */
+  busy(): boolean {
+    return this.queue.length > 0 || this.relayers.allLanes().some((l) => l.inFlight > 0);
+  }
+
   settle(request: SettlementRequest): Promise<SettleOutcome> {
     return new Promise((resolve) => {
-      this.queue.push({ request, resolve });
-      this.pump();
+      this.queue.push({ request, resolve, attempts: 0 });
+      this.schedulePump();
+    });
+  }
+
+  /**
+   * Sends any other transaction from a relayer of this process (wallet deployments, cancellations) and
+   * waits for it to be mined. Shares the lane's nonce sequence with settlements.
+   */
+  async sendTransaction(tx: Omit<TxRequest, 'gas'> & { gas?: bigint }, label: Record<string, unknown> = {}): Promise<TransactionReceipt> {
+    const lane = this.relayers.lanes().filter((l) => l.state === 'active' && l.canSendNow()).sort((a, b) => a.inFlight - b.inFlight)[0];
+    if (!lane) throw new RelayerUnavailableError('no relayer account of this process can send now');
+    const gas = tx.gas ?? (await this.chain.publicClient.estimateGas({ account: lane.address, to: tx.to, data: tx.data, value: tx.value })) * 12n / 10n;
+    const sent = await lane.submit({ ...tx, gas }, label);
+    const fate = await sent.fate;
+    if (fate.kind === 'mined') return fate.receipt;
+    throw new Error(fate.kind === 'replaced' ? `transaction ${sent.hash} was replaced by another` : `transaction ${sent.hash}: ${fate.reason}`);
+  }
+
+  private schedulePump(): void {
+    if (this.pumpQueued) return;
+    this.pumpQueued = true;
+    // Requests that arrive in the same tick share the transaction.
+    setImmediate(() => {
+      this.pumpQueued = false;
+      outsideRequest(() => this.pump());
     });
   }
 
   private pump(): void {
     while (this.queue.length > 0) {
-      const lane = this.lanes.reduce((best, l) => (l.inFlight < best.inFlight ? l : best));
-      if (lane.inFlight >= this.options.pipelineDepth) return; // the next finished transaction pumps again
+      if (!this.available()) {
+        // No lease, or no gas: nothing can be sent from this process. The claims are released by the caller.
+        const message = 'no relayer account of this process can send now (all leased elsewhere or out of gas)';
+        for (const item of this.queue.splice(0)) item.resolve({ ok: false, reason: 'relayer_unavailable', message, unavailable: true });
+        return;
+      }
+      const ready = this.relayers.lanes().filter((l) => l.canTakeWork());
+      if (ready.length === 0) return; // a transaction resolving, or the next head, pumps again
+      if (this.queue.length < this.options.maxBatch) {
+        const cutoff = this.cutoff();
+        if (cutoff !== undefined && Date.now() < cutoff) { this.wakeAt(cutoff); return; }
+      }
+      const lane = ready.reduce((best, l) => (l.inFlight < best.inFlight ? l : best));
+      const release = lane.reserve();
       const batch = this.queue.splice(0, this.options.maxBatch);
-      lane.inFlight++;
       void this.sendBatch(lane, batch)
         .catch((err) => {
-          // sendBatch answers every refusal before submission itself; what escapes may have happened after
-          // the node took the transaction, so the records stay open and reconciliation asks the chain.
+          // Anything that escapes may have happened after the node took the transaction: the records stay
+          // open and reconciliation asks the chain.
           const message = `settlement outcome unknown: ${shortReason(err)}`;
           for (const item of batch) item.resolve({ ok: false, reason: 'settle_unconfirmed', message, unconfirmed: true });
         })
         .finally(() => {
-          lane.inFlight--;
-          this.pump();
+          release();
+          this.schedulePump();
         });
     }
   }
 
-  private async sendBatch(lane: RelayerLane, batch: Waiting[]): Promise<void> {
-    const single = batch.length === 1;
-    const calls = batch.map((w) => transferCalldata(w.request));
-    const tx = single
-      ? { to: this.chain.usdc.address, data: calls[0]!, gas: GAS_BASE + GAS_PER_TRANSFER }
-      : {
-          to: this.options.multicall,
-          data: encodeFunctionData({ abi: multicall3Abi, functionName: 'aggregate3', args: [calls.map((callData) => ({ target: this.chain.usdc.address, allowFailure: true, callData }))] }),
-          gas: GAS_BASE + GAS_PER_TRANSFER * BigInt(batch.length),
-        };
-    let txHash: Hex;
-    try {
-      txHash = await lane.send(tx);
-    } catch (err) {
-      const outcome: SettleOutcome = isAmbiguousSendError(err)
-        ? { ok: false, reason: 'settle_unconfirmed', message: `the settlement may not have reached the chain: ${shortReason(err)}`, unconfirmed: true }
-        : { ok: false, reason: 'settle_failed', message: `settlement was refused by the chain: ${shortReason(err)}` };
-      for (const item of batch) item.resolve(outcome);
-      return;
-    }
-    for (const hook of this.onSubmitted) await hook(txHash, batch.length);
+  /** When the batch collecting now should leave; undefined: at once (no cadence known). */
+  private cutoff(): number | undefined {
+    const next = this.clock.nextBlockAt();
+    return next === undefined ? undefined : next - this.options.sendMarginMs;
+  }
 
-    let receipt: TransactionReceipt;
+  private wakeAt(at: number): void {
+    if (this.wake && this.wake.at <= at) return;
+    if (this.wake) clearTimeout(this.wake.timer);
+    const timer = setTimeout(() => { this.wake = undefined; this.schedulePump(); }, Math.max(0, at - Date.now()));
+    timer.unref();
+    this.wake = { at, timer };
+  }
+
+  private async sendBatch(lane: RelayerLane, batch: Waiting[]): Promise<void> {
+    const paymentIds = batch.map((w) => w.request.paymentId).filter(Boolean);
+    let sent: SentTx;
     try {
-      receipt = await lane.receipt(txHash);
+      sent = await lane.submit(this.transactionFor(batch), { batchSize: batch.length, ...(paymentIds.length ? { paymentIds } : {}) });
     } catch (err) {
-      for (const item of batch) item.resolve({ ok: false, reason: 'settle_unconfirmed', message: `the settlement transaction was not confirmed: ${shortReason(err)}`, txHash, unconfirmed: true });
+      if (err instanceof RelayerUnavailableError) {
+        // This lane cannot send (out of gas, lease gone): another lane may; if none can, pump says so.
+        this.queue.unshift(...batch);
+        return;
+      }
+      // Refused before the chain saw it (or the chain could not be asked): nothing moved.
+      this.log.error({ relayer: lane.address, err: shortReason(err), batchSize: batch.length }, 'settlement could not be sent');
+      for (const item of batch) item.resolve({ ok: false, reason: 'relayer_unavailable', message: `the settlement could not be sent: ${shortReason(err)}`, unavailable: true });
       return;
     }
-    const used = receipt.status === 'success' ? usedAuthorizations(receipt, this.chain.usdc.address) : new Set<string>();
-    for (const item of batch) {
-      const { from, nonce } = item.request.authorization;
-      if (used.has(authorizationId(from, nonce))) {
-        item.resolve({ ok: true, txHash, batchSize: batch.length });
-      } else {
-        item.resolve({ ...(await this.whyNotSettled(lane, item.request)), txHash });
-      }
+    this.metrics.batchSize.observe(batch.length);
+    for (const hook of this.onSubmitted) await hook(sent.hash, batch.length);
+
+    const fate = await sent.fate;
+    if (fate.kind === 'unknown') {
+      const message = `the settlement transaction ${sent.hash} was not confirmed (${fate.reason})`;
+      for (const item of batch) item.resolve({ ok: false, reason: 'settle_unconfirmed', message, txHash: sent.hash, unconfirmed: true });
+      return;
     }
+    if (fate.kind === 'replaced') {
+      await Promise.all(batch.map((item) => this.afterLostTransaction(item, `its transaction ${sent.hash} was replaced`)));
+      return;
+    }
+    const { receipt } = fate;
+    const used = receipt.status === 'success' ? usedAuthorizations(receipt, this.chain.usdc.address) : new Set<string>();
+    await Promise.all(batch.map(async (item) => {
+      const { from, nonce } = item.request.authorization;
+      if (used.has(authorizationId(from, nonce))) item.resolve({ ok: true, txHash: receipt.transactionHash, batchSize: batch.length });
+      // A batch reverts whole only for want of gas (allowFailure keeps one transfer's revert its own): send
+      // again. A lone transfer's revert is that transfer's: the token names why.
+      else if (receipt.status !== 'success' && batch.length > 1) await this.afterLostTransaction(item, `its transaction ${receipt.transactionHash} reverted`);
+      else {
+        const why = await this.whyNotSettled(lane, item);
+        item.resolve(why.ok ? why : { ...why, txHash: receipt.transactionHash });
+      }
+    }));
+  }
+
+  private transactionFor(batch: Waiting[]): TxRequest {
+    const calls = batch.map((w) => transferCalldata(w.request));
+    if (batch.length === 1) return { to: this.chain.usdc.address, data: calls[0]!, gas: GAS_BASE + GAS_PER_TRANSFER };
+    return {
+      to: this.options.multicall,
+      data: encodeFunctionData({ abi: multicall3Abi, functionName: 'aggregate3', args: [calls.map((callData) => ({ target: this.chain.usdc.address, allowFailure: true, callData }))] }),
+      gas: GAS_BASE + GAS_PER_TRANSFER * BigInt(batch.length),
+    };
+  }
+
+  /**
+   * The transaction carrying this authorization will not move it (replaced by another sender, or reverted
+   * whole). The chain says whether it moved anyway (another transaction used it); if not, and there is
+   * time left in its window, it goes back in the queue.
+   */
+  private async afterLostTransaction(item: Waiting, what: string): Promise<void> {
+    const elsewhere = await this.settledElsewhere(item.request);
+    if (elsewhere) { item.resolve(elsewhere); return; }
+    const closesAt = Number(item.request.authorization.validBefore);
+    if (closesAt <= Date.now() / 1000 + this.options.validityMarginSeconds) {
+      item.resolve({ ok: false, reason: 'authorization_expired', message: `${what}, and the authorization expires before it could be sent again` });
+      return;
+    }
+    if (++item.attempts >= MAX_ATTEMPTS) {
+      item.resolve({ ok: false, reason: 'settle_unconfirmed', message: `${what}; given up after ${MAX_ATTEMPTS} sends, reconciliation will finish it`, unconfirmed: true });
+      return;
+    }
+    this.log.warn({ paymentId: item.request.paymentId, attempt: item.attempts }, `settlement sent again: ${what}`);
+    this.queue.unshift(item);
+    this.schedulePump();
+  }
+
+  /** A used authorization's transaction, if it was used (by reconciliation, another process, a fee bump of ours). */
+  private async settledElsewhere(request: SettlementRequest): Promise<SettleOutcome | undefined> {
+    const { from, nonce } = request.authorization;
+    const used = await authorizationState({ client: this.chain.publicClient, token: this.chain.usdc.address, authorizer: from, nonce });
+    if (!used) return undefined;
+    const head = this.clock.latest ?? await this.chain.publicClient.getBlockNumber();
+    const txHash = await findSettlementTx(this.chain, from, nonce, head > EVENT_LOOKBACK_BLOCKS ? head - EVENT_LOOKBACK_BLOCKS : 0n);
+    if (txHash) return { ok: true, txHash, batchSize: 1 };
+    return { ok: false, reason: 'authorization_canceled', message: 'the payer canceled this authorization on chain' };
   }
 
   /** Replays one transfer as a call against the latest state: the token's revert message names the reason. */
-  private async whyNotSettled(lane: RelayerLane, request: SettlementRequest): Promise<{ ok: false; reason: string; message: string }> {
+  private async whyNotSettled(lane: RelayerLane, item: Waiting): Promise<SettleOutcome> {
+    const elsewhere = await this.settledElsewhere(item.request);
+    if (elsewhere) return elsewhere;
     try {
-      await this.chain.publicClient.call({ account: lane.address, to: this.chain.usdc.address, data: transferCalldata(request) });
+      await this.chain.publicClient.call({ account: lane.address, to: this.chain.usdc.address, data: transferCalldata(item.request) });
       return { ok: false, reason: 'settle_reverted', message: 'the transfer did not go through in its settlement transaction' };
     } catch (err) {
       const message = shortReason(err);
@@ -170,7 +315,4 @@ export function reasonOfRevert(message: string): string {
   return REVERT_REASONS.find(([revert]) => text.includes(revert.toLowerCase()))?.[1] ?? 'settle_reverted';
 }
 
-export function shortReason(err: unknown): string {
-  const e = err as { shortMessage?: string; message?: string; details?: string };
-  return (e.shortMessage && e.details ? `${e.shortMessage} ${e.details}` : e.shortMessage ?? e.message ?? String(err)).split('\n')[0]!.slice(0, 300);
-}
+export { shortReason };

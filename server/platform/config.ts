@@ -43,10 +43,26 @@ const schema = z.object({
   RELAYER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
   // More relayer accounts for settlement, comma-separated: each sends its own transactions in parallel.
   RELAYER_PRIVATE_KEYS: z.string().regex(/^0x[0-9a-fA-F]{64}(,0x[0-9a-fA-F]{64})*$/, 'must be comma-separated 0x-prefixed 32-byte hex keys').optional(),
-  // Settlement: at most this many authorizations per transaction (1 turns batching off), and this many
-  // transactions in flight per relayer account before new requests wait and are batched.
+  // Settlement: at most this many authorizations per transaction (1 turns batching off), and at most this
+  // many transactions in flight per relayer account (then requests wait and are batched).
   SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),
   SETTLEMENT_PIPELINE_DEPTH: z.coerce.number().int().min(1).max(64).default(4),
+  // A buyer's answer waits at most this long for the chain; then it is `settlement_pending` and a retry with
+  // the same payment-identifier answers the final result (the settlement itself goes on).
+  SETTLEMENT_TIMEOUT_MS: z.coerce.number().int().min(1000).max(300_000).default(20_000),
+  // On a chain that mines on a timer, a batch leaves this long before the next block is due.
+  SETTLEMENT_SEND_MARGIN_MS: z.coerce.number().int().min(0).max(10_000).default(250),
+  // A settlement transaction unmined for this many blocks is resent with a higher fee.
+  SETTLEMENT_STUCK_BLOCKS: z.coerce.number().int().min(1).max(100).default(3),
+  // Never offer more than this per gas, in gwei (a ceiling through fee spikes); unset: follow the chain.
+  RELAYER_MAX_FEE_GWEI: z.coerce.number().positive().optional(),
+  // Relayer accounts are leased to one process at a time; a dead process's leases free up after this.
+  RELAYER_LEASE_TTL_MS: z.coerce.number().int().min(1000).max(300_000).default(15_000),
+  // How often the chain's head is polled while settlements are under way (idle: ten times less often).
+  CHAIN_POLL_MS: z.coerce.number().int().min(20).max(10_000).default(100),
+  // Payments still open this long after their claim are finished from the chain (every RECONCILE_EVERY_MS).
+  RECONCILE_AFTER_MS: z.coerce.number().int().min(0).default(60_000),
+  RECONCILE_EVERY_MS: z.coerce.number().int().min(100).default(30_000),
   MULTICALL3_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').default('0xcA11bde05977b3631167028862bE2a173976CA11'),
   // How long a server process serves resolved API keys (with their identity's scopes), and a seller's
   // settings and endpoints, from memory: a revocation, rotation or scope change made in another process

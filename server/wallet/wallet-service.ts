@@ -1,9 +1,10 @@
-import { getAddress, keccak256, toHex, type Address, type Hex } from 'viem';
+import { encodeFunctionData, getAddress, keccak256, toHex, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ChainService } from '../chain/chain-service.js';
+import type { Settler } from '../payments/settler.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
@@ -39,6 +40,8 @@ export class WalletService {
     conn: Connection,
     private readonly config: Config,
     private readonly chain: ChainService | undefined,
+    /** Sends deployments and cancellations from a relayer this process leases (one nonce sequence per account). */
+    private readonly relayer: Pick<Settler, 'sendTransaction'> | undefined,
     private readonly secrets: SecretBox,
     private readonly logs: ActivityLog,
   ) {
@@ -124,12 +127,13 @@ export class WalletService {
   private async deploy(wallet: WalletDoc): Promise<void> {
     const chain = this.requireChain();
     if (!(await this.isDeployed(wallet.address as Address))) {
-      const hash = await chain.walletClient.writeContract({
-        address: wallet.factoryAddress as Address, abi: smartAccountFactoryAbi, functionName: 'createAccount',
-        args: [wallet.ownerAddress as Address, wallet.salt as Hex], account: chain.walletClient.account, chain: chain.walletClient.chain,
-      });
-      const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 120_000 });
-      if (receipt.status !== 'success') throw new AppError(502, 'wallet_deploy_failed', `deploying the wallet ${wallet.address} reverted (${hash})`);
+      const receipt = await this.send({
+        to: wallet.factoryAddress as Address,
+        data: encodeFunctionData({ abi: smartAccountFactoryAbi, functionName: 'createAccount', args: [wallet.ownerAddress as Address, wallet.salt as Hex] }),
+      }, { walletDeploy: wallet.address });
+      const hash = receipt.transactionHash;
+      // Another process may have deployed it meanwhile (CREATE2 reverts then): the code is what counts.
+      if (receipt.status !== 'success' && !(await this.isDeployed(wallet.address as Address))) throw new AppError(502, 'wallet_deploy_failed', `deploying the wallet ${wallet.address} reverted (${hash})`);
       await this.logs.record({ orgId: wallet.orgId, identityId: wallet.identityId, action: 'wallet.deployed', category: 'wallet', description: `Wallet ${wallet.address} deployed`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash: hash } });
     }
     await this.wallets.updateOne({ _id: wallet._id, deployedAt: null }, { $set: { deployedAt: new Date() } });
@@ -165,14 +169,23 @@ export class WalletService {
       message: { authorizer: wallet.address as Address, nonce },
     }));
     try {
-      const hash = await chain.walletClient.writeContract({
-        address: chain.usdc.address, abi: cancelAbi, functionName: 'cancelAuthorization',
-        args: [wallet.address as Address, nonce, signature], account: chain.walletClient.account, chain: chain.walletClient.chain,
-      });
-      const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, timeout: 120_000 });
+      const receipt = await this.send({
+        to: chain.usdc.address,
+        data: encodeFunctionData({ abi: cancelAbi, functionName: 'cancelAuthorization', args: [wallet.address as Address, nonce, signature] }),
+      }, { cancelAuthorization: nonce });
       return receipt.status === 'success';
     } catch {
       return false;
+    }
+  }
+
+  private async send(tx: { to: Address; data: Hex }, label: Record<string, unknown>) {
+    if (!this.relayer) throw new AppError(503, 'wallet_unavailable', 'This process sends no transactions (no chain configured)');
+    try {
+      return await this.relayer.sendTransaction(tx, label);
+    } catch (err) {
+      if ((err as Error).name === 'RelayerUnavailableError') throw new AppError(503, 'relayer_unavailable', `This server cannot send transactions now: ${(err as Error).message}`);
+      throw err;
     }
   }
 

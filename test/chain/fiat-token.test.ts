@@ -15,8 +15,8 @@ import { DEV_ACCOUNTS, DEV_DEPLOYER, DEV_PROXY_ADMIN } from '../../server/dev/ch
 import { DEV_CHAIN_ID, DEV_USDC_NAME, DEV_USDC_VERSION, startDevChain } from '../../server/dev/chain/dev-chain.js';
 import { FIAT_TOKEN_PROXY_IMPLEMENTATION_SLOT, linkBytecode, loadFiatTokenArtifacts, type FiatTokenArtifacts } from '../../server/dev/chain/fiat-token.js';
 import { receiveWithAuthorizationTypes, transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
-import { RelayerLane } from '../../server/payments/relayer.js';
 import { reasonOfRevert, Settler, type SettleOutcome } from '../../server/payments/settler.js';
+import { standaloneSettler } from '../support/settlement.js';
 import { fundedBuyer, paymentHeaderV1, randomNonce, sendUsdc, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, testConfig } from '../support/server.js';
 import { signUp } from '../support/agents.js';
@@ -36,14 +36,13 @@ const token = () => testChain().usdc;
 const read = (functionName: string, args: readonly unknown[] = [], account?: Address) =>
   testChain().publicClient.readContract({ address: token(), abi: tokenAbi, functionName, args, account });
 
-/** A Settler built as PaymentService builds it, from a test backend's config (fresh relayer), on the shared test chain. */
+/** A Settler built as a server builds it, from a test backend's config (fresh relayer), on the shared test chain. */
+const settlers: Array<() => Promise<void>> = [];
+afterAll(async () => { for (const stop of settlers) await stop(); });
 async function backendSettler(overrides: Record<string, string> = {}): Promise<{ settler: Settler; chain: ChainService }> {
-  const config = await testConfig(overrides);
-  const chain = (await createChainService(config))!;
-  const settler = new Settler(chain, chain.relayerAccounts.map((a) => new RelayerLane(a, chain)), {
-    maxBatch: config.SETTLEMENT_BATCH_MAX, pipelineDepth: config.SETTLEMENT_PIPELINE_DEPTH, multicall: config.MULTICALL3_ADDRESS as Address,
-  });
-  return { settler, chain };
+  const built = await standaloneSettler(await testConfig(overrides));
+  settlers.push(built.stop);
+  return built;
 }
 
 /** The token's roles all sit with dev account 0 (see dev-accounts.ts); only this file uses it on the shared chain. */
@@ -186,11 +185,17 @@ describe('settlement on FiatTokenV2_2 through the backend\'s Settler', () => {
       'authorization_not_yet_valid', 'FiatTokenV2: authorization is not yet valid');
   });
 
-  it('maps a used nonce to nonce_already_used', async () => {
+  it('an authorization already used on chain is reported settled by the transaction that used it, and nothing moves again', async () => {
+    // The settler only ever gets an authorization its caller claimed, so a used one is a re-send (by
+    // reconciliation, or after a replaced transaction): the answer is the settlement that happened.
     const payer = await fundedBuyer('1');
     const signed = await signAuthorization(payer, { to: aPayee(), value: PRICE });
-    expect(await settler.settle(signed)).toMatchObject({ ok: true });
-    await expectRefused(payer, signed, 'nonce_already_used', 'FiatTokenV2: authorization is used or canceled');
+    const first = await settler.settle(signed);
+    expect(first).toMatchObject({ ok: true });
+    const before = await usdcBalance(payer.address);
+    expect(await settler.settle(signed)).toMatchObject({ ok: true, txHash: (first as { txHash: Hex }).txHash });
+    expect(await usdcBalance(payer.address)).toBe(before);
+    expect(reasonOfRevert('execution reverted: FiatTokenV2: authorization is used or canceled')).toBe('nonce_already_used');
   });
 
   it('maps a signature by another key to invalid_signature', async () => {
@@ -224,16 +229,19 @@ describe('settlement on FiatTokenV2_2 through the backend\'s Settler', () => {
   });
 
   it('in one Multicall3 batch, settles the good authorization and names the blacklisted payer\'s reason', async () => {
-    // One lane, one transaction in flight: the first request goes alone, the two behind it share a batch.
+    // One lane, one transaction in flight: requests that arrive together (or wait behind it) share a batch.
     const { settler: batching } = await backendSettler({ SETTLEMENT_PIPELINE_DEPTH: '1' });
     const [lead, good, banned] = [await fundedBuyer('1'), await fundedBuyer('1'), await fundedBuyer('1')];
     await asRoleHolder('blacklist', [banned.address]);
     const payee = aPayee();
-    const outcomes = await Promise.all([lead, good, banned].map(async (payer) => batching.settle(await signAuthorization(payer, { to: payee, value: PRICE }))));
-    expect(outcomes[0]).toMatchObject({ ok: true, batchSize: 1 });
-    expect(outcomes[1]).toMatchObject({ ok: true, batchSize: 2 });
+    const signed = await Promise.all([lead, good, banned].map((payer) => signAuthorization(payer, { to: payee, value: PRICE })));
+    const outcomes = await Promise.all(signed.map((s) => batching.settle(s)));
+    expect(outcomes[0]).toMatchObject({ ok: true });
+    expect(outcomes[1]).toMatchObject({ ok: true, batchSize: 3 });
     expect(outcomes[2]).toMatchObject({ ok: false, reason: 'payer_blacklisted' });
-    const receipt = await testChain().publicClient.getTransactionReceipt({ hash: (outcomes[1] as { txHash: Hex }).txHash });
+    const txHash = (outcomes[1] as { txHash: Hex }).txHash;
+    expect((outcomes[2] as { txHash?: Hex }).txHash).toBe(txHash);
+    const receipt = await testChain().publicClient.getTransactionReceipt({ hash: txHash });
     expect(receipt.to).toBe('0xca11bde05977b3631167028862be2a173976ca11');
     expect(await usdcBalance(payee)).toBe(2n * PRICE);
   });
@@ -301,9 +309,10 @@ describe('a paused FiatTokenV2_2 (on a private chain: pausing the shared one wou
       const { usdcAddress: usdc } = await deployDevChain({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey, mintTo: [payer.address] });
       const config = await testConfig({ CHAIN_RPC_URL: node.rpcUrl, USDC_ADDRESS: usdc, RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[5]!.privateKey });
       const chain = (await createChainService(config))!;
-      const settler = new Settler(chain, [new RelayerLane(chain.relayerAccounts[0]!, chain)], { maxBatch: 1, pipelineDepth: 1, multicall: config.MULTICALL3_ADDRESS as Address });
+      const { settler, stop } = await standaloneSettler({ ...config, SETTLEMENT_BATCH_MAX: 1, SETTLEMENT_PIPELINE_DEPTH: 1 });
+      settlers.push(stop);
 
-      const pauser = createWalletClient({ chain: chain.walletClient.chain, transport: http(node.rpcUrl), account: privateKeyToAccount(DEV_DEPLOYER.privateKey) });
+      const pauser = createWalletClient({ chain: chain.publicClient.chain, transport: http(node.rpcUrl), account: privateKeyToAccount(DEV_DEPLOYER.privateKey) });
       const hash = await pauser.writeContract({ address: usdc, abi: tokenAbi, functionName: 'pause', args: [] });
       expect((await chain.publicClient.waitForTransactionReceipt({ hash })).status).toBe('success');
 

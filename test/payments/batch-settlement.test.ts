@@ -164,7 +164,7 @@ it('reconciles a batch sent by a process that died before recording it: nothing 
     const open = await next.app.payments.payments.countDocuments({ status: 'verified' });
     expect(open).toBe(3);
     const result = await reconcilePayments(next.app.payments, { olderThanMs: 0 });
-    expect(result).toEqual({ settled: 3, failed: 0 });
+    expect(result).toEqual({ settled: 3, failed: 0, resent: 0 });
     const records = await next.app.payments.payments.find({}).lean();
     expect(records.map((r) => r.status)).toEqual(['settled', 'settled', 'settled', 'settled']);
     expect(records.filter((r) => r.txHash === batchHash)).toHaveLength(3);
@@ -198,23 +198,29 @@ it('two server processes on one database settle disjoint payments, and a header 
   }
 });
 
-it('recovers the relayer nonce after a send the node refused: later settlements are mined, not queued behind a gap', async () => {
+it('a relayer without gas is refused before the claim (503, nothing charged, the same payment works once it is funded)', async () => {
   const server = await batchingServer();
   try {
     const seller = await setUpSeller(server);
     const relayer = server.app.chain!.relayerAccounts[0]!.address;
     const gas = await testChain().publicClient.getBalance({ address: relayer });
-    // The node refuses the next transaction (no ETH for gas): its nonce was handed out but never used.
     await setEthBalance(relayer, 0n);
-    const refused = await redeem(server, seller, (await header(seller)).header);
-    expect(refused.status).toBe(402);
-    expect(refused.body.error).toBe('settle_failed');
+    const payment = await header(seller);
+    const refused = await redeem(server, seller, payment.header);
+    expect(refused.status).toBe(503);
+    expect(refused.body).toMatchObject({ error: 'relayer_unavailable', status: 503 });
+    expect(refused.body.message).toMatch(/out of gas/);
+    const ready = await server.request('GET', '/ready');
+    expect(ready.body).toMatchObject({ status: 'degraded', checks: { relayer: expect.stringContaining('out of gas') } });
+    expect(await server.app.payments.payments.countDocuments({})).toBe(0);
     await setEthBalance(relayer, gas);
-    // Without a nonce reset the next transaction would take the following nonce and wait forever.
-    const paid = await redeem(server, seller, (await header(seller)).header);
+    // The very same header settles now: nothing was claimed for it.
+    const paid = await redeem(server, seller, payment.header);
     expect(paid.status).toBe(200);
+    expect(await usdcBalance(payment.buyer.address)).toBe(1_000_000n - PRICE);
     const again = await redeem(server, seller, (await header(seller)).header);
     expect(again.status).toBe(200);
+    expect((await server.request('GET', '/ready')).body.status).toBe('ready');
   } finally {
     await server.close();
   }

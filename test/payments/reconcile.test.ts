@@ -1,4 +1,4 @@
-import { getAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, getAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
@@ -60,8 +60,9 @@ describe('reconciliation after a crash', () => {
     const { signed } = await claimedPayment('pay_crashaftersend');
     const chain = server.app.chain!;
     const call = transferWithAuthorizationArgs(signed.authorization, signed.signature);
-    const txHash = await chain.walletClient.writeContract({ address: chain.usdc.address, abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never, account: chain.walletClient.account, chain: chain.walletClient.chain });
-    await chain.publicClient.waitForTransactionReceipt({ hash: txHash });
+    // Sent from the relayer (through its lane, which owns the account's nonces), as the dead process had.
+    const sent = await server.app.payments.settler!.sendTransaction({ to: chain.usdc.address, data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never }) });
+    const txHash = sent.transactionHash;
     const before = await usdcBalance(payTo);
     await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
     const doc = await server.app.payments.payments.findById('pay_crashaftersend').lean();

@@ -1,0 +1,126 @@
+import type { PublicClient, Transport, Chain } from 'viem';
+
+/** What the clock needs from the chain: the latest block number. */
+export type BlockNumberSource = Pick<PublicClient<Transport, Chain>, 'getBlockNumber'>;
+
+export interface BlockClockOptions {
+  /** Poll interval while there is settlement work (queued requests, transactions in flight). */
+  busyPollMs: number;
+  /** Poll interval otherwise: enough to keep the cadence estimate warm without burdening a paid RPC. */
+  idlePollMs?: number;
+  /** Whether there is work now (polling speeds up while there is). */
+  busy?: () => boolean;
+  now?: () => number;
+}
+
+/** How many recent block arrivals the cadence estimate uses. */
+const SAMPLES = 12;
+
+/**
+ * Watches the chain's head and tells the settler when the next block is due. A chain that mines on a
+ * timer (Base: every 2 s; anvil --block-time) gets a cadence and a phase, so a batch can be sent just before
+ * the block closes and every request that arrived during the block rides in one transaction. A chain
+ * that mines each transaction as it arrives (anvil's default) has no cadence: `nextBlockAt` is undefined
+ * and the settler sends at once.
+ *
+ * The cadence is the median gap between consecutive blocks as this process saw them; the phase is the
+ * earliest any recent block was seen relative to that cadence (seeing late is what polling does, seeing
+ * early is impossible), so the estimate converges on when blocks are really produced.
+ */
+export class BlockClock {
+  latest: bigint | undefined;
+  private readonly seen: Array<{ number: bigint; at: number }> = [];
+  private readonly listeners = new Set<(block: bigint) => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private stopped = false;
+  private readonly now: () => number;
+
+  constructor(private readonly chain: BlockNumberSource, private readonly options: BlockClockOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.schedule(0);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Called once per new head (blocks skipped between two polls are reported as the newest only). */
+  onBlock(listener: (block: bigint) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Asks for the head now, e.g. right after sending, rather than at the next poll. */
+  async poll(): Promise<bigint | undefined> {
+    if (this.polling) return this.latest;
+    this.polling = true;
+    try {
+      const number = await this.chain.getBlockNumber({ cacheTime: 0 });
+      this.observe(number, this.now());
+      return number;
+    } catch {
+      return this.latest; // a failed poll is retried at the next tick; the RPC layer logs failovers
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  /** Block production interval in ms, if the chain mines on a steady timer. */
+  get intervalMs(): number | undefined {
+    const gaps: number[] = [];
+    for (let i = 1; i < this.seen.length; i++) {
+      const [a, b] = [this.seen[i - 1]!, this.seen[i]!];
+      if (b.number === a.number + 1n) gaps.push(b.at - a.at);
+    }
+    if (gaps.length < 4) return undefined;
+    const sorted = [...gaps].sort((x, y) => x - y);
+    const median = sorted[Math.floor(sorted.length / 2)]!;
+    if (median < 100) return undefined;
+    // A steady timer: most gaps within a third of the median (polling jitter is far smaller than a block).
+    const steady = gaps.filter((g) => Math.abs(g - median) <= median / 3).length;
+    return steady >= gaps.length * 0.75 ? median : undefined;
+  }
+
+  /** When the next block is expected (ms since epoch), if the chain has a cadence. */
+  nextBlockAt(): number | undefined {
+    const interval = this.intervalMs;
+    if (interval === undefined || this.latest === undefined) return undefined;
+    const last = this.seen[this.seen.length - 1]!;
+    // Phase: the earliest sighting of any recent block, projected onto the newest one.
+    let produced = last.at;
+    for (const s of this.seen) produced = Math.min(produced, s.at + Number(last.number - s.number) * interval);
+    let next = produced + interval;
+    // Blocks we have not seen yet are due by now (polling lags): the next one is the first in the future.
+    // The phase estimate leans late (sightings only lag), so a block rarely comes after its prediction.
+    const now = this.now();
+    while (next <= now) next += interval;
+    return next;
+  }
+
+  private observe(number: bigint, at: number): void {
+    if (this.latest !== undefined && number <= this.latest) return;
+    this.latest = number;
+    this.seen.push({ number, at });
+    if (this.seen.length > SAMPLES) this.seen.shift();
+    for (const listener of this.listeners) {
+      try { listener(number); } catch { /* a listener's failure is its own */ }
+    }
+  }
+
+  private schedule(delay: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(async () => {
+      await this.poll();
+      const busy = this.options.busy?.() ?? true;
+      this.schedule(busy ? this.options.busyPollMs : this.options.idlePollMs ?? this.options.busyPollMs * 10);
+    }, delay);
+    this.timer.unref();
+  }
+}
