@@ -5,36 +5,18 @@
 import { parseEventLogs, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { signUp } from '../support/agents.js';
+import { redeem, setUpSeller, type TestSeller } from '../support/payments.js';
 import { fundedBuyer, paymentHeaderV1, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { usdcAbi } from '../../server/chain/usdc.js';
 import { MULTICALL3_ADDRESS } from '../../server/dev/chain/deploy.js';
 
-const RESOURCE = 'https://api.example.com/batched';
 const PRICE = 10_000n;
-
-interface Seller { platformKey: string; sellerKey: string; payTo: Address }
+type Seller = TestSeller;
 
 /** A backend whose single relayer keeps one transaction in flight, so whatever arrives meanwhile is batched. */
 const batchingServer = (overrides: Record<string, string> = {}) =>
   startTestServer({ TRUST_PROXY: 'true', SETTLEMENT_PIPELINE_DEPTH: '1', SETTLEMENT_BATCH_MAX: '50', ...overrides });
-
-async function setUpSeller(server: TestServer): Promise<Seller> {
-  const agent = await signUp(server);
-  const payTo = privateKeyToAccount(generatePrivateKey()).address;
-  expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
-  const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
-  expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: RESOURCE, priceUsdc: '0.01', skipUrlCheck: true } })).status).toBe(201);
-  return { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo };
-}
-
-const redeem = (server: TestServer, seller: Seller, paymentHeader: string, init: { signal?: AbortSignal } = {}) =>
-  fetch(`${server.url}/v0/payments/redeem`, {
-    method: 'POST', signal: init.signal,
-    headers: { authorization: `Bearer ${seller.sellerKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ paymentHeader, resource: RESOURCE, amount: '0.01' }),
-  }).then(async (res) => ({ status: res.status, body: await res.json() as any }));
 
 async function header(seller: Seller, buyerUsdc = '1') {
   const buyer = await fundedBuyer(buyerUsdc);
@@ -83,9 +65,9 @@ describe('batched settlement', () => {
     const good = await header(seller);
     const before = await usdcBalance(seller.payTo);
 
-    const first = redeem(server, seller, lead.header);
+    const first = redeem(server.url, seller, lead.header);
     await held; // the lead went out alone and is held until the three below wait
-    const [ra, rb, rgood] = await Promise.all([redeem(server, seller, paymentHeaderV1(a)), redeem(server, seller, paymentHeaderV1(b)), redeem(server, seller, good.header)]);
+    const [ra, rb, rgood] = await Promise.all([redeem(server.url, seller, paymentHeaderV1(a)), redeem(server.url, seller, paymentHeaderV1(b)), redeem(server.url, seller, good.header)]);
     expect((await first).status).toBe(200);
 
     const outcomes = [ra, rb].map((r) => r.status).sort();
@@ -116,7 +98,7 @@ describe('batched settlement', () => {
   it('settles 100 concurrent copies of one header once', async () => {
     const { header: h, buyer } = await header(seller);
     const before = await usdcBalance(seller.payTo);
-    const results = await Promise.all(Array.from({ length: 100 }, () => redeem(server, seller, h)));
+    const results = await Promise.all(Array.from({ length: 100 }, () => redeem(server.url, seller, h)));
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     expect(results.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(99);
     expect(await usdcBalance(seller.payTo)).toBe(before + PRICE);
@@ -142,9 +124,9 @@ it('reconciles a batch sent by a process that died before recording it: nothing 
   const payments = await Promise.all([0, 1, 2, 3].map(() => header(seller)));
   const before = await usdcBalance(seller.payTo);
   const abort = new AbortController();
-  const lead = redeem(dying, seller, payments[0]!.header, abort);
+  const lead = redeem(dying.url, seller, payments[0]!.header, abort);
   await until(() => leadHeld);
-  const rest = payments.slice(1).map((p) => redeem(dying, seller, p.header, abort).catch(() => undefined));
+  const rest = payments.slice(1).map((p) => redeem(dying.url, seller, p.header, abort).catch(() => undefined));
   expect((await lead).status).toBe(200);
   await until(() => batchHash !== undefined);
   abort.abort();
@@ -185,7 +167,7 @@ it('two server processes on one database settle disjoint payments, and a header 
     const payments = await Promise.all(Array.from({ length: 12 }, () => header(seller)));
     const before = await usdcBalance(seller.payTo);
     // Every header goes to both processes at once: each authorization may settle in one of them only.
-    const results = await Promise.all(payments.flatMap((p) => [redeem(first, seller, p.header), redeem(second, seller, p.header)]));
+    const results = await Promise.all(payments.flatMap((p) => [redeem(first.url, seller, p.header), redeem(second.url, seller, p.header)]));
     expect(results.filter((r) => r.status === 200)).toHaveLength(12);
     expect(results.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(12);
     expect(await usdcBalance(seller.payTo)).toBe(before + 12n * PRICE);
@@ -206,7 +188,7 @@ it('a relayer without gas is refused before the claim (503, nothing charged, the
     const gas = await testChain().publicClient.getBalance({ address: relayer });
     await setEthBalance(relayer, 0n);
     const payment = await header(seller);
-    const refused = await redeem(server, seller, payment.header);
+    const refused = await redeem(server.url, seller, payment.header);
     expect(refused.status).toBe(503);
     expect(refused.body).toMatchObject({ error: 'relayer_unavailable', status: 503 });
     expect(refused.body.message).toMatch(/out of gas/);
@@ -215,10 +197,10 @@ it('a relayer without gas is refused before the claim (503, nothing charged, the
     expect(await server.app.payments.payments.countDocuments({})).toBe(0);
     await setEthBalance(relayer, gas);
     // The very same header settles now: nothing was claimed for it.
-    const paid = await redeem(server, seller, payment.header);
+    const paid = await redeem(server.url, seller, payment.header);
     expect(paid.status).toBe(200);
     expect(await usdcBalance(payment.buyer.address)).toBe(1_000_000n - PRICE);
-    const again = await redeem(server, seller, (await header(seller)).header);
+    const again = await redeem(server.url, seller, (await header(seller)).header);
     expect(again.status).toBe(200);
     expect((await server.request('GET', '/ready')).body.status).toBe('ready');
   } finally {

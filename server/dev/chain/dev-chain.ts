@@ -31,8 +31,9 @@ export interface DevChain {
   exited: Promise<string>;
 }
 
-export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address } } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {
-  const node = await startAnvil({ chainId: DEV_CHAIN_ID, stateFile: options.stateFile });
+export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address }; blockTime?: number } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {
+  // blockTime: seconds between blocks, as on Base (2); default: a block per transaction, the instant a test wants.
+  const node = await startAnvil({ chainId: DEV_CHAIN_ID, stateFile: options.stateFile, blockTime: options.blockTime });
   try {
     // Settlement batches go through Multicall3, as on Base; a chain state saved before it existed gets it now.
     await installMulticall3({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });

@@ -1,0 +1,29 @@
+import type { Address } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import type { TestServer } from './server.js';
+import { signUp } from './agents.js';
+
+export interface TestSeller { platformKey: string; sellerKey: string; payTo: Address; resource: string }
+
+/** A seller that accepts payments to a fresh address and has `resource` registered at `priceUsdc`. */
+export async function setUpSeller(server: Pick<TestServer, 'request'>, options: { resource?: string; priceUsdc?: string; webhookUrl?: string } = {}): Promise<TestSeller> {
+  const agent = await signUp(server as TestServer);
+  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  const resource = options.resource ?? 'https://api.example.com/batched';
+  const ok = (res: { status: number; text: string }, status: number) => { if (res.status !== status) throw new Error(`seller set-up: ${res.status} ${res.text}`); };
+  ok(await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } }), 200);
+  const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
+  ok(key, 201);
+  ok(await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: resource, priceUsdc: options.priceUsdc ?? '0.01', skipUrlCheck: true, ...(options.webhookUrl ? { webhookUrl: options.webhookUrl } : {}) } }), 201);
+  return { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo, resource };
+}
+
+/** POST /v0/payments/redeem as the seller's middleware does. */
+export async function redeem(url: string, seller: TestSeller, paymentHeader: string, init: { signal?: AbortSignal; amount?: string } = {}): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${url}/v0/payments/redeem`, {
+    method: 'POST', signal: init.signal,
+    headers: { authorization: `Bearer ${seller.sellerKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ paymentHeader, resource: seller.resource, amount: init.amount ?? '0.01' }),
+  });
+  return { status: res.status, body: await res.json() as any };
+}
