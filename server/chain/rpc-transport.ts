@@ -43,9 +43,9 @@ const DEFAULT_COOLDOWN_MS = 30_000;
  *   the same transaction (same hash, same nonce), so it is mined at most once, and the second node may
  *   answer with its hash, `already known` or (when it was mined meanwhile) `nonce too low`. Settlement
  *   reads those answers knowing that.
- * - A URL that failed is passed over for `cooldownMs` while a later URL is not cooling down; the last
- *   healthy-or-not URL is always tried, so the cooldown alone never fails a request, and when every URL
- *   has failed lately they are all tried again in order.
+ * - A URL that failed is passed over for `cooldownMs`, but only while a later URL is not cooling down:
+ *   the cooldown alone never fails a request, and when every URL has failed lately they are all asked
+ *   again, in order.
  *
  * Batching stays off: one JSON-RPC call per HTTP request, so one slow call never holds others back and a
  * failure belongs to one call. viem's `rank` is not used: it would reorder the operator's preference by

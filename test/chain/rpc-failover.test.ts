@@ -220,6 +220,11 @@ describe('start-up', () => {
     await expect(createChainService(config)).rejects.toThrow(`no RPC URL answered: ${primary.url} (connection failed: ECONNREFUSED), ${secondary.url} (connection failed: ECONNREFUSED)`);
   });
 
+  test('a CHAIN_RPC_URLS entry that is not an http(s) URL stops the configuration, by name', async () => {
+    await expect(testConfig({ CHAIN_RPC_URLS: `${secondary.url},not a url` })).rejects.toThrow('CHAIN_RPC_URLS must be comma-separated http(s) URLs');
+    await expect(testConfig({ CHAIN_RPC_TIMEOUT_MS: '0' })).rejects.toThrow(/CHAIN_RPC_TIMEOUT_MS/);
+  });
+
   test('CHAIN_RPC_URLS drops URLs already listed', async () => {
     const { chain } = await chainService({ CHAIN_RPC_URLS: `${secondary.url}, ${primary.url}/,${secondary.url}` });
     expect(chain.rpcUrls).toEqual([primary.url, secondary.url]);
