@@ -113,7 +113,12 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const onClose: Array<() => Promise<void>> = [];
   const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS });
   const identities = new IdentityService(db, config, keys, logs, usage);
-  const chain = await createChainService(config);
+  const chain = await createChainService(config, {
+    onFailover: ({ url, method, reason }) => log.warn({ rpcUrl: url, method, reason }, 'chain RPC URL failed a request (it goes on to the next URL, if any)'),
+  });
+  for (const check of chain?.rpcCheck ?? []) {
+    if ('error' in check) log.warn({ rpcUrl: check.url, reason: check.error }, 'chain RPC URL did not answer at start-up');
+  }
   const serviceKey = await loadServiceKey(db, config, secrets);
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settling = chain && createSettling(db, config, chain, log, metrics);

@@ -1,8 +1,10 @@
-import { createPublicClient, http, type Address, type Chain, type PublicClient, type PrivateKeyAccount, type Transport } from 'viem';
+import { createPublicClient, type Address, type Chain, type PublicClient, type PrivateKeyAccount, type Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { base, baseSepolia } from 'viem/chains';
 import type { Config } from '../platform/config.js';
 import { networkByName } from '../../middleware/networks.js';
+import { createRpcTransport, type RpcFailover } from './rpc-transport.js';
+import { checkRpcUrls, type RpcUrlCheck } from './rpc-check.js';
 
 /**
  * The chain the facilitator settles on and the relayer accounts that may pay its gas. Built once at
@@ -14,7 +16,12 @@ export interface ChainService {
   network: string;
   chainId: number;
   caip2: `eip155:${number}`;
+  /** CHAIN_RPC_URL, the preferred node. */
   rpcUrl: string;
+  /** Every node, in the order they are asked: CHAIN_RPC_URL, then CHAIN_RPC_URLS. */
+  rpcUrls: string[];
+  /** What each node answered at start-up (a node that did not answer is worth a warning, not a refusal to start). */
+  rpcCheck: RpcUrlCheck[];
   usdc: { address: Address; name: string; version: string };
   publicClient: PublicClient<Transport, Chain>;
   /** The deployment's relayer pool: RELAYER_PRIVATE_KEY first, then RELAYER_PRIVATE_KEYS, each key once. */
@@ -25,20 +32,33 @@ const VIEM_CHAINS: Record<string, Chain> = { base, 'base-sepolia': baseSepolia }
 
 export class ChainConfigError extends Error {}
 
-export async function createChainService(config: Config): Promise<ChainService | undefined> {
+export interface ChainServiceOptions {
+  /** Every time an RPC URL fails a request and it goes to the next one (see rpc-transport.ts). */
+  onFailover?: (failover: RpcFailover) => void;
+}
+
+export async function createChainService(config: Config, options: ChainServiceOptions = {}): Promise<ChainService | undefined> {
   if (!config.CHAIN_RPC_URL) return undefined;
   const info = networkByName(config.CHAIN_NETWORK);
   if (!info) throw new ChainConfigError(`configuration error: CHAIN_NETWORK ${config.CHAIN_NETWORK} is not supported`);
   const usdcAddress = (config.USDC_ADDRESS ?? info.usdc?.address) as Address | undefined;
   if (!usdcAddress) throw new ChainConfigError('configuration error: USDC_ADDRESS is required');
   if (!config.RELAYER_PRIVATE_KEY) throw new ChainConfigError('configuration error: RELAYER_PRIVATE_KEY is required when CHAIN_RPC_URL is set');
-  const chain: Chain = { ...VIEM_CHAINS[config.CHAIN_NETWORK]!, rpcUrls: { default: { http: [config.CHAIN_RPC_URL] } } };
-  const transport = http(config.CHAIN_RPC_URL, { batch: false, retryCount: 2 });
-  const publicClient = createPublicClient({ chain, transport, pollingInterval: 100 }) as PublicClient<Transport, Chain>;
-  const chainId = await publicClient.getChainId();
-  if (chainId !== info.chainId) {
-    throw new ChainConfigError(`configuration error: CHAIN_RPC_URL serves chain ${chainId}, but CHAIN_NETWORK ${info.name} is chain ${info.chainId}`);
+  const rpcUrls = distinctUrls([config.CHAIN_RPC_URL, ...(config.CHAIN_RPC_URLS ?? [])]);
+  const rpcCheck = await checkRpcUrls(rpcUrls, config.CHAIN_RPC_TIMEOUT_MS);
+  for (const check of rpcCheck) {
+    if ('chainId' in check && check.chainId !== info.chainId) {
+      const variable = check.url === config.CHAIN_RPC_URL ? 'CHAIN_RPC_URL' : `CHAIN_RPC_URLS entry ${check.url}`;
+      throw new ChainConfigError(`configuration error: ${variable} serves chain ${check.chainId}, but CHAIN_NETWORK ${info.name} is chain ${info.chainId}`);
+    }
   }
+  if (!rpcCheck.some((check) => 'chainId' in check)) {
+    throw new Error(`chain: no RPC URL answered: ${rpcCheck.map((check) => `${check.url} (${'error' in check ? check.error : ''})`).join(', ')}`);
+  }
+  const chainId = info.chainId;
+  const chain: Chain = { ...VIEM_CHAINS[config.CHAIN_NETWORK]!, rpcUrls: { default: { http: rpcUrls } } };
+  const transport = createRpcTransport(rpcUrls, { timeoutMs: config.CHAIN_RPC_TIMEOUT_MS, onFailover: options.onFailover });
+  const publicClient = createPublicClient({ chain, transport, pollingInterval: 100 }) as PublicClient<Transport, Chain>;
   const keys = [config.RELAYER_PRIVATE_KEY, ...(config.RELAYER_PRIVATE_KEYS ?? '').split(',')].filter(Boolean).map((k) => k!.toLowerCase());
   const relayerAccounts = [...new Set(keys)].map((key) => privateKeyToAccount(key as `0x${string}`));
   return {
@@ -46,6 +66,8 @@ export async function createChainService(config: Config): Promise<ChainService |
     chainId,
     caip2: info.caip2,
     rpcUrl: config.CHAIN_RPC_URL,
+    rpcUrls,
+    rpcCheck,
     usdc: {
       address: usdcAddress,
       name: config.USDC_EIP712_NAME ?? info.usdc?.eip712Name ?? 'USD Coin',
@@ -54,4 +76,15 @@ export async function createChainService(config: Config): Promise<ChainService |
     publicClient,
     relayerAccounts,
   };
+}
+
+/** The same node listed twice would only be asked twice after failing once. */
+function distinctUrls(urls: string[]): string[] {
+  const seen = new Set<string>();
+  return urls.filter((url) => {
+    const key = new URL(url).href;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }

@@ -36,6 +36,13 @@ const schema = z.object({
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   // The chain payments settle on. Without CHAIN_RPC_URL the payment routes answer 503.
   CHAIN_RPC_URL: z.url({ protocol: /^(https?|wss?)$/ }).optional(),
+  // More RPC URLs of the same chain, comma-separated, asked in order when CHAIN_RPC_URL fails (see
+  // server/chain/rpc-transport.ts); CHAIN_RPC_TIMEOUT_MS is how long one URL has to answer one request.
+  CHAIN_RPC_URLS: z.string()
+    .transform((value) => value.split(',').map((url) => url.trim()).filter(Boolean))
+    .pipe(z.array(z.url({ protocol: /^https?$/, message: 'must be comma-separated http(s) URLs' })))
+    .optional(),
+  CHAIN_RPC_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(5_000),
   CHAIN_NETWORK: z.enum(['base', 'base-sepolia']).default('base'),
   USDC_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
   USDC_EIP712_NAME: z.string().min(1).optional(),
