@@ -1,7 +1,7 @@
 import type { PublicClient, Transport, Chain } from 'viem';
 
-/** What the clock needs from the chain: the latest block number. */
-export type BlockNumberSource = Pick<PublicClient<Transport, Chain>, 'getBlockNumber'>;
+/** What the clock needs from the chain: the latest block number, and block timestamps for a first guess. */
+export type BlockNumberSource = Pick<PublicClient<Transport, Chain>, 'getBlockNumber' | 'getBlock'>;
 
 export interface BlockClockOptions {
   /** Poll interval while there is settlement work (queued requests, transactions in flight). */
@@ -10,6 +10,8 @@ export interface BlockClockOptions {
   idlePollMs?: number;
   /** Whether there is work now (polling speeds up while there is). */
   busy?: () => boolean;
+  /** After start, poll at the busy rate this long, so the cadence is known before the first payment. Default 10 s. */
+  warmUpMs?: number;
   now?: () => number;
 }
 
@@ -40,9 +42,33 @@ export class BlockClock {
     this.now = options.now ?? Date.now;
   }
 
+  private warmUntil = 0;
+
+  /** The cadence the chain's recent block timestamps show, until this process has measured its own. */
+  private hintMs: number | undefined;
+
   start(): void {
     if (this.timer || this.stopped) return;
+    this.warmUntil = this.now() + (this.options.warmUpMs ?? 10_000);
     this.schedule(0);
+    void this.readHint();
+  }
+
+  /**
+   * Timestamps are whole seconds, so they can only tell a cadence of whole seconds (Base: 2 s), and only
+   * when most recent blocks are that far apart (a chain that mines on arrival shows 0 s and irregular gaps).
+   */
+  private async readHint(): Promise<void> {
+    try {
+      const head = await this.chain.getBlockNumber({ cacheTime: 0 });
+      if (head < 6n) return;
+      const blocks = await Promise.all([0n, 1n, 2n, 3n, 4n, 5n].map((back) => this.chain.getBlock({ blockNumber: head - back })));
+      const gaps = blocks.slice(1).map((b, i) => Number(blocks[i]!.timestamp - b.timestamp));
+      const common = gaps.sort((a, b) => a - b)[2]!;
+      if (common >= 1 && gaps.filter((g) => g === common).length >= 4) this.hintMs = common * 1000;
+    } catch {
+      // no hint: the cadence is measured from sightings alone
+    }
   }
 
   stop(): void {
@@ -79,7 +105,7 @@ export class BlockClock {
       const [a, b] = [this.seen[i - 1]!, this.seen[i]!];
       if (b.number === a.number + 1n) gaps.push(b.at - a.at);
     }
-    if (gaps.length < 4) return undefined;
+    if (gaps.length < 4) return this.seen.length > 0 ? this.hintMs : undefined;
     const sorted = [...gaps].sort((x, y) => x - y);
     const median = sorted[Math.floor(sorted.length / 2)]!;
     if (median < 100) return undefined;
@@ -88,20 +114,25 @@ export class BlockClock {
     return steady >= gaps.length * 0.75 ? median : undefined;
   }
 
-  /** When the next block is expected (ms since epoch), if the chain has a cadence. */
-  nextBlockAt(): number | undefined {
+  /** The next block and when it is expected (ms since epoch), if the chain has a cadence. */
+  nextBlock(): { number: bigint; at: number } | undefined {
     const interval = this.intervalMs;
     if (interval === undefined || this.latest === undefined) return undefined;
     const last = this.seen[this.seen.length - 1]!;
     // Phase: the earliest sighting of any recent block, projected onto the newest one.
     let produced = last.at;
     for (const s of this.seen) produced = Math.min(produced, s.at + Number(last.number - s.number) * interval);
-    let next = produced + interval;
+    let next = { number: last.number + 1n, at: produced + interval };
     // Blocks we have not seen yet are due by now (polling lags): the next one is the first in the future.
     // The phase estimate leans late (sightings only lag), so a block rarely comes after its prediction.
     const now = this.now();
-    while (next <= now) next += interval;
+    while (next.at <= now) next = { number: next.number + 1n, at: next.at + interval };
     return next;
+  }
+
+  /** When the next block is expected (ms since epoch), if the chain has a cadence. */
+  nextBlockAt(): number | undefined {
+    return this.nextBlock()?.at;
   }
 
   private observe(number: bigint, at: number): void {
@@ -118,7 +149,7 @@ export class BlockClock {
     if (this.stopped) return;
     this.timer = setTimeout(async () => {
       await this.poll();
-      const busy = this.options.busy?.() ?? true;
+      const busy = this.now() < this.warmUntil || (this.options.busy?.() ?? true);
       this.schedule(busy ? this.options.busyPollMs : this.options.idlePollMs ?? this.options.busyPollMs * 10);
     }, delay);
     this.timer.unref();

@@ -178,6 +178,8 @@ export class RelayerLane {
         this.options.metrics.settlementTransactions.inc({ event: 'refused', relayer: this.address });
         this.log.warn({ nonce, attempt, reason: refusal, err: shortReason(err), ...label }, 'settlement send refused by the node');
         if (refusal === 'nonce') {
+          // Our own transaction, taken by a node that then failed to answer, looks the same to the next node.
+          if (await this.chain.publicClient.getTransaction({ hash }).then(() => true, () => false)) return this.track(tx, nonce, { hash, raw, fees }, label);
           // Someone (a previous holder, or a transaction we lost track of) has this nonce: count from the node.
           const pending = await this.chain.publicClient.getTransactionCount({ address: this.address, blockTag: 'pending' });
           this.nextNonce = Math.max(pending, nonce + 1);

@@ -140,8 +140,8 @@ export class Settler {
       const ready = this.relayers.lanes().filter((l) => l.canTakeWork());
       if (ready.length === 0) return; // a transaction resolving, or the next head, pumps again
       if (this.queue.length < this.options.maxBatch) {
-        const cutoff = this.cutoff();
-        if (cutoff !== undefined && Date.now() < cutoff) { this.wakeAt(cutoff); return; }
+        const at = this.sendTime();
+        if (at !== undefined) { this.wakeAt(at); return; }
       }
       const lane = ready.reduce((best, l) => (l.inFlight < best.inFlight ? l : best));
       const release = lane.reserve();
@@ -160,10 +160,32 @@ export class Settler {
     }
   }
 
-  /** When the batch collecting now should leave; undefined: at once (no cadence known). */
-  private cutoff(): number | undefined {
-    const next = this.clock.nextBlockAt();
-    return next === undefined ? undefined : next - this.options.sendMarginMs;
+  /**
+   * When the batch collecting now should leave; undefined: now. Per block there is a main batch, leaving
+   * `sendMarginMs` before the block is due, and one late batch for what arrived after it, leaving at a
+   * quarter of the margin: a late request still makes the block, and a block carries at most two of our
+   * transactions (plus full batches). What arrives after the late batch waits for the next block.
+   */
+  private sendTime(): number | undefined {
+    const next = this.clock.nextBlock();
+    if (!next) return undefined; // no cadence (a chain that mines on arrival): nothing to wait for
+    const now = Date.now();
+    const main = next.at - this.options.sendMarginMs;
+    if (now < main) return main;
+    const sent = this.sentFor.get(next.number) ?? 0;
+    if (sent === 0) return this.markSent(next.number);
+    const late = next.at - this.options.sendMarginMs / 4;
+    if (sent === 1) return now < late ? late : this.markSent(next.number);
+    return next.at + (this.clock.intervalMs ?? 0) - this.options.sendMarginMs;
+  }
+
+  /** Batches sent for each upcoming block (only the last few kept). */
+  private readonly sentFor = new Map<bigint, number>();
+
+  private markSent(block: bigint): undefined {
+    this.sentFor.set(block, (this.sentFor.get(block) ?? 0) + 1);
+    for (const key of this.sentFor.keys()) if (key < block - 4n) this.sentFor.delete(key);
+    return undefined;
   }
 
   private wakeAt(at: number): void {

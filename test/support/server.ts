@@ -35,6 +35,8 @@ export async function testConfig(overrides: Record<string, string> = {}): Promis
 
 export interface TestServer extends RunningServer {
   config: Config;
+  /** Stops this server and keeps its database (another server may share it); close() also drops it. */
+  stop(): Promise<void>;
   /** JSON request helper: returns status, headers and parsed body. */
   request(method: string, path: string, options?: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any; text: string }>;
 }
@@ -56,6 +58,7 @@ export async function startTestServer(overrides: Record<string, string> = {}): P
   return {
     ...server,
     config,
+    stop: () => server.close(),
     async close() {
       // Workers first, so no job poll runs into the dropped database.
       await server.app.jobs.stop();

@@ -12,7 +12,7 @@ const CLI = join(process.cwd(), 'bin', 'agentgate.js');
 /** A TestServer-shaped handle on a server started from an explicit config (so others can share its database). */
 async function serverOn(config: Config, workers: boolean): Promise<TestServer> {
   const running = await startServer(config, { workers });
-  return { ...running, config, request: requester(running.url) };
+  return { ...running, config, stop: () => running.close(), request: requester(running.url) };
 }
 
 function requester(url: string): TestServer['request'] {

@@ -1,0 +1,204 @@
+// Settlement on a chain that mines on a timer (anvil --block-time 1, as Base mines every 2 s), with what
+// a live chain does to a relayer: requests that arrive during a block share one transaction, a
+// transaction replaced by another sender is noticed at the next blocks and its payments sent again, a
+// fee spike that strands a transaction is answered with a fee bump, and processes share one relayer
+// account through its lease.
+import { parseEther, toHex, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
+import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
+import { paymentHeaderV1, signAuthorization } from '../support/chain.js';
+import { redeem, setUpSeller, type TestSeller } from '../support/payments.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import type { Metrics } from '../../server/platform/metrics.js';
+
+let chain: DevChain;
+beforeAll(async () => {
+  chain = await startDevChain({ blockTime: 1, mintAmountUsdc: '100000' });
+}, 60_000);
+afterAll(async () => { await chain?.stop(); });
+
+const rpc = async (method: string, params: unknown[]) => {
+  const res = await fetch(chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  const body = await res.json() as { result?: any; error?: { message: string } };
+  if (body.error) throw new Error(body.error.message);
+  return body.result;
+};
+
+/** A backend settling on the block-time chain from `relayerKey` (fresh and funded unless given). */
+async function serverOnChain(overrides: Record<string, string> = {}, relayerKey: Hex = generatePrivateKey()): Promise<TestServer & { relayerKey: Hex }> {
+  await rpc('anvil_setBalance', [privateKeyToAccount(relayerKey).address, toHex(parseEther('100'))]);
+  const server = await startTestServer({
+    TRUST_PROXY: 'true', CHAIN_RPC_URL: chain.rpcUrl, USDC_ADDRESS: chain.usdcAddress, WALLET_FACTORY_ADDRESS: chain.factoryAddress,
+    RELAYER_PRIVATE_KEY: relayerKey, RELAYER_LEASE_TTL_MS: '3000', ...overrides,
+  });
+  return Object.assign(server, { relayerKey });
+}
+
+const buyers: PrivateKeyAccount[] = DEV_BUYERS.slice(0, 4).map((b) => privateKeyToAccount(b.privateKey));
+let next = 0;
+/** A signed payment for the seller, from one of the funded dev buyers (a buyer signs any number: nonces are random). */
+async function payment(seller: TestSeller): Promise<{ header: string; payer: Address }> {
+  const buyer = buyers[next++ % buyers.length]!;
+  const signed = await signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { verifyingContract: chain.usdcAddress });
+  return { header: paymentHeaderV1(signed), payer: buyer.address };
+}
+
+const balanceOf = (address: Address) => rpc('eth_call', [{ to: chain.usdcAddress, data: `0x70a08231${address.slice(2).toLowerCase().padStart(64, '0')}` }, 'latest']).then((hex: string) => BigInt(hex));
+
+async function counter(metrics: Metrics, name: string, labels: Record<string, string>): Promise<number> {
+  const metric = await metrics.registry.getSingleMetric(name)!.get();
+  return metric.values.filter((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value)).reduce((sum, v) => sum + v.value, 0);
+}
+
+describe('one process on a 1 s chain', () => {
+  let server: Awaited<ReturnType<typeof serverOnChain>>;
+  let seller: TestSeller;
+  beforeAll(async () => {
+    server = await serverOnChain({ SETTLEMENT_STUCK_BLOCKS: '2' });
+    seller = await setUpSeller(server);
+    // A process learns the chain's cadence from the blocks it sees (a few seconds after start).
+    const clock = server.app.payments.settling!.clock;
+    const deadline = Date.now() + 20_000;
+    while (clock.intervalMs === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  }, 60_000);
+  afterAll(async () => { await server?.close(); });
+
+  it('payments that arrive during a block share its transaction (a main batch and at most one late one per block), and all settle', async () => {
+    const payments = await Promise.all(Array.from({ length: 24 }, () => payment(seller)));
+    const before = await balanceOf(seller.payTo);
+    const results = await Promise.all(payments.map((p) => redeem(server.url, seller, p.header)));
+    expect(results.map((r) => r.status)).toEqual(payments.map(() => 200));
+    const hashes = [...new Set(results.map((r) => r.body.paymentResponse.transaction as Hex))];
+    const blocks = await Promise.all(hashes.map(async (hash) => (await rpc('eth_getTransactionReceipt', [hash])).blockNumber as string));
+    const perBlock = new Map<string, number>();
+    for (const block of blocks) perBlock.set(block, (perBlock.get(block) ?? 0) + 1);
+    expect(Math.max(...perBlock.values())).toBeLessThanOrEqual(2);
+    expect(hashes.length).toBeLessThan(24 / 3);
+    expect(await balanceOf(seller.payTo)).toBe(before + 24n * 10_000n);
+    // The chain had a cadence to plan for: the clock found it.
+    expect(server.app.payments.settling!.clock.intervalMs).toBeGreaterThan(700);
+  });
+
+  it('a settlement transaction replaced by another sender with the same nonce is noticed, and its payment sent again', async () => {
+    const relayer = privateKeyToAccount(server.relayerKey);
+    const settler = server.app.payments.settler!;
+    let replaced: Hex | undefined;
+    const hook = async (txHash: Hex) => {
+      if (replaced) return;
+      replaced = txHash;
+      // Another process with the same key, as when processes shared a key without leases: same nonce, higher fee.
+      const ours = await rpc('eth_getTransactionByHash', [txHash]);
+      const raw = await relayer.signTransaction({
+        type: 'eip1559', chainId: chain.chainId, to: relayer.address, value: 0n, gas: 21_000n, nonce: Number(BigInt(ours.nonce)),
+        maxFeePerGas: BigInt(ours.maxFeePerGas) * 3n, maxPriorityFeePerGas: BigInt(ours.maxPriorityFeePerGas) * 3n + 1n,
+      });
+      await rpc('eth_sendRawTransaction', [raw]);
+    };
+    settler.onSubmitted.push(hook);
+    try {
+      const p = await payment(seller);
+      const before = await balanceOf(seller.payTo);
+      const result = await redeem(server.url, seller, p.header);
+      expect(result.status).toBe(200);
+      expect(result.body.paymentResponse.transaction).not.toBe(replaced);
+      expect(await balanceOf(seller.payTo)).toBe(before + 10_000n);
+      // The replaced transaction was never mined; the one recorded was.
+      expect(await rpc('eth_getTransactionReceipt', [replaced])).toBeNull();
+      const receipt = await rpc('eth_getTransactionReceipt', [result.body.paymentResponse.transaction]);
+      expect(receipt.status).toBe('0x1');
+      expect(await counter(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'replaced' })).toBeGreaterThanOrEqual(1);
+    } finally {
+      settler.onSubmitted.splice(settler.onSubmitted.indexOf(hook), 1);
+    }
+  }, 60_000);
+
+  it('a fee spike that strands a transaction under the base fee is answered with a fee bump, and the payment settles', async () => {
+    const settler = server.app.payments.settler!;
+    let stranded: { hash: Hex; maxFeePerGas: bigint } | undefined;
+    const hook = async (txHash: Hex) => {
+      if (stranded) return;
+      const ours = await rpc('eth_getTransactionByHash', [txHash]);
+      stranded = { hash: txHash, maxFeePerGas: BigInt(ours.maxFeePerGas) };
+      // The next block's base fee jumps far above what our transaction offers.
+      await rpc('anvil_setNextBlockBaseFeePerGas', [toHex(stranded.maxFeePerGas * 20n)]);
+    };
+    settler.onSubmitted.push(hook);
+    try {
+      const bumpsBefore = await counter(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'fee_bumped' });
+      const p = await payment(seller);
+      const result = await redeem(server.url, seller, p.header);
+      expect(result.status).toBe(200);
+      const mined = result.body.paymentResponse.transaction as Hex;
+      expect(mined).not.toBe(stranded!.hash);
+      const receipt = await rpc('eth_getTransactionReceipt', [mined]);
+      expect(BigInt(receipt.effectiveGasPrice)).toBeGreaterThan(stranded!.maxFeePerGas);
+      expect(await counter(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'fee_bumped' })).toBeGreaterThan(bumpsBefore);
+      // Same nonce, so the stranded one can never be mined as well.
+      expect(await rpc('eth_getTransactionReceipt', [stranded!.hash])).toBeNull();
+    } finally {
+      settler.onSubmitted.splice(settler.onSubmitted.indexOf(hook), 1);
+    }
+  }, 60_000);
+});
+
+describe('processes sharing one relayer account', () => {
+  it('one holds the lease and settles; the other says why it cannot (503, /ready degraded) and takes over when the first stops', async () => {
+    const first = await serverOnChain();
+    const second = await serverOnChain({ MONGODB_DB: first.config.MONGODB_DB }, first.relayerKey);
+    try {
+      const seller = await setUpSeller(first);
+      const a = await payment(seller);
+      expect((await redeem(first.url, seller, a.header)).status).toBe(200);
+
+      const refused = await redeem(second.url, seller, (await payment(seller)).header);
+      expect(refused.status).toBe(503);
+      expect(refused.body).toMatchObject({ error: 'relayer_unavailable', status: 503 });
+      expect(refused.body.message).toMatch(/leased by other processes/);
+      const ready = await second.request('GET', '/ready');
+      expect(ready.status).toBe(200);
+      expect(ready.body).toMatchObject({ status: 'degraded', checks: { relayer: expect.stringContaining('RELAYER_PRIVATE_KEYS') } });
+      // It still serves everything that does not settle.
+      expect((await second.request('GET', '/v0/payments/endpoints', { key: seller.platformKey })).status).toBe(200);
+
+      // The first process stops (gracefully: its lease is handed back); the second takes the account over
+      // and continues its nonce sequence from the chain.
+      await first.stop();
+      const deadline = Date.now() + 15_000;
+      while (!second.app.payments.settler!.available() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(second.app.payments.settler!.available()).toBe(true);
+      const after = await Promise.all([payment(seller), payment(seller)]);
+      const results = await Promise.all(after.map((p) => redeem(second.url, seller, p.header)));
+      expect(results.map((r) => r.status)).toEqual([200, 200]);
+      expect((await second.request('GET', '/ready')).body.status).toBe('ready');
+    } finally {
+      await first.stop().catch(() => {});
+      await second.close();
+    }
+  }, 90_000);
+
+  it('a pool of two keys given to two processes: each takes one, and a leaving process hands its key to the other', async () => {
+    const keys = [generatePrivateKey(), generatePrivateKey()] as const;
+    await rpc('anvil_setBalance', [privateKeyToAccount(keys[1]).address, toHex(parseEther('100'))]);
+    const first = await serverOnChain({ RELAYER_PRIVATE_KEYS: keys[1] }, keys[0]);
+    const second = await serverOnChain({ MONGODB_DB: first.config.MONGODB_DB, RELAYER_PRIVATE_KEYS: keys[1] }, keys[0]);
+    try {
+      // The first process took both while it was alone; it hands one over once it sees the second.
+      const deadline = Date.now() + 20_000;
+      const held = () => [first, second].map((s) => s.app.payments.settling!.relayers.status().active.length);
+      while (held().join() !== '1,1' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(held()).toEqual([1, 1]);
+      const [a, b] = held().map((_, i) => [first, second][i]!.app.payments.settling!.relayers.status().active[0]);
+      expect(a).not.toBe(b);
+
+      await second.stop();
+      const until = Date.now() + 20_000;
+      while (first.app.payments.settling!.relayers.status().active.length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      expect(first.app.payments.settling!.relayers.status().active).toHaveLength(2);
+    } finally {
+      await second.stop().catch(() => {});
+      await first.close();
+    }
+  }, 90_000);
+});
+
