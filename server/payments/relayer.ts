@@ -1,5 +1,6 @@
 import { formatEther, keccak256, type Address, type Hex, type PrivateKeyAccount, type TransactionReceipt } from 'viem';
 import type { ChainService } from '../chain/chain-service.js';
+import { nodeFault } from '../chain/rpc-fault.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { BlockClock } from './block-clock.js';
@@ -425,7 +426,8 @@ export function classifySendError(err: unknown): 'known' | 'nonce' | 'fee' | 'fu
   if (/nonce too low|nonce too high|replacement transaction underpriced|nonce has already been used|invalid nonce/.test(text)) return 'nonce';
   if (/max fee per gas less than block base fee|fee cap less than block base fee|transaction underpriced|fee too low|underpriced/.test(text)) return 'fee';
   if (/insufficient funds|exceeds transaction sender account balance|outoffunds/.test(text)) return 'funds';
-  if (isAmbiguousSendError(err)) return 'ambiguous';
+  // The node failed rather than answered (unreachable, timed out, internal error): it may have the transaction.
+  if (isAmbiguousSendError(err) || nodeFault(err)) return 'ambiguous';
   return 'other';
 }
 

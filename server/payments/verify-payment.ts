@@ -4,6 +4,15 @@ import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
 import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
+import { AppError } from '../platform/errors.js';
+import { nodeFault } from '../chain/rpc-fault.js';
+import { shortReason } from './relayer.js';
+
+/**
+ * The chain could not be asked (every RPC URL refused, timed out or failed): the buyer did nothing wrong,
+ * so it is a 503 the seller's client may retry, never a refusal of the payment.
+ */
+const chainUnavailable = (err: unknown) => new AppError(503, 'chain_unavailable', `The chain could not be reached to check the payment: ${shortReason(err)}`, undefined, { 'Retry-After': '2' });
 
 /** Reason codes of a refused payment, one per check, in the order the exact-EVM scheme checks them. */
 export type VerifyFailure =
@@ -77,7 +86,10 @@ export async function verifyPayment(
   // ERC-6492 wrapped one) is asked of the chain.
   const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
   const validSignature = (recovered !== undefined && isAddressEqual(recovered, from))
-    || await chain.publicClient.verifyTypedData({ address: from, ...typedData }).catch(() => false);
+    || await chain.publicClient.verifyTypedData({ address: from, ...typedData }).catch((err) => {
+      if (nodeFault(err)) throw chainUnavailable(err);
+      return false;
+    });
   if (!validSignature) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
 
   if (!isAddressEqual(authorization.to as Address, terms.payTo)) {
@@ -97,7 +109,7 @@ export async function verifyPayment(
   const [used, balance] = await Promise.all([
     authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: from, nonce: authorization.nonce as Hex }),
     balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: from }),
-  ]);
+  ]).catch((err) => { throw chainUnavailable(err); });
   if (used) return refuse('nonce_already_used', 'this authorization was already used or canceled');
   if (balance < terms.amountAtomic) return refuse('insufficient_funds', `the payer holds ${balance} atomic units; ${terms.amountAtomic} are needed`);
   return { ok: true, payer: from, authorization, signature: signature as Hex };
