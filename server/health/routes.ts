@@ -18,8 +18,8 @@ const smtpAnswers = ({ host, port }: { host: string; port: number }) => new Prom
 
 /**
  * Probes for orchestrators: GET /health (liveness: the process answers HTTP) and GET /ready (readiness:
- * the database, the chain and the SMTP listener answer; 503 naming what does not; 200 `degraded` naming
- * why when this process cannot settle payments but serves everything else).
+ * the database, the chain and the SMTP listener answer and this process holds a relayer lease; 503 naming
+ * what does not; 200 `degraded` naming why when its relayer is out of gas).
  */
 export function healthRoutes(app: AppContext): Router {
   const router = new Router();
@@ -40,15 +40,18 @@ export function healthRoutes(app: AppContext): Router {
         return [name, `down: ${(err as Error).message}`.slice(0, 200)] as const;
       }
     }));
-    const ready = results.every(([, state]) => state === 'ok');
-    // Settlement is the one part a process can lack and still serve everything else: no relayer lease (the
-    // pool is smaller than the number of processes) or a relayer out of gas makes it degraded, not down.
-    const relayerProblems = app.payments.settling?.relayers.status().problems ?? [];
-    const answers = { ...Object.fromEntries(results), ...(app.payments.settling ? { relayer: relayerProblems.length ? `degraded: ${relayerProblems.join('; ')}` : 'ok' } : {}) };
-    ctx.status = ready ? 200 : 503;
-    ctx.body = ready
-      ? { status: relayerProblems.length ? 'degraded' : 'ready', checks: answers, ...(relayerProblems.length ? { message: `payments cannot be settled by this process: ${relayerProblems.join('; ')}` } : {}) }
-      : { error: 'not_ready', message: `not ready: ${results.filter(([, s]) => s !== 'ok').map(([n]) => n).join(', ')}`, status: 503, checks: answers };
+    // A process that holds no relayer lease (the pool is smaller than the number of processes) is not ready:
+    // a load balancer sends payments to the processes that can settle them, and nobody sees a 503. One
+    // whose relayer is out of gas is degraded but ready: every process would be, and the rest of the API
+    // must stay up.
+    const relayers = app.payments.settling?.relayers.status();
+    const relayer = !relayers ? undefined : relayers.leaseless ? `down: ${relayers.problems.join('; ')}` : relayers.problems.length ? `degraded: ${relayers.problems.join('; ')}` : 'ok';
+    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}) };
+    const down = Object.entries(answers).filter(([, state]) => state.startsWith('down')).map(([name]) => name);
+    ctx.status = down.length ? 503 : 200;
+    ctx.body = down.length
+      ? { error: 'not_ready', message: `not ready: ${down.join(', ')}${relayers?.leaseless ? ` (${relayers.problems.join('; ')})` : ''}`, status: 503, checks: answers }
+      : { status: relayer?.startsWith('degraded') ? 'degraded' : 'ready', checks: answers, ...(relayer?.startsWith('degraded') ? { message: `payments may fail here: ${relayers!.problems.join('; ')}` } : {}) };
   });
   return router;
 }

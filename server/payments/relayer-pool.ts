@@ -28,6 +28,8 @@ export interface PoolStatus {
   active: string[];
   /** Why this process cannot settle, or why some of its accounts cannot: for /ready and the log. */
   problems: string[];
+  /** A settling process that holds no lease at all (every account is leased by other processes). */
+  leaseless: boolean;
 }
 
 /**
@@ -99,7 +101,7 @@ export class RelayerPool {
       if (h.lane.state === 'starved') problems.push(`relayer ${h.lane.address} is out of gas: ${h.lane.problem ?? 'fund it'}`);
       else if (!h.lane.canSendNow() && h.lane.state === 'active') problems.push(`relayer ${h.lane.address}: the lease could not be renewed (database unreachable?)`);
     }
-    return { poolSize, active, problems };
+    return { poolSize, active, problems, leaseless: this.started && this.held.size === 0 };
   }
 
   /** Finishes in-flight transactions (bounded), hands every lease back and leaves the pool. */

@@ -155,9 +155,10 @@ describe('processes sharing one relayer account', () => {
       expect(refused.status).toBe(503);
       expect(refused.body).toMatchObject({ error: 'relayer_unavailable', status: 503 });
       expect(refused.body.message).toMatch(/leased by other processes/);
+      // Not ready, so a load balancer sends payments to the process that can settle them.
       const ready = await second.request('GET', '/ready');
-      expect(ready.status).toBe(200);
-      expect(ready.body).toMatchObject({ status: 'degraded', checks: { relayer: expect.stringContaining('RELAYER_PRIVATE_KEYS') } });
+      expect(ready.status).toBe(503);
+      expect(ready.body).toMatchObject({ error: 'not_ready', checks: { relayer: expect.stringContaining('RELAYER_PRIVATE_KEYS'), database: 'ok', chain: 'ok' } });
       // It still serves everything that does not settle.
       expect((await second.request('GET', '/v0/payments/endpoints', { key: seller.platformKey })).status).toBe(200);
 
