@@ -59,14 +59,25 @@ export class RelayerPool {
     this.started = true;
     this.clock.start();
     await this.runTick();
-    const every = () => {
-      this.timer = setTimeout(async () => {
-        await this.runTick();
-        if (this.started) every();
-      }, this.options.heartbeatMs);
-      this.timer.unref();
-    };
-    every();
+    this.timer = setInterval(() => { void this.runTick(); }, this.options.heartbeatMs);
+    this.timer.unref();
+    // Renewals have a loop of their own, checked often and never queued behind a slow rebalancing round:
+    // a lease renewed late is a lease another process may take.
+    if (this.options.leases) {
+      this.renewTimer = setInterval(() => { void this.runRenewals(); }, Math.max(100, Math.floor(this.options.heartbeatMs / 4)));
+      this.renewTimer.unref();
+    }
+  }
+
+  private renewTimer: NodeJS.Timeout | undefined;
+  private renewing: Promise<void> | undefined;
+
+  private runRenewals(): Promise<void> {
+    // A round still under way is not stacked with another.
+    this.renewing ??= this.renewHeld(this.options.leases!).catch((err) => {
+      this.log.error({ err: shortReason(err) }, 'relayer lease renewal failed; retrying');
+    }).finally(() => { this.renewing = undefined; });
+    return this.renewing;
   }
 
   private lastRecheck = 0;
@@ -108,8 +119,10 @@ export class RelayerPool {
   async stop(): Promise<void> {
     if (!this.started) return;
     this.started = false;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) clearInterval(this.timer);
+    if (this.renewTimer) clearInterval(this.renewTimer);
     await this.ticking;
+    await this.renewing;
     await Promise.all([...this.held.values()].map((h) => this.handOver(h, 'shutdown')));
     await this.options.leases?.leaveMembership().catch(() => {});
     this.clock.stop();
@@ -119,10 +132,14 @@ export class RelayerPool {
     return this.options.accounts.map((a) => a.address.toLowerCase());
   }
 
+  private tickRunning = false;
+
   private runTick(): Promise<void> {
+    if (this.tickRunning) return this.ticking;
+    this.tickRunning = true;
     this.ticking = this.tick().catch((err) => {
       this.log.error({ err: shortReason(err) }, 'relayer lease round failed; retrying');
-    });
+    }).finally(() => { this.tickRunning = false; });
     return this.ticking;
   }
 
@@ -131,7 +148,7 @@ export class RelayerPool {
     if (!leases) await this.useEveryAccount();
     else {
       await leases.heartbeatMember();
-      await this.renewHeld(leases);
+      await this.runRenewals();
       await this.rebalance(leases);
     }
     await Promise.all([...this.held.values()].map((h) => h.lane.refreshBalance().catch(() => {})));
@@ -146,23 +163,29 @@ export class RelayerPool {
     }
   }
 
+  /** Renews every held lease with less than half its time left (all at once, each its own write). */
   private async renewHeld(leases: RelayerLeases): Promise<void> {
-    for (const [address, h] of this.held) {
-      if (!h.lease) continue;
-      let renewed: HeldLease | undefined;
-      try {
-        renewed = await leases.renew(h.lease);
-      } catch (err) {
-        // The lease keeps its old validity; past it the lane stops sending by itself.
-        this.log.warn({ relayer: address, err: shortReason(err) }, 'relayer lease not renewed');
-        continue;
-      }
-      if (renewed) { h.lease = renewed; continue; }
-      this.log.error({ relayer: address, generation: h.lease.generation }, 'relayer lease lost to another process (heartbeat too late); stopped sending from it');
-      this.held.delete(address);
-      h.unsubscribe?.();
-      h.lane.stop('lease lost');
+    // heartbeatMs is a third of the lease's time to live.
+    const due = [...this.held].filter(([, h]) => h.lease && h.lease.validUntil - Date.now() < this.options.heartbeatMs * 1.5);
+    await Promise.all(due.map(([address, h]) => this.renewOne(leases, address, h)));
+  }
+
+  private async renewOne(leases: RelayerLeases, address: string, h: Held): Promise<void> {
+    let renewed: HeldLease | undefined;
+    const started = Date.now();
+    try {
+      renewed = await leases.renew(h.lease!);
+    } catch (err) {
+      // The lease keeps its old validity; past it the lane stops sending by itself.
+      this.log.warn({ relayer: address, err: shortReason(err) }, 'relayer lease not renewed');
+      return;
     }
+    if (Date.now() - started > this.options.heartbeatMs) this.log.warn({ relayer: address, ms: Date.now() - started }, 'relayer lease renewal was slow (database under load?)');
+    if (renewed) { h.lease = renewed; return; }
+    this.log.error({ relayer: address, generation: h.lease!.generation }, 'relayer lease lost to another process (heartbeat too late); stopped sending from it');
+    this.held.delete(address);
+    h.unsubscribe?.();
+    h.lane.stop('lease lost');
   }
 
   private async rebalance(leases: RelayerLeases): Promise<void> {

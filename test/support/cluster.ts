@@ -1,0 +1,414 @@
+/**
+ * A production-shaped deployment on one machine, for the scale-out test and bench/scale-out.ts: N
+ * `agentgate serve` and M `agentgate worker` OS processes on one database, all given the same relayer
+ * pool, settling on an anvil that mines on a timer; a load balancer in front (round robin over the
+ * processes whose /ready says ready, as a real one with readiness probes); and an audit that compares
+ * what the buyers were told, what the database recorded, what the chain moved and which webhooks arrived.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { parseAbiItem, parseEther, toHex, type Address, type Hex, type PublicClient } from 'viem';
+import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import { MongoClient } from 'mongodb';
+import { freePort } from '../../server/platform/net.js';
+import { DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
+import { signAuthorization } from './chain.js';
+import type { Authorization } from '../../server/chain/usdc.js';
+
+const CLI = join(process.cwd(), 'bin', 'agentgate.js');
+
+export interface ClusterChain { rpcUrl: string; usdcAddress: Address; factoryAddress: Address }
+
+export interface ClusterProcess {
+  name: string;
+  kind: 'serve' | 'worker';
+  url?: string;
+  child: ChildProcess;
+  /** Everything it printed (JSON log lines in serve and worker). */
+  output: string[];
+  alive: boolean;
+}
+
+export interface Cluster {
+  db: string;
+  env: Record<string, string>;
+  serves: ClusterProcess[];
+  workers: ClusterProcess[];
+  kill(process: ClusterProcess): void;
+  stop(): Promise<void>;
+}
+
+export interface ClusterOptions {
+  mongoUri: string;
+  chain: ClusterChain;
+  serves: number;
+  workers: number;
+  /** The relayer pool every process is given (RELAYER_PRIVATE_KEY + RELAYER_PRIVATE_KEYS). */
+  pool: Hex[];
+  env?: Record<string, string>;
+}
+
+async function rpc(url: string, method: string, params: unknown[]) {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  const body = await res.json() as { result?: any; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result;
+}
+
+export async function startCluster(options: ClusterOptions): Promise<Cluster> {
+  for (const key of options.pool) await rpc(options.chain.rpcUrl, 'anvil_setBalance', [privateKeyToAccount(key).address, toHex(parseEther('1000'))]);
+  const db = `cluster_${randomBytes(4).toString('hex')}`;
+  // One deployment's configuration: the same for every process but its port.
+  const env: Record<string, string> = {
+    // Dev mode only so that endpoints and webhooks on loopback (this machine) may be registered.
+    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', MAIL_DOMAIN: 'cluster.test', DID_DOMAIN: 'cluster.test',
+    MASTER_KEY: randomBytes(32).toString('hex'), SERVICE_SIGNING_KEY: randomBytes(32).toString('hex'),
+    MONGODB_URI: options.mongoUri, MONGODB_DB: db, SMTP_PORT: '0', TRUST_PROXY: 'true',
+    CHAIN_RPC_URL: options.chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: options.chain.usdcAddress,
+    USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION, WALLET_FACTORY_ADDRESS: options.chain.factoryAddress,
+    RELAYER_PRIVATE_KEY: options.pool[0]!, ...(options.pool.length > 1 ? { RELAYER_PRIVATE_KEYS: options.pool.slice(1).join(',') } : {}),
+    LOG_LEVEL: 'info',
+    ...options.env,
+  };
+  const serves: ClusterProcess[] = [];
+  const workers: ClusterProcess[] = [];
+  const cluster: Cluster = {
+    db, env, serves, workers,
+    kill(proc) {
+      proc.alive = false;
+      proc.child.kill('SIGKILL');
+    },
+    async stop() {
+      // CLUSTER_LOG_DIR=<folder> keeps every process's log lines, to read after a run.
+      if (process.env.CLUSTER_LOG_DIR) {
+        const { writeFileSync, mkdirSync } = await import('node:fs');
+        mkdirSync(process.env.CLUSTER_LOG_DIR, { recursive: true });
+        for (const p of [...serves, ...workers]) writeFileSync(join(process.env.CLUSTER_LOG_DIR, `${p.name}.log`), p.output.join('\n'));
+      }
+      await Promise.all([...serves, ...workers].filter((p) => p.alive).map(async (p) => {
+        p.alive = false;
+        const exited = new Promise((resolve) => p.child.once('exit', resolve));
+        p.child.kill('SIGTERM');
+        const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
+        await exited;
+        clearTimeout(timer);
+      }));
+      const client = await MongoClient.connect(options.mongoUri);
+      await client.db(db).dropDatabase().catch(() => {});
+      await client.close();
+    },
+  };
+  try {
+    serves.push(...await Promise.all(Array.from({ length: options.serves }, async (_, i) => {
+      const port = await freePort();
+      const proc = launch(`serve-${i + 1}`, 'serve', { ...env, PORT: String(port), BASE_URL: `http://127.0.0.1:${port}` });
+      proc.url = `http://127.0.0.1:${port}`;
+      await until(async () => (await fetch(`${proc.url}/health`).then((r) => r.ok, () => false)), proc, 90_000);
+      return proc;
+    })));
+    workers.push(...await Promise.all(Array.from({ length: options.workers }, async (_, i) => {
+      const proc = launch(`worker-${i + 1}`, 'worker', { ...env, PORT: '0', BASE_URL: 'http://127.0.0.1:1' });
+      await until(async () => proc.output.some((line) => /worker running/.test(line)), proc, 90_000);
+      return proc;
+    })));
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+  return cluster;
+}
+
+function launch(name: string, kind: 'serve' | 'worker', env: Record<string, string>): ClusterProcess {
+  const child = spawn(process.execPath, [CLI, kind], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: ClusterProcess = { name, kind, child, output: [], alive: true };
+  let partial = '';
+  const onData = (chunk: Buffer) => {
+    const lines = (partial + chunk.toString('utf8')).split('\n');
+    partial = lines.pop()!;
+    proc.output.push(...lines);
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  child.once('exit', () => { proc.alive = false; });
+  return proc;
+}
+
+async function until(check: () => Promise<boolean>, proc: ClusterProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!proc.alive) throw new Error(`${proc.name} exited while starting:\n${proc.output.slice(-30).join('\n')}`);
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${proc.name} did not start in ${timeoutMs} ms:\n${proc.output.slice(-30).join('\n')}`);
+}
+
+/**
+ * Round robin over the serve processes that are alive and whose /ready answers 200 (checked every
+ * 500 ms), like a load balancer with readiness probes; a connection error takes a process out at once.
+ */
+export class Balancer {
+  private ready = new Set<ClusterProcess>();
+  private turn = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly serves: ClusterProcess[]) {}
+
+  async start(): Promise<void> {
+    await this.probe();
+    this.timer = setInterval(() => { void this.probe(); }, 500);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  pick(): ClusterProcess {
+    const pool = this.serves.filter((s) => s.alive && this.ready.has(s));
+    const candidates = pool.length ? pool : this.serves.filter((s) => s.alive);
+    if (!candidates.length) throw new Error('no serve process is alive');
+    return candidates[this.turn++ % candidates.length]!;
+  }
+
+  down(proc: ClusterProcess): void {
+    this.ready.delete(proc);
+  }
+
+  private async probe(): Promise<void> {
+    await Promise.all(this.serves.map(async (s) => {
+      const ok = s.alive && await fetch(`${s.url}/ready`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.status === 200, () => false);
+      if (ok) this.ready.add(s); else this.ready.delete(s);
+    }));
+  }
+}
+
+export interface Seller { platformKey: string; sellerKey: string; payTo: Address; resource: string }
+
+/** Signs up a seller through one process and registers `resource` with a webhook to `webhookUrl`. */
+export async function clusterSeller(url: string, webhookUrl: string): Promise<Seller> {
+  const call = async (method: string, path: string, key: string | undefined, body: unknown) => {
+    const res = await fetch(url + path, { method, headers: { 'content-type': 'application/json', 'x-forwarded-for': `10.9.${Math.floor(Math.random() * 250)}.1`, ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) });
+    const json = await res.json() as any;
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const signup = await call('POST', '/v0/agent-signup', undefined, {});
+  const payTo = privateKeyToAccount(`0x${randomBytes(32).toString('hex')}`).address;
+  await call('PUT', '/v0/payments/acceptance', signup.platform_key, { enabled: true, payTo });
+  const sellerKey = (await call('POST', '/v0/payments/seller-keys', signup.platform_key, {})).apiKey as string;
+  const resource = 'https://api.cluster.test/weather';
+  await call('POST', '/v0/payments/endpoints', signup.platform_key, { url: resource, priceUsdc: '0.01', skipUrlCheck: true, webhookUrl });
+  return { platformKey: signup.platform_key, sellerKey, payTo, resource };
+}
+
+export interface PreparedPayment { index: number; authorization: Authorization; body: unknown }
+
+/** Signed v2 facilitator requests, one per payment, from `buyers` in turn (nonces are random: a buyer signs any number). */
+export async function preparePayments(count: number, seller: Seller, buyers: PrivateKeyAccount[], chain: ClusterChain): Promise<PreparedPayment[]> {
+  const requirements = {
+    scheme: 'exact', network: 'eip155:84532', amount: '10000', asset: chain.usdcAddress, payTo: seller.payTo, maxTimeoutSeconds: 300,
+    extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION },
+  };
+  return Promise.all(Array.from({ length: count }, async (_, index) => {
+    const signed = await signAuthorization(buyers[index % buyers.length]!, { to: seller.payTo, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 600) }, { verifyingContract: chain.usdcAddress });
+    const a = signed.authorization;
+    return {
+      index, authorization: a,
+      body: {
+        x402Version: 2, paymentRequirements: requirements,
+        paymentPayload: {
+          x402Version: 2, resource: { url: seller.resource }, accepted: requirements,
+          payload: { signature: signed.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce } },
+        },
+      },
+    };
+  }));
+}
+
+export interface Answer {
+  index: number;
+  target: string;
+  ms: number;
+  /** What the buyer's seller was told: success, a refusal or pending reason, an HTTP error, or no answer at all. */
+  kind: 'paid' | 'refused' | 'http_error' | 'no_answer';
+  reason?: string;
+  status?: number;
+  transaction?: string;
+}
+
+/** Sends every payment through the balancer, `concurrency` at a time; `onAnswer` sees each answer as it comes. */
+export async function runLoad(payments: PreparedPayment[], balancer: Balancer, seller: Seller, concurrency: number, onAnswer: (answer: Answer, done: number) => void = () => {}): Promise<{ answers: Answer[]; seconds: number }> {
+  const answers: Answer[] = [];
+  let next = 0;
+  const started = Date.now();
+  const worker = async () => {
+    while (next < payments.length) {
+      const payment = payments[next++]!;
+      const target = balancer.pick();
+      const t0 = Date.now();
+      let answer: Answer;
+      try {
+        const res = await fetch(`${target.url}/v0/x402/settle`, {
+          method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${seller.sellerKey}` }, body: JSON.stringify(payment.body),
+          signal: AbortSignal.timeout(120_000),
+        });
+        const body = await res.json() as any;
+        answer = res.status === 200
+          ? { index: payment.index, target: target.name, ms: Date.now() - t0, kind: body.success ? 'paid' : 'refused', reason: body.errorReason, transaction: body.transaction || undefined, status: 200 }
+          : { index: payment.index, target: target.name, ms: Date.now() - t0, kind: 'http_error', status: res.status, reason: body.error };
+      } catch (err) {
+        balancer.down(target);
+        answer = { index: payment.index, target: target.name, ms: Date.now() - t0, kind: 'no_answer', reason: (err as Error).message };
+      }
+      answers.push(answer);
+      onAnswer(answer, answers.length);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { answers, seconds: (Date.now() - started) / 1000 };
+}
+
+const AUTHORIZATION_USED = parseAbiItem('event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)');
+
+export interface Audit {
+  payments: number;
+  answered: { paid: number; refused: Record<string, number>; httpErrors: Record<string, number>; noAnswer: number };
+  latency: { p50: number; p95: number };
+  onChain: number;
+  records: { settled: number; failed: Record<string, number>; open: number; duplicates: number };
+  /** Problems: each one a broken promise to a buyer, a seller or the books. */
+  problems: string[];
+  transactions: number;
+  gasPerPayment: number;
+  webhooks: { delivered: number; duplicatesAtReceiver: number };
+}
+
+/** Reasons that would mean a payment failed because of the relayer, not the buyer. */
+const RELAYER_REASONS = /relayer|settle_failed|settle_reverted|nonce too|underpriced|settle_unconfirmed|settlement_pending/;
+
+/**
+ * Compares the three accounts of what happened: the buyers' answers, the database's records and the chain's
+ * AuthorizationUsed events (and the webhook receiver's log).
+ */
+export async function audit(input: {
+  payments: PreparedPayment[]; answers: Answer[]; mongoUri: string; db: string; client: PublicClient; chain: ClusterChain; fromBlock: bigint;
+  received?: Array<{ headers: Record<string, unknown>; json: any }>;
+}): Promise<Audit> {
+  const problems: string[] = [];
+  const key = (authorizer: string, nonce: string) => `${authorizer}:${nonce}`.toLowerCase();
+  const ours = new Map(input.payments.map((p) => [key(p.authorization.from, p.authorization.nonce), p]));
+  const logs = await input.client.getLogs({ address: input.chain.usdcAddress, event: AUTHORIZATION_USED, fromBlock: input.fromBlock, toBlock: 'latest' });
+  const usedBy = new Map<string, string[]>();
+  for (const log of logs) {
+    const k = key(log.args.authorizer!, log.args.nonce!);
+    if (!ours.has(k)) continue;
+    usedBy.set(k, [...(usedBy.get(k) ?? []), log.transactionHash]);
+  }
+  for (const [k, txs] of usedBy) if (txs.length > 1) problems.push(`authorization ${k} used ${txs.length} times on chain`);
+
+  const mongo = await MongoClient.connect(input.mongoUri);
+  try {
+    const db = mongo.db(input.db);
+    const records = await db.collection('payments').find({}).toArray();
+    const byKey = new Map<string, any[]>();
+    for (const r of records) {
+      const k = key(r.authorization.from, r.authorization.nonce);
+      byKey.set(k, [...(byKey.get(k) ?? []), r]);
+    }
+    let duplicates = 0;
+    for (const [k, rs] of byKey) if (rs.length > 1) { duplicates++; problems.push(`authorization ${k} has ${rs.length} payment records`); }
+    // Every payment the chain moved is recorded settled, once, with the transaction that moved it.
+    for (const [k, txs] of usedBy) {
+      const settled = (byKey.get(k) ?? []).filter((r) => r.status === 'settled');
+      if (settled.length !== 1) problems.push(`moved on chain in ${txs[0]} but ${settled.length} settled records`);
+      else if (settled[0].txHash !== txs[0]) problems.push(`recorded settled by ${settled[0].txHash}, moved by ${txs[0]}`);
+    }
+    // Nothing recorded settled that the chain did not move.
+    for (const r of records) if (r.status === 'settled' && !usedBy.has(key(r.authorization.from, r.authorization.nonce))) problems.push(`record ${r._id} settled but not moved on chain`);
+    // Every payment answered paid was moved on chain, by the transaction named in the answer.
+    for (const a of input.answers) {
+      if (a.kind !== 'paid') continue;
+      const p = input.payments[a.index]!;
+      const txs = usedBy.get(key(p.authorization.from, p.authorization.nonce));
+      if (!txs) problems.push(`payment ${a.index} answered paid (${a.transaction}) but not moved on chain`);
+      else if (txs[0] !== a.transaction) problems.push(`payment ${a.index} answered paid by ${a.transaction}, moved by ${txs[0]}`);
+    }
+    // No failure caused by the relayer, in an answer or a record.
+    for (const a of input.answers) {
+      if ((a.kind === 'refused' || a.kind === 'http_error') && RELAYER_REASONS.test(a.reason ?? '')) problems.push(`payment ${a.index} answered ${a.kind} ${a.status ?? ''} ${a.reason}`);
+    }
+    const failed: Record<string, number> = {};
+    for (const r of records) if (r.status === 'failed') failed[r.failureReason] = (failed[r.failureReason] ?? 0) + 1;
+    for (const reason of Object.keys(failed)) if (RELAYER_REASONS.test(reason)) problems.push(`${failed[reason]} payments recorded failed with ${reason}`);
+    const open = records.filter((r) => r.status === 'verified').length;
+    if (open) problems.push(`${open} payments still open`);
+
+    // Webhooks: every settled payment of the registered endpoint has exactly one delivered delivery.
+    const deliveries = await db.collection('webhook_deliveries').find({}).toArray();
+    let delivered = 0;
+    for (const r of records.filter((x) => x.status === 'settled')) {
+      const mine = deliveries.filter((d) => d.paymentId === r._id);
+      const ok = mine.filter((d) => d.status === 'delivered').length;
+      if (mine.length !== 1 || ok !== 1) problems.push(`payment ${r._id}: ${mine.length} deliveries, ${ok} delivered`);
+      else delivered++;
+    }
+    const seen = new Map<string, number>();
+    for (const request of input.received ?? []) {
+      const id = String(request.headers['x-service-idempotency-key'] ?? request.json?.paymentId);
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+    }
+    const duplicatesAtReceiver = [...seen.values()].filter((n) => n > 1).length;
+
+    const txs = [...new Set([...usedBy.values()].map((t) => t[0]!))];
+    const receipts = await Promise.all(txs.map((hash) => input.client.getTransactionReceipt({ hash: hash as Hex })));
+    const gas = receipts.reduce((sum, r) => sum + Number(r.gasUsed), 0);
+    const paidMs = input.answers.filter((a) => a.kind === 'paid').map((a) => a.ms).sort((x, y) => x - y);
+    const count = (kind: Answer['kind']) => input.answers.filter((a) => a.kind === kind);
+    const tally = (list: Answer[]) => list.reduce<Record<string, number>>((acc, a) => { const k = String(a.reason ?? a.status); acc[k] = (acc[k] ?? 0) + 1; return acc; }, {});
+    return {
+      payments: input.payments.length,
+      answered: { paid: count('paid').length, refused: tally(count('refused')), httpErrors: tally(count('http_error')), noAnswer: count('no_answer').length },
+      latency: { p50: paidMs[Math.floor(paidMs.length / 2)] ?? 0, p95: paidMs[Math.min(paidMs.length - 1, Math.floor(paidMs.length * 0.95))] ?? 0 },
+      onChain: usedBy.size,
+      records: { settled: records.filter((r) => r.status === 'settled').length, failed, open, duplicates },
+      problems,
+      transactions: txs.length,
+      gasPerPayment: usedBy.size ? Math.round(gas / usedBy.size) : 0,
+      webhooks: { delivered, duplicatesAtReceiver },
+    };
+  } finally {
+    await mongo.close();
+  }
+}
+
+/** Waits until `check` holds or `timeoutMs` passes; returns whether it held. */
+export async function eventually(check: () => Promise<boolean>, timeoutMs: number, everyMs = 500): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Moves the base fee every block within EIP-1559's bounds and a little past them, as a busy live chain does. */
+export function moveBaseFee(rpcUrl: string, everyMs = 1_000): () => void {
+  let stopped = false;
+  const tick = async () => {
+    while (!stopped) {
+      try {
+        const block = await rpc(rpcUrl, 'eth_getBlockByNumber', ['latest', false]);
+        const base = BigInt(block.baseFeePerGas);
+        const factor = 0.8 + Math.random() * 0.55; // -20% .. +35%
+        const next = BigInt(Math.max(1_000_000_000, Math.floor(Number(base) * factor)));
+        await rpc(rpcUrl, 'anvil_setNextBlockBaseFeePerGas', [toHex(next)]);
+      } catch {
+        // the chain may be restarting; try again next tick
+      }
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  };
+  void tick();
+  return () => { stopped = true; };
+}
