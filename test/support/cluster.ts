@@ -185,8 +185,8 @@ export class Balancer {
 
 export interface Seller { platformKey: string; sellerKey: string; payTo: Address; resource: string }
 
-/** Signs up a seller through one process and registers `resource` with a webhook to `webhookUrl`. */
-export async function clusterSeller(url: string, webhookUrl: string): Promise<Seller> {
+/** Signs up a seller through one process and registers `resource`, with a webhook to `webhookUrl` if given. */
+export async function clusterSeller(url: string, webhookUrl?: string): Promise<Seller> {
   const call = async (method: string, path: string, key: string | undefined, body: unknown) => {
     const res = await fetch(url + path, { method, headers: { 'content-type': 'application/json', 'x-forwarded-for': `10.9.${Math.floor(Math.random() * 250)}.1`, ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) });
     const json = await res.json() as any;
@@ -198,7 +198,7 @@ export async function clusterSeller(url: string, webhookUrl: string): Promise<Se
   await call('PUT', '/v0/payments/acceptance', signup.platform_key, { enabled: true, payTo });
   const sellerKey = (await call('POST', '/v0/payments/seller-keys', signup.platform_key, {})).apiKey as string;
   const resource = 'https://api.cluster.test/weather';
-  await call('POST', '/v0/payments/endpoints', signup.platform_key, { url: resource, priceUsdc: '0.01', skipUrlCheck: true, webhookUrl });
+  await call('POST', '/v0/payments/endpoints', signup.platform_key, { url: resource, priceUsdc: '0.01', skipUrlCheck: true, ...(webhookUrl ? { webhookUrl } : {}) });
   return { platformKey: signup.platform_key, sellerKey, payTo, resource };
 }
 
@@ -347,7 +347,7 @@ export async function audit(input: {
     // Webhooks: every settled payment of the registered endpoint has exactly one delivered delivery.
     const deliveries = await db.collection('webhook_deliveries').find({}).toArray();
     let delivered = 0;
-    for (const r of records.filter((x) => x.status === 'settled')) {
+    for (const r of input.received ? records.filter((x) => x.status === 'settled') : []) {
       const mine = deliveries.filter((d) => d.paymentId === r._id);
       const ok = mine.filter((d) => d.status === 'delivered').length;
       if (mine.length !== 1 || ok !== 1) problems.push(`payment ${r._id}: ${mine.length} deliveries, ${ok} delivered`);
