@@ -49,10 +49,12 @@ interface SlotView {
  * The bucket has `limit` slots. An accepted request takes one slot for one window by inserting one mark
  * per step it holds the slot for (`bucket:slot:step`, steps q..q+STEPS_PER_WINDOW). Two takes of a slot
  * less than a window apart share a step, so they want the same mark and only one insert succeeds; a slot
- * cannot be taken twice within a window, hence at most `limit` requests per window, whichever processes,
- * clocks and interleavings are involved. (Counting hits and deleting one's own hit when over the limit, as
- * this did before, can over-admit: two processes each read the window before the other's hit is visible.)
- * Nothing depends on reading the marks: reads only choose which slots to try and compute Retry-After.
+ * cannot be taken twice within a window, hence at most `limit` requests per window, whichever processes
+ * and interleavings are involved (steps come from each process's clock: clocks that disagree by d shorten
+ * the window by d). Counting hits and deleting one's own hit when over the limit, as this did before,
+ * over-admits: two processes each read the window before the other's hit is visible (11 and 13 of 33).
+ * The "at most" needs no read; reads choose which slots to try (a caller is refused only once every slot
+ * it found free was taken by others) and compute Retry-After.
  */
 export class RateLimiter {
   private readonly marks: Model<Mark>;
@@ -119,7 +121,8 @@ export class RateLimiter {
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
       const inserted = (err as { insertedCount?: number }).insertedCount ?? 0;
-      if (inserted > 0) await this.marks.deleteMany({ _id: { $in: marks.slice(0, inserted).map((m) => m._id) } });
+      // One delete per mark: an equality on _id is what FerretDB answers from its index ($in scans).
+      await Promise.all(marks.slice(0, inserted).map((mark) => this.marks.deleteOne({ _id: mark._id })));
       return false;
     }
   }
