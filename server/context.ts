@@ -4,6 +4,7 @@ import { SecretBox, type MasterKeyring } from './platform/secret-box.js';
 import { ApiKeyService } from './platform/auth/api-keys.js';
 import { UsageTracker } from './platform/usage.js';
 import { RateLimiter } from './platform/rate-limit.js';
+import { ChangeFeed } from './platform/change-feed.js';
 import { ActivityLog } from './logs/activity-log.js';
 import { ServiceEvents } from './platform/events.js';
 import { AccountService } from './accounts/account-service.js';
@@ -43,6 +44,8 @@ export interface AppContext {
   db: Connection;
   secrets: SecretBox;
   keys: ApiKeyService;
+  /** Cache invalidations shared by every process (revocations, scope and role changes), polled. */
+  changes: ChangeFeed;
   rateLimiter: RateLimiter;
   logs: ActivityLog;
   accounts: AccountService;
@@ -108,11 +111,15 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const events = new ServiceEvents();
   const logs = new ActivityLog(db, events);
   const usage = new UsageTracker(db);
-  const keys = new ApiKeyService(db, usage, config.AUTH_CACHE_TTL_MS);
+  const changes = new ChangeFeed(db, {
+    pollMs: config.CHANGE_FEED_POLL_MS,
+    onError: (err) => log.warn({ err: err.message }, 'change feed poll failed; cached keys fall back to AUTH_CACHE_TTL_MS'),
+  });
+  const keys = new ApiKeyService(db, usage, changes, config.AUTH_CACHE_TTL_MS);
   const secrets = new SecretBox(keyringFrom(config));
   const onClose: Array<() => Promise<void>> = [];
   const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS });
-  const identities = new IdentityService(db, config, keys, logs, usage);
+  const identities = new IdentityService(db, config, keys, logs, usage, changes);
   const chain = await createChainService(config, {
     onFailover: ({ url, method, reason }) => log.warn({ rpcUrl: url, method, reason }, 'chain RPC URL failed a request (it goes on to the next URL, if any)'),
   });
@@ -122,11 +129,11 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const serviceKey = await loadServiceKey(db, config, secrets);
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settling = chain && createSettling(db, config, chain, log, metrics);
-  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics);
+  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes);
   const wallets = new WalletService(db, config, chain, settling?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
-  const accounts = new AccountService(db);
+  const accounts = new AccountService(db, changes);
   const isAdmin = adminCheck(config, accounts);
   const ctx: AppContext = {
     config,
@@ -135,6 +142,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     db,
     secrets,
     keys,
+    changes,
     rateLimiter: new RateLimiter(db),
     logs,
     accounts,
@@ -167,6 +175,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
   await Promise.all(Object.values(db.models).map((model) => model.init()));
   await ctx.mail.assignPositionsOnce();
+  // Before anything is cached; stopped before the connection closes.
+  await changes.start();
+  onClose.push(() => changes.stop());
   return ctx;
 }
 

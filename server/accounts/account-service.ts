@@ -2,6 +2,7 @@ import { TtlCache } from '../platform/ttl-cache.js';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { newOrgId, newUserId } from '../platform/ids.js';
 import { notFound } from '../platform/errors.js';
+import type { ChangeFeed } from '../platform/change-feed.js';
 
 export interface UserDoc { _id: string; orgId: string; userType: 'AGENT' | 'HUMAN'; name: string; email: string; createdAt: Date }
 /** `admin`: made by the operator (agentgate admin grant); admin previews (team chat) are for admins only. */
@@ -23,12 +24,14 @@ export class AccountService {
   private readonly users: Model<UserDoc>;
   private readonly orgs: Model<OrgDoc>;
 
-  constructor(conn: Connection) {
+  private readonly orgCache = new TtlCache<OrgDoc>(5_000);
+
+  constructor(conn: Connection, private readonly changes: ChangeFeed) {
     this.users = conn.models.User ?? conn.model<UserDoc>('User', userSchema, 'users');
     this.orgs = conn.models.Org ?? conn.model<OrgDoc>('Org', orgSchema, 'orgs');
+    changes.on('org', (orgId) => this.orgCache.delete(orgId));
+    changes.onReset(() => this.orgCache.deleteWhere(() => true));
   }
-
-  private readonly orgCache = new TtlCache<OrgDoc>(5_000);
 
   /** Ids are drawn up front so the org can name its owner and the user its org without a second write. */
   newIds() {
@@ -42,19 +45,23 @@ export class AccountService {
     return { user: user.toObject(), org: org.toObject() };
   }
 
-  /** An org (its plan and owner), served from memory for a few seconds: orgs are written only at signup. */
+  /**
+   * An org (its plan, owner and role), served from memory for a few seconds: orgs are written only at
+   * signup and by `agentgate admin`, which publishes the change to every server process.
+   */
   async getOrg(orgId: string): Promise<OrgDoc | null> {
     const cached = this.orgCache.get(orgId);
     if (cached) return cached;
+    const readAt = this.orgCache.generation;
     const org = await this.orgs.findById(orgId).lean();
-    if (org) this.orgCache.set(orgId, org);
+    if (org) this.orgCache.set(orgId, org, readAt);
     return org;
   }
 
   /** The operator's `agentgate admin grant|revoke`. Returns null for an unknown org. */
   async setRole(orgId: string, role: OrgRole): Promise<OrgDoc | null> {
     const org = await this.orgs.findByIdAndUpdate(orgId, { $set: { role } }, { new: true }).lean();
-    this.orgCache.delete(orgId);
+    if (org) await this.changes.publish('org', orgId);
     return org;
   }
 

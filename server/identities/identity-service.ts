@@ -9,6 +9,7 @@ import { identityUsage, type UsageTracker } from '../platform/usage.js';
 import { conflict, notFound, isDuplicateKey } from '../platform/errors.js';
 import { identitySchema, type IdentityDoc } from './identity-model.js';
 import { TtlCache } from '../platform/ttl-cache.js';
+import type { ChangeFeed } from '../platform/change-feed.js';
 import { inboxAddress, randomSlug } from './names.js';
 
 export interface CreatedIdentity {
@@ -20,12 +21,17 @@ export interface CreatedIdentity {
 /** Identities of an org: creation with a fresh inbox and key, listing, rename, scopes, revoke, rotate. */
 export class IdentityService {
   readonly model: Model<IdentityDoc>;
-  /** Live identities, read on every identity-key request (AUTH_CACHE_TTL_MS); changes here drop them at once. */
+  /**
+   * Live identities, read on every identity-key request (AUTH_CACHE_TTL_MS). A change is published on the
+   * change feed, which drops the copy here at once and in every other process within one poll.
+   */
   private readonly live: TtlCache<IdentityDoc>;
 
-  constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog, private readonly usage: UsageTracker) {
+  constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog, private readonly usage: UsageTracker, private readonly changes: ChangeFeed) {
     this.model = conn.models.Identity ?? conn.model<IdentityDoc>('Identity', identitySchema, 'identities');
     this.live = new TtlCache(config.AUTH_CACHE_TTL_MS);
+    changes.on('identity', (identityId) => this.live.delete(identityId));
+    changes.onReset(() => this.live.deleteWhere(() => true));
   }
 
   async create(owner: { orgId: string; userId: string }, options: { name?: string; displayName?: string } = {}): Promise<CreatedIdentity> {
@@ -113,7 +119,7 @@ export class IdentityService {
       updated = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null, scopes: current.scopes }, { $set: set }, { returnDocument: 'after' }).lean();
       if (!updated && !(await this.model.exists({ _id: identityId, orgId, revokedAt: null }))) throw notFound('Identity not found');
     }
-    this.live.delete(identityId);
+    await this.changes.publish('identity', identityId);
     await this.logs.record({
       orgId, identityId, action: 'identity.updated', category: 'identity', description: `Identity ${updated.name} updated`,
       targetType: 'identity', targetId: identityId,
@@ -126,7 +132,7 @@ export class IdentityService {
   async revoke(orgId: string, identityId: string): Promise<void> {
     const identity = await this.model.findOneAndUpdate({ _id: identityId, orgId, revokedAt: null }, { $set: { revokedAt: new Date() } }).lean();
     if (!identity) throw notFound('Identity not found');
-    this.live.delete(identityId);
+    await this.changes.publish('identity', identityId);
     await this.keys.revokeAllFor({ identityId });
     await this.logs.record({
       orgId, identityId, action: 'identity.revoked', category: 'identity', description: `Identity ${identity.name} revoked`,
@@ -156,7 +162,7 @@ export class IdentityService {
       throw notFound('Identity not found');
     }
     await this.keys.revoke(identity.keyId);
-    this.live.delete(identityId);
+    await this.changes.publish('identity', identityId);
     await this.logs.record({
       orgId, identityId, action: 'identity.key_rotated', category: 'identity', description: `Key of identity ${identity.name} rotated`,
       targetType: 'identity', targetId: identityId, metadata: { apiKeyPrefix: key.prefix },

@@ -15,6 +15,7 @@ import type { SettleOutcome, Settler } from './settler.js';
 import type { Settling } from './settling.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
+import type { ChangeFeed } from '../platform/change-feed.js';
 import { TtlCache } from '../platform/ttl-cache.js';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
@@ -91,12 +92,22 @@ export class PaymentService {
     private readonly logs: ActivityLog,
     private readonly log: Logger,
     private readonly metrics: Metrics,
+    /** Seller settings and endpoints changed in any process reach this one's caches within a poll. */
+    private readonly changes: ChangeFeed,
   ) {
     this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     this.endpoints = conn.models.Endpoint ?? conn.model<EndpointDoc>('Endpoint', endpointSchema, 'endpoints');
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
     this.settler = settling?.settler;
     this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
+    changes.on('seller', (orgId) => {
+      this.acceptanceCache.delete(orgId);
+      this.endpointCache.deletePrefix(`${orgId} `);
+    });
+    changes.onReset(() => {
+      this.acceptanceCache.deleteWhere(() => true);
+      this.endpointCache.deleteWhere(() => true);
+    });
     this.acceptanceCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
     this.endpointCache = new TtlCache(config.SELLER_CACHE_TTL_MS);
   }
@@ -111,7 +122,7 @@ export class PaymentService {
   async setAcceptance(orgId: string, input: { enabled: boolean; payTo: string }): Promise<SellerAccountDoc> {
     const payTo = getAddress(input.payTo);
     const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, { $set: { enabled: input.enabled, payTo, updatedAt: new Date() } }, { upsert: true, returnDocument: 'after' }).lean();
-    this.acceptanceCache.delete(orgId);
+    await this.changes.publish('seller', orgId);
     await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo } });
     return doc!;
   }
@@ -149,7 +160,7 @@ export class PaymentService {
       description: input.description ?? '', webhookUrl: input.webhookUrl, webhookSecret: input.webhookSecret, createdAt: now, updatedAt: now,
       discoverable: input.discoverable ?? false, inputSchemaJson: input.inputSchemaJson ?? undefined, outputSchemaJson: input.outputSchemaJson ?? undefined,
     });
-    this.endpointCache.deletePrefix(`${orgId} `);
+    await this.changes.publish('seller', orgId);
     await this.logs.record({ orgId, action: 'payments.endpoint_registered', category: 'payments', description: `Endpoint ${url} registered at ${formatUsdc(priceAtomic)} USDC`, targetType: 'endpoint', targetId: doc._id });
     return doc.toObject();
   }
@@ -183,7 +194,7 @@ export class PaymentService {
     }
     const doc = await this.endpoints.findOneAndUpdate({ _id: id, orgId, deletedAt: null }, { $set: set, ...(Object.keys(unset).length ? { $unset: unset } : {}) }, { returnDocument: 'after' }).lean();
     if (!doc) throw notFound('Endpoint not found');
-    this.endpointCache.deletePrefix(`${orgId} `);
+    await this.changes.publish('seller', orgId);
     await this.logs.record({ orgId, action: 'payments.endpoint_updated', category: 'payments', description: `Endpoint ${doc.url} updated`, targetType: 'endpoint', targetId: id, metadata: { priceUsdc: doc.priceUsdc, webhookUrl: doc.webhookUrl ?? null } });
     return doc;
   }
@@ -191,7 +202,7 @@ export class PaymentService {
   async deleteEndpoint(orgId: string, id: string): Promise<void> {
     const doc = await this.endpoints.findOneAndUpdate({ _id: id, orgId, deletedAt: null }, { $set: { deletedAt: new Date() } }).lean();
     if (!doc) throw notFound('Endpoint not found');
-    this.endpointCache.deletePrefix(`${orgId} `);
+    await this.changes.publish('seller', orgId);
     await this.logs.record({ orgId, action: 'payments.endpoint_deleted', category: 'payments', description: `Endpoint ${doc.url} deleted`, targetType: 'endpoint', targetId: id });
   }
 
@@ -380,7 +391,9 @@ export class PaymentService {
     const offerReceipt = await signOfferReceipt(this.signer(), { ...payment, txHash, settledAt });
     // Webhook outbox: written in the same single-document update as the settlement, so a crash before the
     // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
-    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending', eventId: newId('evt') } } : {};
+    // The event id follows from the payment, so two processes recording one settlement (the settler and
+    // reconciliation, racing) name the same event, and the delivery's unique event id keeps it to one.
+    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending', eventId: `evt_${payment._id}` } } : {};
     const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
       { $set: { status: 'settled', txHash, settledAt, signedReceipt, offerReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
     if (!done) return (await this.payments.findById(payment._id).lean())!;

@@ -72,9 +72,12 @@ const schema = z.object({
   RECONCILE_EVERY_MS: z.coerce.number().int().min(100).default(30_000),
   MULTICALL3_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').default('0xcA11bde05977b3631167028862bE2a173976CA11'),
   // How long a server process serves resolved API keys (with their identity's scopes), and a seller's
-  // settings and endpoints, from memory: a revocation, rotation or scope change made in another process
-  // takes effect here within this time; the process that made it applies it at once.
+  // settings and endpoints, from memory. A revocation, rotation or scope change reaches every process
+  // through the change feed within CHANGE_FEED_POLL_MS; the TTL bounds it when the feed cannot be read.
   AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  // How often each process polls the change feed (server/platform/change-feed.ts) for invalidations made
+  // by other processes: a revoked key is refused everywhere within about this long (well under a second).
+  CHANGE_FEED_POLL_MS: z.coerce.number().int().min(20).max(1_000).default(250),
   SELLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   // Buyer wallets: the SmartAccountFactory that creates each identity's smart account (CREATE2).
   WALLET_FACTORY_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),

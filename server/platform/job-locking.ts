@@ -9,7 +9,7 @@ import { isDuplicateKey } from './errors.js';
  * 35 of them "win", and two workers ran the same job. A unique index does hold on FerretDB, so a worker
  * must also insert a claim whose _id names the job *in the state it was found in* (next run time, lock
  * time, failure count): exactly one worker can insert it. A retry or a new run changes that state and so
- * needs a new claim; an expired claim (its worker died) may be replaced.
+ * needs a new claim; an expired claim (its worker died) is taken over by a claim of the next generation.
  */
 export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number }): AgendaBackend {
   const inner = new MongoBackend({ mongo: db, collection: options.collection });
@@ -19,14 +19,21 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
 
   const claim = async (job: Document): Promise<boolean> => {
     const key = [job._id.toHexString(), job.nextRunAt?.getTime() ?? '-', job.lockedAt?.getTime() ?? 'free', job.failCount ?? 0].join(':');
-    for (let attempt = 0; attempt < 2; attempt++) {
+    // An expired claim is taken over by inserting `key#1`, `key#2`, ..., never by deleting it and inserting
+    // `key` again: on FerretDB a delete that matched the dead worker's claim can remove the one another
+    // worker has just inserted in its place, and both would run the job.
+    let generation = 0;
+    for (let tries = 0; tries < 6; tries++) {
+      const id = generation ? `${key}#${generation}` : key;
       try {
-        await claims.insertOne({ _id: key, jobId: job._id.toHexString(), expiresAt: new Date(Date.now() + options.lockLifetimeMs) });
+        await claims.insertOne({ _id: id, jobId: job._id.toHexString(), expiresAt: new Date(Date.now() + options.lockLifetimeMs) });
         return true;
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
-        const removed = await claims.deleteOne({ _id: key, expiresAt: { $lt: new Date() } });
-        if (!removed.deletedCount) return false;
+        const holder = await claims.findOne({ _id: id });
+        if (holder && holder.expiresAt.getTime() > Date.now()) return false;
+        // Expired: the next generation. Gone (unlockJobs released the job meanwhile): the same one again.
+        if (holder) generation++;
       }
     }
     return false;

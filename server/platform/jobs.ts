@@ -25,6 +25,8 @@ export interface JobOptions<T> {
 
 export type JobHandler<T> = (data: T, run: JobRun) => Promise<void>;
 
+const JOBS_COLLECTION = 'jobs';
+
 /**
  * Background work on the same database (Agenda). Small on purpose: areas define a named handler with a
  * retry schedule and enqueue data; the queue owns locking, retries and shutdown.
@@ -33,6 +35,8 @@ export interface JobQueue {
   define<T>(name: string, handler: JobHandler<T>, options?: JobOptions<T>): void;
   now<T>(name: string, data: T): Promise<void>;
   schedule<T>(at: Date, name: string, data: T): Promise<void>;
+  /** Whether a job `name` whose data has these fields is queued or running (a sweep's "is it in hand?"). */
+  has(name: string, data: Record<string, string | number>): Promise<boolean>;
   /** Starts this process's workers. Enqueueing works without it (another process may be the worker). */
   start(): Promise<void>;
   /** Waits briefly for running jobs, then releases the rest for another worker. Idempotent. */
@@ -43,7 +47,7 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
   // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
   const db = conn.db as unknown as Db;
   const agenda = new Agenda({
-    backend: claimingMongoBackend(db, { collection: 'jobs', lockLifetimeMs: 10 * 60_000 }),
+    backend: claimingMongoBackend(db, { collection: JOBS_COLLECTION, lockLifetimeMs: 10 * 60_000 }),
     processEvery: options.processEveryMs,
     name: options.name ?? `agentgate-${process.pid}`,
     removeOnComplete: true,
@@ -86,6 +90,12 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
     },
     async schedule(at, name, data) {
       await agenda.schedule(at, name, data);
+    },
+    async has(name, data) {
+      const filter = Object.fromEntries(Object.entries(data).map(([field, value]) => [`data.${field}`, value]));
+      // A job that failed for good stays in the collection with neither a next run nor a lock.
+      const live = { disabled: { $ne: true }, $or: [{ nextRunAt: { $ne: null } }, { lockedAt: { $ne: null } }] };
+      return (await db.collection(JOBS_COLLECTION).countDocuments({ name, ...filter, ...live }, { limit: 1 })) > 0;
     },
     async start() {
       if (state !== 'idle') return;

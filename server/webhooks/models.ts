@@ -31,6 +31,8 @@ export interface DeliveryDoc {
   attemptCount: number;
   /** Bumped by a manual retry; a job carries the round it belongs to, so a stale job cannot send. */
   round: number;
+  /** Attempts made before the current round (set by a manual retry; absent means 0). */
+  roundBase?: number;
   nextAttemptAt?: Date | null;
   lastError?: string | null;
   createdAt: Date;
@@ -59,6 +61,7 @@ export const deliverySchema = new Schema<DeliveryDoc>({
   attempts: { type: [attemptSchema], default: [] },
   attemptCount: { type: Number, default: 0 },
   round: { type: Number, default: 0 },
+  roundBase: Number,
   nextAttemptAt: Date,
   lastError: String,
   createdAt: { type: Date, required: true },

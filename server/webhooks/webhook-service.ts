@@ -28,9 +28,17 @@ interface DeliverJob {
   round: number;
   /** Attempts already made before this round started (0 for the first round). */
   roundBase: number;
+  /**
+   * Attempts of this round made before this job's (each attempt is its own job, scheduled by the one
+   * before). Absent in jobs queued before it existed, which Agenda retried: their failure count says it.
+   */
+  made?: number;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The claim ids of one attempt up to takeover `generation`: `<attempt>`, `<attempt>#1`, ... */
+const claimIds = (attempt: string) => (generation: number) => [attempt, ...Array.from({ length: generation }, (_, i) => `${attempt}#${i + 1}`)];
 
 /**
  * `payment.received` deliveries. Settlement writes an outbox entry on the payment; `dispatch` turns it
@@ -57,8 +65,9 @@ export class WebhookService {
     this.claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
     this.retryDelaysMs = RETRY_SCHEDULE_UNITS.map((units) => units * config.WEBHOOK_RETRY_BASE_MS);
     this.leaseMs = config.WEBHOOK_TIMEOUT_MS + 2_000;
+    // No Agenda retries: a failed attempt schedules the next one itself (see attempt), so the schedule
+    // follows the attempts on record, also for a delivery the stall sweep resumes.
     jobs.define<DeliverJob>(DELIVER_JOB, (data, run) => this.attempt(data, run), {
-      retryDelaysMs: this.retryDelaysMs,
       // Longer than the lease, so when Agenda hands a dead worker's job to another, the claim has expired.
       lockLifetimeMs: this.leaseMs + 1_000,
       concurrency: 10,
@@ -96,7 +105,7 @@ export class WebhookService {
     // A second job for round 0 (crash after enqueue, before the mark below) is harmless: it finds its
     // attempt already claimed or made.
     if (delivery.status === 'pending' && delivery.round === 0 && delivery.attemptCount === 0) {
-      await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: delivery._id, round: 0, roundBase: 0 });
+      await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
     }
     await this.markOutbox(payment._id, { ...outbox, status: 'dispatched', deliveryId: delivery._id });
   }
@@ -113,13 +122,35 @@ export class WebhookService {
     return stale.length;
   }
 
+  /**
+   * Re-enqueues deliveries whose next attempt is overdue while no job for them exists: the worker that
+   * recorded a failed attempt died before it scheduled the next one, or a job failed unexpectedly. Such a
+   * delivery would otherwise stay pending forever. A job that exists (queued, or locked by a dead worker
+   * until its lock expires) runs in time by itself, so it is left alone and nothing is multiplied.
+   */
+  async resumeStalled(): Promise<number> {
+    // Overdue by more than a dead worker's lock lifetime and a few polls: its job, if any, had its chance.
+    const overdue = new Date(Date.now() - (this.leaseMs + 1_000 + 3 * this.config.JOBS_PROCESS_EVERY_MS));
+    const stalled = await this.deliveries.find({ status: 'pending', nextAttemptAt: { $lt: overdue } }).sort({ nextAttemptAt: 1 }).limit(200).lean();
+    let resumed = 0;
+    for (const delivery of stalled) {
+      if (await this.jobs.has(DELIVER_JOB, { deliveryId: delivery._id })) continue;
+      const roundBase = delivery.roundBase ?? 0;
+      await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: delivery._id, round: delivery.round, roundBase, made: delivery.attemptCount - roundBase });
+      resumed++;
+    }
+    return resumed;
+  }
+
   /** Sweeps once now (everything pending) and then every WEBHOOK_OUTBOX_SWEEP_MS; returns the stop function. */
   async startOutboxSweep(): Promise<() => Promise<void>> {
-    let running: Promise<unknown> = this.sweepOutbox(0).catch((err) => console.error('[agentgate] webhook outbox sweep failed:', (err as Error).message));
+    const sweep = (olderThanMs: number) => Promise.all([this.sweepOutbox(olderThanMs), this.resumeStalled()])
+      .catch((err) => console.error('[agentgate] webhook outbox sweep failed:', (err as Error).message));
+    let running: Promise<unknown> = sweep(0);
     await running;
     const timer = setInterval(() => {
       // Entries younger than this are still being dispatched by the settling request itself.
-      running = this.sweepOutbox(10_000).catch((err) => console.error('[agentgate] webhook outbox sweep failed:', (err as Error).message));
+      running = sweep(10_000);
     }, this.config.WEBHOOK_OUTBOX_SWEEP_MS);
     timer.unref();
     return async () => {
@@ -131,50 +162,62 @@ export class WebhookService {
   // --- one attempt (the job) -------------------------------------------------------------------
 
   private async attempt(job: DeliverJob, run: JobRun): Promise<void> {
-    const expectedCount = job.roundBase + run.attempt - 1;
-    const delivery = await this.claim(job, expectedCount);
-    if (!delivery) return;
+    const made = job.made ?? run.attempt - 1;
+    const expectedCount = job.roundBase + made;
+    const claimed = await this.claim(job, expectedCount);
+    if (!claimed) return;
+    const { delivery } = claimed;
     const endpoint = await this.payments.endpoints.findById(delivery.endpointId).lean();
     const target = endpoint ? this.targetOf(endpoint) : { error: 'endpoint_deleted: the endpoint was deleted' };
     if ('error' in target) {
-      await this.finish(delivery, expectedCount, 'failed', undefined, target.error);
+      await this.finish(claimed, expectedCount, 'failed', undefined, target.error);
       return;
     }
     const result = await postWebhook({
       url: target.url, body: delivery.body, secret: target.secret, event: delivery.event, idempotencyKey: delivery.eventId,
       timeoutMs: this.config.WEBHOOK_TIMEOUT_MS, allowLoopback: this.config.mode === 'dev',
     });
-    const retry = result.verdict === 'retry' && !run.lastAttempt;
+    const retry = result.verdict === 'retry' && made < this.retryDelaysMs.length;
     const status: DeliveryStatus = result.verdict === 'delivered' ? 'delivered' : retry ? 'pending' : 'failed';
-    const nextAttemptAt = retry ? new Date(Date.now() + this.retryDelaysMs[run.attempt - 1]!) : null;
-    await this.finish(delivery, expectedCount, status, result.record, result.record.error ?? (result.record.statusCode && status !== 'delivered' ? `receiver answered ${result.record.statusCode}` : undefined), nextAttemptAt);
-    // Throwing hands the schedule to Agenda: it runs this job again after the next delay.
-    if (retry) throw new Error(`webhook attempt ${run.attempt} for ${delivery._id} failed: ${result.record.error ?? result.record.statusCode}`);
+    const nextAttemptAt = retry ? new Date(Date.now() + this.retryDelaysMs[made]!) : null;
+    await this.finish(claimed, expectedCount, status, result.record, result.record.error ?? (result.record.statusCode && status !== 'delivered' ? `receiver answered ${result.record.statusCode}` : undefined), nextAttemptAt);
+    // Recorded first, then scheduled: dying in between leaves an overdue pending delivery without a job,
+    // which resumeStalled picks up; the other order could send this attempt twice.
+    if (retry) await this.jobs.schedule<DeliverJob>(nextAttemptAt!, DELIVER_JOB, { ...job, made: made + 1 });
   }
 
   /**
    * Claims attempt `expectedCount + 1` of this round by inserting its claim under a unique _id: the one
    * guarantee that holds on FerretDB 1.x too (its findOneAndUpdate is not atomic under concurrency). A
-   * live claim is waited out (it ends within the lease); an expired one (its worker died) is replaced.
-   * Whoever holds the claim then checks the attempt was not already recorded by an earlier holder.
+   * live claim is waited out (it ends within the lease). An expired one (its worker died) is not deleted
+   * and inserted again: on FerretDB two workers can both do that and both win (a delete that matched the
+   * dead worker's claim removes the claim another worker has just put in its place; measured: 3 of 60
+   * rounds of 12 claimers). The takeover is a new claim instead, `<attempt>#1`, then `#2`, ..., which
+   * only one worker can insert. Whoever holds the claim then checks the attempt was not already recorded.
    */
-  private async claim(job: DeliverJob, expectedCount: number): Promise<DeliveryDoc | null> {
-    const key = `${job.deliveryId}:${job.round}:${expectedCount + 1}`;
-    for (let tries = 0; tries < 4; tries++) {
+  private async claim(job: DeliverJob, expectedCount: number): Promise<{ delivery: DeliveryDoc; claimIds: string[] } | null> {
+    const ids = claimIds(`${job.deliveryId}:${job.round}:${expectedCount + 1}`);
+    let generation = 0;
+    // A holder ends within its lease; two leases is room for one takeover after a death.
+    const giveUpAt = Date.now() + 2 * this.leaseMs;
+    while (Date.now() < giveUpAt) {
+      const id = ids(generation).at(-1)!;
       try {
-        await this.claims.insertOne({ _id: key, expiresAt: new Date(Date.now() + this.leaseMs) });
+        await this.claims.insertOne({ _id: id, expiresAt: new Date(Date.now() + this.leaseMs) });
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
         if (!(await this.stillDue(job, expectedCount))) return null;
-        const holder = await this.claims.findOne({ _id: key });
+        const holder = await this.claims.findOne({ _id: id });
         const wait = holder ? holder.expiresAt.getTime() - Date.now() : 0;
-        if (wait > 0) await sleep(wait + 50);
-        await this.claims.deleteOne({ _id: key, expiresAt: { $lte: new Date() } });
+        // A live holder: look again shortly (it usually finishes long before its lease ends, and then
+        // this attempt is no longer due). An expired one: take over with the next generation.
+        if (wait > 0) await sleep(Math.min(wait + 50, 1_000));
+        else if (holder) generation++;
         continue;
       }
       const delivery = await this.deliveries.findById(job.deliveryId).lean();
-      if (delivery && this.isDue(delivery, job, expectedCount)) return delivery;
-      await this.claims.deleteOne({ _id: key });
+      if (delivery && this.isDue(delivery, job, expectedCount)) return { delivery, claimIds: ids(generation) };
+      await this.claims.deleteOne({ _id: id });
       return null;
     }
     return null;
@@ -196,7 +239,8 @@ export class WebhookService {
     return { url: endpoint.webhookUrl, secret: this.secrets.openText(endpoint.webhookSecret, webhookSecretContext(endpoint._id)) };
   }
 
-  private async finish(delivery: DeliveryDoc, expectedCount: number, status: DeliveryStatus, record: DeliveryDoc['attempts'][number] | undefined, error: string | undefined, nextAttemptAt: Date | null = null): Promise<void> {
+  private async finish(claimed: { delivery: DeliveryDoc; claimIds: string[] }, expectedCount: number, status: DeliveryStatus, record: DeliveryDoc['attempts'][number] | undefined, error: string | undefined, nextAttemptAt: Date | null = null): Promise<void> {
+    const { delivery } = claimed;
     const now = new Date();
     await this.deliveries.updateOne({ _id: delivery._id, round: delivery.round, attemptCount: expectedCount }, {
       ...(record ? { $push: { attempts: record }, $inc: { attemptCount: 1 } } : {}),
@@ -206,7 +250,8 @@ export class WebhookService {
       },
     });
     // The attempt is on record, so a late copy of this job that claims it again finds nothing to do.
-    await this.claims.deleteOne({ _id: `${delivery._id}:${delivery.round}:${expectedCount + 1}` });
+    // (One delete per id: an equality on _id is what FerretDB answers from its index.)
+    await Promise.all(claimed.claimIds.map((id) => this.claims.deleteOne({ _id: id })));
     if (status === 'pending') return;
     await this.logs.record({
       orgId: delivery.orgId, action: status === 'delivered' ? 'webhooks.delivered' : 'webhooks.failed', category: 'webhooks',
@@ -236,10 +281,10 @@ export class WebhookService {
     if (current.status === 'pending') throw new AppError(409, 'delivery_pending', 'This delivery is still being attempted');
     const now = new Date();
     const doc = await this.deliveries.findOneAndUpdate({ _id: id, orgId, status: current.status, round: current.round },
-      { $set: { status: 'pending', round: current.round + 1, nextAttemptAt: now, updatedAt: now, deliveredAt: null, failedAt: null } },
+      { $set: { status: 'pending', round: current.round + 1, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, deliveredAt: null, failedAt: null } },
       { returnDocument: 'after' }).lean();
     if (!doc) throw new AppError(409, 'delivery_pending', 'This delivery is already being retried');
-    await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round: doc.round, roundBase: doc.attemptCount });
+    await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round: doc.round, roundBase: doc.attemptCount, made: 0 });
     await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${doc.paymentId} retried by hand`, targetType: 'webhook_delivery', targetId: id });
     return doc;
   }

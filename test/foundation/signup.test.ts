@@ -73,7 +73,8 @@ describe('POST /v0/agent-signup', () => {
     expect(limited.body).toMatchObject({ error: 'rate_limited', status: 429 });
     const retryAfter = Number(limited.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
-    expect(retryAfter).toBeLessThanOrEqual(60);
+    // A slot is held for the window and up to one step (1 s) more: see server/platform/rate-limit.ts.
+    expect(retryAfter).toBeLessThanOrEqual(61);
     const other = await server.request('POST', '/v0/agent-signup', { body: {}, headers: nextIp() });
     expect(other.status).toBe(201);
   });

@@ -3,6 +3,7 @@ import { generateApiKey, hashApiKey, tierOf, type KeyTier } from '../keys.js';
 import { newId } from '../ids.js';
 import { keyUsage, type UsageTracker } from '../usage.js';
 import { TtlCache } from '../ttl-cache.js';
+import type { ChangeFeed } from '../change-feed.js';
 
 export interface ApiKeyDoc {
   _id: string;
@@ -32,16 +33,23 @@ const schema = new Schema<ApiKeyDoc>({
 
 export interface IssuedKey { keyId: string; rawKey: string; prefix: string }
 
-/** Issues, resolves and revokes bearer keys of every tier. Only hashes are stored. */
+/**
+ * Issues, resolves and revokes bearer keys of every tier. Only hashes are stored. Resolved keys are served
+ * from memory for up to `cacheTtlMs`; a revocation reaches every process through the change feed within
+ * one poll, so the TTL only matters while the feed cannot be read.
+ */
 export class ApiKeyService {
   private readonly keys: Model<ApiKeyDoc>;
   private readonly lastTouched = new Map<string, number>();
   /** Live keys by hash (unknown keys are not cached, so guessing fills no memory). */
   private readonly live: TtlCache<ApiKeyDoc>;
 
-  constructor(conn: Connection, private readonly usage: UsageTracker, cacheTtlMs = 0) {
+  constructor(conn: Connection, private readonly usage: UsageTracker, private readonly changes: ChangeFeed, cacheTtlMs = 0) {
     this.keys = conn.models.ApiKey ?? conn.model<ApiKeyDoc>('ApiKey', schema, 'api_keys');
     this.live = new TtlCache(cacheTtlMs);
+    changes.on('api-key', (keyId) => this.live.deleteWhere((key) => key._id === keyId));
+    changes.on('identity-keys', (identityId) => this.live.deleteWhere((key) => key.identityId === identityId));
+    changes.onReset(() => this.live.deleteWhere(() => true));
   }
 
   async issue(tier: KeyTier, owner: { orgId: string; userId?: string; identityId?: string; name?: string }): Promise<IssuedKey> {
@@ -73,14 +81,15 @@ export class ApiKeyService {
     this.usage.record(keyUsage(keyId));
   }
 
+  /** Refused here at once, and in every other process within one change-feed poll. */
   async revoke(keyId: string): Promise<void> {
     await this.keys.updateOne({ _id: keyId, revokedAt: null }, { $set: { revokedAt: new Date() } });
-    this.live.deleteWhere((key) => key._id === keyId);
+    await this.changes.publish('api-key', keyId);
   }
 
   async revokeAllFor(filter: { identityId: string }): Promise<void> {
     await this.keys.updateMany({ ...filter, revokedAt: null }, { $set: { revokedAt: new Date() } });
-    this.live.deleteWhere((key) => key.identityId === filter.identityId);
+    await this.changes.publish('identity-keys', filter.identityId);
   }
 
   async list(filter: { orgId: string; tier: KeyTier }): Promise<ApiKeyDoc[]> {
