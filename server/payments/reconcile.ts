@@ -42,22 +42,31 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   const count = (result: 'settled' | 'failed' | 'resent') => { totals[result]++; options.metrics?.reconciled.inc({ result }); };
   const resends: Array<Promise<void>> = [];
 
-  for (const payment of stale) {
+  // Each action on a payment is claimed for this round (one process acts), but only by a process that
+  // can take it: a worker that cannot send must not claim a payment that needs sending again.
+  const claim = async (payment: PaymentDoc) => {
     try {
       await claims.insertOne({ _id: `${payment._id}:${window}`, expiresAt: new Date(Date.now() + CLAIM_WINDOW_MS * 2) });
+      return true;
     } catch (err) {
-      if (isDuplicateKey(err)) continue; // another process has it this round
+      if (isDuplicateKey(err)) return false; // another process has it this round
       throw err;
     }
-    const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
+  };
+  for (const payment of stale) {
     const log = options.log?.child({ paymentId: payment._id });
+    const auth = authorizationOf(payment);
+    const used = await authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: auth.from, nonce: auth.nonce });
+    const expired = !used && auth.validBefore <= BigInt(Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS);
+    const settler = service.settler;
+    if (!used && !expired && !settler?.available()) continue; // a process with a relayer will send it
+    if (!(await claim(payment))) continue;
+    const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
     const fail = async (reason: string) => {
       await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: reason } });
       log?.warn({ reason }, 'reconciliation closed an open payment as failed');
       count('failed');
     };
-    const auth = authorizationOf(payment);
-    const used = await authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: auth.from, nonce: auth.nonce });
     if (used) {
       const txHash = await findSettlementTx(chain, auth.from, auth.nonce, await blockAround(chain, payment.createdAt));
       if (!txHash) { await fail('authorization_canceled'); continue; }
@@ -66,11 +75,9 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
       count('settled');
       continue;
     }
-    if (auth.validBefore <= BigInt(Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS)) { await fail('authorization_expired'); continue; }
-    const settler = service.settler;
-    if (!settler?.available()) continue; // a process with a relayer will send it
+    if (expired) { await fail('authorization_expired'); continue; }
     log?.info('reconciliation sends an open payment again');
-    resends.push(resend(service, payment, settler, endpoint, log).then((result) => {
+    resends.push(resend(service, payment, settler!, endpoint, log).then((result) => {
       if (result === 'settled') count('settled');
       else if (result === 'failed') count('failed');
       else if (result === 'resent') count('resent');

@@ -342,7 +342,7 @@ export async function audit(input: {
     for (const r of records) if (r.status === 'failed') failed[r.failureReason] = (failed[r.failureReason] ?? 0) + 1;
     for (const reason of Object.keys(failed)) if (RELAYER_REASONS.test(reason)) problems.push(`${failed[reason]} payments recorded failed with ${reason}`);
     const open = records.filter((r) => r.status === 'verified').length;
-    if (open) problems.push(`${open} payments still open`);
+    if (open) problems.push(`${open} payments still open: ${records.filter((r) => r.status === 'verified').map((r) => `${r._id} (claimed ${r.createdAt.toISOString()}${r.txHash ? `, sent in ${r.txHash}` : ''}, used on chain: ${usedBy.has(key(r.authorization.from, r.authorization.nonce))})`).join(', ')}`);
 
     // Webhooks: every settled payment of the registered endpoint has exactly one delivered delivery.
     const deliveries = await db.collection('webhook_deliveries').find({}).toArray();
