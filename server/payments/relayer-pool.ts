@@ -5,6 +5,7 @@ import type { Metrics } from '../platform/metrics.js';
 import type { BlockClock } from './block-clock.js';
 import { RelayerLane, shortReason, type LaneOptions } from './relayer.js';
 import type { HeldLease, RelayerLeases } from './relayer-leases.js';
+import { shuffled } from '../platform/random-order.js';
 
 export interface RelayerPoolOptions {
   /** The deployment's relayer accounts: every process is given the same list and they share it out. */
@@ -195,7 +196,7 @@ export class RelayerPool {
     const share = Math.ceil(addresses.length / members);
     const mine = [...this.held.values()].filter((h) => !h.draining).length;
     if (mine < share) {
-      const free = shuffle(addresses.filter((a) => !this.held.has(a) && leases.isFree(newest.get(a))));
+      const free = shuffled(addresses.filter((a) => !this.held.has(a) && leases.isFree(newest.get(a))));
       for (const address of free.slice(0, share - mine)) {
         const lease = await leases.acquire(address, newest.get(address));
         if (!lease) continue;
@@ -262,13 +263,4 @@ export class RelayerPool {
     else if (this.lastProblem) this.log.info({ active: this.status().active }, 'settlement available again');
     this.lastProblem = problem;
   }
-}
-
-function shuffle<T>(items: T[]): T[] {
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
 }

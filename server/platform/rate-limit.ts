@@ -1,5 +1,6 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { AppError, isDuplicateKey } from './errors.js';
+import { shuffled } from './random-order.js';
 
 /**
  * A window is cut into this many steps. A slot taken during step q holds steps q..q+STEPS_PER_WINDOW, so
@@ -139,13 +140,4 @@ export class RateLimiter {
 
 function stepOf(windowMs: number): number {
   return Math.max(1, Math.ceil(windowMs / STEPS_PER_WINDOW));
-}
-
-function shuffled<T>(items: T[]): T[] {
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
 }

@@ -3,31 +3,21 @@
 // transaction replaced by another sender is noticed at the next blocks and its payments sent again, a
 // fee spike that strands a transaction is answered with a fee bump, and processes share one relayer
 // account through its lease.
-import { parseEther, toHex, type Address, type Hex } from 'viem';
+import { toHex, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
 import { paymentHeaderV1, signAuthorization } from '../support/chain.js';
 import { redeem, setUpSeller, type TestSeller } from '../support/payments.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import type { Metrics } from '../../server/platform/metrics.js';
+import { counterValue, useBlockTimeChain } from '../support/block-time-chain.js';
 
-let chain: DevChain;
-beforeAll(async () => {
-  chain = await startDevChain({ blockTime: 1, mintAmountUsdc: '100000' });
-}, 60_000);
-afterAll(async () => { await chain?.stop(); });
-
-const rpc = async (method: string, params: unknown[]) => {
-  const res = await fetch(chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-  const body = await res.json() as { result?: any; error?: { message: string } };
-  if (body.error) throw new Error(body.error.message);
-  return body.result;
-};
+const chainUnderTest = useBlockTimeChain();
+const { rpc, balanceOf } = chainUnderTest;
 
 /** A backend settling on the block-time chain from `relayerKey` (fresh and funded unless given). */
 async function serverOnChain(overrides: Record<string, string> = {}, relayerKey: Hex = generatePrivateKey()): Promise<TestServer & { relayerKey: Hex }> {
-  await rpc('anvil_setBalance', [privateKeyToAccount(relayerKey).address, toHex(parseEther('100'))]);
+  await chainUnderTest.fundGas(relayerKey);
+  const chain = chainUnderTest.chain;
   const server = await startTestServer({
     TRUST_PROXY: 'true', CHAIN_RPC_URL: chain.rpcUrl, USDC_ADDRESS: chain.usdcAddress, WALLET_FACTORY_ADDRESS: chain.factoryAddress,
     RELAYER_PRIVATE_KEY: relayerKey, RELAYER_LEASE_TTL_MS: '3000', ...overrides,
@@ -40,15 +30,8 @@ let next = 0;
 /** A signed payment for the seller, from one of the funded dev buyers (a buyer signs any number: nonces are random). */
 async function payment(seller: TestSeller): Promise<{ header: string; payer: Address }> {
   const buyer = buyers[next++ % buyers.length]!;
-  const signed = await signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { verifyingContract: chain.usdcAddress });
+  const signed = await signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { verifyingContract: chainUnderTest.chain.usdcAddress });
   return { header: paymentHeaderV1(signed), payer: buyer.address };
-}
-
-const balanceOf = (address: Address) => rpc('eth_call', [{ to: chain.usdcAddress, data: `0x70a08231${address.slice(2).toLowerCase().padStart(64, '0')}` }, 'latest']).then((hex: string) => BigInt(hex));
-
-async function counter(metrics: Metrics, name: string, labels: Record<string, string>): Promise<number> {
-  const metric = await metrics.registry.getSingleMetric(name)!.get();
-  return metric.values.filter((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value)).reduce((sum, v) => sum + v.value, 0);
 }
 
 describe('one process on a 1 s chain', () => {
@@ -90,7 +73,7 @@ describe('one process on a 1 s chain', () => {
       // Another process with the same key, as when processes shared a key without leases: same nonce, higher fee.
       const ours = await rpc('eth_getTransactionByHash', [txHash]);
       const raw = await relayer.signTransaction({
-        type: 'eip1559', chainId: chain.chainId, to: relayer.address, value: 0n, gas: 21_000n, nonce: Number(BigInt(ours.nonce)),
+        type: 'eip1559', chainId: chainUnderTest.chain.chainId, to: relayer.address, value: 0n, gas: 21_000n, nonce: Number(BigInt(ours.nonce)),
         maxFeePerGas: BigInt(ours.maxFeePerGas) * 3n, maxPriorityFeePerGas: BigInt(ours.maxPriorityFeePerGas) * 3n + 1n,
       });
       await rpc('eth_sendRawTransaction', [raw]);
@@ -107,7 +90,7 @@ describe('one process on a 1 s chain', () => {
       expect(await rpc('eth_getTransactionReceipt', [replaced])).toBeNull();
       const receipt = await rpc('eth_getTransactionReceipt', [result.body.paymentResponse.transaction]);
       expect(receipt.status).toBe('0x1');
-      expect(await counter(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'replaced' })).toBeGreaterThanOrEqual(1);
+      expect(await counterValue(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'replaced' })).toBeGreaterThanOrEqual(1);
     } finally {
       settler.onSubmitted.splice(settler.onSubmitted.indexOf(hook), 1);
     }
@@ -125,7 +108,7 @@ describe('one process on a 1 s chain', () => {
     };
     settler.onSubmitted.push(hook);
     try {
-      const bumpsBefore = await counter(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'fee_bumped' });
+      const bumpsBefore = await counterValue(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'fee_bumped' });
       const p = await payment(seller);
       const result = await redeem(server.url, seller, p.header);
       expect(result.status).toBe(200);
@@ -133,7 +116,7 @@ describe('one process on a 1 s chain', () => {
       expect(mined).not.toBe(stranded!.hash);
       const receipt = await rpc('eth_getTransactionReceipt', [mined]);
       expect(BigInt(receipt.effectiveGasPrice)).toBeGreaterThan(stranded!.maxFeePerGas);
-      expect(await counter(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'fee_bumped' })).toBeGreaterThan(bumpsBefore);
+      expect(await counterValue(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'fee_bumped' })).toBeGreaterThan(bumpsBefore);
       // Same nonce, so the stranded one can never be mined as well.
       expect(await rpc('eth_getTransactionReceipt', [stranded!.hash])).toBeNull();
     } finally {
@@ -180,7 +163,7 @@ describe('processes sharing one relayer account', () => {
 
   it('a pool of two keys given to two processes: each takes one, and a leaving process hands its key to the other', async () => {
     const keys = [generatePrivateKey(), generatePrivateKey()] as const;
-    await rpc('anvil_setBalance', [privateKeyToAccount(keys[1]).address, toHex(parseEther('100'))]);
+    await chainUnderTest.fundGas(keys[1]);
     const first = await serverOnChain({ RELAYER_PRIVATE_KEYS: keys[1] }, keys[0]);
     const second = await serverOnChain({ MONGODB_DB: first.config.MONGODB_DB, RELAYER_PRIVATE_KEYS: keys[1] }, keys[0]);
     try {

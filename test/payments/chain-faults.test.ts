@@ -3,33 +3,25 @@
 // answer is bounded, the settlement goes on, the payment-identifier retry gets the final result), and a
 // chain that cannot be asked at all (503, nothing recorded). A fault-injecting proxy stands in front of
 // a real anvil.
-import { parseEther, toHex, type Address, type Hex } from 'viem';
+import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { startDevChain, DEV_USDC_NAME, type DevChain } from '../../server/dev/chain/dev-chain.js';
+import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
 import type { Authorization } from '../../server/chain/usdc.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { paymentHeaderV1, signAuthorization } from '../support/chain.js';
 import { redeem, setUpSeller, type TestSeller } from '../support/payments.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import type { Metrics } from '../../server/platform/metrics.js';
+import { counterValue, useBlockTimeChain } from '../support/block-time-chain.js';
 
-let chain: DevChain;
-beforeAll(async () => {
-  chain = await startDevChain({ blockTime: 1, mintAmountUsdc: '100000' });
-}, 60_000);
-afterAll(async () => { await chain?.stop(); });
-
-const rpc = async (method: string, params: unknown[]) => {
-  const res = await fetch(chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-  return (await res.json() as { result: any }).result;
-};
-const balanceOf = (address: Address) => rpc('eth_call', [{ to: chain.usdcAddress, data: `0x70a08231${address.slice(2).toLowerCase().padStart(64, '0')}` }, 'latest']).then((hex: string) => BigInt(hex));
+const chainUnderTest = useBlockTimeChain();
+const { balanceOf } = chainUnderTest;
 
 /** A backend whose RPC URLs are the given proxies (in that order), on its own fresh relayer. */
 async function serverBehind(proxies: RpcProxy[], overrides: Record<string, string> = {}): Promise<TestServer> {
   const relayerKey = generatePrivateKey();
-  await rpc('anvil_setBalance', [privateKeyToAccount(relayerKey).address, toHex(parseEther('100'))]);
+  await chainUnderTest.fundGas(relayerKey);
+  const chain = chainUnderTest.chain;
   return startTestServer({
     TRUST_PROXY: 'true', CHAIN_RPC_URL: proxies[0]!.url, ...(proxies.length > 1 ? { CHAIN_RPC_URLS: proxies.slice(1).map((p) => p.url).join(',') } : {}),
     CHAIN_RPC_TIMEOUT_MS: '1000', USDC_ADDRESS: chain.usdcAddress, WALLET_FACTORY_ADDRESS: chain.factoryAddress, RELAYER_PRIVATE_KEY: relayerKey,
@@ -38,17 +30,12 @@ async function serverBehind(proxies: RpcProxy[], overrides: Record<string, strin
 }
 
 const buyer: PrivateKeyAccount = privateKeyToAccount(DEV_BUYERS[5]!.privateKey);
-const sign = (seller: TestSeller) => signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { verifyingContract: chain.usdcAddress });
-
-async function counter(metrics: Metrics, name: string, labels: Record<string, string>): Promise<number> {
-  const metric = await metrics.registry.getSingleMetric(name)!.get();
-  return metric.values.filter((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value)).reduce((sum, v) => sum + v.value, 0);
-}
+const sign = (seller: TestSeller) => signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { verifyingContract: chainUnderTest.chain.usdcAddress });
 
 const settledRecords = (server: TestServer) => server.app.payments.payments.find({ status: 'settled' }).lean();
 
 it('a node that takes the settlement and never answers: the next node is asked, the payment settles once, recorded with the mined hash', async () => {
-  const [primary, secondary] = [await startRpcProxy(chain.rpcUrl), await startRpcProxy(chain.rpcUrl)];
+  const [primary, secondary] = [await startRpcProxy(chainUnderTest.chain.rpcUrl), await startRpcProxy(chainUnderTest.chain.rpcUrl)];
   const server = await serverBehind([primary, secondary]);
   try {
     const seller = await setUpSeller(server);
@@ -60,7 +47,7 @@ it('a node that takes the settlement and never answers: the next node is asked, 
     expect(await balanceOf(seller.payTo)).toBe(before + 10_000n);
     const [record] = await settledRecords(server);
     expect(record!.txHash).toBe(result.body.paymentResponse.transaction);
-    expect((await rpc('eth_getTransactionReceipt', [record!.txHash])).status).toBe('0x1');
+    expect((await chainUnderTest.rpc('eth_getTransactionReceipt', [record!.txHash])).status).toBe('0x1');
   } finally {
     await server.close();
     await primary.close();
@@ -69,7 +56,7 @@ it('a node that takes the settlement and never answers: the next node is asked, 
 }, 60_000);
 
 it('a send lost on the way (the node never got it, the client timed out) is broadcast again at the next block', async () => {
-  const node = await startRpcProxy(chain.rpcUrl);
+  const node = await startRpcProxy(chainUnderTest.chain.rpcUrl);
   const server = await serverBehind([node]);
   try {
     const seller = await setUpSeller(server);
@@ -78,7 +65,7 @@ it('a send lost on the way (the node never got it, the client timed out) is broa
     const result = await redeem(server.url, seller, paymentHeaderV1(await sign(seller)));
     expect(result.status).toBe(200);
     expect(await balanceOf(seller.payTo)).toBe(before + 10_000n);
-    expect(await counter(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'rebroadcast' })).toBeGreaterThanOrEqual(1);
+    expect(await counterValue(server.app.metrics, 'agentgate_settlement_transactions_total', { event: 'rebroadcast' })).toBeGreaterThanOrEqual(1);
   } finally {
     await server.close();
     await node.close();
@@ -86,13 +73,13 @@ it('a send lost on the way (the node never got it, the client timed out) is broa
 }, 60_000);
 
 it('the chain goes away while a payment settles: the answer is settlement_pending within SETTLEMENT_TIMEOUT_MS; once the chain is back the same payment-identifier answers the settlement', async () => {
-  const node = await startRpcProxy(chain.rpcUrl);
+  const node = await startRpcProxy(chainUnderTest.chain.rpcUrl);
   const server = await serverBehind([node], { SETTLEMENT_TIMEOUT_MS: '3000' });
   try {
     const seller = await setUpSeller(server);
     const signed = await sign(seller);
     const requirements = {
-      scheme: 'exact', network: 'eip155:84532', amount: '10000', asset: chain.usdcAddress, payTo: seller.payTo, maxTimeoutSeconds: 60,
+      scheme: 'exact', network: 'eip155:84532', amount: '10000', asset: chainUnderTest.chain.usdcAddress, payTo: seller.payTo, maxTimeoutSeconds: 60,
       extra: { name: DEV_USDC_NAME, version: '2' },
     };
     const body = {
@@ -135,7 +122,7 @@ it('the chain goes away while a payment settles: the answer is settlement_pendin
 }, 90_000);
 
 it('a chain that cannot be asked at all: 503 chain_unavailable (not a refusal of the payment), nothing recorded', async () => {
-  const node = await startRpcProxy(chain.rpcUrl);
+  const node = await startRpcProxy(chainUnderTest.chain.rpcUrl);
   const server = await serverBehind([node]);
   try {
     const seller = await setUpSeller(server);
