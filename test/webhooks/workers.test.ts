@@ -35,6 +35,8 @@ function workerEnv(config: Config): Record<string, string> {
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: '0', BASE_URL: config.BASE_URL, MAIL_DOMAIN: config.MAIL_DOMAIN, DID_DOMAIN: config.DID_DOMAIN,
     MASTER_KEY: config.MASTER_KEY.toString('hex'), MONGODB_URI: config.MONGODB_URI, MONGODB_DB: config.MONGODB_DB,
     JOBS_PROCESS_EVERY_MS: String(config.JOBS_PROCESS_EVERY_MS), WEBHOOK_TIMEOUT_MS: String(config.WEBHOOK_TIMEOUT_MS), WEBHOOK_RETRY_BASE_MS: String(config.WEBHOOK_RETRY_BASE_MS),
+    // The start line is an info line of the JSON log.
+    LOG_LEVEL: 'info',
   };
 }
 
@@ -45,7 +47,7 @@ async function spawnWorker(config: Config): Promise<ChildProcess> {
     const timer = setTimeout(() => reject(new Error(`worker did not start: ${output}`)), 30_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
-      if (output.includes('[agentgate] worker running')) { clearTimeout(timer); resolve(); }
+      if (output.includes('"msg":"worker running"')) { clearTimeout(timer); resolve(); }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
