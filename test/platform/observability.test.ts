@@ -3,6 +3,10 @@
 // `agentgate worker` process that logs JSON and is scraped on its METRICS_PORT.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import Router from '@koa/router';
+import { startServer } from '../../server/server.js';
+import { AppError } from '../../server/platform/errors.js';
+import { testConfig } from '../support/server.js';
 import { createLogger } from '../../server/platform/logger.js';
 import { freePort } from '../../server/platform/net.js';
 import { DELIVER_JOB as MAIL_JOB } from '../../server/mail/delivery.js';
@@ -104,6 +108,40 @@ describe('request ids and the access log', () => {
       const own = await server.request('GET', `/v0/messages/${messageId}`, { key: alice.identity.rawKey });
       return own.body.delivery?.status === 'delivered' ? true : undefined;
     }, 'the mail delivery');
+  });
+});
+
+describe('errors in the log', () => {
+  it('a 5xx we chose is one line with its code; an unexpected error has its stack; the client sees neither', async () => {
+    const { log, lines } = capturedLog();
+    const failing = () => {
+      const router = new Router();
+      router.get('/test/unavailable', () => { throw new AppError(503, 'upstream_unavailable', 'The upstream is down'); });
+      router.get('/test/boom', () => { throw new TypeError('kaboom at the bottom'); });
+      return router;
+    };
+    const server = await startServer(await testConfig(), { extension: { routes: [failing], operations: [] }, workers: false, log });
+    try {
+      const chosen = await fetch(`${server.url}/test/unavailable`, { headers: { 'x-request-id': 'chosen-5xx' } });
+      expect(chosen.status).toBe(503);
+      expect(await chosen.json()).toEqual({ error: 'upstream_unavailable', message: 'The upstream is down', status: 503 });
+      const boom = await fetch(`${server.url}/test/boom`, { headers: { 'x-request-id': 'unexpected-5xx' } });
+      expect(boom.status).toBe(500);
+      const body = await boom.text();
+      expect(JSON.parse(body)).toEqual({ error: 'internal_error', message: 'Internal server error', status: 500 });
+      expect(body).not.toContain('kaboom');
+
+      const errorsOf = (reqId: string) => lines.filter((l) => l.reqId === reqId && l.level === 'error');
+      expect(errorsOf('chosen-5xx')).toEqual([expect.objectContaining({ msg: 'The upstream is down', code: 'upstream_unavailable', status: 503, route: '/test/unavailable' })]);
+      expect(errorsOf('chosen-5xx')[0]).not.toHaveProperty('err');
+      const [unexpected] = errorsOf('unexpected-5xx');
+      expect(unexpected).toMatchObject({ msg: 'request failed', route: '/test/boom', err: { type: 'TypeError', message: 'kaboom at the bottom' } });
+      expect(unexpected!.err.stack).toContain('kaboom at the bottom\n    at ');
+      expect(lines.find((l) => l.reqId === 'unexpected-5xx' && l.msg === 'request')).toMatchObject({ status: 500, route: '/test/boom' });
+    } finally {
+      await server.app.db.dropDatabase().catch(() => {});
+      await server.close();
+    }
   });
 });
 
@@ -273,6 +311,53 @@ describe('agentgate worker, a real process', () => {
     expect(await exited).toBe(0);
     // Every line it wrote is one JSON object (nothing else on stdout).
     expect(parsed().length).toBeGreaterThan(0);
+    expect(stderr).toBe('');
+  }, 90_000);
+});
+
+describe('agentgate serve, a real process', () => {
+  let api: TestServer;
+  let child: ChildProcess | undefined;
+  beforeAll(async () => { api = await startTestServer(); });
+  afterAll(async () => {
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    await api?.close();
+  });
+
+  it('logs JSON on stdout: its start line, then an access line carrying the id the client sent; /metrics takes the token', async () => {
+    const port = await freePort();
+    const { config } = api;
+    child = spawn(process.execPath, [CLI, 'serve'], {
+      env: {
+        ...process.env, AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`, MAIL_DOMAIN: config.MAIL_DOMAIN,
+        DID_DOMAIN: config.DID_DOMAIN, MASTER_KEY: config.MASTER_KEY.toString('hex'), MONGODB_URI: config.MONGODB_URI, MONGODB_DB: config.MONGODB_DB,
+        SMTP_PORT: '0', LOG_LEVEL: 'info', METRICS_TOKEN: TOKEN,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+    child.stderr!.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    const exited = new Promise<number | null>((resolve) => child!.once('exit', (code) => resolve(code)));
+    const parsed = () => stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as Line);
+    const start = await waitFor(() => {
+      if (child!.exitCode !== null) throw new Error(`serve exited with ${child!.exitCode}: ${stdout}${stderr}`);
+      return parsed().find((l) => l.msg === 'listening');
+    }, `the start line (${stdout}${stderr})`, 60_000);
+    expect(start).toMatchObject({ level: 'info', pid: child.pid, url: `http://127.0.0.1:${port}` });
+
+    const res = await fetch(`${start.url}/v0/identity-types`, { headers: { 'x-request-id': 'from-the-load-balancer' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-request-id')).toBe('from-the-load-balancer');
+    const access = await waitFor(() => parsed().find((l) => l.reqId === 'from-the-load-balancer'), 'the access line on stdout');
+    expect(access).toMatchObject({ msg: 'request', method: 'GET', path: '/v0/identity-types', status: 200, pid: child.pid });
+    expect((await fetch(`${start.url}/metrics`)).status).toBe(401);
+    const metrics = await fetch(`${start.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(sample(await metrics.text(), 'agentgate_http_request_duration_seconds_count', { method: 'GET', route: '/v0/identity-types', status: '2xx' })).toBe(1);
+
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
     expect(stderr).toBe('');
   }, 90_000);
 });
