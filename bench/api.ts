@@ -29,7 +29,8 @@ async function main() {
   const mongo = await provideMongoServer({ log: (line) => log(`  ${line}`) });
   const port = await freePort();
   const server = await startServer(loadConfig({
-    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
+    // An access line per request on stdout would bury the results (LOG_LEVEL=info to watch them).
+    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
     MAIL_DOMAIN: 'bench.test', DID_DOMAIN: `127.0.0.1%3A${port}`, SMTP_PORT: '0',
     MASTER_KEY: randomBytes(32).toString('hex'), MONGODB_URI: mongo.uri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`,
   }));

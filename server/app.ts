@@ -5,6 +5,8 @@ import { errorHandler } from './platform/error-handler.js';
 import { AppError } from './platform/errors.js';
 import { jsonBody } from './platform/http-body.js';
 import { refuseNulInUrl } from './platform/nul-input.js';
+import { requestContext, routeOf } from './platform/request-context.js';
+import { metricsEndpoint } from './platform/metrics-endpoint.js';
 import { signupRoutes } from './signup/routes.js';
 import { accountRoutes } from './accounts/routes.js';
 import { identityRoutes } from './identities/routes.js';
@@ -82,17 +84,22 @@ export function appRouters(app: AppContext, extension?: AppExtension): Router[] 
 
 export function createApp(app: AppContext, extension?: AppExtension): Koa {
   const koa = new Koa({ proxy: app.config.TRUST_PROXY });
+  const log = app.log.child({ area: 'http' });
+  // Outside the error handler, so the access line and the latency see the status the client got.
+  koa.use(requestContext({ log: app.log, metrics: app.metrics }));
   koa.use(errorHandler((err, ctx) => {
     // A 5xx we chose (AppError: the chain or chat is not configured, the faucet is empty) is one line; only
     // an unexpected error, a bug, gets its stack trace.
-    if (err instanceof AppError) console.error(`[agentgate] ${ctx.method} ${ctx.path}: ${err.status} ${err.code}: ${err.message}`);
-    else console.error(`[agentgate] ${ctx.method} ${ctx.path} failed:`, err);
+    // The route pattern, not the path: the request's access line (same reqId) has the path, with secrets masked.
+    if (err instanceof AppError) log.error({ method: ctx.method, route: routeOf(ctx), status: err.status, code: err.code }, err.message);
+    else log.error({ err, method: ctx.method, route: routeOf(ctx) }, 'request failed');
   }));
   koa.use(async (ctx, next) => {
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Cache-Control', 'no-store');
     await next();
   });
+  if (app.config.METRICS_TOKEN) koa.use(metricsEndpoint(app.metrics, app.config.METRICS_TOKEN));
   koa.use(refuseNulInUrl());
   // Pages that post HTML forms parse them themselves: the console (server/console/routes.ts) and agentgate
   // dev's mail page (server/dev/mail-page.ts). Everything else is JSON.

@@ -109,7 +109,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
   await db.asPromise();
   const events = new ServiceEvents();
-  const logs = new ActivityLog(db, events);
+  const logs = new ActivityLog(db, log.child({ area: 'activity-log' }), events);
   const usage = new UsageTracker(db);
   const changes = new ChangeFeed(db, {
     pollMs: config.CHANGE_FEED_POLL_MS,
@@ -118,7 +118,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const keys = new ApiKeyService(db, usage, changes, config.AUTH_CACHE_TTL_MS);
   const secrets = new SecretBox(keyringFrom(config));
   const onClose: Array<() => Promise<void>> = [];
-  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS });
+  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, log: log.child({ area: 'jobs' }) });
   const identities = new IdentityService(db, config, keys, logs, usage, changes);
   const chain = await createChainService(config, {
     onFailover: ({ url, method, reason }) => log.warn({ rpcUrl: url, method, reason }, 'chain RPC URL failed a request (it goes on to the next URL, if any)'),
@@ -126,7 +126,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   for (const check of chain?.rpcCheck ?? []) {
     if ('error' in check) log.warn({ rpcUrl: check.url, reason: check.error }, 'chain RPC URL did not answer at start-up');
   }
-  const serviceKey = await loadServiceKey(db, config, secrets);
+  const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settling = chain && createSettling(db, config, chain, log, metrics);
   const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes);
@@ -150,14 +150,14 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     events,
     identities,
     jobs,
-    mail: new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), events),
+    mail: new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), events),
     vault: new VaultService(db, secrets, logs, usage),
     chain,
     serviceKey,
     did,
     calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
-    webhooks: new WebhookService(db, config, jobs, payments, secrets, logs),
+    webhooks: new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics }),
     wallets,
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),

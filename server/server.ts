@@ -5,20 +5,25 @@ import { createContext, type AppContext } from './context.js';
 import { createApp, type AppExtension } from './app.js';
 import { startSmtpListener } from './mail/smtp-listener.js';
 import { startReconciler } from './payments/reconcile.js';
+import type { Logger } from './platform/logger.js';
+import { startMetricsListener } from './platform/metrics-endpoint.js';
 
 export interface RunningServer {
   url: string;
   port: number;
   /** The inbound SMTP listener's port (SMTP_PORT=0 picks one). */
   smtpPort: number;
+  /** The tokenless metrics listener's URL when METRICS_PORT is set. */
+  metricsUrl?: string;
   app: AppContext;
   http: Server;
   close(): Promise<void>;
 }
 
 /** Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). */
-export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean } = {}): Promise<RunningServer> {
-  const app = await createContext(config);
+export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean; log?: Logger } = {}): Promise<RunningServer> {
+  const app = await createContext(config, { log: options.log });
+  watchJobQueue(app);
   // A server settles: it takes its share of the relayer pool (leases in the database). Stopped last.
   const relayers = app.payments.settling?.relayers;
   if (relayers) {
@@ -46,10 +51,17 @@ export async function startServer(config: Config, options: { extension?: AppExte
     throw err;
   }
   const port = (http.address() as AddressInfo).port;
+  const metricsUrl = await serveMetrics(app).catch(async (err: unknown) => {
+    http.closeAllConnections();
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+    await app.close();
+    throw err;
+  });
   return {
     url: `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`,
     port,
     smtpPort: smtp.port,
+    ...(metricsUrl ? { metricsUrl } : {}),
     app,
     http,
     async close() {
@@ -76,8 +88,25 @@ async function startBackgroundWork(app: AppContext): Promise<void> {
  * `agentgate worker`: the same context as the server but no HTTP or SMTP listener, only the job workers.
  * Any number of workers (and servers) share one database; Agenda's locks hand each job to one of them.
  */
-export async function startWorker(config: Config): Promise<{ app: AppContext; close(): Promise<void> }> {
-  const app = await createContext(config);
+export async function startWorker(config: Config, options: { log?: Logger } = {}): Promise<{ app: AppContext; metricsUrl?: string; close(): Promise<void> }> {
+  const app = await createContext(config, { log: options.log });
+  watchJobQueue(app);
   await startBackgroundWork(app);
-  return { app, close: () => app.close() };
+  const metricsUrl = await serveMetrics(app).catch(async (err: unknown) => { await app.close(); throw err; });
+  return { app, ...(metricsUrl ? { metricsUrl } : {}), close: () => app.close() };
+}
+
+/** Queue depth is read from the database at scrape time, so any process (server or worker) reports it. */
+function watchJobQueue(app: AppContext): void {
+  app.metrics.onCollect(async () => {
+    for (const [name, depth] of await app.jobs.depth()) app.metrics.jobQueueDepth.set({ name }, depth);
+  });
+}
+
+/** METRICS_PORT: /metrics without a token on its own listener; returns its URL. */
+async function serveMetrics(app: AppContext): Promise<string | undefined> {
+  if (app.config.METRICS_PORT === undefined) return undefined;
+  const listener = await startMetricsListener(app.metrics, { host: app.config.METRICS_HOST, port: app.config.METRICS_PORT, log: app.log.child({ area: 'metrics' }) });
+  app.onClose.push(() => listener.close());
+  return listener.url;
 }

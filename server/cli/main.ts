@@ -94,13 +94,14 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     }
     case 'serve': {
       const server = await startServer(loadConfig(io.env));
-      io.out(`[agentgate] listening on ${server.url}`);
+      // A JSON line like every other (pid and time come with it), so a log pipeline sees the start too.
+      server.app.log.info({ url: server.url, smtpPort: server.smtpPort, ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}) }, 'listening');
       waitForSignal(server.close);
       return 'running';
     }
     case 'worker': {
       const worker = await startWorker(loadConfig(io.env));
-      io.out('[agentgate] worker running');
+      worker.app.log.info(worker.metricsUrl ? { metricsUrl: worker.metricsUrl } : {}, 'worker running');
       waitForSignal(worker.close);
       return 'running';
     }

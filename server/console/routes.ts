@@ -25,7 +25,8 @@ export function consoleRoutes(app: AppContext): Router {
   const router = new Router({ prefix: CONSOLE_PREFIX });
   const sessions = new ConsoleSessions(app.db);
   const guards = consoleGuards(app, sessions);
-  router.use(consoleErrors((err, ctx) => console.error(`[agentgate] ${ctx.method} ${ctx.path} failed:`, err)));
+  const log = app.log.child({ area: 'console' });
+  router.use(consoleErrors((err, ctx) => log.error({ err, method: ctx.method, path: ctx.path }, 'console page failed')));
   router.use(consoleHeaders());
   // The console posts HTML forms; the app's JSON body parser leaves /console to this one (see app.ts).
   router.use(formBody(app.config.MAX_BODY_BYTES));

@@ -1,6 +1,7 @@
 import { getPublicKeyAsync, signAsync, utils } from '@noble/ed25519';
 import { Schema, type Connection } from 'mongoose';
 import type { Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
 import type { SealedSecret, SecretBox } from '../platform/secret-box.js';
 import { ed25519ToMultibase } from '../../middleware/multikey.js';
 import { isDuplicateKey } from '../platform/errors.js';
@@ -23,7 +24,7 @@ const SEAL_CONTEXT = 'service-signing-key';
  * SERVICE_SIGNING_KEY in production. In dev mode without it, a key is generated once and kept in the
  * database (sealed under the master key), so receipts stay verifiable across restarts.
  */
-export async function loadServiceKey(conn: Connection, config: Config, secrets: SecretBox): Promise<ServiceKey> {
+export async function loadServiceKey(conn: Connection, config: Config, secrets: SecretBox, log: Logger): Promise<ServiceKey> {
   let seed: Uint8Array;
   if (config.SERVICE_SIGNING_KEY) {
     seed = Uint8Array.from(Buffer.from(config.SERVICE_SIGNING_KEY, 'hex'));
@@ -40,7 +41,7 @@ export async function loadServiceKey(conn: Connection, config: Config, secrets: 
     } catch (err) {
       // Another process sealed it under a master key this one does not hold. Dev mode only: carry on with a
       // key of this process (its receipts will not match the stored DID key) rather than refuse to start.
-      console.warn(`[agentgate] dev: the stored service signing key cannot be opened with this MASTER_KEY (${(err as Error).message}); using a temporary key for this process. Set SERVICE_SIGNING_KEY or share MASTER_KEY to keep one key.`);
+      log.warn({ err }, 'dev: the stored service signing key cannot be opened with this MASTER_KEY; using a temporary key for this process. Set SERVICE_SIGNING_KEY or share MASTER_KEY to keep one key.');
       seed = utils.randomSecretKey();
     }
   } else {

@@ -1,6 +1,7 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { newId } from '../platform/ids.js';
 import type { ServiceEvents } from '../platform/events.js';
+import { outsideRequest, type Logger } from '../platform/logger.js';
 
 export interface LogEntry {
   _id: string;
@@ -49,7 +50,7 @@ export class ActivityLog {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
 
-  constructor(conn: Connection, private readonly events?: ServiceEvents) {
+  constructor(conn: Connection, private readonly log: Logger, private readonly events?: ServiceEvents) {
     this.entries = conn.models.LogEntry ?? conn.model<LogEntry>('LogEntry', schema, 'activity_logs');
   }
 
@@ -71,7 +72,8 @@ export class ActivityLog {
   recordSoon(input: LogInput): void {
     this.pending.push(entryOf(input));
     this.tell(input);
-    this.timer ??= setTimeout(() => { void this.flush(); }, FLUSH_EVERY_MS).unref();
+    // The batch holds lines of many requests: its timer must not run inside the first one's request id.
+    this.timer ??= outsideRequest(() => setTimeout(() => { void this.flush(); }, FLUSH_EVERY_MS).unref());
   }
 
   flush(): Promise<void> {
@@ -82,7 +84,7 @@ export class ActivityLog {
     if (batch.length === 0) return this.flushing;
     this.flushing = this.flushing
       .then(() => this.entries.collection.insertMany(batch as never[], { ordered: false }))
-      .then(() => {}, (err) => console.error('[agentgate] activity log write failed:', (err as Error).message));
+      .then(() => {}, (err) => this.log.error({ err, entries: batch.length }, 'activity log write failed'));
     return this.flushing;
   }
 

@@ -5,6 +5,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
 import type { JobQueue } from '../platform/jobs.js';
+import type { Logger } from '../platform/logger.js';
 import { AppError, badRequest, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId, newThreadId, randomHex } from '../platform/ids.js';
 import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
@@ -52,7 +53,8 @@ export class MailService {
 
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
-    private readonly logs: ActivityLog, private readonly jobs: JobQueue, private readonly pages: PageCache<MessagePage>, events?: ServiceEvents) {
+    private readonly logs: ActivityLog, private readonly jobs: JobQueue, private readonly pages: PageCache<MessagePage>,
+    private readonly log: Logger, events?: ServiceEvents) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
@@ -101,7 +103,7 @@ export class MailService {
    * stored either way, and kept pages of the inbox then expire by age (PageCache maxAgeMs).
    */
   private async noteChange(inboxId: string): Promise<void> {
-    await this.changes.bump(inboxId).catch((err) => console.error('[agentgate] inbox change token not written:', (err as Error).message));
+    await this.changes.bump(inboxId).catch((err) => this.log.error({ err, inboxId }, 'inbox change token not written'));
   }
 
   /**
@@ -214,6 +216,8 @@ export class MailService {
     await this.noteChange(doc.inboxId);
     await this.touchThread(identity, mail.threadId, mail.subject, createdAt);
     await this.jobs.now(DELIVER_JOB, { id });
+    // Counts only: addresses are the agents' correspondents, not the operator's business.
+    this.log.info({ messageId: id, identityId: identity._id, recipients: recipients.length }, 'mail queued');
     return { ...doc, delivery };
   }
 

@@ -35,6 +35,7 @@ function tlsOptions(config: Config): { key: Buffer; cert: Buffer } | undefined {
  */
 export async function startSmtpListener(app: AppContext): Promise<SmtpListener> {
   const { config } = app;
+  const log = app.log.child({ area: 'smtp' });
   const domain = config.MAIL_DOMAIN.toLowerCase();
   const tls = tlsOptions(config);
   const server = new SMTPServer({
@@ -75,14 +76,14 @@ export async function startSmtpListener(app: AppContext): Promise<SmtpListener> 
         deliverLocally(app, Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address.toLowerCase())).then(
           () => callback(null, 'Message accepted'),
           (err) => {
-            console.error('[agentgate] storing inbound mail failed:', err);
+            log.error({ err, recipients: session.envelope.rcptTo.length }, 'storing inbound mail failed');
             callback(smtpError(451, 'Temporary failure storing the message, try again later'));
           },
         );
       });
     },
   });
-  server.on('error', (err) => console.error('[agentgate] SMTP listener error:', err.message));
+  server.on('error', (err) => log.error({ err }, 'SMTP listener error'));
 
   const { host, port } = smtpListenAddress(config);
   await new Promise<void>((resolve, reject) => {

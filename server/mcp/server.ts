@@ -2,6 +2,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { AppContext } from '../context.js';
 import type { Principal } from '../platform/auth/authenticate.js';
+import type { Logger } from '../platform/logger.js';
 import { ZodError } from 'zod';
 import { AppError, fromZodError } from '../platform/errors.js';
 import { TOOLS } from './registry.js';
@@ -10,11 +11,11 @@ import { ToolRefusal, type ToolDefinition } from './tool.js';
 const asText = (value: unknown): CallToolResult['content'] => [{ type: 'text', text: JSON.stringify(value) }];
 
 /** Tool errors reach the model as a readable `{error, message, status}`, never a stack trace. */
-function toolError(caught: unknown): CallToolResult {
+function toolError(caught: unknown, log: Logger, tool: string): CallToolResult {
   const err = caught instanceof ZodError ? fromZodError(caught, 'arguments') : caught;
   const body = err instanceof AppError ? err.toBody()
     : { error: 'internal_error', message: 'Internal server error', status: 500 };
-  if (!(err instanceof AppError)) console.error('[agentgate] MCP tool failed:', err);
+  if (!(err instanceof AppError)) log.error({ err, tool }, 'MCP tool failed');
   return { isError: true, content: asText(body) };
 }
 
@@ -35,7 +36,7 @@ export function createMcpServer(app: AppContext, principal: Principal & { identi
         if (result instanceof ToolRefusal) return { isError: true, content: asText(result.body) };
         return { content: asText(result), structuredContent: result as Record<string, unknown> };
       } catch (err) {
-        return toolError(err);
+        return toolError(err, app.log, tool.name);
       }
     });
   }

@@ -32,6 +32,12 @@ const schema = z.object({
   TRUST_PROXY: bool.default(false),
   // Structured JSON logs on stdout (pino), one object per line with the request id.
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // Prometheus metrics. METRICS_TOKEN turns on GET /metrics on the main port behind that bearer token;
+  // METRICS_PORT serves /metrics without a token on its own listener (METRICS_HOST, loopback by default),
+  // for a scraper on a private network and for `agentgate worker`, which has no other HTTP listener.
+  METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,256}$/, 'must be 16 to 256 printable characters, no spaces').optional(),
+  METRICS_PORT: port.optional(),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   SIGNUP_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   // The chain payments settle on. Without CHAIN_RPC_URL the payment routes answer 503.

@@ -2,6 +2,7 @@ import { Agenda, InMemoryNotificationChannel, type Job } from 'agenda';
 import { claimingMongoBackend } from './job-locking.js';
 import type { Db } from 'mongodb';
 import type { Connection } from 'mongoose';
+import { outsideRequest, type Logger } from './logger.js';
 
 /** Thrown by a handler when retrying cannot help (a 5xx SMTP reply, a 4xx from a webhook receiver). */
 export class PermanentJobError extends Error {}
@@ -41,11 +42,18 @@ export interface JobQueue {
   start(): Promise<void>;
   /** Waits briefly for running jobs, then releases the rest for another worker. Idempotent. */
   stop(): Promise<void>;
+  /**
+   * Jobs waiting to run (due, scheduled, or waiting for a retry), by name, across every process on the
+   * database; 0 for each name defined here. Agenda clears a job's next run when it starts, removes it when
+   * it succeeds and leaves it without one when it gives up: running, done and dead jobs do not count.
+   */
+  depth(): Promise<Map<string, number>>;
 }
 
-export function createJobQueue(conn: Connection, options: { processEveryMs: number; name?: string }): JobQueue {
+export function createJobQueue(conn: Connection, options: { processEveryMs: number; name?: string; log: Logger }): JobQueue {
   // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
   const db = conn.db as unknown as Db;
+  const defined = new Set<string>();
   const agenda = new Agenda({
     backend: claimingMongoBackend(db, { collection: JOBS_COLLECTION, lockLifetimeMs: 10 * 60_000 }),
     processEvery: options.processEveryMs,
@@ -60,17 +68,20 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
   // A poll that was under way when we stopped fails on the closed connection: expected at shutdown, not news.
   agenda.on('error', (err) => {
     if (state === 'stopped' || /client was closed|topology was destroyed/i.test(err.message)) return;
-    console.error('[agentgate] job queue error:', err.message);
+    options.log.error({ err }, 'job queue error');
   });
 
   return {
     define<T>(name: string, handler: JobHandler<T>, jobOptions: JobOptions<T> = {}) {
       const delays = jobOptions.retryDelaysMs ?? [];
+      defined.add(name);
       agenda.define<T>(name, async (job: Job<T>) => {
         const attempt = (job.attrs.failCount ?? 0) + 1;
         const run = { attempt, lastAttempt: attempt > delays.length };
         try {
-          await handler(job.attrs.data, run);
+          // A job enqueued by a request may be started from inside it (the in-process notification): its
+          // lines must not carry that request's id, nor would the next job's that the same loop picks up.
+          await outsideRequest(() => handler(job.attrs.data, run));
         } catch (err) {
           const error = err instanceof Error ? err : new Error(String(err));
           if ((error instanceof PermanentJobError || run.lastAttempt) && jobOptions.onGiveUp) {
@@ -107,6 +118,15 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
       state = 'stopped';
       const result = await agenda.drain({ timeout: 5_000, closeConnection: false });
       if (result.running > 0) await agenda.stop(false);
+    },
+    async depth() {
+      const counts = new Map([...defined].map((name) => [name, 0]));
+      const rows = await db.collection('jobs').aggregate<{ _id: string; n: number }>([
+        { $match: { nextRunAt: { $ne: null }, disabled: { $ne: true } } },
+        { $group: { _id: '$name', n: { $sum: 1 } } },
+      ]).toArray();
+      for (const row of rows) counts.set(row._id, row.n);
+      return counts;
     },
   };
 }

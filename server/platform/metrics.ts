@@ -63,7 +63,10 @@ export class Metrics {
   private readonly collectors: Array<() => Promise<void> | void> = [];
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'agentgate_process_' });
+    if (options.defaultMetrics ?? true) {
+      // prom-client's own names (process_*, nodejs_*) under our prefix: agentgate_process_cpu_seconds_total, ...
+      collectDefaultMetrics({ register: this.registry, prefix: 'agentgate_' });
+    }
   }
 
   /** Runs before every scrape: for gauges whose truth lives elsewhere (the database, the chain). */

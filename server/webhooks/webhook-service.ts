@@ -4,6 +4,8 @@ import type { Config } from '../platform/config.js';
 import type { JobQueue, JobRun } from '../platform/jobs.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
 import type { PaymentService } from '../payments/payment-service.js';
 import type { EndpointDoc, PaymentDoc } from '../payments/models.js';
 import { webhookSecretContext } from '../payments/models.js';
@@ -60,6 +62,8 @@ export class WebhookService {
     private readonly payments: PaymentService,
     private readonly secrets: SecretBox,
     private readonly logs: ActivityLog,
+    /** One line and one counted outcome per attempt (the operator's view; the seller's is the delivery log). */
+    private readonly observe: { log: Logger; metrics: Metrics },
   ) {
     this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
     this.claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
@@ -74,7 +78,7 @@ export class WebhookService {
     });
     // Never let a webhook problem fail the redeem that already moved money: the sweep retries the dispatch.
     payments.onSettled.push(async (payment) => {
-      await this.dispatch(payment).catch((err) => console.error(`[agentgate] webhook dispatch for ${payment._id} deferred:`, (err as Error).message));
+      await this.dispatch(payment).catch((err) => observe.log.warn({ err, paymentId: payment._id }, 'webhook dispatch deferred to the outbox sweep'));
     });
   }
 
@@ -144,8 +148,8 @@ export class WebhookService {
 
   /** Sweeps once now (everything pending) and then every WEBHOOK_OUTBOX_SWEEP_MS; returns the stop function. */
   async startOutboxSweep(): Promise<() => Promise<void>> {
-    const sweep = (olderThanMs: number) => Promise.all([this.sweepOutbox(olderThanMs), this.resumeStalled()])
-      .catch((err) => console.error('[agentgate] webhook outbox sweep failed:', (err as Error).message));
+    const failed = (err: unknown) => this.observe.log.error({ err }, 'webhook outbox sweep failed');
+    const sweep = (olderThanMs: number) => Promise.all([this.sweepOutbox(olderThanMs), this.resumeStalled()]).catch(failed);
     let running: Promise<unknown> = sweep(0);
     await running;
     const timer = setInterval(() => {
@@ -252,6 +256,14 @@ export class WebhookService {
     // The attempt is on record, so a late copy of this job that claims it again finds nothing to do.
     // (One delete per id: an equality on _id is what FerretDB answers from its index.)
     await Promise.all(claimed.claimIds.map((id) => this.claims.deleteOne({ _id: id })));
+    const outcome = status === 'pending' ? 'retry' : status;
+    this.observe.metrics.webhookOutcomes.inc({ outcome });
+    const line = {
+      deliveryId: delivery._id, paymentId: delivery.paymentId, endpointId: delivery.endpointId, attempt: expectedCount + 1, outcome,
+      statusCode: record?.statusCode ?? null, durationMs: record?.durationMs ?? null, ...(error ? { error } : {}), ...(nextAttemptAt ? { nextAttemptAt } : {}),
+    };
+    if (status === 'delivered') this.observe.log.info(line, 'webhook delivered');
+    else this.observe.log.warn(line, status === 'pending' ? 'webhook attempt failed, will retry' : 'webhook delivery failed');
     if (status === 'pending') return;
     await this.logs.record({
       orgId: delivery.orgId, action: status === 'delivered' ? 'webhooks.delivered' : 'webhooks.failed', category: 'webhooks',

@@ -6,7 +6,7 @@ import { eventually } from './mail-support.js';
 let app: AppContext;
 const queues: JobQueue[] = [];
 const queue = () => {
-  const q = createJobQueue(app.db, { processEveryMs: 100 });
+  const q = createJobQueue(app.db, { processEveryMs: 100, log: app.log });
   queues.push(q);
   return q;
 };

@@ -9,7 +9,8 @@ export function processEnv(config: Config, extra: Record<string, string> = {}): 
   return {
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: '0', SMTP_PORT: '0', BASE_URL: config.BASE_URL, MAIL_DOMAIN: config.MAIL_DOMAIN, DID_DOMAIN: config.DID_DOMAIN,
     MASTER_KEY: config.MASTER_KEY.toString('hex'), MONGODB_URI: config.MONGODB_URI, MONGODB_DB: config.MONGODB_DB,
-    TRUST_PROXY: String(config.TRUST_PROXY), LOG_LEVEL: 'silent',
+    // The start line is an info line of the JSON log.
+    TRUST_PROXY: String(config.TRUST_PROXY), LOG_LEVEL: 'info',
     AUTH_CACHE_TTL_MS: String(config.AUTH_CACHE_TTL_MS), CHANGE_FEED_POLL_MS: String(config.CHANGE_FEED_POLL_MS),
     JOBS_PROCESS_EVERY_MS: String(config.JOBS_PROCESS_EVERY_MS), WEBHOOK_TIMEOUT_MS: String(config.WEBHOOK_TIMEOUT_MS),
     WEBHOOK_RETRY_BASE_MS: String(config.WEBHOOK_RETRY_BASE_MS), WEBHOOK_OUTBOX_SWEEP_MS: String(config.WEBHOOK_OUTBOX_SWEEP_MS),
@@ -38,8 +39,8 @@ export async function spawnAgentgate(command: 'serve' | 'worker', env: Record<st
     const timer = setTimeout(() => reject(new Error(`agentgate ${command} did not start: ${output}`)), 60_000);
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
-      const listening = /\[agentgate\] listening on (\S+)/.exec(output);
-      if (listening || output.includes('[agentgate] worker running')) {
+      const listening = /"url":"([^"]+)"[^\n]*"msg":"listening"/.exec(output);
+      if (listening || output.includes('"msg":"worker running"')) {
         clearTimeout(timer);
         resolve(listening?.[1]);
       }

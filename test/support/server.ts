@@ -4,6 +4,7 @@ import { freePort } from '../../server/platform/net.js';
 import { startServer, type RunningServer } from '../../server/server.js';
 import { DEV_EXTENSION } from '../../server/dev/routes.js';
 import { chainConfig } from './chain.js';
+import type { Logger } from '../../server/platform/logger.js';
 
 export function testDbName(): string {
   return `t_${randomBytes(6).toString('hex')}`;
@@ -41,13 +42,13 @@ export interface TestServer extends RunningServer {
   request(method: string, path: string, options?: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any; text: string }>;
 }
 
-/** A whole backend on its own database and port; close() drops the database. */
-export async function startTestServer(overrides: Record<string, string> = {}): Promise<TestServer> {
+/** A whole backend on its own database and port; close() drops the database. `log` captures its log lines. */
+export async function startTestServer(overrides: Record<string, string> = {}, options: { log?: Logger } = {}): Promise<TestServer> {
   let config = await testConfig(overrides);
   let server: Awaited<ReturnType<typeof startServer>>;
   for (let attempt = 1; ; attempt++) {
     try {
-      server = await startServer(config, { extension: config.mode === 'dev' ? DEV_EXTENSION : undefined });
+      server = await startServer(config, { extension: config.mode === 'dev' ? DEV_EXTENSION : undefined, log: options.log });
       break;
     } catch (err) {
       // freePort() hands out a port another process on this machine may take before we listen on it.
