@@ -1,7 +1,8 @@
 import type { Request, RequestHandler } from 'express';
 import type { TLSSocket } from 'node:tls';
-import type { PaywallRequest, SettledPayment } from '../middleware/index.js';
+import type { PaywallRequest, RequestPayment } from '../middleware/index.js';
 import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
+import { holdResponse } from './held-response.js';
 
 export type { PaymentMiddlewareOptions } from './paywall-source.js';
 // Start-up companion of the middleware: registers the same route table at the backend (platform key).
@@ -14,8 +15,10 @@ export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from '.
  *   app.use(paymentMiddleware({ backendUrl, apiKey, routes: { 'GET /weather': { price: '$0.01' } } }));
  *
  * Unpaid: 402 with the x402 v1 body and the v2 `PAYMENT-REQUIRED` header. Paid (`X-Payment` or
- * `PAYMENT-SIGNATURE`, verified and settled by the facilitator): the route runs with
- * `res.locals.payment` set, and the response carries `X-Payment-Response` and `PAYMENT-RESPONSE`.
+ * `PAYMENT-SIGNATURE`): the route runs with `res.locals.payment` set, and the response carries
+ * `X-Payment-Response` and `PAYMENT-RESPONSE`. A route settles after its handler by default: the payment
+ * is verified and held, the response is held back, and only a response below 400 is charged (see
+ * held-response.ts); `settle: 'before-handler'` settles first.
  */
 export function paymentMiddleware(options: PaymentMiddlewareOptions): RequestHandler {
   const paywall = paywallSource(options);
@@ -34,7 +37,12 @@ export function paymentMiddleware(options: PaymentMiddlewareOptions): RequestHan
         return;
       case 'paid':
         res.set(outcome.responseHeaders);
-        (res.locals as { payment?: SettledPayment }).payment = outcome.payment;
+        (res.locals as { payment?: RequestPayment }).payment = outcome.payment;
+        next();
+        return;
+      case 'held':
+        holdResponse(res, outcome.hold);
+        (res.locals as { payment?: RequestPayment }).payment = outcome.hold.payment;
         next();
         return;
       case 'payment-required':

@@ -2,6 +2,7 @@ import type { Context, Middleware } from 'koa';
 import type { TLSSocket } from 'node:tls';
 import type { PaywallRequest } from '../middleware/index.js';
 import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
+import { holdResponse } from './held-response.js';
 
 export type { PaymentMiddlewareOptions } from './paywall-source.js';
 // Start-up companion of the middleware: registers the same route table at the backend (platform key).
@@ -14,8 +15,10 @@ export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from '.
  *   app.use(paymentMiddleware({ backendUrl, apiKey, routes: { 'GET /weather': { price: '$0.01' } } }));
  *
  * Unpaid: 402 with the x402 v1 body and the v2 `PAYMENT-REQUIRED` header. Paid (`X-Payment` or
- * `PAYMENT-SIGNATURE`, verified and settled by the facilitator): downstream runs with
- * `ctx.state.payment` set, and the response carries `X-Payment-Response` and `PAYMENT-RESPONSE`.
+ * `PAYMENT-SIGNATURE`): downstream runs with `ctx.state.payment` set, and the response carries
+ * `X-Payment-Response` and `PAYMENT-RESPONSE`. A route settles after its handler by default: Koa writes
+ * the response once downstream is done, and that write is held until the payment is settled (only a
+ * status below 400 is charged; see held-response.ts); `settle: 'before-handler'` settles first.
  */
 export function paymentMiddleware(options: PaymentMiddlewareOptions): Middleware {
   const paywall = paywallSource(options);
@@ -28,6 +31,10 @@ export function paymentMiddleware(options: PaymentMiddlewareOptions): Middleware
       case 'paid':
         ctx.set(outcome.responseHeaders);
         ctx.state.payment = outcome.payment;
+        return next();
+      case 'held':
+        holdResponse(ctx.res, outcome.hold);
+        ctx.state.payment = outcome.hold.payment;
         return next();
       case 'payment-required':
         ctx.status = 402;

@@ -10,7 +10,9 @@ import {
   type BackendClientOptions,
   type Facilitator,
   type Price,
+  type RedeemResult,
   type SellerSettings,
+  type SettleMode,
 } from '../middleware/index.js';
 import type { PaymentRequiredV2, PaymentRequirementsV2 } from '../middleware/protocol/v2.js';
 
@@ -18,9 +20,11 @@ import type { PaymentRequiredV2, PaymentRequirementsV2 } from '../middleware/pro
  * Paid MCP tools, following the x402 MCP transport:
  * - unpaid call: a tool result with `isError: true`, the PaymentRequired object (x402 v2) as
  *   `structuredContent`, and the same JSON in `content[0].text`;
- * - paid call: the client puts a PaymentPayload in `params._meta["x402/payment"]`; it is verified and
- *   settled by the backend (resource `mcp://tool/<name>`, registered like an HTTP endpoint) before the tool
- *   runs, and the result carries `_meta["x402/payment-response"]`.
+ * - paid call: the client puts a PaymentPayload in `params._meta["x402/payment"]`; it is verified by the
+ *   backend (resource `mcp://tool/<name>`, registered like an HTTP endpoint) and held while the tool runs;
+ *   a result is settled only if the tool succeeded (no `isError`, no throw), and then carries
+ *   `_meta["x402/payment-response"]`. A failed tool is not charged: the hold is released and its error goes
+ *   back as it is. `settle: 'before-handler'` settles before the tool runs instead.
  * The tool's output is released only after settlement succeeded.
  *
  *   const paid = mcpPaywall({ backendUrl, apiKey });
@@ -41,6 +45,8 @@ export type McpPaywallOptions =
 export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
   /** Per call, in USDC: "$0.01", "0.01", or atomic units as a bigint. */
   price: Price;
+  /** Default `after-handler`: only a successful tool result is charged. */
+  settle?: SettleMode;
   title?: string;
   description?: string;
   inputSchema?: Args;
@@ -83,29 +89,64 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         if (typeof payment !== 'object' || Array.isArray(payment)) return required('invalid_payload');
         const version = (payment as { x402Version?: unknown }).x402Version === 1 ? 1 : 2;
 
+        const paymentHeader = encodeBase64Json(payment);
+        const request = { paymentHeader, version, resource, amountAtomic, requirement: requirement as PaymentRequirementsV2 } as const;
+        const refused = (result: Extract<RedeemResult, { ok: false }>) => required(result.reason, {
+          message: result.message,
+          [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: result.reason, transaction: '', network: requirement.network },
+        });
+        const paidResult = (result: CallToolResult, settled: Extract<RedeemResult, { ok: true }>): CallToolResult => (
+          { ...result, _meta: { ...(result._meta ?? {}), [PAYMENT_RESPONSE_META_KEY]: { ...settled.paymentResponse } } }
+        );
+
+        if ((config.settle ?? 'after-handler') === 'after-handler' && facilitator.hold && facilitator.capture && facilitator.release) {
+          let held;
+          try {
+            // The backend verifies the same bytes an HTTP buyer would send as X-Payment / PAYMENT-SIGNATURE.
+            held = await facilitator.hold(request);
+          } catch (error) {
+            if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
+            throw error;
+          }
+          if (!held.ok) return refused(held);
+          let result: CallToolResult;
+          try {
+            result = await run(...params);
+          } catch (error) {
+            await facilitator.release(held.holdId).catch(() => {});
+            return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed; you were not charged: ${(error as Error).message}` }] };
+          }
+          if (result.isError) {
+            await facilitator.release(held.holdId).catch(() => {});
+            return result;
+          }
+          let captured;
+          try {
+            captured = await facilitator.capture(held.holdId);
+          } catch (error) {
+            if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
+            throw error;
+          }
+          // Not settled: the tool's output is withheld.
+          return captured.ok ? paidResult(result, captured) : refused(captured);
+        }
+
         let redeemed;
         try {
-          // The backend verifies the same bytes an HTTP buyer would send as X-Payment / PAYMENT-SIGNATURE.
-          redeemed = await facilitator.redeem({ paymentHeader: encodeBase64Json(payment), version, resource, amountAtomic, requirement: requirement as PaymentRequirementsV2 });
+          redeemed = await facilitator.redeem(request);
         } catch (error) {
           if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
           throw error;
         }
-        if (!redeemed.ok) {
-          return required(redeemed.reason, {
-            message: redeemed.message,
-            [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: redeemed.reason, transaction: '', network: requirement.network },
-          });
-        }
-        const paymentResponse = { ...redeemed.paymentResponse };
+        if (!redeemed.ok) return refused(redeemed);
         let result: CallToolResult;
         try {
           result = await run(...params);
         } catch (error) {
           // Paid, but the tool failed: say so, and still hand over the settlement so the buyer can claim it.
-          return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed after payment: ${(error as Error).message}` }], _meta: { [PAYMENT_RESPONSE_META_KEY]: paymentResponse } };
+          return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed after payment: ${(error as Error).message}` }], _meta: { [PAYMENT_RESPONSE_META_KEY]: { ...redeemed.paymentResponse } } };
         }
-        return { ...result, _meta: { ...(result._meta ?? {}), [PAYMENT_RESPONSE_META_KEY]: paymentResponse } };
+        return paidResult(result, redeemed);
       };
 
       // The SDK's overloads cannot follow a generic Args through; the runtime shape is the same either way.

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FacilitatorUnavailable, type Facilitator, type RedeemRequest, type RedeemResult } from './facilitator.js';
+import { FacilitatorUnavailable, type Facilitator, type HoldRequest, type HoldResult, type RedeemRequest, type RedeemResult } from './facilitator.js';
 import { formatUsdc } from './price.js';
 import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
 import { JwsReceiptSchema } from './offer-receipt.js';
@@ -9,8 +9,10 @@ export { BackendRequestError } from './backend-http.js';
 
 /**
  * HTTP client for the agentgate backend, authenticated with the seller API key (`loid-...`). It is
- * the production Facilitator: `redeem` asks the backend to verify and settle one payment.
- * Routes: POST /v0/payments/redeem, GET /v0/payments/settings, GET /v0/payments, GET /v0/payments/{id}.
+ * the production Facilitator: `redeem` asks the backend to verify and settle one payment; `hold`,
+ * `capture` and `release` settle one after the seller's handler.
+ * Routes: POST /v0/payments/redeem, POST /v0/payments/holds, POST /v0/payments/holds/{id}/capture|release,
+ * GET /v0/payments/settings, GET /v0/payments, GET /v0/payments/{id}.
  */
 
 export interface BackendClientOptions extends BackendConnection {
@@ -29,6 +31,7 @@ const PaymentResponseSchema = z.object({
 });
 
 const RedeemOkSchema = z.object({ ok: z.literal(true), paymentResponse: PaymentResponseSchema, paymentId: z.string().min(1) });
+const HeldSchema = z.object({ ok: z.literal(true), holdId: z.string().min(1), payer: z.string().min(1), expiresAt: z.string() });
 const RedeemRefusedSchema = z.object({
   ok: z.literal(false),
   error: z.string().min(1),
@@ -52,7 +55,7 @@ export const PaymentRecordSchema = z.looseObject({
   recipientAddress: z.string(),
   amountUsdcRaw: z.string(),
   txHash: z.string().nullish(),
-  status: z.enum(['settled', 'verified', 'failed']),
+  status: z.enum(['settled', 'held', 'verified', 'failed']),
   resourceUrl: z.string(),
   failureReason: z.string().nullish(),
   createdAt: z.string(),
@@ -71,7 +74,7 @@ export type BackendRedeemResponse =
   | z.infer<typeof RedeemOkSchema>
   | { ok: false; error: string; message: string; requirement: unknown };
 
-export interface BackendClient extends Facilitator {
+export interface BackendClient extends Required<Facilitator> {
   /** The Facilitator view: amounts in atomic units, failures as reasons. */
   redeem(request: RedeemRequest): Promise<RedeemResult>;
   /** The wire call as the SDK exposes it: amount is a decimal USDC string. */
@@ -108,8 +111,41 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
     );
   }
 
+  /** 200/201 with the expected body, or 402 (and 409 for a decided hold) with a refusal; anything else is the backend's fault. */
+  async function paymentCall<T>(path: string, body: unknown, ok: z.ZodType<T>, okStatus: number): Promise<T | { ok: false; reason: string; message: string }> {
+    const { status, json } = await call('POST', path, body);
+    if (status === okStatus) {
+      const parsed = ok.safeParse(json);
+      if (parsed.success) return parsed.data;
+      throw new FacilitatorUnavailable(`payment backend answered ${status} with an unexpected body`, 502);
+    }
+    const problem = z.object({ error: z.string(), message: z.string() }).safeParse(json);
+    if ((status === 402 || status === 409) && problem.success) return { ok: false, reason: problem.data.error, message: problem.data.message };
+    throw new FacilitatorUnavailable(
+      `payment backend refused ${path} (${status}${problem.success ? ` ${problem.data.error}: ${problem.data.message}` : ''})`,
+      status === 503 || status === 504 ? 503 : 502,
+    );
+  }
+
   return {
     redeemPayment,
+
+    async hold(request: HoldRequest): Promise<HoldResult> {
+      return paymentCall('/v0/payments/holds', {
+        paymentHeader: request.paymentHeader, resource: request.resource, amount: formatUsdc(request.amountAtomic),
+        ...(request.holdSeconds !== undefined ? { holdSeconds: request.holdSeconds } : {}),
+      }, HeldSchema, 201);
+    },
+
+    async capture(holdId) {
+      const answer = await paymentCall(`/v0/payments/holds/${encodeURIComponent(holdId)}/capture`, undefined, RedeemOkSchema, 200);
+      return answer.ok ? { ok: true, paymentResponse: answer.paymentResponse, paymentId: answer.paymentId } : answer;
+    },
+
+    async release(holdId) {
+      // Released, or already decided (409): either way nothing more to do here.
+      await paymentCall(`/v0/payments/holds/${encodeURIComponent(holdId)}/release`, undefined, z.unknown(), 200);
+    },
 
     async redeem(request) {
       const answer = await redeemPayment({

@@ -55,8 +55,9 @@ export function backendCall(options: BackendConnection): BackendCall {
       throw new FacilitatorUnavailable(`payment backend unreachable: ${describeError(error)}`, 503, { cause: error });
     }
     if (response.status >= 500) {
-      await response.body?.cancel();
-      throw new FacilitatorUnavailable(`payment backend answered ${response.status}`, 502);
+      // 503 is the backend saying it cannot settle now (no relayer, chain unreachable): the buyer may retry.
+      const said = await response.json().then((j) => (j as { message?: unknown })?.message, () => undefined);
+      throw new FacilitatorUnavailable(`payment backend answered ${response.status}${typeof said === 'string' ? `: ${said}` : ''}`, response.status === 503 ? 503 : 502);
     }
     let json: unknown;
     try {

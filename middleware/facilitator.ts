@@ -4,10 +4,29 @@ import type { PaymentRequirementsV2 } from './protocol/v2.js';
 /**
  * What the Paywall needs from whoever verifies and settles payments. The production one is the
  * backend client (backend-client.ts); tests and self-hosted facilitators implement the same thing.
+ *
+ * `redeem` verifies and settles at once (settle before the handler). `hold`, `capture` and `release`
+ * settle after it: a hold verifies the payment and claims its authorization without moving money, so
+ * the handler runs once; capture settles it when the handler succeeded, release drops it when it failed
+ * (nothing is charged, the same signed payment may be presented again). A facilitator without `hold`
+ * settles every route before its handler.
  */
 export interface Facilitator {
   redeem(request: RedeemRequest): Promise<RedeemResult>;
+  hold?(request: HoldRequest): Promise<HoldResult>;
+  capture?(holdId: string): Promise<RedeemResult>;
+  /** Never throws for a hold that is gone or already released; a hold nobody releases expires by itself. */
+  release?(holdId: string): Promise<void>;
 }
+
+export interface HoldRequest extends RedeemRequest {
+  /** How long the handler may take before the hold expires (and is released by itself). */
+  readonly holdSeconds?: number;
+}
+
+export type HoldResult =
+  | { readonly ok: true; readonly holdId: string; readonly payer: string; readonly expiresAt: string }
+  | { readonly ok: false; readonly reason: string; readonly message: string };
 
 export interface RedeemRequest {
   /** The raw header value exactly as the buyer sent it (the backend re-decodes and verifies it). */

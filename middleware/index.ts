@@ -3,16 +3,21 @@
 export { Paywall } from './paywall.js';
 export type {
   ErrorBody,
+  HeldPayment,
+  PaidOutcome,
   PaymentRequiredOutcome,
   PaywallOptions,
   PaywallOutcome,
   PaywallRequest,
+  RequestPayment,
   RouteConfig,
   SettledPayment,
+  SettleMode,
+  UnavailableOutcome,
 } from './paywall.js';
 
 export { FacilitatorUnavailable } from './facilitator.js';
-export type { Facilitator, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
+export type { Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
 
 export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
 export type { BackendConnection } from './backend-http.js';

@@ -1,6 +1,6 @@
 import { canonicalizePath, type PathRejection } from './canonical-path.js';
 import { buildPaymentRequired, type PaymentRequiredResponse } from './challenge.js';
-import { FacilitatorUnavailable, type Facilitator } from './facilitator.js';
+import { FacilitatorUnavailable, type Facilitator, type RedeemRequest, type RedeemResult } from './facilitator.js';
 import { toCaip2Network, toV1Network } from './networks.js';
 import { checkPaymentAgainstRequirements } from './payment-checks.js';
 import { parsePrice, type Price } from './price.js';
@@ -11,8 +11,21 @@ import { parsePublicOrigin, resolveOrigin } from './request-origin.js';
 import { RouteTable, type CompiledRoute } from './routes.js';
 import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
 
+/**
+ * When a paid route's payment is settled:
+ * - `after-handler` (the default): the payment is verified and held, the handler runs with its response
+ *   held back, and the payment is settled only if the handler answers below 400; otherwise nothing is
+ *   charged. The buyer receives nothing of the response before the settlement succeeded.
+ * - `before-handler` (the x402 spec's order): settled first, then the handler runs. For handlers that must
+ *   not run unpaid at all (side effects that cannot be undone).
+ */
+export type SettleMode = 'after-handler' | 'before-handler';
+
 export interface RouteConfig {
   readonly price: Price;
+  readonly settle?: SettleMode;
+  /** After-handler only: how long the handler may take before its hold expires (default 120 s, at most 900). */
+  readonly holdSeconds?: number;
   readonly description?: string;
   readonly mimeType?: string;
   readonly maxTimeoutSeconds?: number;
@@ -48,11 +61,14 @@ export interface ErrorBody {
   readonly status: number;
 }
 
-export interface SettledPayment {
+/** The payment a handler runs for (`res.locals.payment`, `ctx.state.payment`, ...). */
+export interface RequestPayment {
   readonly version: 1 | 2;
   readonly paymentId: string;
   readonly payer: string;
-  readonly transaction: string;
+  /** The settlement transaction: set when the route settles before the handler; after it, in the response headers. */
+  readonly transaction?: string;
+  readonly settle: SettleMode;
   /** v1 network name. */
   readonly network: string;
   readonly amountAtomic: bigint;
@@ -60,12 +76,32 @@ export interface SettledPayment {
   readonly pattern: string;
 }
 
+export interface SettledPayment extends RequestPayment {
+  readonly transaction: string;
+}
+
+export type PaidOutcome = { readonly kind: 'paid'; readonly responseHeaders: Readonly<Record<string, string>>; readonly payment: SettledPayment };
+export type UnavailableOutcome = { readonly kind: 'unavailable'; readonly status: 502 | 503; readonly body: ErrorBody };
+
+/**
+ * A payment verified and held while the handler runs (after-handler routes). The adapter runs the
+ * handler with its response held back and then captures (a response below 400) or releases (anything
+ * else, a throw, a client that went away). Both are idempotent; release never throws.
+ */
+export interface HeldPayment {
+  readonly payment: RequestPayment;
+  /** Settles it: `paid` (send the held response with these headers) or why not (send that instead). */
+  capture(): Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome>;
+  release(): Promise<void>;
+}
+
 export type PaywallOutcome =
   | { readonly kind: 'pass' }
   | { readonly kind: 'reject'; readonly status: 400; readonly body: ErrorBody }
   | PaymentRequiredOutcome
-  | { readonly kind: 'paid'; readonly responseHeaders: Readonly<Record<string, string>>; readonly payment: SettledPayment }
-  | { readonly kind: 'unavailable'; readonly status: 502 | 503; readonly body: ErrorBody };
+  | PaidOutcome
+  | { readonly kind: 'held'; readonly hold: HeldPayment }
+  | UnavailableOutcome;
 
 export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & PaymentRequiredResponse;
 
@@ -140,10 +176,27 @@ export class Paywall {
   }
 
   private async redeem(route: CompiledRoute<PricedRoute>, resource: string, paymentHeader: string): Promise<PaywallOutcome> {
+    const checked = this.checkLocally(route, resource, paymentHeader);
+    if (checked.kind === 'payment-required') return checked;
+    const { version, request } = checked;
+    const settle = route.value.config.settle ?? 'after-handler';
+    if (settle === 'after-handler' && this.facilitator.hold) return this.hold(route, resource, version, request);
+
+    let result;
+    try {
+      result = await this.facilitator.redeem(request);
+    } catch (error) {
+      return unavailable(error);
+    }
+    if (!result.ok) return this.refuse(route, resource, result.reason, result.message);
+    return this.paid(route, resource, version, result, 'before-handler');
+  }
+
+  /** The cheap checks before asking the facilitator: the header decodes and matches what was asked. */
+  private checkLocally(route: CompiledRoute<PricedRoute>, resource: string, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 1 | 2; request: RedeemRequest } {
     const challenge = this.challengeFor(route, resource);
     const decoded = decodePaymentHeader(paymentHeader);
     if (!decoded.ok) return this.refuse(route, resource, decoded.reason, decoded.message);
-
     const checked = checkPaymentAgainstRequirements(
       decoded,
       challenge.requirementV1,
@@ -151,23 +204,53 @@ export class Paywall {
       Math.floor(this.now() / 1000),
     );
     if (!checked.ok) return this.refuse(route, resource, checked.reason, checked.message);
-
-    let result;
-    try {
-      result = await this.facilitator.redeem({
+    return {
+      kind: 'checked',
+      version: decoded.version,
+      request: {
         paymentHeader,
         version: decoded.version,
         resource,
         amountAtomic: route.value.amountAtomic,
         requirement: decoded.version === 1 ? challenge.requirementV1 : challenge.requirementV2,
-      });
-    } catch (error) {
-      const status = error instanceof FacilitatorUnavailable ? error.status : 502;
-      const message = error instanceof FacilitatorUnavailable ? error.message : 'payment facilitator failed';
-      return { kind: 'unavailable', status, body: { error: 'facilitator_unavailable', message, status } };
-    }
-    if (!result.ok) return this.refuse(route, resource, result.reason, result.message);
+      },
+    };
+  }
 
+  private async hold(route: CompiledRoute<PricedRoute>, resource: string, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
+    const facilitator = this.facilitator as Required<Facilitator>;
+    let held;
+    try {
+      held = await facilitator.hold({ ...request, holdSeconds: route.value.config.holdSeconds });
+    } catch (error) {
+      return unavailable(error);
+    }
+    if (!held.ok) return this.refuse(route, resource, held.reason, held.message);
+    const { holdId, payer } = held;
+    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
+    let releasing: Promise<void> | undefined;
+    const hold: HeldPayment = {
+      payment: {
+        version, paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(this.settings.network),
+        amountAtomic: route.value.amountAtomic, resource, pattern: route.pattern,
+      },
+      capture: () => (capturing ??= (async () => {
+        let result;
+        try {
+          result = await facilitator.capture(holdId);
+        } catch (error) {
+          return unavailable(error);
+        }
+        if (!result.ok) return this.refuse(route, resource, result.reason, result.message);
+        return this.paid(route, resource, version, result, 'after-handler');
+      })()),
+      // A release that cannot reach the facilitator is not the buyer's problem: the hold expires by itself.
+      release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
+    };
+    return { kind: 'held', hold };
+  }
+
+  private paid(route: CompiledRoute<PricedRoute>, resource: string, version: 1 | 2, result: Extract<RedeemResult, { ok: true }>, settle: SettleMode): PaidOutcome {
     const { paymentResponse } = result;
     const network = toV1Network(paymentResponse.network);
     // Extensions (the offer-receipt extension's signed receipt) ride in both settlement headers.
@@ -185,10 +268,11 @@ export class Paywall {
         'Access-Control-Expose-Headers': 'X-Payment-Response, PAYMENT-RESPONSE',
       },
       payment: {
-        version: decoded.version,
+        version,
         paymentId: result.paymentId,
         payer: paymentResponse.payer,
         transaction: paymentResponse.transaction,
+        settle,
         network,
         amountAtomic: route.value.amountAtomic,
         resource,
@@ -208,7 +292,7 @@ export class Paywall {
     return challenge;
   }
 
-  private refuse(route: CompiledRoute<PricedRoute>, resource: string, reason: string, message: string): PaywallOutcome {
+  private refuse(route: CompiledRoute<PricedRoute>, resource: string, reason: string, message: string): PaymentRequiredOutcome {
     return { kind: 'payment-required', ...buildPaymentRequired(this.settings, this.offer(route, resource), { reason, message }) };
   }
 
@@ -228,6 +312,12 @@ export class Paywall {
 /** Re-encodes a decoded canonical path for use inside a URL, one segment at a time. */
 function encodePath(path: string): string {
   return path.split('/').map(encodeURIComponent).join('/');
+}
+
+function unavailable(error: unknown): UnavailableOutcome {
+  const status = error instanceof FacilitatorUnavailable ? error.status : 502;
+  const message = error instanceof FacilitatorUnavailable ? error.message : 'payment facilitator failed';
+  return { kind: 'unavailable', status, body: { error: 'facilitator_unavailable', message, status } };
 }
 
 function reject(error: string, message: string): PaywallOutcome {

@@ -17,6 +17,7 @@ import { VaultService } from './vault/vault-service.js';
 import { createChainService, type ChainService } from './chain/chain-service.js';
 import { PaymentService } from './payments/payment-service.js';
 import { createSettling } from './payments/settling.js';
+import { HoldService } from './payments/holds.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
 import { DidService } from './did/did-service.js';
@@ -62,6 +63,8 @@ export interface AppContext {
   /** The settlement chain; undefined when CHAIN_RPC_URL is not configured (payment routes answer 503). */
   chain: ChainService | undefined;
   payments: PaymentService;
+  /** Payments held while a seller's handler runs (capture settles, release charges nothing). */
+  holds: HoldService;
   /** payment.received deliveries (outbox on the payment, Agenda jobs, delivery log). */
   webhooks: WebhookService;
   /** The service's did:web Ed25519 key (/.well-known/did.json); signs payment receipts. */
@@ -157,6 +160,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     did,
     calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
+    holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' })),
     webhooks: new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics }),
     wallets,
     mandates,

@@ -76,6 +76,7 @@ export async function startServer(config: Config, options: { extension?: AppExte
 async function startBackgroundWork(app: AppContext): Promise<void> {
   await app.jobs.start();
   app.onClose.push(() => app.jobs.stop());
+  app.onClose.push(app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
   const reconciler = startReconciler(app.payments, {
     everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
     log: app.log.child({ area: 'reconciliation' }), metrics: app.metrics,

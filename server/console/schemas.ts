@@ -14,7 +14,7 @@ export const idParam = z.object({ id });
 export const signInForm = z.object({ key: z.string().trim().min(1, 'enter a key').max(200, 'is too long to be a key') });
 
 export const paymentsQuery = z.object({
-  status: optional(z.enum(['settled', 'verified', 'failed'])),
+  status: optional(z.enum(['settled', 'held', 'verified', 'failed'])),
   endpoint: optional(id),
   payer: optional(z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address')),
   from: optional(day),

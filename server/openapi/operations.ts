@@ -9,7 +9,7 @@ import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendB
 import { activityQuery, mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
 import { logsQuery } from '../logs/routes.js';
 import { signupBody } from '../signup/routes.js';
-import { acceptanceBody, endpointBody, endpointPatch, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../payments/routes.js';
+import { acceptanceBody, endpointBody, endpointPatch, holdBody, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../payments/routes.js';
 import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../webhooks/routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
 import { discoveryQuery, facilitatorBody } from '../payments/facilitator-routes.js';
@@ -154,6 +154,9 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'delete', path: '/v0/payments/endpoints/:id', tag: 'Payments', summary: 'Delete an endpoint', auth: platform, params: paymentIdParam, ok: json('Deleted') },
   { method: 'get', path: '/v0/payments/settings', tag: 'Payments', summary: 'What the seller middleware needs to build challenges', auth: seller, ok: json('Seller settings'), also: { 409: 'Payment acceptance is off' } },
   { method: 'post', path: '/v0/payments/redeem', tag: 'Payments', summary: "Verify and settle a buyer's X-Payment header (agentgate's middleware)", auth: seller, body: redeemBody, ok: json('Settled', answers.redeemed), also: { 402: 'Refused, with the reason and the requirement to pay', 503: 'Settlement is not available (no relayer of this process can send: nothing was charged)' } },
+  { method: 'post', path: '/v0/payments/holds', tag: 'Payments', summary: "Verify a buyer's payment and hold it while the seller's handler runs (agentgate's middleware, settle after the handler)", auth: seller, body: holdBody, ok: { status: 201, description: 'Held: the authorization is claimed, nothing is charged yet', schema: answers.held }, also: { 402: 'Refused, with the reason and the requirement to pay', 503: 'Settlement is not available (nothing was claimed)' } },
+  { method: 'post', path: '/v0/payments/holds/:id/capture', tag: 'Payments', summary: 'Settle a held payment (the handler succeeded)', auth: seller, params: paymentIdParam, ok: json('Settled', answers.redeemed), also: { 402: 'The settlement failed: nothing was charged', 409: 'The hold was released or expired', 503: 'Settlement is not available (nothing was charged)' } },
+  { method: 'post', path: '/v0/payments/holds/:id/release', tag: 'Payments', summary: 'Drop a held payment (the handler failed): nothing is charged', auth: seller, params: paymentIdParam, ok: json('Released', answers.holdReleased), also: { 409: 'The hold was already captured' } },
   { method: 'get', path: '/v0/payments', tag: 'Payments', summary: 'Incoming payments, newest first', auth: sellerOrOps, query: paymentListQuery, ok: json('A page of payments', answers.paymentList) },
   { method: 'get', path: '/v0/payments/:id', tag: 'Payments', summary: 'One payment with its signed receipts', auth: sellerOrOps, params: paymentIdParam, ok: json('The payment', answers.paymentDetail) },
 

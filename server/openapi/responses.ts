@@ -33,7 +33,7 @@ const paymentFields = {
   amountUsdcRaw: z.string().describe('Atomic USDC (6 decimals)'),
   amountUsdc: z.string(),
   txHash: z.string().nullable(),
-  status: z.enum(['verified', 'settled', 'failed']),
+  status: z.enum(['held', 'verified', 'settled', 'failed']),
   resourceUrl: z.string(),
   failureReason: z.string().nullable(),
   createdAt: isoTime,
@@ -55,6 +55,14 @@ export const redeemed = z.object({
   paymentId: z.string(),
   paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), extensions: z.record(z.string(), z.unknown()).optional() }),
 });
+
+export const held = z.object({
+  ok: z.literal(true),
+  holdId: z.string().describe('The payment id: capture or release it'),
+  payer: z.string(),
+  expiresAt: isoTime.describe('Released by itself, not charged, if not captured by then'),
+});
+export const holdReleased = z.object({ holdId: z.string(), released: z.literal(true) });
 
 export const supported = z.object({
   kinds: z.array(z.object({ x402Version: z.number().int(), scheme: z.string(), network: z.string() })),

@@ -62,7 +62,11 @@ endpointSchema.index({ discoverable: 1 });
 /** The seal context of an endpoint's webhook secret (see platform/secret-box.ts): binds the ciphertext to its endpoint. */
 export const webhookSecretContext = (endpointId: string) => `webhook-secret:${endpointId}`;
 
-export type PaymentStatus = 'verified' | 'settled' | 'failed';
+/**
+ * held: claimed and waiting for the seller's handler (captured: settled; released or expired: the claim is
+ * removed); verified: claimed and being settled; settled and failed: what the chain did.
+ */
+export type PaymentStatus = 'held' | 'verified' | 'settled' | 'failed';
 
 export interface SignedReceipt {
   body: Record<string, unknown>;
@@ -99,6 +103,8 @@ export interface PaymentDoc {
   /** payment.received outbox entry, written with the settlement (server/webhooks dispatches it). */
   webhook?: { status: 'pending' | 'dispatched' | 'skipped'; eventId: string; deliveryId?: string };
   createdAt: Date;
+  /** A held claim not captured by then is released (the buyer was not charged). */
+  holdExpiresAt?: Date;
   submittedAt?: Date;
   settledAt?: Date;
 }
@@ -127,6 +133,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   offerReceipt: Schema.Types.Mixed,
   webhook: Schema.Types.Mixed,
   createdAt: { type: Date, required: true },
+  holdExpiresAt: Date,
   submittedAt: Date,
   settledAt: Date,
 }, { versionKey: false, minimize: false });

@@ -1,4 +1,4 @@
-import { getAddress, type Address } from 'viem';
+import { getAddress, type Address, type Hex } from 'viem';
 import type { Connection, Model } from 'mongoose';
 import { decodePaymentHeader, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { buildRequirementV1 } from '../../middleware/challenge.js';
@@ -50,6 +50,16 @@ function filterQuery(filter: PaymentFilter): Record<string, unknown> {
 
 /** What a payment must meet, and which door it came through (for the metrics). */
 export interface SettleTerms { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null; door: 'redeem' | 'facilitator' }
+
+/** Our middleware's redeem (and hold) call: the buyer's header, the resource and the price it answered for. */
+export interface RedeemInput { paymentHeader: string; resource: string; amount: string }
+
+export interface PreparedRedeem {
+  seller: SellerAccountDoc;
+  decoded: Extract<ReturnType<typeof decodePaymentHeader>, { ok: true }>;
+  terms: SettleTerms;
+  refuse: (error: string, message: string) => Extract<RedeemOutcome, { ok: false }>;
+}
 
 const isPending = (result: SettlementResult) => !result.ok && result.reason === 'settle_unconfirmed';
 
@@ -218,33 +228,50 @@ export class PaymentService {
 
   // --- redeem ----------------------------------------------------------------------------------
 
-  async redeem(orgId: string, input: { paymentHeader: string; resource: string; amount: string }): Promise<RedeemOutcome> {
-    const chain = this.requireChain();
-    const seller = await this.acceptingSeller(orgId);
-    if (!seller) return { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' };
-    const resource = normalizeResource(input.resource);
-    const endpoint = await this.endpointFor(orgId, resource);
-    if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
-    // The buyer's spelling of the resource: in dev it may be another loopback alias of endpoint.url.
-    const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource, description: endpoint.description });
-    const refuse = (error: string, message: string): RedeemOutcome => ({ ok: false, error, message, requirement });
-
-    let amount: bigint;
-    try { amount = parsePrice(input.amount); } catch { return refuse('amount_mismatch', `amount ${input.amount} is not a USDC amount`); }
-    if (amount !== BigInt(endpoint.priceAtomic)) return refuse('amount_mismatch', `amount ${input.amount} does not equal the registered price ${endpoint.priceUsdc}`);
-
-    const decoded = decodePaymentHeader(input.paymentHeader);
-    if (!decoded.ok) return refuse(decoded.reason, decoded.message);
-    const outcome = await this.settle(seller, decoded, { resource, amountAtomic: amount, endpoint, door: 'redeem' });
+  async redeem(orgId: string, input: RedeemInput): Promise<RedeemOutcome> {
+    const prepared = await this.prepareRedeem(orgId, input);
+    if ('refused' in prepared) return prepared.refused;
+    const { seller, decoded, terms, refuse } = prepared;
+    const outcome = await this.settle(seller, decoded, terms);
     if (!outcome.ok) return refuse(outcome.reason, outcome.message);
+    return this.redeemed(outcome, decoded.version);
+  }
+
+  /** The answer of a settled redeem, in the settlement header's form for the payload's version. */
+  redeemed(outcome: Extract<SettlementResult, { ok: true }>, version: 1 | 2): Extract<RedeemOutcome, { ok: true }> {
+    const chain = this.requireChain();
     return {
       ok: true,
       paymentId: outcome.paymentId,
       paymentResponse: {
-        success: true, transaction: outcome.txHash, network: decoded.version === 1 ? chain.network : chain.caip2, payer: outcome.payer,
+        success: true, transaction: outcome.txHash, network: version === 1 ? chain.network : chain.caip2, payer: outcome.payer,
         ...(outcome.offerReceipt ? { extensions: offerReceiptExtension(outcome.offerReceipt) } : {}),
       },
     };
+  }
+
+  /**
+   * What our middleware's redeem and hold share: the accepting seller, the registered endpoint, the amount
+   * checked against its price, the decoded header; or the refusal, with the requirement to pay.
+   */
+  async prepareRedeem(orgId: string, input: RedeemInput): Promise<PreparedRedeem | { refused: Extract<RedeemOutcome, { ok: false }> }> {
+    this.requireChain();
+    const seller = await this.acceptingSeller(orgId);
+    if (!seller) return { refused: { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' } };
+    const resource = normalizeResource(input.resource);
+    const endpoint = await this.endpointFor(orgId, resource);
+    if (!endpoint) return { refused: { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` } };
+    // The buyer's spelling of the resource: in dev it may be another loopback alias of endpoint.url.
+    const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource, description: endpoint.description });
+    const refuse = (error: string, message: string): Extract<RedeemOutcome, { ok: false }> => ({ ok: false, error, message, requirement });
+
+    let amount: bigint;
+    try { amount = parsePrice(input.amount); } catch { return { refused: refuse('amount_mismatch', `amount ${input.amount} is not a USDC amount`) }; }
+    if (amount !== BigInt(endpoint.priceAtomic)) return { refused: refuse('amount_mismatch', `amount ${input.amount} does not equal the registered price ${endpoint.priceUsdc}`) };
+
+    const decoded = decodePaymentHeader(input.paymentHeader);
+    if (!decoded.ok) return { refused: refuse(decoded.reason, decoded.message) };
+    return { seller, decoded, refuse, terms: { resource, amountAtomic: amount, endpoint, door: 'redeem' } };
   }
 
   /** Checks a payment against a seller's terms and the chain, moving nothing (the facilitator's /verify). */
@@ -290,23 +317,26 @@ export class PaymentService {
   }
 
   private async settleOnce(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<{ answer: SettlementResult; final?: Promise<SettlementResult> }> {
+    const claimed = await this.claim(seller, decoded, terms, { status: 'verified' });
+    if (!claimed.ok) return { answer: claimed.refused };
+    return this.settleClaimed(claimed.payment, terms);
+  }
+
+  /**
+   * Verifies a payment and claims its authorization: of any number of concurrent or replayed copies,
+   * exactly one insert succeeds. `held` claims wait for the seller's capture or release (holds.ts);
+   * `verified` ones are settled at once.
+   */
+  async claim(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms, how: { status: 'verified' } | { status: 'held'; until: Date }): Promise<{ ok: true; payment: PaymentDoc } | { ok: false; refused: Extract<SettlementResult, { ok: false }> }> {
     const chain = this.requireChain();
     const verified = await this.verify(seller, decoded, terms);
     if (!verified.ok) {
       this.metrics.paidRequests.inc({ outcome: verified.reason, door: terms.door });
-      return { answer: { ok: false, reason: verified.reason, message: verified.message } };
+      return { ok: false, refused: { ok: false, reason: verified.reason, message: verified.message } };
     }
     // A process that cannot send says so before claiming: nothing is recorded, the buyer may try again.
-    const settler = this.settling!.settler;
-    if (!settler.available()) await this.settling!.relayers.recheckStarved();
-    if (!settler.available()) {
-      this.metrics.paidRequests.inc({ outcome: 'relayer_unavailable', door: terms.door });
-      const why = this.settling!.relayers.status().problems.join('; ') || 'no relayer account of this process can send now';
-      throw new AppError(503, 'relayer_unavailable', `This server cannot settle payments now: ${why}`, undefined, { 'Retry-After': '2' });
-    }
+    await this.ensureSettlerOrRefuse(terms.door);
 
-    // Claim the authorization before anything is sent: of any number of concurrent or replayed copies,
-    // exactly one insert succeeds.
     const orgId = seller._id;
     const auth = verified.authorization;
     const payment: PaymentDoc = {
@@ -314,20 +344,29 @@ export class PaymentService {
       asset: chain.usdc.address, payerAddress: verified.payer, recipientAddress: getAddress(auth.to), amountUsdcRaw: terms.amountAtomic.toString(),
       resourceUrl: terms.resource, x402Version: decoded.version,
       authorizationKey: `${chain.chainId}:${chain.usdc.address}:${verified.payer}:${auth.nonce}`.toLowerCase(),
-      authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: 'verified', createdAt: new Date(),
+      authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: how.status, createdAt: new Date(),
+      ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
     try {
       await this.payments.create(payment);
     } catch (err) {
       if (isDuplicateKey(err)) {
         this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
-        return { answer: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
+        return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
       }
       throw err;
     }
+    return { ok: true, payment };
+  }
 
+  /**
+   * Settles a claimed payment; the answer waits for the chain at most SETTLEMENT_TIMEOUT_MS, `final` is
+   * the outcome whenever the chain decides (it is recorded either way).
+   */
+  settleClaimed(payment: PaymentDoc, terms: Pick<SettleTerms, 'endpoint' | 'door'>): Promise<{ answer: SettlementResult; final: Promise<SettlementResult> }> {
+    const settler = this.settling!.settler;
     const claimedAt = Date.now();
-    const final = settler.settle({ authorization: authorizationOf(payment), signature: verified.signature, paymentId: payment._id })
+    const final = settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id })
       .then((settled) => this.recordOutcome(payment, settled, terms.endpoint))
       .then((result) => {
         const outcome = result.ok ? 'settled' : result.reason;
@@ -337,12 +376,23 @@ export class PaymentService {
         return result;
       });
     const pending: SettlementResult = {
-      ok: false, reason: 'settle_unconfirmed', payer: verified.payer,
+      ok: false, reason: 'settle_unconfirmed', payer: payment.payerAddress,
       message: `the settlement is not confirmed on chain after ${this.config.SETTLEMENT_TIMEOUT_MS / 1000} s; it goes on: retry with the same payment-identifier for the final result`,
     };
-    const answer = await withDeadline(final, this.config.SETTLEMENT_TIMEOUT_MS, pending);
-    if (answer === pending) this.log.warn({ paymentId: payment._id, timeoutMs: this.config.SETTLEMENT_TIMEOUT_MS }, 'settlement answer timed out; the settlement goes on');
-    return { answer, final };
+    return withDeadline(final, this.config.SETTLEMENT_TIMEOUT_MS, pending).then((answer) => {
+      if (answer === pending) this.log.warn({ paymentId: payment._id, timeoutMs: this.config.SETTLEMENT_TIMEOUT_MS }, 'settlement answer timed out; the settlement goes on');
+      return { answer, final };
+    });
+  }
+
+  /** 503 before anything is claimed when this process cannot send settlements now. */
+  private async ensureSettlerOrRefuse(door: SettleTerms['door']): Promise<void> {
+    const settling = this.settling!;
+    if (!settling.settler.available()) await settling.relayers.recheckStarved();
+    if (settling.settler.available()) return;
+    this.metrics.paidRequests.inc({ outcome: 'relayer_unavailable', door });
+    const why = settling.relayers.status().problems.join('; ') || 'no relayer account of this process can send now';
+    throw new AppError(503, 'relayer_unavailable', `This server cannot settle payments now: ${why}`, undefined, { 'Retry-After': '2' });
   }
 
   /** Writes what the chain did into the payment record, and turns it into the answer. */

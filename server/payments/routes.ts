@@ -10,6 +10,7 @@ import { presentEndpoint, presentPayment } from './present.js';
 import { keyUsage } from '../platform/usage.js';
 import { registerEndpoint, rotateWebhookSecret, updateEndpoint } from './endpoint-registration.js';
 import { issueSellerKey, revokeSellerKey } from './seller-keys.js';
+import { MAX_HOLD_SECONDS } from './holds.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
@@ -38,6 +39,7 @@ export const endpointPatch = z.object({
   ...discovery,
 }).strict().refine((b) => Object.keys(b).length > 0, 'give at least one of priceUsdc, description, webhookUrl, discoverable, inputSchema, outputSchema');
 export const redeemBody = z.object({ paymentHeader: z.string().min(1).max(16_384), resource: z.string().min(1).max(2048), amount: z.string().min(1).max(32) }).strict();
+export const holdBody = redeemBody.extend({ holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
 
@@ -117,6 +119,24 @@ export function paymentRoutes(app: AppContext): Router {
     const outcome = await app.payments.redeem(orgOf(ctx), body);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+
+  // Settle after the handler: hold (verify and claim), then capture (settle) or release (nothing charged).
+  router.post('/holds', seller, async (ctx) => {
+    const body = parseInput(holdBody, ctx.request.body, 'body');
+    const outcome = await app.holds.hold(orgOf(ctx), body);
+    ctx.status = outcome.ok ? 201 : 402;
+    ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+  router.post('/holds/:id/capture', seller, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    const outcome = await app.holds.capture(orgOf(ctx), id);
+    ctx.status = outcome.ok ? 200 : 402;
+    ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+  router.post('/holds/:id/release', seller, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    ctx.body = await app.holds.release(orgOf(ctx), id);
   });
 
   router.get('/', sellerOrOps, async (ctx) => {

@@ -76,6 +76,8 @@ function sellerFetch(paywall: Paywall): typeof fetch {
         return new Response(JSON.stringify(outcome.body), { status: outcome.status });
       case 'pass':
         return new Response('not found', { status: 404 });
+      case 'held':
+        throw new Error('this facilitator settles before the handler; nothing is held');
     }
   };
 }

@@ -44,7 +44,7 @@ export function paymentsPage(input: { session: LiveSession; query: PaymentsQuery
       <div class="field"><label for="f-status">Status</label>
         <select id="f-status" name="status">
           <option value="">Any</option>
-          ${(['settled', 'verified', 'failed'] as const).map((s) => html`<option value="${s}"${selected(query.status, s)}>${s}</option>`)}
+          ${(['settled', 'held', 'verified', 'failed'] as const).map((s) => html`<option value="${s}"${selected(query.status, s)}>${s}</option>`)}
         </select></div>
       <div class="field"><label for="f-endpoint">Endpoint</label>
         <select id="f-endpoint" name="endpoint">

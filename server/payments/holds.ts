@@ -1,0 +1,180 @@
+import { Schema, type Connection, type Model } from 'mongoose';
+import { AppError, isDuplicateKey, notFound } from '../platform/errors.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { Logger } from '../platform/logger.js';
+import type { Config } from '../platform/config.js';
+import type { PaymentService, RedeemInput, RedeemOutcome } from './payment-service.js';
+import type { PaymentDoc } from './models.js';
+
+/**
+ * Holds: how our middleware charges only for what was served. A hold verifies the buyer's payment and
+ * claims its authorization (so a concurrent copy cannot also run the seller's handler) without settling;
+ * the middleware then runs the handler and either captures the hold (the handler succeeded: settle) or
+ * releases it (the handler failed: nothing is charged, and the same signed payment may be presented
+ * again). A hold nobody decides is released when it expires.
+ *
+ * Capture and release are decided once per hold by a unique insert (FerretDB makes no conditional update
+ * atomic): whichever comes first wins, and the other answers 409. Only the winner writes the payment.
+ */
+interface HoldDecisionDoc {
+  _id: string; // the payment id
+  orgId: string;
+  decision: 'capture' | 'release';
+  why: 'captured' | 'released' | 'expired';
+  at: Date;
+}
+
+const decisionSchema = new Schema<HoldDecisionDoc>({
+  _id: String,
+  orgId: { type: String, required: true },
+  decision: { type: String, required: true },
+  why: { type: String, required: true },
+  at: { type: Date, required: true },
+}, { versionKey: false });
+
+export interface HoldInput extends RedeemInput {
+  /** How long the seller's handler may take; capped by the authorization's own validity. */
+  holdSeconds?: number;
+}
+
+export type HoldOutcome =
+  | { ok: true; holdId: string; payer: string; expiresAt: string }
+  | Extract<RedeemOutcome, { ok: false }>;
+
+/** The longest a handler may hold a payment, whatever it asks. */
+export const MAX_HOLD_SECONDS = 900;
+export const DEFAULT_HOLD_SECONDS = 120;
+
+export class HoldService {
+  private readonly decisions: Model<HoldDecisionDoc>;
+
+  constructor(conn: Connection, private readonly config: Config, private readonly payments: PaymentService, private readonly logs: ActivityLog, private readonly log: Logger) {
+    this.decisions = conn.models.HoldDecision ?? conn.model<HoldDecisionDoc>('HoldDecision', decisionSchema, 'payment_hold_decisions');
+  }
+
+  async hold(orgId: string, input: HoldInput): Promise<HoldOutcome> {
+    const prepared = await this.payments.prepareRedeem(orgId, input);
+    if ('refused' in prepared) return prepared.refused;
+    const { seller, decoded, terms, refuse } = prepared;
+    // Settlement must still be possible when the handler is done: the hold ends before the authorization does.
+    const validBefore = Number(decoded.payload.payload.authorization.validBefore) * 1000;
+    const margin = this.config.PAYMENT_VALIDITY_MARGIN_SECONDS * 1000;
+    const until = Math.min(Date.now() + Math.min(input.holdSeconds ?? DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS) * 1000, validBefore - margin);
+    if (until <= Date.now()) return refuse('authorization_expired', 'the authorization expires before a handler could run and the payment be settled');
+    const claimed = await this.payments.claim(seller, decoded, terms, { status: 'held', until: new Date(until) });
+    if (!claimed.ok) return refuse(claimed.refused.reason, claimed.refused.message);
+    return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
+  }
+
+  /** Settles a held payment (the seller's handler succeeded). Answers like redeem. */
+  async capture(orgId: string, id: string): Promise<RedeemOutcome> {
+    for (;;) {
+      const payment = await this.find(orgId, id);
+      if (payment.status !== 'held') return this.outcomeOf(payment);
+      if (!(await this.decide(payment, 'capture', 'captured'))) {
+        const decision = await this.decisions.findById(payment._id).lean();
+        if (decision?.decision === 'release') throw released(decision);
+        continue; // captured by a concurrent call: answer what it did
+      }
+      // Only the capture that won the decision writes the payment: held -> verified (being settled).
+      await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified' }, $unset: { holdExpiresAt: 1 } });
+      const endpoint = payment.endpointId ? await this.payments.endpoints.findById(payment.endpointId).lean() : null;
+      const { answer } = await this.payments.settleClaimed({ ...payment, status: 'verified' }, { endpoint, door: 'redeem' });
+      if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
+      return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+    }
+  }
+
+  /** Drops a held payment (the seller's handler failed): nothing is charged, the authorization is free again. */
+  async release(orgId: string, id: string): Promise<{ holdId: string; released: true }> {
+    const payment = await this.find(orgId, id).catch((err) => {
+      if (err instanceof AppError && err.code === 'hold_released') return undefined; // released already: nothing to do
+      throw err;
+    });
+    if (!payment) return { holdId: id, released: true };
+    if (payment.status !== 'held') throw captured();
+    if (!(await this.decide(payment, 'release', 'released'))) {
+      const decision = await this.decisions.findById(payment._id).lean();
+      if (decision?.decision === 'capture') throw captured();
+      return { holdId: id, released: true };
+    }
+    await this.drop(payment, 'released');
+    return { holdId: id, released: true };
+  }
+
+  /** Releases every hold past its expiry (a handler that never answered, a seller process that died). */
+  async releaseExpired(): Promise<number> {
+    const expired = await this.payments.payments.find({ status: 'held', holdExpiresAt: { $lt: new Date() } }).limit(200).lean();
+    let count = 0;
+    for (const payment of expired) {
+      if (!(await this.decide(payment, 'release', 'expired'))) continue;
+      await this.drop(payment, 'expired');
+      count++;
+    }
+    return count;
+  }
+
+  /** Runs releaseExpired every `everyMs` in this process; returns the stop function. */
+  startExpirySweep(everyMs: number): () => Promise<void> {
+    let running: Promise<unknown> = Promise.resolve();
+    const timer = setInterval(() => {
+      running = this.releaseExpired().then((n) => {
+        if (n) this.log.info({ released: n }, 'expired payment holds released');
+      }, (err) => this.log.error({ err: (err as Error).message }, 'releasing expired payment holds failed'));
+    }, everyMs);
+    timer.unref();
+    return async () => {
+      clearInterval(timer);
+      await running;
+    };
+  }
+
+  /** The org's hold (or what it became); a released one is gone, and says so. Another org's is a 404. */
+  private async find(orgId: string, id: string): Promise<PaymentDoc> {
+    const payment = await this.payments.payments.findOne({ _id: id, orgId }).lean();
+    if (payment) return payment;
+    const decision = await this.decisions.findOne({ _id: id, orgId }).lean();
+    if (decision?.decision === 'release') throw released(decision);
+    throw notFound('Hold not found');
+  }
+
+  private async decide(payment: PaymentDoc, decision: HoldDecisionDoc['decision'], why: HoldDecisionDoc['why']): Promise<boolean> {
+    try {
+      await this.decisions.create({ _id: payment._id, orgId: payment.orgId, decision, why, at: new Date() });
+      return true;
+    } catch (err) {
+      if (isDuplicateKey(err)) return false;
+      throw err;
+    }
+  }
+
+  /** The claim goes: the same signed payment may be presented again. */
+  private async drop(payment: PaymentDoc, why: 'released' | 'expired'): Promise<void> {
+    await this.payments.payments.deleteOne({ _id: payment._id, status: 'held' });
+    this.logs.recordSoon({
+      orgId: payment.orgId, action: 'payments.hold_released', category: 'payments',
+      description: `Payment of ${payment.payerAddress} for ${payment.resourceUrl} not charged: hold ${why}`, targetType: 'payment', targetId: payment._id,
+      metadata: { why },
+    });
+  }
+
+  /** A capture asked of a hold already decided: what it came to (or, while settling, its result when known). */
+  private async outcomeOf(payment: PaymentDoc): Promise<RedeemOutcome> {
+    if (payment.status === 'settled') {
+      return this.payments.redeemed({ ok: true, paymentId: payment._id, txHash: payment.txHash!, payer: payment.payerAddress, ...(payment.offerReceipt ? { offerReceipt: payment.offerReceipt } : {}) }, payment.x402Version);
+    }
+    if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
+    // Being settled by the capture that won: wait for its outcome, within the settlement timeout.
+    const deadline = Date.now() + this.config.SETTLEMENT_TIMEOUT_MS;
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      const now = await this.payments.payments.findById(payment._id).lean();
+      if (!now) break;
+      if (now.status === 'settled' || now.status === 'failed') return this.outcomeOf(now);
+    }
+    return { ok: false, error: 'settle_unconfirmed', message: 'the capture is still settling; ask again for its result' };
+  }
+}
+
+const captured = () => new AppError(409, 'hold_captured', 'This hold was already captured: the payment is settled or settling');
+const released = (decision: HoldDecisionDoc) => new AppError(409, decision.why === 'expired' ? 'hold_expired' : 'hold_released', decision.why === 'expired' ? 'This hold expired and was released: nothing was charged' : 'This hold was released: nothing was charged');
