@@ -13,6 +13,8 @@ export default {
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.mjs',
+  // The machine as a shared resource: a load test of several OS processes (test/cluster/) runs alone.
+  setupFilesAfterEnv: ['<rootDir>/test/support/machine-share.ts'],
   globalTeardown: '<rootDir>/test/support/global-teardown.mjs',
   reporters: ['default', '<rootDir>/test/support/summary-reporter.cjs'],
   testTimeout: 60000,

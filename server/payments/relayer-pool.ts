@@ -21,7 +21,7 @@ export interface RelayerPoolOptions {
   metrics: Metrics;
 }
 
-interface Held { lane: RelayerLane; lease?: HeldLease; draining: boolean; unsubscribe?: () => void }
+interface Held { lane: RelayerLane; lease?: HeldLease; draining: boolean; unsubscribe?: () => void; renewedAt: number }
 
 export interface PoolStatus {
   poolSize: number;
@@ -91,6 +91,10 @@ export class RelayerPool {
     if (Date.now() - this.lastRecheck < 1_000) return;
     this.lastRecheck = Date.now();
     await Promise.all(this.lanes().filter((l) => l.state === 'starved').map((l) => l.refreshBalance().catch(() => {})));
+  }
+
+  why(): string {
+    return this.status().problems.join('; ');
   }
 
   /** Lanes that may take new work now. */
@@ -164,16 +168,19 @@ export class RelayerPool {
     }
   }
 
-  /** Renews every held lease with less than half its time left (all at once, each its own write). */
+  /**
+   * Renews every held lease every half heartbeat (a sixth of its time to live; all at once, each its own
+   * write): early and often, so a database that stalls for several seconds does not cost the lease.
+   */
   private async renewHeld(leases: RelayerLeases): Promise<void> {
-    // heartbeatMs is a third of the lease's time to live.
-    const due = [...this.held].filter(([, h]) => h.lease && h.lease.validUntil - Date.now() < this.options.heartbeatMs * 1.5);
+    const due = [...this.held].filter(([, h]) => h.lease && Date.now() - h.renewedAt >= this.options.heartbeatMs / 2);
     await Promise.all(due.map(([address, h]) => this.renewOne(leases, address, h)));
   }
 
   private async renewOne(leases: RelayerLeases, address: string, h: Held): Promise<void> {
     let renewed: HeldLease | undefined;
     const started = Date.now();
+    h.renewedAt = started;
     try {
       renewed = await leases.renew(h.lease!);
     } catch (err) {
@@ -223,7 +230,7 @@ export class RelayerPool {
 
   private async openLane(account: PrivateKeyAccount, lease: HeldLease | undefined): Promise<void> {
     const address = account.address.toLowerCase();
-    const entry: Held = { lease, draining: false, lane: undefined as unknown as RelayerLane };
+    const entry: Held = { lease, draining: false, lane: undefined as unknown as RelayerLane, renewedAt: Date.now() };
     const lane = new RelayerLane(account, this.chain, this.clock, {
       ...this.options.lane,
       mayRun: () => this.held.get(address) === entry && (entry.lease === undefined || entry.lease.validUntil > Date.now()),

@@ -26,6 +26,8 @@ export interface SettlementRequest { authorization: Authorization; signature: He
 export interface LaneSource {
   lanes(): RelayerLane[];
   allLanes(): RelayerLane[];
+  /** Why no lane can send, for the refusal's message. */
+  why?(): string;
 }
 
 export interface SettlerOptions {
@@ -133,7 +135,7 @@ export class Settler {
     while (this.queue.length > 0) {
       if (!this.available()) {
         // No lease, or no gas: nothing can be sent from this process. The claims are released by the caller.
-        const message = 'no relayer account of this process can send now (all leased elsewhere or out of gas)';
+        const message = `no relayer account of this process can send now: ${this.relayers.why?.() || 'all leased elsewhere or out of gas'}`;
         for (const item of this.queue.splice(0)) item.resolve({ ok: false, reason: 'relayer_unavailable', message, unavailable: true });
         return;
       }

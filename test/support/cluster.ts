@@ -281,7 +281,7 @@ export interface Audit {
   problems: string[];
   transactions: number;
   gasPerPayment: number;
-  webhooks: { delivered: number; duplicatesAtReceiver: number };
+  webhooks: { delivered: number; duplicatesAtReceiver: number; byStatus: Record<string, number>; lastErrors: string[] };
 }
 
 /** Reasons that would mean a payment failed because of the relayer, not the buyer. */
@@ -375,7 +375,11 @@ export async function audit(input: {
       problems,
       transactions: txs.length,
       gasPerPayment: usedBy.size ? Math.round(gas / usedBy.size) : 0,
-      webhooks: { delivered, duplicatesAtReceiver },
+      webhooks: {
+        delivered, duplicatesAtReceiver,
+        byStatus: deliveries.reduce<Record<string, number>>((acc, d) => { acc[d.status] = (acc[d.status] ?? 0) + 1; return acc; }, {}),
+        lastErrors: [...new Set(deliveries.map((d) => d.lastError).filter(Boolean))].slice(0, 3) as string[],
+      },
     };
   } finally {
     await mongo.close();
@@ -392,17 +396,20 @@ export async function eventually(check: () => Promise<boolean>, timeoutMs: numbe
   }
 }
 
-/** Moves the base fee every block within EIP-1559's bounds and a little past them, as a busy live chain does. */
+/**
+ * Moves the base fee every block by up to about a quarter either way (a little past EIP-1559's 12.5%), as a
+ * busy live chain does, around 1 gwei: a random walk in log space, kept between 0.1 and 10 gwei.
+ */
 export function moveBaseFee(rpcUrl: string, everyMs = 1_000): () => void {
   let stopped = false;
+  const [floor, ceiling] = [100_000_000, 10_000_000_000];
   const tick = async () => {
     while (!stopped) {
       try {
         const block = await rpc(rpcUrl, 'eth_getBlockByNumber', ['latest', false]);
-        const base = BigInt(block.baseFeePerGas);
-        const factor = 0.8 + Math.random() * 0.55; // -20% .. +35%
-        const next = BigInt(Math.max(1_000_000_000, Math.floor(Number(base) * factor)));
-        await rpc(rpcUrl, 'anvil_setNextBlockBaseFeePerGas', [toHex(next)]);
+        const base = Number(BigInt(block.baseFeePerGas));
+        const next = Math.min(ceiling, Math.max(floor, Math.floor(base * Math.exp((Math.random() - 0.5) * 0.5))));
+        await rpc(rpcUrl, 'anvil_setNextBlockBaseFeePerGas', [toHex(BigInt(next))]);
       } catch {
         // the chain may be restarting; try again next tick
       }

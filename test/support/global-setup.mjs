@@ -5,6 +5,8 @@
 //    accounts 1..9, which act as per-worker treasuries (see test/support/chain.ts).
 // Plain ESM loading our TypeScript through tsx: jest's module mapper does not apply to global setup.
 import { tsImport } from 'tsx/esm/api';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export default async function globalSetup() {
   const log = (line) => process.stderr.write(`[test services] ${line}\n`);
@@ -19,5 +21,7 @@ export default async function globalSetup() {
   process.env.AGENTGATE_TEST_RPC_URL = chain.rpcUrl;
   process.env.AGENTGATE_TEST_USDC = chain.usdcAddress;
   process.env.AGENTGATE_TEST_FACTORY = chain.factoryAddress;
+  // Where test files take turns on the machine (test/support/machine-share.ts): one folder per run.
+  process.env.AGENTGATE_TEST_LOCKS = join(tmpdir(), `agentgate-test-locks-${process.pid}-${Date.now()}`);
   globalThis.__AGENTGATE_SERVICES__ = { mongo, chain };
 }
