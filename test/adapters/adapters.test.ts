@@ -107,6 +107,8 @@ function fakeBackend(answerSettings: () => Response | Promise<Response>) {
     calls.push(`${init?.method ?? 'GET'} ${path}`);
     if (path === '/v0/payments/settings') return answerSettings();
     if (path === '/v0/payments/redeem') return Response.json(okAnswer());
+    if (path === '/v0/payments/holds') return Response.json({ ok: true, holdId: 'pay_held1', payer: '0x2222222222222222222222222222222222222222', expiresAt: new Date(Date.now() + 60_000).toISOString() }, { status: 201 });
+    if (path === '/v0/payments/holds/pay_held1/capture') return Response.json(okAnswer());
     return Response.json({ error: 'not_found', message: 'no', status: 404 }, { status: 404 });
   };
   return { calls, fetch };
@@ -238,10 +240,20 @@ describe.each([
   });
 
   describe('backend wiring ({backendUrl, apiKey})', () => {
-    test('settings are fetched once at start-up, never per request; redeem goes to the backend', async () => {
+    test('settings are fetched once at start-up, never per request; a payment is held, then captured after the handler', async () => {
       const backend = fakeBackend(settingsResponse);
       seller = await makeSeller({ backendUrl: 'http://backend.test', apiKey: SELLER_KEY, routes: ROUTES, fetch: backend.fetch });
       for (let i = 0; i < 5; i += 1) expect((await fetch(`${seller.url}/weather`)).status).toBe(402);
+      const paid = await fetch(`${seller.url}/weather`, { headers: { 'X-Payment': v1Header() } });
+      expect(paid.status).toBe(200);
+      expect(backend.calls).toEqual(['GET /v0/payments/settings', 'POST /v0/payments/holds', 'POST /v0/payments/holds/pay_held1/capture']);
+      expect(seller.runs).toHaveLength(1);
+    });
+
+    test('settle: before-handler redeems at once, before the handler runs', async () => {
+      const backend = fakeBackend(settingsResponse);
+      const routes = { 'GET /weather': { ...ROUTES['GET /weather'], settle: 'before-handler' as const } };
+      seller = await makeSeller({ backendUrl: 'http://backend.test', apiKey: SELLER_KEY, routes, fetch: backend.fetch });
       const paid = await fetch(`${seller.url}/weather`, { headers: { 'X-Payment': v1Header() } });
       expect(paid.status).toBe(200);
       expect(backend.calls).toEqual(['GET /v0/payments/settings', 'POST /v0/payments/redeem']);
