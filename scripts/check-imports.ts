@@ -5,8 +5,14 @@
 //   3. Production code never loads the dev harness (server/dev/): nothing outside it imports it, except
 //      the CLI's `dev` command through a dynamic import.
 //   4. The middleware and adapters (the seller package) never import the backend.
+//   5. Each package declares what its code imports: the seller package (seller/package.json) what
+//      middleware/ and adapters/ import, as dependencies or optional peer dependencies (the frameworks),
+//      with no dependency that nothing imports (a seller installs every one of them); the backend (the
+//      root package.json) what server/ and contracts/ import, in dependencies or optionalDependencies
+//      (devDependencies are not installed with it), and the seller package itself.
 // Run by `npm run lint` and by test/architecture.test.ts (so CI runs it with the suite).
 import { readFileSync, readdirSync, statSync, existsSync } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -14,6 +20,13 @@ export interface ImportEdge { from: string; to: string; dynamic: boolean }
 
 const ROOTS = ['middleware', 'adapters', 'server'];
 const SPECIFIER = /(?:^|[^\w$.])(?:import|export)\s[^'";]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|(?:^|[^\w$.])import\s*['"](\.{1,2}\/[^'"]+)['"]|(?:^|[^\w$.])import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/gm;
+
+const PACKAGE_SPECIFIER = /(?:^|[^\w$.])(?:import|export)\s[^'";]*?from\s*['"]([^'"./][^'"]*)['"]|(?:^|[^\w$.])import\s*['"]([^'"./][^'"]*)['"]|(?:^|[^\w$.])import\(\s*['"]([^'"./][^'"]*)['"]\s*\)/gm;
+
+/** A file's code without its comments (comments can quote import lines; only code counts). */
+function codeOf(root: string, file: string): string {
+  return readFileSync(join(root, file), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+}
 
 function sourceFiles(root: string, dir: string): string[] {
   return readdirSync(join(root, dir)).flatMap((name) => {
@@ -27,8 +40,7 @@ function sourceFiles(root: string, dir: string): string[] {
 export function importGraph(root: string): ImportEdge[] {
   const edges: ImportEdge[] = [];
   for (const file of ROOTS.flatMap((dir) => sourceFiles(root, dir))) {
-    // Comments can quote import lines; only code counts.
-    const code = readFileSync(join(root, file), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+    const code = codeOf(root, file);
     for (const match of code.matchAll(SPECIFIER)) {
       const specifier = match[1] ?? match[2] ?? match[3]!;
       const target = relative(root, resolve(root, dirname(file), specifier.replace(/\.js$/, '.ts')));
@@ -83,13 +95,57 @@ export function layerViolations(edges: ImportEdge[]): string[] {
   return broken;
 }
 
+/** The npm packages the TypeScript files under `dirs` import (type-only imports included), each with its first importer. */
+export function packageImports(root: string, dirs: string[]): Map<string, string> {
+  const packages = new Map<string, string>();
+  for (const file of dirs.filter((dir) => existsSync(join(root, dir))).flatMap((dir) => sourceFiles(root, dir))) {
+    for (const match of codeOf(root, file).matchAll(PACKAGE_SPECIFIER)) {
+      const specifier = match[1] ?? match[2] ?? match[3]!;
+      if (specifier.startsWith('node:') || builtinModules.includes(specifier.split('/')[0]!)) continue;
+      const name = specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+      if (!packages.has(name)) packages.set(name, file);
+    }
+  }
+  return packages;
+}
+
+interface Manifest {
+  name: string;
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+}
+
+/** Imports a package does not declare, and declarations it does not need (rule 5), each as one line. */
+export function dependencyViolations(root: string): string[] {
+  const seller = JSON.parse(readFileSync(join(root, 'seller', 'package.json'), 'utf8')) as Manifest;
+  const backend = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Manifest;
+  const broken: string[] = [];
+  const sellerImports = packageImports(root, ['middleware', 'adapters']);
+  for (const [name, file] of sellerImports) {
+    if (!seller.dependencies?.[name] && !seller.peerDependencies?.[name]) broken.push(`${file} imports ${name}: not in seller/package.json`);
+  }
+  for (const name of Object.keys(seller.dependencies ?? {})) {
+    if (!sellerImports.has(name)) broken.push(`seller/package.json depends on ${name}, which middleware/ and adapters/ do not import`);
+  }
+  for (const name of Object.keys(seller.peerDependencies ?? {})) {
+    if (!seller.peerDependenciesMeta?.[name]?.optional) broken.push(`seller/package.json: the peer dependency ${name} is not optional`);
+  }
+  for (const [name, file] of packageImports(root, ['server', 'contracts'])) {
+    if (!backend.dependencies?.[name] && !backend.optionalDependencies?.[name]) broken.push(`${file} imports ${name}: not in the dependencies of package.json`);
+  }
+  if (backend.dependencies?.[seller.name] === undefined) broken.push(`package.json does not depend on the seller package ${seller.name}`);
+  return broken;
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
   const edges = importGraph(root);
   const circles = importCircles(edges);
-  const violations = layerViolations(edges);
+  const violations = [...layerViolations(edges), ...dependencyViolations(root)];
   for (const circle of circles) console.error(`import circle: ${circle.join(' <-> ')}`);
   for (const violation of violations) console.error(`layering: ${violation}`);
-  console.log(`imports: ${edges.length} edges checked, ${circles.length} circles, ${violations.length} layering violations`);
+  console.log(`imports: ${edges.length} edges checked, ${circles.length} circles, ${violations.length} layering and dependency violations`);
   process.exitCode = circles.length || violations.length ? 1 : 0;
 }

@@ -1,7 +1,10 @@
 // The layout's import rules (scripts/check-imports.ts), held by the suite so CI runs them: no import
 // circles in middleware/, adapters/ and server/; platform/ imports no area; production code never loads
-// the dev harness; the seller package never imports the backend.
-import { importCircles, importGraph, layerViolations, type ImportEdge } from '../scripts/check-imports.js';
+// the dev harness; the seller package never imports the backend; each package declares what it imports.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { dependencyViolations, importCircles, importGraph, layerViolations, type ImportEdge } from '../scripts/check-imports.js';
 
 const edges = importGraph(process.cwd());
 
@@ -28,4 +31,29 @@ test('the checker finds a circle and each kind of layering violation', () => {
     edge('middleware/paywall.ts', 'server/context.ts'),
     edge('server/cli/main.ts', 'server/dev/run-dev.ts', true),
   ])).toHaveLength(4);
+});
+
+test('each package declares what its code imports', () => {
+  expect(dependencyViolations(process.cwd())).toEqual([]);
+});
+
+test('the dependency check finds an undeclared import, an unused or required-peer declaration, and a backend import left to devDependencies', () => {
+  const root = mkdtempSync(join(tmpdir(), 'agentgate-deps-'));
+  const write = (file: string, text: string) => { mkdirSync(dirname(join(root, file)), { recursive: true }); writeFileSync(join(root, file), text); };
+  try {
+    write('middleware/core.ts', "import { z } from 'zod';\nimport { createHash } from 'node:crypto';\nimport { keccak256 } from 'viem';\n// import { x } from 'commented-out';\n");
+    write('adapters/hono.ts', "import type { MiddlewareHandler } from 'hono';\nimport { fromCore } from '../middleware/core.js';\n");
+    write('server/app.ts', "import Koa from 'koa';\nimport { Schema } from 'mongoose';\nimport '@scope/side-effect/register';\n");
+    write('seller/package.json', JSON.stringify({ name: 'seller-pkg', dependencies: { zod: '^4', 'left-pad': '^1' }, peerDependencies: { hono: '^4' } }));
+    write('package.json', JSON.stringify({ name: 'backend-pkg', dependencies: { koa: '3', '@scope/side-effect': '1' }, devDependencies: { mongoose: '9' } }));
+    expect(dependencyViolations(root).sort()).toEqual([
+      'middleware/core.ts imports viem: not in seller/package.json',
+      'package.json does not depend on the seller package seller-pkg',
+      'seller/package.json depends on left-pad, which middleware/ and adapters/ do not import',
+      'seller/package.json: the peer dependency hono is not optional',
+      'server/app.ts imports mongoose: not in the dependencies of package.json',
+    ]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

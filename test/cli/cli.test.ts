@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, statSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -106,6 +106,17 @@ describe('agentgate CLI basics', () => {
     const port = await cli(['dev', '--port', 'x1']);
     expect(port.code).toBe(2);
     expect(port.stdout).toContain('--port must be a port number');
+  });
+
+  it('is installed, wherever the docs say so, from the package whose bin it is', () => {
+    // The seller package (seller/) has no bin: an install line naming it would leave the reader without
+    // the command.
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { name: string; bin: Record<string, string> };
+    expect(Object.keys(pkg.bin)).toEqual(['agentgate']);
+    const docs = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+    const installs = docs.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/npm install -g (\S+?)[`);\s]/g)].map((m) => `${file}: ${m[1]}`));
+    expect(installs.length).toBeGreaterThanOrEqual(3);
+    expect(installs.filter((line) => !line.endsWith(`: ${pkg.name}`))).toEqual([]);
   });
 
   it('says which backend it could not reach and what to start', async () => {

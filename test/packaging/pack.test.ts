@@ -1,11 +1,15 @@
-// What a seller installs: `npm pack` builds the package (prepack) into a tarball; unpacked into a
-// scratch project's node_modules as npm would, it imports as `agentgate-x402/express` with its types, and
-// the README's seller snippet, run from that project, is paid by the example buyer against a backend.
-// The scratch project borrows this checkout's installed dependencies (symlinks), so nothing downloads.
+// The two packages as npm publishes them. `npm pack` builds each (prepack) into a tarball; each is
+// unpacked into a scratch project's node_modules as npm would place it, next to symlinks to exactly the
+// dependencies its manifest declares (taken from this checkout's node_modules, so nothing downloads):
+// - the seller package (agentgate-x402) with express and nothing else: the README's seller snippet,
+//   run from that project, answers 402 and is paid by the example buyer against a test backend;
+// - the backend package (agentgate-x402-server) with the seller package and its own dependencies: its
+//   `agentgate` command runs, and every module of it loads the seller library from agentgate-x402.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -13,75 +17,198 @@ import { sendUsdc, testChain } from '../support/chain.js';
 import { setUpSeller } from '../interop/seller.js';
 import { freePort } from '../../server/platform/net.js';
 import { payWithV2 } from '../../examples/buyer/buyer.js';
+import { packageImports } from '../../scripts/check-imports.js';
 
 const run = promisify(execFile);
 const repo = process.cwd();
-const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { name: string; files: string[] };
+
+interface Manifest {
+  name: string;
+  version: string;
+  bin?: Record<string, string>;
+  exports?: Record<string, string | Record<string, string>>;
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+}
+interface Packed { tarball: string; shipped: string[]; manifest: Manifest }
+
 let scratch: string;
 let server: TestServer;
-let shop: ChildProcess | undefined;
+let seller: Packed;
+let backend: Packed;
+const children: ChildProcess[] = [];
 
-beforeAll(async () => {
-  scratch = mkdtempSync(join(tmpdir(), 'agentgate-pack-'));
-  server = await startTestServer();
-}, 60_000);
-afterAll(async () => {
-  shop?.kill('SIGTERM');
-  await server?.close();
-  rmSync(scratch, { recursive: true, force: true });
-});
+/** `npm pack` in `dir` (prepack builds it), and the manifest as it ships. */
+async function pack(dir: string): Promise<Packed> {
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: dir, maxBuffer: 64 * 1024 * 1024 });
+  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('\n[') + 1)) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  const tarball = join(scratch, packed!.filename);
+  const { stdout: manifest } = await run('tar', ['-xzOf', tarball, 'package/package.json']);
+  return { tarball, shipped: packed!.files.map((f) => f.path), manifest: JSON.parse(manifest) as Manifest };
+}
 
-/** The README's first TypeScript block under "Sell an API route for USDC". */
-function readmeSellerSnippet(): string {
-  const readme = readFileSync('README.md', 'utf8');
+/** A scratch project: package.json, and node_modules with the unpacked tarballs and symlinked packages. */
+async function project(name: string, tarballs: Packed[], links: string[]): Promise<string> {
+  const dir = join(scratch, name);
+  for (const { tarball, manifest } of tarballs) {
+    mkdirSync(join(dir, 'node_modules', manifest.name), { recursive: true });
+    await run('tar', ['-xzf', tarball, '-C', join(dir, 'node_modules', manifest.name), '--strip-components=1']);
+  }
+  link(dir, links);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, private: true, type: 'module' }));
+  return dir;
+}
+
+/** Symlinks packages of this checkout into a project's node_modules (a package resolves its own
+ *  dependencies from its real path, so only the names the project itself needs are linked). */
+function link(dir: string, names: string[]): void {
+  for (const name of names) {
+    const target = join(dir, 'node_modules', name);
+    if (existsSync(target)) continue;
+    mkdirSync(dirname(target), { recursive: true });
+    symlinkSync(resolve(repo, 'node_modules', name), target);
+  }
+}
+
+/** The first TypeScript block under "## Sell an API route for USDC" of a README. */
+function sellerSnippet(readme: string): string {
   const section = readme.slice(readme.indexOf('## Sell an API route for USDC'));
   return /```ts\n([\s\S]*?)```/.exec(section)![1]!;
 }
 
-test('npm pack builds a tarball that installs and runs the README seller snippet', async () => {
-  // 1. Pack (prepack builds dist/), and look at what ships.
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: repo, maxBuffer: 64 * 1024 * 1024 });
-  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
-  const shipped = packed!.files.map((f) => f.path);
-  expect(shipped).toEqual(expect.arrayContaining(['dist/adapters/express.js', 'dist/adapters/express.d.ts', 'dist/middleware/index.d.ts', 'dist/server/cli/main.js', 'bin/agentgate.js', 'package.json']));
-  expect(shipped.some((f) => f.startsWith('test/') || f.startsWith('server/') || f === 'tsconfig.json')).toBe(false);
-
-  // 2. Install it into a scratch project as npm would place it: node_modules/<name>, unpacked.
-  const modules = join(scratch, 'node_modules');
-  mkdirSync(join(modules, pkg.name), { recursive: true });
-  await run('tar', ['-xzf', join(scratch, packed!.filename), '-C', join(modules, pkg.name), '--strip-components=1']);
-  for (const dep of readdirSync(join(repo, 'node_modules'))) {
-    if (dep.startsWith('.') || dep === pkg.name) continue;
-    symlinkSync(resolve(repo, 'node_modules', dep), join(modules, dep));
-  }
-  writeFileSync(join(scratch, 'package.json'), JSON.stringify({ name: 'scratch-seller', private: true, type: 'module' }));
-
-  // 3. The snippet, as written, with the backend pointed at the test server and a seller key.
-  const seller = await setUpSeller(server);
-  const port = await freePort();
-  writeFileSync(join(scratch, 'server.ts'), readmeSellerSnippet().replace("'https://api.agentgate.dev'", JSON.stringify(server.url)));
-  shop = spawn(process.execPath, ['--import', 'tsx', 'server.ts'], {
-    cwd: scratch, env: { ...process.env, AGENTGATE_SELLER_KEY: seller.sellerKey, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  shop.stdout!.on('data', (d: Buffer) => { output += d.toString(); });
-  shop.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
-  const url = `http://127.0.0.1:${port}/weather`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const res = await fetch(url).catch(() => undefined);
-    if (res?.status === 402) break;
-    if (Date.now() > deadline || shop.exitCode !== null) throw new Error(`the snippet did not start: ${output}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  expect(existsSync(join(modules, pkg.name, 'dist', 'adapters', 'express.js'))).toBe(true);
-
-  // 4. Registered and paid: 200 with the handler's answer.
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url, priceUsdc: '0.01', skipUrlCheck: true } });
-  expect(registered.status).toBe(201);
-  const buyerKey = generatePrivateKey();
-  await sendUsdc(privateKeyToAccount(buyerKey).address, 100_000n);
-  const paid = await payWithV2(url, buyerKey, { chainId: testChain().chain.id, address: testChain().usdc });
-  expect(paid.status).toBe(200);
-  expect(paid.body).toEqual({ temperatureC: 21, paidBy: privateKeyToAccount(buyerKey).address });
+beforeAll(async () => {
+  scratch = mkdtempSync(join(tmpdir(), 'agentgate-pack-'));
+  backend = await pack(repo);
+  seller = await pack(join(repo, 'seller'));
+  server = await startTestServer();
 }, 240_000);
+afterAll(async () => {
+  for (const child of children) child.kill('SIGTERM');
+  await server?.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('the seller package (agentgate-x402)', () => {
+  test('ships the built middleware and adapters only, with an export for each adapter', () => {
+    expect(seller.manifest.name).toBe('agentgate-x402');
+    expect(seller.shipped).toEqual(expect.arrayContaining(['dist/middleware/index.js', 'dist/middleware/index.d.ts', 'dist/adapters/express.js', 'dist/adapters/express.d.ts', 'dist/adapters/koa.js', 'dist/adapters/mcp.js', 'README.md', 'package.json']));
+    // Nothing of the backend, no tests, no sources (only declarations), no source maps of unshipped sources.
+    const stray = seller.shipped.filter((f) => !['package.json', 'README.md'].includes(f) && !/^dist\/(middleware|adapters)\/.+(?<!\.map)$/.test(f));
+    expect(stray).toEqual([]);
+    expect(seller.shipped.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
+
+    // Every adapter of the checkout has its subpath, and every subpath's files ship.
+    const exports = seller.manifest.exports!;
+    const adapters = readdirSync(join(repo, 'adapters')).filter((f) => f.endsWith('.ts') && f !== 'paywall-source.ts').map((f) => f.replace(/\.ts$/, ''));
+    for (const adapter of adapters) expect(exports[`./${adapter}`]).toEqual({ types: `./dist/adapters/${adapter}.d.ts`, default: `./dist/adapters/${adapter}.js` });
+    for (const [subpath, target] of Object.entries(exports)) {
+      if (subpath.includes('*')) continue;
+      for (const file of typeof target === 'string' ? [target] : Object.values(target)) {
+        // The Hono and Fastify adapters are written on other branches: their subpaths are declared
+        // ahead, and are held to ship once adapters/<name>.ts exists in the checkout.
+        const adapter = /^\.\/dist\/adapters\/(.+)\.(?:d\.ts|js)$/.exec(file)?.[1];
+        if (adapter && !existsSync(join(repo, 'adapters', `${adapter}.ts`))) continue;
+        expect(seller.shipped).toContain(file.slice(2));
+      }
+    }
+  });
+
+  test('depends at run time on what middleware/ and adapters/ import, with every framework an optional peer', () => {
+    const { dependencies = {}, peerDependencies = {}, peerDependenciesMeta = {} } = seller.manifest;
+    const imported = [...packageImports(repo, ['middleware', 'adapters']).keys()];
+    expect(Object.keys(dependencies).sort()).toEqual(imported.filter((name) => !(name in peerDependencies)).sort());
+    expect(Object.keys(dependencies).sort()).toEqual(['@noble/ed25519', '@noble/hashes', 'zod']);
+    expect(Object.keys(peerDependencies).sort()).toEqual(['@modelcontextprotocol/sdk', 'express', 'fastify', 'hono', 'koa']);
+    for (const name of Object.keys(peerDependencies)) expect(peerDependenciesMeta[name]).toEqual({ optional: true });
+  });
+
+  test('installed with express alone, the README snippet serves a 402 and the example buyer pays it', async () => {
+    // The snippet a seller reads on npm is the one in the tarball, and the same as the repository README's.
+    const app = await project('seller-app', [seller], Object.keys(seller.manifest.dependencies!));
+    const snippet = sellerSnippet(readFileSync(join(app, 'node_modules', 'agentgate-x402', 'README.md'), 'utf8'));
+    expect(snippet).toBe(sellerSnippet(readFileSync(join(repo, 'README.md'), 'utf8')));
+
+    // The framework-free core loads with no framework at all.
+    const core = await run(process.execPath, ['--input-type=module', '-e', "const m = await import('agentgate-x402'); console.log(typeof m.Paywall, typeof m.verifyWebhook)"], { cwd: app });
+    expect(core.stdout.trim()).toBe('function function');
+
+    link(app, ['express']);
+    const account = await setUpSeller(server);
+    const port = await freePort();
+    writeFileSync(join(app, 'server.ts'), snippet.replace("'https://api.agentgate.dev'", JSON.stringify(server.url)));
+    // tsx from this checkout strips the types; the project itself has no TypeScript tooling.
+    const tsx = pathToFileURL(join(repo, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
+    const shop = spawn(process.execPath, ['--import', tsx, 'server.ts'], {
+      cwd: app, env: { ...process.env, AGENTGATE_SELLER_KEY: account.sellerKey, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(shop);
+    let output = '';
+    shop.stdout!.on('data', (d: Buffer) => { output += d.toString(); });
+    shop.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
+    const url = `http://127.0.0.1:${port}/weather`;
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const res = await fetch(url).catch(() => undefined);
+      if (res?.status === 402) break;
+      if (Date.now() > deadline || shop.exitCode !== null) throw new Error(`the snippet did not start: ${output}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // Nothing else was there: the seller package, express, and the seller package's own dependencies.
+    const expected = new Set(['agentgate-x402', 'express', ...Object.keys(seller.manifest.dependencies!)].map((name) => name.split('/')[0]!));
+    expect(readdirSync(join(app, 'node_modules')).sort()).toEqual([...expected].sort());
+
+    const registered = await server.request('POST', '/v0/payments/endpoints', { key: account.platformKey, body: { url, priceUsdc: '0.01', skipUrlCheck: true } });
+    expect(registered.status).toBe(201);
+    const buyerKey = generatePrivateKey();
+    await sendUsdc(privateKeyToAccount(buyerKey).address, 100_000n);
+    const paid = await payWithV2(url, buyerKey, { chainId: testChain().chain.id, address: testChain().usdc });
+    expect(paid.status).toBe(200);
+    expect(paid.body).toEqual({ temperatureC: 21, paidBy: privateKeyToAccount(buyerKey).address });
+
+    // The shipped declarations type-check the snippet, with the types a TypeScript seller has anyway.
+    link(app, ['@types/express', '@types/node']);
+    const tsc = join(repo, 'node_modules', 'typescript', 'bin', 'tsc');
+    const checked = await run(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node', 'server.ts'], { cwd: app })
+      .then(() => '', (err: { stdout: string }) => err.stdout);
+    expect(checked).toBe('');
+  }, 120_000);
+});
+
+describe('the backend package (agentgate-x402-server)', () => {
+  test('ships the compiled backend and the agentgate command, without the seller library or any test', () => {
+    expect(backend.manifest.name).toBe('agentgate-x402-server');
+    expect(backend.manifest.bin).toEqual({ agentgate: 'bin/agentgate.js' });
+    expect(backend.shipped).toEqual(expect.arrayContaining(['bin/agentgate.js', 'dist/server/cli/main.js', 'dist/server/server.js', 'dist/contracts/compile.js', 'contracts/SmartAccount.sol', 'README.md', 'package.json']));
+    const stray = backend.shipped.filter((f) => !['package.json', 'README.md', 'bin/agentgate.js'].includes(f) && !/^dist\/(server|contracts)\//.test(f) && !/^contracts\/[^/]+\.sol$/.test(f));
+    expect(stray).toEqual([]);
+    expect(backend.shipped.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
+  });
+
+  test('depends on the seller package at its exact version', () => {
+    expect(backend.manifest.dependencies!['agentgate-x402']).toBe(seller.manifest.version);
+    for (const name of Object.keys(seller.manifest.peerDependencies!)) {
+      // A framework the backend needs itself is its own dependency, never left to a peer range.
+      if (backend.manifest.dependencies![name] !== undefined) expect(backend.manifest.dependencies![name]).toMatch(/^\d/);
+    }
+  });
+
+  test('installed with its dependencies, `agentgate --version` runs and every module loads the seller library from agentgate-x402', async () => {
+    const platformBinaries = Object.keys(backend.manifest.optionalDependencies ?? {}).filter((name) => existsSync(join(repo, 'node_modules', name)));
+    const dependencies = Object.keys(backend.manifest.dependencies!).filter((name) => name !== 'agentgate-x402');
+    const app = await project('backend-app', [backend, seller], [...dependencies, ...platformBinaries, ...Object.keys(seller.manifest.dependencies!)]);
+    const installed = join(app, 'node_modules', 'agentgate-x402-server');
+
+    const version = await run(process.execPath, [join(installed, backend.manifest.bin!.agentgate!), '--version'], { cwd: app });
+    expect(version.stdout.trim()).toBe(backend.manifest.version);
+
+    const compiled = backend.shipped.filter((f) => f.startsWith('dist/') && f.endsWith('.js') && f !== 'dist/server/cli/main.js');
+    const fromSeller = compiled.filter((f) => readFileSync(join(installed, f), 'utf8').includes("from 'agentgate-x402/internal/"));
+    expect(fromSeller.length).toBeGreaterThan(10);
+    // cli/main.js runs the command line when loaded; every other module only defines things.
+    const script = `for (const f of ${JSON.stringify(compiled)}) await import(${JSON.stringify(pathToFileURL(installed).href + '/')} + f);\nconsole.log('loaded');`;
+    const loaded = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: app, maxBuffer: 16 * 1024 * 1024 });
+    expect(loaded.stdout.trim()).toBe('loaded');
+  }, 120_000);
+});
