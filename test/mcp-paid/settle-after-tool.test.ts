@@ -1,0 +1,136 @@
+// Paid MCP tools settle after the tool by default: a tool result with isError, or a tool that throws, is
+// not charged (the same signed payment works once the tool succeeds); a successful result is charged once
+// and carries the settlement; a tool set to settle before-handler is charged whatever it returns.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import express from 'express';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { z } from 'zod';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import type { Address } from 'viem';
+import { mcpPaywall } from '../../adapters/mcp.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { fundedBuyer, signAuthorization, usdcBalance } from '../support/chain.js';
+
+/** What the flaky tool does next: succeed, answer isError, or throw. */
+let next: 'ok' | 'is-error' | 'throw' = 'ok';
+let runs = 0;
+
+let server: TestServer;
+let http: Server;
+let client: Client;
+let payTo: Address;
+
+beforeAll(async () => {
+  server = await startTestServer({ TRUST_PROXY: 'true' });
+  const agent = await signUp(server);
+  payTo = privateKeyToAccount(generatePrivateKey()).address;
+  expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
+  const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey;
+  for (const tool of ['flaky', 'prepaid']) {
+    expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: `mcp://tool/${tool}`, priceUsdc: '0.01' } })).status).toBe(201);
+  }
+  const paid = mcpPaywall({ backendUrl: server.url, apiKey: sellerKey });
+  const build = () => {
+    const mcp = new McpServer({ name: 'flaky', version: '1.0.0' });
+    const body = async ({ q }: { q: string }) => {
+      runs++;
+      if (next === 'throw') throw new Error('the model is down');
+      if (next === 'is-error') return { isError: true, content: [{ type: 'text' as const, text: 'no answer for that' }] };
+      return { content: [{ type: 'text' as const, text: `answer to ${q}` }] };
+    };
+    paid.tool(mcp, 'flaky', { price: '$0.01', inputSchema: { q: z.string() } }, body);
+    paid.tool(mcp, 'prepaid', { price: '$0.01', settle: 'before-handler', inputSchema: { q: z.string() } }, body);
+    return mcp;
+  };
+  const app = express();
+  app.use(express.json());
+  app.post('/mcp', async (req, res) => {
+    const mcp = build();
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => { void transport.close(); void mcp.close(); });
+    await mcp.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  http = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)); });
+  client = new Client({ name: 'buyer', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`)));
+});
+afterAll(async () => {
+  await client?.close();
+  http?.closeAllConnections();
+  await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
+  await server?.close();
+});
+
+const call = (tool: string, meta?: Record<string, unknown>) =>
+  client.callTool({ name: tool, arguments: { q: 'weather' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
+
+async function signedPayment(tool: string, buyer: Awaited<ReturnType<typeof fundedBuyer>>) {
+  const accepted = (await call(tool)).structuredContent.accepts[0];
+  const signed = await signAuthorization(buyer, { to: accepted.payTo, value: BigInt(accepted.amount) }, { verifyingContract: accepted.asset });
+  const a = signed.authorization;
+  return {
+    x402Version: 2, resource: { url: `mcp://tool/${tool}` }, accepted,
+    payload: { signature: signed.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce } },
+  };
+}
+
+it('a tool result with isError is not charged, nor a tool that throws; the same payment is charged once the tool succeeds', async () => {
+  const buyer = await fundedBuyer('1');
+  const payment = await signedPayment('flaky', buyer);
+  const before = await usdcBalance(buyer.address);
+
+  next = 'is-error';
+  const failed = await call('flaky', { 'x402/payment': payment });
+  expect(failed.isError).toBe(true);
+  expect(failed.content[0].text).toBe('no answer for that');
+  expect(failed._meta?.['x402/payment-response']).toBeUndefined();
+  expect(await usdcBalance(buyer.address)).toBe(before);
+
+  next = 'throw';
+  const thrown = await call('flaky', { 'x402/payment': payment });
+  expect(thrown.isError).toBe(true);
+  expect(thrown.content[0].text).toMatch(/not charged/);
+  expect(await usdcBalance(buyer.address)).toBe(before);
+
+  next = 'ok';
+  const runsBefore = runs;
+  const ok = await call('flaky', { 'x402/payment': payment });
+  expect(ok.isError).toBeFalsy();
+  expect(ok.content[0].text).toBe('answer to weather');
+  expect(ok._meta['x402/payment-response']).toMatchObject({ success: true, payer: buyer.address });
+  expect(await usdcBalance(buyer.address)).toBe(before - 10_000n);
+  expect(await usdcBalance(payTo)).toBeGreaterThanOrEqual(10_000n);
+  expect(runs).toBe(runsBefore + 1);
+
+  // Used up: presented again, it is refused and the tool does not run.
+  const replay = await call('flaky', { 'x402/payment': payment });
+  expect(replay.structuredContent).toMatchObject({ error: 'nonce_already_used' });
+  expect(runs).toBe(runsBefore + 1);
+});
+
+it('concurrent calls with one payment run the tool once', async () => {
+  const buyer = await fundedBuyer('1');
+  const payment = await signedPayment('flaky', buyer);
+  next = 'ok';
+  const runsBefore = runs;
+  const results = await Promise.all(Array.from({ length: 6 }, () => call('flaky', { 'x402/payment': payment })));
+  expect(results.filter((r) => !r.isError)).toHaveLength(1);
+  expect(runs).toBe(runsBefore + 1);
+  expect(await usdcBalance(buyer.address)).toBe(1_000_000n - 10_000n);
+});
+
+it('a tool set to settle before-handler is charged even when it answers isError', async () => {
+  const buyer = await fundedBuyer('1');
+  const payment = await signedPayment('prepaid', buyer);
+  next = 'is-error';
+  const result = await call('prepaid', { 'x402/payment': payment });
+  expect(result.isError).toBe(true);
+  expect(result._meta['x402/payment-response']).toMatchObject({ success: true });
+  expect(await usdcBalance(buyer.address)).toBe(1_000_000n - 10_000n);
+});
