@@ -78,7 +78,7 @@ export interface BackendClient extends Required<Facilitator> {
   /** The Facilitator view: amounts in atomic units, failures as reasons. */
   redeem(request: RedeemRequest): Promise<RedeemResult>;
   /** The wire call as the SDK exposes it: amount is a decimal USDC string. */
-  redeemPayment(input: { paymentHeader: string; resource: string; amount: string }): Promise<BackendRedeemResponse>;
+  redeemPayment(input: { paymentHeader: string; resource: string; amount: string; payTo?: string }): Promise<BackendRedeemResponse>;
   /** Call once at start-up and cache; never per request. */
   fetchSellerSettings(): Promise<SellerSettings>;
   listPayments(input?: { limit?: number; pageToken?: string }): Promise<PaymentList>;
@@ -91,7 +91,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
   }
   const call = backendCall(options);
 
-  async function redeemPayment(input: { paymentHeader: string; resource: string; amount: string }): Promise<BackendRedeemResponse> {
+  async function redeemPayment(input: { paymentHeader: string; resource: string; amount: string; payTo?: string }): Promise<BackendRedeemResponse> {
     const { status, json } = await call('POST', '/v0/payments/redeem', input);
     if (status === 200) {
       const ok = RedeemOkSchema.safeParse(json);
@@ -132,7 +132,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
 
     async hold(request: HoldRequest): Promise<HoldResult> {
       return paymentCall('/v0/payments/holds', {
-        paymentHeader: request.paymentHeader, resource: request.resource, amount: formatUsdc(request.amountAtomic),
+        paymentHeader: request.paymentHeader, resource: request.resource, amount: formatUsdc(request.amountAtomic), payTo: request.requirement.payTo,
         ...(request.holdSeconds !== undefined ? { holdSeconds: request.holdSeconds } : {}),
       }, HeldSchema, 201);
     },
@@ -152,6 +152,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
         paymentHeader: request.paymentHeader,
         resource: request.resource,
         amount: formatUsdc(request.amountAtomic),
+        payTo: request.requirement.payTo,
       });
       if (answer.ok) return { ok: true, paymentResponse: answer.paymentResponse, paymentId: answer.paymentId };
       return { ok: false, reason: answer.error, message: answer.message };

@@ -3,7 +3,7 @@ import { backendCall, unexpectedAnswer, type BackendConnection } from './backend
 import { canonicalLoopback } from './loopback.js';
 import { parseResource } from './resource-url.js';
 import type { RouteConfig } from './paywall.js';
-import { formatUsdc, parsePrice } from './price.js';
+import { formatUsdc, parsePrice, type Price } from './price.js';
 import { parsePublicOrigin } from './request-origin.js';
 import { compileRoute } from './routes.js';
 
@@ -42,11 +42,12 @@ export interface EndpointSyncReport {
   readonly skipped: readonly { readonly pattern: string; readonly reason: string }[];
 }
 
-const EndpointSchema = z.looseObject({ id: z.string(), url: z.string(), priceUsdc: z.string(), description: z.string().nullish() });
+const EndpointSchema = z.looseObject({ id: z.string(), url: z.string(), priceUsdc: z.string(), pricing: z.enum(['fixed', 'dynamic']).optional(), description: z.string().nullish() });
 const EndpointListSchema = z.object({ endpoints: z.array(EndpointSchema) });
 type Endpoint = z.infer<typeof EndpointSchema>;
 
-interface Target { url: string; amountAtomic: bigint; description: string | undefined; patterns: string[] }
+/** What a URL should be registered at: a fixed price, or (dynamic) the most a request may cost. */
+interface Target { url: string; amountAtomic: bigint; dynamic: boolean; description: string | undefined; patterns: string[] }
 
 /**
  * Brings the backend's endpoint registry in line with the seller's route table, at start-up: a literal
@@ -77,13 +78,14 @@ export async function syncEndpoints(options: SyncEndpointsOptions): Promise<Endp
   const unchanged: SyncedEndpoint[] = [];
   for (const target of targets) {
     const found = existing.get(matchKey(target.url));
+    const priceField = target.dynamic ? 'maxPriceUsdc' : 'priceUsdc';
     if (!found) {
-      const body = { url: target.url, priceUsdc: formatUsdc(target.amountAtomic), ...(target.description !== undefined ? { description: target.description } : {}), ...(skipUrlCheck ? { skipUrlCheck: true } : {}) };
+      const body = { url: target.url, [priceField]: formatUsdc(target.amountAtomic), ...(target.description !== undefined ? { description: target.description } : {}), ...(skipUrlCheck ? { skipUrlCheck: true } : {}) };
       created.push(synced(await send(call, 'POST', '/v0/payments/endpoints', body, 201, target.url), target));
       continue;
     }
     const change = {
-      ...(priceOf(found) !== target.amountAtomic ? { priceUsdc: formatUsdc(target.amountAtomic) } : {}),
+      ...(priceOf(found) !== target.amountAtomic || (found.pricing === 'dynamic') !== target.dynamic ? { [priceField]: formatUsdc(target.amountAtomic) } : {}),
       ...(target.description !== undefined && target.description !== (found.description ?? '') ? { description: target.description } : {}),
     };
     if (Object.keys(change).length === 0) {
@@ -107,13 +109,19 @@ function targetsOf(origin: string, routes: Readonly<Record<string, RouteConfig>>
     }
     // Exactly the resource the Paywall puts in its challenge for this route.
     const url = origin + route.path;
-    const amountAtomic = parsePrice(config.price);
+    // A price function is registered by its cap: the backend settles what each request was asked, up to it.
+    const dynamic = typeof config.price === 'function';
+    if (dynamic && config.maxPrice === undefined) {
+      skipped.push({ pattern, reason: 'its price is a function: give maxPrice to register it (the most one request may cost)' });
+      continue;
+    }
+    const amountAtomic = parsePrice(dynamic ? config.maxPrice! : config.price as Price);
     const same = byUrl.get(matchKey(url));
-    if (same && same.amountAtomic !== amountAtomic) {
+    if (same && (same.amountAtomic !== amountAtomic || same.dynamic !== dynamic)) {
       throw new TypeError(`routes ${same.patterns.join(', ')} and ${pattern} share ${url} at different prices; the backend keeps one price per URL`);
     }
     if (same) same.patterns.push(pattern);
-    else byUrl.set(matchKey(url), { url, amountAtomic, description: config.description, patterns: [pattern] });
+    else byUrl.set(matchKey(url), { url, amountAtomic, dynamic, description: config.description, patterns: [pattern] });
   }
   return { targets: [...byUrl.values()], skipped };
 }

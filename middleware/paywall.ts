@@ -21,8 +21,30 @@ import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
  */
 export type SettleMode = 'after-handler' | 'before-handler';
 
+/** What a price or payee function sees of the request. */
+export interface PricingRequest extends PaywallRequest {
+  /** The decoded, canonical path ("/forecast"). */
+  readonly path: string;
+  readonly query: URLSearchParams;
+}
+
+export type PriceFunction = (request: PricingRequest) => Price | Promise<Price>;
+export type PayToFunction = (request: PricingRequest) => string | Promise<string>;
+
 export interface RouteConfig {
-  readonly price: Price;
+  /**
+   * Per call: "$0.01", "0.01", atomic units as a bigint, or a function of the request (a price by query
+   * parameter, by size...). The buyer signs the price computed for its request, and the backend settles
+   * that amount, at most the endpoint's registered maxPriceUsdc.
+   */
+  readonly price: Price | PriceFunction;
+  /** A dynamic price never exceeds this (a price function that returns more is a seller error: 500). */
+  readonly maxPrice?: Price;
+  /**
+   * Who is paid: default the seller's payTo; another address of the seller's `payees`, or a function of
+   * the request choosing one (a marketplace paying each vendor).
+   */
+  readonly payTo?: string | PayToFunction;
   readonly settle?: SettleMode;
   /** After-handler only: how long the handler may take before its hold expires (default 120 s, at most 900). */
   readonly holdSeconds?: number;
@@ -69,6 +91,8 @@ export interface RequestPayment {
   /** The settlement transaction: set when the route settles before the handler; after it, in the response headers. */
   readonly transaction?: string;
   readonly settle: SettleMode;
+  /** Who is paid (the seller's payTo unless the route chose another). */
+  readonly payTo: string;
   /** v1 network name. */
   readonly network: string;
   readonly amountAtomic: bigint;
@@ -106,10 +130,23 @@ export type PaywallOutcome =
 export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & PaymentRequiredResponse;
 
 interface PricedRoute {
-  readonly amountAtomic: bigint;
+  /** The price when it is fixed (computed once); undefined for a price function. */
+  readonly fixedAmount: bigint | undefined;
+  readonly maxAmount: bigint | undefined;
   readonly config: RouteConfig;
-  /** Ready 402 responses per resource URL; bounded because Host and dynamic paths are client-chosen. */
+  /**
+   * Ready 402 responses per resource URL (and, for a dynamic price or payee, per amount and payee);
+   * bounded because Host, dynamic paths and prices are client-chosen.
+   */
   readonly challenges: Map<string, PaymentRequiredOutcome>;
+}
+
+/** What one request costs and to whom: the route, the resource URL, the amount and the payee. */
+interface Charge {
+  readonly route: CompiledRoute<PricedRoute>;
+  readonly resource: string;
+  readonly amountAtomic: bigint;
+  readonly payTo: string;
 }
 
 const CHALLENGE_CACHE_LIMIT = 64;
@@ -146,7 +183,12 @@ export class Paywall {
     this.now = options.now ?? Date.now;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => {
-        const priced: PricedRoute = { amountAtomic: parsePrice(config.price), config, challenges: new Map() };
+        const priced: PricedRoute = {
+          fixedAmount: typeof config.price === 'function' ? undefined : parsePrice(config.price),
+          maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
+          config,
+          challenges: new Map(),
+        };
         return [pattern, priced] as const;
       }),
     );
@@ -167,20 +209,41 @@ export class Paywall {
     if (origin === undefined) return reject('invalid_host', 'request has no valid Host');
     const route = match.route;
     const resource = origin + (route.literal ? route.path : encodePath(canonical.path));
+    const { fixedAmount, config } = route.value;
+    // A fixed price and payee cost nothing per request; a function is asked for this one.
+    const charge = fixedAmount !== undefined && typeof config.payTo !== 'function'
+      ? { route, resource, amountAtomic: fixedAmount, payTo: config.payTo ?? this.settings.payTo }
+      : await this.chargeFor(route, resource, request, canonical.path);
 
     const paymentHeader = request.headers['payment-signature'] ?? request.headers['x-payment'];
     if (paymentHeader === undefined || paymentHeader === '') {
-      return this.challengeFor(route, resource);
+      return this.challengeFor(charge);
     }
-    return this.redeem(route, resource, paymentHeader);
+    return this.redeem(charge, paymentHeader);
   }
 
-  private async redeem(route: CompiledRoute<PricedRoute>, resource: string, paymentHeader: string): Promise<PaywallOutcome> {
-    const checked = this.checkLocally(route, resource, paymentHeader);
+  /** Runs the route's price and payee functions for this request; their answer is checked like a static one. */
+  private async chargeFor(route: CompiledRoute<PricedRoute>, resource: string, request: PaywallRequest, path: string): Promise<Charge> {
+    const { fixedAmount, maxAmount, config } = route.value;
+    const pricing: PricingRequest = { ...request, path, query: new URL(request.url, 'http://x').searchParams };
+    let amountAtomic = fixedAmount;
+    if (amountAtomic === undefined) {
+      const price = await (config.price as PriceFunction)(pricing);
+      amountAtomic = parsePrice(price);
+      if (amountAtomic <= 0n) throw new RangeError(`the price function of ${route.pattern} returned ${String(price)}: a price must be more than 0`);
+      if (maxAmount !== undefined && amountAtomic > maxAmount) throw new RangeError(`the price function of ${route.pattern} returned ${String(price)}, above its maxPrice ${String(config.maxPrice)}`);
+    }
+    const payTo = typeof config.payTo === 'function' ? await config.payTo(pricing) : config.payTo ?? this.settings.payTo;
+    if (!/^0x[0-9a-fA-F]{40}$/.test(payTo)) throw new TypeError(`the payTo of ${route.pattern} is not an address: ${payTo}`);
+    return { route, resource, amountAtomic, payTo };
+  }
+
+  private async redeem(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
+    const checked = this.checkLocally(charge, paymentHeader);
     if (checked.kind === 'payment-required') return checked;
     const { version, request } = checked;
-    const settle = route.value.config.settle ?? 'after-handler';
-    if (settle === 'after-handler' && this.facilitator.hold) return this.hold(route, resource, version, request);
+    const settle = charge.route.value.config.settle ?? 'after-handler';
+    if (settle === 'after-handler' && this.facilitator.hold) return this.hold(charge, version, request);
 
     let result;
     try {
@@ -188,51 +251,51 @@ export class Paywall {
     } catch (error) {
       return unavailable(error);
     }
-    if (!result.ok) return this.refuse(route, resource, result.reason, result.message);
-    return this.paid(route, resource, version, result, 'before-handler');
+    if (!result.ok) return this.refuse(charge, result.reason, result.message);
+    return this.paid(charge, version, result, 'before-handler');
   }
 
   /** The cheap checks before asking the facilitator: the header decodes and matches what was asked. */
-  private checkLocally(route: CompiledRoute<PricedRoute>, resource: string, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 1 | 2; request: RedeemRequest } {
-    const challenge = this.challengeFor(route, resource);
+  private checkLocally(charge: Charge, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 1 | 2; request: RedeemRequest } {
+    const challenge = this.challengeFor(charge);
     const decoded = decodePaymentHeader(paymentHeader);
-    if (!decoded.ok) return this.refuse(route, resource, decoded.reason, decoded.message);
+    if (!decoded.ok) return this.refuse(charge, decoded.reason, decoded.message);
     const checked = checkPaymentAgainstRequirements(
       decoded,
       challenge.requirementV1,
       challenge.requirementV2,
       Math.floor(this.now() / 1000),
     );
-    if (!checked.ok) return this.refuse(route, resource, checked.reason, checked.message);
+    if (!checked.ok) return this.refuse(charge, checked.reason, checked.message);
     return {
       kind: 'checked',
       version: decoded.version,
       request: {
         paymentHeader,
         version: decoded.version,
-        resource,
-        amountAtomic: route.value.amountAtomic,
+        resource: charge.resource,
+        amountAtomic: charge.amountAtomic,
         requirement: decoded.version === 1 ? challenge.requirementV1 : challenge.requirementV2,
       },
     };
   }
 
-  private async hold(route: CompiledRoute<PricedRoute>, resource: string, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
+  private async hold(charge: Charge, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
     const facilitator = this.facilitator as Required<Facilitator>;
     let held;
     try {
-      held = await facilitator.hold({ ...request, holdSeconds: route.value.config.holdSeconds });
+      held = await facilitator.hold({ ...request, holdSeconds: charge.route.value.config.holdSeconds });
     } catch (error) {
       return unavailable(error);
     }
-    if (!held.ok) return this.refuse(route, resource, held.reason, held.message);
+    if (!held.ok) return this.refuse(charge, held.reason, held.message);
     const { holdId, payer } = held;
     let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
     let releasing: Promise<void> | undefined;
     const hold: HeldPayment = {
       payment: {
         version, paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(this.settings.network),
-        amountAtomic: route.value.amountAtomic, resource, pattern: route.pattern,
+        amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
       },
       capture: () => (capturing ??= (async () => {
         let result;
@@ -241,8 +304,8 @@ export class Paywall {
         } catch (error) {
           return unavailable(error);
         }
-        if (!result.ok) return this.refuse(route, resource, result.reason, result.message);
-        return this.paid(route, resource, version, result, 'after-handler');
+        if (!result.ok) return this.refuse(charge, result.reason, result.message);
+        return this.paid(charge, version, result, 'after-handler');
       })()),
       // A release that cannot reach the facilitator is not the buyer's problem: the hold expires by itself.
       release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
@@ -250,7 +313,7 @@ export class Paywall {
     return { kind: 'held', hold };
   }
 
-  private paid(route: CompiledRoute<PricedRoute>, resource: string, version: 1 | 2, result: Extract<RedeemResult, { ok: true }>, settle: SettleMode): PaidOutcome {
+  private paid(charge: Charge, version: 1 | 2, result: Extract<RedeemResult, { ok: true }>, settle: SettleMode): PaidOutcome {
     const { paymentResponse } = result;
     const network = toV1Network(paymentResponse.network);
     // Extensions (the offer-receipt extension's signed receipt) ride in both settlement headers.
@@ -274,33 +337,41 @@ export class Paywall {
         transaction: paymentResponse.transaction,
         settle,
         network,
-        amountAtomic: route.value.amountAtomic,
-        resource,
-        pattern: route.pattern,
+        amountAtomic: charge.amountAtomic,
+        payTo: charge.payTo,
+        resource: charge.resource,
+        pattern: charge.route.pattern,
       },
     };
   }
 
-  private challengeFor(route: CompiledRoute<PricedRoute>, resource: string): PaymentRequiredOutcome {
+  private challengeFor(charge: Charge): PaymentRequiredOutcome {
+    const { route, resource } = charge;
     const cache = route.value.challenges;
-    let challenge = cache.get(resource);
+    // A fixed price and payee: one challenge per resource. Otherwise per amount and payee too.
+    const key = route.value.fixedAmount !== undefined && typeof route.value.config.payTo !== 'function' ? resource : `${resource}\n${charge.amountAtomic}\n${charge.payTo}`;
+    let challenge = cache.get(key);
     if (challenge === undefined) {
-      challenge = Object.freeze({ kind: 'payment-required', ...buildPaymentRequired(this.settings, this.offer(route, resource)) });
+      challenge = Object.freeze({ kind: 'payment-required', ...buildPaymentRequired(this.settingsFor(charge), this.offer(charge)) });
       if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
-      cache.set(resource, challenge);
+      cache.set(key, challenge);
     }
     return challenge;
   }
 
-  private refuse(route: CompiledRoute<PricedRoute>, resource: string, reason: string, message: string): PaymentRequiredOutcome {
-    return { kind: 'payment-required', ...buildPaymentRequired(this.settings, this.offer(route, resource), { reason, message }) };
+  private refuse(charge: Charge, reason: string, message: string): PaymentRequiredOutcome {
+    return { kind: 'payment-required', ...buildPaymentRequired(this.settingsFor(charge), this.offer(charge), { reason, message }) };
   }
 
-  private offer(route: CompiledRoute<PricedRoute>, resource: string) {
-    const { config, amountAtomic } = route.value;
+  private settingsFor(charge: Charge): SellerSettings {
+    return charge.payTo === this.settings.payTo ? this.settings : { ...this.settings, payTo: charge.payTo };
+  }
+
+  private offer(charge: Charge) {
+    const { config } = charge.route.value;
     return {
-      amountAtomic,
-      resource,
+      amountAtomic: charge.amountAtomic,
+      resource: charge.resource,
       description: config.description,
       mimeType: config.mimeType,
       maxTimeoutSeconds: config.maxTimeoutSeconds,

@@ -8,7 +8,7 @@ import express, { type Express } from 'express';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/express.js';
 import type { SettledPayment } from '../../middleware/index.js';
 import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
-import { forecastFor, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
+import { forecastDays, forecastFor, multiDayForecast, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
 
@@ -23,6 +23,11 @@ export function createWeatherApp(options: SellerOptions): Express {
   app.get('/weather', (req, res) => {
     const payment = res.locals.payment as SettledPayment;
     res.json({ ...forecastFor(String(req.query.city ?? 'Lisbon')), paidBy: payment.payer, paymentId: payment.paymentId });
+  });
+  // Priced per request by ?days= (see WEATHER_ROUTES): the buyer paid for exactly these days.
+  app.get('/forecast', (req, res) => {
+    const days = forecastDays(new URL(req.originalUrl, 'http://x').searchParams);
+    res.json({ ...multiDayForecast(String(req.query.city ?? 'Lisbon'), days), paidBy: res.locals.payment.payer });
   });
   app.get('/cities', (_req, res) => {
     res.json({ cities: CITIES });
@@ -40,7 +45,7 @@ if (isMain(import.meta.url)) {
     trustProxy: process.env.TRUST_PROXY === 'true',
   });
   app.listen(port, () => {
-    console.log(`weather API (Express) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`);
+    console.log(`weather API (Express) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /forecast?days=N $0.01 a day, GET /cities is free`);
     // After listening: the backend fetches a new URL for its 402 before registering it.
     void syncExampleEndpoints(dev, WEATHER_ROUTES, port);
   });

@@ -9,7 +9,7 @@ import Koa from 'koa';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/koa.js';
 import type { SettledPayment } from '../../middleware/index.js';
 import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
-import { forecastFor, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
+import { forecastDays, forecastFor, multiDayForecast, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
 
@@ -19,6 +19,10 @@ export function createWeatherApp(options: SellerOptions): Koa {
   router.get('/weather', (ctx) => {
     const payment = ctx.state.payment as SettledPayment;
     ctx.body = { ...forecastFor(String(ctx.query.city ?? 'Lisbon')), paidBy: payment.payer, paymentId: payment.paymentId };
+  });
+  // Priced per request by ?days= (see WEATHER_ROUTES): the buyer paid for exactly these days.
+  router.get('/forecast', (ctx) => {
+    ctx.body = { ...multiDayForecast(String(ctx.query.city ?? 'Lisbon'), forecastDays(new URLSearchParams(ctx.querystring))), paidBy: (ctx.state.payment as SettledPayment).payer };
   });
   router.get('/cities', (ctx) => {
     ctx.body = { cities: CITIES };
@@ -43,7 +47,7 @@ if (isMain(import.meta.url)) {
     trustProxy: process.env.TRUST_PROXY === 'true',
   });
   app.listen(port, () => {
-    console.log(`weather API (Koa) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`);
+    console.log(`weather API (Koa) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /forecast?days=N $0.01 a day, GET /cities is free`);
     // After listening: the backend fetches a new URL for its 402 before registering it.
     void syncExampleEndpoints(dev, WEATHER_ROUTES, port);
   });

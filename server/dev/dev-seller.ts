@@ -43,13 +43,18 @@ export async function ensureDevSeller(server: RunningServer, stateDir: string, c
     koa: `http://localhost:${EXAMPLE_PORTS.koa}/weather`,
     mcp: 'mcp://tool/forecast',
   };
+  // The examples' paid resources: $0.01 each, and the dynamically priced /forecast?days=N (at most $0.07).
+  const registrations = [
+    ...Object.entries(endpoints).map(([name, url]) => ({ url, priceUsdc: '0.01', description: `${name} example` })),
+    ...(['express', 'koa'] as const).map((name) => ({ url: `http://localhost:${EXAMPLE_PORTS[name]}/forecast`, maxPriceUsdc: '0.07', description: `${name} example, $0.01 a day` })),
+  ];
   // Registers the example endpoints the org does not have yet (all of them for a new dev seller).
   const registerExamples = async (platformKey: string) => {
     const existing = (await call('GET', '/v0/payments/endpoints', platformKey)).body.endpoints as Array<{ url: string }>;
-    for (const [name, url] of Object.entries(endpoints)) {
-      if (existing.some((e) => e.url === url)) continue;
-      const res = await call('POST', '/v0/payments/endpoints', platformKey, { url, priceUsdc: '0.01', description: `${name} example`, skipUrlCheck: true });
-      if (res.status !== 201) throw new Error(`registering ${url} failed: ${JSON.stringify(res.body)}`);
+    for (const registration of registrations) {
+      if (existing.some((e) => e.url === registration.url)) continue;
+      const res = await call('POST', '/v0/payments/endpoints', platformKey, { ...registration, skipUrlCheck: true });
+      if (res.status !== 201) throw new Error(`registering ${registration.url} failed: ${JSON.stringify(res.body)}`);
     }
   };
   if (saved && (await call('GET', '/v0/payments/settings', saved.sellerKey)).status === 200) {

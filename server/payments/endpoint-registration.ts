@@ -18,16 +18,16 @@ const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 export async function registerEndpoint(
   app: AppContext,
   orgId: string,
-  input: { url: string; priceUsdc: string; description?: string; webhookUrl?: string; skipUrlCheck?: boolean } & DiscoveryInput,
+  input: { url: string; priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string; skipUrlCheck?: boolean } & DiscoveryInput,
 ): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
   const allowLoopback = app.config.mode === 'dev';
   if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, allowLoopback, 'webhookUrl');
   const url = normalizeResource(input.url);
-  if (!input.skipUrlCheck && !isMcpResource(url)) await checkChallenge(app, orgId, url, input.priceUsdc, allowLoopback);
+  if (!input.skipUrlCheck && !isMcpResource(url)) await checkChallenge(app, orgId, url, input.maxPriceUsdc !== undefined ? { upTo: input.maxPriceUsdc } : { exactly: input.priceUsdc! }, allowLoopback);
   const id = newId('ep');
   const webhookSecret = input.webhookUrl ? newWebhookSecret() : undefined;
   const endpoint = await app.payments.createEndpoint(orgId, {
-    id, url, priceUsdc: input.priceUsdc, description: input.description, webhookUrl: input.webhookUrl,
+    id, url, priceUsdc: input.priceUsdc, maxPriceUsdc: input.maxPriceUsdc, description: input.description, webhookUrl: input.webhookUrl,
     webhookSecret: webhookSecret ? app.secrets.seal(webhookSecret, webhookSecretContext(id)) : undefined,
     ...discoveryFields(input),
   });
@@ -42,7 +42,7 @@ export async function updateEndpoint(
   app: AppContext,
   orgId: string,
   id: string,
-  change: { priceUsdc?: string; description?: string; webhookUrl?: string | null } & DiscoveryInput,
+  change: { priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string | null } & DiscoveryInput,
 ): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
   if (change.webhookUrl) await assertPublicTarget(change.webhookUrl, app.config.mode === 'dev', 'webhookUrl');
   const current = await app.payments.getEndpoint(orgId, id);
@@ -84,7 +84,7 @@ async function assertPublicTarget(url: string, allowLoopback: boolean, field: st
   }
 }
 
-async function checkChallenge(app: AppContext, orgId: string, url: string, priceUsdc: string, allowLoopback: boolean): Promise<void> {
+async function checkChallenge(app: AppContext, orgId: string, url: string, price: { exactly: string } | { upTo: string }, allowLoopback: boolean): Promise<void> {
   const refuse = (why: string) => new AppError(400, 'endpoint_check_failed', `body.url: ${url} ${why}`);
   let response: { status: number; text: string };
   try {
@@ -97,7 +97,10 @@ async function checkChallenge(app: AppContext, orgId: string, url: string, price
   let body: { x402Version?: number; accepts?: Array<{ payTo?: string; maxAmountRequired?: string }> };
   try { body = JSON.parse(response.text); } catch { throw refuse('answered 402 without an x402 JSON body'); }
   const settings = await app.payments.settingsFor(orgId);
-  const offer = body.accepts?.find((a) => a.payTo?.toLowerCase() === settings.payTo.toLowerCase());
-  if (body.x402Version !== 1 || !offer) throw refuse(`does not ask for payment to this seller's address ${settings.payTo}`);
-  if (offer.maxAmountRequired !== parsePrice(priceUsdc).toString()) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not the price ${priceUsdc}`);
+  const seller = (await app.payments.acceptance(orgId))!;
+  const offer = body.accepts?.find((a) => a.payTo !== undefined && app.payments.acceptsPayee(seller, a.payTo));
+  if (body.x402Version !== 1 || !offer) throw refuse(`does not ask for payment to this seller's address ${settings.payTo} (or one of its payees)`);
+  const asked = BigInt(offer.maxAmountRequired ?? '0');
+  if ('exactly' in price && asked !== parsePrice(price.exactly)) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not the price ${price.exactly}`);
+  if ('upTo' in price && (asked <= 0n || asked > parsePrice(price.upTo))) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not a dynamic price of at most ${price.upTo}`);
 }

@@ -58,7 +58,7 @@ const SPEC_REASONS: Record<string, string> = {
 };
 const specReason = (reason: string) => SPEC_REASONS[reason] ?? reason;
 
-type Terms = { decoded: DecodedPaymentHeader; amountAtomic: bigint; resource: string };
+type Terms = { decoded: DecodedPaymentHeader; amountAtomic: bigint; resource: string; payTo: string };
 type Refusal = { reason: string; message: string };
 
 /**
@@ -77,8 +77,9 @@ function termsOf(body: z.output<typeof facilitatorBody>, seller: SellerAccountDo
   const network = body.x402Version === 1 ? toV1Network(r.network) === ours.network : toCaip2Network(r.network) === ours.caip2;
   if (!network) return { reason: 'network_mismatch', message: `this facilitator settles on ${body.x402Version === 1 ? ours.network : ours.caip2}, not ${r.network}` };
   if (!isAddressEqual(r.asset as Address, ours.usdc)) return { reason: 'asset_mismatch', message: `this facilitator settles USDC at ${ours.usdc}, not ${r.asset}` };
-  if (!isAddressEqual(r.payTo as Address, seller.payTo as Address)) {
-    return { reason: 'invalid_payment_requirements', message: `payTo must be this seller's accepting address ${seller.payTo}` };
+  const payees = [seller.payTo, ...(seller.payees ?? [])];
+  if (!payees.some((p) => isAddressEqual(r.payTo as Address, p as Address))) {
+    return { reason: 'invalid_payment_requirements', message: `payTo must be this seller's accepting address ${seller.payTo}${seller.payees?.length ? ' or one of its payees' : ''}` };
   }
   const amountAtomic = BigInt('maxAmountRequired' in r ? r.maxAmountRequired : r.amount);
   if (decoded.version === 2) {
@@ -91,7 +92,7 @@ function termsOf(body: z.output<typeof facilitatorBody>, seller: SellerAccountDo
   const rawResource = 'resource' in r ? r.resource : decoded.version === 2 ? decoded.payload.resource?.url : undefined;
   let resource = 'unknown';
   try { if (rawResource) resource = normalizeResource(rawResource); } catch { resource = String(rawResource).slice(0, 2048); }
-  return { decoded, amountAtomic, resource };
+  return { decoded, amountAtomic, resource, payTo: r.payTo };
 }
 
 export function facilitatorRoutes(app: AppContext): Router {
@@ -131,6 +132,8 @@ export function facilitatorRoutes(app: AppContext): Router {
         metadata: {
           description: endpoint.description,
           priceUsdc: endpoint.priceUsdc,
+          // dynamic: each request is priced by the seller (its 402 says how much), at most priceUsdc.
+          pricing: endpoint.pricing ?? 'fixed',
           ...(endpoint.inputSchemaJson ? { inputSchema: JSON.parse(endpoint.inputSchemaJson) as unknown } : {}),
           ...(endpoint.outputSchemaJson ? { outputSchema: JSON.parse(endpoint.outputSchemaJson) as unknown } : {}),
         },

@@ -7,6 +7,8 @@ export interface SellerAccountDoc {
   _id: string; // orgId
   enabled: boolean;
   payTo: string; // checksummed address
+  /** Other addresses a route may pay per request (the middleware's `payTo` function), checksummed. */
+  payees?: string[];
   updatedAt: Date;
 }
 
@@ -14,6 +16,7 @@ export const sellerAccountSchema = new Schema<SellerAccountDoc>({
   _id: String,
   enabled: { type: Boolean, required: true },
   payTo: { type: String, required: true },
+  payees: [String],
   updatedAt: { type: Date, required: true },
 }, { versionKey: false });
 
@@ -22,8 +25,11 @@ export interface EndpointDoc {
   _id: string;
   orgId: string;
   url: string;
+  /** The price; for a dynamic price (`pricing: 'dynamic'`) the most one request may cost. */
   priceUsdc: string;
   priceAtomic: string;
+  /** fixed: every request costs priceUsdc; dynamic: the middleware prices each request, up to priceUsdc. */
+  pricing?: 'fixed' | 'dynamic';
   description: string;
   webhookUrl?: string;
   webhookSecret?: SealedSecret;
@@ -46,6 +52,7 @@ export const endpointSchema = new Schema<EndpointDoc>({
   url: { type: String, required: true },
   priceUsdc: { type: String, required: true },
   priceAtomic: { type: String, required: true },
+  pricing: { type: String, default: 'fixed' },
   description: { type: String, default: '' },
   webhookUrl: String,
   webhookSecret: Schema.Types.Mixed,

@@ -49,10 +49,10 @@ function filterQuery(filter: PaymentFilter): Record<string, unknown> {
 }
 
 /** What a payment must meet, and which door it came through (for the metrics). */
-export interface SettleTerms { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null; door: 'redeem' | 'facilitator' }
+export interface SettleTerms { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null; door: 'redeem' | 'facilitator'; /** The payee; default the seller's payTo. */ payTo?: string }
 
 /** Our middleware's redeem (and hold) call: the buyer's header, the resource and the price it answered for. */
-export interface RedeemInput { paymentHeader: string; resource: string; amount: string }
+export interface RedeemInput { paymentHeader: string; resource: string; amount: string; payTo?: string }
 
 export interface PreparedRedeem {
   seller: SellerAccountDoc;
@@ -129,11 +129,12 @@ export class PaymentService {
 
   // --- seller settings -------------------------------------------------------------------------
 
-  async setAcceptance(orgId: string, input: { enabled: boolean; payTo: string }): Promise<SellerAccountDoc> {
+  async setAcceptance(orgId: string, input: { enabled: boolean; payTo: string; payees?: string[] }): Promise<SellerAccountDoc> {
     const payTo = getAddress(input.payTo);
-    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, { $set: { enabled: input.enabled, payTo, updatedAt: new Date() } }, { upsert: true, returnDocument: 'after' }).lean();
+    const payees = [...new Set((input.payees ?? []).map((a) => getAddress(a)))].filter((a) => a !== payTo);
+    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, { $set: { enabled: input.enabled, payTo, payees, updatedAt: new Date() } }, { upsert: true, returnDocument: 'after' }).lean();
     await this.changes.publish('seller', orgId);
-    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo } });
+    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo, payees } });
     return doc!;
   }
 
@@ -158,20 +159,21 @@ export class PaymentService {
 
   // --- endpoints -------------------------------------------------------------------------------
 
-  async createEndpoint(orgId: string, input: { id: string; url: string; priceUsdc: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret']; discoverable?: boolean; inputSchemaJson?: string | null; outputSchemaJson?: string | null }): Promise<EndpointDoc> {
+  async createEndpoint(orgId: string, input: { id: string; url: string; priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string; webhookSecret?: EndpointDoc['webhookSecret']; discoverable?: boolean; inputSchemaJson?: string | null; outputSchemaJson?: string | null }): Promise<EndpointDoc> {
     const url = normalizeResource(input.url);
-    const priceAtomic = this.priceOf(input.priceUsdc);
+    const pricing = input.maxPriceUsdc !== undefined ? 'dynamic' : 'fixed';
+    const priceAtomic = this.priceOf(input.maxPriceUsdc ?? input.priceUsdc!, pricing === 'dynamic' ? 'maxPriceUsdc' : 'priceUsdc');
     // In dev, another loopback spelling of the same URL is the same endpoint (resource-url.ts).
     const existing = await this.endpoints.findOne({ orgId, url: { $in: endpointUrlsFor(url, this.config.mode) }, deletedAt: null }).lean();
     if (existing) throw new AppError(409, 'endpoint_exists', `An endpoint for ${url} is already registered (${existing._id})`);
     const now = new Date();
     const doc = await this.endpoints.create({
-      _id: input.id, orgId, url, priceUsdc: formatUsdc(priceAtomic), priceAtomic: priceAtomic.toString(),
+      _id: input.id, orgId, url, priceUsdc: formatUsdc(priceAtomic), priceAtomic: priceAtomic.toString(), pricing,
       description: input.description ?? '', webhookUrl: input.webhookUrl, webhookSecret: input.webhookSecret, createdAt: now, updatedAt: now,
       discoverable: input.discoverable ?? false, inputSchemaJson: input.inputSchemaJson ?? undefined, outputSchemaJson: input.outputSchemaJson ?? undefined,
     });
     await this.changes.publish('seller', orgId);
-    await this.logs.record({ orgId, action: 'payments.endpoint_registered', category: 'payments', description: `Endpoint ${url} registered at ${formatUsdc(priceAtomic)} USDC`, targetType: 'endpoint', targetId: doc._id });
+    await this.logs.record({ orgId, action: 'payments.endpoint_registered', category: 'payments', description: `Endpoint ${url} registered at ${pricing === 'dynamic' ? 'up to ' : ''}${formatUsdc(priceAtomic)} USDC`, targetType: 'endpoint', targetId: doc._id });
     return doc.toObject();
   }
 
@@ -185,13 +187,16 @@ export class PaymentService {
     return doc;
   }
 
-  async updateEndpoint(orgId: string, id: string, change: { priceUsdc?: string; description?: string; webhookUrl?: string | null; webhookSecret?: EndpointDoc['webhookSecret'] | null; discoverable?: boolean; inputSchemaJson?: string | null; outputSchemaJson?: string | null }): Promise<EndpointDoc> {
+  async updateEndpoint(orgId: string, id: string, change: { priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string | null; webhookSecret?: EndpointDoc['webhookSecret'] | null; discoverable?: boolean; inputSchemaJson?: string | null; outputSchemaJson?: string | null }): Promise<EndpointDoc> {
     const set: Record<string, unknown> = { updatedAt: new Date() };
     const unset: Record<string, 1> = {};
-    if (change.priceUsdc !== undefined) {
-      const atomic = this.priceOf(change.priceUsdc);
+    // A fixed price, or the cap of a dynamic one: either one also sets how the endpoint is priced.
+    const newPrice = change.maxPriceUsdc ?? change.priceUsdc;
+    if (newPrice !== undefined) {
+      const atomic = this.priceOf(newPrice, change.maxPriceUsdc !== undefined ? 'maxPriceUsdc' : 'priceUsdc');
       set.priceAtomic = atomic.toString();
       set.priceUsdc = formatUsdc(atomic);
+      set.pricing = change.maxPriceUsdc !== undefined ? 'dynamic' : 'fixed';
     }
     if (change.description !== undefined) set.description = change.description;
     if (change.webhookUrl === null) { unset.webhookUrl = 1; unset.webhookSecret = 1; }
@@ -216,13 +221,13 @@ export class PaymentService {
     await this.logs.record({ orgId, action: 'payments.endpoint_deleted', category: 'payments', description: `Endpoint ${doc.url} deleted`, targetType: 'endpoint', targetId: id });
   }
 
-  private priceOf(priceUsdc: string): bigint {
+  private priceOf(priceUsdc: string, field: 'priceUsdc' | 'maxPriceUsdc' = 'priceUsdc'): bigint {
     try {
       const atomic = parsePrice(priceUsdc);
       if (atomic <= 0n) throw new Error('must be greater than zero');
       return atomic;
     } catch (err) {
-      throw new AppError(400, 'validation_error', `body.priceUsdc: ${(err as Error).message}`);
+      throw new AppError(400, 'validation_error', `body.${field}: ${(err as Error).message}`);
     }
   }
 
@@ -267,16 +272,29 @@ export class PaymentService {
 
     let amount: bigint;
     try { amount = parsePrice(input.amount); } catch { return { refused: refuse('amount_mismatch', `amount ${input.amount} is not a USDC amount`) }; }
-    if (amount !== BigInt(endpoint.priceAtomic)) return { refused: refuse('amount_mismatch', `amount ${input.amount} does not equal the registered price ${endpoint.priceUsdc}`) };
+    // A dynamic price is whatever the seller's middleware computed for this request, up to the registered cap.
+    if (endpoint.pricing === 'dynamic') {
+      if (amount <= 0n || amount > BigInt(endpoint.priceAtomic)) return { refused: refuse('amount_mismatch', `amount ${input.amount} is not within this endpoint's dynamic price (more than 0, at most ${endpoint.priceUsdc})`) };
+    } else if (amount !== BigInt(endpoint.priceAtomic)) {
+      return { refused: refuse('amount_mismatch', `amount ${input.amount} does not equal the registered price ${endpoint.priceUsdc}`) };
+    }
+    const payTo = getAddress(input.payTo ?? seller.payTo);
+    if (!this.acceptsPayee(seller, payTo)) return { refused: refuse('recipient_not_allowed', `${payTo} is not this seller's payTo or one of its payees (PUT /v0/payments/acceptance)`) };
 
     const decoded = decodePaymentHeader(input.paymentHeader);
     if (!decoded.ok) return { refused: refuse(decoded.reason, decoded.message) };
-    return { seller, decoded, refuse, terms: { resource, amountAtomic: amount, endpoint, door: 'redeem' } };
+    return { seller, decoded, refuse, terms: { resource, amountAtomic: amount, payTo, endpoint, door: 'redeem' } };
+  }
+
+  /** Whether a payment may go to `address`: the seller's payTo or one of its payees. */
+  acceptsPayee(seller: SellerAccountDoc, address: string): boolean {
+    const a = address.toLowerCase();
+    return seller.payTo.toLowerCase() === a || (seller.payees ?? []).some((p) => p.toLowerCase() === a);
   }
 
   /** Checks a payment against a seller's terms and the chain, moving nothing (the facilitator's /verify). */
-  async verify(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { amountAtomic: bigint }) {
-    return verifyPayment(decoded, { payTo: seller.payTo as Address, amountAtomic: terms.amountAtomic }, this.requireChain(), {
+  async verify(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { amountAtomic: bigint; payTo?: string }) {
+    return verifyPayment(decoded, { payTo: (terms.payTo ?? seller.payTo) as Address, amountAtomic: terms.amountAtomic }, this.requireChain(), {
       nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
     });
   }

@@ -46,6 +46,7 @@ export function presentEndpoint(e: EndpointDoc) {
     id: e._id,
     url: e.url,
     priceUsdc: e.priceUsdc,
+    pricing: e.pricing ?? 'fixed',
     description: e.description,
     webhookUrl: e.webhookUrl ?? null,
     discoverable: e.discoverable ?? false,

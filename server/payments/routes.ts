@@ -14,7 +14,12 @@ import { MAX_HOLD_SECONDS } from './holds.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
-export const acceptanceBody = z.object({ enabled: z.boolean(), payTo: address }).strict();
+export const acceptanceBody = z.object({
+  enabled: z.boolean(),
+  payTo: address,
+  // Addresses a route may pay per request instead of payTo (the middleware's payTo function).
+  payees: z.array(address).max(20).optional(),
+}).strict();
 export const sellerKeyBody = z.object({ name: z.string().trim().min(1).max(64).optional() }).strict();
 /** A JSON Schema a seller declares for discovery: any JSON object, stored as text, at most 16 KiB. */
 const declaredSchema = z.record(z.string(), z.unknown()).refine((s) => JSON.stringify(s).length <= 16_384, 'must be at most 16 KiB of JSON');
@@ -25,20 +30,31 @@ const discovery = {
 };
 export const endpointBody = z.object({
   url: z.string().min(1).max(2048),
-  priceUsdc: price,
+  // One of the two: a fixed price, or the most a dynamically priced request may cost.
+  priceUsdc: price.optional(),
+  maxPriceUsdc: price.optional(),
   description: z.string().max(500).optional(),
   webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
   ...discovery,
   // Dev mode only: register before the seller's server is up (agentgate dev, tests).
   skipUrlCheck: z.boolean().optional(),
-}).strict();
+}).strict().refine((b) => (b.priceUsdc === undefined) !== (b.maxPriceUsdc === undefined), { message: 'give priceUsdc (a fixed price) or maxPriceUsdc (a dynamic price, at most this), not both', path: ['priceUsdc'] });
 export const endpointPatch = z.object({
   priceUsdc: price.optional(),
+  maxPriceUsdc: price.optional(),
   description: z.string().max(500).optional(),
   webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).nullable().optional(),
   ...discovery,
-}).strict().refine((b) => Object.keys(b).length > 0, 'give at least one of priceUsdc, description, webhookUrl, discoverable, inputSchema, outputSchema');
-export const redeemBody = z.object({ paymentHeader: z.string().min(1).max(16_384), resource: z.string().min(1).max(2048), amount: z.string().min(1).max(32) }).strict();
+}).strict()
+  .refine((b) => Object.keys(b).length > 0, 'give at least one of priceUsdc, maxPriceUsdc, description, webhookUrl, discoverable, inputSchema, outputSchema')
+  .refine((b) => b.priceUsdc === undefined || b.maxPriceUsdc === undefined, { message: 'give priceUsdc (a fixed price) or maxPriceUsdc (a dynamic price), not both', path: ['priceUsdc'] });
+export const redeemBody = z.object({
+  paymentHeader: z.string().min(1).max(16_384),
+  resource: z.string().min(1).max(2048),
+  // What the middleware asked this request for: the price (fixed or computed) and, if not the default, the payee.
+  amount: z.string().min(1).max(32),
+  payTo: address.optional(),
+}).strict();
 export const holdBody = redeemBody.extend({ holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
@@ -57,11 +73,11 @@ export function paymentRoutes(app: AppContext): Router {
   router.put('/acceptance', platform, async (ctx) => {
     const body = parseInput(acceptanceBody, ctx.request.body, 'body');
     const doc = await app.payments.setAcceptance(orgOf(ctx), body);
-    ctx.body = { enabled: doc.enabled, payTo: doc.payTo, updatedAt: doc.updatedAt.toISOString() };
+    ctx.body = { enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], updatedAt: doc.updatedAt.toISOString() };
   });
   router.get('/acceptance', sellerOrOps, async (ctx) => {
     const doc = await app.payments.acceptance(orgOf(ctx));
-    ctx.body = doc ? { enabled: doc.enabled, payTo: doc.payTo, updatedAt: doc.updatedAt.toISOString() } : { enabled: false, payTo: null };
+    ctx.body = doc ? { enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], updatedAt: doc.updatedAt.toISOString() } : { enabled: false, payTo: null, payees: [] };
   });
 
   router.post('/seller-keys', platform, async (ctx) => {

@@ -75,9 +75,13 @@ afterAll(async () => {
 const endpoints = async () => (await server.request('GET', '/v0/payments/endpoints', { key: seller.platformKey })).body.endpoints as Array<{ id: string; url: string; priceUsdc: string; description: string }>;
 
 describe('the Koa example on an arbitrary port', () => {
-  test('registered its paid route at start-up, under the origin it listens on', async () => {
+  test('registered its paid routes at start-up, under the origin it listens on', async () => {
     expect(example!.output()).toContain(`registered http://localhost:${port}/weather at 0.01 USDC`);
-    expect(await endpoints()).toEqual([expect.objectContaining({ url: `http://localhost:${port}/weather`, priceUsdc: '0.01', description: 'Current weather for a city' })]);
+    expect(await endpoints()).toEqual(expect.arrayContaining([
+      expect.objectContaining({ url: `http://localhost:${port}/weather`, priceUsdc: '0.01', description: 'Current weather for a city' }),
+      expect.objectContaining({ url: `http://localhost:${port}/forecast`, priceUsdc: '0.07', pricing: 'dynamic' }),
+    ]));
+    expect(await endpoints()).toHaveLength(2);
   });
 
   const pays: Array<[string, (url: string, key: Hex) => ReturnType<typeof payWithV1>]> = [
@@ -97,7 +101,7 @@ describe('the Koa example on an arbitrary port', () => {
       const paymentId = (result.body as { paymentId: string }).paymentId;
       const record = await server.request('GET', `/v0/payments/${paymentId}`, { key: seller.sellerKey });
       // The record keeps the spelling the buyer paid for; the endpoint matched is the registered one.
-      expect(record.body).toMatchObject({ status: 'settled', resourceUrl: `http://${host}:${port}/weather`, endpointId: (await endpoints())[0]!.id });
+      expect(record.body).toMatchObject({ status: 'settled', resourceUrl: `http://${host}:${port}/weather`, endpointId: (await endpoints()).find((e) => e.url.endsWith('/weather'))!.id });
       expect(await usdcBalance(seller.payTo)).toBe(before + 10_000n);
     }
   });
@@ -118,7 +122,11 @@ describe('syncEndpoints', () => {
     const before = await endpoints();
     const again = await sync(WEATHER_ROUTES);
     expect(again).toMatchObject({ created: [], updated: [], skipped: [] });
-    expect(again.unchanged).toEqual([expect.objectContaining({ url: `http://localhost:${port}/weather`, patterns: ['GET /weather'] })]);
+    expect(again.unchanged).toEqual([
+      expect.objectContaining({ url: `http://localhost:${port}/weather`, patterns: ['GET /weather'] }),
+      // The dynamically priced route, registered by its cap.
+      expect.objectContaining({ url: `http://localhost:${port}/forecast`, priceUsdc: '0.07', patterns: ['GET /forecast'] }),
+    ]);
     expect(await endpoints()).toEqual(before);
   });
 
@@ -134,7 +142,7 @@ describe('syncEndpoints', () => {
     expect(after.find((e) => e.url === 'mcp://tool/forecast')).toMatchObject({ id: other.body.id, priceUsdc: '0.05' });
     // Back to the example's table: updated once, then unchanged.
     expect((await sync(WEATHER_ROUTES)).updated).toHaveLength(1);
-    expect((await sync(WEATHER_ROUTES)).unchanged).toHaveLength(1);
+    expect((await sync(WEATHER_ROUTES)).unchanged).toHaveLength(2);
     expect((await endpoints()).find((e) => e.url.endsWith('/weather'))).toMatchObject({ priceUsdc: '0.01' });
   });
 

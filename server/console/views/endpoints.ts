@@ -21,7 +21,7 @@ export function endpointsPage(input: { session: LiveSession; endpoints: Endpoint
         <thead><tr><th scope="col">URL</th><th scope="col" class="num">Price</th><th scope="col">Webhook URL</th><th scope="col">Discoverable</th><th scope="col">Created</th>${admin ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}</tr></thead>
         <tbody>${input.endpoints.length === 0 ? html`<tr><td colspan="6" class="empty">No endpoints yet.</td></tr>` : input.endpoints.map((e) => html`<tr>
           <td class="resource">${e.url}${e.description ? html`<div class="muted small">${e.description}</div>` : ''}</td>
-          <td class="num">${e.priceUsdc} <span class="unit">USDC</span></td>
+          <td class="num">${e.pricing === 'dynamic' ? 'up to ' : ''}${e.priceUsdc} <span class="unit">USDC</span></td>
           <td class="resource">${e.webhookUrl ?? html`<span class="muted">none</span>`}</td>
           <td>${badge(e.discoverable ? 'listed' : 'unlisted')}</td>
           <td>${time(e.createdAt)}</td>
