@@ -51,7 +51,9 @@ describe('/openapi.json', () => {
   it('describes bodies and parameters with the schemas the routes validate with', () => {
     const create = doc.paths['/v0/payments/endpoints'].post;
     const body = create.requestBody.content['application/json'].schema;
-    expect(body).toMatchObject({ type: 'object', additionalProperties: false, required: expect.arrayContaining(['url', 'priceUsdc']) });
+    // A fixed price or a dynamic one's cap: one of the two (the route refuses both or neither).
+    expect(body).toMatchObject({ type: 'object', additionalProperties: false, required: ['url'] });
+    expect(Object.keys(body.properties)).toEqual(expect.arrayContaining(['priceUsdc', 'maxPriceUsdc']));
     expect(body.properties.webhookUrl).toMatchObject({ type: 'string', format: 'uri' });
     const get = doc.paths['/v0/payments/{id}'].get;
     expect(get.parameters).toEqual([expect.objectContaining({ name: 'id', in: 'path', required: true, schema: expect.objectContaining({ type: 'string', pattern: expect.any(String) }) })]);

@@ -101,7 +101,9 @@ describe('the seller package (agentgate-x402)', () => {
 
     // Every adapter of the checkout has its subpath, and every subpath's files ship.
     const exports = seller.manifest.exports!;
-    const adapters = readdirSync(join(repo, 'adapters')).filter((f) => f.endsWith('.ts') && f !== 'paywall-source.ts').map((f) => f.replace(/\.ts$/, ''));
+    // Every framework adapter is an export; the pieces they share (paywall-source, held-response) are not.
+    const shared = ['paywall-source.ts', 'held-response.ts'];
+    const adapters = readdirSync(join(repo, 'adapters')).filter((f) => f.endsWith('.ts') && !shared.includes(f)).map((f) => f.replace(/\.ts$/, ''));
     for (const adapter of adapters) expect(exports[`./${adapter}`]).toEqual({ types: `./dist/adapters/${adapter}.d.ts`, default: `./dist/adapters/${adapter}.js` });
     for (const [subpath, target] of Object.entries(exports)) {
       if (subpath.includes('*')) continue;
