@@ -14,10 +14,13 @@ import type { Address } from 'viem';
 import { mcpPaywall } from '../../adapters/mcp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { fundedBuyer, signAuthorization, usdcBalance } from '../support/chain.js';
+import { createWalletClient, http as rpcTransport, parseEther } from 'viem';
+import { usdcAbi } from '../../server/chain/usdc.js';
+import { fundedBuyer, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 
-/** What the flaky tool does next: succeed, answer isError, or throw. */
+/** What the flaky tool does next: succeed, answer isError, or throw; `during` runs inside the tool first. */
 let next: 'ok' | 'is-error' | 'throw' = 'ok';
+let during: (() => Promise<void>) | undefined;
 let runs = 0;
 
 let server: TestServer;
@@ -39,6 +42,7 @@ beforeAll(async () => {
     const mcp = new McpServer({ name: 'flaky', version: '1.0.0' });
     const body = async ({ q }: { q: string }) => {
       runs++;
+      await during?.();
       if (next === 'throw') throw new Error('the model is down');
       if (next === 'is-error') return { isError: true, content: [{ type: 'text' as const, text: 'no answer for that' }] };
       return { content: [{ type: 'text' as const, text: `answer to ${q}` }] };
@@ -123,6 +127,28 @@ it('concurrent calls with one payment run the tool once', async () => {
   expect(results.filter((r) => !r.isError)).toHaveLength(1);
   expect(runs).toBe(runsBefore + 1);
   expect(await usdcBalance(buyer.address)).toBe(1_000_000n - 10_000n);
+});
+
+it('a settlement that fails after the tool withholds its output: a payment-required result with the reason', async () => {
+  const buyer = await fundedBuyer('1');
+  const payment = await signedPayment('flaky', buyer);
+  next = 'ok';
+  // The buyer spends everything while the tool runs: the held payment can no longer settle.
+  during = async () => {
+    await setEthBalance(buyer.address, parseEther('1'));
+    const { chain, rpcUrl, usdc, publicClient } = testChain();
+    const wallet = createWalletClient({ chain, transport: rpcTransport(rpcUrl), account: buyer });
+    const hash = await wallet.writeContract({ address: usdc, abi: usdcAbi, functionName: 'transfer', args: ['0x000000000000000000000000000000000000dEaD', await usdcBalance(buyer.address)] });
+    await publicClient.waitForTransactionReceipt({ hash });
+  };
+  try {
+    const result = await call('flaky', { 'x402/payment': payment });
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toMatchObject({ error: 'insufficient_funds' });
+    expect(JSON.stringify(result)).not.toContain('answer to weather');
+  } finally {
+    during = undefined;
+  }
 });
 
 it('a tool set to settle before-handler is charged even when it answers isError', async () => {
