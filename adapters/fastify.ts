@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TLSSocket } from 'node:tls';
-import type { PaywallRequest, RequestPayment } from '../middleware/index.js';
-import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
+import type { ErrorBody, PaywallRequest, RequestPayment } from '../middleware/index.js';
+import { paywallSource, type PaymentMiddlewareOptions, type PaywallSource } from './paywall-source.js';
 import { holdResponse } from './held-response.js';
 
 export type { PaymentMiddlewareOptions } from './paywall-source.js';
@@ -44,6 +44,7 @@ export function paymentMiddleware(options: PaymentMiddlewareOptions): FastifyPlu
       const outcome = await paywall.handle(paywallRequestOf(request));
       switch (outcome.kind) {
         case 'pass':
+          if (await emptyParameterOfPricedRoute(paywall, request)) return reply.code(400).send(EMPTY_PARAMETER);
           return;
         case 'paid':
           reply.headers(outcome.responseHeaders);
@@ -68,6 +69,26 @@ export function paymentMiddleware(options: PaymentMiddlewareOptions): FastifyPlu
     [Symbol.for('skip-override')]: true,
     [Symbol.for('fastify.display-name')]: 'agentgate-x402',
   });
+}
+
+const EMPTY_PARAMETER: ErrorBody = {
+  error: 'empty_path_parameter',
+  message: 'path has an empty segment where a protected route expects a parameter',
+  status: 400,
+};
+
+/**
+ * Fastify's router lets a parameter match an empty segment ("GET /city/" runs the "/city/:name" route
+ * with name ""), where the paywall, like Express and Koa, reads no parameter and so no protected route
+ * (it sees "/city"). Such a request is refused when the route Fastify chose is one the table prices:
+ * the route's own pattern, read as a path, asks the table (no payment header, so nothing is redeemed).
+ */
+async function emptyParameterOfPricedRoute(paywall: PaywallSource, request: FastifyRequest): Promise<boolean> {
+  const pattern = request.routeOptions.url;
+  const params = request.params as Record<string, unknown> | undefined;
+  if (pattern === undefined || params === undefined || !Object.values(params).includes('')) return false;
+  const probe = await paywall.handle({ ...paywallRequestOf(request), url: pattern, headers: {} });
+  return probe.kind !== 'pass';
 }
 
 function paywallRequestOf(request: FastifyRequest): PaywallRequest {

@@ -554,3 +554,34 @@ describe('Hono: every way a route answers goes through the hold', () => {
     await endlessCancelled;
   });
 });
+
+describe('Fastify: a parameter matching an empty segment', () => {
+  // find-my-way runs "/city/:name" for "GET /city/" with name "", where the paywall reads "/city".
+  const facilitator = new FakeFacilitator();
+  const app = Fastify();
+  const runs: string[] = [];
+  let url: string;
+  beforeAll(async () => {
+    app.register(fastifyPayments({ routes: { 'GET /city/:name': { price: '$0.01' } }, facilitator, settings: anvilSettings }));
+    app.get('/city/:name', async (request) => { runs.push(request.url); return { secret: SECRET }; });
+    app.get('/user/:id', async (request) => { runs.push(request.url); return { free: true }; });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => app.close());
+
+  test('on a priced route: 400, never the handler, even with a payment', async () => {
+    const res = await fetch(`${url}/city/`, { headers: { 'X-Payment': v1Header() } });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: 'empty_path_parameter', message: expect.any(String), status: 400 });
+    expect(runs).toEqual([]);
+    expect(facilitator.calls).toHaveLength(0);
+    expect((await fetch(`${url}/city/oslo`)).status).toBe(402);
+  });
+
+  test('on a free route: passes untouched', async () => {
+    const res = await fetch(`${url}/user/`);
+    expect(res.status).toBe(200);
+    expect(runs).toEqual(['/user/']);
+  });
+});
