@@ -12,10 +12,12 @@ import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { streamSSE } from 'hono/streaming';
 import Koa from 'koa';
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
 import { paymentMiddleware as honoPayments, type PaymentEnv } from '../../adapters/hono.js';
@@ -583,5 +585,42 @@ describe('Fastify: a parameter matching an empty segment', () => {
     const res = await fetch(`${url}/user/`);
     expect(res.status).toBe(200);
     expect(runs).toEqual(['/user/']);
+  });
+});
+
+describe('Hono without Node', () => {
+  // Workers (without nodejs_compat) have no Buffer: the middleware is built and the whole paid request
+  // served once the global Buffer is gone, through Hono's own fetch (app.request, no Node server). The
+  // modules load before that, because tsx needs Buffer to compile them.
+  test('unpaid 402 with both challenge forms, then paid after the handler, with only web globals', async () => {
+    const script = `
+      const { Hono } = await import('hono');
+      const { paymentMiddleware } = await import('./adapters/hono.ts');
+      delete globalThis.Buffer;
+      const settings = ${JSON.stringify(anvilSettings)};
+      const ok = { ok: true, paymentId: 'pay_1', paymentResponse: { success: true, transaction: '0x' + 'ab'.repeat(32), network: 'anvil', payer: '0x2222222222222222222222222222222222222222' } };
+      const facilitator = {
+        redeem: async () => ok,
+        hold: async () => ({ ok: true, holdId: 'pay_1', payer: ok.paymentResponse.payer, expiresAt: new Date(Date.now() + 60000).toISOString() }),
+        capture: async () => ok,
+        release: async () => {},
+      };
+      const app = new Hono();
+      app.use(paymentMiddleware({ routes: { 'GET /weather': { price: '$0.01' } }, facilitator, settings }));
+      app.get('/weather', (c) => c.json({ temperature: 21, payer: c.get('payment').payer }));
+      const unpaid = await app.request('https://shop.example/weather');
+      const challenge = JSON.parse(atob(unpaid.headers.get('payment-required')));
+      const header = btoa(JSON.stringify(${JSON.stringify({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: authorization() } })}));
+      const paid = await app.request('https://shop.example/weather', { headers: { 'X-Payment': header } });
+      console.log(JSON.stringify({
+        buffer: typeof Buffer, unpaid: unpaid.status, resource: challenge.resource.url, body: (await unpaid.json()).error,
+        paid: paid.status, content: await paid.json(), settlement: JSON.parse(atob(paid.headers.get('x-payment-response'))).transaction,
+      }));
+    `;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd() });
+    expect(JSON.parse(stdout)).toEqual({
+      buffer: 'undefined', unpaid: 402, resource: 'https://shop.example/weather', body: 'payment_required',
+      paid: 200, content: { temperature: 21, payer: '0x2222222222222222222222222222222222222222' }, settlement: '0x' + 'ab'.repeat(32),
+    });
   });
 });
