@@ -39,6 +39,9 @@ export function holdResponse(res: ServerResponse, hold: HeldPayment): void {
     const outcome = await hold.capture();
     if (outcome.kind === 'paid') {
       for (const [name, value] of Object.entries(outcome.responseHeaders)) res.setHeader(name, value as string);
+      // Headers given to writeHead itself (Fastify passes all of them there) would win over setHeader.
+      const ours = new Set(Object.keys(outcome.responseHeaders).map((name) => name.toLowerCase()));
+      for (const call of queue) if (call.method === 'writeHead') call.args = call.args.map((arg, i) => (i > 0 ? withoutHeaders(arg, ours) : arg));
       open();
       return;
     }
@@ -74,6 +77,15 @@ export function holdResponse(res: ServerResponse, hold: HeldPayment): void {
     });
   };
 
+  // Once the handler has called end(), the response says so, held or not: a framework that reads
+  // writableEnded to know whether it still has to answer (Fastify's reply.sent, after an async handler
+  // that called reply.send() without returning it; Koa's ctx.writable) must not send a second answer.
+  let ended = false;
+  Object.defineProperty(res, 'writableEnded', {
+    configurable: true,
+    get: () => ended || Reflect.get(Object.getPrototypeOf(res) as object, 'writableEnded', res) === true,
+  });
+
   res.writeHead = function writeHead(this: ServerResponse, ...args: unknown[]) {
     if (state === 'open') return original.writeHead.apply(res, args as never);
     if (state === 'dropped') return res;
@@ -94,6 +106,7 @@ export function holdResponse(res: ServerResponse, hold: HeldPayment): void {
     return false;
   } as typeof res.write;
   res.end = function end(this: ServerResponse, ...args: unknown[]) {
+    ended = true;
     if (state === 'open') return original.end.apply(res, args as never);
     if (state === 'dropped') return res;
     queue.push({ method: 'end', args });
@@ -114,4 +127,17 @@ export function holdResponse(res: ServerResponse, hold: HeldPayment): void {
 function callbackOf(call: Call): ((error?: Error | null) => void) | undefined {
   const last = call.args[call.args.length - 1];
   return typeof last === 'function' ? (last as (error?: Error | null) => void) : undefined;
+}
+
+/** A writeHead headers argument (an object, a flat [name, value, ...] list or [name, value] pairs) without the given names. */
+function withoutHeaders(arg: unknown, names: Set<string>): unknown {
+  const keep = (name: unknown) => !names.has(String(name).toLowerCase());
+  if (Array.isArray(arg)) {
+    if (arg.length > 0 && Array.isArray(arg[0])) return arg.filter((pair: unknown[]) => keep(pair[0]));
+    const kept: unknown[] = [];
+    for (let i = 0; i + 1 < arg.length; i += 2) if (keep(arg[i])) kept.push(arg[i], arg[i + 1]);
+    return kept;
+  }
+  if (arg !== null && typeof arg === 'object') return Object.fromEntries(Object.entries(arg).filter(([name]) => keep(name)));
+  return arg;
 }

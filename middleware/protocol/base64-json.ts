@@ -21,9 +21,17 @@ export function decodeBase64Json(headerValue: string, maxLength = MAX_PAYMENT_HE
   if (headerValue.length > maxLength) return { ok: false, reason: 'header_too_large' };
   const text = headerValue.trim();
   if (text.length % 4 === 1 || !BASE64.test(text)) return { ok: false, reason: 'invalid_base64' };
+  // atob and TextDecoder rather than Buffer: the core runs on web runtimes too (Hono on Workers, Deno).
+  // Without its padding, as Buffer read it: atob refuses padding that does not fit the length.
+  let binary: string;
+  try {
+    binary = atob(text.replace(/=+$/, ''));
+  } catch {
+    return { ok: false, reason: 'invalid_base64' };
+  }
   let json: string;
   try {
-    json = utf8.decode(Buffer.from(text, 'base64'));
+    json = utf8.decode(Uint8Array.from(binary, (char) => char.charCodeAt(0)));
   } catch {
     return { ok: false, reason: 'invalid_json' };
   }
@@ -32,5 +40,9 @@ export function decodeBase64Json(headerValue: string, maxLength = MAX_PAYMENT_HE
 }
 
 export function encodeBase64Json(value: unknown): string {
-  return Buffer.from(JSON.stringify(value), 'utf8').toString('base64');
+  const bytes = new TextEncoder().encode(JSON.stringify(value));
+  let binary = '';
+  // In slices: one argument per byte, and a call takes only so many.
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
 }

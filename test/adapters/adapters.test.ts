@@ -1,18 +1,29 @@
 /**
- * The Express and Koa adapters over real HTTP, with the same expectations for both: what a buyer sees
- * (status, body, headers) and whether the seller's handler ran. The facilitator is our test double
- * (or a fake backend behind `fetch`); the real backend and chain are in test/interop.
+ * The Express, Koa, Hono (on @hono/node-server) and Fastify adapters over real HTTP, with the same
+ * expectations for all: what a buyer sees (status, body, headers) and whether the seller's handler ran.
+ * The facilitator is our test double (or a fake backend behind `fetch`); the real backend and chain are
+ * in test/interop.
  */
+import { createAdaptorServer } from '@hono/node-server';
 import Router from '@koa/router';
 import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { streamSSE } from 'hono/streaming';
 import Koa from 'koa';
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { promisify } from 'node:util';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
+import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
+import { paymentMiddleware as honoPayments, type PaymentEnv } from '../../adapters/hono.js';
 import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
 import type { PaymentMiddlewareOptions } from '../../adapters/paywall-source.js';
-import { FacilitatorUnavailable, type SettledPayment } from '../../middleware/index.js';
+import { FacilitatorUnavailable, type HoldRequest, type HoldResult, type RedeemResult, type SettledPayment } from '../../middleware/index.js';
 import { anvilSettings, b64, FakeFacilitator, fromB64, LOCAL_TOKEN, okAnswer, PAY_TO } from '../middleware/fixtures.js';
 
 type Challenge = { accepts: Array<{ resource: string }> };
@@ -68,6 +79,39 @@ async function koaSeller(options: PaymentMiddlewareOptions): Promise<Seller> {
   return { url, runs, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
+async function honoSeller(options: PaymentMiddlewareOptions): Promise<Seller> {
+  const runs: Seller['runs'] = [];
+  const app = new Hono<PaymentEnv>();
+  app.use(honoPayments(options));
+  app.get('/weather', (c) => {
+    runs.push({ path: '/weather', payment: c.get('payment') as SettledPayment });
+    return c.json({ temperature: 21 });
+  });
+  app.get('/free', (c) => {
+    runs.push({ path: '/free', payment: c.get('payment') as SettledPayment | undefined });
+    return c.json({ free: true });
+  });
+  const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+  const url = await listen(server);
+  return { url, runs, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+async function fastifySeller(options: PaymentMiddlewareOptions): Promise<Seller> {
+  const runs: Seller['runs'] = [];
+  const app = Fastify();
+  app.register(fastifyPayments(options));
+  app.get('/weather', async (request) => {
+    runs.push({ path: '/weather', payment: request.payment as SettledPayment });
+    return { temperature: 21 };
+  });
+  app.get('/free', async (request) => {
+    runs.push({ path: '/free', payment: request.payment as SettledPayment | undefined });
+    return { free: true };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, runs, close: () => app.close() };
+}
+
 const authorization = () => ({
   from: '0x2222222222222222222222222222222222222222',
   to: PAY_TO,
@@ -119,10 +163,23 @@ const backendDown = (): Response => {
 };
 const quiet = { onError: () => {} };
 
+const PATH_TRICKS = ['/weather%2F', '/weather%252f', '/weather%5c', '/%2e%2e/weather', '/x/../weather', '/./weather', '/weather\\'];
+
+/**
+ * What happens to a path trick before the app sees it. @hono/node-server hands Hono a parsed URL: dot
+ * segments are resolved (the request is for /weather, and is charged as such) and a raw backslash gets
+ * the server's own 400. The paywall reads the path Hono routes on, so the two never disagree.
+ */
+const SERVER_READS: Record<string, Record<string, '/weather' | 'refused'>> = {
+  Hono: { '/%2e%2e/weather': '/weather', '/x/../weather': '/weather', '/./weather': '/weather', '/weather\\': 'refused' },
+};
+
 describe.each([
   ['Express', expressSeller],
   ['Koa', koaSeller],
-])('%s adapter', (_name, makeSeller) => {
+  ['Hono', honoSeller],
+  ['Fastify', fastifySeller],
+])('%s adapter', (name, makeSeller) => {
   let seller: Seller | undefined;
   afterEach(async () => {
     await seller?.close();
@@ -211,7 +268,8 @@ describe.each([
     expect(seller.runs).toEqual([]);
   });
 
-  test.each(['/weather%2F', '/weather%252f', '/weather%5c', '/%2e%2e/weather', '/x/../weather', '/./weather', '/weather\\'])('path trick %s: 400 with a reason, never the handler', async (path) => {
+  const serverReads = SERVER_READS[name] ?? {};
+  test.each(PATH_TRICKS.filter((path) => !(path in serverReads)))('path trick %s: 400 with a reason, never the handler', async (path) => {
     const facilitator = new FakeFacilitator();
     seller = await makeSeller({ routes: ROUTES, facilitator, settings: anvilSettings });
     const res = await rawRequest(seller.url, `GET ${path}`, { 'X-Payment': v1Header() });
@@ -220,6 +278,34 @@ describe.each([
     expect(seller.runs).toEqual([]);
     expect(facilitator.calls).toHaveLength(0);
   });
+
+  const resolved = Object.entries(serverReads).filter(([, read]) => read !== 'refused');
+  if (resolved.length > 0) {
+    test.each(resolved)('path trick %s, resolved by the server to %s: charged as that path (402 unpaid), never free', async (path, target) => {
+      const facilitator = new FakeFacilitator();
+      seller = await makeSeller({ routes: ROUTES, facilitator, settings: anvilSettings });
+      const unpaid = await rawRequest(seller.url, `GET ${path}`);
+      expect(unpaid.status).toBe(402);
+      expect(JSON.parse(unpaid.body)).toMatchObject({ accepts: [{ resource: `${seller.url}${target}` }] });
+      expect(seller.runs).toEqual([]);
+      const paid = await rawRequest(seller.url, `GET ${path}`, { 'X-Payment': v1Header() });
+      expect(paid.status).toBe(200);
+      expect(facilitator.calls).toEqual([expect.objectContaining({ resource: `${seller.url}${target}` })]);
+      expect(seller.runs).toEqual([{ path: target, payment: expect.objectContaining({ paymentId: 'pay_123' }) }]);
+    });
+  }
+
+  const refused = Object.entries(serverReads).filter(([, read]) => read === 'refused').map(([path]) => path);
+  if (refused.length > 0) {
+    test.each(refused)('path trick %s: refused by the server with 400 before the app, never the handler', async (path) => {
+      const facilitator = new FakeFacilitator();
+      seller = await makeSeller({ routes: ROUTES, facilitator, settings: anvilSettings });
+      const res = await rawRequest(seller.url, `GET ${path}`, { 'X-Payment': v1Header() });
+      expect(res.status).toBe(400);
+      expect(seller.runs).toEqual([]);
+      expect(facilitator.calls).toHaveLength(0);
+    });
+  }
 
   test('trustProxy: the resource URL uses X-Forwarded-Proto/Host; without it they are ignored', async () => {
     const forwarded = { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'api.example.com' };
@@ -303,6 +389,238 @@ describe.each([
     test('misconfiguration fails when the middleware is built, not on the first buyer', async () => {
       await expect(makeSeller({ backendUrl: 'http://backend.test', apiKey: 'sk-not-a-seller-key', routes: ROUTES })).rejects.toThrow(/loid-/);
       await expect(makeSeller({ backendUrl: 'http://backend.test', apiKey: SELLER_KEY, routes: { 'GET /weather': { price: 'ten dollars' } }, ...quiet })).rejects.toThrow();
+    });
+  });
+});
+
+/** Holds payments, and captures when the test lets it (`gate`), with the answer the test sets. */
+class HoldingFacilitator extends FakeFacilitator {
+  readonly decisions: Array<'capture' | 'release'> = [];
+  gate: Promise<void> = Promise.resolve();
+  captureAnswer: () => RedeemResult = okAnswer;
+  async hold(request: HoldRequest): Promise<HoldResult> {
+    this.calls.push(request);
+    return { ok: true, holdId: 'pay_held1', payer: '0x2222222222222222222222222222222222222222', expiresAt: new Date(Date.now() + 60_000).toISOString() };
+  }
+  async capture(): Promise<RedeemResult> {
+    this.decisions.push('capture');
+    await this.gate;
+    return this.captureAnswer();
+  }
+  async release(): Promise<void> {
+    this.decisions.push('release');
+  }
+  reset(): () => void {
+    let letGo!: () => void;
+    this.gate = new Promise<void>((resolve) => (letGo = resolve));
+    this.captureAnswer = okAnswer;
+    this.decisions.length = 0;
+    this.calls.length = 0;
+    return letGo;
+  }
+}
+
+const SECRET = 'the-paid-content-5c1e';
+const STYLE_ROUTES = { 'GET /styles/*': { price: '$0.01' } };
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * However a route answers, the after-handler hold keeps all of it back until the payment is captured
+ * (nothing reaches the buyer while the capture waits), then sends it whole with the settlement headers
+ * (which win over the handler's own Cache-Control); a refused capture sends none of it, only the 402.
+ */
+async function expectHeldUntilSettled(url: string, facilitator: HoldingFacilitator) {
+  const letGo = facilitator.reset();
+  const pending = fetch(url, { headers: { 'X-Payment': v1Header(), Connection: 'close' } });
+  for (let waited = 0; !facilitator.decisions.includes('capture'); waited += 5) {
+    if (waited > 5_000) throw new Error(`no capture after 5 s (facilitator saw: ${facilitator.calls.length} holds, ${facilitator.decisions.join(', ') || 'no decisions'})`);
+    await sleep(5);
+  }
+  expect(await Promise.race([pending.then(() => 'answered'), sleep(150).then(() => 'nothing yet')])).toBe('nothing yet');
+  letGo();
+  const paid = await pending;
+  expect(paid.status).toBe(200);
+  expect(await paid.text()).toContain(SECRET);
+  expect(paid.headers.get('x-payment-response')).toBeTruthy();
+  expect(paid.headers.get('cache-control')).toBe('private, no-store');
+  expect(facilitator.decisions).toEqual(['capture']);
+
+  facilitator.reset()();
+  facilitator.captureAnswer = () => ({ ok: false, reason: 'insufficient_funds', message: 'the buyer spent it meanwhile' });
+  const refused = await fetch(url, { headers: { 'X-Payment': v1Header(), Connection: 'close' } });
+  const text = await refused.text();
+  expect(refused.status).toBe(402);
+  expect(text).not.toContain(SECRET);
+  expect(JSON.parse(text)).toMatchObject({ error: 'insufficient_funds', accepts: [{ maxAmountRequired: '10000' }] });
+  expect(refused.headers.get('x-payment-response')).toBeNull();
+  expect(refused.headers.get('set-cookie')).toBeNull();
+}
+
+async function expectReleased(url: string, facilitator: HoldingFacilitator, status: number) {
+  facilitator.reset()();
+  const res = await fetch(url, { headers: { 'X-Payment': v1Header(), Connection: 'close' } });
+  expect(res.status).toBe(status);
+  expect(res.headers.get('x-payment-response')).toBeNull();
+  expect(facilitator.decisions).toEqual(['release']);
+}
+
+describe('Fastify: every way a route answers goes through the hold', () => {
+  const facilitator = new HoldingFacilitator();
+  const app = Fastify();
+  let url: string;
+  beforeAll(async () => {
+    app.register(fastifyPayments({ routes: STYLE_ROUTES, facilitator, settings: anvilSettings }));
+    app.get('/styles/object', async () => ({ secret: SECRET }));
+    app.get('/styles/string', async () => SECRET);
+    // Fastify's docs ask for `return reply` here; without it, Fastify sends again unless the reply reads as sent.
+    app.get('/styles/send-without-return', async (_request, reply) => { reply.send({ secret: SECRET }); });
+    app.get('/styles/return-send', async (_request, reply) => reply.send({ secret: SECRET }));
+    app.get('/styles/callback', (_request, reply) => { reply.header('set-cookie', 'session=1').send({ secret: SECRET }); });
+    app.get('/styles/stream', async (_request, reply) => reply.type('text/plain').send(Readable.from([SECRET, '-more'])));
+    app.get('/styles/web-response', async () => new Response(SECRET, { headers: { 'content-type': 'text/plain' } }));
+    app.get('/styles/hijack', async (_request, reply) => {
+      reply.hijack();
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'set-cookie': 'session=1' });
+      reply.raw.write(`data: ${SECRET}\n\n`);
+      reply.raw.end();
+    });
+    app.get('/styles/own-cache-control', async (_request, reply) => reply.header('cache-control', 'public, max-age=600').send({ secret: SECRET }));
+    app.get('/styles/status-500', async (_request, reply) => reply.code(500).send({ error: 'upstream_down' }));
+    app.get('/styles/throw', async () => { throw new Error('handler blew up'); });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => app.close());
+
+  test.each(['object', 'string', 'send-without-return', 'return-send', 'callback', 'stream', 'web-response', 'hijack', 'own-cache-control'])(
+    '%s: held until settled, then sent whole with the settlement headers; a refused settlement sends none of it',
+    (style) => expectHeldUntilSettled(`${url}/styles/${style}`, facilitator),
+  );
+
+  test.each([['status-500', 500], ['throw', 500], ['missing', 404]] as const)('%s: released, nothing charged, the answer goes out as it was', (style, status) =>
+    expectReleased(`${url}/styles/${style}`, facilitator, status),
+  );
+});
+
+describe('Hono: every way a route answers goes through the hold', () => {
+  const facilitator = new HoldingFacilitator();
+  const app = new Hono<PaymentEnv>();
+  // Hono's default, without logging the throws these tests expect.
+  app.onError((error, c) => (error instanceof HTTPException ? error.getResponse() : c.text('handler failed', 500)));
+  const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+  let url: string;
+  let cancelled!: () => void;
+  const endlessCancelled = new Promise<void>((resolve) => (cancelled = resolve));
+  beforeAll(async () => {
+    app.use(honoPayments({ routes: STYLE_ROUTES, facilitator, settings: anvilSettings }));
+    app.get('/upstream', (c) => c.text(SECRET));
+    app.get('/styles/json', (c) => c.json({ secret: SECRET, payer: c.get('payment').payer }));
+    app.get('/styles/own-response', () => new Response(SECRET, { headers: { 'set-cookie': 'session=1' } }));
+    // A fetched Response has immutable headers: the settlement headers go on a copy.
+    app.get('/styles/proxied', () => fetch(`${url}/upstream`));
+    app.get('/styles/sse', (c) => streamSSE(c, async (stream) => {
+      await stream.writeSSE({ data: SECRET });
+      await stream.writeSSE({ data: 'more' });
+    }));
+    app.get('/styles/stream', (c) => c.body(new ReadableStream({ start(controller) { controller.enqueue(new TextEncoder().encode(SECRET)); controller.close(); } })));
+    app.get('/styles/own-cache-control', (c) => c.json({ secret: SECRET }, 200, { 'cache-control': 'public, max-age=600' }));
+    app.get('/styles/status-500', (c) => c.json({ error: 'upstream_down' }, 500));
+    app.get('/styles/throw', () => { throw new Error('handler blew up'); });
+    app.get('/styles/http-exception', () => { throw new HTTPException(401, { message: 'no' }); });
+    app.get('/styles/endless', (c) => c.body(new ReadableStream({
+      async pull(controller) {
+        await sleep(10);
+        controller.enqueue(new TextEncoder().encode(SECRET));
+      },
+      cancel: () => cancelled(),
+    })));
+    url = await listen(server);
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  test.each(['json', 'own-response', 'proxied', 'sse', 'stream', 'own-cache-control'])(
+    '%s: held until settled, then sent whole with the settlement headers; a refused settlement sends none of it',
+    (style) => expectHeldUntilSettled(`${url}/styles/${style}`, facilitator),
+  );
+
+  test.each([['status-500', 500], ['throw', 500], ['http-exception', 401], ['missing', 404]] as const)('%s: released, nothing charged, the answer goes out as it was', (style, status) =>
+    expectReleased(`${url}/styles/${style}`, facilitator, status),
+  );
+
+  test('a streaming handler whose settlement is refused sees its stream cancelled, unread', async () => {
+    facilitator.reset()();
+    facilitator.captureAnswer = () => ({ ok: false, reason: 'insufficient_funds', message: 'spent' });
+    const res = await fetch(`${url}/styles/endless`, { headers: { 'X-Payment': v1Header(), Connection: 'close' } });
+    expect(res.status).toBe(402);
+    expect(await res.text()).not.toContain(SECRET);
+    await endlessCancelled;
+  });
+});
+
+describe('Fastify: a parameter matching an empty segment', () => {
+  // find-my-way runs "/city/:name" for "GET /city/" with name "", where the paywall reads "/city".
+  const facilitator = new FakeFacilitator();
+  const app = Fastify();
+  const runs: string[] = [];
+  let url: string;
+  beforeAll(async () => {
+    app.register(fastifyPayments({ routes: { 'GET /city/:name': { price: '$0.01' } }, facilitator, settings: anvilSettings }));
+    app.get('/city/:name', async (request) => { runs.push(request.url); return { secret: SECRET }; });
+    app.get('/user/:id', async (request) => { runs.push(request.url); return { free: true }; });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => app.close());
+
+  test('on a priced route: 400, never the handler, even with a payment', async () => {
+    const res = await fetch(`${url}/city/`, { headers: { 'X-Payment': v1Header() } });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: 'empty_path_parameter', message: expect.any(String), status: 400 });
+    expect(runs).toEqual([]);
+    expect(facilitator.calls).toHaveLength(0);
+    expect((await fetch(`${url}/city/oslo`)).status).toBe(402);
+  });
+
+  test('on a free route: passes untouched', async () => {
+    const res = await fetch(`${url}/user/`);
+    expect(res.status).toBe(200);
+    expect(runs).toEqual(['/user/']);
+  });
+});
+
+describe('Hono without Node', () => {
+  // Workers (without nodejs_compat) have no Buffer: the middleware is built and the whole paid request
+  // served once the global Buffer is gone, through Hono's own fetch (app.request, no Node server). The
+  // modules load before that, because tsx needs Buffer to compile them.
+  test('unpaid 402 with both challenge forms, then paid after the handler, with only web globals', async () => {
+    const script = `
+      const { Hono } = await import('hono');
+      const { paymentMiddleware } = await import('./adapters/hono.ts');
+      delete globalThis.Buffer;
+      const settings = ${JSON.stringify(anvilSettings)};
+      const ok = { ok: true, paymentId: 'pay_1', paymentResponse: { success: true, transaction: '0x' + 'ab'.repeat(32), network: 'anvil', payer: '0x2222222222222222222222222222222222222222' } };
+      const facilitator = {
+        redeem: async () => ok,
+        hold: async () => ({ ok: true, holdId: 'pay_1', payer: ok.paymentResponse.payer, expiresAt: new Date(Date.now() + 60000).toISOString() }),
+        capture: async () => ok,
+        release: async () => {},
+      };
+      const app = new Hono();
+      app.use(paymentMiddleware({ routes: { 'GET /weather': { price: '$0.01' } }, facilitator, settings }));
+      app.get('/weather', (c) => c.json({ temperature: 21, payer: c.get('payment').payer }));
+      const unpaid = await app.request('https://shop.example/weather');
+      const challenge = JSON.parse(atob(unpaid.headers.get('payment-required')));
+      const header = btoa(JSON.stringify(${JSON.stringify({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization: authorization() } })}));
+      const paid = await app.request('https://shop.example/weather', { headers: { 'X-Payment': header } });
+      console.log(JSON.stringify({
+        buffer: typeof Buffer, unpaid: unpaid.status, resource: challenge.resource.url, body: (await unpaid.json()).error,
+        paid: paid.status, content: await paid.json(), settlement: JSON.parse(atob(paid.headers.get('x-payment-response'))).transaction,
+      }));
+    `;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd() });
+    expect(JSON.parse(stdout)).toEqual({
+      buffer: 'undefined', unpaid: 402, resource: 'https://shop.example/weather', body: 'payment_required',
+      paid: 200, content: { temperature: 21, payer: '0x2222222222222222222222222222222222222222' }, settlement: '0x' + 'ab'.repeat(32),
     });
   });
 });

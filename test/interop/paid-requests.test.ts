@@ -1,6 +1,6 @@
 /**
  * The whole paid request with nothing faked: the official buyer clients (x402-fetch v1, @x402/fetch +
- * @x402/evm v2) pay the Express and Koa example sellers, whose middleware redeems at a real backend that
+ * @x402/evm v2) pay the Express, Koa, Hono and Fastify example sellers, whose middleware redeems at a real backend that
  * settles on the test chain. What a seller would check afterwards: the handler's output, the payment
  * record, the money on chain, and the signed receipt.
  */
@@ -10,6 +10,8 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { payWithV1, payWithV2, type PaidResponse } from '../../examples/buyer/buyer.js';
 import { createWeatherApp as createExpressApp } from '../../examples/express-seller/server.js';
 import { createWeatherApp as createKoaApp } from '../../examples/koa-seller/server.js';
+import { createWeatherApp as createHonoApp } from '../../examples/hono-seller/server.js';
+import { createWeatherApp as createFastifyApp } from '../../examples/fastify-seller/server.js';
 import { verifyReceipt, type PaymentRecord } from '../../middleware/index.js';
 import type { DidDocument } from '../../middleware/receipt.js';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
@@ -20,8 +22,9 @@ const PRICE_ATOMIC = 10_000n; // the examples' $0.01
 
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
-const apps: Record<'Express' | 'Koa', RunningApp> = {} as never;
-const registered: Record<'Express' | 'Koa', { status: number; body: any }> = {} as never;
+type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
+const apps: Record<Framework, RunningApp> = {} as never;
+const registered: Record<Framework, { status: number; body: any }> = {} as never;
 
 beforeAll(async () => {
   server = await startTestServer();
@@ -29,9 +32,13 @@ beforeAll(async () => {
   const options = { backendUrl: server.url, apiKey: seller.sellerKey };
   apps.Express = await serve(createExpressApp(options));
   apps.Koa = await serve(createKoaApp(options));
+  apps.Hono = await serve(createHonoApp(options));
+  apps.Fastify = await serve(createFastifyApp(options));
   registered.Express = await registerEndpoint(server, seller.platformKey, { url: `${apps.Express.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
   // Without skipUrlCheck the backend fetches the running Koa example's /weather and checks our 402.
   registered.Koa = await registerEndpoint(server, seller.platformKey, { url: `${apps.Koa.url}/weather`, priceUsdc: '0.01' });
+  registered.Hono = await registerEndpoint(server, seller.platformKey, { url: `${apps.Hono.url}/weather`, priceUsdc: '0.01' });
+  registered.Fastify = await registerEndpoint(server, seller.platformKey, { url: `${apps.Fastify.url}/weather`, priceUsdc: '0.01' });
 });
 
 afterAll(async () => {
@@ -42,7 +49,9 @@ afterAll(async () => {
 describe('endpoint registration', () => {
   test('with skipUrlCheck (dev mode), and with the URL check against the running example seller', () => {
     expect(registered.Express).toMatchObject({ status: 201, body: { url: `${apps.Express.url}/weather`, priceUsdc: '0.01' } });
-    expect(registered.Koa).toMatchObject({ status: 201, body: { url: `${apps.Koa.url}/weather`, priceUsdc: '0.01' } });
+    for (const framework of ['Koa', 'Hono', 'Fastify'] as const) {
+      expect(registered[framework]).toMatchObject({ status: 201, body: { url: `${apps[framework].url}/weather`, priceUsdc: '0.01' } });
+    }
   });
 
   test('the URL check refuses a wrong price and a free route', async () => {
@@ -59,7 +68,7 @@ const clients: Array<[string, Pay]> = [
   ['@x402/fetch + @x402/evm (v2)', (url, key) => payWithV2(url, key, { chainId: 84532, address: testChain().usdc })],
 ];
 
-describe.each(['Express', 'Koa'] as const)('%s example seller', (framework) => {
+describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s example seller', (framework) => {
   test.each(clients)('paid by %s: 200 with the handler output, a settled record, the price on chain, a valid receipt', async (_client, pay) => {
     const key = generatePrivateKey();
     const buyer = privateKeyToAccount(key);

@@ -1,4 +1,7 @@
+import { createAdaptorServer } from '@hono/node-server';
 import type { Express } from 'express';
+import type { FastifyInstance } from 'fastify';
+import type { Hono } from 'hono';
 import type Koa from 'koa';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
@@ -28,9 +31,21 @@ export interface RunningApp {
   close(): Promise<void>;
 }
 
-/** Mounts an example app (Express app or Koa instance) on a free loopback port. */
-export async function serve(app: Express | Koa): Promise<RunningApp> {
-  const server: Server = createServer('callback' in app ? app.callback() : app);
+/** Mounts an app (Express, Koa, Hono on @hono/node-server, or Fastify) on a free loopback port. */
+export async function serve(app: Express | Koa | Hono<any> | FastifyInstance): Promise<RunningApp> {
+  if ('inject' in app) {
+    // Fastify runs its own server.
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return {
+      url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
+      async close() {
+        app.server.closeAllConnections();
+        await app.close();
+      },
+    };
+  }
+  const server: Server =
+    'fetch' in app ? (createAdaptorServer({ fetch: app.fetch }) as Server) : createServer('callback' in app ? app.callback() : app);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return {

@@ -1,10 +1,13 @@
-// Charge only for what was served: Express and Koa sellers on the real backend and chain, paid by signed
-// x402 headers. A route settles after its handler by default: a handler that fails charges nothing (the
+// Charge only for what was served: Express, Koa, Hono (on @hono/node-server) and Fastify sellers on the
+// real backend and chain, paid by signed x402 headers. A route settles after its handler by default: a handler that fails charges nothing (the
 // same signed payment works once it succeeds), a settlement that fails after the handler drops the held
 // response (402, none of its bytes sent), concurrent copies of one payment run the handler once, and a
 // streamed or piped response reaches the buyer only after the settlement. `before-handler` keeps the
 // spec's order.
 import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import { stream as honoStream } from 'hono/streaming';
 import Koa from 'koa';
 import Router from '@koa/router';
 import { Readable } from 'node:stream';
@@ -12,6 +15,8 @@ import { parseEther, parseUnits } from 'viem';
 import { createWalletClient, http } from 'viem';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
+import { paymentMiddleware as honoPayments, type PaymentEnv } from '../../adapters/hono.js';
+import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
 import type { RouteConfig } from '../../middleware/index.js';
 import { usdcAbi } from '../../server/chain/usdc.js';
 import { fundedBuyer, paymentHeaderV1, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
@@ -39,7 +44,8 @@ interface Behaviour {
   secondChunk?: Promise<void>;
 }
 
-type Framework = 'Express' | 'Koa';
+type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
+const FRAMEWORKS: Framework[] = ['Express', 'Koa', 'Hono', 'Fastify'];
 
 function expressApp(route: RouteConfig, behaviour: Behaviour) {
   const app = express();
@@ -98,6 +104,58 @@ function koaApp(route: RouteConfig, behaviour: Behaviour) {
   return app;
 }
 
+function honoApp(route: RouteConfig, behaviour: Behaviour) {
+  const app = new Hono<PaymentEnv>();
+  app.onError((_error, c) => c.text('Internal Server Error', 500)); // Hono's answer, without logging the expected throw
+  app.use(honoPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /paid': route } }));
+  app.get('/paid', async (c) => {
+    behaviour.runs++;
+    await behaviour.before?.();
+    switch (behaviour.answer) {
+      case 'ok': return c.json({ secret: SECRET, payer: c.get('payment').payer });
+      case 'fail': return c.json({ error: 'upstream_down' }, 500);
+      case 'throw': throw new Error('handler blew up');
+      case 'stream':
+        c.header('content-type', 'text/event-stream');
+        return honoStream(c, async (stream) => {
+          await stream.write(`data: ${SECRET}-1\n\n`);
+          await behaviour.secondChunk;
+          await stream.write(`data: ${SECRET}-2\n\n`);
+        });
+      case 'pipe':
+        return c.body(Readable.toWeb(Readable.from(bigBody())) as ReadableStream, 200, { 'content-type': 'application/octet-stream' });
+    }
+  });
+  return app;
+}
+
+function fastifyApp(route: RouteConfig, behaviour: Behaviour) {
+  const app = Fastify();
+  app.register(fastifyPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /paid': route } }));
+  app.get('/paid', async (request, reply) => {
+    behaviour.runs++;
+    await behaviour.before?.();
+    switch (behaviour.answer) {
+      case 'ok': return { secret: SECRET, payer: request.payment.payer };
+      case 'fail': return reply.code(500).send({ error: 'upstream_down' });
+      case 'throw': throw new Error('handler blew up');
+      case 'stream':
+        // Server-sent events the usual Fastify way: the handler takes the Node response over.
+        reply.hijack();
+        reply.raw.writeHead(200, { 'content-type': 'text/event-stream' });
+        reply.raw.write(`data: ${SECRET}-1\n\n`);
+        await behaviour.secondChunk;
+        reply.raw.end(`data: ${SECRET}-2\n\n`);
+        return;
+      case 'pipe':
+        return reply.type('application/octet-stream').send(Readable.from(bigBody()));
+    }
+  });
+  return app;
+}
+
+const APPS = { Express: expressApp, Koa: koaApp, Hono: honoApp, Fastify: fastifyApp };
+
 /** 4 MiB in 64 KiB chunks, the last byte of each chunk its index. */
 function* bigBody() {
   for (let i = 0; i < 64; i++) {
@@ -109,7 +167,7 @@ function* bigBody() {
 
 /** A seller app on a free port, registered at the backend for its /paid route. */
 async function sellerApp(framework: Framework, behaviour: Behaviour, route: RouteConfig = { price: '$0.01' }): Promise<RunningApp> {
-  const running = await serve(framework === 'Express' ? expressApp(route, behaviour) : koaApp(route, behaviour));
+  const running = await serve(APPS[framework](route, behaviour));
   const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/paid`, priceUsdc: '0.01', skipUrlCheck: true });
   if (registered.status !== 201) throw new Error(`register: ${registered.status} ${registered.text}`);
   return running;
@@ -131,7 +189,7 @@ async function spendEverything(buyer: Awaited<ReturnType<typeof fundedBuyer>>) {
   await publicClient.waitForTransactionReceipt({ hash });
 }
 
-describe.each<Framework>(['Express', 'Koa'])('%s, settling after the handler (the default)', (framework) => {
+describe.each<Framework>(FRAMEWORKS)('%s, settling after the handler (the default)', (framework) => {
   it('a handler that answers 500 charges nothing; the same signed payment is charged once the handler succeeds', async () => {
     const behaviour: Behaviour = { runs: 0, answer: 'fail' };
     const app = await sellerApp(framework, behaviour);
@@ -300,7 +358,7 @@ describe.each<Framework>(['Express', 'Koa'])('%s, settling after the handler (th
   });
 });
 
-describe.each<Framework>(['Express', 'Koa'])('%s, settle: before-handler', (framework) => {
+describe.each<Framework>(FRAMEWORKS)('%s, settle: before-handler', (framework) => {
   it('settles before the handler runs: a handler that fails afterwards has already been paid for', async () => {
     const behaviour: Behaviour = { runs: 0, answer: 'fail' };
     const app = await sellerApp(framework, behaviour, { price: '$0.01', settle: 'before-handler' });

@@ -1,23 +1,35 @@
 /**
  * Differential check of the routing guarantee against the real routers: raw request lines go over a
- * socket to Express 5 and to Koa + @koa/router, each with the protected routes mounted; for every
- * target that reaches a protected handler there, our Paywall must answer 402 or 400, never pass.
+ * socket to Express 5, Koa + @koa/router, Hono (on @hono/node-server) and Fastify, each with the
+ * protected routes mounted; for every target that reaches a protected handler there, our Paywall must
+ * answer 402 or 400, never pass. Once as the core sees a raw target (the Express and Koa adapters hand
+ * it the target as received), and once end to end with each framework's adapter mounted: Hono routes on
+ * the URL its server parsed, and Fastify lets a parameter match an empty segment, which its adapter
+ * answers for (adapters/fastify.ts).
  */
+import { createAdaptorServer } from '@hono/node-server';
 import Router from '@koa/router';
 import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
 import Koa from 'koa';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { Paywall } from '../../middleware/paywall.js';
+import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
+import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
+import { paymentMiddleware as honoPayments } from '../../adapters/hono.js';
+import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
+import { Paywall, type PaywallOptions } from '../../middleware/paywall.js';
 import { anvilSettings, FakeFacilitator, request } from './fixtures.js';
 
 const PROTECTED = ['GET /weather', 'GET /city/:name', 'POST /items/:id'];
-const paywall = new Paywall({
+const paywallOptions: PaywallOptions = {
   routes: Object.fromEntries(PROTECTED.map((p) => [p, { price: '$0.01' }])),
   facilitator: new FakeFacilitator(),
   settings: anvilSettings,
-});
+};
+const paywall = new Paywall(paywallOptions);
 
 const TARGETS = [
   '/weather', '/WEATHER', '/Weather/', '/weather//', '//weather', '/weather?x', '/weather#x', '/weather#',
@@ -43,8 +55,11 @@ async function rawStatus(port: number, method: string, target: string): Promise<
 
 const REACHED = 299; // status the protected handlers answer with
 
-function expressApp() {
+const routesOf = () => PROTECTED.map((pattern) => pattern.split(' ') as ['GET' | 'POST', string]);
+
+function expressApp(paywalled = false) {
   const app = express();
+  if (paywalled) app.use(expressPayments(paywallOptions));
   for (const pattern of PROTECTED) {
     const [verb, path] = pattern.split(' ') as [string, string];
     app[verb.toLowerCase() as 'get' | 'post'](path, (_req, res) => res.status(REACHED).end());
@@ -52,9 +67,10 @@ function expressApp() {
   return createServer(app);
 }
 
-function koaApp() {
+function koaApp(paywalled = false) {
   const app = new Koa();
   const router = new Router();
+  if (paywalled) app.use(koaPayments(paywallOptions));
   for (const pattern of PROTECTED) {
     const [verb, path] = pattern.split(' ') as [string, string];
     router[verb.toLowerCase() as 'get' | 'post'](path, (ctx) => {
@@ -65,6 +81,27 @@ function koaApp() {
   return createServer(app.callback());
 }
 
+function honoApp(paywalled = false) {
+  const app = new Hono();
+  if (paywalled) app.use(honoPayments(paywallOptions));
+  for (const [verb, path] of routesOf()) app.on(verb, path, (c) => c.body(null, REACHED as 200));
+  return createAdaptorServer({ fetch: app.fetch }) as Server;
+}
+
+async function fastifyApp(paywalled = false) {
+  const app = Fastify();
+  if (paywalled) app.register(fastifyPayments(paywallOptions));
+  for (const [verb, path] of routesOf()) app.route({ method: verb, url: path, handler: (_request, reply) => reply.code(REACHED).send() });
+  await app.ready();
+  return app.server;
+}
+
+async function listening(server: Server): Promise<{ server: Server; port: number }> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
 describe.each([
   ['Express 5', expressApp],
   ['Koa + @koa/router', koaApp],
@@ -72,7 +109,7 @@ describe.each([
   let server: Server;
   let port: number;
   beforeAll(async () => {
-    server = makeServer();
+    server = await makeServer();
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     port = (server.address() as AddressInfo).port;
@@ -93,5 +130,37 @@ describe.each([
       const outcome = await paywall.handle(request(target, { method }));
       expect({ target, kind: outcome.kind }).toEqual({ target, kind: expect.stringMatching(/^(payment-required|reject)$/) });
     }
+  });
+});
+
+describe.each([
+  ['Express 5', expressApp],
+  ['Koa + @koa/router', koaApp],
+  ['Hono on @hono/node-server', honoApp],
+  ['Fastify', fastifyApp],
+])('%s with its adapter mounted', (_name, makeServer) => {
+  let open: { server: Server; port: number };
+  let paywalled: { server: Server; port: number };
+  beforeAll(async () => {
+    open = await listening(await makeServer());
+    paywalled = await listening(await makeServer(true));
+  });
+  afterAll(async () => {
+    for (const { server } of [open, paywalled]) {
+      server.close();
+      await once(server, 'close');
+    }
+  });
+
+  test.each(['GET', 'HEAD', 'POST'])('no %s target reaches a protected handler unpaid: each one that would is answered 402 or 400', async (method) => {
+    const answers: Array<{ target: string; status: number }> = [];
+    for (const target of TARGETS) {
+      const reached = (await rawStatus(open.port, method, target)) === REACHED;
+      const status = await rawStatus(paywalled.port, method, target);
+      if (reached) answers.push({ target, status });
+      expect({ target, status }).not.toEqual({ target, status: REACHED });
+    }
+    expect(answers.length).toBeGreaterThan(0); // the harness itself works
+    expect(answers.filter(({ status }) => status !== 402 && status !== 400)).toEqual([]);
   });
 });
