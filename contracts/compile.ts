@@ -21,7 +21,11 @@ export interface ContractArtifact {
   bytecode: Hex;
 }
 
-export const CONTRACT_NAMES = ['SmartAccount', 'SmartAccountFactory'] as const;
+/**
+ * SmartAccount and its factory are deployed everywhere; Permit2 and X402UptoPermit2Proxy only on the dev
+ * chain, at the addresses the real ones have on every network (server/dev/chain/upto-contracts.ts).
+ */
+export const CONTRACT_NAMES = ['SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy'] as const;
 export type ContractName = (typeof CONTRACT_NAMES)[number];
 export type Artifacts = Record<ContractName, ContractArtifact>;
 
@@ -49,7 +53,7 @@ const require = createRequire(import.meta.url);
 const memo = new Map<string, Promise<Artifacts>>();
 
 /**
- * ABI and creation bytecode of SmartAccount and SmartAccountFactory (compiled at most once). USDC is not
+ * ABI and creation bytecode of the contracts above (compiled at most once). USDC is not
  * compiled here: the dev chain runs Circle's FiatTokenV2_2 from its published artifacts (server/platform/chain/fiat-token.ts).
  */
 export function loadArtifacts(options: LoadArtifactsOptions = {}): Promise<Artifacts> {

@@ -22,6 +22,7 @@ import {
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
 import { deployDevChain, localChain, type DevChainDeployment } from '../../server/dev/chain/deploy.js';
+import { installUptoContracts } from '../../server/dev/chain/upto-contracts.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
@@ -52,6 +53,7 @@ export async function startDevChain(): Promise<DevChain> {
       mintTo: buyers.map((b) => b.address),
       mintAmountUsdc: '10000',
     });
+    await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
     const chain = localChain({ chainId: node.chainId, rpcUrl: node.rpcUrl });
     const transport = http(node.rpcUrl);
     const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 }) as PublicClient;

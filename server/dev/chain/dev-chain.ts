@@ -1,5 +1,6 @@
 import { startAnvil } from './anvil.js';
 import { deployDevChain, installMulticall3 } from './deploy.js';
+import { installUptoContracts } from './upto-contracts.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
 import { USDC_METADATA } from './fiat-token.js';
 import type { Address } from 'viem';
@@ -41,7 +42,10 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       const { createPublicClient, http } = await import('viem');
       const client = createPublicClient({ transport: http(node.rpcUrl) });
       const code = await client.getCode({ address: options.deployed.usdcAddress });
-      if (code && code !== '0x') return { ...node, ...options.deployed, freshlyDeployed: false };
+      if (code && code !== '0x') {
+        await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+        return { ...node, ...options.deployed, freshlyDeployed: false };
+      }
     }
     const deployment = await deployDevChain({
       rpcUrl: node.rpcUrl,
@@ -49,6 +53,9 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       mintTo: DEV_BUYERS.map((b) => b.address),
       mintAmountUsdc: options.mintAmountUsdc ?? '10000',
     });
+    // x402 `upto` settles through Permit2 and the x402 upto proxy, at their canonical addresses as on Base
+    // (after the deployment, so USDC and the factory keep the addresses the deployer's nonces give them).
+    await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
     return { ...node, usdcAddress: deployment.usdcAddress, factoryAddress: deployment.factoryAddress, freshlyDeployed: true };
   } catch (err) {
     await node.stop();

@@ -1,0 +1,171 @@
+/**
+ * The x402 `upto` scheme's on-chain surface: Uniswap's Permit2 (signature transfers) and the x402
+ * project's x402UptoPermit2Proxy, at the addresses they have on every EVM network (the dev chain gets
+ * our own implementation of both at the same addresses, server/dev/chain/upto-contracts.ts). Typed data,
+ * ABIs (the subsets we call) and the few reads the facilitator makes.
+ *
+ * Facts from the x402 specification (specs/schemes/upto/scheme_upto_evm.md) and @x402/evm 2.27's
+ * constants: the buyer signs Permit2's PermitWitnessTransferFrom with the proxy as spender, for a maximum
+ * amount, and the witness Witness(address to,address facilitator,uint256 validAfter); only
+ * `witness.facilitator` may call the proxy's `settle`, for any amount up to the permitted one.
+ */
+import { getAddress, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
+
+export const PERMIT2_ADDRESS: Address = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
+export const UPTO_PROXY_ADDRESS: Address = '0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002';
+
+/** Permit2's EIP-712 domain: name "Permit2", no version. */
+export const permit2Domain = (chainId: number): TypedDataDomain => ({ name: 'Permit2', chainId, verifyingContract: PERMIT2_ADDRESS });
+
+/** EIP-712 types the buyer signs (primary type PermitWitnessTransferFrom). */
+export const uptoPermitTypes = {
+  PermitWitnessTransferFrom: [
+    { name: 'permitted', type: 'TokenPermissions' },
+    { name: 'spender', type: 'address' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+    { name: 'witness', type: 'Witness' },
+  ],
+  TokenPermissions: [
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+  ],
+  Witness: [
+    { name: 'to', type: 'address' },
+    { name: 'facilitator', type: 'address' },
+    { name: 'validAfter', type: 'uint256' },
+  ],
+} as const;
+
+/** `permit2Authorization` of an upto payload, with numbers as bigints and addresses checksummed. */
+export interface UptoPermit {
+  from: Address;
+  token: Address;
+  /** The most the buyer allows to be charged. */
+  maxAmount: bigint;
+  spender: Address;
+  nonce: bigint;
+  deadline: bigint;
+  to: Address;
+  facilitator: Address;
+  validAfter: bigint;
+}
+
+export function uptoTypedData(permit: UptoPermit, chainId: number) {
+  return {
+    domain: permit2Domain(chainId),
+    types: uptoPermitTypes,
+    primaryType: 'PermitWitnessTransferFrom' as const,
+    message: {
+      permitted: { token: permit.token, amount: permit.maxAmount },
+      spender: permit.spender,
+      nonce: permit.nonce,
+      deadline: permit.deadline,
+      witness: { to: permit.to, facilitator: permit.facilitator, validAfter: permit.validAfter },
+    },
+  };
+}
+
+/** The wire form (`payload.permit2Authorization`) read into an UptoPermit. */
+export function uptoPermitOf(wire: {
+  from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string;
+  witness: { to: string; facilitator: string; validAfter: string };
+}): UptoPermit {
+  return {
+    from: getAddress(wire.from),
+    token: getAddress(wire.permitted.token),
+    maxAmount: BigInt(wire.permitted.amount),
+    spender: getAddress(wire.spender),
+    nonce: BigInt(wire.nonce),
+    deadline: BigInt(wire.deadline),
+    to: getAddress(wire.witness.to),
+    facilitator: getAddress(wire.witness.facilitator),
+    validAfter: BigInt(wire.witness.validAfter),
+  };
+}
+
+const permitTransferFromTuple = {
+  name: 'permit', type: 'tuple',
+  components: [
+    { name: 'permitted', type: 'tuple', components: [{ name: 'token', type: 'address' }, { name: 'amount', type: 'uint256' }] },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+} as const;
+
+const witnessTuple = {
+  name: 'witness', type: 'tuple',
+  components: [{ name: 'to', type: 'address' }, { name: 'facilitator', type: 'address' }, { name: 'validAfter', type: 'uint256' }],
+} as const;
+
+/** x402UptoPermit2Proxy: settle, settleWithPermit, and the errors a failed settlement names. */
+export const uptoProxyAbi = [
+  {
+    type: 'function', name: 'settle', stateMutability: 'nonpayable', outputs: [],
+    inputs: [permitTransferFromTuple, { name: 'amount', type: 'uint256' }, { name: 'owner', type: 'address' }, witnessTuple, { name: 'signature', type: 'bytes' }],
+  },
+  {
+    type: 'function', name: 'settleWithPermit', stateMutability: 'nonpayable', outputs: [],
+    inputs: [
+      { name: 'permit2612', type: 'tuple', components: [{ name: 'value', type: 'uint256' }, { name: 'deadline', type: 'uint256' }, { name: 'r', type: 'bytes32' }, { name: 's', type: 'bytes32' }, { name: 'v', type: 'uint8' }] },
+      permitTransferFromTuple, { name: 'amount', type: 'uint256' }, { name: 'owner', type: 'address' }, witnessTuple, { name: 'signature', type: 'bytes' },
+    ],
+  },
+  { type: 'function', name: 'PERMIT2', stateMutability: 'view', inputs: [], outputs: [{ type: 'address' }] },
+  { type: 'function', name: 'WITNESS_TYPEHASH', stateMutability: 'view', inputs: [], outputs: [{ type: 'bytes32' }] },
+  { type: 'function', name: 'WITNESS_TYPE_STRING', stateMutability: 'view', inputs: [], outputs: [{ type: 'string' }] },
+  { type: 'event', name: 'Settled', inputs: [] },
+  { type: 'event', name: 'SettledWithPermit', inputs: [] },
+  ...['AmountExceedsPermitted', 'InvalidDestination', 'InvalidOwner', 'InvalidPermit2Address', 'InvalidAmount', 'PaymentTooEarly', 'Permit2612AmountMismatch', 'ReentrancyGuardReentrantCall', 'UnauthorizedFacilitator']
+    .map((name) => ({ type: 'error', name, inputs: [] }) as const),
+  // Permit2's own errors surface through the proxy's call.
+  { type: 'error', name: 'SignatureExpired', inputs: [{ name: 'signatureDeadline', type: 'uint256' }] },
+  { type: 'error', name: 'InvalidAmount', inputs: [{ name: 'maxAmount', type: 'uint256' }] },
+  ...['InvalidNonce', 'InvalidSignature', 'InvalidSigner', 'InvalidSignatureLength', 'InvalidContractSignature']
+    .map((name) => ({ type: 'error', name, inputs: [] }) as const),
+] as const;
+
+export const permit2Abi = [
+  {
+    type: 'function', name: 'nonceBitmap', stateMutability: 'view',
+    inputs: [{ name: 'owner', type: 'address' }, { name: 'wordPos', type: 'uint256' }], outputs: [{ type: 'uint256' }],
+  },
+  { type: 'function', name: 'DOMAIN_SEPARATOR', stateMutability: 'view', inputs: [], outputs: [{ type: 'bytes32' }] },
+  {
+    type: 'function', name: 'invalidateUnorderedNonces', stateMutability: 'nonpayable',
+    inputs: [{ name: 'wordPos', type: 'uint256' }, { name: 'mask', type: 'uint256' }], outputs: [],
+  },
+] as const;
+
+export const erc20AllowanceAbi = [
+  {
+    type: 'function', name: 'allowance', stateMutability: 'view',
+    inputs: [{ name: 'owner', type: 'address' }, { name: 'spender', type: 'address' }], outputs: [{ type: 'uint256' }],
+  },
+  {
+    type: 'function', name: 'approve', stateMutability: 'nonpayable',
+    inputs: [{ name: 'spender', type: 'address' }, { name: 'value', type: 'uint256' }], outputs: [{ type: 'bool' }],
+  },
+] as const;
+
+/** The proxy's `settle` arguments for charging `amount` (at most permit.maxAmount). */
+export function uptoSettleArgs(permit: UptoPermit, amount: bigint, signature: Hex) {
+  return [
+    { permitted: { token: permit.token, amount: permit.maxAmount }, nonce: permit.nonce, deadline: permit.deadline },
+    amount,
+    permit.from,
+    { to: permit.to, facilitator: permit.facilitator, validAfter: permit.validAfter },
+    signature,
+  ] as const;
+}
+
+/** Whether Permit2 has this owner's nonce marked used (settled, or cancelled by the owner). */
+export async function permit2NonceUsed(client: PublicClient, owner: Address, nonce: bigint): Promise<boolean> {
+  const word = await client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'nonceBitmap', args: [owner, nonce >> 8n] });
+  return ((word >> (nonce & 0xffn)) & 1n) === 1n;
+}
+
+/** How much of `token` Permit2 may move from `owner` (the one-time approval the scheme needs). */
+export function permit2Allowance(client: PublicClient, token: Address, owner: Address): Promise<bigint> {
+  return client.readContract({ address: token, abi: erc20AllowanceAbi, functionName: 'allowance', args: [owner, PERMIT2_ADDRESS] });
+}
