@@ -24,6 +24,12 @@ export interface OfferReceiptPayload {
   /** Unix seconds. */
   readonly issuedAt: number;
   readonly transaction?: string;
+  /**
+   * Ours, for the `upto` scheme only (an exact receipt has neither): the atomic amount charged and the
+   * most the buyer allowed. Extra claims in the payload; verifiers that do not know them ignore them.
+   */
+  readonly amount?: string;
+  readonly maxAmount?: string;
 }
 
 /** `{format: "jws", signature: "<header>.<payload>.<signature>"}`, as the extension names it. */

@@ -30,7 +30,7 @@ const paymentFields = {
   network: z.string(),
   payerAddress: z.string(),
   recipientAddress: z.string(),
-  amountUsdcRaw: z.string().describe('Atomic USDC (6 decimals)'),
+  amountUsdcRaw: z.string().describe('Atomic USDC (6 decimals) charged; for upto, the amount the seller named at settlement (may be 0)'),
   amountUsdc: z.string(),
   txHash: z.string().nullable(),
   status: z.enum(['held', 'verified', 'settled', 'failed']),
@@ -38,6 +38,8 @@ const paymentFields = {
   failureReason: z.string().nullable(),
   createdAt: isoTime,
   settledAt: nullableIso,
+  scheme: z.enum(['exact', 'upto']).describe('exact: EIP-3009 for the price; upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for what was used'),
+  maxAmountUsdcRaw: z.string().describe('The most the buyer allowed (upto); for exact, the same as amountUsdcRaw'),
 };
 
 export const payment = z.object(paymentFields);
@@ -53,7 +55,7 @@ export const paymentDetail = z.object({
 export const redeemed = z.object({
   ok: z.literal(true),
   paymentId: z.string(),
-  paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), extensions: z.record(z.string(), z.unknown()).optional() }),
+  paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), amount: z.string().optional().describe('upto: the atomic amount charged'), extensions: z.record(z.string(), z.unknown()).optional() }),
 });
 
 export const held = z.object({
@@ -65,7 +67,10 @@ export const held = z.object({
 export const holdReleased = z.object({ holdId: z.string(), released: z.literal(true) });
 
 export const supported = z.object({
-  kinds: z.array(z.object({ x402Version: z.number().int(), scheme: z.string(), network: z.string() })),
+  kinds: z.array(z.object({
+    x402Version: z.number().int(), scheme: z.string(), network: z.string(),
+    extra: z.object({ facilitatorAddress: z.string().describe('upto: the account that settles, which the buyer names in its permit\'s witness') }).optional(),
+  })),
   extensions: z.array(z.string()),
   signers: z.record(z.string(), z.array(z.string())),
 });
@@ -95,7 +100,7 @@ export const settleAnswer = z.object({
   transaction: z.string().describe('The transaction hash; empty when nothing settled'),
   network: z.string(),
   payer: z.string().optional(),
-  amount: z.string().optional(),
+  amount: z.string().optional().describe('The atomic amount charged (upto: the settle requirements\' amount, possibly 0 with an empty transaction)'),
   errorReason: z.string().optional(),
   errorMessage: z.string().optional(),
   extensions: z.record(z.string(), z.unknown()).optional(),

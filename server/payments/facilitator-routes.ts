@@ -13,6 +13,7 @@ import type { SellerAccountDoc } from './models.js';
 import { normalizeResource } from './resource-url.js';
 import { PAYMENT_IDENTIFIER } from './payment-identifier.js';
 import { OFFER_RECEIPT, offerReceiptExtension } from '../../middleware/offer-receipt.js';
+import { decodeUptoPayload, isUptoPayload, UptoRequirementsV2Schema, type UptoPaymentPayloadV2 } from '../../middleware/protocol/upto-evm.js';
 
 /**
  * The standard x402 facilitator API (`{url}/verify`, `{url}/settle`, `{url}/supported`), so sellers on
@@ -58,6 +59,31 @@ const SPEC_REASONS: Record<string, string> = {
 };
 const specReason = (reason: string) => SPEC_REASONS[reason] ?? reason;
 
+/** The same for `upto`, as the x402 upto EVM scheme and @x402/evm's Permit2 checks name them. */
+const UPTO_SPEC_REASONS: Record<string, string> = {
+  unsupported_scheme: 'invalid_upto_evm_scheme',
+  network_mismatch: 'invalid_upto_evm_network_mismatch',
+  asset_mismatch: 'permit2_token_mismatch',
+  invalid_spender: 'invalid_permit2_spender',
+  recipient_mismatch: 'invalid_permit2_recipient_mismatch',
+  facilitator_mismatch: 'upto_facilitator_mismatch',
+  authorization_expired: 'permit2_deadline_expired',
+  authorization_not_yet_valid: 'permit2_not_yet_valid',
+  amount_mismatch: 'permit2_amount_mismatch',
+  invalid_signature: 'invalid_permit2_signature',
+  nonce_already_used: 'permit2_invalid_nonce',
+  permit2_allowance_required: 'permit2_allowance_required',
+  insufficient_funds: 'permit2_insufficient_balance',
+  settlement_exceeds_amount: 'invalid_upto_evm_payload_settlement_exceeds_amount',
+  settle_reverted: 'invalid_upto_evm_transaction_failed',
+  settle_failed: 'invalid_upto_evm_transaction_failed',
+  settle_unconfirmed: 'settlement_pending',
+  unsupported_x402_version: 'invalid_x402_version',
+};
+const uptoSpecReason = (reason: string) => UPTO_SPEC_REASONS[reason] ?? reason;
+/** The spec's answer to a payer who never approved Permit2: 412 Precondition Failed, approve once and retry. */
+const statusOfUpto = (reason: string) => (reason === 'permit2_allowance_required' ? 412 : 200);
+
 type Terms = { decoded: DecodedPaymentHeader; amountAtomic: bigint; resource: string; payTo: string };
 type Refusal = { reason: string; message: string };
 
@@ -95,6 +121,41 @@ function termsOf(body: z.output<typeof facilitatorBody>, seller: SellerAccountDo
   return { decoded, amountAtomic, resource, payTo: r.payTo };
 }
 
+type UptoTerms = { payload: UptoPaymentPayloadV2; amountAtomic: bigint; maxAmount: bigint; resource: string; payTo: string };
+
+/**
+ * The same for an `upto` payment (v2 only). The requirements' amount is phase-dependent (the scheme's
+ * rule): at /verify the maximum, which the permit must allow exactly; at /settle the amount to charge,
+ * at most the permit's maximum. The payload's `accepted` must be the requirement it was signed for.
+ */
+function uptoTermsOf(body: z.output<typeof facilitatorBody>, seller: SellerAccountDoc, ours: { caip2: string; usdc: Address }): UptoTerms | Refusal {
+  if (body.x402Version !== 2) return { reason: 'unsupported_x402_version', message: 'the upto scheme is x402 v2 only' };
+  if (body.paymentRequirements.scheme !== 'upto' || !isUptoPayload(body.paymentPayload)) {
+    return { reason: 'unsupported_scheme', message: 'the payment payload and the requirements name different schemes' };
+  }
+  const decoded = decodeUptoPayload(body.paymentPayload);
+  if (!decoded.ok) return { reason: 'invalid_payload', message: decoded.message };
+  const requirement = UptoRequirementsV2Schema.safeParse(body.paymentRequirements);
+  if (!requirement.success) return { reason: 'invalid_payment_requirements', message: `paymentRequirements: ${requirement.error.issues[0]?.path.join('.') || 'body'} ${requirement.error.issues[0]?.message ?? 'is invalid'}` };
+  const r = requirement.data;
+  if (toCaip2Network(r.network) !== ours.caip2) return { reason: 'network_mismatch', message: `this facilitator settles on ${ours.caip2}, not ${r.network}` };
+  if (!isAddressEqual(r.asset as Address, ours.usdc)) return { reason: 'asset_mismatch', message: `this facilitator settles USDC at ${ours.usdc}, not ${r.asset}` };
+  const payees = [seller.payTo, ...(seller.payees ?? [])];
+  if (!payees.some((p) => isAddressEqual(r.payTo as Address, p as Address))) {
+    return { reason: 'invalid_payment_requirements', message: `payTo must be this seller's accepting address ${seller.payTo}${seller.payees?.length ? ' or one of its payees' : ''}` };
+  }
+  const payload = decoded.payload;
+  const accepted = payload.accepted;
+  const maxAmount = BigInt(payload.payload.permit2Authorization.permitted.amount);
+  if (BigInt(accepted.amount) !== maxAmount || !isAddressEqual(accepted.payTo as Address, r.payTo as Address) || !isAddressEqual(accepted.asset as Address, r.asset as Address)) {
+    return { reason: 'invalid_payment_requirements', message: 'the payload was accepted for other requirements (its maximum, payTo or asset differ from the permit\'s or these)' };
+  }
+  let resource = 'unknown';
+  const rawResource = payload.resource?.url;
+  try { if (rawResource) resource = normalizeResource(rawResource); } catch { resource = String(rawResource).slice(0, 2048); }
+  return { payload, amountAtomic: BigInt(r.amount), maxAmount, resource, payTo: r.payTo };
+}
+
 export function facilitatorRoutes(app: AppContext): Router {
   const router = new Router({ prefix: '/v0/x402' });
   const sellerOnly = [authenticate(app.keys, app.identities), requireTier('seller')] as const;
@@ -106,6 +167,8 @@ export function facilitatorRoutes(app: AppContext): Router {
       kinds: chain ? [
         { x402Version: 1, scheme: 'exact', network: chain.network },
         { x402Version: 2, scheme: 'exact', network: chain.caip2 },
+        // upto: the buyer binds the facilitator that may settle into its permit (scheme_upto_evm.md).
+        { x402Version: 2, scheme: 'upto', network: chain.caip2, extra: { facilitatorAddress: app.payments.uptoFacilitatorAddress() } },
       ] : [],
       extensions: [PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT],
       signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: chain.relayerAccounts.map((a) => a.address) } : {},
@@ -147,13 +210,30 @@ export function facilitatorRoutes(app: AppContext): Router {
     const body = parseInput(facilitatorBody, ctx.request.body, 'body');
     const seller = await app.payments.acceptingSeller(principalOf(ctx).orgId);
     const network = body.x402Version === 1 ? chain.network : chain.caip2;
-    if (!seller) return { network, refused: { reason: 'invalid_payment_requirements', message: 'payment acceptance is not turned on for this seller (PUT /v0/payments/acceptance)' } };
+    if (!seller) return { scheme: 'exact' as const, network, refused: { reason: 'invalid_payment_requirements', message: 'payment acceptance is not turned on for this seller (PUT /v0/payments/acceptance)' } };
+    if (body.paymentRequirements.scheme === 'upto' || isUptoPayload(body.paymentPayload)) {
+      const upto = uptoTermsOf(body, seller, { caip2: chain.caip2, usdc: chain.usdc.address });
+      return 'reason' in upto ? { scheme: 'upto' as const, network, refused: upto } : { scheme: 'upto' as const, network, seller, upto, refused: undefined };
+    }
     const terms = termsOf(body, seller, { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address });
-    return 'reason' in terms ? { network, refused: terms } : { network, seller, terms };
+    return 'reason' in terms ? { scheme: 'exact' as const, network, refused: terms } : { scheme: 'exact' as const, network, seller, terms, refused: undefined };
   };
 
   router.post('/verify', ...sellerOnly, async (ctx) => {
     const prepared = await prepare(ctx);
+    if (prepared.scheme === 'upto') {
+      if (prepared.refused) {
+        ctx.body = { isValid: false, invalidReason: uptoSpecReason(prepared.refused.reason), invalidMessage: prepared.refused.message };
+        return;
+      }
+      const { seller, upto } = prepared;
+      const verified = await app.payments.verifyUpto(seller, upto.payload, { maxAmount: upto.amountAtomic, payTo: upto.payTo });
+      ctx.status = verified.ok ? 200 : statusOfUpto(verified.reason);
+      ctx.body = verified.ok
+        ? { isValid: true, payer: verified.payer }
+        : { isValid: false, invalidReason: uptoSpecReason(verified.reason), invalidMessage: verified.message, payer: upto.payload.payload.permit2Authorization.from };
+      return;
+    }
     if (prepared.refused) {
       ctx.body = { isValid: false, invalidReason: specReason(prepared.refused.reason), invalidMessage: prepared.refused.message };
       return;
@@ -170,6 +250,31 @@ export function facilitatorRoutes(app: AppContext): Router {
       success: false, errorReason: specReason(refusal.reason), errorMessage: refusal.message,
       transaction: refusal.txHash ?? '', network: prepared.network, ...(refusal.payer ? { payer: refusal.payer } : {}),
     });
+    if (prepared.scheme === 'upto') {
+      if (prepared.refused) {
+        ctx.body = { ...failed(prepared.refused), errorReason: uptoSpecReason(prepared.refused.reason) };
+        return;
+      }
+      const { seller, upto } = prepared;
+      const payer = upto.payload.payload.permit2Authorization.from;
+      // The seller names the charge; more than the buyer allowed is refused before anything is claimed.
+      if (upto.amountAtomic > upto.maxAmount) {
+        ctx.body = { ...failed({ reason: 'settlement_exceeds_amount', message: `the amount to settle ${upto.amountAtomic} is above the permit's maximum ${upto.maxAmount}; nothing was charged`, payer }), errorReason: uptoSpecReason('settlement_exceeds_amount') };
+        return;
+      }
+      const endpoint = await app.payments.endpointFor(seller._id, upto.resource);
+      const outcome = await app.payments.settleUpto(seller, upto.payload, { resource: upto.resource, maxAmount: upto.maxAmount, charge: upto.amountAtomic, endpoint, door: 'facilitator', payTo: upto.payTo });
+      if (!outcome.ok) {
+        ctx.status = outcome.reason === 'payment_identifier_conflict' ? 409 : statusOfUpto(outcome.reason);
+        ctx.body = { ...failed(outcome), errorReason: uptoSpecReason(outcome.reason) };
+        return;
+      }
+      ctx.body = {
+        success: true, transaction: outcome.txHash, network: prepared.network, payer: outcome.payer, amount: outcome.amount ?? upto.amountAtomic.toString(),
+        ...(outcome.offerReceipt ? { extensions: offerReceiptExtension(outcome.offerReceipt) } : {}),
+      };
+      return;
+    }
     if (prepared.refused) {
       ctx.body = failed(prepared.refused);
       return;

@@ -93,13 +93,24 @@ export interface PaymentDoc {
   asset: string;
   payerAddress: string;
   recipientAddress: string;
+  /** What was charged: for `upto`, the amount the seller named at settlement (before it, the maximum). */
   amountUsdcRaw: string;
   resourceUrl: string;
   x402Version: 1 | 2;
-  /** `${chainId}:${asset}:${payer}:${nonce}`, lower-case: the unique claim that makes settlement at-most-once. */
+  /** absent: exact (EIP-3009); upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for the amount used. */
+  scheme?: 'exact' | 'upto';
+  /** upto: the most the buyer allowed (the permit's amount). */
+  maxAmountUsdcRaw?: string;
+  /**
+   * `${chainId}:${asset}:${payer}:${nonce}` (exact) or `${chainId}:permit2:${payer}:${nonce}` (upto), lower-case:
+   * the unique claim that makes settlement at-most-once.
+   */
   authorizationKey: string;
   authorizationNonce: string;
+  /** exact: the EIP-3009 authorization. upto: the permit read the same way (value = the maximum, validBefore = the deadline). */
   authorization: { from: string; to: string; value: string; validAfter: string; validBefore: string; nonce: string };
+  /** upto: the signed Permit2 authorization as the buyer sent it (what settlement and reconciliation send). */
+  permit2Authorization?: { from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string; witness: { to: string; facilitator: string; validAfter: string } };
   signature: string;
   status: PaymentStatus;
   txHash?: string;
@@ -129,6 +140,9 @@ export const paymentSchema = new Schema<PaymentDoc>({
   amountUsdcRaw: { type: String, required: true },
   resourceUrl: { type: String, required: true },
   x402Version: { type: Number, required: true },
+  scheme: String,
+  maxAmountUsdcRaw: String,
+  permit2Authorization: Schema.Types.Mixed,
   authorizationKey: { type: String, required: true, unique: true },
   authorizationNonce: { type: String, required: true },
   authorization: { type: Schema.Types.Mixed, required: true },

@@ -35,8 +35,11 @@ export type IdentifierOutcome =
   | { kind: 'first'; record(result: SettlementResult): Promise<void>; release(): Promise<void> }
   | { kind: 'repeat'; result: SettlementResult };
 
+/** What the extension reads of a payment: an exact payload (DecodedPaymentHeader) or an upto one alike. */
+export type IdentifiedPayment = DecodedPaymentHeader | { version: 2; payload: { payload: unknown; accepted: unknown; extensions?: Record<string, unknown> | null } };
+
 /** The id a payload carries, if any; undefined when the extension is absent. */
-export function paymentIdentifierOf(decoded: DecodedPaymentHeader): string | undefined | { invalid: string } {
+export function paymentIdentifierOf(decoded: IdentifiedPayment): string | undefined | { invalid: string } {
   if (decoded.version !== 2) return undefined;
   const extension = decoded.payload.extensions?.[PAYMENT_IDENTIFIER] as { info?: { id?: unknown } } | undefined;
   const id = extension?.info?.id;
@@ -53,7 +56,7 @@ export class PaymentIdentifiers {
   }
 
   /** Claims the payload's id for this org, or finds the first request's result. */
-  async claim(orgId: string, decoded: DecodedPaymentHeader): Promise<IdentifierOutcome> {
+  async claim(orgId: string, decoded: IdentifiedPayment): Promise<IdentifierOutcome> {
     const id = paymentIdentifierOf(decoded);
     if (id === undefined) return { kind: 'none' };
     if (typeof id !== 'string') return { kind: 'invalid', message: id.invalid };

@@ -22,9 +22,13 @@ import { authorizationOf, type SettlementResult } from './settlement.js';
 import { PaymentIdentifiers } from './payment-identifier.js';
 import { endpointUrlsFor, normalizeResource } from './resource-url.js';
 import { offerReceiptExtension } from '../../middleware/offer-receipt.js';
+import type { UptoPaymentPayloadV2 } from '../../middleware/protocol/upto-evm.js';
+import { verifyUptoPayment } from './verify-upto.js';
+import { sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
+import type { IdentifiedPayment } from './payment-identifier.js';
 
 export type RedeemOutcome =
-  | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string; extensions?: Record<string, unknown> } }
+  | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string; amount?: string; extensions?: Record<string, unknown> } }
   | { ok: false; error: string; message: string; requirement?: unknown };
 
 /** Narrows a payment list (the console's filters); every field optional, all given ones must hold. */
@@ -50,6 +54,12 @@ function filterQuery(filter: PaymentFilter): Record<string, unknown> {
 
 /** What a payment must meet, and which door it came through (for the metrics). */
 export interface SettleTerms { resource: string; amountAtomic: bigint; endpoint: EndpointDoc | null; door: 'redeem' | 'facilitator'; /** The payee; default the seller's payTo. */ payTo?: string }
+
+/**
+ * What an `upto` payment must meet: the seller's payee and the maximum the requirements named (which the
+ * permit must allow exactly). `charge` is what settlement takes, at most the maximum; unknown while held.
+ */
+export interface UptoSettleTerms { resource: string; maxAmount: bigint; endpoint: EndpointDoc | null; door: 'redeem' | 'facilitator'; payTo?: string }
 
 /** Our middleware's redeem (and hold) call: the buyer's header, the resource and the price it answered for. */
 export interface RedeemInput { paymentHeader: string; resource: string; amount: string; payTo?: string }
@@ -250,6 +260,7 @@ export class PaymentService {
       paymentId: outcome.paymentId,
       paymentResponse: {
         success: true, transaction: outcome.txHash, network: version === 1 ? chain.network : chain.caip2, payer: outcome.payer,
+        ...(outcome.amount !== undefined ? { amount: outcome.amount } : {}),
         ...(outcome.offerReceipt ? { extensions: offerReceiptExtension(outcome.offerReceipt) } : {}),
       },
     };
@@ -307,14 +318,32 @@ export class PaymentService {
    * settlement goes on and is recorded (a retry with the same payment-identifier gets its final result).
    */
   async settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<SettlementResult> {
-    // A payment-identifier makes a retry answer the first result instead of settling again.
+    return this.settleIdempotently(seller, decoded, () => this.settleOnce(seller, decoded, terms));
+  }
+
+  /**
+   * The same for an x402 `upto` payment (the facilitator API's settle): verify against the maximum, claim
+   * the Permit2 nonce, and charge `charge` (at most the permit's maximum; zero moves nothing and sends no
+   * transaction, but the claim stays: the permit is used up, as the scheme says).
+   */
+  async settleUpto(seller: SellerAccountDoc, payload: UptoPaymentPayloadV2, terms: UptoSettleTerms & { charge: bigint }): Promise<SettlementResult> {
+    const identified: IdentifiedPayment = { version: 2, payload };
+    return this.settleIdempotently(seller, identified, async () => {
+      const claimed = await this.claimUpto(seller, payload, terms, { status: 'verified', charge: terms.charge });
+      if (!claimed.ok) return { answer: claimed.refused };
+      return this.settleClaimed(claimed.payment, terms);
+    });
+  }
+
+  /** A payment-identifier makes a retry answer the first result instead of settling again. */
+  private async settleIdempotently(seller: SellerAccountDoc, decoded: IdentifiedPayment, once: () => Promise<{ answer: SettlementResult; final?: Promise<SettlementResult> }>): Promise<SettlementResult> {
     const identifier = await this.identifiers.claim(seller._id, decoded);
     if (identifier.kind === 'invalid') return { ok: false, reason: 'invalid_payment_identifier', message: identifier.message };
     if (identifier.kind === 'conflict') return { ok: false, reason: 'payment_identifier_conflict', message: identifier.message };
     if (identifier.kind === 'repeat') return identifier.result;
     let attempt: { answer: SettlementResult; final?: Promise<SettlementResult> };
     try {
-      attempt = await this.settleOnce(seller, decoded, terms);
+      attempt = await once();
     } catch (err) {
       if (identifier.kind === 'first') await identifier.release().catch(() => {});
       throw err;
@@ -377,6 +406,67 @@ export class PaymentService {
     return { ok: true, payment };
   }
 
+  /** The accounts that settle `upto` payments: the relayers, one of which a buyer names in its permit. */
+  uptoFacilitators(): Address[] {
+    return this.requireChain().relayerAccounts.map((a) => a.address);
+  }
+
+  /** The facilitator address /supported offers to `upto` sellers (the pool's first relayer). */
+  uptoFacilitatorAddress(): Address {
+    return this.uptoFacilitators()[0]!;
+  }
+
+  /** Checks an upto payment against a seller's terms and the chain, moving nothing (the facilitator's /verify). */
+  async verifyUpto(seller: SellerAccountDoc, payload: UptoPaymentPayloadV2, terms: { maxAmount: bigint; payTo?: string }) {
+    return verifyUptoPayment(payload, { payTo: (terms.payTo ?? seller.payTo) as Address, maxAmount: terms.maxAmount }, this.requireChain(), this.uptoFacilitators(), {
+      nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
+    });
+  }
+
+  /**
+   * Verifies an upto payment and claims its Permit2 nonce (a unique insert: of concurrent or replayed
+   * copies exactly one gets through). The record's amount is the charge when known (settled at once),
+   * else the maximum until the hold is captured.
+   */
+  async claimUpto(seller: SellerAccountDoc, payload: UptoPaymentPayloadV2, terms: UptoSettleTerms, how: { status: 'verified'; charge: bigint } | { status: 'held'; until: Date }): Promise<{ ok: true; payment: PaymentDoc } | { ok: false; refused: Extract<SettlementResult, { ok: false }> }> {
+    const chain = this.requireChain();
+    const verified = await this.verifyUpto(seller, payload, terms);
+    if (!verified.ok) {
+      this.metrics.paidRequests.inc({ outcome: verified.reason, door: terms.door });
+      return { ok: false, refused: { ok: false, reason: verified.reason, message: verified.message } };
+    }
+    const { permit } = verified;
+    if (how.status === 'verified' && how.charge > permit.maxAmount) {
+      this.metrics.paidRequests.inc({ outcome: 'settlement_exceeds_amount', door: terms.door });
+      return { ok: false, refused: { ok: false, reason: 'settlement_exceeds_amount', message: `the charge ${how.charge} is above the permit's maximum ${permit.maxAmount}`, payer: permit.from } };
+    }
+    // Only the facilitator the buyer named can send the settlement: this process must hold that relayer.
+    const charge = how.status === 'verified' ? how.charge : permit.maxAmount;
+    if (charge > 0n || how.status === 'held') await this.ensureSenderOrRefuse(permit.facilitator, terms.door);
+    const wire = payload.payload.permit2Authorization;
+    const payment: PaymentDoc = {
+      _id: newId('pay'), orgId: seller._id, direction: 'in', endpointId: terms.endpoint?._id ?? null, network: chain.network, chainId: chain.chainId,
+      asset: chain.usdc.address, payerAddress: permit.from, recipientAddress: permit.to, amountUsdcRaw: charge.toString(),
+      maxAmountUsdcRaw: permit.maxAmount.toString(), scheme: 'upto', resourceUrl: terms.resource, x402Version: 2,
+      authorizationKey: `${chain.chainId}:permit2:${permit.from}:${permit.nonce}`.toLowerCase(),
+      authorizationNonce: permit.nonce.toString(),
+      authorization: { from: permit.from, to: permit.to, value: permit.maxAmount.toString(), validAfter: permit.validAfter.toString(), validBefore: permit.deadline.toString(), nonce: permit.nonce.toString() },
+      permit2Authorization: { ...wire, nonce: permit.nonce.toString() },
+      signature: verified.signature, status: how.status, createdAt: new Date(),
+      ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
+    };
+    try {
+      await this.payments.create(payment);
+    } catch (err) {
+      if (isDuplicateKey(err)) {
+        this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
+        return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this permit was already presented', payer: permit.from } };
+      }
+      throw err;
+    }
+    return { ok: true, payment };
+  }
+
   /**
    * Settles a claimed payment; the answer waits for the chain at most SETTLEMENT_TIMEOUT_MS, `final` is
    * the outcome whenever the chain decides (it is recorded either way).
@@ -384,7 +474,7 @@ export class PaymentService {
   settleClaimed(payment: PaymentDoc, terms: Pick<SettleTerms, 'endpoint' | 'door'>): Promise<{ answer: SettlementResult; final: Promise<SettlementResult> }> {
     const settler = this.settling!.settler;
     const claimedAt = Date.now();
-    const final = settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id })
+    const final = this.send(payment, settler)
       .then((settled) => this.recordOutcome(payment, settled, terms.endpoint))
       .then((result) => {
         const outcome = result.ok ? 'settled' : result.reason;
@@ -403,6 +493,24 @@ export class PaymentService {
     });
   }
 
+  /** The settlement transaction of a claimed payment: a transfer with authorization (batched), or an upto settle. */
+  private send(payment: PaymentDoc, settler: Settler): Promise<SettleOutcome> {
+    if (payment.scheme !== 'upto') return settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
+    const amount = BigInt(payment.amountUsdcRaw);
+    // A zero charge moves nothing: no transaction (the permit expires unused), and the claim keeps it used here.
+    if (amount === 0n) return Promise.resolve({ ok: true, txHash: '' as Hex, batchSize: 0 });
+    return sendUptoSettlement(this.requireChain(), settler, { permit: uptoPermitOfRecord(payment), signature: payment.signature as Hex, amount, paymentId: payment._id });
+  }
+
+  /** 503 before anything is claimed when this process cannot send from `address` (an upto permit names its sender). */
+  private async ensureSenderOrRefuse(address: Address, door: SettleTerms['door']): Promise<void> {
+    const settling = this.settling!;
+    if (!settling.settler.canSendFrom(address)) await settling.relayers.recheckStarved();
+    if (settling.settler.canSendFrom(address)) return;
+    this.metrics.paidRequests.inc({ outcome: 'relayer_unavailable', door });
+    throw new AppError(503, 'relayer_unavailable', `This server cannot settle from ${address} now (the facilitator account the permit names): ${settling.relayers.status().problems.join('; ') || 'another process holds it'}`, undefined, { 'Retry-After': '2' });
+  }
+
   /** 503 before anything is claimed when this process cannot send settlements now. */
   private async ensureSettlerOrRefuse(door: SettleTerms['door']): Promise<void> {
     const settling = this.settling!;
@@ -418,7 +526,10 @@ export class PaymentService {
     const payer = payment.payerAddress;
     if (settled.ok) {
       const done = await this.markSettled(payment, settled.txHash, endpoint);
-      return { ok: true, paymentId: done._id, txHash: settled.txHash, payer, ...(done.offerReceipt ? { offerReceipt: done.offerReceipt } : {}) };
+      return {
+        ok: true, paymentId: done._id, txHash: settled.txHash, payer, ...(done.offerReceipt ? { offerReceipt: done.offerReceipt } : {}),
+        ...(payment.scheme === 'upto' ? { amount: done.amountUsdcRaw, maxAmount: done.maxAmountUsdcRaw } : {}),
+      };
     }
     if (settled.unavailable) {
       // Nothing was sent: the claim goes, so the buyer may present the same payment again.

@@ -22,7 +22,7 @@ export function presentTransfer(p: TransferFields) {
     recipientAddress: p.recipientAddress,
     amountUsdcRaw: p.amountUsdcRaw,
     amountUsdc: formatUsdc(BigInt(p.amountUsdcRaw)),
-    txHash: p.txHash ?? null,
+    txHash: p.txHash || null, // an upto zero charge has no transaction ("")
     status: p.status,
     resourceUrl: p.resourceUrl,
     failureReason: p.failureReason ?? null,
@@ -37,6 +37,9 @@ export function presentPayment(p: PaymentDoc, detail = false) {
     direction: p.direction ?? 'in',
     endpointId: p.endpointId,
     ...presentTransfer(p),
+    // upto: amountUsdcRaw is the charge; this is the most the buyer allowed. exact: the same as amountUsdcRaw.
+    scheme: p.scheme ?? 'exact',
+    maxAmountUsdcRaw: p.maxAmountUsdcRaw ?? p.amountUsdcRaw,
     ...(detail ? { authorizationNonce: p.authorizationNonce, x402Version: p.x402Version, signedReceipt: p.signedReceipt ?? null, offerReceipt: p.offerReceipt ?? null } : {}),
   };
 }

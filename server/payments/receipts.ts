@@ -27,6 +27,8 @@ export async function signReceipt(signer: ReceiptSigner, payment: PaymentDoc & {
     txHash: payment.txHash,
     resourceUrl: payment.resourceUrl,
     timestamp: payment.settledAt.toISOString(),
+    // upto: amountUsdcRaw is what was charged (possibly 0, then txHash is ""), out of at most this.
+    ...(payment.scheme === 'upto' ? { scheme: 'upto', maxAmountUsdcRaw: payment.maxAmountUsdcRaw } : {}),
   };
   const signature = await signer.sign(new TextEncoder().encode(canonicalJson(body)));
   return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
@@ -45,5 +47,6 @@ export function signOfferReceipt(signer: ReceiptSigner, payment: PaymentDoc & { 
     payer: payment.payerAddress,
     issuedAt: Math.floor(payment.settledAt.getTime() / 1000),
     transaction: payment.txHash,
+    ...(payment.scheme === 'upto' ? { amount: payment.amountUsdcRaw, maxAmount: payment.maxAmountUsdcRaw } : {}),
   }, { kid: signer.keyId, sign: (message) => signer.sign(message) });
 }

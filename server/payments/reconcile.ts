@@ -6,6 +6,7 @@ import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { isDuplicateKey } from '../platform/errors.js';
+import { findUptoSettlementTx, permit2NonceUsed, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 
@@ -55,6 +56,11 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   };
   for (const payment of stale) {
     const log = options.log?.child({ paymentId: payment._id });
+    if (payment.scheme === 'upto') {
+      const result = await reconcileUpto(service, chain, payment, claim, log);
+      if (result) count(result);
+      continue;
+    }
     const auth = authorizationOf(payment);
     const used = await authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: auth.from, nonce: auth.nonce });
     const expired = !used && auth.validBefore <= BigInt(Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS);
@@ -101,6 +107,41 @@ async function resend(service: PaymentService, payment: PaymentDoc, settler: Non
   await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: outcome.reason } });
   log?.warn({ reason: outcome.reason }, 'reconciliation closed an open payment as failed');
   return 'failed';
+}
+
+/**
+ * An open `upto` payment: Permit2's nonce bitmap says whether its permit was used. Used: the transaction
+ * that paid this record's charge is recorded (none found: the buyer cancelled the nonce). Unused and past
+ * its deadline: failed. Unused and valid: sent again, by the process holding the facilitator account the
+ * permit names (only it can). A zero charge sends nothing: it is recorded settled as it stands.
+ */
+async function reconcileUpto(service: PaymentService, chain: ChainService, payment: PaymentDoc, claim: (p: PaymentDoc) => Promise<boolean>, log: Logger | undefined): Promise<'settled' | 'failed' | 'resent' | undefined> {
+  const permit = uptoPermitOfRecord(payment);
+  const charge = BigInt(payment.amountUsdcRaw);
+  const used = charge > 0n && await permit2NonceUsed(chain.publicClient, permit.from, permit.nonce);
+  const expired = charge > 0n && !used && permit.deadline <= BigInt(Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS);
+  const settler = service.settler;
+  if (charge > 0n && !used && !expired && !settler?.canSendFrom(permit.facilitator)) return undefined;
+  if (!(await claim(payment))) return undefined;
+  const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
+  const fail = async (reason: string) => {
+    await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: reason } });
+    log?.warn({ reason }, 'reconciliation closed an open payment as failed');
+    return 'failed' as const;
+  };
+  if (charge === 0n) { await service.markSettled(payment, '', endpoint); return 'settled'; }
+  if (used) {
+    const txHash = await findUptoSettlementTx(chain, payment, await blockAround(chain, payment.createdAt));
+    if (!txHash) return fail('authorization_canceled');
+    await service.markSettled(payment, txHash, endpoint);
+    log?.info({ txHash }, 'reconciliation recorded an upto settlement found on chain');
+    return 'settled';
+  }
+  if (expired) return fail('authorization_expired');
+  const outcome = await sendUptoSettlement(chain, settler!, { permit, signature: payment.signature as Hex, amount: charge, paymentId: payment._id });
+  if (outcome.ok) { await service.markSettled(payment, outcome.txHash, endpoint); return 'settled'; }
+  if (outcome.unconfirmed || outcome.unavailable) return 'resent';
+  return fail(outcome.reason);
 }
 
 /**

@@ -6,7 +6,8 @@ import type { JwsReceipt } from '../../middleware/offer-receipt.js';
 
 /** How one payment's settlement ended, for either door (redeem, the facilitator API). */
 export type SettlementResult =
-  | { ok: true; paymentId: string; txHash: string; payer: string; offerReceipt?: JwsReceipt }
+  /** amount and maxAmount: an `upto` payment's charge and the most the buyer allowed (atomic units). */
+  | { ok: true; paymentId: string; txHash: string; payer: string; offerReceipt?: JwsReceipt; amount?: string; maxAmount?: string }
   | { ok: false; reason: string; message: string; payer?: string; txHash?: string; unavailable?: true };
 
 export const authorizationOf = (doc: Pick<PaymentDoc, 'authorization'>): Authorization => ({

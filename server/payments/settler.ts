@@ -121,6 +121,24 @@ export class Settler {
     throw new Error(fate.kind === 'replaced' ? `transaction ${sent.hash} was replaced by another` : `transaction ${sent.hash}: ${fate.reason}`);
   }
 
+  /** Whether this process can send from `address` now (it leases that relayer, and the relayer has gas). */
+  canSendFrom(address: Address): boolean {
+    return this.relayers.lanes().some((l) => l.address.toLowerCase() === address.toLowerCase() && l.state === 'active' && l.canSendNow());
+  }
+
+  /**
+   * Sends one transaction from the relayer account `address` and no other: the x402 upto proxy lets only
+   * the facilitator the buyer named in the permit settle it, so these never join a batch. Resolves once a
+   * node took it; its fate follows. Throws RelayerUnavailableError when this process cannot send from it.
+   */
+  async submitFrom(address: Address, tx: TxRequest, label: Record<string, unknown> = {}): Promise<SentTx> {
+    const lane = this.relayers.lanes().find((l) => l.address.toLowerCase() === address.toLowerCase() && l.state === 'active' && l.canSendNow());
+    if (!lane) throw new RelayerUnavailableError(`relayer ${address} is not leased by this process or cannot send now: ${this.relayers.why?.() || 'leased elsewhere or out of gas'}`);
+    const sent = await lane.submit(tx, label);
+    this.metrics.batchSize.observe(1);
+    return sent;
+  }
+
   private schedulePump(): void {
     if (this.pumpQueued) return;
     this.pumpQueued = true;

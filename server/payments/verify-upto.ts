@@ -1,0 +1,151 @@
+import { BaseError, ContractFunctionRevertedError, encodeFunctionData, isAddressEqual, recoverTypedDataAddress, type Address, type Hex } from 'viem';
+import type { UptoPaymentPayloadV2 } from '../../middleware/protocol/upto-evm.js';
+import { toCaip2Network } from '../../middleware/networks.js';
+import { balanceOf } from '../chain/usdc.js';
+import {
+  permit2Allowance,
+  permit2NonceUsed,
+  PERMIT2_ADDRESS,
+  UPTO_PROXY_ADDRESS,
+  uptoPermitOf,
+  uptoProxyAbi,
+  uptoSettleArgs,
+  uptoTypedData,
+  type UptoPermit,
+} from '../chain/permit2.js';
+import type { ChainService } from '../chain/chain-service.js';
+import { AppError } from '../platform/errors.js';
+import { nodeFault } from '../chain/rpc-fault.js';
+import { shortReason } from './relayer.js';
+
+/**
+ * Verification of an x402 `upto` payment (specs/schemes/upto/scheme_upto_evm.md, "Verification Logic"):
+ * the Permit2 witness signature, the buyer's allowance to Permit2 (412 when missing: the buyer must
+ * approve Permit2 once), the balance, the permitted maximum against the requirements, the time window,
+ * network, asset, spender, payee and facilitator, then a simulation of the settlement for the whole
+ * maximum from the facilitator account. Cheapest checks first; read-only.
+ */
+
+export type UptoVerifyFailure =
+  | 'network_mismatch'
+  | 'asset_mismatch'
+  | 'invalid_spender'
+  | 'recipient_mismatch'
+  | 'facilitator_mismatch'
+  | 'authorization_expired'
+  | 'authorization_not_yet_valid'
+  | 'amount_mismatch'
+  | 'invalid_signature'
+  | 'nonce_already_used'
+  | 'permit2_allowance_required'
+  | 'insufficient_funds'
+  | 'settlement_exceeds_amount'
+  | 'settle_reverted';
+
+export type UptoVerified = { ok: true; payer: Address; permit: UptoPermit; signature: Hex };
+export type UptoRefused = { ok: false; reason: UptoVerifyFailure; message: string };
+
+export interface UptoTerms {
+  payTo: Address;
+  /** The most the seller may charge: the requirements' amount at verify time. */
+  maxAmount: bigint;
+}
+
+const refuse = (reason: UptoVerifyFailure, message: string): UptoRefused => ({ ok: false, reason, message });
+const chainUnavailable = (err: unknown) => new AppError(503, 'chain_unavailable', `The chain could not be reached to check the payment: ${shortReason(err)}`, undefined, { 'Retry-After': '2' });
+
+export async function verifyUptoPayment(
+  payload: UptoPaymentPayloadV2,
+  terms: UptoTerms,
+  chain: ChainService,
+  facilitators: readonly Address[],
+  options: { nowSeconds: number; marginSeconds: number },
+): Promise<UptoVerified | UptoRefused> {
+  const accepted = payload.accepted;
+  if (toCaip2Network(accepted.network) !== chain.caip2) return refuse('network_mismatch', `payment is for network ${accepted.network}; this facilitator settles on ${chain.caip2}`);
+  const permit = uptoPermitOf(payload.payload.permit2Authorization);
+  const signature = payload.payload.signature as Hex;
+  if (!isAddressEqual(accepted.asset as Address, chain.usdc.address) || !isAddressEqual(permit.token, chain.usdc.address)) {
+    return refuse('asset_mismatch', `the permit is for token ${permit.token}; this facilitator settles USDC at ${chain.usdc.address}`);
+  }
+  if (!isAddressEqual(permit.spender, UPTO_PROXY_ADDRESS)) return refuse('invalid_spender', `the permit's spender is ${permit.spender}, not the x402 upto proxy ${UPTO_PROXY_ADDRESS}`);
+  if (!isAddressEqual(permit.to, terms.payTo)) return refuse('recipient_mismatch', `the permit pays ${permit.to}, not the seller ${terms.payTo}`);
+  if (!facilitators.some((f) => isAddressEqual(f, permit.facilitator))) {
+    return refuse('facilitator_mismatch', `the permit names facilitator ${permit.facilitator}; this facilitator settles from ${facilitators.join(', ')} (GET /v0/x402/supported)`);
+  }
+  const { nowSeconds, marginSeconds } = options;
+  // Settlement takes a block or two (and, after a handler, the handler's time): a permit about to expire would revert.
+  if (permit.deadline <= BigInt(nowSeconds + marginSeconds)) return refuse('authorization_expired', `the permit expired (deadline ${permit.deadline})`);
+  if (permit.validAfter > BigInt(nowSeconds)) return refuse('authorization_not_yet_valid', `the permit is valid only after ${permit.validAfter}`);
+  if (permit.maxAmount !== terms.maxAmount) {
+    return refuse('amount_mismatch', `the permit allows at most ${permit.maxAmount} atomic units; the requirements' maximum is ${terms.maxAmount}`);
+  }
+
+  const typedData = { ...uptoTypedData(permit, chain.chainId), signature };
+  const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
+  const validSignature = (recovered !== undefined && isAddressEqual(recovered, permit.from))
+    || await chain.publicClient.verifyTypedData({ address: permit.from, ...typedData }).catch((err) => {
+      if (nodeFault(err)) throw chainUnavailable(err);
+      return false;
+    });
+  if (!validSignature) return refuse('invalid_signature', 'the permit is not signed by its from address for Permit2 on this chain');
+
+  const [used, allowance, balance] = await Promise.all([
+    permit2NonceUsed(chain.publicClient, permit.from, permit.nonce),
+    permit2Allowance(chain.publicClient, chain.usdc.address, permit.from),
+    balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: permit.from }),
+  ]).catch((err) => { throw chainUnavailable(err); });
+  if (used) return refuse('nonce_already_used', 'this permit\'s Permit2 nonce was already used or cancelled');
+  if (allowance < permit.maxAmount) {
+    return refuse('permit2_allowance_required', `the payer allows Permit2 (${PERMIT2_ADDRESS}) ${allowance} atomic units of USDC; ${permit.maxAmount} are needed: approve Permit2 once, then pay again`);
+  }
+  if (balance < permit.maxAmount) return refuse('insufficient_funds', `the payer holds ${balance} atomic units; the permit's maximum is ${permit.maxAmount}`);
+
+  // The worst case, as the facilitator would send it: the whole maximum, from the facilitator account.
+  const simulated = await simulateUptoSettle(chain, permit, permit.maxAmount, signature);
+  if (!simulated.ok) return simulated;
+  return { ok: true, payer: permit.from, permit, signature };
+}
+
+/** Runs the proxy's settle as a call from the facilitator account: nothing is sent. */
+export async function simulateUptoSettle(chain: ChainService, permit: UptoPermit, amount: bigint, signature: Hex): Promise<{ ok: true } | UptoRefused> {
+  try {
+    await chain.publicClient.call({ account: permit.facilitator, to: UPTO_PROXY_ADDRESS, data: encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, amount, signature) }) });
+    return { ok: true };
+  } catch (err) {
+    if (nodeFault(err)) throw chainUnavailable(err);
+    const reason = uptoReasonOfRevert(err);
+    return refuse(reason, `the settlement would revert: ${revertName(err) ?? shortReason(err)}`);
+  }
+}
+
+/** The proxy's and Permit2's errors (the published ABIs) to our reason codes. */
+const REVERTS: Record<string, UptoVerifyFailure> = {
+  AmountExceedsPermitted: 'settlement_exceeds_amount',
+  UnauthorizedFacilitator: 'facilitator_mismatch',
+  InvalidSigner: 'invalid_signature',
+  InvalidSignature: 'invalid_signature',
+  InvalidContractSignature: 'invalid_signature',
+  InvalidSignatureLength: 'invalid_signature',
+  InvalidNonce: 'nonce_already_used',
+  SignatureExpired: 'authorization_expired',
+  PaymentTooEarly: 'authorization_not_yet_valid',
+};
+
+export function uptoReasonOfRevert(err: unknown): UptoVerifyFailure {
+  const name = revertName(err);
+  return (name && REVERTS[name]) || 'settle_reverted';
+}
+
+/** The custom error's name (decoded with the proxy's ABI, which lists Permit2's errors too), or Error(string)'s text. */
+function revertName(err: unknown): string | undefined {
+  if (!(err instanceof BaseError)) return undefined;
+  const data = (err.walk((e) => typeof (e as { data?: unknown }).data === 'string') as { data?: Hex } | null)?.data;
+  if (data && data.length >= 10) {
+    try {
+      const decoded = new ContractFunctionRevertedError({ abi: uptoProxyAbi as never, data, functionName: 'settle' });
+      return decoded.data?.errorName === 'Error' ? String(decoded.reason) : decoded.data?.errorName ?? decoded.reason;
+    } catch { /* not one of ours */ }
+  }
+  return undefined;
+}
