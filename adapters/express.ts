@@ -15,10 +15,11 @@ export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from '.
  *   app.use(paymentMiddleware({ backendUrl, apiKey, routes: { 'GET /weather': { price: '$0.01' } } }));
  *
  * Unpaid: 402 with the x402 v1 body and the v2 `PAYMENT-REQUIRED` header. Paid (`X-Payment` or
- * `PAYMENT-SIGNATURE`): the route runs with `res.locals.payment` set, and the response carries
+ * `PAYMENT-SIGNATURE`): the route runs with `res.locals.payment` (also `res.locals.x402`) set, and the response carries
  * `X-Payment-Response` and `PAYMENT-RESPONSE`. A route settles after its handler by default: the payment
  * is verified and held, the response is held back, and only a response below 400 is charged (see
- * held-response.ts); `settle: 'before-handler'` settles first.
+ * held-response.ts); `settle: 'before-handler'` settles first. A route priced `{ upto: '$0.50' }` sells
+ * by usage: the handler reports what it used with `res.locals.x402.charge('$0.0123')` and that is settled.
  */
 export function paymentMiddleware(options: PaymentMiddlewareOptions): RequestHandler {
   const paywall = paywallSource(options);
@@ -37,12 +38,12 @@ export function paymentMiddleware(options: PaymentMiddlewareOptions): RequestHan
         return;
       case 'paid':
         res.set(outcome.responseHeaders);
-        (res.locals as { payment?: RequestPayment }).payment = outcome.payment;
+        exposePayment(res.locals, outcome.payment);
         next();
         return;
       case 'held':
         holdResponse(res, outcome.hold);
-        (res.locals as { payment?: RequestPayment }).payment = outcome.hold.payment;
+        exposePayment(res.locals, outcome.hold.payment);
         next();
         return;
       case 'payment-required':
@@ -54,6 +55,12 @@ export function paymentMiddleware(options: PaymentMiddlewareOptions): RequestHan
         return;
     }
   };
+}
+
+/** `res.locals.payment`, and `res.locals.x402` (the same object) for `res.locals.x402.charge('$0.0123')` on upto routes. */
+function exposePayment(locals: Record<string, unknown>, payment: RequestPayment): void {
+  locals.payment = payment;
+  locals.x402 = payment;
 }
 
 function paywallRequestOf(req: Request): PaywallRequest {

@@ -30,11 +30,12 @@ export function paymentMiddleware(options: PaymentMiddlewareOptions): Middleware
         return next();
       case 'paid':
         ctx.set(outcome.responseHeaders);
-        ctx.state.payment = outcome.payment;
+        ctx.state.payment = ctx.state.x402 = outcome.payment;
         return next();
       case 'held':
         holdResponse(ctx.res, outcome.hold);
-        ctx.state.payment = outcome.hold.payment;
+        // ctx.state.x402 is the same object: `ctx.state.x402.charge('$0.0123')` on routes priced { upto }.
+        ctx.state.payment = ctx.state.x402 = outcome.hold.payment;
         return next();
       case 'payment-required':
         ctx.status = 402;

@@ -3,10 +3,14 @@ import type { ZodRawShapeCompat } from '@modelcontextprotocol/sdk/server/zod-com
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import {
   buildRequirementV2,
+  buildUptoRequirementV2,
   createBackendClient,
   encodeBase64Json,
   FacilitatorUnavailable,
+  isUsagePrice,
+  parseCharge,
   parsePrice,
+  type UsagePrice,
   type BackendClientOptions,
   type Facilitator,
   type Price,
@@ -30,6 +34,10 @@ import type { PaymentRequiredV2, PaymentRequirementsV2 } from '../middleware/pro
  *   const paid = mcpPaywall({ backendUrl, apiKey });
  *   paid.tool(server, 'forecast', { price: '$0.01', description: '...', inputSchema: { city: z.string() } }, handler);
  *
+ * A tool priced `{ upto: '$0.50' }` sells by usage (x402 `upto`): the buyer signs for at most that, the
+ * tool reports what the call used with `extra.x402.charge('$0.0123')` (extra: the SDK's last handler
+ * argument), and that is settled after the tool; nothing reported is charged `unreported` (default 0).
+ *
  * Do not give a paid tool an `outputSchema`: MCP clients validate `structuredContent` against it, and the
  * payment-required object would not match.
  */
@@ -42,9 +50,16 @@ export type McpPaywallOptions =
   /** Your own facilitator and settings (self-hosted facilitator, tests). */
   | { readonly facilitator: Facilitator; readonly settings: SellerSettings };
 
+/** What an upto tool finds in `extra.x402`. */
+export interface ToolUsage {
+  /** Reports what this call used, at most the tool's maximum (more throws a RangeError); the last report counts. */
+  charge(price: Price): void;
+  readonly maxAmountAtomic: bigint;
+}
+
 export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
-  /** Per call, in USDC: "$0.01", "0.01", or atomic units as a bigint. */
-  price: Price;
+  /** Per call, in USDC: "$0.01", "0.01", or atomic units as a bigint; or `{ upto: '$0.50' }` to charge by usage. */
+  price: Price | UsagePrice;
   /** Default `after-handler`: only a successful tool result is charged. */
   settle?: SettleMode;
   title?: string;
@@ -67,7 +82,10 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
   return {
     tool(server, name, config, handler) {
       if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name)) throw new TypeError(`a paid tool name must match [A-Za-z0-9_.-]{1,128} to be a resource mcp://tool/<name>: ${name}`);
-      const amountAtomic = parsePrice(config.price);
+      const usage = isUsagePrice(config.price) ? { max: parseCharge(config.price.upto), unreported: config.price.unreported === undefined ? 0n : parseCharge(config.price.unreported) } : undefined;
+      if (usage && (usage.max <= 0n || usage.unreported > usage.max)) throw new RangeError(`tool ${name}: an upto price must allow more than 0 and its unreported charge must be within it`);
+      if (usage && (config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an upto price is settled after the tool, by a facilitator that holds payments`);
+      const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
       const resource = mcpToolResource(name);
       const run = handler as (...params: unknown[]) => CallToolResult | Promise<CallToolResult>;
 
@@ -80,9 +98,9 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         } catch {
           return failure('facilitator_unavailable', 'payment settings could not be loaded from the payment backend');
         }
-        const requirement = buildRequirementV2(settings, { amountAtomic, resource, description: config.description });
+        const requirement = (usage ? buildUptoRequirementV2 : buildRequirementV2)(settings, { amountAtomic, resource, description: config.description });
         const required = (error: string, extraFields: Record<string, unknown> = {}) =>
-          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [requirement] }, extraFields);
+          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [requirement as PaymentRequirementsV2] }, extraFields);
 
         const payment = extra._meta?.[PAYMENT_META_KEY];
         if (payment === undefined || payment === null) return required('payment_required');
@@ -91,6 +109,18 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
 
         const paymentHeader = encodeBase64Json(payment);
         const request = { paymentHeader, version, resource, amountAtomic, requirement: requirement as PaymentRequirementsV2 } as const;
+        let reported: bigint | undefined;
+        if (usage) {
+          const x402: ToolUsage = {
+            maxAmountAtomic: usage.max,
+            charge(price) {
+              const amount = parseCharge(price);
+              if (amount > usage.max) throw new RangeError(`charge ${String(price)} is above tool ${name}'s maximum of ${usage.max} atomic units: the buyer did not allow it`);
+              reported = amount;
+            },
+          };
+          (extra as { x402?: ToolUsage }).x402 = x402;
+        }
         const refused = (result: Extract<RedeemResult, { ok: false }>) => required(result.reason, {
           message: result.message,
           [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: result.reason, transaction: '', network: requirement.network },
@@ -122,7 +152,7 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           }
           let captured;
           try {
-            captured = await facilitator.capture(held.holdId);
+            captured = await facilitator.capture(held.holdId, usage ? { amountAtomic: reported ?? usage.unreported } : undefined);
           } catch (error) {
             if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
             throw error;

@@ -41,10 +41,10 @@ const NO_SETTINGS: SellerSettings = {
   payTo: '0x0000000000000000000000000000000000000000',
   assetName: 'unconfigured',
   assetVersion: '0',
+  uptoFacilitator: '0x0000000000000000000000000000000000000000',
 };
-const NO_FACILITATOR = {
-  redeem: () => Promise.reject(new FacilitatorUnavailable('seller settings not loaded')),
-};
+const notLoaded = () => Promise.reject(new FacilitatorUnavailable('seller settings not loaded'));
+const NO_FACILITATOR = { redeem: notLoaded, hold: notLoaded, capture: notLoaded, release: notLoaded };
 
 /**
  * Seller settings are fetched from the backend once: the fetch starts at construction, concurrent

@@ -24,9 +24,11 @@ export const SELLER_KEY_PREFIX = 'loid-';
 
 const PaymentResponseSchema = z.object({
   success: z.literal(true),
-  transaction: z.string().min(1),
+  // Empty only for an upto charge of 0, which sends no transaction.
+  transaction: z.string(),
   network: z.string().min(1),
   payer: z.string().min(1),
+  amount: z.string().regex(/^\d+$/).optional(),
   extensions: z.record(z.string(), z.unknown()).optional(),
 });
 
@@ -121,6 +123,8 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
     }
     const problem = z.object({ error: z.string(), message: z.string() }).safeParse(json);
     if ((status === 402 || status === 409) && problem.success) return { ok: false, reason: problem.data.error, message: problem.data.message };
+    // An upto charge above the permit: the seller's mistake, refused with nothing charged.
+    if (status === 400 && problem.success && problem.data.error === 'settlement_exceeds_amount') return { ok: false, reason: problem.data.error, message: problem.data.message };
     throw new FacilitatorUnavailable(
       `payment backend refused ${path} (${status}${problem.success ? ` ${problem.data.error}: ${problem.data.message}` : ''})`,
       status === 503 || status === 504 ? 503 : 502,
@@ -137,8 +141,9 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
       }, HeldSchema, 201);
     },
 
-    async capture(holdId) {
-      const answer = await paymentCall(`/v0/payments/holds/${encodeURIComponent(holdId)}/capture`, undefined, RedeemOkSchema, 200);
+    async capture(holdId, usage) {
+      const body = usage === undefined ? undefined : { amount: formatUsdc(usage.amountAtomic) };
+      const answer = await paymentCall(`/v0/payments/holds/${encodeURIComponent(holdId)}/capture`, body, RedeemOkSchema, 200);
       return answer.ok ? { ok: true, paymentResponse: answer.paymentResponse, paymentId: answer.paymentId } : answer;
     },
 

@@ -2,6 +2,7 @@ import { caip2FromChainId } from './networks.js';
 import { encodeBase64Json } from './protocol/base64-json.js';
 import { X402_V1, type PaymentRequirementsV1 } from './protocol/v1.js';
 import { X402_V2, type PaymentRequiredV2, type PaymentRequirementsV2 } from './protocol/v2.js';
+import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
 import { DEFAULT_MAX_TIMEOUT_SECONDS, type SellerSettings } from './seller-settings.js';
 
 /** What is being sold: one resource at one price. */
@@ -32,6 +33,12 @@ export interface PaymentRequiredResponse {
   readonly bodyText: string;
   readonly requirementV1: PaymentRequirementsV1;
   readonly requirementV2: PaymentRequirementsV2;
+}
+
+/** The 402 of a route sold by usage: v2 only (x402 v1 has no `upto`), so the v1 body offers nothing. */
+export interface UptoPaymentRequiredResponse extends Omit<PaymentRequiredResponse, 'requirementV1' | 'requirementV2'> {
+  readonly requirementV1?: undefined;
+  readonly requirementV2: UptoRequirementsV2;
 }
 
 export const PAYMENT_REQUIRED = { reason: 'payment_required', message: 'This resource requires payment' } as const;
@@ -101,6 +108,48 @@ export function buildPaymentRequired(
     body: deepFreeze(body),
     bodyText: JSON.stringify(body),
     requirementV1: deepFreeze(requirementV1),
+    requirementV2: deepFreeze(requirementV2),
+  };
+}
+
+/**
+ * An x402 `upto` requirement (specs/schemes/upto/scheme_upto_evm.md): `amount` is the most the request may
+ * cost; `extra.facilitatorAddress` is the account the buyer must name in its permit (from the seller
+ * settings the backend serves).
+ */
+export function buildUptoRequirementV2(settings: SellerSettings, offer: Offer): UptoRequirementsV2 {
+  if (!settings.uptoFacilitator) throw new TypeError('the payment backend offers no upto facilitator (seller settings have no uptoFacilitator): upto routes need a backend that settles upto');
+  return {
+    scheme: 'upto',
+    network: caip2FromChainId(settings.chainId),
+    amount: offer.amountAtomic.toString(),
+    asset: settings.asset,
+    payTo: settings.payTo,
+    maxTimeoutSeconds: timeoutOf(settings, offer),
+    extra: { name: settings.assetName, version: settings.assetVersion, facilitatorAddress: settings.uptoFacilitator },
+  };
+}
+
+export function buildUptoPaymentRequired(
+  settings: SellerSettings,
+  offer: Offer,
+  failure: { readonly reason: string; readonly message: string } = PAYMENT_REQUIRED,
+): UptoPaymentRequiredResponse {
+  const requirementV2 = buildUptoRequirementV2(settings, offer);
+  const description = offer.description ?? '';
+  const mimeType = offer.mimeType ?? 'application/json';
+  const v2 = { x402Version: X402_V2, error: failure.reason, resource: { url: offer.resource, description, mimeType }, accepts: [requirementV2] };
+  const body: PaymentRequiredBody = { x402Version: X402_V1, error: failure.reason, message: failure.message, status: 402, accepts: [] };
+  return {
+    status: 402,
+    headers: Object.freeze({
+      'Content-Type': 'application/json; charset=utf-8',
+      'PAYMENT-REQUIRED': encodeBase64Json(v2),
+      'Cache-Control': 'no-store',
+      'Access-Control-Expose-Headers': 'PAYMENT-REQUIRED',
+    }),
+    body: deepFreeze(body),
+    bodyText: JSON.stringify(body),
     requirementV2: deepFreeze(requirementV2),
   };
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { backendCall, unexpectedAnswer, type BackendConnection } from './backend-http.js';
 import { canonicalLoopback } from './loopback.js';
 import { parseResource } from './resource-url.js';
-import type { RouteConfig } from './paywall.js';
+import { isUsagePrice, type RouteConfig } from './paywall.js';
 import { formatUsdc, parsePrice, type Price } from './price.js';
 import { parsePublicOrigin } from './request-origin.js';
 import { compileRoute } from './routes.js';
@@ -110,12 +110,14 @@ function targetsOf(origin: string, routes: Readonly<Record<string, RouteConfig>>
     // Exactly the resource the Paywall puts in its challenge for this route.
     const url = origin + route.path;
     // A price function is registered by its cap: the backend settles what each request was asked, up to it.
-    const dynamic = typeof config.price === 'function';
-    if (dynamic && config.maxPrice === undefined) {
+    // A usage price (upto) is registered by its maximum, as a dynamic one: each request is charged what it used.
+    const usage = isUsagePrice(config.price) ? config.price : undefined;
+    const dynamic = typeof config.price === 'function' || usage !== undefined;
+    if (typeof config.price === 'function' && config.maxPrice === undefined) {
       skipped.push({ pattern, reason: 'its price is a function: give maxPrice to register it (the most one request may cost)' });
       continue;
     }
-    const amountAtomic = parsePrice(dynamic ? config.maxPrice! : config.price as Price);
+    const amountAtomic = parsePrice(usage ? usage.upto : typeof config.price === 'function' ? config.maxPrice! : config.price as Price);
     const same = byUrl.get(matchKey(url));
     if (same && (same.amountAtomic !== amountAtomic || same.dynamic !== dynamic)) {
       throw new TypeError(`routes ${same.patterns.join(', ')} and ${pattern} share ${url} at different prices; the backend keeps one price per URL`);

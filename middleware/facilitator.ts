@@ -1,5 +1,6 @@
 import type { PaymentRequirementsV1 } from './protocol/v1.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
+import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
 
 /**
  * What the Paywall needs from whoever verifies and settles payments. The production one is the
@@ -14,9 +15,14 @@ import type { PaymentRequirementsV2 } from './protocol/v2.js';
 export interface Facilitator {
   redeem(request: RedeemRequest): Promise<RedeemResult>;
   hold?(request: HoldRequest): Promise<HoldResult>;
-  capture?(holdId: string): Promise<RedeemResult>;
+  /** `usage`: for an `upto` hold, what the request used (at most the maximum held; absent = nothing). */
+  capture?(holdId: string, usage?: CaptureUsage): Promise<RedeemResult>;
   /** Never throws for a hold that is gone or already released; a hold nobody releases expires by itself. */
   release?(holdId: string): Promise<void>;
+}
+
+export interface CaptureUsage {
+  readonly amountAtomic: bigint;
 }
 
 export interface HoldRequest extends RedeemRequest {
@@ -36,7 +42,7 @@ export interface RedeemRequest {
   readonly resource: string;
   readonly amountAtomic: bigint;
   /** The requirement the buyer was asked to satisfy, in the payload's protocol version. */
-  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2;
+  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2;
 }
 
 export interface PaymentResponse {
@@ -45,6 +51,8 @@ export interface PaymentResponse {
   /** Either spelling (v1 name or CAIP-2); the Paywall writes each response header in its own form. */
   readonly network: string;
   readonly payer: string;
+  /** upto: the atomic amount charged (the transaction is "" when it is 0). */
+  readonly amount?: string;
   /** Extension data for the settlement header, e.g. `offer-receipt`'s signed receipt. */
   readonly extensions?: Readonly<Record<string, unknown>>;
 }

@@ -1,6 +1,6 @@
 // Public API of the framework-free x402 seller core. Adapters (express, koa, mcp) build on Paywall.
 
-export { Paywall } from './paywall.js';
+export { Paywall, isUsagePrice } from './paywall.js';
 export type {
   ErrorBody,
   HeldPayment,
@@ -14,10 +14,11 @@ export type {
   SettledPayment,
   SettleMode,
   UnavailableOutcome,
+  UsagePrice,
 } from './paywall.js';
 
 export { FacilitatorUnavailable } from './facilitator.js';
-export type { Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
+export type { CaptureUsage, Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
 
 export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
 export type { BackendConnection } from './backend-http.js';
@@ -30,10 +31,10 @@ export type { PaymentsClient } from './payments-client.js';
 export { parseSellerSettings, SellerSettingsSchema, DEFAULT_MAX_TIMEOUT_SECONDS } from './seller-settings.js';
 export type { SellerSettings } from './seller-settings.js';
 
-export { buildPaymentRequired, buildRequirementV1, buildRequirementV2 } from './challenge.js';
-export type { Offer, PaymentRequiredBody, PaymentRequiredResponse } from './challenge.js';
+export { buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
+export type { Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 
-export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parsePrice, USDC_DECIMALS } from './price.js';
+export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parseCharge, parsePrice, USDC_DECIMALS } from './price.js';
 export type { Price } from './price.js';
 
 export { canonicalizePath } from './canonical-path.js';

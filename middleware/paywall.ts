@@ -1,12 +1,13 @@
 import { canonicalizePath, type PathRejection } from './canonical-path.js';
-import { buildPaymentRequired, type PaymentRequiredResponse } from './challenge.js';
+import { buildPaymentRequired, buildUptoPaymentRequired, type PaymentRequiredResponse, type UptoPaymentRequiredResponse } from './challenge.js';
 import { FacilitatorUnavailable, type Facilitator, type RedeemRequest, type RedeemResult } from './facilitator.js';
 import { toCaip2Network, toV1Network } from './networks.js';
 import { checkPaymentAgainstRequirements } from './payment-checks.js';
-import { parsePrice, type Price } from './price.js';
+import { parseCharge, parsePrice, type Price } from './price.js';
 import { decodePaymentHeader } from './protocol/payment-header.js';
+import { decodeUptoPaymentHeader } from './protocol/upto-evm.js';
 import { encodePaymentResponseV1 } from './protocol/v1.js';
-import { encodePaymentResponseV2 } from './protocol/v2.js';
+import { encodePaymentResponseV2, type PaymentRequirementsV2 } from './protocol/v2.js';
 import { parsePublicOrigin, resolveOrigin } from './request-origin.js';
 import { RouteTable, type CompiledRoute } from './routes.js';
 import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
@@ -29,6 +30,19 @@ export interface PricingRequest extends PaywallRequest {
 }
 
 export type PriceFunction = (request: PricingRequest) => Price | Promise<Price>;
+
+/**
+ * A price by usage (the x402 `upto` scheme): the buyer signs for at most `upto`, the handler reports what
+ * the request used (`payment.charge(...)`), and that is settled after the handler. A handler that reports
+ * nothing is charged `unreported`: by default 0, so nothing moves (a request that used nothing costs
+ * nothing, and a forgotten report never bills the buyer the whole maximum).
+ */
+export interface UsagePrice {
+  readonly upto: Price;
+  readonly unreported?: Price;
+}
+
+export const isUsagePrice = (price: unknown): price is UsagePrice => typeof price === 'object' && price !== null && 'upto' in price;
 export type PayToFunction = (request: PricingRequest) => string | Promise<string>;
 
 export interface RouteConfig {
@@ -37,7 +51,7 @@ export interface RouteConfig {
    * parameter, by size...). The buyer signs the price computed for its request, and the backend settles
    * that amount, at most the endpoint's registered maxPriceUsdc.
    */
-  readonly price: Price | PriceFunction;
+  readonly price: Price | PriceFunction | UsagePrice;
   /** A dynamic price never exceeds this (a price function that returns more is a seller error: 500). */
   readonly maxPrice?: Price;
   /**
@@ -86,6 +100,8 @@ export interface ErrorBody {
 /** The payment a handler runs for (`res.locals.payment`, `ctx.state.payment`, ...). */
 export interface RequestPayment {
   readonly version: 1 | 2;
+  /** exact: the route's price; upto: a permit for at most maxAmountAtomic, charged what the handler reports. */
+  readonly scheme: 'exact' | 'upto';
   readonly paymentId: string;
   readonly payer: string;
   /** The settlement transaction: set when the route settles before the handler; after it, in the response headers. */
@@ -95,9 +111,18 @@ export interface RequestPayment {
   readonly payTo: string;
   /** v1 network name. */
   readonly network: string;
+  /** exact: the price. upto: the maximum while the handler runs; once settled, what was charged. */
   readonly amountAtomic: bigint;
+  /** upto: the most this request may be charged. */
+  readonly maxAmountAtomic?: bigint;
   readonly resource: string;
   readonly pattern: string;
+  /**
+   * upto routes: reports what this request used ("$0.0123", "0.0123", { atomic }), at most the maximum
+   * (more throws a RangeError, and nothing is charged for it); the last report counts. Settled after the
+   * handler. On an exact route it throws a TypeError.
+   */
+  charge(price: Price): void;
 }
 
 export interface SettledPayment extends RequestPayment {
@@ -127,12 +152,14 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & PaymentRequiredResponse;
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse);
 
 interface PricedRoute {
   /** The price when it is fixed (computed once); undefined for a price function. */
   readonly fixedAmount: bigint | undefined;
   readonly maxAmount: bigint | undefined;
+  /** A usage price: the maximum (also fixedAmount, what the 402 asks to authorize) and the charge when nothing is reported. */
+  readonly usage: { readonly max: bigint; readonly unreported: bigint } | undefined;
   readonly config: RouteConfig;
   /**
    * Ready 402 responses per resource URL (and, for a dynamic price or payee, per amount and payee);
@@ -183,9 +210,11 @@ export class Paywall {
     this.now = options.now ?? Date.now;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => {
+        const usage = isUsagePrice(config.price) ? usageOf(pattern, config, options.facilitator) : undefined;
         const priced: PricedRoute = {
-          fixedAmount: typeof config.price === 'function' ? undefined : parsePrice(config.price),
+          fixedAmount: usage ? usage.max : typeof config.price === 'function' ? undefined : parsePrice(config.price as Price),
           maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
+          usage,
           config,
           challenges: new Map(),
         };
@@ -239,6 +268,7 @@ export class Paywall {
   }
 
   private async redeem(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
+    if (charge.route.value.usage) return this.holdUsage(charge, paymentHeader);
     const checked = this.checkLocally(charge, paymentHeader);
     if (checked.kind === 'payment-required') return checked;
     const { version, request } = checked;
@@ -262,8 +292,8 @@ export class Paywall {
     if (!decoded.ok) return this.refuse(charge, decoded.reason, decoded.message);
     const checked = checkPaymentAgainstRequirements(
       decoded,
-      challenge.requirementV1,
-      challenge.requirementV2,
+      challenge.requirementV1!,
+      challenge.requirementV2 as PaymentRequirementsV2,
       Math.floor(this.now() / 1000),
     );
     if (!checked.ok) return this.refuse(charge, checked.reason, checked.message);
@@ -275,9 +305,68 @@ export class Paywall {
         version: decoded.version,
         resource: charge.resource,
         amountAtomic: charge.amountAtomic,
-        requirement: decoded.version === 1 ? challenge.requirementV1 : challenge.requirementV2,
+        requirement: decoded.version === 1 ? challenge.requirementV1! : challenge.requirementV2,
       },
     };
+  }
+
+  /**
+   * An upto route: the cheap checks of the permit against the 402 (the backend verifies the rest), then a
+   * hold for the maximum while the handler runs; capture charges what the handler reported.
+   */
+  private async holdUsage(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
+    const challenge = this.challengeFor(charge) as UptoPaymentRequiredResponse & { kind: 'payment-required' };
+    const requirement = challenge.requirementV2;
+    const decoded = decodeUptoPaymentHeader(paymentHeader);
+    if (!decoded.ok) return this.refuse(charge, decoded.reason, decoded.message);
+    const { accepted, payload } = decoded.payload;
+    const permit = payload.permit2Authorization;
+    const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+    if (accepted.network !== requirement.network) return this.refuse(charge, 'network_mismatch', `payment is for network "${accepted.network}", expected "${requirement.network}"`);
+    if (!same(accepted.asset, requirement.asset) || !same(permit.permitted.token, requirement.asset)) return this.refuse(charge, 'asset_mismatch', 'payment is for another asset');
+    if (!same(accepted.payTo, requirement.payTo) || !same(permit.witness.to, requirement.payTo)) return this.refuse(charge, 'recipient_mismatch', 'payment is to another recipient');
+    if (accepted.amount !== requirement.amount || permit.permitted.amount !== requirement.amount) {
+      return this.refuse(charge, 'amount_mismatch', `the permit allows ${permit.permitted.amount}; this route asks to authorize exactly ${requirement.amount}`);
+    }
+    if (BigInt(permit.deadline) <= BigInt(Math.floor(this.now() / 1000))) return this.refuse(charge, 'authorization_expired', 'the permit\'s deadline is in the past');
+    const facilitator = this.facilitator as Required<Facilitator>;
+    let held;
+    try {
+      held = await facilitator.hold({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, holdSeconds: charge.route.value.config.holdSeconds });
+    } catch (error) {
+      return unavailable(error);
+    }
+    if (!held.ok) return this.refuse(charge, held.reason, held.message);
+    const { holdId, payer } = held;
+    const { max, unreported } = charge.route.value.usage!;
+    let reported: bigint | undefined;
+    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
+    let releasing: Promise<void> | undefined;
+    const hold: HeldPayment = {
+      payment: {
+        version: 2, scheme: 'upto', paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(this.settings.network),
+        amountAtomic: max, maxAmountAtomic: max, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
+        charge: (price: Price) => {
+          if (capturing) throw new Error('this payment is already being settled: report usage before the response is sent');
+          const amount = parseCharge(price);
+          if (amount > max) throw new RangeError(`charge ${String(price)} is above this route's maximum of ${max} atomic units: the buyer did not allow it`);
+          reported = amount;
+        },
+      },
+      capture: () => (capturing ??= (async () => {
+        const amountAtomic = reported ?? unreported;
+        let result;
+        try {
+          result = await facilitator.capture(holdId, { amountAtomic });
+        } catch (error) {
+          return unavailable(error);
+        }
+        if (!result.ok) return this.refuse(charge, result.reason, result.message);
+        return this.paid({ ...charge, amountAtomic }, 2, result, 'after-handler', max);
+      })()),
+      release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
+    };
+    return { kind: 'held', hold };
   }
 
   private async hold(charge: Charge, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
@@ -294,8 +383,8 @@ export class Paywall {
     let releasing: Promise<void> | undefined;
     const hold: HeldPayment = {
       payment: {
-        version, paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(this.settings.network),
-        amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
+        version, scheme: 'exact', paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(this.settings.network),
+        amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern, charge: exactCharge(charge.route.pattern),
       },
       capture: () => (capturing ??= (async () => {
         let result;
@@ -313,12 +402,14 @@ export class Paywall {
     return { kind: 'held', hold };
   }
 
-  private paid(charge: Charge, version: 1 | 2, result: Extract<RedeemResult, { ok: true }>, settle: SettleMode): PaidOutcome {
+  private paid(charge: Charge, version: 1 | 2, result: Extract<RedeemResult, { ok: true }>, settle: SettleMode, maxAmountAtomic?: bigint): PaidOutcome {
     const { paymentResponse } = result;
     const network = toV1Network(paymentResponse.network);
-    // Extensions (the offer-receipt extension's signed receipt) ride in both settlement headers.
+    // Extensions (the offer-receipt extension's signed receipt) ride in both settlement headers; an upto
+    // settlement says what it charged (`amount`), as the scheme's SettlementResponse does.
     const settlement = {
       success: true, transaction: paymentResponse.transaction, payer: paymentResponse.payer,
+      ...(maxAmountAtomic !== undefined ? { amount: paymentResponse.amount ?? charge.amountAtomic.toString() } : {}),
       ...(paymentResponse.extensions ? { extensions: { ...paymentResponse.extensions } } : {}),
     };
     return {
@@ -332,6 +423,9 @@ export class Paywall {
       },
       payment: {
         version,
+        scheme: maxAmountAtomic === undefined ? 'exact' : 'upto',
+        ...(maxAmountAtomic === undefined ? {} : { maxAmountAtomic }),
+        charge: exactCharge(charge.route.pattern),
         paymentId: result.paymentId,
         payer: paymentResponse.payer,
         transaction: paymentResponse.transaction,
@@ -352,7 +446,8 @@ export class Paywall {
     const key = route.value.fixedAmount !== undefined && typeof route.value.config.payTo !== 'function' ? resource : `${resource}\n${charge.amountAtomic}\n${charge.payTo}`;
     let challenge = cache.get(key);
     if (challenge === undefined) {
-      challenge = Object.freeze({ kind: 'payment-required', ...buildPaymentRequired(this.settingsFor(charge), this.offer(charge)) });
+      const build = route.value.usage ? buildUptoPaymentRequired : buildPaymentRequired;
+      challenge = Object.freeze({ kind: 'payment-required' as const, ...build(this.settingsFor(charge), this.offer(charge)) });
       if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
       cache.set(key, challenge);
     }
@@ -360,7 +455,10 @@ export class Paywall {
   }
 
   private refuse(charge: Charge, reason: string, message: string): PaymentRequiredOutcome {
-    return { kind: 'payment-required', ...buildPaymentRequired(this.settingsFor(charge), this.offer(charge), { reason, message }) };
+    const build = charge.route.value.usage ? buildUptoPaymentRequired : buildPaymentRequired;
+    // An upto refusal names the maximum to authorize again, whatever was being charged.
+    const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
+    return { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }) };
   }
 
   private settingsFor(charge: Charge): SellerSettings {
@@ -378,6 +476,24 @@ export class Paywall {
       outputSchema: config.outputSchema,
     };
   }
+}
+
+/** A usage price, checked once: a maximum above 0, a default charge within it, and a facilitator that can hold. */
+function usageOf(pattern: string, config: RouteConfig, facilitator: Facilitator): { max: bigint; unreported: bigint } {
+  const price = config.price as UsagePrice;
+  const max = parseCharge(price.upto);
+  if (max <= 0n) throw new RangeError(`route ${pattern}: an upto price must allow more than 0`);
+  const unreported = price.unreported === undefined ? 0n : parseCharge(price.unreported);
+  if (unreported > max) throw new RangeError(`route ${pattern}: its unreported charge is above its upto maximum`);
+  if (config.settle === 'before-handler') throw new TypeError(`route ${pattern}: an upto price is settled after the handler (its usage is known only then); settle: 'before-handler' cannot apply`);
+  if (config.maxPrice !== undefined) throw new TypeError(`route ${pattern}: an upto price is its own maximum; leave maxPrice out`);
+  if (!facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an upto price needs a facilitator that holds and captures payments`);
+  return { max, unreported };
+}
+
+/** `charge` of an exact route's payment: there is nothing to report. */
+function exactCharge(pattern: string): (price: Price) => void {
+  return () => { throw new TypeError(`route ${pattern} has a fixed price; charge() is for routes priced { upto: ... }`); };
 }
 
 /** Re-encodes a decoded canonical path for use inside a URL, one segment at a time. */

@@ -70,9 +70,24 @@ function parseAtomic(input: unknown, atomic: unknown): bigint {
   return BigInt(atomic);
 }
 
+const ZERO_PRICE = 'must be greater than zero';
+
+/**
+ * A usage charge (an `upto` route's report, or its amount at capture): a price, except that 0 is allowed,
+ * since a request that used nothing costs nothing.
+ */
+export function parseCharge(price: Price): bigint {
+  try {
+    return parsePrice(price);
+  } catch (error) {
+    if (error instanceof InvalidPriceError && error.reason === ZERO_PRICE) return 0n;
+    throw error;
+  }
+}
+
 function checkRange(input: unknown, atomic: bigint): bigint {
   // A zero price would hand out the resource for a signature over nothing; protect or don't.
-  if (atomic === 0n) throw new InvalidPriceError(input, 'must be greater than zero');
+  if (atomic === 0n) throw new InvalidPriceError(input, ZERO_PRICE);
   if (atomic > MAX_PRICE_ATOMIC) throw new InvalidPriceError(input, 'exceeds 1,000,000,000 USDC');
   return atomic;
 }

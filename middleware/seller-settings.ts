@@ -17,6 +17,8 @@ export const SellerSettingsSchema = z.object({
   assetName: z.string().min(1),
   assetVersion: z.string().min(1),
   maxTimeoutSeconds: z.number().int().positive().optional(),
+  /** The facilitator account that settles x402 `upto` payments (buyers bind it into their permits). */
+  uptoFacilitator: EvmAddress.optional(),
 });
 export type SellerSettings = z.infer<typeof SellerSettingsSchema>;
 

@@ -56,6 +56,8 @@ export const SettlementResponseV2Schema = z.object({
   network: z.string(),
   payer: z.string().optional(),
   errorReason: z.string().optional(),
+  /** upto: the atomic amount actually charged. */
+  amount: z.string().optional(),
   /** Extension data, e.g. the offer-receipt extension's signed receipt. */
   extensions: z.record(z.string(), z.unknown()).optional(),
 });

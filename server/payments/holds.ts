@@ -5,6 +5,9 @@ import type { Logger } from '../platform/logger.js';
 import type { Config } from '../platform/config.js';
 import type { PaymentService, RedeemInput, RedeemOutcome } from './payment-service.js';
 import type { PaymentDoc } from './models.js';
+import { decodeUptoPaymentHeader, isUptoPaymentHeader } from '../../middleware/protocol/upto-evm.js';
+import { formatUsdc, parseCharge, parsePrice } from '../../middleware/price.js';
+import { normalizeResource } from './resource-url.js';
 
 /**
  * Holds: how our middleware charges only for what was served. A hold verifies the buyer's payment and
@@ -53,6 +56,7 @@ export class HoldService {
   }
 
   async hold(orgId: string, input: HoldInput): Promise<HoldOutcome> {
+    if (isUptoPaymentHeader(input.paymentHeader)) return this.holdUpto(orgId, input);
     const prepared = await this.payments.prepareRedeem(orgId, input);
     if ('refused' in prepared) return prepared.refused;
     const { seller, decoded, terms, refuse } = prepared;
@@ -66,20 +70,66 @@ export class HoldService {
     return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
   }
 
-  /** Settles a held payment (the seller's handler succeeded). Answers like redeem. */
-  async capture(orgId: string, id: string): Promise<RedeemOutcome> {
+  /**
+   * An x402 `upto` payment held while the handler runs: the registered endpoint must sell by usage (a
+   * maxPriceUsdc) and the amount the middleware asked is the maximum, which the permit must allow
+   * exactly. The charge is named at capture.
+   */
+  private async holdUpto(orgId: string, input: HoldInput): Promise<HoldOutcome> {
+    const payments = this.payments;
+    payments.requireChain();
+    const seller = await payments.acceptingSeller(orgId);
+    if (!seller) return { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' };
+    const resource = normalizeResource(input.resource);
+    const endpoint = await payments.endpointFor(orgId, resource);
+    if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
+    let max: bigint;
+    try { max = parsePrice(input.amount); } catch { return { ok: false, error: 'amount_mismatch', message: `amount ${input.amount} is not a USDC amount` }; }
+    if (endpoint.pricing !== 'dynamic' || max <= 0n || max > BigInt(endpoint.priceAtomic)) {
+      return { ok: false, error: 'amount_mismatch', message: `an upto route's maximum ${input.amount} must be more than 0 and at most this endpoint's registered maxPriceUsdc (${endpoint.pricing === 'dynamic' ? endpoint.priceUsdc : 'none: register it with maxPriceUsdc'})` };
+    }
+    const payTo = input.payTo ?? seller.payTo;
+    if (!payments.acceptsPayee(seller, payTo)) return { ok: false, error: 'recipient_not_allowed', message: `${payTo} is not this seller's payTo or one of its payees (PUT /v0/payments/acceptance)` };
+    const decoded = decodeUptoPaymentHeader(input.paymentHeader);
+    if (!decoded.ok) return { ok: false, error: decoded.reason, message: decoded.message };
+    const deadline = Number(decoded.payload.payload.permit2Authorization.deadline) * 1000;
+    const margin = this.config.PAYMENT_VALIDITY_MARGIN_SECONDS * 1000;
+    const until = Math.min(Date.now() + Math.min(input.holdSeconds ?? DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS) * 1000, deadline - margin);
+    if (until <= Date.now()) return { ok: false, error: 'authorization_expired', message: 'the permit expires before a handler could run and the payment be settled' };
+    const claimed = await payments.claimUpto(seller, decoded.payload, { resource, maxAmount: max, endpoint, door: 'redeem', payTo }, { status: 'held', until: new Date(until) });
+    if (!claimed.ok) return { ok: false, error: claimed.refused.reason, message: claimed.refused.message };
+    return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
+  }
+
+  /**
+   * Settles a held payment (the seller's handler succeeded). Answers like redeem. For an `upto` hold,
+   * `amount` (USDC, "0.0123") is what the request used: at most the permit's maximum, absent or "0" for
+   * nothing (no transaction; the permit is used up all the same).
+   */
+  async capture(orgId: string, id: string, amount?: string): Promise<RedeemOutcome> {
     for (;;) {
       const payment = await this.find(orgId, id);
       if (payment.status !== 'held') return this.outcomeOf(payment);
+      let charge: bigint | undefined;
+      if (payment.scheme === 'upto') {
+        try { charge = amount === undefined ? 0n : parseCharge(amount); } catch (err) { throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
+        const max = BigInt(payment.maxAmountUsdcRaw!);
+        // Refused before the decision: the hold stays, so the seller's middleware can still release it.
+        if (charge > max) throw new AppError(400, 'settlement_exceeds_amount', `the charge ${formatUsdc(charge)} USDC is above the ${formatUsdc(max)} USDC the buyer allowed; nothing was charged`);
+      } else if (amount !== undefined && parsePriceOrUndefined(amount) !== BigInt(payment.amountUsdcRaw)) {
+        throw new AppError(400, 'validation_error', 'body.amount: an exact payment is captured for its price; leave amount out');
+      }
       if (!(await this.decide(payment, 'capture', 'captured'))) {
         const decision = await this.decisions.findById(payment._id).lean();
         if (decision?.decision === 'release') throw released(decision);
         continue; // captured by a concurrent call: answer what it did
       }
-      // Only the capture that won the decision writes the payment: held -> verified (being settled).
-      await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified' }, $unset: { holdExpiresAt: 1 } });
+      // Only the capture that won the decision writes the payment: held -> verified (being settled), with
+      // an upto charge in place of the maximum it was held for.
+      const charged = charge === undefined ? {} : { amountUsdcRaw: charge.toString() };
+      await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified', ...charged }, $unset: { holdExpiresAt: 1 } });
       const endpoint = payment.endpointId ? await this.payments.endpoints.findById(payment.endpointId).lean() : null;
-      const { answer } = await this.payments.settleClaimed({ ...payment, status: 'verified' }, { endpoint, door: 'redeem' });
+      const { answer } = await this.payments.settleClaimed({ ...payment, status: 'verified', ...charged }, { endpoint, door: 'redeem' });
       if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
       return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
     }
@@ -161,7 +211,10 @@ export class HoldService {
   /** A capture asked of a hold already decided: what it came to (or, while settling, its result when known). */
   private async outcomeOf(payment: PaymentDoc): Promise<RedeemOutcome> {
     if (payment.status === 'settled') {
-      return this.payments.redeemed({ ok: true, paymentId: payment._id, txHash: payment.txHash!, payer: payment.payerAddress, ...(payment.offerReceipt ? { offerReceipt: payment.offerReceipt } : {}) }, payment.x402Version);
+      return this.payments.redeemed({
+        ok: true, paymentId: payment._id, txHash: payment.txHash ?? '', payer: payment.payerAddress, ...(payment.offerReceipt ? { offerReceipt: payment.offerReceipt } : {}),
+        ...(payment.scheme === 'upto' ? { amount: payment.amountUsdcRaw, maxAmount: payment.maxAmountUsdcRaw } : {}),
+      }, payment.x402Version);
     }
     if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
     // Being settled by the capture that won: wait for its outcome, within the settlement timeout.
@@ -174,6 +227,10 @@ export class HoldService {
     }
     return { ok: false, error: 'settle_unconfirmed', message: 'the capture is still settling; ask again for its result' };
   }
+}
+
+function parsePriceOrUndefined(amount: string): bigint | undefined {
+  try { return parsePrice(amount); } catch { return undefined; }
 }
 
 const captured = () => new AppError(409, 'hold_captured', 'This hold was already captured: the payment is settled or settling');

@@ -164,6 +164,8 @@ export class PaymentService {
     return {
       network: chain.network, chainId: chain.chainId, asset: chain.usdc.address, payTo: seller.payTo,
       assetName: chain.usdc.name, assetVersion: chain.usdc.version, maxTimeoutSeconds: 60,
+      // The account upto buyers name in their permits (the middleware puts it in an upto route's 402).
+      uptoFacilitator: this.uptoFacilitatorAddress(),
     };
   }
 

@@ -56,6 +56,8 @@ export const redeemBody = z.object({
   payTo: address.optional(),
 }).strict();
 export const holdBody = redeemBody.extend({ holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
+/** upto holds: what the request used, in USDC ("0.0123"), at most the permit's maximum; absent means 0. */
+export const captureBody = z.object({ amount: z.string().min(1).max(32).optional() }).strict();
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
 
@@ -146,7 +148,8 @@ export function paymentRoutes(app: AppContext): Router {
   });
   router.post('/holds/:id/capture', seller, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const outcome = await app.holds.capture(orgOf(ctx), id);
+    const { amount } = parseInput(captureBody, ctx.request.body ?? {}, 'body');
+    const outcome = await app.holds.capture(orgOf(ctx), id, amount);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
   });
