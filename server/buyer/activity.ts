@@ -10,6 +10,9 @@ export function presentOutgoing(p: OutgoingPaymentDoc) {
     direction: 'out' as const,
     mandateId: p.mandateId,
     ...presentTransfer(p),
+    // upto: amountUsdcRaw is what the seller charged, out of at most this.
+    scheme: p.scheme ?? 'exact',
+    maxAmountUsdcRaw: p.maxAmountUsdcRaw ?? p.amountUsdcRaw,
     requestUrl: p.requestUrl,
     // The seller's signed offer-receipt from its settlement answer, so the agent can read it back later.
     offerReceipt: p.paymentResponse?.offerReceipt ?? null,

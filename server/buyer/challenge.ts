@@ -7,14 +7,17 @@ import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import type { GuardedResponse } from '../platform/ssrf.js';
 import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from '../../middleware/offer-receipt.js';
+import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from '../../middleware/protocol/upto-evm.js';
 
 /** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
 export const MAX_REMOTE_JSON_DEPTH = 64;
 
 /** One way to pay, as the seller offered it; `raw` is echoed back verbatim in a v2 payment. */
 export type Offer =
-  | { version: 1; requirement: PaymentRequirementsV1; raw: unknown }
-  | { version: 2; requirement: PaymentRequirementsV2; raw: unknown; resource: ResourceInfo };
+  | { version: 1; scheme: 'exact'; requirement: PaymentRequirementsV1; raw: unknown }
+  | { version: 2; scheme: 'exact'; requirement: PaymentRequirementsV2; raw: unknown; resource: ResourceInfo }
+  /** x402 `upto`: the amount is the most the seller may charge; it names the facilitator the permit binds. */
+  | { version: 2; scheme: 'upto'; requirement: UptoRequirementsV2; raw: unknown; resource: ResourceInfo };
 
 export interface Challenge {
   /** Every `accepts` entry in the 402, parsed or not (to tell "not our network" from "not x402"). */
@@ -52,7 +55,9 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
       for (const raw of value.accepts as Array<Record<string, unknown>>) {
         challenge.entries.push({ version: 2, scheme: raw?.scheme, network: raw?.network, asset: raw?.asset });
         const parsed = PaymentRequirementsV2Schema.safeParse(raw);
-        if (parsed.success) challenge.offers.push({ version: 2, requirement: parsed.data, raw, resource: resource.data });
+        if (parsed.success) challenge.offers.push({ version: 2, scheme: 'exact', requirement: parsed.data, raw, resource: resource.data });
+        const upto = UptoRequirementsV2Schema.safeParse(raw);
+        if (upto.success && upto.data.extra.facilitatorAddress) challenge.offers.push({ version: 2, scheme: 'upto', requirement: upto.data, raw, resource: resource.data });
       }
     }
   }
@@ -62,7 +67,7 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
     for (const raw of body.accepts as Array<Record<string, unknown>>) {
       challenge.entries.push({ version: 1, scheme: raw?.scheme, network: raw?.network, asset: raw?.asset });
       const parsed = PaymentRequirementsV1Schema.safeParse(raw);
-      if (parsed.success) challenge.offers.push({ version: 1, requirement: parsed.data, raw });
+      if (parsed.success) challenge.offers.push({ version: 1, scheme: 'exact', requirement: parsed.data, raw });
     }
   }
   return challenge.entries.length > 0 ? challenge : undefined;
@@ -75,11 +80,15 @@ const onOurNetwork = (offer: { version: 1 | 2; network: unknown }, ours: OurAsse
 const isOurUsdc = (asset: unknown, ours: OurAsset) =>
   typeof asset === 'string' && /^0x[0-9a-fA-F]{40}$/.test(asset) && isAddressEqual(asset as Address, ours.usdc);
 
-/** An `exact` offer in our USDC on our network; v2 preferred, as the official client prefers it. */
+/**
+ * An offer in our USDC on our network: `exact` first (v2 preferred, as the official client prefers it),
+ * then `upto` (a maximum, of which the seller charges what the request used).
+ */
 export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
+  const rank = (o: Offer) => (o.scheme === 'exact' ? 10 : 0) + o.version;
   const usable = challenge.offers
     .filter((o) => onOurNetwork({ version: o.version, network: o.requirement.network }, ours) && isOurUsdc(o.requirement.asset, ours))
-    .sort((a, b) => b.version - a.version);
+    .sort((a, b) => rank(b) - rank(a));
   const offer = usable[0];
   if (offer) {
     const amount = BigInt(offer.version === 1 ? offer.requirement.maxAmountRequired : offer.requirement.amount);
@@ -87,14 +96,14 @@ export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
     return { ok: true, offer, amount, payTo: offer.requirement.payTo as Address, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds, resourceUrl };
   }
   const offered = [...new Set(challenge.entries.map((e) => `${String(e.scheme)} on ${String(e.network)}`))].join(', ');
-  if (challenge.entries.some((e) => e.scheme === 'exact' && onOurNetwork(e, ours))) {
+  if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto') && onOurNetwork(e, ours))) {
     return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${ours.usdc}) on ${ours.network}` };
   }
-  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays exact USDC on ${ours.network} (${ours.caip2})` };
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact or upto) on ${ours.network} (${ours.caip2})` };
 }
 
 /** The request header that carries the payment, in the version of the offer. */
-export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload): { name: string; value: string } {
+export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload | { signature: string; permit2Authorization: UptoPermit2Authorization }): { name: string; value: string } {
   if (offer.version === 1) {
     return { name: 'X-PAYMENT', value: encodeBase64Json({ x402Version: 1, scheme: 'exact', network: offer.requirement.network, payload }) };
   }
@@ -107,6 +116,8 @@ export interface SettlementResponse {
   network?: string;
   payer?: string;
   errorReason?: string;
+  /** upto: the atomic amount the seller charged. */
+  amount?: string;
   /** The seller's signed receipt (x402 offer-receipt extension), when it sent one in the JWS form. */
   offerReceipt?: JwsReceipt;
 }
@@ -134,6 +145,7 @@ export function readSettlement(res: GuardedResponse): SettlementResponse | undef
     ...(text(raw.network) !== undefined ? { network: text(raw.network) } : {}),
     ...(text(raw.payer) !== undefined ? { payer: text(raw.payer) } : {}),
     ...(text(raw.errorReason) !== undefined ? { errorReason: text(raw.errorReason) } : {}),
+    ...(typeof raw.amount === 'string' && /^\d{1,78}$/.test(raw.amount) ? { amount: raw.amount } : {}),
     ...offerReceiptOf(raw.extensions),
   };
   return settlement;

@@ -172,10 +172,15 @@ export class MandateService {
     await this.append({ ...reservation, reservationId: `${reservation.reservationId}:release` }, -reservation.amount, () => true);
   }
 
-  /** The reservation became a payment. */
-  async commit(reservation: Reservation): Promise<MandateDoc | null> {
+  /**
+   * The reservation became a payment. `charged`: an upto payment reserved its maximum and was charged
+   * less; the difference goes back to the day, and the spend counts what was charged.
+   */
+  async commit(reservation: Reservation, charged?: bigint): Promise<MandateDoc | null> {
+    const amount = charged === undefined ? reservation.amount : Math.min(reservation.amount, Number(charged));
+    if (amount < reservation.amount) await this.append({ ...reservation, reservationId: `${reservation.reservationId}:unused` }, amount - reservation.amount, () => true);
     try {
-      await this.spends.create({ _id: reservation.reservationId, mandateId: reservation.mandateId, amount: reservation.amount, createdAt: new Date() });
+      await this.spends.create({ _id: reservation.reservationId, mandateId: reservation.mandateId, amount, createdAt: new Date() });
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
     }

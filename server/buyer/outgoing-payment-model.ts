@@ -15,7 +15,11 @@ export interface OutgoingPaymentDoc {
   network: string;
   payerAddress: string;
   recipientAddress: string;
+  /** What was paid: for `upto`, what the seller charged (the maximum until its answer says). */
   amountUsdcRaw: string;
+  /** absent: exact. upto: a Permit2 permit for at most maxAmountUsdcRaw. */
+  scheme?: 'exact' | 'upto';
+  maxAmountUsdcRaw?: string;
   /** The seller's resource identifier from the challenge. */
   resourceUrl: string;
   /** The URL the agent asked to pay. */
@@ -42,6 +46,8 @@ export const outgoingPaymentSchema = new Schema<OutgoingPaymentDoc>({
   payerAddress: { type: String, required: true },
   recipientAddress: { type: String, required: true },
   amountUsdcRaw: { type: String, required: true },
+  scheme: String,
+  maxAmountUsdcRaw: String,
   resourceUrl: { type: String, required: true },
   requestUrl: { type: String, required: true },
   method: { type: String, required: true },

@@ -11,7 +11,9 @@ import { formatUsdc } from '../../middleware/price.js';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
-import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type SettlementResponse } from './challenge.js';
+import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
+import { permit2NonceUsed, UPTO_PROXY_ADDRESS, type UptoPermit } from '../chain/permit2.js';
+import type { Reservation } from './mandate-service.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import type { PayCode, PayRefusal } from './pay-result.js';
@@ -72,9 +74,11 @@ export class PayService {
     const choice = chooseOffer(challenge, { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address });
     if (!choice.ok) return refuse(choice.code, choice.message);
     const { amount, payTo, offer } = choice;
-    const cost = { amountUsdc: formatUsdc(amount), amountUsdcRaw: amount.toString(), asset: chain.usdc.address, network: chain.network };
+    // upto: `amount` is the most the seller may charge. That maximum is what the caps and maxAmountUsdc
+    // judge, what is reserved and what is signed; the mandate keeps only what was charged.
+    const cost = { amountUsdc: formatUsdc(amount), amountUsdcRaw: amount.toString(), asset: chain.usdc.address, network: chain.network, ...(offer.scheme === 'upto' ? { scheme: 'upto' as const, maxAmountUsdc: formatUsdc(amount), maxAmountUsdcRaw: amount.toString() } : {}) };
     if (input.maxAmountAtomic !== undefined && amount > input.maxAmountAtomic) {
-      return refuse('max_amount_exceeded', `the price ${cost.amountUsdc} USDC is over maxAmountUsdc ${formatUsdc(input.maxAmountAtomic)}`);
+      return refuse('max_amount_exceeded', `the ${offer.scheme === 'upto' ? 'maximum' : 'price'} ${cost.amountUsdc} USDC is over maxAmountUsdc ${formatUsdc(input.maxAmountAtomic)}`);
     }
 
     const reserved = await this.mandates.reserve(owner, new URL(response.url), amount, { mandateId: input.mandateId });
@@ -82,7 +86,7 @@ export class PayService {
     const { reservation } = reserved;
     // 'held' is released on any exit; once a signature may have reached the seller the amount stays
     // reserved unless we know for certain that nothing moved.
-    let hold: 'held' | 'in_flight' | 'done' = 'held';
+    const state: { hold: 'held' | 'in_flight' | 'done' } = { hold: 'held' };
     try {
       const wallet = await this.wallets.forIdentity(owner);
       const balance = await this.wallets.balance(wallet.address as Address);
@@ -92,7 +96,7 @@ export class PayService {
         return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed${hint}`);
       }
       if (input.dryRun) {
-        hold = 'done';
+        state.hold = 'done';
         await this.mandates.release(reservation);
         return {
           ok: true as const, paid: false as const, dryRun: true as const, status: 402, cost, payer: wallet.address, recipient: payTo,
@@ -101,6 +105,9 @@ export class PayService {
       }
 
       await this.wallets.ensureDeployed(wallet);
+      if (offer.scheme === 'upto') {
+        return await this.payUpto({ owner, input, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, maxTimeoutSeconds: choice.maxTimeoutSeconds, reservation, cost, state });
+      }
       const now = Math.floor(Date.now() / 1000);
       const validity = Math.min(MAX_VALIDITY_SECONDS, Math.max(MIN_VALIDITY_SECONDS, choice.maxTimeoutSeconds));
       const authorization: Authorization = {
@@ -115,7 +122,7 @@ export class PayService {
       };
       await this.outgoing.create(record);
       const signature = await this.wallets.signTransfer(wallet, authorization);
-      hold = 'in_flight';
+      state.hold = 'in_flight';
       const payment = paymentHeaderFor(offer, {
         signature,
         authorization: {
@@ -133,7 +140,7 @@ export class PayService {
         if (cancelled || !(await this.authorizationUsed(wallet, authorization.nonce))) {
           const reason = !paid.ok ? paid.message : settlementFailure(paid.response, settlement);
           await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
-          hold = 'done';
+          state.hold = 'done';
           // An authorization we could not cancel may still settle until it expires: its amount stays reserved.
           if (cancelled) await this.mandates.release(reservation);
           await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Payment of ${cost.amountUsdc} USDC to ${choice.resourceUrl} was not settled: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
@@ -142,7 +149,7 @@ export class PayService {
       }
 
       const txHash = typeof settlement?.transaction === 'string' ? settlement.transaction : undefined;
-      hold = 'done';
+      state.hold = 'done';
       const mandate = await this.mandates.commit(reservation);
       await this.outgoing.updateOne({ _id: record._id }, {
         $set: { status: 'settled', settledAt: new Date(), ...(txHash ? { txHash } : {}), ...(paid.ok ? { responseStatus: paid.response.status } : {}), ...(settlement ? { paymentResponse: settlement } : {}) },
@@ -156,8 +163,76 @@ export class PayService {
       };
     } finally {
       // Refusals, dry runs and errors before signing give the cap back.
-      if (hold === 'held') await this.mandates.release(reservation);
+      if (state.hold === 'held') await this.mandates.release(reservation);
     }
+  }
+
+  /**
+   * Pays an x402 `upto` offer: the wallet approves Permit2 once (relayer-paid, recorded), the owner key
+   * signs a Permit2 permit for the maximum bound to the seller and to the facilitator the offer names,
+   * and the seller charges what the request used. The mandate reserved the maximum; it keeps what was
+   * charged. A permit the seller did not take cannot be cancelled without the account sending a
+   * transaction, so it is left to expire (at most 300 s) with its maximum still reserved.
+   */
+  private async payUpto(p: {
+    owner: MandateOwner; input: PayInput; request: { method: string; headers: Record<string, string>; body?: string }; method: string;
+    wallet: WalletDoc; offer: Extract<Offer, { scheme: 'upto' }>; amount: bigint; payTo: Address; resourceUrl: string; maxTimeoutSeconds: number;
+    reservation: Reservation; cost: Record<string, unknown>; state: { hold: 'held' | 'in_flight' | 'done' };
+  }) {
+    const { owner, input, wallet, offer, amount, reservation, state } = p;
+    const chain = this.wallets.requireChain();
+    await this.wallets.ensurePermit2Allowance(wallet, amount);
+    const now = Math.floor(Date.now() / 1000);
+    const validity = Math.min(MAX_VALIDITY_SECONDS, Math.max(MIN_VALIDITY_SECONDS, p.maxTimeoutSeconds));
+    const permit: UptoPermit = {
+      from: getAddress(wallet.address), token: chain.usdc.address, maxAmount: amount, spender: UPTO_PROXY_ADDRESS,
+      nonce: BigInt(toHex(randomBytes(32))), deadline: BigInt(now + validity), to: getAddress(p.payTo),
+      facilitator: getAddress(offer.requirement.extra.facilitatorAddress!), validAfter: 0n,
+    };
+    const record: OutgoingPaymentDoc = {
+      _id: newId('pay'), orgId: owner.orgId, identityId: owner.identityId, direction: 'out', mandateId: reservation.mandateId,
+      network: chain.network, payerAddress: permit.from, recipientAddress: permit.to, amountUsdcRaw: amount.toString(), scheme: 'upto', maxAmountUsdcRaw: amount.toString(),
+      resourceUrl: p.resourceUrl, requestUrl: input.url, method: p.method, x402Version: 2, authorizationNonce: permit.nonce.toString(),
+      status: 'pending', createdAt: new Date(),
+    };
+    await this.outgoing.create(record);
+    const signature = await this.wallets.signUptoPermit(wallet, permit);
+    state.hold = 'in_flight';
+    const payment = paymentHeaderFor(offer, {
+      signature,
+      permit2Authorization: {
+        from: permit.from, permitted: { token: permit.token, amount: amount.toString() }, spender: permit.spender, nonce: permit.nonce.toString(),
+        deadline: permit.deadline.toString(), witness: { to: permit.to, facilitator: permit.facilitator, validAfter: '0' },
+      },
+    });
+    const paid = await this.fetch(input.url, { ...p.request, headers: { ...p.request.headers, [payment.name]: payment.value } });
+    const settlement = paid.ok ? readSettlement(paid.response) : undefined;
+    const used = settlement?.success === true || await permit2NonceUsed(chain.publicClient, permit.from, permit.nonce).catch(() => false);
+    if (!used) {
+      const reason = !paid.ok ? paid.message : settlementFailure(paid.response, settlement);
+      await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
+      state.hold = 'done'; // the maximum stays reserved: the unused permit may still settle until its deadline
+      await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Payment of up to ${formatUsdc(amount)} USDC to ${p.resourceUrl} was not settled: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
+      return refuse('settle_failed', `${reason}; the permit expires at ${new Date(Number(permit.deadline) * 1000).toISOString()} and its maximum stays reserved until then`);
+    }
+    // What the seller says it charged (the upto settlement's amount); without one, the maximum, which is
+    // the most the permit could have moved.
+    const stated = settlement?.amount === undefined ? undefined : BigInt(settlement.amount);
+    const charged = stated !== undefined && stated <= amount ? stated : amount;
+    const txHash = settlement?.transaction ? settlement.transaction : undefined;
+    state.hold = 'done';
+    const mandate = await this.mandates.commit(reservation, charged);
+    await this.outgoing.updateOne({ _id: record._id }, {
+      $set: { status: 'settled', settledAt: new Date(), amountUsdcRaw: charged.toString(), ...(txHash ? { txHash } : {}), ...(paid.ok ? { responseStatus: paid.response.status } : {}), ...(settlement ? { paymentResponse: settlement } : {}) },
+    });
+    await this.logs.record({ ...owner, action: 'payments.paid', category: 'payments', description: `Paid ${formatUsdc(charged)} USDC (of up to ${formatUsdc(amount)}) to ${permit.to} for ${p.resourceUrl}`, targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId, scheme: 'upto' } });
+    return {
+      ok: true as const, paid: true as const, paymentId: record._id,
+      ...(paid.ok ? contentOf(paid.response) : { status: 0, contentType: null }),
+      cost: { ...p.cost, amountUsdc: formatUsdc(charged), amountUsdcRaw: charged.toString() },
+      txHash: txHash ?? null, payer: permit.from, recipient: permit.to, resource: p.resourceUrl,
+      mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
+    };
   }
 
   private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {

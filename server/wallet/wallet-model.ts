@@ -19,6 +19,9 @@ export interface WalletDoc {
   chainId: number;
   createdAt: Date;
   deployedAt?: Date;
+  /** The one-time USDC approval of Permit2 (x402 `upto` payments), sent by the relayer: when, and its transaction. */
+  permit2ApprovedAt?: Date;
+  permit2ApprovalTx?: string;
 }
 
 export const walletSchema = new Schema<WalletDoc>({
@@ -34,4 +37,6 @@ export const walletSchema = new Schema<WalletDoc>({
   chainId: { type: Number, required: true },
   createdAt: { type: Date, required: true },
   deployedAt: Date,
+  permit2ApprovedAt: Date,
+  permit2ApprovalTx: String,
 }, { versionKey: false });

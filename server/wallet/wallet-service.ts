@@ -1,4 +1,4 @@
-import { encodeFunctionData, getAddress, keccak256, toHex, type Address, type Hex } from 'viem';
+import { encodeFunctionData, getAddress, keccak256, maxUint256, toHex, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
@@ -11,6 +11,7 @@ import { newId } from '../platform/ids.js';
 import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
+import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit } from '../chain/permit2.js';
 import { walletSchema, type WalletDoc } from './wallet-model.js';
 
 export interface WalletOwner { orgId: string; identityId: string }
@@ -35,6 +36,8 @@ export class WalletService {
   readonly wallets: Model<WalletDoc>;
   /** One deployment in flight per account in this process; concurrent first payments share it. */
   private readonly deploying = new Map<string, Promise<void>>();
+  /** One Permit2 approval in flight per account in this process. */
+  private readonly approving = new Map<string, Promise<void>>();
 
   constructor(
     conn: Connection,
@@ -156,6 +159,57 @@ export class WalletService {
   }
 
   /**
+   * x402 `upto` pays through Permit2, which moves USDC only with the account's allowance. The first upto
+   * payment gives it once: the owner key signs USDC's EIP-2612 permit (FiatTokenV2_2 checks it through
+   * the account's ERC-1271), and the relayer sends it, paying the gas; the approval is recorded on the
+   * wallet and in the activity log. Later payments find the allowance on chain and send nothing.
+   */
+  async ensurePermit2Allowance(wallet: WalletDoc, needed: bigint): Promise<void> {
+    const chain = this.requireChain();
+    if ((await permit2Allowance(chain.publicClient, chain.usdc.address, wallet.address as Address)) >= needed) return;
+    let pending = this.approving.get(wallet.address);
+    if (!pending) {
+      pending = this.approvePermit2(wallet).finally(() => this.approving.delete(wallet.address));
+      this.approving.set(wallet.address, pending);
+    }
+    await pending;
+  }
+
+  private async approvePermit2(wallet: WalletDoc): Promise<void> {
+    const chain = this.requireChain();
+    const owner = wallet.address as Address;
+    const nonce = await chain.publicClient.readContract({ address: chain.usdc.address, abi: eip2612Abi, functionName: 'nonces', args: [owner] });
+    const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
+    const signature = await this.withOwner(wallet, (key) => key.signTypedData({
+      domain: usdcDomain({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }),
+      types: eip2612Types,
+      primaryType: 'Permit',
+      message: { owner, spender: PERMIT2_ADDRESS, value: maxUint256, nonce, deadline },
+    }));
+    const receipt = await this.send({
+      to: chain.usdc.address,
+      data: encodeFunctionData({ abi: eip2612Abi, functionName: 'permit', args: [owner, PERMIT2_ADDRESS, maxUint256, deadline, signature] }),
+    }, { permit2Approval: wallet.address });
+    // Another process may have approved meanwhile (the permit nonce then reverts ours): the allowance is what counts.
+    if (receipt.status !== 'success' && (await permit2Allowance(chain.publicClient, chain.usdc.address, owner)) === 0n) {
+      throw new AppError(502, 'permit2_approval_failed', `approving Permit2 for the wallet ${wallet.address} reverted (${receipt.transactionHash})`);
+    }
+    await this.wallets.updateOne({ _id: wallet._id }, { $set: { permit2ApprovedAt: new Date(), permit2ApprovalTx: receipt.transactionHash } });
+    await this.logs.record({
+      orgId: wallet.orgId, identityId: wallet.identityId, action: 'wallet.permit2_approved', category: 'wallet',
+      description: `Wallet ${wallet.address} approved Permit2 for x402 upto payments (relayer-paid)`, targetType: 'wallet', targetId: wallet._id,
+      metadata: { txHash: receipt.transactionHash, spender: PERMIT2_ADDRESS },
+    });
+  }
+
+  /** The owner key's signature of an x402 upto permit (Permit2 PermitWitnessTransferFrom) from this account. */
+  async signUptoPermit(wallet: WalletDoc, permit: UptoPermit): Promise<Hex> {
+    if (getAddress(permit.from) !== getAddress(wallet.address)) throw new Error('permit.from is not this wallet');
+    const chain = this.requireChain();
+    return this.withOwner(wallet, (owner) => owner.signTypedData(uptoTypedData(permit, chain.chainId)));
+  }
+
+  /**
    * Cancels an unused authorization on chain (relayer pays the gas). Used when a seller did not take a
    * payment, so a signed authorization cannot be settled later behind the mandate's back. Resolves to
    * false when the token refuses because the nonce was already used (the payment did settle).
@@ -198,6 +252,25 @@ export class WalletService {
     return `wallet:${identityId}`;
   }
 }
+
+/** USDC's EIP-2612 surface: FiatTokenV2_2's permit with a bytes signature (ERC-1271 for contract owners). */
+const eip2612Abi = [
+  { type: 'function', name: 'nonces', stateMutability: 'view', inputs: [{ name: 'owner', type: 'address' }], outputs: [{ type: 'uint256' }] },
+  {
+    type: 'function', name: 'permit', stateMutability: 'nonpayable', outputs: [],
+    inputs: [{ name: 'owner', type: 'address' }, { name: 'spender', type: 'address' }, { name: 'value', type: 'uint256' }, { name: 'deadline', type: 'uint256' }, { name: 'signature', type: 'bytes' }],
+  },
+] as const;
+
+const eip2612Types = {
+  Permit: [
+    { name: 'owner', type: 'address' },
+    { name: 'spender', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+} as const;
 
 const cancelAbi = [{
   type: 'function',
