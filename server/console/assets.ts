@@ -41,7 +41,7 @@ h3 { font-size: 1rem; margin: 1.5rem 0 .5rem; }
 .crumbs { margin: 0 0 .75rem; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 1.25rem 1.5rem; margin-bottom: 1.25rem; box-shadow: 0 1px 2px rgba(20,27,45,.04); }
 .card.narrow { max-width: 460px; margin: 3rem auto; }
-.table-card { padding: 0; overflow-x: auto; }
+.table-card { padding: 0; overflow-x: auto; position: relative; } /* relative: an sr-only label in a cell is clipped with the table, not left to widen the page */
 table { width: 100%; border-collapse: collapse; }
 th, td { text-align: left; padding: .65rem 1rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); background: #fafbfc; }
@@ -134,7 +134,7 @@ input[aria-invalid="true"], select[aria-invalid="true"] { border-color: var(--ba
 .danger-link { color: var(--bad); }
 .secret-box { display: flex; flex-wrap: wrap; gap: .5rem; align-items: flex-start; margin: .25rem 0 .5rem; }
 code.secret { display: block; flex: 1 1 16rem; min-width: 0; margin: 0; padding: .6rem .75rem; background: #f3f5f9; border: 1px solid var(--line); border-radius: 6px; overflow-wrap: anywhere; user-select: all; }
-.table-scroll { overflow-x: auto; }
+.table-scroll { overflow-x: auto; position: relative; }
 .activity .description { min-width: 14rem; }
 .activity .target { min-width: 10rem; }
 @media (max-width: 720px) {
