@@ -136,11 +136,19 @@ input[aria-invalid="true"], select[aria-invalid="true"] { border-color: var(--ba
 code.secret { display: block; flex: 1 1 16rem; min-width: 0; margin: 0; padding: .6rem .75rem; background: #f3f5f9; border: 1px solid var(--line); border-radius: 6px; overflow-wrap: anywhere; user-select: all; }
 .table-scroll { overflow-x: auto; position: relative; }
 .activity .description { min-width: 14rem; }
+td.resource { min-width: 14rem; }
+td.endpoint-cell { min-width: 12rem; }
+td.next-cell { overflow-wrap: anywhere; }
+td .button, td .button-quiet, td .button-danger { white-space: nowrap; }
+td code[title] { white-space: nowrap; }
+.date-button svg { display: block; width: 1.1rem; height: 1.1rem; }
 .activity .target { min-width: 10rem; }
 @media (max-width: 720px) {
   main { padding: 1rem .75rem; }
   .card { padding: 1rem; }
-  .nav { padding: .6rem .75rem; gap: .5rem 1rem; }
+  .nav { padding: .6rem .75rem; gap: .5rem 1rem; justify-content: space-between; }
+  .nav ul { order: 3; flex-basis: 100%; }
+  td.resource { min-width: 0; }
   .table-card { padding: 0; }
   table.stack-narrow thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
   table.stack-narrow tr { display: block; border-bottom: 1px solid var(--line); padding: .5rem 0; }
@@ -221,7 +229,8 @@ export const CONSOLE_JS = `(() => {
     const button = document.createElement('button');
     button.type = 'button';
     button.className = 'button-quiet date-button';
-    button.textContent = '📅';
+    // A calendar drawn inline (an emoji needs a font the machine may not have).
+    button.innerHTML = '<svg viewBox="0 0 20 20" aria-hidden="true" focusable="false"><rect x="2.5" y="4" width="15" height="13.5" rx="2" fill="none" stroke="currentColor" stroke-width="1.6"/><path d="M2.5 8h15M6.5 2v4M13.5 2v4" stroke="currentColor" stroke-width="1.6"/></svg>';
     const label = document.querySelector('label[for="' + input.id + '"]');
     button.setAttribute('aria-label', 'Choose a date for ' + (label ? label.textContent : input.name));
     const wrap = document.createElement('div');

@@ -186,6 +186,9 @@ test('the ops pages at 1280 px: totals, chart, search, CSV, webhooks, delete, re
     expect(states.length).toBeGreaterThanOrEqual(1);
     expect(new Set(states)).toEqual(new Set(['delivered']));
     expect(await scrollsSideways(p)).toBe(false);
+    // The whole table is on screen, its retry buttons included, without scrolling it.
+    expect(await p.locator('.table-card').evaluate((card) => card.scrollWidth <= card.clientWidth)).toBe(true);
+    await expect(p.getByRole('button', { name: 'Send again' }).first().isVisible()).resolves.toBe(true);
     await shot(p, 'console-webhooks.png');
 
     // A new seller key is shown whole, and its copy button puts it in the clipboard.
