@@ -18,6 +18,9 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 /** Where a retry form returns to: a console page of ours only (never an address from elsewhere). */
 const retryForm = z.object({
   back: z.string().max(600).regex(/^\/console\/(webhooks|payments\/[a-z]+_[a-z0-9]{1,64})(\?[A-Za-z0-9_=&%.:+-]*)?$/, 'must be a console page').optional(),
+  // What the page showed: a click that lands after the delivery moved on sends nothing again.
+  round: z.coerce.number().int().min(0).max(1_000_000).optional(),
+  attempt: z.coerce.number().int().min(0).max(1_000_000).optional(),
 });
 
 /** Webhook deliveries: the list by state with filters and numbered pages, and "retry now". */
@@ -51,8 +54,10 @@ export function webhookPages(router: Router, app: AppContext, guards: ConsoleGua
 
   router.post('/deliveries/:id/retry', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const { back } = parseInput(retryForm, { back: (ctx.request.body as Record<string, unknown>).back || undefined }, 'body');
-    const delivery = await app.webhooks.retryNow(orgOf(ctx), id);
+    const raw = ctx.request.body as Record<string, unknown>;
+    const { back, round, attempt } = parseInput(retryForm, { back: raw.back || undefined, round: raw.round || undefined, attempt: raw.attempt || undefined }, 'body');
+    const seen = round !== undefined && attempt !== undefined ? { round, attemptCount: attempt } : undefined;
+    const { delivery } = await app.webhooks.retryNow(orgOf(ctx), id, seen);
     seeOther(ctx, back ? (back.startsWith('/console/payments/') ? `${back}#webhook-title` : back) : `/console/payments/${delivery.paymentId}#webhook-title`);
   });
 }

@@ -309,15 +309,18 @@ export class WebhookService {
    * a finished one (failed or delivered) starts a new round, as retry does. The early job carries the same
    * round and attempt number as the scheduled one, so the attempt claim lets only one of them send; the
    * other finds the attempt made (or, if an attempt is running now, it waits and then finds it made).
-   * Nothing here writes the delivery, so no conditional update is relied on.
+   * Nothing here writes the delivery, so no conditional update is relied on. `seen` is the round and
+   * attempt count the person was shown: when the delivery has moved on since (the attempt they meant to
+   * hurry was made, perhaps delivered), nothing is sent again.
    */
-  async retryNow(orgId: string, id: string): Promise<DeliveryDoc> {
+  async retryNow(orgId: string, id: string, seen?: { round: number; attemptCount: number }): Promise<{ delivery: DeliveryDoc; outcome: 'hurried' | 'new_round' | 'moved_on' }> {
     const current = await this.get(orgId, id);
-    if (current.status !== 'pending') return this.retry(orgId, id);
+    if (seen && (current.round !== seen.round || current.attemptCount !== seen.attemptCount)) return { delivery: current, outcome: 'moved_on' };
+    if (current.status !== 'pending') return { delivery: await this.retry(orgId, id), outcome: 'new_round' };
     const roundBase = current.roundBase ?? 0;
     await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round: current.round, roundBase, made: current.attemptCount - roundBase });
     await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${current.paymentId}: next attempt (#${current.attemptCount + 1}) sent now by hand`, targetType: 'webhook_delivery', targetId: id });
-    return current;
+    return { delivery: current, outcome: 'hurried' };
   }
 
   /** Starts a new round of the full schedule for a delivery that has finished (failed or delivered). */

@@ -34,10 +34,10 @@ function verification(check: ReceiptCheck | undefined): SafeHtml {
  * "Retry now", for the platform key only: a pending or failing delivery gets its next attempt at once, a
  * failed or delivered one a new round (webhook-service.ts: retryNow). `back` is where the post returns to.
  */
-export function retryForm(session: LiveSession, delivery: Pick<DeliveryDoc, '_id' | 'status'>, back: string): SafeHtml | '' {
+export function retryForm(session: LiveSession, delivery: Pick<DeliveryDoc, '_id' | 'status' | 'round' | 'attemptCount'>, back: string): SafeHtml | '' {
   if (session.role !== 'admin') return '';
   const label = delivery.status === 'delivered' ? 'Send again' : 'Retry now';
-  return html`<form method="post" action="/console/deliveries/${delivery._id}/retry" class="inline-form">${csrfField(session)}<input type="hidden" name="back" value="${back}"><button type="submit" class="button">${label}</button></form>`;
+  return html`<form method="post" action="/console/deliveries/${delivery._id}/retry" class="inline-form">${csrfField(session)}<input type="hidden" name="back" value="${back}"><input type="hidden" name="round" value="${delivery.round ?? 0}"><input type="hidden" name="attempt" value="${delivery.attemptCount}"><button type="submit" class="button">${label}</button></form>`;
 }
 
 /** A compact JWS as a person reads it: header and claims decoded (the signature stays as it is). */
