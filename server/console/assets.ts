@@ -135,7 +135,7 @@ input[aria-invalid="true"], select[aria-invalid="true"] { border-color: var(--ba
 .secret-box { display: flex; flex-wrap: wrap; gap: .5rem; align-items: flex-start; margin: .25rem 0 .5rem; }
 code.secret { display: block; flex: 1 1 16rem; min-width: 0; margin: 0; padding: .6rem .75rem; background: #f3f5f9; border: 1px solid var(--line); border-radius: 6px; overflow-wrap: anywhere; user-select: all; }
 .table-scroll { overflow-x: auto; position: relative; }
-.activity .description { min-width: 14rem; }
+.activity .description { min-width: 14rem; overflow-wrap: anywhere; }
 td.resource { min-width: 14rem; }
 td.endpoint-cell { min-width: 12rem; }
 td.next-cell { overflow-wrap: anywhere; }
@@ -152,7 +152,9 @@ td code[title] { white-space: nowrap; }
   .table-card { padding: 0; }
   table.stack-narrow thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
   table.stack-narrow tr { display: block; border-bottom: 1px solid var(--line); padding: .5rem 0; }
-  table.stack-narrow td { display: block; border: 0; padding: .2rem 1rem; }
+  table.stack-narrow td { display: block; border: 0; padding: .2rem 1rem; text-align: left; }
+  table.stack-narrow td.empty { text-align: center; }
+  table.stack-narrow td.resource { overflow-wrap: anywhere; max-width: none; }
   table.stack-narrow td[data-label]::before { content: attr(data-label); display: block; font-size: .75rem; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; }
   .activity .description, .activity .target { min-width: 0; }
 }

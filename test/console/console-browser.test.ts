@@ -247,6 +247,15 @@ test('at 390 px nothing scrolls sideways and URLs keep the width of the screen',
       await p.goto(server.url + path);
       expect([path, await scrollsSideways(p), await overflowing(p)]).toEqual([path, false, []]);
     }
+    // Tables become one block per row: nothing scrolls inside its card either, and a resource URL gets the
+    // card's width rather than a narrow column that wraps it a few letters at a time.
+    for (const path of ['/console/payments', '/console/webhooks', '/console/activity', `/console/payments/${paymentId}`]) {
+      await p.goto(server.url + path);
+      const cards = await p.locator('.table-card, .table-scroll').evaluateAll((els) => els.map((el) => el.scrollWidth <= el.clientWidth));
+      expect([path, cards.every(Boolean)]).toEqual([path, true]);
+    }
+    await p.goto(`${server.url}/console/payments`);
+    expect((await p.locator(`tr[data-payment-id="${paymentId}"] td.resource`).boundingBox())!.width).toBeGreaterThan(280);
     // An endpoint's URL has a line of its own, not a narrow column that wraps it a few letters at a time.
     await p.goto(`${server.url}/console/endpoints`);
     const url = await p.locator('.endpoint-url').first().boundingBox();

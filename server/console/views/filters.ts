@@ -17,7 +17,7 @@ export const selected = (value: string | undefined, option: string) => (value ==
  */
 export function dayInput(input: { id: string; name: string; label: string; value?: string; errors: FieldErrors }): SafeHtml {
   return html`<div class="field"><label for="${input.id}">${input.label}</label>
-    <input id="${input.id}" name="${input.name}" value="${input.value ?? ''}" placeholder="YYYY-MM-DD" inputmode="numeric" maxlength="10" autocomplete="off" spellcheck="false" data-date-picker${rawHtml(' pattern="[0-9]{4}-[0-9]{2}-[0-9]{2}"')}${invalid(input.errors, input.name)}>
+    <input id="${input.id}" name="${input.name}" value="${input.value ?? ''}" placeholder="YYYY-MM-DD" maxlength="10" autocomplete="off" spellcheck="false" data-date-picker${rawHtml(' pattern="[0-9]{4}-[0-9]{2}-[0-9]{2}"')}${invalid(input.errors, input.name)}>
     ${fieldError(input.errors, input.name)}</div>`;
 }
 

@@ -66,13 +66,13 @@ export function deliverySection(session: LiveSession, payment: PaymentDoc, deliv
       ${retryForm(session, delivery, `/console/payments/${payment._id}`)}
     </div>
     ${delivery.lastError ? html`<p class="muted">Last error: ${delivery.lastError}</p>` : ''}
-    <div class="table-scroll"><table>
+    <div class="table-scroll"><table class="stack-narrow">
       <caption class="sr-only">Delivery attempts, oldest first</caption>
       <thead><tr><th scope="col">#</th><th scope="col">Time</th><th scope="col">URL</th><th scope="col">Result</th><th scope="col" class="num">Duration</th></tr></thead>
       <tbody>${delivery.attempts.length === 0 ? html`<tr><td colspan="5" class="empty">No attempt yet.</td></tr>` : delivery.attempts.map((a, i) => html`<tr data-attempt="${i + 1}">
-        <td>${i + 1}</td><td class="nowrap">${time(a.at)}</td><td class="resource">${a.url}</td>
-        <td>${a.statusCode !== undefined ? html`${badge(a.statusCode >= 200 && a.statusCode < 300 ? 'delivered' : 'failed')} HTTP ${a.statusCode}` : html`${badge('failed')} ${a.error ?? ''}`}</td>
-        <td class="num">${a.durationMs} ms</td></tr>`)}</tbody>
+        <td data-label="#">${i + 1}</td><td data-label="Time" class="nowrap">${time(a.at)}</td><td data-label="URL" class="resource">${a.url}</td>
+        <td data-label="Result">${a.statusCode !== undefined ? html`${badge(a.statusCode >= 200 && a.statusCode < 300 ? 'delivered' : 'failed')} HTTP ${a.statusCode}` : html`${badge('failed')} ${a.error ?? ''}`}</td>
+        <td data-label="Duration" class="num">${a.durationMs} ms</td></tr>`)}</tbody>
     </table></div>`;
 }
 

@@ -36,13 +36,13 @@ function webhookCell(p: PaymentDoc, deliveries: Map<string, DeliverySummary>): S
 export function paymentRows(payments: PaymentDoc[], deliveries: Map<string, DeliverySummary>): SafeHtml {
   if (payments.length === 0) return html`<tr><td colspan="7" class="empty">No payments match.</td></tr>`;
   return html`${payments.map((p) => html`<tr data-payment-id="${p._id}">
-    <td class="nowrap"><a href="/console/payments/${p._id}">${time(p.createdAt)}</a></td>
-    <td class="num">${usdc(p.amountUsdcRaw)} <span class="unit">USDC</span></td>
-    <td>${shortHex(p.payerAddress)}</td>
-    <td class="resource" title="${p.resourceUrl}">${p.resourceUrl}</td>
-    <td>${badge(p.status)}</td>
-    <td data-webhook>${webhookCell(p, deliveries)}</td>
-    <td>${shortHex(p.txHash)}</td>
+    <td data-label="Time" class="nowrap"><a href="/console/payments/${p._id}">${time(p.createdAt)}</a></td>
+    <td data-label="Amount" class="num">${usdc(p.amountUsdcRaw)} <span class="unit">USDC</span></td>
+    <td data-label="Payer">${shortHex(p.payerAddress)}</td>
+    <td data-label="Resource" class="resource" title="${p.resourceUrl}">${p.resourceUrl}</td>
+    <td data-label="Status">${badge(p.status)}</td>
+    <td data-label="Webhook" data-webhook>${webhookCell(p, deliveries)}</td>
+    <td data-label="Transaction">${shortHex(p.txHash)}</td>
   </tr>`)}`;
 }
 
@@ -72,7 +72,7 @@ export function paymentsPage(input: PaymentsPageInput): SafeHtml {
     <form method="get" action="/console/payments" class="card filters" aria-label="Filter payments" novalidate>
       ${filterAlert(errors)}
       <div class="field wide"><label for="f-q">Search</label>
-        <input id="f-q" name="q" type="search" value="${values.q ?? ''}" placeholder="Payment id (pay_…), transaction hash or payer address" spellcheck="false" maxlength="100" autocomplete="off"${invalid(errors, 'q')}>
+        <input id="f-q" name="q" type="search" value="${values.q ?? ''}" placeholder="Payment id (pay_…), transaction hash or payer" spellcheck="false" maxlength="100" autocomplete="off"${invalid(errors, 'q')}>
         ${fieldError(errors, 'q')}</div>
       <div class="field"><label for="f-status">Status</label>
         <select id="f-status" name="status"${invalid(errors, 'status')}>
@@ -105,7 +105,7 @@ export function paymentsPage(input: PaymentsPageInput): SafeHtml {
       ${refused ? '' : html`<a class="button-quiet" href="/console/payments.csv${qs}" download>Export CSV</a>`}
     </div>
     <div class="card table-card">
-      <table>
+      <table class="stack-narrow">
         <caption class="sr-only">Payments, newest first</caption>
         <thead><tr><th scope="col">Time</th><th scope="col" class="num">Amount</th><th scope="col">Payer</th><th scope="col">Resource</th><th scope="col">Status</th><th scope="col">Webhook</th><th scope="col">Transaction</th></tr></thead>
         <tbody id="payment-rows"${firstPage && !refused ? html` data-live="/console/payments/rows${qs}" data-live-status="live-status"` : ''}>

@@ -54,14 +54,14 @@ export function webhooksPage(input: {
     </form>
     <div class="list-head">${refused ? html`<p class="muted">Nothing is listed until the filter is fixed.</p>` : showing(input.window, 'deliveries')}</div>
     <div class="card table-card">
-      <table>
+      <table class="stack-narrow">
         <caption class="sr-only">Webhook deliveries, newest first</caption>
         <thead><tr><th scope="col">Created</th><th scope="col">State</th><th scope="col">Payment</th><th scope="col">Endpoint</th><th scope="col">Next attempt / last error</th>${input.session.role === 'admin' ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}</tr></thead>
         <tbody>${input.deliveries.length === 0 ? html`<tr><td colspan="6" class="empty">No deliveries match.</td></tr>` : input.deliveries.map((d) => html`<tr data-delivery-id="${d._id}" data-state="${deliveryState(d)}">
-          <td class="nowrap">${time(d.createdAt)}</td>
-          <td class="nowrap">${badge(deliveryState(d))}<div class="muted small">${d.attemptCount} attempt${d.attemptCount === 1 ? '' : 's'}</div></td>
-          <td><a href="/console/payments/${d.paymentId}#webhook-title"><code>${d.paymentId}</code></a></td>
-          <td class="resource endpoint-cell">${urlOf.get(d.endpointId) ?? html`<code>${d.endpointId}</code> <span class="muted">(deleted)</span>`}</td>
+          <td data-label="Created" class="nowrap">${time(d.createdAt)}</td>
+          <td data-label="State" class="nowrap">${badge(deliveryState(d))}<div class="muted small">${d.attemptCount} attempt${d.attemptCount === 1 ? '' : 's'}</div></td>
+          <td data-label="Payment"><a href="/console/payments/${d.paymentId}#webhook-title"><code>${d.paymentId}</code></a></td>
+          <td data-label="Endpoint" class="resource endpoint-cell">${urlOf.get(d.endpointId) ?? html`<code>${d.endpointId}</code> <span class="muted">(deleted)</span>`}</td>
           <td class="next-cell">${d.status === 'pending' && d.nextAttemptAt ? html`next ${time(d.nextAttemptAt)}` : ''}${d.lastError ? html`<div class="muted small">${d.lastError}</div>` : ''}</td>
           ${input.session.role === 'admin' ? html`<td>${retryForm(input.session, d, here)}</td>` : ''}
         </tr>`)}</tbody>
