@@ -319,6 +319,7 @@ export class WebhookService {
     if (current.status !== 'pending') return { delivery: await this.retry(orgId, id), outcome: 'new_round' };
     const roundBase = current.roundBase ?? 0;
     await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round: current.round, roundBase, made: current.attemptCount - roundBase });
+    this.observe.log.info({ deliveryId: id, paymentId: current.paymentId, attempt: current.attemptCount + 1, round: current.round }, 'webhook attempt brought forward by hand');
     await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${current.paymentId}: next attempt (#${current.attemptCount + 1}) sent now by hand`, targetType: 'webhook_delivery', targetId: id });
     return { delivery: current, outcome: 'hurried' };
   }
@@ -336,6 +337,7 @@ export class WebhookService {
       { $set: { status: 'pending', round, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, lastError: null, deliveredAt: null, failedAt: null } });
     const doc = { ...current, status: 'pending' as const, round, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, lastError: null, deliveredAt: null, failedAt: null };
     await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round, roundBase: doc.attemptCount, made: 0 });
+    this.observe.log.info({ deliveryId: id, paymentId: doc.paymentId, round }, 'webhook delivery retried by hand: new round');
     await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${doc.paymentId} retried by hand`, targetType: 'webhook_delivery', targetId: id });
     return doc;
   }

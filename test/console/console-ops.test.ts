@@ -124,6 +124,7 @@ describe('payments: totals, chart, search, pages and CSV against a known set', (
     const second = await consoleGet(server, '/console/payments?page=2', session.cookie);
     expect(second.text).toMatch(/Showing <strong>26–31<\/strong> of <strong>31<\/strong>/);
     expect(second.text).toContain('rel="prev"');
+    expect((await consoleGet(server, '/console/payments?page=9', session.cookie)).text).toContain('Page 9 is past the end: there are <strong>31</strong> payments (2 pages).');
     const seen = [...rowsIn(first.text), ...rowsIn(second.text)];
     expect(seen).toHaveLength(31);
     expect(new Set(seen)).toEqual(new Set(ids));
@@ -230,7 +231,7 @@ describe('webhooks: the state column and "retry now"', () => {
     // The payments list and the webhooks page both say "failing".
     const list = await consoleGet(server, '/console/payments', session.cookie);
     const row = new RegExp(`<tr data-payment-id="${paymentId}">[\\s\\S]*?</tr>`).exec(list.text)![0];
-    expect(row).toMatch(/<td data-webhook>.*badge-warn">failing</);
+    expect(row).toMatch(/<td data-label="Webhook" data-webhook>.*badge-warn">failing</);
     const webhooks = await consoleGet(server, '/console/webhooks?state=failing', session.cookie);
     expect(webhooks.text).toContain(`data-delivery-id="${failing.id}" data-state="failing"`);
     const detail = await consoleGet(server, `/console/payments/${paymentId}`, session.cookie);

@@ -16,6 +16,7 @@ export const offsetOf = (page: number | undefined, pageSize: number) => ((page ?
 /** "Showing 26–50 of 132" (what a person reads first about a list). */
 export function showing(w: PageWindow, noun: string): SafeHtml {
   if (w.total === 0) return html`<p class="muted showing" data-total="0">No ${noun}.</p>`;
+  if ((w.page - 1) * w.pageSize >= w.total) return html`<p class="muted showing" data-total="${w.total}">Page ${w.page} is past the end: there are <strong>${w.total}</strong> ${noun} (${lastPage(w)} page${lastPage(w) === 1 ? '' : 's'}).</p>`;
   const first = Math.min((w.page - 1) * w.pageSize + 1, w.total);
   const last = Math.min(w.page * w.pageSize, w.total);
   return html`<p class="muted showing" data-total="${w.total}">Showing <strong>${first}–${last}</strong> of <strong>${w.total}</strong> ${noun}</p>`;
