@@ -87,8 +87,13 @@ it('polls on its own once started, and stops polling when stopped', async () => 
   while (!reader.seen.includes('identity:polled') && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
   expect(reader.seen).toContain('identity:polled');
   await reader.feed.stop();
+  // A witness polling at the same pace sees the entry: the stopped reader had the time to, and did not.
+  const witness = await recordingFeed(conns[2]!, { pollMs: 50 });
   await writer.feed.publish('identity', 'after-stop');
-  await new Promise((r) => setTimeout(r, 200));
+  const witnessUntil = Date.now() + 5_000;
+  while (!witness.seen.includes('identity:after-stop') && Date.now() < witnessUntil) await new Promise((r) => setTimeout(r, 10));
+  expect(witness.seen).toContain('identity:after-stop');
   expect(reader.seen).not.toContain('identity:after-stop');
+  await witness.feed.stop();
   await writer.feed.stop();
 });
