@@ -3,6 +3,7 @@ import { verifyReceipt, type DidDocument, type Receipt } from '../../middleware/
 import { verifyJwsReceipt } from '../../middleware/offer-receipt.js';
 import { loadCredentials } from './credentials.js';
 import { backendUrl, callBackend } from './backend.js';
+import { resolveDidWeb } from './did-resolution.js';
 import type { CommandIO } from './account-commands.js';
 
 interface Target { url: string; key: string }
@@ -40,9 +41,10 @@ export async function receiptsListCommand(io: CommandIO, options: { url?: string
 }
 
 /**
- * `agentgate receipts verify <payment id | receipt.json>`: checks the Ed25519 signature against the
- * service's DID document (fetched from /.well-known/did.json, or given with --did-document for a fully
- * offline check), never against the key the receipt itself names.
+ * `agentgate receipts verify <payment id | receipt.json>`: checks the Ed25519 signature against the DID
+ * document of the DID the receipt names, resolved at that DID's own address as a buyer's verifier does
+ * (or given with --did-document for a fully offline check), never against the key the receipt itself
+ * carries, nor against whatever backend --url points at: a DID nobody can resolve is not "valid".
  */
 export async function receiptsVerifyCommand(io: CommandIO, subject: string | undefined, options: { url?: string; key?: string; 'did-document'?: string }): Promise<number> {
   if (!subject) {
@@ -76,12 +78,17 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
   if (options['did-document']) {
     didDocument = JSON.parse(readFileSync(options['did-document'], 'utf8'));
   } else {
-    const res = await getJson(`${url}/.well-known/did.json`);
-    if (res.status !== 200) {
-      io.out(`could not fetch ${url}/.well-known/did.json (${res.status})`);
+    const resolved = await resolveDidWeb(String(receipt.did));
+    if (!resolved.ok) {
+      io.out(`INVALID receipt: its DID ${receipt.did} cannot be resolved${resolved.url ? ` at ${resolved.url}` : ''} (${resolved.reason}), so a buyer's verifier cannot check it either`);
+      // Say why when the backend itself still serves that DID: it runs on another address than the DID names.
+      const served = await getJson(`${url}/.well-known/did.json`).catch(() => undefined);
+      if (served?.status === 200 && served.body?.id === receipt.did) {
+        io.out(`${url} serves this DID's document, but the DID names another address: run the backend where the DID points (agentgate dev keeps the port of its first start), or check offline with --did-document`);
+      }
       return 1;
     }
-    didDocument = res.body;
+    didDocument = resolved.document;
   }
   const result = await verifyReceipt(receipt, didDocument);
   if (!result.ok) {

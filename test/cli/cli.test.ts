@@ -6,6 +6,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { freePort } from '../../server/platform/net.js';
+import { createServer, type AddressInfo } from 'node:net';
+import { privateKeyToAccount } from 'viem/accounts';
+import { verifyReceiptSignatureJWS } from '@x402/extensions/offer-receipt';
+import { paymentHeaderV1, signAuthorization } from '../support/chain.js';
 
 const run = promisify(execFile);
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
@@ -21,9 +25,9 @@ afterAll(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-async function cli(args: string[], env: Record<string, string> = {}) {
+async function cli(args: string[], env: Record<string, string | undefined> = {}, timeout = 30_000) {
   try {
-    const { stdout, stderr } = await run('node', [CLI, ...args], { env: { ...process.env, ...env }, timeout: 30_000 });
+    const { stdout, stderr } = await run('node', [CLI, ...args], { env: { ...process.env, ...env }, timeout });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -164,8 +168,20 @@ describe('agentgate dev', () => {
       return { child, output, stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }) };
     };
     try {
+      // A first start on a port in use stops with a clear message and fixes no DID domain: the DID is
+      // fixed by the first start that serves.
+      const occupied = createServer();
+      await new Promise<void>((resolve) => occupied.listen(0, '127.0.0.1', resolve));
+      const busyPort = (occupied.address() as AddressInfo).port;
+      const failed = await cli(['dev'], { ...env, PORT: String(busyPort) }, 120_000).finally(() => new Promise((r) => occupied.close(r)));
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain(`port ${busyPort} on 127.0.0.1 is already in use`);
+      expect(failed.stderr).toContain('generated a development master key');
+      expect(existsSync(join(state, 'did-domain'))).toBe(false);
+
       const first = await startDev();
-      expect(first.output).toContain('generated a development master key');
+      expect(first.output).not.toContain('generated a development master key'); // kept from the failed start
+      expect(readFileSync(join(state, 'did-domain'), 'utf8').trim()).toBe(`localhost%3A${port}`);
       const signup = await fetch(`http://127.0.0.1:${port}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).then((r) => r.json()) as any;
       const agentKey = { authorization: `Bearer ${signup.identity.rawKey}` };
       // The local chat workspace: a person approves the install in the browser (follow the redirects by hand).
@@ -184,14 +200,35 @@ describe('agentgate dev', () => {
       const found = await cli(['signup', '--help'], { AGENTGATE_STATE_DIR: state });
       expect(found.code).toBe(0);
       const didBefore = (await fetch(`http://127.0.0.1:${port}/.well-known/did.json`).then((r) => r.json()) as any).id;
+      // A payment to the dev seller: its receipt verifies, for the CLI and the official verifier alike.
+      const seller = JSON.parse(readFileSync(join(state, 'dev-seller.json'), 'utf8'));
+      const buyer = privateKeyToAccount(seller.buyerPrivateKey);
+      const signed = await signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { chainId: seller.chainId, verifyingContract: seller.usdcAddress });
+      const redeemed = await fetch(`http://127.0.0.1:${port}/v0/payments/redeem`, {
+        method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${seller.sellerKey}` },
+        body: JSON.stringify({ paymentHeader: paymentHeaderV1(signed, seller.network), resource: seller.endpoints.express, amount: '0.01' }),
+      }).then((r) => r.json()) as any;
+      expect(redeemed.paymentId).toMatch(/^pay_/);
+      const record = await fetch(`http://127.0.0.1:${port}/v0/payments/${redeemed.paymentId}`, { headers: { authorization: `Bearer ${seller.platformKey}` } }).then((r) => r.json()) as any;
+      await expect(verifyReceiptSignatureJWS(record.offerReceipt)).resolves.toMatchObject({ transaction: record.txHash });
+      const verify = () => cli(['receipts', 'verify', redeemed.paymentId, '--key', seller.platformKey], { AGENTGATE_STATE_DIR: state, AGENTGATE_CREDENTIALS: join(state, 'none.json') });
+      const validThere = await verify();
+      expect([validThere.code, validThere.stdout]).toEqual([0, expect.stringContaining(`valid receipt for payment ${redeemed.paymentId}`)]);
       await first.stop();
-      // The second start moves to another port: identities keep their DIDs (receipts stay verifiable).
+      // The second start moves to another port: identities keep their DIDs (receipts keep their signer),
+      // and the terminal says that verifiers still look for the DID at the first port.
       const port2 = String(await freePort());
       env.PORT = port2;
       const second = await startDev();
       expect((await fetch(`http://127.0.0.1:${port2}/.well-known/did.json`).then((r) => r.json()) as any).id).toBe(didBefore);
       expect(didBefore).toBe(`did:web:localhost%3A${port}`);
+      expect(second.output).toContain(`third-party verifiers resolve it at http://localhost:${port}/.well-known/did.json`);
       expect(second.output).not.toContain('generated a development master key');
+      // Nobody answers at the DID's address now: the official verifier fails, and so does the CLI.
+      await expect(verifyReceiptSignatureJWS(record.offerReceipt)).rejects.toThrow(`Failed to resolve ${didBefore}`);
+      const invalidHere = await verify();
+      expect(invalidHere.code).toBe(1);
+      expect(invalidHere.stdout).toContain(`INVALID receipt: its DID ${didBefore} cannot be resolved at http://localhost:${port}/.well-known/did.json`);
       const me = await fetch(`http://127.0.0.1:${port2}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
       expect(me.status).toBe(200);
       // The chat install survived too, on both sides: the workspace still knows the bot's token.
@@ -199,16 +236,14 @@ describe('agentgate dev', () => {
       expect(channels.status).toBe(200);
       expect(((await channels.json()) as any).channels.map((c: { name: string }) => c.name)).toContain('general');
       // The local chain kept its token and the dev seller its keys: no second deployment.
-      expect(first.output).toContain('(deployed now)');
       expect(second.output).not.toContain('(deployed now)');
-      const seller = JSON.parse(readFileSync(join(state, 'dev-seller.json'), 'utf8'));
       const settings = await fetch(`http://127.0.0.1:${port2}/v0/payments/settings`, { headers: { authorization: `Bearer ${seller.sellerKey}` } });
       expect(settings.status).toBe(200);
       await second.stop();
     } finally {
       rmSync(state, { recursive: true, force: true });
     }
-  });
+  }, 240_000);
 });
 
 describe('agentgate dev after a SIGKILL', () => {
