@@ -1,6 +1,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -72,6 +73,28 @@ describe('agentgate CLI against a running server', () => {
     expect(JSON.parse(me.stdout).email).toBe(signup.body.identity.emailAddress);
   });
 
+  it('asks the backend of --url, else AGENTGATE_URL, else the saved one, for whoami as for every command', async () => {
+    const credentials = join(home, 'order.json');
+    const env = { AGENTGATE_CREDENTIALS: credentials };
+    expect((await cli(['signup', '--url', server.url], env)).code).toBe(0);
+    const saved = JSON.parse(readFileSync(credentials, 'utf8'));
+    const [envUrl, flagUrl] = [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`];
+    // Nothing listens at either: the error names the one that was asked.
+    const byEnv = await cli(['whoami', '--key', saved.identityKey], { ...env, AGENTGATE_URL: envUrl });
+    expect([byEnv.code, byEnv.stderr]).toEqual([1, expect.stringContaining(`could not reach the agentgate backend at ${envUrl}`)]);
+    const byFlag = await cli(['whoami', '--key', saved.identityKey, '--url', flagUrl], { ...env, AGENTGATE_URL: envUrl });
+    expect([byFlag.code, byFlag.stderr]).toEqual([1, expect.stringContaining(`could not reach the agentgate backend at ${flagUrl}`)]);
+    const listByFlag = await cli(['receipts', 'list', '--url', flagUrl], { ...env, AGENTGATE_URL: envUrl, AGENTGATE_KEY: saved.platformKey });
+    expect(listByFlag.stderr).toContain(`could not reach the agentgate backend at ${flagUrl}`);
+    // The saved key goes only to the backend it was saved for.
+    const elsewhere = await cli(['whoami'], { ...env, AGENTGATE_URL: envUrl });
+    expect([elsewhere.code, elsewhere.stdout.trim()]).toEqual([1, `not logged in at ${envUrl}: the saved credentials are for ${server.url}, not ${envUrl}: pass --key or set AGENTGATE_KEY, or run \`agentgate login --url ${envUrl}\``]);
+    // The same server by another name answers with the key given.
+    const other = await cli(['whoami', '--url', server.url.replace('127.0.0.1', 'localhost')], { ...env, AGENTGATE_KEY: saved.identityKey });
+    expect(other.code).toBe(0);
+    expect(JSON.parse(other.stdout).identityId).toBe(saved.identityId);
+  });
+
   it('stops `serve` with one line naming a bad or missing variable', async () => {
     const missing = await cli(['serve'], { BASE_URL: '', MONGODB_URI: '', MASTER_KEY: '' });
     expect(missing.code).toBe(1);
@@ -110,6 +133,37 @@ describe('agentgate CLI basics', () => {
     const port = await cli(['dev', '--port', 'x1']);
     expect(port.code).toBe(2);
     expect(port.stdout).toContain('--port must be a port number');
+  });
+
+  it('answers --version from package.json alone, and --help without loading the server', async () => {
+    // Lists every module the command loads (synchronous loader hooks see tsx-loaded files too).
+    const hook = join(home, 'list-modules.mjs');
+    writeFileSync(hook, `import { registerHooks } from 'node:module';
+const loaded = [];
+registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(loaded)));
+`);
+    const loadedBy = async (arg: string) => {
+      const { stdout, stderr } = await run('node', ['--import', hook, CLI, arg]);
+      return { stdout, loaded: JSON.parse(stderr.slice(stderr.lastIndexOf('LOADED ') + 7)) as string[] };
+    };
+    const version = await loadedBy('--version');
+    expect(version.stdout.trim()).toBe(JSON.parse(readFileSync('package.json', 'utf8')).version);
+    expect(version.loaded.filter((url) => !url.startsWith('node:'))).toEqual([pathToFileURL(CLI).href]);
+    const help = await loadedBy('--help');
+    expect(help.stdout).toContain('usage: agentgate <command>');
+    const ours = help.loaded.filter((url) => url.includes('/server/')).map((url) => url.replace(/^.*\/server\//, 'server/').replace(/\?.*$/, ''));
+    expect(ours).toEqual(['server/cli/main.ts', 'server/platform/package-info.ts']);
+  });
+
+  it('says in one line that it needs Node 22 or 24 on an older Node', async () => {
+    // An older Node, as far as the command can tell; the file itself must parse there (no top-level await).
+    const node20 = join(home, 'node20.mjs');
+    writeFileSync(node20, "Object.defineProperty(process, 'versions', { value: { ...process.versions, node: '20.11.1' } });\n");
+    const res = await run('node', ['--import', node20, CLI, 'dev']).then(() => ({ code: 0, stderr: '' }), (err) => err as { code: number; stderr: string });
+    expect(res.code).toBe(1);
+    expect(res.stderr.trim()).toBe('agentgate needs Node.js 22 or 24; this is Node.js 20.11.1 (install 22 or 24 from https://nodejs.org, or `nvm install 22`)');
+    expect(readFileSync(CLI, 'utf8')).not.toMatch(/^\s*(?:const .*= )?await\s/m);
   });
 
   it('is installed, wherever the docs say so, from the package whose bin it is', () => {

@@ -73,6 +73,36 @@ describe('agentgate receipts', () => {
     expect(res.stdout).toContain(paymentId);
     expect(res.stdout).toContain('settled');
     expect(res.stdout).toContain('0.25 USDC');
+    expect(res.stdout).toContain('https://api.example.com/report'); // the resource paid for
+  });
+
+  it('pages through payments with --cursor or --all, prints JSON with --json, and explains a --limit out of range', async () => {
+    const org = await paidOnce(server);
+    const ids = [org.paymentId, await org.payAgain(), await org.payAgain()].reverse(); // newest first
+    const base = ['receipts', 'list', '--url', server.url, '--key', org.platformKey];
+    const first = await cli([...base, '--limit', '2', '--json']);
+    expect(first.code).toBe(0);
+    const page1 = JSON.parse(first.stdout);
+    expect(page1.payments.map((p: any) => p.id)).toEqual(ids.slice(0, 2));
+    expect(page1.payments[0]).toMatchObject({ resourceUrl: 'https://api.example.com/report', status: 'settled' });
+    expect(page1.nextCursor).toEqual(expect.any(String));
+    const next = await cli([...base, '--limit', '2', '--cursor', page1.nextCursor]);
+    expect(next.code).toBe(0);
+    expect(next.stdout).toContain(ids[2]);
+    expect(next.stdout).not.toContain(ids[0]);
+    // In text, the way to the next page is spelled out.
+    const text = await cli([...base, '--limit', '1']);
+    expect(text.stdout).toMatch(/^more: agentgate receipts list --cursor \S+ --limit 1/m);
+    const all = await cli([...base, '--all', '--json']);
+    expect(JSON.parse(all.stdout).payments.map((p: any) => p.id)).toEqual(ids);
+    expect(JSON.parse(all.stdout).nextCursor).toBeUndefined();
+
+    const tooMany = await cli([...base, '--limit', '500']);
+    expect(tooMany.code).toBe(2);
+    expect(tooMany.stdout.trim()).toBe('agentgate receipts list: --limit must be a whole number from 1 to 100 (a page); to list every payment, use --all, or follow --cursor from page to page');
+    const badCursor = await cli([...base, '--cursor', 'nonsense']);
+    expect(badCursor.code).toBe(1);
+    expect(badCursor.stdout.trim()).toBe('agentgate receipts list: the cursor "nonsense" is not one this backend gave out');
   });
 
   it('verifies a receipt by payment id against the DID document the server publishes', async () => {
