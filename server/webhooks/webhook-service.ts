@@ -4,6 +4,7 @@ import type { Config } from '../platform/config.js';
 import type { JobQueue, JobRun } from '../platform/jobs.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
+import type { ServiceEvents } from '../platform/events.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { PaymentService } from '../payments/payment-service.js';
@@ -63,8 +64,11 @@ export class WebhookService {
     private readonly payments: PaymentService,
     private readonly secrets: SecretBox,
     private readonly logs: ActivityLog,
-    /** One line and one counted outcome per attempt (the operator's view; the seller's is the delivery log). */
-    private readonly observe: { log: Logger; metrics: Metrics },
+    /**
+     * One line and one counted outcome per attempt (the operator's view; the seller's is the delivery
+     * log), and one readable line per attempt for `agentgate dev`'s terminal (events).
+     */
+    private readonly observe: { log: Logger; metrics: Metrics; events?: ServiceEvents },
   ) {
     this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
     this.claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
@@ -263,6 +267,7 @@ export class WebhookService {
       deliveryId: delivery._id, paymentId: delivery.paymentId, endpointId: delivery.endpointId, attempt: expectedCount + 1, outcome,
       statusCode: record?.statusCode ?? null, durationMs: record?.durationMs ?? null, ...(error ? { error } : {}), ...(nextAttemptAt ? { nextAttemptAt } : {}),
     };
+    this.observe.events?.emit({ category: 'webhooks', line: attemptLine(delivery.paymentId, expectedCount + 1, record, status, error, nextAttemptAt) });
     if (status === 'delivered') this.observe.log.info(line, 'webhook delivered');
     else this.observe.log.warn(line, status === 'pending' ? 'webhook attempt failed, will retry' : 'webhook delivery failed');
     if (status === 'pending') return;
@@ -388,4 +393,13 @@ function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, un
     ...(filter.paymentId ? { paymentId: filter.paymentId } : {}),
     ...(filter.from || filter.until ? { createdAt: { ...(filter.from ? { $gte: filter.from } : {}), ...(filter.until ? { $lt: filter.until } : {}) } } : {}),
   };
+}
+
+/** `webhooks: payment.received for pay_… attempt 2 to https://…: 503 in 41 ms, next attempt in 10 s`. */
+function attemptLine(paymentId: string, attempt: number, record: DeliveryDoc['attempts'][number] | undefined, status: DeliveryStatus, error: string | undefined, nextAttemptAt: Date | null): string {
+  const answer = record ? (record.statusCode ? `${record.statusCode} in ${record.durationMs} ms` : `${record.error ?? 'no answer'} after ${record.durationMs} ms`) : (error ?? 'not sent');
+  const next = status === 'delivered' ? 'delivered'
+    : status === 'pending' ? `next attempt in ${Math.max(0, Math.round(((nextAttemptAt?.getTime() ?? Date.now()) - Date.now()) / 1000))} s`
+    : 'failed, no more attempts';
+  return `webhooks: payment.received for ${paymentId} attempt ${attempt}${record?.url ? ` to ${record.url}` : ''}: ${answer}, ${next}`;
 }
