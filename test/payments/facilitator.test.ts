@@ -35,6 +35,8 @@ describe('seller set-up', () => {
     expect(settings.body).toEqual({
       network: 'base-sepolia', chainId: 84532, asset: getAddress(testChain().usdc), payTo: seller.payTo,
       assetName: 'USD Coin', assetVersion: '2', maxTimeoutSeconds: 60,
+      // The relayer x402 upto buyers name in their permits (the middleware puts it in an upto route's 402).
+      uptoFacilitator: server.app.chain!.relayerAccounts[0]!.address,
     });
     const list = await server.request('GET', '/v0/payments/seller-keys', { key: seller.platformKey });
     expect(JSON.stringify(list.body)).not.toContain(seller.sellerKey);
