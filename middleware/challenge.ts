@@ -138,7 +138,12 @@ export function buildUptoPaymentRequired(
   const requirementV2 = buildUptoRequirementV2(settings, offer);
   const description = offer.description ?? '';
   const mimeType = offer.mimeType ?? 'application/json';
-  const v2 = { x402Version: X402_V2, error: failure.reason, resource: { url: offer.resource, description, mimeType }, accepts: [requirementV2] };
+  const v2 = {
+    x402Version: X402_V2, error: failure.reason, resource: { url: offer.resource, description, mimeType }, accepts: [requirementV2],
+    // A buyer that never approved Permit2 may sign USDC's EIP-2612 permit for it instead; the official
+    // client does so when the 402 declares this extension, and the backend submits it with the settlement.
+    extensions: { eip2612GasSponsoring: { info: { description: 'The facilitator accepts EIP-2612 gasless Permit to `Permit2` canonical contract.', version: '1' } } },
+  };
   const body: PaymentRequiredBody = { x402Version: X402_V1, error: failure.reason, message: failure.message, status: 402, accepts: [] };
   return {
     status: 402,

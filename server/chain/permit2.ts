@@ -148,6 +148,17 @@ export const erc20AllowanceAbi = [
   },
 ] as const;
 
+/**
+ * The buyer's EIP-2612 permit letting Permit2 spend its USDC (the spec's `eip2612GasSponsoring`
+ * extension): sent inside settleWithPermit, so a buyer that never approved Permit2 pays no gas.
+ */
+export interface Eip2612Permit { value: bigint; deadline: bigint; v: number; r: Hex; s: Hex }
+
+/** The proxy's `settleWithPermit` arguments. */
+export function uptoSettleWithPermitArgs(permit2612: Eip2612Permit, permit: UptoPermit, amount: bigint, signature: Hex) {
+  return [permit2612, ...uptoSettleArgs(permit, amount, signature)] as const;
+}
+
 /** The proxy's `settle` arguments for charging `amount` (at most permit.maxAmount). */
 export function uptoSettleArgs(permit: UptoPermit, amount: bigint, signature: Hex) {
   return [

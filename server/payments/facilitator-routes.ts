@@ -75,6 +75,7 @@ const UPTO_SPEC_REASONS: Record<string, string> = {
   permit2_allowance_required: 'permit2_allowance_required',
   insufficient_funds: 'permit2_insufficient_balance',
   settlement_exceeds_amount: 'invalid_upto_evm_payload_settlement_exceeds_amount',
+  invalid_eip2612_permit: 'invalid_eip2612_extension_format',
   settle_reverted: 'invalid_upto_evm_transaction_failed',
   settle_failed: 'invalid_upto_evm_transaction_failed',
   settle_unconfirmed: 'settlement_pending',
@@ -170,7 +171,8 @@ export function facilitatorRoutes(app: AppContext): Router {
         // upto: the buyer binds the facilitator that may settle into its permit (scheme_upto_evm.md).
         { x402Version: 2, scheme: 'upto', network: chain.caip2, extra: { facilitatorAddress: app.payments.uptoFacilitatorAddress() } },
       ] : [],
-      extensions: [PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT],
+      // eip2612GasSponsoring: an upto buyer without a Permit2 allowance may send its USDC permit with the payment.
+      extensions: [PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT, 'eip2612GasSponsoring'],
       signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: chain.relayerAccounts.map((a) => a.address) } : {},
     };
   });

@@ -110,6 +110,8 @@ export interface PaymentDoc {
   /** exact: the EIP-3009 authorization. upto: the permit read the same way (value = the maximum, validBefore = the deadline). */
   authorization: { from: string; to: string; value: string; validAfter: string; validBefore: string; nonce: string };
   /** upto: the signed Permit2 authorization as the buyer sent it (what settlement and reconciliation send). */
+  /** upto with the eip2612GasSponsoring extension: the buyer's USDC permit for Permit2, sent with the settlement. */
+  eip2612Permit?: { value: string; deadline: string; v: number; r: string; s: string };
   permit2Authorization?: { from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string; witness: { to: string; facilitator: string; validAfter: string } };
   signature: string;
   status: PaymentStatus;
@@ -143,6 +145,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   scheme: String,
   maxAmountUsdcRaw: String,
   permit2Authorization: Schema.Types.Mixed,
+  eip2612Permit: Schema.Types.Mixed,
   authorizationKey: { type: String, required: true, unique: true },
   authorizationNonce: { type: String, required: true },
   authorization: { type: Schema.Types.Mixed, required: true },

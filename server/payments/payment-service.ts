@@ -24,7 +24,7 @@ import { endpointUrlsFor, normalizeResource } from './resource-url.js';
 import { offerReceiptExtension } from '../../middleware/offer-receipt.js';
 import type { UptoPaymentPayloadV2 } from '../../middleware/protocol/upto-evm.js';
 import { verifyUptoPayment } from './verify-upto.js';
-import { sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
+import { eip2612PermitOfRecord, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
 import type { IdentifiedPayment } from './payment-identifier.js';
 
 export type RedeemOutcome =
@@ -467,6 +467,7 @@ export class PaymentService {
       authorizationNonce: permit.nonce.toString(),
       authorization: { from: permit.from, to: permit.to, value: permit.maxAmount.toString(), validAfter: permit.validAfter.toString(), validBefore: permit.deadline.toString(), nonce: permit.nonce.toString() },
       permit2Authorization: { ...wire, nonce: permit.nonce.toString() },
+      ...(verified.permit2612 ? { eip2612Permit: { ...verified.permit2612, value: verified.permit2612.value.toString(), deadline: verified.permit2612.deadline.toString() } } : {}),
       signature: verified.signature, status: how.status, createdAt: new Date(),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
@@ -514,7 +515,7 @@ export class PaymentService {
     const amount = BigInt(payment.amountUsdcRaw);
     // A zero charge moves nothing: no transaction (the permit expires unused), and the claim keeps it used here.
     if (amount === 0n) return Promise.resolve({ ok: true, txHash: '' as Hex, batchSize: 0 });
-    return sendUptoSettlement(this.requireChain(), settler, { permit: uptoPermitOfRecord(payment), signature: payment.signature as Hex, amount, paymentId: payment._id });
+    return sendUptoSettlement(this.requireChain(), settler, { permit: uptoPermitOfRecord(payment), signature: payment.signature as Hex, amount, paymentId: payment._id, permit2612: eip2612PermitOfRecord(payment) });
   }
 
   /** 503 before anything is claimed when this process cannot send from `address` (an upto permit names its sender). */

@@ -6,7 +6,7 @@ import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { isDuplicateKey } from '../platform/errors.js';
-import { findUptoSettlementTx, permit2NonceUsed, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
+import { eip2612PermitOfRecord, findUptoSettlementTx, permit2NonceUsed, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 
@@ -138,7 +138,7 @@ async function reconcileUpto(service: PaymentService, chain: ChainService, payme
     return 'settled';
   }
   if (expired) return fail('authorization_expired');
-  const outcome = await sendUptoSettlement(chain, settler!, { permit, signature: payment.signature as Hex, amount: charge, paymentId: payment._id });
+  const outcome = await sendUptoSettlement(chain, settler!, { permit, signature: payment.signature as Hex, amount: charge, paymentId: payment._id, permit2612: eip2612PermitOfRecord(payment) });
   if (outcome.ok) { await service.markSettled(payment, outcome.txHash, endpoint); return 'settled'; }
   if (outcome.unconfirmed || outcome.unavailable) return 'resent';
   return fail(outcome.reason);

@@ -1,11 +1,11 @@
-import { encodeFunctionData, getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from 'viem';
+import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from 'viem';
 import type { ChainService } from '../chain/chain-service.js';
 import { usdcAbi } from '../chain/usdc.js';
-import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoPermitOf, uptoProxyAbi, uptoSettleArgs, type UptoPermit } from '../chain/permit2.js';
+import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoPermitOf, type Eip2612Permit, type UptoPermit } from '../chain/permit2.js';
 import type { PaymentDoc } from './models.js';
 import { RelayerUnavailableError, shortReason } from './relayer.js';
 import type { SettleOutcome, Settler } from './settler.js';
-import { simulateUptoSettle } from './verify-upto.js';
+import { simulateUptoSettle, uptoSettleCalldata } from './verify-upto.js';
 
 /**
  * Sends one x402 `upto` settlement: the proxy's `settle(permit, amount, owner, witness, signature)` from
@@ -19,14 +19,17 @@ import { simulateUptoSettle } from './verify-upto.js';
 /** Gas for one settle: Permit2's signature check (ERC-1271 for smart accounts) and the token transfer. */
 export const UPTO_SETTLE_GAS = 250_000n;
 
-export interface UptoSettlementRequest { permit: UptoPermit; signature: Hex; amount: bigint; paymentId?: string }
+export interface UptoSettlementRequest { permit: UptoPermit; signature: Hex; amount: bigint; paymentId?: string; permit2612?: Eip2612Permit }
 
 export async function sendUptoSettlement(chain: ChainService, settler: Settler, request: UptoSettlementRequest): Promise<SettleOutcome> {
   const { permit, signature, amount } = request;
   if (amount > permit.maxAmount) return { ok: false, reason: 'settlement_exceeds_amount', message: `the charge ${amount} is above the permit's maximum ${permit.maxAmount}` };
-  const simulated = await simulateUptoSettle(chain, permit, amount, signature);
+  // With the buyer's EIP-2612 permit, as long as Permit2 still lacks the allowance (settleWithPermit
+  // carries on when the permit was already used, so a resend after a crash is safe either way).
+  const permit2612 = request.permit2612;
+  const simulated = await simulateUptoSettle(chain, permit, amount, signature, permit2612);
   if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
-  const data = encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, amount, signature) });
+  const data = uptoSettleCalldata(permit, amount, signature, permit2612);
   let sent;
   try {
     sent = await settler.submitFrom(permit.facilitator, { to: UPTO_PROXY_ADDRESS, data, gas: UPTO_SETTLE_GAS }, { scheme: 'upto', ...(request.paymentId ? { paymentIds: [request.paymentId] } : {}) });
@@ -39,7 +42,7 @@ export async function sendUptoSettlement(chain: ChainService, settler: Settler, 
   if (fate.kind === 'mined' && fate.receipt.status === 'success') return { ok: true, txHash: fate.receipt.transactionHash, batchSize: 1 };
   if (fate.kind === 'mined') {
     // Reverted on chain though the simulation passed: the state changed in between. Replay it for the reason.
-    const again = await simulateUptoSettle(chain, permit, amount, signature).catch(() => undefined);
+    const again = await simulateUptoSettle(chain, permit, amount, signature, permit2612).catch(() => undefined);
     const reason = again && !again.ok ? again.reason : 'settle_reverted';
     return { ok: false, reason, message: `the settlement transaction ${fate.receipt.transactionHash} reverted${again && !again.ok ? `: ${again.message}` : ''}`, txHash: fate.receipt.transactionHash };
   }
@@ -50,6 +53,12 @@ export async function sendUptoSettlement(chain: ChainService, settler: Settler, 
 
 /** The permit of an upto payment record. */
 export const uptoPermitOfRecord = (payment: Pick<PaymentDoc, 'permit2Authorization'>): UptoPermit => uptoPermitOf(payment.permit2Authorization!);
+
+/** The EIP-2612 permit a record keeps (eip2612GasSponsoring), if any. */
+export function eip2612PermitOfRecord(payment: Pick<PaymentDoc, 'eip2612Permit'>): Eip2612Permit | undefined {
+  const p = payment.eip2612Permit;
+  return p ? { value: BigInt(p.value), deadline: BigInt(p.deadline), v: p.v, r: p.r as Hex, s: p.s as Hex } : undefined;
+}
 
 /**
  * Where an upto payment whose Permit2 nonce is used moved its money: the record's transaction if it did,

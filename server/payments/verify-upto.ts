@@ -10,7 +10,9 @@ import {
   uptoPermitOf,
   uptoProxyAbi,
   uptoSettleArgs,
+  uptoSettleWithPermitArgs,
   uptoTypedData,
+  type Eip2612Permit,
   type UptoPermit,
 } from '../chain/permit2.js';
 import type { ChainService } from '../chain/chain-service.js';
@@ -40,9 +42,11 @@ export type UptoVerifyFailure =
   | 'permit2_allowance_required'
   | 'insufficient_funds'
   | 'settlement_exceeds_amount'
+  | 'invalid_eip2612_permit'
   | 'settle_reverted';
 
-export type UptoVerified = { ok: true; payer: Address; permit: UptoPermit; signature: Hex };
+/** `permit2612`: the allowance comes with the payment (eip2612GasSponsoring), so settlement uses settleWithPermit. */
+export type UptoVerified = { ok: true; payer: Address; permit: UptoPermit; signature: Hex; permit2612?: Eip2612Permit };
 export type UptoRefused = { ok: false; reason: UptoVerifyFailure; message: string };
 
 export interface UptoTerms {
@@ -96,21 +100,56 @@ export async function verifyUptoPayment(
     balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: permit.from }),
   ]).catch((err) => { throw chainUnavailable(err); });
   if (used) return refuse('nonce_already_used', 'this permit\'s Permit2 nonce was already used or cancelled');
-  if (allowance < permit.maxAmount) {
+  // Without the allowance, the spec's EIP-2612 route: the buyer's signed USDC permit for Permit2 rides in
+  // the payload's eip2612GasSponsoring extension and is submitted with the settlement.
+  const permit2612 = allowance < permit.maxAmount ? eip2612PermitOf(payload, permit, chain.usdc.address, options.nowSeconds) : undefined;
+  if (permit2612 && 'reason' in permit2612) return permit2612;
+  if (allowance < permit.maxAmount && !permit2612) {
     return refuse('permit2_allowance_required', `the payer allows Permit2 (${PERMIT2_ADDRESS}) ${allowance} atomic units of USDC; ${permit.maxAmount} are needed: approve Permit2 once, then pay again`);
   }
   if (balance < permit.maxAmount) return refuse('insufficient_funds', `the payer holds ${balance} atomic units; the permit's maximum is ${permit.maxAmount}`);
 
   // The worst case, as the facilitator would send it: the whole maximum, from the facilitator account.
-  const simulated = await simulateUptoSettle(chain, permit, permit.maxAmount, signature);
+  const simulated = await simulateUptoSettle(chain, permit, permit.maxAmount, signature, permit2612);
   if (!simulated.ok) return simulated;
-  return { ok: true, payer: permit.from, permit, signature };
+  return { ok: true, payer: permit.from, permit, signature, ...(permit2612 ? { permit2612 } : {}) };
 }
 
-/** Runs the proxy's settle as a call from the facilitator account: nothing is sent. */
-export async function simulateUptoSettle(chain: ChainService, permit: UptoPermit, amount: bigint, signature: Hex): Promise<{ ok: true } | UptoRefused> {
+/** The settle (or settleWithPermit) call data for charging `amount`. */
+export function uptoSettleCalldata(permit: UptoPermit, amount: bigint, signature: Hex, permit2612?: Eip2612Permit): Hex {
+  return permit2612
+    ? encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settleWithPermit', args: uptoSettleWithPermitArgs(permit2612, permit, amount, signature) })
+    : encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, amount, signature) });
+}
+
+/**
+ * The eip2612GasSponsoring extension's permit, checked as the spec and @x402/evm check it (payer, token,
+ * spender Permit2, value = the permit's maximum, deadline); undefined when the payload carries none.
+ */
+function eip2612PermitOf(payload: UptoPaymentPayloadV2, permit: UptoPermit, usdc: Address, nowSeconds: number): Eip2612Permit | UptoRefused | undefined {
+  const info = (payload.extensions?.eip2612GasSponsoring as { info?: Record<string, unknown> } | undefined)?.info;
+  // Clients echo the 402's declaration ({description, version}) into the payload: without the permit's
+  // fields there is no permit, as @x402/evm reads it.
+  if (!info || ['from', 'asset', 'spender', 'amount', 'nonce', 'deadline', 'signature'].some((key) => !info[key])) return undefined;
+  const text = (key: string) => (typeof info[key] === 'string' ? info[key] as string : '');
+  const address = /^0x[0-9a-fA-F]{40}$/;
+  const digits = /^\d{1,78}$/;
+  if (!address.test(text('from')) || !address.test(text('asset')) || !address.test(text('spender')) || !digits.test(text('amount')) || !digits.test(text('deadline')) || !/^0x[0-9a-fA-F]{130}$/.test(text('signature'))) {
+    return refuse('invalid_eip2612_permit', 'the eip2612GasSponsoring extension is malformed');
+  }
+  if (!isAddressEqual(text('from') as Address, permit.from) || !isAddressEqual(text('asset') as Address, usdc) || !isAddressEqual(text('spender') as Address, PERMIT2_ADDRESS)) {
+    return refuse('invalid_eip2612_permit', 'the EIP-2612 permit must be from the payer, for USDC, to Permit2');
+  }
+  if (BigInt(text('amount')) !== permit.maxAmount) return refuse('invalid_eip2612_permit', `the EIP-2612 permit allows ${text('amount')}; it must allow the permit's maximum ${permit.maxAmount}`);
+  if (BigInt(text('deadline')) < BigInt(nowSeconds + 6)) return refuse('invalid_eip2612_permit', 'the EIP-2612 permit has expired');
+  const sig = text('signature');
+  return { value: BigInt(text('amount')), deadline: BigInt(text('deadline')), r: `0x${sig.slice(2, 66)}`, s: `0x${sig.slice(66, 130)}`, v: parseInt(sig.slice(130, 132), 16) };
+}
+
+/** Runs the proxy's settle (or settleWithPermit) as a call from the facilitator account: nothing is sent. */
+export async function simulateUptoSettle(chain: ChainService, permit: UptoPermit, amount: bigint, signature: Hex, permit2612?: Eip2612Permit): Promise<{ ok: true } | UptoRefused> {
   try {
-    await chain.publicClient.call({ account: permit.facilitator, to: UPTO_PROXY_ADDRESS, data: encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, amount, signature) }) });
+    await chain.publicClient.call({ account: permit.facilitator, to: UPTO_PROXY_ADDRESS, data: uptoSettleCalldata(permit, amount, signature, permit2612) });
     return { ok: true };
   } catch (err) {
     if (nodeFault(err)) throw chainUnavailable(err);

@@ -12,6 +12,7 @@ import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { toClientEvmSigner } from '@x402/evm';
 import { createWalletClient, http, maxUint256, parseUnits, type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
@@ -187,7 +188,21 @@ describe('what a request that reports no usage, too much, or fails is charged (E
     });
   });
 
-  it('a buyer who never approved Permit2 is refused with the reason (402 permit2_allowance_required), nothing charged, handler not run', async () => {
+  it('a buyer without a Permit2 allowance whose client can sign the EIP-2612 permit (the 402 declares eip2612GasSponsoring) pays without gas', async () => {
+    await withSeller('Express', { price: { upto: '$0.50' } }, () => 'tokens', async (url) => {
+      const buyer = await fundedBuyer('1');
+      const before = await usdcBalance(buyer.address);
+      const signer = toClientEvmSigner(buyer, testChain().publicClient as never);
+      const paying = wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new UptoEvmScheme(signer))
+        .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+      const res = await paying(`${url}/complete?tokens=7`, { method: 'POST' });
+      expect(res.status).toBe(200);
+      expect(decodePaymentResponseHeader(res.headers.get('payment-response')!)).toMatchObject({ success: true, amount: '700' });
+      expect(await usdcBalance(buyer.address)).toBe(before - 700n);
+    });
+  });
+
+  it('a buyer who never approved Permit2 and sends no EIP-2612 permit is refused with the reason (402 permit2_allowance_required), nothing charged, handler not run', async () => {
     let runs = 0;
     await withSeller('Express', { price: { upto: '$0.50' } }, () => { runs++; return 'tokens'; }, async (url) => {
       const buyer = await fundedBuyer('1');

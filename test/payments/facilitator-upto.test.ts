@@ -13,6 +13,8 @@ import { UptoEvmScheme as UptoServerScheme } from '@x402/evm/upto/server';
 import { paymentMiddleware as officialPaymentMiddleware, setSettlementOverrides } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { decodePaymentResponseHeader } from '@x402/core/http';
+import { toClientEvmSigner } from '@x402/evm';
+import { declareEip2612GasSponsoringExtension } from '@x402/extensions';
 import { verifyReceiptSignatureJWS } from '@x402/extensions/offer-receipt';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { createWalletClient, http, maxUint256, parseUnits, type Address, type Hex } from 'viem';
@@ -75,8 +77,13 @@ beforeAll(async () => {
       accepts: { scheme: 'upto', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: MAX.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
       description: 'LLM completion, billed by tokens', mimeType: 'application/json',
     },
+    // The same, declaring the eip2612GasSponsoring extension: a buyer without a Permit2 allowance signs USDC's permit instead.
+    'POST /complete-gasless': {
+      accepts: { scheme: 'upto', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: MAX.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
+      description: 'LLM completion, billed by tokens', mimeType: 'application/json', extensions: { ...declareEip2612GasSponsoringExtension() },
+    },
   }, resourceServer));
-  app.post('/complete', (_req, res) => {
+  app.post(['/complete', '/complete-gasless'], (_req, res) => {
     setSettlementOverrides(res, { amount: nextCharge });
     res.json({ text: 'Hello from the model', usage: { tokens: 123 } });
   });
@@ -163,6 +170,26 @@ describe('the official upto client pays the official @x402/express upto seller t
   });
 });
 
+describe('the EIP-2612 route (eip2612GasSponsoring): no Permit2 approval needed', () => {
+  it('a buyer with USDC and no gas signs USDC\'s permit for Permit2; agentgate submits it with the settlement (settleWithPermit)', async () => {
+    const buyer = await uptoBuyer({ approve: false });
+    const { publicClient, usdc } = testChain();
+    const before = await usdcBalance(buyer.address);
+    nextCharge = '33000';
+    // readContract lets the official client read the token's permit nonce and the allowance.
+    const signer = toClientEvmSigner(buyer, publicClient as never);
+    const paying = wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new UptoClientScheme(signer))
+      .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: usdc, maxAmountPerPayment: '1000000' }] }));
+    const res = await paying(`${shop.url}/complete-gasless`, { method: 'POST' });
+    expect(res.status).toBe(200);
+    expect(decodePaymentResponseHeader(res.headers.get('payment-response')!)).toMatchObject({ success: true, amount: '33000' });
+    expect(await usdcBalance(buyer.address)).toBe(before - 33_000n);
+    // The permit set Permit2's allowance to the maximum; the settlement used what was charged.
+    expect(await publicClient.readContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'allowance', args: [buyer.address, PERMIT2_ADDRESS] })).toBe(MAX - 33_000n);
+    expect(await publicClient.getBalance({ address: buyer.address })).toBe(0n);
+  });
+});
+
 describe('/verify and /settle for upto, called directly', () => {
   const requirements = (amount: bigint | string = MAX, overrides: Record<string, unknown> = {}) => ({
     scheme: 'upto', network: NETWORK, amount: amount.toString(), asset: testChain().usdc, payTo: seller.payTo, maxTimeoutSeconds: 120,
@@ -196,6 +223,14 @@ describe('/verify and /settle for upto, called directly', () => {
     expect(settled.status).toBe(412);
     expect(settled.body).toMatchObject({ success: false, errorReason: 'permit2_allowance_required', transaction: '' });
     expect(await usdcBalance(buyer.address)).toBe(before);
+  });
+
+  it('an EIP-2612 permit in the payload that does not allow the maximum to Permit2 is refused; nothing moved', async () => {
+    const buyer = await uptoBuyer({ approve: false });
+    const p = await payment(buyer);
+    const info = { from: buyer.address, asset: testChain().usdc, spender: PERMIT2_ADDRESS, amount: '1', nonce: '0', deadline: String(Math.floor(Date.now() / 1000) + 300), signature: `0x${'11'.repeat(65)}`, version: '1' };
+    const answer = await call('verify', { ...p, extensions: { eip2612GasSponsoring: { info } } }, requirements());
+    expect(answer.body).toMatchObject({ isValid: false, invalidReason: 'invalid_eip2612_extension_format', invalidMessage: expect.stringContaining('maximum') });
   });
 
   it('a permit for more than the requirements\' maximum is refused', async () => {
