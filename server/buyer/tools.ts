@@ -53,6 +53,8 @@ export const buyerTools: ToolDefinition[] = [
       'Fetches a URL; if it answers 402 Payment Required (x402), pays it in USDC from this identity\'s wallet ' +
       'under its spending mandate (see payments_create_mandate) and returns the paid response. Non-402 answers come back as they are (paid: false). ' +
       'Use maxAmountUsdc to refuse prices above a limit, dryRun to see the price without paying. ' +
+      'Usage-priced sellers (x402 upto: a maximum, of which the seller charges what the call used, e.g. LLM tokens) are paid too: ' +
+      'caps and maxAmountUsdc judge the maximum, cost.amountUsdc is what was charged. ' +
       'A refusal (no mandate, over a cap, balance short, …) is a tool error whose `error` names the reason.',
     scope: 'payments:spend',
     input: payBody,
