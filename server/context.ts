@@ -109,8 +109,14 @@ const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1
 export async function createContext(config: Config, options: { log?: Logger } = {}): Promise<AppContext> {
   const log = options.log ?? createLogger({ level: config.LOG_LEVEL });
   const metrics = new Metrics();
-  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
+  // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
+  // milliseconds of CPU, so what each request path sends is something an operator must see.
+  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000, monitorCommands: true });
   await db.asPromise();
+  db.getClient().on('commandStarted', (event) => {
+    const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
+    metrics.dbCommands.inc({ command: event.commandName, collection: typeof target === 'string' ? target : '' });
+  });
   const events = new ServiceEvents();
   const logs = new ActivityLog(db, log.child({ area: 'activity-log' }), events);
   const usage = new UsageTracker(db);
@@ -160,7 +166,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     did,
     calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
-    holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' })),
+    holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' }), metrics),
     webhooks: new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics }),
     wallets,
     mandates,

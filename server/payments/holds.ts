@@ -1,10 +1,13 @@
 import { Schema, type Connection, type Model } from 'mongoose';
-import { AppError, isDuplicateKey, notFound } from '../platform/errors.js';
+import { AppError, notFound } from '../platform/errors.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { Logger } from '../platform/logger.js';
 import type { Config } from '../platform/config.js';
 import type { PaymentService, RedeemInput, RedeemOutcome } from './payment-service.js';
 import type { PaymentDoc } from './models.js';
+import { GroupedInserts } from '../platform/group-commit.js';
+import type { Collection } from 'mongodb';
+import type { Metrics } from '../platform/metrics.js';
 
 /**
  * Holds: how our middleware charges only for what was served. A hold verifies the buyer's payment and
@@ -47,9 +50,20 @@ export const DEFAULT_HOLD_SECONDS = 120;
 
 export class HoldService {
   private readonly decisions: Model<HoldDecisionDoc>;
+  /** Capture and release decisions, grouped into insertMany commands (each still a unique insert of its own). */
+  private readonly decisionInserts: GroupedInserts<HoldDecisionDoc>;
+  /**
+   * The holds this process made and nobody has decided yet, so that a capture reaching this process
+   * (the seller's middleware keeps its connection) need not read the payment back. Only a shortcut: the
+   * decision insert still decides, and a capture that loses it reads the database.
+   */
+  private readonly open = new Map<string, PaymentDoc>();
 
-  constructor(conn: Connection, private readonly config: Config, private readonly payments: PaymentService, private readonly logs: ActivityLog, private readonly log: Logger) {
+  constructor(conn: Connection, private readonly config: Config, private readonly payments: PaymentService, private readonly logs: ActivityLog, private readonly log: Logger, metrics?: Metrics) {
     this.decisions = conn.models.HoldDecision ?? conn.model<HoldDecisionDoc>('HoldDecision', decisionSchema, 'payment_hold_decisions');
+    this.decisionInserts = new GroupedInserts(() => this.decisions.collection as unknown as Collection<HoldDecisionDoc>, {
+      onCommand: (size) => metrics?.groupCommitSize.observe({ write: 'hold_decisions' }, size),
+    });
   }
 
   async hold(orgId: string, input: HoldInput): Promise<HoldOutcome> {
@@ -63,22 +77,24 @@ export class HoldService {
     if (until <= Date.now()) return refuse('authorization_expired', 'the authorization expires before a handler could run and the payment be settled');
     const claimed = await this.payments.claim(seller, decoded, terms, { status: 'held', until: new Date(until) });
     if (!claimed.ok) return refuse(claimed.refused.reason, claimed.refused.message);
+    this.open.set(claimed.payment._id, claimed.payment);
     return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
   }
 
   /** Settles a held payment (the seller's handler succeeded). Answers like redeem. */
   async capture(orgId: string, id: string): Promise<RedeemOutcome> {
     for (;;) {
-      const payment = await this.find(orgId, id);
+      const payment = this.takeOpen(orgId, id) ?? await this.find(orgId, id);
       if (payment.status !== 'held') return this.outcomeOf(payment);
       if (!(await this.decide(payment, 'capture', 'captured'))) {
         const decision = await this.decisions.findById(payment._id).lean();
         if (decision?.decision === 'release') throw released(decision);
         continue; // captured by a concurrent call: answer what it did
       }
-      // Only the capture that won the decision writes the payment: held -> verified (being settled).
-      await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified' }, $unset: { holdExpiresAt: 1 } });
-      const endpoint = payment.endpointId ? await this.payments.endpoints.findById(payment.endpointId).lean() : null;
+      // Only the capture that won the decision writes the payment: held -> verified (being settled), so
+      // that reconciliation finishes it if this process dies before the settlement is recorded.
+      await this.payments.recordUpdates.update({ filter: { _id: payment._id }, update: { $set: { status: 'verified' }, $unset: { holdExpiresAt: 1 } } });
+      const endpoint = payment.endpointId ? await this.payments.endpointById(payment.orgId, payment.endpointId) : null;
       const { answer } = await this.payments.settleClaimed({ ...payment, status: 'verified' }, { endpoint, door: 'redeem' });
       if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
       return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
@@ -92,6 +108,7 @@ export class HoldService {
       throw err;
     });
     if (!payment) return { holdId: id, released: true };
+    this.open.delete(id);
     if (payment.status !== 'held') throw captured();
     if (!(await this.decide(payment, 'release', 'released'))) {
       const decision = await this.decisions.findById(payment._id).lean();
@@ -104,6 +121,7 @@ export class HoldService {
 
   /** Releases every hold past its expiry (a handler that never answered, a seller process that died). */
   async releaseExpired(): Promise<number> {
+    for (const [id, payment] of this.open) if (payment.holdExpiresAt! < new Date()) this.open.delete(id);
     const expired = await this.payments.payments.find({ status: 'held', holdExpiresAt: { $lt: new Date() } }).limit(200).lean();
     let count = 0;
     for (const payment of expired) {
@@ -129,6 +147,14 @@ export class HoldService {
     };
   }
 
+  /** A hold this process made and has not seen decided, taken out of memory (the capture decides it now). */
+  private takeOpen(orgId: string, id: string): PaymentDoc | undefined {
+    const payment = this.open.get(id);
+    if (!payment || payment.orgId !== orgId) return undefined;
+    this.open.delete(id);
+    return payment;
+  }
+
   /** The org's hold (or what it became); a released one is gone, and says so. Another org's is a 404. */
   private async find(orgId: string, id: string): Promise<PaymentDoc> {
     const payment = await this.payments.payments.findOne({ _id: id, orgId }).lean();
@@ -138,14 +164,9 @@ export class HoldService {
     throw notFound('Hold not found');
   }
 
+  /** Inserts the hold's one decision; false if another was inserted first (here or in another process). */
   private async decide(payment: PaymentDoc, decision: HoldDecisionDoc['decision'], why: HoldDecisionDoc['why']): Promise<boolean> {
-    try {
-      await this.decisions.create({ _id: payment._id, orgId: payment.orgId, decision, why, at: new Date() });
-      return true;
-    } catch (err) {
-      if (isDuplicateKey(err)) return false;
-      throw err;
-    }
+    return (await this.decisionInserts.insert({ _id: payment._id, orgId: payment.orgId, decision, why, at: new Date() })) === 'inserted';
   }
 
   /** The claim goes: the same signed payment may be presented again. */

@@ -3,7 +3,7 @@ import type { Connection, Model } from 'mongoose';
 import { decodePaymentHeader, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { buildRequirementV1 } from '../../middleware/challenge.js';
 import { parsePrice, formatUsdc } from '../../middleware/price.js';
-import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
+import { AppError, notFound } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { ChainService } from '../chain/chain-service.js';
@@ -17,6 +17,8 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { ChangeFeed } from '../platform/change-feed.js';
 import { TtlCache } from '../platform/ttl-cache.js';
+import { GroupedInserts, GroupedUpdates } from '../platform/group-commit.js';
+import type { Collection } from 'mongodb';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
 import { PaymentIdentifiers } from './payment-identifier.js';
@@ -78,7 +80,10 @@ export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promis
  * The facilitator: seller settings and endpoints, and redeem = verify, claim the nonce, settle on chain,
  * record, sign a receipt. Money moves at most once per authorization because the claim is a unique index
  * written before the transaction is sent. A paid request costs two database writes (the claim and the
- * settlement record); seller settings and endpoints are served from memory (SELLER_CACHE_TTL_MS).
+ * settlement record), and both are group commits (platform/group-commit.ts): the claims of requests that
+ * arrive together go in one unordered insertMany (a duplicate authorization fails only its own request),
+ * the records of one settlement transaction in one bulkWrite. Seller settings and endpoints are served
+ * from memory (SELLER_CACHE_TTL_MS).
  */
 export class PaymentService {
   readonly payments: Model<PaymentDoc>;
@@ -91,6 +96,10 @@ export class PaymentService {
   /** orgId -> acceptance, and `${orgId} ${url}` -> endpoint; null caches "none". */
   private readonly acceptanceCache: TtlCache<SellerAccountDoc | null>;
   private readonly endpointCache: TtlCache<EndpointDoc | null>;
+  /** Payment claims (unique authorization key), grouped into insertMany commands. */
+  private readonly claims: GroupedInserts<PaymentDoc>;
+  /** Updates of payment records (settled, held -> verified), grouped into bulkWrite commands. */
+  readonly recordUpdates: GroupedUpdates<PaymentDoc>;
 
   constructor(
     conn: Connection,
@@ -110,6 +119,9 @@ export class PaymentService {
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
     this.settler = settling?.settler;
     this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
+    const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
+    this.claims = new GroupedInserts(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
+    this.recordUpdates = new GroupedUpdates(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
     changes.on('seller', (orgId) => {
       this.acceptanceCache.delete(orgId);
       this.endpointCache.deletePrefix(`${orgId} `);
@@ -365,14 +377,11 @@ export class PaymentService {
       authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: how.status, createdAt: new Date(),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
-    try {
-      await this.payments.create(payment);
-    } catch (err) {
-      if (isDuplicateKey(err)) {
-        this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
-        return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
-      }
-      throw err;
+    // The unique index on authorizationKey decides, inside a grouped insert as alone: of any number of
+    // copies, in one command or in several, one is inserted and the others are duplicates.
+    if ((await this.claims.insert(payment)) === 'duplicate') {
+      this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
+      return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
     }
     return { ok: true, payment };
   }
@@ -452,6 +461,11 @@ export class PaymentService {
     });
   }
 
+  /** The org's endpoint by id, deleted ones included (a payment records which endpoint it was for); served from memory. */
+  async endpointById(orgId: string, id: string): Promise<EndpointDoc | null> {
+    return this.endpointCache.through(`${orgId} #${id}`, () => this.endpoints.findOne({ _id: id, orgId }).lean());
+  }
+
   /** Records the settlement with its signed receipt, then runs the settled hooks (webhook outbox). */
   async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc | null): Promise<PaymentDoc> {
     const settledAt = new Date();
@@ -461,10 +475,19 @@ export class PaymentService {
     // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
     // The event id follows from the payment, so two processes recording one settlement (the settler and
     // reconciliation, racing) name the same event, and the delivery's unique event id keeps it to one.
-    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending', eventId: `evt_${payment._id}` } } : {};
-    const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
-      { $set: { status: 'settled', txHash, settledAt, signedReceipt, offerReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
-    if (!done) return (await this.payments.findById(payment._id).lean())!;
+    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending' as const, eventId: `evt_${payment._id}` } } : {};
+    const set = { status: 'settled' as const, txHash, settledAt, signedReceipt, offerReceipt, ...outbox };
+    // Grouped with the other records of its settlement transaction (they resolve together) into one
+    // bulkWrite. Only a record not settled yet is written: if reconciliation recorded it first, its
+    // record stands and the hooks are not run twice.
+    const { matched } = await this.recordUpdates.update({
+      filter: { _id: payment._id, status: { $ne: 'settled' } },
+      update: { $set: set, $unset: { failureReason: 1 } },
+      tookEffect: (doc) => doc?.settledAt?.getTime() === settledAt.getTime() && doc?.txHash === txHash,
+    });
+    if (!matched) return (await this.payments.findById(payment._id).lean())!;
+    const { failureReason: _dropped, ...rest } = payment;
+    const done: PaymentDoc = { ...rest, ...set };
     // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
     // buyer's response; the outbox sweep finishes whatever a crash interrupts.
     if (endpoint) for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => this.log.error({ paymentId: done._id, err: (err as Error).message }, 'settled hook failed'));
