@@ -81,24 +81,25 @@ export class HoldService {
     return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
   }
 
-  /** Settles a held payment (the seller's handler succeeded). Answers like redeem. */
+  /**
+   * Settles a held payment (the seller's handler succeeded). Answers like redeem. The capture decision
+   * (a unique insert) is what marks the payment as being settled: the record keeps `held` until the
+   * settlement is recorded, and reconciliation finishes a captured hold whose process died meanwhile
+   * (reconcile.ts), so a capture costs no update of its own.
+   */
   async capture(orgId: string, id: string): Promise<RedeemOutcome> {
-    for (;;) {
-      const payment = this.takeOpen(orgId, id) ?? await this.find(orgId, id);
-      if (payment.status !== 'held') return this.outcomeOf(payment);
-      if (!(await this.decide(payment, 'capture', 'captured'))) {
-        const decision = await this.decisions.findById(payment._id).lean();
-        if (decision?.decision === 'release') throw released(decision);
-        continue; // captured by a concurrent call: answer what it did
-      }
-      // Only the capture that won the decision writes the payment: held -> verified (being settled), so
-      // that reconciliation finishes it if this process dies before the settlement is recorded.
-      await this.payments.recordUpdates.update({ filter: { _id: payment._id }, update: { $set: { status: 'verified' }, $unset: { holdExpiresAt: 1 } } });
-      const endpoint = payment.endpointId ? await this.payments.endpointById(payment.orgId, payment.endpointId) : null;
-      const { answer } = await this.payments.settleClaimed({ ...payment, status: 'verified' }, { endpoint, door: 'redeem' });
-      if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
-      return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+    const payment = this.takeOpen(orgId, id) ?? await this.find(orgId, id);
+    if (payment.status !== 'held') return this.outcomeOf(payment);
+    if (!(await this.decide(payment, 'capture', 'captured'))) {
+      const decision = await this.decisions.findById(payment._id).lean();
+      if (decision?.decision === 'release') throw released(decision);
+      // Captured by a concurrent call: answer what it did (or does, once known).
+      return this.outcomeOf((await this.payments.payments.findById(payment._id).lean()) ?? payment);
     }
+    const endpoint = payment.endpointId ? await this.payments.endpointById(payment.orgId, payment.endpointId) : null;
+    const { answer } = await this.payments.settleClaimed(payment, { endpoint, door: 'redeem' });
+    if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
+    return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
   }
 
   /** Drops a held payment (the seller's handler failed): nothing is charged, the authorization is free again. */
@@ -185,7 +186,7 @@ export class HoldService {
       return this.payments.redeemed({ ok: true, paymentId: payment._id, txHash: payment.txHash!, payer: payment.payerAddress, ...(payment.offerReceipt ? { offerReceipt: payment.offerReceipt } : {}) }, payment.x402Version);
     }
     if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
-    // Being settled by the capture that won: wait for its outcome, within the settlement timeout.
+    // Being settled by the capture that won (still `held` or `verified`): wait for its outcome, within the settlement timeout.
     const deadline = Date.now() + this.config.SETTLEMENT_TIMEOUT_MS;
     while (Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 200));

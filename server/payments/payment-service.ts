@@ -63,6 +63,12 @@ export interface PreparedRedeem {
   refuse: (error: string, message: string) => Extract<RedeemOutcome, { ok: false }>;
 }
 
+/**
+ * A record being settled: `verified` (redeem, the facilitator API) or `held` with a capture decision
+ * (holds.ts). Only these are written with the outcome.
+ */
+export const OPEN: PaymentDoc['status'][] = ['verified', 'held'];
+
 const isPending = (result: SettlementResult) => !result.ok && result.reason === 'settle_unconfirmed';
 
 /** The promise's value, or `fallback` if it takes longer than `ms` (the promise goes on). */
@@ -431,13 +437,13 @@ export class PaymentService {
     }
     if (settled.unavailable) {
       // Nothing was sent: the claim goes, so the buyer may present the same payment again.
-      await this.payments.deleteOne({ _id: payment._id, status: 'verified' });
+      await this.payments.deleteOne({ _id: payment._id, status: { $in: OPEN } });
       return { ok: false, reason: settled.reason, message: settled.message, payer, unavailable: true };
     }
     // An unconfirmed settlement may still be mined: the record stays open for reconciliation to close
     // from the chain, so money that moves is never recorded as failed.
     const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
-    if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: change });
+    if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: change });
     this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
     this.log.warn({ paymentId: payment._id, reason: settled.reason, message: settled.message, txHash: settled.txHash }, settled.unconfirmed ? 'settlement unconfirmed; reconciliation will finish it' : 'settlement failed');
     return { ok: false, reason: settled.reason, message: settled.message, payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
@@ -477,16 +483,16 @@ export class PaymentService {
     // reconciliation, racing) name the same event, and the delivery's unique event id keeps it to one.
     const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending' as const, eventId: `evt_${payment._id}` } } : {};
     const set = { status: 'settled' as const, txHash, settledAt, signedReceipt, offerReceipt, ...outbox };
-    // Grouped with the other records of its settlement transaction (they resolve together) into one
-    // bulkWrite. Only a record not settled yet is written: if reconciliation recorded it first, its
-    // record stands and the hooks are not run twice.
+    // Grouped with the other records of its settlement transaction (they resolve together) into
+    // bulkWrite commands. Only an open record is written: if reconciliation recorded it first, its record
+    // stands and the hooks are not run twice.
     const { matched } = await this.recordUpdates.update({
-      filter: { _id: payment._id, status: { $ne: 'settled' } },
-      update: { $set: set, $unset: { failureReason: 1 } },
+      filter: { _id: payment._id, status: { $in: OPEN } },
+      update: { $set: set, $unset: { failureReason: 1, holdExpiresAt: 1 } },
       tookEffect: (doc) => doc?.settledAt?.getTime() === settledAt.getTime() && doc?.txHash === txHash,
     });
     if (!matched) return (await this.payments.findById(payment._id).lean())!;
-    const { failureReason: _dropped, ...rest } = payment;
+    const { failureReason: _failure, holdExpiresAt: _expiry, ...rest } = payment;
     const done: PaymentDoc = { ...rest, ...set };
     // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
     // buyer's response; the outbox sweep finishes whatever a crash interrupts.

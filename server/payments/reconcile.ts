@@ -1,6 +1,6 @@
 import type { Hex } from 'viem';
 import type { Collection } from 'mongodb';
-import type { PaymentService } from './payment-service.js';
+import { OPEN, type PaymentService } from './payment-service.js';
 import type { PaymentDoc } from './models.js';
 import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../chain/usdc.js';
@@ -22,7 +22,7 @@ const CLAIM_WINDOW_MS = 30_000;
 const RESEND_MARGIN_SECONDS = 6;
 
 /**
- * Finishes payments left open (`verified`): by a crash between claiming the nonce and recording the
+ * Finishes payments left open (`verified`, or `held` with a capture decision): by a crash between claiming the nonce and recording the
  * result, by an answer that timed out, by a process killed mid-settlement. The chain is the source of
  * truth, and the token's own record of the authorization decides:
  * - used: the transaction that used it (its AuthorizationUsed event) is recorded as the settlement;
@@ -35,7 +35,11 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   const chain = service.chain;
   const totals = { settled: 0, failed: 0, resent: 0 };
   if (!chain) return totals;
-  const stale = await service.payments.find({ status: 'verified', createdAt: { $lt: new Date(Date.now() - options.olderThanMs) } }).sort({ createdAt: 1 }).limit(200).lean();
+  const cutoff = new Date(Date.now() - options.olderThanMs);
+  const stale = [
+    ...await service.payments.find({ status: 'verified', createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean(),
+    ...await capturedHolds(service, cutoff),
+  ];
   if (stale.length === 0) return totals;
   const claims = service.payments.db.collection('reconcile_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
   const window = Math.floor(Date.now() / CLAIM_WINDOW_MS);
@@ -63,7 +67,7 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
     if (!(await claim(payment))) continue;
     const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
     const fail = async (reason: string) => {
-      await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: reason } });
+      await service.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: { status: 'failed', failureReason: reason } });
       log?.warn({ reason }, 'reconciliation closed an open payment as failed');
       count('failed');
     };
@@ -90,6 +94,20 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   return totals;
 }
 
+/**
+ * Holds captured before `cutoff` and still open: a capture marks its payment by the decision alone
+ * (holds.ts), so a process that died between the capture and the record leaves a `held` payment with a
+ * capture decision. Held payments are few (holds not decided yet), and only their decisions are read.
+ */
+async function capturedHolds(service: PaymentService, cutoff: Date): Promise<PaymentDoc[]> {
+  const held = await service.payments.find({ status: 'held', createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean();
+  if (held.length === 0) return [];
+  const decisions = service.payments.db.collection('payment_hold_decisions') as unknown as Collection<{ _id: string; decision: string; at: Date }>;
+  const captured = await decisions.find({ _id: { $in: held.map((p) => p._id) }, decision: 'capture', at: { $lt: cutoff } }).toArray();
+  const ids = new Set(captured.map((d) => d._id));
+  return held.filter((p) => ids.has(p._id));
+}
+
 async function resend(service: PaymentService, payment: PaymentDoc, settler: NonNullable<PaymentService['settler']>, endpoint: Parameters<PaymentService['markSettled']>[2], log: Logger | undefined): Promise<'settled' | 'failed' | 'resent'> {
   const outcome = await settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
   if (outcome.ok) {
@@ -98,7 +116,7 @@ async function resend(service: PaymentService, payment: PaymentDoc, settler: Non
     return 'settled';
   }
   if (outcome.unconfirmed || outcome.unavailable) return 'resent';
-  await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: outcome.reason } });
+  await service.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: { status: 'failed', failureReason: outcome.reason } });
   log?.warn({ reason: outcome.reason }, 'reconciliation closed an open payment as failed');
   return 'failed';
 }
