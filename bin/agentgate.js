@@ -2,14 +2,31 @@
 // The `agentgate` command. In a checkout of the repository (tsconfig.json beside the sources) it runs the
 // TypeScript sources through tsx, so an edit takes effect at once and a stale dist/ never wins; an
 // installed copy (npm install, a packed tarball) runs the build in dist/, made by `prepare`/`prepack`.
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+//
+// This file is written for old Node versions too (no top-level await, no syntax newer than Node 12's
+// ES modules), so that on a Node agentgate does not support it still runs far enough to say so in one
+// line, instead of starting without a word or failing deep inside a dependency.
+import { existsSync, readFileSync } from 'fs';
+import { fileURLToPath } from 'url';
 
-const checkout = existsSync(fileURLToPath(new URL('../tsconfig.json', import.meta.url)))
-  && existsSync(fileURLToPath(new URL('../server/cli/main.ts', import.meta.url)));
-if (checkout) {
-  const { tsImport } = await import('tsx/esm/api');
-  await tsImport('../server/cli/main.ts', import.meta.url);
+const SUPPORTED = [22, 24];
+const major = Number(process.versions.node.split('.')[0]);
+const args = process.argv.slice(2);
+
+if (major < SUPPORTED[0]) {
+  console.error('agentgate needs Node.js ' + SUPPORTED.join(' or ') + '; this is Node.js ' + process.versions.node + ' (install 22 or 24 from https://nodejs.org, or `nvm install 22`)');
+  process.exitCode = 1;
+} else if (args.length === 1 && (args[0] === '--version' || args[0] === '-v')) {
+  // Answered from package.json alone: loading the command (and tsx, in a checkout) takes seconds.
+  console.log(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version);
 } else {
-  await import(new URL('../dist/server/cli/main.js', import.meta.url).href);
+  const checkout = existsSync(fileURLToPath(new URL('../tsconfig.json', import.meta.url)))
+    && existsSync(fileURLToPath(new URL('../server/cli/main.ts', import.meta.url)));
+  const started = checkout
+    ? import('tsx/esm/api').then((tsx) => tsx.tsImport('../server/cli/main.ts', import.meta.url))
+    : import(new URL('../dist/server/cli/main.js', import.meta.url).href);
+  started.catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  });
 }

@@ -23,6 +23,19 @@ export interface DevSeller {
 
 export const DEV_SELLER_FILE = process.env.AGENTGATE_DEV_SELLER_FILE ?? resolve('.agentgate', 'dev-seller.json');
 
+/**
+ * The backend URL from the environment: AGENTGATE_URL, the name the `agentgate` CLI reads too, or the
+ * examples' old name AGENTGATE_BACKEND_URL, which still works and says once that it is deprecated.
+ */
+export function backendUrlFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (env.AGENTGATE_URL) return env.AGENTGATE_URL;
+  if (env.AGENTGATE_BACKEND_URL) {
+    console.warn('AGENTGATE_BACKEND_URL is deprecated: set AGENTGATE_URL (the name the agentgate command reads too)');
+    return env.AGENTGATE_BACKEND_URL;
+  }
+  return undefined;
+}
+
 /** The dev file with environment overrides; a field neither gives is left out for the caller to demand. */
 export function loadDevSeller(env: NodeJS.ProcessEnv = process.env): Partial<DevSeller> {
   let file: Partial<DevSeller> = {};
@@ -34,7 +47,7 @@ export function loadDevSeller(env: NodeJS.ProcessEnv = process.env): Partial<Dev
   const chainId = env.CHAIN_ID ? Number(env.CHAIN_ID) : file.chainId;
   return {
     ...file,
-    backendUrl: env.AGENTGATE_BACKEND_URL ?? file.backendUrl,
+    backendUrl: backendUrlFromEnv(env) ?? file.backendUrl,
     sellerKey: env.AGENTGATE_SELLER_KEY ?? file.sellerKey,
     platformKey: env.AGENTGATE_PLATFORM_KEY ?? file.platformKey,
     usdcAddress: env.USDC_ADDRESS ?? file.usdcAddress,

@@ -65,6 +65,12 @@ export interface PaywallOptions {
   readonly publicOrigin?: string;
   /** Clock for the local expiry check, in milliseconds. */
   readonly now?: () => number;
+  /**
+   * Where the paywall says what the seller must fix (default `console.warn`): today, once per resource
+   * URL, that the backend refused a payment because the URL is not a registered endpoint. The buyer only
+   * sees a 402; without this line the seller saw nothing at all.
+   */
+  readonly warn?: (message: string) => void;
 }
 
 /** A request as every framework can describe it. Header names are lower-case (as Node gives them). */
@@ -174,6 +180,9 @@ export class Paywall {
   private readonly trustProxy: boolean;
   private readonly publicOrigin: string | undefined;
   private readonly now: () => number;
+  private readonly warn: (message: string) => void;
+  /** Resource URLs already warned about, so a busy unregistered route logs once (bounded: URLs are client-chosen). */
+  private readonly warnedUnregistered = new Set<string>();
 
   constructor(options: PaywallOptions) {
     this.settings = parseSellerSettings(options.settings);
@@ -181,6 +190,7 @@ export class Paywall {
     this.trustProxy = options.trustProxy ?? false;
     this.publicOrigin = options.publicOrigin === undefined ? undefined : parsePublicOrigin(options.publicOrigin);
     this.now = options.now ?? Date.now;
+    this.warn = options.warn ?? ((message) => console.warn(message));
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => {
         const priced: PricedRoute = {
@@ -360,6 +370,10 @@ export class Paywall {
   }
 
   private refuse(charge: Charge, reason: string, message: string): PaymentRequiredOutcome {
+    if (reason === 'resource_not_registered' && !this.warnedUnregistered.has(charge.resource) && this.warnedUnregistered.size < CHALLENGE_CACHE_LIMIT) {
+      this.warnedUnregistered.add(charge.resource);
+      this.warn(`agentgate-x402: the backend refused a payment for ${charge.resource} (resource_not_registered): no endpoint of this seller is registered at that URL, so every buyer gets 402. Register it with syncEndpoints({ backendUrl, platformKey, publicOrigin, routes }) at start-up, or POST /v0/payments/endpoints with this exact URL (publicOrigin sets the origin buyers use).`);
+    }
     return { kind: 'payment-required', ...buildPaymentRequired(this.settingsFor(charge), this.offer(charge), { reason, message }) };
   }
 

@@ -167,7 +167,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
     holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' }), metrics),
-    webhooks: new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics }),
+    webhooks: new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events }),
     wallets,
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),

@@ -7,7 +7,7 @@
  *   npm run example:express-seller                 # a paid weather API on :4021
  *   npm run example:agent-buyer -- <url>           # default: the Express example's /weather
  *
- * The backend URL comes from AGENTGATE_BACKEND_URL, else .agentgate/dev-seller.json, else :3000.
+ * The backend URL comes from AGENTGATE_URL (AGENTGATE_BACKEND_URL, deprecated), else .agentgate/dev-seller.json, else :3000.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -70,7 +70,7 @@ export async function runAgentBuyer(backend: string, url: string, log: (line: st
 
 if (isMain(import.meta.url)) {
   const dev = loadDevSeller();
-  const backend = (process.env.AGENTGATE_BACKEND_URL ?? dev.backendUrl ?? 'http://localhost:3000').replace(/\/+$/, '');
+  const backend = (dev.backendUrl ?? 'http://localhost:3000').replace(/\/+$/, '');
   const url = process.argv.slice(2).find((a) => !a.startsWith('--')) ?? process.env.PAY_URL ?? dev.endpoints?.express ?? 'http://localhost:4021/weather';
   try {
     const result = await runAgentBuyer(backend, url);

@@ -1,8 +1,10 @@
 /**
  * Pays an x402 URL from a dev account with an official client, and prints what came back.
- *   npm run example:buyer                      # x402 v1 (x402-fetch), pays the Express example
- *   npm run example:buyer -- <url>             # x402 v1, any URL (e.g. http://127.0.0.1:5055/weather)
- *   npm run example:buyer -- <url> --v2        # x402 v2 (@x402/fetch + @x402/evm)
+ *   npm run example:buyer                      # pays the Express example
+ *   npm run example:buyer -- <url>             # any URL (e.g. http://127.0.0.1:5055/weather): asks it first
+ *                                              # and pays with the protocol version its 402 offers
+ *                                              # (x402 v1 with x402-fetch when offered, else v2)
+ *   npm run example:buyer -- <url> --v1|--v2   # that version, without asking (v2: @x402/fetch + @x402/evm)
  * Reads the buyer key, token and chain from .agentgate/dev-seller.json (`npm run dev`), or the env.
  */
 import { x402Client } from '@x402/core/client';
@@ -37,6 +39,27 @@ export async function payWithV2(url: string, privateKey: Hex, token: { chainId: 
   return read(await wrapFetchV2(fetch, client)(url, init), 'payment-response');
 }
 
+/**
+ * What an unpaid request to `url` offers: the x402 versions its 402 answer can be paid with (v1: a JSON
+ * body with `x402Version: 1` and `accepts`; v2: a PAYMENT-REQUIRED header with `x402Version: 2`), or
+ * the answer itself when it is not a 402. x402-fetch (v1) reads only the body, and crashed inside
+ * (`reading 'map'`) on a v2-only seller's 402.
+ */
+export async function offeredVersions(url: string, init?: RequestInit): Promise<{ versions: Array<1 | 2>; status: number; response?: PaidResponse }> {
+  const response = await fetch(url, init);
+  if (response.status !== 402) return { versions: [], status: response.status, response: await read(response, 'x-payment-response') };
+  const versions: Array<1 | 2> = [];
+  const body = await response.json().catch(() => undefined) as { x402Version?: unknown; accepts?: unknown } | undefined;
+  if (body?.x402Version === 1 && Array.isArray(body.accepts) && body.accepts.length > 0) versions.push(1);
+  const header = response.headers.get('payment-required');
+  try {
+    if (header && JSON.parse(Buffer.from(header, 'base64').toString('utf8')).x402Version === 2) versions.push(2);
+  } catch {
+    // not a v2 offer
+  }
+  return { versions, status: 402 };
+}
+
 async function read(response: Response, settlementHeader: string): Promise<PaidResponse> {
   const text = await response.text();
   let body: unknown = text;
@@ -52,18 +75,31 @@ async function read(response: Response, settlementHeader: string): Promise<PaidR
 
 if (isMain(import.meta.url)) {
   const args = process.argv.slice(2);
-  const v2 = args.includes('--v2');
   const dev = loadDevSeller();
   const url = args.find((a) => !a.startsWith('--')) ?? process.env.PAY_URL ?? dev.endpoints?.express;
   if (!url) {
-    console.error('usage: npm run example:buyer -- <url> [--v2]   (no URL given and none in the dev file)');
+    console.error('usage: npm run example:buyer -- <url> [--v1 | --v2]   (no URL given and none in the dev file)');
     process.exit(1);
   }
   const key = required(dev, 'buyerPrivateKey', 'BUYER_PRIVATE_KEY') as Hex;
-  const result = v2
+  let version: 1 | 2 | undefined = args.includes('--v2') ? 2 : args.includes('--v1') ? 1 : undefined;
+  if (version === undefined) {
+    const offer = await offeredVersions(url);
+    if (offer.response) {
+      console.log(`${url} answered ${offer.status} without asking for a payment`);
+      console.log(JSON.stringify(offer.response, null, 2));
+      process.exit(offer.status < 400 ? 0 : 1);
+    }
+    version = offer.versions[0];
+    if (version === undefined) {
+      console.error(`${url} answered 402 without an x402 v1 or v2 offer this buyer reads; try --v1 or --v2`);
+      process.exit(1);
+    }
+  }
+  const result = version === 2
     ? await payWithV2(url, key, { chainId: required(dev, 'chainId', 'CHAIN_ID'), address: required(dev, 'usdcAddress', 'USDC_ADDRESS') })
     : await payWithV1(url, key);
-  console.log(`${v2 ? 'x402 v2' : 'x402 v1'} buyer ${privateKeyToAccount(key).address} -> ${url}`);
+  console.log(`x402 v${version} buyer ${privateKeyToAccount(key).address} -> ${url}`);
   console.log(JSON.stringify(result, null, 2));
   process.exitCode = result.status === 200 ? 0 : 1;
 }

@@ -39,7 +39,7 @@ if (isMain(import.meta.url)) {
   const dev = loadDevSeller();
   const port = Number(process.env.PORT ?? 4021);
   const app = createWeatherApp({
-    backendUrl: required(dev, 'backendUrl', 'AGENTGATE_BACKEND_URL'),
+    backendUrl: required(dev, 'backendUrl', 'AGENTGATE_URL'),
     apiKey: required(dev, 'sellerKey', 'AGENTGATE_SELLER_KEY'),
     publicOrigin: process.env.PUBLIC_ORIGIN,
     trustProxy: process.env.TRUST_PROXY === 'true',

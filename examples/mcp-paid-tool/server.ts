@@ -3,7 +3,7 @@
  * The seller registers the resource `mcp://tool/forecast` at 0.01 USDC once (POST /v0/payments/endpoints,
  * optionally with a webhookUrl), then runs:
  *
- *   AGENTGATE_BACKEND_URL=... AGENTGATE_SELLER_KEY=loid-... npx tsx examples/mcp-paid-tool/server.ts
+ *   AGENTGATE_URL=... AGENTGATE_SELLER_KEY=loid-... npx tsx examples/mcp-paid-tool/server.ts
  *
  * (`npm run dev` writes both to .agentgate/dev-seller.json, which this reads when the variables are unset.)
  */
@@ -67,7 +67,7 @@ export async function startWeatherMcp(options: McpPaywallOptions & { port?: numb
 if (isMain(import.meta.url)) {
   const dev = loadDevSeller();
   const running = await startWeatherMcp({
-    backendUrl: required(dev, 'backendUrl', 'AGENTGATE_BACKEND_URL'),
+    backendUrl: required(dev, 'backendUrl', 'AGENTGATE_URL'),
     apiKey: required(dev, 'sellerKey', 'AGENTGATE_SELLER_KEY'),
     port: Number(process.env.PORT ?? 4040),
   });

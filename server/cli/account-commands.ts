@@ -1,5 +1,5 @@
 import { loadCredentials, saveCredentials, saveCredentialsAside, credentialsPath } from './credentials.js';
-import { backendUrl, callBackend } from './backend.js';
+import { backendUrl, callBackend, commandKey } from './backend.js';
 
 export interface CommandIO {
   out(line: string): void;
@@ -72,16 +72,17 @@ export async function loginCommand(io: CommandIO, options: { key?: string; org?:
   return 0;
 }
 
-export async function whoamiCommand(io: CommandIO): Promise<number> {
-  const saved = loadCredentials(io.env);
-  const key = saved?.identityKey ?? saved?.platformKey;
-  if (!saved || !key) {
-    io.out('not logged in: run `agentgate signup` or `agentgate login --key <identity key> --org <org id>`');
+/** `agentgate whoami`: who a key belongs to, asked of the backend every command uses (--url, AGENTGATE_URL, ...). */
+export async function whoamiCommand(io: CommandIO, options: { url?: string; key?: string } = {}): Promise<number> {
+  const url = backendUrl(io.env, options.url);
+  const key = commandKey(io.env, url, options.key, (saved) => saved.identityKey ?? saved.platformKey);
+  if ('missing' in key) {
+    io.out(`not logged in at ${url}: ${key.missing}`);
     return 1;
   }
-  const me = await whoamiWith(saved.url, key);
+  const me = await whoamiWith(url, key.key);
   if (me.status !== 200) {
-    io.out(`the saved key was refused (${me.status}); run \`agentgate login\` again`);
+    io.out(`${url} refused the key (${me.status}); run \`agentgate login\` again, or pass another with --key`);
     return 1;
   }
   io.out(JSON.stringify(me.body, null, 2));

@@ -25,12 +25,15 @@ export function persistentSecret(dir: string, name: string, bytes = 32): { value
   return { value, created: true };
 }
 
-/** A setting chosen at the first start and kept in the state folder, e.g. the DID domain. */
-export function persistentValue(dir: string, name: string, initial: string): string {
+/** A setting kept in the state folder (e.g. the DID domain), or undefined before it was first saved. */
+export function savedValue(dir: string, name: string): string | undefined {
   const file = join(dir, name);
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
-  writeFileSync(file, `${initial}\n`, { mode: 0o600 });
-  return initial;
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
+}
+
+/** Keeps a setting in the state folder; the caller saves it only once it is known to work. */
+export function saveValue(dir: string, name: string, value: string): void {
+  writeFileSync(join(dir, name), `${value}\n`, { mode: 0o600 });
 }
 
 export function readJson<T>(file: string): T | undefined {

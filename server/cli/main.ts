@@ -1,12 +1,9 @@
+// Only what every command needs is loaded up front: each command loads its own modules when it runs, so
+// `--help` (and a command's usage) answers without loading the server (bin/agentgate.js answers
+// `--version` before even this file).
 import { PACKAGE } from '../platform/package-info.js';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../platform/config.js';
-import { startServer, startWorker } from '../server.js';
-import { loginCommand, signupCommand, whoamiCommand, type CommandIO } from './account-commands.js';
-import { receiptsListCommand, receiptsVerifyCommand } from './receipt-commands.js';
-import { rotateMasterKey } from './rotate-master-key.js';
-import { adminCommand } from './admin-commands.js';
-import { createContext } from '../context.js';
+import type { CommandIO } from './account-commands.js';
 
 /** Each command's usage: `agentgate <command> --help` prints it and runs nothing. */
 const COMMANDS: Record<string, { usage: string; summary: string }> = {
@@ -15,10 +12,10 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   worker: { usage: 'agentgate worker', summary: 'run only the job workers (webhook deliveries, mail), same configuration as serve' },
   signup: { usage: 'agentgate signup [--url URL]', summary: 'sign up an agent, unless the saved credentials still work' },
   login: { usage: 'agentgate login --key KEY --org ORG [--url URL]', summary: 'save an identity key (kept beside the saved platform key of the same org)' },
-  whoami: { usage: 'agentgate whoami', summary: 'show who the saved key belongs to' },
+  whoami: { usage: 'agentgate whoami [--key KEY] [--url URL]', summary: 'show who the key (--key, AGENTGATE_KEY, else the saved one) belongs to' },
   admin: { usage: 'agentgate admin grant <orgId> | revoke <orgId> | list', summary: 'make an org an admin account, or not (team chat is an admin preview)' },
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
-  receipts: { usage: 'agentgate receipts list [--limit N] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
+  receipts: { usage: 'agentgate receipts list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
 };
 
 const USAGE = `usage: agentgate <command> [options]
@@ -27,8 +24,8 @@ ${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(19)}${c.summary}`
 
   agentgate <command> --help   that command's usage      agentgate --version   the version
 
-Environment: AGENTGATE_URL (backend URL; default the running dev server's, else http://localhost:3000),
-AGENTGATE_KEY (a key instead of the saved one), AGENTGATE_CREDENTIALS (credentials file),
+The backend: --url, else AGENTGATE_URL, else the saved credentials' URL, else the running dev server's,
+else http://localhost:3000. Environment: AGENTGATE_KEY (a key instead of the saved one), AGENTGATE_CREDENTIALS (credentials file),
 AGENTGATE_STATE_DIR (agentgate dev's data folder, default .agentgate).
 `;
 
@@ -65,6 +62,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       args: rest,
       options: {
         url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' },
+        cursor: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' },
         port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
       },
       allowPositionals: true,
@@ -74,7 +72,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     io.out(`agentgate ${command}: ${(err as Error).message}\nusage: ${COMMANDS[command]!.usage}`);
     return 2;
   }
-  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; port?: string; quiet?: boolean; help?: boolean }; positionals: string[] };
+  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; port?: string; quiet?: boolean; help?: boolean }; positionals: string[] };
   // `--help` after a command answers with its usage and never runs it (a signup would create an org).
   if (values.help) {
     io.out(`usage: ${COMMANDS[command]!.usage}\n\n${COMMANDS[command]!.summary}`);
@@ -93,6 +91,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       return 'running';
     }
     case 'serve': {
+      const [{ startServer }, { loadConfig }] = await Promise.all([import('../server.js'), import('../platform/config.js')]);
       const server = await startServer(loadConfig(io.env));
       // A JSON line like every other (pid and time come with it), so a log pipeline sees the start too.
       server.app.log.info({ url: server.url, smtpPort: server.smtpPort, ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}) }, 'listening');
@@ -100,6 +99,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       return 'running';
     }
     case 'worker': {
+      const [{ startWorker }, { loadConfig }] = await Promise.all([import('../server.js'), import('../platform/config.js')]);
       const worker = await startWorker(loadConfig(io.env));
       worker.app.log.info(worker.metricsUrl ? { metricsUrl: worker.metricsUrl } : {}, 'worker running');
       waitForSignal(worker.close);
@@ -107,6 +107,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     }
     case 'rotate-master-key': {
       // Run with the new key as MASTER_KEY / MASTER_KEY_VERSION and the old one in MASTER_KEYS_PREVIOUS.
+      const [{ createContext }, { loadConfig }, { rotateMasterKey }] = await Promise.all([import('../context.js'), import('../platform/config.js'), import('./rotate-master-key.js')]);
       const app = await createContext(loadConfig(io.env));
       try {
         const report = await rotateMasterKey(app);
@@ -119,13 +120,13 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
         await app.close();
       }
     }
-    case 'admin': return adminCommand(io, positionals[0], positionals[1]);
-    case 'signup': return signupCommand(io, values);
-    case 'login': return loginCommand(io, values);
-    case 'whoami': return whoamiCommand(io);
+    case 'admin': return (await import('./admin-commands.js')).adminCommand(io, positionals[0], positionals[1]);
+    case 'signup': return (await import('./account-commands.js')).signupCommand(io, values);
+    case 'login': return (await import('./account-commands.js')).loginCommand(io, values);
+    case 'whoami': return (await import('./account-commands.js')).whoamiCommand(io, values);
     case 'receipts':
-      if (positionals[0] === 'list') return receiptsListCommand(io, values);
-      if (positionals[0] === 'verify') return receiptsVerifyCommand(io, positionals[1], values);
+      if (positionals[0] === 'list') return (await import('./receipt-commands.js')).receiptsListCommand(io, values);
+      if (positionals[0] === 'verify') return (await import('./receipt-commands.js')).receiptsVerifyCommand(io, positionals[1], values);
       io.out(`usage: ${COMMANDS.receipts!.usage}`);
       return 2;
     default:
@@ -137,8 +138,9 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
 runCli(process.argv.slice(2)).then((code) => {
   if (code !== 'running') process.exitCode = code;
 }, (err) => {
-  // A configuration problem is one clear line, not a stack trace.
-  if (err instanceof ConfigError) console.error(err.message);
+  // A configuration problem is one clear line, not a stack trace (ConfigError, by name: config.ts is not
+  // loaded up front).
+  if ((err as Error).name === 'ConfigError') console.error((err as Error).message);
   else console.error(`agentgate: ${(err as Error).message}`);
   process.exit(1);
 });

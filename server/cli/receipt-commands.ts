@@ -1,21 +1,20 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { verifyReceipt, type DidDocument, type Receipt } from '../../middleware/receipt.js';
 import { verifyJwsReceipt } from '../../middleware/offer-receipt.js';
-import { loadCredentials } from './credentials.js';
-import { backendUrl, callBackend } from './backend.js';
+import { backendUrl, callBackend, commandKey } from './backend.js';
+import { resolveDidWeb } from './did-resolution.js';
 import type { CommandIO } from './account-commands.js';
 
 interface Target { url: string; key: string }
 
 function target(io: CommandIO, options: { url?: string; key?: string }): Target | undefined {
-  const saved = loadCredentials(io.env);
-  const key = options.key ?? io.env.AGENTGATE_KEY ?? saved?.platformKey;
   const url = backendUrl(io.env, options.url);
-  if (!key) {
-    io.out('no key: pass --key <platform or seller key>, set AGENTGATE_KEY, or run `agentgate signup`');
+  const key = commandKey(io.env, url, options.key, (saved) => saved.platformKey);
+  if ('missing' in key) {
+    io.out(key.missing.replace('pass --key', 'pass --key <platform or seller key>'));
     return undefined;
   }
-  return { url, key };
+  return { url, key: key.key };
 }
 
 async function getJson(url: string, key?: string): Promise<{ status: number; body: any }> {
@@ -23,26 +22,56 @@ async function getJson(url: string, key?: string): Promise<{ status: number; bod
   return { status: res.status, body: await res.json().catch(() => undefined) };
 }
 
-/** `agentgate receipts list`: the org's payments, newest first, one line each. */
-export async function receiptsListCommand(io: CommandIO, options: { url?: string; key?: string; limit?: string }): Promise<number> {
+/** The most payments one page may hold (GET /v0/payments `limit`). */
+const MAX_PAGE = 100;
+
+/**
+ * `agentgate receipts list`: the org's payments, newest first, one line each, a page at a time
+ * (`--cursor` for the next one) or all of them (`--all`); `--json` for a program.
+ */
+export async function receiptsListCommand(io: CommandIO, options: { url?: string; key?: string; limit?: string; cursor?: string; all?: boolean; json?: boolean }): Promise<number> {
+  const limit = options.limit === undefined ? (options.all ? MAX_PAGE : 20) : Number(options.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+    io.out(`agentgate receipts list: --limit must be a whole number from 1 to ${MAX_PAGE} (a page); to list every payment, use --all, or follow --cursor from page to page`);
+    return 2;
+  }
+  if (options.all && options.cursor) {
+    io.out('agentgate receipts list: give --all or --cursor, not both');
+    return 2;
+  }
   const t = target(io, options);
   if (!t) return 2;
-  const res = await getJson(`${t.url}/v0/payments?limit=${encodeURIComponent(options.limit ?? '20')}`, t.key);
-  if (res.status !== 200) {
-    io.out(`listing payments failed: ${res.status} ${res.body?.message ?? ''}`.trim());
-    return 1;
+  const payments: any[] = [];
+  let cursor = options.cursor;
+  for (;;) {
+    const query = new URLSearchParams({ limit: String(limit), ...(cursor ? { pageToken: cursor } : {}) });
+    const res = await getJson(`${t.url}/v0/payments?${query}`, t.key);
+    if (res.status !== 200) {
+      const badCursor = res.status === 400 && cursor && /pageToken/.test(JSON.stringify(res.body ?? {}));
+      io.out(badCursor ? `agentgate receipts list: the cursor "${cursor}" is not one this backend gave out` : `listing payments failed: ${res.status} ${res.body?.message ?? ''}`.trim());
+      return 1;
+    }
+    payments.push(...res.body.payments);
+    cursor = res.body.nextPageToken;
+    if (!options.all || !cursor) break;
   }
-  for (const p of res.body.payments) {
-    io.out(`${p.id}  ${p.status.padEnd(8)}  ${p.amountUsdc.padStart(10)} USDC  from ${p.payerAddress}  ${p.createdAt}  ${p.txHash ?? '-'}`);
+  if (options.json) {
+    io.out(JSON.stringify({ payments, ...(cursor && !options.all ? { nextCursor: cursor } : {}) }, null, 2));
+    return 0;
   }
-  if (res.body.payments.length === 0) io.out('no payments yet');
+  for (const p of payments) {
+    io.out(`${p.id}  ${p.status.padEnd(8)}  ${p.amountUsdc.padStart(10)} USDC  ${p.resourceUrl}  from ${p.payerAddress}  ${p.createdAt}  ${p.txHash ?? '-'}`);
+  }
+  if (payments.length === 0) io.out(options.cursor ? 'no more payments' : 'no payments yet');
+  if (cursor && !options.all) io.out(`more: agentgate receipts list --cursor ${cursor}${options.limit ? ` --limit ${limit}` : ''}  (or --all)`);
   return 0;
 }
 
 /**
- * `agentgate receipts verify <payment id | receipt.json>`: checks the Ed25519 signature against the
- * service's DID document (fetched from /.well-known/did.json, or given with --did-document for a fully
- * offline check), never against the key the receipt itself names.
+ * `agentgate receipts verify <payment id | receipt.json>`: checks the Ed25519 signature against the DID
+ * document of the DID the receipt names, resolved at that DID's own address as a buyer's verifier does
+ * (or given with --did-document for a fully offline check), never against the key the receipt itself
+ * carries, nor against whatever backend --url points at: a DID nobody can resolve is not "valid".
  */
 export async function receiptsVerifyCommand(io: CommandIO, subject: string | undefined, options: { url?: string; key?: string; 'did-document'?: string }): Promise<number> {
   if (!subject) {
@@ -76,12 +105,17 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
   if (options['did-document']) {
     didDocument = JSON.parse(readFileSync(options['did-document'], 'utf8'));
   } else {
-    const res = await getJson(`${url}/.well-known/did.json`);
-    if (res.status !== 200) {
-      io.out(`could not fetch ${url}/.well-known/did.json (${res.status})`);
+    const resolved = await resolveDidWeb(String(receipt.did));
+    if (!resolved.ok) {
+      io.out(`INVALID receipt: its DID ${receipt.did} cannot be resolved${resolved.url ? ` at ${resolved.url}` : ''} (${resolved.reason}), so a buyer's verifier cannot check it either`);
+      // Say why when the backend itself still serves that DID: it runs on another address than the DID names.
+      const served = await getJson(`${url}/.well-known/did.json`).catch(() => undefined);
+      if (served?.status === 200 && served.body?.id === receipt.did) {
+        io.out(`${url} serves this DID's document, but the DID names another address: run the backend where the DID points (agentgate dev keeps the port of its first start), or check offline with --did-document`);
+      }
       return 1;
     }
-    didDocument = res.body;
+    didDocument = resolved.document;
   }
   const result = await verifyReceipt(receipt, didDocument);
   if (!result.ok) {

@@ -41,7 +41,7 @@ h3 { font-size: 1rem; margin: 1.5rem 0 .5rem; }
 .crumbs { margin: 0 0 .75rem; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 1.25rem 1.5rem; margin-bottom: 1.25rem; box-shadow: 0 1px 2px rgba(20,27,45,.04); }
 .card.narrow { max-width: 460px; margin: 3rem auto; }
-.table-card { padding: 0; overflow-x: auto; }
+.table-card { padding: 0; overflow-x: auto; position: relative; } /* relative: an sr-only label in a cell is clipped with the table, not left to widen the page */
 table { width: 100%; border-collapse: collapse; }
 th, td { text-align: left; padding: .65rem 1rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); background: #fafbfc; }
@@ -86,6 +86,78 @@ pre { background: #f3f5f9; border: 1px solid var(--line); border-radius: 6px; pa
 .delivery-head { display: flex; justify-content: space-between; align-items: center; gap: 1rem; flex-wrap: wrap; }
 .delivery-head form { margin: 0; }
 .secret { margin: .5rem 0 1rem; }
+.nowrap { white-space: nowrap; }
+.break { overflow-wrap: anywhere; }
+h4 { font-size: .85rem; margin: 1rem 0 .35rem; color: var(--muted); text-transform: uppercase; letter-spacing: .05em; }
+pre.wrap, .jws pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+.jws { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(20rem, 100%), 1fr)); gap: 0 1rem; }
+details summary { cursor: pointer; color: var(--accent); margin: .5rem 0; }
+.nav ul { flex-wrap: wrap; }
+.fields { grid-template-columns: repeat(auto-fill, minmax(min(22rem, 100%), 1fr)); }
+.fields.compact { grid-template-columns: repeat(auto-fill, minmax(min(14rem, 100%), 1fr)); gap: 0 1.5rem; }
+.field-error { color: var(--bad); font-size: .85rem; margin: 0; }
+input[aria-invalid="true"], select[aria-invalid="true"] { border-color: var(--bad); box-shadow: 0 0 0 1px var(--bad); }
+.date-wrap { display: flex; gap: .4rem; }
+.date-wrap input[data-date-picker] { flex: 1; min-width: 0; }
+.date-native { position: absolute; width: 1px; height: 1px; opacity: 0; pointer-events: none; }
+.date-button { padding: .35rem .6rem; }
+.summary { padding-bottom: .75rem; }
+.totals { display: grid; grid-template-columns: repeat(auto-fit, minmax(8rem, 1fr)); gap: .5rem 1.5rem; margin: 0 0 1rem; }
+.totals dt { font-size: .8rem; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; }
+.totals dd { margin: 0; font-size: 1.4rem; font-weight: 650; font-variant-numeric: tabular-nums; }
+.chart { margin: 0; }
+.chart figcaption { display: flex; justify-content: space-between; flex-wrap: wrap; gap: .5rem; font-size: .85rem; font-weight: 600; margin-bottom: .35rem; }
+.chart svg { display: block; width: 100%; height: 7.5rem; background: #fafbfc; border-radius: 4px; }
+.chart-bar { fill: var(--accent); }
+.chart-bar:hover { fill: var(--accent-dark); }
+.chart-axis { stroke: var(--line); stroke-width: 1; }
+.chart-range { display: flex; justify-content: space-between; }
+.list-head { display: flex; justify-content: space-between; align-items: center; flex-wrap: wrap; gap: .5rem 1rem; margin: 0 0 .5rem; }
+.list-head p { margin: 0; }
+.pager { align-items: center; flex-wrap: wrap; gap: .5rem 1rem; margin: 0 0 1.5rem; }
+.pager ol { display: flex; flex-wrap: wrap; gap: .25rem; list-style: none; margin: 0; padding: 0; }
+.pager ol a { display: inline-block; min-width: 2rem; text-align: center; padding: .2rem .45rem; border-radius: 6px; text-decoration: none; }
+.pager ol a[aria-current="page"] { background: var(--accent); color: #fff; font-weight: 600; }
+.state-tabs { display: flex; flex-wrap: wrap; gap: .4rem; margin: 0 0 1rem; }
+.state-tabs a { text-decoration: none; padding: .3rem .75rem; border: 1px solid var(--line); border-radius: 999px; background: var(--card); color: var(--text); text-transform: capitalize; }
+.state-tabs a[aria-current="page"] { background: #141b2d; color: #fff; border-color: #141b2d; }
+.state-tabs .count { color: var(--muted); font-variant-numeric: tabular-nums; margin-left: .2rem; }
+.state-tabs a[aria-current="page"] .count { color: #c9d1ec; }
+.badge-link { text-decoration: none; }
+.inline-form { margin: 0; }
+.card-list { list-style: none; margin: 0 0 1.25rem; padding: 0; }
+.endpoint-head { display: flex; justify-content: space-between; align-items: baseline; flex-wrap: wrap; gap: .25rem 1rem; }
+.endpoint-url { font-size: 1rem; margin: 0; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-weight: 600; min-width: 0; }
+.endpoint-price { margin: 0; }
+.endpoint:target { border-color: var(--accent); box-shadow: 0 0 0 2px #c9d1ff; }
+.row-actions { display: flex; flex-wrap: wrap; gap: .5rem 1.25rem; margin: .75rem 0 0; }
+.danger-link { color: var(--bad); }
+.secret-box { display: flex; flex-wrap: wrap; gap: .5rem; align-items: flex-start; margin: .25rem 0 .5rem; }
+code.secret { display: block; flex: 1 1 16rem; min-width: 0; margin: 0; padding: .6rem .75rem; background: #f3f5f9; border: 1px solid var(--line); border-radius: 6px; overflow-wrap: anywhere; user-select: all; }
+.table-scroll { overflow-x: auto; position: relative; }
+.activity .description { min-width: 14rem; overflow-wrap: anywhere; }
+td.resource { min-width: 14rem; }
+td.endpoint-cell { min-width: 12rem; }
+td.next-cell { overflow-wrap: anywhere; }
+td .button, td .button-quiet, td .button-danger { white-space: nowrap; }
+td code[title] { white-space: nowrap; }
+.date-button svg { display: block; width: 1.1rem; height: 1.1rem; }
+.activity .target { min-width: 10rem; }
+@media (max-width: 720px) {
+  main { padding: 1rem .75rem; }
+  .card { padding: 1rem; }
+  .nav { padding: .6rem .75rem; gap: .5rem 1rem; justify-content: space-between; }
+  .nav ul { order: 3; flex-basis: 100%; }
+  td.resource { min-width: 0; }
+  .table-card { padding: 0; }
+  table.stack-narrow thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+  table.stack-narrow tr { display: block; border-bottom: 1px solid var(--line); padding: .5rem 0; }
+  table.stack-narrow td { display: block; border: 0; padding: .2rem 1rem; text-align: left; }
+  table.stack-narrow td.empty { text-align: center; }
+  table.stack-narrow td.resource { overflow-wrap: anywhere; max-width: none; }
+  table.stack-narrow td[data-label]::before { content: attr(data-label); display: block; font-size: .75rem; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; }
+  .activity .description, .activity .target { min-width: 0; }
+}
 `;
 
 /**
@@ -126,7 +198,60 @@ export const CONSOLE_JS = `(() => {
     const timer = setInterval(tick, INTERVAL_MS);
   };
   document.querySelectorAll('[data-live]').forEach(watch);
+  // Copy buttons (one-time secrets): the Clipboard API, else select the text and copy it the old way.
+  document.querySelectorAll('[data-copy]').forEach((button) => {
+    const target = document.getElementById(button.getAttribute('data-copy'));
+    if (!target) return;
+    button.hidden = false;
+    button.addEventListener('click', async () => {
+      const status = document.getElementById('copy-status');
+      const text = target.textContent.trim();
+      let done = false;
+      try { if (navigator.clipboard) { await navigator.clipboard.writeText(text); done = true; } } catch (_) { done = false; }
+      if (!done) {
+        const range = document.createRange();
+        range.selectNodeContents(target);
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+        try { done = document.execCommand('copy'); } catch (_) { done = false; }
+      }
+      button.textContent = done ? 'Copied' : 'Select and copy by hand';
+      button.setAttribute('data-copied', done ? 'yes' : 'no');
+      if (status) status.textContent = done ? 'Copied to the clipboard.' : 'Copying was refused here: the text is selected, press Ctrl+C (or Cmd+C).';
+    });
+  });
+  // Date fields keep the tables' YYYY-MM-DD; a calendar button fills them from the browser's own picker.
+  document.querySelectorAll('input[data-date-picker]').forEach((input) => {
+    const native = document.createElement('input');
+    native.type = 'date';
+    native.className = 'date-native';
+    native.tabIndex = -1;
+    native.setAttribute('aria-hidden', 'true');
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = 'button-quiet date-button';
+    // A calendar drawn inline (an emoji needs a font the machine may not have).
+    button.innerHTML = '<svg viewBox="0 0 20 20" aria-hidden="true" focusable="false"><rect x="2.5" y="4" width="15" height="13.5" rx="2" fill="none" stroke="currentColor" stroke-width="1.6"/><path d="M2.5 8h15M6.5 2v4M13.5 2v4" stroke="currentColor" stroke-width="1.6"/></svg>';
+    const label = document.querySelector('label[for="' + input.id + '"]');
+    button.setAttribute('aria-label', 'Choose a date for ' + (label ? label.textContent : input.name));
+    const wrap = document.createElement('div');
+    wrap.className = 'date-wrap';
+    input.parentNode.insertBefore(wrap, input);
+    wrap.appendChild(input);
+    wrap.appendChild(button);
+    wrap.appendChild(native);
+    button.addEventListener('click', () => {
+      if (/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(input.value)) native.value = input.value;
+      try { native.showPicker(); } catch (_) { input.focus(); }
+    });
+    native.addEventListener('change', () => { if (native.value) input.value = native.value; });
+  });
 })();
+`;
+
+/** The tab icon (browsers asked for /favicon.ico on every page and logged a 404): a gate in the nav's colours. */
+export const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#141b2d"/><path d="M8 25V12a8 8 0 0 1 16 0v13" fill="none" stroke="#b9c2e8" stroke-width="3"/><rect x="12" y="17" width="8" height="8" rx="1.5" fill="#2f44c2"/></svg>
 `;
 
 export const assetEtag = (text: string) => `"${createHash('sha256').update(text).digest('base64url').slice(0, 16)}"`;

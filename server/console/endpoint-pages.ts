@@ -7,7 +7,7 @@ import { endpointBody, endpointPatch } from '../payments/routes.js';
 import { registerEndpoint, updateEndpoint } from '../payments/endpoint-registration.js';
 import { sessionOf, type ConsoleGuards } from './access.js';
 import { endpointCreateForm, endpointEditForm, idParam } from './schemas.js';
-import { endpointEditPage, endpointsPage, secretOncePage, type EndpointFormValues } from './views/endpoints.js';
+import { endpointDeletePage, endpointEditPage, endpointsPage, secretOncePage, type EndpointFormValues } from './views/endpoints.js';
 import { sendHtml, seeOther } from './render.js';
 
 /** A refusal the person can fix in the form (validation, URL check, duplicate): shown above the form. */
@@ -22,7 +22,8 @@ export function endpointPages(router: Router, app: AppContext, guards: ConsoleGu
   const devMode = app.config.mode === 'dev';
 
   router.get('/endpoints', guards.session, async (ctx) => {
-    sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.listEndpoints(orgOf(ctx)), devMode }));
+    const notice = ctx.query.deleted === '1' ? 'Endpoint deleted.' : undefined;
+    sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.listEndpoints(orgOf(ctx)), devMode, notice }));
   });
 
   router.post('/endpoints', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
@@ -59,5 +60,17 @@ export function endpointPages(router: Router, app: AppContext, guards: ConsoleGu
       const shown: EndpointFormValues = { priceUsdc: raw.priceUsdc, description: raw.description, webhookUrl: raw.webhookUrl, discoverable: raw.discoverable === 'on' };
       sendHtml(ctx, endpointEditPage({ session: sessionOf(ctx), endpoint: current, form: shown, error: err.message }), err.status);
     }
+  });
+
+  router.get('/endpoints/:id/delete', guards.session, guards.admin, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    sendHtml(ctx, endpointDeletePage({ session: sessionOf(ctx), endpoint: await app.payments.getEndpoint(orgOf(ctx), id) }));
+  });
+
+  // The same operation as DELETE /v0/payments/endpoints/{id}; the confirmation page above comes first.
+  router.post('/endpoints/:id/delete', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    await app.payments.deleteEndpoint(orgOf(ctx), id);
+    seeOther(ctx, '/console/endpoints?deleted=1');
   });
 }

@@ -8,7 +8,8 @@ import { issueSellerKey, revokeSellerKey } from '../payments/seller-keys.js';
 import { sessionOf, type ConsoleGuards } from './access.js';
 import type { ConsoleSessions } from './sessions.js';
 import { idParam, sellerKeyForm } from './schemas.js';
-import { sellerKeysPage } from './views/keys.js';
+import { revokeKeyPage, sellerKeysPage } from './views/keys.js';
+import { notFound } from '../platform/errors.js';
 import { secretOncePage } from './views/endpoints.js';
 import { sendHtml, seeOther } from './render.js';
 
@@ -26,6 +27,13 @@ export function keyPages(router: Router, app: AppContext, sessions: ConsoleSessi
     const form = parseInput(sellerKeyBody, parseInput(sellerKeyForm, { name: (ctx.request.body as Record<string, unknown>).name }, 'body'), 'body');
     const key = await issueSellerKey(app, orgOf(ctx), form.name ?? 'seller');
     sendHtml(ctx, secretOncePage({ session: sessionOf(ctx), title: `Seller key ${key.prefix}… created`, label: 'Seller key', secret: key.rawKey, back: '/console/seller-keys', backLabel: 'Back to seller keys' }), 201);
+  });
+
+  router.get('/seller-keys/:id/revoke', guards.session, guards.admin, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    const key = await app.keys.findOwned(id, orgOf(ctx), 'seller');
+    if (!key || key.revokedAt) throw notFound('Seller key not found');
+    sendHtml(ctx, revokeKeyPage({ session: sessionOf(ctx), key }));
   });
 
   router.post('/seller-keys/:id/revoke', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {

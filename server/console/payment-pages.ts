@@ -1,29 +1,56 @@
+import { Readable } from 'node:stream';
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { AppContext } from '../context.js';
 import { parseInput } from '../platform/validate.js';
-import { decodeCursor } from '../platform/pagination.js';
-import type { PaymentFilter } from '../payments/payment-service.js';
+import { filterQuery, type PaymentFilter } from '../payments/payment-service.js';
+import { paymentTotals, settledVolume } from '../payments/payment-totals.js';
 import type { PaymentDoc } from '../payments/models.js';
 import type { DeliveryDoc } from '../webhooks/models.js';
+import { deliveryState } from '../webhooks/state.js';
+import { formatUsdc } from '../../middleware/price.js';
 import { sessionOf, type ConsoleGuards } from './access.js';
-import { idParam, paymentsQuery, type PaymentsQuery } from './schemas.js';
+import { classifySearch, idParam, paymentsQuery, rawFilters, type PaymentsQuery } from './schemas.js';
 import { checkOfferReceipt, checkSignedReceipt } from './receipt-check.js';
 import { explorerTxUrl } from './explorer.js';
-import { paymentRows, paymentsPage } from './views/payments.js';
+import { csvLine } from './csv.js';
+import { paymentRows, paymentsPage, type PaymentFilterValues } from './views/payments.js';
 import { deliverySection, paymentPage } from './views/payment.js';
+import { errorsByField } from './views/filters.js';
+import { offsetOf } from './views/pager.js';
+import { isoDay } from './views/format.js';
 import { sendHtml, seeOther } from './render.js';
 
-const PAGE_SIZE = 25;
+export const PAGE_SIZE = 25;
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** The chart draws at most this many bars; a longer range puts several days in one bar. */
+const MAX_BARS = 62;
+/** Without a date filter, the chart shows the last 30 days. */
+const DEFAULT_CHART_DAYS = 30;
 
-function filterOf(query: PaymentsQuery): PaymentFilter {
+export function filterOf(query: PaymentsQuery): PaymentFilter {
+  const search = query.q ? classifySearch(query.q) : undefined;
   return {
     status: query.status, endpointId: query.endpoint, payerAddress: query.payer,
     from: query.from ? new Date(`${query.from}T00:00:00.000Z`) : undefined,
     // "To" is inclusive of its whole day.
     until: query.to ? new Date(Date.parse(`${query.to}T00:00:00.000Z`) + DAY_MS) : undefined,
+    ...(search?.kind === 'payment' ? { paymentId: search.value } : {}),
+    ...(search?.kind === 'tx' ? { txHash: search.value } : {}),
+    ...(search?.kind === 'payer' ? { searchPayer: search.value } : {}),
   };
+}
+
+/** The chart's days: the filter's range, else the last 30 days; at most MAX_BARS bars. */
+function chartBuckets(query: PaymentsQuery, now = new Date()): { buckets: Array<{ from: Date; until: Date }>; bucketDays: number } {
+  const today = Date.parse(`${isoDay(now)}T00:00:00.000Z`);
+  const end = query.to ? Date.parse(`${query.to}T00:00:00.000Z`) + DAY_MS : today + DAY_MS;
+  const start = query.from ? Date.parse(`${query.from}T00:00:00.000Z`) : end - DEFAULT_CHART_DAYS * DAY_MS;
+  const days = Math.max(1, Math.round((end - start) / DAY_MS));
+  const bucketDays = Math.ceil(days / MAX_BARS);
+  const buckets: Array<{ from: Date; until: Date }> = [];
+  for (let at = start; at < end; at += bucketDays * DAY_MS) buckets.push({ from: new Date(at), until: new Date(Math.min(at + bucketDays * DAY_MS, end)) });
+  return { buckets, bucketDays };
 }
 
 /** The payment's delivery, if the outbox has become one (another org's id cannot be reached: get is by org). */
@@ -32,47 +59,99 @@ async function deliveryOf(app: AppContext, payment: PaymentDoc): Promise<Deliver
   return id ? app.webhooks.get(payment.orgId, id).catch(() => undefined) : undefined;
 }
 
-/** Payments: the filtered, paged list with its live-refreshed first page; one payment with receipts and webhook. */
+const deliveryIds = (payments: PaymentDoc[]) => payments.flatMap((p) => (p.webhook?.deliveryId ? [p.webhook.deliveryId] : []));
+
+/**
+ * Payments: the filtered list with totals, a volume chart and numbered pages (its first page refreshes
+ * itself); a CSV export of the same filter; one payment with receipts and webhook.
+ */
 export function paymentPages(router: Router, app: AppContext, guards: ConsoleGuards): void {
   const orgOf = (ctx: Context) => sessionOf(ctx).orgId;
 
   router.get('/', guards.session, (ctx) => seeOther(ctx, '/console/payments'));
 
   router.get('/payments', guards.session, async (ctx) => {
-    const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const [page, endpoints] = await Promise.all([
-      app.payments.list(orgOf(ctx), PAGE_SIZE, query.pageToken ? decodeCursor(query.pageToken) : undefined, filterOf(query)),
-      app.payments.listEndpoints(orgOf(ctx)),
+    const orgId = orgOf(ctx);
+    const parsed = paymentsQuery.safeParse(ctx.query);
+    const endpoints = await app.payments.listEndpoints(orgId);
+    if (!parsed.success) {
+      // A filter a person can fix (From after To, a malformed search) is shown on the form, not as an error page.
+      const values = rawFilters(ctx.query) as PaymentFilterValues;
+      return sendHtml(ctx, paymentsPage({ session: sessionOf(ctx), values, errors: errorsByField(parsed.error.issues), endpoints, payments: [], deliveries: new Map(), window: { page: 1, pageSize: PAGE_SIZE, total: 0 } }), 400);
+    }
+    const query = parsed.data;
+    const filter = filterOf(query);
+    const pageNumber = query.page ?? 1;
+    const chart = chartBuckets(query);
+    const [payments, totals, buckets] = await Promise.all([
+      app.payments.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
+      paymentTotals(app.payments.payments, orgId, filter),
+      settledVolume(app.payments.payments, orgId, filter, chart.buckets),
     ]);
-    sendHtml(ctx, paymentsPage({ session: sessionOf(ctx), query, payments: page.items, nextPageToken: page.nextPageToken, endpoints }));
+    const deliveries = await app.webhooks.summaries(orgId, deliveryIds(payments));
+    sendHtml(ctx, paymentsPage({
+      session: sessionOf(ctx), values: query, errors: {}, endpoints, payments, deliveries, totals,
+      window: { page: pageNumber, pageSize: PAGE_SIZE, total: totals.count }, chart: { buckets, bucketDays: chart.bucketDays },
+    }));
   });
 
   // The live refresh: the newest page's rows under the same filters, as an HTML fragment.
   router.get('/payments/rows', guards.session, async (ctx) => {
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const page = await app.payments.list(orgOf(ctx), PAGE_SIZE, undefined, filterOf(query));
-    sendHtml(ctx, paymentRows(page.items));
+    const payments = await app.payments.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
+    sendHtml(ctx, paymentRows(payments, await app.webhooks.summaries(orgOf(ctx), deliveryIds(payments))));
+  });
+
+  // Every payment the filters match, newest first, streamed from a database cursor (never all in memory).
+  router.get('/payments.csv', guards.session, async (ctx) => {
+    const orgId = orgOf(ctx);
+    const query = parseInput(paymentsQuery, ctx.query, 'query');
+    const cursor = app.payments.payments.find({ orgId, ...filterQuery(filterOf(query)) }).sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 500 });
+    const log = app.log.child({ area: 'console' });
+    async function* lines() {
+      yield csvLine(['payment_id', 'created_at', 'status', 'amount_usdc', 'amount_atomic', 'payer', 'recipient', 'resource', 'endpoint_id', 'network', 'tx_hash', 'settled_at', 'failure_reason', 'webhook']);
+      let batch: PaymentDoc[] = [];
+      const flush = async function* () {
+        const deliveries = await app.webhooks.summaries(orgId, deliveryIds(batch));
+        for (const p of batch) {
+          const delivery = p.webhook?.deliveryId ? deliveries.get(p.webhook.deliveryId) : undefined;
+          yield csvLine([p._id, p.createdAt.toISOString(), p.status, formatUsdc(BigInt(p.amountUsdcRaw)), p.amountUsdcRaw, p.payerAddress, p.recipientAddress, p.resourceUrl,
+            p.endpointId, p.network, p.txHash, p.settledAt?.toISOString(), p.failureReason, delivery ? deliveryState(delivery) : p.webhook?.status]);
+        }
+        batch = [];
+      };
+      try {
+        for await (const payment of cursor as AsyncIterable<PaymentDoc>) {
+          batch.push(payment);
+          if (batch.length >= 200) yield* flush();
+        }
+        yield* flush();
+      } catch (err) {
+        // The headers are gone by now: the file ends short, and the log says why.
+        log.error({ err, orgId }, 'payments CSV export failed');
+        throw err;
+      }
+    }
+    ctx.status = 200;
+    ctx.type = 'text/csv; charset=utf-8';
+    ctx.set('Content-Disposition', `attachment; filename="payments-${isoDay(new Date())}.csv"`);
+    ctx.body = Readable.from(lines());
   });
 
   router.get('/payments/:id', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
     const payment = await app.payments.get(orgOf(ctx), id);
     const document = app.did.serviceDocument();
-    const [receiptCheck, offerReceiptCheck, delivery] = await Promise.all([
+    const [receiptCheck, offerReceiptCheck, delivery, endpoint] = await Promise.all([
       checkSignedReceipt(payment, document), checkOfferReceipt(payment, document), deliveryOf(app, payment),
+      payment.endpointId ? app.payments.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
-    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(app.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery }));
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(app.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined }));
   });
 
   router.get('/payments/:id/delivery', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
     const payment = await app.payments.get(orgOf(ctx), id);
     sendHtml(ctx, deliverySection(sessionOf(ctx), payment, await deliveryOf(app, payment)));
-  });
-
-  router.post('/deliveries/:id/retry', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
-    const { id } = parseInput(idParam, ctx.params, 'params');
-    const delivery = await app.webhooks.retry(orgOf(ctx), id);
-    seeOther(ctx, `/console/payments/${delivery.paymentId}#webhook-title`);
   });
 }

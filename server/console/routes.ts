@@ -6,11 +6,13 @@ import { notFound } from '../platform/errors.js';
 import { CONSOLE_PREFIX, consoleGuards, sessionOf } from './access.js';
 import { ConsoleSessions } from './sessions.js';
 import { consoleErrors, consoleHeaders } from './errors.js';
-import { CONSOLE_CSS, CONSOLE_JS, assetEtag } from './assets.js';
+import { CONSOLE_CSS, CONSOLE_JS, FAVICON_SVG, assetEtag } from './assets.js';
 import { signInRoutes } from './sign-in-routes.js';
 import { paymentPages } from './payment-pages.js';
 import { endpointPages } from './endpoint-pages.js';
 import { keyPages } from './key-pages.js';
+import { webhookPages } from './webhook-pages.js';
+import { offsetOf } from './views/pager.js';
 import { activityQuery } from './schemas.js';
 import { activityPage } from './views/activity.js';
 import { sendHtml } from './render.js';
@@ -18,7 +20,10 @@ import { sendHtml } from './render.js';
 const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
   'console.css': { type: 'text/css; charset=utf-8', text: CONSOLE_CSS, etag: assetEtag(CONSOLE_CSS) },
   'console.js': { type: 'text/javascript; charset=utf-8', text: CONSOLE_JS, etag: assetEtag(CONSOLE_JS) },
+  'favicon.svg': { type: 'image/svg+xml', text: FAVICON_SVG, etag: assetEtag(FAVICON_SVG) },
 };
+
+const ACTIVITY_PAGE_SIZE = 50;
 
 /** The ops console (docs/console.md): server-rendered pages under /console, signed in with a cookie session. */
 export function consoleRoutes(app: AppContext): Router {
@@ -45,12 +50,15 @@ export function consoleRoutes(app: AppContext): Router {
 
   signInRoutes(router, app, sessions, guards);
   paymentPages(router, app, guards);
+  webhookPages(router, app, guards);
   endpointPages(router, app, guards);
   keyPages(router, app, sessions, guards);
 
   router.get('/activity', guards.session, async (ctx) => {
-    const { limit } = parseInput(activityQuery, ctx.query, 'query');
-    sendHtml(ctx, activityPage({ session: sessionOf(ctx), entries: await app.logs.list({ orgId: sessionOf(ctx).orgId }, limit ?? 100) }));
+    const { page } = parseInput(activityQuery, ctx.query, 'query');
+    const pageNumber = page ?? 1;
+    const { entries, total } = await app.logs.page(sessionOf(ctx).orgId, offsetOf(pageNumber, ACTIVITY_PAGE_SIZE), ACTIVITY_PAGE_SIZE);
+    sendHtml(ctx, activityPage({ session: sessionOf(ctx), entries, window: { page: pageNumber, pageSize: ACTIVITY_PAGE_SIZE, total } }));
   });
 
   // Anything else under /console is a 404 page rather than the API's JSON 404.

@@ -13,17 +13,45 @@ export const idParam = z.object({ id });
 
 export const signInForm = z.object({ key: z.string().trim().min(1, 'enter a key').max(200, 'is too long to be a key') });
 
+const pageNumber = optional(z.coerce.number().int().min(1).max(100_000));
+
+/** What the payments search box accepts: a payment id, a transaction hash, or a payer address. */
+export type PaymentSearch = { kind: 'payment'; value: string } | { kind: 'tx'; value: string } | { kind: 'payer'; value: string };
+export function classifySearch(text: string): PaymentSearch | undefined {
+  if (/^pay_[a-z0-9]{1,64}$/.test(text)) return { kind: 'payment', value: text };
+  if (/^0x[0-9a-fA-F]{64}$/.test(text)) return { kind: 'tx', value: text };
+  if (/^0x[0-9a-fA-F]{40}$/.test(text)) return { kind: 'payer', value: text };
+  return undefined;
+}
+
+const dateRange = { from: optional(day), to: optional(day) };
+const rangeInOrder = (q: { from?: string; to?: string }) => !q.from || !q.to || q.from <= q.to;
+const rangeMessage = { message: 'must not be before "From"', path: ['to'] };
+
 export const paymentsQuery = z.object({
   status: optional(z.enum(['settled', 'held', 'verified', 'failed'])),
   endpoint: optional(id),
   payer: optional(z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address')),
-  from: optional(day),
-  to: optional(day),
-  pageToken: optional(z.string().max(512)),
-}).refine((q) => !q.from || !q.to || q.from <= q.to, { message: 'must not be before "from"', path: ['to'] });
+  q: optional(z.string().trim().max(100, 'is too long').refine((text) => text === '' || !!classifySearch(text), 'enter a payment id (pay_…), a transaction hash (0x + 64 hex digits) or a payer address (0x + 40 hex digits)')),
+  ...dateRange,
+  page: pageNumber,
+}).refine(rangeInOrder, rangeMessage);
 export type PaymentsQuery = z.output<typeof paymentsQuery>;
 
-export const activityQuery = z.object({ limit: optional(z.coerce.number().int().min(1).max(100)) });
+export const deliveriesQuery = z.object({
+  state: optional(z.enum(['pending', 'failing', 'failed', 'delivered'])),
+  endpoint: optional(id),
+  payment: optional(id),
+  ...dateRange,
+  page: pageNumber,
+}).refine(rangeInOrder, rangeMessage);
+export type DeliveriesQuery = z.output<typeof deliveriesQuery>;
+
+export const activityQuery = z.object({ page: pageNumber });
+
+/** The form's own fields: the values as typed (for showing them again) when a filter is refused. */
+export const rawFilters = (query: Record<string, unknown>): Record<string, string> =>
+  Object.fromEntries(Object.entries(query).filter(([, v]) => typeof v === 'string').map(([k, v]) => [k, (v as string).slice(0, 200)]));
 
 const checkbox = z.preprocess((v) => v === 'on', z.boolean());
 

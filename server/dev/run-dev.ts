@@ -8,7 +8,7 @@ import { DEV_ACCOUNTS, DEV_DEPLOYER } from './chain/dev-accounts.js';
 import { startServer } from '../server.js';
 import { devExtension } from './routes.js';
 import { MailCatcher } from './mail-catcher.js';
-import { devStateDir, persistentSecret, persistentValue, readJson, writeJson } from '../cli/local-state.js';
+import { devStateDir, persistentSecret, readJson, savedValue, saveValue, writeJson } from '../cli/local-state.js';
 import { DEV_SERVER_FILE, runningDevServer } from '../cli/backend.js';
 import { ensureDevSeller } from './dev-seller.js';
 import { DevChatPlatform } from './chat-platform.js';
@@ -50,15 +50,18 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   const mailCatcher = env.SMTP_RELAY_URL ? undefined : await new MailCatcher({
     port: Number(env.MAIL_CATCHER_PORT ?? 0), stateFile: join(stateDir, 'mail-catcher.json'),
   }).start();
+  // The DID domain is fixed at the first start that actually serves, and kept: every identity's DID, and
+  // every receipt signed under it, stays the same when the server later moves to another port. A start
+  // that fails (its port in use) fixes nothing, or the DID would name a port nobody ever answered on.
+  const fixedDidDomain = savedValue(stateDir, 'did-domain');
+  const portDidDomain = `localhost%3A${port}`;
   const config = loadConfig({
     AGENTGATE_MODE: 'dev',
     HOST: '127.0.0.1',
     PORT: port,
     BASE_URL: `http://localhost:${port}`,
     MAIL_DOMAIN: 'agents.localhost',
-    // Fixed at the first start and kept: every identity's DID, and every receipt signed under it, stays
-    // the same when the server later moves to another port.
-    DID_DOMAIN: persistentValue(stateDir, 'did-domain', `localhost%3A${port}`),
+    DID_DOMAIN: fixedDidDomain ?? portDidDomain,
     SMTP_PORT: '2525',
     // Every local org may try the admin previews (team chat); set ADMIN_ORG_IDS to try the gate.
     ADMIN_ORG_IDS: '*',
@@ -74,7 +77,15 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     MASTER_KEY: master.value,
     MONGODB_URI: mongo.uri,
   });
-  const server = await startServer(config, { extension: devExtension({ mailCatcher }) });
+  let server: Awaited<ReturnType<typeof startServer>>;
+  try {
+    server = await startServer(config, { extension: devExtension({ mailCatcher }) });
+  } catch (err) {
+    // Its port in use, say: stop what this start began, so the message is the last thing it does.
+    await Promise.allSettled([mongo.stop(), chain?.stop(), chat?.stop(), mailCatcher?.stop()]);
+    throw err;
+  }
+  if (!env.DID_DOMAIN && fixedDidDomain === undefined) saveValue(stateDir, 'did-domain', portDidDomain);
   // One line per payment, mail in and out, webhook attempt and chat message, unless asked to be quiet.
   if (!['1', 'true', 'yes'].includes(env.AGENTGATE_QUIET ?? '')) server.app.events.on((event) => log(event.line));
   log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
@@ -86,6 +97,10 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   }
   if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);
   if (mailCatcher) log(`mail to outside addresses is caught on 127.0.0.1:${mailCatcher.port}: read and answer it on ${config.BASE_URL}/dev/mail`);
+  if (!env.DID_DOMAIN && fixedDidDomain !== undefined && fixedDidDomain !== portDidDomain) {
+    const didUrl = `http://${decodeURIComponent(fixedDidDomain)}/.well-known/did.json`;
+    log(`the service DID stays did:web:${fixedDidDomain} (fixed at the first start): third-party verifiers resolve it at ${didUrl}, which this server on port ${port} does not answer, so buyers cannot verify receipts until it runs there again (\`agentgate dev --port ${decodeURIComponent(fixedDidDomain).split(':')[1] ?? '80'}\`)`);
+  }
   log(`sign up an agent:  curl -s -X POST ${config.BASE_URL}/v0/agent-signup -H 'content-type: application/json' -d '{}'`);
   let stopping: Promise<void> | undefined;
   const record = join(stateDir, DEV_SERVER_FILE);

@@ -93,6 +93,16 @@ export class ActivityLog {
     const query = filter.identityId ? { orgId: filter.orgId, identityId: filter.identityId } : { orgId: filter.orgId };
     return this.entries.find(query).sort({ createdAt: -1, _id: -1 }).limit(limit).lean();
   }
+
+  /** A numbered page of the org's log, newest first, and how many entries there are (the console's pages). */
+  async page(orgId: string, offset: number, limit: number): Promise<{ entries: LogEntry[]; total: number }> {
+    await this.flush();
+    const [entries, total] = await Promise.all([
+      this.entries.find({ orgId }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean(),
+      this.entries.countDocuments({ orgId }),
+    ]);
+    return { entries, total };
+  }
 }
 
 const entryOf = (input: LogInput): LogEntry => ({ severity: 'info', status: 'success', metadata: {}, ...input, _id: newId('log'), createdAt: new Date() });

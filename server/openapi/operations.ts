@@ -167,7 +167,7 @@ export const OPERATIONS: readonly Operation[] = [
   // This document and its reference page
   { method: 'get', path: '/openapi.json', tag: 'Docs', summary: 'This OpenAPI 3.1 document', auth: 'none', ok: json('The document') },
   { method: 'get', path: '/docs', tag: 'Docs', summary: 'The API reference, rendered from this document', auth: 'none', ok: { status: 200, description: 'An HTML page', type: 'text/html' } },
-  { method: 'get', path: '/docs/:asset', tag: 'Docs', summary: 'The reference page\'s scripts and styles', auth: 'none', ok: { status: 200, description: 'A script or style sheet', type: ['text/javascript', 'text/css'] }, also: { 404: 'No such file' } },
+  { method: 'get', path: '/docs/:asset', tag: 'Docs', summary: 'The reference page\'s style sheet (reference.css)', auth: 'none', ok: { status: 200, description: 'A style sheet', type: 'text/css' }, also: { 404: 'No such file' } },
 
   // The standard x402 facilitator API
   { method: 'get', path: '/v0/x402/supported', tag: 'x402 facilitator', summary: 'The kinds this facilitator settles and the extensions it supports', auth: 'none', ok: json('Supported kinds', answers.supported) },

@@ -38,15 +38,28 @@ export interface PaymentFilter {
   from?: Date;
   /** createdAt < until */
   until?: Date;
+  /** The console's search box: one payment by id, by transaction hash, or a payer (on top of payerAddress). */
+  paymentId?: string;
+  txHash?: string;
+  searchPayer?: string;
 }
 
-function filterQuery(filter: PaymentFilter): Record<string, unknown> {
+/** Payers are stored checksummed; an address typed in lower case must find them too. */
+const payerIn = (address: string) => ({ $in: [getAddress(address.toLowerCase()), address.toLowerCase()] });
+
+export function filterQuery(filter: PaymentFilter): Record<string, unknown> {
   const query: Record<string, unknown> = {};
   if (filter.status) query.status = filter.status;
   if (filter.endpointId) query.endpointId = filter.endpointId;
-  // Payers are stored checksummed; a filter typed in lower case must find them too.
-  if (filter.payerAddress) query.payerAddress = { $in: [getAddress(filter.payerAddress.toLowerCase()), filter.payerAddress.toLowerCase()] };
+  if (filter.payerAddress) query.payerAddress = payerIn(filter.payerAddress);
   if (filter.from || filter.until) query.createdAt = { ...(filter.from ? { $gte: filter.from } : {}), ...(filter.until ? { $lt: filter.until } : {}) };
+  if (filter.paymentId) query._id = filter.paymentId;
+  // Transaction hashes are stored as viem returns them, in lower case.
+  if (filter.txHash) query.txHash = filter.txHash.toLowerCase();
+  if (filter.searchPayer) {
+    if (filter.payerAddress) query.$and = [{ payerAddress: payerIn(filter.payerAddress) }, { payerAddress: payerIn(filter.searchPayer) }];
+    else query.payerAddress = payerIn(filter.searchPayer);
+  }
   return query;
 }
 
@@ -518,6 +531,11 @@ export class PaymentService {
   async list(orgId: string, limit: number, cursor?: Cursor, filter: PaymentFilter = {}) {
     const rows = await this.payments.find({ orgId, ...filterQuery(filter), ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
     return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
+  }
+
+  /** One numbered page (the console's "26–50 of N"), newest first. */
+  async listPage(orgId: string, filter: PaymentFilter, offset: number, limit: number): Promise<PaymentDoc[]> {
+    return this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean();
   }
 
   async get(orgId: string, id: string): Promise<PaymentDoc> {

@@ -133,7 +133,9 @@ const schema = z.object({
 export type Env = z.input<typeof schema>;
 export type Config = z.output<typeof schema> & { mode: Mode };
 
-export class ConfigError extends Error {}
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
 
 /** Validates the environment once at start-up; every bad or missing variable is named at once, in one line. */
 export function loadConfig(env: Record<string, string | undefined>): Config {

@@ -44,8 +44,13 @@ export class UsageTracker {
     return this.flushing;
   }
 
+  /**
+   * Counts as stored plus what this process has not written yet. It writes what has gathered first:
+   * adding the pending counts to a read that a timer flush overtakes (the counts already taken out of
+   * `pending`, their write not yet visible) would lose them, which made a count of 3 read as 0.
+   */
   async read(subjects: string[]): Promise<Map<string, { count: number; lastUsedAt?: Date }>> {
-    await this.flushing;
+    await this.flush();
     const docs = subjects.length ? await this.usage.find({ _id: { $in: subjects } }).lean() : [];
     const result = new Map<string, { count: number; lastUsedAt?: Date }>(docs.map((d) => [d._id, { count: d.count, lastUsedAt: d.lastUsedAt }]));
     for (const subject of subjects) {

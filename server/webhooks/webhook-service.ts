@@ -4,6 +4,7 @@ import type { Config } from '../platform/config.js';
 import type { JobQueue, JobRun } from '../platform/jobs.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
+import type { ServiceEvents } from '../platform/events.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { PaymentService } from '../payments/payment-service.js';
@@ -15,6 +16,7 @@ import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { PaymentReceivedEvent } from '../../middleware/webhook.js';
 import { deliverySchema, type DeliveryDoc, type DeliveryStatus } from './models.js';
 import { postWebhook } from './attempt.js';
+import { deliveryStateQuery, type DeliveryState } from './state.js';
 
 /** SPEC 6.1 / 8: retries 1 s, 4 s, 16 s, 64 s and 300 s after the failed attempt, in units of WEBHOOK_RETRY_BASE_MS. */
 export const RETRY_SCHEDULE_UNITS = [1, 4, 16, 64, 300] as const;
@@ -62,8 +64,11 @@ export class WebhookService {
     private readonly payments: PaymentService,
     private readonly secrets: SecretBox,
     private readonly logs: ActivityLog,
-    /** One line and one counted outcome per attempt (the operator's view; the seller's is the delivery log). */
-    private readonly observe: { log: Logger; metrics: Metrics },
+    /**
+     * One line and one counted outcome per attempt (the operator's view; the seller's is the delivery
+     * log), and one readable line per attempt for `agentgate dev`'s terminal (events).
+     */
+    private readonly observe: { log: Logger; metrics: Metrics; events?: ServiceEvents },
   ) {
     this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
     this.claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
@@ -262,6 +267,7 @@ export class WebhookService {
       deliveryId: delivery._id, paymentId: delivery.paymentId, endpointId: delivery.endpointId, attempt: expectedCount + 1, outcome,
       statusCode: record?.statusCode ?? null, durationMs: record?.durationMs ?? null, ...(error ? { error } : {}), ...(nextAttemptAt ? { nextAttemptAt } : {}),
     };
+    this.observe.events?.emit({ category: 'webhooks', line: attemptLine(delivery.paymentId, expectedCount + 1, record, status, error, nextAttemptAt) });
     if (status === 'delivered') this.observe.log.info(line, 'webhook delivered');
     else this.observe.log.warn(line, status === 'pending' ? 'webhook attempt failed, will retry' : 'webhook delivery failed');
     if (status === 'pending') return;
@@ -275,10 +281,26 @@ export class WebhookService {
 
   // --- seller reads and manual retry -----------------------------------------------------------
 
-  async list(orgId: string, filter: { endpointId?: string; status?: DeliveryStatus }, limit: number, cursor?: Cursor) {
-    const query = { orgId, ...(filter.endpointId ? { endpointId: filter.endpointId } : {}), ...(filter.status ? { status: filter.status } : {}), ...afterCursor('createdAt', cursor) };
-    const rows = await this.deliveries.find(query).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+  async list(orgId: string, filter: DeliveryFilter, limit: number, cursor?: Cursor) {
+    const rows = await this.deliveries.find({ ...deliveryQuery(orgId, filter), ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
     return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
+  }
+
+  /** One numbered page (the console's "26–50 of N"), without the bodies; newest first. */
+  async listPage(orgId: string, filter: DeliveryFilter, offset: number, limit: number): Promise<Array<Omit<DeliveryDoc, 'body'>>> {
+    return this.deliveries.find(deliveryQuery(orgId, filter), { body: 0 }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean();
+  }
+
+  /** Counted in the database. */
+  async count(orgId: string, filter: DeliveryFilter): Promise<number> {
+    return this.deliveries.countDocuments(deliveryQuery(orgId, filter));
+  }
+
+  /** Status fields of the org's deliveries with these ids (a payments page's webhook column): one query, no bodies or attempts. */
+  async summaries(orgId: string, ids: string[]): Promise<Map<string, Pick<DeliveryDoc, '_id' | 'status' | 'lastError' | 'attemptCount' | 'nextAttemptAt'>>> {
+    if (ids.length === 0) return new Map();
+    const rows = await this.deliveries.find({ orgId, _id: { $in: ids } }, { status: 1, lastError: 1, attemptCount: 1, nextAttemptAt: 1 }).lean();
+    return new Map(rows.map((row) => [row._id, row]));
   }
 
   async get(orgId: string, id: string): Promise<DeliveryDoc> {
@@ -287,17 +309,97 @@ export class WebhookService {
     return doc;
   }
 
+  /**
+   * "Retry now": a pending or failing delivery gets its due attempt at once instead of at nextAttemptAt;
+   * a finished one (failed or delivered) starts a new round, as retry does. The early job carries the same
+   * round and attempt number as the scheduled one, so the attempt claim lets only one of them send; the
+   * other finds the attempt made (or, if an attempt is running now, it waits and then finds it made).
+   * Nothing here writes the delivery, so no conditional update is relied on. `seen` is the round and
+   * attempt count the person was shown: when the delivery has moved on since (the attempt they meant to
+   * hurry was made, perhaps delivered), nothing is sent again.
+   */
+  async retryNow(orgId: string, id: string, seen?: { round: number; attemptCount: number }): Promise<{ delivery: DeliveryDoc; outcome: 'hurried' | 'new_round' | 'moved_on' }> {
+    const current = await this.get(orgId, id);
+    if (seen && (current.round !== seen.round || current.attemptCount !== seen.attemptCount)) return { delivery: current, outcome: 'moved_on' };
+    if (current.status !== 'pending') return { delivery: await this.retry(orgId, id), outcome: 'new_round' };
+    const roundBase = current.roundBase ?? 0;
+    await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round: current.round, roundBase, made: current.attemptCount - roundBase });
+    this.observe.log.info({ deliveryId: id, paymentId: current.paymentId, attempt: current.attemptCount + 1, round: current.round }, 'webhook attempt brought forward by hand');
+    await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${current.paymentId}: next attempt (#${current.attemptCount + 1}) sent now by hand`, targetType: 'webhook_delivery', targetId: id });
+    return { delivery: current, outcome: 'hurried' };
+  }
+
   /** Starts a new round of the full schedule for a delivery that has finished (failed or delivered). */
   async retry(orgId: string, id: string): Promise<DeliveryDoc> {
     const current = await this.get(orgId, id);
     if (current.status === 'pending') throw new AppError(409, 'delivery_pending', 'This delivery is still being attempted');
+    const round = current.round + 1;
+    // Of concurrent retries (two clicks, two processes), the one that inserts the round's claim starts it.
+    if (!(await this.claimRound(id, round))) throw new AppError(409, 'delivery_pending', 'This delivery is already being retried');
     const now = new Date();
-    const doc = await this.deliveries.findOneAndUpdate({ _id: id, orgId, status: current.status, round: current.round },
-      { $set: { status: 'pending', round: current.round + 1, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, deliveredAt: null, failedAt: null } },
-      { returnDocument: 'after' }).lean();
-    if (!doc) throw new AppError(409, 'delivery_pending', 'This delivery is already being retried');
-    await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round: doc.round, roundBase: doc.attemptCount, made: 0 });
+    // Unconditional: only the round's claimant writes, and while a delivery is finished no attempt job writes it.
+    await this.deliveries.updateOne({ _id: id, orgId },
+      { $set: { status: 'pending', round, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, lastError: null, deliveredAt: null, failedAt: null } });
+    const doc = { ...current, status: 'pending' as const, round, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, lastError: null, deliveredAt: null, failedAt: null };
+    await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round, roundBase: doc.attemptCount, made: 0 });
+    this.observe.log.info({ deliveryId: id, paymentId: doc.paymentId, round }, 'webhook delivery retried by hand: new round');
     await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${doc.paymentId} retried by hand`, targetType: 'webhook_delivery', targetId: id });
     return doc;
   }
+
+  /**
+   * The right to start round `round`: a unique insert, as for attempts. A claim whose holder died before
+   * it started the round (the lease ran out and the delivery is still at an earlier round) is taken over
+   * with the next generation, `<round>#1`, ..., which again only one process can insert.
+   */
+  private async claimRound(deliveryId: string, round: number): Promise<boolean> {
+    const ids = claimIds(`${deliveryId}:round:${round}`);
+    for (let generation = 0; generation < 20; generation++) {
+      const id = ids(generation).at(-1)!;
+      try {
+        await this.claims.insertOne({ _id: id, expiresAt: new Date(Date.now() + this.leaseMs) });
+        return true;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        const holder = await this.claims.findOne({ _id: id });
+        if (holder && holder.expiresAt.getTime() > Date.now()) return false;
+        const delivery = await this.deliveries.findById(deliveryId, { round: 1 }).lean();
+        if (!delivery || delivery.round >= round) return false;
+      }
+    }
+    return false;
+  }
+}
+
+/** What the delivery log and the console narrow a list by; every field optional. */
+export interface DeliveryFilter {
+  endpointId?: string;
+  status?: DeliveryStatus;
+  /** The console's four states (state.ts); wins over status when both are given. */
+  state?: DeliveryState;
+  paymentId?: string;
+  /** createdAt >= from */
+  from?: Date;
+  /** createdAt < until */
+  until?: Date;
+}
+
+function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, unknown> {
+  return {
+    orgId,
+    ...(filter.endpointId ? { endpointId: filter.endpointId } : {}),
+    ...(filter.status ? { status: filter.status } : {}),
+    ...(filter.state ? deliveryStateQuery(filter.state) : {}),
+    ...(filter.paymentId ? { paymentId: filter.paymentId } : {}),
+    ...(filter.from || filter.until ? { createdAt: { ...(filter.from ? { $gte: filter.from } : {}), ...(filter.until ? { $lt: filter.until } : {}) } } : {}),
+  };
+}
+
+/** `webhooks: payment.received for pay_… attempt 2 to https://…: 503 in 41 ms, next attempt in 10 s`. */
+function attemptLine(paymentId: string, attempt: number, record: DeliveryDoc['attempts'][number] | undefined, status: DeliveryStatus, error: string | undefined, nextAttemptAt: Date | null): string {
+  const answer = record ? (record.statusCode ? `${record.statusCode} in ${record.durationMs} ms` : `${record.error ?? 'no answer'} after ${record.durationMs} ms`) : (error ?? 'not sent');
+  const next = status === 'delivered' ? 'delivered'
+    : status === 'pending' ? `next attempt in ${Math.max(0, Math.round(((nextAttemptAt?.getTime() ?? Date.now()) - Date.now()) / 1000))} s`
+    : 'failed, no more attempts';
+  return `webhooks: payment.received for ${paymentId} attempt ${attempt}${record?.url ? ` to ${record.url}` : ''}: ${answer}, ${next}`;
 }

@@ -1,11 +1,16 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { freePort } from '../../server/platform/net.js';
+import { createServer, type AddressInfo } from 'node:net';
+import { privateKeyToAccount } from 'viem/accounts';
+import { verifyReceiptSignatureJWS } from '@x402/extensions/offer-receipt';
+import { paymentHeaderV1, signAuthorization } from '../support/chain.js';
 
 const run = promisify(execFile);
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
@@ -21,9 +26,9 @@ afterAll(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-async function cli(args: string[], env: Record<string, string> = {}) {
+async function cli(args: string[], env: Record<string, string | undefined> = {}, timeout = 30_000) {
   try {
-    const { stdout, stderr } = await run('node', [CLI, ...args], { env: { ...process.env, ...env }, timeout: 30_000 });
+    const { stdout, stderr } = await run('node', [CLI, ...args], { env: { ...process.env, ...env }, timeout });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -68,6 +73,28 @@ describe('agentgate CLI against a running server', () => {
     expect(JSON.parse(me.stdout).email).toBe(signup.body.identity.emailAddress);
   });
 
+  it('asks the backend of --url, else AGENTGATE_URL, else the saved one, for whoami as for every command', async () => {
+    const credentials = join(home, 'order.json');
+    const env = { AGENTGATE_CREDENTIALS: credentials };
+    expect((await cli(['signup', '--url', server.url], env)).code).toBe(0);
+    const saved = JSON.parse(readFileSync(credentials, 'utf8'));
+    const [envUrl, flagUrl] = [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`];
+    // Nothing listens at either: the error names the one that was asked.
+    const byEnv = await cli(['whoami', '--key', saved.identityKey], { ...env, AGENTGATE_URL: envUrl });
+    expect([byEnv.code, byEnv.stderr]).toEqual([1, expect.stringContaining(`could not reach the agentgate backend at ${envUrl}`)]);
+    const byFlag = await cli(['whoami', '--key', saved.identityKey, '--url', flagUrl], { ...env, AGENTGATE_URL: envUrl });
+    expect([byFlag.code, byFlag.stderr]).toEqual([1, expect.stringContaining(`could not reach the agentgate backend at ${flagUrl}`)]);
+    const listByFlag = await cli(['receipts', 'list', '--url', flagUrl], { ...env, AGENTGATE_URL: envUrl, AGENTGATE_KEY: saved.platformKey });
+    expect(listByFlag.stderr).toContain(`could not reach the agentgate backend at ${flagUrl}`);
+    // The saved key goes only to the backend it was saved for.
+    const elsewhere = await cli(['whoami'], { ...env, AGENTGATE_URL: envUrl });
+    expect([elsewhere.code, elsewhere.stdout.trim()]).toEqual([1, `not logged in at ${envUrl}: the saved credentials are for ${server.url}, not ${envUrl}: pass --key or set AGENTGATE_KEY, or run \`agentgate login --url ${envUrl}\``]);
+    // The same server by another name answers with the key given.
+    const other = await cli(['whoami', '--url', server.url.replace('127.0.0.1', 'localhost')], { ...env, AGENTGATE_KEY: saved.identityKey });
+    expect(other.code).toBe(0);
+    expect(JSON.parse(other.stdout).identityId).toBe(saved.identityId);
+  });
+
   it('stops `serve` with one line naming a bad or missing variable', async () => {
     const missing = await cli(['serve'], { BASE_URL: '', MONGODB_URI: '', MASTER_KEY: '' });
     expect(missing.code).toBe(1);
@@ -106,6 +133,37 @@ describe('agentgate CLI basics', () => {
     const port = await cli(['dev', '--port', 'x1']);
     expect(port.code).toBe(2);
     expect(port.stdout).toContain('--port must be a port number');
+  });
+
+  it('answers --version from package.json alone, and --help without loading the server', async () => {
+    // Lists every module the command loads (synchronous loader hooks see tsx-loaded files too).
+    const hook = join(home, 'list-modules.mjs');
+    writeFileSync(hook, `import { registerHooks } from 'node:module';
+const loaded = [];
+registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(loaded)));
+`);
+    const loadedBy = async (arg: string) => {
+      const { stdout, stderr } = await run('node', ['--import', hook, CLI, arg]);
+      return { stdout, loaded: JSON.parse(stderr.slice(stderr.lastIndexOf('LOADED ') + 7)) as string[] };
+    };
+    const version = await loadedBy('--version');
+    expect(version.stdout.trim()).toBe(JSON.parse(readFileSync('package.json', 'utf8')).version);
+    expect(version.loaded.filter((url) => !url.startsWith('node:'))).toEqual([pathToFileURL(CLI).href]);
+    const help = await loadedBy('--help');
+    expect(help.stdout).toContain('usage: agentgate <command>');
+    const ours = help.loaded.filter((url) => url.includes('/server/')).map((url) => url.replace(/^.*\/server\//, 'server/').replace(/\?.*$/, ''));
+    expect(ours).toEqual(['server/cli/main.ts', 'server/platform/package-info.ts']);
+  });
+
+  it('says in one line that it needs Node 22 or 24 on an older Node', async () => {
+    // An older Node, as far as the command can tell; the file itself must parse there (no top-level await).
+    const node20 = join(home, 'node20.mjs');
+    writeFileSync(node20, "Object.defineProperty(process, 'versions', { value: { ...process.versions, node: '20.11.1' } });\n");
+    const res = await run('node', ['--import', node20, CLI, 'dev']).then(() => ({ code: 0, stderr: '' }), (err) => err as { code: number; stderr: string });
+    expect(res.code).toBe(1);
+    expect(res.stderr.trim()).toBe('agentgate needs Node.js 22 or 24; this is Node.js 20.11.1 (install 22 or 24 from https://nodejs.org, or `nvm install 22`)');
+    expect(readFileSync(CLI, 'utf8')).not.toMatch(/^\s*(?:const .*= )?await\s/m);
   });
 
   it('is installed, wherever the docs say so, from the package whose bin it is', () => {
@@ -164,8 +222,20 @@ describe('agentgate dev', () => {
       return { child, output, stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }) };
     };
     try {
+      // A first start on a port in use stops with a clear message and fixes no DID domain: the DID is
+      // fixed by the first start that serves.
+      const occupied = createServer();
+      await new Promise<void>((resolve) => occupied.listen(0, '127.0.0.1', resolve));
+      const busyPort = (occupied.address() as AddressInfo).port;
+      const failed = await cli(['dev'], { ...env, PORT: String(busyPort) }, 120_000).finally(() => new Promise((r) => occupied.close(r)));
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain(`port ${busyPort} on 127.0.0.1 is already in use`);
+      expect(failed.stderr).toContain('generated a development master key');
+      expect(existsSync(join(state, 'did-domain'))).toBe(false);
+
       const first = await startDev();
-      expect(first.output).toContain('generated a development master key');
+      expect(first.output).not.toContain('generated a development master key'); // kept from the failed start
+      expect(readFileSync(join(state, 'did-domain'), 'utf8').trim()).toBe(`localhost%3A${port}`);
       const signup = await fetch(`http://127.0.0.1:${port}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).then((r) => r.json()) as any;
       const agentKey = { authorization: `Bearer ${signup.identity.rawKey}` };
       // The local chat workspace: a person approves the install in the browser (follow the redirects by hand).
@@ -184,14 +254,35 @@ describe('agentgate dev', () => {
       const found = await cli(['signup', '--help'], { AGENTGATE_STATE_DIR: state });
       expect(found.code).toBe(0);
       const didBefore = (await fetch(`http://127.0.0.1:${port}/.well-known/did.json`).then((r) => r.json()) as any).id;
+      // A payment to the dev seller: its receipt verifies, for the CLI and the official verifier alike.
+      const seller = JSON.parse(readFileSync(join(state, 'dev-seller.json'), 'utf8'));
+      const buyer = privateKeyToAccount(seller.buyerPrivateKey);
+      const signed = await signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { chainId: seller.chainId, verifyingContract: seller.usdcAddress });
+      const redeemed = await fetch(`http://127.0.0.1:${port}/v0/payments/redeem`, {
+        method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${seller.sellerKey}` },
+        body: JSON.stringify({ paymentHeader: paymentHeaderV1(signed, seller.network), resource: seller.endpoints.express, amount: '0.01' }),
+      }).then((r) => r.json()) as any;
+      expect(redeemed.paymentId).toMatch(/^pay_/);
+      const record = await fetch(`http://127.0.0.1:${port}/v0/payments/${redeemed.paymentId}`, { headers: { authorization: `Bearer ${seller.platformKey}` } }).then((r) => r.json()) as any;
+      await expect(verifyReceiptSignatureJWS(record.offerReceipt)).resolves.toMatchObject({ transaction: record.txHash });
+      const verify = () => cli(['receipts', 'verify', redeemed.paymentId, '--key', seller.platformKey], { AGENTGATE_STATE_DIR: state, AGENTGATE_CREDENTIALS: join(state, 'none.json') });
+      const validThere = await verify();
+      expect([validThere.code, validThere.stdout]).toEqual([0, expect.stringContaining(`valid receipt for payment ${redeemed.paymentId}`)]);
       await first.stop();
-      // The second start moves to another port: identities keep their DIDs (receipts stay verifiable).
+      // The second start moves to another port: identities keep their DIDs (receipts keep their signer),
+      // and the terminal says that verifiers still look for the DID at the first port.
       const port2 = String(await freePort());
       env.PORT = port2;
       const second = await startDev();
       expect((await fetch(`http://127.0.0.1:${port2}/.well-known/did.json`).then((r) => r.json()) as any).id).toBe(didBefore);
       expect(didBefore).toBe(`did:web:localhost%3A${port}`);
+      expect(second.output).toContain(`third-party verifiers resolve it at http://localhost:${port}/.well-known/did.json`);
       expect(second.output).not.toContain('generated a development master key');
+      // Nobody answers at the DID's address now: the official verifier fails, and so does the CLI.
+      await expect(verifyReceiptSignatureJWS(record.offerReceipt)).rejects.toThrow(`Failed to resolve ${didBefore}`);
+      const invalidHere = await verify();
+      expect(invalidHere.code).toBe(1);
+      expect(invalidHere.stdout).toContain(`INVALID receipt: its DID ${didBefore} cannot be resolved at http://localhost:${port}/.well-known/did.json`);
       const me = await fetch(`http://127.0.0.1:${port2}/v0/whoami`, { headers: { authorization: `Bearer ${signup.platform_key}` } });
       expect(me.status).toBe(200);
       // The chat install survived too, on both sides: the workspace still knows the bot's token.
@@ -199,16 +290,14 @@ describe('agentgate dev', () => {
       expect(channels.status).toBe(200);
       expect(((await channels.json()) as any).channels.map((c: { name: string }) => c.name)).toContain('general');
       // The local chain kept its token and the dev seller its keys: no second deployment.
-      expect(first.output).toContain('(deployed now)');
       expect(second.output).not.toContain('(deployed now)');
-      const seller = JSON.parse(readFileSync(join(state, 'dev-seller.json'), 'utf8'));
       const settings = await fetch(`http://127.0.0.1:${port2}/v0/payments/settings`, { headers: { authorization: `Bearer ${seller.sellerKey}` } });
       expect(settings.status).toBe(200);
       await second.stop();
     } finally {
       rmSync(state, { recursive: true, force: true });
     }
-  });
+  }, 240_000);
 });
 
 describe('agentgate dev after a SIGKILL', () => {

@@ -7,6 +7,8 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization } from '../support/chain.js';
+import { freePort } from '../../server/platform/net.js';
+import { verifyReceiptSignatureJWS } from '@x402/extensions/offer-receipt';
 
 const run = promisify(execFile);
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
@@ -25,19 +27,27 @@ async function cli(args: string[]) {
   }
 }
 
+/** A new org on `on` that sells one endpoint and has been paid for it once: its platform key and the payment. */
+async function paidOnce(on: TestServer): Promise<{ platformKey: string; paymentId: string; payAgain(): Promise<string> }> {
+  const agent = await signUp(on);
+  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  await on.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } });
+  await on.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: 'https://api.example.com/report', priceUsdc: '0.25', skipUrlCheck: true } });
+  const sellerKey = (await on.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey;
+  const buyer = await fundedBuyer('1');
+  const pay = async () => {
+    const header = paymentHeaderV1(await signAuthorization(buyer, { to: payTo, value: 250_000n }));
+    const redeemed = await on.request('POST', '/v0/payments/redeem', { key: sellerKey, body: { paymentHeader: header, resource: 'https://api.example.com/report', amount: '0.25' } });
+    expect(redeemed.status).toBe(200);
+    return redeemed.body.paymentId as string;
+  };
+  return { platformKey: agent.platform_key, paymentId: await pay(), payAgain: pay };
+}
+
 beforeAll(async () => {
   server = await startTestServer();
   dir = mkdtempSync(join(tmpdir(), 'agentgate-receipts-'));
-  const agent = await signUp(server);
-  platformKey = agent.platform_key;
-  const payTo = privateKeyToAccount(generatePrivateKey()).address;
-  await server.request('PUT', '/v0/payments/acceptance', { key: platformKey, body: { enabled: true, payTo } });
-  await server.request('POST', '/v0/payments/endpoints', { key: platformKey, body: { url: 'https://api.example.com/report', priceUsdc: '0.25', skipUrlCheck: true } });
-  const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: platformKey, body: {} })).body.apiKey;
-  const buyer = await fundedBuyer('1');
-  const header = paymentHeaderV1(await signAuthorization(buyer, { to: payTo, value: 250_000n }));
-  const redeemed = await server.request('POST', '/v0/payments/redeem', { key: sellerKey, body: { paymentHeader: header, resource: 'https://api.example.com/report', amount: '0.25' } });
-  paymentId = redeemed.body.paymentId;
+  ({ platformKey, paymentId } = await paidOnce(server));
 });
 afterAll(async () => {
   await server.close();
@@ -63,6 +73,36 @@ describe('agentgate receipts', () => {
     expect(res.stdout).toContain(paymentId);
     expect(res.stdout).toContain('settled');
     expect(res.stdout).toContain('0.25 USDC');
+    expect(res.stdout).toContain('https://api.example.com/report'); // the resource paid for
+  });
+
+  it('pages through payments with --cursor or --all, prints JSON with --json, and explains a --limit out of range', async () => {
+    const org = await paidOnce(server);
+    const ids = [org.paymentId, await org.payAgain(), await org.payAgain()].reverse(); // newest first
+    const base = ['receipts', 'list', '--url', server.url, '--key', org.platformKey];
+    const first = await cli([...base, '--limit', '2', '--json']);
+    expect(first.code).toBe(0);
+    const page1 = JSON.parse(first.stdout);
+    expect(page1.payments.map((p: any) => p.id)).toEqual(ids.slice(0, 2));
+    expect(page1.payments[0]).toMatchObject({ resourceUrl: 'https://api.example.com/report', status: 'settled' });
+    expect(page1.nextCursor).toEqual(expect.any(String));
+    const next = await cli([...base, '--limit', '2', '--cursor', page1.nextCursor]);
+    expect(next.code).toBe(0);
+    expect(next.stdout).toContain(ids[2]);
+    expect(next.stdout).not.toContain(ids[0]);
+    // In text, the way to the next page is spelled out.
+    const text = await cli([...base, '--limit', '1']);
+    expect(text.stdout).toMatch(/^more: agentgate receipts list --cursor \S+ --limit 1/m);
+    const all = await cli([...base, '--all', '--json']);
+    expect(JSON.parse(all.stdout).payments.map((p: any) => p.id)).toEqual(ids);
+    expect(JSON.parse(all.stdout).nextCursor).toBeUndefined();
+
+    const tooMany = await cli([...base, '--limit', '500']);
+    expect(tooMany.code).toBe(2);
+    expect(tooMany.stdout.trim()).toBe('agentgate receipts list: --limit must be a whole number from 1 to 100 (a page); to list every payment, use --all, or follow --cursor from page to page');
+    const badCursor = await cli([...base, '--cursor', 'nonsense']);
+    expect(badCursor.code).toBe(1);
+    expect(badCursor.stdout.trim()).toBe('agentgate receipts list: the cursor "nonsense" is not one this backend gave out');
   });
 
   it('verifies a receipt by payment id against the DID document the server publishes', async () => {
@@ -70,6 +110,31 @@ describe('agentgate receipts', () => {
     expect(res.code).toBe(0);
     expect(res.stdout).toContain(`signed by did:web:${server.config.DID_DOMAIN}`);
     expect(res.stdout).toContain(`valid offer-receipt (JWS, EdDSA) signed by did:web:${server.config.DID_DOMAIN}#key-1`);
+  });
+
+  it('agrees with the official verifier: valid where the DID resolves, invalid where it names an address nobody answers', async () => {
+    // The server's own DID resolves where it runs: both say valid.
+    const payment = (await server.request('GET', `/v0/payments/${paymentId}`, { key: platformKey })).body;
+    await expect(verifyReceiptSignatureJWS(payment.offerReceipt)).resolves.toMatchObject({ payer: expect.any(String) });
+    expect((await cli(['receipts', 'verify', paymentId, '--url', server.url, '--key', platformKey])).code).toBe(0);
+
+    // A backend whose DID names a port nothing listens on (agentgate dev moved off its first port): the
+    // official verifier cannot resolve the key, and the CLI must not call the receipt valid either, even
+    // though the backend it talks to serves a matching document.
+    const deadPort = await freePort();
+    const moved = await startTestServer({ DID_DOMAIN: `localhost%3A${deadPort}` });
+    try {
+      const paid = await paidOnce(moved);
+      const record = (await moved.request('GET', `/v0/payments/${paid.paymentId}`, { key: paid.platformKey })).body;
+      await expect(verifyReceiptSignatureJWS(record.offerReceipt)).rejects.toThrow(`Failed to resolve did:web:localhost%3A${deadPort}`);
+      const res = await cli(['receipts', 'verify', paid.paymentId, '--url', moved.url, '--key', paid.platformKey]);
+      expect(res.code).toBe(1);
+      expect(res.stdout).toContain(`INVALID receipt: its DID did:web:localhost%3A${deadPort} cannot be resolved at http://localhost:${deadPort}/.well-known/did.json`);
+      expect(res.stdout).toContain(`${moved.url} serves this DID's document, but the DID names another address`);
+      expect(res.stdout).not.toMatch(/^valid/m);
+    } finally {
+      await moved.close();
+    }
   });
 
   it('refuses a payment record whose offer-receipt JWS was altered', async () => {

@@ -1,12 +1,20 @@
 // The console in a real browser (Debian's chromium through playwright-core) against a real backend, chain
 // and webhook receiver: sign in through the form, watch a paid request appear without a reload, check its
-// receipts, retry a failed webhook and see the new attempt, sign out and be refused.
-import type { Browser, Page } from 'playwright-core';
+// receipts, retry a failed webhook and see the new attempt, sign out and be refused. Then the ops pages at
+// 1280 px and 390 px: totals, chart, search, pages, CSV, webhooks by state, delete and revoke behind a
+// confirmation, copy buttons, the payment page, activity, with no page scrolling sideways.
+// CONSOLE_SCREENSHOTS=docs npm test -- test/console/console-browser refreshes the pictures in docs/console.md.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { pay, sellerWithWebhook, waitForDelivery, type WebhookSeller } from '../webhooks/seller.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { launchChromium } from './browser.js';
 import { consoleGet } from './http-client.js';
+
+const SHOTS = process.env.CONSOLE_SCREENSHOTS;
+const shot = async (p: Page, name: string) => { if (SHOTS) await p.screenshot({ path: join(SHOTS, name), fullPage: true }); };
 
 // The retry schedule in units of 5 ms: a receiver answering 500 exhausts it in about two seconds.
 const FAILING_ATTEMPTS = 6;
@@ -60,7 +68,7 @@ test('sign in, live payments, verified receipt, webhook retry, sign out', async 
   await waitForDelivery(server, seller, paymentId, (d) => d.status === 'failed', 60_000);
 
   // 4. Opens it: both receipts verified against the service's DID document, with the key id.
-  await row.getByRole('link').click();
+  await row.getByRole('link').first().click();
   await page.getByRole('heading', { name: 'Signed receipt' }).waitFor();
   expect(new URL(page.url()).pathname).toBe(`/console/payments/${paymentId}`);
   const checks = page.locator('[data-receipt-check]');
@@ -74,20 +82,12 @@ test('sign in, live payments, verified receipt, webhook retry, sign out', async 
   const delivery = page.locator('#delivery');
   await expect(delivery.locator('tr[data-attempt]').count()).resolves.toBe(FAILING_ATTEMPTS);
   expect(await delivery.textContent()).toContain('failed');
-  await page.getByRole('button', { name: 'Retry delivery' }).click();
+  await page.getByRole('button', { name: 'Retry now' }).click();
   const newAttempt = delivery.locator(`tr[data-attempt="${FAILING_ATTEMPTS + 1}"]`);
   await newAttempt.waitFor({ timeout: 20_000 });
   expect(await newAttempt.textContent()).toContain('HTTP 200');
   await delivery.getByText('delivered', { exact: true }).first().waitFor();
   expect(receiver.received).toHaveLength(FAILING_ATTEMPTS + 1);
-
-  // A few more payments for the picture of the payments page (docs/console.png).
-  if (process.env.CONSOLE_SCREENSHOT) {
-    await pay(server, seller);
-    await pay(server, seller);
-    await page.goto(`${server.url}/console/payments`);
-    await page.screenshot({ path: process.env.CONSOLE_SCREENSHOT, fullPage: true });
-  }
 
   // 6. Signs out; the console is closed to this browser and to the old cookie.
   const oldCookie = `agentgate_console=${(await page.context().cookies())[0]!.value}`;
@@ -100,3 +100,173 @@ test('sign in, live payments, verified receipt, webhook retry, sign out', async 
   expect(replay.location).toBe('/console/sign-in');
   expect(replay.text).not.toContain(paymentId);
 }, 180_000);
+
+/** Signs a fresh browser context in through the form; the clipboard is granted, as a person's click would. */
+async function signedInPage(width: number): Promise<{ context: BrowserContext; page: Page; notFound: string[] }> {
+  const context = await browser.newContext({ viewport: { width, height: 900 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+  const p = await context.newPage();
+  // Every request the pages make is answered (the favicon included): no 404 in the walk.
+  const notFound: string[] = [];
+  p.on('response', (res) => { if (res.status() === 404) notFound.push(res.url()); });
+  await p.goto(`${server.url}/console/sign-in`);
+  await p.getByLabel('Platform key').fill(seller.platformKey);
+  await p.getByRole('button', { name: 'Sign in' }).click();
+  await p.getByRole('heading', { name: 'Payments' }).waitFor();
+  return { context, page: p, notFound };
+}
+
+const scrollsSideways = (p: Page) => p.evaluate('document.scrollingElement.scrollWidth > window.innerWidth') as Promise<boolean>;
+/** What sticks out past the right edge, when something does (for the failure message). */
+const overflowing = (p: Page) => p.evaluate(`Array.from(document.querySelectorAll('body *')).filter((el) => el.getBoundingClientRect().right > window.innerWidth + 0.5 && !(el.parentElement && el.parentElement.closest('.table-card, .table-scroll')))
+  .slice(0, 5).map((el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '') + ' ' + Math.round(el.getBoundingClientRect().right))`) as Promise<string[]>;
+
+/** Old settled payments for the chart in the docs' pictures only (the real ones all settle today). */
+async function illustrationHistory(): Promise<void> {
+  const docs = Array.from({ length: 40 }, (_, i) => {
+    const at = new Date(Date.now() - (1 + (i % 13)) * 86_400_000 - i * 60_000);
+    const nonce = `0x${randomBytes(32).toString('hex')}`;
+    const payer = `0x${randomBytes(20).toString('hex')}`;
+    return {
+      _id: `pay_demo${i.toString().padStart(3, '0')}${randomBytes(3).toString('hex')}`, orgId: seller.orgId, direction: 'in', endpointId: seller.endpointId, network: 'base-sepolia', chainId: 84532,
+      asset: `0x${randomBytes(20).toString('hex')}`, payerAddress: payer, recipientAddress: seller.payTo, amountUsdcRaw: String(10_000 * (1 + (i % 4))), resourceUrl: seller.resource,
+      x402Version: 1, authorizationKey: `demo:${nonce}`, authorizationNonce: nonce, authorization: { from: payer, to: seller.payTo, value: '10000', validAfter: '0', validBefore: '1893456000', nonce },
+      signature: '0x00', status: i % 9 === 4 ? 'failed' : 'settled', createdAt: at, ...(i % 9 === 4 ? { failureReason: 'transfer reverted' } : { txHash: `0x${randomBytes(32).toString('hex')}`, settledAt: at }),
+    };
+  });
+  await server.app.payments.payments.insertMany(docs);
+}
+
+test('the ops pages at 1280 px: totals, chart, search, CSV, webhooks, delete, revoke, copy, activity', async () => {
+  const paymentId = await pay(server, seller);
+  if (SHOTS) await illustrationHistory();
+  const { context, page: p, notFound } = await signedInPage(1280);
+  try {
+    // Payments: totals and the chart for the range, "showing 1–n of N", the webhook column, the export.
+    await p.goto(`${server.url}/console/payments`);
+    const count = Number(await p.locator('[data-total="count"]').textContent());
+    expect(count).toBeGreaterThanOrEqual(2);
+    await expect(p.locator('.showing').textContent()).resolves.toMatch(new RegExp(`Showing 1–${Math.min(count, 25)} of ${count} payments`));
+    expect(await p.locator('svg[role="img"] rect.chart-bar').count()).toBe(30);
+    await expect(p.locator(`tr[data-payment-id="${paymentId}"] [data-webhook]`).textContent()).resolves.toMatch(/pending|failing|failed|delivered/);
+    expect(await scrollsSideways(p)).toBe(false);
+    await shot(p, 'console.png');
+    const [download] = await Promise.all([p.waitForEvent('download'), p.getByRole('link', { name: 'Export CSV' }).click()]);
+    expect(download.suggestedFilename()).toMatch(/^payments-\d{4}-\d{2}-\d{2}\.csv$/);
+
+    // Search by payment id.
+    await p.getByLabel('Search').fill(paymentId);
+    await p.getByRole('button', { name: 'Apply' }).click();
+    await p.waitForURL(/q=pay_/);
+    expect(await p.locator('tr[data-payment-id]').count()).toBe(1);
+
+    // Dates typed as the tables print them; From after To is shown on the form, the field marked.
+    await p.goto(`${server.url}/console/payments`);
+    const from = p.getByRole('textbox', { name: 'From (UTC)' });
+    const to = p.getByRole('textbox', { name: 'To (UTC, inclusive)' });
+    expect(await from.getAttribute('placeholder')).toBe('YYYY-MM-DD');
+    await expect(p.getByRole('button', { name: 'Choose a date for From (UTC)' }).count()).resolves.toBe(1);
+    await from.fill('2026-03-05');
+    await to.fill('2026-03-01');
+    await p.getByRole('button', { name: 'Apply' }).click();
+    await p.locator('#err-to').waitFor();
+    expect(await to.getAttribute('aria-invalid')).toBe('true');
+    expect(await to.inputValue()).toBe('2026-03-01');
+    expect(await p.getByRole('heading', { name: 'Payments' }).count()).toBe(1);
+
+    // Webhooks by state.
+    await p.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Webhooks' }).click();
+    await p.getByRole('heading', { name: 'Webhooks' }).waitFor();
+    await waitForDelivery(server, seller, paymentId, (d) => d.status === 'delivered' || d.status === 'failed', 60_000);
+    await p.reload();
+    expect(await p.locator('tr[data-delivery-id]').count()).toBeGreaterThanOrEqual(2);
+    await p.getByRole('navigation', { name: 'Deliveries by state' }).getByRole('link', { name: /delivered/ }).click();
+    await p.waitForURL(/state=delivered/);
+    const states = await p.locator('tr[data-delivery-id]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-state')));
+    expect(states.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(states)).toEqual(new Set(['delivered']));
+    expect(await scrollsSideways(p)).toBe(false);
+    // The whole table is on screen, its retry buttons included, without scrolling it.
+    expect(await p.locator('.table-card').evaluate((card) => card.scrollWidth <= card.clientWidth)).toBe(true);
+    await expect(p.getByRole('button', { name: 'Send again' }).first().isVisible()).resolves.toBe(true);
+    await shot(p, 'console-webhooks.png');
+
+    // A new seller key is shown whole, and its copy button puts it in the clipboard.
+    await p.goto(`${server.url}/console/seller-keys`);
+    await p.getByLabel('Name').fill('browser test');
+    await p.getByRole('button', { name: 'Create key' }).click();
+    const secret = (await p.locator('#secret').textContent())!.trim();
+    expect(secret).toMatch(/^loid-[A-Za-z0-9_-]{43}$/);
+    await p.getByRole('button', { name: 'Copy seller key' }).click();
+    await p.getByText('Copied to the clipboard.').waitFor();
+    expect(await p.evaluate('navigator.clipboard.readText()')).toBe(secret);
+
+    // Revoking asks first.
+    await p.goto(`${server.url}/console/seller-keys`);
+    await p.getByRole('link', { name: `Revoke key ${secret.slice(0, 12)}` }).click();
+    await p.getByRole('heading', { name: 'Revoke this seller key?' }).waitFor();
+    await p.getByRole('button', { name: 'Revoke key' }).click();
+    await p.getByRole('heading', { name: 'Seller keys' }).waitFor();
+    expect(await p.getByRole('link', { name: `Revoke key ${secret.slice(0, 12)}` }).count()).toBe(0);
+
+    // Deleting an endpoint asks first.
+    const doomed = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `https://api.example.com/doomed/${Date.now()}`, priceUsdc: '0.02', skipUrlCheck: true } });
+    await p.goto(`${server.url}/console/endpoints`);
+    await p.getByRole('link', { name: `Delete ${doomed.body.url}` }).click();
+    await p.getByRole('heading', { name: 'Delete this endpoint?' }).waitFor();
+    await p.getByRole('button', { name: 'Delete endpoint' }).click();
+    await p.getByText('Endpoint deleted.').waitFor();
+    expect(await p.getByText(doomed.body.url).count()).toBe(0);
+
+    // Activity: the Target column is on screen at 1280 px, without scrolling the table.
+    await p.goto(`${server.url}/console/activity`);
+    const target = await p.getByRole('columnheader', { name: 'Target' }).boundingBox();
+    expect(target).not.toBeNull();
+    expect(target!.x + target!.width).toBeLessThanOrEqual(1280);
+    expect(await p.locator('.table-card').evaluate((card) => card.scrollWidth <= card.clientWidth)).toBe(true);
+    expect(await scrollsSideways(p)).toBe(false);
+
+    // The payment: human dates, the endpoint as a link, the JWS decoded, nothing running off the page.
+    await p.goto(`${server.url}/console/payments/${paymentId}`);
+    await expect(p.locator('dt:text-is("Valid before") + dd time').textContent()).resolves.toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+    await expect(p.getByRole('link', { name: seller.resource }).getAttribute('href')).resolves.toBe(`/console/endpoints#${seller.endpointId}`);
+    await expect(p.getByLabel('JWS claims').textContent()).resolves.toContain('"resourceUrl"');
+    expect(await scrollsSideways(p)).toBe(false);
+    await shot(p, 'console-payment.png');
+    expect(notFound).toEqual([]);
+  } finally {
+    await context.close();
+  }
+}, 180_000);
+
+test('at 390 px nothing scrolls sideways and URLs keep the width of the screen', async () => {
+  const paymentId = await pay(server, seller);
+  const { context, page: p, notFound } = await signedInPage(390);
+  try {
+    for (const path of ['/console/payments', '/console/webhooks', '/console/endpoints', '/console/seller-keys', `/console/payments/${paymentId}`, '/console/activity']) {
+      await p.goto(server.url + path);
+      expect([path, await scrollsSideways(p), await overflowing(p)]).toEqual([path, false, []]);
+    }
+    // Tables become one block per row: nothing scrolls inside its card either, and a resource URL gets the
+    // card's width rather than a narrow column that wraps it a few letters at a time.
+    for (const path of ['/console/payments', '/console/webhooks', '/console/activity', `/console/payments/${paymentId}`]) {
+      await p.goto(server.url + path);
+      const cards = await p.locator('.table-card, .table-scroll').evaluateAll((els) => els.map((el) => el.scrollWidth <= el.clientWidth));
+      expect([path, cards.every(Boolean)]).toEqual([path, true]);
+    }
+    await p.goto(`${server.url}/console/payments`);
+    expect((await p.locator(`tr[data-payment-id="${paymentId}"] td.resource`).boundingBox())!.width).toBeGreaterThan(280);
+    // An endpoint's URL has a line of its own, not a narrow column that wraps it a few letters at a time.
+    await p.goto(`${server.url}/console/endpoints`);
+    const url = await p.locator('.endpoint-url').first().boundingBox();
+    expect(url!.width).toBeGreaterThan(280);
+    await shot(p, 'console-mobile.png');
+    // The payment page's resource and the JWS wrap inside the card.
+    await p.goto(`${server.url}/console/payments/${paymentId}`);
+    const jws = await p.getByLabel('JWS claims').boundingBox();
+    expect(jws!.x + jws!.width).toBeLessThanOrEqual(390);
+    expect(notFound).toEqual([]);
+  } finally {
+    await context.close();
+  }
+}, 120_000);

@@ -1,11 +1,19 @@
 // The docs cannot rot: every shell block of README.md and docs/*.md marked ```sh runnable is run, in
 // order, by bash against a fresh dev-mode backend ($BASE). curl fails on any HTTP error, so a snippet
-// whose route, body or variables went stale fails here.
-import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+// whose route, body or variables went stale fails here. Every ```ts runnable block is a seller program:
+// it runs as written (tsx; only its `agentgate-x402` imports are pointed at this checkout's sources)
+// with AGENTGATE_URL, AGENTGATE_SELLER_KEY, AGENTGATE_PLATFORM_KEY and PORT set, must print
+// `selling <url>` once it is ready, and a buyer (@x402/fetch) then pays that URL.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { faucetConfig } from '../support/chain.js';
+import { faucetConfig, sendUsdc, testChain } from '../support/chain.js';
+import { setUpSeller } from '../interop/seller.js';
+import { freePort } from '../../server/platform/net.js';
+import { payWithV2 } from '../../examples/buyer/buyer.js';
 
 let server: TestServer;
 beforeAll(async () => { server = await startTestServer(await faucetConfig('100')); });
@@ -47,4 +55,62 @@ test('a stale snippet fails the run, also when its failing call sits inside $(â€
 test.each(withBlocks)('the runnable snippets of %s run as written', async (file) => {
   const { code, output } = await runSnippets(runnableBlocks(file));
   expect({ file, code, output: code === 0 ? '' : output.slice(-4000) }).toEqual({ file, code: 0, output: '' });
+}, 120_000);
+
+/** The ```ts runnable blocks of one markdown file, in order. */
+function sellerPrograms(file: string): string[] {
+  return [...readFileSync(file, 'utf8').matchAll(/^```ts runnable\n([\s\S]*?)^```$/gm)].map((m) => m[1]!);
+}
+const programs = files.flatMap((file) => sellerPrograms(file).map((code, index) => [file, index + 1, code] as const));
+
+test('docs/seller.md has a runnable seller program', () => {
+  expect(sellerPrograms(join('docs', 'seller.md')).length).toBeGreaterThanOrEqual(1);
+});
+
+/** The program's imports of the seller package, pointed at this checkout's sources. */
+function againstCheckout(code: string): string {
+  const source = (path: string) => JSON.stringify(pathToFileURL(resolve(path)).href);
+  return code
+    .replace(/from 'agentgate-x402\/([\w-]+)'/g, (_, adapter: string) => `from ${source(`adapters/${adapter}.ts`)}`)
+    .replace(/from 'agentgate-x402'/g, `from ${source('middleware/index.ts')}`);
+}
+
+test.each(programs)('the seller program of %s (block %i) runs as written, registers its route and is paid', async (_file, _index, code) => {
+  const seller = await setUpSeller(server); // acceptance and a seller key; no endpoint: the program registers it
+  const port = await freePort();
+  // Inside the checkout, so that the program's other imports (express) resolve from its node_modules.
+  const dir = mkdtempSync(join(process.cwd(), '.snippet-'));
+  let child: ChildProcess | undefined;
+  try {
+    writeFileSync(join(dir, 'server.ts'), againstCheckout(code));
+    const tsx = pathToFileURL(resolve('node_modules', 'tsx', 'dist', 'loader.mjs')).href;
+    child = spawn(process.execPath, ['--import', tsx, join(dir, 'server.ts')], {
+      env: { ...process.env, AGENTGATE_URL: server.url, AGENTGATE_SELLER_KEY: seller.sellerKey, AGENTGATE_PLATFORM_KEY: seller.platformKey, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    const url = await new Promise<string>((resolveUrl, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the program did not say it is selling:\n${output}`)), 60_000);
+      const onData = (d: Buffer) => {
+        output += d.toString();
+        const selling = /^selling (\S+?):?\s/m.exec(output);
+        if (selling) { clearTimeout(timer); resolveUrl(selling[1]!); }
+      };
+      child!.stdout!.on('data', onData);
+      child!.stderr!.on('data', onData);
+      child!.once('exit', (exitCode) => { clearTimeout(timer); reject(new Error(`the program exited (${exitCode}):\n${output}`)); });
+    });
+    // Registered by the program itself, at the URL it printed.
+    const endpoints = await server.request('GET', '/v0/payments/endpoints', { key: seller.platformKey });
+    expect(endpoints.body.endpoints.map((e: { url: string }) => e.url)).toContain(url);
+    const buyerKey = generatePrivateKey();
+    await sendUsdc(privateKeyToAccount(buyerKey).address, 100_000n);
+    const paid = await payWithV2(url, buyerKey, { chainId: testChain().chain.id, address: testChain().usdc });
+    expect({ status: paid.status, body: paid.body, output: paid.status === 200 ? '' : output }).toEqual({
+      status: 200, body: expect.objectContaining({ paidBy: privateKeyToAccount(buyerKey).address }), output: '',
+    });
+  } finally {
+    child?.kill();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }, 120_000);

@@ -18,6 +18,7 @@ import { freePort } from '../../server/platform/net.js';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { setUpSeller } from './seller.js';
+import { backendUrlFromEnv } from '../../examples/dev-seller.js';
 
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
@@ -58,8 +59,9 @@ beforeAll(async () => {
   stateDir = mkdtempSync(join(tmpdir(), 'agentgate-any-port-'));
   const file = join(stateDir, 'dev-seller.json');
   // What `agentgate dev` writes; no endpoint for this port is registered beforehand.
-  writeFileSync(file, JSON.stringify({ backendUrl: server.url, platformKey: seller.platformKey, sellerKey: seller.sellerKey }));
-  example = await startKoaExample(file, { PORT: String(port) });
+  // The backend URL from AGENTGATE_URL, the name the agentgate command reads too (not from the file).
+  writeFileSync(file, JSON.stringify({ platformKey: seller.platformKey, sellerKey: seller.sellerKey }));
+  example = await startKoaExample(file, { PORT: String(port), AGENTGATE_URL: server.url });
 }, 60_000);
 
 afterAll(async () => {
@@ -173,4 +175,19 @@ describe('syncEndpoints against a production-mode backend', () => {
     const attempt = syncEndpoints({ backendUrl: prod.url, platformKey, publicOrigin: 'https://api.example.com', routes: WEATHER_ROUTES, skipUrlCheck: true });
     await expect(attempt).rejects.toMatchObject({ status: 400, error: 'validation_error', message: expect.stringContaining('skipUrlCheck') });
   });
+});
+
+test('the examples take the backend from AGENTGATE_URL; the old AGENTGATE_BACKEND_URL still works and says it is deprecated', () => {
+  const warnings: unknown[] = [];
+  const original = console.warn;
+  console.warn = (line: unknown) => { warnings.push(line); };
+  try {
+    expect(backendUrlFromEnv({ AGENTGATE_URL: 'http://a.test', AGENTGATE_BACKEND_URL: 'http://b.test' })).toBe('http://a.test');
+    expect(warnings).toEqual([]);
+    expect(backendUrlFromEnv({ AGENTGATE_BACKEND_URL: 'http://b.test' })).toBe('http://b.test');
+    expect(warnings).toEqual(['AGENTGATE_BACKEND_URL is deprecated: set AGENTGATE_URL (the name the agentgate command reads too)']);
+    expect(backendUrlFromEnv({})).toBeUndefined();
+  } finally {
+    console.warn = original;
+  }
 });

@@ -76,6 +76,26 @@ async function redeemAtBackend(app: RunningApp, paymentHeader: string) {
   return server.request('POST', '/v0/payments/redeem', { key: seller.sellerKey, body: { paymentHeader, resource: `${app.url}/weather`, amount: '0.01' } });
 }
 
+test('a route the backend does not know: the buyer gets 402 resource_not_registered, and the seller is told once', async () => {
+  // The seller of docs/seller.md before syncEndpoints: the middleware prices /weather, the backend has no
+  // endpoint at this URL. Used to print nothing at all on the seller's side.
+  const warnings: string[] = [];
+  const unregistered = await serve(createExpressApp({ backendUrl: server.url, apiKey: seller.sellerKey, warn: (line) => warnings.push(line) }));
+  try {
+    const before = await usdcBalance(seller.payTo);
+    for (let i = 0; i < 3; i++) {
+      const res = await buy(unregistered, xPayment(paymentHeaderV1(await signedV1())));
+      expect(res).toMatchObject({ status: 402, body: { x402Version: 1, error: 'resource_not_registered' } });
+    }
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`the backend refused a payment for ${unregistered.url}/weather (resource_not_registered)`);
+    expect(warnings[0]).toContain('syncEndpoints');
+    expect(await usdcBalance(seller.payTo)).toBe(before);
+  } finally {
+    await unregistered.close();
+  }
+});
+
 describe.each(['Express', 'Koa'] as const)('%s example seller', (framework) => {
   test('a replayed header gets 402 nonce_already_used, and the money moved once', async () => {
     const app = apps[framework];

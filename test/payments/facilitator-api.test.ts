@@ -2,7 +2,9 @@
 // HTTPFacilitatorClient at {BASE_URL}/v0/x402 with its seller key, the official @x402/fetch buyer pays it,
 // and the payment lands in agentgate's records with a verifiable receipt and a webhook. Plus /supported
 // read by the official client, and every refusal reason of /verify and /settle.
+import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { promisify } from 'node:util';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
@@ -21,11 +23,12 @@ import { wrapFetchWithPayment as wrapFetchV1 } from 'x402-fetch';
 import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { fundedBuyer, randomNonce, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, randomNonce, sendUsdc, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import type { Authorization } from '../../server/chain/usdc.js';
 
+const run = promisify(execFile);
 const NETWORK = 'eip155:84532';
 const PRICE = '10000';
 
@@ -118,6 +121,15 @@ describe('the official x402 stack with agentgate as facilitator', () => {
     expect(await verifyReceipt(detail.body.signedReceipt, didDocument)).toMatchObject({ ok: true });
     expect(detail.body.offerReceipt).toEqual(offerReceipt);
     expect(detail.body.txHash).toBe(claims.transaction);
+  });
+
+  it('`npm run example:buyer -- <url>` reads this v2-only seller\'s 402 and pays it with v2 (x402-fetch alone crashed on it)', async () => {
+    const buyerKey = generatePrivateKey();
+    await sendUsdc(privateKeyToAccount(buyerKey).address, 100_000n);
+    const env = { ...process.env, AGENTGATE_DEV_SELLER_FILE: '/nonexistent/dev-seller.json', BUYER_PRIVATE_KEY: buyerKey, CHAIN_ID: '84532', USDC_ADDRESS: testChain().usdc };
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'examples/buyer/buyer.ts', `${shop.url}/weather`], { env, timeout: 60_000 });
+    expect(stdout).toContain(`x402 v2 buyer ${privateKeyToAccount(buyerKey).address} -> ${shop.url}/weather`);
+    expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ status: 200, body: { city: 'Oslo', temperatureC: 7 }, settlement: { success: true } });
   });
 
   it('delivers payment.received when the resource is a registered endpoint with a webhook', async () => {

@@ -65,15 +65,20 @@ it('skips a hole that never fills and drops everything cached, since it may have
   await entries().insertOne({ _id: (await highest()) + 5, topic: 'identity', id: 'after-a-hole', at: new Date() });
   await feed.poll(); // the first check notices entries above the hole
   expect(resets()).toBe(0);
-  await new Promise((r) => setTimeout(r, 100));
-  await feed.poll(); // the second finds it still there
+  // Later checks find it still there; once it has stayed open for holeCheckMs, the feed skips it and
+  // resets (polled until then, with a deadline).
+  const until = async (done: () => boolean) => {
+    const deadline = Date.now() + 5_000;
+    while (!done() && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+      await feed.poll();
+    }
+  };
+  await until(() => resets() > 0);
   expect(resets()).toBe(1);
   // Past the hole now: the next entry is applied in order, with no further reset.
   await entries().insertOne({ _id: (await highest()) + 1, topic: 'identity', id: 'next', at: new Date() });
-  await new Promise((r) => setTimeout(r, 100));
-  await feed.poll();
-  await new Promise((r) => setTimeout(r, 100));
-  await feed.poll();
+  await until(() => seen.length > 0);
   expect(seen).toEqual(['identity:next']);
   expect(resets()).toBe(1);
   await feed.stop();
@@ -87,8 +92,13 @@ it('polls on its own once started, and stops polling when stopped', async () => 
   while (!reader.seen.includes('identity:polled') && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
   expect(reader.seen).toContain('identity:polled');
   await reader.feed.stop();
+  // A witness polling at the same pace sees the entry: the stopped reader had the time to, and did not.
+  const witness = await recordingFeed(conns[2]!, { pollMs: 50 });
   await writer.feed.publish('identity', 'after-stop');
-  await new Promise((r) => setTimeout(r, 200));
+  const witnessUntil = Date.now() + 5_000;
+  while (!witness.seen.includes('identity:after-stop') && Date.now() < witnessUntil) await new Promise((r) => setTimeout(r, 10));
+  expect(witness.seen).toContain('identity:after-stop');
   expect(reader.seen).not.toContain('identity:after-stop');
+  await witness.feed.stop();
   await writer.feed.stop();
 });

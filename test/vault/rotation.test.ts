@@ -16,6 +16,7 @@ describe('agentgate rotate-master-key', () => {
       // SMTP on a free port: dev mode's default 2525 may be taken by an `agentgate dev` running on this machine.
       AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: '0', SMTP_PORT: '0', BASE_URL: first.config.BASE_URL, MAIL_DOMAIN: first.config.MAIL_DOMAIN,
       DID_DOMAIN: first.config.DID_DOMAIN, MONGODB_URI: first.config.MONGODB_URI, MONGODB_DB: first.config.MONGODB_DB, TRUST_PROXY: 'true',
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent', // as every test server: no request log lines in a green run
     };
     const agents = [await signUp(first), await signUp(first)];
     for (const agent of agents) {

@@ -75,10 +75,22 @@ describe('payment.received delivery', () => {
 
   it('retries 5xx on the schedule: 500, 500, 200 is exactly three attempts', async () => {
     const receiver = await startReceiver([500, 500], 200);
+    // What agentgate dev prints: one line per attempt, not only the outcome.
+    const lines: string[] = [];
+    const stopListening = server.app.events.on((event) => { if (event.category === 'webhooks') lines.push(event.line); });
     try {
       const seller = await sellerWithWebhook(server, receiver.url);
       const paymentId = await pay(server, seller);
       const delivery = await waitForDelivery(server, seller, paymentId, (d) => d.status === 'delivered');
+      const attemptLines = () => lines.filter((line) => line.includes(`payment.received for ${paymentId} attempt`));
+      // The line follows the attempt's record by a moment: wait for it (with a deadline), not the clock.
+      const linesBy = Date.now() + 5_000;
+      while (attemptLines().length < 3 && Date.now() < linesBy) await new Promise((r) => setTimeout(r, 20));
+      expect(attemptLines()).toEqual([
+        expect.stringMatching(new RegExp(`attempt 1 to ${receiver.url}.*: 500 in \\d+ ms, next attempt in \\d+ s$`)),
+        expect.stringMatching(/attempt 2 .*: 500 in \d+ ms, next attempt in \d+ s$/),
+        expect.stringMatching(/attempt 3 .*: 200 in \d+ ms, delivered$/),
+      ]);
       await new Promise((r) => setTimeout(r, SCHEDULE_MS[2]! + 500)); // room for a wrong fourth attempt
       expect(receiver.received).toHaveLength(3);
       const after = await server.request('GET', `/v0/webhooks/deliveries/${delivery.id}`, { key: seller.sellerKey });
@@ -92,6 +104,7 @@ describe('payment.received delivery', () => {
       expect(new Set(receiver.received.map((r) => r.headers['x-service-idempotency-key'])).size).toBe(1);
       expect(new Set(receiver.received.map((r) => r.raw)).size).toBe(1);
     } finally {
+      stopListening();
       await receiver.close();
     }
   });

@@ -2,33 +2,34 @@ import { html, type SafeHtml } from '../html.js';
 import type { EndpointDoc } from '../../payments/models.js';
 import type { LiveSession } from '../sessions.js';
 import { csrfField, page } from './layout.js';
-import { badge, time } from './format.js';
+import { badge, copyButton, time } from './format.js';
 
 export interface EndpointFormValues { url?: string; priceUsdc?: string; description?: string; webhookUrl?: string | null; discoverable?: boolean; skipUrlCheck?: boolean }
 
 const alert = (error: string | undefined) => (error ? html`<p class="alert" role="alert" id="form-error">${error}</p>` : '');
 const checked = (on: boolean | undefined) => (on ? html` checked` : '');
 
-export function endpointsPage(input: { session: LiveSession; endpoints: EndpointDoc[]; devMode: boolean; form?: EndpointFormValues; error?: string }): SafeHtml {
+export function endpointsPage(input: { session: LiveSession; endpoints: EndpointDoc[]; devMode: boolean; form?: EndpointFormValues; error?: string; notice?: string }): SafeHtml {
   const admin = input.session.role === 'admin';
   const form = input.form ?? {};
   return page({
     title: 'Endpoints', section: 'endpoints', session: input.session,
     body: html`<div class="page-head"><h1>Endpoints</h1><p class="muted">Resources this organisation sells, with their price and webhook.</p></div>
-    <div class="card table-card">
-      <table>
-        <caption class="sr-only">Registered endpoints</caption>
-        <thead><tr><th scope="col">URL</th><th scope="col" class="num">Price</th><th scope="col">Webhook URL</th><th scope="col">Discoverable</th><th scope="col">Created</th>${admin ? html`<th scope="col"><span class="sr-only">Actions</span></th>` : ''}</tr></thead>
-        <tbody>${input.endpoints.length === 0 ? html`<tr><td colspan="6" class="empty">No endpoints yet.</td></tr>` : input.endpoints.map((e) => html`<tr>
-          <td class="resource">${e.url}${e.description ? html`<div class="muted small">${e.description}</div>` : ''}</td>
-          <td class="num">${e.pricing === 'dynamic' ? 'up to ' : ''}${e.priceUsdc} <span class="unit">USDC</span></td>
-          <td class="resource">${e.webhookUrl ?? html`<span class="muted">none</span>`}</td>
-          <td>${badge(e.discoverable ? 'listed' : 'unlisted')}</td>
-          <td>${time(e.createdAt)}</td>
-          ${admin ? html`<td><a href="/console/endpoints/${e._id}/edit" aria-label="Edit ${e.url}">Edit</a></td>` : ''}
-        </tr>`)}</tbody>
-      </table>
-    </div>
+    ${input.notice ? html`<p class="notice" role="status">${input.notice}</p>` : ''}
+    <ul class="card-list" aria-label="Registered endpoints">${input.endpoints.length === 0 ? html`<li class="card empty">No endpoints yet.</li>` : input.endpoints.map((e) => html`<li class="card endpoint" id="${e._id}">
+      <div class="endpoint-head">
+        <h2 class="endpoint-url"><span class="break">${e.url}</span></h2>
+        <p class="endpoint-price"><strong>${e.pricing === 'dynamic' ? 'up to ' : ''}${e.priceUsdc}</strong> <span class="unit">USDC</span> ${badge(e.discoverable ? 'listed' : 'unlisted')}</p>
+      </div>
+      ${e.description ? html`<p class="muted small">${e.description}</p>` : ''}
+      <dl class="fields compact">
+        <div><dt>Webhook URL</dt><dd>${e.webhookUrl ? html`<span class="break">${e.webhookUrl}</span>` : html`<span class="muted">none</span>`}</dd></div>
+        <div><dt>Created</dt><dd>${time(e.createdAt)}</dd></div>
+        <div><dt>Id</dt><dd><code>${e._id}</code></dd></div>
+      </dl>
+      <p class="row-actions"><a href="/console/payments?endpoint=${e._id}">Payments</a> <a href="/console/webhooks?endpoint=${e._id}">Webhooks</a>
+        ${admin ? html`<a href="/console/endpoints/${e._id}/edit" aria-label="Edit ${e.url}">Edit</a> <a href="/console/endpoints/${e._id}/delete" class="danger-link" aria-label="Delete ${e.url}">Delete</a>` : ''}</p>
+    </li>`)}</ul>
     ${admin ? html`<section class="card" aria-labelledby="new-endpoint-title">
       <h2 id="new-endpoint-title">Register an endpoint</h2>
       ${alert(input.error)}
@@ -75,9 +76,29 @@ export function secretOncePage(input: { session: LiveSession; title: string; lab
     body: html`<section class="card narrow" aria-labelledby="once-title">
       <h1 id="once-title">${input.title}</h1>
       <p class="notice" role="status">Copy it now: it is shown only once and cannot be read again.</p>
-      <label for="secret">${input.label}</label>
-      <input id="secret" class="secret" readonly value="${input.secret}" spellcheck="false">
+      <p><strong>${input.label}</strong></p>
+      <div class="secret-box"><code id="secret" class="secret" data-secret>${input.secret}</code>${copyButton('secret', `Copy ${input.label.toLowerCase()}`)}</div>
+      <p class="muted small" role="status" id="copy-status" aria-live="polite"></p>
       <p><a class="button" href="${input.back}">${input.backLabel}</a></p>
+    </section>`,
+  });
+}
+
+/** Deleting an endpoint asks first: its payments stay, its buyers get 402 resource_not_registered from then on. */
+export function endpointDeletePage(input: { session: LiveSession; endpoint: EndpointDoc }): SafeHtml {
+  const e = input.endpoint;
+  return page({
+    title: `Delete ${e.url}`, section: 'endpoints', session: input.session,
+    body: html`<p class="crumbs"><a href="/console/endpoints">← Endpoints</a></p>
+    <section class="card narrow" aria-labelledby="delete-title">
+      <h1 id="delete-title">Delete this endpoint?</h1>
+      <p class="break"><strong>${e.url}</strong> · ${e.priceUsdc} USDC</p>
+      <p>Paid requests to it are refused from now on (the middleware answers <code>resource_not_registered</code>), and its pending webhook deliveries fail. Its payments and receipts stay. This cannot be undone; registering the URL again makes a new endpoint with a new webhook secret.</p>
+      <form method="post" action="/console/endpoints/${e._id}/delete" class="field actions">
+        ${csrfField(input.session)}
+        <button type="submit" class="button-danger">Delete endpoint</button>
+        <a class="button-quiet" href="/console/endpoints">Cancel</a>
+      </form>
     </section>`,
   });
 }

@@ -1,10 +1,11 @@
 import { html, type SafeHtml } from '../html.js';
 import type { LiveSession } from '../sessions.js';
 
-export type Section = 'payments' | 'endpoints' | 'keys' | 'activity' | 'none';
+export type Section = 'payments' | 'webhooks' | 'endpoints' | 'keys' | 'activity' | 'none';
 
 const NAV: Array<{ section: Section; href: string; label: string; adminOnly?: boolean }> = [
   { section: 'payments', href: '/console/payments', label: 'Payments' },
+  { section: 'webhooks', href: '/console/webhooks', label: 'Webhooks' },
   { section: 'endpoints', href: '/console/endpoints', label: 'Endpoints' },
   { section: 'keys', href: '/console/seller-keys', label: 'Seller keys', adminOnly: true },
   { section: 'activity', href: '/console/activity', label: 'Activity' },
@@ -33,6 +34,7 @@ export function page(input: { title: string; section: Section; session?: LiveSes
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${input.title} · agentgate console</title>
+<link rel="icon" href="/console/assets/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/console/assets/console.css">
 <script src="/console/assets/console.js" defer></script>
 </head>

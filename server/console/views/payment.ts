@@ -1,10 +1,11 @@
 import { html, type SafeHtml } from '../html.js';
-import type { PaymentDoc } from '../../payments/models.js';
+import type { EndpointDoc, PaymentDoc } from '../../payments/models.js';
+import { deliveryState } from '../../webhooks/state.js';
 import type { DeliveryDoc } from '../../webhooks/models.js';
 import type { LiveSession } from '../sessions.js';
 import type { ReceiptCheck } from '../receipt-check.js';
 import { csrfField, page } from './layout.js';
-import { badge, time, usdc } from './format.js';
+import { badge, time, unixTime, usdc } from './format.js';
 
 export interface PaymentView {
   session: LiveSession;
@@ -13,6 +14,8 @@ export interface PaymentView {
   receiptCheck?: ReceiptCheck;
   offerReceiptCheck?: ReceiptCheck;
   delivery?: DeliveryDoc;
+  /** The payment's endpoint, also when it was deleted since. */
+  endpoint?: EndpointDoc;
 }
 
 const row = (label: string, value: SafeHtml | string | number | null | undefined) =>
@@ -27,27 +30,50 @@ function verification(check: ReceiptCheck | undefined): SafeHtml {
   </p>`;
 }
 
+/**
+ * "Retry now", for the platform key only: a pending or failing delivery gets its next attempt at once, a
+ * failed or delivered one a new round (webhook-service.ts: retryNow). `back` is where the post returns to.
+ */
+export function retryForm(session: LiveSession, delivery: Pick<DeliveryDoc, '_id' | 'status' | 'round' | 'attemptCount'>, back: string): SafeHtml | '' {
+  if (session.role !== 'admin') return '';
+  const label = delivery.status === 'delivered' ? 'Send again' : 'Retry now';
+  return html`<form method="post" action="/console/deliveries/${delivery._id}/retry" class="inline-form">${csrfField(session)}<input type="hidden" name="back" value="${back}"><input type="hidden" name="round" value="${delivery.round ?? 0}"><input type="hidden" name="attempt" value="${delivery.attemptCount}"><button type="submit" class="button">${label}</button></form>`;
+}
+
+/** A compact JWS as a person reads it: header and claims decoded (the signature stays as it is). */
+function decodedJws(compact: string): SafeHtml {
+  const [header, payload] = compact.split('.');
+  const decode = (part: string | undefined) => {
+    try { return JSON.stringify(JSON.parse(Buffer.from(part ?? '', 'base64url').toString('utf8')), null, 2); } catch { return '(not JSON)'; }
+  };
+  return html`<div class="jws">
+    <div><h4>Header</h4><pre tabindex="0" aria-label="JWS header">${decode(header)}</pre></div>
+    <div><h4>Claims</h4><pre tabindex="0" aria-label="JWS claims">${decode(payload)}</pre></div>
+  </div>
+  <details><summary>Compact JWS</summary><pre class="wrap" tabindex="0" aria-label="Offer receipt JWS">${compact}</pre></details>`;
+}
+
 /** The webhook delivery with its attempts: also served alone, for the live refresh while it is pending. */
 export function deliverySection(session: LiveSession, payment: PaymentDoc, delivery: DeliveryDoc | undefined): SafeHtml {
   if (!delivery) {
     const why = payment.webhook ? `the delivery is ${payment.webhook.status}` : 'the endpoint had no webhook URL when this payment settled';
     return html`<p class="muted">No webhook delivery: ${why}.</p>`;
   }
-  const canRetry = session.role === 'admin' && delivery.status !== 'pending';
+  const state = deliveryState(delivery);
   return html`<div class="delivery-head">
-      <p>Delivery <code>${delivery._id}</code> ${badge(delivery.status)} · ${delivery.attemptCount} attempt${delivery.attemptCount === 1 ? '' : 's'}
+      <p>Delivery <code>${delivery._id}</code> ${badge(state)} · ${delivery.attemptCount} attempt${delivery.attemptCount === 1 ? '' : 's'}
       ${delivery.status === 'pending' && delivery.nextAttemptAt ? html` · next attempt ${time(delivery.nextAttemptAt)}` : ''}</p>
-      ${canRetry ? html`<form method="post" action="/console/deliveries/${delivery._id}/retry">${csrfField(session)}<button type="submit" class="button">Retry delivery</button></form>` : ''}
+      ${retryForm(session, delivery, `/console/payments/${payment._id}`)}
     </div>
     ${delivery.lastError ? html`<p class="muted">Last error: ${delivery.lastError}</p>` : ''}
-    <table>
+    <div class="table-scroll"><table class="stack-narrow">
       <caption class="sr-only">Delivery attempts, oldest first</caption>
       <thead><tr><th scope="col">#</th><th scope="col">Time</th><th scope="col">URL</th><th scope="col">Result</th><th scope="col" class="num">Duration</th></tr></thead>
       <tbody>${delivery.attempts.length === 0 ? html`<tr><td colspan="5" class="empty">No attempt yet.</td></tr>` : delivery.attempts.map((a, i) => html`<tr data-attempt="${i + 1}">
-        <td>${i + 1}</td><td>${time(a.at)}</td><td class="resource">${a.url}</td>
-        <td>${a.statusCode !== undefined ? html`${badge(a.statusCode >= 200 && a.statusCode < 300 ? 'delivered' : 'failed')} HTTP ${a.statusCode}` : html`${badge('failed')} ${a.error ?? ''}`}</td>
-        <td class="num">${a.durationMs} ms</td></tr>`)}</tbody>
-    </table>`;
+        <td data-label="#">${i + 1}</td><td data-label="Time" class="nowrap">${time(a.at)}</td><td data-label="URL" class="resource">${a.url}</td>
+        <td data-label="Result">${a.statusCode !== undefined ? html`${badge(a.statusCode >= 200 && a.statusCode < 300 ? 'delivered' : 'failed')} HTTP ${a.statusCode}` : html`${badge('failed')} ${a.error ?? ''}`}</td>
+        <td data-label="Duration" class="num">${a.durationMs} ms</td></tr>`)}</tbody>
+    </table></div>`;
 }
 
 export function paymentPage(view: PaymentView): SafeHtml {
@@ -57,24 +83,27 @@ export function paymentPage(view: PaymentView): SafeHtml {
     body: html`<p class="crumbs"><a href="/console/payments">← Payments</a></p>
     <div class="page-head">
       <h1>${usdc(p.amountUsdcRaw)} USDC ${badge(p.status)}</h1>
-      <p class="muted"><code>${p._id}</code></p>
+      <p class="muted"><code id="payment-id">${p._id}</code></p>
     </div>
     <section class="card" aria-labelledby="fields-title">
       <h2 id="fields-title">Payment</h2>
       <dl class="fields">
         ${row('Status', badge(p.status))}
         ${row('Amount', `${usdc(p.amountUsdcRaw)} USDC (${p.amountUsdcRaw} atomic units)`)}
-        ${row('Payer', html`<code>${p.payerAddress}</code>`)}
-        ${row('Recipient', html`<code>${p.recipientAddress}</code>`)}
-        ${row('Resource', p.resourceUrl)}
-        ${row('Endpoint', p.endpointId ? html`<code>${p.endpointId}</code>` : 'not registered (paid through the facilitator API)')}
+        ${row('Payer', html`<code class="break">${p.payerAddress}</code> <a href="/console/payments?payer=${p.payerAddress}">its payments</a>`)}
+        ${row('Recipient', html`<code class="break">${p.recipientAddress}</code>`)}
+        ${row('Resource', html`<span class="break">${p.resourceUrl}</span>`)}
+        ${row('Endpoint', !p.endpointId ? 'not registered (paid through the facilitator API)' : view.endpoint && !view.endpoint.deletedAt
+          ? html`<a href="/console/endpoints#${p.endpointId}" class="break">${view.endpoint.url}</a> · <a href="/console/payments?endpoint=${p.endpointId}">its payments</a>`
+          : html`<code>${p.endpointId}</code> <span class="muted">(deleted)</span>`)}
         ${row('Network', `${p.network} (chain ${p.chainId})`)}
-        ${row('Asset', html`<code>${p.asset}</code>`)}
-        ${row('Transaction', p.txHash ? html`<code>${p.txHash}</code>${view.explorerUrl ? html` <a href="${view.explorerUrl}" rel="noopener noreferrer">View on explorer</a>` : html` <span class="muted">(local chain: no explorer)</span>`}` : null)}
+        ${row('Asset', html`<code class="break">${p.asset}</code>`)}
+        ${row('Transaction', p.txHash ? html`<code class="break">${p.txHash}</code>${view.explorerUrl ? html` <a href="${view.explorerUrl}" rel="noopener noreferrer">View on explorer</a>` : html` <span class="muted">(local chain: no explorer)</span>`}` : null)}
         ${row('Failure reason', p.failureReason)}
         ${row('x402 version', p.x402Version)}
-        ${row('Authorization nonce', html`<code>${p.authorizationNonce}</code>`)}
-        ${row('Valid after / before', `${p.authorization.validAfter} / ${p.authorization.validBefore} (unix seconds)`)}
+        ${row('Authorization nonce', html`<code class="break">${p.authorizationNonce}</code>`)}
+        ${row('Valid after', unixTime(p.authorization.validAfter))}
+        ${row('Valid before', unixTime(p.authorization.validBefore))}
         ${row('Created', time(p.createdAt))}
         ${row('Submitted', p.submittedAt ? time(p.submittedAt) : null)}
         ${row('Settled', p.settledAt ? time(p.settledAt) : null)}
@@ -82,8 +111,8 @@ export function paymentPage(view: PaymentView): SafeHtml {
     </section>
     <section class="card" aria-labelledby="receipt-title">
       <h2 id="receipt-title">Signed receipt</h2>
-      ${p.signedReceipt ? html`${verification(view.receiptCheck)}<pre tabindex="0" aria-label="Signed receipt JSON">${JSON.stringify(p.signedReceipt, null, 2)}</pre>` : html`<p class="muted">No receipt: receipts are signed when a payment settles.</p>`}
-      ${p.offerReceipt ? html`<h3>Offer receipt (JWS)</h3>${verification(view.offerReceiptCheck)}<pre tabindex="0" aria-label="Offer receipt JWS">${JSON.stringify(p.offerReceipt, null, 2)}</pre>` : ''}
+      ${p.signedReceipt ? html`${verification(view.receiptCheck)}<pre class="wrap" tabindex="0" aria-label="Signed receipt JSON">${JSON.stringify(p.signedReceipt, null, 2)}</pre>` : html`<p class="muted">No receipt: receipts are signed when a payment settles.</p>`}
+      ${p.offerReceipt ? html`<h3>Offer receipt (JWS)</h3>${verification(view.offerReceiptCheck)}${decodedJws(p.offerReceipt.signature)}` : ''}
     </section>
     <section class="card" aria-labelledby="webhook-title">
       <h2 id="webhook-title">Webhook</h2>

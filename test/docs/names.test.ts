@@ -1,0 +1,30 @@
+// The names the docs use are the ones a reader has: a package named in prose is one they can install,
+// and a shell variable in a snippet is one the README's quick start exports ($BASE, $KEY, $PLATFORM_KEY)
+// or one the same document sets or introduces.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const docs = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+const ours = [JSON.parse(readFileSync('package.json', 'utf8')).name, JSON.parse(readFileSync('seller/package.json', 'utf8')).name];
+
+test('code the docs say comes "from `<package>`" comes from a package of ours by its npm name', () => {
+  const named = docs.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/\bfrom `(agentgate[\w-]*)`/g)].map((m) => `${file}: ${m[1]}`));
+  expect(named.filter((line) => !ours.some((name) => line.endsWith(`: ${name}`)))).toEqual([]);
+});
+
+test('every shell variable a snippet uses is exported by the README or set or introduced by the same document', () => {
+  const readme = readFileSync('README.md', 'utf8');
+  const exported = new Set([...readme.matchAll(/^export ([A-Z_]+)=/gm)].map((m) => m[1]!));
+  expect([...exported]).toEqual(expect.arrayContaining(['BASE', 'KEY', 'PLATFORM_KEY']));
+  const unknown: string[] = [];
+  for (const file of docs) {
+    const text = readFileSync(file, 'utf8');
+    const blocks = [...text.matchAll(/^```(?:sh|bash)[^\n]*\n([\s\S]*?)^```$/gm)].map((m) => m[1]!).join('\n');
+    const used = new Set([...blocks.matchAll(/\$\{?([A-Z][A-Z0-9_]*)/g)].map((m) => m[1]!));
+    for (const name of used) {
+      const setHere = new RegExp(`(^|[\\s;(])(export )?${name}=|\`\\$${name}\``, 'm').test(text);
+      if (!exported.has(name) && !setHere) unknown.push(`${file}: $${name}`);
+    }
+  }
+  expect(unknown).toEqual([]);
+});
