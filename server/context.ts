@@ -1,3 +1,4 @@
+import type { Db } from 'mongodb';
 import mongoose, { type Connection } from 'mongoose';
 import type { Config } from './platform/config.js';
 import { SecretBox, type MasterKeyring } from './platform/secret-box.js';
@@ -31,6 +32,7 @@ import { ChatService } from './chat/chat-service.js';
 import { adminCheck } from './accounts/admins.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { Metrics } from './platform/metrics.js';
+import { updateGroupingFor } from './platform/group-commit.js';
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -138,7 +140,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settling = chain && createSettling(db, config, chain, log, metrics);
-  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes);
+  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
   const wallets = new WalletService(db, config, chain, settling?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);

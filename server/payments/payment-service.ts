@@ -17,7 +17,7 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { ChangeFeed } from '../platform/change-feed.js';
 import { TtlCache } from '../platform/ttl-cache.js';
-import { GroupedInserts, GroupedUpdates } from '../platform/group-commit.js';
+import { GroupedInserts, GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
 import type { Collection } from 'mongodb';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
@@ -132,6 +132,8 @@ export class PaymentService {
     private readonly metrics: Metrics,
     /** Seller settings and endpoints changed in any process reach this one's caches within a poll. */
     private readonly changes: ChangeFeed,
+    /** How record updates are grouped on this database (platform/group-commit.ts updateGroupingFor). */
+    updateGrouping: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'> = {},
   ) {
     this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     this.endpoints = conn.models.Endpoint ?? conn.model<EndpointDoc>('Endpoint', endpointSchema, 'endpoints');
@@ -140,7 +142,7 @@ export class PaymentService {
     this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.claims = new GroupedInserts(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
-    this.recordUpdates = new GroupedUpdates(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
+    this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
     changes.on('seller', (orgId) => {
       this.acceptanceCache.delete(orgId);
       this.endpointCache.deletePrefix(`${orgId} `);

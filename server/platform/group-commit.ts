@@ -1,4 +1,4 @@
-import type { AnyBulkWriteOperation, Collection, Document, Filter, OptionalUnlessRequiredId } from 'mongodb';
+import type { AnyBulkWriteOperation, Collection, Db, Document, Filter, OptionalUnlessRequiredId } from 'mongodb';
 import { outsideRequest } from './logger.js';
 
 /**
@@ -16,7 +16,7 @@ import { outsideRequest } from './logger.js';
 interface Queued<Op, Result> { op: Op; resolve: (result: Result) => void; reject: (err: unknown) => void }
 
 export interface GroupCommitOptions {
-  /** Most writes in one command (default: 256 inserts, 4 updates). */
+  /** Most writes in one command (default: 256 inserts, 64 updates; see updateGroupingFor). */
   maxBatch?: number;
   /** Commands of this group on their way at once; what is asked meanwhile waits for one to come back. */
   maxInFlight?: number;
@@ -118,16 +118,9 @@ export interface GroupedUpdate<T> {
 
 /** updateOne writes grouped into unordered bulkWrite commands; each caller learns whether its filter matched. */
 export class GroupedUpdates<T extends Document> extends Group<GroupedUpdate<T>, { matched: boolean | undefined }> {
-  /**
-   * Small commands, by measurement on FerretDB 1.24 (the embedded engine): it runs the statements of one
-   * update command one after the other, each about as costly as an update command of its own, and it
-   * stops answering altogether once about 50 statements of multi-statement update commands are under way
-   * at once, across every process on the database (one command of 50, or three of 20). Four statements a
-   * command and three commands a process keep a deployment of three processes far below that; single
-   * update commands, however many, never did it.
-   */
+  /** Sizes for the database at hand: see `updateGroupingFor`. */
   constructor(private readonly collection: () => Collection<T>, options: GroupCommitOptions = {}) {
-    super(options, { maxBatch: 4, maxInFlight: 3 });
+    super(options, { maxBatch: 64, maxInFlight: 4 });
   }
 
   update(op: GroupedUpdate<T>): Promise<{ matched: boolean | undefined }> {
@@ -160,6 +153,20 @@ export class GroupedUpdates<T extends Document> extends Group<GroupedUpdate<T>, 
       item.resolve({ matched: docs && item.op.tookEffect ? item.op.tookEffect(docs.get(item.op.filter._id)) : undefined });
     });
   }
+}
+
+/**
+ * How grouped updates are sized on this database. MongoDB: up to 64 statements a command (the records of
+ * a settlement transaction in one), 4 commands on their way. FerretDB 1.24 (the embedded engine), by
+ * measurement: it runs the statements of one update command one after the other, each about as costly
+ * as an update command of its own, so grouping saves it nothing; and it stops answering altogether once
+ * about 50 statements of multi-statement update commands are under way at once across every process on
+ * the database (one command of 50, or three concurrent commands of 20), which single-statement commands,
+ * however many, never did. There each update is a command of its own, 16 on their way per group.
+ */
+export async function updateGroupingFor(db: Db): Promise<Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>> {
+  const info = await db.admin().command({ buildInfo: 1 }).catch(() => ({}));
+  return 'ferretdbVersion' in info ? { maxBatch: 1, maxInFlight: 16 } : { maxBatch: 64, maxInFlight: 4 };
 }
 
 function writeErrorsOf(err: unknown): Array<{ index: number; code?: number; errmsg?: string }> | undefined {
