@@ -48,7 +48,8 @@ export class TtlCache<V> {
     const pending = this.loading.get(key);
     if (pending && pending.readAt === this.deletions) return pending.value;
     const readAt = this.deletions;
-    const value = load();
+    // A real promise: a mongoose query is a thenable that runs again (and throws) if awaited twice.
+    const value = Promise.resolve(load());
     const entry = { value, readAt };
     this.loading.set(key, entry);
     try {

@@ -20,6 +20,15 @@ it('concurrent misses of one key share one load, and the value is kept', async (
   expect(await cache.through('seller', async () => 'v2')).toBe('v1');
 });
 
+it('a shared load is awaited once, even when it is a thenable that may run only once (a mongoose query)', async () => {
+  const cache = new TtlCache<string>(60_000);
+  let runs = 0;
+  const query = { then(resolve: (v: string) => void, reject: (e: Error) => void) { if (++runs > 1) reject(new Error('Query was already executed')); else setTimeout(() => resolve('doc'), 5); } };
+  const asked = Array.from({ length: 8 }, () => cache.through('endpoint', () => query as unknown as Promise<string>));
+  expect(await Promise.all(asked)).toEqual(Array(8).fill('doc'));
+  expect(runs).toBe(1);
+});
+
 it('a caller after a deletion does not join a load that started before it, and that load is not kept', async () => {
   const cache = new TtlCache<string>(60_000);
   const stale = deferred<string>();
