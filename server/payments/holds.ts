@@ -47,6 +47,8 @@ export type HoldOutcome =
 /** The longest a handler may hold a payment, whatever it asks. */
 export const MAX_HOLD_SECONDS = 900;
 export const DEFAULT_HOLD_SECONDS = 120;
+/** Undecided holds of this process kept in memory for their capture (a few MB at most). */
+const MAX_OPEN_IN_MEMORY = 5_000;
 
 export class HoldService {
   private readonly decisions: Model<HoldDecisionDoc>;
@@ -77,7 +79,8 @@ export class HoldService {
     if (until <= Date.now()) return refuse('authorization_expired', 'the authorization expires before a handler could run and the payment be settled');
     const claimed = await this.payments.claim(seller, decoded, terms, { status: 'held', until: new Date(until) });
     if (!claimed.ok) return refuse(claimed.refused.reason, claimed.refused.message);
-    this.open.set(claimed.payment._id, claimed.payment);
+    // Bounded: holds nobody decides stay until their expiry sweep; beyond this many, captures read the database.
+    if (this.open.size < MAX_OPEN_IN_MEMORY) this.open.set(claimed.payment._id, claimed.payment);
     return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
   }
 
