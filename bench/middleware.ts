@@ -11,7 +11,13 @@
  *    one valid authorization (read-only, so it can be repeated).
  * 3. Paid requests per second end to end: pre-signed v2 payments sent to each seller, sequentially and
  *    concurrently. Ours goes seller -> backend over HTTP -> MongoDB-wire DB -> chain; the official one
- *    settles in process with no database, so it is the lighter path by construction.
+ *    settles in process with no database, so it is the lighter path by construction. Also the database
+ *    commands our backend sends per paid request at that concurrency (MongoDB command monitoring).
+ * 4. A chain that mines like Base: anvil --block-time 2, BENCH_BLOCK_PAYMENTS (300) pre-signed payments
+ *    per stack at concurrency BENCH_BLOCK_CONCURRENCY (64): rate, p50, failures and gas per payment from
+ *    the receipts of the settlement transactions each stack named in its PAYMENT-RESPONSE headers.
+ *
+ * BENCH_PARTS=3,4 runs only those parts.
  */
 import { x402Client, x402HTTPClient } from '@x402/core/client';
 import { x402Facilitator } from '@x402/core/facilitator';
@@ -29,8 +35,9 @@ import { once } from 'node:events';
 import { Agent, createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { createWalletClient, http, nonceManager, publicActions, type Address, type Hex } from 'viem';
+import { createNonceManager, createPublicClient, createWalletClient, http, publicActions, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { jsonRpc } from 'viem/nonce';
 import { baseSepolia } from 'viem/chains';
 import { paymentMiddleware } from '../adapters/express.js';
 import { createBackendPaywall, decodePaymentHeader, type PaywallRequest } from '../middleware/index.js';
@@ -41,11 +48,15 @@ import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
+import type { Metrics } from '../server/platform/metrics.js';
 
 const UNPAID = Number(process.env.BENCH_UNPAID ?? 3000);
 const PAID = Number(process.env.BENCH_PAID ?? 120);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const VERIFY = Number(process.env.BENCH_VERIFY ?? 200);
+const BLOCK_PAYMENTS = Number(process.env.BENCH_BLOCK_PAYMENTS ?? 300);
+const BLOCK_CONCURRENCY = Number(process.env.BENCH_BLOCK_CONCURRENCY ?? 64);
+const PARTS = new Set((process.env.BENCH_PARTS ?? '1,2,3,4').split(',').map((p) => p.trim()));
 const NETWORK = 'eip155:84532';
 const PRICE_ATOMIC = '10000';
 
@@ -64,13 +75,124 @@ async function main() {
   const chain = await startDevChain();
   const cleanup: Array<() => Promise<unknown>> = [() => mongo.stop(), () => chain.stop()];
   try {
-    await run(mongo.uri, chain.rpcUrl, chain.usdcAddress, cleanup);
+    if (PARTS.has('1') || PARTS.has('2') || PARTS.has('3')) await run(mongo.uri, chain.rpcUrl, chain.usdcAddress, cleanup);
+    if (PARTS.has('4')) {
+      log('\nstarting anvil --block-time 2 and a second backend on it ...');
+      const slowChain = await startDevChain({ blockTime: 2 });
+      cleanup.push(() => slowChain.stop());
+      await blockTimeScenario(mongo.uri, slowChain.rpcUrl, slowChain.usdcAddress, cleanup);
+    }
   } finally {
     for (const fn of cleanup.reverse()) await fn().catch(() => {});
   }
 }
 
 async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
+  const { backend, payTo, sellerKey, our, official, officialFacilitator } = await startStacks(mongoUri, rpcUrl, usdc, cleanup);
+  const bare = await serve(bareApp(), cleanup);
+
+  if (PARTS.has('1')) {
+    // --- 1. unpaid latency ------------------------------------------------------------------------
+    log(`\n1. unpaid requests, ${UNPAID} sequential keep-alive requests per server and path over loopback (medians)`);
+    for (const server of [bare, our, official]) {
+      const warm = await timeRequests(server.url, '/weather', 300);
+      if (server !== bare && warm.statuses.some((s) => s !== 402)) throw new Error(`expected 402 from ${server.url}, got ${warm.statuses[0]}`);
+      await timeRequests(server.url, '/cities', 300);
+    }
+    const rounds = 5;
+    const names = ['bare', 'ours', 'official'] as const;
+    const samples = Object.fromEntries(names.flatMap((n) => [[`${n} /weather`, [] as number[]], [`${n} /cities`, [] as number[]]])) as Record<string, number[]>;
+    for (let round = 0; round < rounds; round += 1) {
+      // Interleaved rounds, so drift (GC, CPU frequency, other load) hits all of them alike.
+      for (const [name, server] of [['bare', bare], ['ours', our], ['official', official]] as const) {
+        for (const path of ['/weather', '/cities']) samples[`${name} ${path}`]!.push(...(await timeRequests(server.url, path, UNPAID / rounds)).times);
+      }
+    }
+    const m = (key: string) => median(samples[key]!);
+    const row = (label: string, key: string, extra = '') => log(`   ${label.padEnd(44)} median ${ms(m(key))}   p99 ${ms(percentile(samples[key]!, 0.99))}${extra}`);
+    row('bare Express, GET /weather (handler, 200)', 'bare /weather');
+    row('agentgate, GET /weather unpaid (402)', 'ours /weather', `   vs bare ${ms(m('ours /weather') - m('bare /weather'))}`);
+    row('@x402/express, GET /weather unpaid (402)', 'official /weather', `   vs bare ${ms(m('official /weather') - m('bare /weather'))}`);
+    log(`   unpaid 402 latency ratio agentgate / official: ${(m('ours /weather') / m('official /weather')).toFixed(2)}`);
+    row('bare Express, GET /cities (free route)', 'bare /cities');
+    const ourPass = m('ours /cities') - m('bare /cities');
+    const officialPass = m('official /cities') - m('bare /cities');
+    row('agentgate in front of the free route', 'ours /cities', `   added ${ms(ourPass)}`);
+    row('@x402/express in front of the free route', 'official /cities', `   added ${ms(officialPass)}`);
+    log('   (a 402 can be cheaper than the bare route: it is a cached, pre-serialized body with no handler;');
+    log('    the free route shows the pure cost of having the middleware in the request path)');
+
+    const paywall = await createBackendPaywall({ backendUrl: backend.url, apiKey: sellerKey, routes: { 'GET /weather': { price: '$0.01' } } });
+    const unpaidRequest: PaywallRequest = { method: 'GET', url: '/weather?city=Oslo', host: 'shop.example', protocol: 'https', headers: { accept: 'application/json' } };
+    const freeRequest: PaywallRequest = { ...unpaidRequest, url: '/cities' };
+    const inProcess = async (request: PaywallRequest, n = 200_000) => {
+      for (let i = 0; i < 10_000; i += 1) await paywall.handle(request);
+      const start = performance.now();
+      for (let i = 0; i < n; i += 1) await paywall.handle(request);
+      return (performance.now() - start) / n;
+    };
+    log(`   in process: Paywall.handle unpaid (402) ${us(await inProcess(unpaidRequest))}/request, free route (pass) ${us(await inProcess(freeRequest))}/request`);
+  }
+
+  if (PARTS.has('2')) {
+    // --- 2. verification cost per payment ----------------------------------------------------------
+    log(`\n2. verification of one valid payment, ${VERIFY} times each (signature + chain reads, no settlement)`);
+    const ourPayment = (await signPayments(our.url, DEV_ACCOUNTS[1]!.privateKey, usdc, 1))[0]!;
+    const decoded = decodePaymentHeader(ourPayment.header);
+    if (!decoded.ok) throw new Error('could not decode our own payment');
+    const ourVerify = await timeEach(VERIFY, async () => {
+      const result = await verifyPayment(decoded, { payTo, amountAtomic: BigInt(PRICE_ATOMIC) }, backend.app.chain!, { nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: 6 });
+      if (!result.ok) throw new Error(`verifyPayment refused: ${result.reason}`);
+    });
+    const officialPayment = (await signPayments(official.url, DEV_ACCOUNTS[2]!.privateKey, usdc, 1))[0]!;
+    const officialVerify = await timeEach(VERIFY, async () => {
+      const result = await officialFacilitator.verify(officialPayment.payload, officialPayment.payload.accepted as PaymentRequirements);
+      if (!result.isValid) throw new Error(`official verify refused: ${result.invalidReason}`);
+    });
+    log(`   agentgate verifyPayment     median ${ms(median(ourVerify))}`);
+    log(`   official facilitator.verify median ${ms(median(officialVerify))}`);
+    log(`   ratio agentgate / official: ${(median(ourVerify) / median(officialVerify)).toFixed(2)}`);
+  }
+
+  if (PARTS.has('3')) {
+    // --- 3. paid requests per second end to end ----------------------------------------------------
+    const ROUNDS = Number(process.env.BENCH_PAID_ROUNDS ?? 3);
+    log(`\n3. paid requests end to end on the local chain (pre-signed v2 payments; ${ROUNDS} interleaved rounds of ${PAID} sequential and ${PAID * 2} at concurrency ${CONCURRENCY}; medians)`);
+    const rates: Record<string, { sequential: number[]; concurrent: number[]; latencies: number[] }> = { agentgate: { sequential: [], concurrent: [], latencies: [] }, official: { sequential: [], concurrent: [], latencies: [] } };
+    const commands: Array<Map<string, number>> = [];
+    const buyers = { agentgate: DEV_ACCOUNTS[1]!.privateKey, official: DEV_ACCOUNTS[2]!.privateKey };
+    for (let round = 0; round < ROUNDS; round += 1) {
+      // Interleaved, so a noisy neighbour on this shared machine hits both stacks alike.
+      for (const [name, server] of [['agentgate', our], ['official', official]] as const) {
+        // Signed just before each run: a v2 authorization is valid for the requirement's 60 s.
+        const sequential = await payAll(server.url, await signPayments(server.url, buyers[name], usdc, PAID), 1);
+        const signed = await signPayments(server.url, buyers[name], usdc, PAID * 2);
+        const before = await dbCommands(backend.app.metrics);
+        const concurrent = await payAll(server.url, signed, CONCURRENCY);
+        if (name === 'agentgate') commands.push(difference(await dbCommands(backend.app.metrics), before));
+        rates[name]!.sequential.push(sequential.perSecond);
+        rates[name]!.concurrent.push(concurrent.perSecond);
+        rates[name]!.latencies.push(...sequential.latencies);
+      }
+    }
+    for (const name of ['agentgate', 'official'] as const) {
+      const r = rates[name]!;
+      log(`   ${name.padEnd(10)} sequential ${median(r.sequential).toFixed(1)} req/s (median latency ${ms(median(r.latencies))})   concurrency ${CONCURRENCY} ${median(r.concurrent).toFixed(1)} req/s`);
+    }
+    // Everything the backend sent while the concurrent runs were under way (background polls included), per payment.
+    const total = commands.reduce((sum, round) => { for (const [k, v] of round) sum.set(k, (sum.get(k) ?? 0) + v); return sum; }, new Map<string, number>());
+    const paidCount = PAID * 2 * ROUNDS;
+    const perPayment = [...total.values()].reduce((a, b) => a + b, 0) / paidCount;
+    const breakdown = [...total].sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${(v / paidCount).toFixed(2)}`).join(', ');
+    log(`   agentgate database commands during the concurrency-${CONCURRENCY} runs: ${breakdown}`);
+    log(`database commands per paid request at concurrency ${CONCURRENCY}: ${perPayment.toFixed(2)}`);
+    const ratio = (kind: 'sequential' | 'concurrent') => (median(rates.agentgate![kind]) / median(rates.official![kind])).toFixed(2);
+    log(`paid req/s ratio agentgate/official: sequential ${ratio('sequential')}, concurrency${CONCURRENCY} ${ratio('concurrent')}`);
+  }
+}
+
+/** Our backend with a seller on it, our Express seller and the official one, all on the chain at `rpcUrl`. */
+async function startStacks(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
   const port = await freePort();
   const config = loadConfig({
     // An access line per request on stdout would bury the results (LOG_LEVEL=info to watch them).
@@ -80,7 +202,7 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
     CHAIN_RPC_URL: rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: usdc, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
     RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey,
     // Settlement settings can be tried from the environment (see the README's configuration table).
-    ...Object.fromEntries(['SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_BATCH_MAX', 'RELAYER_PRIVATE_KEYS'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : []))),
+    ...Object.fromEntries(['SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_SEND_MARGIN_MS', 'RELAYER_PRIVATE_KEYS'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : []))),
   });
   const backend = await startServer(config);
   cleanup.push(async () => {
@@ -104,117 +226,101 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
   await call('PUT', '/v0/payments/acceptance', platformKey, { enabled: true, payTo });
   const sellerKey = (await call('POST', '/v0/payments/seller-keys', platformKey, {})).apiKey as string;
 
-  // --- the three sellers: bare, ours, official ---------------------------------------------------
-  const handler: express.RequestHandler = (_req, res) => {
-    res.json({ city: 'Oslo', temperatureC: 7 });
-  };
-  const free: express.RequestHandler = (_req, res) => {
-    res.json({ cities: ['Oslo'] });
-  };
-  const bareApp = express();
-  bareApp.get('/weather', handler);
-  bareApp.get('/cities', free);
-
+  // --- our seller and the official one ----------------------------------------------------------
   const ours = express();
   ours.use(paymentMiddleware({ backendUrl: backend.url, apiKey: sellerKey, routes: { 'GET /weather': { price: '$0.01', description: 'Weather' } } }));
-  ours.get('/weather', handler);
-  ours.get('/cities', free);
-
+  ours.get('/weather', weather);
+  ours.get('/cities', cities);
   const { app: officialApp, facilitator: officialFacilitator } = officialSeller(rpcUrl, usdc, payTo);
-
-  const bare = await serve(bareApp, cleanup);
   const our = await serve(ours, cleanup);
   const official = await serve(officialApp, cleanup);
   await call('POST', '/v0/payments/endpoints', platformKey, { url: `${our.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
+  return { backend, payTo, sellerKey, our, official, officialFacilitator };
+}
 
-  // --- 1. unpaid latency ------------------------------------------------------------------------
-  log(`\n1. unpaid requests, ${UNPAID} sequential keep-alive requests per server and path over loopback (medians)`);
-  for (const server of [bare, our, official]) {
-    const warm = await timeRequests(server.url, '/weather', 300);
-    if (server !== bare && warm.statuses.some((s) => s !== 402)) throw new Error(`expected 402 from ${server.url}, got ${warm.statuses[0]}`);
-    await timeRequests(server.url, '/cities', 300);
-  }
-  const rounds = 5;
-  const names = ['bare', 'ours', 'official'] as const;
-  const samples = Object.fromEntries(names.flatMap((n) => [[`${n} /weather`, [] as number[]], [`${n} /cities`, [] as number[]]])) as Record<string, number[]>;
-  for (let round = 0; round < rounds; round += 1) {
-    // Interleaved rounds, so drift (GC, CPU frequency, other load) hits all of them alike.
-    for (const [name, server] of [['bare', bare], ['ours', our], ['official', official]] as const) {
-      for (const path of ['/weather', '/cities']) samples[`${name} ${path}`]!.push(...(await timeRequests(server.url, path, UNPAID / rounds)).times);
-    }
-  }
-  const m = (key: string) => median(samples[key]!);
-  const row = (label: string, key: string, extra = '') => log(`   ${label.padEnd(44)} median ${ms(m(key))}   p99 ${ms(percentile(samples[key]!, 0.99))}${extra}`);
-  row('bare Express, GET /weather (handler, 200)', 'bare /weather');
-  row('agentgate, GET /weather unpaid (402)', 'ours /weather', `   vs bare ${ms(m('ours /weather') - m('bare /weather'))}`);
-  row('@x402/express, GET /weather unpaid (402)', 'official /weather', `   vs bare ${ms(m('official /weather') - m('bare /weather'))}`);
-  log(`   unpaid 402 latency ratio agentgate / official: ${(m('ours /weather') / m('official /weather')).toFixed(2)}`);
-  row('bare Express, GET /cities (free route)', 'bare /cities');
-  const ourPass = m('ours /cities') - m('bare /cities');
-  const officialPass = m('official /cities') - m('bare /cities');
-  row('agentgate in front of the free route', 'ours /cities', `   added ${ms(ourPass)}`);
-  row('@x402/express in front of the free route', 'official /cities', `   added ${ms(officialPass)}`);
-  log('   (a 402 can be cheaper than the bare route: it is a cached, pre-serialized body with no handler;');
-  log('    the free route shows the pure cost of having the middleware in the request path)');
+const weather: express.RequestHandler = (_req, res) => {
+  res.json({ city: 'Oslo', temperatureC: 7 });
+};
+const cities: express.RequestHandler = (_req, res) => {
+  res.json({ cities: ['Oslo'] });
+};
 
-  const paywall = await createBackendPaywall({ backendUrl: backend.url, apiKey: sellerKey, routes: { 'GET /weather': { price: '$0.01' } } });
-  const unpaidRequest: PaywallRequest = { method: 'GET', url: '/weather?city=Oslo', host: 'shop.example', protocol: 'https', headers: { accept: 'application/json' } };
-  const freeRequest: PaywallRequest = { ...unpaidRequest, url: '/cities' };
-  const inProcess = async (request: PaywallRequest, n = 200_000) => {
-    for (let i = 0; i < 10_000; i += 1) await paywall.handle(request);
-    const start = performance.now();
-    for (let i = 0; i < n; i += 1) await paywall.handle(request);
-    return (performance.now() - start) / n;
-  };
-  log(`   in process: Paywall.handle unpaid (402) ${us(await inProcess(unpaidRequest))}/request, free route (pass) ${us(await inProcess(freeRequest))}/request`);
+function bareApp(): Express {
+  const app = express();
+  app.get('/weather', weather);
+  app.get('/cities', cities);
+  return app;
+}
 
-  // --- 2. verification cost per payment ----------------------------------------------------------
-  log(`\n2. verification of one valid payment, ${VERIFY} times each (signature + chain reads, no settlement)`);
-  const ourPayment = (await signPayments(our.url, DEV_ACCOUNTS[1]!.privateKey, usdc, 1))[0]!;
-  const decoded = decodePaymentHeader(ourPayment.header);
-  if (!decoded.ok) throw new Error('could not decode our own payment');
-  const ourVerify = await timeEach(VERIFY, async () => {
-    const result = await verifyPayment(decoded, { payTo, amountAtomic: BigInt(PRICE_ATOMIC) }, backend.app.chain!, { nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: 6 });
-    if (!result.ok) throw new Error(`verifyPayment refused: ${result.reason}`);
-  });
-  const officialPayment = (await signPayments(official.url, DEV_ACCOUNTS[2]!.privateKey, usdc, 1))[0]!;
-  const officialVerify = await timeEach(VERIFY, async () => {
-    const result = await officialFacilitator.verify(officialPayment.payload, officialPayment.payload.accepted as PaymentRequirements);
-    if (!result.isValid) throw new Error(`official verify refused: ${result.invalidReason}`);
-  });
-  log(`   agentgate verifyPayment     median ${ms(median(ourVerify))}`);
-  log(`   official facilitator.verify median ${ms(median(officialVerify))}`);
-  log(`   ratio agentgate / official: ${(median(ourVerify) / median(officialVerify)).toFixed(2)}`);
+/** The database commands a backend has sent so far, by "command collection" (agentgate_db_commands_total). */
+async function dbCommands(metrics: Metrics): Promise<Map<string, number>> {
+  const metric = await metrics.dbCommands.get();
+  return new Map(metric.values.map((v) => [`${v.labels.command} ${v.labels.collection}`.trim(), v.value]));
+}
 
-  // --- 3. paid requests per second end to end ----------------------------------------------------
-  const ROUNDS = Number(process.env.BENCH_PAID_ROUNDS ?? 3);
-  log(`\n3. paid requests end to end on the local chain (pre-signed v2 payments; ${ROUNDS} interleaved rounds of ${PAID} sequential and ${PAID * 2} at concurrency ${CONCURRENCY}; medians)`);
-  const rates: Record<string, { sequential: number[]; concurrent: number[]; latencies: number[] }> = { agentgate: { sequential: [], concurrent: [], latencies: [] }, official: { sequential: [], concurrent: [], latencies: [] } };
-  const buyers = { agentgate: DEV_ACCOUNTS[1]!.privateKey, official: DEV_ACCOUNTS[2]!.privateKey };
-  for (let round = 0; round < ROUNDS; round += 1) {
-    // Interleaved, so a noisy neighbour on this shared machine hits both stacks alike.
-    for (const [name, server] of [['agentgate', our], ['official', official]] as const) {
-      // Signed just before each run: a v2 authorization is valid for the requirement's 60 s.
-      const sequential = await payAll(server.url, await signPayments(server.url, buyers[name], usdc, PAID), 1);
-      const concurrent = await payAll(server.url, await signPayments(server.url, buyers[name], usdc, PAID * 2), CONCURRENCY);
-      rates[name]!.sequential.push(sequential.perSecond);
-      rates[name]!.concurrent.push(concurrent.perSecond);
-      rates[name]!.latencies.push(...sequential.latencies);
-    }
+function difference(after: Map<string, number>, before: Map<string, number>): Map<string, number> {
+  return new Map([...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as [string, number]).filter(([, v]) => v > 0));
+}
+
+/**
+ * Part 4: both stacks on a chain that mines every 2 s, as Base does. One stack after the other on the same
+ * chain (each with its own relayer), BLOCK_PAYMENTS payments signed beforehand at BLOCK_CONCURRENCY.
+ */
+async function blockTimeScenario(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
+  const { our, official } = await startStacks(mongoUri, rpcUrl, usdc, cleanup);
+  const client = createPublicClient({ transport: http(rpcUrl) });
+  const results: Record<string, string> = {};
+  log(`\n4. a chain that mines like Base: anvil --block-time 2, ${BLOCK_PAYMENTS} pre-signed payments per stack at concurrency ${BLOCK_CONCURRENCY}`);
+  for (const [name, server, buyer] of [['agentgate', our, DEV_ACCOUNTS[3]!.privateKey], ['official', official, DEV_ACCOUNTS[4]!.privateKey]] as const) {
+    // A warm-up payment, so neither stack pays for its first connection or cold caches in the measured run.
+    await payCounting(server.url, await signPayments(server.url, buyer, usdc, 1), 1);
+    const signed = await signPayments(server.url, buyer, usdc, BLOCK_PAYMENTS);
+    const run = await payCounting(server.url, signed, BLOCK_CONCURRENCY);
+    let gas = 0n;
+    for (const hash of run.transactions) gas += (await client.getTransactionReceipt({ hash })).gasUsed;
+    const paid = BLOCK_PAYMENTS - run.failed;
+    const gasPerPayment = paid ? Number(gas) / paid : 0;
+    log(`   ${name.padEnd(10)} ${run.perSecond.toFixed(1)} req/s, p50 ${percentile(run.latencies, 0.5).toFixed(0)} ms, p95 ${percentile(run.latencies, 0.95).toFixed(0)} ms, failed ${run.failed}${run.failed ? ` (${[...run.failures].map(([k, v]) => `${v}× ${k}`).join(', ')})` : ''}, ${run.transactions.size} settlement transactions, gas/payment ${gasPerPayment.toFixed(0)}`);
+    results[name] = `${run.perSecond.toFixed(1)} req/s, p50 ${percentile(run.latencies, 0.5).toFixed(0)} ms, failed ${run.failed}, gas/payment ${gasPerPayment.toFixed(0)}`;
   }
-  for (const name of ['agentgate', 'official'] as const) {
-    const r = rates[name]!;
-    log(`   ${name.padEnd(10)} sequential ${median(r.sequential).toFixed(1)} req/s (median latency ${ms(median(r.latencies))})   concurrency ${CONCURRENCY} ${median(r.concurrent).toFixed(1)} req/s`);
-  }
-  const ratio = (kind: 'sequential' | 'concurrent') => (median(rates.agentgate![kind]) / median(rates.official![kind])).toFixed(2);
-  log(`paid req/s ratio agentgate/official: sequential ${ratio('sequential')}, concurrency${CONCURRENCY} ${ratio('concurrent')}`);
+  log(`block-time 2s, concurrency ${BLOCK_CONCURRENCY}: agentgate ${results.agentgate}; official ${results.official}`);
+}
+
+/** Like payAll, but a refused payment is counted, not thrown; collects the settlement transactions named in PAYMENT-RESPONSE. */
+async function payCounting(base: string, payments: Array<{ header: string }>, concurrency: number) {
+  const latencies: number[] = [];
+  const transactions = new Set<Hex>();
+  const failures = new Map<string, number>();
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < payments.length) {
+        const payment = payments[next++]!;
+        const t0 = performance.now();
+        const res = await get(`${base}/weather`, { 'PAYMENT-SIGNATURE': payment.header }).catch((err: Error) => ({ status: 0, body: err.message, headers: {} as Record<string, string | string[] | undefined> }));
+        latencies.push(performance.now() - t0);
+        const response = res.headers['payment-response'];
+        if (res.status === 200 && typeof response === 'string') {
+          transactions.add((JSON.parse(Buffer.from(response, 'base64').toString('utf8')) as { transaction: Hex }).transaction);
+        } else {
+          const key = `${res.status} ${res.body.slice(0, 120)}`;
+          failures.set(key, (failures.get(key) ?? 0) + 1);
+        }
+      }
+    }),
+  );
+  const failed = [...failures.values()].reduce((a, b) => a + b, 0);
+  return { perSecond: payments.length / ((performance.now() - start) / 1000), latencies, transactions, failed, failures };
 }
 
 /** The official v2 stack: @x402/express middleware, resource server and an in-process facilitator. */
 function officialSeller(rpcUrl: string, usdc: Address, payTo: Address) {
   const chain = { ...baseSepolia, rpcUrls: { default: { http: [rpcUrl] } } };
   // Its own relayer (dev account 8), so its transactions never compete with our backend's for nonces.
-  const account = privateKeyToAccount(DEV_ACCOUNTS[8]!.privateKey, { nonceManager });
+  // A nonce manager of its own: viem's shared one keys nonces by address and chain id, and part 4's chain
+  // has the same id as part 3's.
+  const account = privateKeyToAccount(DEV_ACCOUNTS[8]!.privateKey, { nonceManager: createNonceManager({ source: jsonRpc() }) });
   const client = createWalletClient({ account, chain, transport: http(rpcUrl), pollingInterval: 100 }).extend(publicActions);
   const facilitator = new x402Facilitator();
   registerFacilitatorEvm(facilitator, { signer: toFacilitatorEvmSigner({ ...client, address: account.address } as never), networks: NETWORK });
@@ -259,12 +365,12 @@ async function serve(app: Express, cleanup: Array<() => Promise<unknown>>): Prom
 
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
-function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; headers: Record<string, string | string[] | undefined> }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { agent, headers: { accept: 'application/json', ...headers } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
       res.on('error', reject);
     });
     req.on('error', reject);

@@ -1,3 +1,4 @@
+import type { Db } from 'mongodb';
 import mongoose, { type Connection } from 'mongoose';
 import type { Config } from './platform/config.js';
 import { SecretBox, type MasterKeyring } from './platform/secret-box.js';
@@ -31,6 +32,7 @@ import { ChatService } from './chat/chat-service.js';
 import { adminCheck } from './accounts/admins.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { Metrics } from './platform/metrics.js';
+import { updateGroupingFor } from './platform/group-commit.js';
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -109,8 +111,14 @@ const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1
 export async function createContext(config: Config, options: { log?: Logger } = {}): Promise<AppContext> {
   const log = options.log ?? createLogger({ level: config.LOG_LEVEL });
   const metrics = new Metrics();
-  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000 });
+  // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
+  // milliseconds of CPU, so what each request path sends is something an operator must see.
+  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000, monitorCommands: true });
   await db.asPromise();
+  db.getClient().on('commandStarted', (event) => {
+    const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
+    metrics.dbCommands.inc({ command: event.commandName, collection: typeof target === 'string' ? target : '' });
+  });
   const events = new ServiceEvents();
   const logs = new ActivityLog(db, log.child({ area: 'activity-log' }), events);
   const usage = new UsageTracker(db);
@@ -132,7 +140,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settling = chain && createSettling(db, config, chain, log, metrics);
-  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes);
+  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
   const wallets = new WalletService(db, config, chain, settling?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
@@ -160,7 +168,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     did,
     calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
-    holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' })),
+    holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' }), metrics),
     webhooks: new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events }),
     wallets,
     mandates,

@@ -98,8 +98,26 @@ export class BlockClock {
     }
   }
 
-  /** Block production interval in ms, if the chain mines on a steady timer. */
+  /** For our last few transactions: whether each was already mined when asked right after sending. */
+  private readonly sends: boolean[] = [];
+
+  /**
+   * A relayer tells, for a transaction it just sent, whether the receipt was there at once. A chain that
+   * mines each transaction on arrival shows it every time; a chain on a timer almost never (the block
+   * would have to close within the milliseconds between the send and the question).
+   */
+  noteSent(minedAtOnce: boolean): void {
+    this.sends.push(minedAtOnce);
+    if (this.sends.length > 3) this.sends.shift();
+  }
+
+  /**
+   * Block production interval in ms, if the chain mines on a steady timer. A chain that mines on arrival
+   * has none, even when steady load makes its blocks look regular (sequential payments, one block each):
+   * waiting for a "next block" there would only slow the load down and make the blocks look steadier.
+   */
   get intervalMs(): number | undefined {
+    if (this.sends.filter(Boolean).length >= 2) return undefined;
     const gaps: number[] = [];
     for (let i = 1; i < this.seen.length; i++) {
       const [a, b] = [this.seen[i - 1]!, this.seen[i]!];

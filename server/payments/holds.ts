@@ -1,5 +1,5 @@
 import { Schema, type Connection, type Model } from 'mongoose';
-import { AppError, isDuplicateKey, notFound } from '../platform/errors.js';
+import { AppError, notFound } from '../platform/errors.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { Logger } from '../platform/logger.js';
 import type { Config } from '../platform/config.js';
@@ -8,6 +8,9 @@ import type { PaymentDoc } from './models.js';
 import { decodeUptoPaymentHeader, isUptoPaymentHeader } from '../../middleware/protocol/upto-evm.js';
 import { formatUsdc, parseCharge, parsePrice } from '../../middleware/price.js';
 import { normalizeResource } from './resource-url.js';
+import { GroupedInserts } from '../platform/group-commit.js';
+import type { Collection } from 'mongodb';
+import type { Metrics } from '../platform/metrics.js';
 
 /**
  * Holds: how our middleware charges only for what was served. A hold verifies the buyer's payment and
@@ -47,12 +50,25 @@ export type HoldOutcome =
 /** The longest a handler may hold a payment, whatever it asks. */
 export const MAX_HOLD_SECONDS = 900;
 export const DEFAULT_HOLD_SECONDS = 120;
+/** Undecided holds of this process kept in memory for their capture (a few MB at most). */
+const MAX_OPEN_IN_MEMORY = 5_000;
 
 export class HoldService {
   private readonly decisions: Model<HoldDecisionDoc>;
+  /** Capture and release decisions, grouped into insertMany commands (each still a unique insert of its own). */
+  private readonly decisionInserts: GroupedInserts<HoldDecisionDoc>;
+  /**
+   * The holds this process made and nobody has decided yet, so that a capture reaching this process
+   * (the seller's middleware keeps its connection) need not read the payment back. Only a shortcut: the
+   * decision insert still decides, and a capture that loses it reads the database.
+   */
+  private readonly open = new Map<string, PaymentDoc>();
 
-  constructor(conn: Connection, private readonly config: Config, private readonly payments: PaymentService, private readonly logs: ActivityLog, private readonly log: Logger) {
+  constructor(conn: Connection, private readonly config: Config, private readonly payments: PaymentService, private readonly logs: ActivityLog, private readonly log: Logger, metrics?: Metrics) {
     this.decisions = conn.models.HoldDecision ?? conn.model<HoldDecisionDoc>('HoldDecision', decisionSchema, 'payment_hold_decisions');
+    this.decisionInserts = new GroupedInserts(() => this.decisions.collection as unknown as Collection<HoldDecisionDoc>, {
+      onCommand: (size) => metrics?.groupCommitSize.observe({ write: 'hold_decisions' }, size),
+    });
   }
 
   async hold(orgId: string, input: HoldInput): Promise<HoldOutcome> {
@@ -67,6 +83,8 @@ export class HoldService {
     if (until <= Date.now()) return refuse('authorization_expired', 'the authorization expires before a handler could run and the payment be settled');
     const claimed = await this.payments.claim(seller, decoded, terms, { status: 'held', until: new Date(until) });
     if (!claimed.ok) return refuse(claimed.refused.reason, claimed.refused.message);
+    // Bounded: holds nobody decides stay until their expiry sweep; beyond this many, captures read the database.
+    if (this.open.size < MAX_OPEN_IN_MEMORY) this.open.set(claimed.payment._id, claimed.payment);
     return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
   }
 
@@ -102,37 +120,43 @@ export class HoldService {
   }
 
   /**
-   * Settles a held payment (the seller's handler succeeded). Answers like redeem. For an `upto` hold,
-   * `amount` (USDC, "0.0123") is what the request used: at most the permit's maximum, absent or "0" for
-   * nothing (no transaction; the permit is used up all the same).
+   * Settles a held payment (the seller's handler succeeded). Answers like redeem. For an exact hold the
+   * capture decision (a unique insert) is what marks the payment as being settled: the record keeps `held`
+   * until the settlement is recorded, and reconciliation finishes a captured hold whose process died
+   * meanwhile (reconcile.ts), so a capture costs no update of its own. An `upto` hold is captured for
+   * `amount` (USDC, "0.0123"), what the request used: at most the permit's maximum, absent or "0" for
+   * nothing (no transaction; the permit is used up all the same). That charge must be on the record before
+   * anything is sent, so reconciliation settles what the seller named: the winning capture writes it
+   * (held -> verified), one update that only upto captures pay.
    */
   async capture(orgId: string, id: string, amount?: string): Promise<RedeemOutcome> {
-    for (;;) {
-      const payment = await this.find(orgId, id);
-      if (payment.status !== 'held') return this.outcomeOf(payment);
-      let charge: bigint | undefined;
-      if (payment.scheme === 'upto') {
-        try { charge = amount === undefined ? 0n : parseCharge(amount); } catch (err) { throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
-        const max = BigInt(payment.maxAmountUsdcRaw!);
-        // Refused before the decision: the hold stays, so the seller's middleware can still release it.
-        if (charge > max) throw new AppError(400, 'settlement_exceeds_amount', `the charge ${formatUsdc(charge)} USDC is above the ${formatUsdc(max)} USDC the buyer allowed; nothing was charged`);
-      } else if (amount !== undefined && parsePriceOrUndefined(amount) !== BigInt(payment.amountUsdcRaw)) {
-        throw new AppError(400, 'validation_error', 'body.amount: an exact payment is captured for its price; leave amount out');
-      }
-      if (!(await this.decide(payment, 'capture', 'captured'))) {
-        const decision = await this.decisions.findById(payment._id).lean();
-        if (decision?.decision === 'release') throw released(decision);
-        continue; // captured by a concurrent call: answer what it did
-      }
-      // Only the capture that won the decision writes the payment: held -> verified (being settled), with
-      // an upto charge in place of the maximum it was held for.
-      const charged = charge === undefined ? {} : { amountUsdcRaw: charge.toString() };
-      await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified', ...charged }, $unset: { holdExpiresAt: 1 } });
-      const endpoint = payment.endpointId ? await this.payments.endpoints.findById(payment.endpointId).lean() : null;
-      const { answer } = await this.payments.settleClaimed({ ...payment, status: 'verified', ...charged }, { endpoint, door: 'redeem' });
-      if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
-      return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+    const payment = this.takeOpen(orgId, id) ?? await this.find(orgId, id);
+    if (payment.status !== 'held') return this.outcomeOf(payment);
+    let charge: bigint | undefined;
+    if (payment.scheme === 'upto') {
+      try { charge = amount === undefined ? 0n : parseCharge(amount); } catch (err) { this.keepOpen(payment); throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
+      const max = BigInt(payment.maxAmountUsdcRaw!);
+      // Refused before the decision: the hold stays, so the seller's middleware can still release it.
+      if (charge > max) { this.keepOpen(payment); throw new AppError(400, 'settlement_exceeds_amount', `the charge ${formatUsdc(charge)} USDC is above the ${formatUsdc(max)} USDC the buyer allowed; nothing was charged`); }
+    } else if (amount !== undefined && parsePriceOrUndefined(amount) !== BigInt(payment.amountUsdcRaw)) {
+      this.keepOpen(payment);
+      throw new AppError(400, 'validation_error', 'body.amount: an exact payment is captured for its price; leave amount out');
     }
+    if (!(await this.decide(payment, 'capture', 'captured'))) {
+      const decision = await this.decisions.findById(payment._id).lean();
+      if (decision?.decision === 'release') throw released(decision);
+      // Captured by a concurrent call: answer what it did (or does, once known).
+      return this.outcomeOf((await this.payments.payments.findById(payment._id).lean()) ?? payment);
+    }
+    let settling = payment;
+    if (charge !== undefined) {
+      settling = { ...payment, status: 'verified', amountUsdcRaw: charge.toString() };
+      await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified', amountUsdcRaw: charge.toString() }, $unset: { holdExpiresAt: 1 } });
+    }
+    const endpoint = payment.endpointId ? await this.payments.endpointById(payment.orgId, payment.endpointId) : null;
+    const { answer } = await this.payments.settleClaimed(settling, { endpoint, door: 'redeem' });
+    if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
+    return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
   }
 
   /** Drops a held payment (the seller's handler failed): nothing is charged, the authorization is free again. */
@@ -142,6 +166,7 @@ export class HoldService {
       throw err;
     });
     if (!payment) return { holdId: id, released: true };
+    this.open.delete(id);
     if (payment.status !== 'held') throw captured();
     if (!(await this.decide(payment, 'release', 'released'))) {
       const decision = await this.decisions.findById(payment._id).lean();
@@ -154,6 +179,7 @@ export class HoldService {
 
   /** Releases every hold past its expiry (a handler that never answered, a seller process that died). */
   async releaseExpired(): Promise<number> {
+    for (const [id, payment] of this.open) if (payment.holdExpiresAt! < new Date()) this.open.delete(id);
     const expired = await this.payments.payments.find({ status: 'held', holdExpiresAt: { $lt: new Date() } }).limit(200).lean();
     let count = 0;
     for (const payment of expired) {
@@ -179,6 +205,19 @@ export class HoldService {
     };
   }
 
+  /** A hold this process made and has not seen decided, taken out of memory (the capture decides it now). */
+  private takeOpen(orgId: string, id: string): PaymentDoc | undefined {
+    const payment = this.open.get(id);
+    if (!payment || payment.orgId !== orgId) return undefined;
+    this.open.delete(id);
+    return payment;
+  }
+
+  /** A hold taken out of memory for a capture that was refused before deciding: still undecided. */
+  private keepOpen(payment: PaymentDoc): void {
+    if (this.open.size < MAX_OPEN_IN_MEMORY) this.open.set(payment._id, payment);
+  }
+
   /** The org's hold (or what it became); a released one is gone, and says so. Another org's is a 404. */
   private async find(orgId: string, id: string): Promise<PaymentDoc> {
     const payment = await this.payments.payments.findOne({ _id: id, orgId }).lean();
@@ -188,14 +227,9 @@ export class HoldService {
     throw notFound('Hold not found');
   }
 
+  /** Inserts the hold's one decision; false if another was inserted first (here or in another process). */
   private async decide(payment: PaymentDoc, decision: HoldDecisionDoc['decision'], why: HoldDecisionDoc['why']): Promise<boolean> {
-    try {
-      await this.decisions.create({ _id: payment._id, orgId: payment.orgId, decision, why, at: new Date() });
-      return true;
-    } catch (err) {
-      if (isDuplicateKey(err)) return false;
-      throw err;
-    }
+    return (await this.decisionInserts.insert({ _id: payment._id, orgId: payment.orgId, decision, why, at: new Date() })) === 'inserted';
   }
 
   /** The claim goes: the same signed payment may be presented again. */
@@ -217,7 +251,7 @@ export class HoldService {
       }, payment.x402Version);
     }
     if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
-    // Being settled by the capture that won: wait for its outcome, within the settlement timeout.
+    // Being settled by the capture that won (still `held` or `verified`): wait for its outcome, within the settlement timeout.
     const deadline = Date.now() + this.config.SETTLEMENT_TIMEOUT_MS;
     while (Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 200));
@@ -229,9 +263,9 @@ export class HoldService {
   }
 }
 
+const captured = () => new AppError(409, 'hold_captured', 'This hold was already captured: the payment is settled or settling');
+const released = (decision: HoldDecisionDoc) => new AppError(409, decision.why === 'expired' ? 'hold_expired' : 'hold_released', decision.why === 'expired' ? 'This hold expired and was released: nothing was charged' : 'This hold was released: nothing was charged');
+
 function parsePriceOrUndefined(amount: string): bigint | undefined {
   try { return parsePrice(amount); } catch { return undefined; }
 }
-
-const captured = () => new AppError(409, 'hold_captured', 'This hold was already captured: the payment is settled or settling');
-const released = (decision: HoldDecisionDoc) => new AppError(409, decision.why === 'expired' ? 'hold_expired' : 'hold_released', decision.why === 'expired' ? 'This hold expired and was released: nothing was charged' : 'This hold was released: nothing was charged');

@@ -3,7 +3,7 @@ import type { Connection, Model } from 'mongoose';
 import { decodePaymentHeader, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { buildRequirementV1 } from '../../middleware/challenge.js';
 import { parsePrice, formatUsdc } from '../../middleware/price.js';
-import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
+import { AppError, isDuplicateKey, notFound } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { ChainService } from '../chain/chain-service.js';
@@ -17,6 +17,8 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { ChangeFeed } from '../platform/change-feed.js';
 import { TtlCache } from '../platform/ttl-cache.js';
+import { GroupedInserts, GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
+import type { Collection } from 'mongodb';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
 import { PaymentIdentifiers } from './payment-identifier.js';
@@ -84,6 +86,12 @@ export interface PreparedRedeem {
   refuse: (error: string, message: string) => Extract<RedeemOutcome, { ok: false }>;
 }
 
+/**
+ * A record being settled: `verified` (redeem, the facilitator API) or `held` with a capture decision
+ * (holds.ts). Only these are written with the outcome.
+ */
+export const OPEN: PaymentDoc['status'][] = ['verified', 'held'];
+
 const isPending = (result: SettlementResult) => !result.ok && result.reason === 'settle_unconfirmed';
 
 /** The promise's value, or `fallback` if it takes longer than `ms` (the promise goes on). */
@@ -101,7 +109,10 @@ export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promis
  * The facilitator: seller settings and endpoints, and redeem = verify, claim the nonce, settle on chain,
  * record, sign a receipt. Money moves at most once per authorization because the claim is a unique index
  * written before the transaction is sent. A paid request costs two database writes (the claim and the
- * settlement record); seller settings and endpoints are served from memory (SELLER_CACHE_TTL_MS).
+ * settlement record), and both are group commits (platform/group-commit.ts): the claims of requests that
+ * arrive together go in one unordered insertMany (a duplicate authorization fails only its own request),
+ * the records of one settlement transaction in one bulkWrite. Seller settings and endpoints are served
+ * from memory (SELLER_CACHE_TTL_MS).
  */
 export class PaymentService {
   readonly payments: Model<PaymentDoc>;
@@ -114,6 +125,10 @@ export class PaymentService {
   /** orgId -> acceptance, and `${orgId} ${url}` -> endpoint; null caches "none". */
   private readonly acceptanceCache: TtlCache<SellerAccountDoc | null>;
   private readonly endpointCache: TtlCache<EndpointDoc | null>;
+  /** Payment claims (unique authorization key), grouped into insertMany commands. */
+  private readonly claims: GroupedInserts<PaymentDoc>;
+  /** Updates of payment records (settled, held -> verified), grouped into bulkWrite commands. */
+  readonly recordUpdates: GroupedUpdates<PaymentDoc>;
 
   constructor(
     conn: Connection,
@@ -127,12 +142,17 @@ export class PaymentService {
     private readonly metrics: Metrics,
     /** Seller settings and endpoints changed in any process reach this one's caches within a poll. */
     private readonly changes: ChangeFeed,
+    /** How record updates are grouped on this database (platform/group-commit.ts updateGroupingFor). */
+    updateGrouping: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'> = {},
   ) {
     this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     this.endpoints = conn.models.Endpoint ?? conn.model<EndpointDoc>('Endpoint', endpointSchema, 'endpoints');
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
     this.settler = settling?.settler;
     this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
+    const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
+    this.claims = new GroupedInserts(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
+    this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
     changes.on('seller', (orgId) => {
       this.acceptanceCache.delete(orgId);
       this.endpointCache.deletePrefix(`${orgId} `);
@@ -409,14 +429,11 @@ export class PaymentService {
       authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: how.status, createdAt: new Date(),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
-    try {
-      await this.payments.create(payment);
-    } catch (err) {
-      if (isDuplicateKey(err)) {
-        this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
-        return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
-      }
-      throw err;
+    // The unique index on authorizationKey decides, inside a grouped insert as alone: of any number of
+    // copies, in one command or in several, one is inserted and the others are duplicates.
+    if ((await this.claims.insert(payment)) === 'duplicate') {
+      this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
+      return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
     }
     return { ok: true, payment };
   }
@@ -549,13 +566,13 @@ export class PaymentService {
     }
     if (settled.unavailable) {
       // Nothing was sent: the claim goes, so the buyer may present the same payment again.
-      await this.payments.deleteOne({ _id: payment._id, status: 'verified' });
+      await this.payments.deleteOne({ _id: payment._id, status: { $in: OPEN } });
       return { ok: false, reason: settled.reason, message: settled.message, payer, unavailable: true };
     }
     // An unconfirmed settlement may still be mined: the record stays open for reconciliation to close
     // from the chain, so money that moves is never recorded as failed.
     const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
-    if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: change });
+    if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: change });
     this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
     this.log.warn({ paymentId: payment._id, reason: settled.reason, message: settled.message, txHash: settled.txHash }, settled.unconfirmed ? 'settlement unconfirmed; reconciliation will finish it' : 'settlement failed');
     return { ok: false, reason: settled.reason, message: settled.message, payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
@@ -579,6 +596,11 @@ export class PaymentService {
     });
   }
 
+  /** The org's endpoint by id, deleted ones included (a payment records which endpoint it was for); served from memory. */
+  async endpointById(orgId: string, id: string): Promise<EndpointDoc | null> {
+    return this.endpointCache.through(`${orgId} #${id}`, () => this.endpoints.findOne({ _id: id, orgId }).lean());
+  }
+
   /** Records the settlement with its signed receipt, then runs the settled hooks (webhook outbox). */
   async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc | null): Promise<PaymentDoc> {
     const settledAt = new Date();
@@ -588,10 +610,19 @@ export class PaymentService {
     // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
     // The event id follows from the payment, so two processes recording one settlement (the settler and
     // reconciliation, racing) name the same event, and the delivery's unique event id keeps it to one.
-    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending', eventId: `evt_${payment._id}` } } : {};
-    const done = await this.payments.findOneAndUpdate({ _id: payment._id, status: { $ne: 'settled' } },
-      { $set: { status: 'settled', txHash, settledAt, signedReceipt, offerReceipt, ...outbox }, $unset: { failureReason: 1 } }, { returnDocument: 'after' }).lean();
-    if (!done) return (await this.payments.findById(payment._id).lean())!;
+    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending' as const, eventId: `evt_${payment._id}` } } : {};
+    const set = { status: 'settled' as const, txHash, settledAt, signedReceipt, offerReceipt, ...outbox };
+    // Grouped with the other records of its settlement transaction (they resolve together) into
+    // bulkWrite commands. Only an open record is written: if reconciliation recorded it first, its record
+    // stands and the hooks are not run twice.
+    const { matched } = await this.recordUpdates.update({
+      filter: { _id: payment._id, status: { $in: OPEN } },
+      update: { $set: set, $unset: { failureReason: 1, holdExpiresAt: 1 } },
+      tookEffect: (doc) => doc?.settledAt?.getTime() === settledAt.getTime() && doc?.txHash === txHash,
+    });
+    if (!matched) return (await this.payments.findById(payment._id).lean())!;
+    const { failureReason: _failure, holdExpiresAt: _expiry, ...rest } = payment;
+    const done: PaymentDoc = { ...rest, ...set };
     // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
     // buyer's response; the outbox sweep finishes whatever a crash interrupts.
     if (endpoint) for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => this.log.error({ paymentId: done._id, err: (err as Error).message }, 'settled hook failed'));

@@ -1,6 +1,6 @@
 import type { Hex } from 'viem';
 import type { Collection } from 'mongodb';
-import type { PaymentService } from './payment-service.js';
+import { OPEN, type PaymentService } from './payment-service.js';
 import type { PaymentDoc } from './models.js';
 import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../chain/usdc.js';
@@ -23,7 +23,7 @@ const CLAIM_WINDOW_MS = 30_000;
 const RESEND_MARGIN_SECONDS = 6;
 
 /**
- * Finishes payments left open (`verified`): by a crash between claiming the nonce and recording the
+ * Finishes payments left open (`verified`, or `held` with a capture decision): by a crash between claiming the nonce and recording the
  * result, by an answer that timed out, by a process killed mid-settlement. The chain is the source of
  * truth, and the token's own record of the authorization decides:
  * - used: the transaction that used it (its AuthorizationUsed event) is recorded as the settlement;
@@ -36,7 +36,11 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   const chain = service.chain;
   const totals = { settled: 0, failed: 0, resent: 0 };
   if (!chain) return totals;
-  const stale = await service.payments.find({ status: 'verified', createdAt: { $lt: new Date(Date.now() - options.olderThanMs) } }).sort({ createdAt: 1 }).limit(200).lean();
+  const cutoff = new Date(Date.now() - options.olderThanMs);
+  const stale = [
+    ...await service.payments.find({ status: 'verified', createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean(),
+    ...await capturedHolds(service, cutoff),
+  ];
   if (stale.length === 0) return totals;
   const claims = service.payments.db.collection('reconcile_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
   const window = Math.floor(Date.now() / CLAIM_WINDOW_MS);
@@ -56,6 +60,15 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   };
   for (const payment of stale) {
     const log = options.log?.child({ paymentId: payment._id });
+    if (payment.scheme === 'upto' && payment.status === 'held') {
+      // Captured, and its process died before it wrote the charge (holds.ts writes it before sending
+      // anything): nothing was sent and what the seller named is unknown, so nothing is charged.
+      if (!(await claim(payment))) continue;
+      await service.payments.updateOne({ _id: payment._id, status: 'held' }, { $set: { status: 'failed', failureReason: 'capture_interrupted' } });
+      log?.warn({ reason: 'capture_interrupted' }, 'reconciliation closed an upto capture whose charge was never recorded: nothing was charged');
+      count('failed');
+      continue;
+    }
     if (payment.scheme === 'upto') {
       const result = await reconcileUpto(service, chain, payment, claim, log);
       if (result) count(result);
@@ -69,7 +82,7 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
     if (!(await claim(payment))) continue;
     const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
     const fail = async (reason: string) => {
-      await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: reason } });
+      await service.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: { status: 'failed', failureReason: reason } });
       log?.warn({ reason }, 'reconciliation closed an open payment as failed');
       count('failed');
     };
@@ -96,6 +109,20 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   return totals;
 }
 
+/**
+ * Holds captured before `cutoff` and still open: a capture marks its payment by the decision alone
+ * (holds.ts), so a process that died between the capture and the record leaves a `held` payment with a
+ * capture decision. Held payments are few (holds not decided yet), and only their decisions are read.
+ */
+async function capturedHolds(service: PaymentService, cutoff: Date): Promise<PaymentDoc[]> {
+  const held = await service.payments.find({ status: 'held', createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean();
+  if (held.length === 0) return [];
+  const decisions = service.payments.db.collection('payment_hold_decisions') as unknown as Collection<{ _id: string; decision: string; at: Date }>;
+  const captured = await decisions.find({ _id: { $in: held.map((p) => p._id) }, decision: 'capture', at: { $lt: cutoff } }).toArray();
+  const ids = new Set(captured.map((d) => d._id));
+  return held.filter((p) => ids.has(p._id));
+}
+
 async function resend(service: PaymentService, payment: PaymentDoc, settler: NonNullable<PaymentService['settler']>, endpoint: Parameters<PaymentService['markSettled']>[2], log: Logger | undefined): Promise<'settled' | 'failed' | 'resent'> {
   const outcome = await settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
   if (outcome.ok) {
@@ -104,7 +131,7 @@ async function resend(service: PaymentService, payment: PaymentDoc, settler: Non
     return 'settled';
   }
   if (outcome.unconfirmed || outcome.unavailable) return 'resent';
-  await service.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'failed', failureReason: outcome.reason } });
+  await service.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: { status: 'failed', failureReason: outcome.reason } });
   log?.warn({ reason: outcome.reason }, 'reconciliation closed an open payment as failed');
   return 'failed';
 }

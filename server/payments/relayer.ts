@@ -214,15 +214,17 @@ export class RelayerLane {
     this.updateGauges();
     this.options.metrics.settlementTransactions.inc({ event: 'sent', relayer: this.address });
     this.log.info({ nonce, txHash: send.hash, maxFeePerGas: send.fees.maxFeePerGas.toString(), ...label }, 'settlement transaction sent');
-    // A chain that mines on arrival (anvil's default) has the receipt already; a timed chain answers at the next block.
-    if (this.clock.intervalMs === undefined) void this.checkNow(entry);
+    // A chain that mines on arrival (anvil's default) has the receipt already; a timed chain answers at the
+    // next block. Asking once either way tells the clock which kind of chain this is.
+    void this.checkNow(entry);
     return { hash: send.hash, nonce, fate };
   }
 
   private async checkNow(entry: Pending): Promise<void> {
     const receipt = await this.chain.publicClient.getTransactionReceipt({ hash: entry.sends[0]!.hash }).catch(() => undefined);
+    this.clock.noteSent(receipt !== undefined);
     if (receipt) this.settle(entry, receipt);
-    else void this.clock.poll();
+    else if (this.clock.intervalMs === undefined) void this.clock.poll();
   }
 
   private settle(entry: Pending, receipt: TransactionReceipt): void {

@@ -60,6 +60,17 @@ export class Metrics {
     labelNames: ['method', 'route', 'status'] as const, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry],
   });
 
+  /** Every command this process sends the database (MongoDB command monitoring), by command and collection. */
+  readonly dbCommands = new Counter({
+    name: 'agentgate_db_commands_total', help: 'Commands sent to the database, by command name and collection',
+    labelNames: ['command', 'collection'] as const, registers: [this.registry],
+  });
+  /** How many writes each group commit carried (platform/group-commit.ts), by what they write. */
+  readonly groupCommitSize = new Histogram({
+    name: 'agentgate_db_group_commit_size', help: 'Writes carried by one grouped database command, by what they write',
+    labelNames: ['write'] as const, buckets: [1, 2, 4, 8, 16, 32, 64, 128], registers: [this.registry],
+  });
+
   private readonly collectors: Array<() => Promise<void> | void> = [];
 
   constructor(options: { defaultMetrics?: boolean } = {}) {

@@ -8,6 +8,8 @@
  */
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+  /** Loads under way, by key, with the generation they started in. */
+  private readonly loading = new Map<string, { value: Promise<V>; readAt: number }>();
   private deletions = 0;
 
   /** Take before reading what will be stored; pass to `set`. */
@@ -34,14 +36,29 @@ export class TtlCache<V> {
     this.entries.set(key, { value, expiresAt: Date.now() + this.ttlMs });
   }
 
-  /** The cached value, or `load()`'s, which is then cached (cache a missing value as `null`, never `undefined`). */
-  async through(key: string, load: () => Promise<V>): Promise<V> {
+  /**
+   * The cached value, or `load()`'s, which is then cached (cache a missing value as `null`, never
+   * `undefined`; `keep` may refuse to cache a value). Concurrent misses of one key share one load: when an
+   * entry expires under load, 64 requests arriving together cost one read, not 64. A caller never joins a
+   * load that started before the last deletion.
+   */
+  async through(key: string, load: () => Promise<V>, keep: (value: V) => boolean = () => true): Promise<V> {
     const hit = this.get(key);
     if (hit !== undefined) return hit;
+    const pending = this.loading.get(key);
+    if (pending && pending.readAt === this.deletions) return pending.value;
     const readAt = this.deletions;
-    const value = await load();
-    this.set(key, value, readAt);
-    return value;
+    // A real promise: a mongoose query is a thenable that runs again (and throws) if awaited twice.
+    const value = Promise.resolve(load());
+    const entry = { value, readAt };
+    this.loading.set(key, entry);
+    try {
+      const loaded = await value;
+      if (keep(loaded)) this.set(key, loaded, readAt);
+      return loaded;
+    } finally {
+      if (this.loading.get(key) === entry) this.loading.delete(key);
+    }
   }
 
   delete(key: string): void {

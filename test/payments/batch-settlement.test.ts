@@ -23,6 +23,26 @@ async function header(seller: Seller, buyerUsdc = '1') {
   return { buyer, header: paymentHeaderV1(await signAuthorization(buyer, { to: seller.payTo, value: PRICE })) };
 }
 
+/** POST /v0/payments/holds and /holds/:id/capture, as the seller's middleware does around its handler. */
+async function hold(url: string, seller: Seller, paymentHeader: string) {
+  const res = await fetch(`${url}/v0/payments/holds`, {
+    method: 'POST', headers: { authorization: `Bearer ${seller.sellerKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ paymentHeader, resource: seller.resource, amount: '0.01' }),
+  });
+  return { status: res.status, body: await res.json() as any };
+}
+async function capture(url: string, seller: Seller, holdId: string, signal?: AbortSignal) {
+  const res = await fetch(`${url}/v0/payments/holds/${holdId}/capture`, { method: 'POST', signal, headers: { authorization: `Bearer ${seller.sellerKey}` } });
+  return { status: res.status, body: await res.json() as any };
+}
+
+/** Grouped commands of one kind so far, and the writes they carried (agentgate_db_group_commit_size). */
+async function groupCommits(server: TestServer, write: string) {
+  const metric = await server.app.metrics.groupCommitSize.get();
+  const value = (name: string) => metric.values.find((v) => v.metricName === name && v.labels.write === write)?.value ?? 0;
+  return { commands: value('agentgate_db_group_commit_size_count'), writes: value('agentgate_db_group_commit_size_sum') };
+}
+
 const until = async (condition: () => boolean) => { while (!condition()) await new Promise((r) => setTimeout(r, 10)); };
 
 /**
@@ -95,14 +115,46 @@ describe('batched settlement', () => {
     }
   });
 
-  it('settles 100 concurrent copies of one header once', async () => {
+  it('settles 100 concurrent copies of one header once, though their claims share insertMany commands', async () => {
     const { header: h, buyer } = await header(seller);
     const before = await usdcBalance(seller.payTo);
+    const claimCommands = await groupCommits(server, 'payment_claims');
     const results = await Promise.all(Array.from({ length: 100 }, () => redeem(server.url, seller, h)));
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     expect(results.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(99);
     expect(await usdcBalance(seller.payTo)).toBe(before + PRICE);
     expect(await usdcBalance(buyer.address)).toBe(1_000_000n - PRICE);
+    // Copies that passed verification together reached the claim together: fewer insertMany commands than
+    // claims, so duplicates inside one command were refused there, each alone.
+    const after = await groupCommits(server, 'payment_claims');
+    expect(after.writes - claimCommands.writes).toBeGreaterThan(1);
+    expect(after.commands - claimCommands.commands).toBeLessThan(after.writes - claimCommands.writes);
+    expect(await server.app.payments.payments.countDocuments({ authorizationKey: new RegExp(buyer.address.slice(2), 'i') })).toBe(1);
+  });
+
+  it('held payments claimed together and captured together: each duplicate refused, each capture settles once, copies of a capture answer alike', async () => {
+    const payments = await Promise.all([0, 1, 2, 3, 4, 5].map(() => header(seller)));
+    const before = await usdcBalance(seller.payTo);
+    const decisionCommands = await groupCommits(server, 'hold_decisions');
+    // Every header twice, at once: one hold each, the copy refused.
+    const holds = await Promise.all(payments.flatMap((p) => [hold(server.url, seller, p.header), hold(server.url, seller, p.header)]));
+    expect(holds.filter((r) => r.status === 201)).toHaveLength(6);
+    expect(holds.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(6);
+    const ids = holds.filter((r) => r.status === 201).map((r) => r.body.holdId as string);
+    // Every hold captured twice, at once: one settlement each, both calls answer the same transaction.
+    const captures = await Promise.all(ids.flatMap((id) => [capture(server.url, seller, id), capture(server.url, seller, id)]));
+    expect(captures.map((r) => r.status)).toEqual(Array(12).fill(200));
+    for (let i = 0; i < ids.length; i++) expect(captures[2 * i]!.body.paymentResponse.transaction).toBe(captures[2 * i + 1]!.body.paymentResponse.transaction);
+    expect(await usdcBalance(seller.payTo)).toBe(before + 6n * PRICE);
+    for (const p of payments) expect(await usdcBalance(p.buyer.address)).toBe(1_000_000n - PRICE);
+    const records = await server.app.payments.payments.find({ _id: { $in: ids } }).lean();
+    expect(records.map((r) => r.status)).toEqual(Array(6).fill('settled'));
+    expect(records.every((r) => r.signedReceipt && r.holdExpiresAt === undefined)).toBe(true);
+    // Each capture inserted a decision (a copy that came after the settlement read it settled instead), in
+    // fewer commands than decisions.
+    const after = await groupCommits(server, 'hold_decisions');
+    expect(after.writes - decisionCommands.writes).toBeGreaterThanOrEqual(6);
+    expect(after.commands - decisionCommands.commands).toBeLessThan(after.writes - decisionCommands.writes);
   });
 });
 
@@ -154,6 +206,56 @@ it('reconciles a batch sent by a process that died before recording it: nothing 
     // Reconciling again moves nothing: each authorization moved money once.
     await reconcilePayments(next.app.payments, { olderThanMs: 0 });
     expect(await usdcBalance(seller.payTo)).toBe(before + 4n * PRICE);
+  } finally {
+    await next.close();
+  }
+});
+
+it('reconciles captured holds whose process died after sending their settlement and before recording it; a hold not captured is left to expire', async () => {
+  const dying = await batchingServer({ SETTLEMENT_PIPELINE_DEPTH: '4' });
+  const seller = await setUpSeller(dying);
+  const settler = dying.app.payments.settler!;
+  const sent = new Map<Hex, number>();
+  settler.onSubmitted.push(async (txHash, size) => {
+    sent.set(txHash, size);
+    await new Promise(() => {}); // the process "dies" once the node has the transaction: nothing is recorded
+  });
+  const sentTransfers = () => [...sent.values()].reduce((a, b) => a + b, 0);
+  const payments = await Promise.all([0, 1, 2, 3].map(() => header(seller)));
+  const before = await usdcBalance(seller.payTo);
+  const holds = await Promise.all(payments.map((p) => hold(dying.url, seller, p.header)));
+  expect(holds.map((h) => h.status)).toEqual([201, 201, 201, 201]);
+  const [kept, ...capturedIds] = holds.map((h) => h.body.holdId as string);
+  const abort = new AbortController();
+  const captures = capturedIds.map((id) => capture(dying.url, seller, id, abort.signal).catch(() => undefined));
+  await until(() => sentTransfers() === 3);
+  abort.abort();
+  await Promise.all(captures);
+  const db = dying.config.MONGODB_DB;
+  await dying.app.close().catch(() => {});
+  dying.http.closeAllConnections();
+  dying.http.close();
+
+  // The three captured payments moved; their records are still held, with capture decisions.
+  expect(await usdcBalance(seller.payTo)).toBe(before + 3n * PRICE);
+  let used = 0;
+  for (const hash of sent.keys()) used += (await transfersIn(hash)).used;
+  expect(used).toBe(3);
+
+  const next = await startTestServer({ MONGODB_DB: db, TRUST_PROXY: 'true' });
+  try {
+    expect(await next.app.payments.payments.countDocuments({ status: 'held' })).toBe(4);
+    const result = await reconcilePayments(next.app.payments, { olderThanMs: 0 });
+    expect(result).toEqual({ settled: 3, failed: 0, resent: 0 });
+    const records = await next.app.payments.payments.find({ _id: { $in: capturedIds } }).lean();
+    expect(records.map((r) => r.status)).toEqual(['settled', 'settled', 'settled']);
+    expect(records.every((r) => sent.has(r.txHash as Hex))).toBe(true);
+    expect(records.every((r) => r.signedReceipt)).toBe(true);
+    // The hold nobody captured is no settlement: it stays held (its expiry releases it), and nothing moved for it.
+    expect((await next.app.payments.payments.findById(kept).lean())?.status).toBe('held');
+    await reconcilePayments(next.app.payments, { olderThanMs: 0 });
+    expect(await usdcBalance(seller.payTo)).toBe(before + 3n * PRICE);
+    expect(await usdcBalance(payments[0]!.buyer.address)).toBe(1_000_000n);
   } finally {
     await next.close();
   }

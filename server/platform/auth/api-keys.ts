@@ -63,13 +63,9 @@ export class ApiKeyService {
   async resolve(rawKey: string): Promise<ApiKeyDoc | null> {
     if (!tierOf(rawKey) || rawKey.length > 200) return null;
     const hash = hashApiKey(rawKey);
-    const cached = this.live.get(hash);
-    if (cached) return cached;
-    const readAt = this.live.generation;
-    const key = await this.keys.findOne({ hash }).lean();
-    if (!key || key.revokedAt) return null;
-    this.live.set(hash, key, readAt);
-    return key;
+    // Only live keys are kept; concurrent lookups of one key share one read.
+    const key = await this.live.through(hash, async () => (await this.keys.findOne({ hash }).lean()) as ApiKeyDoc, (found) => Boolean(found && !found.revokedAt));
+    return key && !key.revokedAt ? key : null;
   }
 
   /** Records use outside the key document (see UsageTracker), at most once a minute per key and process. */

@@ -1,0 +1,177 @@
+import type { AnyBulkWriteOperation, Collection, Db, Document, Filter, OptionalUnlessRequiredId } from 'mongodb';
+import { outsideRequest } from './logger.js';
+
+/**
+ * Group commit: writes asked for while the collection's previous command is on its way leave together in
+ * the next one. A lone write leaves at once (in the next turn of the event loop, with whatever else that
+ * turn asked for), so nothing waits when there is no load; under load, N concurrent requests cost a few
+ * commands instead of N. On the embedded engine each command costs milliseconds of CPU whatever it
+ * carries; on a MongoDB replica set with `w: majority` each one waits for the majority: either way the
+ * cost is per command, not per document.
+ *
+ * Nothing here changes what a write means: a grouped insert is still a unique-index insert (unordered, so
+ * a duplicate fails only itself and is reported to its own caller as a duplicate), and a grouped update
+ * is the same updateOne it would have been alone.
+ */
+interface Queued<Op, Result> { op: Op; resolve: (result: Result) => void; reject: (err: unknown) => void }
+
+export interface GroupCommitOptions {
+  /** Most writes in one command (default: 256 inserts, 64 updates; see updateGroupingFor). */
+  maxBatch?: number;
+  /** Commands of this group on their way at once; what is asked meanwhile waits for one to come back. */
+  maxInFlight?: number;
+  /** Called with the size of every command sent (metrics, tests). */
+  onCommand?: (size: number) => void;
+}
+
+abstract class Group<Op, Result> {
+  private readonly queue: Array<Queued<Op, Result>> = [];
+  private inFlight = 0;
+  private flushQueued = false;
+  protected readonly maxBatch: number;
+  private readonly maxInFlight: number;
+
+  constructor(protected readonly options: GroupCommitOptions, defaults: { maxBatch: number; maxInFlight: number }) {
+    this.maxBatch = options.maxBatch ?? defaults.maxBatch;
+    this.maxInFlight = options.maxInFlight ?? defaults.maxInFlight;
+  }
+
+  protected enqueue(op: Op): Promise<Result> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ op, resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    // Whatever the current turn of the event loop asks for goes in the same command.
+    setImmediate(() => {
+      this.flushQueued = false;
+      outsideRequest(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.inFlight++;
+      void this.send(batch)
+        .catch((err) => { for (const item of batch) item.reject(err); })
+        .finally(() => {
+          this.inFlight--;
+          if (this.queue.length > 0) this.scheduleFlush();
+        });
+    }
+  }
+
+  /** Sends one command for `batch` and settles every item's promise. */
+  protected abstract send(batch: Array<Queued<Op, Result>>): Promise<void>;
+}
+
+export type InsertResult = 'inserted' | 'duplicate';
+
+/** Inserts grouped into unordered insertMany commands; each caller learns whether its own document was a duplicate. */
+export class GroupedInserts<T extends Document> extends Group<OptionalUnlessRequiredId<T>, InsertResult> {
+  /** An insertMany of a few hundred small documents costs the embedded engine about what one insert does. */
+  constructor(private readonly collection: () => Collection<T>, options: GroupCommitOptions = {}) {
+    super(options, { maxBatch: 256, maxInFlight: 1 });
+  }
+
+  insert(doc: OptionalUnlessRequiredId<T>): Promise<InsertResult> {
+    return this.enqueue(doc);
+  }
+
+  protected async send(batch: Array<Queued<OptionalUnlessRequiredId<T>, InsertResult>>): Promise<void> {
+    this.options.onCommand?.(batch.length);
+    // The driver adds an _id to documents without one: each caller's document is its own copy.
+    const docs = batch.map((item) => ({ ...item.op }));
+    let failed = new Map<number, unknown>();
+    try {
+      await this.collection().insertMany(docs, { ordered: false });
+    } catch (err) {
+      const writeErrors = writeErrorsOf(err);
+      // A failure that is not about single documents (the connection, the server) fails every one.
+      if (!writeErrors) throw err;
+      failed = new Map(writeErrors.map((e) => [e.index, e]));
+    }
+    batch.forEach((item, index) => {
+      const error = failed.get(index) as { code?: number } | undefined;
+      if (!error) item.resolve('inserted');
+      else if (error.code === 11000) item.resolve('duplicate');
+      else item.reject(Object.assign(new Error(`insert failed: ${(error as { errmsg?: string }).errmsg ?? 'write error'}`), { code: error.code }));
+    });
+  }
+}
+
+export interface GroupedUpdate<T> {
+  filter: Document & { _id: unknown };
+  update: Document;
+  /**
+   * Whether this update took effect, told from the document read back: a bulk write reports matches only
+   * in total, so when the total falls short the command's documents are read back (one query by `_id`).
+   * Without it the caller learns `matched: undefined` then.
+   */
+  tookEffect?: (doc: T | undefined) => boolean;
+}
+
+/** updateOne writes grouped into unordered bulkWrite commands; each caller learns whether its filter matched. */
+export class GroupedUpdates<T extends Document> extends Group<GroupedUpdate<T>, { matched: boolean | undefined }> {
+  /** Sizes for the database at hand: see `updateGroupingFor`. */
+  constructor(private readonly collection: () => Collection<T>, options: GroupCommitOptions = {}) {
+    super(options, { maxBatch: 64, maxInFlight: 4 });
+  }
+
+  update(op: GroupedUpdate<T>): Promise<{ matched: boolean | undefined }> {
+    return this.enqueue(op);
+  }
+
+  protected async send(batch: Array<Queued<GroupedUpdate<T>, { matched: boolean | undefined }>>): Promise<void> {
+    this.options.onCommand?.(batch.length);
+    const ops = batch.map(({ op }) => ({ updateOne: { filter: op.filter, update: op.update } }) as AnyBulkWriteOperation<T>);
+    let matchedCount: number;
+    let failed = new Map<number, { code?: number; errmsg?: string }>();
+    try {
+      matchedCount = (await this.collection().bulkWrite(ops, { ordered: false })).matchedCount;
+    } catch (err) {
+      const writeErrors = writeErrorsOf(err);
+      if (!writeErrors) throw err;
+      failed = new Map(writeErrors.map((e) => [e.index, e]));
+      matchedCount = (err as { result?: { matchedCount?: number } }).result?.matchedCount ?? -1;
+    }
+    const all = matchedCount === batch.length - failed.size;
+    let docs: Map<unknown, T> | undefined;
+    if (!all && batch.some(({ op }) => op.tookEffect)) {
+      const found = await this.collection().find({ _id: { $in: batch.map(({ op }) => op.filter._id) } } as Filter<T>).toArray();
+      docs = new Map(found.map((d) => [d._id, d as unknown as T]));
+    }
+    batch.forEach((item, index) => {
+      const error = failed.get(index);
+      if (error) { item.reject(Object.assign(new Error(`update failed: ${error.errmsg ?? 'write error'}`), { code: error.code })); return; }
+      if (all) { item.resolve({ matched: true }); return; }
+      item.resolve({ matched: docs && item.op.tookEffect ? item.op.tookEffect(docs.get(item.op.filter._id)) : undefined });
+    });
+  }
+}
+
+/**
+ * How grouped updates are sized on this database. MongoDB: up to 64 statements a command (the records of
+ * a settlement transaction in one), 4 commands on their way. FerretDB 1.24 (the embedded engine), by
+ * measurement: it runs the statements of one update command one after the other, each about as costly
+ * as an update command of its own, so grouping saves it nothing; and it stops answering altogether once
+ * about 50 statements of multi-statement update commands are under way at once across every process on
+ * the database (one command of 50, or three concurrent commands of 20), which single-statement commands,
+ * however many, never did. There each update is a command of its own, 16 on their way per group.
+ */
+export async function updateGroupingFor(db: Db): Promise<Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>> {
+  const info = await db.admin().command({ buildInfo: 1 }).catch(() => ({}));
+  return 'ferretdbVersion' in info ? { maxBatch: 1, maxInFlight: 16 } : { maxBatch: 64, maxInFlight: 4 };
+}
+
+function writeErrorsOf(err: unknown): Array<{ index: number; code?: number; errmsg?: string }> | undefined {
+  const writeErrors = (err as { writeErrors?: unknown }).writeErrors;
+  if (!writeErrors) return undefined;
+  const list = Array.isArray(writeErrors) ? writeErrors : [writeErrors];
+  return list.map((e: { index: number; code?: number; errmsg?: string; err?: { index: number; code?: number; errmsg?: string } }) => ({ index: e.index ?? e.err?.index ?? -1, code: e.code ?? e.err?.code, errmsg: e.errmsg ?? e.err?.errmsg }));
+}
