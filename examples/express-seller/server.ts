@@ -1,8 +1,9 @@
 /**
- * A weather API on Express with one paid route. Run `npm run dev` first (it sets up a seller on the
- * local chain), then `npm run example:express-seller` and pay it with `npm run example:buyer`.
- * Any port works (`PORT=5055 npm run example:express-seller`): once listening, it registers its paid
- * route for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev seller's platform key (syncEndpoints).
+ * A weather API on Express with two paid routes (/weather, and /forecast priced per request). Run `npm run
+ * dev` first (it sets up a seller on the local chain), then `npm run example:express-seller` and pay it
+ * with `npm run example:buyer`. Any port works (`PORT=5055 npm run example:express-seller`): once
+ * listening, it registers its paid routes for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev
+ * seller's platform key (syncEndpoints).
  */
 import express, { type Express } from 'express';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/express.js';

@@ -1,8 +1,9 @@
 /**
- * A weather API on Koa with one paid route. Run `npm run dev` first (it sets up a seller on the local
- * chain), then `npm run example:koa-seller` and pay it with `npm run example:buyer -- <url>`.
- * Any port works (`PORT=5055 npm run example:koa-seller`): once listening, it registers its paid route
- * for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev seller's platform key (syncEndpoints).
+ * A weather API on Koa with two paid routes (/weather, and /forecast priced per request). Run `npm run
+ * dev` first (it sets up a seller on the local chain), then `npm run example:koa-seller` and pay it with
+ * `npm run example:buyer -- <url>`. Any port works (`PORT=5055 npm run example:koa-seller`): once
+ * listening, it registers its paid routes for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev
+ * seller's platform key (syncEndpoints).
  */
 import Router from '@koa/router';
 import Koa from 'koa';
