@@ -68,6 +68,17 @@ export function required<K extends keyof DevSeller>(config: Partial<DevSeller>, 
   return value as DevSeller[K];
 }
 
+/**
+ * When the example's port cannot be listened on: one line that says what to do, and exit 1. Without it
+ * Koa, Hono and Fastify print Node's stack trace, and Express 5, which hands the error to the listen
+ * callback, would go on to say it listens and register routes for a port that another process answers.
+ */
+export function listenFailed(port: number, error: NodeJS.ErrnoException): never {
+  const reason = error.code === 'EADDRINUSE' ? `port ${port} is already in use` : error.code === 'EACCES' ? `port ${port} needs privileges` : error.message;
+  console.error(`could not listen: ${reason}; start it on another port, e.g. PORT=${port === 5055 ? 5056 : 5055}`);
+  process.exit(1);
+}
+
 /** True when this module is the script node/tsx was asked to run (not imported by a test). */
 export function isMain(moduleUrl: string): boolean {
   const script = process.argv[1];

@@ -7,7 +7,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/fastify.js';
-import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
+import { isMain, listenFailed, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
 import { forecastDays, forecastFor, multiDayForecast, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
@@ -44,7 +44,7 @@ if (isMain(import.meta.url)) {
   });
   // Fastify's default host, localhost, is both 127.0.0.1 and ::1.
   app.listen({ port }, (error) => {
-    if (error) throw error;
+    if (error) listenFailed(port, error);
     console.log(`weather API (Fastify) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /forecast?days=N $0.01 a day, GET /cities is free`);
     // After listening: the backend fetches a new URL for its 402 before registering it.
     void syncExampleEndpoints(dev, WEATHER_ROUTES, port);

@@ -9,7 +9,7 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/koa.js';
 import type { SettledPayment } from '../../middleware/index.js';
-import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
+import { isMain, listenFailed, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
 import { forecastDays, forecastFor, multiDayForecast, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
@@ -51,5 +51,5 @@ if (isMain(import.meta.url)) {
     console.log(`weather API (Koa) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /forecast?days=N $0.01 a day, GET /cities is free`);
     // After listening: the backend fetches a new URL for its 402 before registering it.
     void syncExampleEndpoints(dev, WEATHER_ROUTES, port);
-  });
+  }).on('error', (error) => listenFailed(port, error));
 }

@@ -1,0 +1,53 @@
+/**
+ * A newcomer runs an example seller on a port something else holds (a second copy, another app): each of
+ * the four says so in one line and exits 1. Before, Koa, Hono and Fastify printed Node's stack trace, and
+ * Express 5 (which hands the error to its listen callback) said it listened and registered its routes for
+ * a port another process answers.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+let holder: Server;
+let port: number;
+
+beforeAll(async () => {
+  // Every address of the port (IPv4 and IPv6), as a running copy of the example holds it.
+  holder = createServer();
+  holder.listen(0);
+  await once(holder, 'listening');
+  port = (holder.address() as { port: number }).port;
+});
+afterAll(async () => {
+  await new Promise<void>((resolve) => holder.close(() => resolve()));
+});
+
+function runExample(framework: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', `examples/${framework}-seller/server.ts`], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      // No dev backend needed: the example never gets past listening.
+      AGENTGATE_DEV_SELLER_FILE: join(tmpdir(), 'agentgate-no-such-dev-seller.json'),
+      AGENTGATE_URL: 'http://127.0.0.1:9',
+      AGENTGATE_SELLER_KEY: 'loid-port-in-use-test',
+      AGENTGATE_PLATFORM_KEY: 'agp_port-in-use-test',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+  child.stderr!.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+test.each(['express', 'koa', 'hono', 'fastify'])('the %s example on a port in use: one line naming the port, exit 1', async (framework) => {
+  const { code, stdout, stderr } = await runExample(framework);
+  expect(stderr).toContain(`could not listen: port ${port} is already in use; start it on another port, e.g. PORT=`);
+  expect(stderr).not.toMatch(/^\s+at /m);
+  expect(stdout).not.toMatch(/weather API|registered/);
+  expect(code).toBe(1);
+}, 60_000);
