@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { syncEndpoints, type SyncEndpointsOptions } from '../middleware/index.js';
+import { syncEndpoints, type SyncedEndpoint, type SyncEndpointsOptions } from '../middleware/index.js';
 
 /**
  * What `agentgate dev` writes to `.agentgate/dev-seller.json`: a backend on the local chain with a seller
@@ -99,7 +99,9 @@ export async function syncExampleEndpoints(dev: Partial<DevSeller>, routes: Sync
   }
   try {
     const report = await syncEndpoints({ backendUrl: dev.backendUrl, platformKey: dev.platformKey, publicOrigin, routes });
-    const line = (kind: string, list: readonly { url: string; priceUsdc: string }[]) => list.map((e) => `${kind} ${e.url} at ${e.priceUsdc} USDC`);
+    // A route priced per request is registered by its cap: say "up to", as the backend's own line does.
+    const perRequest = (patterns: readonly string[]) => patterns.some((p) => typeof (routes as Record<string, { price?: unknown }>)[p]?.price === 'function');
+    const line = (kind: string, list: readonly SyncedEndpoint[]) => list.map((e) => `${kind} ${e.url} at ${perRequest(e.patterns) ? 'up to ' : ''}${e.priceUsdc} USDC`);
     for (const text of [...line('registered', report.created), ...line('updated', report.updated), ...line('already registered', report.unchanged)]) console.log(text);
     for (const skip of report.skipped) console.warn(`not registered: ${skip.pattern} ${skip.reason}`);
   } catch (error) {
