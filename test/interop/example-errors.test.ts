@@ -47,11 +47,11 @@ function runExample(script: string, args: string[] = []): Promise<{ code: number
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
-test.each(['express', 'koa', 'hono', 'fastify'])('the %s example on a port in use: one line naming the port, exit 1', async (framework) => {
-  const { code, stdout, stderr } = await runExample(`examples/${framework}-seller/server.ts`);
+test.each(['express-seller', 'koa-seller', 'hono-seller', 'fastify-seller', 'mcp-paid-tool'])('the %s example on a port in use: one line naming the port, exit 1', async (example) => {
+  const { code, stdout, stderr } = await runExample(`examples/${example}/server.ts`);
   expect(stderr).toContain(`could not listen: port ${port} is already in use; start it on another port, e.g. PORT=`);
   expect(stderr).not.toMatch(/^\s+at /m);
-  expect(stdout).not.toMatch(/weather API|registered/);
+  expect(stdout).not.toMatch(/weather API|weather MCP server|registered/);
   expect(code).toBe(1);
 }, 60_000);
 
