@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { syncEndpoints, type SyncEndpointsOptions } from '../middleware/index.js';
+import { syncEndpoints, type SyncedEndpoint, type SyncEndpointsOptions } from '../middleware/index.js';
 
 /**
  * What `agentgate dev` writes to `.agentgate/dev-seller.json`: a backend on the local chain with a seller
@@ -68,6 +68,17 @@ export function required<K extends keyof DevSeller>(config: Partial<DevSeller>, 
   return value as DevSeller[K];
 }
 
+/**
+ * When the example's port cannot be listened on: one line that says what to do, and exit 1. Without it
+ * Koa, Hono and Fastify print Node's stack trace, and Express 5, which hands the error to the listen
+ * callback, would go on to say it listens and register routes for a port that another process answers.
+ */
+export function listenFailed(port: number, error: NodeJS.ErrnoException): never {
+  const reason = error.code === 'EADDRINUSE' ? `port ${port} is already in use` : error.code === 'EACCES' ? `port ${port} needs privileges` : error.message;
+  console.error(`could not listen: ${reason}; start it on another port, e.g. PORT=${port === 5055 ? 5056 : 5055}`);
+  process.exit(1);
+}
+
 /** True when this module is the script node/tsx was asked to run (not imported by a test). */
 export function isMain(moduleUrl: string): boolean {
   const script = process.argv[1];
@@ -88,7 +99,9 @@ export async function syncExampleEndpoints(dev: Partial<DevSeller>, routes: Sync
   }
   try {
     const report = await syncEndpoints({ backendUrl: dev.backendUrl, platformKey: dev.platformKey, publicOrigin, routes });
-    const line = (kind: string, list: readonly { url: string; priceUsdc: string }[]) => list.map((e) => `${kind} ${e.url} at ${e.priceUsdc} USDC`);
+    // A route priced per request is registered by its cap: say "up to", as the backend's own line does.
+    const perRequest = (patterns: readonly string[]) => patterns.some((p) => typeof (routes as Record<string, { price?: unknown }>)[p]?.price === 'function');
+    const line = (kind: string, list: readonly SyncedEndpoint[]) => list.map((e) => `${kind} ${e.url} at ${perRequest(e.patterns) ? 'up to ' : ''}${e.priceUsdc} USDC`);
     for (const text of [...line('registered', report.created), ...line('updated', report.updated), ...line('already registered', report.unchanged)]) console.log(text);
     for (const skip of report.skipped) console.warn(`not registered: ${skip.pattern} ${skip.reason}`);
   } catch (error) {

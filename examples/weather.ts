@@ -1,10 +1,10 @@
-/** The toy domain both example sellers serve. */
+/** The toy domain the four example sellers (Express, Koa, Hono, Fastify) serve. */
 export const WEATHER_PRICE = '$0.01';
 /** Days of a multi-day forecast: 1 unless the buyer asks for more, at most 7. */
 export const forecastDays = (query: URLSearchParams) => Math.min(7, Math.max(1, Math.floor(Number(query.get('days') ?? 1)) || 1));
 
 /**
- * The paid route table of both example sellers: given to the middleware and to syncEndpoints alike.
+ * The paid route table of the four example sellers: given to the middleware and to syncEndpoints alike.
  * `/forecast` is priced per request: $0.01 a day, `?days=1` to `?days=7` (registered as at most $0.07).
  */
 export const WEATHER_ROUTES = {

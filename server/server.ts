@@ -23,20 +23,22 @@ export interface RunningServer {
 /** Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). */
 export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean; log?: Logger } = {}): Promise<RunningServer> {
   const app = await createContext(config, { log: options.log });
-  watchJobQueue(app);
-  // A server settles: it takes its share of the relayer pool (leases in the database). Stopped last.
-  const relayers = app.payments.settling?.relayers;
-  if (relayers) {
-    await relayers.start();
-    app.onClose.push(() => relayers.stop());
-  }
-  const smtp = await startSmtpListener(app);
-  app.onClose.push(() => smtp.close());
-  // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
-  if (options.workers ?? true) await startBackgroundWork(app);
-  const koa = createApp(app, options.extension);
-  const http = koa.listen(config.PORT, config.HOST);
+  let smtp: Awaited<ReturnType<typeof startSmtpListener>>;
+  let http: Server;
   try {
+    watchJobQueue(app);
+    // A server settles: it takes its share of the relayer pool (leases in the database). Stopped last.
+    const relayers = app.payments.settling?.relayers;
+    if (relayers) {
+      await relayers.start();
+      app.onClose.push(() => relayers.stop());
+    }
+    smtp = await startSmtpListener(app);
+    app.onClose.push(() => smtp.close());
+    // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
+    if (options.workers ?? true) await startBackgroundWork(app);
+    const koa = createApp(app, options.extension);
+    http = koa.listen(config.PORT, config.HOST);
     await new Promise<void>((resolve, reject) => {
       http.once('listening', resolve);
       http.once('error', (err: NodeJS.ErrnoException) => {
@@ -46,7 +48,9 @@ export async function startServer(config: Config, options: { extension?: AppExte
       });
     });
   } catch (err) {
-    // Hand back what this start took (relayer leases, workers, the SMTP port) before giving up.
+    // Hand back what this start took (relayer leases, workers, the SMTP port) before giving up, whichever
+    // step failed: an SMTP port in use once left the relayers holding their lease and polling the chain
+    // (agentgate dev then flooded the terminal as it stopped the chain under them).
     await app.close().catch(() => {});
     throw err;
   }

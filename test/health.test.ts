@@ -51,4 +51,7 @@ test('GET / on a dev server is a landing page with the links and the dev account
   const html = await res.text();
   for (const href of ['/console', '/docs', '/openapi.json', '/health', '/ready']) expect(html).toContain(`href="${href}"`);
   expect(html).toContain('0x70997970C51812dc3A010C7d01b50e0d17dc79C8');
+  // /metrics answers 404 until configured: the page says how to turn it on instead of linking the 404.
+  expect((await fetch(`${server.url}/metrics`)).status).toBe(404);
+  expect(html).toContain('<code>/metrics</code> (Prometheus) is off: start with <code>METRICS_TOKEN=&lt;16 or more characters&gt;</code>');
 });

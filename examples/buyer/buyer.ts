@@ -81,25 +81,37 @@ if (isMain(import.meta.url)) {
     console.error('usage: npm run example:buyer -- <url> [--v1 | --v2]   (no URL given and none in the dev file)');
     process.exit(1);
   }
-  const key = required(dev, 'buyerPrivateKey', 'BUYER_PRIVATE_KEY') as Hex;
-  let version: 1 | 2 | undefined = args.includes('--v2') ? 2 : args.includes('--v1') ? 1 : undefined;
-  if (version === undefined) {
-    const offer = await offeredVersions(url);
-    if (offer.response) {
-      console.log(`${url} answered ${offer.status} without asking for a payment`);
-      console.log(JSON.stringify(offer.response, null, 2));
-      process.exit(offer.status < 400 ? 0 : 1);
-    }
-    version = offer.versions[0];
-    if (version === undefined) {
-      console.error(`${url} answered 402 without an x402 v1 or v2 offer this buyer reads; try --v1 or --v2`);
-      process.exit(1);
-    }
+  if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
+    console.error(`not an http(s) URL: ${url} (e.g. http://localhost:4021/weather)`);
+    process.exit(1);
   }
-  const result = version === 2
-    ? await payWithV2(url, key, { chainId: required(dev, 'chainId', 'CHAIN_ID'), address: required(dev, 'usdcAddress', 'USDC_ADDRESS') })
-    : await payWithV1(url, key);
-  console.log(`x402 v${version} buyer ${privateKeyToAccount(key).address} -> ${url}`);
-  console.log(JSON.stringify(result, null, 2));
-  process.exitCode = result.status === 200 ? 0 : 1;
+  const key = required(dev, 'buyerPrivateKey', 'BUYER_PRIVATE_KEY') as Hex;
+  try {
+    let version: 1 | 2 | undefined = args.includes('--v2') ? 2 : args.includes('--v1') ? 1 : undefined;
+    if (version === undefined) {
+      const offer = await offeredVersions(url);
+      if (offer.response) {
+        console.log(`${url} answered ${offer.status} without asking for a payment`);
+        console.log(JSON.stringify(offer.response, null, 2));
+        process.exit(offer.status < 400 ? 0 : 1);
+      }
+      version = offer.versions[0];
+      if (version === undefined) {
+        console.error(`${url} answered 402 without an x402 v1 or v2 offer this buyer reads; try --v1 or --v2`);
+        process.exit(1);
+      }
+    }
+    const result = version === 2
+      ? await payWithV2(url, key, { chainId: required(dev, 'chainId', 'CHAIN_ID'), address: required(dev, 'usdcAddress', 'USDC_ADDRESS') })
+      : await payWithV1(url, key);
+    console.log(`x402 v${version} buyer ${privateKeyToAccount(key).address} -> ${url}`);
+    console.log(JSON.stringify(result, null, 2));
+    process.exitCode = result.status === 200 ? 0 : 1;
+  } catch (error) {
+    // A seller that is not running (or a mistyped port) is the usual first failure: say that, not a stack.
+    if (!(error instanceof TypeError && error.message === 'fetch failed')) throw error;
+    const code = (error.cause as { code?: string } | undefined)?.code;
+    console.error(`could not reach ${url}${code ? ` (${code})` : ''}: is the seller running? (npm run example:express-seller, or the port you started it on)`);
+    process.exit(1);
+  }
 }

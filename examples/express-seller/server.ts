@@ -1,13 +1,14 @@
 /**
- * A weather API on Express with one paid route. Run `npm run dev` first (it sets up a seller on the
- * local chain), then `npm run example:express-seller` and pay it with `npm run example:buyer`.
- * Any port works (`PORT=5055 npm run example:express-seller`): once listening, it registers its paid
- * route for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev seller's platform key (syncEndpoints).
+ * A weather API on Express with two paid routes (/weather, and /forecast priced per request). Run `npm run
+ * dev` first (it sets up a seller on the local chain), then `npm run example:express-seller` and pay it
+ * with `npm run example:buyer`. Any port works (`PORT=5055 npm run example:express-seller`): once
+ * listening, it registers its paid routes for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev
+ * seller's platform key (syncEndpoints).
  */
 import express, { type Express } from 'express';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/express.js';
 import type { SettledPayment } from '../../middleware/index.js';
-import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
+import { isMain, listenFailed, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
 import { forecastDays, forecastFor, multiDayForecast, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
@@ -44,7 +45,9 @@ if (isMain(import.meta.url)) {
     publicOrigin: process.env.PUBLIC_ORIGIN,
     trustProxy: process.env.TRUST_PROXY === 'true',
   });
-  app.listen(port, () => {
+  // Express 5 passes a listen error (the port in use) to this callback instead of throwing it.
+  app.listen(port, (error?: Error) => {
+    if (error) listenFailed(port, error);
     console.log(`weather API (Express) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /forecast?days=N $0.01 a day, GET /cities is free`);
     // After listening: the backend fetches a new URL for its 402 before registering it.
     void syncExampleEndpoints(dev, WEATHER_ROUTES, port);

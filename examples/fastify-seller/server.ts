@@ -1,14 +1,14 @@
 /**
- * A weather API on Fastify with one paid route. Run `npm run dev` first (it sets up a seller on the local
- * chain), then `npm run example:fastify-seller` and pay it with `npm run example:buyer --
- * http://localhost:4024/weather`. Any port works (`PORT=5055 npm run example:fastify-seller`): once
- * listening, it registers its paid route for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev
- * seller's platform key (syncEndpoints).
+ * A weather API on Fastify with two paid routes (/weather, and /forecast priced per request). Run `npm run
+ * dev` first (it sets up a seller on the local chain), then `npm run example:fastify-seller` and pay it
+ * with `npm run example:buyer -- http://localhost:4024/weather`. Any port works (`PORT=5055 npm run
+ * example:fastify-seller`): once listening, it registers its paid routes for http://localhost:<port> (or
+ * PUBLIC_ORIGIN) with the dev seller's platform key (syncEndpoints).
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/fastify.js';
-import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
-import { forecastFor, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
+import { isMain, listenFailed, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
+import { forecastDays, forecastFor, multiDayForecast, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
 
@@ -23,6 +23,11 @@ export function createWeatherApp(options: SellerOptions): FastifyInstance {
   app.get<{ Querystring: { city?: string } }>('/weather', async (request) => {
     const { payer, paymentId } = request.payment;
     return { ...forecastFor(request.query.city ?? 'Lisbon'), paidBy: payer, paymentId };
+  });
+  // Priced per request by ?days= (see WEATHER_ROUTES): the buyer paid for exactly these days.
+  app.get<{ Querystring: { city?: string } }>('/forecast', async (request) => {
+    const days = forecastDays(new URL(request.url, 'http://x').searchParams);
+    return { ...multiDayForecast(request.query.city ?? 'Lisbon', days), paidBy: request.payment.payer };
   });
   app.get('/cities', async () => ({ cities: CITIES }));
   return app;
@@ -39,8 +44,8 @@ if (isMain(import.meta.url)) {
   });
   // Fastify's default host, localhost, is both 127.0.0.1 and ::1.
   app.listen({ port }, (error) => {
-    if (error) throw error;
-    console.log(`weather API (Fastify) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /cities is free`);
+    if (error) listenFailed(port, error);
+    console.log(`weather API (Fastify) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /forecast?days=N $0.01 a day, GET /cities is free`);
     // After listening: the backend fetches a new URL for its 402 before registering it.
     void syncExampleEndpoints(dev, WEATHER_ROUTES, port);
   });

@@ -1,14 +1,15 @@
 /**
- * A weather API on Koa with one paid route. Run `npm run dev` first (it sets up a seller on the local
- * chain), then `npm run example:koa-seller` and pay it with `npm run example:buyer -- <url>`.
- * Any port works (`PORT=5055 npm run example:koa-seller`): once listening, it registers its paid route
- * for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev seller's platform key (syncEndpoints).
+ * A weather API on Koa with two paid routes (/weather, and /forecast priced per request). Run `npm run
+ * dev` first (it sets up a seller on the local chain), then `npm run example:koa-seller` and pay it with
+ * `npm run example:buyer -- <url>`. Any port works (`PORT=5055 npm run example:koa-seller`): once
+ * listening, it registers its paid routes for http://localhost:<port> (or PUBLIC_ORIGIN) with the dev
+ * seller's platform key (syncEndpoints).
  */
 import Router from '@koa/router';
 import Koa from 'koa';
 import { paymentMiddleware, type PaymentMiddlewareOptions } from '../../adapters/koa.js';
 import type { SettledPayment } from '../../middleware/index.js';
-import { isMain, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
+import { isMain, listenFailed, loadDevSeller, required, syncExampleEndpoints } from '../dev-seller.js';
 import { forecastDays, forecastFor, multiDayForecast, CITIES, WEATHER_PRICE, WEATHER_ROUTES } from '../weather.js';
 
 type SellerOptions = Omit<Extract<PaymentMiddlewareOptions, { backendUrl: string }>, 'routes'>;
@@ -50,5 +51,5 @@ if (isMain(import.meta.url)) {
     console.log(`weather API (Koa) on http://localhost:${port}: GET /weather costs ${WEATHER_PRICE}, GET /forecast?days=N $0.01 a day, GET /cities is free`);
     // After listening: the backend fetches a new URL for its 402 before registering it.
     void syncExampleEndpoints(dev, WEATHER_ROUTES, port);
-  });
+  }).on('error', (error) => listenFailed(port, error));
 }

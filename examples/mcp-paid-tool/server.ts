@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { mcpPaywall, type McpPaywallOptions } from '../../adapters/mcp.js';
-import { isMain, loadDevSeller, required } from '../dev-seller.js';
+import { isMain, listenFailed, loadDevSeller, required } from '../dev-seller.js';
 import { CITIES, forecastFor, WEATHER_PRICE } from '../weather.js';
 
 export const PAID_TOOL = 'forecast';
@@ -54,7 +54,8 @@ export async function startWeatherMcp(options: McpPaywallOptions & { port?: numb
   const refuse = (_req: express.Request, res: express.Response) => { res.status(405).json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed' }, id: null }); };
   app.get('/mcp', refuse);
   app.delete('/mcp', refuse);
-  const http: Server = await new Promise((resolve) => { const s = app.listen(port, host, () => resolve(s)); });
+  // Express 5 hands a listen error (the port in use) to this callback.
+  const http: Server = await new Promise((resolve, reject) => { const s = app.listen(port, host, (error?: Error) => (error ? reject(error) : resolve(s))); });
   return {
     url: `http://${host}:${(http.address() as AddressInfo).port}/mcp`,
     async close() {
@@ -66,10 +67,11 @@ export async function startWeatherMcp(options: McpPaywallOptions & { port?: numb
 
 if (isMain(import.meta.url)) {
   const dev = loadDevSeller();
+  const port = Number(process.env.PORT ?? 4040);
   const running = await startWeatherMcp({
     backendUrl: required(dev, 'backendUrl', 'AGENTGATE_URL'),
     apiKey: required(dev, 'sellerKey', 'AGENTGATE_SELLER_KEY'),
-    port: Number(process.env.PORT ?? 4040),
-  });
+    port,
+  }).catch((error: NodeJS.ErrnoException) => listenFailed(port, error));
   console.log(`weather MCP server on ${running.url}: tool "${PAID_TOOL}" costs ${WEATHER_PRICE} (resource mcp://tool/${PAID_TOOL}), "cities" is free`);
 }

@@ -22,6 +22,30 @@ async function getJson(url: string, key?: string): Promise<{ status: number; bod
   return { status: res.status, body: await res.json().catch(() => undefined) };
 }
 
+/**
+ * A JSON file the user named, or the one line that says why not (missing, unreadable, not JSON) instead
+ * of Node's ENOENT or JSON.parse message.
+ */
+function readJsonFile(path: string, what: string): { ok: true; value: any } | { ok: false; message: string } {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { ok: false, message: code === 'ENOENT' ? `no such file: ${path} (${what})` : `cannot read ${path}: ${(err as Error).message}` };
+  }
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false, message: `${path} is not JSON (${what})` };
+  }
+}
+
+/** A subject that names a file rather than a payment id (ids are pay_… and hold no path characters). */
+const looksLikeAPath = (subject: string) => /[\\/]|\.json$/i.test(subject);
+
+const RECEIPT_FILE = 'a payment record saved from GET /v0/payments/{id}, or its signedReceipt';
+
 /** The most payments one page may hold (GET /v0/payments `limit`). */
 const MAX_PAGE = 100;
 
@@ -81,10 +105,19 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
   let receipt: Receipt;
   let offerReceipt: unknown;
   let url = backendUrl(io.env, options.url);
-  if (existsSync(subject)) {
-    const parsed = JSON.parse(readFileSync(subject, 'utf8'));
-    receipt = parsed.signedReceipt ?? parsed;
-    offerReceipt = parsed.offerReceipt;
+  if (existsSync(subject) || looksLikeAPath(subject)) {
+    const file = readJsonFile(subject, RECEIPT_FILE);
+    if (!file.ok) {
+      io.out(file.message);
+      return 2;
+    }
+    const parsed = file.value;
+    receipt = parsed?.signedReceipt ?? parsed;
+    offerReceipt = parsed?.offerReceipt;
+    if (typeof receipt?.did !== 'string' || typeof receipt.signature !== 'string' || typeof receipt.body !== 'object' || receipt.body === null) {
+      io.out(`${subject} holds no signed receipt (expected ${RECEIPT_FILE})`);
+      return 2;
+    }
   } else {
     const t = target(io, options);
     if (!t) return 2;
@@ -103,7 +136,12 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
   }
   let didDocument: DidDocument;
   if (options['did-document']) {
-    didDocument = JSON.parse(readFileSync(options['did-document'], 'utf8'));
+    const file = readJsonFile(options['did-document'], 'a DID document, e.g. saved from /.well-known/did.json');
+    if (!file.ok) {
+      io.out(file.message);
+      return 2;
+    }
+    didDocument = file.value;
   } else {
     const resolved = await resolveDidWeb(String(receipt.did));
     if (!resolved.ok) {

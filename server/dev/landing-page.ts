@@ -32,7 +32,8 @@ ${link('/docs', 'API reference', '— rendered from /openapi.json')}
 ${link('/openapi.json', 'OpenAPI document', '')}
 ${link(chatOrigin, 'Chat workspace', '— invite the bot, post as a person')}
 ${link('/dev/mail', 'Mail catcher', '— mail agents sent to outside addresses; answer it as the recipient')}
-${link('/health', '/health', '— liveness')} ${link('/ready', '/ready', '— database, chain and SMTP')}
+${link('/health', '/health', '— liveness')} ${link('/ready', '/ready', '— database, chain, SMTP and relayer')}
+<li>${metricsNote(app)}</li>
 </ul>
 <h2>Start</h2>
 <p>Sign up an agent: <code>curl -s -X POST ${escapeHtml(base)}/v0/agent-signup -H 'content-type: application/json' -d '{}'</code></p>
@@ -46,6 +47,14 @@ ${DEV_ACCOUNTS.map((a) => `<tr><td>${a.index}</td><td><code>${a.address}</code><
 `;
   });
   return router;
+}
+
+/** /metrics is off unless configured (a 404 otherwise): say how to turn it on rather than link a 404. */
+function metricsNote(app: AppContext): string {
+  const { METRICS_TOKEN, METRICS_PORT, METRICS_HOST } = app.config;
+  if (METRICS_TOKEN) return '<code>/metrics</code> (Prometheus) with <code>Authorization: Bearer $METRICS_TOKEN</code>';
+  if (METRICS_PORT !== undefined) return `<code>/metrics</code> (Prometheus) on its own listener, <code>http://${escapeHtml(METRICS_HOST)}:${METRICS_PORT}/metrics</code>`;
+  return '<code>/metrics</code> (Prometheus) is off: start with <code>METRICS_TOKEN=&lt;16 or more characters&gt;</code> (then <code>Authorization: Bearer</code> it) or <code>METRICS_PORT</code>';
 }
 
 export const landingPageOperation: Operation = {

@@ -58,7 +58,9 @@ export class MailCatcher {
       },
     });
     await new Promise<void>((resolve, reject) => {
-      this.server!.server.once('error', reject);
+      // SMTPServer re-emits its net server's errors on itself: listened for there, or a port in use is
+      // an unhandled 'error' event (a stack trace) instead of a rejection the caller can explain.
+      this.server!.once('error', reject);
       this.server!.listen(this.options.port ?? 0, '127.0.0.1', () => resolve());
     });
     this.port = (this.server.server.address() as AddressInfo).port;

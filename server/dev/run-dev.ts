@@ -40,16 +40,26 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   ]);
   if (chain) writeJson(chainFile, { usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress });
   // A local Slack-compatible workspace for the chat integration, unless a real chat app is configured.
+  // Either listener's port in use: stop what this start began, and name the variable that moves the port.
+  const stopEarly = async (err: unknown): Promise<never> => {
+    await Promise.allSettled([mongo.stop(), chain?.stop()]);
+    throw err;
+  };
+  const chatPort = Number(env.CHAT_DEV_PORT ?? 3400);
   const chat = env.CHAT_CLIENT_ID ? undefined : await new DevChatPlatform({
-    port: Number(env.CHAT_DEV_PORT ?? 3400), stateFile: join(stateDir, 'chat-platform.json'),
+    port: chatPort, stateFile: join(stateDir, 'chat-platform.json'),
     clientSecret: persistentSecret(stateDir, 'chat-client.secret').value, signingSecret: persistentSecret(stateDir, 'chat-signing.secret').value,
     eventsUrl: `http://127.0.0.1:${port}/v0/chat/events`,
-  }).start();
+  }).start().catch(nameThePortSetting('the local chat workspace', chatPort, 'CHAT_DEV_PORT')).catch(stopEarly);
   // The outside world's mail servers, locally: mail to outside addresses lands in a catcher that a person
   // answers from /dev/mail, unless a real relay is configured.
+  const mailCatcherPort = Number(env.MAIL_CATCHER_PORT ?? 0);
   const mailCatcher = env.SMTP_RELAY_URL ? undefined : await new MailCatcher({
-    port: Number(env.MAIL_CATCHER_PORT ?? 0), stateFile: join(stateDir, 'mail-catcher.json'),
-  }).start();
+    port: mailCatcherPort, stateFile: join(stateDir, 'mail-catcher.json'),
+  }).start().catch(nameThePortSetting('the mail catcher', mailCatcherPort, 'MAIL_CATCHER_PORT')).catch(async (err: unknown) => {
+    await chat?.stop();
+    return stopEarly(err);
+  });
   // The DID domain is fixed at the first start that actually serves, and kept: every identity's DID, and
   // every receipt signed under it, stays the same when the server later moves to another port. A start
   // that fails (its port in use) fixes nothing, or the DID would name a port nobody ever answered on.
@@ -115,6 +125,17 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     ...(chain ? [{ name: 'the local chain (anvil)', exited: chain.exited }] : []),
   ], () => stopping !== undefined, stop);
   return { stop };
+}
+
+/**
+ * A dev listener that cannot listen: its port in use says which listener and which variable moves it (as
+ * PORT and SMTP_PORT do), not Node's bare "listen EADDRINUSE". The error and its code are kept.
+ */
+function nameThePortSetting(what: string, port: number, variable: string) {
+  return (err: NodeJS.ErrnoException): never => {
+    if (err.code === 'EADDRINUSE') err.message = `${what}'s port ${port} on 127.0.0.1 is already in use: set ${variable} to another port`;
+    throw err;
+  };
 }
 
 /**

@@ -232,6 +232,14 @@ describe('agentgate dev', () => {
       expect(failed.stderr).toContain(`port ${busyPort} on 127.0.0.1 is already in use`);
       expect(failed.stderr).toContain('generated a development master key');
       expect(existsSync(join(state, 'did-domain'))).toBe(false);
+      // The local chat workspace's port in use: named with the variable that moves it, not a bare EADDRINUSE.
+      const chatHolder = createServer();
+      await new Promise<void>((resolve) => chatHolder.listen(0, '127.0.0.1', resolve));
+      const busyChatPort = (chatHolder.address() as AddressInfo).port;
+      const chatFailed = await cli(['dev'], { ...env, CHAT_DEV_PORT: String(busyChatPort) }, 120_000).finally(() => new Promise((r) => chatHolder.close(r)));
+      expect(chatFailed.code).toBe(1);
+      expect(chatFailed.stderr).toContain(`the local chat workspace's port ${busyChatPort} on 127.0.0.1 is already in use: set CHAT_DEV_PORT to another port`);
+      expect(existsSync(join(state, 'did-domain'))).toBe(false);
 
       const first = await startDev();
       expect(first.output).not.toContain('generated a development master key'); // kept from the failed start

@@ -168,4 +168,21 @@ describe('agentgate receipts', () => {
     expect(bad.code).toBe(1);
     expect(bad.stdout).toContain('INVALID receipt: signature_mismatch');
   });
+
+  it('a receipt file that is missing, not JSON or holds no receipt, and a missing DID document, are one line each and exit 2', async () => {
+    const didFile = didDocumentFile();
+    const missing = join(dir, 'no-such-receipt.json');
+    // Before, a missing file was taken for a payment id and answered "no key: pass --key ...".
+    expect(await cli(['receipts', 'verify', missing])).toEqual({ code: 2, stdout: `no such file: ${missing} (a payment record saved from GET /v0/payments/{id}, or its signedReceipt)\n` });
+    const garbage = join(dir, 'garbage.json');
+    writeFileSync(garbage, 'not json');
+    expect(await cli(['receipts', 'verify', garbage])).toEqual({ code: 2, stdout: `${garbage} is not JSON (a payment record saved from GET /v0/payments/{id}, or its signedReceipt)\n` });
+    // The DID document given where the receipt belongs.
+    expect(await cli(['receipts', 'verify', didFile])).toEqual({ code: 2, stdout: `${didFile} holds no signed receipt (expected a payment record saved from GET /v0/payments/{id}, or its signedReceipt)\n` });
+    const payment = await server.request('GET', `/v0/payments/${paymentId}`, { key: platformKey });
+    const saved = join(dir, 'record.json');
+    writeFileSync(saved, JSON.stringify(payment.body));
+    const noDid = join(dir, 'no-did.json');
+    expect(await cli(['receipts', 'verify', saved, '--did-document', noDid])).toEqual({ code: 2, stdout: `no such file: ${noDid} (a DID document, e.g. saved from /.well-known/did.json)\n` });
+  });
 });

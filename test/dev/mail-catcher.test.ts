@@ -57,3 +57,9 @@ test('an agent mails a person outside, the person answers from /dev/mail, the an
   expect(reply).toMatchObject({ threadId: original.threadId });
   expect(JSON.stringify(reply.from)).toContain('person@example.org');
 });
+
+test('a catcher started on a port in use rejects with EADDRINUSE (agentgate dev names MAIL_CATCHER_PORT) instead of crashing', async () => {
+  // SMTPServer re-emits the listen error on itself; unheard there it was an unhandled 'error' event.
+  const second = new MailCatcher({ port: catcher.port });
+  await expect(second.start()).rejects.toMatchObject({ code: 'EADDRINUSE' });
+});

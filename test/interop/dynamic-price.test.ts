@@ -6,6 +6,9 @@
 import express from 'express';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { createWeatherApp } from '../../examples/express-seller/server.js';
+import { createWeatherApp as createKoaApp } from '../../examples/koa-seller/server.js';
+import { createWeatherApp as createHonoApp } from '../../examples/hono-seller/server.js';
+import { createWeatherApp as createFastifyApp } from '../../examples/fastify-seller/server.js';
 import { WEATHER_ROUTES } from '../../examples/weather.js';
 import { payWithV2 } from '../../examples/buyer/buyer.js';
 import { paymentMiddleware } from '../../adapters/express.js';
@@ -57,6 +60,32 @@ it('the official v2 client pays the price of its request: 3 days cost $0.03', as
   expect((paid.body as { days: unknown[] }).days).toHaveLength(3);
   expect(await usdcBalance(seller.payTo)).toBe(before + 30_000n);
   expect(await usdcBalance(payer.address)).toBe(1_000_000n - 30_000n);
+});
+
+// Every example registers the whole WEATHER_ROUTES table, /forecast included, so every one must serve it:
+// a 402 for a route the app then answers 404 (Hono and Fastify once did) asks buyers to pay for nothing.
+describe.each([
+  ['Koa', createKoaApp],
+  ['Hono', createHonoApp],
+  ['Fastify', createFastifyApp],
+] as const)('the %s example', (_framework, create) => {
+  let app: RunningApp;
+  beforeAll(async () => {
+    app = await serve(create({ backendUrl: server.url, apiKey: seller.sellerKey }));
+    await syncEndpoints({ backendUrl: server.url, platformKey: seller.platformKey, publicOrigin: app.url, routes: WEATHER_ROUTES });
+  });
+  afterAll(async () => { await app?.close(); });
+
+  it('serves /forecast?days=3 to a buyer who paid $0.03 for it', async () => {
+    const buyer = await fundedBuyer('1');
+    expect((await challenge(`${app.url}/forecast?days=3`)).accepts[0]!.maxAmountRequired).toBe('30000');
+    const before = await usdcBalance(seller.payTo);
+    const res = await fetch(`${app.url}/forecast?days=3&city=Oslo`, { headers: { 'X-Payment': paymentHeaderV1(await signAuthorization(buyer, { to: seller.payTo, value: 30_000n })) } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ city: 'Oslo', days: [{ day: 0 }, { day: 1 }, { day: 2 }], paidBy: buyer.address });
+    expect(await usdcBalance(buyer.address)).toBe(1_000_000n - 30_000n);
+    expect(await usdcBalance(seller.payTo)).toBe(before + 30_000n);
+  });
 });
 
 it('a payment signed for one request\'s price does not buy a dearer request', async () => {
