@@ -10,12 +10,15 @@ import { AppError, badRequest, notFound, isDuplicateKey } from '../platform/erro
 import { newId, newThreadId, randomHex } from '../platform/ids.js';
 import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import { messageSchema, outboundSchema, threadSchema, type MessageDoc, type OutboundDoc, type ThreadDoc } from './message-model.js';
-import { MAX_LABELS_PER_MESSAGE, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
+import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, type AttachmentInput, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
 import { InboxChanges } from './inbox-changes.js';
 import type { PageCache } from './page-cache.js';
 import { BUCKET_SIZE, bucketOf, decodeListCursor, encodeListCursor, InboxSequence, listPosition, type ClaimDoc } from './inbox-sequence.js';
 import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
+import { AttachmentStore, inboundAttachmentId, newAttachmentId, type AttachmentContent, type AttachmentRef } from './attachment-store.js';
+import type { DeliveryReport } from './delivery-report.js';
+import type { Readable } from 'node:stream';
 
 /** A message as it arrived over SMTP, already parsed (see inbound.ts). */
 export interface InboundMail {
@@ -30,7 +33,13 @@ export interface InboundMail {
   extractedText: string;
   inReplyTo?: string;
   references: string[];
+  attachments: AttachmentContent[];
+  /** Set when the message is a delivery status notification reporting failed recipients (a bounce). */
+  deliveryReport?: DeliveryReport;
 }
+
+/** Sent messages larger than this keep their RFC 5322 bytes in GridFS rather than in the outbound record. */
+const RAW_INLINE_BYTES = 512 * 1024;
 
 // Lists carry neither bodies' html nor the sender-only fields; typed loosely so results stay MessageDoc.
 const LIST_FIELDS: Record<string, 0> = { html: 0, bcc: 0 };
@@ -50,6 +59,7 @@ export class MailService {
   readonly delivery: MailDelivery;
   readonly sequence: InboxSequence;
   readonly changes: InboxChanges;
+  readonly attachments: AttachmentStore;
 
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
@@ -58,7 +68,8 @@ export class MailService {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
-    this.delivery = new MailDelivery(this.outbound, config, events);
+    this.attachments = new AttachmentStore(conn);
+    this.delivery = new MailDelivery(this.outbound, config, this.attachments, events);
     this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
     this.changes = new InboxChanges(conn);
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
@@ -157,12 +168,12 @@ export class MailService {
     const identity = await this.inboxOf(identityId);
     const message = await this.storeOutgoing(identity, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: input.subject, text: input.text, html: input.html,
-      threadId: newThreadId(), references: [],
+      threadId: newThreadId(), references: [], attachments: this.decodeAttachments(input.attachments),
     });
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.sent', category: 'mail', description: `Mail sent: ${truncate(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
-      metadata: { threadId: message.threadId, to: message.to, cc: message.cc, bccCount: message.bcc.length },
+      metadata: { threadId: message.threadId, to: message.to, cc: message.cc, bccCount: message.bcc.length, attachments: message.attachments?.length ?? 0 },
     });
     return message;
   }
@@ -178,6 +189,7 @@ export class MailService {
     const message = await this.storeOutgoing(identity, {
       to, cc: [], bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
       threadId: original.threadId, inReplyTo: original.messageId, references: [...chain, original.messageId],
+      attachments: this.decodeAttachments(input.attachments),
     });
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.replied', category: 'mail', description: `Replied: ${truncate(message.subject)}`,
@@ -187,9 +199,35 @@ export class MailService {
     return message;
   }
 
+  /**
+   * Base64 (already checked by the schema) to bytes, refused with 413 when they total more than
+   * MAIL_MAX_ATTACHMENT_BYTES: the message must still fit the SMTP size limit once encoded again.
+   */
+  decodeAttachments(input: AttachmentInput[] | undefined, carried: AttachmentContent[] = []): AttachmentContent[] {
+    const decoded = [...carried, ...(input ?? []).map((a) => ({
+      filename: a.filename, contentType: a.contentType, content: Buffer.from(a.content, 'base64'),
+      ...(a.contentId ? { contentId: a.contentId, inline: true } : {}),
+    }))];
+    if (decoded.length > MAX_ATTACHMENTS) throw badRequest(`A message can carry at most ${MAX_ATTACHMENTS} attachments; this one has ${decoded.length}`);
+    const total = decoded.reduce((sum, a) => sum + a.content.length, 0);
+    const cap = this.config.MAIL_MAX_ATTACHMENT_BYTES;
+    if (total > cap) {
+      throw new AppError(413, 'attachments_too_large', `Attachments total ${total} bytes; a message may carry at most ${cap} bytes (${(cap / 1048576).toFixed(1)} MiB) of attachments, decoded`, { totalBytes: total, maxBytes: cap });
+    }
+    return decoded;
+  }
+
+  /** An attachment of a message in the caller's inbox, with a stream of its bytes; 404 for anything else. */
+  async openAttachment(identityId: string, messageId: string, attachmentId: string): Promise<{ attachment: AttachmentRef; open: () => Readable }> {
+    const message = await this.getMessage(identityId, messageId);
+    const attachment = message.attachments?.find((a) => a.attachmentId === attachmentId);
+    if (!attachment) throw notFound('Attachment not found');
+    return { attachment, open: () => this.attachments.stream(attachment.attachmentId) };
+  }
+
   private async storeOutgoing(identity: IdentityDoc, mail: {
     to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
-    threadId: string; inReplyTo?: string; references: string[];
+    threadId: string; inReplyTo?: string; references: string[]; attachments: AttachmentContent[];
   }): Promise<MessageDoc> {
     const recipients = unique([...mail.to, ...mail.cc, ...mail.bcc].map((a) => a.toLowerCase()));
     if (recipients.length > this.config.SMTP_MAX_RECIPIENTS) {
@@ -202,16 +240,20 @@ export class MailService {
     const raw = await composeMessage({
       messageId, from: { name: identity.displayName, address: identity.emailAddress }, to: mail.to, cc: mail.cc,
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references, date: createdAt,
+      attachments: mail.attachments,
     });
+    // The sender's copy lists its attachments too (downloadable, forwardable), stored before anything refers to them.
+    const attachments = await Promise.all(mail.attachments.map((a) => this.attachments.put(newAttachmentId(), a, { inboxId: identity.emailAddress })));
+    const rawFileId = raw.length > RAW_INLINE_BYTES ? await this.attachments.putRaw(id, raw) : undefined;
     const doc: MessageDoc = {
       _id: id, messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
       direction: 'sent', from: [identity.emailAddress], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references,
-      labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
+      labels: ['sent'], ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
     };
     const delivery = { status: 'queued' as const, attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' as const })), updatedAt: createdAt };
     // The outbound record first: a crash before the message is stored leaves only an orphan nobody sends.
-    await this.outbound.create({ _id: id, from: identity.emailAddress, raw, ...delivery });
+    await this.outbound.create({ _id: id, from: identity.emailAddress, ...(rawFileId ? { raw: '', rawFileId } : { raw }), ...delivery });
     await this.messages.create(doc);
     await this.noteChange(doc.inboxId);
     await this.touchThread(identity, mail.threadId, mail.subject, createdAt);
@@ -228,12 +270,13 @@ export class MailService {
     const id = newId('msg');
     const position = listPosition(inboxId, await this.sequence.next(inboxId, id));
     const createdAt = new Date();
+    const attachments = await Promise.all(mail.attachments.map((a, i) => this.attachments.put(inboundAttachmentId(mail.messageId, i, a.content), a, { inboxId })));
     try {
       await this.messages.create({
         _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
         from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
         html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
-        labels: ['received', 'unread'], createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
+        labels: ['received', 'unread'], ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
       });
     } catch (err) {
       if (isDuplicateKey(err)) return { stored: false, threadId };

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { defineTool } from '../mcp/tool.js';
-import { MAX_LABELS_PER_MESSAGE, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
-import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
+import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { presentAttachment, presentLabels, presentMessage, presentSent, presentThread } from './present.js';
+
+const attachments = z.array(z.object({
+  filename: z.string().describe('File name the recipient sees, e.g. "report.pdf"'),
+  contentType: z.string().optional().describe('Media type, e.g. "application/pdf" (default application/octet-stream)'),
+  content: z.string().describe('The file\'s bytes, base64-encoded'),
+  contentId: z.string().optional().describe('Makes it an inline image: reference it in html as <img src="cid:THIS">'),
+})).max(MAX_ATTACHMENTS).optional().describe(`Files to attach (at most ${MAX_ATTACHMENTS}; their total decoded size is capped per message, MAIL_MAX_ATTACHMENT_BYTES, 7 MiB by default)`);
 
 const page = <T>(key: string, items: T[], nextPageToken?: string) => ({ [key]: items, count: items.length, ...(nextPageToken ? { nextPageToken } : {}) });
 
@@ -51,6 +58,7 @@ export const mailTools = [
       html: z.string().optional(),
       cc: z.array(z.string()).max(100).optional(),
       bcc: z.array(z.string()).max(100).optional(),
+      attachments,
     }),
     async run(app, principal, input) {
       return presentSent(await app.mail.send(principal.identityId, sendInput.parse(input)));
@@ -62,9 +70,21 @@ export const mailTools = [
     title: 'Reply to a message',
     description: 'Reply to the sender of a message, in the same thread ("Re: " subject, In-Reply-To and References set).',
     scope: 'mail:send',
-    input: z.object({ messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional() }),
+    input: z.object({ messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional(), attachments }),
     async run(app, principal, { messageId, ...body }) {
       return presentSent(await app.mail.reply(principal.identityId, messageIdInput.parse(messageId), replyInput.parse(body)));
+    },
+  }),
+  defineTool({
+    name: 'mail_get_attachment',
+    title: 'Get an attachment',
+    description: 'Download one attachment of a message (attachmentId from the message\'s attachments list); returns its name, type, size and its bytes base64-encoded in content.',
+    scope: 'mail:read',
+    input: z.object({ messageId: z.string().min(1).max(998), attachmentId: z.string() }),
+    async run(app, principal, input) {
+      const { attachment } = await app.mail.openAttachment(principal.identityId, messageIdInput.parse(input.messageId), attachmentIdInput.parse(input.attachmentId));
+      const content = await app.mail.attachments.read(attachment.attachmentId);
+      return { ...presentAttachment(attachment), content: content.toString('base64') };
     },
   }),
   defineTool({
