@@ -47,6 +47,19 @@ export const sendInput = z.object({
 export const replyInput = z.object({
   text: z.string(),
   html: z.string().optional(),
+  /** Also to everyone else the original went to (its To and Cc), on Cc, except this inbox itself. */
+  replyAll: z.boolean().optional(),
+  attachments: attachmentList.optional(),
+}).strict();
+
+export const forwardInput = z.object({
+  to: addressList.min(1, 'give at least one recipient'),
+  cc: addressList.optional(),
+  bcc: addressList.optional(),
+  /** A note above the forwarded message. */
+  text: z.string().optional(),
+  html: z.string().optional(),
+  /** Files added to the ones the original carries (those are always forwarded). */
   attachments: attachmentList.optional(),
 }).strict();
 
@@ -76,4 +89,5 @@ export const listThreadsInput = z.object({
 export type SendInput = z.output<typeof sendInput>;
 export type AttachmentInput = z.output<typeof attachmentInput>;
 export type ReplyInput = z.output<typeof replyInput>;
+export type ForwardInput = z.output<typeof forwardInput>;
 export type LabelsInput = z.output<typeof labelsInput>;

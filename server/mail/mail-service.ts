@@ -10,7 +10,7 @@ import { AppError, badRequest, notFound, isDuplicateKey } from '../platform/erro
 import { newId, newThreadId, randomHex } from '../platform/ids.js';
 import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import { messageSchema, outboundSchema, threadSchema, type MessageDoc, type OutboundDoc, type ThreadDoc } from './message-model.js';
-import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, type AttachmentInput, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
+import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, type AttachmentInput, type ForwardInput, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
 import { InboxChanges } from './inbox-changes.js';
 import type { PageCache } from './page-cache.js';
@@ -50,6 +50,21 @@ const POSITIONS_MARKER = 'positions-assigned-v1';
 export type MessagePage = { items: MessageDoc[]; nextPageToken?: string };
 
 export const replySubject = (subject: string) => (/^re:/i.test(subject.trim()) ? subject : `Re: ${subject}`);
+export const forwardSubject = (subject: string) => (/^(fwd?|fw):/i.test(subject.trim()) ? subject : `Fwd: ${subject}`);
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** The lines Gmail, Outlook and Apple Mail put above a forwarded message, so people and parsers recognise it. */
+function forwardedHeader(original: MessageDoc): string[] {
+  return [
+    '---------- Forwarded message ---------',
+    `From: ${original.from.join(', ')}`,
+    `Date: ${original.createdAt.toUTCString()}`,
+    `Subject: ${original.subject}`,
+    `To: ${original.to.join(', ')}`,
+    ...(original.cc?.length ? [`Cc: ${original.cc.join(', ')}`] : []),
+  ];
+}
 
 /** Every mail operation; the HTTP routes, the MCP tools and the SMTP listener all call into this. */
 export class MailService {
@@ -185,16 +200,52 @@ export class MailService {
       ? (original.replyTo.length ? original.replyTo : original.from)
       : original.to; // following up on our own message goes to the same people
     if (!to.length) throw badRequest('The original message has no sender address to reply to');
+    // Reply-all: everyone else the original went to, on Cc, never this inbox itself nor anyone already on To.
+    const self = identity.emailAddress.toLowerCase();
+    const onTo = new Set(to.map((a) => a.toLowerCase()));
+    const cc = input.replyAll
+      ? uniqueAddresses([...original.to, ...(original.cc ?? [])]).filter((a) => a.toLowerCase() !== self && !onTo.has(a.toLowerCase()))
+      : [];
     const chain = original.references.length ? original.references : original.inReplyTo ? [original.inReplyTo] : [];
     const message = await this.storeOutgoing(identity, {
-      to, cc: [], bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
+      to, cc, bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
       threadId: original.threadId, inReplyTo: original.messageId, references: [...chain, original.messageId],
       attachments: this.decodeAttachments(input.attachments),
     });
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.replied', category: 'mail', description: `Replied: ${truncate(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
-      metadata: { threadId: message.threadId, inReplyTo: original.messageId, to },
+      metadata: { threadId: message.threadId, inReplyTo: original.messageId, to, cc, replyAll: !!input.replyAll },
+    });
+    return message;
+  }
+
+  /**
+   * Forwards a message with all its attachments, under a note, as a new conversation: a new thread, and
+   * no In-Reply-To or References, so the recipients' mail programs do not file it into the old one.
+   */
+  async forward(identityId: string, originalId: string, input: ForwardInput): Promise<MessageDoc> {
+    const identity = await this.inboxOf(identityId);
+    const original = await this.getMessage(identityId, originalId);
+    const carried = await Promise.all((original.attachments ?? []).map(async (a) => ({
+      filename: a.filename, contentType: a.contentType, content: await this.attachments.read(a.attachmentId),
+      ...(a.inline && a.contentId ? { contentId: a.contentId, inline: true } : {}),
+    })));
+    const attachments = this.decodeAttachments(input.attachments, carried);
+    const header = forwardedHeader(original);
+    const note = input.text ?? '';
+    const text = `${note}${note ? '\n\n' : ''}${header.join('\n')}\n\n${original.text}`;
+    const html = original.html !== undefined || input.html !== undefined
+      ? `${input.html ?? (note ? `<p>${escapeHtml(note).replace(/\n/g, '<br>')}</p>` : '')}<div>${header.map(escapeHtml).join('<br>')}</div><br>${original.html ?? `<pre>${escapeHtml(original.text)}</pre>`}`
+      : undefined;
+    const message = await this.storeOutgoing(identity, {
+      to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: forwardSubject(original.subject), text, html,
+      threadId: newThreadId(), references: [], attachments,
+    });
+    await this.logs.record({
+      orgId: identity.orgId, identityId, action: 'mail.forwarded', category: 'mail', description: `Forwarded: ${truncate(message.subject)}`,
+      targetType: 'message', targetId: message.messageId,
+      metadata: { threadId: message.threadId, original: original.messageId, to: message.to, cc: message.cc, bccCount: message.bcc.length, attachments: attachments.length },
     });
     return message;
   }
@@ -363,6 +414,12 @@ export class MailService {
 
 function unique<T>(items: T[]): T[] {
   return [...new Set(items)];
+}
+
+/** Addresses once each, compared without case, in their first spelling. */
+function uniqueAddresses(addresses: string[]): string[] {
+  const seen = new Set<string>();
+  return addresses.filter((a) => !seen.has(a.toLowerCase()) && seen.add(a.toLowerCase()));
 }
 
 const truncate = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}...` : text);

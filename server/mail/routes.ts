@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { authenticatedRouter, identityIdOf, requireScope } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
-import { attachmentIdInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 
 export const messageParams = z.object({ messageId: messageIdInput });
@@ -58,6 +58,13 @@ export function messageRoutes(app: AppContext): Router {
     const body = parseInput(replyInput, ctx.request.body, 'body');
     ctx.status = 201;
     ctx.body = presentSent(await app.mail.reply(identityIdOf(ctx), messageId, body));
+  });
+
+  router.post('/:messageId/forward', requireScope('mail:send'), async (ctx) => {
+    const { messageId } = parseInput(messageParams, ctx.params, 'params');
+    const body = parseInput(forwardInput, ctx.request.body, 'body');
+    ctx.status = 201;
+    ctx.body = presentSent(await app.mail.forward(identityIdOf(ctx), messageId, body));
   });
 
   router.patch('/:messageId', requireScope('mail:manage'), async (ctx) => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineTool } from '../mcp/tool.js';
-import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { presentAttachment, presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 
 const attachments = z.array(z.object({
@@ -68,11 +68,33 @@ export const mailTools = [
     name: 'mail_reply',
     aliases: ['mail.reply'],
     title: 'Reply to a message',
-    description: 'Reply to the sender of a message, in the same thread ("Re: " subject, In-Reply-To and References set).',
+    description: 'Reply to the sender of a message (replyAll: true also to everyone else it went to), in the same thread ("Re: " subject, In-Reply-To and References set).',
     scope: 'mail:send',
-    input: z.object({ messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional(), attachments }),
+    input: z.object({
+      messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional(),
+      replyAll: z.boolean().optional().describe('Also to everyone else on the original To and Cc (put on Cc), never yourself'),
+      attachments,
+    }),
     async run(app, principal, { messageId, ...body }) {
       return presentSent(await app.mail.reply(principal.identityId, messageIdInput.parse(messageId), replyInput.parse(body)));
+    },
+  }),
+  defineTool({
+    name: 'mail_forward',
+    title: 'Forward a message',
+    description: 'Forward a message, with all its attachments and an optional note (text), to new recipients; starts a new thread ("Fwd: " subject).',
+    scope: 'mail:send',
+    input: z.object({
+      messageId: z.string().min(1).max(998),
+      to: z.array(z.string()).min(1).max(100),
+      cc: z.array(z.string()).max(100).optional(),
+      bcc: z.array(z.string()).max(100).optional(),
+      text: z.string().optional(),
+      html: z.string().optional(),
+      attachments,
+    }),
+    async run(app, principal, { messageId, ...body }) {
+      return presentSent(await app.mail.forward(principal.identityId, messageIdInput.parse(messageId), forwardInput.parse(body)));
     },
   }),
   defineTool({

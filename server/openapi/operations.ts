@@ -3,7 +3,7 @@ import type { KeyTier } from '../platform/keys.js';
 import type { Scope } from '../platform/auth/scopes.js';
 import { createBody as identityCreateBody, updateBody as identityUpdateBody, listQuery as identityListQuery, idParams as identityIdParams } from '../identities/routes.js';
 import { attachmentParams, messageParams, threadParams } from '../mail/routes.js';
-import { labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
+import { forwardInput, labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
 import { nameParams, putCredentialBody } from '../vault/schemas.js';
 import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
 import { activityQuery, mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
@@ -81,7 +81,8 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/messages/send', tag: 'Mail', summary: 'Send a message', auth: identity, scopes: ['mail:send'], body: sendInput, ok: created('The sent message') },
   { method: 'get', path: '/v0/messages/:messageId', tag: 'Mail', summary: 'One message', auth: identity, scopes: ['mail:read'], params: messageParams, ok: json('The message') },
   { method: 'get', path: '/v0/messages/:messageId/attachments/:attachmentId', tag: 'Mail', summary: "Download an attachment (its bytes, with the attachment's Content-Type and a Content-Disposition: attachment)", auth: identity, scopes: ['mail:read'], params: attachmentParams, ok: { status: 200, description: 'The attachment bytes', type: 'application/octet-stream' } },
-  { method: 'post', path: '/v0/messages/:messageId/reply', tag: 'Mail', summary: 'Reply in the same thread', auth: identity, scopes: ['mail:send'], params: messageParams, body: replyInput, ok: created('The reply') },
+  { method: 'post', path: '/v0/messages/:messageId/reply', tag: 'Mail', summary: 'Reply in the same thread (replyAll: true also to the original To and Cc)', auth: identity, scopes: ['mail:send'], params: messageParams, body: replyInput, ok: created('The reply') },
+  { method: 'post', path: '/v0/messages/:messageId/forward', tag: 'Mail', summary: 'Forward a message with its attachments, as a new thread', auth: identity, scopes: ['mail:send'], params: messageParams, body: forwardInput, ok: created('The forwarded message') },
   { method: 'patch', path: '/v0/messages/:messageId', tag: 'Mail', summary: "Add or remove a message's labels", auth: identity, scopes: ['mail:manage'], params: messageParams, body: labelsInput, ok: json('The message') },
   { method: 'get', path: '/v0/threads', tag: 'Mail', summary: 'List threads, most recent first', auth: identity, scopes: ['mail:read'], query: listThreadsInput, ok: json('A page of threads') },
   { method: 'get', path: '/v0/threads/:threadId', tag: 'Mail', summary: 'One thread with its messages', auth: identity, scopes: ['mail:read'], params: threadParams, ok: json('The thread') },
