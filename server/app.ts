@@ -17,6 +17,7 @@ import { facilitatorRoutes } from './payments/facilitator-routes.js';
 import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
+import { mailListRoutes } from './mail/list-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
@@ -41,6 +42,7 @@ export const ROUTES: RouteFactory[] = [
   logRoutes,
   messageRoutes,
   threadRoutes,
+  mailListRoutes,
   vaultRoutes,
   didDocumentRoutes,
   identitySigningRoutes,

@@ -18,6 +18,7 @@ import { BUCKET_SIZE, bucketOf, decodeListCursor, encodeListCursor, InboxSequenc
 import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
 import { AttachmentStore, inboundAttachmentId, newAttachmentId, type AttachmentContent, type AttachmentRef } from './attachment-store.js';
 import type { DeliveryReport } from './delivery-report.js';
+import { MailLists } from './mail-lists.js';
 import type { Readable } from 'node:stream';
 
 /** A message as it arrived over SMTP, already parsed (see inbound.ts). */
@@ -75,6 +76,7 @@ export class MailService {
   readonly sequence: InboxSequence;
   readonly changes: InboxChanges;
   readonly attachments: AttachmentStore;
+  readonly lists: MailLists;
 
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
@@ -84,6 +86,7 @@ export class MailService {
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
     this.attachments = new AttachmentStore(conn);
+    this.lists = new MailLists(conn, logs);
     this.delivery = new MailDelivery(this.outbound, config, this.attachments, events);
     this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
     this.changes = new InboxChanges(conn);
@@ -149,12 +152,15 @@ export class MailService {
 
   private async readPage(inboxId: string, below: number | undefined, query: { limit: number; labels?: string[] }): Promise<MessagePage> {
     const top = below !== undefined ? below - 1 : await this.sequence.top(inboxId);
+    // Blocked mail shows only to a list that asks for it by label.
+    const showBlocked = query.labels?.includes('blocked') ?? false;
     const rows: MessageDoc[] = [];
     for (let bucket = Math.floor(top / BUCKET_SIZE); bucket >= 0 && rows.length <= query.limit; bucket--) {
       const filter: Record<string, unknown> = { listBucket: bucketOf(inboxId, bucket * BUCKET_SIZE) };
       if (query.labels?.length) filter.labels = { $all: query.labels };
       const found = await this.messages.find(filter, LIST_FIELDS).lean();
-      rows.push(...found.filter((m) => m.inboxId === inboxId && (m.listSeq ?? 0) <= top).sort((a, b) => b.listSeq! - a.listSeq!));
+      rows.push(...found.filter((m) => m.inboxId === inboxId && (m.listSeq ?? 0) <= top && (showBlocked || !m.labels.includes('blocked')))
+        .sort((a, b) => b.listSeq! - a.listSeq!));
     }
     const items = rows.slice(0, query.limit);
     const last = items[items.length - 1];
@@ -276,6 +282,22 @@ export class MailService {
     return { attachment, open: () => this.attachments.stream(attachment.attachmentId) };
   }
 
+  /** 403 recipient_blocked, naming every refused address, before anything is stored or sent. */
+  private async refuseBlockedRecipients(identity: IdentityDoc, recipients: string[], subject: string): Promise<void> {
+    const policy = await this.lists.policyFor(identity);
+    const refused = recipients.flatMap((address) => {
+      const why = policy.refusesTo(address);
+      return why ? [{ address, why }] : [];
+    });
+    if (!refused.length) return;
+    await this.logs.record({
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.send_blocked', category: 'mail', severity: 'warning', status: 'failure',
+      description: `Not sent ("${truncate(subject)}"): ${refused.map((r) => r.address).join(', ')} blocked by the send lists`,
+      targetType: 'message', metadata: { recipients: refused.map((r) => r.address) },
+    });
+    throw new AppError(403, 'recipient_blocked', `Not sent: ${refused.map((r) => r.why).join('; ')}`, { recipients: refused.map((r) => r.address) });
+  }
+
   private async storeOutgoing(identity: IdentityDoc, mail: {
     to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
     threadId: string; inReplyTo?: string; references: string[]; attachments: AttachmentContent[];
@@ -284,6 +306,7 @@ export class MailService {
     if (recipients.length > this.config.SMTP_MAX_RECIPIENTS) {
       throw badRequest(`A message can have at most ${this.config.SMTP_MAX_RECIPIENTS} recipients (to, cc and bcc together)`);
     }
+    await this.refuseBlockedRecipients(identity, recipients, mail.subject);
     const id = newId('msg');
     const position = listPosition(identity.emailAddress, await this.sequence.next(identity.emailAddress, id));
     const createdAt = new Date();
@@ -315,8 +338,13 @@ export class MailService {
   }
 
   /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */
-  async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string }> {
+  async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean }> {
     const inboxId = identity.emailAddress;
+    // Mail from a blocked sender (or from outside a non-empty allow list) is kept, but out of sight: labelled
+    // `blocked` instead of `unread`, left out of default lists and threads, announced to nobody.
+    const policy = await this.lists.policyFor(identity);
+    const refusal = (mail.from.length ? mail.from : ['']).map((a) => policy.refusesFrom(a)).find((why) => why !== null) ?? null;
+    const blocked = refusal !== null;
     const threadId = (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
     const id = newId('msg');
     const position = listPosition(inboxId, await this.sequence.next(inboxId, id));
@@ -327,19 +355,23 @@ export class MailService {
         _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
         from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
         html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
-        labels: ['received', 'unread'], ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
+        labels: blocked ? ['received', 'blocked'] : ['received', 'unread'], ...(attachments.length ? { attachments } : {}),
+        createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
       });
     } catch (err) {
-      if (isDuplicateKey(err)) return { stored: false, threadId };
+      if (isDuplicateKey(err)) return { stored: false, threadId, blocked };
       throw err;
     }
     await this.noteChange(inboxId);
-    await this.touchThread(identity, threadId, mail.subject, createdAt);
-    this.logs.recordSoon({
+    if (!blocked) await this.touchThread(identity, threadId, mail.subject, createdAt);
+    this.logs.recordSoon(blocked ? {
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.received_blocked', category: 'mail', severity: 'warning',
+      description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}, blocked: ${refusal}`, targetType: 'message', targetId: id,
+    } : {
       orgId: identity.orgId, identityId: identity._id, action: 'mail.received', category: 'mail',
       description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}`, targetType: 'message', targetId: id,
     });
-    return { stored: true, threadId };
+    return { stored: true, threadId, blocked };
   }
 
   /** A reply joins the thread of the newest message in this inbox that it names. */
@@ -394,7 +426,7 @@ export class MailService {
       .sort({ sortKey: -1 }).limit(query.limit + 1).lean();
     const page = pageOf(rows, query.limit, (row) => ({ at: row.updatedAt, id: row._id }));
     const counts = await this.messages.aggregate<{ _id: string; n: number }>([
-      { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) } } },
+      { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) }, labels: { $ne: 'blocked' } } },
       { $group: { _id: '$threadId', n: { $sum: 1 } } },
     ]);
     const countOf = new Map(counts.map((c) => [c._id, c.n]));
@@ -405,9 +437,10 @@ export class MailService {
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
     const thread = await this.threads.findOne({ _id: threadId, inboxId }).lean();
     if (!thread) throw notFound('Thread not found');
-    const messages = await this.messages.find({ threadId, inboxId }, LIST_FIELDS)
+    const visible = { threadId, inboxId, labels: { $ne: 'blocked' } };
+    const messages = await this.messages.find(visible, LIST_FIELDS)
       .sort({ createdAt: 1, _id: 1 }).limit(THREAD_MESSAGE_CAP).lean();
-    const messageCount = messages.length < THREAD_MESSAGE_CAP ? messages.length : await this.messages.countDocuments({ threadId, inboxId });
+    const messageCount = messages.length < THREAD_MESSAGE_CAP ? messages.length : await this.messages.countDocuments(visible);
     return { thread: { ...thread, messageCount }, messages };
   }
 }

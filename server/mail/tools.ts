@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { defineTool } from '../mcp/tool.js';
 import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { LIST_KINDS, listEntryInput, listKindInput } from './mail-lists.js';
+import { presentListEntry } from './list-routes.js';
 import { presentAttachment, presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 
 const attachments = z.array(z.object({
@@ -146,6 +148,41 @@ export const mailTools = [
     async run(app, principal, input) {
       const { thread, messages } = await app.mail.getThread(principal.identityId, threadIdInput.parse(input.threadId));
       return presentThread(thread, messages);
+    },
+  }),
+  defineTool({
+    name: 'mail_get_lists',
+    title: 'Allow and block lists',
+    description: `Your allow and block lists (${LIST_KINDS.join(', ')}) and your org's (scope "org", read-only). Mail from a blocked sender is kept but labelled "blocked" (list it with labels ["blocked"]); sends to a blocked recipient are refused.`,
+    scope: 'mail:read',
+    input: z.object({ kind: z.enum(LIST_KINDS).optional() }),
+    async run(app, principal, input) {
+      const entries = (await app.mail.lists.list({ orgId: principal.orgId, identityId: principal.identityId }, input.kind)).map(presentListEntry);
+      return { entries, count: entries.length };
+    },
+  }),
+  defineTool({
+    name: 'mail_add_list_entry',
+    title: 'Add to an allow or block list',
+    description: 'Add an address (ada@example.org) or a whole domain (example.org, subdomains included) to one of your lists: receive-allow (once non-empty, only these may mail you), receive-block, send-allow (once non-empty, you may mail only these), send-block.',
+    scope: 'mail:manage',
+    input: z.object({ kind: z.enum(LIST_KINDS), entry: z.string() }),
+    async run(app, principal, input) {
+      const { entry } = await app.mail.lists.add({ orgId: principal.orgId, identityId: principal.identityId }, listKindInput.parse(input.kind), listEntryInput.parse(input.entry));
+      return presentListEntry(entry);
+    },
+  }),
+  defineTool({
+    name: 'mail_remove_list_entry',
+    title: 'Remove from an allow or block list',
+    description: 'Remove an address or domain from one of your lists.',
+    scope: 'mail:manage',
+    input: z.object({ kind: z.enum(LIST_KINDS), entry: z.string() }),
+    async run(app, principal, input) {
+      const kind = listKindInput.parse(input.kind);
+      const entry = listEntryInput.parse(input.entry);
+      await app.mail.lists.remove({ orgId: principal.orgId, identityId: principal.identityId }, kind, entry);
+      return { kind, entry, deleted: true };
     },
   }),
 ];

@@ -3,6 +3,7 @@ import type { KeyTier } from '../platform/keys.js';
 import type { Scope } from '../platform/auth/scopes.js';
 import { createBody as identityCreateBody, updateBody as identityUpdateBody, listQuery as identityListQuery, idParams as identityIdParams } from '../identities/routes.js';
 import { attachmentParams, messageParams, threadParams } from '../mail/routes.js';
+import { listEntryBody, listEntryParams, listKindParams } from '../mail/list-routes.js';
 import { forwardInput, labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
 import { nameParams, putCredentialBody } from '../vault/schemas.js';
 import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
@@ -84,6 +85,10 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/messages/:messageId/reply', tag: 'Mail', summary: 'Reply in the same thread (replyAll: true also to the original To and Cc)', auth: identity, scopes: ['mail:send'], params: messageParams, body: replyInput, ok: created('The reply') },
   { method: 'post', path: '/v0/messages/:messageId/forward', tag: 'Mail', summary: 'Forward a message with its attachments, as a new thread', auth: identity, scopes: ['mail:send'], params: messageParams, body: forwardInput, ok: created('The forwarded message') },
   { method: 'patch', path: '/v0/messages/:messageId', tag: 'Mail', summary: "Add or remove a message's labels", auth: identity, scopes: ['mail:manage'], params: messageParams, body: labelsInput, ok: json('The message') },
+  { method: 'get', path: '/v0/mail/lists', tag: 'Mail', summary: "Allow and block lists: an identity key sees its own and its org's, the platform key the org's", auth: ['identity', 'platform'], scopes: ['mail:read'], ok: json('The entries') },
+  { method: 'get', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'One list (receive-allow, receive-block, send-allow, send-block)', auth: ['identity', 'platform'], scopes: ['mail:read'], params: listKindParams, ok: json('The entries') },
+  { method: 'post', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'Add an address or a whole domain to a list (identity key: its own; platform key: the whole org)', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listKindParams, body: listEntryBody, ok: created('The entry (200 when it was there already)'), also: { 200: 'The entry was there already' } },
+  { method: 'delete', path: '/v0/mail/lists/:kind/:entry', tag: 'Mail', summary: 'Remove an entry from a list', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listEntryParams, ok: json('Removed') },
   { method: 'get', path: '/v0/threads', tag: 'Mail', summary: 'List threads, most recent first', auth: identity, scopes: ['mail:read'], query: listThreadsInput, ok: json('A page of threads') },
   { method: 'get', path: '/v0/threads/:threadId', tag: 'Mail', summary: 'One thread with its messages', auth: identity, scopes: ['mail:read'], params: threadParams, ok: json('The thread') },
 
