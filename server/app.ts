@@ -18,6 +18,7 @@ import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { mailListRoutes } from './mail/list-routes.js';
+import { eventStreamRoutes } from './mail/event-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
@@ -43,6 +44,7 @@ export const ROUTES: RouteFactory[] = [
   messageRoutes,
   threadRoutes,
   mailListRoutes,
+  eventStreamRoutes,
   vaultRoutes,
   didDocumentRoutes,
   identitySigningRoutes,

@@ -31,7 +31,10 @@ export class MailDelivery {
   private loopback: { host: string; port: number } | undefined;
   private dkimKey: string | undefined;
 
-  constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config, private readonly store: AttachmentStore, private readonly events?: ServiceEvents) {
+  constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config, private readonly store: AttachmentStore,
+    private readonly events?: ServiceEvents,
+    /** Told every recipient whose outcome is settled, after each recorded attempt (it may hear one twice). */
+    private readonly onSettled?: (id: string, settled: RecipientResult[]) => Promise<void>) {
     if (config.DKIM_PRIVATE_KEY_FILE) this.dkimKey = readFileSync(config.DKIM_PRIVATE_KEY_FILE, 'utf8');
   }
 
@@ -107,6 +110,7 @@ export class MailDelivery {
         : delivered === 0 ? 'failed' : 'partially_failed';
     const delivery: Delivery = { status: computed, attempts, recipients, updatedAt: new Date(), ...(lastError ? { lastError } : {}) };
     await this.outbound.updateOne({ _id: id }, { $set: delivery });
+    await this.onSettled?.(id, recipients.filter((r) => r.status !== 'pending'));
     this.events?.emit({ category: 'mail', line: `mail: delivery ${computed} (attempt ${attempts}) to ${recipients.map((r) => `${r.address} ${r.status}`).join(', ')}${lastError && computed !== 'delivered' ? `: ${lastError}` : ''}` });
   }
 

@@ -19,6 +19,9 @@ import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
 import { AttachmentStore, inboundAttachmentId, newAttachmentId, type AttachmentContent, type AttachmentRef } from './attachment-store.js';
 import type { DeliveryReport } from './delivery-report.js';
 import { MailLists } from './mail-lists.js';
+import type { MailEventLog } from './mail-events.js';
+import { presentMessage, presentSent } from './present.js';
+import type { RecipientResult } from './message-model.js';
 import type { Readable } from 'node:stream';
 
 /** A message as it arrived over SMTP, already parsed (see inbound.ts). */
@@ -81,13 +84,13 @@ export class MailService {
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
     private readonly logs: ActivityLog, private readonly jobs: JobQueue, private readonly pages: PageCache<MessagePage>,
-    private readonly log: Logger, events?: ServiceEvents) {
+    private readonly log: Logger, readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
     this.attachments = new AttachmentStore(conn);
     this.lists = new MailLists(conn, logs);
-    this.delivery = new MailDelivery(this.outbound, config, this.attachments, events);
+    this.delivery = new MailDelivery(this.outbound, config, this.attachments, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
     this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
     this.changes = new InboxChanges(conn);
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
@@ -334,7 +337,51 @@ export class MailService {
     await this.jobs.now(DELIVER_JOB, { id });
     // Counts only: addresses are the agents' correspondents, not the operator's business.
     this.log.info({ messageId: id, identityId: identity._id, recipients: recipients.length }, 'mail queued');
+    await this.events.emit(identity, 'message.sent', { message: presentSent(doc) }, `sent:${id}`);
     return { ...doc, delivery };
+  }
+
+  /**
+   * message.delivered and message.bounced for each recipient the delivery worker settled: once each
+   * (the once-key), however often the worker records the same outcome.
+   */
+  private async announceDelivery(id: string, settled: RecipientResult[]): Promise<void> {
+    const message = await this.messages.findById(id, LIST_FIELDS).lean();
+    const identity = message && await this.identities.getLive(message.identityId);
+    if (!message || !identity) return;
+    for (const r of settled) {
+      if (r.status === 'delivered') {
+        await this.events.emit(identity, 'message.delivered', { messageId: message.messageId, threadId: message.threadId, recipient: r.address }, `delivered:${id}:${r.address}`);
+      } else if (r.status === 'failed') {
+        await this.events.emit(identity, 'message.bounced', {
+          messageId: message.messageId, threadId: message.threadId, recipient: r.address, source: 'smtp',
+          status: /\b([245]\.\d{1,3}\.\d{1,3})\b/.exec(r.error ?? '')?.[1] ?? '5.0.0', diagnostic: r.error ?? null,
+        }, `bounced:${id}:${r.address}`);
+      }
+    }
+  }
+
+  /**
+   * A delivery status notification for mail this inbox sent: message.bounced for each failed recipient,
+   * linked to the original; returns the original's thread, which the report joins.
+   */
+  private async announceBounce(identity: IdentityDoc, mail: InboundMail): Promise<string | undefined> {
+    const report = mail.deliveryReport;
+    if (!report?.originalMessageId) return undefined;
+    const original = await this.messages.findOne({ inboxId: identity.emailAddress, messageId: report.originalMessageId, direction: 'sent' }, LIST_FIELDS).lean();
+    if (!original) return undefined;
+    for (const failed of report.failed) {
+      await this.events.emit(identity, 'message.bounced', {
+        messageId: original.messageId, threadId: original.threadId, recipient: failed.address, source: 'dsn',
+        status: failed.status, diagnostic: failed.diagnostic ?? null, bounceMessageId: mail.messageId,
+      }, `bounced:${original._id}:${failed.address}`);
+    }
+    this.logs.recordSoon({
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.bounced', category: 'mail', severity: 'warning', status: 'failure',
+      description: `"${truncate(original.subject)}" bounced for ${report.failed.map((f) => f.address).join(', ')}`, targetType: 'message', targetId: original.messageId,
+      metadata: { recipients: report.failed.map((f) => f.address), bounceMessageId: mail.messageId },
+    });
+    return original.threadId;
   }
 
   /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */
@@ -345,19 +392,22 @@ export class MailService {
     const policy = await this.lists.policyFor(identity);
     const refusal = (mail.from.length ? mail.from : ['']).map((a) => policy.refusesFrom(a)).find((why) => why !== null) ?? null;
     const blocked = refusal !== null;
-    const threadId = (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
+    // A bounce joins the thread of the message that bounced, so the conversation shows why it stopped.
+    const bouncedThread = mail.deliveryReport ? await this.announceBounce(identity, mail) : undefined;
+    const threadId = bouncedThread ?? (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
     const id = newId('msg');
     const position = listPosition(inboxId, await this.sequence.next(inboxId, id));
     const createdAt = new Date();
     const attachments = await Promise.all(mail.attachments.map((a, i) => this.attachments.put(inboundAttachmentId(mail.messageId, i, a.content), a, { inboxId })));
+    const stored: MessageDoc = {
+      _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
+      from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
+      html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
+      labels: [...(blocked ? ['received', 'blocked'] : ['received', 'unread']), ...(bouncedThread ? ['bounce'] : [])],
+      ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
+    };
     try {
-      await this.messages.create({
-        _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
-        from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
-        html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
-        labels: blocked ? ['received', 'blocked'] : ['received', 'unread'], ...(attachments.length ? { attachments } : {}),
-        createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
-      });
+      await this.messages.create(stored);
     } catch (err) {
       if (isDuplicateKey(err)) return { stored: false, threadId, blocked };
       throw err;
@@ -371,6 +421,7 @@ export class MailService {
       orgId: identity.orgId, identityId: identity._id, action: 'mail.received', category: 'mail',
       description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}`, targetType: 'message', targetId: id,
     });
+    await this.events.emit(identity, blocked ? 'message.received.blocked' : 'message.received', { message: presentMessage(stored) }, `received:${id}`);
     return { stored: true, threadId, blocked };
   }
 

@@ -11,7 +11,9 @@ import { activityQuery, mandateBody, mandateIdParam, payBody } from '../buyer/sc
 import { logsQuery } from '../logs/routes.js';
 import { signupBody } from '../signup/routes.js';
 import { acceptanceBody, endpointBody, endpointPatch, holdBody, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../payments/routes.js';
-import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../webhooks/routes.js';
+import { idParam as deliveryIdParam, listQuery as deliveryListQuery, mailDeliveriesQuery } from '../webhooks/routes.js';
+import { createMailWebhookBody, mailWebhookParams } from '../webhooks/mail-webhooks.js';
+import { eventStreamQuery } from '../mail/event-routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
 import { discoveryQuery, facilitatorBody } from '../payments/facilitator-routes.js';
 import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../calendar/schemas.js';
@@ -89,6 +91,12 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'One list (receive-allow, receive-block, send-allow, send-block)', auth: ['identity', 'platform'], scopes: ['mail:read'], params: listKindParams, ok: json('The entries') },
   { method: 'post', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'Add an address or a whole domain to a list (identity key: its own; platform key: the whole org)', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listKindParams, body: listEntryBody, ok: created('The entry (200 when it was there already)'), also: { 200: 'The entry was there already' } },
   { method: 'delete', path: '/v0/mail/lists/:kind/:entry', tag: 'Mail', summary: 'Remove an entry from a list', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listEntryParams, ok: json('Removed') },
+  { method: 'get', path: '/v0/events', tag: 'Mail', summary: "The identity's mail events as server-sent events (resumes after Last-Event-ID; events=a,b filters)", auth: identity, scopes: ['mail:read'], query: eventStreamQuery, ok: { status: 200, description: 'An endless text/event-stream', type: 'text/event-stream' } },
+  { method: 'post', path: '/v0/webhooks', tag: 'Mail', summary: 'Register a webhook for mail events (the secret is shown once)', auth: identity, scopes: ['mail:manage'], body: createMailWebhookBody, ok: created('The webhook with its secret'), also: { 409: 'Too many webhooks' } },
+  { method: 'get', path: '/v0/webhooks', tag: 'Mail', summary: "The identity's mail webhooks", auth: identity, scopes: ['mail:read'], ok: json('The webhooks (no secrets)') },
+  { method: 'get', path: '/v0/webhooks/:webhookId', tag: 'Mail', summary: 'One mail webhook', auth: identity, scopes: ['mail:read'], params: mailWebhookParams, ok: json('The webhook') },
+  { method: 'get', path: '/v0/webhooks/:webhookId/deliveries', tag: 'Mail', summary: "A mail webhook's deliveries with every attempt", auth: identity, scopes: ['mail:read'], params: mailWebhookParams, query: mailDeliveriesQuery, ok: json('Deliveries, newest first') },
+  { method: 'delete', path: '/v0/webhooks/:webhookId', tag: 'Mail', summary: 'Remove a mail webhook', auth: identity, scopes: ['mail:manage'], params: mailWebhookParams, ok: json('Removed') },
   { method: 'get', path: '/v0/threads', tag: 'Mail', summary: 'List threads, most recent first', auth: identity, scopes: ['mail:read'], query: listThreadsInput, ok: json('A page of threads') },
   { method: 'get', path: '/v0/threads/:threadId', tag: 'Mail', summary: 'One thread with its messages', auth: identity, scopes: ['mail:read'], params: threadParams, ok: json('The thread') },
 
