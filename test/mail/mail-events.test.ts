@@ -218,3 +218,28 @@ test('bad input: unknown event, private or malformed webhook URL, bad Last-Event
   expect((await server.request('POST', '/v0/webhooks', { key, body: { url: receiver.url, events: ['message.received'] } })).status).toBe(403);
   await receiver.close();
 });
+
+test('a recipient refused with a 5xx during delivery is message.bounced with source smtp, once', async () => {
+  const agent = await signUp(server);
+  const key = agent.identity.rawKey;
+  const receiver = await startReceiver();
+  await server.request('POST', '/v0/webhooks', { key, body: { url: receiver.url, events: ['message.bounced', 'message.delivered'] } });
+  const peer = await signUp(server);
+  const sent = await server.request('POST', '/v0/messages/send', { key, body: { to: [peer.identity.emailAddress, 'nobody-here@agents.test'], subject: 'Two', text: 'x' } });
+  await eventually(() => expect(receiver.received.map((r) => r.json.event).sort()).toEqual(['message.bounced', 'message.delivered']));
+  const bounced = receiver.received.find((r) => r.json.event === 'message.bounced')!.json.data;
+  expect(bounced).toMatchObject({ messageId: sent.body.messageId, recipient: 'nobody-here@agents.test', source: 'smtp', diagnostic: expect.stringContaining('No such mailbox') });
+  await receiver.close();
+});
+
+test('in production a webhook URL on loopback is refused too (dev allows it for local receivers)', async () => {
+  // The service as a production process would build it, on this test database; nothing is dispatched
+  // through it (it is the last test here), only its registration check is used.
+  const { MailWebhooks } = await import('../../server/webhooks/mail-webhooks.js');
+  const production = new MailWebhooks(server.app.db, { ...server.app.config, mode: 'production' }, server.app.secrets, server.app.webhooks, server.app.mail.events, server.app.logs);
+  const agent = await signUp(server);
+  const owner = { orgId: agent.org_id, identityId: agent.identity.identityId };
+  for (const url of ['http://127.0.0.1:8080/hook', 'http://localhost/hook', 'http://[::1]/hook', 'http://192.168.1.10/hook']) {
+    await expect(production.create(owner, { url, events: ['message.received'] })).rejects.toMatchObject({ status: 400, code: 'url_not_allowed' });
+  }
+});
