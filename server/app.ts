@@ -17,6 +17,8 @@ import { facilitatorRoutes } from './payments/facilitator-routes.js';
 import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
+import { mailListRoutes } from './mail/list-routes.js';
+import { eventStreamRoutes } from './mail/event-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
@@ -41,6 +43,8 @@ export const ROUTES: RouteFactory[] = [
   logRoutes,
   messageRoutes,
   threadRoutes,
+  mailListRoutes,
+  eventStreamRoutes,
   vaultRoutes,
   didDocumentRoutes,
   identitySigningRoutes,
@@ -104,8 +108,13 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
   // Pages that post HTML forms parse them themselves: the console (server/console/routes.ts) and agentgate
   // dev's mail page (server/dev/mail-page.ts). Everything else is JSON.
   const json = jsonBody(app.config.MAX_BODY_BYTES);
+  // Mail with attachments (base64 in JSON, over HTTP or through the MCP mail tools) may be larger; the
+  // mail service then holds the decoded attachments to MAIL_MAX_ATTACHMENT_BYTES with its own clear 413.
+  const mailJson = jsonBody(Math.max(app.config.MAX_BODY_BYTES, Math.ceil(app.config.MAIL_MAX_ATTACHMENT_BYTES * 4 / 3) + (1 << 20)));
+  const mailPaths = ['/v0/messages', '/mcp'];
   const formPages = [CONSOLE_PREFIX, '/dev/mail'];
-  koa.use((ctx, next) => (formPages.some((p) => ctx.path === p || ctx.path.startsWith(`${p}/`)) ? next() : json(ctx, next)));
+  const under = (paths: string[], path: string) => paths.some((p) => path === p || path.startsWith(`${p}/`));
+  koa.use((ctx, next) => (under(formPages, ctx.path) ? next() : under(mailPaths, ctx.path) ? mailJson(ctx, next) : json(ctx, next)));
   for (const router of appRouters(app, extension)) {
     koa.use(router.routes());
     // A method no route implements (TRACE, PROPFIND, …) is the client's mistake, not ours: 405, not 501.

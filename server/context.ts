@@ -14,12 +14,14 @@ import type { IdentityDoc } from './identities/identity-model.js';
 import { createJobQueue, type JobQueue } from './platform/jobs.js';
 import { MailService, type MessagePage } from './mail/mail-service.js';
 import { PageCache } from './mail/page-cache.js';
+import { MailEventLog } from './mail/mail-events.js';
 import { VaultService } from './vault/vault-service.js';
 import { createChainService, type ChainService } from './chain/chain-service.js';
 import { PaymentService } from './payments/payment-service.js';
 import { createSettling } from './payments/settling.js';
 import { HoldService } from './payments/holds.js';
 import { WebhookService } from './webhooks/webhook-service.js';
+import { MailWebhooks } from './webhooks/mail-webhooks.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
 import { DidService } from './did/did-service.js';
 import { didDetail } from './did/identity-detail.js';
@@ -69,6 +71,8 @@ export interface AppContext {
   holds: HoldService;
   /** payment.received deliveries (outbox on the payment, Agenda jobs, delivery log). */
   webhooks: WebhookService;
+  /** Identities' webhooks for their mail events, delivered by `webhooks`. */
+  mailWebhooks: MailWebhooks;
   /** The service's did:web Ed25519 key (/.well-known/did.json); signs payment receipts. */
   serviceKey: ServiceKey;
   /** did:web identities: per-identity Ed25519 keys, DID documents, sign and verify. */
@@ -146,6 +150,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const accounts = new AccountService(db, changes);
   const isAdmin = adminCheck(config, accounts);
+  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }),
+    new MailEventLog(db, changes, log.child({ area: 'mail-events' })), events);
+  const webhooks = new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events });
   const ctx: AppContext = {
     config,
     log,
@@ -161,7 +168,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     events,
     identities,
     jobs,
-    mail: new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), events),
+    mail,
     vault: new VaultService(db, secrets, logs, usage),
     chain,
     serviceKey,
@@ -169,7 +176,8 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     calendar: new CalendarService(db, config, secrets, identities, logs),
     payments,
     holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' }), metrics),
-    webhooks: new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events }),
+    webhooks,
+    mailWebhooks: new MailWebhooks(db, config, secrets, webhooks, mail.events, logs),
     wallets,
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),

@@ -96,6 +96,8 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     throw err;
   }
   if (!env.DID_DOMAIN && fixedDidDomain === undefined) saveValue(stateDir, 'did-domain', portDidDomain);
+  // Mail to an undeliverable outside address (bounce@..., *.invalid) comes back as a bounce, as in production.
+  mailCatcher?.returnBouncesTo(server.app.mail.delivery.inboundListener());
   // One line per payment, mail in and out, webhook attempt and chat message, unless asked to be quiet.
   if (!['1', 'true', 'yes'].includes(env.AGENTGATE_QUIET ?? '')) server.app.events.on((event) => log(event.line));
   log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
@@ -106,7 +108,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     log(`dev seller org ${seller.orgId}, paid to ${seller.payTo}; keys and endpoints in ${join(stateDir, 'dev-seller.json')}`);
   }
   if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);
-  if (mailCatcher) log(`mail to outside addresses is caught on 127.0.0.1:${mailCatcher.port}: read and answer it on ${config.BASE_URL}/dev/mail`);
+  if (mailCatcher) log(`mail to outside addresses is caught on 127.0.0.1:${mailCatcher.port}: read and answer it on ${config.BASE_URL}/dev/mail (mail to bounce@... or *.invalid bounces)`);
   if (!env.DID_DOMAIN && fixedDidDomain !== undefined && fixedDidDomain !== portDidDomain) {
     const didUrl = `http://${decodeURIComponent(fixedDidDomain)}/.well-known/did.json`;
     log(`the service DID stays did:web:${fixedDidDomain} (fixed at the first start): third-party verifiers resolve it at ${didUrl}, which this server on port ${port} does not answer, so buyers cannot verify receipts until it runs there again (\`agentgate dev --port ${decodeURIComponent(fixedDidDomain).split(':')[1] ?? '80'}\`)`);

@@ -1,4 +1,5 @@
 import MailComposer from 'nodemailer/lib/mail-composer';
+import type { AttachmentContent } from './attachment-store.js';
 
 export interface Outgoing {
   messageId: string;
@@ -11,6 +12,7 @@ export interface Outgoing {
   inReplyTo?: string;
   references: string[];
   date: Date;
+  attachments?: AttachmentContent[];
 }
 
 /**
@@ -29,6 +31,12 @@ export async function composeMessage(mail: Outgoing): Promise<string> {
     inReplyTo: mail.inReplyTo,
     references: mail.references.length ? mail.references : undefined,
     date: mail.date,
+    attachments: mail.attachments?.map((a) => ({
+      filename: a.filename, contentType: a.contentType, content: a.content,
+      // An inline part is referenced from the HTML by its Content-ID; nodemailer then builds multipart/related.
+      ...(a.contentId ? { cid: a.contentId } : {}),
+      ...(a.contentType === 'message/rfc822' ? { contentDisposition: 'attachment' as const } : {}),
+    })),
   });
   const raw = await composer.compile().build();
   return raw.toString('utf8');

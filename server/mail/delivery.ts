@@ -5,6 +5,7 @@ import type { Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { JobRun } from '../platform/jobs.js';
 import type { Delivery, OutboundDoc, RecipientResult } from './message-model.js';
+import type { AttachmentStore } from './attachment-store.js';
 
 export const DELIVER_JOB = 'mail.deliver';
 /** After a temporary failure (4xx reply, relay unreachable): retry after 1 s, 10 s, 1 min, 5 min, 30 min, 3 h. */
@@ -30,7 +31,10 @@ export class MailDelivery {
   private loopback: { host: string; port: number } | undefined;
   private dkimKey: string | undefined;
 
-  constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config, private readonly events?: ServiceEvents) {
+  constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config, private readonly store: AttachmentStore,
+    private readonly events?: ServiceEvents,
+    /** Told every recipient whose outcome is settled, after each recorded attempt (it may hear one twice). */
+    private readonly onSettled?: (id: string, settled: RecipientResult[]) => Promise<void>) {
     if (config.DKIM_PRIVATE_KEY_FILE) this.dkimKey = readFileSync(config.DKIM_PRIVATE_KEY_FILE, 'utf8');
   }
 
@@ -57,6 +61,7 @@ export class MailDelivery {
   async deliver(id: string, run: JobRun): Promise<void> {
     const message = await this.outbound.findById(id).select('+raw').lean();
     if (!message) return; // deleted meanwhile: nothing to deliver
+    const raw = message.rawFileId ? (await this.store.read(message.rawFileId)).toString('utf8') : message.raw;
     const recipients = message.recipients.map((r) => ({ ...r }));
     const pending = recipients.filter((r) => r.status === 'pending').map((r) => r.address);
     const local = pending.filter((a) => this.isLocal(a));
@@ -68,7 +73,7 @@ export class MailDelivery {
     };
     const attempt = async (addresses: string[], transport: () => Transporter) => {
       if (!addresses.length) return;
-      const outcome = await this.sendOver(transport(), message.from, addresses, message.raw);
+      const outcome = await this.sendOver(transport(), message.from, addresses, raw);
       settle(addresses, (a) => outcome.get(a));
       const stillPending = addresses.filter((a) => !outcome.has(a));
       if (stillPending.length) temporary = outcome.temporary;
@@ -105,6 +110,7 @@ export class MailDelivery {
         : delivered === 0 ? 'failed' : 'partially_failed';
     const delivery: Delivery = { status: computed, attempts, recipients, updatedAt: new Date(), ...(lastError ? { lastError } : {}) };
     await this.outbound.updateOne({ _id: id }, { $set: delivery });
+    await this.onSettled?.(id, recipients.filter((r) => r.status !== 'pending'));
     this.events?.emit({ category: 'mail', line: `mail: delivery ${computed} (attempt ${attempts}) to ${recipients.map((r) => `${r.address} ${r.status}`).join(', ')}${lastError && computed !== 'delivered' ? `: ${lastError}` : ''}` });
   }
 

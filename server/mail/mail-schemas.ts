@@ -15,6 +15,22 @@ export const label = z.string().trim().min(1).max(MAX_LABEL_LENGTH)
 
 const labelList = z.array(label).max(MAX_LABELS_PER_MESSAGE);
 
+/** At most this many attachments on one message (send, reply, forward). */
+export const MAX_ATTACHMENTS = 20;
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** One attachment on an outgoing message: its bytes base64-encoded (line breaks allowed, as `base64` wraps them). */
+export const attachmentInput = z.object({
+  filename: z.string().trim().min(1).max(255).regex(/^[^\p{Cc}]+$/u, 'must not contain control characters'),
+  contentType: z.string().trim().toLowerCase().max(255)
+    .regex(/^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/, 'must be a media type such as application/pdf').default('application/octet-stream'),
+  content: z.string().transform((value) => value.replace(/[\r\n]/g, '')).refine((value) => BASE64.test(value), 'must be base64 (standard alphabet, with = padding)'),
+  /** Set to show the attachment inside the HTML body as `<img src="cid:...">`. */
+  contentId: z.string().trim().min(1).max(250).regex(/^[^<>\s]+$/, 'give the Content-ID without angle brackets').optional(),
+}).strict();
+const attachmentList = z.array(attachmentInput).max(MAX_ATTACHMENTS, `at most ${MAX_ATTACHMENTS} attachments per message`);
+
 export const messageIdInput = z.string().trim().min(1).max(998).transform((id) => (id.startsWith('<') ? id : `<${id}>`));
 export const threadIdInput = z.string().regex(/^thd_[0-9a-f]{16}$/, 'must be a thread id (thd_ and 16 hex characters)');
 
@@ -25,12 +41,29 @@ export const sendInput = z.object({
   html: z.string().optional(),
   cc: addressList.optional(),
   bcc: addressList.optional(),
+  attachments: attachmentList.optional(),
 }).strict();
 
 export const replyInput = z.object({
   text: z.string(),
   html: z.string().optional(),
+  /** Also to everyone else the original went to (its To and Cc), on Cc, except this inbox itself. */
+  replyAll: z.boolean().optional(),
+  attachments: attachmentList.optional(),
 }).strict();
+
+export const forwardInput = z.object({
+  to: addressList.min(1, 'give at least one recipient'),
+  cc: addressList.optional(),
+  bcc: addressList.optional(),
+  /** A note above the forwarded message. */
+  text: z.string().optional(),
+  html: z.string().optional(),
+  /** Files added to the ones the original carries (those are always forwarded). */
+  attachments: attachmentList.optional(),
+}).strict();
+
+export const attachmentIdInput = z.string().regex(/^att_[0-9a-f]{24}$/, 'must be an attachment id (att_ and 24 hex characters)');
 
 export const labelsInput = z.object({
   addLabels: labelList.optional(),
@@ -54,5 +87,7 @@ export const listThreadsInput = z.object({
 });
 
 export type SendInput = z.output<typeof sendInput>;
+export type AttachmentInput = z.output<typeof attachmentInput>;
 export type ReplyInput = z.output<typeof replyInput>;
+export type ForwardInput = z.output<typeof forwardInput>;
 export type LabelsInput = z.output<typeof labelsInput>;

@@ -10,12 +10,19 @@ import { AppError, badRequest, notFound, isDuplicateKey } from '../platform/erro
 import { newId, newThreadId, randomHex } from '../platform/ids.js';
 import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import { messageSchema, outboundSchema, threadSchema, type MessageDoc, type OutboundDoc, type ThreadDoc } from './message-model.js';
-import { MAX_LABELS_PER_MESSAGE, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
+import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, type AttachmentInput, type ForwardInput, type LabelsInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
 import { InboxChanges } from './inbox-changes.js';
 import type { PageCache } from './page-cache.js';
 import { BUCKET_SIZE, bucketOf, decodeListCursor, encodeListCursor, InboxSequence, listPosition, type ClaimDoc } from './inbox-sequence.js';
 import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
+import { AttachmentStore, inboundAttachmentId, newAttachmentId, type AttachmentContent, type AttachmentRef } from './attachment-store.js';
+import type { DeliveryReport } from './delivery-report.js';
+import { MailLists } from './mail-lists.js';
+import type { MailEventLog } from './mail-events.js';
+import { presentMessage, presentSent } from './present.js';
+import type { RecipientResult } from './message-model.js';
+import type { Readable } from 'node:stream';
 
 /** A message as it arrived over SMTP, already parsed (see inbound.ts). */
 export interface InboundMail {
@@ -30,7 +37,13 @@ export interface InboundMail {
   extractedText: string;
   inReplyTo?: string;
   references: string[];
+  attachments: AttachmentContent[];
+  /** Set when the message is a delivery status notification reporting failed recipients (a bounce). */
+  deliveryReport?: DeliveryReport;
 }
+
+/** Sent messages larger than this keep their RFC 5322 bytes in GridFS rather than in the outbound record. */
+const RAW_INLINE_BYTES = 512 * 1024;
 
 // Lists carry neither bodies' html nor the sender-only fields; typed loosely so results stay MessageDoc.
 const LIST_FIELDS: Record<string, 0> = { html: 0, bcc: 0 };
@@ -41,6 +54,21 @@ const POSITIONS_MARKER = 'positions-assigned-v1';
 export type MessagePage = { items: MessageDoc[]; nextPageToken?: string };
 
 export const replySubject = (subject: string) => (/^re:/i.test(subject.trim()) ? subject : `Re: ${subject}`);
+export const forwardSubject = (subject: string) => (/^(fwd?|fw):/i.test(subject.trim()) ? subject : `Fwd: ${subject}`);
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** The lines Gmail, Outlook and Apple Mail put above a forwarded message, so people and parsers recognise it. */
+function forwardedHeader(original: MessageDoc): string[] {
+  return [
+    '---------- Forwarded message ---------',
+    `From: ${original.from.join(', ')}`,
+    `Date: ${original.createdAt.toUTCString()}`,
+    `Subject: ${original.subject}`,
+    `To: ${original.to.join(', ')}`,
+    ...(original.cc?.length ? [`Cc: ${original.cc.join(', ')}`] : []),
+  ];
+}
 
 /** Every mail operation; the HTTP routes, the MCP tools and the SMTP listener all call into this. */
 export class MailService {
@@ -50,15 +78,19 @@ export class MailService {
   readonly delivery: MailDelivery;
   readonly sequence: InboxSequence;
   readonly changes: InboxChanges;
+  readonly attachments: AttachmentStore;
+  readonly lists: MailLists;
 
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
   constructor(conn: Connection, private readonly config: Config, private readonly identities: IdentityService,
     private readonly logs: ActivityLog, private readonly jobs: JobQueue, private readonly pages: PageCache<MessagePage>,
-    private readonly log: Logger, events?: ServiceEvents) {
+    private readonly log: Logger, readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');
-    this.delivery = new MailDelivery(this.outbound, config, events);
+    this.attachments = new AttachmentStore(conn);
+    this.lists = new MailLists(conn, logs);
+    this.delivery = new MailDelivery(this.outbound, config, this.attachments, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
     this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
     this.changes = new InboxChanges(conn);
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
@@ -123,12 +155,15 @@ export class MailService {
 
   private async readPage(inboxId: string, below: number | undefined, query: { limit: number; labels?: string[] }): Promise<MessagePage> {
     const top = below !== undefined ? below - 1 : await this.sequence.top(inboxId);
+    // Blocked mail shows only to a list that asks for it by label.
+    const showBlocked = query.labels?.includes('blocked') ?? false;
     const rows: MessageDoc[] = [];
     for (let bucket = Math.floor(top / BUCKET_SIZE); bucket >= 0 && rows.length <= query.limit; bucket--) {
       const filter: Record<string, unknown> = { listBucket: bucketOf(inboxId, bucket * BUCKET_SIZE) };
       if (query.labels?.length) filter.labels = { $all: query.labels };
       const found = await this.messages.find(filter, LIST_FIELDS).lean();
-      rows.push(...found.filter((m) => m.inboxId === inboxId && (m.listSeq ?? 0) <= top).sort((a, b) => b.listSeq! - a.listSeq!));
+      rows.push(...found.filter((m) => m.inboxId === inboxId && (m.listSeq ?? 0) <= top && (showBlocked || !m.labels.includes('blocked')))
+        .sort((a, b) => b.listSeq! - a.listSeq!));
     }
     const items = rows.slice(0, query.limit);
     const last = items[items.length - 1];
@@ -157,12 +192,12 @@ export class MailService {
     const identity = await this.inboxOf(identityId);
     const message = await this.storeOutgoing(identity, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: input.subject, text: input.text, html: input.html,
-      threadId: newThreadId(), references: [],
+      threadId: newThreadId(), references: [], attachments: this.decodeAttachments(input.attachments),
     });
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.sent', category: 'mail', description: `Mail sent: ${truncate(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
-      metadata: { threadId: message.threadId, to: message.to, cc: message.cc, bccCount: message.bcc.length },
+      metadata: { threadId: message.threadId, to: message.to, cc: message.cc, bccCount: message.bcc.length, attachments: message.attachments?.length ?? 0 },
     });
     return message;
   }
@@ -174,27 +209,107 @@ export class MailService {
       ? (original.replyTo.length ? original.replyTo : original.from)
       : original.to; // following up on our own message goes to the same people
     if (!to.length) throw badRequest('The original message has no sender address to reply to');
+    // Reply-all: everyone else the original went to, on Cc, never this inbox itself nor anyone already on To.
+    const self = identity.emailAddress.toLowerCase();
+    const onTo = new Set(to.map((a) => a.toLowerCase()));
+    const cc = input.replyAll
+      ? uniqueAddresses([...original.to, ...(original.cc ?? [])]).filter((a) => a.toLowerCase() !== self && !onTo.has(a.toLowerCase()))
+      : [];
     const chain = original.references.length ? original.references : original.inReplyTo ? [original.inReplyTo] : [];
     const message = await this.storeOutgoing(identity, {
-      to, cc: [], bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
+      to, cc, bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
       threadId: original.threadId, inReplyTo: original.messageId, references: [...chain, original.messageId],
+      attachments: this.decodeAttachments(input.attachments),
     });
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.replied', category: 'mail', description: `Replied: ${truncate(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
-      metadata: { threadId: message.threadId, inReplyTo: original.messageId, to },
+      metadata: { threadId: message.threadId, inReplyTo: original.messageId, to, cc, replyAll: !!input.replyAll },
     });
     return message;
   }
 
+  /**
+   * Forwards a message with all its attachments, under a note, as a new conversation: a new thread, and
+   * no In-Reply-To or References, so the recipients' mail programs do not file it into the old one.
+   */
+  async forward(identityId: string, originalId: string, input: ForwardInput): Promise<MessageDoc> {
+    const identity = await this.inboxOf(identityId);
+    const original = await this.getMessage(identityId, originalId);
+    const carried = await Promise.all((original.attachments ?? []).map(async (a) => ({
+      filename: a.filename, contentType: a.contentType, content: await this.attachments.read(a.attachmentId),
+      ...(a.inline && a.contentId ? { contentId: a.contentId, inline: true } : {}),
+    })));
+    const attachments = this.decodeAttachments(input.attachments, carried);
+    const header = forwardedHeader(original);
+    const note = input.text ?? '';
+    const text = `${note}${note ? '\n\n' : ''}${header.join('\n')}\n\n${original.text}`;
+    const html = original.html !== undefined || input.html !== undefined
+      ? `${input.html ?? (note ? `<p>${escapeHtml(note).replace(/\n/g, '<br>')}</p>` : '')}<div>${header.map(escapeHtml).join('<br>')}</div><br>${original.html ?? `<pre>${escapeHtml(original.text)}</pre>`}`
+      : undefined;
+    const message = await this.storeOutgoing(identity, {
+      to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: forwardSubject(original.subject), text, html,
+      threadId: newThreadId(), references: [], attachments,
+    });
+    await this.logs.record({
+      orgId: identity.orgId, identityId, action: 'mail.forwarded', category: 'mail', description: `Forwarded: ${truncate(message.subject)}`,
+      targetType: 'message', targetId: message.messageId,
+      metadata: { threadId: message.threadId, original: original.messageId, to: message.to, cc: message.cc, bccCount: message.bcc.length, attachments: attachments.length },
+    });
+    return message;
+  }
+
+  /**
+   * Base64 (already checked by the schema) to bytes, refused with 413 when they total more than
+   * MAIL_MAX_ATTACHMENT_BYTES: the message must still fit the SMTP size limit once encoded again.
+   */
+  decodeAttachments(input: AttachmentInput[] | undefined, carried: AttachmentContent[] = []): AttachmentContent[] {
+    const decoded = [...carried, ...(input ?? []).map((a) => ({
+      filename: a.filename, contentType: a.contentType, content: Buffer.from(a.content, 'base64'),
+      ...(a.contentId ? { contentId: a.contentId, inline: true } : {}),
+    }))];
+    if (decoded.length > MAX_ATTACHMENTS) throw badRequest(`A message can carry at most ${MAX_ATTACHMENTS} attachments; this one has ${decoded.length}`);
+    const total = decoded.reduce((sum, a) => sum + a.content.length, 0);
+    const cap = this.config.MAIL_MAX_ATTACHMENT_BYTES;
+    if (total > cap) {
+      throw new AppError(413, 'attachments_too_large', `Attachments total ${total} bytes; a message may carry at most ${cap} bytes (${(cap / 1048576).toFixed(1)} MiB) of attachments, decoded`, { totalBytes: total, maxBytes: cap });
+    }
+    return decoded;
+  }
+
+  /** An attachment of a message in the caller's inbox, with a stream of its bytes; 404 for anything else. */
+  async openAttachment(identityId: string, messageId: string, attachmentId: string): Promise<{ attachment: AttachmentRef; open: () => Readable }> {
+    const message = await this.getMessage(identityId, messageId);
+    const attachment = message.attachments?.find((a) => a.attachmentId === attachmentId);
+    if (!attachment) throw notFound('Attachment not found');
+    return { attachment, open: () => this.attachments.stream(attachment.attachmentId) };
+  }
+
+  /** 403 recipient_blocked, naming every refused address, before anything is stored or sent. */
+  private async refuseBlockedRecipients(identity: IdentityDoc, recipients: string[], subject: string): Promise<void> {
+    const policy = await this.lists.policyFor(identity);
+    const refused = recipients.flatMap((address) => {
+      const why = policy.refusesTo(address);
+      return why ? [{ address, why }] : [];
+    });
+    if (!refused.length) return;
+    await this.logs.record({
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.send_blocked', category: 'mail', severity: 'warning', status: 'failure',
+      description: `Not sent ("${truncate(subject)}"): ${refused.map((r) => r.address).join(', ')} blocked by the send lists`,
+      targetType: 'message', metadata: { recipients: refused.map((r) => r.address) },
+    });
+    throw new AppError(403, 'recipient_blocked', `Not sent: ${refused.map((r) => r.why).join('; ')}`, { recipients: refused.map((r) => r.address) });
+  }
+
   private async storeOutgoing(identity: IdentityDoc, mail: {
     to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
-    threadId: string; inReplyTo?: string; references: string[];
+    threadId: string; inReplyTo?: string; references: string[]; attachments: AttachmentContent[];
   }): Promise<MessageDoc> {
     const recipients = unique([...mail.to, ...mail.cc, ...mail.bcc].map((a) => a.toLowerCase()));
     if (recipients.length > this.config.SMTP_MAX_RECIPIENTS) {
       throw badRequest(`A message can have at most ${this.config.SMTP_MAX_RECIPIENTS} recipients (to, cc and bcc together)`);
     }
+    await this.refuseBlockedRecipients(identity, recipients, mail.subject);
     const id = newId('msg');
     const position = listPosition(identity.emailAddress, await this.sequence.next(identity.emailAddress, id));
     const createdAt = new Date();
@@ -202,50 +317,112 @@ export class MailService {
     const raw = await composeMessage({
       messageId, from: { name: identity.displayName, address: identity.emailAddress }, to: mail.to, cc: mail.cc,
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references, date: createdAt,
+      attachments: mail.attachments,
     });
+    // The sender's copy lists its attachments too (downloadable, forwardable), stored before anything refers to them.
+    const attachments = await Promise.all(mail.attachments.map((a) => this.attachments.put(newAttachmentId(), a, { inboxId: identity.emailAddress })));
+    const rawFileId = raw.length > RAW_INLINE_BYTES ? await this.attachments.putRaw(id, raw) : undefined;
     const doc: MessageDoc = {
       _id: id, messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
       direction: 'sent', from: [identity.emailAddress], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references,
-      labels: ['sent'], createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
+      labels: ['sent'], ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
     };
     const delivery = { status: 'queued' as const, attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' as const })), updatedAt: createdAt };
     // The outbound record first: a crash before the message is stored leaves only an orphan nobody sends.
-    await this.outbound.create({ _id: id, from: identity.emailAddress, raw, ...delivery });
+    await this.outbound.create({ _id: id, from: identity.emailAddress, ...(rawFileId ? { raw: '', rawFileId } : { raw }), ...delivery });
     await this.messages.create(doc);
     await this.noteChange(doc.inboxId);
     await this.touchThread(identity, mail.threadId, mail.subject, createdAt);
     await this.jobs.now(DELIVER_JOB, { id });
     // Counts only: addresses are the agents' correspondents, not the operator's business.
     this.log.info({ messageId: id, identityId: identity._id, recipients: recipients.length }, 'mail queued');
+    await this.events.emit(identity, 'message.sent', { message: presentSent(doc) }, `sent:${id}`);
     return { ...doc, delivery };
   }
 
+  /**
+   * message.delivered and message.bounced for each recipient the delivery worker settled: once each
+   * (the once-key), however often the worker records the same outcome.
+   */
+  private async announceDelivery(id: string, settled: RecipientResult[]): Promise<void> {
+    const message = await this.messages.findById(id, LIST_FIELDS).lean();
+    const identity = message && await this.identities.getLive(message.identityId);
+    if (!message || !identity) return;
+    for (const r of settled) {
+      if (r.status === 'delivered') {
+        await this.events.emit(identity, 'message.delivered', { messageId: message.messageId, threadId: message.threadId, recipient: r.address }, `delivered:${id}:${r.address}`);
+      } else if (r.status === 'failed') {
+        await this.events.emit(identity, 'message.bounced', {
+          messageId: message.messageId, threadId: message.threadId, recipient: r.address, source: 'smtp',
+          status: /\b([245]\.\d{1,3}\.\d{1,3})\b/.exec(r.error ?? '')?.[1] ?? '5.0.0', diagnostic: r.error ?? null,
+        }, `bounced:${id}:${r.address}`);
+      }
+    }
+  }
+
+  /**
+   * A delivery status notification for mail this inbox sent: message.bounced for each failed recipient,
+   * linked to the original; returns the original's thread, which the report joins.
+   */
+  private async announceBounce(identity: IdentityDoc, mail: InboundMail): Promise<string | undefined> {
+    const report = mail.deliveryReport;
+    if (!report?.originalMessageId) return undefined;
+    const original = await this.messages.findOne({ inboxId: identity.emailAddress, messageId: report.originalMessageId, direction: 'sent' }, LIST_FIELDS).lean();
+    if (!original) return undefined;
+    for (const failed of report.failed) {
+      await this.events.emit(identity, 'message.bounced', {
+        messageId: original.messageId, threadId: original.threadId, recipient: failed.address, source: 'dsn',
+        status: failed.status, diagnostic: failed.diagnostic ?? null, bounceMessageId: mail.messageId,
+      }, `bounced:${original._id}:${failed.address}`);
+    }
+    this.logs.recordSoon({
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.bounced', category: 'mail', severity: 'warning', status: 'failure',
+      description: `"${truncate(original.subject)}" bounced for ${report.failed.map((f) => f.address).join(', ')}`, targetType: 'message', targetId: original.messageId,
+      metadata: { recipients: report.failed.map((f) => f.address), bounceMessageId: mail.messageId },
+    });
+    return original.threadId;
+  }
+
   /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */
-  async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string }> {
+  async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean }> {
     const inboxId = identity.emailAddress;
-    const threadId = (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
+    // Mail from a blocked sender (or from outside a non-empty allow list) is kept, but out of sight: labelled
+    // `blocked` instead of `unread`, left out of default lists and threads, announced to nobody.
+    const policy = await this.lists.policyFor(identity);
+    const refusal = (mail.from.length ? mail.from : ['']).map((a) => policy.refusesFrom(a)).find((why) => why !== null) ?? null;
+    const blocked = refusal !== null;
+    // A bounce joins the thread of the message that bounced, so the conversation shows why it stopped.
+    const bouncedThread = mail.deliveryReport ? await this.announceBounce(identity, mail) : undefined;
+    const threadId = bouncedThread ?? (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
     const id = newId('msg');
     const position = listPosition(inboxId, await this.sequence.next(inboxId, id));
     const createdAt = new Date();
+    const attachments = await Promise.all(mail.attachments.map((a, i) => this.attachments.put(inboundAttachmentId(mail.messageId, i, a.content), a, { inboxId })));
+    const stored: MessageDoc = {
+      _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
+      from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
+      html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
+      labels: [...(blocked ? ['received', 'blocked'] : ['received', 'unread']), ...(bouncedThread ? ['bounce'] : [])],
+      ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
+    };
     try {
-      await this.messages.create({
-        _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
-        from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
-        html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
-        labels: ['received', 'unread'], createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
-      });
+      await this.messages.create(stored);
     } catch (err) {
-      if (isDuplicateKey(err)) return { stored: false, threadId };
+      if (isDuplicateKey(err)) return { stored: false, threadId, blocked };
       throw err;
     }
     await this.noteChange(inboxId);
-    await this.touchThread(identity, threadId, mail.subject, createdAt);
-    this.logs.recordSoon({
+    if (!blocked) await this.touchThread(identity, threadId, mail.subject, createdAt);
+    this.logs.recordSoon(blocked ? {
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.received_blocked', category: 'mail', severity: 'warning',
+      description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}, blocked: ${refusal}`, targetType: 'message', targetId: id,
+    } : {
       orgId: identity.orgId, identityId: identity._id, action: 'mail.received', category: 'mail',
       description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}`, targetType: 'message', targetId: id,
     });
-    return { stored: true, threadId };
+    await this.events.emit(identity, blocked ? 'message.received.blocked' : 'message.received', { message: presentMessage(stored) }, `received:${id}`);
+    return { stored: true, threadId, blocked };
   }
 
   /** A reply joins the thread of the newest message in this inbox that it names. */
@@ -300,7 +477,7 @@ export class MailService {
       .sort({ sortKey: -1 }).limit(query.limit + 1).lean();
     const page = pageOf(rows, query.limit, (row) => ({ at: row.updatedAt, id: row._id }));
     const counts = await this.messages.aggregate<{ _id: string; n: number }>([
-      { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) } } },
+      { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) }, labels: { $ne: 'blocked' } } },
       { $group: { _id: '$threadId', n: { $sum: 1 } } },
     ]);
     const countOf = new Map(counts.map((c) => [c._id, c.n]));
@@ -311,15 +488,22 @@ export class MailService {
     const { emailAddress: inboxId } = await this.inboxOf(identityId);
     const thread = await this.threads.findOne({ _id: threadId, inboxId }).lean();
     if (!thread) throw notFound('Thread not found');
-    const messages = await this.messages.find({ threadId, inboxId }, LIST_FIELDS)
+    const visible = { threadId, inboxId, labels: { $ne: 'blocked' } };
+    const messages = await this.messages.find(visible, LIST_FIELDS)
       .sort({ createdAt: 1, _id: 1 }).limit(THREAD_MESSAGE_CAP).lean();
-    const messageCount = messages.length < THREAD_MESSAGE_CAP ? messages.length : await this.messages.countDocuments({ threadId, inboxId });
+    const messageCount = messages.length < THREAD_MESSAGE_CAP ? messages.length : await this.messages.countDocuments(visible);
     return { thread: { ...thread, messageCount }, messages };
   }
 }
 
 function unique<T>(items: T[]): T[] {
   return [...new Set(items)];
+}
+
+/** Addresses once each, compared without case, in their first spelling. */
+function uniqueAddresses(addresses: string[]): string[] {
+  const seen = new Set<string>();
+  return addresses.filter((a) => !seen.has(a.toLowerCase()) && seen.add(a.toLowerCase()));
 }
 
 const truncate = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}...` : text);

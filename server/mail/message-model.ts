@@ -1,4 +1,5 @@
 import { Schema } from 'mongoose';
+import type { AttachmentRef } from './attachment-store.js';
 
 
 export type DeliveryStatus = 'queued' | 'retrying' | 'delivered' | 'partially_failed' | 'failed';
@@ -42,6 +43,8 @@ export interface MessageDoc {
   inReplyTo?: string;
   references: string[];
   labels: string[];
+  /** Name, type and size of each attachment; the bytes are in GridFS (attachment-store.ts). */
+  attachments?: AttachmentRef[];
   createdAt: Date;
   /** sortKeyOf(createdAt, _id): the list order and the cursor in one indexed field. */
   sortKey: string;
@@ -51,6 +54,15 @@ export interface MessageDoc {
   /** Joined from the message's outbound record on single reads of sent mail; never stored on the message. */
   delivery?: Delivery;
 }
+
+const attachmentRefSchema = new Schema<AttachmentRef>({
+  attachmentId: { type: String, required: true },
+  filename: { type: String, required: true },
+  contentType: { type: String, required: true },
+  size: { type: Number, required: true },
+  contentId: String,
+  inline: Boolean,
+}, { _id: false, versionKey: false });
 
 const recipientSchema = new Schema<RecipientResult>({ address: String, status: String, error: String }, { _id: false });
 
@@ -73,6 +85,7 @@ export const messageSchema = new Schema<MessageDoc>({
   inReplyTo: String,
   references: [String],
   labels: [String],
+  attachments: { type: [attachmentRefSchema], default: undefined },
   createdAt: { type: Date, required: true },
   sortKey: { type: String, required: true },
   listSeq: Number,
@@ -94,14 +107,17 @@ messageSchema.index({ threadId: 1, createdAt: 1, _id: 1 });
 export interface OutboundDoc extends Delivery {
   _id: string; // the sent message's document id
   from: string;
-  /** The RFC 5322 bytes handed to SMTP (never with a Bcc header). */
+  /** The RFC 5322 bytes handed to SMTP (never with a Bcc header); empty when they are in GridFS (`rawFileId`). */
   raw: string;
+  /** A message too large to keep in this document (attachments) is kept in GridFS under this id. */
+  rawFileId?: string;
 }
 
 export const outboundSchema = new Schema<OutboundDoc>({
   _id: String,
   from: { type: String, required: true },
-  raw: { type: String, required: true, select: false },
+  raw: { type: String, default: '', select: false },
+  rawFileId: String,
   status: { type: String, required: true },
   attempts: { type: Number, required: true },
   recipients: [recipientSchema],

@@ -1,4 +1,5 @@
 import type { MessageDoc, ThreadDoc } from './message-model.js';
+import type { AttachmentRef } from './attachment-store.js';
 
 /** A message as SPEC 2.4 shows it; `cc`, `html` and the sender's delivery state only on single reads. */
 export function presentMessage(message: MessageDoc, options: { single?: boolean } = {}) {
@@ -12,6 +13,7 @@ export function presentMessage(message: MessageDoc, options: { single?: boolean 
     text: message.text,
     ...(message.direction === 'received' ? { extractedText: message.extractedText ?? '' } : {}),
     labels: message.labels,
+    attachments: (message.attachments ?? []).map(presentAttachment),
     createdAt: message.createdAt.toISOString(),
   };
   if (options.single) {
@@ -23,6 +25,13 @@ export function presentMessage(message: MessageDoc, options: { single?: boolean 
     if (message.delivery) body.delivery = presentDelivery(message.delivery);
   }
   return body;
+}
+
+export function presentAttachment(a: AttachmentRef) {
+  return {
+    attachmentId: a.attachmentId, filename: a.filename, contentType: a.contentType, size: a.size,
+    ...(a.inline ? { inline: true, contentId: a.contentId } : {}),
+  };
 }
 
 function presentDelivery(delivery: NonNullable<MessageDoc['delivery']>) {
@@ -45,6 +54,8 @@ export function presentSent(message: MessageDoc) {
     to: message.to,
     subject: message.subject,
     labels: message.labels,
+    // Only when there are some: the SPEC's send answer has no such field.
+    ...(message.attachments?.length ? { attachments: message.attachments.map(presentAttachment) } : {}),
     createdAt: message.createdAt.toISOString(),
   };
 }

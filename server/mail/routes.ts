@@ -3,11 +3,22 @@ import { z } from 'zod';
 import type { AppContext } from '../context.js';
 import { authenticatedRouter, identityIdOf, requireScope } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
-import { labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 
 export const messageParams = z.object({ messageId: messageIdInput });
 export const threadParams = z.object({ threadId: threadIdInput });
+export const attachmentParams = z.object({ messageId: messageIdInput, attachmentId: attachmentIdInput });
+
+/**
+ * Always a download, never rendered in our origin: `attachment`, an ASCII fallback name and the exact
+ * name in RFC 5987 form (browsers and curl -J use it).
+ */
+export function contentDisposition(filename: string): string {
+  const fallback = filename.replace(/[^\x20-\x7e]|["\\%]/g, '_');
+  const exact = encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `attachment; filename="${fallback}"; filename*=UTF-8''${exact}`;
+}
 
 /** SPEC 4.2 messages: identity keys only, each route behind its mail scope. */
 export function messageRoutes(app: AppContext): Router {
@@ -31,11 +42,29 @@ export function messageRoutes(app: AppContext): Router {
     ctx.body = presentMessage(await app.mail.readMessage(identityIdOf(ctx), messageId), { single: true });
   });
 
+  router.get('/:messageId/attachments/:attachmentId', requireScope('mail:read'), async (ctx) => {
+    const { messageId, attachmentId } = parseInput(attachmentParams, ctx.params, 'params');
+    const { attachment, open } = await app.mail.openAttachment(identityIdOf(ctx), messageId, attachmentId);
+    ctx.type = attachment.contentType;
+    ctx.length = attachment.size;
+    ctx.set('Content-Disposition', contentDisposition(attachment.filename));
+    // Even opened directly, an HTML or SVG attachment runs no script with our origin's rights.
+    ctx.set('Content-Security-Policy', "default-src 'none'; sandbox");
+    ctx.body = open();
+  });
+
   router.post('/:messageId/reply', requireScope('mail:send'), async (ctx) => {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
     const body = parseInput(replyInput, ctx.request.body, 'body');
     ctx.status = 201;
     ctx.body = presentSent(await app.mail.reply(identityIdOf(ctx), messageId, body));
+  });
+
+  router.post('/:messageId/forward', requireScope('mail:send'), async (ctx) => {
+    const { messageId } = parseInput(messageParams, ctx.params, 'params');
+    const body = parseInput(forwardInput, ctx.request.body, 'body');
+    ctx.status = 201;
+    ctx.body = presentSent(await app.mail.forward(identityIdOf(ctx), messageId, body));
   });
 
   router.patch('/:messageId', requireScope('mail:manage'), async (ctx) => {

@@ -1,7 +1,16 @@
 import { z } from 'zod';
 import { defineTool } from '../mcp/tool.js';
-import { MAX_LABELS_PER_MESSAGE, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
-import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
+import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
+import { LIST_KINDS, listEntryInput, listKindInput } from './mail-lists.js';
+import { presentListEntry } from './list-routes.js';
+import { presentAttachment, presentLabels, presentMessage, presentSent, presentThread } from './present.js';
+
+const attachments = z.array(z.object({
+  filename: z.string().describe('File name the recipient sees, e.g. "report.pdf"'),
+  contentType: z.string().optional().describe('Media type, e.g. "application/pdf" (default application/octet-stream)'),
+  content: z.string().describe('The file\'s bytes, base64-encoded'),
+  contentId: z.string().optional().describe('Makes it an inline image: reference it in html as <img src="cid:THIS">'),
+})).max(MAX_ATTACHMENTS).optional().describe(`Files to attach (at most ${MAX_ATTACHMENTS}; their total decoded size is capped per message, MAIL_MAX_ATTACHMENT_BYTES, 7 MiB by default)`);
 
 const page = <T>(key: string, items: T[], nextPageToken?: string) => ({ [key]: items, count: items.length, ...(nextPageToken ? { nextPageToken } : {}) });
 
@@ -51,6 +60,7 @@ export const mailTools = [
       html: z.string().optional(),
       cc: z.array(z.string()).max(100).optional(),
       bcc: z.array(z.string()).max(100).optional(),
+      attachments,
     }),
     async run(app, principal, input) {
       return presentSent(await app.mail.send(principal.identityId, sendInput.parse(input)));
@@ -60,11 +70,45 @@ export const mailTools = [
     name: 'mail_reply',
     aliases: ['mail.reply'],
     title: 'Reply to a message',
-    description: 'Reply to the sender of a message, in the same thread ("Re: " subject, In-Reply-To and References set).',
+    description: 'Reply to the sender of a message (replyAll: true also to everyone else it went to), in the same thread ("Re: " subject, In-Reply-To and References set).',
     scope: 'mail:send',
-    input: z.object({ messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional() }),
+    input: z.object({
+      messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional(),
+      replyAll: z.boolean().optional().describe('Also to everyone else on the original To and Cc (put on Cc), never yourself'),
+      attachments,
+    }),
     async run(app, principal, { messageId, ...body }) {
       return presentSent(await app.mail.reply(principal.identityId, messageIdInput.parse(messageId), replyInput.parse(body)));
+    },
+  }),
+  defineTool({
+    name: 'mail_forward',
+    title: 'Forward a message',
+    description: 'Forward a message, with all its attachments and an optional note (text), to new recipients; starts a new thread ("Fwd: " subject).',
+    scope: 'mail:send',
+    input: z.object({
+      messageId: z.string().min(1).max(998),
+      to: z.array(z.string()).min(1).max(100),
+      cc: z.array(z.string()).max(100).optional(),
+      bcc: z.array(z.string()).max(100).optional(),
+      text: z.string().optional(),
+      html: z.string().optional(),
+      attachments,
+    }),
+    async run(app, principal, { messageId, ...body }) {
+      return presentSent(await app.mail.forward(principal.identityId, messageIdInput.parse(messageId), forwardInput.parse(body)));
+    },
+  }),
+  defineTool({
+    name: 'mail_get_attachment',
+    title: 'Get an attachment',
+    description: 'Download one attachment of a message (attachmentId from the message\'s attachments list); returns its name, type, size and its bytes base64-encoded in content.',
+    scope: 'mail:read',
+    input: z.object({ messageId: z.string().min(1).max(998), attachmentId: z.string() }),
+    async run(app, principal, input) {
+      const { attachment } = await app.mail.openAttachment(principal.identityId, messageIdInput.parse(input.messageId), attachmentIdInput.parse(input.attachmentId));
+      const content = await app.mail.attachments.read(attachment.attachmentId);
+      return { ...presentAttachment(attachment), content: content.toString('base64') };
     },
   }),
   defineTool({
@@ -104,6 +148,41 @@ export const mailTools = [
     async run(app, principal, input) {
       const { thread, messages } = await app.mail.getThread(principal.identityId, threadIdInput.parse(input.threadId));
       return presentThread(thread, messages);
+    },
+  }),
+  defineTool({
+    name: 'mail_get_lists',
+    title: 'Allow and block lists',
+    description: `Your allow and block lists (${LIST_KINDS.join(', ')}) and your org's (scope "org", read-only). Mail from a blocked sender is kept but labelled "blocked" (list it with labels ["blocked"]); sends to a blocked recipient are refused.`,
+    scope: 'mail:read',
+    input: z.object({ kind: z.enum(LIST_KINDS).optional() }),
+    async run(app, principal, input) {
+      const entries = (await app.mail.lists.list({ orgId: principal.orgId, identityId: principal.identityId }, input.kind)).map(presentListEntry);
+      return { entries, count: entries.length };
+    },
+  }),
+  defineTool({
+    name: 'mail_add_list_entry',
+    title: 'Add to an allow or block list',
+    description: 'Add an address (ada@example.org) or a whole domain (example.org, subdomains included) to one of your lists: receive-allow (once non-empty, only these may mail you), receive-block, send-allow (once non-empty, you may mail only these), send-block.',
+    scope: 'mail:manage',
+    input: z.object({ kind: z.enum(LIST_KINDS), entry: z.string() }),
+    async run(app, principal, input) {
+      const { entry } = await app.mail.lists.add({ orgId: principal.orgId, identityId: principal.identityId }, listKindInput.parse(input.kind), listEntryInput.parse(input.entry));
+      return presentListEntry(entry);
+    },
+  }),
+  defineTool({
+    name: 'mail_remove_list_entry',
+    title: 'Remove from an allow or block list',
+    description: 'Remove an address or domain from one of your lists.',
+    scope: 'mail:manage',
+    input: z.object({ kind: z.enum(LIST_KINDS), entry: z.string() }),
+    async run(app, principal, input) {
+      const kind = listKindInput.parse(input.kind);
+      const entry = listEntryInput.parse(input.entry);
+      await app.mail.lists.remove({ orgId: principal.orgId, identityId: principal.identityId }, kind, entry);
+      return { kind, entry, deleted: true };
     },
   }),
 ];

@@ -2,15 +2,18 @@ import { z } from 'zod';
 import type { KeyTier } from '../platform/keys.js';
 import type { Scope } from '../platform/auth/scopes.js';
 import { createBody as identityCreateBody, updateBody as identityUpdateBody, listQuery as identityListQuery, idParams as identityIdParams } from '../identities/routes.js';
-import { messageParams, threadParams } from '../mail/routes.js';
-import { labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
+import { attachmentParams, messageParams, threadParams } from '../mail/routes.js';
+import { listEntryBody, listEntryParams, listKindParams } from '../mail/list-routes.js';
+import { forwardInput, labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
 import { nameParams, putCredentialBody } from '../vault/schemas.js';
 import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
 import { activityQuery, mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
 import { logsQuery } from '../logs/routes.js';
 import { signupBody } from '../signup/routes.js';
 import { acceptanceBody, captureBody, endpointBody, endpointPatch, holdBody, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, sellerKeyBody } from '../payments/routes.js';
-import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../webhooks/routes.js';
+import { idParam as deliveryIdParam, listQuery as deliveryListQuery, mailDeliveriesQuery } from '../webhooks/routes.js';
+import { createMailWebhookBody, mailWebhookParams } from '../webhooks/mail-webhooks.js';
+import { eventStreamQuery } from '../mail/event-routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
 import { discoveryQuery, facilitatorBody } from '../payments/facilitator-routes.js';
 import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../calendar/schemas.js';
@@ -80,8 +83,20 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/v0/messages', tag: 'Mail', summary: 'List messages, newest first', auth: identity, scopes: ['mail:read'], query: listMessagesInput, ok: json('A page of messages') },
   { method: 'post', path: '/v0/messages/send', tag: 'Mail', summary: 'Send a message', auth: identity, scopes: ['mail:send'], body: sendInput, ok: created('The sent message') },
   { method: 'get', path: '/v0/messages/:messageId', tag: 'Mail', summary: 'One message', auth: identity, scopes: ['mail:read'], params: messageParams, ok: json('The message') },
-  { method: 'post', path: '/v0/messages/:messageId/reply', tag: 'Mail', summary: 'Reply in the same thread', auth: identity, scopes: ['mail:send'], params: messageParams, body: replyInput, ok: created('The reply') },
+  { method: 'get', path: '/v0/messages/:messageId/attachments/:attachmentId', tag: 'Mail', summary: "Download an attachment (its bytes, with the attachment's Content-Type and a Content-Disposition: attachment)", auth: identity, scopes: ['mail:read'], params: attachmentParams, ok: { status: 200, description: 'The attachment bytes', type: 'application/octet-stream' } },
+  { method: 'post', path: '/v0/messages/:messageId/reply', tag: 'Mail', summary: 'Reply in the same thread (replyAll: true also to the original To and Cc)', auth: identity, scopes: ['mail:send'], params: messageParams, body: replyInput, ok: created('The reply') },
+  { method: 'post', path: '/v0/messages/:messageId/forward', tag: 'Mail', summary: 'Forward a message with its attachments, as a new thread', auth: identity, scopes: ['mail:send'], params: messageParams, body: forwardInput, ok: created('The forwarded message') },
   { method: 'patch', path: '/v0/messages/:messageId', tag: 'Mail', summary: "Add or remove a message's labels", auth: identity, scopes: ['mail:manage'], params: messageParams, body: labelsInput, ok: json('The message') },
+  { method: 'get', path: '/v0/mail/lists', tag: 'Mail', summary: "Allow and block lists: an identity key sees its own and its org's, the platform key the org's", auth: ['identity', 'platform'], scopes: ['mail:read'], ok: json('The entries') },
+  { method: 'get', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'One list (receive-allow, receive-block, send-allow, send-block)', auth: ['identity', 'platform'], scopes: ['mail:read'], params: listKindParams, ok: json('The entries') },
+  { method: 'post', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'Add an address or a whole domain to a list (identity key: its own; platform key: the whole org)', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listKindParams, body: listEntryBody, ok: created('The entry (200 when it was there already)'), also: { 200: 'The entry was there already' } },
+  { method: 'delete', path: '/v0/mail/lists/:kind/:entry', tag: 'Mail', summary: 'Remove an entry from a list', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listEntryParams, ok: json('Removed') },
+  { method: 'get', path: '/v0/events', tag: 'Mail', summary: "The identity's mail events as server-sent events (resumes after Last-Event-ID; events=a,b filters)", auth: identity, scopes: ['mail:read'], query: eventStreamQuery, ok: { status: 200, description: 'An endless text/event-stream', type: 'text/event-stream' } },
+  { method: 'post', path: '/v0/webhooks', tag: 'Mail', summary: 'Register a webhook for mail events (the secret is shown once)', auth: identity, scopes: ['mail:manage'], body: createMailWebhookBody, ok: created('The webhook with its secret'), also: { 409: 'Too many webhooks' } },
+  { method: 'get', path: '/v0/webhooks', tag: 'Mail', summary: "The identity's mail webhooks", auth: identity, scopes: ['mail:read'], ok: json('The webhooks (no secrets)') },
+  { method: 'get', path: '/v0/webhooks/:webhookId', tag: 'Mail', summary: 'One mail webhook', auth: identity, scopes: ['mail:read'], params: mailWebhookParams, ok: json('The webhook') },
+  { method: 'get', path: '/v0/webhooks/:webhookId/deliveries', tag: 'Mail', summary: "A mail webhook's deliveries with every attempt", auth: identity, scopes: ['mail:read'], params: mailWebhookParams, query: mailDeliveriesQuery, ok: json('Deliveries, newest first') },
+  { method: 'delete', path: '/v0/webhooks/:webhookId', tag: 'Mail', summary: 'Remove a mail webhook', auth: identity, scopes: ['mail:manage'], params: mailWebhookParams, ok: json('Removed') },
   { method: 'get', path: '/v0/threads', tag: 'Mail', summary: 'List threads, most recent first', auth: identity, scopes: ['mail:read'], query: listThreadsInput, ok: json('A page of threads') },
   { method: 'get', path: '/v0/threads/:threadId', tag: 'Mail', summary: 'One thread with its messages', auth: identity, scopes: ['mail:read'], params: threadParams, ok: json('The thread') },
 

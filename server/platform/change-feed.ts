@@ -8,9 +8,10 @@ import { isDuplicateKey } from './errors.js';
  * - `identity-keys`: every key of an identity (its id): revoked together;
  * - `identity`: an identity (its id): scopes, name or key changed, or revoked;
  * - `org`: an org (its id): its role changed;
- * - `seller`: a seller org's payment acceptance or endpoints (its id) changed.
+ * - `seller`: a seller org's payment acceptance or endpoints (its id) changed;
+ * - `mail-event`: an identity (its id) has a new mail event: its open event streams read it at once.
  */
-export type ChangeTopic = 'api-key' | 'identity-keys' | 'identity' | 'org' | 'seller';
+export type ChangeTopic = 'api-key' | 'identity-keys' | 'identity' | 'org' | 'seller' | 'mail-event';
 
 interface ChangeDoc {
   /** The feed's sequence number, taken by a unique insert: 1, 2, 3, ... */

@@ -98,6 +98,9 @@ const schema = z.object({
   SMTP_HOST: z.string().min(1).optional(),
   SMTP_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).max(15 * 1024 * 1024).default(10 * 1024 * 1024),
   SMTP_MAX_RECIPIENTS: z.coerce.number().int().min(1).max(1000).default(50),
+  // Attachments of one outgoing message, decoded, in total: base64 in MIME adds a third, and the message
+  // must still fit SMTP_MAX_MESSAGE_BYTES when one of our inboxes mails another.
+  MAIL_MAX_ATTACHMENT_BYTES: z.coerce.number().int().min(1024).max(11 * 1024 * 1024).default(7 * 1024 * 1024),
   SMTP_TLS_CERT_FILE: z.string().min(1).optional(),
   SMTP_TLS_KEY_FILE: z.string().min(1).optional(),
   SMTP_RELAY_URL: z.string().regex(/^smtps?:\/\/[^\s]+$/, 'must be an smtp:// or smtps:// URL').optional(),

@@ -21,10 +21,15 @@ export interface DeliveryDoc {
   _id: string;
   /** Unique: creating the delivery for an event twice (outbox sweep racing the settle hook) is a no-op. */
   eventId: string;
-  event: 'payment.received';
+  /** payment.received (to a seller endpoint), or a mail event (to an identity's webhook, `mwh_` endpoint id). */
+  event: string;
   orgId: string;
   endpointId: string;
-  paymentId: string;
+  /** Set on payment.received deliveries. */
+  paymentId?: string;
+  /** Set on mail event deliveries: whose webhook, and the message the event is about. */
+  identityId?: string;
+  subjectId?: string;
   body: string;
   status: DeliveryStatus;
   attempts: DeliveryAttempt[];
@@ -55,7 +60,9 @@ export const deliverySchema = new Schema<DeliveryDoc>({
   event: { type: String, required: true },
   orgId: { type: String, required: true },
   endpointId: { type: String, required: true },
-  paymentId: { type: String, required: true },
+  paymentId: String,
+  identityId: String,
+  subjectId: String,
   body: { type: String, required: true },
   status: { type: String, required: true },
   attempts: { type: [attemptSchema], default: [] },
@@ -71,3 +78,4 @@ export const deliverySchema = new Schema<DeliveryDoc>({
 }, { versionKey: false });
 deliverySchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 deliverySchema.index({ orgId: 1, endpointId: 1, status: 1, createdAt: -1 });
+deliverySchema.index({ endpointId: 1, createdAt: -1 });

@@ -6,7 +6,8 @@ export function presentDelivery(d: DeliveryDoc) {
     event: d.event,
     eventId: d.eventId,
     endpointId: d.endpointId,
-    paymentId: d.paymentId,
+    ...(d.paymentId ? { paymentId: d.paymentId } : {}),
+    ...(d.subjectId ? { messageId: d.subjectId } : {}),
     status: d.status,
     attemptCount: d.attemptCount,
     attempts: d.attempts.map((a) => ({

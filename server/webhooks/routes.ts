@@ -2,7 +2,8 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { AppContext } from '../context.js';
-import { authenticatedRouter, principalOf, requireTier } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, identityIdOf, principalOf, requireScope, requireTier } from '../platform/auth/authenticate.js';
+import { createMailWebhookBody, mailWebhookParams, presentMailWebhook } from './mail-webhooks.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor, limitParam } from '../platform/pagination.js';
 import { rotateWebhookSecret } from '../payments/endpoint-registration.js';
@@ -46,5 +47,34 @@ export function webhookRoutes(app: AppContext): Router {
     const { id } = parseInput(idParam, ctx.params, 'params');
     ctx.body = await rotateWebhookSecret(app, orgOf(ctx), id);
   });
+  // An identity's own webhooks for its mail events (identity key). Registered after the seller routes, so
+  // `/deliveries` is never taken for a webhook id.
+  const owner = (ctx: Context) => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
+  router.post('/', requireScope('mail:manage'), async (ctx) => {
+    const body = parseInput(createMailWebhookBody, ctx.request.body, 'body');
+    ctx.status = 201;
+    ctx.body = await app.mailWebhooks.create(owner(ctx), body);
+  });
+  router.get('/', requireScope('mail:read'), async (ctx) => {
+    const hooks = (await app.mailWebhooks.list(identityIdOf(ctx))).map(presentMailWebhook);
+    ctx.body = { webhooks: hooks, count: hooks.length };
+  });
+  router.get('/:webhookId', requireScope('mail:read'), async (ctx) => {
+    const { webhookId } = parseInput(mailWebhookParams, ctx.params, 'params');
+    ctx.body = presentMailWebhook(await app.mailWebhooks.get(identityIdOf(ctx), webhookId));
+  });
+  router.get('/:webhookId/deliveries', requireScope('mail:read'), async (ctx) => {
+    const { webhookId } = parseInput(mailWebhookParams, ctx.params, 'params');
+    const { limit } = parseInput(mailDeliveriesQuery, ctx.query, 'query');
+    const deliveries = (await app.mailWebhooks.deliveries(identityIdOf(ctx), webhookId, limit)).map(presentDelivery);
+    ctx.body = { deliveries, count: deliveries.length };
+  });
+  router.delete('/:webhookId', requireScope('mail:manage'), async (ctx) => {
+    const { webhookId } = parseInput(mailWebhookParams, ctx.params, 'params');
+    await app.mailWebhooks.remove(owner(ctx), webhookId);
+    ctx.body = { webhookId, deleted: true };
+  });
   return router;
 }
+
+export const mailDeliveriesQuery = z.object({ limit: limitParam() });

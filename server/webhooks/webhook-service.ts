@@ -54,6 +54,8 @@ export class WebhookService {
   readonly deliveries: Model<DeliveryDoc>;
   readonly retryDelaysMs: number[];
   private readonly claims: Collection<{ _id: string; expiresAt: Date }>;
+  /** Where deliveries to endpoints other than payment endpoints go (identity mail webhooks register here). */
+  private readonly targetSources: Array<(endpointId: string) => Promise<{ url: string; secret: string } | { error: string } | undefined>> = [];
   /** How long one attempt may hold its claim: the request timeout plus room for the database writes. */
   private readonly leaseMs: number;
 
@@ -85,6 +87,32 @@ export class WebhookService {
     payments.onSettled.push(async (payment) => {
       await this.dispatch(payment).catch((err) => observe.log.warn({ err, paymentId: payment._id }, 'webhook dispatch deferred to the outbox sweep'));
     });
+  }
+
+  /** Adds a source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
+  addTargets(source: (endpointId: string) => Promise<{ url: string; secret: string } | { error: string } | undefined>): void {
+    this.targetSources.push(source);
+  }
+
+  /**
+   * Creates the delivery of one event to one endpoint and its first attempt, on the same schedule, claims
+   * and delivery log as payment.received. Idempotent per `eventId` (unique): a second call is a no-op.
+   */
+  async enqueue(input: { eventId: string; event: string; orgId: string; endpointId: string; identityId?: string; subjectId?: string; body: string }): Promise<void> {
+    const now = new Date();
+    try {
+      const delivery = await this.deliveries.create({
+        _id: newId('whd'), ...input, status: 'pending', attempts: [], attemptCount: 0, round: 0, nextAttemptAt: now, createdAt: now, updatedAt: now,
+      });
+      await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+    }
+  }
+
+  /** The delivery log of one endpoint (an identity's mail webhook), newest first. */
+  async listForEndpoint(endpointId: string, limit: number): Promise<DeliveryDoc[]> {
+    return this.deliveries.find({ endpointId }).sort({ createdAt: -1, _id: -1 }).limit(limit).lean();
   }
 
   // --- outbox -> delivery + job ----------------------------------------------------------------
@@ -176,8 +204,7 @@ export class WebhookService {
     const claimed = await this.claim(job, expectedCount);
     if (!claimed) return;
     const { delivery } = claimed;
-    const endpoint = await this.payments.endpoints.findById(delivery.endpointId).lean();
-    const target = endpoint ? this.targetOf(endpoint) : { error: 'endpoint_deleted: the endpoint was deleted' };
+    const target = await this.targetFor(delivery.endpointId);
     if ('error' in target) {
       await this.finish(claimed, expectedCount, 'failed', undefined, target.error);
       return;
@@ -241,6 +268,15 @@ export class WebhookService {
     return !!delivery && this.isDue(delivery, job, expectedCount);
   }
 
+  private async targetFor(endpointId: string): Promise<{ url: string; secret: string } | { error: string }> {
+    for (const source of this.targetSources) {
+      const target = await source(endpointId);
+      if (target) return target;
+    }
+    const endpoint = await this.payments.endpoints.findById(endpointId).lean();
+    return endpoint ? this.targetOf(endpoint) : { error: 'endpoint_deleted: the endpoint was deleted' };
+  }
+
   private targetOf(endpoint: EndpointDoc): { url: string; secret: string } | { error: string } {
     if (endpoint.deletedAt) return { error: 'endpoint_deleted: the endpoint was deleted' };
     if (!endpoint.webhookUrl || !endpoint.webhookSecret) return { error: 'webhook_removed: the endpoint no longer has a webhookUrl' };
@@ -264,17 +300,19 @@ export class WebhookService {
     const outcome = status === 'pending' ? 'retry' : status;
     this.observe.metrics.webhookOutcomes.inc({ outcome });
     const line = {
-      deliveryId: delivery._id, paymentId: delivery.paymentId, endpointId: delivery.endpointId, attempt: expectedCount + 1, outcome,
+      deliveryId: delivery._id, event: delivery.event, ...(delivery.paymentId ? { paymentId: delivery.paymentId } : {}), endpointId: delivery.endpointId, attempt: expectedCount + 1, outcome,
       statusCode: record?.statusCode ?? null, durationMs: record?.durationMs ?? null, ...(error ? { error } : {}), ...(nextAttemptAt ? { nextAttemptAt } : {}),
     };
-    this.observe.events?.emit({ category: 'webhooks', line: attemptLine(delivery.paymentId, expectedCount + 1, record, status, error, nextAttemptAt) });
+    this.observe.events?.emit({ category: 'webhooks', line: attemptLine(delivery.event, delivery.paymentId ?? delivery.subjectId ?? delivery.eventId, expectedCount + 1, record, status, error, nextAttemptAt) });
     if (status === 'delivered') this.observe.log.info(line, 'webhook delivered');
     else this.observe.log.warn(line, status === 'pending' ? 'webhook attempt failed, will retry' : 'webhook delivery failed');
     if (status === 'pending') return;
+    const subject = delivery.paymentId ?? delivery.subjectId ?? delivery.eventId;
     await this.logs.record({
-      orgId: delivery.orgId, action: status === 'delivered' ? 'webhooks.delivered' : 'webhooks.failed', category: 'webhooks',
+      orgId: delivery.orgId, ...(delivery.identityId ? { identityId: delivery.identityId } : {}),
+      action: status === 'delivered' ? 'webhooks.delivered' : 'webhooks.failed', category: 'webhooks',
       severity: status === 'delivered' ? 'info' : 'warning', status: status === 'delivered' ? 'success' : 'failure',
-      description: status === 'delivered' ? `payment.received delivered for ${delivery.paymentId}` : `payment.received delivery for ${delivery.paymentId} failed: ${error ?? 'unknown'}`,
+      description: status === 'delivered' ? `${delivery.event} delivered for ${subject}` : `${delivery.event} delivery for ${subject} failed: ${error ?? 'unknown'}`,
       targetType: 'webhook_delivery', targetId: delivery._id, metadata: { endpointId: delivery.endpointId, attempts: expectedCount + (record ? 1 : 0) },
     });
   }
@@ -305,7 +343,7 @@ export class WebhookService {
 
   async get(orgId: string, id: string): Promise<DeliveryDoc> {
     const doc = await this.deliveries.findOne({ _id: id, orgId }).lean();
-    if (!doc) throw notFound('Webhook delivery not found');
+    if (!doc || doc.identityId) throw notFound('Webhook delivery not found');
     return doc;
   }
 
@@ -343,7 +381,7 @@ export class WebhookService {
     const doc = { ...current, status: 'pending' as const, round, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, lastError: null, deliveredAt: null, failedAt: null };
     await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: id, round, roundBase: doc.attemptCount, made: 0 });
     this.observe.log.info({ deliveryId: id, paymentId: doc.paymentId, round }, 'webhook delivery retried by hand: new round');
-    await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `payment.received delivery for ${doc.paymentId} retried by hand`, targetType: 'webhook_delivery', targetId: id });
+    await this.logs.record({ orgId, action: 'webhooks.retried', category: 'webhooks', description: `${doc.event} delivery for ${doc.paymentId} retried by hand`, targetType: 'webhook_delivery', targetId: id });
     return doc;
   }
 
@@ -387,6 +425,8 @@ export interface DeliveryFilter {
 function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, unknown> {
   return {
     orgId,
+    // The seller's delivery log: payment.received only; identities' mail webhooks have their own log.
+    identityId: { $exists: false },
     ...(filter.endpointId ? { endpointId: filter.endpointId } : {}),
     ...(filter.status ? { status: filter.status } : {}),
     ...(filter.state ? deliveryStateQuery(filter.state) : {}),
@@ -396,10 +436,10 @@ function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, un
 }
 
 /** `webhooks: payment.received for pay_… attempt 2 to https://…: 503 in 41 ms, next attempt in 10 s`. */
-function attemptLine(paymentId: string, attempt: number, record: DeliveryDoc['attempts'][number] | undefined, status: DeliveryStatus, error: string | undefined, nextAttemptAt: Date | null): string {
+function attemptLine(event: string, subject: string, attempt: number, record: DeliveryDoc['attempts'][number] | undefined, status: DeliveryStatus, error: string | undefined, nextAttemptAt: Date | null): string {
   const answer = record ? (record.statusCode ? `${record.statusCode} in ${record.durationMs} ms` : `${record.error ?? 'no answer'} after ${record.durationMs} ms`) : (error ?? 'not sent');
   const next = status === 'delivered' ? 'delivered'
     : status === 'pending' ? `next attempt in ${Math.max(0, Math.round(((nextAttemptAt?.getTime() ?? Date.now()) - Date.now()) / 1000))} s`
     : 'failed, no more attempts';
-  return `webhooks: payment.received for ${paymentId} attempt ${attempt}${record?.url ? ` to ${record.url}` : ''}: ${answer}, ${next}`;
+  return `webhooks: ${event} for ${subject} attempt ${attempt}${record?.url ? ` to ${record.url}` : ''}: ${answer}, ${next}`;
 }

@@ -19,6 +19,8 @@ import { DEV_EXTENSION } from '../../server/dev/routes.js';
 type Auth = 'identity' | 'platform' | 'seller' | 'none';
 interface RouteInputs {
   auth: Auth;
+  /** The route answers an endless stream when it accepts the request (server-sent events). */
+  endless?: true;
   params?: z.ZodType;
   query?: z.ZodType;
   body?: z.ZodType | 'mcp';
@@ -51,6 +53,7 @@ const CATALOG: Record<string, RouteInputs> = Object.fromEntries([...OPERATIONS, 
   auth: op.auth === 'none' ? 'none' : op.auth[0]!,
   params: op.params, query: op.query, body: op.body === 'any' ? undefined : op.body,
   ...(op.fetchesCallerUrl ? { fetchesCallerUrl: true as const } : {}),
+  ...(op.ok.type === 'text/event-stream' ? { endless: true as const } : {}),
   ...FUZZING[routeKey(op)],
 }]));
 
@@ -140,6 +143,20 @@ function bodyArbitrary(inputs: RouteInputs): fc.Arbitrary<unknown> {
   return arbitraryOf(jsonSchemaOf(inputs.body), inputs.bodyOverrides);
 }
 
+/** A GET of an endless stream (GET /v0/events): its status and, for a refusal, the error body; an open stream is left at once. */
+async function streamHead(path: string, key: string | undefined, headers: Record<string, string>) {
+  const controller = new AbortController();
+  const response = await fetch(server.url + path, { headers: { ...headers, ...(key ? { authorization: `Bearer ${key}` } : {}) }, signal: controller.signal });
+  if (response.status === 200) {
+    controller.abort();
+    return { status: 200, body: undefined, text: '' };
+  }
+  const text = await response.text();
+  let body: any;
+  try { body = JSON.parse(text); } catch { body = undefined; }
+  return { status: response.status, body, text };
+}
+
 describe.each(Object.entries(CATALOG))('%s', (route, inputs) => {
   const [method, pattern] = route.split(' ') as [string, string];
   test('answers generated hostile requests with a 2xx or a clear 4xx, never a 5xx', async () => {
@@ -154,7 +171,7 @@ describe.each(Object.entries(CATALOG))('%s', (route, inputs) => {
       sent++;
       const headers: Record<string, string> = { 'x-forwarded-for': `10.9.${sent % 250}.${Math.floor(sent / 250) % 250}` };
       if (inputs.body === 'mcp') headers.accept = 'application/json, text/event-stream';
-      const res = await server.request(method, path + query, { key: keys[auth], body, headers });
+      const res = inputs.endless ? await streamHead(path + query, keys[auth], headers) : await server.request(method, path + query, { key: keys[auth], body, headers });
       const upstreamFailure = inputs.fetchesCallerUrl && (res.status === 502 || res.status === 504) && typeof res.body?.error === 'string';
       if (res.status >= 500 && !upstreamFailure) throw new Error(`${method} ${path}${query} answered ${res.status}: ${res.text.slice(0, 300)} (body ${JSON.stringify(body)?.slice(0, 300)})`);
       if (res.status >= 400 && !upstreamFailure && res.body) {

@@ -1,0 +1,162 @@
+import { Schema, type Connection, type Model } from 'mongoose';
+import type { Collection } from 'mongodb';
+import type { ChangeFeed } from '../platform/change-feed.js';
+import { isDuplicateKey } from '../platform/errors.js';
+import type { Logger } from '../platform/logger.js';
+import { claimId, InboxSequence, type ClaimDoc } from './inbox-sequence.js';
+
+export const MAIL_EVENT_TYPES = ['message.received', 'message.sent', 'message.delivered', 'message.bounced', 'message.received.blocked'] as const;
+export type MailEventType = (typeof MAIL_EVENT_TYPES)[number];
+/** What a stream or webhook gets when it names no events: everything but blocked mail, which stays silent. */
+export const DEFAULT_MAIL_EVENTS: readonly MailEventType[] = MAIL_EVENT_TYPES.filter((t) => t !== 'message.received.blocked');
+
+/** How long events stay readable for a stream resuming with Last-Event-ID. */
+const RETAIN_MS = 7 * 24 * 3600_000;
+/** A number claimed but whose event is not there after this long belongs to a writer that died: skip it. */
+const HOLE_WAIT_MS = 5_000;
+
+export interface MailEventDoc {
+  /** `<identityId>#<seq>`: the claim of the identity's event number and the event itself share the id. */
+  _id: string;
+  identityId: string;
+  orgId: string;
+  /** 1, 2, 3, ... per identity: the SSE event id a stream resumes from. */
+  seq: number;
+  type: MailEventType;
+  data: Record<string, unknown>;
+  at: Date;
+}
+
+const schema = new Schema<MailEventDoc>({
+  _id: String,
+  identityId: { type: String, required: true },
+  orgId: { type: String, required: true },
+  seq: { type: Number, required: true },
+  type: { type: String, required: true },
+  data: { type: Schema.Types.Mixed, required: true },
+  at: { type: Date, required: true },
+}, { versionKey: false, minimize: false });
+
+/** The JSON every consumer sees (webhook body, SSE data). */
+export function presentEvent(event: MailEventDoc) {
+  return { eventId: `${event.identityId}.${event.seq}`, event: event.type, identityId: event.identityId, createdAt: event.at.toISOString(), data: event.data };
+}
+
+export type MailEventSubscriber = (event: MailEventDoc) => Promise<void>;
+
+/**
+ * Mail events of each identity, in a collection any process can serve them from. Each event takes its
+ * identity's next number by a unique insert (InboxSequence over `mail_event_sequence`) and is stored
+ * under that number, so a stream reads `n + 1`, `n + 2`, ... by `_id` (an index lookup on FerretDB too)
+ * and resumes exactly after the Last-Event-ID it was given. A new event is announced on the change feed,
+ * which every process polls (CHANGE_FEED_POLL_MS), so an open stream in any process wakes within one poll.
+ *
+ * Events that must happen once per fact (a recipient delivered, a bounce) carry a key first inserted
+ * under a unique `_id`, so a delivery job run twice or a bounce reported twice announces it once.
+ */
+export class MailEventLog {
+  readonly events: Model<MailEventDoc>;
+  private readonly sequence: InboxSequence;
+  private readonly keys: Collection<{ _id: string; at: Date }>;
+  private readonly claims: Collection<ClaimDoc>;
+  /** Called with every event (webhook dispatch); a failure is logged, never thrown at the mail path. */
+  readonly subscribers: MailEventSubscriber[] = [];
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private lastTrim = 0;
+
+  constructor(conn: Connection, private readonly changes: ChangeFeed, private readonly log: Logger) {
+    this.events = conn.models.MailEvent ?? conn.model<MailEventDoc>('MailEvent', schema, 'mail_events');
+    const claims = conn.collection<ClaimDoc>('mail_event_sequence');
+    this.claims = claims as unknown as Collection<ClaimDoc>;
+    this.sequence = new InboxSequence(claims);
+    this.keys = conn.collection<{ _id: string; at: Date }>('mail_event_keys') as unknown as Collection<{ _id: string; at: Date }>;
+    changes.on('mail-event', (identityId) => this.wake(identityId));
+  }
+
+  /** Records an event and tells its subscribers. Never throws: mail is stored or sent whether or not its event is. */
+  async emit(identity: { _id: string; orgId: string }, type: MailEventType, data: Record<string, unknown>, onceKey?: string): Promise<void> {
+    try {
+      if (onceKey) {
+        try {
+          await this.keys.insertOne({ _id: onceKey, at: new Date() });
+        } catch (err) {
+          if (isDuplicateKey(err)) return;
+          throw err;
+        }
+      }
+      const seq = await this.sequence.next(identity._id, type);
+      const event: MailEventDoc = { _id: claimId(identity._id, seq), identityId: identity._id, orgId: identity.orgId, seq, type, data, at: new Date() };
+      await this.events.create(event);
+      this.trim();
+      await this.changes.publish('mail-event', identity._id).catch((err) => this.log.warn({ err }, 'mail event not announced; streams find it on their next look'));
+      for (const subscriber of this.subscribers) {
+        await subscriber(event).catch((err) => this.log.error({ err, type, identityId: identity._id }, 'mail event subscriber failed'));
+      }
+    } catch (err) {
+      this.log.error({ err, type, identityId: identity._id }, 'mail event not recorded');
+    }
+  }
+
+  /**
+   * Housekeeping, at most once a minute per process (FerretDB 1.x has no TTL indexes): events older than
+   * the retention go. Their numbers' claims stay, so an identity's numbering never restarts.
+   */
+  private trim(): void {
+    const now = Date.now();
+    if (now - this.lastTrim < 60_000) return;
+    this.lastTrim = now;
+    this.events.deleteMany({ at: { $lt: new Date(now - RETAIN_MS) } }).catch((err) => this.log.warn({ err }, 'old mail events not trimmed'));
+  }
+
+  /** The identity's latest event number (0 before its first). */
+  top(identityId: string): Promise<number> {
+    return this.sequence.top(identityId);
+  }
+
+  /**
+   * Events after `seq`, in order, at most `limit`. A claimed number whose event is not stored yet stops
+   * the read (its writer is between the claim and the insert) until it is HOLE_WAIT_MS old, then it is
+   * skipped; an unclaimed number is the end.
+   */
+  async after(identityId: string, seq: number, limit = 100): Promise<{ events: MailEventDoc[]; cursor: number }> {
+    const events: MailEventDoc[] = [];
+    let cursor = seq;
+    while (events.length < limit) {
+      const next = await this.events.findById(claimId(identityId, cursor + 1)).lean();
+      if (next) {
+        events.push(next);
+        cursor = next.seq;
+        continue;
+      }
+      const claim = await this.claims.findOne({ _id: claimId(identityId, cursor + 1) });
+      if (claim && Date.now() - claim.at.getTime() > HOLE_WAIT_MS) {
+        cursor += 1;
+        continue;
+      }
+      break;
+    }
+    return { events, cursor };
+  }
+
+  /** Resolves when the identity has a new event (in this process or, through the change feed, another). */
+  waitFor(identityId: string, timeoutMs: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const set = this.waiters.get(identityId) ?? new Set();
+      this.waiters.set(identityId, set);
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        set.delete(done);
+        if (!set.size) this.waiters.delete(identityId);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      signal.addEventListener('abort', done);
+      set.add(done);
+    });
+  }
+
+  private wake(identityId: string): void {
+    for (const waiter of [...(this.waiters.get(identityId) ?? [])]) waiter();
+  }
+}
