@@ -96,8 +96,13 @@ export function buildPaymentRequired(
     status: 402,
     accepts: [requirementV1],
   };
+  return { ...challengeResponse(v2, body), requirementV1: deepFreeze(requirementV1), requirementV2: deepFreeze(requirementV2) };
+}
+
+/** The parts every 402 shares: the v2 header, the v1 body (prebuilt, frozen: it is served as is). */
+function challengeResponse(v2: unknown, body: PaymentRequiredBody) {
   return {
-    status: 402,
+    status: 402 as const,
     headers: Object.freeze({
       'Content-Type': 'application/json; charset=utf-8',
       'PAYMENT-REQUIRED': encodeBase64Json(v2),
@@ -107,8 +112,6 @@ export function buildPaymentRequired(
     }),
     body: deepFreeze(body),
     bodyText: JSON.stringify(body),
-    requirementV1: deepFreeze(requirementV1),
-    requirementV2: deepFreeze(requirementV2),
   };
 }
 
@@ -145,18 +148,7 @@ export function buildUptoPaymentRequired(
     extensions: { eip2612GasSponsoring: { info: { description: 'The facilitator accepts EIP-2612 gasless Permit to `Permit2` canonical contract.', version: '1' } } },
   };
   const body: PaymentRequiredBody = { x402Version: X402_V1, error: failure.reason, message: failure.message, status: 402, accepts: [] };
-  return {
-    status: 402,
-    headers: Object.freeze({
-      'Content-Type': 'application/json; charset=utf-8',
-      'PAYMENT-REQUIRED': encodeBase64Json(v2),
-      'Cache-Control': 'no-store',
-      'Access-Control-Expose-Headers': 'PAYMENT-REQUIRED',
-    }),
-    body: deepFreeze(body),
-    bodyText: JSON.stringify(body),
-    requirementV2: deepFreeze(requirementV2),
-  };
+  return { ...challengeResponse(v2, body), requirementV2: deepFreeze(requirementV2) };
 }
 
 function timeoutOf(settings: SellerSettings, offer: Offer): number {
