@@ -25,6 +25,8 @@ export interface MailEventDoc {
   type: MailEventType;
   data: Record<string, unknown>;
   at: Date;
+  /** Set until every subscriber (the webhook dispatch) was told; the outbox sweep tells the rest again. */
+  undispatched?: true;
 }
 
 const schema = new Schema<MailEventDoc>({
@@ -35,7 +37,10 @@ const schema = new Schema<MailEventDoc>({
   type: { type: String, required: true },
   data: { type: Schema.Types.Mixed, required: true },
   at: { type: Date, required: true },
+  undispatched: { type: Boolean },
 }, { versionKey: false, minimize: false });
+// Sparse: only the few events not yet told to their subscribers are in it, so the sweep's look is cheap.
+schema.index({ undispatched: 1, at: 1 }, { sparse: true });
 
 /** The JSON every consumer sees (webhook body, SSE data). */
 export function presentEvent(event: MailEventDoc) {
@@ -85,16 +90,36 @@ export class MailEventLog {
         }
       }
       const seq = await this.sequence.next(identity._id, type);
-      const event: MailEventDoc = { _id: claimId(identity._id, seq), identityId: identity._id, orgId: identity.orgId, seq, type, data, at: new Date() };
+      const event: MailEventDoc = { _id: claimId(identity._id, seq), identityId: identity._id, orgId: identity.orgId, seq, type, data, at: new Date(), undispatched: true };
       await this.events.create(event);
       this.trim();
       await this.changes.publish('mail-event', identity._id).catch((err) => this.log.warn({ err }, 'mail event not announced; streams find it on their next look'));
-      for (const subscriber of this.subscribers) {
-        await subscriber(event).catch((err) => this.log.error({ err, type, identityId: identity._id }, 'mail event subscriber failed'));
-      }
+      await this.tell(event);
     } catch (err) {
       this.log.error({ err, type, identityId: identity._id }, 'mail event not recorded');
     }
+  }
+
+  /**
+   * Tells the subscribers again of events stored more than `olderThanMs` ago and never marked told: their
+   * process died between storing and telling, or a subscriber failed. Subscribers are idempotent per event
+   * (a webhook delivery's id is unique), so two processes sweeping at once deliver nothing twice.
+   */
+  async redispatch(olderThanMs: number): Promise<number> {
+    const stale = await this.events.find({ undispatched: true, at: { $lt: new Date(Date.now() - olderThanMs) } }).sort({ at: 1 }).limit(200).lean();
+    for (const event of stale) await this.tell(event);
+    return stale.length;
+  }
+
+  private async tell(event: MailEventDoc): Promise<void> {
+    let told = true;
+    for (const subscriber of this.subscribers) {
+      await subscriber(event).catch((err) => {
+        told = false;
+        this.log.error({ err, type: event.type, identityId: event.identityId }, 'mail event subscriber failed; the outbox sweep tries again');
+      });
+    }
+    if (told) await this.events.updateOne({ _id: event._id }, { $unset: { undispatched: 1 } }).catch((err) => this.log.warn({ err }, 'mail event not marked told; the sweep tells it again (idempotent)'));
   }
 
   /**

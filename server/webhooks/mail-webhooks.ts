@@ -59,6 +59,7 @@ export class MailWebhooks {
     private readonly webhooks: WebhookService, events: MailEventLog, private readonly logs: ActivityLog) {
     this.hooks = conn.models.MailWebhook ?? conn.model<MailWebhookDoc>('MailWebhook', schema, 'mail_webhooks');
     events.subscribers.push((event) => this.dispatch(event));
+    webhooks.outboxes.push((olderThanMs) => events.redispatch(olderThanMs));
     webhooks.addTargets(async (endpointId) => (endpointId.startsWith('mwh_') ? this.target(endpointId) : undefined));
   }
 

@@ -89,6 +89,12 @@ export class WebhookService {
     });
   }
 
+  /**
+   * Other outboxes the sweep drains (mail events not yet told to their webhooks): each is given the age
+   * below which its entries are still being dispatched by the request that made them.
+   */
+  readonly outboxes: Array<(olderThanMs: number) => Promise<number>> = [];
+
   /** Adds a source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
   addTargets(source: (endpointId: string) => Promise<{ url: string; secret: string } | { error: string } | undefined>): void {
     this.targetSources.push(source);
@@ -182,7 +188,7 @@ export class WebhookService {
   /** Sweeps once now (everything pending) and then every WEBHOOK_OUTBOX_SWEEP_MS; returns the stop function. */
   async startOutboxSweep(): Promise<() => Promise<void>> {
     const failed = (err: unknown) => this.observe.log.error({ err }, 'webhook outbox sweep failed');
-    const sweep = (olderThanMs: number) => Promise.all([this.sweepOutbox(olderThanMs), this.resumeStalled()]).catch(failed);
+    const sweep = (olderThanMs: number) => Promise.all([this.sweepOutbox(olderThanMs), this.resumeStalled(), ...this.outboxes.map((o) => o(olderThanMs))]).catch(failed);
     let running: Promise<unknown> = sweep(0);
     await running;
     const timer = setInterval(() => {

@@ -131,6 +131,38 @@ test('a failing receiver is retried on the 1s/4s/16s/64s/300s schedule (here sca
   await receiver.close();
 });
 
+test('an event stored by a process that died before telling its webhooks is delivered by the outbox sweep, once', async () => {
+  const agent = await signUp(server);
+  const key = agent.identity.rawKey;
+  const receiver = await startReceiver();
+  const hook = await server.request('POST', '/v0/webhooks', { key, body: { url: receiver.url, events: ['message.received'] } });
+  await mailFrom('ada@example.org', agent.identity.emailAddress, 'Told at once');
+  await receiver.next(1);
+  const events = server.app.mail.events;
+  // Told events are marked: the sweep finds nothing of them.
+  await eventually(async () => expect(await events.events.countDocuments({ identityId: agent.identity.identityId, undispatched: true })).toBe(0));
+
+  // What a process leaves that stored the event and died before its webhook dispatch ran: the event, unmarked.
+  const seq = (await events.top(agent.identity.identityId)) + 1;
+  await events.events.create({
+    _id: `${agent.identity.identityId}#${seq}`, identityId: agent.identity.identityId, orgId: agent.org_id, seq, type: 'message.received',
+    data: { message: { messageId: 'msg_orphan', subject: 'Stored, never told' } }, at: new Date(Date.now() - 60_000), undispatched: true,
+  });
+  // Swept here, by two sweepers at once (the server's own sweep may also run meanwhile): told once, then marked.
+  await Promise.all([events.redispatch(10_000), events.redispatch(10_000)]);
+  await eventually(async () => expect(await events.redispatch(0)).toBe(0));
+  await receiver.next(2);
+  const subjects = receiver.received.map((r) => r.json.data.message.subject);
+  expect(subjects).toEqual(['Told at once', 'Stored, never told']);
+  expect(receiver.received[1]!.headers[WEBHOOK_HEADERS.idempotencyKey]).toBe(`${agent.identity.identityId}.${seq}.${hook.body.webhookId}`);
+  await eventually(async () => {
+    const deliveries = (await server.request('GET', `/v0/webhooks/${hook.body.webhookId}/deliveries`, { key })).body.deliveries;
+    expect(deliveries).toHaveLength(2);
+    expect(deliveries.every((d: any) => d.status === 'delivered' && d.attempts.length === 1)).toBe(true);
+  });
+  await receiver.close();
+});
+
 test('a blocked sender is silent: no message.received webhook or stream event, unless message.received.blocked is asked for', async () => {
   const agent = await signUp(server);
   const key = agent.identity.rawKey;
