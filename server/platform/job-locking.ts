@@ -11,7 +11,10 @@ import { isDuplicateKey } from './errors.js';
  * time, failure count): exactly one worker can insert it. A retry or a new run changes that state and so
  * needs a new claim; an expired claim (its worker died) is taken over by a claim of the next generation.
  */
-export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number }): AgendaBackend {
+export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number | ((jobName: string) => number) }): AgendaBackend {
+  // A claim lasts as long as Agenda's lock of that job would: a worker that claimed a job and died before
+  // marking it locked leaves it runnable by another once that much time passed, as a locked one would be.
+  const lifetimeOf = typeof options.lockLifetimeMs === 'number' ? (() => options.lockLifetimeMs as number) : options.lockLifetimeMs;
   const inner = new MongoBackend({ mongo: db, collection: options.collection });
   const jobs = db.collection(options.collection);
   const claims = db.collection<{ _id: string; jobId: string; expiresAt: Date }>(`${options.collection}_claims`);
@@ -26,7 +29,7 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
     for (let tries = 0; tries < 6; tries++) {
       const id = generation ? `${key}#${generation}` : key;
       try {
-        await claims.insertOne({ _id: id, jobId: job._id.toHexString(), expiresAt: new Date(Date.now() + options.lockLifetimeMs) });
+        await claims.insertOne({ _id: id, jobId: job._id.toHexString(), expiresAt: new Date(Date.now() + lifetimeOf(String(job.name))) });
         return true;
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;

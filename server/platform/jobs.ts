@@ -26,7 +26,7 @@ export interface JobOptions<T> {
 
 export type JobHandler<T> = (data: T, run: JobRun) => Promise<void>;
 
-const JOBS_COLLECTION = 'jobs';
+export const JOBS_COLLECTION = 'jobs';
 
 /**
  * Background work on the same database (Agenda). Small on purpose: areas define a named handler with a
@@ -50,12 +50,16 @@ export interface JobQueue {
   depth(): Promise<Map<string, number>>;
 }
 
+const DEFAULT_LOCK_LIFETIME_MS = 5 * 60_000;
+
 export function createJobQueue(conn: Connection, options: { processEveryMs: number; name?: string; log: Logger }): JobQueue {
   // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
   const db = conn.db as unknown as Db;
   const defined = new Set<string>();
+  /** Each job's lock lifetime: its claims last as long (see claimingMongoBackend). */
+  const lockLifetimes = new Map<string, number>();
   const agenda = new Agenda({
-    backend: claimingMongoBackend(db, { collection: JOBS_COLLECTION, lockLifetimeMs: 10 * 60_000 }),
+    backend: claimingMongoBackend(db, { collection: JOBS_COLLECTION, lockLifetimeMs: (name) => lockLifetimes.get(name) ?? DEFAULT_LOCK_LIFETIME_MS }),
     processEvery: options.processEveryMs,
     name: options.name ?? `agentgate-${process.pid}`,
     removeOnComplete: true,
@@ -75,6 +79,7 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
     define<T>(name: string, handler: JobHandler<T>, jobOptions: JobOptions<T> = {}) {
       const delays = jobOptions.retryDelaysMs ?? [];
       defined.add(name);
+      lockLifetimes.set(name, jobOptions.lockLifetimeMs ?? DEFAULT_LOCK_LIFETIME_MS);
       agenda.define<T>(name, async (job: Job<T>) => {
         const attempt = (job.attrs.failCount ?? 0) + 1;
         const run = { attempt, lastAttempt: attempt > delays.length };
@@ -91,7 +96,7 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
         }
       }, {
         concurrency: jobOptions.concurrency,
-        lockLifetime: jobOptions.lockLifetimeMs ?? 5 * 60_000,
+        lockLifetime: jobOptions.lockLifetimeMs ?? DEFAULT_LOCK_LIFETIME_MS,
         // failCount is already incremented when this runs: attempt 1 failed -> first delay.
         backoff: ({ attempt, error }) => (error instanceof PermanentJobError ? null : delays[attempt - 1] ?? null),
       });

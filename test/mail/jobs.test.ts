@@ -1,5 +1,5 @@
 import { createContext, type AppContext } from '../../server/context.js';
-import { createJobQueue, PermanentJobError, type JobQueue } from '../../server/platform/jobs.js';
+import { createJobQueue, JOBS_COLLECTION, PermanentJobError, type JobQueue } from '../../server/platform/jobs.js';
 import { testConfig } from '../support/server.js';
 import { eventually } from './mail-support.js';
 
@@ -56,6 +56,24 @@ describe('JobQueue (Agenda on the test database)', () => {
     await eventually(() => expect(gaveUp).toEqual([1]));
     await new Promise((r) => setTimeout(r, 400)); // room for a wrong retry to show up
     expect(attempts).toEqual([1]);
+  });
+
+  it("a worker's claim on a job lasts as long as that job's lock, so a worker that dies between claiming and locking holds it no longer", async () => {
+    // The claim (a unique insert naming the job's state) is made before the job is marked locked; a worker
+    // killed in between leaves the job unlocked and claimed. Its claim must expire with the job's own lock
+    // lifetime (webhook deliveries: seconds), not a fixed ten minutes during which nobody could run it.
+    const q = queue();
+    let ran = 0;
+    q.define('test.short-lock', async () => { ran++; }, { lockLifetimeMs: 2_000 });
+    const claims = app.db.collection<{ _id: string; expiresAt: Date }>(`${JOBS_COLLECTION}_claims`);
+    await claims.deleteMany({}); // the earlier tests' jobs are done; only this job's claims remain below
+    await q.start();
+    const before = Date.now();
+    await q.now('test.short-lock', {});
+    await eventually(() => expect(ran).toBe(1));
+    const mine = await claims.find({}).toArray();
+    expect(mine.length).toBeGreaterThan(0);
+    for (const claim of mine) expect(claim.expiresAt.getTime() - before).toBeLessThanOrEqual(2_000 + (Date.now() - before));
   });
 
   it('runs each job exactly once when two workers share the database (locking)', async () => {
