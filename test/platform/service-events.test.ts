@@ -21,7 +21,10 @@ test('a mail between two agents shows as sent, delivered and received', async ()
   expect(sent.status).toBe(201);
   const deadline = Date.now() + 20_000;
   const lines = () => seen.filter((e) => e.category === 'mail').map((e) => e.line);
-  while (!lines().some((l) => l.includes('received "Quarterly numbers"')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  // The recipient's "received" can come before the sender's delivery job records "delivered" (both follow
+  // the same SMTP exchange): wait for both.
+  const both = () => lines().some((l) => l.includes('received "Quarterly numbers"')) && lines().some((l) => l.startsWith('mail: delivery delivered'));
+  while (!both() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   expect(lines()).toEqual(expect.arrayContaining([
     expect.stringMatching(/^mail: .*Quarterly numbers/),
     expect.stringMatching(new RegExp(`^mail: delivery delivered \\(attempt 1\\) to ${bob.identity.emailAddress} delivered`)),
