@@ -7,7 +7,6 @@ import type { PaymentService, RedeemInput, RedeemOutcome } from './payment-servi
 import type { PaymentDoc } from './models.js';
 import { decodeUptoPaymentHeader, isUptoPaymentHeader } from '../../middleware/protocol/upto-evm.js';
 import { formatUsdc, parseCharge, parsePrice } from '../../middleware/price.js';
-import { normalizeResource } from './resource-url.js';
 import { GroupedInserts } from '../platform/group-commit.js';
 import type { Collection } from 'mongodb';
 import type { Metrics } from '../platform/metrics.js';
@@ -94,28 +93,17 @@ export class HoldService {
    * exactly. The charge is named at capture.
    */
   private async holdUpto(orgId: string, input: HoldInput): Promise<HoldOutcome> {
-    const payments = this.payments;
-    payments.requireChain();
-    const seller = await payments.acceptingSeller(orgId);
-    if (!seller) return { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' };
-    const resource = normalizeResource(input.resource);
-    const endpoint = await payments.endpointFor(orgId, resource);
-    if (!endpoint) return { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` };
-    let max: bigint;
-    try { max = parsePrice(input.amount); } catch { return { ok: false, error: 'amount_mismatch', message: `amount ${input.amount} is not a USDC amount` }; }
-    if (endpoint.pricing !== 'dynamic' || max <= 0n || max > BigInt(endpoint.priceAtomic)) {
-      return { ok: false, error: 'amount_mismatch', message: `an upto route's maximum ${input.amount} must be more than 0 and at most this endpoint's registered maxPriceUsdc (${endpoint.pricing === 'dynamic' ? endpoint.priceUsdc : 'none: register it with maxPriceUsdc'})` };
-    }
-    const payTo = input.payTo ?? seller.payTo;
-    if (!payments.acceptsPayee(seller, payTo)) return { ok: false, error: 'recipient_not_allowed', message: `${payTo} is not this seller's payTo or one of its payees (PUT /v0/payments/acceptance)` };
+    const prepared = await this.payments.prepareTerms(orgId, input, 'upto');
+    if ('refused' in prepared) return prepared.refused;
+    const { seller, terms, refuse } = prepared;
     const decoded = decodeUptoPaymentHeader(input.paymentHeader);
-    if (!decoded.ok) return { ok: false, error: decoded.reason, message: decoded.message };
+    if (!decoded.ok) return refuse(decoded.reason, decoded.message);
     const deadline = Number(decoded.payload.payload.permit2Authorization.deadline) * 1000;
     const margin = this.config.PAYMENT_VALIDITY_MARGIN_SECONDS * 1000;
     const until = Math.min(Date.now() + Math.min(input.holdSeconds ?? DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS) * 1000, deadline - margin);
-    if (until <= Date.now()) return { ok: false, error: 'authorization_expired', message: 'the permit expires before a handler could run and the payment be settled' };
-    const claimed = await payments.claimUpto(seller, decoded.payload, { resource, maxAmount: max, endpoint, door: 'redeem', payTo }, { status: 'held', until: new Date(until) });
-    if (!claimed.ok) return { ok: false, error: claimed.refused.reason, message: claimed.refused.message };
+    if (until <= Date.now()) return refuse('authorization_expired', 'the permit expires before a handler could run and the payment be settled');
+    const claimed = await this.payments.claimUpto(seller, decoded.payload, { ...terms, maxAmount: terms.amountAtomic }, { status: 'held', until: new Date(until) });
+    if (!claimed.ok) return refuse(claimed.refused.reason, claimed.refused.message);
     return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
   }
 

@@ -306,19 +306,36 @@ export class PaymentService {
    * checked against its price, the decoded header; or the refusal, with the requirement to pay.
    */
   async prepareRedeem(orgId: string, input: RedeemInput): Promise<PreparedRedeem | { refused: Extract<RedeemOutcome, { ok: false }> }> {
+    const prepared = await this.prepareTerms(orgId, input, 'exact');
+    if ('refused' in prepared) return prepared;
+    const decoded = decodePaymentHeader(input.paymentHeader);
+    if (!decoded.ok) return { refused: prepared.refuse(decoded.reason, decoded.message) };
+    return { ...prepared, decoded };
+  }
+
+  /**
+   * The seller-side checks of a redeem or hold, for either scheme: the accepting seller, the registered
+   * endpoint, the amount against its price (an `upto` maximum against a usage-priced endpoint's cap), the
+   * payee. The buyer's header is decoded by the caller, for its scheme.
+   */
+  async prepareTerms(orgId: string, input: RedeemInput, scheme: 'exact' | 'upto'): Promise<Omit<PreparedRedeem, 'decoded'> | { refused: Extract<RedeemOutcome, { ok: false }> }> {
     this.requireChain();
     const seller = await this.acceptingSeller(orgId);
     if (!seller) return { refused: { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' } };
     const resource = normalizeResource(input.resource);
     const endpoint = await this.endpointFor(orgId, resource);
     if (!endpoint) return { refused: { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` } };
-    // The buyer's spelling of the resource: in dev it may be another loopback alias of endpoint.url.
-    const requirement = buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource, description: endpoint.description });
-    const refuse = (error: string, message: string): Extract<RedeemOutcome, { ok: false }> => ({ ok: false, error, message, requirement });
+    // The buyer's spelling of the resource: in dev it may be another loopback alias of endpoint.url. An
+    // upto refusal names no v1 requirement (v1 has no upto).
+    const requirement = scheme === 'exact' ? buildRequirementV1(this.settingsOf(seller), { amountAtomic: BigInt(endpoint.priceAtomic), resource, description: endpoint.description }) : undefined;
+    const refuse = (error: string, message: string): Extract<RedeemOutcome, { ok: false }> => ({ ok: false, error, message, ...(requirement ? { requirement } : {}) });
 
     let amount: bigint;
     try { amount = parsePrice(input.amount); } catch { return { refused: refuse('amount_mismatch', `amount ${input.amount} is not a USDC amount`) }; }
-    // A dynamic price is whatever the seller's middleware computed for this request, up to the registered cap.
+    if (scheme === 'upto' && endpoint.pricing !== 'dynamic') {
+      return { refused: refuse('amount_mismatch', `an upto route needs an endpoint priced by usage: register it with maxPriceUsdc (it has a fixed price of ${endpoint.priceUsdc})`) };
+    }
+    // A dynamic price (or an upto maximum) is whatever the seller's middleware asked, up to the registered cap.
     if (endpoint.pricing === 'dynamic') {
       if (amount <= 0n || amount > BigInt(endpoint.priceAtomic)) return { refused: refuse('amount_mismatch', `amount ${input.amount} is not within this endpoint's dynamic price (more than 0, at most ${endpoint.priceUsdc})`) };
     } else if (amount !== BigInt(endpoint.priceAtomic)) {
@@ -326,10 +343,7 @@ export class PaymentService {
     }
     const payTo = getAddress(input.payTo ?? seller.payTo);
     if (!this.acceptsPayee(seller, payTo)) return { refused: refuse('recipient_not_allowed', `${payTo} is not this seller's payTo or one of its payees (PUT /v0/payments/acceptance)`) };
-
-    const decoded = decodePaymentHeader(input.paymentHeader);
-    if (!decoded.ok) return { refused: refuse(decoded.reason, decoded.message) };
-    return { seller, decoded, refuse, terms: { resource, amountAtomic: amount, payTo, endpoint, door: 'redeem' } };
+    return { seller, refuse, terms: { resource, amountAtomic: amount, payTo, endpoint, door: 'redeem' } };
   }
 
   /** Whether a payment may go to `address`: the seller's payTo or one of its payees. */
