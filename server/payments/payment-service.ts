@@ -11,6 +11,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import type { Config } from '../platform/config.js';
 import { endpointSchema, paymentSchema, sellerAccountSchema, type EndpointDoc, type PaymentDoc, type SellerAccountDoc } from './models.js';
 import { verifyPayment } from './verify-payment.js';
+import { PayerReads } from '../chain/payer-reads.js';
 import type { SettleOutcome, Settler } from './settler.js';
 import type { Settling } from './settling.js';
 import type { Logger } from '../platform/logger.js';
@@ -129,6 +130,8 @@ export class PaymentService {
   private readonly claims: GroupedInserts<PaymentDoc>;
   /** Updates of payment records (settled, held -> verified), grouped into bulkWrite commands. */
   readonly recordUpdates: GroupedUpdates<PaymentDoc>;
+  /** The chain reads of payments verified at the same time, in one Multicall3 call. */
+  private readonly payerReads: PayerReads | undefined;
 
   constructor(
     conn: Connection,
@@ -153,6 +156,7 @@ export class PaymentService {
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.claims = new GroupedInserts(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
     this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
+    this.payerReads = chain && new PayerReads(chain, config.MULTICALL3_ADDRESS as Address, { onCommand: (size) => metrics.payerReadBatchSize.observe(size) });
     changes.on('seller', (orgId) => {
       this.acceptanceCache.delete(orgId);
       this.endpointCache.deletePrefix(`${orgId} `);
@@ -355,7 +359,7 @@ export class PaymentService {
   /** Checks a payment against a seller's terms and the chain, moving nothing (the facilitator's /verify). */
   async verify(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { amountAtomic: bigint; payTo?: string }) {
     return verifyPayment(decoded, { payTo: (terms.payTo ?? seller.payTo) as Address, amountAtomic: terms.amountAtomic }, this.requireChain(), {
-      nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
+      nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS, reads: this.payerReads,
     });
   }
 

@@ -7,6 +7,7 @@ import type { ChainService } from '../chain/chain-service.js';
 import { AppError } from '../platform/errors.js';
 import { nodeFault } from '../chain/rpc-fault.js';
 import { shortReason } from './relayer.js';
+import type { PayerReads } from '../chain/payer-reads.js';
 
 /**
  * The chain could not be asked (every RPC URL refused, timed out or failed): the buyer did nothing wrong,
@@ -45,7 +46,7 @@ export async function verifyPayment(
   decoded: DecodedPaymentHeader,
   terms: PaymentTerms,
   chain: ChainService,
-  options: { nowSeconds: number; marginSeconds: number },
+  options: { nowSeconds: number; marginSeconds: number; /** Batches the chain reads of concurrent verifications; without it, two calls each. */ reads?: PayerReads },
 ): Promise<Verified | Refused> {
   const payload = decoded.payload;
   if (decoded.version === 1) {
@@ -106,10 +107,14 @@ export async function verifyPayment(
   if (BigInt(authorization.validBefore) <= BigInt(nowSeconds + marginSeconds)) {
     return refuse('authorization_expired', `the authorization expired (validBefore ${authorization.validBefore})`);
   }
-  const [used, balance] = await Promise.all([
-    authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: from, nonce: authorization.nonce as Hex }),
-    balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: from }),
-  ]).catch((err) => { throw chainUnavailable(err); });
+  const nonce = authorization.nonce as Hex;
+  const { used, balance } = await (options.reads
+    ? options.reads.read(from, nonce)
+    : Promise.all([
+      authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: from, nonce }),
+      balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: from }),
+    ]).then(([used, balance]) => ({ used, balance }))
+  ).catch((err) => { throw chainUnavailable(err); });
   if (used) return refuse('nonce_already_used', 'this authorization was already used or canceled');
   if (balance < terms.amountAtomic) return refuse('insufficient_funds', `the payer holds ${balance} atomic units; ${terms.amountAtomic} are needed`);
   return { ok: true, payer: from, authorization, signature: signature as Hex };

@@ -1,5 +1,5 @@
 import type { AnyBulkWriteOperation, Collection, Db, Document, Filter, OptionalUnlessRequiredId } from 'mongodb';
-import { outsideRequest } from './logger.js';
+import { Batcher, type BatchOptions, type Queued } from './batcher.js';
 
 /**
  * Group commit: writes asked for while the collection's previous command is on its way leave together in
@@ -13,67 +13,14 @@ import { outsideRequest } from './logger.js';
  * a duplicate fails only itself and is reported to its own caller as a duplicate), and a grouped update
  * is the same updateOne it would have been alone.
  */
-interface Queued<Op, Result> { op: Op; resolve: (result: Result) => void; reject: (err: unknown) => void }
 
-export interface GroupCommitOptions {
-  /** Most writes in one command (default: 256 inserts, 64 updates; see updateGroupingFor). */
-  maxBatch?: number;
-  /** Commands of this group on their way at once; what is asked meanwhile waits for one to come back. */
-  maxInFlight?: number;
-  /** Called with the size of every command sent (metrics, tests). */
-  onCommand?: (size: number) => void;
-}
-
-abstract class Group<Op, Result> {
-  private readonly queue: Array<Queued<Op, Result>> = [];
-  private inFlight = 0;
-  private flushQueued = false;
-  protected readonly maxBatch: number;
-  private readonly maxInFlight: number;
-
-  constructor(protected readonly options: GroupCommitOptions, defaults: { maxBatch: number; maxInFlight: number }) {
-    this.maxBatch = options.maxBatch ?? defaults.maxBatch;
-    this.maxInFlight = options.maxInFlight ?? defaults.maxInFlight;
-  }
-
-  protected enqueue(op: Op): Promise<Result> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ op, resolve, reject });
-      this.scheduleFlush();
-    });
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushQueued) return;
-    this.flushQueued = true;
-    // Whatever the current turn of the event loop asks for goes in the same command.
-    setImmediate(() => {
-      this.flushQueued = false;
-      outsideRequest(() => this.flush());
-    });
-  }
-
-  private flush(): void {
-    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      this.inFlight++;
-      void this.send(batch)
-        .catch((err) => { for (const item of batch) item.reject(err); })
-        .finally(() => {
-          this.inFlight--;
-          if (this.queue.length > 0) this.scheduleFlush();
-        });
-    }
-  }
-
-  /** Sends one command for `batch` and settles every item's promise. */
-  protected abstract send(batch: Array<Queued<Op, Result>>): Promise<void>;
-}
+/** Most writes in one command (default: 256 inserts, 64 updates; see updateGroupingFor), commands on their way at once. */
+export type GroupCommitOptions = BatchOptions;
 
 export type InsertResult = 'inserted' | 'duplicate';
 
 /** Inserts grouped into unordered insertMany commands; each caller learns whether its own document was a duplicate. */
-export class GroupedInserts<T extends Document> extends Group<OptionalUnlessRequiredId<T>, InsertResult> {
+export class GroupedInserts<T extends Document> extends Batcher<OptionalUnlessRequiredId<T>, InsertResult> {
   /** An insertMany of a few hundred small documents costs the embedded engine about what one insert does. */
   constructor(private readonly collection: () => Collection<T>, options: GroupCommitOptions = {}) {
     super(options, { maxBatch: 256, maxInFlight: 1 });
@@ -117,7 +64,7 @@ export interface GroupedUpdate<T> {
 }
 
 /** updateOne writes grouped into unordered bulkWrite commands; each caller learns whether its filter matched. */
-export class GroupedUpdates<T extends Document> extends Group<GroupedUpdate<T>, { matched: boolean | undefined }> {
+export class GroupedUpdates<T extends Document> extends Batcher<GroupedUpdate<T>, { matched: boolean | undefined }> {
   /** Sizes for the database at hand: see `updateGroupingFor`. */
   constructor(private readonly collection: () => Collection<T>, options: GroupCommitOptions = {}) {
     super(options, { maxBatch: 64, maxInFlight: 4 });

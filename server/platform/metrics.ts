@@ -66,6 +66,10 @@ export class Metrics {
     labelNames: ['command', 'collection'] as const, registers: [this.registry],
   });
   /** How many writes each group commit carried (platform/group-commit.ts), by what they write. */
+  readonly payerReadBatchSize = new Histogram({
+    name: 'agentgate_chain_payer_read_batch_size', help: 'Payments whose chain reads (nonce state, balance) shared one Multicall3 eth_call',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128], registers: [this.registry],
+  });
   readonly groupCommitSize = new Histogram({
     name: 'agentgate_db_group_commit_size', help: 'Writes carried by one grouped database command, by what they write',
     labelNames: ['write'] as const, buckets: [1, 2, 4, 8, 16, 32, 64, 128], registers: [this.registry],
