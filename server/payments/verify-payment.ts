@@ -1,4 +1,5 @@
-import { getAddress, isAddressEqual, recoverTypedDataAddress, type Address, type Hex } from 'viem';
+import { getAddress, hashTypedData, isAddressEqual, recoverTypedDataAddress, type Address, type Hex } from 'viem';
+import { recoverSigner } from '../chain/recover.js';
 import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
@@ -85,7 +86,10 @@ export async function verifyPayment(
   } as const;
   // An EOA's signature is checked here, with no RPC call; anything else (an ERC-1271 smart account, an
   // ERC-6492 wrapped one) is asked of the chain.
-  const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
+  // The fast path decides only a match; anything else goes the way it always went (viem's recovery,
+  // then the chain), so the fast path changes no verdict.
+  const fast = recoverSigner(hashTypedData(typedData), typedData.signature);
+  const recovered = fast !== undefined && isAddressEqual(fast, from) ? fast : await recoverTypedDataAddress(typedData).catch(() => undefined);
   const validSignature = (recovered !== undefined && isAddressEqual(recovered, from))
     || await chain.publicClient.verifyTypedData({ address: from, ...typedData }).catch((err) => {
       if (nodeFault(err)) throw chainUnavailable(err);
