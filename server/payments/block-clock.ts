@@ -59,6 +59,8 @@ export class BlockClock {
    * when most recent blocks are that far apart (a chain that mines on arrival shows 0 s and irregular gaps).
    */
   private async readHint(): Promise<void> {
+    if (this.readingHint) return;
+    this.readingHint = true;
     try {
       const head = await this.chain.getBlockNumber({ cacheTime: 0 });
       if (head < 6n) return;
@@ -68,8 +70,12 @@ export class BlockClock {
       if (common >= 1 && gaps.filter((g) => g === common).length >= 4) this.hintMs = common * 1000;
     } catch {
       // no hint: the cadence is measured from sightings alone
+    } finally {
+      this.readingHint = false;
     }
   }
+
+  private readingHint = false;
 
   stop(): void {
     this.stopped = true;
@@ -157,6 +163,10 @@ export class BlockClock {
     if (this.latest !== undefined && number <= this.latest) return;
     this.latest = number;
     this.seen.push({ number, at });
+    // A chain too young for a hint at start (fewer than 6 blocks: a dev chain just deployed) gets one as
+    // soon as it has the blocks, rather than waiting for enough sightings (10 s on a 2 s chain, during
+    // which every batch would leave at once and most requests would wait two blocks).
+    if (this.hintMs === undefined && this.seen.length <= 5 && number >= 6n) void this.readHint();
     if (this.seen.length > SAMPLES) this.seen.shift();
     for (const listener of this.listeners) {
       try { listener(number); } catch { /* a listener's failure is its own */ }

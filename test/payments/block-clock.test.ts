@@ -1,0 +1,31 @@
+import { createPublicClient, http } from 'viem';
+import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
+import { BlockClock } from '../../server/payments/block-clock.js';
+
+let node: AnvilNode;
+beforeAll(async () => { node = await startAnvil({ blockTime: 1 }); });
+afterAll(async () => { await node?.stop(); });
+
+describe('BlockClock on a chain that mines every second', () => {
+  it('a chain too young for a cadence hint at start gets it once it has the blocks, before the clock could have measured one', async () => {
+    const client = createPublicClient({ transport: http(node.rpcUrl) });
+    const head = async () => client.getBlockNumber({ cacheTime: 0 });
+    while ((await head()) < 4n) await new Promise((r) => setTimeout(r, 50));
+    const clock = new BlockClock(client as never, { busyPollMs: 50, warmUpMs: 60_000 });
+    const sightings: bigint[] = [];
+    clock.onBlock((block) => sightings.push(block));
+    clock.start();
+    try {
+      while ((clock.latest ?? 0n) < 7n) await new Promise((r) => setTimeout(r, 20));
+      // Started at block 4 (or 5): the hint, six blocks of timestamps, could not be read then. Blocks 4..7
+      // are at most four sightings, three gaps, and the clock measures a cadence from four consecutive gaps
+      // of its own: what it knows now comes from the chain's timestamps, whole seconds.
+      expect(sightings[0]).toBeLessThan(6n);
+      expect(sightings.length).toBeLessThanOrEqual(4);
+      expect(clock.intervalMs).toBe(1000);
+      expect(clock.nextBlock()!.number).toBe(clock.latest! + 1n);
+    } finally {
+      clock.stop();
+    }
+  });
+});
