@@ -13,6 +13,11 @@
  *    concurrently. Ours goes seller -> backend over HTTP -> MongoDB-wire DB -> chain; the official one
  *    settles in process with no database, so it is the lighter path by construction. Also the database
  *    commands our backend sends per paid request at that concurrency (MongoDB command monitoring).
+ *
+ * Our backend runs inside the bench's process, sharing one event loop with the load generator and both
+ * sellers, as the official facilitator shares its seller's. BENCH_BACKEND=process runs it as it is
+ * deployed instead, a process of its own (`agentgate serve`) on the same machine and database: on two
+ * cores that is slower, not faster (the machine, not one event loop, is then the limit: see the README).
  * 4. A chain that mines like Base: anvil --block-time 2, BENCH_BLOCK_PAYMENTS (300) pre-signed payments
  *    per stack at concurrency BENCH_BLOCK_CONCURRENCY (64): rate, p50, failures and gas per payment from
  *    the receipts of the settlement transactions each stack named in its PAYMENT-RESPONSE headers.
@@ -30,8 +35,11 @@ import { registerExactEvmScheme as registerFacilitatorEvm } from '@x402/evm/exac
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import express, { type Express } from 'express';
+import { MongoClient } from 'mongodb';
 import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { Agent, createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -48,6 +56,7 @@ import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
+import { createChainService } from '../server/chain/chain-service.js';
 import type { Metrics } from '../server/platform/metrics.js';
 
 const UNPAID = Number(process.env.BENCH_UNPAID ?? 3000);
@@ -56,6 +65,7 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const VERIFY = Number(process.env.BENCH_VERIFY ?? 200);
 const BLOCK_PAYMENTS = Number(process.env.BENCH_BLOCK_PAYMENTS ?? 300);
 const BLOCK_CONCURRENCY = Number(process.env.BENCH_BLOCK_CONCURRENCY ?? 64);
+const BACKEND_PROCESS = process.env.BENCH_BACKEND === 'process';
 const PARTS = new Set((process.env.BENCH_PARTS ?? '1,2,3,4').split(',').map((p) => p.trim()));
 const NETWORK = 'eip155:84532';
 const PRICE_ATOMIC = '10000';
@@ -71,15 +81,16 @@ const us = (value: number) => `${(value * 1000).toFixed(1)} µs`;
 
 async function main() {
   log('starting MongoDB-wire server, anvil and the backend ...');
-  const mongo = await provideMongoServer();
-  const chain = await startDevChain();
-  const cleanup: Array<() => Promise<unknown>> = [() => mongo.stop(), () => chain.stop()];
+  // Part 4's chain starts now, so it has a history of blocks by then, as any real chain does.
+  const [mongo, chain, slowChain] = await Promise.all([provideMongoServer(), startDevChain(), PARTS.has('4') ? startDevChain({ blockTime: 2 }) : undefined]);
+  const cleanup: Array<() => Promise<unknown>> = [() => mongo.stop(), () => chain.stop(), async () => slowChain?.stop()];
   try {
     if (PARTS.has('1') || PARTS.has('2') || PARTS.has('3')) await run(mongo.uri, chain.rpcUrl, chain.usdcAddress, cleanup);
-    if (PARTS.has('4')) {
-      log('\nstarting anvil --block-time 2 and a second backend on it ...');
-      const slowChain = await startDevChain({ blockTime: 2 });
-      cleanup.push(() => slowChain.stop());
+    if (slowChain) {
+      log('\nanvil --block-time 2 and a second backend on it ...');
+      // At least the six blocks whose timestamps tell the block clock the chain's cadence (block-clock.ts).
+      const client = createPublicClient({ transport: http(slowChain.rpcUrl) });
+      while ((await client.getBlockNumber({ cacheTime: 0 })) < 8n) await new Promise((r) => setTimeout(r, 500));
       await blockTimeScenario(mongo.uri, slowChain.rpcUrl, slowChain.usdcAddress, cleanup);
     }
   } finally {
@@ -88,7 +99,7 @@ async function main() {
 }
 
 async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
-  const { backend, payTo, sellerKey, our, official, officialFacilitator } = await startStacks(mongoUri, rpcUrl, usdc, cleanup);
+  const { backend, payTo, sellerKey, our, official, officialFacilitator, config } = await startStacks(mongoUri, rpcUrl, usdc, cleanup);
   const bare = await serve(bareApp(), cleanup);
 
   if (PARTS.has('1')) {
@@ -137,11 +148,12 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
   if (PARTS.has('2')) {
     // --- 2. verification cost per payment ----------------------------------------------------------
     log(`\n2. verification of one valid payment, ${VERIFY} times each (signature + chain reads, no settlement)`);
+    const chain = (await createChainService(config))!;
     const ourPayment = (await signPayments(our.url, DEV_ACCOUNTS[1]!.privateKey, usdc, 1))[0]!;
     const decoded = decodePaymentHeader(ourPayment.header);
     if (!decoded.ok) throw new Error('could not decode our own payment');
     const ourVerify = await timeEach(VERIFY, async () => {
-      const result = await verifyPayment(decoded, { payTo, amountAtomic: BigInt(PRICE_ATOMIC) }, backend.app.chain!, { nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: 6 });
+      const result = await verifyPayment(decoded, { payTo, amountAtomic: BigInt(PRICE_ATOMIC) }, chain, { nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: 6 });
       if (!result.ok) throw new Error(`verifyPayment refused: ${result.reason}`);
     });
     const officialPayment = (await signPayments(official.url, DEV_ACCOUNTS[2]!.privateKey, usdc, 1))[0]!;
@@ -167,9 +179,9 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
         // Signed just before each run: a v2 authorization is valid for the requirement's 60 s.
         const sequential = await payAll(server.url, await signPayments(server.url, buyers[name], usdc, PAID), 1);
         const signed = await signPayments(server.url, buyers[name], usdc, PAID * 2);
-        const before = await dbCommands(backend.app.metrics);
+        const before = await backend.dbCommands();
         const concurrent = await payAll(server.url, signed, CONCURRENCY);
-        if (name === 'agentgate') commands.push(difference(await dbCommands(backend.app.metrics), before));
+        if (name === 'agentgate') commands.push(difference(await backend.dbCommands(), before));
         rates[name]!.sequential.push(sequential.perSecond);
         rates[name]!.concurrent.push(concurrent.perSecond);
         rates[name]!.latencies.push(...sequential.latencies);
@@ -194,21 +206,17 @@ async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Arr
 /** Our backend with a seller on it, our Express seller and the official one, all on the chain at `rpcUrl`. */
 async function startStacks(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
   const port = await freePort();
-  const config = loadConfig({
+  const env: Record<string, string> = {
     // An access line per request on stdout would bury the results (LOG_LEVEL=info to watch them).
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
     MAIL_DOMAIN: 'bench.test', DID_DOMAIN: `127.0.0.1%3A${port}`, MASTER_KEY: randomBytes(32).toString('hex'),
     MONGODB_URI: mongoUri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`, SMTP_PORT: '0',
     CHAIN_RPC_URL: rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: usdc, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
-    RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey,
+    RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey, METRICS_TOKEN: randomBytes(16).toString('hex'),
     // Settlement settings can be tried from the environment (see the README's configuration table).
     ...Object.fromEntries(['SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_SEND_MARGIN_MS', 'RELAYER_PRIVATE_KEYS'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : []))),
-  });
-  const backend = await startServer(config);
-  cleanup.push(async () => {
-    await backend.app.db.dropDatabase().catch(() => {});
-    await backend.close();
-  });
+  };
+  const backend = BACKEND_PROCESS ? await backendProcess(env, cleanup) : await backendInProcess(env, cleanup);
 
   // --- seller set-up, the way the console does it ------------------------------------------------
   const call = async (method: string, path: string, key: string | undefined, body?: unknown) => {
@@ -235,7 +243,51 @@ async function startStacks(mongoUri: string, rpcUrl: string, usdc: Address, clea
   const our = await serve(ours, cleanup);
   const official = await serve(officialApp, cleanup);
   await call('POST', '/v0/payments/endpoints', platformKey, { url: `${our.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
-  return { backend, payTo, sellerKey, our, official, officialFacilitator };
+  return { backend, payTo, sellerKey, our, official, officialFacilitator, config: loadConfig(env) };
+}
+
+/** What the bench needs of our backend: where it listens, and the database commands it has sent so far. */
+interface Backend { url: string; dbCommands(): Promise<Map<string, number>> }
+
+/** BENCH_BACKEND=process: our backend as it is deployed, its own process (`agentgate serve`), called by the seller's middleware over HTTP. */
+async function backendProcess(env: Record<string, string>, cleanup: Array<() => Promise<unknown>>): Promise<Backend> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('../bin/agentgate.js', import.meta.url)), 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  cleanup.push(async () => {
+    child.kill('SIGTERM');
+    await exited;
+    const client = new MongoClient(env.MONGODB_URI!);
+    await client.db(env.MONGODB_DB).dropDatabase().finally(() => client.close());
+  });
+  const url = env.BASE_URL!;
+  for (let waited = 0; ; waited += 200) {
+    if (child.exitCode !== null) throw new Error(`agentgate serve exited with ${child.exitCode}`);
+    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
+    if (waited > 60_000) throw new Error('agentgate serve did not start within 60 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    url,
+    async dbCommands() {
+      const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${env.METRICS_TOKEN}` } })).text();
+      const counts = new Map<string, number>();
+      for (const [, labels, value] of text.matchAll(/^agentgate_db_commands_total\{([^}]*)\} (\S+)$/gm)) {
+        const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(labels!)?.[1] ?? '';
+        counts.set(`${label('command')} ${label('collection')}`.trim(), Number(value));
+      }
+      return counts;
+    },
+  };
+}
+
+/** Our backend inside the bench's (and the sellers') process. */
+async function backendInProcess(env: Record<string, string>, cleanup: Array<() => Promise<unknown>>): Promise<Backend> {
+  const backend = await startServer(loadConfig(env));
+  cleanup.push(async () => {
+    await backend.app.db.dropDatabase().catch(() => {});
+    await backend.close();
+  });
+  return { url: backend.url, dbCommands: () => dbCommands(backend.app.metrics) };
 }
 
 const weather: express.RequestHandler = (_req, res) => {
