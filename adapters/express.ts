@@ -3,6 +3,7 @@ import type { TLSSocket } from 'node:tls';
 import type { PaywallRequest, RequestPayment } from '../middleware/index.js';
 import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
 import { holdResponse } from './held-response.js';
+import { nodeTransport } from './node-transport.js';
 
 export type { PaymentMiddlewareOptions } from './paywall-source.js';
 // Start-up companion of the middleware: registers the same route table at the backend (platform key).
@@ -22,7 +23,7 @@ export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from '.
  * by usage: the handler reports what it used with `res.locals.x402.charge('$0.0123')` and that is settled.
  */
 export function paymentMiddleware(options: PaymentMiddlewareOptions): RequestHandler {
-  const paywall = paywallSource(options);
+  const paywall = paywallSource(options, { transport: nodeTransport });
   return async (req, res, next) => {
     let outcome;
     try {

@@ -3,6 +3,7 @@ import type { TLSSocket } from 'node:tls';
 import type { ErrorBody, PaywallRequest, RequestPayment } from '../middleware/index.js';
 import { paywallSource, type PaymentMiddlewareOptions, type PaywallSource } from './paywall-source.js';
 import { holdResponse } from './held-response.js';
+import { nodeTransport } from './node-transport.js';
 
 export type { PaymentMiddlewareOptions } from './paywall-source.js';
 // Start-up companion of the middleware: registers the same route table at the backend (platform key).
@@ -34,7 +35,7 @@ declare module 'fastify' {
  * (only a status below 400 is charged; see held-response.ts); `settle: 'before-handler'` settles first.
  */
 export function paymentMiddleware(options: PaymentMiddlewareOptions): FastifyPluginAsync {
-  const paywall = paywallSource(options);
+  const paywall = paywallSource(options, { transport: nodeTransport });
   const plugin: FastifyPluginAsync = async (app) => {
     // Declared up front (Fastify keeps the request's shape stable); a second paywall elsewhere in the app
     // reuses it. Typed as present, like other request decorators, since a priced route always has it.

@@ -3,6 +3,7 @@ import type { TLSSocket } from 'node:tls';
 import type { PaywallRequest } from '../middleware/index.js';
 import { paywallSource, type PaymentMiddlewareOptions } from './paywall-source.js';
 import { holdResponse } from './held-response.js';
+import { nodeTransport } from './node-transport.js';
 
 export type { PaymentMiddlewareOptions } from './paywall-source.js';
 // Start-up companion of the middleware: registers the same route table at the backend (platform key).
@@ -21,7 +22,7 @@ export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from '.
  * status below 400 is charged; see held-response.ts); `settle: 'before-handler'` settles first.
  */
 export function paymentMiddleware(options: PaymentMiddlewareOptions): Middleware {
-  const paywall = paywallSource(options);
+  const paywall = paywallSource(options, { transport: nodeTransport });
   return async (ctx, next) => {
     // A throw here propagates to Koa's error handling (500); downstream is never reached.
     const outcome = await paywall.handle(paywallRequestOf(ctx));

@@ -4,6 +4,7 @@ import {
   FacilitatorUnavailable,
   Paywall,
   type BackendPaywallOptions,
+  type BackendTransport,
   type PaywallOptions,
   type PaywallOutcome,
   type PaywallRequest,
@@ -27,10 +28,11 @@ export interface PaywallSource {
   handle(request: PaywallRequest): Promise<PaywallOutcome>;
 }
 
-export function paywallSource(options: PaymentMiddlewareOptions): PaywallSource {
+/** `transport`: how this adapter reaches the backend when the seller gave neither `fetch` nor `transport` (Node adapters: node:http). */
+export function paywallSource(options: PaymentMiddlewareOptions, defaults: { transport?: BackendTransport } = {}): PaywallSource {
   if ('paywall' in options) return options.paywall;
   if ('facilitator' in options) return new Paywall(options);
-  return backendPaywall(options);
+  return backendPaywall({ ...options, transport: options.transport ?? defaults.transport });
 }
 
 // Settings for the routing-only Paywall below; nothing is ever offered or redeemed with them.
@@ -53,8 +55,8 @@ const NO_FACILITATOR = { redeem: notLoaded, hold: notLoaded, capture: notLoaded,
  * pass and path tricks get their 400 as usual; protected routes answer 502/503 and never reach a handler.
  */
 function backendPaywall(options: BackendPaywallOptions & { readonly onError?: (error: unknown) => void }): PaywallSource {
-  const { backendUrl, apiKey, fetch, timeoutMs, onError = reportSettingsError, ...paywallOptions } = options;
-  const backend = createBackendClient({ backendUrl, apiKey, fetch, timeoutMs });
+  const { backendUrl, apiKey, fetch, transport, timeoutMs, onError = reportSettingsError, ...paywallOptions } = options;
+  const backend = createBackendClient({ backendUrl, apiKey, fetch, transport, timeoutMs });
   // Built now, so a bad route pattern or price fails at start-up rather than on the first request.
   const routingOnly = new Paywall({ ...paywallOptions, facilitator: NO_FACILITATOR, settings: NO_SETTINGS });
   let ready: Paywall | undefined;

@@ -9,8 +9,8 @@ export type BackendPaywallOptions = BackendClientOptions & Omit<PaywallOptions, 
  * so a misconfigured seller fails at boot rather than on the first buyer.
  */
 export async function createBackendPaywall(options: BackendPaywallOptions): Promise<Paywall> {
-  const { backendUrl, apiKey, fetch, timeoutMs, ...paywallOptions } = options;
-  const backend = createBackendClient({ backendUrl, apiKey, fetch, timeoutMs });
+  const { backendUrl, apiKey, fetch, transport, timeoutMs, ...paywallOptions } = options;
+  const backend = createBackendClient({ backendUrl, apiKey, fetch, transport, timeoutMs });
   const settings = await backend.fetchSellerSettings();
   return new Paywall({ ...paywallOptions, facilitator: backend, settings });
 }

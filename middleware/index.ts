@@ -21,7 +21,7 @@ export { FacilitatorUnavailable } from './facilitator.js';
 export type { CaptureUsage, Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
 
 export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
-export type { BackendConnection } from './backend-http.js';
+export type { BackendConnection, BackendTransport } from './backend-http.js';
 export type { BackendClient, BackendClientOptions, BackendRedeemResponse, PaymentList, PaymentRecord, SignedReceipt } from './backend-client.js';
 export { createBackendPaywall } from './backend-paywall.js';
 export type { BackendPaywallOptions } from './backend-paywall.js';

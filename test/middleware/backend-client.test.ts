@@ -6,6 +6,7 @@ import { createBackendPaywall } from '../../middleware/backend-paywall.js';
 import { FacilitatorUnavailable } from '../../middleware/facilitator.js';
 import { createPaymentsClient } from '../../middleware/payments-client.js';
 import { anvilSettings } from './fixtures.js';
+import { nodeTransport } from '../../adapters/node-transport.js';
 
 type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 
@@ -53,14 +54,14 @@ const redeemRequest = {
 };
 const paymentResponse = { success: true, transaction: '0xabc', network: 'anvil', payer: '0x2222222222222222222222222222222222222222' };
 
-describe('backend client', () => {
+describe.each([['fetch', undefined], ['node:http (the Node adapters)', nodeTransport]] as const)('backend client over %s', (_name, transport) => {
   test('refuses a key that is not a seller key', () => {
     expect(() => createBackendClient({ backendUrl: 'http://x', apiKey: 'sk-123' })).toThrow(/loid-/);
   });
 
   test('redeem: POST /v0/payments/redeem with the seller key and a decimal amount', async () => {
     handler = json(200, { ok: true, paymentResponse, paymentId: 'pay_1' });
-    const result = await createBackendClient({ backendUrl, apiKey }).redeem(redeemRequest);
+    const result = await createBackendClient({ backendUrl, apiKey, transport }).redeem(redeemRequest);
     expect(result).toEqual({ ok: true, paymentResponse, paymentId: 'pay_1' });
     expect(seen[0]).toMatchObject({ method: 'POST', url: '/v0/payments/redeem', authorization: `Bearer ${apiKey}` });
     expect(JSON.parse(seen[0]!.body)).toEqual({ paymentHeader: 'eyJ4IjoxfQ==', resource: 'https://shop.example/weather', amount: '0.01' });
@@ -68,7 +69,7 @@ describe('backend client', () => {
 
   test('redeem refused (402): a reason, not an exception', async () => {
     handler = json(402, { ok: false, error: 'nonce_already_used', message: 'replayed', requirement: { x: 1 } });
-    expect(await createBackendClient({ backendUrl, apiKey }).redeem(redeemRequest)).toEqual({
+    expect(await createBackendClient({ backendUrl, apiKey, transport }).redeem(redeemRequest)).toEqual({
       ok: false,
       reason: 'nonce_already_used',
       message: 'replayed',
@@ -76,22 +77,22 @@ describe('backend client', () => {
   });
 
   test.each([
-    ['5xx', json(500, { error: 'internal', message: 'x', status: 500 }), 502],
-    ['garbage 200', (_req: IncomingMessage, _b: string, res: ServerResponse) => res.end('<html>'), 502],
-    ['unexpected 200 body', json(200, { ok: true }), 502],
-    ['401 (wrong seller key)', json(401, { error: 'unauthorized', message: 'bad key', status: 401 }), 502],
-  ] as const)('redeem %s -> FacilitatorUnavailable %i', async (_name, answer, status) => {
+    ['5xx', 502, json(500, { error: 'internal', message: 'x', status: 500 })],
+    ['garbage 200', 502, (_req: IncomingMessage, _b: string, res: ServerResponse) => res.end('<html>')],
+    ['unexpected 200 body', 502, json(200, { ok: true })],
+    ['401 (wrong seller key)', 502, json(401, { error: 'unauthorized', message: 'bad key', status: 401 })],
+  ] as const)('redeem %s -> FacilitatorUnavailable %i', async (_name, status, answer) => {
     handler = answer;
-    const error = await createBackendClient({ backendUrl, apiKey }).redeem(redeemRequest).catch((e: unknown) => e);
+    const error = await createBackendClient({ backendUrl, apiKey, transport }).redeem(redeemRequest).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(FacilitatorUnavailable);
     expect((error as FacilitatorUnavailable).status).toBe(status);
   });
 
   test('unreachable and timed out -> FacilitatorUnavailable 503', async () => {
-    const unreachable = createBackendClient({ backendUrl: 'http://127.0.0.1:1', apiKey });
+    const unreachable = createBackendClient({ backendUrl: 'http://127.0.0.1:1', apiKey, transport });
     await expect(unreachable.redeem(redeemRequest)).rejects.toMatchObject({ name: 'FacilitatorUnavailable', status: 503 });
     handler = () => undefined; // never answers
-    const slow = createBackendClient({ backendUrl, apiKey, timeoutMs: 50 });
+    const slow = createBackendClient({ backendUrl, apiKey, timeoutMs: 50, transport });
     const error = (await slow.redeem(redeemRequest).catch((e: unknown) => e)) as FacilitatorUnavailable;
     expect(error).toBeInstanceOf(FacilitatorUnavailable);
     expect(error.status).toBe(503);
@@ -99,7 +100,7 @@ describe('backend client', () => {
   });
 
   test('settings, list and get', async () => {
-    const client = createBackendClient({ backendUrl, apiKey });
+    const client = createBackendClient({ backendUrl, apiKey, transport });
     handler = json(200, { ...anvilSettings, maxTimeoutSeconds: 120 });
     expect(await client.fetchSellerSettings()).toEqual({ ...anvilSettings, maxTimeoutSeconds: 120 });
     expect(seen.at(-1)).toMatchObject({ method: 'GET', url: '/v0/payments/settings' });
@@ -118,6 +119,21 @@ describe('backend client', () => {
 
     handler = json(404, { error: 'not_found', message: 'Payment not found', status: 404 });
     await expect(client.getPayment('nope')).rejects.toEqual(new BackendRequestError(404, 'not_found', 'Payment not found'));
+  });
+
+  test('keeps its connection to the backend between calls', async () => {
+    const connections: unknown[] = [];
+    const count = (socket: unknown) => connections.push(socket);
+    server.on('connection', count);
+    try {
+      const client = createBackendClient({ backendUrl, apiKey, transport });
+      handler = json(200, { ok: true, paymentResponse, paymentId: 'pay_1' });
+      for (let i = 0; i < 5; i++) await client.redeem(redeemRequest);
+      expect(seen).toHaveLength(5);
+      expect(connections.length).toBeLessThanOrEqual(1);
+    } finally {
+      server.off('connection', count);
+    }
   });
 });
 
