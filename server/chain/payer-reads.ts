@@ -26,9 +26,12 @@ interface Ask { payer: Address; nonce: Hex }
  */
 export class PayerReads extends Batcher<Ask, PayerState> {
   private multicallWorks = true;
+  /** Told once, when the reads fall back to separate calls, and why (the operator's warning). */
+  private readonly onFallback: ((reason: string) => void) | undefined;
 
-  constructor(private readonly chain: ChainService, private readonly multicall: Address, options: BatchOptions = {}) {
+  constructor(private readonly chain: ChainService, private readonly multicall: Address, options: BatchOptions & { onFallback?: (reason: string) => void } = {}) {
     super(options, { maxBatch: 100, maxInFlight: 4 });
+    this.onFallback = options.onFallback;
   }
 
   read(payer: Address, nonce: Hex): Promise<PayerState> {
@@ -42,6 +45,7 @@ export class PayerReads extends Batcher<Ask, PayerState> {
         if (nodeFault(err)) throw err;
         // Not a node failure: most likely no Multicall3 on this chain. Read one by one from now on.
         this.multicallWorks = false;
+        this.onFallback?.((err as Error).message?.split('\n')[0] ?? String(err));
         return undefined;
       });
       if (results) {

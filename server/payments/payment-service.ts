@@ -156,7 +156,10 @@ export class PaymentService {
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.claims = new GroupedInserts(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
     this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
-    this.payerReads = chain && new PayerReads(chain, config.MULTICALL3_ADDRESS as Address, { onCommand: (size) => metrics.payerReadBatchSize.observe(size) });
+    this.payerReads = chain && new PayerReads(chain, config.MULTICALL3_ADDRESS as Address, {
+      onCommand: (size) => metrics.payerReadBatchSize.observe(size),
+      onFallback: (reason) => log.warn({ multicall: config.MULTICALL3_ADDRESS, reason }, 'verification reads fall back to two eth_calls per payment: Multicall3 did not answer at MULTICALL3_ADDRESS'),
+    });
     changes.on('seller', (orgId) => {
       this.acceptanceCache.delete(orgId);
       this.endpointCache.deletePrefix(`${orgId} `);

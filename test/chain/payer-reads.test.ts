@@ -51,12 +51,14 @@ describe('PayerReads: the chain reads of concurrent verifications', () => {
 
   it('on a chain without Multicall3 at the configured address, reads each payment alone, and answers the same', async () => {
     const buyer = await fundedBuyer('4');
-    const reads = new PayerReads(chainThrough(proxy.url), privateKeyToAccount(generatePrivateKey()).address);
+    const fallbacks: string[] = [];
+    const reads = new PayerReads(chainThrough(proxy.url), privateKeyToAccount(generatePrivateKey()).address, { onFallback: (reason) => fallbacks.push(reason) });
     const answers = await Promise.all([reads.read(buyer.address, randomNonce()), reads.read(buyer.address, randomNonce())]);
     expect(answers).toEqual([{ used: false, balance: parseUnits('4', 6) }, { used: false, balance: parseUnits('4', 6) }]);
     proxy.resetCounts();
     await reads.read(buyer.address, randomNonce());
     expect(proxy.counts()).toEqual({ eth_call: 2 });
+    expect(fallbacks).toEqual([expect.stringMatching(/no Multicall3/)]);
   });
 
   it('a node that fails fails every read of the batch, as it fails each read alone', async () => {
