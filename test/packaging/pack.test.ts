@@ -101,8 +101,8 @@ describe('the seller package (agentgate-x402)', () => {
 
     // Every adapter of the checkout has its subpath, and every subpath's files ship.
     const exports = seller.manifest.exports!;
-    // Every framework adapter is an export; the pieces they share (paywall-source, held-response) are not.
-    const shared = ['paywall-source.ts', 'held-response.ts'];
+    // Every framework adapter is an export; the pieces they share (paywall-source, held-response, node-transport) are not.
+    const shared = ['paywall-source.ts', 'held-response.ts', 'node-transport.ts'];
     const adapters = readdirSync(join(repo, 'adapters')).filter((f) => f.endsWith('.ts') && !shared.includes(f)).map((f) => f.replace(/\.ts$/, ''));
     for (const adapter of adapters) expect(exports[`./${adapter}`]).toEqual({ types: `./dist/adapters/${adapter}.d.ts`, default: `./dist/adapters/${adapter}.js` });
     for (const [subpath, target] of Object.entries(exports)) {
