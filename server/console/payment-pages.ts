@@ -3,14 +3,14 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { AppContext } from '../context.js';
 import { parseInput } from '../platform/validate.js';
-import { filterQuery, type PaymentFilter } from '../payments/payment-service.js';
+import type { PaymentFilter } from '../payments/payment-service.js';
 import { paymentTotals, settledVolume } from '../payments/payment-totals.js';
 import type { PaymentDoc } from '../payments/models.js';
 import type { DeliveryDoc } from '../webhooks/models.js';
 import { deliveryState } from '../webhooks/state.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { sessionOf, type ConsoleGuards } from './access.js';
-import { classifySearch, idParam, paymentsQuery, rawFilters, type PaymentsQuery } from './schemas.js';
+import { classifySearch, dayBounds, DAY_MS, idParam, PAGE_SIZE, paymentsQuery, rawFilters, type PaymentsQuery } from './schemas.js';
 import { checkOfferReceipt, checkSignedReceipt } from './receipt-check.js';
 import { explorerTxUrl } from './explorer.js';
 import { csvLine } from './csv.js';
@@ -21,20 +21,16 @@ import { offsetOf } from './views/pager.js';
 import { isoDay } from './views/format.js';
 import { sendHtml, seeOther } from './render.js';
 
-export const PAGE_SIZE = 25;
-const DAY_MS = 24 * 60 * 60 * 1000;
 /** The chart draws at most this many bars; a longer range puts several days in one bar. */
 const MAX_BARS = 62;
 /** Without a date filter, the chart shows the last 30 days. */
 const DEFAULT_CHART_DAYS = 30;
 
-export function filterOf(query: PaymentsQuery): PaymentFilter {
+function filterOf(query: PaymentsQuery): PaymentFilter {
   const search = query.q ? classifySearch(query.q) : undefined;
   return {
     status: query.status, endpointId: query.endpoint, payerAddress: query.payer,
-    from: query.from ? new Date(`${query.from}T00:00:00.000Z`) : undefined,
-    // "To" is inclusive of its whole day.
-    until: query.to ? new Date(Date.parse(`${query.to}T00:00:00.000Z`) + DAY_MS) : undefined,
+    ...dayBounds(query),
     ...(search?.kind === 'payment' ? { paymentId: search.value } : {}),
     ...(search?.kind === 'tx' ? { txHash: search.value } : {}),
     ...(search?.kind === 'payer' ? { searchPayer: search.value } : {}),
@@ -44,8 +40,9 @@ export function filterOf(query: PaymentsQuery): PaymentFilter {
 /** The chart's days: the filter's range, else the last 30 days; at most MAX_BARS bars. */
 function chartBuckets(query: PaymentsQuery, now = new Date()): { buckets: Array<{ from: Date; until: Date }>; bucketDays: number } {
   const today = Date.parse(`${isoDay(now)}T00:00:00.000Z`);
-  const end = query.to ? Date.parse(`${query.to}T00:00:00.000Z`) + DAY_MS : today + DAY_MS;
-  const start = query.from ? Date.parse(`${query.from}T00:00:00.000Z`) : end - DEFAULT_CHART_DAYS * DAY_MS;
+  const { from, until } = dayBounds(query);
+  const end = until?.getTime() ?? today + DAY_MS;
+  const start = from?.getTime() ?? end - DEFAULT_CHART_DAYS * DAY_MS;
   const days = Math.max(1, Math.round((end - start) / DAY_MS));
   const bucketDays = Math.ceil(days / MAX_BARS);
   const buckets: Array<{ from: Date; until: Date }> = [];
@@ -106,7 +103,7 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
   router.get('/payments.csv', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const cursor = app.payments.payments.find({ orgId, ...filterQuery(filterOf(query)) }).sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 500 });
+    const cursor = app.payments.cursor(orgId, filterOf(query));
     const log = app.log.child({ area: 'console' });
     async function* lines() {
       yield csvLine(['payment_id', 'created_at', 'status', 'amount_usdc', 'amount_atomic', 'payer', 'recipient', 'resource', 'endpoint_id', 'network', 'tx_hash', 'settled_at', 'failure_reason', 'webhook']);
@@ -121,7 +118,7 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
         batch = [];
       };
       try {
-        for await (const payment of cursor as AsyncIterable<PaymentDoc>) {
+        for await (const payment of cursor) {
           batch.push(payment);
           if (batch.length >= 200) yield* flush();
         }

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { PAYMENT_STATUSES } from '../payments/models.js';
+import { DELIVERY_STATES } from '../webhooks/state.js';
 
 /** An HTML form sends every field, empty ones as "": those mean "not given". */
 const optional = <S extends z.ZodType>(schema: S) => z.preprocess((v) => (v === '' ? undefined : v), schema.optional());
@@ -25,11 +27,23 @@ export function classifySearch(text: string): PaymentSearch | undefined {
 }
 
 const dateRange = { from: optional(day), to: optional(day) };
+
+/** Rows per numbered page of the payments and webhooks lists. */
+export const PAGE_SIZE = 25;
+export const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** A From/To pair of UTC days as a half-open time range: "To" is inclusive of its whole day. */
+export function dayBounds(range: { from?: string; to?: string }): { from?: Date; until?: Date } {
+  return {
+    from: range.from ? new Date(`${range.from}T00:00:00.000Z`) : undefined,
+    until: range.to ? new Date(Date.parse(`${range.to}T00:00:00.000Z`) + DAY_MS) : undefined,
+  };
+}
 const rangeInOrder = (q: { from?: string; to?: string }) => !q.from || !q.to || q.from <= q.to;
 const rangeMessage = { message: 'must not be before "From"', path: ['to'] };
 
 export const paymentsQuery = z.object({
-  status: optional(z.enum(['settled', 'held', 'verified', 'failed'])),
+  status: optional(z.enum(PAYMENT_STATUSES)),
   endpoint: optional(id),
   payer: optional(z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address')),
   q: optional(z.string().trim().max(100, 'is too long').refine((text) => text === '' || !!classifySearch(text), 'enter a payment id (pay_…), a transaction hash (0x + 64 hex digits) or a payer address (0x + 40 hex digits)')),
@@ -39,7 +53,7 @@ export const paymentsQuery = z.object({
 export type PaymentsQuery = z.output<typeof paymentsQuery>;
 
 export const deliveriesQuery = z.object({
-  state: optional(z.enum(['pending', 'failing', 'failed', 'delivered'])),
+  state: optional(z.enum(DELIVERY_STATES)),
   endpoint: optional(id),
   payment: optional(id),
   ...dateRange,

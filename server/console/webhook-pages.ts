@@ -6,14 +6,12 @@ import { parseInput } from '../platform/validate.js';
 import type { DeliveryFilter } from '../webhooks/webhook-service.js';
 import { DELIVERY_STATES } from '../webhooks/state.js';
 import { sessionOf, type ConsoleGuards } from './access.js';
-import { deliveriesQuery, idParam, rawFilters } from './schemas.js';
+import { dayBounds, deliveriesQuery, idParam, PAGE_SIZE, rawFilters } from './schemas.js';
 import { webhooksPage, type DeliveryFilterValues } from './views/webhooks.js';
 import { errorsByField } from './views/filters.js';
 import { offsetOf } from './views/pager.js';
 import { sendHtml, seeOther } from './render.js';
 
-const PAGE_SIZE = 25;
-const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** Where a retry form returns to: a console page of ours only (never an address from elsewhere). */
 const retryForm = z.object({
@@ -36,11 +34,7 @@ export function webhookPages(router: Router, app: AppContext, guards: ConsoleGua
       return sendHtml(ctx, webhooksPage({ session: sessionOf(ctx), values, errors: errorsByField(parsed.error.issues), endpoints, deliveries: [], window: { page: 1, pageSize: PAGE_SIZE, total: 0 } }), 400);
     }
     const query = parsed.data;
-    const filter: DeliveryFilter = {
-      state: query.state, endpointId: query.endpoint, paymentId: query.payment,
-      from: query.from ? new Date(`${query.from}T00:00:00.000Z`) : undefined,
-      until: query.to ? new Date(Date.parse(`${query.to}T00:00:00.000Z`) + DAY_MS) : undefined,
-    };
+    const filter: DeliveryFilter = { state: query.state, endpointId: query.endpoint, paymentId: query.payment, ...dayBounds(query) };
     const pageNumber = query.page ?? 1;
     // The tabs count each state under the other filters (counted in the database, one query each).
     const [deliveries, counts] = await Promise.all([

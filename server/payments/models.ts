@@ -73,7 +73,8 @@ export const webhookSecretContext = (endpointId: string) => `webhook-secret:${en
  * held: claimed and waiting for the seller's handler (captured: settled; released or expired: the claim is
  * removed); verified: claimed and being settled; settled and failed: what the chain did.
  */
-export type PaymentStatus = 'held' | 'verified' | 'settled' | 'failed';
+export const PAYMENT_STATUSES = ['settled', 'held', 'verified', 'failed'] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 export interface SignedReceipt {
   body: Record<string, unknown>;

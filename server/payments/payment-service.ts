@@ -675,6 +675,11 @@ export class PaymentService {
     return this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean();
   }
 
+  /** Every payment of the org the filter matches, newest first, from a database cursor (the CSV export). */
+  cursor(orgId: string, filter: PaymentFilter): AsyncIterable<PaymentDoc> {
+    return this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 500 }) as AsyncIterable<PaymentDoc>;
+  }
+
   async get(orgId: string, id: string): Promise<PaymentDoc> {
     const doc = await this.payments.findOne({ _id: id, orgId }).lean();
     if (!doc) throw notFound('Payment not found');

@@ -20,7 +20,7 @@ export function volumeChart(buckets: VolumeBucket[], bucketDays: number): SafeHt
   const per = bucketDays === 1 ? 'day' : `${bucketDays} days`;
   return html`<figure class="chart" data-buckets="${buckets.length}">
     <figcaption><span>Settled volume per ${per}, UTC</span><span class="muted">peak ${usdc(max.toString())} USDC</span></figcaption>
-    <svg viewBox="0 0 ${WIDTH} ${HEIGHT}" preserveAspectRatio="none" role="img" aria-label="Settled volume per ${per} from ${isoDay(buckets[0]!.from)} to ${label(buckets.at(-1)!)}: ${usdc(total.toString())} USDC in all" focusable="false">
+    <svg viewBox="0 0 ${WIDTH} ${HEIGHT}" preserveAspectRatio="none" role="img" aria-label="Settled volume per ${per} from ${isoDay(buckets[0]!.from)} to ${isoDay(new Date(buckets.at(-1)!.until.getTime() - 1))}: ${usdc(total.toString())} USDC in all" focusable="false">
       <line x1="0" y1="${HEIGHT - 0.5}" x2="${WIDTH}" y2="${HEIGHT - 0.5}" class="chart-axis"></line>
       ${buckets.map((b, i) => {
         // Whole pixels of a 120-high box; a day with any volume shows at least 1.

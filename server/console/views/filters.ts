@@ -21,6 +21,15 @@ export function dayInput(input: { id: string; name: string; label: string; value
     ${fieldError(input.errors, input.name)}</div>`;
 }
 
+/** The Endpoint filter: any, or one of the org's endpoints by URL. */
+export function endpointSelect(input: { id: string; value?: string; endpoints: Array<{ _id: string; url: string }>; errors: FieldErrors }): SafeHtml {
+  return html`<div class="field"><label for="${input.id}">Endpoint</label>
+        <select id="${input.id}" name="endpoint"${invalid(input.errors, 'endpoint')}>
+          <option value="">Any</option>
+          ${input.endpoints.map((e) => html`<option value="${e._id}"${selected(input.value, e._id)}>${e.url}</option>`)}
+        </select>${fieldError(input.errors, 'endpoint')}</div>`;
+}
+
 /** Zod's issues by field: the first message of each. */
 export function errorsByField(issues: Array<{ path: PropertyKey[]; message: string }>): FieldErrors {
   const errors: FieldErrors = {};

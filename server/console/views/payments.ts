@@ -6,7 +6,8 @@ import { deliveryState } from '../../webhooks/state.js';
 import type { LiveSession } from '../sessions.js';
 import { page } from './layout.js';
 import { badge, shortHex, time, usdc } from './format.js';
-import { dayInput, fieldError, filterAlert, invalid, selected, type FieldErrors } from './filters.js';
+import { dayInput, endpointSelect, fieldError, filterAlert, invalid, selected, type FieldErrors } from './filters.js';
+import { PAYMENT_STATUSES } from '../../payments/models.js';
 import { pager, queryString, showing, type PageWindow } from './pager.js';
 import { volumeChart } from './chart.js';
 
@@ -77,13 +78,9 @@ export function paymentsPage(input: PaymentsPageInput): SafeHtml {
       <div class="field"><label for="f-status">Status</label>
         <select id="f-status" name="status"${invalid(errors, 'status')}>
           <option value="">Any</option>
-          ${(['settled', 'held', 'verified', 'failed'] as const).map((s) => html`<option value="${s}"${selected(values.status, s)}>${s}</option>`)}
+          ${PAYMENT_STATUSES.map((s) => html`<option value="${s}"${selected(values.status, s)}>${s}</option>`)}
         </select>${fieldError(errors, 'status')}</div>
-      <div class="field"><label for="f-endpoint">Endpoint</label>
-        <select id="f-endpoint" name="endpoint"${invalid(errors, 'endpoint')}>
-          <option value="">Any</option>
-          ${input.endpoints.map((e) => html`<option value="${e._id}"${selected(values.endpoint, e._id)}>${e.url}</option>`)}
-        </select>${fieldError(errors, 'endpoint')}</div>
+      ${endpointSelect({ id: 'f-endpoint', value: values.endpoint, endpoints: input.endpoints, errors })}
       <div class="field"><label for="f-payer">Payer address</label>
         <input id="f-payer" name="payer" value="${values.payer ?? ''}" placeholder="0x…" spellcheck="false" maxlength="42"${invalid(errors, 'payer')}>
         ${fieldError(errors, 'payer')}</div>

@@ -5,7 +5,7 @@ import { DELIVERY_STATES, deliveryState } from '../../webhooks/state.js';
 import type { LiveSession } from '../sessions.js';
 import { page } from './layout.js';
 import { badge, time } from './format.js';
-import { dayInput, fieldError, filterAlert, invalid, selected, type FieldErrors } from './filters.js';
+import { dayInput, endpointSelect, fieldError, filterAlert, invalid, selected, type FieldErrors } from './filters.js';
 import { pager, queryString, showing, type PageWindow } from './pager.js';
 import { retryForm } from './payment.js';
 
@@ -40,11 +40,7 @@ export function webhooksPage(input: {
           <option value="">Any</option>
           ${DELIVERY_STATES.map((s) => html`<option value="${s}"${selected(values.state, s)}>${s}</option>`)}
         </select>${fieldError(errors, 'state')}</div>
-      <div class="field"><label for="w-endpoint">Endpoint</label>
-        <select id="w-endpoint" name="endpoint"${invalid(errors, 'endpoint')}>
-          <option value="">Any</option>
-          ${input.endpoints.map((e) => html`<option value="${e._id}"${selected(values.endpoint, e._id)}>${e.url}</option>`)}
-        </select>${fieldError(errors, 'endpoint')}</div>
+      ${endpointSelect({ id: 'w-endpoint', value: values.endpoint, endpoints: input.endpoints, errors })}
       <div class="field"><label for="w-payment">Payment id</label>
         <input id="w-payment" name="payment" value="${values.payment ?? ''}" placeholder="pay_…" spellcheck="false" maxlength="70"${invalid(errors, 'payment')}>
         ${fieldError(errors, 'payment')}</div>
