@@ -12,7 +12,7 @@ import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
-import { permit2NonceUsed, UPTO_PROXY_ADDRESS, type UptoPermit } from '../chain/permit2.js';
+import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoSettlementAmount, type UptoPermit } from '../chain/permit2.js';
 import type { Reservation } from './mandate-service.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
@@ -215,13 +215,15 @@ export class PayService {
       await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Payment of up to ${formatUsdc(amount)} USDC to ${p.resourceUrl} was not settled: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
       return refuse('settle_failed', `${reason}; the permit expires at ${new Date(Number(permit.deadline) * 1000).toISOString()} and its maximum stays reserved until then`);
     }
-    // What the seller says it charged (the upto settlement's amount); without one, the maximum, which is
-    // the most the permit could have moved.
-    const stated = settlement?.amount === undefined ? undefined : BigInt(settlement.amount);
-    const charged = stated !== undefined && stated <= amount ? stated : amount;
-    const txHash = settlement?.transaction ? settlement.transaction : undefined;
+    // The mandate protects the buyer from sellers, so what it counts is read from the chain, never taken
+    // from the seller's word: the USDC the named transaction moved settling this very permit. A transaction
+    // that is no such settlement counts the maximum. No transaction (a seller charging nothing) leaves the
+    // permit unused but valid until its deadline, so the maximum stays counted too.
+    const txHash = settlement?.transaction ? settlement.transaction as Hex : undefined;
+    const moved = txHash ? await uptoSettlementAmount(chain.publicClient, chain.usdc.address, txHash, { owner: permit.from, to: permit.to, nonce: permit.nonce }).catch(() => undefined) : undefined;
+    const charged = moved !== undefined && moved <= amount ? moved : txHash ? amount : 0n;
     state.hold = 'done';
-    const mandate = await this.mandates.commit(reservation, charged);
+    const mandate = await this.mandates.commit(reservation, moved !== undefined && moved <= amount ? moved : amount);
     await this.outgoing.updateOne({ _id: record._id }, {
       $set: { status: 'settled', settledAt: new Date(), amountUsdcRaw: charged.toString(), ...(txHash ? { txHash } : {}), ...(paid.ok ? { responseStatus: paid.response.status } : {}), ...(settlement ? { paymentResponse: settlement } : {}) },
     });

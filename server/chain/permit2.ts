@@ -9,7 +9,8 @@
  * amount, and the witness Witness(address to,address facilitator,uint256 validAfter); only
  * `witness.facilitator` may call the proxy's `settle`, for any amount up to the permitted one.
  */
-import { getAddress, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
+import { decodeFunctionData, getAddress, isAddressEqual, parseEventLogs, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
+import { usdcAbi } from './usdc.js';
 
 export const PERMIT2_ADDRESS: Address = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
 export const UPTO_PROXY_ADDRESS: Address = '0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002';
@@ -174,6 +175,27 @@ export function uptoSettleArgs(permit: UptoPermit, amount: bigint, signature: He
 export async function permit2NonceUsed(client: PublicClient, owner: Address, nonce: bigint): Promise<boolean> {
   const word = await client.readContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'nonceBitmap', args: [owner, nonce >> 8n] });
   return ((word >> (nonce & 0xffn)) & 1n) === 1n;
+}
+
+/**
+ * What the transaction `hash` moved of `token` from the permit's owner to its payee, if it is a successful
+ * proxy settle(WithPermit) of that owner's permit with that Permit2 nonce; undefined for anything else (not
+ * mined, reverted, another contract, another permit). The proxy's Settled event carries nothing, and one
+ * buyer often pays one seller the same amount twice: only the call tells whose permit it settled.
+ */
+export async function uptoSettlementAmount(client: PublicClient, token: Address, hash: Hex, permit: { owner: Address; nonce: bigint; to: Address }): Promise<bigint | undefined> {
+  const [receipt, tx] = await Promise.all([client.getTransactionReceipt({ hash }).catch(() => undefined), client.getTransaction({ hash }).catch(() => undefined)]);
+  if (!receipt || !tx || receipt.status !== 'success' || !receipt.to || !isAddressEqual(receipt.to, UPTO_PROXY_ADDRESS)) return undefined;
+  let call;
+  try { call = decodeFunctionData({ abi: uptoProxyAbi, data: tx.input }); } catch { return undefined; }
+  const args = call.functionName === 'settle' ? call.args : call.functionName === 'settleWithPermit' ? call.args.slice(1) : undefined;
+  const [settled, , owner] = (args ?? []) as unknown as [{ nonce: bigint } | undefined, bigint, Address];
+  if (!settled || !isAddressEqual(owner, permit.owner) || settled.nonce !== permit.nonce) return undefined;
+  const transfers = parseEventLogs({ abi: usdcAbi, logs: receipt.logs.filter((l) => isAddressEqual(l.address, token)), eventName: 'Transfer' });
+  return transfers.reduce((sum, t) => {
+    const { from, to, value } = t.args as { from: Address; to: Address; value: bigint };
+    return isAddressEqual(from, permit.owner) && isAddressEqual(to, permit.to) ? sum + value : sum;
+  }, 0n);
 }
 
 /** How much of `token` Permit2 may move from `owner` (the one-time approval the scheme needs). */

@@ -6,7 +6,8 @@ import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { isDuplicateKey } from '../platform/errors.js';
-import { eip2612PermitOfRecord, findUptoSettlementTx, permit2NonceUsed, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
+import { eip2612PermitOfRecord, findUptoSettlementTx, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
+import { permit2NonceUsed } from '../chain/permit2.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 

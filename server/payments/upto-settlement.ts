@@ -1,7 +1,7 @@
-import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from 'viem';
+import { getAddress, type Hex } from 'viem';
 import type { ChainService } from '../chain/chain-service.js';
 import { usdcAbi } from '../chain/usdc.js';
-import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoPermitOf, type Eip2612Permit, type UptoPermit } from '../chain/permit2.js';
+import { UPTO_PROXY_ADDRESS, uptoPermitOf, uptoSettlementAmount, type Eip2612Permit, type UptoPermit } from '../chain/permit2.js';
 import type { PaymentDoc } from './models.js';
 import { RelayerUnavailableError, shortReason } from './relayer.js';
 import type { SettleOutcome, Settler } from './settler.js';
@@ -70,19 +70,10 @@ export async function findUptoSettlementTx(chain: ChainService, payment: Payment
   const payer = getAddress(payment.payerAddress);
   const payee = getAddress(payment.recipientAddress);
   const amount = BigInt(payment.amountUsdcRaw);
-  const paysThis = async (hash: Hex) => {
-    const receipt = await chain.publicClient.getTransactionReceipt({ hash }).catch(() => undefined);
-    if (!receipt || receipt.status !== 'success' || !receipt.to || !isAddressEqual(receipt.to, UPTO_PROXY_ADDRESS)) return false;
-    const transfers = parseEventLogs({ abi: usdcAbi, logs: receipt.logs.filter((l) => isAddressEqual(l.address, chain.usdc.address)), eventName: 'Transfer' });
-    return transfers.some((t) => {
-      const args = t.args as { from: Address; to: Address; value: bigint };
-      return isAddressEqual(args.from, payer) && isAddressEqual(args.to, payee) && args.value === amount;
-    });
-  };
+  const permit = { owner: payer, to: payee, nonce: BigInt(payment.permit2Authorization!.nonce) };
+  const paysThis = async (hash: Hex) => (await uptoSettlementAmount(chain.publicClient, chain.usdc.address, hash, permit)) === amount;
   if (payment.txHash && await paysThis(payment.txHash as Hex)) return payment.txHash as Hex;
   const logs = await chain.publicClient.getContractEvents({ address: chain.usdc.address, abi: usdcAbi, eventName: 'Transfer', args: { from: payer, to: payee }, fromBlock, toBlock: 'latest' });
   for (const log of logs) if ((log.args as { value: bigint }).value === amount && await paysThis(log.transactionHash)) return log.transactionHash;
   return undefined;
 }
-
-export { permit2NonceUsed };

@@ -104,6 +104,36 @@ describe('payments_pay pays upto offers', () => {
     expect(walletAfter?.permit2ApprovalTx).toBe(wallet?.permit2ApprovalTx);
   });
 
+  it('counts what the chain moved, not what the seller says it charged (a seller under-reporting to slip past the daily cap)', async () => {
+    // In front of the official seller, a proxy that rewrites PAYMENT-RESPONSE to claim almost nothing was charged.
+    const liar = express();
+    liar.get('/complete', async (req, res) => {
+      const upstream = await fetch(`${official.url}${req.originalUrl}`, { headers: Object.fromEntries(Object.entries(req.headers).filter(([k, v]) => typeof v === 'string' && k !== 'host')) as Record<string, string> });
+      upstream.headers.forEach((value, name) => {
+        if (name === 'payment-response') {
+          const settled = JSON.parse(Buffer.from(value, 'base64').toString('utf8'));
+          value = Buffer.from(JSON.stringify({ ...settled, amount: '1' })).toString('base64');
+        }
+        if (!['content-length', 'content-encoding', 'transfer-encoding', 'connection'].includes(name)) res.setHeader(name, value);
+      });
+      res.status(upstream.status).send(Buffer.from(await upstream.arrayBuffer()));
+    });
+    const proxy = await serve(liar);
+    try {
+      const agent = await fundedAgent(server, '2');
+      await createMandate(server, agent.key, { maxPerCallUsdc: '0.50', dailyCapUsdc: '2' });
+      const before = await usdcBalance(agent.address);
+      const res = await pay(server, agent.key, { url: `${proxy.url}/complete?tokens=123` });
+      expect(res.body.paymentResponse).toMatchObject({ success: true, amount: '1' });
+      expect(await usdcBalance(agent.address)).toBe(before - 12_300n);
+      expect(res.body).toMatchObject({ ok: true, cost: { amountUsdcRaw: '12300' }, mandate: { spentTodayUsdc: '0.0123', callCount: 1 } });
+      const [outgoing] = await outgoingOf(agent.identity.identityId);
+      expect(outgoing).toMatchObject({ status: 'settled', amountUsdcRaw: '12300' });
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('pays our Express seller priced { upto: "$0.50" }, through the MCP tool payments_pay', async () => {
     const tool = TOOLS.find((t) => t.name === 'payments_pay')!;
     const agent = await fundedAgent(server, '1');

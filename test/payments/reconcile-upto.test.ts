@@ -8,7 +8,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
-import { erc20AllowanceAbi, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/chain/permit2.js';
+import { erc20AllowanceAbi, permit2Abi, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/chain/permit2.js';
 import { decodeUptoPayload } from '../../middleware/protocol/upto-evm.js';
 import { uptoPermitOfRecord } from '../../server/payments/upto-settlement.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
@@ -37,8 +37,8 @@ async function approvedBuyer(): Promise<PrivateKeyAccount> {
 }
 
 /** A claimed upto payment, as a process leaves it when it dies after the claim: `verified`, ten minutes old. */
-async function claimedUpto(charge: bigint) {
-  const buyer = await approvedBuyer();
+async function claimedUpto(charge: bigint, buyer?: PrivateKeyAccount) {
+  buyer ??= await approvedBuyer();
   const payments = server.app.payments;
   const requirements = {
     scheme: 'upto', network: 'eip155:84532', amount: '300000', asset: testChain().usdc, payTo, maxTimeoutSeconds: 600,
@@ -81,6 +81,30 @@ describe('reconciliation of upto payments after a crash', () => {
     const doc = await server.app.payments.payments.findById(payment._id).lean();
     expect(doc).toMatchObject({ status: 'settled', txHash: sent.hash });
     expect(await usdcBalance(payTo)).toBe(before);
+  });
+
+  it('never records another permit\'s settlement of the same amount as this one\'s (the buyer cancelled this nonce)', async () => {
+    // One buyer, one seller, the same charge twice: the Transfers look alike, only the calls differ.
+    const first = await claimedUpto(50_000n);
+    const second = await claimedUpto(50_000n, first.buyer);
+    const permit = uptoPermitOfRecord(first.payment);
+    const sent = await server.app.payments.settler!.submitFrom(permit.facilitator, {
+      to: UPTO_PROXY_ADDRESS, gas: 250_000n, data: encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, 50_000n, first.payment.signature as Hex) }),
+    });
+    expect((await sent.fate).kind).toBe('mined');
+    // The buyer cancels the second permit's nonce on Permit2: its nonce is used, and it moved nothing.
+    const { chain, rpcUrl, publicClient } = testChain();
+    const nonce = uptoPermitOfRecord(second.payment).nonce;
+    const cancel = await createWalletClient({ chain, transport: http(rpcUrl), account: first.buyer })
+      .writeContract({ address: PERMIT2_ADDRESS, abi: permit2Abi, functionName: 'invalidateUnorderedNonces', args: [nonce >> 8n, 1n << (nonce & 0xffn)] });
+    await publicClient.waitForTransactionReceipt({ hash: cancel });
+
+    await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
+    expect(await server.app.payments.payments.findById(first.payment._id).lean()).toMatchObject({ status: 'settled', txHash: sent.hash });
+    const other = await server.app.payments.payments.findById(second.payment._id).lean();
+    expect(other!.status).not.toBe('settled');
+    expect(other!.txHash).not.toBe(sent.hash);
+    expect(await usdcBalance(first.buyer.address)).toBe(1_000_000n - 50_000n);
   });
 
   it('records a zero charge as settled with no transaction', async () => {
