@@ -130,6 +130,9 @@ export class HoldService {
       this.keepOpen(payment);
       throw new AppError(400, 'validation_error', 'body.amount: an exact payment is captured for its price; leave amount out');
     }
+    // Refused before the decision too: a process that cannot send now (no relayer lease, or not the one an
+    // upto permit names) keeps the hold, for another try or a release.
+    try { await this.payments.ensureCanSettle(payment, charge); } catch (err) { this.keepOpen(payment); throw err; }
     if (!(await this.decide(payment, 'capture', 'captured'))) {
       const decision = await this.decisions.findById(payment._id).lean();
       if (decision?.decision === 'release') throw released(decision);
@@ -169,9 +172,16 @@ export class HoldService {
   async releaseExpired(): Promise<number> {
     for (const [id, payment] of this.open) if (payment.holdExpiresAt! < new Date()) this.open.delete(id);
     const expired = await this.payments.payments.find({ status: 'held', holdExpiresAt: { $lt: new Date() } }).limit(200).lean();
+    if (expired.length === 0) return 0;
+    // A captured hold stays `held` until its settlement is recorded (reconciliation finishes one whose
+    // process died): it is no longer a hold to expire, and one read of the batch's decisions skips it
+    // rather than a refused insert each sweep. A release whose drop was interrupted is finished.
+    const decided = new Map((await this.decisions.find({ _id: { $in: expired.map((p) => p._id) } }).lean()).map((d) => [d._id, d.decision]));
     let count = 0;
     for (const payment of expired) {
-      if (!(await this.decide(payment, 'release', 'expired'))) continue;
+      const decision = decided.get(payment._id);
+      if (decision === 'capture') continue;
+      if (decision === undefined && !(await this.decide(payment, 'release', 'expired'))) continue;
       await this.drop(payment, 'expired');
       count++;
     }

@@ -3,7 +3,7 @@ import type { Connection, Model } from 'mongoose';
 import { decodePaymentHeader, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { buildRequirementV1 } from '../../middleware/challenge.js';
 import { parsePrice, formatUsdc } from '../../middleware/price.js';
-import { AppError, isDuplicateKey, notFound } from '../platform/errors.js';
+import { AppError, notFound } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import type { ChainService } from '../chain/chain-service.js';
@@ -450,13 +450,29 @@ export class PaymentService {
       authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: how.status, createdAt: new Date(),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
-    // The unique index on authorizationKey decides, inside a grouped insert as alone: of any number of
-    // copies, in one command or in several, one is inserted and the others are duplicates.
+    return this.insertClaim(payment, terms.door, 'this authorization was already presented');
+  }
+
+  /**
+   * The claim itself. The unique index on authorizationKey decides, inside a grouped insert as alone: of
+   * any number of copies, in one command or in several, one is inserted and the others are duplicates.
+   */
+  private async insertClaim(payment: PaymentDoc, door: SettleTerms['door'], duplicateMessage: string): Promise<{ ok: true; payment: PaymentDoc } | { ok: false; refused: Extract<SettlementResult, { ok: false }> }> {
     if ((await this.claims.insert(payment)) === 'duplicate') {
-      this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
-      return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this authorization was already presented', payer: verified.payer } };
+      this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door });
+      return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: duplicateMessage, payer: payment.payerAddress } };
     }
     return { ok: true, payment };
+  }
+
+  /**
+   * 503 before a held payment is captured when this process cannot send its settlement now (the hold
+   * stays, for a capture through another process or a release): exact payments need any relayer of this
+   * process, an upto charge the one its permit names. A zero upto charge sends nothing.
+   */
+  async ensureCanSettle(payment: PaymentDoc, charge?: bigint): Promise<void> {
+    if (payment.scheme !== 'upto') return this.ensureSettlerOrRefuse('redeem');
+    if ((charge ?? 0n) > 0n) await this.ensureSenderOrRefuse(uptoPermitOfRecord(payment).facilitator, 'redeem');
   }
 
   /** The accounts that settle `upto` payments: the relayers, one of which a buyer names in its permit. */
@@ -509,16 +525,7 @@ export class PaymentService {
       signature: verified.signature, status: how.status, createdAt: new Date(),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
-    try {
-      await this.payments.create(payment);
-    } catch (err) {
-      if (isDuplicateKey(err)) {
-        this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door: terms.door });
-        return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: 'this permit was already presented', payer: permit.from } };
-      }
-      throw err;
-    }
-    return { ok: true, payment };
+    return this.insertClaim(payment, terms.door, 'this permit was already presented');
   }
 
   /**

@@ -1,4 +1,4 @@
-import { getAddress, hashTypedData, isAddressEqual, recoverTypedDataAddress, type Address, type Hex } from 'viem';
+import { getAddress, hashTypedData, isAddressEqual, recoverTypedDataAddress, type Address, type HashTypedDataParameters, type Hex, type RecoverTypedDataAddressParameters, type VerifyTypedDataParameters } from 'viem';
 import { recoverSigner } from '../chain/recover.js';
 import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.js';
@@ -14,7 +14,7 @@ import type { PayerReads } from '../chain/payer-reads.js';
  * The chain could not be asked (every RPC URL refused, timed out or failed): the buyer did nothing wrong,
  * so it is a 503 the seller's client may retry, never a refusal of the payment.
  */
-const chainUnavailable = (err: unknown) => new AppError(503, 'chain_unavailable', `The chain could not be reached to check the payment: ${shortReason(err)}`, undefined, { 'Retry-After': '2' });
+export const chainUnavailable = (err: unknown) => new AppError(503, 'chain_unavailable', `The chain could not be reached to check the payment: ${shortReason(err)}`, undefined, { 'Retry-After': '2' });
 
 /** Reason codes of a refused payment, one per check, in the order the exact-EVM scheme checks them. */
 export type VerifyFailure =
@@ -43,6 +43,23 @@ const refuse = (reason: VerifyFailure, message: string): Refused => ({ ok: false
  * Checks a decoded payment against the seller's terms and the chain, cheapest checks first so a bad
  * header costs no RPC call. Read-only: nothing is claimed or sent here.
  */
+/**
+ * Whether `from` signed the typed data. An EOA's signature is checked here, with no RPC call; anything
+ * else (an ERC-1271 smart account, an ERC-6492 wrapped one) is asked of the chain (503 when it cannot
+ * be asked). libsecp256k1's recovery decides only a match; anything else goes the way it always went
+ * (viem's recovery, then the chain), so the fast path changes no verdict.
+ */
+export async function signedBy(chain: ChainService, from: Address, typedData: RecoverTypedDataAddressParameters): Promise<boolean> {
+  const fast = recoverSigner(hashTypedData(typedData as HashTypedDataParameters), typedData.signature as Hex);
+  if (fast !== undefined && isAddressEqual(fast, from)) return true;
+  const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
+  if (recovered !== undefined && isAddressEqual(recovered, from)) return true;
+  return chain.publicClient.verifyTypedData({ address: from, ...typedData } as VerifyTypedDataParameters).catch((err) => {
+    if (nodeFault(err)) throw chainUnavailable(err);
+    return false;
+  });
+}
+
 export async function verifyPayment(
   decoded: DecodedPaymentHeader,
   terms: PaymentTerms,
@@ -84,18 +101,7 @@ export async function verifyPayment(
     },
     signature: signature as Hex,
   } as const;
-  // An EOA's signature is checked here, with no RPC call; anything else (an ERC-1271 smart account, an
-  // ERC-6492 wrapped one) is asked of the chain.
-  // The fast path decides only a match; anything else goes the way it always went (viem's recovery,
-  // then the chain), so the fast path changes no verdict.
-  const fast = recoverSigner(hashTypedData(typedData), typedData.signature);
-  const recovered = fast !== undefined && isAddressEqual(fast, from) ? fast : await recoverTypedDataAddress(typedData).catch(() => undefined);
-  const validSignature = (recovered !== undefined && isAddressEqual(recovered, from))
-    || await chain.publicClient.verifyTypedData({ address: from, ...typedData }).catch((err) => {
-      if (nodeFault(err)) throw chainUnavailable(err);
-      return false;
-    });
-  if (!validSignature) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
+  if (!(await signedBy(chain, from, typedData))) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
 
   if (!isAddressEqual(authorization.to as Address, terms.payTo)) {
     return refuse('recipient_mismatch', `the authorization pays ${authorization.to}, not the seller ${terms.payTo}`);

@@ -1,4 +1,4 @@
-import { BaseError, ContractFunctionRevertedError, encodeFunctionData, isAddressEqual, recoverTypedDataAddress, type Address, type Hex } from 'viem';
+import { BaseError, ContractFunctionRevertedError, encodeFunctionData, isAddressEqual, type Address, type Hex } from 'viem';
 import type { UptoPaymentPayloadV2 } from '../../middleware/protocol/upto-evm.js';
 import { toCaip2Network } from '../../middleware/networks.js';
 import { balanceOf } from '../chain/usdc.js';
@@ -16,7 +16,7 @@ import {
   type UptoPermit,
 } from '../chain/permit2.js';
 import type { ChainService } from '../chain/chain-service.js';
-import { AppError } from '../platform/errors.js';
+import { chainUnavailable, signedBy } from './verify-payment.js';
 import { nodeFault } from '../chain/rpc-fault.js';
 import { shortReason } from './relayer.js';
 
@@ -56,7 +56,6 @@ export interface UptoTerms {
 }
 
 const refuse = (reason: UptoVerifyFailure, message: string): UptoRefused => ({ ok: false, reason, message });
-const chainUnavailable = (err: unknown) => new AppError(503, 'chain_unavailable', `The chain could not be reached to check the payment: ${shortReason(err)}`, undefined, { 'Retry-After': '2' });
 
 export async function verifyUptoPayment(
   payload: UptoPaymentPayloadV2,
@@ -85,14 +84,7 @@ export async function verifyUptoPayment(
     return refuse('amount_mismatch', `the permit allows at most ${permit.maxAmount} atomic units; the requirements' maximum is ${terms.maxAmount}`);
   }
 
-  const typedData = { ...uptoTypedData(permit, chain.chainId), signature };
-  const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
-  const validSignature = (recovered !== undefined && isAddressEqual(recovered, permit.from))
-    || await chain.publicClient.verifyTypedData({ address: permit.from, ...typedData }).catch((err) => {
-      if (nodeFault(err)) throw chainUnavailable(err);
-      return false;
-    });
-  if (!validSignature) return refuse('invalid_signature', 'the permit is not signed by its from address for Permit2 on this chain');
+  if (!(await signedBy(chain, permit.from, { ...uptoTypedData(permit, chain.chainId), signature }))) return refuse('invalid_signature', 'the permit is not signed by its from address for Permit2 on this chain');
 
   const [used, allowance, balance] = await Promise.all([
     permit2NonceUsed(chain.publicClient, permit.from, permit.nonce),

@@ -254,6 +254,13 @@ it('reconciles captured holds whose process died after sending their settlement 
     // The hold nobody captured is no settlement: it stays held (its expiry releases it), and nothing moved for it.
     expect((await next.app.payments.payments.findById(kept).lean())?.status).toBe('held');
     await reconcilePayments(next.app.payments, { olderThanMs: 0 });
+    // Its seller released it, and that process died between the release decision and dropping the claim:
+    // the expiry sweep finishes the release (and leaves the settled ones alone).
+    await next.app.db.collection('payment_hold_decisions').insertOne({ _id: kept as never, orgId: records[0]!.orgId, decision: 'release', why: 'released', at: new Date() });
+    await next.app.payments.payments.updateMany({ _id: { $in: [kept, ...capturedIds] } }, { $set: { holdExpiresAt: new Date(Date.now() - 1_000) } });
+    expect(await next.app.holds.releaseExpired()).toBe(1);
+    expect(await next.app.payments.payments.findById(kept).lean()).toBeNull();
+    expect((await next.app.payments.payments.find({ _id: { $in: capturedIds } }).lean()).map((r) => r.status)).toEqual(['settled', 'settled', 'settled']);
     expect(await usdcBalance(seller.payTo)).toBe(before + 3n * PRICE);
     expect(await usdcBalance(payments[0]!.buyer.address)).toBe(1_000_000n);
   } finally {
@@ -305,6 +312,41 @@ it('a relayer without gas is refused before the claim (503, nothing charged, the
     const again = await redeem(server.url, seller, (await header(seller)).header);
     expect(again.status).toBe(200);
     expect((await server.request('GET', '/ready')).body.status).toBe('ready');
+  } finally {
+    await server.close();
+  }
+}, 60_000);
+
+it('a capture reaching a process that cannot send now is refused before the decision (503): the hold stays, and captures once the relayer is funded', async () => {
+  const server = await batchingServer();
+  try {
+    const seller = await setUpSeller(server);
+    const relayer = server.app.chain!.relayerAccounts[0]!.address;
+    const gas = await testChain().publicClient.getBalance({ address: relayer });
+    const payment = await header(seller);
+    const held = await hold(server.url, seller, payment.header);
+    expect(held.status).toBe(201);
+    await setEthBalance(relayer, 0n);
+    const settler = server.app.payments.settler!;
+    for (const deadline = Date.now() + 30_000; settler.available() && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 100));
+    expect(settler.available()).toBe(false);
+
+    const refused = await capture(server.url, seller, held.body.holdId);
+    expect(refused.status).toBe(503);
+    expect(refused.body).toMatchObject({ error: 'relayer_unavailable' });
+    expect(await server.app.payments.payments.findById(held.body.holdId).lean()).toMatchObject({ status: 'held' });
+
+    await setEthBalance(relayer, gas);
+    // As the seller's middleware would after Retry-After: the same hold, captured again.
+    let captured = await capture(server.url, seller, held.body.holdId);
+    for (const deadline = Date.now() + 15_000; captured.status === 503 && Date.now() < deadline;) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      captured = await capture(server.url, seller, held.body.holdId);
+    }
+    expect(captured.body).toMatchObject({ ok: true });
+    expect(captured.status).toBe(200);
+    expect(await usdcBalance(payment.buyer.address)).toBe(1_000_000n - PRICE);
+    expect(await server.app.payments.payments.findById(held.body.holdId).lean()).toMatchObject({ status: 'settled' });
   } finally {
     await server.close();
   }
