@@ -2,8 +2,11 @@ import http from 'node:http';
 import https from 'node:https';
 import type { BackendTransport } from '../middleware/index.js';
 
-// One keep-alive pool per process: every paywall of the process talks to the same backend.
-const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+// One keep-alive pool per process: every paywall of the process talks to the same backend. As Node's own
+// global agent: an idle socket is closed after 5 s (before a backend's usual keep-alive timeout, so a call
+// never lands on a socket the backend is closing), and the most recently used one is reused first.
+const options = { keepAlive: true, timeout: 5_000, scheduling: 'lifo' } as const;
+const agents = { http: new http.Agent(options), https: new https.Agent(options) };
 
 /**
  * Backend calls over node:http(s) with keep-alive connections, for the adapters that only run on Node

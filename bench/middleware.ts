@@ -269,7 +269,9 @@ async function backendProcess(env: Record<string, string>, cleanup: Array<() => 
   return {
     url,
     async dbCommands() {
-      const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${env.METRICS_TOKEN}` } })).text();
+      const res = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${env.METRICS_TOKEN}` } });
+      if (!res.ok) throw new Error(`GET /metrics answered ${res.status}`);
+      const text = await res.text();
       const counts = new Map<string, number>();
       for (const [, labels, value] of text.matchAll(/^agentgate_db_commands_total\{([^}]*)\} (\S+)$/gm)) {
         const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(labels!)?.[1] ?? '';

@@ -24,13 +24,13 @@ export const SELLER_KEY_PREFIX = 'loid-';
 
 const PaymentResponseSchema = z.object({
   success: z.literal(true),
-  // Empty only for an upto charge of 0, which sends no transaction.
   transaction: z.string(),
   network: z.string().min(1),
   payer: z.string().min(1),
   amount: z.string().regex(/^\d+$/).optional(),
   extensions: z.record(z.string(), z.unknown()).optional(),
-});
+  // Empty only for an upto charge of 0, which sends no transaction: anything else served as paid has one.
+}).refine((r) => r.transaction !== '' || r.amount === '0', { message: 'a settlement without a transaction must be an upto charge of 0' });
 
 const RedeemOkSchema = z.object({ ok: z.literal(true), paymentResponse: PaymentResponseSchema, paymentId: z.string().min(1) });
 const HeldSchema = z.object({ ok: z.literal(true), holdId: z.string().min(1), payer: z.string().min(1), expiresAt: z.string() });

@@ -117,7 +117,7 @@ export interface RequestPayment {
   readonly payTo: string;
   /** v1 network name. */
   readonly network: string;
-  /** exact: the price. upto: the maximum while the handler runs; once settled, what was charged. */
+  /** exact: the price. upto: the maximum (what is charged is what the handler reports, in PAYMENT-RESPONSE's amount). */
   readonly amountAtomic: bigint;
   /** upto: the most this request may be charged. */
   readonly maxAmountAtomic?: bigint;

@@ -80,6 +80,8 @@ describe.each([['fetch', undefined], ['node:http (the Node adapters)', nodeTrans
     ['5xx', 502, json(500, { error: 'internal', message: 'x', status: 500 })],
     ['garbage 200', 502, (_req: IncomingMessage, _b: string, res: ServerResponse) => res.end('<html>')],
     ['unexpected 200 body', 502, json(200, { ok: true })],
+    // Only an upto charge of 0 settles without a transaction: anything else would be served as paid for nothing.
+    ['200 settled without a transaction', 502, json(200, { ok: true, paymentResponse: { ...paymentResponse, transaction: '' }, paymentId: 'pay_1' })],
     ['401 (wrong seller key)', 502, json(401, { error: 'unauthorized', message: 'bad key', status: 401 })],
   ] as const)('redeem %s -> FacilitatorUnavailable %i', async (_name, status, answer) => {
     handler = answer;
