@@ -80,10 +80,13 @@ export class MailEventLog {
 
   /** Records an event and tells its subscribers. Never throws: mail is stored or sent whether or not its event is. */
   async emit(identity: { _id: string; orgId: string }, type: MailEventType, data: Record<string, unknown>, onceKey?: string): Promise<void> {
+    let keyed = false;
+    let stored = false;
     try {
       if (onceKey) {
         try {
           await this.keys.insertOne({ _id: onceKey, at: new Date() });
+          keyed = true;
         } catch (err) {
           if (isDuplicateKey(err)) return;
           throw err;
@@ -92,11 +95,17 @@ export class MailEventLog {
       const seq = await this.sequence.next(identity._id, type);
       const event: MailEventDoc = { _id: claimId(identity._id, seq), identityId: identity._id, orgId: identity.orgId, seq, type, data, at: new Date(), undispatched: true };
       await this.events.create(event);
+      stored = true;
       this.trim();
       await this.changes.publish('mail-event', identity._id).catch((err) => this.log.warn({ err }, 'mail event not announced; streams find it on their next look'));
       await this.tell(event);
     } catch (err) {
-      this.log.error({ err, type, identityId: identity._id }, 'mail event not recorded');
+      if (stored) this.log.error({ err, type, identityId: identity._id }, 'mail event recorded, not announced; the outbox sweep tells it');
+      else {
+        this.log.error({ err, type, identityId: identity._id }, 'mail event not recorded');
+        // The once-key must not outlive an event that was never stored: a retry of the same outcome records it.
+        if (keyed) await this.keys.deleteOne({ _id: onceKey! }).catch(() => {});
+      }
     }
   }
 
@@ -123,14 +132,17 @@ export class MailEventLog {
   }
 
   /**
-   * Housekeeping, at most once a minute per process (FerretDB 1.x has no TTL indexes): events older than
-   * the retention go. Their numbers' claims stay, so an identity's numbering never restarts.
+   * Housekeeping, at most once a minute per process (FerretDB 1.x has no TTL indexes): events and
+   * once-keys older than the retention go. Their numbers' claims stay, so an identity's numbering never restarts.
    */
   private trim(): void {
     const now = Date.now();
     if (now - this.lastTrim < 60_000) return;
     this.lastTrim = now;
-    this.events.deleteMany({ at: { $lt: new Date(now - RETAIN_MS) } }).catch((err) => this.log.warn({ err }, 'old mail events not trimmed'));
+    const cutoff = new Date(now - RETAIN_MS);
+    this.events.deleteMany({ at: { $lt: cutoff } }).catch((err) => this.log.warn({ err }, 'old mail events not trimmed'));
+    // A once-key only has to outlast the retries of its outcome (a delivery worker's, a redelivered report).
+    this.keys.deleteMany({ at: { $lt: cutoff } }).catch((err) => this.log.warn({ err }, 'old mail event keys not trimmed'));
   }
 
   /** The identity's latest event number (0 before its first). */
@@ -154,6 +166,12 @@ export class MailEventLog {
         continue;
       }
       const claim = await this.claims.findOne({ _id: claimId(identityId, cursor + 1) });
+      if (claim && Date.now() - claim.at.getTime() > RETAIN_MS) {
+        // Trimmed: a client resuming from an old id (or from 0) jumps over everything trimmed at once,
+        // rather than two queries per number it missed.
+        cursor = await this.lastTrimmed(identityId, cursor + 1);
+        continue;
+      }
       if (claim && Date.now() - claim.at.getTime() > HOLE_WAIT_MS) {
         cursor += 1;
         continue;
@@ -161,6 +179,22 @@ export class MailEventLog {
       break;
     }
     return { events, cursor };
+  }
+
+  /**
+   * The last number, from `trimmed` on, whose claim is older than the retention (its event is gone): a
+   * binary search on the claims' times, which grow with the numbers. About 2 log2(n) index lookups.
+   */
+  private async lastTrimmed(identityId: string, trimmed: number): Promise<number> {
+    const cutoff = Date.now() - RETAIN_MS;
+    let [low, high] = [trimmed, await this.top(identityId)];
+    while (low < high) {
+      const mid = Math.ceil((low + high) / 2);
+      const claim = await this.claims.findOne({ _id: claimId(identityId, mid) });
+      if (claim && claim.at.getTime() < cutoff) low = mid;
+      else high = mid - 1;
+    }
+    return low;
   }
 
   /** Resolves when the identity has a new event (in this process or, through the change feed, another). */

@@ -75,8 +75,11 @@ export class MailPolicy {
   private verdict(direction: 'receive' | 'send', address: string): string | null {
     const blocked = this.of(`${direction}-block`).find((e) => covers(e.entry, address));
     if (blocked) return `${address} is on the ${blocked.scope === 'org' ? "org's" : "identity's"} ${direction}-block list (entry ${blocked.entry})`;
-    const allow = this.of(`${direction}-allow`);
-    if (allow.length && !allow.some((e) => covers(e.entry, address))) return `${address} is not on the ${direction}-allow list`;
+    // Each scope's allow list applies on its own: an identity's own allow entries cannot widen its org's.
+    for (const scope of ['org', 'identity'] as const) {
+      const allow = this.of(`${direction}-allow`).filter((e) => e.scope === scope);
+      if (allow.length && !allow.some((e) => covers(e.entry, address))) return `${address} is not on the ${scope === 'org' ? "org's" : "identity's"} ${direction}-allow list`;
+    }
     return null;
   }
 }

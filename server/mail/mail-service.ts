@@ -42,6 +42,9 @@ export interface InboundMail {
   deliveryReport?: DeliveryReport;
 }
 
+/** A delivery report about a message this inbox sent, and the failures it reports for that message's recipients. */
+interface Bounce { original: MessageDoc; failed: DeliveryReport['failed'] }
+
 /** Sent messages larger than this keep their RFC 5322 bytes in GridFS rather than in the outbound record. */
 const RAW_INLINE_BYTES = 512 * 1024;
 
@@ -337,7 +340,7 @@ export class MailService {
     await this.jobs.now(DELIVER_JOB, { id });
     // Counts only: addresses are the agents' correspondents, not the operator's business.
     this.log.info({ messageId: id, identityId: identity._id, recipients: recipients.length }, 'mail queued');
-    await this.events.emit(identity, 'message.sent', { message: presentSent(doc) }, `sent:${id}`);
+    await this.events.emit(identity, 'message.sent', { message: presentSent(doc) });
     return { ...doc, delivery };
   }
 
@@ -362,15 +365,24 @@ export class MailService {
   }
 
   /**
-   * A delivery status notification for mail this inbox sent: message.bounced for each failed recipient,
-   * linked to the original; returns the original's thread, which the report joins.
+   * The message this inbox sent that a delivery status notification reports on, and the failures it
+   * reports for that message's own recipients only: any recipient sees a Message-ID, and a report about
+   * an address the message never went to is no bounce of ours.
    */
-  private async announceBounce(identity: IdentityDoc, mail: InboundMail): Promise<string | undefined> {
+  private async bounceOf(identity: IdentityDoc, mail: InboundMail): Promise<Bounce | undefined> {
     const report = mail.deliveryReport;
     if (!report?.originalMessageId) return undefined;
     const original = await this.messages.findOne({ inboxId: identity.emailAddress, messageId: report.originalMessageId, direction: 'sent' }, LIST_FIELDS).lean();
     if (!original) return undefined;
-    for (const failed of report.failed) {
+    // Bcc is not among the list fields: the outbound record names every recipient the message went to.
+    const sentTo = new Set(((await this.outbound.findById(original._id, { recipients: 1 }).lean())?.recipients ?? []).map((r) => r.address.toLowerCase()));
+    return { original, failed: report.failed.filter((f) => sentTo.has(f.address.toLowerCase())) };
+  }
+
+  /** message.bounced for each failed recipient, linked to the original, once the report itself is stored (a redelivered report announces nothing again). */
+  private async announceBounce(identity: IdentityDoc, mail: InboundMail, { original, failed: reported }: Bounce): Promise<void> {
+    if (reported.length === 0) return;
+    for (const failed of reported) {
       await this.events.emit(identity, 'message.bounced', {
         messageId: original.messageId, threadId: original.threadId, recipient: failed.address, source: 'dsn',
         status: failed.status, diagnostic: failed.diagnostic ?? null, bounceMessageId: mail.messageId,
@@ -378,10 +390,9 @@ export class MailService {
     }
     this.logs.recordSoon({
       orgId: identity.orgId, identityId: identity._id, action: 'mail.bounced', category: 'mail', severity: 'warning', status: 'failure',
-      description: `"${truncate(original.subject)}" bounced for ${report.failed.map((f) => f.address).join(', ')}`, targetType: 'message', targetId: original.messageId,
-      metadata: { recipients: report.failed.map((f) => f.address), bounceMessageId: mail.messageId },
+      description: `"${truncate(original.subject)}" bounced for ${reported.map((f) => f.address).join(', ')}`, targetType: 'message', targetId: original.messageId,
+      metadata: { recipients: reported.map((f) => f.address), bounceMessageId: mail.messageId },
     });
-    return original.threadId;
   }
 
   /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */
@@ -393,7 +404,8 @@ export class MailService {
     const refusal = (mail.from.length ? mail.from : ['']).map((a) => policy.refusesFrom(a)).find((why) => why !== null) ?? null;
     const blocked = refusal !== null;
     // A bounce joins the thread of the message that bounced, so the conversation shows why it stopped.
-    const bouncedThread = mail.deliveryReport ? await this.announceBounce(identity, mail) : undefined;
+    const bounce = mail.deliveryReport ? await this.bounceOf(identity, mail) : undefined;
+    const bouncedThread = bounce?.original.threadId;
     const threadId = bouncedThread ?? (await this.threadOfReferences(inboxId, [...mail.references, ...(mail.inReplyTo ? [mail.inReplyTo] : [])])) ?? newThreadId();
     const id = newId('msg');
     const position = listPosition(inboxId, await this.sequence.next(inboxId, id));
@@ -421,7 +433,8 @@ export class MailService {
       orgId: identity.orgId, identityId: identity._id, action: 'mail.received', category: 'mail',
       description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}`, targetType: 'message', targetId: id,
     });
-    await this.events.emit(identity, blocked ? 'message.received.blocked' : 'message.received', { message: presentMessage(stored) }, `received:${id}`);
+    await this.events.emit(identity, blocked ? 'message.received.blocked' : 'message.received', { message: presentMessage(stored) });
+    if (bounce) await this.announceBounce(identity, mail, bounce);
     return { stored: true, threadId, blocked };
   }
 

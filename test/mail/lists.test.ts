@@ -93,7 +93,7 @@ test('a send, reply or forward to a blocked or non-allowed recipient is refused 
   await server.request('POST', '/v0/mail/lists/send-allow', { key, body: { entry: 'partner.example' } });
   const outside = await server.request('POST', '/v0/messages/send', { key, body: { to: ['x@random.example'], subject: 's', text: 't' } });
   expect(outside.status).toBe(403);
-  expect(outside.body.message).toContain('x@random.example is not on the send-allow list');
+  expect(outside.body.message).toContain("x@random.example is not on the identity's send-allow list");
 
   // Replies and forwards are held to the same lists.
   const incoming = await mailFrom('ceo@competitor.example', agent.identity.emailAddress, 'Let us talk');
@@ -107,6 +107,23 @@ test('a send, reply or forward to a blocked or non-allowed recipient is refused 
   expect(allowed.status).toBe(201);
   const logs = (await server.request('GET', '/v0/logs', { key: agent.platform_key })).body.logs.map((l: any) => l.action);
   expect(logs).toContain('mail.send_blocked');
+});
+
+test("an identity's own allow entries cannot widen its org's allow list: both must let an address through", async () => {
+  const org = await signUp(server);
+  const key = org.identity.rawKey;
+  expect((await server.request('POST', '/v0/mail/lists/send-allow', { key: org.platform_key, body: { entry: 'partner.example' } })).status).toBe(201);
+  // The identity (mail:manage) adds a domain of its own choosing to its send-allow list.
+  expect((await server.request('POST', '/v0/mail/lists/send-allow', { key, body: { entry: 'anything.example' } })).status).toBe(201);
+  const outside = await server.request('POST', '/v0/messages/send', { key, body: { to: ['x@anything.example'], subject: 's', text: 't' } });
+  expect(outside.status).toBe(403);
+  expect(outside.body.message).toContain("x@anything.example is not on the org's send-allow list");
+  // The org's partner is not on the identity's own list: refused as well, each list applies on its own.
+  const partner = await server.request('POST', '/v0/messages/send', { key, body: { to: ['y@partner.example'], subject: 's', text: 't' } });
+  expect(partner.status).toBe(403);
+  expect(partner.body.message).toContain("y@partner.example is not on the identity's send-allow list");
+  expect((await server.request('POST', '/v0/mail/lists/send-allow', { key, body: { entry: 'partner.example' } })).status).toBe(201);
+  expect((await server.request('POST', '/v0/messages/send', { key, body: { to: ['y@partner.example'], subject: 's', text: 't' } })).status).toBe(201);
 });
 
 test('bad list input gets a clear 4xx; scopes hold', async () => {

@@ -8,6 +8,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { eventually, smtpClient } from './mail-support.js';
+import { claimId } from '../../server/mail/inbox-sequence.js';
 
 let server: TestServer;
 let catcher: MailCatcher;
@@ -265,8 +266,35 @@ test('a recipient refused with a 5xx during delivery is message.bounced with sou
   await eventually(() => expect(receiver.received.map((r) => r.json.event).sort()).toEqual(['message.bounced', 'message.delivered']));
   const bounced = receiver.received.find((r) => r.json.event === 'message.bounced')!.json.data;
   expect(bounced).toMatchObject({ messageId: sent.body.messageId, recipient: 'nobody-here@agents.test', source: 'smtp', diagnostic: expect.stringContaining('No such mailbox') });
+  // The worker records the same outcome again (a retry, a give-up after a crash): nothing is announced twice.
+  const outbound = await server.app.db.collection('mail_outbound').findOne({ from: agent.identity.emailAddress });
+  await server.app.mail.delivery.giveUp(String(outbound!._id), new Error('recorded again'));
+  const logged = await server.app.db.collection('mail_events').find({ identityId: agent.identity.identityId, type: { $in: ['message.bounced', 'message.delivered'] } }).toArray();
+  expect(logged.map((e) => e.type).sort()).toEqual(['message.bounced', 'message.delivered']);
   await receiver.close();
 });
+
+test('a stream resuming from an id long trimmed jumps over the trimmed events in a few lookups, not two per event', async () => {
+  const agent = await signUp(server);
+  const identity = { _id: agent.identity.identityId, orgId: agent.org_id };
+  const events = server.app.mail.events;
+  for (let i = 0; i < 60; i++) await events.emit(identity, 'message.received.blocked', { n: i });
+  // The first 50 are past the retention: their claims are 8 days old and the events themselves trimmed.
+  const old = new Date(Date.now() - 8 * 24 * 3600_000);
+  const ids = Array.from({ length: 50 }, (_, i) => claimId(identity._id, i + 1));
+  await server.app.db.collection('mail_event_sequence').updateMany({ _id: { $in: ids as never[] } }, { $set: { at: old } });
+  await server.app.db.collection('mail_events').deleteMany({ _id: { $in: ids as never[] } });
+
+  const commands = async () => (await server.app.metrics.dbCommands.get()).values.filter((v) => ['mail_events', 'mail_event_sequence'].includes(v.labels.collection as string)).reduce((sum, v) => sum + v.value, 0);
+  const before = await commands();
+  const page = await events.after(identity._id, 0);
+  const used = (await commands()) - before;
+  expect(page.events.map((e) => (e.data as { n: number }).n)).toEqual([50, 51, 52, 53, 54, 55, 56, 57, 58, 59]);
+  expect(page.cursor).toBe(60);
+  // Walking the trimmed numbers one by one took two lookups each (100 here).
+  expect(used).toBeLessThan(40);
+});
+
 
 test('in production a webhook URL on loopback is refused too (dev allows it for local receivers)', async () => {
   // The service as a production process would build it, on this test database; nothing is dispatched
