@@ -53,7 +53,7 @@ export class AttachmentStore {
 
   /** Stores the bytes under `id`; an id already stored (same content by construction) is left as it is. */
   async put(id: string, attachment: AttachmentContent, owner: { inboxId: string }): Promise<AttachmentRef> {
-    if (!(await this.files.findOne({ _id: id }, { projection: { _id: 1 } }))) {
+    if (!(await this.stored(id))) {
       const upload = this.bucket.openUploadStreamWithId(id as never, attachment.filename, { metadata: { contentType: attachment.contentType, inboxId: owner.inboxId } });
       try {
         await new Promise<void>((resolve, reject) => {
@@ -62,8 +62,12 @@ export class AttachmentStore {
           upload.end(attachment.content);
         });
       } catch (err) {
-        // A concurrent delivery of the same message stored the same bytes under the same id first.
         if (!isDuplicateKey(err)) throw err;
+        // Chunks under this id are there already. GridFS writes the files document last: with it, a
+        // concurrent delivery of the same message stored the same bytes first. Without it, an upload died
+        // halfway (or is still writing): these bytes go under an id of their own, and nothing is aborted,
+        // since abort() would delete every chunk of the id, another writer's too.
+        if (!(await this.stored(id))) return this.put(newAttachmentId(), attachment, owner);
       }
     }
     return {
@@ -72,11 +76,15 @@ export class AttachmentStore {
     };
   }
 
+  /** Whether an upload of `id` completed (its files document exists). */
+  private async stored(id: string): Promise<boolean> {
+    return !!(await this.files.findOne({ _id: id }, { projection: { _id: 1 } }));
+  }
+
   /** A sent message's whole RFC 5322 bytes, when they are too large for its outbound record. */
   async putRaw(messageDocId: string, raw: string): Promise<string> {
-    const id = `raw_${messageDocId}`;
-    await this.put(id, { filename: `${messageDocId}.eml`, contentType: 'message/rfc822', content: Buffer.from(raw, 'utf8') }, { inboxId: '' });
-    return id;
+    const stored = await this.put(`raw_${messageDocId}`, { filename: `${messageDocId}.eml`, contentType: 'message/rfc822', content: Buffer.from(raw, 'utf8') }, { inboxId: '' });
+    return stored.attachmentId;
   }
 
   stream(id: string): Readable {

@@ -157,3 +157,19 @@ describe('attachments', () => {
     expect((await download(peer.identity.rawKey, message.messageId, message.attachments[0].attachmentId)).bytes.equals(csv)).toBe(true);
   });
 });
+
+describe('AttachmentStore after an upload that died halfway', () => {
+  it('stores the bytes under an id of their own when only chunks of the id remain (no files document), and keeps a completed upload as it is', async () => {
+    const store = server.app.mail.attachments;
+    const id = `att_halfway${Date.now().toString(16)}`;
+    // What a process killed mid-upload leaves: a chunk, and no files document (GridFS writes it last).
+    await server.app.db.collection('mail_attachments.chunks').insertOne({ files_id: id as never, n: 0, data: Buffer.from('partial') } as never);
+    const content = Buffer.from('the whole attachment');
+    const ref = await store.put(id, { filename: 'a.txt', contentType: 'text/plain', content }, { inboxId: 'x@agents.test' });
+    expect(ref.attachmentId).not.toBe(id);
+    expect((await store.read(ref.attachmentId)).toString()).toBe('the whole attachment');
+    // Stored again under the new id: the completed upload stands.
+    const again = await store.put(ref.attachmentId, { filename: 'a.txt', contentType: 'text/plain', content }, { inboxId: 'x@agents.test' });
+    expect(again.attachmentId).toBe(ref.attachmentId);
+  });
+});
