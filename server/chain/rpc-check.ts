@@ -1,4 +1,5 @@
-import { createPublicClient, http } from 'viem';
+import { createPublicClient } from 'viem';
+import { jsonRpcHttp } from './json-rpc-http.js';
 import { nodeFault } from './rpc-fault.js';
 
 /** What one RPC URL answered at start-up: its chain id, or why it did not answer. */
@@ -11,7 +12,7 @@ export type RpcUrlCheck = { url: string; chainId: number } | { url: string; erro
  */
 export async function checkRpcUrls(urls: readonly string[], timeoutMs: number): Promise<RpcUrlCheck[]> {
   return Promise.all(urls.map(async (url): Promise<RpcUrlCheck> => {
-    const client = createPublicClient({ transport: http(url, { batch: false, retryCount: 0, timeout: timeoutMs }) });
+    const client = createPublicClient({ transport: jsonRpcHttp(url, { timeoutMs }) });
     try {
       return { url, chainId: await client.getChainId() };
     } catch (error) {

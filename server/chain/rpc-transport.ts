@@ -1,5 +1,6 @@
-import { fallback, http, type EIP1193RequestFn, type Transport } from 'viem';
+import { fallback, type EIP1193RequestFn, type Transport } from 'viem';
 import { nodeFault } from './rpc-fault.js';
+import { jsonRpcHttp } from './json-rpc-http.js';
 
 /** A URL that failed a request by its own fault (see rpc-fault.ts); the request then went on to the next URL, if any. */
 export interface RpcFailover {
@@ -26,7 +27,7 @@ const DEFAULT_COOLDOWN_MS = 30_000;
 
 /**
  * The chain's JSON-RPC transport: the URLs in order of preference, each asked in turn, built on viem's
- * `fallback` over `http` transports.
+ * `fallback` over one node:http JSON-RPC transport per URL (json-rpc-http.ts).
  *
  * - A URL that refuses, resets, times out, answers a non-2xx status or a JSON-RPC error that speaks of the
  *   node (internal error, rate limited, method not served, block not found yet) fails the request over to
@@ -58,32 +59,35 @@ export function createRpcTransport(urls: readonly string[], options: RpcTranspor
   // The errors after which the fallback moves on; every other error is thrown to the caller as it is.
   const moveOn = new WeakSet<object>();
 
-  const urlTransport = (url: string, index: number): Transport => (params) => {
-    const inner = http(url, { batch: false, retryCount: 0, timeout: options.timeoutMs })({ ...params, retryCount: 0, timeout: options.timeoutMs });
-    const request = (async (args: { method: string; params?: unknown }, requestOptions?: Parameters<EIP1193RequestFn>[1]) => {
-      if (health.passOver(index)) {
-        const skipped = new Error(`${url} is cooling down after a failure`);
-        moveOn.add(skipped);
-        throw skipped;
-      }
-      try {
-        const result = await inner.request(args as never, requestOptions);
-        health.succeeded(index);
-        return result;
-      } catch (error) {
-        const reason = nodeFault(error);
-        if (reason === undefined) throw error;
-        moveOn.add(error as object);
-        health.failed(index);
-        try {
-          options.onFailover?.({ url, method: args.method, reason, error: error as Error });
-        } catch {
-          // A broken hook must not turn a failover into a failed request.
+  const urlTransport = (url: string, index: number): Transport => {
+    const node = jsonRpcHttp(url, { timeoutMs: options.timeoutMs });
+    return (params) => {
+      const inner = node(params);
+      const request = (async (args: { method: string; params?: unknown }, requestOptions?: Parameters<EIP1193RequestFn>[1]) => {
+        if (health.passOver(index)) {
+          const skipped = new Error(`${url} is cooling down after a failure`);
+          moveOn.add(skipped);
+          throw skipped;
         }
-        throw error;
-      }
-    }) as EIP1193RequestFn;
-    return { ...inner, request };
+        try {
+          const result = await inner.request(args as never, requestOptions);
+          health.succeeded(index);
+          return result;
+        } catch (error) {
+          const reason = nodeFault(error);
+          if (reason === undefined) throw error;
+          moveOn.add(error as object);
+          health.failed(index);
+          try {
+            options.onFailover?.({ url, method: args.method, reason, error: error as Error });
+          } catch {
+            // A broken hook must not turn a failover into a failed request.
+          }
+          throw error;
+        }
+      }) as EIP1193RequestFn;
+      return { ...inner, request };
+    };
   };
 
   return fallback(urls.map(urlTransport), {
