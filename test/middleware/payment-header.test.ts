@@ -1,5 +1,5 @@
 import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
-import { MAX_PAYMENT_HEADER_BYTES } from '../../middleware/protocol/base64-json.js';
+import { decodeBase64Json, encodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from '../../middleware/protocol/base64-json.js';
 import { anvilRequirementV2, b64, PAY_TO } from './fixtures.js';
 
 const authorization = {
@@ -58,6 +58,14 @@ describe('decodePaymentHeader', () => {
     const result = decodePaymentHeader(header);
     expect(result).toMatchObject({ ok: false, reason });
     if (!result.ok) expect(result.message.length).toBeGreaterThan(0);
+  });
+
+  test('ASCII and UTF-8 beyond it encode as Buffer does and decode back', () => {
+    for (const value of [v2Payload, { ...v2Payload, resource: { ...v2Payload.resource, description: 'Météo à Zürich — 天気 🌦' } }]) {
+      const header = encodeBase64Json(value);
+      expect(header).toBe(Buffer.from(JSON.stringify(value), 'utf8').toString('base64'));
+      expect(decodeBase64Json(header)).toEqual({ ok: true, value });
+    }
   });
 
   test('never throws, whatever the input', () => {
