@@ -104,17 +104,22 @@ export class BlockClock {
     }
   }
 
-  /** For our last few transactions: whether each was already mined when asked right after sending. */
+  /** For our last few transactions: whether each was mined within moments of sending (relayer.ts checkNow). */
   private readonly sends: boolean[] = [];
 
   /**
-   * A relayer tells, for a transaction it just sent, whether the receipt was there at once. A chain that
-   * mines each transaction on arrival shows it every time; a chain on a timer almost never (the block
-   * would have to close within the milliseconds between the send and the question).
+   * A relayer tells, for a transaction it just sent, whether the receipt was there within moments. A
+   * chain that mines each transaction on arrival shows it every time; a chain on a timer almost never
+   * (the block would have to close within the few tens of milliseconds after the send).
    */
   noteSent(minedAtOnce: boolean): void {
     this.sends.push(minedAtOnce);
     if (this.sends.length > 3) this.sends.shift();
+  }
+
+  /** Whether most of our last few transactions were mined as they arrived (anvil's default). */
+  get minesOnArrival(): boolean {
+    return this.sends.filter(Boolean).length >= 2;
   }
 
   /**
@@ -123,7 +128,7 @@ export class BlockClock {
    * waiting for a "next block" there would only slow the load down and make the blocks look steadier.
    */
   get intervalMs(): number | undefined {
-    if (this.sends.filter(Boolean).length >= 2) return undefined;
+    if (this.minesOnArrival) return undefined;
     const gaps: number[] = [];
     for (let i = 1; i < this.seen.length; i++) {
       const [a, b] = [this.seen[i - 1]!, this.seen[i]!];

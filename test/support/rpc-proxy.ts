@@ -78,6 +78,8 @@ export interface RpcProxy {
   calls(method?: string): number;
   /** Calls this proxy passed on to the node, for one method or all. */
   forwarded(method?: string): number;
+  /** Calls `listener` each time the node has answered a call of `method`, before the answer goes back (a node's side effects, timed). */
+  onAnswered(method: string, listener: () => void): void;
   /** Received calls by method. */
   counts(): Record<string, number>;
   resetCounts(): void;
@@ -100,6 +102,7 @@ export async function startRpcProxy(upstreamUrl: string): Promise<RpcProxy> {
   const faults: Fault[] = [];
   const received = new Map<string, number>();
   const passedOn = new Map<string, number>();
+  const answered = new Map<string, Array<() => void>>();
   let server: Server | undefined;
   let port = 0;
 
@@ -164,6 +167,7 @@ export async function startRpcProxy(upstreamUrl: string): Promise<RpcProxy> {
         return;
       }
     }
+    for (const call of toForward) for (const listener of answered.get(methodOf(call)) ?? []) listener();
     if (strikeConnection(connectionFault(true), req, res)) return;
 
     const rpcErrorAt = (i: number) => (struck[i]?.kind.kind === 'rpcError' ? (struck[i]!.kind as { error: JsonRpcErrorObject }).error : undefined);
@@ -222,6 +226,7 @@ export async function startRpcProxy(upstreamUrl: string): Promise<RpcProxy> {
     afterForward,
     calls: (method) => sum(received, method),
     forwarded: (method) => sum(passedOn, method),
+    onAnswered: (method, listener) => { answered.set(method, [...(answered.get(method) ?? []), listener]); },
     counts: () => Object.fromEntries(received),
     resetCounts: () => { received.clear(); passedOn.clear(); },
     clearFaults: () => { faults.length = 0; },
