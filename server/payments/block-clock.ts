@@ -17,6 +17,10 @@ export interface BlockClockOptions {
 
 /** How many recent block arrivals the cadence estimate uses. */
 const SAMPLES = 12;
+/** How long after a block is due the clock asks for it (a node serves a block a few ms after producing it). */
+const DUE_POLL_LAG_MS = 15;
+/** Polls never follow each other closer than this. */
+const MIN_POLL_GAP_MS = 5;
 
 /**
  * Watches the chain's head and tells the settler when the next block is due. A chain that mines on a
@@ -178,12 +182,23 @@ export class BlockClock {
     }
   }
 
+  /**
+   * While there is work: every busyPollMs, and on a timed chain also just after the next block is due, so
+   * a mined settlement is seen within milliseconds of its block rather than up to a poll interval later
+   * (the buyer's answer waits for it). A block later than due is caught by the regular polls.
+   */
+  private busyDelay(): number {
+    const due = this.nextBlockAt();
+    if (due === undefined) return this.options.busyPollMs;
+    return Math.max(MIN_POLL_GAP_MS, Math.min(this.options.busyPollMs, due + DUE_POLL_LAG_MS - this.now()));
+  }
+
   private schedule(delay: number): void {
     if (this.stopped) return;
     this.timer = setTimeout(async () => {
       await this.poll();
       const busy = this.now() < this.warmUntil || (this.options.busy?.() ?? true);
-      this.schedule(busy ? this.options.busyPollMs : this.options.idlePollMs ?? this.options.busyPollMs * 10);
+      this.schedule(busy ? this.busyDelay() : this.options.idlePollMs ?? this.options.busyPollMs * 10);
     }, delay);
     this.timer.unref();
   }

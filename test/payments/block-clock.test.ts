@@ -28,4 +28,27 @@ describe('BlockClock on a chain that mines every second', () => {
       clock.stop();
     }
   });
+
+  it('while busy, it asks just after each block is due rather than only every busyPollMs', async () => {
+    const client = createPublicClient({ transport: http(node.rpcUrl) });
+    while ((await client.getBlockNumber({ cacheTime: 0 })) < 7n) await new Promise((r) => setTimeout(r, 100));
+    // Polls every 3 s: on a chain of 1 s blocks that alone would see at most two of the next four blocks.
+    const clock = new BlockClock(client as never, { busyPollMs: 3_000, warmUpMs: 60_000 });
+    const sightings: bigint[] = [];
+    clock.onBlock((block) => sightings.push(block));
+    clock.start();
+    try {
+      while (clock.nextBlockAt() === undefined) await new Promise((r) => setTimeout(r, 20));
+      // The first poll after the cadence is known may still be the 3 s one.
+      await new Promise((r) => setTimeout(r, 3_200));
+      const from = sightings.length;
+      await new Promise((r) => setTimeout(r, 4_000));
+      const seen = sightings.slice(from);
+      expect(seen.length).toBeGreaterThanOrEqual(3);
+      // One sighting per block: each block was asked for on its own, none skipped between two polls.
+      for (let i = 1; i < seen.length; i++) expect(seen[i]).toBe(seen[i - 1]! + 1n);
+    } finally {
+      clock.stop();
+    }
+  }, 20_000);
 });
