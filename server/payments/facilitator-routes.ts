@@ -5,6 +5,7 @@ import { isAddressEqual, type Address } from 'viem';
 import type { AppContext } from '../context.js';
 import { authenticate, principalOf, requireTier } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
+import { wholeNumberParam } from '../platform/pagination.js';
 import { decodePaymentPayload, type DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import { PaymentRequirementsV1Schema } from '../../middleware/protocol/v1.js';
 import { PaymentRequirementsV2Schema } from '../../middleware/protocol/v2.js';
@@ -31,7 +32,7 @@ export const facilitatorBody = z.object({
 export const discoveryQuery = z.object({
   type: z.enum(['http', 'mcp']).optional(),
   limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  offset: wholeNumberParam(0, 1_000_000).default(0),
 });
 
 /** An MCP tool is registered as mcp://tool/<name>; everything else is an HTTP resource. */

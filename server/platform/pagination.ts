@@ -34,6 +34,13 @@ export function afterCursor(field: string, cursor: Cursor | undefined): Record<s
   return { $or: [{ [field]: { $lt: cursor.at } }, { [field]: cursor.at, _id: { $lt: cursor.id } }] };
 }
 
+/**
+ * A whole-number query parameter from `min`: an empty value (`?offset=`) is refused like any other
+ * non-number, where coercion alone would read it as 0 (`Number('')`).
+ */
+export const wholeNumberParam = (min: number, max: number) =>
+  z.preprocess((value) => (value === '' ? Number.NaN : value), z.coerce.number().int().min(min).max(max));
+
 export const limitParam = (defaultLimit = 50, max = 100) =>
   z.coerce.number().int().min(1).max(max).default(defaultLimit);
 

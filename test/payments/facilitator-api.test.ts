@@ -311,5 +311,7 @@ describe('bazaar discovery', () => {
     const after = await server.request('GET', '/v0/x402/discovery/resources');
     expect(after.body.items.some((i: any) => i.resource === 'https://shop.example/forecast')).toBe(false);
     expect((await server.request('GET', '/v0/x402/discovery/resources?offset=1000')).body.items).toEqual([]);
+    // An empty or non-number offset is refused, not read as 0.
+    for (const offset of ['', 'x', '-1', '1.5']) expect((await server.request('GET', `/v0/x402/discovery/resources?offset=${offset}`)).status).toBe(400);
   });
 });
