@@ -102,20 +102,25 @@ export class GroupedUpdates<T extends Document> extends Batcher<GroupedUpdate<T>
   }
 }
 
+/** Most statements in one update command on FerretDB (see updateGroupingFor). */
+export const FERRETDB_UPDATE_STATEMENTS = 8;
+
 /**
  * How grouped updates are sized on this database. MongoDB: up to 64 statements a command (the records of
  * a settlement transaction in one), 4 commands on their way. FerretDB 1.24 (the embedded engine), by
  * measurement: it runs the statements of one update command one after the other, each about as costly
  * to it as a command of its own, but our side (driver, BSON, a socket write and a reply per command) is
  * paid once per command: at concurrency 16 the event loop's CPU per paid request went from 4.2 to
- * 3.1-3.5 ms with 8 statements a command. And it stops answering altogether once about 50 statements of
- * multi-statement update commands are under way at once across every process on the database (6
- * concurrent commands of 8 answered, 8 of 8 hung; single-statement commands, however many, never did):
- * there one command of at most 8 is on its way per process, so six processes stay under that.
+ * 3.1-3.5 ms with 8 statements a command. And it stops answering altogether once more statements of
+ * multi-statement update commands are under way at once, across every process on the database, than its
+ * PostgreSQL connection pool holds (the limit moves with the pool's size): about 50 by default (6 concurrent commands of 8 answered, 8 of 8 hung, one
+ * of 60 hung); with `pool_max_conns=150` in its URL, as the embedded engine runs it, 8 of 8, 12 of 8 and
+ * one of 60 answered, 4 of 64 hung. Single-statement commands, however many, never did. There one
+ * command of at most 8 is on its way per process, so six processes stay under the default pool.
  */
 export async function updateGroupingFor(db: Db): Promise<Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>> {
   const info = await db.admin().command({ buildInfo: 1 }).catch(() => ({}));
-  return 'ferretdbVersion' in info ? { maxBatch: 8, maxInFlight: 1 } : { maxBatch: 64, maxInFlight: 4 };
+  return 'ferretdbVersion' in info ? { maxBatch: FERRETDB_UPDATE_STATEMENTS, maxInFlight: 1 } : { maxBatch: 64, maxInFlight: 4 };
 }
 
 function writeErrorsOf(err: unknown): Array<{ index: number; code?: number; errmsg?: string }> | undefined {

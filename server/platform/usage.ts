@@ -1,4 +1,5 @@
 import { Schema, type Connection, type Model } from 'mongoose';
+import { FERRETDB_UPDATE_STATEMENTS } from './group-commit.js';
 
 interface UsageDoc { _id: string; count: number; lastUsedAt: Date }
 
@@ -13,7 +14,7 @@ const FLUSH_EVERY_MS = 1_000;
  * or a scope change on the same document could undo it (measured: 13 of 20 rounds lost the `$set`).
  * Nothing but this class writes here; a lost increment costs a count, never a security decision.
  *
- * Counts are gathered in memory and written at most once a second in one unordered bulk write, so a
+ * Counts are gathered in memory and written at most once a second in unordered bulk writes, so a
  * request never waits for, nor pays, a usage write. Reads in this process add what is not flushed yet.
  */
 export class UsageTracker {
@@ -40,7 +41,13 @@ export class UsageTracker {
     this.pending = new Map();
     if (batch.size === 0) return this.flushing;
     const ops = [...batch].map(([_id, { count, lastUsedAt }]) => ({ updateOne: { filter: { _id }, update: { $inc: { count }, $set: { lastUsedAt } }, upsert: true } }));
-    this.flushing = this.flushing.then(() => this.usage.bulkWrite(ops, { ordered: false })).then(() => {}, () => {});
+    this.flushing = this.flushing.then(async () => {
+      // A few statements a command: a busy second touches hundreds of keys, and FerretDB stops answering
+      // altogether once about 50 statements of multi-statement updates are under way (group-commit.ts).
+      for (let i = 0; i < ops.length; i += FERRETDB_UPDATE_STATEMENTS) {
+        await this.usage.bulkWrite(ops.slice(i, i + FERRETDB_UPDATE_STATEMENTS), { ordered: false }).catch(() => {});
+      }
+    });
     return this.flushing;
   }
 
