@@ -37,9 +37,20 @@ export async function startFerretdb(options: { binary: string; postgresUrl: stri
     '--log-level=error',
   ], {
     // The URL holds the password: by environment, which other users cannot read (a command line they can).
-    env: { ...FERRETDB_GC, ...process.env, FERRETDB_POSTGRESQL_URL: options.postgresUrl },
+    env: { ...FERRETDB_GC, ...process.env, FERRETDB_POSTGRESQL_URL: withPool(options.postgresUrl) },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const running = await superviseListening(child, { name: 'FerretDB', port, timeoutMs: START_TIMEOUT_MS, stopSignal: 'SIGTERM', stopGraceMs: STOP_GRACE_MS });
   return { uri: `mongodb://127.0.0.1:${port}/`, ...running };
+}
+
+/**
+ * FerretDB 1.24 stops answering for good once more statements of multi-statement updates are under way
+ * than its PostgreSQL pool holds (about 50 by default; platform/group-commit.ts). Our PostgreSQL allows
+ * 200 connections: 150 for FerretDB's pool leaves room for the rest and triples the margin.
+ */
+function withPool(postgresUrl: string): string {
+  const url = new URL(postgresUrl);
+  url.searchParams.set('pool_max_conns', '150');
+  return url.href;
 }
