@@ -116,7 +116,8 @@ export const FERRETDB_UPDATE_STATEMENTS = 8;
  * PostgreSQL connection pool holds (the limit moves with the pool's size): about 50 by default (6 concurrent commands of 8 answered, 8 of 8 hung, one
  * of 60 hung); with `pool_max_conns=150` in its URL, as the embedded engine runs it, 8 of 8, 12 of 8 and
  * one of 60 answered, 4 of 64 hung. Single-statement commands, however many, never did. There one
- * command of at most 8 is on its way per process, so six processes stay under the default pool.
+ * record command of at most 8 is on its way per process (and one usage-count command, usage.ts): three
+ * processes stay under the default pool, nine under the embedded engine's.
  */
 export async function updateGroupingFor(db: Db): Promise<Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>> {
   const info = await db.admin().command({ buildInfo: 1 }).catch(() => ({}));

@@ -28,7 +28,7 @@ beforeAll(async () => {
   chain = await startDevChain({ mintAmountUsdc: '1000' });
   await rpc('evm_setAutomine', [false]);
   proxy = await startRpcProxy(chain.rpcUrl);
-  proxy.onAnswered('eth_sendRawTransaction', () => { setTimeout(() => { void rpc('evm_mine'); }, 20); });
+  proxy.onAnswered('eth_sendRawTransaction', () => { setTimeout(() => { rpc('evm_mine').catch(() => {}); }, 20); });
   const relayerKey = generatePrivateKey();
   await rpc('anvil_setBalance', [privateKeyToAccount(relayerKey).address, toHex(parseEther('10'))]);
   server = await startTestServer({ CHAIN_RPC_URL: proxy.url, USDC_ADDRESS: chain.usdcAddress, WALLET_FACTORY_ADDRESS: chain.factoryAddress, RELAYER_PRIVATE_KEY: relayerKey });
