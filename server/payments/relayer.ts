@@ -5,8 +5,13 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { BlockClock } from './block-clock.js';
 
-/** When a just-sent transaction's receipt is asked for, in ms after the send was answered (see checkNow). */
-const RECEIPT_ASKS_MS = [0, 5, 15, 30, 60];
+/**
+ * When a just-sent transaction's receipt is asked for, in ms after the send was answered (see checkNow):
+ * often while the chain is not known to mine on a timer (the receipt is due within milliseconds, and the
+ * buyer's answer waits for it), twice on a timed chain (enough to notice one that mines on arrival after
+ * all, without paying a node for asks that cannot be answered before the next block).
+ */
+const RECEIPT_ASKS_MS = { untimed: [0, 2, 5, 10, 20, 40, 70], timed: [0, 70] };
 
 export interface Fees { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }
 
@@ -233,7 +238,7 @@ export class RelayerLane {
    */
   private async checkNow(entry: Pending): Promise<void> {
     const sentAt = Date.now();
-    for (const at of RECEIPT_ASKS_MS) {
+    for (const at of this.clock.intervalMs === undefined ? RECEIPT_ASKS_MS.untimed : RECEIPT_ASKS_MS.timed) {
       const wait = sentAt + at - Date.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       if (this.pending.get(entry.nonce) !== entry) return; // followed to its block meanwhile
