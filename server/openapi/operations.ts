@@ -61,6 +61,8 @@ const sellerOrOps = ['seller', 'platform'] as const;
 const anyKey = ['identity', 'platform', 'seller'] as const;
 const json = (description: string, schema?: z.ZodType) => ({ status: 200, description, ...(schema ? { schema } : {}) });
 const created = (description: string, schema?: z.ZodType) => ({ status: 201, description, ...(schema ? { schema } : {}) });
+/** A second success status of a route (`also` takes a bare string as an error answer). */
+const alsoSuccess = (description: string) => ({ description, schema: z.record(z.string(), z.unknown()) });
 
 export const OPERATIONS: readonly Operation[] = [
   // Sign-up and accounts
@@ -89,7 +91,7 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'patch', path: '/v0/messages/:messageId', tag: 'Mail', summary: "Add or remove a message's labels", auth: identity, scopes: ['mail:manage'], params: messageParams, body: labelsInput, ok: json('The message') },
   { method: 'get', path: '/v0/mail/lists', tag: 'Mail', summary: "Allow and block lists: an identity key sees its own and its org's, the platform key the org's", auth: ['identity', 'platform'], scopes: ['mail:read'], ok: json('The entries') },
   { method: 'get', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'One list (receive-allow, receive-block, send-allow, send-block)', auth: ['identity', 'platform'], scopes: ['mail:read'], params: listKindParams, ok: json('The entries') },
-  { method: 'post', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'Add an address or a whole domain to a list (identity key: its own; platform key: the whole org)', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listKindParams, body: listEntryBody, ok: created('The entry (200 when it was there already)'), also: { 200: 'The entry was there already' } },
+  { method: 'post', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'Add an address or a whole domain to a list (identity key: its own; platform key: the whole org)', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listKindParams, body: listEntryBody, ok: created('The entry (200 when it was there already)'), also: { 200: alsoSuccess('The entry was there already') } },
   { method: 'delete', path: '/v0/mail/lists/:kind/:entry', tag: 'Mail', summary: 'Remove an entry from a list', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listEntryParams, ok: json('Removed') },
   { method: 'get', path: '/v0/events', tag: 'Mail', summary: "The identity's mail events as server-sent events (resumes after Last-Event-ID; events=a,b filters)", auth: identity, scopes: ['mail:read'], query: eventStreamQuery, ok: { status: 200, description: 'An endless text/event-stream', type: 'text/event-stream' } },
   { method: 'post', path: '/v0/webhooks', tag: 'Mail', summary: 'Register a webhook for mail events (the secret is shown once)', auth: identity, scopes: ['mail:manage'], body: createMailWebhookBody, ok: created('The webhook with its secret'), also: { 409: 'Too many webhooks' } },
@@ -107,7 +109,7 @@ export const OPERATIONS: readonly Operation[] = [
 
   // Vault
   { method: 'get', path: '/v0/vault', tag: 'Vault', summary: 'List credentials (names and types, no secrets)', auth: identity, scopes: ['vault:read'], ok: json('Credentials') },
-  { method: 'put', path: '/v0/vault/:name', tag: 'Vault', summary: 'Store or replace a credential (encrypted at rest)', auth: identity, scopes: ['vault:write'], params: nameParams, body: putCredentialBody, ok: json('The credential, replaced'), also: { 201: 'The credential, created' } },
+  { method: 'put', path: '/v0/vault/:name', tag: 'Vault', summary: 'Store or replace a credential (encrypted at rest)', auth: identity, scopes: ['vault:write'], params: nameParams, body: putCredentialBody, ok: json('The credential, replaced'), also: { 201: alsoSuccess('The credential, created') } },
   { method: 'get', path: '/v0/vault/:name', tag: 'Vault', summary: 'One credential with its secret fields', auth: identity, scopes: ['vault:read'], params: nameParams, ok: json('The credential') },
   { method: 'delete', path: '/v0/vault/:name', tag: 'Vault', summary: 'Delete a credential', auth: identity, scopes: ['vault:write'], params: nameParams, ok: json('Deleted') },
   { method: 'get', path: '/v0/vault/:name/totp', tag: 'Vault', summary: "The current TOTP code of a credential's secret", auth: identity, scopes: ['vault:read'], params: nameParams, ok: json('The code and its expiry') },

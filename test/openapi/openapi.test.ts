@@ -43,6 +43,14 @@ describe('/openapi.json', () => {
     expect(doc.components.schemas.Error).toMatchObject({ type: 'object', required: ['error', 'message', 'status'] });
   });
 
+  it('gives no success status the error shape (a route answering 201 or 200 besides its main status)', () => {
+    const wrong = Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, any> }>>).flatMap(([path, ops]) =>
+      Object.entries(ops).flatMap(([method, op]) => Object.entries(op.responses)
+        .filter(([status, response]) => status.startsWith('2') && JSON.stringify(response.content ?? {}).includes('#/components/schemas/Error'))
+        .map(([status]) => `${method.toUpperCase()} ${path} ${status}`)));
+    expect(wrong).toEqual([]);
+  });
+
   it('names every route the app mounts, and nothing the app does not mount', () => {
     const mounted = mountedRoutes(server.app).map((route) => { const [method, path] = route.split(' '); return `${method} ${openApiPath(path!)}`; }).sort();
     expect(documented()).toEqual(mounted);
