@@ -1,5 +1,6 @@
 import { getAddress, hashTypedData, isAddressEqual, recoverTypedDataAddress, type Address, type HashTypedDataParameters, type Hex, type RecoverTypedDataAddressParameters, type VerifyTypedDataParameters } from 'viem';
 import { recoverSigner } from '../chain/recover.js';
+import { transferAuthorizationDigest } from '../chain/authorization-digest.js';
 import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
 import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
@@ -40,17 +41,13 @@ export interface PaymentTerms {
 const refuse = (reason: VerifyFailure, message: string): Refused => ({ ok: false, reason, message });
 
 /**
- * Checks a decoded payment against the seller's terms and the chain, cheapest checks first so a bad
- * header costs no RPC call. Read-only: nothing is claimed or sent here.
- */
-/**
- * Whether `from` signed the typed data. An EOA's signature is checked here, with no RPC call; anything
+ * Whether `from` signed the typed data (whose hash the caller may pass as `digest`, computed its own way). An EOA's signature is checked here, with no RPC call; anything
  * else (an ERC-1271 smart account, an ERC-6492 wrapped one) is asked of the chain (503 when it cannot
  * be asked). libsecp256k1's recovery decides only a match; anything else goes the way it always went
  * (viem's recovery, then the chain), so the fast path changes no verdict.
  */
-export async function signedBy(chain: ChainService, from: Address, typedData: RecoverTypedDataAddressParameters): Promise<boolean> {
-  const fast = recoverSigner(hashTypedData(typedData as HashTypedDataParameters), typedData.signature as Hex);
+export async function signedBy(chain: ChainService, from: Address, typedData: RecoverTypedDataAddressParameters, digest?: Hex): Promise<boolean> {
+  const fast = recoverSigner(digest ?? hashTypedData(typedData as HashTypedDataParameters), typedData.signature as Hex);
   if (fast !== undefined && isAddressEqual(fast, from)) return true;
   const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
   if (recovered !== undefined && isAddressEqual(recovered, from)) return true;
@@ -60,6 +57,10 @@ export async function signedBy(chain: ChainService, from: Address, typedData: Re
   });
 }
 
+/**
+ * Checks a decoded payment against the seller's terms and the chain, cheapest checks first so a bad
+ * header costs no RPC call. Read-only: nothing is claimed or sent here.
+ */
 export async function verifyPayment(
   decoded: DecodedPaymentHeader,
   terms: PaymentTerms,
@@ -101,7 +102,8 @@ export async function verifyPayment(
     },
     signature: signature as Hex,
   } as const;
-  if (!(await signedBy(chain, from, typedData))) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
+  const digest = transferAuthorizationDigest({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }, typedData.message);
+  if (!(await signedBy(chain, from, typedData, digest))) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
 
   if (!isAddressEqual(authorization.to as Address, terms.payTo)) {
     return refuse('recipient_mismatch', `the authorization pays ${authorization.to}, not the seller ${terms.payTo}`);
