@@ -100,6 +100,7 @@ async function main() {
 
 async function run(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
   const { backend, payTo, sellerKey, our, official, officialFacilitator, config } = await startStacks(mongoUri, rpcUrl, usdc, cleanup);
+  log(`   agentgate's seller at ${our.url}, the official one at ${official.url}`);
   const bare = await serve(bareApp(), cleanup);
 
   if (PARTS.has('1')) {
@@ -472,6 +473,21 @@ async function signPayments(base: string, key: Hex, usdc: Address, n: number): P
   return payments;
 }
 
+/** Why a 402 refused, from its PAYMENT-REQUIRED header (the official stack's body is `{}`). */
+function refusalOf(headers: Record<string, string | string[] | undefined>): string {
+  const said = (name: string) => {
+    const header = headers[name];
+    if (typeof header !== 'string') return undefined;
+    try {
+      const value = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as { error?: string; errorReason?: string };
+      return `${name}: ${value.error ?? value.errorReason ?? JSON.stringify(value).slice(0, 200)}`;
+    } catch {
+      return `${name}: ${header.slice(0, 200)}`;
+    }
+  };
+  return ['payment-required', 'payment-response', 'x-payment-response'].map(said).filter(Boolean).join('; ');
+}
+
 async function payAll(base: string, payments: Array<{ header: string }>, concurrency: number) {
   const latencies: number[] = [];
   let next = 0;
@@ -483,7 +499,7 @@ async function payAll(base: string, payments: Array<{ header: string }>, concurr
         const t0 = performance.now();
         const res = await get(`${base}/weather`, { 'PAYMENT-SIGNATURE': payment.header });
         latencies.push(performance.now() - t0);
-        if (res.status !== 200) throw new Error(`paid request to ${base} answered ${res.status}: ${res.body.slice(0, 300)}`);
+        if (res.status !== 200) throw new Error(`paid request to ${base} answered ${res.status}: ${res.body.slice(0, 300)} ${refusalOf(res.headers)}`);
       }
     }),
   );
