@@ -205,7 +205,7 @@ describe('agentgate dev', () => {
   it('keeps its data across a restart', async () => {
     const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
     chmodSync(state, 0o755); // as root, PostgreSQL runs as nobody, who must reach its data in here
-    const port = String(await freePort());
+    let port = String(await freePort());
     const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()) };
     const startDev = async () => {
       const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -241,6 +241,10 @@ describe('agentgate dev', () => {
       expect(chatFailed.stderr).toContain(`the local chat workspace's port ${busyChatPort} on 127.0.0.1 is already in use: set CHAT_DEV_PORT to another port`);
       expect(existsSync(join(state, 'did-domain'))).toBe(false);
 
+      // A port drawn now, not before the two failed starts above (a minute or two under load, during which
+      // another test's freePort could draw the same number and bind it first).
+      port = String(await freePort());
+      env.PORT = port;
       const first = await startDev();
       expect(first.output).not.toContain('generated a development master key'); // kept from the failed start
       expect(readFileSync(join(state, 'did-domain'), 'utf8').trim()).toBe(`localhost%3A${port}`);
@@ -312,7 +316,7 @@ describe('agentgate dev after a SIGKILL', () => {
   it('stops what the killed run left behind and starts on the same data', async () => {
     const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
     chmodSync(state, 0o755);
-    const port = String(await freePort());
+    let port = String(await freePort());
     const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()) };
     const start = () => new Promise<{ child: ReturnType<typeof spawn>; output: () => string }>((resolve, reject) => {
       const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
