@@ -12,17 +12,13 @@ import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { paymentHeaderV1, signAuthorization } from '../support/chain.js';
 import { redeem, setUpSeller } from '../support/payments.js';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { rawRpc } from '../support/block-time-chain.js';
 
 let chain: DevChain;
 let proxy: RpcProxy;
 let server: TestServer;
 
-const rpc = async (method: string, params: unknown[] = []): Promise<unknown> => {
-  const res = await fetch(chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-  const body = await res.json() as { result?: unknown; error?: { message: string } };
-  if (body.error) throw new Error(body.error.message);
-  return body.result;
-};
+const rpc = (method: string, params: unknown[] = []) => rawRpc(chain.rpcUrl, method, params);
 
 beforeAll(async () => {
   chain = await startDevChain({ mintAmountUsdc: '1000' });

@@ -1,23 +1,15 @@
 // Relayer leases on the real test database (FerretDB unless MONGODB_URI points at MongoDB): one holder per
 // account however many processes race for it, expiry and hand-over, and a late holder that stops.
-import mongoose, { type Connection } from 'mongoose';
 import { RelayerLeases } from '../../server/payments/relayer-leases.js';
-import { testDbName } from '../support/server.js';
+import { useTestConnection } from '../support/server.js';
 
-let conn: Connection;
-beforeAll(async () => {
-  conn = await mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName: testDbName() }).asPromise();
-});
-afterAll(async () => {
-  await conn.dropDatabase().catch(() => {});
-  await conn.close();
-});
+const conn = useTestConnection();
 
 const ADDRESS = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
 
 /** A process's view of the leases, with a clock the test moves. */
 function processWith(clock: { now: number }, times = { ttlMs: 10_000, skewMs: 1_000 }) {
-  return new RelayerLeases(conn, times, () => clock.now);
+  return new RelayerLeases(conn(), times, () => clock.now);
 }
 
 it('of 20 processes racing for a free account, exactly one gets it, in every round', async () => {

@@ -1,24 +1,18 @@
 // Group commit on the real MongoDB-wire server: grouped inserts are still unique-index inserts (a
 // duplicate inside one insertMany, or across two, fails only its own caller), grouped updates report
 // whether each one took effect, and a command that fails as a whole fails each of its callers.
-import mongoose, { type Connection } from 'mongoose';
 import type { Collection } from 'mongodb';
 import { GroupedInserts, GroupedUpdates } from '../../server/platform/group-commit.js';
-import { testDbName } from '../support/server.js';
+import { useTestConnection } from '../support/server.js';
 
 interface Claim { _id: string; key: string; status: string; at?: number }
 
-let conn: Connection;
+const conn = useTestConnection();
 let claims: Collection<Claim>;
 
 beforeAll(async () => {
-  conn = await mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName: testDbName() }).asPromise();
-  claims = conn.db!.collection<Claim>('claims') as unknown as Collection<Claim>;
+  claims = conn().db!.collection<Claim>('claims') as unknown as Collection<Claim>;
   await claims.createIndex({ key: 1 }, { unique: true });
-});
-afterAll(async () => {
-  await conn.dropDatabase().catch(() => {});
-  await conn.close();
 });
 
 it('writes what one turn of the event loop asks for in one command, and each duplicate fails only itself', async () => {
@@ -41,7 +35,7 @@ it('writes what one turn of the event loop asks for in one command, and each dup
 
 it('a key claimed by an earlier command (or another process) is a duplicate in a later one', async () => {
   const first = new GroupedInserts(() => claims);
-  const second = new GroupedInserts(() => conn.db!.collection<Claim>('claims') as unknown as Collection<Claim>);
+  const second = new GroupedInserts(() => conn().db!.collection<Claim>('claims') as unknown as Collection<Claim>);
   expect(await first.insert({ _id: 'b1', key: 'kb', status: 'held' })).toBe('inserted');
   const [again, other] = await Promise.all([second.insert({ _id: 'b2', key: 'kb', status: 'held' }), second.insert({ _id: 'b3', key: 'kb2', status: 'held' })]);
   expect([again, other]).toEqual(['duplicate', 'inserted']);

@@ -2,22 +2,13 @@
 // were used is written in commands of a few statements, because the embedded engine (FerretDB) stops
 // answering for good once more multi-statement update statements are under way than its connection pool
 // holds (platform/group-commit.ts). One bulk write of them all hung it.
-import mongoose, { type Connection } from 'mongoose';
 import { UsageTracker, keyUsage } from '../../server/platform/usage.js';
-import { testDbName } from '../support/server.js';
+import { useTestConnection } from '../support/server.js';
 
-let conn: Connection;
-
-beforeAll(async () => {
-  conn = await mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName: testDbName() }).asPromise();
-});
-afterAll(async () => {
-  await conn.dropDatabase().catch(() => {});
-  await conn.close();
-});
+const conn = useTestConnection();
 
 it('hundreds of keys used in one second, twice: every count is stored, and the database still answers', async () => {
-  const usage = new UsageTracker(conn);
+  const usage = new UsageTracker(conn());
   const subjects = Array.from({ length: 400 }, (_, i) => keyUsage(`k${i}`));
   // The first second creates their documents; the second one updates them all (what hung FerretDB).
   for (let second = 0; second < 2; second++) {
@@ -28,7 +19,7 @@ it('hundreds of keys used in one second, twice: every count is stored, and the d
   await usage.flush();
 
   // A tracker with nothing pending reads only what the database stored.
-  const counts = await new UsageTracker(conn).read(subjects);
+  const counts = await new UsageTracker(conn()).read(subjects);
   expect(counts.get(subjects[0]!)?.count).toBe(3);
   expect(subjects.slice(1).filter((s) => counts.get(s)?.count !== 2)).toEqual([]);
 }, 60_000);

@@ -18,13 +18,7 @@ export function useBlockTimeChain() {
     if (!chain) throw new Error('the block-time chain is not started yet (use it inside a test or a hook)');
     return chain;
   };
-  /** A raw JSON-RPC call to the node (anvil's own methods included); a JSON-RPC error throws. */
-  const rpc = async (method: string, params: unknown[]): Promise<any> => {
-    const res = await fetch(get().rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-    const body = await res.json() as { result?: unknown; error?: { message: string } };
-    if (body.error) throw new Error(body.error.message);
-    return body.result;
-  };
+  const rpc = (method: string, params: unknown[]): Promise<any> => rawRpc(get().rpcUrl, method, params);
   return {
     get chain() { return get(); },
     rpc,
@@ -32,6 +26,14 @@ export function useBlockTimeChain() {
     balanceOf: async (address: Address) => BigInt(await rpc('eth_call', [{ to: get().usdcAddress, data: `0x70a08231${address.slice(2).toLowerCase().padStart(64, '0')}` }, 'latest'])),
     fundGas: (key: `0x${string}`) => rpc('anvil_setBalance', [privateKeyToAccount(key).address, toHex(parseEther('100'))]),
   };
+}
+
+/** A raw JSON-RPC call to a node (anvil's own methods included); a JSON-RPC error throws. */
+export async function rawRpc(rpcUrl: string, method: string, params: unknown[] = []): Promise<any> {
+  const res = await fetch(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  const body = await res.json() as { result?: unknown; error?: { message: string } };
+  if (body.error) throw new Error(body.error.message);
+  return body.result;
 }
 
 /** The sum of a counter's values whose labels include `labels`. */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import mongoose, { type Connection } from 'mongoose';
 import { loadConfig, type Config } from '../../server/platform/config.js';
 import { freePort } from '../../server/platform/net.js';
 import { startServer, type RunningServer } from '../../server/server.js';
@@ -8,6 +9,22 @@ import type { Logger } from '../../server/platform/logger.js';
 
 export function testDbName(): string {
   return `t_${randomBytes(6).toString('hex')}`;
+}
+
+/** A connection to a fresh database on the shared test server for the file's tests (call it at the top), dropped after them. */
+export function useTestConnection(): () => Connection {
+  let conn: Connection | undefined;
+  beforeAll(async () => {
+    conn = await mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName: testDbName() }).asPromise();
+  });
+  afterAll(async () => {
+    await conn?.dropDatabase().catch(() => {});
+    await conn?.close();
+  });
+  return () => {
+    if (!conn) throw new Error('the test connection is open only inside tests and hooks');
+    return conn;
+  };
 }
 
 /** Test configuration: dev mode, a throw-away master key, the shared test MongoDB and a fresh database. */
