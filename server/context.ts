@@ -187,6 +187,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     onClose,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();
+      await payments.recordsWritten();
       await Promise.all([usage.flush(), logs.flush()]);
       await jobs.stop();
       await db.close();

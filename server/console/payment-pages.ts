@@ -80,6 +80,8 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
     const filter = filterOf(query);
     const pageNumber = query.page ?? 1;
     const chart = chartBuckets(query);
+    // The totals read the records: this process's record updates first (payment-service.ts).
+    await app.payments.recordsWritten();
     const [payments, totals, buckets] = await Promise.all([
       app.payments.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
       paymentTotals(app.payments.payments, orgId, filter),

@@ -137,7 +137,7 @@ export class HoldService {
       const decision = await this.decisions.findById(payment._id).lean();
       if (decision?.decision === 'release') throw released(decision);
       // Captured by a concurrent call: answer what it did (or does, once known).
-      return this.outcomeOf((await this.payments.payments.findById(payment._id).lean()) ?? payment);
+      return this.outcomeOf((await this.payments.record(payment._id)) ?? payment);
     }
     let settling = payment;
     if (charge !== undefined) {
@@ -218,7 +218,7 @@ export class HoldService {
 
   /** The org's hold (or what it became); a released one is gone, and says so. Another org's is a 404. */
   private async find(orgId: string, id: string): Promise<PaymentDoc> {
-    const payment = await this.payments.payments.findOne({ _id: id, orgId }).lean();
+    const payment = await this.payments.find(orgId, id);
     if (payment) return payment;
     const decision = await this.decisions.findOne({ _id: id, orgId }).lean();
     if (decision?.decision === 'release') throw released(decision);
@@ -253,7 +253,7 @@ export class HoldService {
     const deadline = Date.now() + this.config.SETTLEMENT_TIMEOUT_MS;
     while (Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 200));
-      const now = await this.payments.payments.findById(payment._id).lean();
+      const now = await this.payments.record(payment._id);
       if (!now) break;
       if (now.status === 'settled' || now.status === 'failed') return this.outcomeOf(now);
     }

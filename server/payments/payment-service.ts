@@ -21,6 +21,7 @@ import { TtlCache } from '../platform/ttl-cache.js';
 import { GroupedInserts, GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
 import type { Collection } from 'mongodb';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
+import { SettledPayments, settledRecord, settlementFields, type SettledPaymentDoc } from './settled-payments.js';
 import { authorizationOf, type SettlementResult } from './settlement.js';
 import { PaymentIdentifiers } from './payment-identifier.js';
 import { endpointUrlsFor, normalizeResource } from './resource-url.js';
@@ -109,11 +110,12 @@ export type SettledHook = (payment: PaymentDoc, endpoint: EndpointDoc) => Promis
 /**
  * The facilitator: seller settings and endpoints, and redeem = verify, claim the nonce, settle on chain,
  * record, sign a receipt. Money moves at most once per authorization because the claim is a unique index
- * written before the transaction is sent. A paid request costs two database writes (the claim and the
- * settlement record), and both are group commits (platform/group-commit.ts): the claims of requests that
- * arrive together go in one unordered insertMany (a duplicate authorization fails only its own request),
- * the records of one settlement transaction in one bulkWrite. Seller settings and endpoints are served
- * from memory (SELLER_CACHE_TTL_MS).
+ * written before the transaction is sent. A paid request's answer waits for two database writes, both
+ * unique inserts grouped with those of concurrent requests (platform/group-commit.ts): the claim, and the
+ * settlement with its receipt (settled-payments.ts; a duplicate fails only its own request). The payment
+ * record is then updated from the settlement in the background, grouped into bulkWrites; reads through
+ * this service show a record whose update is still on its way as settled. Seller settings and endpoints
+ * are served from memory (SELLER_CACHE_TTL_MS).
  */
 export class PaymentService {
   readonly payments: Model<PaymentDoc>;
@@ -128,8 +130,12 @@ export class PaymentService {
   private readonly endpointCache: TtlCache<EndpointDoc | null>;
   /** Payment claims (unique authorization key), grouped into insertMany commands. */
   private readonly claims: GroupedInserts<PaymentDoc>;
-  /** Updates of payment records (settled, held -> verified), grouped into bulkWrite commands. */
+  /** Updates of payment records to settled, grouped into bulkWrite commands. */
   readonly recordUpdates: GroupedUpdates<PaymentDoc>;
+  /** Settlements as their buyers were told them: the unique insert a settled answer waits for. */
+  readonly settlements: SettledPayments;
+  /** Record updates of this process still on their way (background, after the settlement entry). */
+  private readonly recordWrites = new Set<Promise<void>>();
   /** The chain reads of payments verified at the same time, in one Multicall3 call. */
   private readonly payerReads: PayerReads | undefined;
 
@@ -156,6 +162,8 @@ export class PaymentService {
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.claims = new GroupedInserts(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
     this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
+    this.settlements = new SettledPayments(conn, (size) => metrics.groupCommitSize.observe({ write: 'payment_settlements' }, size));
+    metrics.onCollect(() => metrics.paymentRecordWritesPending.set(this.recordWrites.size));
     this.payerReads = chain && new PayerReads(chain, config.MULTICALL3_ADDRESS as Address, {
       onCommand: (size) => metrics.payerReadBatchSize.observe(size),
       onFallback: (reason) => log.warn({ multicall: config.MULTICALL3_ADDRESS, reason }, 'verification reads fall back to two eth_calls per payment: Multicall3 did not answer at MULTICALL3_ADDRESS'),
@@ -629,34 +637,65 @@ export class PaymentService {
     return this.endpointCache.through(`${orgId} #${id}`, () => this.endpoints.findOne({ _id: id, orgId }).lean());
   }
 
-  /** Records the settlement with its signed receipt, then runs the settled hooks (webhook outbox). */
+  /**
+   * Records the settlement with its signed receipts (a unique insert: the first one recorded for the
+   * payment stands) and returns the payment as it is now settled. The record itself is written in the
+   * background (writeRecord), then the settled hooks (webhook outbox) run.
+   */
   async markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc | null): Promise<PaymentDoc> {
     const settledAt = new Date();
     const signedReceipt = await signReceipt(this.signer(), { ...payment, txHash, settledAt });
     const offerReceipt = await signOfferReceipt(this.signer(), { ...payment, txHash, settledAt });
-    // Webhook outbox: written in the same single-document update as the settlement, so a crash before the
-    // delivery job is enqueued leaves a pending entry that server/webhooks' dispatcher picks up.
-    // The event id follows from the payment, so two processes recording one settlement (the settler and
-    // reconciliation, racing) name the same event, and the delivery's unique event id keeps it to one.
-    const outbox = endpoint?.webhookUrl ? { webhook: { status: 'pending' as const, eventId: `evt_${payment._id}` } } : {};
-    const set = { status: 'settled' as const, txHash, settledAt, signedReceipt, offerReceipt, ...outbox };
-    // Grouped with the other records of its settlement transaction (they resolve together) into
-    // bulkWrite commands. Only an open record is written: if reconciliation recorded it first, its record
-    // stands and the hooks are not run twice.
+    // The event id follows from the payment, so two processes recording one settlement name the same
+    // event, and the delivery's unique event id keeps it to one.
+    const webhook = endpoint?.webhookUrl ? { status: 'pending' as const, eventId: `evt_${payment._id}` } : undefined;
+    const entry = await this.settlements.record({ _id: payment._id, orgId: payment.orgId, txHash, settledAt, signedReceipt, offerReceipt, ...(webhook ? { webhook } : {}) });
+    const done = settledRecord(payment, entry);
+    const write = this.writeRecord(payment, entry, endpoint)
+      .catch((err) => this.log.error({ paymentId: payment._id, err: (err as Error).message }, 'payment record not updated from its settlement; reconciliation will write it'))
+      .finally(() => this.recordWrites.delete(write));
+    this.recordWrites.add(write);
+    return done;
+  }
+
+  /**
+   * Writes a settlement into the payment record, if the record is still open, then runs the settled hooks.
+   * Grouped with the other records of its settlement transaction (they resolve together) into bulkWrite
+   * commands. The webhook outbox entry is written in the same update, so a crash before the delivery job
+   * is enqueued leaves a pending entry that server/webhooks' dispatcher picks up. The settler and
+   * reconciliation write the same values (the settlement entry that stands); on an engine whose
+   * conditional updates are not atomic both may match, and the hooks are idempotent (one delivery per event id).
+   */
+  async writeRecord(payment: PaymentDoc, entry: SettledPaymentDoc, endpoint: EndpointDoc | null): Promise<void> {
+    const set = settlementFields(entry);
     const { matched } = await this.recordUpdates.update({
       filter: { _id: payment._id, status: { $in: OPEN } },
       update: { $set: set, $unset: { failureReason: 1, holdExpiresAt: 1 } },
-      tookEffect: (doc) => doc?.settledAt?.getTime() === settledAt.getTime() && doc?.txHash === txHash,
+      tookEffect: (doc) => doc?.status === 'settled' && doc.settledAt?.getTime() === entry.settledAt.getTime() && doc.txHash === entry.txHash,
     });
-    if (!matched) return (await this.payments.findById(payment._id).lean())!;
-    const { failureReason: _failure, holdExpiresAt: _expiry, ...rest } = payment;
-    const done: PaymentDoc = { ...rest, ...set };
-    // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up the
-    // buyer's response; the outbox sweep finishes whatever a crash interrupts.
+    if (!matched) return;
+    const done = settledRecord(payment, entry);
+    // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up anything;
+    // the outbox sweep finishes whatever a crash interrupts.
     if (endpoint) for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => this.log.error({ paymentId: done._id, err: (err as Error).message }, 'settled hook failed'));
-    // The payment record is the authority; its activity-log line need not hold up the buyer's response.
-    this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash, endpointId: payment.endpointId } });
-    return done;
+    this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash: entry.txHash, endpointId: payment.endpointId } });
+  }
+
+  /** Resolves once the record updates this process has started are written (reads, shutdown, tests). */
+  async recordsWritten(): Promise<void> {
+    await Promise.all([...this.recordWrites]);
+  }
+
+  /** Records still open whose settlement is recorded read as settled: their update is on its way. */
+  private async withSettlements(rows: PaymentDoc[]): Promise<PaymentDoc[]> {
+    const open = rows.filter((row) => OPEN.includes(row.status));
+    if (open.length === 0) return rows;
+    const entries = await this.settlements.of(open.map((row) => row._id));
+    if (entries.size === 0) return rows;
+    return rows.map((row) => {
+      const entry = entries.get(row._id);
+      return entry && OPEN.includes(row.status) ? settledRecord(row, entry) : row;
+    });
   }
 
   // --- reads -----------------------------------------------------------------------------------
@@ -673,23 +712,42 @@ export class PaymentService {
   }
 
   async list(orgId: string, limit: number, cursor?: Cursor, filter: PaymentFilter = {}) {
+    await this.recordsWritten();
     const rows = await this.payments.find({ orgId, ...filterQuery(filter), ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
-    return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
+    return pageOf(await this.withSettlements(rows), limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
 
   /** One numbered page (the console's "26–50 of N"), newest first. */
   async listPage(orgId: string, filter: PaymentFilter, offset: number, limit: number): Promise<PaymentDoc[]> {
-    return this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean();
+    await this.recordsWritten();
+    return this.withSettlements(await this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean());
   }
 
-  /** Every payment of the org the filter matches, newest first, from a database cursor (the CSV export). */
-  cursor(orgId: string, filter: PaymentFilter): AsyncIterable<PaymentDoc> {
-    return this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 500 }) as AsyncIterable<PaymentDoc>;
+  /**
+   * Every payment of the org the filter matches, newest first, from a database cursor (the CSV export),
+   * once this process's record updates are written. One whose update another process still has on its
+   * way is exported as it was a few milliseconds before: open.
+   */
+  async *cursor(orgId: string, filter: PaymentFilter): AsyncIterable<PaymentDoc> {
+    await this.recordsWritten();
+    yield* this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 500 }) as AsyncIterable<PaymentDoc>;
   }
 
   async get(orgId: string, id: string): Promise<PaymentDoc> {
-    const doc = await this.payments.findOne({ _id: id, orgId }).lean();
+    const doc = await this.find(orgId, id);
     if (!doc) throw notFound('Payment not found');
     return doc;
+  }
+
+  /** The org's payment, settled if its settlement is recorded; null if there is none (or it is another org's). */
+  async find(orgId: string, id: string): Promise<PaymentDoc | null> {
+    const doc = await this.payments.findOne({ _id: id, orgId }).lean();
+    return doc && (await this.withSettlements([doc]))[0]!;
+  }
+
+  /** A payment by id, whoever's, settled if its settlement is recorded. */
+  async record(id: string): Promise<PaymentDoc | null> {
+    const doc = await this.payments.findById(id).lean();
+    return doc && (await this.withSettlements([doc]))[0]!;
   }
 }

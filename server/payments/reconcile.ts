@@ -25,8 +25,10 @@ const RESEND_MARGIN_SECONDS = 6;
 
 /**
  * Finishes payments left open (`verified`, or `held` with a capture decision): by a crash between claiming the nonce and recording the
- * result, by an answer that timed out, by a process killed mid-settlement. The chain is the source of
- * truth, and the token's own record of the authorization decides:
+ * result, by an answer that timed out, by a process killed mid-settlement. One whose settlement was
+ * recorded (settled-payments.ts: the buyer was answered, the record update did not happen) gets its
+ * record written from that settlement. For the others the chain is the source of truth, and the token's
+ * own record of the authorization decides:
  * - used: the transaction that used it (its AuthorizationUsed event) is recorded as the settlement;
  * - unused and expired: failed, nothing moved and nothing can;
  * - unused and still valid: sent again, by a process that holds a relayer (the token lets it move money
@@ -47,6 +49,7 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   const window = Math.floor(Date.now() / CLAIM_WINDOW_MS);
   const count = (result: 'settled' | 'failed' | 'resent') => { totals[result]++; options.metrics?.reconciled.inc({ result }); };
   const resends: Array<Promise<void>> = [];
+  const settled = await service.settlements.of(stale.map((p) => p._id));
 
   // Each action on a payment is claimed for this round (one process acts), but only by a process that
   // can take it: a worker that cannot send must not claim a payment that needs sending again.
@@ -61,6 +64,15 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   };
   for (const payment of stale) {
     const log = options.log?.child({ paymentId: payment._id });
+    const entry = settled.get(payment._id);
+    if (entry) {
+      if (!(await claim(payment))) continue;
+      const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
+      await service.writeRecord(payment, entry, endpoint);
+      log?.warn({ txHash: entry.txHash }, 'reconciliation wrote a payment record from its recorded settlement (its process stopped before the record update)');
+      count('settled');
+      continue;
+    }
     if (payment.scheme === 'upto' && payment.status === 'held') {
       // Captured, and its process died before it wrote the charge (holds.ts writes it before sending
       // anything): nothing was sent and what the seller named is unknown, so nothing is charged.
@@ -105,6 +117,7 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   }
   // Sent together, so they share transactions.
   await Promise.all(resends);
+  await service.recordsWritten();
   // Housekeeping (FerretDB 1.x has no TTL indexes).
   await claims.deleteMany({ expiresAt: { $lt: new Date() } }).catch(() => {});
   return totals;

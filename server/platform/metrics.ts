@@ -65,14 +65,20 @@ export class Metrics {
     name: 'agentgate_db_commands_total', help: 'Commands sent to the database, by command name and collection',
     labelNames: ['command', 'collection'] as const, registers: [this.registry],
   });
-  /** How many writes each group commit carried (platform/group-commit.ts), by what they write. */
   readonly payerReadBatchSize = new Histogram({
     name: 'agentgate_chain_payer_read_batch_size', help: 'Payments whose chain reads (nonce state, balance) shared one Multicall3 eth_call',
     buckets: [1, 2, 4, 8, 16, 32, 64, 128], registers: [this.registry],
   });
+  /** How many writes each group commit carried (platform/group-commit.ts), by what they write. */
   readonly groupCommitSize = new Histogram({
     name: 'agentgate_db_group_commit_size', help: 'Writes carried by one grouped database command, by what they write',
     labelNames: ['write'] as const, buckets: [1, 2, 4, 8, 16, 32, 64, 128], registers: [this.registry],
+  });
+
+  /** Settled payments whose record update (after the answer, payment-service.ts) this process has not written yet. */
+  readonly paymentRecordWritesPending = new Gauge({
+    name: 'agentgate_payment_record_writes_pending', help: 'Settled payments whose record update this process has not written yet (their settlement is recorded)',
+    registers: [this.registry],
   });
 
   private readonly collectors: Array<() => Promise<void> | void> = [];

@@ -243,6 +243,7 @@ describe.each<Framework>(FRAMEWORKS)('%s, settling after the handler (the defaul
       expect(res.headers.get('cache-control')).toBe('private, no-store');
       expect(await res.json()).toMatchObject({ secret: SECRET });
       expect(await usdcBalance(seller.payTo)).toBe(before + PRICE);
+      await server.app.payments.recordsWritten();
       const [record] = await server.app.payments.payments.find({ payerAddress: payer.address }).lean();
       expect(record).toMatchObject({ status: 'settled' });
     } finally {

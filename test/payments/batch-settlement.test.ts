@@ -147,6 +147,7 @@ describe('batched settlement', () => {
     for (let i = 0; i < ids.length; i++) expect(captures[2 * i]!.body.paymentResponse.transaction).toBe(captures[2 * i + 1]!.body.paymentResponse.transaction);
     expect(await usdcBalance(seller.payTo)).toBe(before + 6n * PRICE);
     for (const p of payments) expect(await usdcBalance(p.buyer.address)).toBe(1_000_000n - PRICE);
+    await server.app.payments.recordsWritten();
     const records = await server.app.payments.payments.find({ _id: { $in: ids } }).lean();
     expect(records.map((r) => r.status)).toEqual(Array(6).fill('settled'));
     expect(records.every((r) => r.signedReceipt && r.holdExpiresAt === undefined)).toBe(true);
@@ -281,6 +282,7 @@ it('two server processes on one database settle disjoint payments, and a header 
     expect(results.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(12);
     expect(await usdcBalance(seller.payTo)).toBe(before + 12n * PRICE);
     for (const p of payments) expect(await usdcBalance(p.buyer.address)).toBe(1_000_000n - PRICE);
+    await Promise.all([first.app.payments.recordsWritten(), second.app.payments.recordsWritten()]);
     const records = await first.app.payments.payments.find({ status: 'settled' }).lean();
     expect(records).toHaveLength(12);
   } finally {
@@ -346,6 +348,7 @@ it('a capture reaching a process that cannot send now is refused before the deci
     expect(captured.body).toMatchObject({ ok: true });
     expect(captured.status).toBe(200);
     expect(await usdcBalance(payment.buyer.address)).toBe(1_000_000n - PRICE);
+    await server.app.payments.recordsWritten();
     expect(await server.app.payments.payments.findById(held.body.holdId).lean()).toMatchObject({ status: 'settled' });
   } finally {
     await server.close();

@@ -32,7 +32,8 @@ async function serverBehind(proxies: RpcProxy[], overrides: Record<string, strin
 const buyer: PrivateKeyAccount = privateKeyToAccount(DEV_BUYERS[5]!.privateKey);
 const sign = (seller: TestSeller) => signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { verifyingContract: chainUnderTest.chain.usdcAddress });
 
-const settledRecords = (server: TestServer) => server.app.payments.payments.find({ status: 'settled' }).lean();
+/** The settled records, once this server's record updates are written (they follow the answer: payment-service.ts). */
+const settledRecords = async (server: TestServer) => { await server.app.payments.recordsWritten(); return server.app.payments.payments.find({ status: 'settled' }).lean(); };
 
 it('a node that takes the settlement and never answers: the next node is asked, the payment settles once, recorded with the mined hash', async () => {
   const [primary, secondary] = [await startRpcProxy(chainUnderTest.chain.rpcUrl), await startRpcProxy(chainUnderTest.chain.rpcUrl)];

@@ -5,6 +5,7 @@ import { signUp } from '../support/agents.js';
 import { fundedBuyer, signAuthorization, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { transferWithAuthorizationArgs, usdcAbi } from '../../server/chain/usdc.js';
+import { signOfferReceipt, signReceipt } from '../../server/payments/receipts.js';
 
 let server: TestServer;
 let orgId: string;
@@ -68,6 +69,49 @@ describe('reconciliation after a crash', () => {
     const doc = await server.app.payments.payments.findById('pay_crashaftersend').lean();
     expect(doc).toMatchObject({ status: 'settled', txHash: txHash as Hex });
     expect(await usdcBalance(payTo)).toBe(before);
+  });
+
+  it('writes the record from a settlement recorded before the crash: the receipt the buyer got, nothing sent again', async () => {
+    const { signed } = await claimedPayment('pay_crashafterentry');
+    const chain = server.app.chain!;
+    const call = transferWithAuthorizationArgs(signed.authorization, signed.signature);
+    const sent = await server.app.payments.settler!.sendTransaction({ to: chain.usdc.address, data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never }) });
+    // The dead process recorded the settlement and answered the buyer with its receipt, then died before
+    // its record update: the record is still open.
+    const payment = (await server.app.payments.payments.findById('pay_crashafterentry').lean())!;
+    const settledAt = new Date(Date.now() - 5 * 60_000);
+    const settledPayment = { ...payment, txHash: sent.transactionHash, settledAt };
+    const entry = { _id: payment._id, orgId, txHash: sent.transactionHash, settledAt, signedReceipt: await signReceipt(server.app.serviceKey, settledPayment), offerReceipt: await signOfferReceipt(server.app.serviceKey, settledPayment) };
+    await server.app.db.collection('payment_settlements').insertOne(entry as never);
+    const key = (await server.app.keys.issue('platform', { orgId })).rawKey;
+
+    // Read through the API meanwhile, it is settled already, with that receipt.
+    const early = await server.request('GET', '/v0/payments/pay_crashafterentry', { key });
+    expect(early.body).toMatchObject({ status: 'settled', txHash: sent.transactionHash, settledAt: settledAt.toISOString(), signedReceipt: entry.signedReceipt });
+    expect((await server.app.payments.payments.findById('pay_crashafterentry').lean())?.status).toBe('verified');
+
+    const before = await usdcBalance(payTo);
+    const result = await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
+    expect(result.settled).toBeGreaterThanOrEqual(1);
+    const doc = await server.app.payments.payments.findById('pay_crashafterentry').lean();
+    expect(doc).toMatchObject({ status: 'settled', txHash: sent.transactionHash, settledAt, signedReceipt: entry.signedReceipt, offerReceipt: entry.offerReceipt });
+    expect(await usdcBalance(payTo)).toBe(before);
+  });
+
+  it('keeps the settlement recorded first: a second recording of one payment (settler and reconciliation racing) gets its receipt', async () => {
+    await claimedPayment('pay_recordedtwice');
+    const payment = (await server.app.payments.payments.findById('pay_recordedtwice').lean())!;
+    const [a, b] = await Promise.all([
+      server.app.payments.markSettled(payment, `0x${'a'.repeat(64)}`, null),
+      server.app.payments.markSettled(payment, `0x${'b'.repeat(64)}`, null),
+    ]);
+    expect(b.txHash).toBe(a.txHash);
+    expect(b.signedReceipt).toEqual(a.signedReceipt);
+    expect(b.settledAt).toEqual(a.settledAt);
+    await server.app.payments.recordsWritten();
+    const doc = await server.app.payments.payments.findById('pay_recordedtwice').lean();
+    expect(doc).toMatchObject({ status: 'settled', txHash: a.txHash, signedReceipt: a.signedReceipt });
+    expect(await server.app.db.collection('payment_settlements').countDocuments({ _id: 'pay_recordedtwice' as never })).toBe(1);
   });
 
   it('leaves a fresh claim alone: another process may be settling it', async () => {

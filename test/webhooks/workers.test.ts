@@ -72,6 +72,8 @@ describe('workers on one database', () => {
       // Simulate the crash: the settle hook that would enqueue never runs.
       const hooks = api.app.payments.onSettled.splice(0);
       const paymentId = await pay(api, seller);
+      // The record (with its outbox entry) is written after the answer; the hooks would run after it.
+      await api.app.payments.recordsWritten();
       api.app.payments.onSettled.push(...hooks);
       const stored = await api.app.db.collection('payments').findOne({ _id: paymentId as never });
       expect(stored).toMatchObject({ status: 'settled', webhook: { status: 'pending', eventId: expect.stringMatching(/^evt_/) } });
