@@ -694,7 +694,7 @@ export class PaymentService {
     if (entries.size === 0) return rows;
     return rows.map((row) => {
       const entry = entries.get(row._id);
-      return entry && OPEN.includes(row.status) ? settledRecord(row, entry) : row;
+      return entry ? settledRecord(row, entry) : row;
     });
   }
 
