@@ -266,7 +266,9 @@ describe('webhooks: the state column and "retry now"', () => {
   }, 60_000);
 
   it('a failed delivery starts one new round, however many processes or clicks retry it at once', async () => {
-    const receiver = await startReceiver([400], 200);
+    // The new round's attempt is held open until every retry has answered: a retry that came after the
+    // round had delivered would rightly start another round (a delivered delivery may be sent again).
+    const receiver = await startReceiver([400, 'hang'], 200);
     receivers.push(receiver);
     const seller = await sellerWithWebhook(server, receiver.url);
     const session = await signIn(server, seller.platformKey);
@@ -278,6 +280,8 @@ describe('webhooks: the state column and "retry now"', () => {
     const outcomes = await Promise.allSettled(Array.from({ length: 6 }, () => server.app.webhooks.retryNow(seller.orgId, failed.id)));
     expect(outcomes.some((o) => o.status === 'fulfilled')).toBe(true);
     for (const o of outcomes) if (o.status === 'rejected') expect((o.reason as { status?: number }).status).toBe(409);
+    await receiver.next(2);
+    receiver.release(200);
     const delivered = await waitForDelivery(server, seller, paymentId, (d) => d.status === 'delivered', 20_000);
     expect(delivered.attempts.map((a: any) => a.statusCode)).toEqual([400, 200]);
     const doc = await server.app.webhooks.deliveries.findById(failed.id).lean();
