@@ -8,6 +8,7 @@ import type { PaymentDoc } from './models.js';
 import { decodeUptoPaymentHeader, isUptoPaymentHeader } from '../../middleware/protocol/upto-evm.js';
 import { formatUsdc, parseCharge, parsePrice } from '../../middleware/price.js';
 import { GroupedInserts } from '../platform/group-commit.js';
+import { findByIds } from '../platform/find-by-ids.js';
 import type { Collection } from 'mongodb';
 import type { Metrics } from '../platform/metrics.js';
 
@@ -176,7 +177,7 @@ export class HoldService {
     // A captured hold stays `held` until its settlement is recorded (reconciliation finishes one whose
     // process died): it is no longer a hold to expire, and one read of the batch's decisions skips it
     // rather than a refused insert each sweep. A release whose drop was interrupted is finished.
-    const decided = new Map((await this.decisions.find({ _id: { $in: expired.map((p) => p._id) } }).lean()).map((d) => [d._id, d.decision]));
+    const decided = new Map((await findByIds(expired.map((p) => p._id), (id) => this.decisions.findById(id).lean())).map((d) => [d._id, d.decision]));
     let count = 0;
     for (const payment of expired) {
       const decision = decided.get(payment._id);
@@ -218,7 +219,7 @@ export class HoldService {
 
   /** The org's hold (or what it became); a released one is gone, and says so. Another org's is a 404. */
   private async find(orgId: string, id: string): Promise<PaymentDoc> {
-    const payment = await this.payments.find(orgId, id);
+    const payment = await this.payments.payments.findOne({ _id: id, orgId }).lean();
     if (payment) return payment;
     const decision = await this.decisions.findOne({ _id: id, orgId }).lean();
     if (decision?.decision === 'release') throw released(decision);

@@ -6,6 +6,7 @@ import { authorizationOf, findSettlementTx } from './settlement.js';
 import { authorizationState } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { isDuplicateKey } from '../platform/errors.js';
+import { findByIds } from '../platform/find-by-ids.js';
 import { eip2612PermitOfRecord, findUptoSettlementTx, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
 import { permit2NonceUsed } from '../chain/permit2.js';
 import type { Logger } from '../platform/logger.js';
@@ -132,7 +133,7 @@ async function capturedHolds(service: PaymentService, cutoff: Date): Promise<Pay
   const held = await service.payments.find({ status: 'held', createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean();
   if (held.length === 0) return [];
   const decisions = service.payments.db.collection('payment_hold_decisions') as unknown as Collection<{ _id: string; decision: string; at: Date }>;
-  const captured = await decisions.find({ _id: { $in: held.map((p) => p._id) }, decision: 'capture', at: { $lt: cutoff } }).toArray();
+  const captured = await findByIds(held.map((p) => p._id), (id) => decisions.findOne({ _id: id, decision: 'capture', at: { $lt: cutoff } }));
   const ids = new Set(captured.map((d) => d._id));
   return held.filter((p) => ids.has(p._id));
 }

@@ -240,7 +240,8 @@ export class RelayerLane {
     const sentAt = Date.now();
     for (const at of this.clock.intervalMs === undefined ? RECEIPT_ASKS_MS.untimed : RECEIPT_ASKS_MS.timed) {
       const wait = sentAt + at - Date.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      // Unref'd: a pending ask does not keep a stopping process alive (the block clock follows the tx anyway).
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
       if (this.pending.get(entry.nonce) !== entry) return; // followed to its block meanwhile
       const receipt = await this.chain.publicClient.getTransactionReceipt({ hash: entry.sends[0]!.hash }).catch(() => undefined);
       if (receipt) {

@@ -1,6 +1,7 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import type { Collection } from 'mongodb';
 import { GroupedInserts } from '../platform/group-commit.js';
+import { findByIds } from '../platform/find-by-ids.js';
 import type { JwsReceipt } from '../../middleware/offer-receipt.js';
 import type { PaymentDoc, SignedReceipt } from './models.js';
 
@@ -59,10 +60,7 @@ export class SettledPayments {
 
   /** The entries of these payments, by payment id (those that have one). */
   async of(paymentIds: string[]): Promise<Map<string, SettledPaymentDoc>> {
-    if (paymentIds.length === 0) return new Map();
-    const found = paymentIds.length === 1
-      ? [await this.model.findById(paymentIds[0]).lean()].filter((d) => d !== null)
-      : await this.model.find({ _id: { $in: paymentIds } }).lean();
+    const found = await findByIds(paymentIds, (id) => this.model.findById(id).lean());
     return new Map(found.map((d) => [d._id, d]));
   }
 }

@@ -41,10 +41,11 @@ export interface PaymentTerms {
 const refuse = (reason: VerifyFailure, message: string): Refused => ({ ok: false, reason, message });
 
 /**
- * Whether `from` signed the typed data (whose hash the caller may pass as `digest`, computed its own way). An EOA's signature is checked here, with no RPC call; anything
- * else (an ERC-1271 smart account, an ERC-6492 wrapped one) is asked of the chain (503 when it cannot
- * be asked). libsecp256k1's recovery decides only a match; anything else goes the way it always went
- * (viem's recovery, then the chain), so the fast path changes no verdict.
+ * Whether `from` signed the typed data (whose hash the caller may pass as `digest`, computed its own
+ * way). An EOA's signature is checked here, with no RPC call; anything else (an ERC-1271 smart account,
+ * an ERC-6492 wrapped one) is asked of the chain (503 when it cannot be asked). libsecp256k1's recovery
+ * decides only a match; anything else goes the way it always went (viem's recovery, then the chain), so
+ * the fast path changes no verdict.
  */
 export async function signedBy(chain: ChainService, from: Address, typedData: RecoverTypedDataAddressParameters, digest?: Hex): Promise<boolean> {
   const fast = recoverSigner(digest ?? hashTypedData(typedData as HashTypedDataParameters), typedData.signature as Hex);

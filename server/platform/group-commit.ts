@@ -1,5 +1,6 @@
 import type { AnyBulkWriteOperation, Collection, Db, Document, Filter, OptionalUnlessRequiredId } from 'mongodb';
 import { Batcher, type BatchOptions, type Queued } from './batcher.js';
+import { findByIds } from './find-by-ids.js';
 
 /**
  * Group commit: writes asked for while the collection's previous command is on its way leave together in
@@ -90,7 +91,7 @@ export class GroupedUpdates<T extends Document> extends Batcher<GroupedUpdate<T>
     const all = matchedCount === batch.length - failed.size;
     let docs: Map<unknown, T> | undefined;
     if (!all && batch.some(({ op }) => op.tookEffect)) {
-      const found = await this.collection().find({ _id: { $in: batch.map(({ op }) => op.filter._id) } } as Filter<T>).toArray();
+      const found = await findByIds(batch.map(({ op }) => op.filter._id), (id) => this.collection().findOne({ _id: id } as Filter<T>));
       docs = new Map(found.map((d) => [d._id, d as unknown as T]));
     }
     batch.forEach((item, index) => {
@@ -113,8 +114,8 @@ export const FERRETDB_UPDATE_STATEMENTS = 8;
  * paid once per command: at concurrency 16 the event loop's CPU per paid request went from 4.2 to
  * 3.1-3.5 ms with 8 statements a command. And it stops answering altogether once more statements of
  * multi-statement update commands are under way at once, across every process on the database, than its
- * PostgreSQL connection pool holds (the limit moves with the pool's size): about 50 by default (6 concurrent commands of 8 answered, 8 of 8 hung, one
- * of 60 hung); with `pool_max_conns=150` in its URL, as the embedded engine runs it, 8 of 8, 12 of 8 and
+ * PostgreSQL connection pool holds (the limit moves with the pool's size): about 50 by default (6
+ * concurrent commands of 8 answered, 8 of 8 hung, one of 60 hung); with `pool_max_conns=150` in its URL, as the embedded engine runs it, 8 of 8, 12 of 8 and
  * one of 60 answered, 4 of 64 hung. Single-statement commands, however many, never did. There one
  * record command of at most 8 is on its way per process (and one usage-count command, usage.ts): three
  * processes stay under the default pool, nine under the embedded engine's.

@@ -1,5 +1,6 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { FERRETDB_UPDATE_STATEMENTS } from './group-commit.js';
+import { findByIds } from './find-by-ids.js';
 
 interface UsageDoc { _id: string; count: number; lastUsedAt: Date }
 
@@ -58,7 +59,7 @@ export class UsageTracker {
    */
   async read(subjects: string[]): Promise<Map<string, { count: number; lastUsedAt?: Date }>> {
     await this.flush();
-    const docs = subjects.length ? await this.usage.find({ _id: { $in: subjects } }).lean() : [];
+    const docs = await findByIds(subjects, (id) => this.usage.findById(id).lean());
     const result = new Map<string, { count: number; lastUsedAt?: Date }>(docs.map((d) => [d._id, { count: d.count, lastUsedAt: d.lastUsedAt }]));
     for (const subject of subjects) {
       const waiting = this.pending.get(subject);

@@ -13,6 +13,7 @@ import { webhookSecretContext } from '../payments/models.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
+import { findByIds } from '../platform/find-by-ids.js';
 import type { PaymentReceivedEvent } from '../../middleware/webhook.js';
 import { deliverySchema, type DeliveryDoc, type DeliveryStatus } from './models.js';
 import { postWebhook } from './attempt.js';
@@ -340,10 +341,9 @@ export class WebhookService {
     return this.deliveries.countDocuments(deliveryQuery(orgId, filter));
   }
 
-  /** Status fields of the org's deliveries with these ids (a payments page's webhook column): one query, no bodies or attempts. */
+  /** Status fields of the org's deliveries with these ids (a payments page's webhook column): no bodies or attempts. */
   async summaries(orgId: string, ids: string[]): Promise<Map<string, Pick<DeliveryDoc, '_id' | 'status' | 'lastError' | 'attemptCount' | 'nextAttemptAt'>>> {
-    if (ids.length === 0) return new Map();
-    const rows = await this.deliveries.find({ orgId, _id: { $in: ids } }, { status: 1, lastError: 1, attemptCount: 1, nextAttemptAt: 1 }).lean();
+    const rows = await findByIds(ids, (id) => this.deliveries.findOne({ _id: id, orgId }, { status: 1, lastError: 1, attemptCount: 1, nextAttemptAt: 1 }).lean());
     return new Map(rows.map((row) => [row._id, row]));
   }
 
