@@ -17,8 +17,18 @@ export interface BlockClockOptions {
 
 /** How many recent block arrivals the cadence estimate uses. */
 const SAMPLES = 12;
-/** How long after a block is due the clock asks for it (a node serves a block a few ms after producing it). */
-const DUE_POLL_LAG_MS = 15;
+/**
+ * While busy, the clock first asks for a due block this long before its projected time, then again and
+ * again until it shows: every DUE_POLL_GAP_MS at first, backing off to a quarter of how late the block
+ * is (up to busyPollMs: a chain that stalls gets the regular polls). Asking a little early keeps the
+ * phase honest: sightings only ever lag, and a clock that asked only after the projection would find
+ * every block already there and let its estimate drift later block by block. Asking again soon catches a
+ * block that comes late (anvil's timer drifts by milliseconds, a real node serves its head tens of ms
+ * late) within moments, where waiting for the next block's due time or poll would hold every answer of
+ * that block back.
+ */
+const DUE_POLL_LEAD_MS = 10;
+const DUE_POLL_GAP_MS = 10;
 /** Polls never follow each other closer than this. */
 const MIN_POLL_GAP_MS = 5;
 
@@ -149,18 +159,26 @@ export class BlockClock {
 
   /** The next block and when it is expected (ms since epoch), if the chain has a cadence. */
   nextBlock(): { number: bigint; at: number } | undefined {
+    const following = this.followingBlock();
+    if (following === undefined) return undefined;
+    const interval = this.intervalMs!;
+    // Blocks we have not seen yet are due by now (polling lags): the next one is the first in the future.
+    // The phase estimate leans late (sightings only lag), so a block rarely comes after its prediction.
+    let next = following;
+    const now = this.now();
+    while (next.at <= now) next = { number: next.number + 1n, at: next.at + interval };
+    return next;
+  }
+
+  /** The block after the newest one seen, and when it was (or is) due, if the chain has a cadence. */
+  private followingBlock(): { number: bigint; at: number } | undefined {
     const interval = this.intervalMs;
     if (interval === undefined || this.latest === undefined) return undefined;
     const last = this.seen[this.seen.length - 1]!;
     // Phase: the earliest sighting of any recent block, projected onto the newest one.
     let produced = last.at;
     for (const s of this.seen) produced = Math.min(produced, s.at + Number(last.number - s.number) * interval);
-    let next = { number: last.number + 1n, at: produced + interval };
-    // Blocks we have not seen yet are due by now (polling lags): the next one is the first in the future.
-    // The phase estimate leans late (sightings only lag), so a block rarely comes after its prediction.
-    const now = this.now();
-    while (next.at <= now) next = { number: next.number + 1n, at: next.at + interval };
-    return next;
+    return { number: last.number + 1n, at: produced + interval };
   }
 
   /** When the next block is expected (ms since epoch), if the chain has a cadence. */
@@ -183,14 +201,17 @@ export class BlockClock {
   }
 
   /**
-   * While there is work: every busyPollMs, and on a timed chain also just after the next block is due, so
-   * a mined settlement is seen within milliseconds of its block rather than up to a poll interval later
-   * (the buyer's answer waits for it). A block later than due is caught by the regular polls.
+   * While there is work: every busyPollMs, and on a timed chain also around the time the next block is
+   * due (see DUE_POLL_LEAD_MS), so a mined settlement is seen within milliseconds of its block rather
+   * than up to a poll interval later (the buyer's answer waits for it).
    */
   private busyDelay(): number {
-    const due = this.nextBlockAt();
-    if (due === undefined) return this.options.busyPollMs;
-    return Math.max(MIN_POLL_GAP_MS, Math.min(this.options.busyPollMs, due + DUE_POLL_LAG_MS - this.now()));
+    const following = this.followingBlock();
+    if (following === undefined) return this.options.busyPollMs;
+    const now = this.now();
+    const firstAsk = following.at - DUE_POLL_LEAD_MS;
+    if (now < firstAsk) return Math.max(MIN_POLL_GAP_MS, Math.min(this.options.busyPollMs, firstAsk - now));
+    return Math.min(this.options.busyPollMs, Math.max(DUE_POLL_GAP_MS, (now - firstAsk) / 4));
   }
 
   private schedule(delay: number): void {

@@ -50,5 +50,45 @@ describe('BlockClock on a chain that mines every second', () => {
     } finally {
       clock.stop();
     }
-  }, 20_000);
+  }, 25_000);
+});
+
+describe('BlockClock on a chain whose block comes late', () => {
+  let manual: AnvilNode;
+  beforeAll(async () => { manual = await startAnvil(); });
+  afterAll(async () => { await manual?.stop(); });
+
+  it('asks again within moments for a block not there when due, rather than at the next block or poll', async () => {
+    const client = createPublicClient({ transport: http(manual.rpcUrl) });
+    // Blocks mined by hand every second, with timestamps a second apart (the clock's cadence hint).
+    await client.request({ method: 'anvil_setBlockTimestampInterval' as never, params: [1] as never });
+    const mine = () => client.request({ method: 'evm_mine' as never });
+    for (let i = 0; i < 8; i++) await mine();
+    // Polls every 3 s: what it sees in between, it sees by asking around each block's due time.
+    const clock = new BlockClock(client as never, { busyPollMs: 3_000, warmUpMs: 60_000 });
+    const sightings: bigint[] = [];
+    clock.onBlock((block) => sightings.push(block));
+    const start = Date.now();
+    const mineAt = async (at: number) => {
+      await new Promise((r) => setTimeout(r, Math.max(0, start + at - Date.now())));
+      await mine();
+      return client.getBlockNumber({ cacheTime: 0 });
+    };
+    clock.start();
+    try {
+      const mined: bigint[] = [];
+      for (let i = 1; i <= 7; i++) mined.push(await mineAt(i * 1_000));
+      // The eighth comes 200 ms late (a node serving its head late, a timer that drifts), the next ones on time.
+      const late = await mineAt(8_200);
+      mined.push(late, await mineAt(9_000), await mineAt(10_000));
+      await new Promise((r) => setTimeout(r, 200));
+      // The late block was seen on its own: asked for again soon after it was due, not first at the next
+      // block's due time (when both would have been there and the late one never seen as a new head).
+      expect(sightings).toContain(late);
+      expect(sightings).toContain(late + 1n);
+      expect(sightings.at(-1)).toBe(mined.at(-1));
+    } finally {
+      clock.stop();
+    }
+  }, 25_000);
 });
