@@ -330,6 +330,10 @@ async function blockTimeScenario(mongoUri: string, rpcUrl: string, usdc: Address
     // A warm-up payment, so neither stack pays for its first connection or cold caches in the measured run.
     await payCounting(server.url, await signPayments(server.url, buyer, usdc, 1), 1);
     const signed = await signPayments(server.url, buyer, usdc, BLOCK_PAYMENTS);
+    // Both stacks start just after a block shows. A closed loop on a timer chain answers at most
+    // BLOCK_CONCURRENCY payments per block, so its run spans a whole number of blocks, and where in the
+    // cadence it starts would otherwise move its rate by up to a block in five: chance, not the stack.
+    await blockShown(client);
     const run = await payCounting(server.url, signed, BLOCK_CONCURRENCY);
     let gas = 0n;
     for (const hash of run.transactions) gas += (await client.getTransactionReceipt({ hash })).gasUsed;
@@ -339,6 +343,12 @@ async function blockTimeScenario(mongoUri: string, rpcUrl: string, usdc: Address
     results[name] = `${run.perSecond.toFixed(1)} req/s, p50 ${percentile(run.latencies, 0.5).toFixed(0)} ms, failed ${run.failed}, gas/payment ${gasPerPayment.toFixed(0)}`;
   }
   log(`block-time 2s, concurrency ${BLOCK_CONCURRENCY}: agentgate ${results.agentgate}; official ${results.official}`);
+}
+
+/** Resolves as soon as the chain shows a block newer than the one it has now. */
+async function blockShown(client: { getBlockNumber(args: { cacheTime: number }): Promise<bigint> }) {
+  const now = await client.getBlockNumber({ cacheTime: 0 });
+  while ((await client.getBlockNumber({ cacheTime: 0 })) === now) await new Promise((r) => setTimeout(r, 5));
 }
 
 /** Like payAll, but a refused payment is counted, not thrown; collects the settlement transactions named in PAYMENT-RESPONSE. */
