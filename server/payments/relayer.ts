@@ -342,8 +342,9 @@ export class RelayerLane {
     } catch (err) {
       const refusal = classifySendError(err);
       if (refusal !== 'ambiguous' && refusal !== 'known') {
-        // Most likely mined meanwhile (nonce too low): the next round finds the receipt.
-        this.log.warn({ nonce: entry.nonce, err: shortReason(err) }, 'fee bump refused');
+        // "nonce too low": a send of this nonce was mined meanwhile; the next round finds its receipt.
+        if (refusal === 'nonce') this.log.info({ nonce: entry.nonce, ...entry.label }, 'fee bump not needed: the nonce was mined meanwhile');
+        else this.log.warn({ nonce: entry.nonce, reason: refusal, err: shortReason(err), ...entry.label }, 'fee bump refused');
         entry.sentAt = head;
         return;
       }
