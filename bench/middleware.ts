@@ -438,7 +438,8 @@ function get(url: string, headers: Record<string, string> = {}): Promise<{ statu
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
       res.on('error', reject);
     });
-    req.on('error', reject);
+    // Which request, and on which connection, so a reset says where it came from.
+    req.on('error', (err: NodeJS.ErrnoException) => reject(new Error(`GET ${url} on a ${req.reusedSocket ? 'reused' : 'new'} connection: ${err.code ?? err.message}`, { cause: err })));
     req.end();
   });
 }
