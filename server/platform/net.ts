@@ -5,13 +5,15 @@ import { createServer, connect } from 'node:net';
  * (Linux: 32768-60999), from which every `listen(0)` (anvil's `--port 0`) and every outgoing connection
  * takes its port: a port the OS chose for us there could be taken by one of those before our server binds
  * it. Here only another caller of freePort can collide, and each candidate is checked by binding it.
+ * `avoid`: ports that are free now but promised to a server that binds later (configured ports).
  */
 const RANGE = { from: 20_000, to: 32_000 };
 
-export async function freePort(): Promise<number> {
+export async function freePort(avoid: Iterable<number> = []): Promise<number> {
+  const promised = new Set(avoid);
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = RANGE.from + Math.floor(Math.random() * (RANGE.to - RANGE.from));
-    if (await canBind(port)) return port;
+    if (!promised.has(port) && (await canBind(port))) return port;
   }
   throw new Error(`no free port found between ${RANGE.from} and ${RANGE.to}`);
 }

@@ -24,10 +24,10 @@ export interface FerretdbServer {
   exited: Promise<string>;
 }
 
-export async function startFerretdb(options: { binary: string; postgresUrl: string; stateDir: string; log: (line: string) => void }): Promise<FerretdbServer> {
+export async function startFerretdb(options: { binary: string; postgresUrl: string; stateDir: string; avoidPorts?: number[]; log: (line: string) => void }): Promise<FerretdbServer> {
   mkdirSync(options.stateDir, { recursive: true });
   await stopOrphansMatching(['ferretdb', `--state-dir=${options.stateDir} `], options.log);
-  const port = await freePort();
+  const port = await freePort(options.avoidPorts);
   const child = spawn(options.binary, [
     '--handler=postgresql',
     `--state-dir=${options.stateDir}`,

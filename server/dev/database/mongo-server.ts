@@ -38,11 +38,12 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
   const dataDir = resolve(options.dataDir ?? join(tmpdir(), `agentgate-db-${process.pid}-${Date.now()}`));
   mkdirSync(dataDir, { recursive: true });
   const removeTemporary = () => { if (temporary) rmSync(dataDir, { recursive: true, force: true }); };
+  const avoidPorts = configuredPorts(env);
 
   // A first start on a machine builds FerretDB and initialises PostgreSQL: both at once.
   const [binary, postgres] = await Promise.allSettled([
     installFerretdb(env, log),
-    startPostgres(join(dataDir, 'postgres'), { durable: !temporary, log }),
+    startPostgres(join(dataDir, 'postgres'), { durable: !temporary, avoidPorts, log }),
   ]);
   if (binary.status === 'rejected' || postgres.status === 'rejected') {
     if (postgres.status === 'fulfilled') await postgres.value.stop();
@@ -53,7 +54,7 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
   let ferretdb;
   try {
     // Not "ferretdb": agentgate versions before PostgreSQL kept FerretDB's SQLite files there.
-    ferretdb = await startFerretdb({ binary: binary.value, postgresUrl: postgres.value.url, stateDir: join(dataDir, 'ferretdb-state'), log });
+    ferretdb = await startFerretdb({ binary: binary.value, postgresUrl: postgres.value.url, stateDir: join(dataDir, 'ferretdb-state'), avoidPorts, log });
   } catch (err) {
     await postgres.value.stop();
     removeTemporary();
@@ -71,4 +72,12 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
       removeTemporary();
     },
   };
+}
+
+/**
+ * Ports the configuration gives the process's own servers, which bind after the database has started: the
+ * database must not take one of them first (the server would then fail with "port in use").
+ */
+function configuredPorts(env: NodeJS.ProcessEnv): number[] {
+  return [env.PORT, env.SMTP_PORT, env.CHAT_DEV_PORT, env.MAIL_CATCHER_PORT].map(Number).filter((port) => Number.isInteger(port) && port > 0);
 }

@@ -28,7 +28,7 @@ export interface PostgresServer {
   exited: Promise<string>;
 }
 
-export async function startPostgres(requestedDataDir: string, options: { durable: boolean; log: (line: string) => void }): Promise<PostgresServer> {
+export async function startPostgres(requestedDataDir: string, options: { durable: boolean; avoidPorts?: number[]; log: (line: string) => void }): Promise<PostgresServer> {
   const runAs = postgresRunAsUser();
   const binaries = postgresBinaries(runAs);
   const env = { ...process.env, LD_LIBRARY_PATH: binaries.lib, LC_ALL: 'C' };
@@ -46,7 +46,7 @@ export async function startPostgres(requestedDataDir: string, options: { durable
   await setUpCluster(binaries.postgres, dataDir, password, spawnAs, env);
   if (runAs) chownTree(join(dataDir, 'pg_hba.conf'), runAs);
 
-  const port = await freePort();
+  const port = await freePort(options.avoidPorts);
   const settings: Record<string, string> = {
     listen_addresses: '127.0.0.1',
     // No Unix socket at all: a killed run leaves no socket or socket lock file to trip the next start.
