@@ -15,6 +15,9 @@ import { DevChatPlatform } from './chat-platform.js';
 
 interface SavedChain { usdcAddress: Address; factoryAddress: Address }
 
+/** Where dev's SMTP server listens unless SMTP_PORT says otherwise. */
+const DEV_SMTP_PORT = 2525;
+
 /**
  * `agentgate dev`: the backend on embedded defaults — a local MongoDB-wire database, a local chain
  * (anvil) with Circle's USDC contract (FiatTokenV2_2), test USDC for dev accounts 1 to 9, and a dev seller for the
@@ -34,8 +37,13 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     console.warn(`[agentgate] generated a development master key in ${join(stateDir, 'master.key')}; set MASTER_KEY in production`);
   }
   const chainFile = join(stateDir, 'chain.json');
+  const chatPort = Number(env.CHAT_DEV_PORT ?? 3400);
+  const mailCatcherPort = Number(env.MAIL_CATCHER_PORT ?? 0);
+  const smtpPort = Number(env.SMTP_PORT ?? DEV_SMTP_PORT);
+  // The database starts first and draws free ports: none of those the servers below will bind.
+  const ownPorts = [Number(port), chatPort, mailCatcherPort, smtpPort].filter((p) => Number.isInteger(p) && p > 0);
   const [mongo, chain] = await Promise.all([
-    provideMongoServer({ env, dataDir: join(stateDir, 'db'), log }),
+    provideMongoServer({ env, dataDir: join(stateDir, 'db'), avoidPorts: ownPorts, log }),
     env.CHAIN_RPC_URL ? undefined : startDevChain({ stateFile: join(stateDir, 'anvil-state.json'), deployed: readJson<SavedChain>(chainFile) }),
   ]);
   if (chain) writeJson(chainFile, { usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress });
@@ -45,7 +53,6 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     await Promise.allSettled([mongo.stop(), chain?.stop()]);
     throw err;
   };
-  const chatPort = Number(env.CHAT_DEV_PORT ?? 3400);
   const chat = env.CHAT_CLIENT_ID ? undefined : await new DevChatPlatform({
     port: chatPort, stateFile: join(stateDir, 'chat-platform.json'),
     clientSecret: persistentSecret(stateDir, 'chat-client.secret').value, signingSecret: persistentSecret(stateDir, 'chat-signing.secret').value,
@@ -53,7 +60,6 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   }).start().catch(nameThePortSetting('the local chat workspace', chatPort, 'CHAT_DEV_PORT')).catch(stopEarly);
   // The outside world's mail servers, locally: mail to outside addresses lands in a catcher that a person
   // answers from /dev/mail, unless a real relay is configured.
-  const mailCatcherPort = Number(env.MAIL_CATCHER_PORT ?? 0);
   const mailCatcher = env.SMTP_RELAY_URL ? undefined : await new MailCatcher({
     port: mailCatcherPort, stateFile: join(stateDir, 'mail-catcher.json'),
   }).start().catch(nameThePortSetting('the mail catcher', mailCatcherPort, 'MAIL_CATCHER_PORT')).catch(async (err: unknown) => {
@@ -72,7 +78,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     BASE_URL: `http://localhost:${port}`,
     MAIL_DOMAIN: 'agents.localhost',
     DID_DOMAIN: fixedDidDomain ?? portDidDomain,
-    SMTP_PORT: '2525',
+    SMTP_PORT: String(DEV_SMTP_PORT),
     // Every local org may try the admin previews (team chat); set ADMIN_ORG_IDS to try the gate.
     ADMIN_ORG_IDS: '*',
     // The terminal shows one readable line per event (below); JSON logs only for what went wrong.

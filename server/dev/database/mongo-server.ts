@@ -25,6 +25,8 @@ export interface MongoServerOptions {
   /** Directory for the database files. Kept across restarts when given; a temporary one otherwise. */
   dataDir?: string;
   env?: NodeJS.ProcessEnv;
+  /** Ports promised to servers that bind after the database has started (agentgate dev's own): never taken. */
+  avoidPorts?: number[];
   log?: (line: string) => void;
 }
 
@@ -38,7 +40,7 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
   const dataDir = resolve(options.dataDir ?? join(tmpdir(), `agentgate-db-${process.pid}-${Date.now()}`));
   mkdirSync(dataDir, { recursive: true });
   const removeTemporary = () => { if (temporary) rmSync(dataDir, { recursive: true, force: true }); };
-  const avoidPorts = configuredPorts(env);
+  const avoidPorts = options.avoidPorts ?? [];
 
   // A first start on a machine builds FerretDB and initialises PostgreSQL: both at once.
   const [binary, postgres] = await Promise.allSettled([
@@ -72,12 +74,4 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
       removeTemporary();
     },
   };
-}
-
-/**
- * Ports the configuration gives the process's own servers, which bind after the database has started: the
- * database must not take one of them first (the server would then fail with "port in use").
- */
-function configuredPorts(env: NodeJS.ProcessEnv): number[] {
-  return [env.PORT, env.SMTP_PORT, env.CHAT_DEV_PORT, env.MAIL_CATCHER_PORT].map(Number).filter((port) => Number.isInteger(port) && port > 0);
 }
