@@ -18,7 +18,7 @@ import { MailEventLog } from './mail/mail-events.js';
 import { VaultService } from './vault/vault-service.js';
 import { createChainService, type ChainService } from './chain/chain-service.js';
 import { PaymentService } from './payments/payment-service.js';
-import { createSettling } from './payments/settling.js';
+import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import { MailWebhooks } from './webhooks/mail-webhooks.js';
@@ -66,6 +66,8 @@ export interface AppContext {
   vault: VaultService;
   /** The settlement chain; undefined when CHAIN_RPC_URL is not configured (payment routes answer 503). */
   chain: ChainService | undefined;
+  /** Who accepts and who sends settlements in this deployment, and this process's part (started by serve and worker). */
+  settlement: SettlementEngine | undefined;
   payments: PaymentService;
   /** Payments held while a seller's handler runs (capture settles, release charges nothing). */
   holds: HoldService;
@@ -94,6 +96,8 @@ export interface AppContext {
   identityDetail: Array<(identity: IdentityDoc) => Promise<Record<string, unknown>> | Record<string, unknown>>;
   /** Called on shutdown, last registered first. */
   onClose: Array<() => Promise<void>>;
+  /** Set when a graceful stop begins: /ready answers 503 so a balancer stops sending requests here. */
+  stopping: boolean;
   close(): Promise<void>;
 }
 
@@ -143,9 +147,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   }
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
-  const settling = chain && createSettling(db, config, chain, log, metrics);
-  const payments = new PaymentService(db, config, chain, settling, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
-  const wallets = new WalletService(db, config, chain, settling?.settler, secrets, logs);
+  const settlement = chain && new SettlementEngine(db, config, chain, log, metrics);
+  const payments = new PaymentService(db, config, chain, settlement, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
+  const wallets = new WalletService(db, config, chain, settlement?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const accounts = new AccountService(db, changes);
@@ -171,6 +175,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     mail,
     vault: new VaultService(db, secrets, logs, usage),
     chain,
+    settlement,
     serviceKey,
     did,
     calendar: new CalendarService(db, config, secrets, identities, logs),
@@ -185,6 +190,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     identityDetail: [walletDetail(wallets), didDetail(did)],
     usage,
     onClose,
+    stopping: false,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();
       await payments.recordsWritten();

@@ -27,12 +27,9 @@ export async function startServer(config: Config, options: { extension?: AppExte
   let http: Server;
   try {
     watchJobQueue(app);
-    // A server settles: it takes its share of the relayer pool (leases in the database). Stopped last.
-    const relayers = app.payments.settling?.relayers;
-    if (relayers) {
-      await relayers.start();
-      app.onClose.push(() => relayers.stop());
-    }
+    // A server accepts payments and, given relayer keys, takes its share of the pool's lanes. Stopped last:
+    // its lanes' work is finished and handed over after everything else has stopped asking for it.
+    await startSettlement(app, { role: 'serve', accepts: true });
     smtp = await startSmtpListener(app);
     app.onClose.push(() => smtp.close());
     // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
@@ -69,11 +66,41 @@ export async function startServer(config: Config, options: { extension?: AppExte
     app,
     http,
     async close() {
-      http.closeAllConnections();
-      await new Promise<void>((resolve) => http.close(() => resolve()));
+      await drainHttp(app, http);
       await app.close();
     },
   };
+}
+
+/**
+ * A graceful stop: /ready answers 503 and no new connection is taken; requests under way (a paid request
+ * waits for its block) are answered, each with `Connection: close`, for up to the settlement timeout and a
+ * few seconds more; then whatever is left is cut. A balancer retries a refused connection elsewhere.
+ */
+async function drainHttp(app: AppContext, http: Server): Promise<void> {
+  app.stopping = true;
+  // A request that still comes on a kept-alive connection is answered, and the connection closed after it.
+  http.on('request', (_req, res) => { if (!res.headersSent) res.setHeader('Connection', 'close'); });
+  const closed = new Promise<void>((resolve) => http.close(() => resolve()));
+  const deadline = Date.now() + app.config.SETTLEMENT_TIMEOUT_MS + 5_000;
+  let drained = false;
+  while (!drained && Date.now() < deadline) {
+    // A connection whose request was answered is idle now: closed at once, so the server's close callback
+    // comes as soon as the last busy one has answered.
+    http.closeIdleConnections();
+    drained = await Promise.race([closed.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 100))]);
+  }
+  if (!drained) app.log.warn({ waitedMs: app.config.SETTLEMENT_TIMEOUT_MS + 5_000 }, 'stopping: requests still open after the drain time were cut');
+  http.closeAllConnections();
+  await closed;
+}
+
+/** Joins the deployment's settlement (serve and worker); stopped when the process stops. */
+async function startSettlement(app: AppContext, role: { role: 'serve' | 'worker'; accepts: boolean }): Promise<void> {
+  const settlement = app.settlement;
+  if (!settlement) return;
+  await settlement.start(role);
+  app.onClose.push(() => settlement.stop());
 }
 
 /** Job workers plus the sweeps that feed them (payment reconciliation, the webhook outbox). */
@@ -96,7 +123,14 @@ async function startBackgroundWork(app: AppContext): Promise<void> {
 export async function startWorker(config: Config, options: { log?: Logger } = {}): Promise<{ app: AppContext; metricsUrl?: string; close(): Promise<void> }> {
   const app = await createContext(config, { log: options.log });
   watchJobQueue(app);
-  await startBackgroundWork(app);
+  try {
+    // A worker given relayer keys sends settlements that serve processes accepted (and reconciliation's).
+    await startSettlement(app, { role: 'worker', accepts: false });
+    await startBackgroundWork(app);
+  } catch (err) {
+    await app.close().catch(() => {});
+    throw err;
+  }
   const metricsUrl = await serveMetrics(app).catch(async (err: unknown) => { await app.close(); throw err; });
   return { app, ...(metricsUrl ? { metricsUrl } : {}), close: () => app.close() };
 }

@@ -24,7 +24,10 @@ export interface ChainService {
   rpcCheck: RpcUrlCheck[];
   usdc: { address: Address; name: string; version: string };
   publicClient: PublicClient<Transport, Chain>;
-  /** The deployment's relayer pool: RELAYER_PRIVATE_KEY first, then RELAYER_PRIVATE_KEYS, each key once. */
+  /**
+   * The relayer keys this process was given: RELAYER_PRIVATE_KEY first, then RELAYER_PRIVATE_KEYS, each key
+   * once. Empty for a process that only accepts payments and leaves sending to processes with keys.
+   */
   relayerAccounts: PrivateKeyAccount[];
 }
 
@@ -43,7 +46,6 @@ export async function createChainService(config: Config, options: ChainServiceOp
   if (!info) throw new ChainConfigError(`configuration error: CHAIN_NETWORK ${config.CHAIN_NETWORK} is not supported`);
   const usdcAddress = (config.USDC_ADDRESS ?? info.usdc?.address) as Address | undefined;
   if (!usdcAddress) throw new ChainConfigError('configuration error: USDC_ADDRESS is required');
-  if (!config.RELAYER_PRIVATE_KEY) throw new ChainConfigError('configuration error: RELAYER_PRIVATE_KEY is required when CHAIN_RPC_URL is set');
   const rpcUrls = distinctUrls([config.CHAIN_RPC_URL, ...(config.CHAIN_RPC_URLS ?? [])]);
   const rpcCheck = await checkRpcUrls(rpcUrls, config.CHAIN_RPC_TIMEOUT_MS);
   for (const check of rpcCheck) {

@@ -12,7 +12,7 @@ import type { Operation } from '../openapi/operations.js';
 import { defineTool, type ToolDefinition } from '../mcp/tool.js';
 import { balanceOf, usdcAbi } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
-import type { Settler } from '../payments/settler.js';
+import type { Settler } from '../settlement/settler.js';
 import { devTokenAbi } from '../wallet/smart-account-abi.js';
 
 /**
@@ -72,7 +72,7 @@ export async function fundFromFaucet(app: AppContext, owner: { orgId: string; id
   if (!faucet) {
     const key = app.config.FAUCET_PRIVATE_KEY as `0x${string}`;
     const isRelayer = chain.relayerAccounts.some((a) => a.address === privateKeyToAccount(key).address);
-    faucet = new DevFaucet(chain, key, isRelayer ? app.payments.settler : undefined);
+    faucet = new DevFaucet(chain, key, isRelayer ? app.settlement?.settler : undefined);
     faucets.set(app, faucet);
   }
   const wallet = await app.wallets.forIdentity(owner);

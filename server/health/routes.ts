@@ -18,8 +18,9 @@ const smtpAnswers = ({ host, port }: { host: string; port: number }) => new Prom
 
 /**
  * Probes for orchestrators: GET /health (liveness: the process answers HTTP) and GET /ready (readiness:
- * the database, the chain and the SMTP listener answer and this process holds a relayer lease; 503 naming
- * what does not; 200 `degraded` naming why when its relayer is out of gas).
+ * the database, the chain and the SMTP listener answer and the process is not stopping; 503 naming what
+ * does not; 200 `degraded` naming why when settlements would fail: no relayer lane of the deployment can
+ * send). The answer also says what this process does in settlement and who holds which lane.
  */
 export function healthRoutes(app: AppContext): Router {
   const router = new Router();
@@ -40,18 +41,28 @@ export function healthRoutes(app: AppContext): Router {
         return [name, `down: ${(err as Error).message}`.slice(0, 200)] as const;
       }
     }));
-    // A process that holds no relayer lease (the pool is smaller than the number of processes) is not ready:
-    // a load balancer sends payments to the processes that can settle them, and nobody sees a 503. One
-    // whose relayer is out of gas is degraded but ready: every process would be, and the rest of the API
-    // must stay up.
-    const relayers = app.payments.settling?.relayers.status();
-    const relayer = !relayers ? undefined : relayers.leaseless ? `down: ${relayers.problems.join('; ')}` : relayers.problems.length ? `degraded: ${relayers.problems.join('; ')}` : 'ok';
-    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}) };
+    // Settlement: this process's part (it accepts; it sends from the lanes it holds) and the deployment's
+    // lanes as the registry last showed them. Holding no lane does not make a process unready: it hands its
+    // payments to a lane held elsewhere. No lane that can send anywhere makes payments fail: degraded.
+    const settlement = app.settlement;
+    let relayer: string | undefined;
+    let detail: Record<string, unknown> = {};
+    if (settlement) {
+      const mine = settlement.status();
+      const view = settlement.deployment();
+      const lanes = [...(view?.lanes ?? [])].map(([address, l]) => ({ address, holder: l.holder, state: l.state, inFlight: l.inFlight }));
+      const sendable = mine.sends.length > 0 || lanes.some((l) => l.state === 'active');
+      const problems = [...mine.problems, ...(sendable ? [] : ['no relayer lane of this deployment can send now'])];
+      relayer = problems.length ? `degraded: ${problems.join('; ')}` : 'ok';
+      detail = { settlement: { ...mine, lanes } };
+    }
+    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}), ...(app.stopping ? { process: 'down: stopping' } : {}) };
     const down = Object.entries(answers).filter(([, state]) => state.startsWith('down')).map(([name]) => name);
+    const degraded = relayer?.startsWith('degraded');
     ctx.status = down.length ? 503 : 200;
     ctx.body = down.length
-      ? { error: 'not_ready', message: `not ready: ${down.join(', ')}${relayers?.leaseless ? ` (${relayers.problems.join('; ')})` : ''}`, status: 503, checks: answers }
-      : { status: relayer?.startsWith('degraded') ? 'degraded' : 'ready', checks: answers, ...(relayer?.startsWith('degraded') ? { message: `payments may fail here: ${relayers!.problems.join('; ')}` } : {}) };
+      ? { error: 'not_ready', message: `not ready: ${down.join(', ')}`, status: 503, checks: answers, ...detail }
+      : { status: degraded ? 'degraded' : 'ready', checks: answers, ...(degraded ? { message: `payments may fail here: ${relayer!.slice('degraded: '.length)}` } : {}), ...detail };
   });
   return router;
 }

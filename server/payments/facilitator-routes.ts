@@ -163,18 +163,21 @@ export function facilitatorRoutes(app: AppContext): Router {
   const sellerOnly = [authenticate(app.keys, app.identities), requireTier('seller')] as const;
 
   // Public: what this facilitator settles. The official clients read it at start-up.
-  router.get('/supported', (ctx) => {
+  router.get('/supported', async (ctx) => {
     const chain = app.chain;
+    // The relayer pool (read from the registry by a process given no keys of its own).
+    const pool = chain ? await app.payments.uptoFacilitators() : [];
     ctx.body = {
       kinds: chain ? [
         { x402Version: 1, scheme: 'exact', network: chain.network },
         { x402Version: 2, scheme: 'exact', network: chain.caip2 },
         // upto: the buyer binds the facilitator that may settle into its permit (scheme_upto_evm.md).
-        { x402Version: 2, scheme: 'upto', network: chain.caip2, extra: { facilitatorAddress: app.payments.uptoFacilitatorAddress() } },
+        // Only while some process with keys runs: the facilitator is the pool's first relayer.
+        ...(pool[0] ? [{ x402Version: 2, scheme: 'upto', network: chain.caip2, extra: { facilitatorAddress: pool[0] } }] : []),
       ] : [],
       // eip2612GasSponsoring: an upto buyer without a Permit2 allowance may send its USDC permit with the payment.
       extensions: [PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT, 'eip2612GasSponsoring'],
-      signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: chain.relayerAccounts.map((a) => a.address) } : {},
+      signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: pool } : {},
     };
   });
 

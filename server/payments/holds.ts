@@ -145,8 +145,7 @@ export class HoldService {
       settling = { ...payment, status: 'verified', amountUsdcRaw: charge.toString() };
       await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified', amountUsdcRaw: charge.toString() }, $unset: { holdExpiresAt: 1 } });
     }
-    const endpoint = payment.endpointId ? await this.payments.endpointById(payment.orgId, payment.endpointId) : null;
-    const { answer } = await this.payments.settleClaimed(settling, { endpoint, door: 'redeem' });
+    const { answer } = await this.payments.settleClaimed(settling, { door: 'redeem' });
     if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
     return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
   }

@@ -13,6 +13,8 @@ import type { SettlementResult } from './settlement.js';
  */
 export const PAYMENT_IDENTIFIER = 'payment-identifier';
 const ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
+/** How often a repeat waiting for its first request looks at the payment's own record. */
+const RECORD_LOOK_MS = 1_000;
 
 interface IdentifierDoc {
   _id: string; // `${orgId}:${id}`
@@ -55,14 +57,54 @@ export class PaymentIdentifiers {
     this.ids = conn.models.PaymentIdentifier ?? conn.model<IdentifierDoc>('PaymentIdentifier', schema, 'payment_identifiers');
   }
 
-  /** Claims the payload's id for this org, or finds the first request's result. */
-  async claim(orgId: string, decoded: IdentifiedPayment): Promise<IdentifierOutcome> {
+  /**
+   * Claims the payload's id for this org, or finds the first request's result. `recordOf` reads what
+   * became of the payment itself (its record, by its authorization): a repeat whose first request died
+   * before writing its result (its process was killed, the database went away) answers from the record
+   * once it is closed, and takes the id over when the first request never claimed the payment at all.
+   */
+  async claim(orgId: string, decoded: IdentifiedPayment, recordOf?: () => Promise<SettlementResult | 'open' | 'absent'>): Promise<IdentifierOutcome> {
     const id = paymentIdentifierOf(decoded);
     if (id === undefined) return { kind: 'none' };
     if (typeof id !== 'string') return { kind: 'invalid', message: id.invalid };
     const key = `${orgId}:${id}`;
     // What was signed (authorization and signature) and what it was accepted for: "the same payload".
     const payloadHash = createHash('sha256').update(JSON.stringify([decoded.payload.payload, decoded.version === 2 ? decoded.payload.accepted : null])).digest('hex');
+    const first = await this.claimFirst(key, payloadHash);
+    if (first) return first;
+    const deadline = Date.now() + this.waitForFirstMs;
+    let lastLook = Date.now();
+    for (;;) {
+      const found = await this.ids.findById(key).lean();
+      if (!found) {
+        // The first request gave up and let go of the id: this one runs the payment now.
+        const again = await this.claimFirst(key, payloadHash);
+        if (again) return again;
+        continue;
+      }
+      if (found.payloadHash !== payloadHash) return { kind: 'conflict', message: `payment-identifier ${id} was already used for another payment` };
+      if (found.result) return { kind: 'repeat', result: found.result };
+      if (recordOf && Date.now() - lastLook >= RECORD_LOOK_MS) {
+        lastLook = Date.now();
+        const record = await recordOf();
+        if (record !== 'open' && record !== 'absent') {
+          await this.ids.updateOne({ _id: key }, { $set: { result: record } }).catch(() => {});
+          return { kind: 'repeat', result: record };
+        }
+        // No claim, long after the first request began: it ended without one (its process died before
+        // claiming, or it was refused for a passing reason and could not let go). Take the id over.
+        if (record === 'absent' && Date.now() - found.createdAt.getTime() > this.waitForFirstMs) {
+          await this.ids.deleteOne({ _id: key, createdAt: found.createdAt });
+          continue;
+        }
+      }
+      if (Date.now() > deadline) return { kind: 'repeat', result: { ok: false, reason: 'settle_unconfirmed', message: `the first payment with payment-identifier ${id} has no result yet; retry later` } };
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /** The id for this request, if no request holds it. */
+  private async claimFirst(key: string, payloadHash: string): Promise<IdentifierOutcome | undefined> {
     try {
       await this.ids.create({ _id: key, payloadHash, createdAt: new Date() });
       return {
@@ -74,14 +116,7 @@ export class PaymentIdentifiers {
       };
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
-    }
-    const deadline = Date.now() + this.waitForFirstMs;
-    for (;;) {
-      const first = await this.ids.findById(key).lean();
-      if (first && first.payloadHash !== payloadHash) return { kind: 'conflict', message: `payment-identifier ${id} was already used for another payment` };
-      if (first?.result) return { kind: 'repeat', result: first.result };
-      if (Date.now() > deadline) return { kind: 'repeat', result: { ok: false, reason: 'settle_unconfirmed', message: `the first payment with payment-identifier ${id} has no result yet; retry later` } };
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      return undefined;
     }
   }
 }

@@ -12,13 +12,15 @@ import type { Config } from '../platform/config.js';
 import { endpointSchema, paymentSchema, sellerAccountSchema, type EndpointDoc, type PaymentDoc, type SellerAccountDoc } from './models.js';
 import { verifyPayment } from './verify-payment.js';
 import { PayerReads } from '../chain/payer-reads.js';
-import type { SettleOutcome, Settler } from './settler.js';
-import type { Settling } from './settling.js';
+import type { SettleOutcome } from '../settlement/settler.js';
+import type { SettlementEngine } from '../settlement/engine.js';
+import type { SendTools, SettlementWork, WorkOutcome } from '../settlement/work.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { ChangeFeed } from '../platform/change-feed.js';
 import { TtlCache } from '../platform/ttl-cache.js';
 import { GroupedInserts, GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
+import { isDatabaseUnavailable, retryWhileDatabaseAway } from '../platform/database-outage.js';
 import type { Collection } from 'mongodb';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { SettledPayments, settledRecord, settlementFields, type SettledPaymentDoc } from './settled-payments.js';
@@ -123,8 +125,6 @@ export class PaymentService {
   readonly sellers: Model<SellerAccountDoc>;
   readonly onSettled: SettledHook[] = [];
   private readonly identifiers: PaymentIdentifiers;
-  /** Sends settlements (batched per block, on this process's leased relayers); undefined without a chain. */
-  readonly settler: Settler | undefined;
   /** orgId -> acceptance, and `${orgId} ${url}` -> endpoint; null caches "none". */
   private readonly acceptanceCache: TtlCache<SellerAccountDoc | null>;
   private readonly endpointCache: TtlCache<EndpointDoc | null>;
@@ -143,8 +143,11 @@ export class PaymentService {
     conn: Connection,
     private readonly config: Config,
     readonly chain: ChainService | undefined,
-    /** The settlement engine (clock, relayer pool, settler); undefined without a chain. */
-    readonly settling: Settling | undefined,
+    /**
+     * The settlement engine: the desk this process hands claimed payments to, and, in a process holding
+     * relayer lanes, the executors below run there for payments accepted anywhere; undefined without a chain.
+     */
+    readonly settlement: SettlementEngine | undefined,
     private readonly signer: () => ReceiptSigner,
     private readonly logs: ActivityLog,
     private readonly log: Logger,
@@ -157,7 +160,9 @@ export class PaymentService {
     this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     this.endpoints = conn.models.Endpoint ?? conn.model<EndpointDoc>('Endpoint', endpointSchema, 'endpoints');
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
-    this.settler = settling?.settler;
+    // The kinds of settlement work payments owns: run by whichever process holds the lane given the work.
+    settlement?.register('exact', (work, tools) => this.execute(work as SettlementWork<PaymentDoc>, tools));
+    settlement?.register('upto', (work, tools) => this.execute(work as SettlementWork<PaymentDoc>, tools));
     this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.claims = new GroupedInserts(paymentsCollection, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
@@ -204,16 +209,15 @@ export class PaymentService {
   async settingsFor(orgId: string) {
     const seller = await this.acceptance(orgId);
     if (!seller?.enabled) throw new AppError(409, 'payments_not_enabled', 'Payment acceptance is not turned on for this org (PUT /v0/payments/acceptance)');
-    return this.settingsOf(seller);
+    return { ...this.settingsOf(seller), uptoFacilitator: await this.uptoFacilitatorAddress() };
   }
 
+  /** What a 402 for this seller names (the upto facilitator aside: settingsFor adds it). */
   private settingsOf(seller: SellerAccountDoc) {
     const chain = this.requireChain();
     return {
       network: chain.network, chainId: chain.chainId, asset: chain.usdc.address, payTo: seller.payTo,
       assetName: chain.usdc.name, assetVersion: chain.usdc.version, maxTimeoutSeconds: 60,
-      // The account upto buyers name in their permits (the middleware puts it in an upto route's 402).
-      uptoFacilitator: this.uptoFacilitatorAddress(),
     };
   }
 
@@ -382,7 +386,10 @@ export class PaymentService {
    * settlement goes on and is recorded (a retry with the same payment-identifier gets its final result).
    */
   async settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<SettlementResult> {
-    return this.settleIdempotently(seller, decoded, () => this.settleOnce(seller, decoded, terms));
+    const chain = this.requireChain();
+    const { from, nonce } = decoded.payload.payload.authorization;
+    const key = `${chain.chainId}:${chain.usdc.address}:${from}:${nonce}`.toLowerCase();
+    return this.settleIdempotently(seller, decoded, key, () => this.settleOnce(seller, decoded, terms));
   }
 
   /**
@@ -392,7 +399,9 @@ export class PaymentService {
    */
   async settleUpto(seller: SellerAccountDoc, payload: UptoPaymentPayloadV2, terms: UptoSettleTerms & { charge: bigint }): Promise<SettlementResult> {
     const identified: IdentifiedPayment = { version: 2, payload };
-    return this.settleIdempotently(seller, identified, async () => {
+    const { from, nonce } = payload.payload.permit2Authorization;
+    const key = `${this.requireChain().chainId}:permit2:${from}:${nonce}`.toLowerCase();
+    return this.settleIdempotently(seller, identified, key, async () => {
       const claimed = await this.claimUpto(seller, payload, terms, { status: 'verified', charge: terms.charge });
       if (!claimed.ok) return { answer: claimed.refused };
       return this.settleClaimed(claimed.payment, terms);
@@ -400,8 +409,8 @@ export class PaymentService {
   }
 
   /** A payment-identifier makes a retry answer the first result instead of settling again. */
-  private async settleIdempotently(seller: SellerAccountDoc, decoded: IdentifiedPayment, once: () => Promise<{ answer: SettlementResult; final?: Promise<SettlementResult> }>): Promise<SettlementResult> {
-    const identifier = await this.identifiers.claim(seller._id, decoded);
+  private async settleIdempotently(seller: SellerAccountDoc, decoded: IdentifiedPayment, authorizationKey: string, once: () => Promise<{ answer: SettlementResult; final?: Promise<SettlementResult> }>): Promise<SettlementResult> {
+    const identifier = await this.identifiers.claim(seller._id, decoded, () => this.outcomeByAuthorization(seller._id, authorizationKey));
     if (identifier.kind === 'invalid') return { ok: false, reason: 'invalid_payment_identifier', message: identifier.message };
     if (identifier.kind === 'conflict') return { ok: false, reason: 'payment_identifier_conflict', message: identifier.message };
     if (identifier.kind === 'repeat') return identifier.result;
@@ -425,6 +434,28 @@ export class PaymentService {
     }
     if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged, the same payment may be presented again`, undefined, { 'Retry-After': '2' });
     return answer;
+  }
+
+  /**
+   * What became of the seller's payment with this authorization: its result once settled or failed,
+   * 'open' while being settled, 'absent' if it was never claimed (or its claim was let go). A read by a
+   * field other than `_id`: only for a repeat whose first request left no result.
+   */
+  private async outcomeByAuthorization(orgId: string, authorizationKey: string): Promise<SettlementResult | 'open' | 'absent'> {
+    const found = await this.payments.findOne({ authorizationKey, orgId }).lean();
+    if (!found) return 'absent';
+    const record = (await this.withSettlements([found]))[0]!;
+    if (record.status === 'settled') {
+      return {
+        ok: true, paymentId: record._id, txHash: record.txHash ?? '', payer: record.payerAddress, ...(record.offerReceipt ? { offerReceipt: record.offerReceipt } : {}),
+        ...(record.scheme === 'upto' ? { amount: record.amountUsdcRaw, maxAmount: record.maxAmountUsdcRaw } : {}),
+      };
+    }
+    if (record.status === 'failed') {
+      const reason = record.failureReason ?? 'settle_failed';
+      return { ok: false, reason, message: `the payment's settlement failed: ${reason}`, payer: record.payerAddress, ...(record.txHash ? { txHash: record.txHash } : {}) };
+    }
+    return 'open';
   }
 
   private async settleOnce(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<{ answer: SettlementResult; final?: Promise<SettlementResult> }> {
@@ -466,11 +497,41 @@ export class PaymentService {
    * any number of copies, in one command or in several, one is inserted and the others are duplicates.
    */
   private async insertClaim(payment: PaymentDoc, door: SettleTerms['door'], duplicateMessage: string): Promise<{ ok: true; payment: PaymentDoc } | { ok: false; refused: Extract<SettlementResult, { ok: false }> }> {
-    if ((await this.claims.insert(payment)) === 'duplicate') {
+    // A database away for a moment is waited for (within the settlement timeout). An insert that failed
+    // that way may have landed all the same: a duplicate then may be our own claim.
+    let uncertain = false;
+    const insert = async () => {
+      try {
+        return await this.claims.insert(payment);
+      } catch (err) {
+        if (isDatabaseUnavailable(err)) uncertain = true;
+        throw err;
+      }
+    };
+    let result;
+    try {
+      result = await retryWhileDatabaseAway(insert, this.log, 'claiming a payment', Date.now() + this.config.SETTLEMENT_TIMEOUT_MS);
+    } catch (err) {
+      // The buyer is told to retry (503) and nothing may be charged: a claim that landed unseen goes as
+      // soon as the database answers (before reconciliation would ever look at it).
+      if (uncertain) this.releaseWhenBack(payment);
+      throw err;
+    }
+    if (result === 'duplicate' && uncertain) {
+      const existing = await retryWhileDatabaseAway(() => this.payments.findOne({ authorizationKey: payment.authorizationKey }, { _id: 1 }).lean(), this.log, 'reading a claim back');
+      if (existing?._id === payment._id) result = 'inserted' as const;
+    }
+    if (result === 'duplicate') {
       this.metrics.paidRequests.inc({ outcome: 'nonce_already_used', door });
       return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: duplicateMessage, payer: payment.payerAddress } };
     }
     return { ok: true, payment };
+  }
+
+  /** Deletes an unsettled claim once the database answers again, however long that takes (this process lives). */
+  private releaseWhenBack(payment: PaymentDoc): void {
+    void retryWhileDatabaseAway(() => this.payments.deleteOne({ _id: payment._id, status: { $in: OPEN } }), this.log, 'releasing a claim the buyer was told to retry')
+      .catch((err) => this.log.error({ paymentId: payment._id, err: (err as Error).message }, 'could not release a claim the buyer was told to retry'));
   }
 
   /**
@@ -483,19 +544,23 @@ export class PaymentService {
     if ((charge ?? 0n) > 0n) await this.ensureSenderOrRefuse(uptoPermitOfRecord(payment).facilitator, 'redeem');
   }
 
-  /** The accounts that settle `upto` payments: the relayers, one of which a buyer names in its permit. */
-  uptoFacilitators(): Address[] {
-    return this.requireChain().relayerAccounts.map((a) => a.address);
+  /**
+   * The accounts that settle `upto` payments: the relayer pool, one of which a buyer names in its permit
+   * (read from the registry in a process given no keys; empty while no process with keys runs).
+   */
+  async uptoFacilitators(): Promise<Address[]> {
+    this.requireChain();
+    return (await this.settlement!.poolAddresses()).map((a) => getAddress(a));
   }
 
-  /** The facilitator address /supported offers to `upto` sellers (the pool's first relayer). */
-  uptoFacilitatorAddress(): Address {
-    return this.uptoFacilitators()[0]!;
+  /** The facilitator address /supported offers to `upto` sellers (the pool's first relayer), if known. */
+  async uptoFacilitatorAddress(): Promise<Address | undefined> {
+    return (await this.uptoFacilitators())[0];
   }
 
   /** Checks an upto payment against a seller's terms and the chain, moving nothing (the facilitator's /verify). */
   async verifyUpto(seller: SellerAccountDoc, payload: UptoPaymentPayloadV2, terms: { maxAmount: bigint; payTo?: string }) {
-    return verifyUptoPayment(payload, { payTo: (terms.payTo ?? seller.payTo) as Address, maxAmount: terms.maxAmount }, this.requireChain(), this.uptoFacilitators(), {
+    return verifyUptoPayment(payload, { payTo: (terms.payTo ?? seller.payTo) as Address, maxAmount: terms.maxAmount }, this.requireChain(), await this.uptoFacilitators(), {
       nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
     });
   }
@@ -537,14 +602,14 @@ export class PaymentService {
   }
 
   /**
-   * Settles a claimed payment; the answer waits for the chain at most SETTLEMENT_TIMEOUT_MS, `final` is
-   * the outcome whenever the chain decides (it is recorded either way).
+   * Settles a claimed payment: hands it to the settlement desk, which gives it to a relayer lane of this
+   * process or of another one, whose holder sends it and records the outcome. The answer waits at most
+   * SETTLEMENT_TIMEOUT_MS; `final` is the outcome whenever it comes (it is recorded either way). Nothing
+   * sent (no lane could take it): the claim goes, and the buyer may present the same payment again.
    */
-  settleClaimed(payment: PaymentDoc, terms: Pick<SettleTerms, 'endpoint' | 'door'>): Promise<{ answer: SettlementResult; final: Promise<SettlementResult> }> {
-    const settler = this.settling!.settler;
+  settleClaimed(payment: PaymentDoc, terms: Pick<SettleTerms, 'door'>): Promise<{ answer: SettlementResult; final: Promise<SettlementResult> }> {
     const claimedAt = Date.now();
-    const final = this.send(payment, settler)
-      .then((settled) => this.recordOutcome(payment, settled, terms.endpoint))
+    const final = this.handOver(payment)
       .then((result) => {
         const outcome = result.ok ? 'settled' : result.reason;
         this.metrics.paidRequests.inc({ outcome, door: terms.door });
@@ -562,53 +627,91 @@ export class PaymentService {
     });
   }
 
+  /** The payment as settlement work: an upto permit names the one relayer that may send it. */
+  private workOf(payment: PaymentDoc): SettlementWork<PaymentDoc> {
+    const upto = payment.scheme === 'upto';
+    return { id: payment._id, kind: upto ? 'upto' : 'exact', ...(upto ? { lane: uptoPermitOfRecord(payment).facilitator.toLowerCase() } : {}), data: payment };
+  }
+
+  private async handOver(payment: PaymentDoc): Promise<SettlementResult> {
+    // A zero upto charge moves nothing: no transaction (the permit expires unused), and the claim keeps it used here.
+    if (payment.scheme === 'upto' && BigInt(payment.amountUsdcRaw) === 0n) {
+      return this.recordOutcome(payment, { ok: true, txHash: '' as Hex, batchSize: 0 }, await this.endpointOf(payment));
+    }
+    const outcome = await this.settlement!.desk.submit(this.workOf(payment));
+    if ('done' in outcome) return outcome.done as SettlementResult;
+    // Nothing was sent: the claim goes, so the buyer may present the same payment again.
+    await retryWhileDatabaseAway(() => this.payments.deleteOne({ _id: payment._id, status: { $in: OPEN } }), this.log, 'releasing an unsent claim');
+    return { ok: false, reason: 'relayer_unavailable', message: outcome.unavailable, payer: payment.payerAddress, unavailable: true };
+  }
+
+  /**
+   * Runs on the process that holds the lane the payment was given to (sender.ts), whichever process
+   * accepted it: sends the settlement and records what the chain did. Run again for the same payment
+   * (a lane taken over from a holder that died), the token or Permit2 refuses the second transfer, the
+   * chain names the first one, and the settlement entry that stands is the first.
+   */
+  private async execute(work: SettlementWork<PaymentDoc>, tools: SendTools): Promise<WorkOutcome> {
+    const payment = work.data;
+    const settled = await this.send(payment, tools);
+    if (!settled.ok && settled.unavailable) return { unavailable: settled.message };
+    return { done: await this.recordOutcome(payment, settled, await this.endpointOf(payment)) };
+  }
+
+  private endpointOf(payment: PaymentDoc): Promise<EndpointDoc | null> {
+    return payment.endpointId ? this.endpointById(payment.orgId, payment.endpointId) : Promise.resolve(null);
+  }
+
   /** The settlement transaction of a claimed payment: a transfer with authorization (batched), or an upto settle. */
-  private send(payment: PaymentDoc, settler: Settler): Promise<SettleOutcome> {
-    if (payment.scheme !== 'upto') return settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
-    const amount = BigInt(payment.amountUsdcRaw);
-    // A zero charge moves nothing: no transaction (the permit expires unused), and the claim keeps it used here.
-    if (amount === 0n) return Promise.resolve({ ok: true, txHash: '' as Hex, batchSize: 0 });
-    return sendUptoSettlement(this.requireChain(), settler, { permit: uptoPermitOfRecord(payment), signature: payment.signature as Hex, amount, paymentId: payment._id, permit2612: eip2612PermitOfRecord(payment) });
+  private send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
+    if (payment.scheme !== 'upto') return tools.transfer({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
+    return sendUptoSettlement(this.requireChain(), tools, { permit: uptoPermitOfRecord(payment), signature: payment.signature as Hex, amount: BigInt(payment.amountUsdcRaw), paymentId: payment._id, permit2612: eip2612PermitOfRecord(payment), payment });
   }
 
-  /** 503 before anything is claimed when this process cannot send from `address` (an upto permit names its sender). */
+  /** Gives an open payment to a lane again (reconciliation): its outcome is recorded by the lane's holder; undefined if nothing was sent. */
+  async resubmit(payment: PaymentDoc): Promise<SettlementResult | undefined> {
+    const outcome = await this.settlement!.desk.submit(this.workOf(payment));
+    return 'done' in outcome ? outcome.done as SettlementResult : undefined;
+  }
+
+  /** Whether some lane of the deployment can send now (`lane`: that relayer), for reconciliation. */
+  canSettle(lane?: string): Promise<boolean> {
+    return this.settlement ? this.settlement.desk.canTake(lane?.toLowerCase()) : Promise.resolve(false);
+  }
+
+  /** 503 before anything is claimed when no process of the deployment can send from `address` now (an upto permit names its sender). */
   private async ensureSenderOrRefuse(address: Address, door: SettleTerms['door']): Promise<void> {
-    const settling = this.settling!;
-    if (!settling.settler.canSendFrom(address)) await settling.relayers.recheckStarved();
-    if (settling.settler.canSendFrom(address)) return;
+    const desk = this.settlement!.desk;
+    if (await desk.canTake(address.toLowerCase())) return;
     this.metrics.paidRequests.inc({ outcome: 'relayer_unavailable', door });
-    throw new AppError(503, 'relayer_unavailable', `This server cannot settle from ${address} now (the facilitator account the permit names): ${settling.relayers.status().problems.join('; ') || 'another process holds it'}`, undefined, { 'Retry-After': '2' });
+    throw new AppError(503, 'relayer_unavailable', `This deployment cannot settle from ${address} now (the facilitator account the permit names): ${await desk.why(address.toLowerCase())}`, undefined, { 'Retry-After': '2' });
   }
 
-  /** 503 before anything is claimed when this process cannot send settlements now. */
+  /** 503 before anything is claimed when no process of the deployment can send settlements now. */
   private async ensureSettlerOrRefuse(door: SettleTerms['door']): Promise<void> {
-    const settling = this.settling!;
-    if (!settling.settler.available()) await settling.relayers.recheckStarved();
-    if (settling.settler.available()) return;
+    const desk = this.settlement!.desk;
+    if (await desk.canTake()) return;
     this.metrics.paidRequests.inc({ outcome: 'relayer_unavailable', door });
-    const why = settling.relayers.status().problems.join('; ') || 'no relayer account of this process can send now';
-    throw new AppError(503, 'relayer_unavailable', `This server cannot settle payments now: ${why}`, undefined, { 'Retry-After': '2' });
+    throw new AppError(503, 'relayer_unavailable', `This deployment cannot settle payments now: ${await desk.why()}`, undefined, { 'Retry-After': '2' });
   }
 
-  /** Writes what the chain did into the payment record, and turns it into the answer. */
-  private async recordOutcome(payment: PaymentDoc, settled: SettleOutcome, endpoint: EndpointDoc | null): Promise<SettlementResult> {
+  /**
+   * Writes what the chain did into the payment record, and turns it into the answer. Runs where the
+   * settlement was sent; a database away meanwhile is waited for (what the chain did is not lost).
+   */
+  async recordOutcome(payment: PaymentDoc, settled: SettleOutcome, endpoint: EndpointDoc | null): Promise<SettlementResult> {
     const payer = payment.payerAddress;
     if (settled.ok) {
-      const done = await this.markSettled(payment, settled.txHash, endpoint);
+      const done = await retryWhileDatabaseAway(() => this.markSettled(payment, settled.txHash, endpoint), this.log, 'recording a settlement');
       return {
         ok: true, paymentId: done._id, txHash: settled.txHash, payer, ...(done.offerReceipt ? { offerReceipt: done.offerReceipt } : {}),
         ...(payment.scheme === 'upto' ? { amount: done.amountUsdcRaw, maxAmount: done.maxAmountUsdcRaw } : {}),
       };
     }
-    if (settled.unavailable) {
-      // Nothing was sent: the claim goes, so the buyer may present the same payment again.
-      await this.payments.deleteOne({ _id: payment._id, status: { $in: OPEN } });
-      return { ok: false, reason: settled.reason, message: settled.message, payer, unavailable: true };
-    }
     // An unconfirmed settlement may still be mined: the record stays open for reconciliation to close
     // from the chain, so money that moves is never recorded as failed.
     const change = settled.unconfirmed ? { ...(settled.txHash ? { txHash: settled.txHash } : {}) } : { status: 'failed', failureReason: settled.reason, ...(settled.txHash ? { txHash: settled.txHash } : {}) };
-    if (Object.keys(change).length) await this.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: change });
+    if (Object.keys(change).length) await retryWhileDatabaseAway(() => this.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: change }), this.log, 'recording a failed settlement');
     this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settlement_failed', category: 'payments', severity: 'error', status: 'failure', description: settled.message, targetType: 'payment', targetId: payment._id });
     this.log.warn({ paymentId: payment._id, reason: settled.reason, message: settled.message, txHash: settled.txHash }, settled.unconfirmed ? 'settlement unconfirmed; reconciliation will finish it' : 'settlement failed');
     return { ok: false, reason: settled.reason, message: settled.message, payer, ...(settled.txHash ? { txHash: settled.txHash } : {}) };

@@ -1,13 +1,13 @@
-import type { Hex } from 'viem';
 import type { Collection } from 'mongodb';
 import { OPEN, type PaymentService } from './payment-service.js';
 import type { PaymentDoc } from './models.js';
-import { authorizationOf, findSettlementTx } from './settlement.js';
+import { authorizationOf } from './settlement.js';
+import { blockBefore, findSettlementTx } from '../chain/authorization-events.js';
 import { authorizationState } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { findByIds } from '../platform/find-by-ids.js';
-import { eip2612PermitOfRecord, findUptoSettlementTx, sendUptoSettlement, uptoPermitOfRecord } from './upto-settlement.js';
+import { findUptoSettlementTx, uptoPermitOfRecord } from './upto-settlement.js';
 import { permit2NonceUsed } from '../chain/permit2.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -50,6 +50,7 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
   const window = Math.floor(Date.now() / CLAIM_WINDOW_MS);
   const count = (result: 'settled' | 'failed' | 'resent') => { totals[result]++; options.metrics?.reconciled.inc({ result }); };
   const resends: Array<Promise<void>> = [];
+  let canSettle: boolean | undefined;
   const settled = await service.settlements.of(stale.map((p) => p._id));
 
   // Each action on a payment is claimed for this round (one process acts), but only by a process that
@@ -91,8 +92,8 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
     const auth = authorizationOf(payment);
     const used = await authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: auth.from, nonce: auth.nonce });
     const expired = !used && auth.validBefore <= BigInt(Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS);
-    const settler = service.settler;
-    if (!used && !expired && !settler?.available()) continue; // a process with a relayer will send it
+    // Sent again through a lane of this deployment; while none can send, it waits for the next round.
+    if (!used && !expired && !(canSettle ??= await service.canSettle())) continue;
     if (!(await claim(payment))) continue;
     const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
     const fail = async (reason: string) => {
@@ -101,7 +102,7 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
       count('failed');
     };
     if (used) {
-      const txHash = await findSettlementTx(chain, auth.from, auth.nonce, await blockAround(chain, payment.createdAt));
+      const txHash = await findSettlementTx(chain, auth.from, auth.nonce, await blockBefore(chain, payment.createdAt));
       if (!txHash) { await fail('authorization_canceled'); continue; }
       await service.markSettled(payment, txHash, endpoint);
       log?.info({ txHash }, 'reconciliation recorded a settlement found on chain');
@@ -110,7 +111,7 @@ export async function reconcilePayments(service: PaymentService, options: Reconc
     }
     if (expired) { await fail('authorization_expired'); continue; }
     log?.info('reconciliation sends an open payment again');
-    resends.push(resend(service, payment, settler!, endpoint, log).then((result) => {
+    resends.push(resend(service, payment, log).then((result) => {
       if (result === 'settled') count('settled');
       else if (result === 'failed') count('failed');
       else if (result === 'resent') count('resent');
@@ -138,16 +139,16 @@ async function capturedHolds(service: PaymentService, cutoff: Date): Promise<Pay
   return held.filter((p) => ids.has(p._id));
 }
 
-async function resend(service: PaymentService, payment: PaymentDoc, settler: NonNullable<PaymentService['settler']>, endpoint: Parameters<PaymentService['markSettled']>[2], log: Logger | undefined): Promise<'settled' | 'failed' | 'resent'> {
-  const outcome = await settler.settle({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
-  if (outcome.ok) {
-    await service.markSettled(payment, outcome.txHash, endpoint);
-    log?.info({ txHash: outcome.txHash }, 'reconciliation settled an open payment');
+/** Gives an open payment to a lane again; its holder records the outcome (the same path as a new payment's). */
+async function resend(service: PaymentService, payment: PaymentDoc, log: Logger | undefined): Promise<'settled' | 'failed' | 'resent'> {
+  const result = await service.resubmit(payment);
+  if (!result) return 'resent'; // nothing was sent: the next round tries again
+  if (result.ok) {
+    log?.info({ txHash: result.txHash }, 'reconciliation settled an open payment');
     return 'settled';
   }
-  if (outcome.unconfirmed || outcome.unavailable) return 'resent';
-  await service.payments.updateOne({ _id: payment._id, status: { $in: OPEN } }, { $set: { status: 'failed', failureReason: outcome.reason } });
-  log?.warn({ reason: outcome.reason }, 'reconciliation closed an open payment as failed');
+  if (result.reason === 'settle_unconfirmed') return 'resent';
+  log?.warn({ reason: result.reason }, 'reconciliation closed an open payment as failed');
   return 'failed';
 }
 
@@ -162,8 +163,7 @@ async function reconcileUpto(service: PaymentService, chain: ChainService, payme
   const charge = BigInt(payment.amountUsdcRaw);
   const used = charge > 0n && await permit2NonceUsed(chain.publicClient, permit.from, permit.nonce);
   const expired = charge > 0n && !used && permit.deadline <= BigInt(Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS);
-  const settler = service.settler;
-  if (charge > 0n && !used && !expired && !settler?.canSendFrom(permit.facilitator)) return undefined;
+  if (charge > 0n && !used && !expired && !(await service.canSettle(permit.facilitator))) return undefined;
   if (!(await claim(payment))) return undefined;
   const endpoint = payment.endpointId ? await service.endpoints.findById(payment.endpointId).lean() : null;
   const fail = async (reason: string) => {
@@ -173,31 +173,16 @@ async function reconcileUpto(service: PaymentService, chain: ChainService, payme
   };
   if (charge === 0n) { await service.markSettled(payment, '', endpoint); return 'settled'; }
   if (used) {
-    const txHash = await findUptoSettlementTx(chain, payment, await blockAround(chain, payment.createdAt));
+    const txHash = await findUptoSettlementTx(chain, payment, await blockBefore(chain, payment.createdAt));
     if (!txHash) return fail('authorization_canceled');
     await service.markSettled(payment, txHash, endpoint);
     log?.info({ txHash }, 'reconciliation recorded an upto settlement found on chain');
     return 'settled';
   }
   if (expired) return fail('authorization_expired');
-  const outcome = await sendUptoSettlement(chain, settler!, { permit, signature: payment.signature as Hex, amount: charge, paymentId: payment._id, permit2612: eip2612PermitOfRecord(payment) });
-  if (outcome.ok) { await service.markSettled(payment, outcome.txHash, endpoint); return 'settled'; }
-  if (outcome.unconfirmed || outcome.unavailable) return 'resent';
-  return fail(outcome.reason);
-}
-
-/**
- * A block a little before `when`, to search events from (nodes refuse log queries over long ranges):
- * estimated from the head and a block 1,000 back, with a day's margin on slow chains' side.
- */
-async function blockAround(chain: ChainService, when: Date): Promise<bigint> {
-  const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
-  if (head.number < 1_000n) return 0n;
-  const earlier = await chain.publicClient.getBlock({ blockNumber: head.number - 1_000n });
-  const secondsPerBlock = Math.max(0.05, Number(head.timestamp - earlier.timestamp) / 1_000);
-  const secondsAgo = Math.max(0, Number(head.timestamp) - when.getTime() / 1000) + 600;
-  const back = BigInt(Math.ceil(secondsAgo / secondsPerBlock));
-  return head.number > back ? head.number - back : 0n;
+  const result = await service.resubmit(payment);
+  if (!result || (!result.ok && result.reason === 'settle_unconfirmed')) return 'resent';
+  return result.ok ? 'settled' : 'failed';
 }
 
 /**

@@ -1,6 +1,5 @@
-import { getAddress, parseEventLogs, type Address, type Hex } from 'viem';
-import { usdcAbi, type Authorization } from '../chain/usdc.js';
-import type { ChainService } from '../chain/chain-service.js';
+import { getAddress, type Hex } from 'viem';
+import type { Authorization } from '../chain/usdc.js';
 import type { PaymentDoc } from './models.js';
 import type { JwsReceipt } from '../../middleware/offer-receipt.js';
 
@@ -18,21 +17,3 @@ export const authorizationOf = (doc: Pick<PaymentDoc, 'authorization'>): Authori
   validBefore: BigInt(doc.authorization.validBefore),
   nonce: doc.authorization.nonce as Hex,
 });
-
-/** The transaction that used this authorization on chain, if any (AuthorizationUsed event). */
-export async function findSettlementTx(chain: ChainService, authorizer: Address, nonce: Hex, fromBlock: bigint): Promise<Hex | undefined> {
-  const logs = await chain.publicClient.getContractEvents({
-    address: chain.usdc.address,
-    abi: usdcAbi,
-    eventName: 'AuthorizationUsed',
-    args: { authorizer, nonce },
-    fromBlock,
-    toBlock: 'latest',
-  }).catch(async () => {
-    // Some nodes refuse indexed-argument filters over long ranges: fall back to decoding every log.
-    const raw = await chain.publicClient.getLogs({ address: chain.usdc.address, fromBlock, toBlock: 'latest' });
-    return parseEventLogs({ abi: usdcAbi, logs: raw, eventName: 'AuthorizationUsed' })
-      .filter((l) => (l.args as { authorizer: Address }).authorizer.toLowerCase() === authorizer.toLowerCase() && (l.args as { nonce: Hex }).nonce === nonce);
-  });
-  return logs[0]?.transactionHash ?? undefined;
-}

@@ -3,8 +3,11 @@ import type { ChainService } from '../chain/chain-service.js';
 import { usdcAbi } from '../chain/usdc.js';
 import { UPTO_PROXY_ADDRESS, uptoPermitOf, uptoSettlementAmount, type Eip2612Permit, type UptoPermit } from '../chain/permit2.js';
 import type { PaymentDoc } from './models.js';
-import { RelayerUnavailableError, shortReason } from './relayer.js';
-import type { SettleOutcome, Settler } from './settler.js';
+import { RelayerUnavailableError, shortReason } from '../settlement/relayer-lane.js';
+import type { SettleOutcome } from '../settlement/settler.js';
+import type { SendTools } from '../settlement/work.js';
+import { permit2NonceUsed } from '../chain/permit2.js';
+import { blockBefore } from '../chain/authorization-events.js';
 import { simulateUptoSettle, uptoSettleCalldata } from './verify-upto.js';
 
 /**
@@ -19,20 +22,32 @@ import { simulateUptoSettle, uptoSettleCalldata } from './verify-upto.js';
 /** Gas for one settle: Permit2's signature check (ERC-1271 for smart accounts) and the token transfer. */
 export const UPTO_SETTLE_GAS = 250_000n;
 
-export interface UptoSettlementRequest { permit: UptoPermit; signature: Hex; amount: bigint; paymentId?: string; permit2612?: Eip2612Permit }
+export interface UptoSettlementRequest {
+  permit: UptoPermit; signature: Hex; amount: bigint; paymentId?: string; permit2612?: Eip2612Permit;
+  /** The record being settled: to find its settlement if the permit was used already. */
+  payment?: PaymentDoc;
+}
 
-export async function sendUptoSettlement(chain: ChainService, settler: Settler, request: UptoSettlementRequest): Promise<SettleOutcome> {
+export async function sendUptoSettlement(chain: ChainService, tools: Pick<SendTools, 'submitFrom'>, request: UptoSettlementRequest): Promise<SettleOutcome> {
   const { permit, signature, amount } = request;
   if (amount > permit.maxAmount) return { ok: false, reason: 'settlement_exceeds_amount', message: `the charge ${amount} is above the permit's maximum ${permit.maxAmount}` };
   // With the buyer's EIP-2612 permit, as long as Permit2 still lacks the allowance (settleWithPermit
   // carries on when the permit was already used, so a resend after a crash is safe either way).
   const permit2612 = request.permit2612;
   const simulated = await simulateUptoSettle(chain, permit, amount, signature, permit2612);
-  if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
+  if (!simulated.ok) {
+    // Run again after a lane changed hands, the permit may have been settled already by its last holder:
+    // then the answer is that settlement, not a refusal.
+    if (request.payment && await permit2NonceUsed(chain.publicClient, permit.from, permit.nonce)) {
+      const txHash = await findUptoSettlementTx(chain, request.payment, await blockBefore(chain, request.payment.createdAt));
+      if (txHash) return { ok: true, txHash, batchSize: 1 };
+    }
+    return { ok: false, reason: simulated.reason, message: simulated.message };
+  }
   const data = uptoSettleCalldata(permit, amount, signature, permit2612);
   let sent;
   try {
-    sent = await settler.submitFrom(permit.facilitator, { to: UPTO_PROXY_ADDRESS, data, gas: UPTO_SETTLE_GAS }, { scheme: 'upto', ...(request.paymentId ? { paymentIds: [request.paymentId] } : {}) });
+    sent = await tools.submitFrom(permit.facilitator, { to: UPTO_PROXY_ADDRESS, data, gas: UPTO_SETTLE_GAS }, { scheme: 'upto', ...(request.paymentId ? { paymentIds: [request.paymentId] } : {}) });
   } catch (err) {
     // Nothing reached the chain: the claim may be released and the same payment presented again.
     const message = err instanceof RelayerUnavailableError ? err.message : `the settlement could not be sent: ${shortReason(err)}`;

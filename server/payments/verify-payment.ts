@@ -8,7 +8,7 @@ import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDoma
 import type { ChainService } from '../chain/chain-service.js';
 import { AppError } from '../platform/errors.js';
 import { nodeFault } from '../chain/rpc-fault.js';
-import { shortReason } from './relayer.js';
+import { shortReason } from '../settlement/relayer-lane.js';
 import type { PayerReads } from '../chain/payer-reads.js';
 
 /**

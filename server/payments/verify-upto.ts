@@ -18,7 +18,7 @@ import {
 import type { ChainService } from '../chain/chain-service.js';
 import { chainUnavailable, signedBy } from './verify-payment.js';
 import { nodeFault } from '../chain/rpc-fault.js';
-import { shortReason } from './relayer.js';
+import { shortReason } from '../settlement/relayer-lane.js';
 
 /**
  * Verification of an x402 `upto` payment (specs/schemes/upto/scheme_upto_evm.md, "Verification Logic"):

@@ -1,5 +1,6 @@
 import type { Context, Next } from 'koa';
 import { AppError } from './errors.js';
+import { isDatabaseUnavailable } from './database-outage.js';
 
 /** Outermost middleware: every failure leaves as `{error, message, status}`; never a stack trace. */
 export function errorHandler(log: (err: unknown, ctx: Context) => void) {
@@ -21,6 +22,8 @@ export function errorHandler(log: (err: unknown, ctx: Context) => void) {
 
 function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  // A database restarting or failing over: the client may try again in a moment (and is told so).
+  if (isDatabaseUnavailable(err)) return new AppError(503, 'database_unavailable', 'The database did not answer; try again in a moment', undefined, { 'Retry-After': '2' });
   const e = err as { status?: number; statusCode?: number; expose?: boolean; message?: string };
   const status = e?.status ?? e?.statusCode;
   // Koa/router HttpErrors (405 Method Not Allowed, 501) are safe to pass on.

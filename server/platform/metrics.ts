@@ -42,6 +42,30 @@ export class Metrics {
   readonly relayerPool = new Gauge({
     name: 'agentgate_relayer_pool_size', help: 'Relayer accounts configured for the deployment', registers: [this.registry],
   });
+  /** Settlements in this process's queue for its next transaction, and the oldest one's wait. */
+  readonly settlementQueued = new Gauge({
+    name: 'agentgate_settlement_queued', help: 'Settlements waiting in this process for their transaction', registers: [this.registry],
+  });
+  readonly settlementOldestQueuedSeconds = new Gauge({
+    name: 'agentgate_settlement_oldest_queued_seconds', help: 'How long the oldest settlement waiting in this process has waited', registers: [this.registry],
+  });
+  /** Settlements this process handed to another process's lane, outcome not back yet. */
+  readonly settlementAwaiting = new Gauge({
+    name: 'agentgate_settlement_awaiting_outcome', help: 'Settlements handed to other processes\' relayer lanes whose outcome has not come back', registers: [this.registry],
+  });
+  /** local: a lane of this process took it; remote: another process's lane, through its inbox. */
+  readonly settlementRouted = new Counter({
+    name: 'agentgate_settlement_routed_total', help: 'Settlement work handed to a relayer lane, by where the lane is',
+    labelNames: ['route'] as const, registers: [this.registry],
+  });
+  readonly settlementInboxItems = new Counter({
+    name: 'agentgate_settlement_inbox_items_total', help: 'Settlement work this process took from its lanes\' inboxes (accepted by other processes)', registers: [this.registry],
+  });
+  /** accepts: answers buyers; sends: holds a relayer lane now. */
+  readonly settlementRole = new Gauge({
+    name: 'agentgate_settlement_role', help: 'What this process does in settlement now (1) or not (0)',
+    labelNames: ['role'] as const, registers: [this.registry],
+  });
   readonly reconciled = new Counter({
     name: 'agentgate_reconciled_payments_total', help: 'Open payments closed by reconciliation, by result',
     labelNames: ['result'] as const, registers: [this.registry],

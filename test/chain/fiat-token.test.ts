@@ -15,7 +15,7 @@ import { DEV_ACCOUNTS, DEV_DEPLOYER, DEV_PROXY_ADMIN } from '../../server/dev/ch
 import { DEV_CHAIN_ID, DEV_USDC_NAME, DEV_USDC_VERSION, startDevChain } from '../../server/dev/chain/dev-chain.js';
 import { FIAT_TOKEN_PROXY_IMPLEMENTATION_SLOT, linkBytecode, loadFiatTokenArtifacts, type FiatTokenArtifacts } from '../../server/dev/chain/fiat-token.js';
 import { receiveWithAuthorizationTypes, transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
-import { reasonOfRevert, Settler, type SettleOutcome } from '../../server/payments/settler.js';
+import { reasonOfRevert, Settler, type SettleOutcome } from '../../server/settlement/settler.js';
 import { standaloneSettler } from '../support/settlement.js';
 import { fundedBuyer, paymentHeaderV1, randomNonce, sendUsdc, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, testConfig } from '../support/server.js';

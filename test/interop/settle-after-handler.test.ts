@@ -292,7 +292,7 @@ describe.each<Framework>(FRAMEWORKS)('%s, settling after the handler (the defaul
     const behaviour: Behaviour = { runs: 0, answer: 'stream', secondChunk: new Promise<void>((resolve) => { next = resolve; }) };
     const app = await sellerApp(framework, behaviour);
     // The settlement transaction is held (as a slow chain would) until the test lets it go.
-    const settler = server.app.payments.settler!;
+    const settler = server.app.settlement!.settler;
     let letSettle!: () => void;
     const settling = new Promise<void>((resolve) => { letSettle = resolve; });
     let submitted = false;

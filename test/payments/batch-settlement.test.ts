@@ -50,7 +50,7 @@ const until = async (condition: () => boolean) => { while (!condition()) await n
  * together; resolves once that first transaction is being held.
  */
 function holdFirstSubmissionUntilWaiting(server: TestServer, n: number): Promise<void> {
-  const settler = server.app.payments.settler!;
+  const settler = server.app.settlement!.settler;
   let first = true;
   return new Promise((holding) => {
     settler.onSubmitted.push(async () => {
@@ -162,7 +162,7 @@ describe('batched settlement', () => {
 it('reconciles a batch sent by a process that died before recording it: nothing lost, nothing charged twice', async () => {
   const dying = await batchingServer();
   const seller = await setUpSeller(dying);
-  const settler = dying.app.payments.settler!;
+  const settler = dying.app.settlement!.settler;
   // The process "dies" right after the node accepts its second transaction (the batch): nothing after
   // the submission runs, so no record is written, as with a SIGKILL at that point.
   let submissions = 0;
@@ -215,7 +215,7 @@ it('reconciles a batch sent by a process that died before recording it: nothing 
 it('reconciles captured holds whose process died after sending their settlement and before recording it; a hold not captured is left to expire', async () => {
   const dying = await batchingServer({ SETTLEMENT_PIPELINE_DEPTH: '4' });
   const seller = await setUpSeller(dying);
-  const settler = dying.app.payments.settler!;
+  const settler = dying.app.settlement!.settler;
   const sent = new Map<Hex, number>();
   settler.onSubmitted.push(async (txHash, size) => {
     sent.set(txHash, size);
@@ -329,7 +329,7 @@ it('a capture reaching a process that cannot send now is refused before the deci
     const held = await hold(server.url, seller, payment.header);
     expect(held.status).toBe(201);
     await setEthBalance(relayer, 0n);
-    const settler = server.app.payments.settler!;
+    const settler = server.app.settlement!.settler;
     for (const deadline = Date.now() + 30_000; settler.available() && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 100));
     expect(settler.available()).toBe(false);
 

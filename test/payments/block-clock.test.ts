@@ -1,6 +1,6 @@
 import { createPublicClient, http } from 'viem';
 import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
-import { BlockClock } from '../../server/payments/block-clock.js';
+import { BlockClock } from '../../server/settlement/block-clock.js';
 
 let node: AnvilNode;
 beforeAll(async () => { node = await startAnvil({ blockTime: 1 }); });

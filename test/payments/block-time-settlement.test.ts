@@ -40,10 +40,11 @@ describe('one process on a 1 s chain', () => {
   beforeAll(async () => {
     server = await serverOnChain({ SETTLEMENT_STUCK_BLOCKS: '2' });
     seller = await setUpSeller(server);
-    // A process learns the chain's cadence from the blocks it sees (a few seconds after start).
-    const clock = server.app.payments.settling!.clock;
+    // A process learns the chain's cadence from block timestamps and its phase from the first block it
+    // sees arrive (within a block of starting); until then it sends at once (block-clock-start.test.ts).
+    const clock = server.app.settlement!.clock;
     const deadline = Date.now() + 20_000;
-    while (clock.intervalMs === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    while (clock.nextBlockAt() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   }, 60_000);
   afterAll(async () => { await server?.close(); });
 
@@ -60,12 +61,12 @@ describe('one process on a 1 s chain', () => {
     expect(hashes.length).toBeLessThan(24 / 3);
     expect(await balanceOf(seller.payTo)).toBe(before + 24n * 10_000n);
     // The chain had a cadence to plan for: the clock found it.
-    expect(server.app.payments.settling!.clock.intervalMs).toBeGreaterThan(700);
+    expect(server.app.settlement!.clock.intervalMs).toBeGreaterThan(700);
   });
 
   it('a settlement transaction replaced by another sender with the same nonce is noticed, and its payment sent again', async () => {
     const relayer = privateKeyToAccount(server.relayerKey);
-    const settler = server.app.payments.settler!;
+    const settler = server.app.settlement!.settler;
     let replaced: Hex | undefined;
     const hook = async (txHash: Hex) => {
       if (replaced) return;
@@ -97,7 +98,7 @@ describe('one process on a 1 s chain', () => {
   }, 60_000);
 
   it('a fee spike that strands a transaction under the base fee is answered with a fee bump, and the payment settles', async () => {
-    const settler = server.app.payments.settler!;
+    const settler = server.app.settlement!.settler;
     let stranded: { hash: Hex; maxFeePerGas: bigint } | undefined;
     const hook = async (txHash: Hex) => {
       if (stranded) return;
@@ -126,31 +127,36 @@ describe('one process on a 1 s chain', () => {
 });
 
 describe('processes sharing one relayer account', () => {
-  it('one holds the lease and settles; the other says why it cannot (503, /ready degraded) and takes over when the first stops', async () => {
+  it('one holds the lease and settles; the other hands its payments to it (ready, no refusal) and takes over when the first stops', async () => {
     const first = await serverOnChain();
     const second = await serverOnChain({ MONGODB_DB: first.config.MONGODB_DB }, first.relayerKey);
     try {
       const seller = await setUpSeller(first);
       const a = await payment(seller);
       expect((await redeem(first.url, seller, a.header)).status).toBe(200);
+      expect(first.app.settlement!.pool.status().active).toHaveLength(1);
+      expect(second.app.settlement!.pool.status().active).toHaveLength(0);
 
-      const refused = await redeem(second.url, seller, (await payment(seller)).header);
-      expect(refused.status).toBe(503);
-      expect(refused.body).toMatchObject({ error: 'relayer_unavailable', status: 503 });
-      expect(refused.body.message).toMatch(/leased by other processes/);
-      // Not ready, so a load balancer sends payments to the process that can settle them.
+      // The second holds no lane: it accepts the payment and hands it to the first's lane through its inbox.
+      const routedBefore = await counterValue(second.app.metrics, 'agentgate_settlement_routed_total', { route: 'remote' });
+      const before = await balanceOf(seller.payTo);
+      const through = await redeem(second.url, seller, (await payment(seller)).header);
+      expect(through.status).toBe(200);
+      expect(await balanceOf(seller.payTo)).toBe(before + 10_000n);
+      expect(await counterValue(second.app.metrics, 'agentgate_settlement_routed_total', { route: 'remote' })).toBe(routedBefore + 1);
+      expect(await counterValue(first.app.metrics, 'agentgate_settlement_inbox_items_total', {})).toBeGreaterThanOrEqual(1);
+      // Ready: a balancer may send it payments; /ready says what it does and who sends.
       const ready = await second.request('GET', '/ready');
-      expect(ready.status).toBe(503);
-      expect(ready.body).toMatchObject({ error: 'not_ready', checks: { relayer: expect.stringContaining('RELAYER_PRIVATE_KEYS'), database: 'ok', chain: 'ok' } });
-      // It still serves everything that does not settle.
-      expect((await second.request('GET', '/v0/payments/endpoints', { key: seller.platformKey })).status).toBe(200);
+      expect(ready.status).toBe(200);
+      expect(ready.body).toMatchObject({ status: 'ready', checks: { relayer: 'ok', database: 'ok', chain: 'ok' }, settlement: { accepts: true, sends: [] } });
+      expect(ready.body.settlement.lanes).toEqual([expect.objectContaining({ address: privateKeyToAccount(first.relayerKey).address.toLowerCase(), state: 'active' })]);
 
       // The first process stops (gracefully: its lease is handed back); the second takes the account over
       // and continues its nonce sequence from the chain.
       await first.stop();
       const deadline = Date.now() + 15_000;
-      while (!second.app.payments.settler!.available() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(second.app.payments.settler!.available()).toBe(true);
+      while (!second.app.settlement!.settler.available() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(second.app.settlement!.settler.available()).toBe(true);
       const after = await Promise.all([payment(seller), payment(seller)]);
       const results = await Promise.all(after.map((p) => redeem(second.url, seller, p.header)));
       expect(results.map((r) => r.status)).toEqual([200, 200]);
@@ -169,16 +175,16 @@ describe('processes sharing one relayer account', () => {
     try {
       // The first process took both while it was alone; it hands one over once it sees the second.
       const deadline = Date.now() + 20_000;
-      const held = () => [first, second].map((s) => s.app.payments.settling!.relayers.status().active.length);
+      const held = () => [first, second].map((s) => s.app.settlement!.pool.status().active.length);
       while (held().join() !== '1,1' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       expect(held()).toEqual([1, 1]);
-      const [a, b] = held().map((_, i) => [first, second][i]!.app.payments.settling!.relayers.status().active[0]);
+      const [a, b] = held().map((_, i) => [first, second][i]!.app.settlement!.pool.status().active[0]);
       expect(a).not.toBe(b);
 
       await second.stop();
       const until = Date.now() + 20_000;
-      while (first.app.payments.settling!.relayers.status().active.length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
-      expect(first.app.payments.settling!.relayers.status().active).toHaveLength(2);
+      while (first.app.settlement!.pool.status().active.length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      expect(first.app.settlement!.pool.status().active).toHaveLength(2);
     } finally {
       await second.stop().catch(() => {});
       await first.close();

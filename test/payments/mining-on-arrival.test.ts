@@ -46,7 +46,7 @@ test('sequential payments on a chain that mines just after answering each send: 
   }
   // Each transaction's first receipt question came before its block: only the asks after it found it.
   expect(proxy.calls('eth_getTransactionReceipt')).toBeGreaterThanOrEqual(12);
-  const clock = server.app.payments.settling!.clock;
+  const clock = server.app.settlement!.clock;
   expect(clock.minesOnArrival).toBe(true);
   expect(clock.intervalMs).toBeUndefined();
 }, 60_000);

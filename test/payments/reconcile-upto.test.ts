@@ -42,7 +42,7 @@ async function claimedUpto(charge: bigint, buyer?: PrivateKeyAccount) {
   const payments = server.app.payments;
   const requirements = {
     scheme: 'upto', network: 'eip155:84532', amount: '300000', asset: testChain().usdc, payTo, maxTimeoutSeconds: 600,
-    extra: { name: DEV_USDC_NAME, version: '2', facilitatorAddress: payments.uptoFacilitatorAddress() },
+    extra: { name: DEV_USDC_NAME, version: '2', facilitatorAddress: await payments.uptoFacilitatorAddress() },
   };
   const signed = await new UptoClientScheme(buyer).createPaymentPayload(2, requirements as never);
   const decoded = decodeUptoPayload({ x402Version: 2, resource: { url: 'https://shop.example/llm' }, accepted: requirements, payload: signed.payload });
@@ -71,7 +71,7 @@ describe('reconciliation of upto payments after a crash', () => {
   it('records a settlement sent before the crash, found by its Transfer through the proxy', async () => {
     const { payment } = await claimedUpto(70_000n);
     const permit = uptoPermitOfRecord(payment);
-    const sent = await server.app.payments.settler!.submitFrom(permit.facilitator, {
+    const sent = await server.app.settlement!.settler.submitFrom(permit.facilitator, {
       to: UPTO_PROXY_ADDRESS, gas: 250_000n, data: encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, 70_000n, payment.signature as Hex) }),
     });
     const fate = await sent.fate;
@@ -88,7 +88,7 @@ describe('reconciliation of upto payments after a crash', () => {
     const first = await claimedUpto(50_000n);
     const second = await claimedUpto(50_000n, first.buyer);
     const permit = uptoPermitOfRecord(first.payment);
-    const sent = await server.app.payments.settler!.submitFrom(permit.facilitator, {
+    const sent = await server.app.settlement!.settler.submitFrom(permit.facilitator, {
       to: UPTO_PROXY_ADDRESS, gas: 250_000n, data: encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, 50_000n, first.payment.signature as Hex) }),
     });
     expect((await sent.fate).kind).toBe('mined');

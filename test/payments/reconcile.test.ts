@@ -62,7 +62,7 @@ describe('reconciliation after a crash', () => {
     const chain = server.app.chain!;
     const call = transferWithAuthorizationArgs(signed.authorization, signed.signature);
     // Sent from the relayer (through its lane, which owns the account's nonces), as the dead process had.
-    const sent = await server.app.payments.settler!.sendTransaction({ to: chain.usdc.address, data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never }) });
+    const sent = await server.app.settlement!.settler.sendTransaction({ to: chain.usdc.address, data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never }) });
     const txHash = sent.transactionHash;
     const before = await usdcBalance(payTo);
     await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
@@ -75,7 +75,7 @@ describe('reconciliation after a crash', () => {
     const { signed } = await claimedPayment('pay_crashafterentry');
     const chain = server.app.chain!;
     const call = transferWithAuthorizationArgs(signed.authorization, signed.signature);
-    const sent = await server.app.payments.settler!.sendTransaction({ to: chain.usdc.address, data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never }) });
+    const sent = await server.app.settlement!.settler.sendTransaction({ to: chain.usdc.address, data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never }) });
     // The dead process recorded the settlement and answered the buyer with its receipt, then died before
     // its record update: the record is still open.
     const payment = (await server.app.payments.payments.findById('pay_crashafterentry').lean())!;

@@ -1,9 +1,9 @@
 import { type Address } from 'viem';
 import type { Config } from '../../server/platform/config.js';
 import { createChainService, type ChainService } from '../../server/chain/chain-service.js';
-import { BlockClock } from '../../server/payments/block-clock.js';
-import { RelayerPool } from '../../server/payments/relayer-pool.js';
-import { GAS_BASE, GAS_PER_TRANSFER, Settler } from '../../server/payments/settler.js';
+import { BlockClock } from '../../server/settlement/block-clock.js';
+import { RelayerPool } from '../../server/settlement/relayer-pool.js';
+import { GAS_BASE, GAS_PER_TRANSFER, Settler } from '../../server/settlement/settler.js';
 import { createLogger } from '../../server/platform/logger.js';
 import { Metrics } from '../../server/platform/metrics.js';
 

@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import type { Collection, Connection } from 'mongoose';
 import { isDuplicateKey } from '../platform/errors.js';
 
@@ -18,12 +16,6 @@ interface LeaseDoc {
   acquiredAt: Date;
   expiresAt: Date;
   releasedAt?: Date;
-}
-
-/** A process that wants relayer leases: the fair share is the pool divided among the live ones. */
-interface MemberDoc {
-  _id: string;
-  expiresAt: Date;
 }
 
 export interface HeldLease {
@@ -47,33 +39,16 @@ export interface LeaseTimes {
 type Newest = Map<string, LeaseDoc>;
 
 export class RelayerLeases {
-  /** This process, as named in lease documents and logs: host, pid and a random part (pids repeat across hosts). */
-  readonly holder = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   private readonly leases: Collection<LeaseDoc>;
-  private readonly members: Collection<MemberDoc>;
   private indexed: Promise<unknown> | undefined;
 
-  constructor(conn: Connection, private readonly times: LeaseTimes, private readonly now: () => number = Date.now) {
+  /** `holder`: this process, as named in lease documents, the registry and logs (registry.ts processId). */
+  constructor(conn: Connection, readonly holder: string, private readonly times: LeaseTimes, private readonly now: () => number = Date.now) {
     this.leases = conn.collection<LeaseDoc>('relayer_leases') as unknown as Collection<LeaseDoc>;
-    this.members = conn.collection<MemberDoc>('relayer_members') as unknown as Collection<MemberDoc>;
   }
 
   private ensureIndexes(): Promise<unknown> {
     return (this.indexed ??= this.leases.createIndex({ address: 1, generation: -1 }));
-  }
-
-  /** Says this process is alive and wants a share of the pool (its own document: only it writes it). */
-  async heartbeatMember(): Promise<void> {
-    await this.members.updateOne({ _id: this.holder }, { $set: { expiresAt: new Date(this.now() + this.times.ttlMs) } }, { upsert: true });
-  }
-
-  async leaveMembership(): Promise<void> {
-    await this.members.deleteOne({ _id: this.holder });
-  }
-
-  /** Live members (this one included, once it has heartbeaten). */
-  async liveMembers(): Promise<number> {
-    return this.members.countDocuments({ expiresAt: { $gt: new Date(this.now() - this.times.skewMs) } });
   }
 
   /** The newest generation of each address in the pool. */

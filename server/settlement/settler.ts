@@ -5,16 +5,16 @@ import type { Logger } from '../platform/logger.js';
 import { outsideRequest } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { BlockClock } from './block-clock.js';
-import { RelayerUnavailableError, shortReason, type RelayerLane, type SentTx, type TxRequest } from './relayer.js';
-import { findSettlementTx } from './settlement.js';
+import { RelayerUnavailableError, shortReason, type RelayerLane, type SentTx, type TxRequest } from './relayer-lane.js';
+import { findSettlementTx } from '../chain/authorization-events.js';
 
 /**
  * How settlement ended for one authorization:
  * - settled: the transfer is on chain in `txHash` (alone or inside a batch);
  * - failed: it did not move money and never will through this send (`reason` as the exact scheme names it);
  * - unconfirmed: it may yet be mined; the record stays open and reconciliation asks the chain later;
- * - unavailable: nothing was sent, because no relayer of this process could send it: the claim may be
- *   released and the buyer may present the same payment again.
+ * - unavailable: nothing was sent, because this process holds no relayer that can send it (none held, or
+ *   out of gas): another process's relayer may (desk.ts), or the buyer may present the payment again.
  */
 export type SettleOutcome =
   | { ok: true; txHash: Hex; batchSize: number }
@@ -24,7 +24,9 @@ export interface SettlementRequest { authorization: Authorization; signature: He
 
 /** The lanes a settler may use: the process's leased share of the pool (RelayerPool), or a fixed list in tests. */
 export interface LaneSource {
+  /** Lanes that take new work (not being handed over). */
   lanes(): RelayerLane[];
+  /** Every lane held, those being handed over included (they finish what this process has queued if no other lane can). */
   allLanes(): RelayerLane[];
   /** Why no lane can send, for the refusal's message. */
   why?(): string;
@@ -48,7 +50,7 @@ const MAX_ATTEMPTS = 3;
 /** How far back the AuthorizationUsed event of a transfer settled elsewhere is searched (Base: ~3 hours). */
 const EVENT_LOOKBACK_BLOCKS = 5_000n;
 
-interface Waiting { request: SettlementRequest; resolve: (outcome: SettleOutcome) => void; attempts: number }
+interface Waiting { request: SettlementRequest; resolve: (outcome: SettleOutcome) => void; attempts: number; queuedAt: number }
 
 /**
  * Settles authorizations on chain in as few transactions as the chain's rhythm allows.
@@ -69,7 +71,7 @@ interface Waiting { request: SettlementRequest; resolve: (outcome: SettleOutcome
 export class Settler {
   private readonly queue: Waiting[] = [];
   private pumpQueued = false;
-  private wake: { at: number; timer: NodeJS.Timeout } | undefined;
+  private wakeUp: { at: number; timer: NodeJS.Timeout } | undefined;
   /** Runs after the node accepted a transaction and before its outcome is known (tests stop here, as a crash would). */
   readonly onSubmitted: Array<(txHash: Hex, size: number) => Promise<void>> = [];
 
@@ -95,6 +97,22 @@ export class Settler {
     return this.relayers.lanes().some((l) => l.state === 'active' && l.canSendNow());
   }
 
+  /** The queued request that has waited longest, in ms (0: none waiting). */
+  oldestWaitingMs(): number {
+    return this.queue.length ? Date.now() - this.queue[0]!.queuedAt : 0;
+  }
+
+  /**
+   * When the next batches leave (ms since epoch): the main one and the late one of the next block, on a
+   * chain whose cadence and phase the clock knows; empty otherwise (requests leave at once). Work that
+   * comes from another process (sender.ts) is read just before these.
+   */
+  cutoffs(): number[] {
+    const next = this.clock.nextBlock();
+    if (!next) return [];
+    return [next.at - this.options.sendMarginMs, next.at - this.options.sendMarginMs / 4];
+  }
+
   /** Whether there is settlement work under way (the block clock polls faster while there is). */
   busy(): boolean {
     return this.queue.length > 0 || this.relayers.allLanes().some((l) => l.inFlight > 0);
@@ -102,7 +120,7 @@ export class Settler {
 
   settle(request: SettlementRequest): Promise<SettleOutcome> {
     return new Promise((resolve) => {
-      this.queue.push({ request, resolve, attempts: 0 });
+      this.queue.push({ request, resolve, attempts: 0, queuedAt: Date.now() });
       this.schedulePump();
     });
   }
@@ -121,22 +139,23 @@ export class Settler {
     throw new Error(fate.kind === 'replaced' ? `transaction ${sent.hash} was replaced by another` : `transaction ${sent.hash}: ${fate.reason}`);
   }
 
-  /** Whether this process can send from `address` now (it leases that relayer, and the relayer has gas). */
-  canSendFrom(address: Address): boolean {
-    return this.relayers.lanes().some((l) => l.address.toLowerCase() === address.toLowerCase() && l.state === 'active' && l.canSendNow());
-  }
-
   /**
    * Sends one transaction from the relayer account `address` and no other: the x402 upto proxy lets only
    * the facilitator the buyer named in the permit settle it, so these never join a batch. Resolves once a
    * node took it; its fate follows. Throws RelayerUnavailableError when this process cannot send from it.
    */
   async submitFrom(address: Address, tx: TxRequest, label: Record<string, unknown> = {}): Promise<SentTx> {
-    const lane = this.relayers.lanes().find((l) => l.address.toLowerCase() === address.toLowerCase() && l.state === 'active' && l.canSendNow());
+    // A lane being handed over still sends what was given to it before.
+    const lane = this.relayers.allLanes().find((l) => l.address.toLowerCase() === address.toLowerCase() && l.state === 'active' && l.canSendNow());
     if (!lane) throw new RelayerUnavailableError(`relayer ${address} is not leased by this process or cannot send now: ${this.relayers.why?.() || 'leased elsewhere or out of gas'}`);
     const sent = await lane.submit(tx, label);
     this.metrics.batchSize.observe(1);
     return sent;
+  }
+
+  /** Looks at the queue again (a lane was taken, renewed or funded). */
+  wake(): void {
+    this.schedulePump();
   }
 
   private schedulePump(): void {
@@ -149,16 +168,25 @@ export class Settler {
     });
   }
 
+  /** The lanes new batches go to: those taking work, or, when none is, those being handed over (to finish the queue). */
+  private sendingLanes(): RelayerLane[] {
+    const lanes = this.relayers.lanes();
+    return lanes.length ? lanes : this.relayers.allLanes().filter((l) => l.state !== 'stopped');
+  }
+
   private pump(): void {
     while (this.queue.length > 0) {
-      if (!this.available()) {
-        // No lease, or no gas: nothing can be sent from this process. The claims are released by the caller.
+      const lanes = this.sendingLanes();
+      if (!lanes.some((l) => l.state === 'active' || l.state === 'starting')) {
+        // No lane held, or every one out of gas: nothing will leave this process. The work goes back to
+        // whoever gave it (desk.ts hands it to another process's relayer, or the buyer is told to retry).
         const message = `no relayer account of this process can send now: ${this.relayers.why?.() || 'all leased elsewhere or out of gas'}`;
         for (const item of this.queue.splice(0)) item.resolve({ ok: false, reason: 'relayer_unavailable', message, unavailable: true });
         return;
       }
-      const ready = this.relayers.lanes().filter((l) => l.canTakeWork());
-      if (ready.length === 0) return; // a transaction resolving, or the next head, pumps again
+      // A lane whose lease renewal is late (a slow database) waits: the lease, once renewed, lets it send again.
+      const ready = lanes.filter((l) => l.canTakeWork());
+      if (ready.length === 0) return; // a transaction resolving, the next head, or a renewed lease pumps again
       if (this.queue.length < this.options.maxBatch) {
         const at = this.sendTime();
         if (at !== undefined) { this.wakeAt(at); return; }
@@ -209,11 +237,11 @@ export class Settler {
   }
 
   private wakeAt(at: number): void {
-    if (this.wake && this.wake.at <= at) return;
-    if (this.wake) clearTimeout(this.wake.timer);
-    const timer = setTimeout(() => { this.wake = undefined; this.schedulePump(); }, Math.max(0, at - Date.now()));
+    if (this.wakeUp && this.wakeUp.at <= at) return;
+    if (this.wakeUp) clearTimeout(this.wakeUp.timer);
+    const timer = setTimeout(() => { this.wakeUp = undefined; this.schedulePump(); }, Math.max(0, at - Date.now()));
     timer.unref();
-    this.wake = { at, timer };
+    this.wakeUp = { at, timer };
   }
 
   private async sendBatch(lane: RelayerLane, batch: Waiting[]): Promise<void> {

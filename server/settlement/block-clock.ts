@@ -10,7 +10,7 @@ export interface BlockClockOptions {
   idlePollMs?: number;
   /** Whether there is work now (polling speeds up while there is). */
   busy?: () => boolean;
-  /** After start, poll at the busy rate this long, so the cadence is known before the first payment. Default 10 s. */
+  /** After start, poll at the busy rate this long, so a cadence the timestamps cannot tell is measured early. Default 10 s. */
   warmUpMs?: number;
   now?: () => number;
 }
@@ -18,39 +18,66 @@ export interface BlockClockOptions {
 /** How many recent block arrivals the cadence estimate uses. */
 const SAMPLES = 12;
 /**
- * While busy, the clock first asks for a due block this long before its projected time, then again and
- * again until it shows: every DUE_POLL_GAP_MS at first, backing off to a quarter of how late the block
- * is (up to busyPollMs: a chain that stalls gets the regular polls). Asking a little early keeps the
- * phase honest: sightings only ever lag, and a clock that asked only after the projection would find
- * every block already there and let its estimate drift later block by block. Asking again soon catches a
- * block that comes late (anvil's timer drifts by milliseconds, a real node serves its head tens of ms
- * late) within moments, where waiting for the next block's due time or poll would hold every answer of
- * that block back.
+ * On a timed chain the clock first asks for a due block this long before its projected time, then again
+ * and again until it shows: every DUE_POLL_GAP_MS at first, backing off to a quarter of how late the block
+ * is (up to the poll interval: a chain that stalls gets the regular polls). Asking a little early keeps the
+ * phase honest: sightings only ever lag, and a clock that asked only after the projection would find every
+ * block already there and let its estimate drift later block by block. Asking again soon catches a block
+ * that comes late (anvil's timer drifts by milliseconds, a real node serves its head tens of ms late)
+ * within moments, where waiting for the next block's due time or poll would hold every answer of that
+ * block back. It does so idle too: two or three asks a block keep the phase known for the next payment.
  */
 const DUE_POLL_LEAD_MS = 10;
 const DUE_POLL_GAP_MS = 10;
 /** Polls never follow each other closer than this. */
 const MIN_POLL_GAP_MS = 5;
+/**
+ * While the cadence is known and the phase is not (a process that just started), the head is asked for
+ * this often until a block is seen to arrive between two close asks: at most one block interval of it.
+ */
+const PHASE_POLL_MS = 10;
+/**
+ * The phase is known once some block's arrival is bounded this tightly: seen by one ask, and not yet there
+ * at the ask just before it (or within one and a half round trips of a slow RPC, if that is more).
+ */
+const PHASE_WINDOW_MS = 50;
+
+interface Sighting {
+  number: bigint;
+  /** When the poll that first showed it was answered. */
+  at: number;
+  /** How long before `at` the block may have been produced: since the last ask that did not show it yet. */
+  windowMs: number;
+}
 
 /**
  * Watches the chain's head and tells the settler when the next block is due. A chain that mines on a
  * timer (Base: every 2 s; anvil --block-time) gets a cadence and a phase, so a batch can be sent just before
  * the block closes and every request that arrived during the block rides in one transaction. A chain
- * that mines each transaction as it arrives (anvil's default) has no cadence: `nextBlockAt` is undefined
+ * that mines each transaction as it arrives (anvil's default) has no cadence: `nextBlock` is undefined
  * and the settler sends at once.
  *
- * The cadence is the median gap between consecutive blocks as this process saw them; the phase is the
- * earliest any recent block was seen relative to that cadence (seeing late is what polling does, seeing
- * early is impossible), so the estimate converges on when blocks are really produced.
+ * The cadence is the chain's own (block timestamps, whole seconds) until this process has measured the
+ * median gap between consecutive blocks as it saw them. The phase is the earliest any recent block was
+ * seen relative to that cadence (seeing late is what polling does, seeing early is impossible), and it
+ * counts only once a block's arrival was pinned between two close asks: the first sighting after a start
+ * can be most of a block late. Until then `nextBlock` is undefined too, so nothing waits for a cut-off the
+ * clock cannot compute, and the clock asks every PHASE_POLL_MS to pin the next block: a process knows the
+ * phase within one block of starting.
  */
 export class BlockClock {
   latest: bigint | undefined;
-  private readonly seen: Array<{ number: bigint; at: number }> = [];
+  private readonly seen: Sighting[] = [];
   private readonly listeners = new Set<(block: bigint) => void>();
   private timer: NodeJS.Timeout | undefined;
   private polling = false;
   private stopped = false;
+  private started = false;
   private readonly now: () => number;
+  /** The last answered poll: when it was asked and what it showed (bounds the next block's arrival). */
+  private lastAsk: { sentAt: number; number: bigint } | undefined;
+  /** Round trips of recent polls, for how tightly a slow RPC can pin a block at all. */
+  private readonly roundTrips: number[] = [];
 
   constructor(private readonly chain: BlockNumberSource, private readonly options: BlockClockOptions) {
     this.now = options.now ?? Date.now;
@@ -62,7 +89,8 @@ export class BlockClock {
   private hintMs: number | undefined;
 
   start(): void {
-    if (this.timer || this.stopped) return;
+    if (this.started || this.stopped) return;
+    this.started = true;
     this.warmUntil = this.now() + (this.options.warmUpMs ?? 10_000);
     this.schedule(0);
     void this.readHint();
@@ -86,6 +114,8 @@ export class BlockClock {
       // no hint: the cadence is measured from sightings alone
     } finally {
       this.readingHint = false;
+      // With a cadence now known, the phase hunt starts at once rather than at the next regular poll.
+      if (this.hintMs !== undefined && !this.phaseKnown && this.started) this.reschedule();
     }
   }
 
@@ -108,8 +138,15 @@ export class BlockClock {
     if (this.polling) return this.latest;
     this.polling = true;
     try {
+      const sentAt = this.now();
       const number = await this.chain.getBlockNumber({ cacheTime: 0 });
-      this.observe(number, this.now());
+      const at = this.now();
+      this.roundTrips.push(at - sentAt);
+      if (this.roundTrips.length > 9) this.roundTrips.shift();
+      // A head newer than what the previous ask showed arrived after that ask was made.
+      const windowMs = this.lastAsk && number > this.lastAsk.number ? at - this.lastAsk.sentAt : Infinity;
+      if (!this.lastAsk || number >= this.lastAsk.number) this.lastAsk = { sentAt, number };
+      this.observe(number, at, windowMs);
       return number;
     } catch {
       return this.latest; // a failed poll is retried at the next tick; the RPC layer logs failovers
@@ -118,7 +155,7 @@ export class BlockClock {
     }
   }
 
-  /** For our last few transactions: whether each was mined within moments of sending (relayer.ts checkNow). */
+  /** For our last few transactions: whether each was mined within moments of sending (relayer-lane.ts checkNow). */
   private readonly sends: boolean[] = [];
 
   /**
@@ -157,10 +194,26 @@ export class BlockClock {
     return steady >= gaps.length * 0.75 ? median : undefined;
   }
 
-  /** The next block and when it is expected (ms since epoch), if the chain has a cadence. */
+  /** How tightly a block's arrival must be pinned for the phase to count as known. */
+  private get phaseWindowMs(): number {
+    const trips = [...this.roundTrips].sort((a, b) => a - b);
+    const roundTrip = trips[Math.floor(trips.length / 2)] ?? 0;
+    return Math.max(PHASE_WINDOW_MS, roundTrip * 1.5);
+  }
+
+  /** Whether a recent block's arrival was pinned closely enough to time batches by. */
+  get phaseKnown(): boolean {
+    const limit = this.phaseWindowMs;
+    return this.seen.some((s) => s.windowMs <= limit);
+  }
+
+  /**
+   * The next block and when it is expected (ms since epoch), if the chain has a cadence and the clock
+   * knows its phase; undefined otherwise (the settler then sends at once).
+   */
   nextBlock(): { number: bigint; at: number } | undefined {
     const following = this.followingBlock();
-    if (following === undefined) return undefined;
+    if (following === undefined || !this.phaseKnown) return undefined;
     const interval = this.intervalMs!;
     // Blocks we have not seen yet are due by now (polling lags): the next one is the first in the future.
     // The phase estimate leans late (sightings only lag), so a block rarely comes after its prediction.
@@ -181,15 +234,15 @@ export class BlockClock {
     return { number: last.number + 1n, at: produced + interval };
   }
 
-  /** When the next block is expected (ms since epoch), if the chain has a cadence. */
+  /** When the next block is expected (ms since epoch), if the chain has a cadence and its phase is known. */
   nextBlockAt(): number | undefined {
     return this.nextBlock()?.at;
   }
 
-  private observe(number: bigint, at: number): void {
+  private observe(number: bigint, at: number, windowMs: number): void {
     if (this.latest !== undefined && number <= this.latest) return;
     this.latest = number;
-    this.seen.push({ number, at });
+    this.seen.push({ number, at, windowMs });
     // A chain too young for a hint at start (fewer than 6 blocks: a dev chain just deployed) gets one as
     // soon as it has the blocks, rather than waiting for enough sightings (10 s on a 2 s chain, during
     // which every batch would leave at once and most requests would wait two blocks).
@@ -201,25 +254,37 @@ export class BlockClock {
   }
 
   /**
-   * While there is work: every busyPollMs, and on a timed chain also around the time the next block is
-   * due (see DUE_POLL_LEAD_MS), so a mined settlement is seen within milliseconds of its block rather
-   * than up to a poll interval later (the buyer's answer waits for it).
+   * On a timed chain: every PHASE_POLL_MS until the phase is known, then around the time each block is due
+   * (see DUE_POLL_LEAD_MS), so a mined settlement is seen within milliseconds of its block rather than up
+   * to a poll interval later (the buyer's answer waits for it); `cap` bounds the wait between asks.
    */
-  private busyDelay(): number {
+  private timedDelay(cap: number): number | undefined {
     const following = this.followingBlock();
-    if (following === undefined) return this.options.busyPollMs;
+    if (following === undefined) return undefined;
+    if (!this.phaseKnown) return PHASE_POLL_MS;
     const now = this.now();
     const firstAsk = following.at - DUE_POLL_LEAD_MS;
-    if (now < firstAsk) return Math.max(MIN_POLL_GAP_MS, Math.min(this.options.busyPollMs, firstAsk - now));
-    return Math.min(this.options.busyPollMs, Math.max(DUE_POLL_GAP_MS, (now - firstAsk) / 4));
+    if (now < firstAsk) return Math.max(MIN_POLL_GAP_MS, Math.min(cap, firstAsk - now));
+    return Math.min(cap, Math.max(DUE_POLL_GAP_MS, (now - firstAsk) / 4));
+  }
+
+  private nextDelay(): number {
+    const busy = this.now() < this.warmUntil || (this.options.busy?.() ?? true);
+    const cap = busy ? this.options.busyPollMs : this.options.idlePollMs ?? this.options.busyPollMs * 10;
+    return this.timedDelay(cap) ?? cap;
+  }
+
+  private reschedule(): void {
+    if (this.polling || this.stopped) return; // the poll under way schedules the next one
+    if (this.timer) clearTimeout(this.timer);
+    this.schedule(0);
   }
 
   private schedule(delay: number): void {
     if (this.stopped) return;
     this.timer = setTimeout(async () => {
       await this.poll();
-      const busy = this.now() < this.warmUntil || (this.options.busy?.() ?? true);
-      this.schedule(busy ? this.busyDelay() : this.options.idlePollMs ?? this.options.busyPollMs * 10);
+      this.schedule(this.nextDelay());
     }, delay);
     this.timer.unref();
   }

@@ -3,18 +3,22 @@ import type { ChainService } from '../chain/chain-service.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { BlockClock } from './block-clock.js';
-import { RelayerLane, shortReason, type LaneOptions } from './relayer.js';
+import { RelayerLane, shortReason, type LaneOptions } from './relayer-lane.js';
 import type { HeldLease, RelayerLeases } from './relayer-leases.js';
+import type { LaneReport, SettlementRegistry } from './registry.js';
 import { shuffled } from '../platform/random-order.js';
 
 export interface RelayerPoolOptions {
-  /** The deployment's relayer accounts: every process is given the same list and they share it out. */
+  /** The relayer accounts this process has keys for: every process with keys is given the same list and they share it out. */
   accounts: PrivateKeyAccount[];
-  /** Leases in the database; without them this process uses every account (one process alone: tools, unit tests). */
+  /** Leases in the database and the registry of processes; without them this process uses every account (tools, unit tests). */
   leases?: RelayerLeases;
-  /** How often leases are renewed and the pool rebalanced. */
+  registry?: SettlementRegistry;
+  /** How often held leases are renewed (a third of their time to live) and balances read again. */
   heartbeatMs: number;
-  /** How long a lane may take to finish its transactions before its lease is handed over. */
+  /** How often the division of the pool is looked at again: processes that join or leave get their share within this. */
+  rebalanceMs?: number;
+  /** How long a lane may take to finish its work before its lease is handed over anyway. */
   drainMs?: number;
   lane: Omit<LaneOptions, 'mayRun' | 'log' | 'metrics'>;
   log: Logger;
@@ -27,50 +31,66 @@ export interface PoolStatus {
   poolSize: number;
   /** Accounts this process sends from now. */
   active: string[];
-  /** Why this process cannot settle, or why some of its accounts cannot: for /ready and the log. */
+  /** Why some of this process's accounts cannot send: for /ready and the log. */
   problems: string[];
-  /** A settling process that holds no lease at all (every account is leased by other processes). */
-  leaseless: boolean;
 }
 
 /**
- * The relayer accounts this process may send from. Every process of a deployment is configured with the
- * same pool (RELAYER_PRIVATE_KEY and RELAYER_PRIVATE_KEYS) and they divide it among themselves through
- * leases in the database: each takes its fair share (the pool divided by the live processes, rounded up),
- * a process holding more than its share while another holds too few hands one over after its
- * transactions are mined, and the accounts of a process that died are taken over once its leases expire.
- * The next holder reads the nonce from the chain, so nobody ever sends two transactions with one nonce.
+ * How many lanes each process with keys should hold: the pool divided evenly, the remainder going to the
+ * processes that hold the most already (then by name), so a division that is even stays as it is and
+ * every process computes the same answer from the same view.
+ */
+export function fairShares(poolSize: number, members: string[], holding: Map<string, number>): Map<string, number> {
+  const count = Math.max(1, members.length);
+  const base = Math.floor(poolSize / count);
+  const extra = poolSize % count;
+  const ordered = [...members].sort((a, b) => (holding.get(b) ?? 0) - (holding.get(a) ?? 0) || (a < b ? -1 : 1));
+  return new Map(ordered.map((member, i) => [member, base + (i < extra ? 1 : 0)]));
+}
+
+/**
+ * The relayer accounts this process may send from. Every process with keys (serve or worker) is given
+ * the same pool (RELAYER_PRIVATE_KEY and RELAYER_PRIVATE_KEYS) and they divide it among themselves
+ * through leases in the database: every `rebalanceMs` each reads who is registered (registry.ts) and who
+ * holds what, and takes free accounts up to its fair share or hands over those above it, all at once (a
+ * process that joins gets its share within a second or two, not one account per heartbeat). Accounts of
+ * a process that died are taken over once its leases expire; the next holder reads the nonce from the
+ * chain, so nobody ever sends two transactions with one nonce. Holding no lane takes nothing away from a
+ * process: it still accepts payments and hands them to a lane's holder (desk.ts).
  */
 export class RelayerPool {
   private readonly held = new Map<string, Held>();
-  private timer: NodeJS.Timeout | undefined;
+  private timers: NodeJS.Timeout[] = [];
   private ticking: Promise<void> = Promise.resolve();
   private started = false;
+  private stopping = false;
   private lastProblem: string | undefined;
   private readonly log: Logger;
+  /** Called when this process takes a lane (sender.ts starts reading its inbox). */
+  readonly onAcquired: Array<(address: string) => void> = [];
+  /** Awaited before a lane's lease is given up (sender.ts finishes the work it took from the lane's inbox). */
+  readonly beforeRelease: Array<(address: string) => Promise<void>> = [];
+  /** Called when what this process holds, or whether it can send, changes (the registry, the settler). */
+  readonly onChange: Array<() => void> = [];
 
   constructor(private readonly chain: ChainService, private readonly clock: BlockClock, private readonly options: RelayerPoolOptions) {
     this.log = options.log;
     options.metrics.relayerPool.set(this.poolAddresses().length);
   }
 
-  /** Takes this process's share of the pool (awaited: a server starts settling with its leases) and keeps it. */
+  /** Takes this process's share of the pool (awaited: a process starts settling with its leases) and keeps it. */
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    this.clock.start();
     await this.runTick();
-    this.timer = setInterval(() => { void this.runTick(); }, this.options.heartbeatMs);
-    this.timer.unref();
+    const every = (ms: number, fn: () => void) => { const t = setInterval(fn, ms); t.unref(); this.timers.push(t); };
+    every(this.options.rebalanceMs ?? this.options.heartbeatMs, () => { void this.runTick(); });
+    every(this.options.heartbeatMs, () => { void this.refreshBalances(); });
     // Renewals have a loop of their own, checked often and never queued behind a slow rebalancing round:
     // a lease renewed late is a lease another process may take.
-    if (this.options.leases) {
-      this.renewTimer = setInterval(() => { void this.runRenewals(); }, Math.max(100, Math.floor(this.options.heartbeatMs / 4)));
-      this.renewTimer.unref();
-    }
+    if (this.options.leases) every(Math.max(100, Math.floor(this.options.heartbeatMs / 4)), () => { void this.runRenewals(); });
   }
 
-  private renewTimer: NodeJS.Timeout | undefined;
   private renewing: Promise<void> | undefined;
 
   private runRenewals(): Promise<void> {
@@ -107,30 +127,40 @@ export class RelayerPool {
     return [...this.held.values()].map((h) => h.lane);
   }
 
+  /** Whether this process holds `address` and can send from it now. */
+  canSendFrom(address: string): boolean {
+    const h = this.held.get(address.toLowerCase());
+    return !!h && !h.draining && h.lane.state === 'active' && h.lane.canSendNow();
+  }
+
+  /** What this process reports of its lanes in the registry. */
+  report(): LaneReport[] {
+    return [...this.held.values()].map((h) => ({
+      address: h.lane.address.toLowerCase(),
+      state: h.draining ? 'draining' : h.lane.state === 'starved' ? 'starved' : 'active',
+      inFlight: h.lane.inFlight,
+    }));
+  }
+
   status(): PoolStatus {
     const poolSize = this.poolAddresses().length;
     const active = this.lanes().filter((l) => l.state === 'active' && l.canSendNow()).map((l) => l.address);
     const problems: string[] = [];
-    if (!this.started) problems.push('this process does not settle (not started as a server)');
-    else if (this.held.size === 0) problems.push(`no relayer account is free for this process: all ${poolSize} of the pool are leased by other processes (give every process a key: add keys to RELAYER_PRIVATE_KEYS)`);
     for (const h of this.held.values()) {
       if (h.lane.state === 'starved') problems.push(`relayer ${h.lane.address} is out of gas: ${h.lane.problem ?? 'fund it'}`);
       else if (!h.lane.canSendNow() && h.lane.state === 'active') problems.push(`relayer ${h.lane.address}: the lease could not be renewed (database unreachable?)`);
     }
-    return { poolSize, active, problems, leaseless: this.started && this.held.size === 0 };
+    return { poolSize, active, problems };
   }
 
-  /** Finishes in-flight transactions (bounded), hands every lease back and leaves the pool. */
+  /** Finishes in-flight work (bounded), hands every lease back. */
   async stop(): Promise<void> {
-    if (!this.started) return;
-    this.started = false;
-    if (this.timer) clearInterval(this.timer);
-    if (this.renewTimer) clearInterval(this.renewTimer);
+    if (!this.started || this.stopping) return;
+    this.stopping = true;
+    for (const t of this.timers) clearInterval(t);
     await this.ticking;
     await this.renewing;
     await Promise.all([...this.held.values()].map((h) => this.handOver(h, 'shutdown')));
-    await this.options.leases?.leaveMembership().catch(() => {});
-    this.clock.stop();
   }
 
   private poolAddresses(): string[] {
@@ -140,7 +170,7 @@ export class RelayerPool {
   private tickRunning = false;
 
   private runTick(): Promise<void> {
-    if (this.tickRunning) return this.ticking;
+    if (this.tickRunning || this.stopping) return this.ticking;
     this.tickRunning = true;
     this.ticking = this.tick().catch((err) => {
       this.log.error({ err: shortReason(err) }, 'relayer lease round failed; retrying');
@@ -149,15 +179,16 @@ export class RelayerPool {
   }
 
   private async tick(): Promise<void> {
-    const leases = this.options.leases;
-    if (!leases) await this.useEveryAccount();
-    else {
-      await leases.heartbeatMember();
-      await this.runRenewals();
-      await this.rebalance(leases);
-    }
-    await Promise.all([...this.held.values()].map((h) => h.lane.refreshBalance().catch(() => {})));
+    const { leases, registry } = this.options;
+    if (!leases || !registry) await this.useEveryAccount();
+    else await this.rebalance(leases, registry);
     this.options.metrics.leasesHeld.set(this.held.size);
+    this.reportProblems();
+  }
+
+  private async refreshBalances(): Promise<void> {
+    await Promise.all([...this.held.values()].map((h) => h.lane.refreshBalance().catch(() => {})));
+    this.changed();
     this.reportProblems();
   }
 
@@ -181,6 +212,7 @@ export class RelayerPool {
     let renewed: HeldLease | undefined;
     const started = Date.now();
     h.renewedAt = started;
+    const couldSend = h.lane.canSendNow();
     try {
       renewed = await leases.renew(h.lease!);
     } catch (err) {
@@ -189,42 +221,46 @@ export class RelayerPool {
       return;
     }
     if (Date.now() - started > this.options.heartbeatMs) this.log.warn({ relayer: address, ms: Date.now() - started }, 'relayer lease renewal was slow (database under load?)');
-    if (renewed) { h.lease = renewed; return; }
+    if (renewed) {
+      h.lease = renewed;
+      // A lane that had paused for want of a renewal (a database outage) sends again.
+      if (!couldSend) this.changed();
+      return;
+    }
     this.log.error({ relayer: address, generation: h.lease!.generation }, 'relayer lease lost to another process (heartbeat too late); stopped sending from it');
     this.held.delete(address);
     h.unsubscribe?.();
     h.lane.stop('lease lost');
+    this.changed();
   }
 
-  private async rebalance(leases: RelayerLeases): Promise<void> {
+  private async rebalance(leases: RelayerLeases, registry: SettlementRegistry): Promise<void> {
     const addresses = this.poolAddresses();
-    const newest = await leases.newest(addresses);
-    const members = Math.max(1, await leases.liveMembers());
-    const share = Math.ceil(addresses.length / members);
-    const mine = [...this.held.values()].filter((h) => !h.draining).length;
-    if (mine < share) {
+    const [view, newest] = await Promise.all([registry.refresh(), leases.newest(addresses)]);
+    const members = view.live.filter((p) => p.pool.length > 0).map((p) => p._id);
+    if (!members.includes(leases.holder)) members.push(leases.holder);
+    const holding = leases.holders(newest);
+    const shares = fairShares(addresses.length, members, holding);
+    const share = shares.get(leases.holder)!;
+    const mine = [...this.held.values()].filter((h) => !h.draining);
+    if (mine.length < share) {
       const free = shuffled(addresses.filter((a) => !this.held.has(a) && leases.isFree(newest.get(a))));
-      for (const address of free.slice(0, share - mine)) {
-        const lease = await leases.acquire(address, newest.get(address));
-        if (!lease) continue;
+      await Promise.all(free.slice(0, share - mine.length).map(async (address) => {
+        const seen = newest.get(address);
+        const lease = await leases.acquire(address, seen);
+        if (!lease) return;
         const account = this.options.accounts.find((a) => a.address.toLowerCase() === address)!;
-        this.log.info({ relayer: account.address, generation: lease.generation, share, members }, 'relayer lease acquired');
+        this.log.info({ relayer: account.address, generation: lease.generation, previousHolder: seen?.holder ?? null, share, members: members.length }, 'relayer lane acquired');
         await this.openLane(account, lease);
-      }
+      }));
       return;
     }
-    // More than our share while another live process is short and nothing is free: the process holding
-    // the most (the first by name on a tie, so only one moves) hands one over. One at a time.
-    if ([...this.held.values()].some((h) => h.draining)) return;
-    const floor = Math.floor(addresses.length / members);
-    const counts = leases.holders(newest);
-    const satisfied = [...counts.values()].filter((c) => c >= floor).length;
-    const anyFree = addresses.some((a) => leases.isFree(newest.get(a)));
-    const most = Math.max(...counts.values());
-    const iAmFirstOfMost = [...counts].filter(([, c]) => c === most).map(([holder]) => holder).sort()[0] === leases.holder;
-    if (mine > share || (mine > floor && floor > 0 && !anyFree && members - satisfied > 0 && iAmFirstOfMost)) {
-      const candidate = [...this.held.values()].filter((h) => !h.draining).sort((a, b) => a.lane.inFlight - b.lane.inFlight)[0];
-      if (candidate) void this.handOver(candidate, 'rebalancing');
+    // Above our share while another process is below its own: hand the surplus over now, every lane of it
+    // at once, the least busy first. Those lanes' work goes on: the next holder reads their inboxes.
+    const someoneShort = members.some((m) => m !== leases.holder && (holding.get(m) ?? 0) < shares.get(m)!);
+    if (mine.length > share && someoneShort) {
+      const surplus = mine.sort((a, b) => a.lane.inFlight - b.lane.inFlight).slice(0, mine.length - share);
+      for (const h of surplus) void this.handOver(h, 'rebalancing');
     }
   }
 
@@ -249,18 +285,35 @@ export class RelayerPool {
       return;
     }
     entry.unsubscribe = this.clock.onBlock((head) => { void lane.onBlock(head); });
+    this.options.metrics.leasesHeld.set(this.held.size);
+    this.changed();
+    for (const hook of this.onAcquired) hook(address);
   }
 
   private async handOver(h: Held, why: string): Promise<void> {
     if (h.draining) return;
     h.draining = true;
-    const drained = await h.lane.drained(this.options.drainMs ?? 30_000);
-    this.held.delete(h.lane.address.toLowerCase());
+    this.changed();
+    const address = h.lane.address.toLowerCase();
+    const started = Date.now();
+    const deadline = started + (this.options.drainMs ?? 30_000);
+    // The work taken from the lane's inbox is finished first (it may still need this lane), then the
+    // lane's own transactions are followed to their blocks.
+    await Promise.all(this.beforeRelease.map((hook) => hook(address).catch((err) => this.log.warn({ relayer: h.lane.address, err: shortReason(err) }, 'finishing a lane\'s work before its handover failed'))));
+    const drained = await h.lane.drained(Math.max(0, deadline - Date.now()));
+    this.held.delete(address);
     h.unsubscribe?.();
     h.lane.stop(why);
     if (h.lease) await this.options.leases!.release(h.lease).catch(() => {});
-    this.log.info({ relayer: h.lane.address, why, drained }, 'relayer lease released');
+    this.log.info({ relayer: h.lane.address, why, drained, ms: Date.now() - started }, 'relayer lane released');
     this.options.metrics.leasesHeld.set(this.held.size);
+    this.changed();
+  }
+
+  private changed(): void {
+    for (const hook of this.onChange) {
+      try { hook(); } catch { /* a listener's failure is its own */ }
+    }
   }
 
   private reportProblems(): void {

@@ -1,0 +1,243 @@
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+import type { BlockClock } from './block-clock.js';
+import type { Mailbox } from './mailbox.js';
+import type { SettlementRegistry } from './registry.js';
+import type { RelayerPool } from './relayer-pool.js';
+import { shortReason } from './relayer-lane.js';
+import type { SettlementSender } from './sender.js';
+import type { SettlementWork, WorkOutcome } from './work.js';
+
+export interface DeskOptions {
+  /** How often a lane's outbox is read while outcomes are awaited and may be there (no block cadence, or just after a block). */
+  busyReplyMs: number;
+  /** How often otherwise. */
+  idleReplyMs: number;
+  /** A lane whose holder has not reported for this long is given work only when no other lane can take it. */
+  staleHolderMs: number;
+}
+
+interface Waiter { resolve: (outcome: WorkOutcome) => void; since: number }
+
+/** This process's link to one lane held by another process: its inbox entries and the outcomes awaited. */
+interface Link {
+  lane: string;
+  queue: Array<{ work: SettlementWork; resolve: (outcome: WorkOutcome) => void }>;
+  /** The last inbox entry written. */
+  posted: number;
+  posting: boolean;
+  waiters: Map<string, Waiter>;
+  /** The next outbox entry to read. */
+  outNext: number;
+  polling: boolean;
+}
+
+/** A block this recent may have brought outcomes: the outbox is read often until then. */
+const AFTER_BLOCK_MS = 600;
+/** An outcome awaited this long is given up on (the payment is open, and reconciliation finishes it). */
+const WAIT_AT_MOST_MS = 10 * 60_000;
+
+/**
+ * The accepting side of settlement: every process that takes a payment hands its settlement to the desk,
+ * which gives it to a relayer lane and resolves with the outcome that lane's holder recorded. A lane of
+ * this process takes it in memory (sender.ts); otherwise a lane held by another process (serve or worker)
+ * takes it through its inbox (mailbox.ts), and the desk reads the outcome from the outbox. Which lanes
+ * exist and who holds them, the desk reads from the registry (registry.ts). If a lane answers that it sent
+ * nothing (its holder lost it, or it ran out of gas), the desk tries another once.
+ */
+export class SettlementDesk {
+  private readonly links = new Map<string, Link>();
+  private lastBlockAt = 0;
+  private turn = 0;
+  private stopped = false;
+  /** Registers this process's inbox entries (the registry publishes them so a lane's holder knows whom to read). */
+  onFirstPost: () => void = () => {};
+
+  constructor(
+    private readonly me: string,
+    private readonly registry: SettlementRegistry,
+    private readonly mailbox: Mailbox,
+    private readonly clock: BlockClock,
+    private readonly local: { pool?: RelayerPool; sender?: SettlementSender },
+    private readonly options: DeskOptions,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+  ) {
+    clock.onBlock(() => { this.lastBlockAt = Date.now(); });
+  }
+
+  /** lane -> the last inbox entry this process wrote to it (for the registry). */
+  posts(): Record<string, number> {
+    return Object.fromEntries([...this.links.values()].filter((l) => l.posted > 0).map((l) => [l.lane, l.posted]));
+  }
+
+  /** Work handed to other processes' lanes whose outcome has not come back yet. */
+  awaiting(): number {
+    let count = 0;
+    for (const link of this.links.values()) count += link.waiters.size + link.queue.length;
+    return count;
+  }
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /**
+   * Whether some lane of the deployment can take work now (`lane`: that one): before anything is claimed,
+   * a payment nobody could settle is refused.
+   */
+  async canTake(lane?: string): Promise<boolean> {
+    if (await this.route({ lane }, new Set())) return true;
+    // A relayer funded a moment ago, or a lane taken a moment ago elsewhere, counts at once.
+    await Promise.all([this.local.pool?.recheckStarved(), this.registry.refresh().catch(() => undefined)]);
+    return (await this.route({ lane }, new Set())) !== undefined;
+  }
+
+  /** Why no lane can take work, for a refusal's message. */
+  async why(lane?: string): Promise<string> {
+    const view = this.registry.lastView();
+    const local = this.local.pool?.why();
+    if (lane) return `the relayer ${lane} that must send it is not held by any process that can send now${local ? ` (${local})` : ''}`;
+    if (!view || view.lanes.size === 0) return 'no process of this deployment holds a relayer lane (give RELAYER_PRIVATE_KEY(S) to serve or worker processes)';
+    const states = [...view.lanes].map(([address, l]) => `${address}: ${l.state}`).join(', ');
+    return `no relayer lane can send now (${states})${local ? `; ${local}` : ''}`;
+  }
+
+  /**
+   * Gives `work` to a lane and resolves with its outcome (never rejects). `{ unavailable }` means nothing
+   * was sent and nothing recorded. An outcome that never comes (every holder of its lane gone for good)
+   * leaves the promise pending: its caller answers on a deadline, and reconciliation finishes the work.
+   */
+  async submit(work: SettlementWork): Promise<WorkOutcome> {
+    const tried = new Set<string>();
+    let last: WorkOutcome = { unavailable: await this.why(work.lane) };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const route = await this.route(work, tried);
+      if (!route) return tried.size ? last : { unavailable: await this.why(work.lane) };
+      tried.add(route);
+      this.metrics.settlementRouted.inc({ route: route === 'local' ? 'local' : 'remote' });
+      last = route === 'local' ? await this.local.sender!.take(work) : await this.remote(route, work);
+      if ('done' in last) return last;
+      this.log.info({ workId: work.id, route, why: last.unavailable }, 'settlement work handed back unsent; trying another lane');
+    }
+    return last;
+  }
+
+  /**
+   * 'local', or the lane (another process's) to give `work` to; undefined when none can take it. Local
+   * first (no database round trip); else the lanes whose holders report regularly, in turn.
+   */
+  private async route(work: Pick<SettlementWork, 'lane'>, tried: Set<string>): Promise<string | undefined> {
+    const { pool, sender } = this.local;
+    if (pool && sender && !tried.has('local')) {
+      if (work.lane ? pool.canSendFrom(work.lane) : pool.lanes().some((l) => l.state === 'active' && l.canSendNow())) return 'local';
+    }
+    const view = await this.registry.current().catch(() => this.registry.lastView());
+    if (!view) return undefined;
+    const now = Date.now();
+    const live = new Map(view.live.map((p) => [p._id, p]));
+    const candidates = [...view.lanes]
+      .filter(([address, l]) => !tried.has(address) && (work.lane ? address === work.lane : l.state === 'active')
+        // A lane that must send it is given it even while it is handed over: its next holder reads the inbox.
+        && (l.state !== 'starved') && !(l.holder === this.me && !work.lane));
+    if (candidates.length === 0) return undefined;
+    const fresh = candidates.filter(([, l]) => now - (live.get(l.holder)?.heartbeatAt.getTime() ?? 0) <= this.options.staleHolderMs);
+    const pick = fresh.length ? fresh : candidates;
+    return pick[this.turn++ % pick.length]![0];
+  }
+
+  private link(lane: string): Link {
+    let link = this.links.get(lane);
+    if (!link) {
+      link = { lane, queue: [], posted: 0, posting: false, waiters: new Map(), outNext: 1, polling: false };
+      this.links.set(lane, link);
+    }
+    return link;
+  }
+
+  private remote(lane: string, work: SettlementWork): Promise<WorkOutcome> {
+    const link = this.link(lane);
+    return new Promise((resolve) => {
+      link.queue.push({ work, resolve });
+      void this.post(link);
+    });
+  }
+
+  /** Writes what is queued for the lane as its next inbox entry, one write at a time; retried until it lands. */
+  private async post(link: Link): Promise<void> {
+    if (link.posting) return;
+    link.posting = true;
+    try {
+      while (link.queue.length && !this.stopped) {
+        const batch = link.queue.splice(0);
+        const n = link.posted + 1;
+        let delay = 50;
+        for (;;) {
+          try {
+            await this.mailbox.post(link.lane, this.me, n, batch.map((b) => b.work));
+            break;
+          } catch (err) {
+            // Claimed payments are never dropped: the entry is written once the database answers again.
+            this.log.warn({ relayer: link.lane, entry: n, err: shortReason(err) }, 'could not hand settlement work to a lane\'s inbox; retrying');
+            if (this.stopped) return;
+            await new Promise((resolve) => setTimeout(resolve, delay));
+            delay = Math.min(delay * 2, 2_000);
+          }
+        }
+        const first = link.posted === 0;
+        link.posted = n;
+        if (first) this.onFirstPost();
+        const since = Date.now();
+        for (const { work, resolve } of batch) link.waiters.set(work.id, { resolve, since });
+        void this.pollReplies(link);
+      }
+    } finally {
+      link.posting = false;
+    }
+  }
+
+  /** Reads the lane's outbox for this process while outcomes are awaited. */
+  private async pollReplies(link: Link): Promise<void> {
+    if (link.polling) return;
+    link.polling = true;
+    try {
+      while (link.waiters.size > 0 && !this.stopped) {
+        let entry;
+        try {
+          entry = await this.mailbox.readReplies(link.lane, this.me, link.outNext);
+        } catch (err) {
+          this.log.warn({ relayer: link.lane, err: shortReason(err) }, 'could not read settlement outcomes; retrying');
+          await new Promise((resolve) => setTimeout(resolve, this.options.idleReplyMs));
+          continue;
+        }
+        if (entry) {
+          link.outNext++;
+          for (const { id, outcome } of entry.replies) {
+            const waiter = link.waiters.get(id);
+            if (!waiter) continue;
+            link.waiters.delete(id);
+            waiter.resolve(outcome);
+          }
+          continue;
+        }
+        const now = Date.now();
+        for (const [id, waiter] of link.waiters) if (now - waiter.since > WAIT_AT_MOST_MS) link.waiters.delete(id);
+        await new Promise((resolve) => setTimeout(resolve, this.replyDelay()));
+      }
+    } finally {
+      link.polling = false;
+    }
+  }
+
+  /**
+   * On a chain with a known cadence, outcomes come just after a block: the outbox is read often for a
+   * moment after each block and then not until the next one is due. Otherwise (a chain that mines on
+   * arrival, or a cadence not known yet) it is read often all along.
+   */
+  private replyDelay(): number {
+    const next = this.clock.nextBlock();
+    const now = Date.now();
+    if (!next || now - this.lastBlockAt < AFTER_BLOCK_MS) return this.options.busyReplyMs;
+    return Math.max(this.options.busyReplyMs, Math.min(this.options.idleReplyMs, next.at + this.options.busyReplyMs - now));
+  }
+}
