@@ -19,8 +19,12 @@
  * deployed instead, a process of its own (`agentgate serve`) on the same machine and database: on two
  * cores that is slower, not faster (the machine, not one event loop, is then the limit: see the README).
  * 4. A chain that mines like Base: anvil --block-time 2, BENCH_BLOCK_PAYMENTS (300) pre-signed payments
- *    per stack at concurrency BENCH_BLOCK_CONCURRENCY (64): rate, p50, failures and gas per payment from
- *    the receipts of the settlement transactions each stack named in its PAYMENT-RESPONSE headers.
+ *    per stack and run at concurrency BENCH_BLOCK_CONCURRENCY (64): rate, p50, p95, failures and gas per
+ *    payment from the receipts of the settlement transactions each stack named in its PAYMENT-RESPONSE
+ *    headers. Two scenarios, BENCH_BLOCK_RUNS (3) runs each, the stacks' order alternating: `warm`, traffic
+ *    starting at an arbitrary moment (a random wait of up to a block, nothing aligned to a block); and
+ *    `cold start`, each stack started afresh (our backend stopped and started again on its database, the
+ *    official seller and facilitator built anew) and traffic starting at a random moment within 2 s of it.
  *
  * BENCH_PARTS=3,4 runs only those parts.
  */
@@ -65,6 +69,7 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const VERIFY = Number(process.env.BENCH_VERIFY ?? 200);
 const BLOCK_PAYMENTS = Number(process.env.BENCH_BLOCK_PAYMENTS ?? 300);
 const BLOCK_CONCURRENCY = Number(process.env.BENCH_BLOCK_CONCURRENCY ?? 64);
+const BLOCK_RUNS = Number(process.env.BENCH_BLOCK_RUNS ?? 3);
 const BACKEND_PROCESS = process.env.BENCH_BACKEND === 'process';
 const PARTS = new Set((process.env.BENCH_PARTS ?? '1,2,3,4').split(',').map((p) => p.trim()));
 const NETWORK = 'eip155:84532';
@@ -242,33 +247,55 @@ async function startStacks(mongoUri: string, rpcUrl: string, usdc: Address, clea
   ours.get('/cities', cities);
   const { app: officialApp, facilitator: officialFacilitator } = officialSeller(rpcUrl, usdc, payTo);
   const our = await serve(ours, cleanup);
-  const official = await serve(officialApp, cleanup);
+  let official = await serve(officialApp, cleanup);
   await call('POST', '/v0/payments/endpoints', platformKey, { url: `${our.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
-  return { backend, payTo, sellerKey, our, official, officialFacilitator, config: loadConfig(env) };
+  return {
+    backend, payTo, sellerKey, our, official, officialFacilitator, config: loadConfig(env),
+    /** Our backend stopped and started again (same database, same port): a process that has just started. */
+    restartBackend: () => backend.restart(),
+    /** The official seller, its resource server and in-process facilitator built anew. */
+    async restartOfficial() {
+      official.server.closeAllConnections();
+      await new Promise((resolve) => official.server.close(resolve));
+      official = await serve(officialSeller(rpcUrl, usdc, payTo).app, cleanup);
+      return official;
+    },
+  };
 }
 
-/** What the bench needs of our backend: where it listens, and the database commands it has sent so far. */
-interface Backend { url: string; dbCommands(): Promise<Map<string, number>> }
+/** What the bench needs of our backend: where it listens, the database commands it has sent so far, a restart. */
+interface Backend { url: string; dbCommands(): Promise<Map<string, number>>; restart(): Promise<void> }
 
 /** BENCH_BACKEND=process: our backend as it is deployed, its own process (`agentgate serve`), called by the seller's middleware over HTTP. */
 async function backendProcess(env: Record<string, string>, cleanup: Array<() => Promise<unknown>>): Promise<Backend> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('../bin/agentgate.js', import.meta.url)), 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const url = env.BASE_URL!;
+  const launch = async () => {
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../bin/agentgate.js', import.meta.url)), 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    for (let waited = 0; ; waited += 200) {
+      if (child.exitCode !== null) throw new Error(`agentgate serve exited with ${child.exitCode}`);
+      if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
+      if (waited > 60_000) throw new Error('agentgate serve did not start within 60 s');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    return { child, exited };
+  };
+  let running = await launch();
+  const stop = async () => {
+    running.child.kill('SIGTERM');
+    await running.exited;
+  };
   cleanup.push(async () => {
-    child.kill('SIGTERM');
-    await exited;
+    await stop();
     const client = new MongoClient(env.MONGODB_URI!);
     await client.db(env.MONGODB_DB).dropDatabase().finally(() => client.close());
   });
-  const url = env.BASE_URL!;
-  for (let waited = 0; ; waited += 200) {
-    if (child.exitCode !== null) throw new Error(`agentgate serve exited with ${child.exitCode}`);
-    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
-    if (waited > 60_000) throw new Error('agentgate serve did not start within 60 s');
-    await new Promise((r) => setTimeout(r, 200));
-  }
   return {
     url,
+    async restart() {
+      await stop();
+      running = await launch();
+    },
     async dbCommands() {
       const res = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${env.METRICS_TOKEN}` } });
       if (!res.ok) throw new Error(`GET /metrics answered ${res.status}`);
@@ -285,12 +312,19 @@ async function backendProcess(env: Record<string, string>, cleanup: Array<() => 
 
 /** Our backend inside the bench's (and the sellers') process. */
 async function backendInProcess(env: Record<string, string>, cleanup: Array<() => Promise<unknown>>): Promise<Backend> {
-  const backend = await startServer(loadConfig(env));
+  let backend = await startServer(loadConfig(env));
   cleanup.push(async () => {
     await backend.app.db.dropDatabase().catch(() => {});
     await backend.close();
   });
-  return { url: backend.url, dbCommands: () => dbCommands(backend.app.metrics) };
+  return {
+    url: backend.url,
+    dbCommands: () => dbCommands(backend.app.metrics),
+    async restart() {
+      await backend.close();
+      backend = await startServer(loadConfig(env));
+    },
+  };
 }
 
 const weather: express.RequestHandler = (_req, res) => {
@@ -319,36 +353,67 @@ function difference(after: Map<string, number>, before: Map<string, number>): Ma
 
 /**
  * Part 4: both stacks on a chain that mines every 2 s, as Base does. One stack after the other on the same
- * chain (each with its own relayer), BLOCK_PAYMENTS payments signed beforehand at BLOCK_CONCURRENCY.
+ * chain (each with its own relayer), BLOCK_PAYMENTS payments signed beforehand at BLOCK_CONCURRENCY, in
+ * two scenarios (see the header): warm, and within 2 s of a fresh start. Traffic starts at a random moment,
+ * never aligned to a block: where in the cadence a closed loop starts moves its rate by up to a block in
+ * five, for both stacks alike, so the runs are repeated and their spread printed.
  */
 async function blockTimeScenario(mongoUri: string, rpcUrl: string, usdc: Address, cleanup: Array<() => Promise<unknown>>) {
-  const { our, official } = await startStacks(mongoUri, rpcUrl, usdc, cleanup);
+  const stacks = await startStacks(mongoUri, rpcUrl, usdc, cleanup);
+  let official = stacks.official;
   const client = createPublicClient({ transport: http(rpcUrl) });
-  const results: Record<string, string> = {};
-  log(`\n4. a chain that mines like Base: anvil --block-time 2, ${BLOCK_PAYMENTS} pre-signed payments per stack at concurrency ${BLOCK_CONCURRENCY}`);
-  for (const [name, server, buyer] of [['agentgate', our, DEV_ACCOUNTS[3]!.privateKey], ['official', official, DEV_ACCOUNTS[4]!.privateKey]] as const) {
-    // A warm-up payment, so neither stack pays for its first connection or cold caches in the measured run.
-    await payCounting(server.url, await signPayments(server.url, buyer, usdc, 1), 1);
-    const signed = await signPayments(server.url, buyer, usdc, BLOCK_PAYMENTS);
-    // Both stacks start just after a block shows. A closed loop on a timer chain answers at most
-    // BLOCK_CONCURRENCY payments per block, so its run spans a whole number of blocks, and where in the
-    // cadence it starts would otherwise move its rate by up to a block in five: chance, not the stack.
-    await blockShown(client);
-    const run = await payCounting(server.url, signed, BLOCK_CONCURRENCY);
+  type Row = { perSecond: number; p50: number; p95: number; failed: number; gasPerPayment: number };
+  const rows: Record<string, Row[]> = {};
+  const buyers = { agentgate: DEV_ACCOUNTS[3]!.privateKey, official: DEV_ACCOUNTS[4]!.privateKey } as const;
+  const urlOf = (name: 'agentgate' | 'official') => (name === 'agentgate' ? stacks.our.url : official.url);
+  log(`\n4. a chain that mines like Base: anvil --block-time 2, ${BLOCK_PAYMENTS} pre-signed payments per stack and run at concurrency ${BLOCK_CONCURRENCY}, ${BLOCK_RUNS} runs per scenario`);
+  // A warm-up payment each, so neither pays for its first connection or cold caches in a warm run.
+  for (const name of ['agentgate', 'official'] as const) await payCounting(urlOf(name), await signPayments(urlOf(name), buyers[name], usdc, 1), 1);
+
+  const measure = async (name: 'agentgate' | 'official', signed: Array<{ header: string }>, scenario: string) => {
+    const run = await payCounting(urlOf(name), signed, BLOCK_CONCURRENCY);
     let gas = 0n;
     for (const hash of run.transactions) gas += (await client.getTransactionReceipt({ hash })).gasUsed;
-    const paid = BLOCK_PAYMENTS - run.failed;
-    const gasPerPayment = paid ? Number(gas) / paid : 0;
-    log(`   ${name.padEnd(10)} ${run.perSecond.toFixed(1)} req/s, p50 ${percentile(run.latencies, 0.5).toFixed(0)} ms, p95 ${percentile(run.latencies, 0.95).toFixed(0)} ms, failed ${run.failed}${run.failed ? ` (${[...run.failures].map(([k, v]) => `${v}× ${k}`).join(', ')})` : ''}, ${run.transactions.size} settlement transactions, gas/payment ${gasPerPayment.toFixed(0)}`);
-    results[name] = `${run.perSecond.toFixed(1)} req/s, p50 ${percentile(run.latencies, 0.5).toFixed(0)} ms, failed ${run.failed}, gas/payment ${gasPerPayment.toFixed(0)}`;
-  }
-  log(`block-time 2s, concurrency ${BLOCK_CONCURRENCY}: agentgate ${results.agentgate}; official ${results.official}`);
-}
+    const paid = signed.length - run.failed;
+    const row = { perSecond: run.perSecond, p50: percentile(run.latencies, 0.5), p95: percentile(run.latencies, 0.95), failed: run.failed, gasPerPayment: paid ? Number(gas) / paid : 0 };
+    (rows[`${scenario}|${name}`] ??= []).push(row);
+    log(`   ${scenario.padEnd(10)} ${name.padEnd(10)} ${row.perSecond.toFixed(1)} req/s, p50 ${row.p50.toFixed(0)} ms, p95 ${row.p95.toFixed(0)} ms, failed ${run.failed}${run.failed ? ` (${[...run.failures].map(([k, v]) => `${v}× ${k}`).join(', ')})` : ''}, ${run.transactions.size} settlement transactions, gas/payment ${row.gasPerPayment.toFixed(0)}`);
+  };
+  const anyMomentWithin = (ms: number) => new Promise((r) => setTimeout(r, Math.random() * ms));
 
-/** Resolves as soon as the chain shows a block newer than the one it has now. */
-async function blockShown(client: { getBlockNumber(args: { cacheTime: number }): Promise<bigint> }) {
-  const now = await client.getBlockNumber({ cacheTime: 0 });
-  while ((await client.getBlockNumber({ cacheTime: 0 })) === now) await new Promise((r) => setTimeout(r, 5));
+  for (let i = 0; i < BLOCK_RUNS; i++) {
+    const order = i % 2 === 0 ? (['agentgate', 'official'] as const) : (['official', 'agentgate'] as const);
+    for (const name of order) {
+      const signed = await signPayments(urlOf(name), buyers[name], usdc, BLOCK_PAYMENTS);
+      await anyMomentWithin(2_000);
+      await measure(name, signed, 'warm');
+    }
+    for (const name of order) {
+      const signed = await signPayments(urlOf(name), buyers[name], usdc, BLOCK_PAYMENTS);
+      // A fresh start, then traffic at a random moment within 2 s of it.
+      if (name === 'agentgate') await stacks.restartBackend();
+      else official = await stacks.restartOfficial();
+      await anyMomentWithin(2_000);
+      await measure(name, signed, 'cold start');
+    }
+  }
+
+  const spread = (values: number[], digits: number) => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return `${median(sorted).toFixed(digits)} (${sorted[0]!.toFixed(digits)}–${sorted[sorted.length - 1]!.toFixed(digits)})`;
+  };
+  log(`\n   block-time 2s, concurrency ${BLOCK_CONCURRENCY}, ${BLOCK_RUNS} runs each: median (min–max)`);
+  log('   | scenario | stack | req/s | p50 ms | p95 ms | failed | gas/payment |');
+  log('   |---|---|---|---|---|---|---|');
+  for (const [key, list] of Object.entries(rows)) {
+    const [scenario, name] = key.split('|');
+    log(`   | ${scenario} | ${name} | ${spread(list.map((r) => r.perSecond), 1)} | ${spread(list.map((r) => r.p50), 0)} | ${spread(list.map((r) => r.p95), 0)} | ${list.reduce((a, r) => a + r.failed, 0)} | ${spread(list.map((r) => r.gasPerPayment), 0)} |`);
+  }
+  for (const scenario of ['warm', 'cold start']) {
+    const ours = rows[`${scenario}|agentgate`]!;
+    const theirs = rows[`${scenario}|official`]!;
+    log(`   ${scenario}: req/s ours/official per run ${ours.map((r, i) => (r.perSecond / theirs[i]!.perSecond).toFixed(2)).join(', ')}; p95 ours − official per run ${ours.map((r, i) => (r.p95 - theirs[i]!.p95).toFixed(0)).join(', ')} ms; gas/payment ${(100 * median(ours.map((r) => r.gasPerPayment)) / median(theirs.map((r) => r.gasPerPayment))).toFixed(0)} % of the official's`);
+  }
 }
 
 /** Like payAll, but a refused payment is counted, not thrown; collects the settlement transactions named in PAYMENT-RESPONSE. */

@@ -48,7 +48,7 @@ async function main() {
         const seller = await clusterSeller(cluster.serves[0]!.url!);
         const prepared = await preparePayments(payments, seller, buyers, chain);
         const fromBlock = await client.getBlockNumber();
-        const { answers, seconds } = await runLoad(prepared, balancer, seller, row.concurrency);
+        const { answers, seconds } = await runLoad(prepared, balancer, seller, { concurrency: row.concurrency });
         balancer.stop();
         const report = await audit({ payments: prepared, answers, mongoUri: mongo.uri, db: cluster.db, client, chain, fromBlock });
         const failed = payments - report.answered.paid;

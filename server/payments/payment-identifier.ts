@@ -13,7 +13,8 @@ import type { SettlementResult } from './settlement.js';
  */
 export const PAYMENT_IDENTIFIER = 'payment-identifier';
 const ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
-/** How often a repeat waiting for its first request looks at the payment's own record. */
+/** How often a repeat waiting for its first request reads the id's result, and looks at the payment's own record. */
+const REPEAT_POLL_MS = 250;
 const RECORD_LOOK_MS = 1_000;
 
 interface IdentifierDoc {
@@ -99,7 +100,7 @@ export class PaymentIdentifiers {
         }
       }
       if (Date.now() > deadline) return { kind: 'repeat', result: { ok: false, reason: 'settle_unconfirmed', message: `the first payment with payment-identifier ${id} has no result yet; retry later` } };
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await new Promise((resolve) => setTimeout(resolve, REPEAT_POLL_MS));
     }
   }
 

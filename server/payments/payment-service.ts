@@ -425,12 +425,16 @@ export class PaymentService {
     if (identifier.kind === 'first') {
       // Only a final result is kept for repeats; an unconfirmed one leaves repeats waiting, and one that
       // sent nothing (no relayer) lets the retry run again.
-      const keep = async (result: SettlementResult) => {
+      const keepOnce = async (result: SettlementResult) => {
         if (!result.ok && result.unavailable) await identifier.release();
         else if (!isPending(result)) await identifier.record(result);
       };
-      if (isPending(answer) && final) void final.then(keep).catch((err) => this.log.error({ err: (err as Error).message }, 'payment-identifier result not recorded'));
-      else await keep(answer);
+      // The answer is decided: a database away now must not turn it into an error. Kept once the database
+      // answers again; a repeat meanwhile answers from the payment's own record.
+      const keep = (result: SettlementResult) => keepOnce(result).catch(() => retryWhileDatabaseAway(() => keepOnce(result), this.log, 'recording a payment-identifier result'))
+        .catch((err) => this.log.error({ err: (err as Error).message }, 'payment-identifier result not recorded'));
+      if (isPending(answer) && final) void final.then(keep);
+      else await Promise.race([keep(answer), new Promise((resolve) => setTimeout(resolve, 1_000))]);
     }
     if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged, the same payment may be presented again`, undefined, { 'Retry-After': '2' });
     return answer;

@@ -125,9 +125,15 @@ export async function updateGroupingFor(db: Db): Promise<Pick<GroupCommitOptions
   return 'ferretdbVersion' in info ? { maxBatch: FERRETDB_UPDATE_STATEMENTS, maxInFlight: 1 } : { maxBatch: 64, maxInFlight: 4 };
 }
 
+/**
+ * The per-document errors of a failed insertMany or bulkWrite, or undefined when the command failed as a
+ * whole (then nothing can be assumed about any document). The driver reports a command-level failure of a
+ * bulk command (FerretDB with its PostgreSQL away, a step-down) as a MongoBulkWriteError with an empty
+ * `writeErrors`: read as "no document failed", it would tell every caller its write landed.
+ */
 function writeErrorsOf(err: unknown): Array<{ index: number; code?: number; errmsg?: string }> | undefined {
   const writeErrors = (err as { writeErrors?: unknown }).writeErrors;
-  if (!writeErrors) return undefined;
+  if (!writeErrors || (Array.isArray(writeErrors) && writeErrors.length === 0)) return undefined;
   const list = Array.isArray(writeErrors) ? writeErrors : [writeErrors];
   return list.map((e: { index: number; code?: number; errmsg?: string; err?: { index: number; code?: number; errmsg?: string } }) => ({ index: e.index ?? e.err?.index ?? -1, code: e.code ?? e.err?.code, errmsg: e.errmsg ?? e.err?.errmsg }));
 }

@@ -9,15 +9,18 @@ import type { SettlementSender } from './sender.js';
 import type { SettlementWork, WorkOutcome } from './work.js';
 
 export interface DeskOptions {
-  /** How often a lane's outbox is read while outcomes are awaited and may be there (no block cadence, or just after a block). */
+  /**
+   * While outcomes are awaited, a lane's outbox is read again at once after a read that found some, and
+   * after one that found none first after `busyReplyMs`, then twice as long each time up to `idleReplyMs`;
+   * a new block (outcomes follow blocks) starts again from `busyReplyMs`.
+   */
   busyReplyMs: number;
-  /** How often otherwise. */
   idleReplyMs: number;
   /** A lane whose holder has not reported for this long is given work only when no other lane can take it. */
   staleHolderMs: number;
 }
 
-interface Waiter { resolve: (outcome: WorkOutcome) => void; since: number }
+interface Waiter { work: SettlementWork; resolve: (outcome: WorkOutcome) => void; since: number; rerouted: boolean }
 
 /** This process's link to one lane held by another process: its inbox entries and the outcomes awaited. */
 interface Link {
@@ -30,10 +33,14 @@ interface Link {
   /** The next outbox entry to read. */
   outNext: number;
   polling: boolean;
+  /** When the lane's holder was last looked at (rerouteIfHolderGone). */
+  checkedAt: number;
+  /** The wait before the next read of the outbox after one that found nothing (doubles; a new block resets it). */
+  backoffMs: number;
+  /** Cuts the current wait short (a new block): the next read comes `busyReplyMs` after it. */
+  wake?: () => void;
 }
 
-/** A block this recent may have brought outcomes: the outbox is read often until then. */
-const AFTER_BLOCK_MS = 600;
 /** An outcome awaited this long is given up on (the payment is open, and reconciliation finishes it). */
 const WAIT_AT_MOST_MS = 10 * 60_000;
 
@@ -47,7 +54,6 @@ const WAIT_AT_MOST_MS = 10 * 60_000;
  */
 export class SettlementDesk {
   private readonly links = new Map<string, Link>();
-  private lastBlockAt = 0;
   private turn = 0;
   private stopped = false;
   /** Registers this process's inbox entries (the registry publishes them so a lane's holder knows whom to read). */
@@ -57,13 +63,19 @@ export class SettlementDesk {
     private readonly me: string,
     private readonly registry: SettlementRegistry,
     private readonly mailbox: Mailbox,
-    private readonly clock: BlockClock,
+    clock: BlockClock,
     private readonly local: { pool?: RelayerPool; sender?: SettlementSender },
     private readonly options: DeskOptions,
     private readonly log: Logger,
     private readonly metrics: Metrics,
   ) {
-    clock.onBlock(() => { this.lastBlockAt = Date.now(); });
+    // A new block may have brought outcomes: every lane's outbox is read again soon.
+    clock.onBlock(() => {
+      for (const link of this.links.values()) {
+        link.backoffMs = 0;
+        link.wake?.();
+      }
+    });
   }
 
   /** lane -> the last inbox entry this process wrote to it (for the registry). */
@@ -149,7 +161,7 @@ export class SettlementDesk {
   private link(lane: string): Link {
     let link = this.links.get(lane);
     if (!link) {
-      link = { lane, queue: [], posted: 0, posting: false, waiters: new Map(), outNext: 1, polling: false };
+      link = { lane, queue: [], posted: 0, posting: false, waiters: new Map(), outNext: 1, polling: false, checkedAt: 0, backoffMs: 0 };
       this.links.set(lane, link);
     }
     return link;
@@ -188,7 +200,7 @@ export class SettlementDesk {
         link.posted = n;
         if (first) this.onFirstPost();
         const since = Date.now();
-        for (const { work, resolve } of batch) link.waiters.set(work.id, { resolve, since });
+        for (const { work, resolve } of batch) link.waiters.set(work.id, { work, resolve, since, rerouted: false });
         void this.pollReplies(link);
       }
     } finally {
@@ -212,6 +224,7 @@ export class SettlementDesk {
         }
         if (entry) {
           link.outNext++;
+          link.backoffMs = 0;
           for (const { id, outcome } of entry.replies) {
             const waiter = link.waiters.get(id);
             if (!waiter) continue;
@@ -222,7 +235,16 @@ export class SettlementDesk {
         }
         const now = Date.now();
         for (const [id, waiter] of link.waiters) if (now - waiter.since > WAIT_AT_MOST_MS) link.waiters.delete(id);
-        await new Promise((resolve) => setTimeout(resolve, this.replyDelay()));
+        if (now - link.checkedAt >= 1_000) {
+          link.checkedAt = now;
+          this.rerouteIfHolderGone(link);
+        }
+        link.backoffMs = Math.min(this.options.idleReplyMs, Math.max(this.options.busyReplyMs, link.backoffMs * 2));
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, link.backoffMs);
+          link.wake = () => { clearTimeout(timer); setTimeout(resolve, this.options.busyReplyMs); };
+        });
+        link.wake = undefined;
       }
     } finally {
       link.polling = false;
@@ -230,14 +252,33 @@ export class SettlementDesk {
   }
 
   /**
-   * On a chain with a known cadence, outcomes come just after a block: the outbox is read often for a
-   * moment after each block and then not until the next one is due. Otherwise (a chain that mines on
-   * arrival, or a cadence not known yet) it is read often all along.
+   * Work waiting on a lane whose holder stopped reporting (killed, or cut off) is given to another lane as
+   * well, when any may send it: the lane's next holder would only take it once the dead holder's lease
+   * expires. Whichever sends it first moves the money; the other finds the authorization used and records
+   * the same settlement (the token's nonce and the settlement's unique entry keep it to once), so the
+   * first outcome to come back answers the buyer. Work for one given relayer (upto) can only wait.
    */
-  private replyDelay(): number {
-    const next = this.clock.nextBlock();
+  private rerouteIfHolderGone(link: Link): void {
+    const view = this.registry.lastView();
+    if (!view) return;
     const now = Date.now();
-    if (!next || now - this.lastBlockAt < AFTER_BLOCK_MS) return this.options.busyReplyMs;
-    return Math.max(this.options.busyReplyMs, Math.min(this.options.idleReplyMs, next.at + this.options.busyReplyMs - now));
+    const holder = view.lanes.get(link.lane)?.holder;
+    const heartbeat = view.live.find((p) => p._id === holder)?.heartbeatAt.getTime() ?? 0;
+    if (now - heartbeat <= this.options.staleHolderMs) return;
+    for (const waiter of link.waiters.values()) {
+      if (waiter.rerouted || waiter.work.lane || now - waiter.since < this.options.staleHolderMs) continue;
+      waiter.rerouted = true;
+      void (async () => {
+        const route = await this.route(waiter.work, new Set([link.lane]));
+        if (!route) return;
+        this.log.warn({ workId: waiter.work.id, relayer: link.lane, holder: holder ?? null, to: route }, 'settlement work given to another lane: its lane\'s holder stopped reporting');
+        this.metrics.settlementRouted.inc({ route: route === 'local' ? 'local' : 'remote' });
+        const outcome = route === 'local' ? await this.local.sender!.take(waiter.work) : await this.remote(route, waiter.work);
+        if (!('done' in outcome) || link.waiters.get(waiter.work.id) !== waiter) return;
+        link.waiters.delete(waiter.work.id);
+        waiter.resolve(outcome);
+      })();
+    }
   }
+
 }

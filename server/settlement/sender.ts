@@ -133,13 +133,18 @@ export class SettlementSender {
   }
 
   /**
-   * When to read the inboxes next: on a timed chain just before each cut-off (and every `idleReadMs`
-   * between them), otherwise every `busyReadMs` while work comes in through them and `idleReadMs` when not.
+   * When to read the inboxes next. On a chain with a known cadence, just before each cut-off: what is
+   * there makes the batch, and what comes after the late cut-off waits for the next block anyway.
+   * Otherwise every `busyReadMs` while work comes in through them and every `idleReadMs` when not.
    */
   private nextReadDelay(): number {
     const now = Date.now();
-    const due = this.settler.cutoffs().map((c) => c - this.options.readLeadMs).find((t) => t > now + 1);
-    if (due !== undefined) return Math.min(this.options.idleReadMs, due - now);
+    const cutoffs = this.settler.cutoffs();
+    if (cutoffs.length) {
+      const due = cutoffs.map((c) => c - this.options.readLeadMs).find((t) => t > now + 1);
+      // Past both of this block's reads: the next block's first one.
+      return due !== undefined ? due - now : Math.max(1, cutoffs[0]! + this.settler.blockIntervalMs() - this.options.readLeadMs - now);
+    }
     return now - this.lastEntryAt < BUSY_FOR_MS ? this.options.busyReadMs : this.options.idleReadMs;
   }
 

@@ -102,6 +102,11 @@ export class Settler {
     return this.queue.length ? Date.now() - this.queue[0]!.queuedAt : 0;
   }
 
+  /** The chain's block interval in ms, or 0 if it has no cadence the clock knows. */
+  blockIntervalMs(): number {
+    return this.clock.intervalMs ?? 0;
+  }
+
   /**
    * When the next batches leave (ms since epoch): the main one and the late one of the next block, on a
    * chain whose cadence and phase the clock knows; empty otherwise (requests leave at once). Work that

@@ -186,12 +186,15 @@ export class WebhookService {
     return resumed;
   }
 
-  /** Sweeps once now (everything pending) and then every WEBHOOK_OUTBOX_SWEEP_MS; returns the stop function. */
+  /**
+   * Sweeps once now and then every WEBHOOK_OUTBOX_SWEEP_MS; returns the stop function. The first sweep runs
+   * in the background: a process that starts while the deployment is busy (a rolling restart under load)
+   * may find hundreds of pending entries, and serving must not wait for them.
+   */
   async startOutboxSweep(): Promise<() => Promise<void>> {
     const failed = (err: unknown) => this.observe.log.error({ err }, 'webhook outbox sweep failed');
     const sweep = (olderThanMs: number) => Promise.all([this.sweepOutbox(olderThanMs), this.resumeStalled(), ...this.outboxes.map((o) => o(olderThanMs))]).catch(failed);
     let running: Promise<unknown> = sweep(0);
-    await running;
     const timer = setInterval(() => {
       // Entries younger than this are still being dispatched by the settling request itself.
       running = sweep(10_000);

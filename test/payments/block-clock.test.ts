@@ -92,3 +92,44 @@ describe('BlockClock on a chain whose block comes late', () => {
     }
   }, 25_000);
 });
+
+describe('BlockClock starting in the middle of a block', () => {
+  let manual: AnvilNode;
+  beforeAll(async () => { manual = await startAnvil(); });
+  afterAll(async () => { await manual?.stop(); });
+
+  it('holds nothing for a cut-off it cannot compute: no next block until one is seen to arrive, then the real one', async () => {
+    const client = createPublicClient({ transport: http(manual.rpcUrl) });
+    await client.request({ method: 'anvil_setBlockTimestampInterval' as never, params: [1] as never });
+    const mine = () => client.request({ method: 'evm_mine' as never });
+    for (let i = 0; i < 8; i++) await mine();
+    // The chain's timestamps say one block a second; the clock starts 600 ms into a block.
+    await new Promise((r) => setTimeout(r, 600));
+    const clock = new BlockClock(client as never, { busyPollMs: 100, warmUpMs: 60_000 });
+    clock.start();
+    try {
+      while (clock.intervalMs === undefined || clock.latest === undefined) await new Promise((r) => setTimeout(r, 10));
+      expect(clock.intervalMs).toBe(1000);
+      // It knows the cadence, not when the block it saw was made (up to a whole block before it looked):
+      // it names no next block, so the settler sends at once rather than at a cut-off that may be past.
+      expect(clock.phaseKnown).toBe(false);
+      expect(clock.nextBlock()).toBeUndefined();
+
+      await new Promise((r) => setTimeout(r, 400));
+      const asked = Date.now();
+      await mine();
+      const minedAt = Date.now();
+      const seen = clock.latest! + 1n;
+      while (clock.latest! < seen) await new Promise((r) => setTimeout(r, 5));
+      // Asked every few ms until a block arrived between two asks: the phase is pinned to that arrival.
+      expect(clock.phaseKnown).toBe(true);
+      const next = clock.nextBlock()!;
+      expect(next.number).toBe(seen + 1n);
+      // Never before the block can come, and well within the margin a batch leaves before it.
+      expect(next.at).toBeGreaterThanOrEqual(asked + 1000);
+      expect(next.at).toBeLessThanOrEqual(minedAt + 1000 + 150);
+    } finally {
+      clock.stop();
+    }
+  }, 30_000);
+});

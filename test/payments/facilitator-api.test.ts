@@ -275,6 +275,18 @@ describe('/verify and /settle refusals', () => {
     expect(supported.body.extensions).toContain('payment-identifier');
   });
 
+  it('payment-identifier: a repeat whose first request left no result (its process died, or the database went away as it answered) answers from the payment itself', async () => {
+    const id = `lost_${Date.now().toString(16)}${'b'.repeat(12)}`;
+    const body = { x402Version: 2, paymentPayload: { ...(await payment()), extensions: { 'payment-identifier': { info: { required: false, id } } } }, paymentRequirements: requirements() };
+    const first = await call('settle', body);
+    expect(first.body).toMatchObject({ success: true });
+    // As the first request left it had it died before writing the result down.
+    const lost = await server.app.db.collection('payment_identifiers').updateMany({ _id: { $regex: `:${id}$` } } as never, { $unset: { result: 1 } });
+    expect(lost.modifiedCount).toBe(1);
+    const repeat = await call('settle', body);
+    expect(repeat.body).toMatchObject({ success: true, transaction: first.body.transaction, payer: first.body.payer });
+  });
+
   it('needs a seller key: none is 401, an identity key 403', async () => {
     const body = { x402Version: 2, paymentPayload: await payment(), paymentRequirements: requirements() };
     expect((await call('verify', body, null)).status).toBe(401);

@@ -1,9 +1,10 @@
 /**
- * A production-shaped deployment on one machine, for the scale-out test and bench/scale-out.ts: N
- * `agentgate serve` and M `agentgate worker` OS processes on one database, all given the same relayer
- * pool, settling on an anvil that mines on a timer; a load balancer in front (round robin over the
- * processes whose /ready says ready, as a real one with readiness probes); and an audit that compares
- * what the buyers were told, what the database recorded, what the chain moved and which webhooks arrived.
+ * A production-shaped deployment on one machine, for the scale-out test and bench/scale-out.ts: `agentgate
+ * serve` and `agentgate worker` OS processes on one database, those with keys all given the same relayer
+ * pool (serves may be given none: they accept and leave sending to others), settling on an anvil that
+ * mines on a timer; a load balancer in front (plain round robin, or one that follows /ready); processes
+ * that join, restart and die; and an audit that compares what the buyers were finally told, what the
+ * database recorded, what the chain moved and which webhooks arrived.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -23,11 +24,17 @@ export interface ClusterChain { rpcUrl: string; usdcAddress: Address; factoryAdd
 export interface ClusterProcess {
   name: string;
   kind: 'serve' | 'worker';
+  /** Whether it was given the relayer pool's keys. */
+  keys: boolean;
   url?: string;
   child: ChildProcess;
-  /** Everything it printed (JSON log lines in serve and worker). */
+  /** Its environment (a restart starts it again with the same one, on the same port). */
+  env: Record<string, string>;
+  /** Everything it printed, every run of it (JSON log lines in serve and worker). */
   output: string[];
   alive: boolean;
+  /** How many times it was started. */
+  starts: number;
 }
 
 export interface Cluster {
@@ -36,15 +43,23 @@ export interface Cluster {
   serves: ClusterProcess[];
   workers: ClusterProcess[];
   kill(process: ClusterProcess): void;
+  /** A new serve process joins (it is in `serves` once it answers /health). */
+  addServe(options: { keys: boolean }): Promise<ClusterProcess>;
+  /** SIGTERM (a graceful stop), then the same process started again, as an orchestrator's rolling restart does. */
+  restart(process: ClusterProcess): Promise<void>;
   stop(): Promise<void>;
 }
 
 export interface ClusterOptions {
   mongoUri: string;
   chain: ClusterChain;
+  /** Serve processes given the pool's keys. */
   serves: number;
+  /** Serve processes given no keys: they accept payments and hand them to the lanes of processes with keys. */
+  keylessServes?: number;
+  /** Worker processes, given the pool's keys. */
   workers: number;
-  /** The relayer pool every process is given (RELAYER_PRIVATE_KEY + RELAYER_PRIVATE_KEYS). */
+  /** The relayer pool every process with keys is given (RELAYER_PRIVATE_KEY + RELAYER_PRIVATE_KEYS). */
   pool: Hex[];
   env?: Record<string, string>;
 }
@@ -59,7 +74,7 @@ async function rpc(url: string, method: string, params: unknown[]) {
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   for (const key of options.pool) await rpc(options.chain.rpcUrl, 'anvil_setBalance', [privateKeyToAccount(key).address, toHex(parseEther('1000'))]);
   const db = `cluster_${randomBytes(4).toString('hex')}`;
-  // One deployment's configuration: the same for every process but its port.
+  // One deployment's configuration: the same for every process but its port and whether it has keys.
   const env: Record<string, string> = {
     // Dev mode only so that endpoints and webhooks on loopback (this machine) may be registered.
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', MAIL_DOMAIN: 'cluster.test', DID_DOMAIN: 'cluster.test',
@@ -67,17 +82,55 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     MONGODB_URI: options.mongoUri, MONGODB_DB: db, SMTP_PORT: '0', TRUST_PROXY: 'true',
     CHAIN_RPC_URL: options.chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: options.chain.usdcAddress,
     USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION, WALLET_FACTORY_ADDRESS: options.chain.factoryAddress,
-    RELAYER_PRIVATE_KEY: options.pool[0]!, ...(options.pool.length > 1 ? { RELAYER_PRIVATE_KEYS: options.pool.slice(1).join(',') } : {}),
     LOG_LEVEL: 'info',
     ...options.env,
   };
+  const keys: Record<string, string> = {
+    RELAYER_PRIVATE_KEY: options.pool[0]!, ...(options.pool.length > 1 ? { RELAYER_PRIVATE_KEYS: options.pool.slice(1).join(',') } : {}),
+  };
   const serves: ClusterProcess[] = [];
   const workers: ClusterProcess[] = [];
+  const stopProcess = async (p: ClusterProcess) => {
+    if (!p.alive) return;
+    const exited = new Promise((resolve) => p.child.once('exit', resolve));
+    p.child.kill('SIGTERM');
+    const timer = setTimeout(() => p.child.kill('SIGKILL'), 60_000);
+    await exited;
+    clearTimeout(timer);
+    p.alive = false;
+  };
+  const startServe = async (name: string, withKeys: boolean) => {
+    const port = await freePort();
+    const proc = launch(name, 'serve', withKeys, { ...env, ...(withKeys ? keys : {}), PORT: String(port), BASE_URL: `http://127.0.0.1:${port}` });
+    proc.url = `http://127.0.0.1:${port}`;
+    await untilStarted(proc, 90_000);
+    return proc;
+  };
   const cluster: Cluster = {
     db, env, serves, workers,
     kill(proc) {
       proc.alive = false;
       proc.child.kill('SIGKILL');
+    },
+    async addServe({ keys: withKeys }) {
+      const proc = await startServe(`serve-${serves.length + 1}`, withKeys);
+      serves.push(proc);
+      return proc;
+    },
+    async restart(proc) {
+      await stopProcess(proc);
+      // Started again until it stays up: a start while the database is away fails, and is tried again.
+      const deadline = Date.now() + 180_000;
+      for (;;) {
+        relaunch(proc);
+        try {
+          await untilStarted(proc, 90_000);
+          return;
+        } catch (err) {
+          if (Date.now() > deadline) throw err;
+          await new Promise((r) => setTimeout(r, 1_000));
+        }
+      }
     },
     async stop() {
       // CLUSTER_LOG_DIR=<folder> keeps every process's log lines, to read after a run.
@@ -86,30 +139,20 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         mkdirSync(process.env.CLUSTER_LOG_DIR, { recursive: true });
         for (const p of [...serves, ...workers]) writeFileSync(join(process.env.CLUSTER_LOG_DIR, `${p.name}.log`), p.output.join('\n'));
       }
-      await Promise.all([...serves, ...workers].filter((p) => p.alive).map(async (p) => {
-        p.alive = false;
-        const exited = new Promise((resolve) => p.child.once('exit', resolve));
-        p.child.kill('SIGTERM');
-        const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
-        await exited;
-        clearTimeout(timer);
-      }));
+      await Promise.all([...serves, ...workers].map((p) => stopProcess(p).catch(() => {})));
       const client = await MongoClient.connect(options.mongoUri);
       await client.db(db).dropDatabase().catch(() => {});
       await client.close();
     },
   };
   try {
-    serves.push(...await Promise.all(Array.from({ length: options.serves }, async (_, i) => {
-      const port = await freePort();
-      const proc = launch(`serve-${i + 1}`, 'serve', { ...env, PORT: String(port), BASE_URL: `http://127.0.0.1:${port}` });
-      proc.url = `http://127.0.0.1:${port}`;
-      await until(async () => (await fetch(`${proc.url}/health`).then((r) => r.ok, () => false)), proc, 90_000);
-      return proc;
-    })));
+    serves.push(...await Promise.all([
+      ...Array.from({ length: options.serves }, (_, i) => startServe(`serve-${i + 1}`, true)),
+      ...Array.from({ length: options.keylessServes ?? 0 }, (_, i) => startServe(`serve-${options.serves + i + 1}`, false)),
+    ]));
     workers.push(...await Promise.all(Array.from({ length: options.workers }, async (_, i) => {
-      const proc = launch(`worker-${i + 1}`, 'worker', { ...env, PORT: '0', BASE_URL: 'http://127.0.0.1:1' });
-      await until(async () => proc.output.some((line) => /worker running/.test(line)), proc, 90_000);
+      const proc = launch(`worker-${i + 1}`, 'worker', true, { ...env, ...keys, PORT: '0', BASE_URL: 'http://127.0.0.1:1' });
+      await untilStarted(proc, 90_000);
       return proc;
     })));
   } catch (err) {
@@ -119,9 +162,18 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   return cluster;
 }
 
-function launch(name: string, kind: 'serve' | 'worker', env: Record<string, string>): ClusterProcess {
-  const child = spawn(process.execPath, [CLI, kind], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: ClusterProcess = { name, kind, child, output: [], alive: true };
+function launch(name: string, kind: 'serve' | 'worker', keys: boolean, env: Record<string, string>): ClusterProcess {
+  const proc = { name, kind, keys, env, output: [], alive: false, starts: 0 } as unknown as ClusterProcess;
+  relaunch(proc);
+  return proc;
+}
+
+/** Starts the process (again) with its environment; its output joins what it printed before. */
+function relaunch(proc: ClusterProcess): void {
+  const child = spawn(process.execPath, [CLI, proc.kind], { env: { ...process.env, ...proc.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.child = child;
+  proc.alive = true;
+  proc.starts++;
   let partial = '';
   const onData = (chunk: Buffer) => {
     const lines = (partial + chunk.toString('utf8')).split('\n');
@@ -130,32 +182,39 @@ function launch(name: string, kind: 'serve' | 'worker', env: Record<string, stri
   };
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
-  child.once('exit', () => { proc.alive = false; });
-  return proc;
+  child.once('exit', () => { if (proc.child === child) proc.alive = false; });
 }
 
-async function until(check: () => Promise<boolean>, proc: ClusterProcess, timeoutMs: number): Promise<void> {
+/** Waits until a serve answers /health, or a worker says it runs (in this run of it). */
+async function untilStarted(proc: ClusterProcess, timeoutMs: number): Promise<void> {
+  const from = proc.output.length;
+  const started = proc.kind === 'serve'
+    ? async () => fetch(`${proc.url}/health`).then((r) => r.ok, () => false)
+    : async () => proc.output.slice(from).some((line) => /worker running/.test(line));
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!proc.alive) throw new Error(`${proc.name} exited while starting:\n${proc.output.slice(-30).join('\n')}`);
-    if (await check()) return;
+    if (await started()) return;
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${proc.name} did not start in ${timeoutMs} ms:\n${proc.output.slice(-30).join('\n')}`);
 }
 
 /**
- * Round robin over the serve processes that are alive and whose /ready answers 200 (checked every
- * 500 ms), like a load balancer with readiness probes; a connection error takes a process out at once.
+ * A load balancer in front of the serve processes. `followReady`: round robin over those whose /ready
+ * answers 200 (checked every 500 ms), as a balancer with readiness probes. Otherwise plain round robin
+ * over every serve, whatever its state, as the simplest balancer does: a connection refused (a process
+ * stopping or not yet started) is tried on the next serve, as nginx's `proxy_next_upstream error` does.
  */
 export class Balancer {
   private ready = new Set<ClusterProcess>();
   private turn = 0;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly serves: ClusterProcess[]) {}
+  constructor(private readonly serves: ClusterProcess[], private readonly options: { followReady: boolean } = { followReady: true }) {}
 
   async start(): Promise<void> {
+    if (!this.options.followReady) return;
     await this.probe();
     this.timer = setInterval(() => { void this.probe(); }, 500);
   }
@@ -164,7 +223,17 @@ export class Balancer {
     if (this.timer) clearInterval(this.timer);
   }
 
+  get followsReady(): boolean {
+    return this.options.followReady;
+  }
+
+  /** How many serves it balances over. */
+  get size(): number {
+    return this.serves.length;
+  }
+
   pick(): ClusterProcess {
+    if (!this.options.followReady) return this.serves[this.turn++ % this.serves.length]!;
     const pool = this.serves.filter((s) => s.alive && this.ready.has(s));
     const candidates = pool.length ? pool : this.serves.filter((s) => s.alive);
     if (!candidates.length) throw new Error('no serve process is alive');
@@ -204,14 +273,18 @@ export async function clusterSeller(url: string, webhookUrl?: string): Promise<S
 
 export interface PreparedPayment { index: number; authorization: Authorization; body: unknown }
 
-/** Signed v2 facilitator requests, one per payment, from `buyers` in turn (nonces are random: a buyer signs any number). */
+/**
+ * Signed v2 facilitator requests, one per payment, from `buyers` in turn (nonces are random: a buyer signs
+ * any number). Each carries a payment-identifier, so a buyer who got no final answer may send it again.
+ */
 export async function preparePayments(count: number, seller: Seller, buyers: PrivateKeyAccount[], chain: ClusterChain): Promise<PreparedPayment[]> {
   const requirements = {
     scheme: 'exact', network: 'eip155:84532', amount: '10000', asset: chain.usdcAddress, payTo: seller.payTo, maxTimeoutSeconds: 300,
     extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION },
   };
+  const run = randomBytes(6).toString('hex');
   return Promise.all(Array.from({ length: count }, async (_, index) => {
-    const signed = await signAuthorization(buyers[index % buyers.length]!, { to: seller.payTo, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 600) }, { verifyingContract: chain.usdcAddress });
+    const signed = await signAuthorization(buyers[index % buyers.length]!, { to: seller.payTo, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 900) }, { verifyingContract: chain.usdcAddress });
     const a = signed.authorization;
     return {
       index, authorization: a,
@@ -220,6 +293,7 @@ export async function preparePayments(count: number, seller: Seller, buyers: Pri
         paymentPayload: {
           x402Version: 2, resource: { url: seller.resource }, accepted: requirements,
           payload: { signature: signed.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce } },
+          extensions: { 'payment-identifier': { info: { id: `cluster-${run}-${index}` } } },
         },
       },
     };
@@ -229,43 +303,79 @@ export async function preparePayments(count: number, seller: Seller, buyers: Pri
 export interface Answer {
   index: number;
   target: string;
+  /** From the first attempt to the final answer. */
   ms: number;
-  /** What the buyer's seller was told: success, a refusal or pending reason, an HTTP error, or no answer at all. */
+  /** What the buyer's seller was finally told: success, a refusal, an HTTP error, or no answer at all. */
   kind: 'paid' | 'refused' | 'http_error' | 'no_answer';
   reason?: string;
   status?: number;
   transaction?: string;
+  /** The answers before the final one that made the buyer try again (no answer, 503, settlement_pending). */
+  retries: string[];
 }
 
-/** Sends every payment through the balancer, `concurrency` at a time; `onAnswer` sees each answer as it comes. */
-export async function runLoad(payments: PreparedPayment[], balancer: Balancer, seller: Seller, concurrency: number, onAnswer: (answer: Answer, done: number) => void = () => {}): Promise<{ answers: Answer[]; seconds: number }> {
+export interface LoadOptions {
+  concurrency: number;
+  /**
+   * Try again as a buyer whose payment carries a payment-identifier does, with the same payment: after no
+   * answer, a 502, 503 or 504, or `settlement_pending`, for up to `forMs`.
+   */
+  retry?: { forMs: number };
+  /** Before each payment, a pause of up to this many ms, at random: buyers arrive at arbitrary moments. */
+  thinkMs?: number;
+  onAnswer?: (answer: Answer, done: number) => void;
+}
+
+const RETRY_STATUSES = new Set([502, 503, 504]);
+const refusedConnection = (err: unknown) => ((err as { cause?: { code?: string } }).cause?.code ?? '') === 'ECONNREFUSED';
+
+/** Sends every payment through the balancer, `concurrency` at a time; `onAnswer` sees each final answer as it comes. */
+export async function runLoad(payments: PreparedPayment[], balancer: Balancer, seller: Seller, options: LoadOptions): Promise<{ answers: Answer[]; seconds: number }> {
   const answers: Answer[] = [];
   let next = 0;
   const started = Date.now();
-  const worker = async () => {
-    while (next < payments.length) {
-      const payment = payments[next++]!;
+  const attempt = async (payment: PreparedPayment): Promise<Omit<Answer, 'ms' | 'retries'>> => {
+    // A refused connection never reached a process: the balancer goes on to the next serve at once.
+    for (let hops = 0; ; hops++) {
       const target = balancer.pick();
-      const t0 = Date.now();
-      let answer: Answer;
       try {
         const res = await fetch(`${target.url}/v0/x402/settle`, {
           method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${seller.sellerKey}` }, body: JSON.stringify(payment.body),
           signal: AbortSignal.timeout(120_000),
         });
-        const body = await res.json() as any;
-        answer = res.status === 200
-          ? { index: payment.index, target: target.name, ms: Date.now() - t0, kind: body.success ? 'paid' : 'refused', reason: body.errorReason, transaction: body.transaction || undefined, status: 200 }
-          : { index: payment.index, target: target.name, ms: Date.now() - t0, kind: 'http_error', status: res.status, reason: body.error };
+        const body = await res.json().catch(() => ({})) as any;
+        return res.status === 200
+          ? { index: payment.index, target: target.name, kind: body.success ? 'paid' : 'refused', reason: body.errorReason, transaction: body.transaction || undefined, status: 200 }
+          : { index: payment.index, target: target.name, kind: 'http_error', status: res.status, reason: body.error };
       } catch (err) {
+        if (refusedConnection(err) && hops < balancer.size * 3) {
+          if (hops > 0 && hops % balancer.size === 0) await new Promise((r) => setTimeout(r, 200));
+          continue;
+        }
         balancer.down(target);
-        answer = { index: payment.index, target: target.name, ms: Date.now() - t0, kind: 'no_answer', reason: (err as Error).message };
+        return { index: payment.index, target: target.name, kind: 'no_answer', reason: (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message };
       }
-      answers.push(answer);
-      onAnswer(answer, answers.length);
     }
   };
-  await Promise.all(Array.from({ length: concurrency }, worker));
+  const worker = async () => {
+    while (next < payments.length) {
+      const payment = payments[next++]!;
+      if (options.thinkMs) await new Promise((r) => setTimeout(r, Math.random() * options.thinkMs!));
+      const t0 = Date.now();
+      const retries: string[] = [];
+      let answer = await attempt(payment);
+      while (options.retry && Date.now() - t0 < options.retry.forMs
+        && (answer.kind === 'no_answer' || (answer.kind === 'http_error' && RETRY_STATUSES.has(answer.status!)) || (answer.kind === 'refused' && answer.reason === 'settlement_pending'))) {
+        retries.push(`${answer.kind} ${answer.status ?? ''} ${answer.reason ?? ''}`.replace(/\s+/g, ' ').trim());
+        await new Promise((r) => setTimeout(r, 500 + Math.random() * 500));
+        answer = await attempt(payment);
+      }
+      const final: Answer = { ...answer, ms: Date.now() - t0, retries };
+      answers.push(final);
+      options.onAnswer?.(final, answers.length);
+    }
+  };
+  await Promise.all(Array.from({ length: options.concurrency }, worker));
   return { answers, seconds: (Date.now() - started) / 1000 };
 }
 
@@ -273,7 +383,10 @@ const AUTHORIZATION_USED = parseAbiItem('event AuthorizationUsed(address indexed
 
 export interface Audit {
   payments: number;
+  /** Final answers (after a buyer's retries). */
   answered: { paid: number; refused: Record<string, number>; httpErrors: Record<string, number>; noAnswer: number };
+  /** Payments whose buyer had to try again, and the answers that made them (no answer, 503, settlement_pending). */
+  retried: { payments: number; byAnswer: Record<string, number> };
   latency: { p50: number; p95: number };
   onChain: number;
   records: { settled: number; failed: Record<string, number>; open: number; duplicates: number };
@@ -369,6 +482,10 @@ export async function audit(input: {
     return {
       payments: input.payments.length,
       answered: { paid: count('paid').length, refused: tally(count('refused')), httpErrors: tally(count('http_error')), noAnswer: count('no_answer').length },
+      retried: {
+        payments: input.answers.filter((a) => a.retries.length > 0).length,
+        byAnswer: input.answers.flatMap((a) => a.retries).reduce<Record<string, number>>((acc, r) => { acc[r] = (acc[r] ?? 0) + 1; return acc; }, {}),
+      },
       latency: { p50: paidMs[Math.floor(paidMs.length / 2)] ?? 0, p95: paidMs[Math.min(paidMs.length - 1, Math.floor(paidMs.length * 0.95))] ?? 0 },
       onChain: usedBy.size,
       records: { settled: records.filter((r) => r.status === 'settled').length, failed, open, duplicates },

@@ -19,6 +19,12 @@ export interface MongoServer {
   stop(): Promise<void>;
   /** Resolves with a reason when a process of the database ends, whoever ended it (dev watches it). */
   exited?: Promise<string>;
+  /**
+   * The embedded engine only, for tests of what a database outage does: stops PostgreSQL (FerretDB stays up
+   * and answers every command with an error meanwhile), waits `downMs`, and starts it again on the same
+   * port and data.
+   */
+  restartBackend?(downMs: number): Promise<void>;
 }
 
 export interface MongoServerOptions {
@@ -63,6 +69,7 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
     throw err;
   }
   log(`${engine} on ${ferretdb.uri} (data in ${postgres.value.dataDir})`);
+  let backend = postgres.value;
   return {
     uri: ferretdb.uri,
     kind: 'ferretdb',
@@ -70,8 +77,13 @@ export async function provideMongoServer(options: MongoServerOptions = {}): Prom
     exited: Promise.race([ferretdb.exited, postgres.value.exited.then((reason) => `PostgreSQL: ${reason}`)]),
     async stop() {
       await ferretdb.stop();
-      await postgres.value.stop();
+      await backend.stop();
       removeTemporary();
+    },
+    async restartBackend(downMs: number) {
+      await backend.stop();
+      await new Promise((resolve) => setTimeout(resolve, downMs));
+      backend = await startPostgres(join(dataDir, 'postgres'), { durable: !temporary, port: backend.port, log });
     },
   };
 }

@@ -20,6 +20,7 @@ const STOP_GRACE_MS = 20_000;
 export interface PostgresServer {
   /** postgres://user:password@127.0.0.1:port/postgres: pass it by environment, never on a command line. */
   url: string;
+  port: number;
   /** e.g. "18.4" */
   version: string;
   /** Where the data went (see reachableDataDir). */
@@ -28,7 +29,8 @@ export interface PostgresServer {
   exited: Promise<string>;
 }
 
-export async function startPostgres(requestedDataDir: string, options: { durable: boolean; avoidPorts?: number[]; log: (line: string) => void }): Promise<PostgresServer> {
+/** `port`: listen there (a restart on the same data, which its clients reconnect to); else a free port. */
+export async function startPostgres(requestedDataDir: string, options: { durable: boolean; avoidPorts?: number[]; port?: number; log: (line: string) => void }): Promise<PostgresServer> {
   const runAs = postgresRunAsUser();
   const binaries = postgresBinaries(runAs);
   const env = { ...process.env, LD_LIBRARY_PATH: binaries.lib, LC_ALL: 'C' };
@@ -46,7 +48,7 @@ export async function startPostgres(requestedDataDir: string, options: { durable
   await setUpCluster(binaries.postgres, dataDir, password, spawnAs, env);
   if (runAs) chownTree(join(dataDir, 'pg_hba.conf'), runAs);
 
-  const port = await freePort(options.avoidPorts);
+  const port = options.port ?? await freePort(options.avoidPorts);
   const settings: Record<string, string> = {
     listen_addresses: '127.0.0.1',
     // No Unix socket at all: a killed run leaves no socket or socket lock file to trip the next start.
@@ -62,7 +64,7 @@ export async function startPostgres(requestedDataDir: string, options: { durable
     stopSignal: 'SIGINT', // PostgreSQL's "fast" shutdown
     describeStderr: (stderr) => stderr.split('\n').slice(-3).join(' '),
   });
-  return { url: `postgres://${POSTGRES_USER}:${password}@127.0.0.1:${port}/postgres`, version: binaries.version, dataDir, ...running };
+  return { url: `postgres://${POSTGRES_USER}:${password}@127.0.0.1:${port}/postgres`, port, version: binaries.version, dataDir, ...running };
 }
 
 /**
