@@ -659,7 +659,8 @@ export class PaymentService {
     const payment = work.data;
     const settled = await this.send(payment, tools);
     if (!settled.ok && settled.unavailable) return { unavailable: settled.message };
-    return { done: await this.recordOutcome(payment, settled, await this.endpointOf(payment)) };
+    const endpoint = await retryWhileDatabaseAway(() => this.endpointOf(payment), this.log, 'reading a settled payment\'s endpoint');
+    return { done: await this.recordOutcome(payment, settled, endpoint) };
   }
 
   private endpointOf(payment: PaymentDoc): Promise<EndpointDoc | null> {

@@ -2,7 +2,7 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { BlockClock } from './block-clock.js';
 import type { Mailbox } from './mailbox.js';
-import type { SettlementRegistry } from './registry.js';
+import type { RegistryView, SettlementRegistry } from './registry.js';
 import type { RelayerPool } from './relayer-pool.js';
 import { shortReason } from './relayer-lane.js';
 import type { SettlementSender } from './sender.js';
@@ -146,16 +146,27 @@ export class SettlementDesk {
     }
     const view = await this.registry.current().catch(() => this.registry.lastView());
     if (!view) return undefined;
-    const now = Date.now();
-    const live = new Map(view.live.map((p) => [p._id, p]));
     const candidates = [...view.lanes]
       .filter(([address, l]) => !tried.has(address) && (work.lane ? address === work.lane : l.state === 'active')
         // A lane that must send it is given it even while it is handed over: its next holder reads the inbox.
         && (l.state !== 'starved') && !(l.holder === this.me && !work.lane));
     if (candidates.length === 0) return undefined;
-    const fresh = candidates.filter(([, l]) => now - (live.get(l.holder)?.heartbeatAt.getTime() ?? 0) <= this.options.staleHolderMs);
+    const fresh = candidates.filter(([, l]) => this.lagOf(view, l.holder) <= this.options.staleHolderMs);
     const pick = fresh.length ? fresh : candidates;
     return pick[this.turn++ % pick.length]![0];
+  }
+
+  /**
+   * How far a process's last heartbeat lags behind the freshest one in the view. Relative, not to the
+   * clock: while the database is away nobody's heartbeat lands, and nobody is taken for gone; one process
+   * that stopped while the others report is. A process not in the view at all (its registration expired)
+   * counts as gone only if the view itself is fresh.
+   */
+  private lagOf(view: RegistryView, holder: string | undefined): number {
+    const newest = Math.max(0, ...view.live.map((p) => p.heartbeatAt.getTime()));
+    const heartbeat = view.live.find((p) => p._id === holder)?.heartbeatAt.getTime();
+    if (heartbeat !== undefined) return newest - heartbeat;
+    return Date.now() - newest <= this.options.staleHolderMs ? Infinity : 0;
   }
 
   private link(lane: string): Link {
@@ -263,8 +274,7 @@ export class SettlementDesk {
     if (!view) return;
     const now = Date.now();
     const holder = view.lanes.get(link.lane)?.holder;
-    const heartbeat = view.live.find((p) => p._id === holder)?.heartbeatAt.getTime() ?? 0;
-    if (now - heartbeat <= this.options.staleHolderMs) return;
+    if (this.lagOf(view, holder) <= this.options.staleHolderMs) return;
     for (const waiter of link.waiters.values()) {
       if (waiter.rerouted || waiter.work.lane || now - waiter.since < this.options.staleHolderMs) continue;
       waiter.rerouted = true;

@@ -14,6 +14,7 @@ import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { findByIds } from '../platform/find-by-ids.js';
+import { retryWhileDatabaseAway } from '../platform/database-outage.js';
 import type { PaymentReceivedEvent } from '../../middleware/webhook.js';
 import { deliverySchema, type DeliveryDoc, type DeliveryStatus } from './models.js';
 import { postWebhook } from './attempt.js';
@@ -136,6 +137,7 @@ export class WebhookService {
     const event: PaymentReceivedEvent = { event: EVENT, paymentId: payment._id, createdAt: payment.settledAt.toISOString(), ...payment.signedReceipt };
     const now = new Date();
     let delivery: DeliveryDoc | null;
+    let created = true;
     try {
       delivery = (await this.deliveries.create({
         _id: newId('whd'), eventId: outbox.eventId, event: EVENT, orgId: payment.orgId, endpointId: endpoint._id, paymentId: payment._id,
@@ -143,12 +145,16 @@ export class WebhookService {
       })).toObject();
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
+      created = false;
       delivery = await this.deliveries.findOne({ eventId: outbox.eventId }).lean();
     }
     if (!delivery) return;
     // A second job for round 0 (crash after enqueue, before the mark below) is harmless: it finds its
-    // attempt already claimed or made.
-    if (delivery.status === 'pending' && delivery.round === 0 && delivery.attemptCount === 0) {
+    // attempt already claimed or made. But a delivery found already made is enqueued again only if no job
+    // holds it: under load, sweeps of every process finding it still unattempted would each add a job,
+    // and a job queue that grows makes every poll of it slower (FerretDB reads the whole queue per poll).
+    if (delivery.status === 'pending' && delivery.round === 0 && delivery.attemptCount === 0
+      && (created || !(await this.jobs.has(DELIVER_JOB, { deliveryId: delivery._id })))) {
       await this.jobs.now<DeliverJob>(DELIVER_JOB, { deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
     }
     await this.markOutbox(payment._id, { ...outbox, status: 'dispatched', deliveryId: delivery._id });
@@ -297,16 +303,19 @@ export class WebhookService {
   private async finish(claimed: { delivery: DeliveryDoc; claimIds: string[] }, expectedCount: number, status: DeliveryStatus, record: DeliveryDoc['attempts'][number] | undefined, error: string | undefined, nextAttemptAt: Date | null = null): Promise<void> {
     const { delivery } = claimed;
     const now = new Date();
-    await this.deliveries.updateOne({ _id: delivery._id, round: delivery.round, attemptCount: expectedCount }, {
+    // The attempt was made (the receiver may have the event): recording it waits out a database that is
+    // away for a moment, or the job would fail and send it again. The update is conditional on the count
+    // it raises, so a repeat of it after a lost answer changes nothing.
+    await retryWhileDatabaseAway(() => this.deliveries.updateOne({ _id: delivery._id, round: delivery.round, attemptCount: expectedCount }, {
       ...(record ? { $push: { attempts: record }, $inc: { attemptCount: 1 } } : {}),
       $set: {
         status, nextAttemptAt, lastError: error ?? null, updatedAt: now,
         ...(status === 'delivered' ? { deliveredAt: now } : {}), ...(status === 'failed' ? { failedAt: now } : {}),
       },
-    });
+    }), this.observe.log, 'recording a webhook attempt', Date.now() + 60_000);
     // The attempt is on record, so a late copy of this job that claims it again finds nothing to do.
     // (One delete per id: an equality on _id is what FerretDB answers from its index.)
-    await Promise.all(claimed.claimIds.map((id) => this.claims.deleteOne({ _id: id })));
+    await retryWhileDatabaseAway(() => Promise.all(claimed.claimIds.map((id) => this.claims.deleteOne({ _id: id }))), this.observe.log, 'releasing a webhook attempt claim', Date.now() + 60_000);
     const outcome = status === 'pending' ? 'retry' : status;
     this.observe.metrics.webhookOutcomes.inc({ outcome });
     const line = {
