@@ -121,7 +121,11 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const metrics = new Metrics();
   // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
   // milliseconds of CPU, so what each request path sends is something an operator must see.
-  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000, monitorCommands: true });
+  // A bounded pool: on the embedded engine every command costs CPU and memory in one FerretDB process, and
+  // once a database outage or a backlog had every process open its default 100 connections, seven
+  // processes' worth of concurrent collection reads held more than its memory limit, and it spent itself
+  // collecting garbage for minutes. Requests beyond the pool wait in the driver instead.
+  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000, monitorCommands: true, maxPoolSize: config.MONGODB_MAX_POOL_SIZE });
   await db.asPromise();
   db.getClient().on('commandStarted', (event) => {
     const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];

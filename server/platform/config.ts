@@ -29,6 +29,9 @@ const schema = z.object({
   MASTER_KEYS_PREVIOUS: z.string().regex(/^\d+:[^,]+(,\d+:[^,]+)*$/, 'must look like "1:<key>,2:<key>"').optional(),
   MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must be a mongodb:// or mongodb+srv:// URI'),
   MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/).default('agentgate'),
+  // Connections one process opens to the database at most; what is asked beyond waits its turn. It bounds
+  // what every process together can put on the database at once (the driver's default is 100).
+  MONGODB_MAX_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(32),
   TRUST_PROXY: bool.default(false),
   // Structured JSON logs on stdout (pino), one object per line with the request id.
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -129,7 +129,9 @@ export class WebhookService {
   async dispatch(payment: PaymentWithOutbox): Promise<void> {
     const outbox = payment.webhook;
     if (!outbox || outbox.status !== 'pending' || !payment.signedReceipt || !payment.settledAt) return;
-    const endpoint = await this.payments.endpoints.findById(payment.endpointId).lean();
+    // Served from the seller caches (invalidated everywhere when the endpoint changes): a settled batch
+    // dispatches many payments of one endpoint at once.
+    const endpoint = payment.endpointId ? await this.payments.endpointById(payment.orgId, payment.endpointId) : null;
     if (!endpoint || endpoint.deletedAt || !endpoint.webhookUrl) {
       await this.markOutbox(payment._id, { ...outbox, status: 'skipped' });
       return;
