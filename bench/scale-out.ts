@@ -1,11 +1,13 @@
 /**
- * Many processes on one database, on a chain that mines like Base: the setup of issue 19, measured.
- * For each row, a fresh deployment of N `agentgate serve` OS processes (one MongoDB-wire database, one
- * relayer pool given to all) settles pre-signed payments through POST /v0/x402/settle at concurrency C,
- * behind a load balancer that routes to the processes whose /ready is 200, on anvil with --block-time 1
- * and a base fee that moves every block. Every row is audited against the chain (see test/support/cluster.ts).
+ * Many processes on one database, on a chain that mines like Base. For each row, a fresh deployment of N
+ * `agentgate serve` OS processes (one MongoDB-wire database, one relayer pool of K keys given to all)
+ * settles pre-signed payments through POST /v0/x402/settle at concurrency C, behind a plain round-robin
+ * balancer that does not look at /ready (SCALE_BALANCER=ready: one that does), on anvil with --block-time 1
+ * and a base fee that moves every block. Rows with more processes than keys show the processes without a
+ * lane handing their payments to those with one. Every row is audited against the chain (see
+ * test/support/cluster.ts).
  *
- *   npm run bench -- scale-out          (SCALE_PAYMENTS=200 SCALE_ROWS="1x1@16,3x1@16,3x3@16,3x3@48" to change)
+ *   npm run bench -- scale-out          (SCALE_PAYMENTS=200 SCALE_ROWS="1x1@16,3x1@16,3x3@48,4x2@48,6x2@48" to change)
  */
 import { createPublicClient, http, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -15,7 +17,8 @@ import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { audit, Balancer, clusterSeller, moveBaseFee, preparePayments, runLoad, startCluster } from '../test/support/cluster.js';
 
 const PAYMENTS = Number(process.env.SCALE_PAYMENTS ?? 200);
-const ROWS = (process.env.SCALE_ROWS ?? '1x1@16,3x1@16,3x3@16,3x3@48').split(',').map((row) => {
+const FOLLOW_READY = process.env.SCALE_BALANCER === 'ready';
+const ROWS = (process.env.SCALE_ROWS ?? '1x1@16,3x1@16,3x3@48,4x2@48,6x2@48').split(',').map((row) => {
   const [, processes, keys, concurrency] = /^(\d+)x(\d+)@(\d+)$/.exec(row.trim())!;
   return { processes: Number(processes), keys: Number(keys), concurrency: Number(concurrency) };
 });
@@ -41,9 +44,9 @@ async function main() {
         pool: Array.from({ length: row.keys }, () => generatePrivateKey()),
       });
       try {
-        const balancer = new Balancer(cluster.serves);
+        const balancer = new Balancer(cluster.serves, { followReady: FOLLOW_READY });
         await balancer.start();
-        // Every process has settled its share of the pool (and one key for three processes leaves two unready).
+        // Every process has joined the registry and the pool is divided.
         await new Promise((r) => setTimeout(r, 3_000));
         const seller = await clusterSeller(cluster.serves[0]!.url!);
         const prepared = await preparePayments(payments, seller, buyers, chain);
@@ -65,7 +68,7 @@ async function main() {
     await chain.stop();
     await mongo.stop();
   }
-  log('\nscale-out, anvil --block-time 1 with a moving base fee, POST /v0/x402/settle behind a readiness-aware balancer:');
+  log(`\nscale-out, anvil --block-time 1 with a moving base fee, POST /v0/x402/settle behind a ${FOLLOW_READY ? 'readiness-aware' : 'plain round-robin'} balancer:`);
   for (const line of table) log(line);
 }
 

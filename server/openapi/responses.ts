@@ -122,4 +122,16 @@ export const mcpError = z.union([
 ]);
 
 export const health = z.object({ status: z.literal('ok') });
-export const ready = z.object({ status: z.enum(['ready', 'degraded']), checks: z.record(z.string(), z.string()), message: z.string().optional() });
+/** What a process does in settlement, and who holds which relayer lane of the deployment (see docs/operations.md). */
+const settlementPart = z.object({
+  process: z.string(),
+  role: z.enum(['serve', 'worker', 'none']),
+  accepts: z.boolean(),
+  sends: z.array(z.string()),
+  queued: z.number().int(),
+  oldestQueuedMs: z.number(),
+  awaiting: z.number().int(),
+  problems: z.array(z.string()),
+  lanes: z.array(z.object({ address: z.string(), holder: z.string(), state: z.enum(['active', 'starved', 'draining']), inFlight: z.number().int() })),
+});
+export const ready = z.object({ status: z.enum(['ready', 'degraded']), checks: z.record(z.string(), z.string()), message: z.string().optional(), settlement: settlementPart.optional() });

@@ -82,7 +82,9 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
         note(`${joined.name} joined (with keys)`);
       }),
       at(Math.floor(PAYMENTS * 0.16), async () => {
-        for (const serve of [...cluster!.serves]) {
+        // Every serve, the one that joined included (the list grows while this runs).
+        for (let i = 0; i < cluster!.serves.length; i++) {
+          const serve = cluster!.serves[i]!;
           note(`${serve.name} restarting`);
           await cluster!.restart(serve);
           note(`${serve.name} restarted`);
