@@ -364,6 +364,7 @@ async function blockTimeScenario(mongoUri: string, rpcUrl: string, usdc: Address
   const client = createPublicClient({ transport: http(rpcUrl) });
   type Row = { perSecond: number; p50: number; p95: number; failed: number; gasPerPayment: number };
   const rows: Record<string, Row[]> = {};
+  const restarts: Record<string, number[]> = {};
   const buyers = { agentgate: DEV_ACCOUNTS[3]!.privateKey, official: DEV_ACCOUNTS[4]!.privateKey } as const;
   const urlOf = (name: 'agentgate' | 'official') => (name === 'agentgate' ? stacks.our.url : official.url);
   log(`\n4. a chain that mines like Base: anvil --block-time 2, ${BLOCK_PAYMENTS} pre-signed payments per stack and run at concurrency ${BLOCK_CONCURRENCY}, ${BLOCK_RUNS} runs per scenario`);
@@ -391,8 +392,10 @@ async function blockTimeScenario(mongoUri: string, rpcUrl: string, usdc: Address
     for (const name of order) {
       const signed = await signPayments(urlOf(name), buyers[name], usdc, BLOCK_PAYMENTS);
       // A fresh start, then traffic at a random moment within 2 s of it.
+      const restarting = performance.now();
       if (name === 'agentgate') await stacks.restartBackend();
       else official = await stacks.restartOfficial();
+      (restarts[name] ??= []).push(performance.now() - restarting);
       await anyMomentWithin(2_000);
       await measure(name, signed, 'cold start');
     }
@@ -409,6 +412,7 @@ async function blockTimeScenario(mongoUri: string, rpcUrl: string, usdc: Address
     const [scenario, name] = key.split('|');
     log(`   | ${scenario} | ${name} | ${spread(list.map((r) => r.perSecond), 1)} | ${spread(list.map((r) => r.p50), 0)} | ${spread(list.map((r) => r.p95), 0)} | ${list.reduce((a, r) => a + r.failed, 0)} | ${spread(list.map((r) => r.gasPerPayment), 0)} |`);
   }
+  log(`   restarts (stop and start until it listens): agentgate ${restarts.agentgate!.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}; official ${restarts.official!.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}`);
   for (const scenario of ['warm', 'cold start']) {
     const ours = rows[`${scenario}|agentgate`]!;
     const theirs = rows[`${scenario}|official`]!;

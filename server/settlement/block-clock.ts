@@ -29,6 +29,8 @@ const SAMPLES = 12;
  */
 const DUE_POLL_LEAD_MS = 10;
 const DUE_POLL_GAP_MS = 10;
+/** The lead grows up to this while blocks keep being there already at the first ask (see `askLeadMs`). */
+const MAX_POLL_LEAD_MS = 200;
 /** Polls never follow each other closer than this. */
 const MIN_POLL_GAP_MS = 5;
 /**
@@ -78,6 +80,13 @@ export class BlockClock {
   private lastAsk: { sentAt: number; number: bigint } | undefined;
   /** Round trips of recent polls, for how tightly a slow RPC can pin a block at all. */
   private readonly roundTrips: number[] = [];
+  /**
+   * How long before a block's projected time the clock first asks for it. It doubles whenever a block is
+   * there already at that first ask (the projection was late: a cadence a little off, a late first
+   * sighting), so the next block is caught arriving again, and shrinks back while blocks come after it:
+   * the phase stays pinned to a real arrival every block, not to a projection that drifts.
+   */
+  private askLeadMs = DUE_POLL_LEAD_MS;
 
   constructor(private readonly chain: BlockNumberSource, private readonly options: BlockClockOptions) {
     this.now = options.now ?? Date.now;
@@ -114,12 +123,29 @@ export class BlockClock {
       // no hint: the cadence is measured from sightings alone
     } finally {
       this.readingHint = false;
+      this.hintRead = true;
       // With a cadence now known, the phase hunt starts at once rather than at the next regular poll.
       if (this.hintMs !== undefined && !this.phaseKnown && this.started) this.reschedule();
     }
   }
 
   private readingHint = false;
+  private hintRead = false;
+
+  /**
+   * Resolves once the clock can time batches (the phase is pinned), or once it is plain it has nothing to
+   * wait for (the chain shows no cadence in its timestamps: it mines on arrival, or is too young to tell),
+   * or after `timeoutMs`. A process that is to send waits for it before taking relayer lanes: about one
+   * block interval, after which every payment it is given is timed right from the first.
+   */
+  async settled(timeoutMs: number): Promise<void> {
+    const deadline = this.now() + timeoutMs;
+    while (this.now() < deadline && !this.stopped) {
+      if (this.phaseKnown) return;
+      if (this.hintRead && this.hintMs === undefined && this.seen.length > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, PHASE_POLL_MS).unref());
+    }
+  }
 
   stop(): void {
     this.stopped = true;
@@ -145,6 +171,12 @@ export class BlockClock {
       if (this.roundTrips.length > 9) this.roundTrips.shift();
       // A head newer than what the previous ask showed arrived after that ask was made.
       const windowMs = this.lastAsk && number > this.lastAsk.number ? at - this.lastAsk.sentAt : Infinity;
+      if (this.latest !== undefined && number > this.latest && this.intervalMs !== undefined) {
+        // Pinned (it came between two close asks): the lead was enough; there already at the first ask: not.
+        this.askLeadMs = windowMs <= this.phaseWindowMs
+          ? Math.max(DUE_POLL_LEAD_MS, this.askLeadMs * 0.8)
+          : Math.min(MAX_POLL_LEAD_MS, this.askLeadMs * 2);
+      }
       if (!this.lastAsk || number >= this.lastAsk.number) this.lastAsk = { sentAt, number };
       this.observe(number, at, windowMs);
       return number;
@@ -196,9 +228,7 @@ export class BlockClock {
 
   /** How tightly a block's arrival must be pinned for the phase to count as known. */
   private get phaseWindowMs(): number {
-    const trips = [...this.roundTrips].sort((a, b) => a - b);
-    const roundTrip = trips[Math.floor(trips.length / 2)] ?? 0;
-    return Math.max(PHASE_WINDOW_MS, roundTrip * 1.5);
+    return Math.max(PHASE_WINDOW_MS, this.roundTripMs * 1.5);
   }
 
   /** Whether a recent block's arrival was pinned closely enough to time batches by. */
@@ -223,15 +253,28 @@ export class BlockClock {
     return next;
   }
 
-  /** The block after the newest one seen, and when it was (or is) due, if the chain has a cadence. */
+  /**
+   * The block after the newest one seen, and when it was (or is) due, if the chain has a cadence. Phase:
+   * the newest block whose arrival was pinned between two close asks, projected onto the newest one (a
+   * projection over many blocks carries the cadence's error with it); without one, the earliest sighting
+   * of any recent block, projected alike (sightings only lag, so the earliest is the tightest bound).
+   */
   private followingBlock(): { number: bigint; at: number } | undefined {
     const interval = this.intervalMs;
     if (interval === undefined || this.latest === undefined) return undefined;
     const last = this.seen[this.seen.length - 1]!;
-    // Phase: the earliest sighting of any recent block, projected onto the newest one.
+    const limit = this.phaseWindowMs;
+    const pinned = [...this.seen].reverse().find((s) => s.windowMs <= limit);
     let produced = last.at;
-    for (const s of this.seen) produced = Math.min(produced, s.at + Number(last.number - s.number) * interval);
+    if (pinned) produced = Math.min(produced, pinned.at + Number(last.number - pinned.number) * interval);
+    else for (const s of this.seen) produced = Math.min(produced, s.at + Number(last.number - s.number) * interval);
     return { number: last.number + 1n, at: produced + interval };
+  }
+
+  /** The median round trip of recent polls (how far away the node is). */
+  get roundTripMs(): number {
+    const trips = [...this.roundTrips].sort((a, b) => a - b);
+    return trips[Math.floor(trips.length / 2)] ?? 0;
   }
 
   /** When the next block is expected (ms since epoch), if the chain has a cadence and its phase is known. */
@@ -263,7 +306,7 @@ export class BlockClock {
     if (following === undefined) return undefined;
     if (!this.phaseKnown) return PHASE_POLL_MS;
     const now = this.now();
-    const firstAsk = following.at - DUE_POLL_LEAD_MS;
+    const firstAsk = following.at - this.askLeadMs;
     if (now < firstAsk) return Math.max(MIN_POLL_GAP_MS, Math.min(cap, firstAsk - now));
     return Math.min(cap, Math.max(DUE_POLL_GAP_MS, (now - firstAsk) / 4));
   }

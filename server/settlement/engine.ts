@@ -15,6 +15,8 @@ import { SettlementSender } from './sender.js';
 import { GAS_BASE, GAS_PER_TRANSFER, Settler } from './settler.js';
 import type { WorkExecutor } from './work.js';
 
+/** The longest a process with keys waits at start-up for the block clock to know the chain's phase. */
+const PHASE_WAIT_MS = 5_000;
 /** How often mail and dead registrations are swept (ranges: a scan on FerretDB, so seldom). */
 const HOUSEKEEPING_MS = 10 * 60_000;
 
@@ -125,6 +127,9 @@ export class SettlementEngine {
     }));
     await this.registry.refresh();
     if (this.chain.relayerAccounts.length) {
+      // A process about to send learns the chain's phase first (about one block; bounded): batches it
+      // times before it knows the phase would go out at once and fill the pipeline with small transactions.
+      await this.clock.settled(PHASE_WAIT_MS);
       this.sender.start();
       await this.pool.start();
     }

@@ -199,7 +199,10 @@ export class Settler {
       const lane = ready.reduce((best, l) => (l.inFlight < best.inFlight ? l : best));
       const release = lane.reserve();
       const batch = this.queue.splice(0, this.options.maxBatch);
-      void this.sendBatch(lane, batch)
+      // The reservation holds the lane's pipeline slot until the transaction is sent (from then on it is
+      // counted as in flight); held until the batch's fate, it counted every transaction twice and halved
+      // the pipeline: two small batches sent at once by a process that just started filled it.
+      void this.sendBatch(lane, batch, () => { release(); this.schedulePump(); })
         .catch((err) => {
           // Anything that escapes may have happened after the node took the transaction: the records stay
           // open and reconciliation asks the chain.
@@ -249,12 +252,14 @@ export class Settler {
     this.wakeUp = { at, timer };
   }
 
-  private async sendBatch(lane: RelayerLane, batch: Waiting[]): Promise<void> {
+  /** Sends one batch and resolves each of its requests with their outcome; `sentOrFailed` runs once the send itself is over. */
+  private async sendBatch(lane: RelayerLane, batch: Waiting[], sentOrFailed: () => void): Promise<void> {
     const paymentIds = batch.map((w) => w.request.paymentId).filter(Boolean);
     let sent: SentTx;
     try {
       sent = await lane.submit(this.transactionFor(batch), { batchSize: batch.length, ...(paymentIds.length ? { paymentIds } : {}) });
     } catch (err) {
+      sentOrFailed();
       if (err instanceof RelayerUnavailableError) {
         // This lane cannot send (out of gas, lease gone): another lane may; if none can, pump says so.
         this.queue.unshift(...batch);
@@ -266,7 +271,9 @@ export class Settler {
       return;
     }
     this.metrics.batchSize.observe(batch.length);
+    // Hooks (tests: a crash between sending and recording) run while the batch still holds its slot.
     for (const hook of this.onSubmitted) await hook(sent.hash, batch.length);
+    sentOrFailed();
 
     const fate = await sent.fate;
     if (fate.kind === 'unknown') {
