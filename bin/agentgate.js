@@ -4,18 +4,22 @@
 // installed copy (npm install, a packed tarball) runs the build in dist/, made by `prepare`/`prepack`.
 //
 // This file is written for old Node versions too (no top-level await, no syntax newer than Node 12's
-// ES modules), so that on a Node agentgate does not support it still runs far enough to say so in one
-// line, instead of starting without a word or failing deep inside a dependency.
+// ES modules): on a Node older than agentgate supports it runs itself again on a supported one (see
+// supported-node.js), instead of failing deep inside a dependency.
 import { existsSync, readFileSync } from 'fs';
 import { fileURLToPath } from 'url';
+import { MINIMUM_MAJOR, runOn, supportedNode } from './supported-node.js';
 
-const SUPPORTED = [22, 24];
 const major = Number(process.versions.node.split('.')[0]);
 const args = process.argv.slice(2);
 
-if (major < SUPPORTED[0]) {
-  console.error('agentgate needs Node.js ' + SUPPORTED.join(' or ') + '; this is Node.js ' + process.versions.node + ' (install 22 or 24 from https://nodejs.org, or `nvm install 22`)');
-  process.exitCode = 1;
+if (major < MINIMUM_MAJOR) {
+  try {
+    runOn(supportedNode(), [fileURLToPath(import.meta.url)].concat(args));
+  } catch (err) {
+    console.error('agentgate: ' + err.message + ' (or install Node.js ' + MINIMUM_MAJOR + ' or newer from https://nodejs.org, or `nvm install`)');
+    process.exitCode = 1;
+  }
 } else if (args.length === 1 && (args[0] === '--version' || args[0] === '-v')) {
   // Answered from package.json alone: loading the command (and tsx, in a checkout) takes seconds.
   console.log(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version);

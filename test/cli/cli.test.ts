@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -156,14 +156,24 @@ process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(load
     expect(ours).toEqual(['server/cli/main.ts', 'server/platform/package-info.ts']);
   });
 
-  it('says in one line that it needs Node 22 or 24 on an older Node', async () => {
+  it('runs itself on Node 22 from its cache on an older Node, saying so in one line', async () => {
     // An older Node, as far as the command can tell; the file itself must parse there (no top-level await).
     const node20 = join(home, 'node20.mjs');
     writeFileSync(node20, "Object.defineProperty(process, 'versions', { value: { ...process.versions, node: '20.11.1' } });\n");
-    const res = await run('node', ['--import', node20, CLI, 'dev']).then(() => ({ code: 0, stderr: '' }), (err) => err as { code: number; stderr: string });
-    expect(res.code).toBe(1);
-    expect(res.stderr.trim()).toBe('agentgate needs Node.js 22 or 24; this is Node.js 20.11.1 (install 22 or 24 from https://nodejs.org, or `nvm install 22`)');
+    // The cache as a first run leaves it (bin/supported-node.js installs the npm package `node@22` there);
+    // this test's Node stands in for it, since nothing downloads at test time.
+    const cache = join(home, 'cache');
+    const cached = join(cache, 'agentgate', 'node-22', 'node_modules', 'node', 'bin');
+    mkdirSync(cached, { recursive: true });
+    symlinkSync(process.execPath, join(cached, 'node'));
+    const res = await run('node', ['--import', node20, CLI, '--version'], { env: { ...process.env, XDG_CACHE_HOME: cache } });
+    expect(res.stdout.trim()).toBe(JSON.parse(readFileSync('package.json', 'utf8')).version);
+    expect(res.stderr.trim()).toBe(`agentgate: this is Node.js 20.11.1; running on Node.js 22 from ${join(cache, 'agentgate', 'node-22')} (install 22 or newer, or \`nvm use\`, to use your own)`);
+    // A supported Node is never swapped: the same command on this Node says nothing about Node.
+    const own = await run('node', [CLI, '--version'], { env: { ...process.env, XDG_CACHE_HOME: cache } });
+    expect(own.stderr).toBe('');
     expect(readFileSync(CLI, 'utf8')).not.toMatch(/^\s*(?:const .*= )?await\s/m);
+    expect(readFileSync('bin/supported-node.js', 'utf8')).not.toMatch(/^\s*(?:const .*= )?await\s/m);
   });
 
   it('is installed, wherever the docs say so, from the package whose bin it is', () => {
