@@ -8,6 +8,9 @@
  * test/support/cluster.ts).
  *
  *   npm run bench -- scale-out          (SCALE_PAYMENTS=200 SCALE_ROWS="1x1@16,3x1@16,3x3@48,4x2@48,6x2@48" to change)
+ *
+ * A row whose audit finds problems prints the first five (SCALE_PROBLEMS=n: more) and, with SCALE_DUMP=1,
+ * the warnings and errors its serve processes logged.
  */
 import { createPublicClient, http, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -57,7 +60,8 @@ async function main() {
         const failed = payments - report.answered.paid;
         table.push(`| ${row.processes} | ${row.keys} key${row.keys > 1 ? 's' : ''} | ${payments} @ ${row.concurrency} | ${failed} | ${(report.latency.p50 / 1000).toFixed(1)} s | ${(report.latency.p95 / 1000).toFixed(1)} s | ${(payments / seconds).toFixed(1)} | ${report.transactions} | ${(report.gasPerPayment / 1000).toFixed(1)}k |`);
         log(table[table.length - 1]!);
-        if (report.problems.length) log(`  problems: ${report.problems.slice(0, 5).join('; ')}`);
+        if (report.problems.length) log(`  problems: ${report.problems.slice(0, Number(process.env.SCALE_PROBLEMS ?? 5)).join('; ')}`);
+        if (report.problems.length && process.env.SCALE_DUMP) for (const p of cluster.serves) for (const line of p.output) if (/"level":(40|50)/.test(line)) log(`  ${p.name}: ${line.slice(0, 600)}`);
         if (failed) log(`  not paid: refused ${JSON.stringify(report.answered.refused)}, http ${JSON.stringify(report.answered.httpErrors)}, no answer ${report.answered.noAnswer}`);
       } finally {
         await cluster.stop();

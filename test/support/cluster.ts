@@ -423,6 +423,12 @@ export async function audit(input: {
   const mongo = await MongoClient.connect(input.mongoUri);
   try {
     const db = mongo.db(input.db);
+    // A settled payment's record is written in the background after its answer (its settlement entry
+    // already stands, and reads merge it): what is audited is the state once those writes are done.
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline;) {
+      if (await db.collection('payments').countDocuments({ status: 'verified' }) === 0) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
     const records = await db.collection('payments').find({}).toArray();
     const byKey = new Map<string, any[]>();
     for (const r of records) {
