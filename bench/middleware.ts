@@ -17,7 +17,7 @@
  * Our backend runs inside the bench's process, sharing one event loop with the load generator and both
  * sellers, as the official facilitator shares its seller's. BENCH_BACKEND=process runs it as it is
  * deployed instead, a process of its own (`agentgate serve`) on the same machine and database: on two
- * cores that is slower, not faster (the machine, not one event loop, is then the limit: see the README).
+ * cores that is slower, not faster (the machine, not one event loop, is then the limit: see docs/performance.md).
  * 4. A chain that mines like Base: anvil --block-time 2, BENCH_BLOCK_PAYMENTS (300) pre-signed payments
  *    per stack and run at concurrency BENCH_BLOCK_CONCURRENCY (64): rate, p50, p95, failures and gas per
  *    payment from the receipts of the settlement transactions each stack named in its PAYMENT-RESPONSE
@@ -219,7 +219,7 @@ async function startStacks(mongoUri: string, rpcUrl: string, usdc: Address, clea
     MONGODB_URI: mongoUri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`, SMTP_PORT: '0',
     CHAIN_RPC_URL: rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: usdc, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
     RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey, METRICS_TOKEN: randomBytes(16).toString('hex'),
-    // Settlement settings can be tried from the environment (see the README's configuration table).
+    // Settlement settings can be tried from the environment (see docs/operators/configuration.md).
     ...Object.fromEntries(['SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_SEND_MARGIN_MS', 'RELAYER_PRIVATE_KEYS'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : []))),
   };
   const backend = BACKEND_PROCESS ? await backendProcess(env, cleanup) : await backendInProcess(env, cleanup);

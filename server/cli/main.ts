@@ -8,7 +8,7 @@ import type { CommandIO } from './account-commands.js';
 /** Each command's usage: `agentgate <command> --help` prints it and runs nothing. */
 const COMMANDS: Record<string, { usage: string; summary: string }> = {
   dev: { usage: 'agentgate dev [--port N] [--quiet]', summary: 'run the backend on embedded defaults (local database, chain, SMTP, chat; data in .agentgate/); prints a line per payment, mail, webhook attempt and chat message unless --quiet' },
-  serve: { usage: 'agentgate serve', summary: 'run the backend from environment configuration (production; see the README\'s configuration table)' },
+  serve: { usage: 'agentgate serve', summary: 'run the backend from environment configuration (production; see docs/operators/configuration.md)' },
   worker: { usage: 'agentgate worker', summary: 'run only the job workers (webhook deliveries, mail), same configuration as serve' },
   signup: { usage: 'agentgate signup [--url URL]', summary: 'sign up an agent, unless the saved credentials still work' },
   login: { usage: 'agentgate login --key KEY --org ORG [--url URL]', summary: 'save an identity key (kept beside the saved platform key of the same org)' },

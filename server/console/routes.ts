@@ -25,7 +25,7 @@ const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
 
 const ACTIVITY_PAGE_SIZE = 50;
 
-/** The ops console (docs/console.md): server-rendered pages under /console, signed in with a cookie session. */
+/** The ops console (docs/sellers/console.md): server-rendered pages under /console, signed in with a cookie session. */
 export function consoleRoutes(app: AppContext): Router {
   const router = new Router({ prefix: CONSOLE_PREFIX });
   const sessions = new ConsoleSessions(app.db);

@@ -103,7 +103,7 @@ export class IdentityService {
 
   async update(orgId: string, identityId: string, change: { name?: string; displayName?: string; addScopes?: string[]; removeScopes?: string[] }): Promise<IdentityDoc> {
     // Compare-and-set on the scope list, so two admins changing scopes at once never undo each other on
-    // MongoDB (FerretDB 1.x does not make the compare-and-set atomic; see README "Notes on FerretDB").
+    // MongoDB (FerretDB 1.x does not make the compare-and-set atomic; see docs/operators/ferretdb.md).
     let current!: IdentityDoc;
     let updated: IdentityDoc | null = null;
     for (let attempt = 0; !updated; attempt++) {

@@ -122,7 +122,7 @@ export const mcpError = z.union([
 ]);
 
 export const health = z.object({ status: z.literal('ok') });
-/** What a process does in settlement, and who holds which relayer lane of the deployment (see docs/operations.md). */
+/** What a process does in settlement, and who holds which relayer lane of the deployment (see docs/operators/settlement.md). */
 const settlementPart = z.object({
   process: z.string(),
   role: z.enum(['serve', 'worker', 'none']),

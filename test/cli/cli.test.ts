@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, statSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, statSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +11,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { privateKeyToAccount } from 'viem/accounts';
 import { verifyReceiptSignatureJWS } from '@x402/extensions/offer-receipt';
 import { paymentHeaderV1, signAuthorization } from '../support/chain.js';
+import { docPages } from '../support/doc-pages.js';
 
 const run = promisify(execFile);
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
@@ -181,7 +182,7 @@ process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(load
     // the command.
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { name: string; bin: Record<string, string> };
     expect(Object.keys(pkg.bin)).toEqual(['agentgate']);
-    const docs = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+    const docs = docPages();
     const installs = docs.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/npm install -g (\S+?)[`);\s]/g)].map((m) => `${file}: ${m[1]}`));
     expect(installs.length).toBeGreaterThanOrEqual(3);
     expect(installs.filter((line) => !line.endsWith(`: ${pkg.name}`))).toEqual([]);

@@ -3,7 +3,7 @@
 // receipts, retry a failed webhook and see the new attempt, sign out and be refused. Then the ops pages at
 // 1280 px and 390 px: totals, chart, search, pages, CSV, webhooks by state, delete and revoke behind a
 // confirmation, copy buttons, the payment page, activity, with no page scrolling sideways.
-// CONSOLE_SCREENSHOTS=docs npm test -- test/console/console-browser refreshes the pictures in docs/console.md.
+// CONSOLE_SCREENSHOTS=docs/images npm test -- test/console/console-browser refreshes the pictures of docs/sellers/console.md.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';

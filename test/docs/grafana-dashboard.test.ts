@@ -1,10 +1,10 @@
-// docs/grafana-dashboard.json is what an operator imports into Grafana: it must stay importable (the
+// docs/operators/grafana-dashboard.json is what an operator imports into Grafana: it must stay importable (the
 // DS_PROMETHEUS input every panel uses), and its queries must name the metrics and labels the processes
 // really export, so a renamed metric or a new one without a panel fails here rather than on a dashboard.
 import { readFileSync } from 'node:fs';
 import { Metrics } from '../../server/platform/metrics.js';
 
-const dashboard = JSON.parse(readFileSync('docs/grafana-dashboard.json', 'utf8'));
+const dashboard = JSON.parse(readFileSync('docs/operators/grafana-dashboard.json', 'utf8'));
 const panels: any[] = dashboard.panels.filter((p: any) => p.type !== 'row');
 const targets: Array<{ panel: string; expr: string }> = panels.flatMap((p) => p.targets.map((t: any) => ({ panel: p.title, expr: t.expr })));
 
@@ -17,7 +17,7 @@ const own = [...exported.keys()].filter((name) => !/^agentgate_(process|nodejs)_
 const baseOf = (series: string) => (exported.has(series) ? series : series.replace(/_(bucket|sum|count)$/, ''));
 const metricsIn = (expr: string) => [...expr.matchAll(/\bagentgate_[a-z0-9_]+/g)].map((m) => m[0]);
 
-describe('docs/grafana-dashboard.json', () => {
+describe('docs/operators/grafana-dashboard.json', () => {
   it('imports with a Prometheus data source chosen at import time', () => {
     expect(dashboard.__inputs).toEqual([expect.objectContaining({ name: 'DS_PROMETHEUS', type: 'datasource', pluginId: 'prometheus' })]);
     expect(dashboard.uid).toMatch(/^[a-z0-9-]{1,40}$/);

@@ -1,11 +1,12 @@
-// The docs cannot rot: every shell block of README.md and docs/*.md marked ```sh runnable is run, in
-// order, by bash against a fresh dev-mode backend ($BASE). curl fails on any HTTP error, so a snippet
+// The docs cannot rot: every shell block of README.md and docs/**/*.md marked ```sh runnable is run, in
+// order, by bash against a fresh dev-mode backend ($BASE); the blocks of one page share one bash session,
+// and each page's session starts afresh, so a page sets the keys its snippets use itself. curl fails on any HTTP error, so a snippet
 // whose route, body or variables went stale fails here. Every ```ts runnable block is a seller program:
 // it runs as written (tsx; only its `agentgate-x402` imports are pointed at this checkout's sources)
 // with AGENTGATE_URL, AGENTGATE_SELLER_KEY, AGENTGATE_PLATFORM_KEY and PORT set, must print
 // `selling <url>` once it is ready, and a buyer (@x402/fetch) then pays that URL.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -14,6 +15,7 @@ import { faucetConfig, sendUsdc, testChain } from '../support/chain.js';
 import { setUpSeller } from '../interop/seller.js';
 import { freePort } from '../../server/platform/net.js';
 import { payWithV2 } from '../../examples/buyer/buyer.js';
+import { docPages } from '../support/doc-pages.js';
 
 let server: TestServer;
 beforeAll(async () => { server = await startTestServer(await faucetConfig('100')); });
@@ -24,7 +26,7 @@ function runnableBlocks(file: string): string[] {
   return [...readFileSync(file, 'utf8').matchAll(/^```sh runnable\n([\s\S]*?)^```$/gm)].map((m) => m[1]!);
 }
 
-const files = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).sort().map((f) => join('docs', f))];
+const files = docPages();
 const withBlocks = files.filter((file) => runnableBlocks(file).length > 0);
 
 test('the README has runnable blocks', () => {
@@ -63,8 +65,8 @@ function sellerPrograms(file: string): string[] {
 }
 const programs = files.flatMap((file) => sellerPrograms(file).map((code, index) => [file, index + 1, code] as const));
 
-test('docs/seller.md has a runnable seller program', () => {
-  expect(sellerPrograms(join('docs', 'seller.md')).length).toBeGreaterThanOrEqual(1);
+test('docs/sellers/middleware.md has a runnable seller program', () => {
+  expect(sellerPrograms(join('docs', 'sellers', 'middleware.md')).length).toBeGreaterThanOrEqual(1);
 });
 
 /** The program's imports of the seller package, pointed at this checkout's sources. */

@@ -77,7 +77,7 @@ async function redeemAtBackend(app: RunningApp, paymentHeader: string) {
 }
 
 test('a route the backend does not know: the buyer gets 402 resource_not_registered, and the seller is told once', async () => {
-  // The seller of docs/seller.md before syncEndpoints: the middleware prices /weather, the backend has no
+  // The seller of docs/sellers/middleware.md before syncEndpoints: the middleware prices /weather, the backend has no
   // endpoint at this URL. Used to print nothing at all on the seller's side.
   const warnings: string[] = [];
   const unregistered = await serve(createExpressApp({ backendUrl: server.url, apiKey: seller.sellerKey, warn: (line) => warnings.push(line) }));

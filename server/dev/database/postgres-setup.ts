@@ -15,7 +15,7 @@ export const POSTGRES_USER = 'agentgate';
  * `_id` lookup in a 100,000-document collection takes ~20 ms. An event trigger (installed in single-user
  * mode before the server starts, idempotently) gives every field FerretDB indexes a GIN index on the same
  * expression, which serves `@>`: the same filters become index scans. FerretDB and the application are
- * unchanged; sorts and limits are still done by FerretDB (README, Performance).
+ * unchanged; sorts and limits are still done by FerretDB (docs/operators/ferretdb.md).
  */
 const INDEX_TRIGGER_SQL = `
 CREATE OR REPLACE FUNCTION agentgate_gin_for_ferretdb_indexes() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
