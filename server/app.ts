@@ -75,7 +75,7 @@ export const ROUTES: RouteFactory[] = [
 export interface AppExtension {
   routes: RouteFactory[];
   operations: Operation[];
-  tools?: ToolDefinition[];
+  tools?: ToolDefinition<AppContext>[];
 }
 
 /**
