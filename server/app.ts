@@ -32,7 +32,10 @@ import { consoleRoutes } from './console/routes.js';
 import type { ToolDefinition } from './mcp/tool.js';
 import { CONSOLE_PREFIX } from './console/access.js';
 
-/** Each area contributes a router; later areas append theirs to this list. */
+/**
+ * Each area contributes a router; later areas append theirs to this list. A factory's parameter names the
+ * services its area uses; the context holds them all, so most factories are listed as they are.
+ */
 export type RouteFactory = (app: AppContext) => Router;
 
 export const ROUTES: RouteFactory[] = [
@@ -59,7 +62,8 @@ export const ROUTES: RouteFactory[] = [
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   paymentRoutes,
   facilitatorRoutes,
-  healthRoutes,
+  // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).
+  (app) => healthRoutes({ db: app.db, chain: app.chain, settlement: app.settlement, mail: app.mail, isStopping: () => app.stopping }),
   // The ops console's HTML pages (cookie sessions, form posts) under /console.
   consoleRoutes,
 ];
@@ -71,7 +75,7 @@ export const ROUTES: RouteFactory[] = [
 export interface AppExtension {
   routes: RouteFactory[];
   operations: Operation[];
-  tools?: ToolDefinition[];
+  tools?: ToolDefinition<AppContext>[];
 }
 
 /**

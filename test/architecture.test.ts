@@ -1,10 +1,11 @@
 // The layout's import rules (scripts/check-imports.ts), held by the suite so CI runs them: no import
 // circles in middleware/, adapters/ and server/; platform/ imports no area; production code never loads
-// the dev harness; the seller package never imports the backend; each package declares what it imports.
+// the dev harness; the seller package never imports the backend; each package declares what it imports;
+// only the composition root and the entry points import the composition root (areas take what they use).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { dependencyViolations, importCircles, importGraph, layerViolations, type ImportEdge } from '../scripts/check-imports.js';
+import { STILL_IMPORTING_THE_CONTEXT, dependencyViolations, importCircles, importGraph, layerViolations, type ImportEdge } from '../scripts/check-imports.js';
 
 const edges = importGraph(process.cwd());
 
@@ -17,8 +18,48 @@ test('has no import circles', () => {
   expect(importCircles(edges)).toEqual([]);
 });
 
-test('keeps platform/ below the areas, the dev harness out of production, and the seller package off the backend', () => {
+test('keeps platform/ below the areas, the dev harness out of production, the seller package off the backend, and the areas off the composition root', () => {
   expect(layerViolations(edges)).toEqual([]);
+});
+
+test('the files allowed to import the context while they are converted still do (an entry that no longer does must go)', () => {
+  for (const file of STILL_IMPORTING_THE_CONTEXT) expect(`${file}: ${edges.some((e) => e.from === file && e.to === 'server/context.ts')}`).toBe(`${file}: true`);
+});
+
+test('the checker finds an area that imports the composition root, and lets the root and the entry points do so', () => {
+  const edge = (from: string, to: string): ImportEdge => ({ from, to, dynamic: false });
+  expect(layerViolations([
+    edge('server/mail/routes.ts', 'server/context.ts'),
+    edge('server/console/routes.ts', 'server/app.ts'),
+    edge('server/mcp/server.ts', 'server/server.ts'),
+    edge('server/app.ts', 'server/context.ts'),
+    edge('server/server.ts', 'server/app.ts'),
+    edge('server/cli/admin-commands.ts', 'server/context.ts'),
+    edge('server/dev/faucet.ts', 'server/context.ts'),
+    edge('server/mail/routes.ts', 'server/mail/mail-service.ts'),
+  ])).toEqual([
+    'server/mail/routes.ts -> server/context.ts: an area takes the services it uses as parameters and does not import the composition root',
+    'server/console/routes.ts -> server/app.ts: an area takes the services it uses as parameters and does not import the composition root',
+    'server/mcp/server.ts -> server/server.ts: an area takes the services it uses as parameters and does not import the composition root',
+  ]);
+});
+
+test('an area file that imports the AppContext type, even type-only, fails the check', () => {
+  const root = mkdtempSync(join(tmpdir(), 'agentgate-layers-'));
+  const write = (file: string, text: string) => { mkdirSync(dirname(join(root, file)), { recursive: true }); writeFileSync(join(root, file), text); };
+  try {
+    write('middleware/core.ts', 'export const core = 1;\n');
+    write('adapters/hono.ts', "import { core } from '../middleware/core.js';\n");
+    write('server/context.ts', 'export interface AppContext { mail: unknown }\n');
+    write('server/app.ts', "import type { AppContext } from './context.js';\nimport { vaultRoutes } from './vault/routes.js';\n");
+    write('server/vault/routes.ts', "// The route used to take the whole context: import type { AppContext } from '../context.js';\nexport function vaultRoutes(deps: { vault: unknown }) { return deps; }\n");
+    write('server/mail/routes.ts', "import type { AppContext } from '../context.js';\nexport function mailRoutes(app: AppContext) { return app.mail; }\n");
+    expect(layerViolations(importGraph(root))).toEqual([
+      'server/mail/routes.ts -> server/context.ts: an area takes the services it uses as parameters and does not import the composition root',
+    ]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });
 
 test('the checker finds a circle and each kind of layering violation', () => {

@@ -1,8 +1,9 @@
-import type { AppContext } from '../context.js';
 import { encodeCursor, type Cursor } from '../platform/pagination.js';
 import { presentPayment, presentTransfer } from '../payments/present.js';
 import type { MandateOwner } from './mandate-service.js';
 import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
+import type { PayService } from './pay-service.js';
+import type { PaymentService } from '../payments/payment-service.js';
 
 export function presentOutgoing(p: OutgoingPaymentDoc) {
   return {
@@ -19,14 +20,21 @@ export function presentOutgoing(p: OutgoingPaymentDoc) {
   };
 }
 
+export interface ActivityDeps {
+  /** The org's seller payments (money in). */
+  payments: Pick<PaymentService, 'list'>;
+  /** The identity's own payments (money out). */
+  buyer: Pick<PayService, 'listOutgoing'>;
+}
+
 /**
  * One feed of money in (the org's seller payments) and out (this identity's payments), newest first.
  * Each source is read one row past the page, so the merged page and its cursor are exact.
  */
-export async function paymentActivity(app: AppContext, owner: MandateOwner, limit: number, cursor?: Cursor) {
+export async function paymentActivity({ payments, buyer }: ActivityDeps, owner: MandateOwner, limit: number, cursor?: Cursor) {
   const [incoming, outgoing] = await Promise.all([
-    app.payments.list(owner.orgId, limit, cursor),
-    app.buyer.listOutgoing(owner, limit, cursor),
+    payments.list(owner.orgId, limit, cursor),
+    buyer.listOutgoing(owner, limit, cursor),
   ]);
   type Row = { at: Date; id: string; item: Record<string, unknown> };
   const rows: Row[] = [

@@ -1,7 +1,7 @@
-import type { AppContext } from '../context.js';
 import { decodeCursor } from '../platform/pagination.js';
-import { paymentActivity } from './activity.js';
-import type { MandateOwner } from './mandate-service.js';
+import { paymentActivity, type ActivityDeps } from './activity.js';
+import type { MandateOwner, MandateService } from './mandate-service.js';
+import type { PayService } from './pay-service.js';
 import type { ActivityQuery, MandateBody, PayBody } from './schemas.js';
 
 /**
@@ -9,34 +9,39 @@ import type { ActivityQuery, MandateBody, PayBody } from './schemas.js';
  * so a mandate, a payment or a page of activity is the same whichever door the agent came in by.
  */
 
-export async function createMandateFor(app: AppContext, owner: MandateOwner, body: MandateBody) {
-  const doc = await app.mandates.create(owner, {
+export interface BuyerDeps extends ActivityDeps {
+  mandates: MandateService;
+  buyer: PayService;
+}
+
+export async function createMandateFor({ mandates }: Pick<BuyerDeps, 'mandates'>, owner: MandateOwner, body: MandateBody) {
+  const doc = await mandates.create(owner, {
     maxPerCallAtomic: body.maxPerCallUsdc, dailyCapAtomic: body.dailyCapUsdc, validUntil: body.validUntil, allowedHosts: body.allowedHosts,
   });
-  return app.mandates.present(doc);
+  return mandates.present(doc);
 }
 
-export async function listMandatesFor(app: AppContext, owner: MandateOwner) {
-  const mandates = await Promise.all((await app.mandates.list(owner)).map((m) => app.mandates.present(m)));
-  return { mandates, count: mandates.length };
+export async function listMandatesFor({ mandates }: Pick<BuyerDeps, 'mandates'>, owner: MandateOwner) {
+  const presented = await Promise.all((await mandates.list(owner)).map((m) => mandates.present(m)));
+  return { mandates: presented, count: presented.length };
 }
 
-export async function getMandateFor(app: AppContext, owner: MandateOwner, id: string) {
-  return app.mandates.present(await app.mandates.get(owner, id));
+export async function getMandateFor({ mandates }: Pick<BuyerDeps, 'mandates'>, owner: MandateOwner, id: string) {
+  return mandates.present(await mandates.get(owner, id));
 }
 
-export async function revokeMandateFor(app: AppContext, owner: MandateOwner, id: string) {
-  return app.mandates.present(await app.mandates.revoke(owner, id));
+export async function revokeMandateFor({ mandates }: Pick<BuyerDeps, 'mandates'>, owner: MandateOwner, id: string) {
+  return mandates.present(await mandates.revoke(owner, id));
 }
 
-export async function payFor(app: AppContext, owner: MandateOwner, body: PayBody) {
-  return app.buyer.pay(owner, {
+export async function payFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owner: MandateOwner, body: PayBody) {
+  return buyer.pay(owner, {
     url: body.url, method: body.method, headers: body.headers, body: body.body,
     maxAmountAtomic: body.maxAmountUsdc ?? body.maxAmount, dryRun: body.dryRun, mandateId: body.mandateId,
   });
 }
 
-export async function activityFor(app: AppContext, owner: MandateOwner, query: ActivityQuery) {
-  const page = await paymentActivity(app, owner, query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
+export async function activityFor(deps: ActivityDeps, owner: MandateOwner, query: ActivityQuery) {
+  const page = await paymentActivity(deps, owner, query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
   return { activity: page.items, count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
 }

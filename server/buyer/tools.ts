@@ -1,16 +1,18 @@
 import { z } from 'zod';
-import { defineTool, ToolRefusal, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, ToolRefusal, type ToolDefinition } from '../mcp/tool.js';
 import { activityQuery, mandateBody, mandateIdParam, payBody } from './schemas.js';
-import { activityFor, createMandateFor, getMandateFor, listMandatesFor, payFor, revokeMandateFor } from './calls.js';
+import { activityFor, createMandateFor, getMandateFor, listMandatesFor, payFor, revokeMandateFor, type BuyerDeps } from './calls.js';
 import { refusalBody } from './pay-result.js';
 
 const ownerOf = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
+
+const defineTool = toolDefiner<BuyerDeps>();
 
 /**
  * MCP tools of the buyer side, each the HTTP route's call with the route's schema and scope: an agent
  * that only speaks MCP can set up its mandate, pay and read what it paid without any HTTP of its own.
  */
-export const buyerTools: ToolDefinition[] = [
+export const buyerTools: ToolDefinition<BuyerDeps>[] = [
   defineTool({
     name: 'payments_create_mandate',
     title: 'Create a spending mandate',
@@ -20,7 +22,7 @@ export const buyerTools: ToolDefinition[] = [
       '(e.g. ["api.example.com", "*.example.org"]). Same as POST /v0/payments/mandates.',
     scope: 'payments:spend',
     input: mandateBody,
-    run: (app, principal, input) => createMandateFor(app, ownerOf(principal), input),
+    run: (deps, principal, input) => createMandateFor(deps, ownerOf(principal), input),
   }),
   defineTool({
     name: 'payments_list_mandates',
@@ -28,7 +30,7 @@ export const buyerTools: ToolDefinition[] = [
     description: 'This identity\'s mandates, newest first, each with what it spent today and in total. Same as GET /v0/payments/mandates.',
     scope: 'payments:read',
     input: z.object({}).strict(),
-    run: (app, principal) => listMandatesFor(app, ownerOf(principal)),
+    run: (deps, principal) => listMandatesFor(deps, ownerOf(principal)),
   }),
   defineTool({
     name: 'payments_get_mandate',
@@ -36,7 +38,7 @@ export const buyerTools: ToolDefinition[] = [
     description: 'One mandate by its id (the mandateId, "mdt_…"), with what it spent. Same as GET /v0/payments/mandates/{id}.',
     scope: 'payments:read',
     input: mandateIdParam,
-    run: (app, principal, input) => getMandateFor(app, ownerOf(principal), input.id),
+    run: (deps, principal, input) => getMandateFor(deps, ownerOf(principal), input.id),
   }),
   defineTool({
     name: 'payments_revoke_mandate',
@@ -44,7 +46,7 @@ export const buyerTools: ToolDefinition[] = [
     description: 'Revokes a mandate by its id (the mandateId, "mdt_…"): payments_pay no longer spends under it. Same as DELETE /v0/payments/mandates/{id}.',
     scope: 'payments:spend',
     input: mandateIdParam,
-    run: (app, principal, input) => revokeMandateFor(app, ownerOf(principal), input.id),
+    run: (deps, principal, input) => revokeMandateFor(deps, ownerOf(principal), input.id),
   }),
   defineTool({
     name: 'payments_pay',
@@ -58,8 +60,8 @@ export const buyerTools: ToolDefinition[] = [
       'A refusal (no mandate, over a cap, balance short, …) is a tool error whose `error` names the reason.',
     scope: 'payments:spend',
     input: payBody,
-    async run(app, principal, input) {
-      const result = await payFor(app, ownerOf(principal), input);
+    async run(deps, principal, input) {
+      const result = await payFor(deps, ownerOf(principal), input);
       // A refusal is an error to the model (nothing was paid), with the same body POST /v0/payments/pay answers.
       return result.ok ? result : new ToolRefusal(refusalBody(result));
     },
@@ -72,6 +74,6 @@ export const buyerTools: ToolDefinition[] = [
       'Pass nextPageToken back as pageToken for the next page. Same as GET /v0/payments/activity.',
     scope: 'payments:read',
     input: activityQuery,
-    run: (app, principal, input) => activityFor(app, ownerOf(principal), input),
+    run: (deps, principal, input) => activityFor(deps, ownerOf(principal), input),
   }),
 ];

@@ -1,56 +1,59 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import type { AppContext } from '../context.js';
-import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, identityIdOf, principalOf, requireScope, type AuthDeps } from '../platform/auth/authenticate.js';
 import { notFound } from '../platform/errors.js';
 import { parseInput } from '../platform/validate.js';
-import { presentEvent, type CalendarOwner } from './calendar-service.js';
+import { presentEvent, type CalendarOwner, type CalendarService } from './calendar-service.js';
 import { createEventBody, eventParams, feedParams, listQuery, publicBody, updateEventBody } from './schemas.js';
 
 const ownerOf = (ctx: Context): CalendarOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
 
+export interface CalendarRouteDeps extends AuthDeps {
+  calendar: CalendarService;
+}
+
 /** The identity's calendar (DESIGN.md): identity key with calendar:read / calendar:write. */
-export function calendarRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app, { prefix: '/v0/calendar' });
+export function calendarRoutes({ keys, identities, calendar }: CalendarRouteDeps): Router {
+  const router = authenticatedRouter({ keys, identities }, { prefix: '/v0/calendar' });
   const read = requireScope('calendar:read');
   const write = requireScope('calendar:write');
   const eventId = (ctx: Context) => parseInput(eventParams, ctx.params, 'params').eventId;
 
   router.get('/', read, async (ctx) => {
     const query = parseInput(listQuery, ctx.query, 'query');
-    const events = (await app.calendar.list(ownerOf(ctx), query)).map(presentEvent);
+    const events = (await calendar.list(ownerOf(ctx), query)).map(presentEvent);
     ctx.body = { events, count: events.length };
   });
 
   router.post('/', write, async (ctx) => {
     const body = parseInput(createEventBody, ctx.request.body, 'body');
     ctx.status = 201;
-    ctx.body = presentEvent(await app.calendar.create(ownerOf(ctx), body));
+    ctx.body = presentEvent(await calendar.create(ownerOf(ctx), body));
   });
 
   // Registered before /:eventId; "public" is not an event id anyway.
   router.get('/public', read, async (ctx) => {
-    ctx.body = await app.calendar.publicStatus(ownerOf(ctx));
+    ctx.body = await calendar.publicStatus(ownerOf(ctx));
   });
 
   router.post('/public', write, async (ctx) => {
     const { enabled } = parseInput(publicBody, ctx.request.body, 'body');
-    ctx.body = await app.calendar.setPublic(ownerOf(ctx), enabled);
+    ctx.body = await calendar.setPublic(ownerOf(ctx), enabled);
   });
 
   router.get('/:eventId', read, async (ctx) => {
-    ctx.body = presentEvent(await app.calendar.get(ownerOf(ctx), eventId(ctx)));
+    ctx.body = presentEvent(await calendar.get(ownerOf(ctx), eventId(ctx)));
   });
 
   router.patch('/:eventId', write, async (ctx) => {
     const id = eventId(ctx);
     const body = parseInput(updateEventBody, ctx.request.body, 'body');
-    ctx.body = presentEvent(await app.calendar.update(ownerOf(ctx), id, body));
+    ctx.body = presentEvent(await calendar.update(ownerOf(ctx), id, body));
   });
 
   router.delete('/:eventId', write, async (ctx) => {
     const id = eventId(ctx);
-    await app.calendar.delete(ownerOf(ctx), id);
+    await calendar.delete(ownerOf(ctx), id);
     ctx.body = { eventId: id, deleted: true };
   });
 
@@ -58,11 +61,11 @@ export function calendarRoutes(app: AppContext): Router {
 }
 
 /** The public iCal feed: no key, the unguessable token in the URL is the capability. */
-export function calendarFeedRoutes(app: AppContext): Router {
+export function calendarFeedRoutes({ calendar }: { calendar: CalendarService }): Router {
   const router = new Router();
   router.get('/v0/calendar/feed/:token.ics', async (ctx) => {
     const parsed = feedParams.safeParse(ctx.params);
-    const text = parsed.success ? await app.calendar.feedText(parsed.data.token) : null;
+    const text = parsed.success ? await calendar.feedText(parsed.data.token) : null;
     if (text === null) throw notFound('Calendar feed not found');
     ctx.set('Cache-Control', 'private, max-age=300');
     ctx.type = 'text/calendar; charset=utf-8';

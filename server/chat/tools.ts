@@ -1,20 +1,26 @@
 import { z } from 'zod';
-import { defineTool, type ToolDefinition } from '../mcp/tool.js';
-import { presentChatMessage } from './chat-service.js';
+import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { presentChatMessage, type ChatService } from './chat-service.js';
 import { listMessagesQuery, sendBody } from './schemas.js';
 
 const owner = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
 
+export interface ChatToolDeps {
+  chat: ChatService;
+}
+
+const defineTool = toolDefiner<ChatToolDeps>();
+
 /** MCP tools of the chat integration (SPEC 4.3): the same service calls as /v0/chat. */
-export const chatTools: ToolDefinition[] = [
+export const chatTools: ToolDefinition<ChatToolDeps>[] = [
   defineTool({
     name: 'chat_list_channels',
     title: 'List chat channels',
     description: 'Lists the connected workspace\'s channels the bot can see, with botIsMember. The bot can read and post only where it is a member; a person invites it with /invite.',
     scope: 'chat:read',
     input: z.object({}),
-    run: async (app, principal) => {
-      const channels = await app.chat.channels(owner(principal));
+    run: async ({ chat }, principal) => {
+      const channels = await chat.channels(owner(principal));
       return { channels, count: channels.length };
     },
   }),
@@ -26,8 +32,8 @@ export const chatTools: ToolDefinition[] = [
     input: z.object({
       channel: z.string().optional(), since: z.string().optional(), limit: z.number().int().min(1).max(100).optional(), pageToken: z.string().optional(),
     }),
-    run: async (app, principal, input) => {
-      const page = await app.chat.listMessages(owner(principal), listMessagesQuery.parse(input));
+    run: async ({ chat }, principal, input) => {
+      const page = await chat.listMessages(owner(principal), listMessagesQuery.parse(input));
       const messages = page.items.map(presentChatMessage);
       return { messages, count: messages.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
     },
@@ -38,6 +44,6 @@ export const chatTools: ToolDefinition[] = [
     description: 'Posts text to a channel (by id). Pass the ts of a message as threadTs to reply in its thread. Fails with not_in_channel until the bot is invited.',
     scope: 'chat:send',
     input: sendBody,
-    run: async (app, principal, input) => app.chat.send(owner(principal), input),
+    run: async ({ chat }, principal, input) => chat.send(owner(principal), input),
   }),
 ];

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import type { AppContext } from '../context.js';
+import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import { AppError } from '../platform/errors.js';
 import { csrfMatches, type ConsoleSessions, type LiveSession } from './sessions.js';
 
@@ -24,10 +24,10 @@ export function sessionOf(ctx: Context): LiveSession {
  * its sessions at their next request even when the revocation came through the API. A page request
  * without a session goes to the sign-in form; anything else (a form post, a live-refresh fetch) gets 401.
  */
-export function requireSession(app: AppContext, sessions: ConsoleSessions) {
+export function requireSession(keys: ApiKeyService, sessions: ConsoleSessions) {
   return async (ctx: Context, next: Next) => {
     const session = await sessions.resolve(ctx.cookies.get(COOKIE));
-    const key = session && await app.keys.findOwned(session.keyId, session.orgId, session.role === 'admin' ? 'platform' : 'seller');
+    const key = session && await keys.findOwned(session.keyId, session.orgId, session.role === 'admin' ? 'platform' : 'seller');
     if (session && (!key || key.revokedAt)) await sessions.end(session._id);
     if (!session || !key || key.revokedAt) {
       ctx.cookies.set(COOKIE, null, { path: CONSOLE_PREFIX });
@@ -90,6 +90,6 @@ function originOfUrl(url: string): string | undefined {
 export type Middleware = (ctx: Context, next: Next) => Promise<unknown>;
 export interface ConsoleGuards { sameOrigin: Middleware; session: Middleware; csrf: Middleware; admin: Middleware }
 
-export function consoleGuards(app: AppContext, sessions: ConsoleSessions): ConsoleGuards {
-  return { sameOrigin: sameOrigin(), session: requireSession(app, sessions), csrf: requireCsrfToken(), admin: requireAdmin() };
+export function consoleGuards(keys: ApiKeyService, sessions: ConsoleSessions): ConsoleGuards {
+  return { sameOrigin: sameOrigin(), session: requireSession(keys, sessions), csrf: requireCsrfToken(), admin: requireAdmin() };
 }

@@ -1,12 +1,15 @@
 import { Readable } from 'node:stream';
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { AppContext } from '../context.js';
+import type { ChainService } from '../chain/chain-service.js';
+import type { DidService } from '../did/did-service.js';
+import type { Logger } from '../platform/logger.js';
 import { parseInput } from '../platform/validate.js';
-import type { PaymentFilter } from '../payments/payment-service.js';
+import type { PaymentFilter, PaymentService } from '../payments/payment-service.js';
 import { paymentTotals, settledVolume } from '../payments/payment-totals.js';
 import type { PaymentDoc } from '../payments/models.js';
 import type { DeliveryDoc } from '../webhooks/models.js';
+import type { WebhookService } from '../webhooks/webhook-service.js';
 import { deliveryState } from '../webhooks/state.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { sessionOf, type ConsoleGuards } from './access.js';
@@ -51,18 +54,28 @@ function chartBuckets(query: PaymentsQuery, now = new Date()): { buckets: Array<
 }
 
 /** The payment's delivery, if the outbox has become one (another org's id cannot be reached: get is by org). */
-async function deliveryOf(app: AppContext, payment: PaymentDoc): Promise<DeliveryDoc | undefined> {
+async function deliveryOf(webhooks: WebhookService, payment: PaymentDoc): Promise<DeliveryDoc | undefined> {
   const id = payment.webhook?.deliveryId;
-  return id ? app.webhooks.get(payment.orgId, id).catch(() => undefined) : undefined;
+  return id ? webhooks.get(payment.orgId, id).catch(() => undefined) : undefined;
 }
 
 const deliveryIds = (payments: PaymentDoc[]) => payments.flatMap((p) => (p.webhook?.deliveryId ? [p.webhook.deliveryId] : []));
+
+export interface PaymentPageDeps {
+  payments: PaymentService;
+  webhooks: WebhookService;
+  /** The service's DID document, which the receipts are checked against. */
+  did: DidService;
+  /** For explorer links; undefined when no chain is configured. */
+  chain: ChainService | undefined;
+  log: Logger;
+}
 
 /**
  * Payments: the filtered list with totals, a volume chart and numbered pages (its first page refreshes
  * itself); a CSV export of the same filter; one payment with receipts and webhook.
  */
-export function paymentPages(router: Router, app: AppContext, guards: ConsoleGuards): void {
+export function paymentPages(router: Router, deps: PaymentPageDeps, guards: ConsoleGuards): void {
   const orgOf = (ctx: Context) => sessionOf(ctx).orgId;
 
   router.get('/', guards.session, (ctx) => seeOther(ctx, '/console/payments'));
@@ -70,7 +83,7 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
   router.get('/payments', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const parsed = paymentsQuery.safeParse(ctx.query);
-    const endpoints = await app.payments.listEndpoints(orgId);
+    const endpoints = await deps.payments.listEndpoints(orgId);
     if (!parsed.success) {
       // A filter a person can fix (From after To, a malformed search) is shown on the form, not as an error page.
       const values = rawFilters(ctx.query) as PaymentFilterValues;
@@ -81,13 +94,13 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
     const pageNumber = query.page ?? 1;
     const chart = chartBuckets(query);
     // The totals read the records: this process's record updates first (payment-service.ts).
-    await app.payments.recordsWritten();
+    await deps.payments.recordsWritten();
     const [payments, totals, buckets] = await Promise.all([
-      app.payments.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
-      paymentTotals(app.payments.payments, orgId, filter),
-      settledVolume(app.payments.payments, orgId, filter, chart.buckets),
+      deps.payments.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
+      paymentTotals(deps.payments.payments, orgId, filter),
+      settledVolume(deps.payments.payments, orgId, filter, chart.buckets),
     ]);
-    const deliveries = await app.webhooks.summaries(orgId, deliveryIds(payments));
+    const deliveries = await deps.webhooks.summaries(orgId, deliveryIds(payments));
     sendHtml(ctx, paymentsPage({
       session: sessionOf(ctx), values: query, errors: {}, endpoints, payments, deliveries, totals,
       window: { page: pageNumber, pageSize: PAGE_SIZE, total: totals.count }, chart: { buckets, bucketDays: chart.bucketDays },
@@ -97,21 +110,21 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
   // The live refresh: the newest page's rows under the same filters, as an HTML fragment.
   router.get('/payments/rows', guards.session, async (ctx) => {
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const payments = await app.payments.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
-    sendHtml(ctx, paymentRows(payments, await app.webhooks.summaries(orgOf(ctx), deliveryIds(payments))));
+    const payments = await deps.payments.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
+    sendHtml(ctx, paymentRows(payments, await deps.webhooks.summaries(orgOf(ctx), deliveryIds(payments))));
   });
 
   // Every payment the filters match, newest first, streamed from a database cursor (never all in memory).
   router.get('/payments.csv', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const cursor = app.payments.cursor(orgId, filterOf(query));
-    const log = app.log.child({ area: 'console' });
+    const cursor = deps.payments.cursor(orgId, filterOf(query));
+    const log = deps.log.child({ area: 'console' });
     async function* lines() {
       yield csvLine(['payment_id', 'created_at', 'status', 'amount_usdc', 'amount_atomic', 'payer', 'recipient', 'resource', 'endpoint_id', 'network', 'tx_hash', 'settled_at', 'failure_reason', 'webhook']);
       let batch: PaymentDoc[] = [];
       const flush = async function* () {
-        const deliveries = await app.webhooks.summaries(orgId, deliveryIds(batch));
+        const deliveries = await deps.webhooks.summaries(orgId, deliveryIds(batch));
         for (const p of batch) {
           const delivery = p.webhook?.deliveryId ? deliveries.get(p.webhook.deliveryId) : undefined;
           yield csvLine([p._id, p.createdAt.toISOString(), p.status, formatUsdc(BigInt(p.amountUsdcRaw)), p.amountUsdcRaw, p.payerAddress, p.recipientAddress, p.resourceUrl,
@@ -139,18 +152,18 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
 
   router.get('/payments/:id', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const payment = await app.payments.get(orgOf(ctx), id);
-    const document = app.did.serviceDocument();
+    const payment = await deps.payments.get(orgOf(ctx), id);
+    const document = deps.did.serviceDocument();
     const [receiptCheck, offerReceiptCheck, delivery, endpoint] = await Promise.all([
-      checkSignedReceipt(payment, document), checkOfferReceipt(payment, document), deliveryOf(app, payment),
-      payment.endpointId ? app.payments.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
+      checkSignedReceipt(payment, document), checkOfferReceipt(payment, document), deliveryOf(deps.webhooks, payment),
+      payment.endpointId ? deps.payments.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
-    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(app.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined }));
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined }));
   });
 
   router.get('/payments/:id/delivery', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const payment = await app.payments.get(orgOf(ctx), id);
-    sendHtml(ctx, deliverySection(sessionOf(ctx), payment, await deliveryOf(app, payment)));
+    const payment = await deps.payments.get(orgOf(ctx), id);
+    sendHtml(ctx, deliverySection(sessionOf(ctx), payment, await deliveryOf(deps.webhooks, payment)));
   });
 }

@@ -1,5 +1,8 @@
 import Router from '@koa/router';
-import type { AppContext } from '../context.js';
+import type { Connection } from 'mongoose';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
 import { formBody } from '../platform/http-body.js';
 import { parseInput } from '../platform/validate.js';
 import { notFound } from '../platform/errors.js';
@@ -7,11 +10,11 @@ import { CONSOLE_PREFIX, consoleGuards, sessionOf } from './access.js';
 import { ConsoleSessions } from './sessions.js';
 import { consoleErrors, consoleHeaders } from './errors.js';
 import { CONSOLE_CSS, CONSOLE_JS, FAVICON_SVG, assetEtag } from './assets.js';
-import { signInRoutes } from './sign-in-routes.js';
-import { paymentPages } from './payment-pages.js';
-import { endpointPages } from './endpoint-pages.js';
-import { keyPages } from './key-pages.js';
-import { webhookPages } from './webhook-pages.js';
+import { signInRoutes, type SignInDeps } from './sign-in-routes.js';
+import { paymentPages, type PaymentPageDeps } from './payment-pages.js';
+import { endpointPages, type EndpointPageDeps } from './endpoint-pages.js';
+import { keyPages, type KeyPageDeps } from './key-pages.js';
+import { webhookPages, type WebhookPageDeps } from './webhook-pages.js';
 import { offsetOf } from './views/pager.js';
 import { activityQuery } from './schemas.js';
 import { activityPage } from './views/activity.js';
@@ -25,16 +28,24 @@ const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
 
 const ACTIVITY_PAGE_SIZE = 50;
 
+/** What the console's own routes use (its sessions live in `db`), and what each group of pages does. */
+export type ConsoleDeps = SignInDeps & PaymentPageDeps & WebhookPageDeps & EndpointPageDeps & KeyPageDeps & {
+  db: Connection;
+  config: Pick<Config, 'MAX_BODY_BYTES'>;
+  log: Logger;
+  logs: ActivityLog;
+};
+
 /** The ops console (docs/sellers/console.md): server-rendered pages under /console, signed in with a cookie session. */
-export function consoleRoutes(app: AppContext): Router {
+export function consoleRoutes(deps: ConsoleDeps): Router {
   const router = new Router({ prefix: CONSOLE_PREFIX });
-  const sessions = new ConsoleSessions(app.db);
-  const guards = consoleGuards(app, sessions);
-  const log = app.log.child({ area: 'console' });
+  const sessions = new ConsoleSessions(deps.db);
+  const guards = consoleGuards(deps.keys, sessions);
+  const log = deps.log.child({ area: 'console' });
   router.use(consoleErrors((err, ctx) => log.error({ err, method: ctx.method, path: ctx.path }, 'console page failed')));
   router.use(consoleHeaders());
   // The console posts HTML forms; the app's JSON body parser leaves /console to this one (see app.ts).
-  router.use(formBody(app.config.MAX_BODY_BYTES));
+  router.use(formBody(deps.config.MAX_BODY_BYTES));
 
   router.get('/assets/:name', (ctx) => {
     // Own keys only: a name such as "toString" must not reach Object.prototype (the fuzz test found a 500).
@@ -48,16 +59,16 @@ export function consoleRoutes(app: AppContext): Router {
     ctx.body = asset.text;
   });
 
-  signInRoutes(router, app, sessions, guards);
-  paymentPages(router, app, guards);
-  webhookPages(router, app, guards);
-  endpointPages(router, app, guards);
-  keyPages(router, app, sessions, guards);
+  signInRoutes(router, deps, sessions, guards);
+  paymentPages(router, deps, guards);
+  webhookPages(router, deps, guards);
+  endpointPages(router, deps, guards);
+  keyPages(router, deps, sessions, guards);
 
   router.get('/activity', guards.session, async (ctx) => {
     const { page } = parseInput(activityQuery, ctx.query, 'query');
     const pageNumber = page ?? 1;
-    const { entries, total } = await app.logs.page(sessionOf(ctx).orgId, offsetOf(pageNumber, ACTIVITY_PAGE_SIZE), ACTIVITY_PAGE_SIZE);
+    const { entries, total } = await deps.logs.page(sessionOf(ctx).orgId, offsetOf(pageNumber, ACTIVITY_PAGE_SIZE), ACTIVITY_PAGE_SIZE);
     sendHtml(ctx, activityPage({ session: sessionOf(ctx), entries, window: { page: pageNumber, pageSize: ACTIVITY_PAGE_SIZE, total } }));
   });
 

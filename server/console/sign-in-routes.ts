@@ -1,6 +1,8 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { AppContext } from '../context.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { ApiKeyService } from '../platform/auth/api-keys.js';
+import type { RateLimiter } from '../platform/rate-limit.js';
 import { AppError } from '../platform/errors.js';
 import { COOKIE, CONSOLE_PREFIX, type ConsoleGuards } from './access.js';
 import type { ConsoleSessions } from './sessions.js';
@@ -11,8 +13,14 @@ import { sendHtml, seeOther } from './render.js';
 /** Wrong keys allowed per client address and window before sign-in answers 429. */
 export const SIGN_IN_FAILURES = { limit: 10, windowMs: 15 * 60 * 1000 };
 
+export interface SignInDeps {
+  keys: ApiKeyService;
+  rateLimiter: RateLimiter;
+  logs: ActivityLog;
+}
+
 /** Sign-in exchanges a platform or seller key for a session cookie; sign-out deletes the session. */
-export function signInRoutes(router: Router, app: AppContext, sessions: ConsoleSessions, guards: ConsoleGuards): void {
+export function signInRoutes(router: Router, { keys, rateLimiter, logs }: SignInDeps, sessions: ConsoleSessions, guards: ConsoleGuards): void {
   router.get('/sign-in', async (ctx) => {
     if (await sessions.resolve(ctx.cookies.get(COOKIE))) return seeOther(ctx, `${CONSOLE_PREFIX}/payments`);
     sendHtml(ctx, signInPage({ notice: ctx.query.signedOut === '1' ? 'You are signed out.' : undefined }));
@@ -20,15 +28,15 @@ export function signInRoutes(router: Router, app: AppContext, sessions: ConsoleS
 
   router.post('/sign-in', guards.sameOrigin, async (ctx) => {
     const bucket = `console-sign-in:${ctx.ip}`;
-    const gate = await app.rateLimiter.exhausted(bucket, SIGN_IN_FAILURES.limit, SIGN_IN_FAILURES.windowMs);
+    const gate = await rateLimiter.exhausted(bucket, SIGN_IN_FAILURES.limit, SIGN_IN_FAILURES.windowMs);
     if (gate.exhausted) {
       throw new AppError(429, 'rate_limited', `Too many wrong keys from your address. Try again in ${Math.ceil(gate.retryAfter / 60)} minute(s).`, { retryAfter: gate.retryAfter }, { 'Retry-After': String(gate.retryAfter) });
     }
     const form = signInForm.safeParse(ctx.request.body);
     if (!form.success) return sendHtml(ctx, signInPage({ error: `Platform key: ${form.error.issues[0]?.message ?? 'invalid'}` }), 400);
-    const key = await app.keys.resolve(form.data.key);
+    const key = await keys.resolve(form.data.key);
     if (!key) {
-      await app.rateLimiter.consume(bucket, SIGN_IN_FAILURES.limit, SIGN_IN_FAILURES.windowMs);
+      await rateLimiter.consume(bucket, SIGN_IN_FAILURES.limit, SIGN_IN_FAILURES.windowMs);
       return sendHtml(ctx, signInPage({ error: 'That key is not valid, or it was revoked.' }), 401);
     }
     if (key.tier !== 'platform' && key.tier !== 'seller') {
@@ -37,7 +45,7 @@ export function signInRoutes(router: Router, app: AppContext, sessions: ConsoleS
     const role = key.tier === 'platform' ? 'admin' : 'viewer';
     const { token, expiresAt } = await sessions.create({ orgId: key.orgId, keyId: key._id, role });
     setSessionCookie(ctx, token, expiresAt);
-    await app.logs.record({ orgId: key.orgId, action: 'console.signed_in', category: 'console', description: `Console sign-in with ${key.tier} key ${key.prefix}…${role === 'viewer' ? ' (read-only)' : ''}`, targetType: 'api_key', targetId: key._id, metadata: { ip: ctx.ip } });
+    await logs.record({ orgId: key.orgId, action: 'console.signed_in', category: 'console', description: `Console sign-in with ${key.tier} key ${key.prefix}…${role === 'viewer' ? ' (read-only)' : ''}`, targetType: 'api_key', targetId: key._id, metadata: { ip: ctx.ip } });
     seeOther(ctx, `${CONSOLE_PREFIX}/payments`);
   });
 
@@ -45,7 +53,7 @@ export function signInRoutes(router: Router, app: AppContext, sessions: ConsoleS
     const session = ctx.state.consoleSession!;
     await sessions.end(session._id);
     ctx.cookies.set(COOKIE, null, { path: CONSOLE_PREFIX });
-    await app.logs.record({ orgId: session.orgId, action: 'console.signed_out', category: 'console', description: 'Console sign-out', targetType: 'api_key', targetId: session.keyId });
+    await logs.record({ orgId: session.orgId, action: 'console.signed_out', category: 'console', description: 'Console sign-out', targetType: 'api_key', targetId: session.keyId });
     seeOther(ctx, `${CONSOLE_PREFIX}/sign-in?signedOut=1`);
   });
 }

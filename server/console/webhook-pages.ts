@@ -1,9 +1,9 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
+import type { PaymentService } from '../payments/payment-service.js';
 import { parseInput } from '../platform/validate.js';
-import type { DeliveryFilter } from '../webhooks/webhook-service.js';
+import type { DeliveryFilter, WebhookService } from '../webhooks/webhook-service.js';
 import { DELIVERY_STATES } from '../webhooks/state.js';
 import { sessionOf, type ConsoleGuards } from './access.js';
 import { dayBounds, deliveriesQuery, idParam, PAGE_SIZE, rawFilters } from './schemas.js';
@@ -21,14 +21,20 @@ const retryForm = z.object({
   attempt: z.coerce.number().int().min(0).max(1_000_000).optional(),
 });
 
+export interface WebhookPageDeps {
+  webhooks: WebhookService;
+  /** The org's endpoints, for the filter. */
+  payments: Pick<PaymentService, 'listEndpoints'>;
+}
+
 /** Webhook deliveries: the list by state with filters and numbered pages, and "retry now". */
-export function webhookPages(router: Router, app: AppContext, guards: ConsoleGuards): void {
+export function webhookPages(router: Router, { webhooks, payments }: WebhookPageDeps, guards: ConsoleGuards): void {
   const orgOf = (ctx: Context) => sessionOf(ctx).orgId;
 
   router.get('/webhooks', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const parsed = deliveriesQuery.safeParse(ctx.query);
-    const endpoints = await app.payments.listEndpoints(orgId);
+    const endpoints = await payments.listEndpoints(orgId);
     if (!parsed.success) {
       const values = rawFilters(ctx.query) as DeliveryFilterValues;
       return sendHtml(ctx, webhooksPage({ session: sessionOf(ctx), values, errors: errorsByField(parsed.error.issues), endpoints, deliveries: [], window: { page: 1, pageSize: PAGE_SIZE, total: 0 } }), 400);
@@ -38,8 +44,8 @@ export function webhookPages(router: Router, app: AppContext, guards: ConsoleGua
     const pageNumber = query.page ?? 1;
     // The tabs count each state under the other filters (counted in the database, one query each).
     const [deliveries, counts] = await Promise.all([
-      app.webhooks.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
-      Promise.all(DELIVERY_STATES.map(async (state) => [state, await app.webhooks.count(orgId, { ...filter, state })] as const)),
+      webhooks.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
+      Promise.all(DELIVERY_STATES.map(async (state) => [state, await webhooks.count(orgId, { ...filter, state })] as const)),
     ]);
     const byState = Object.fromEntries(counts);
     const total = query.state ? byState[query.state]! : counts.reduce((sum, [, n]) => sum + n, 0);
@@ -51,7 +57,7 @@ export function webhookPages(router: Router, app: AppContext, guards: ConsoleGua
     const raw = ctx.request.body as Record<string, unknown>;
     const { back, round, attempt } = parseInput(retryForm, { back: raw.back || undefined, round: raw.round || undefined, attempt: raw.attempt || undefined }, 'body');
     const seen = round !== undefined && attempt !== undefined ? { round, attemptCount: attempt } : undefined;
-    const { delivery } = await app.webhooks.retryNow(orgOf(ctx), id, seen);
+    const { delivery } = await webhooks.retryNow(orgOf(ctx), id, seen);
     seeOther(ctx, back ? (back.startsWith('/console/payments/') ? `${back}#webhook-title` : back) : `/console/payments/${delivery.paymentId}#webhook-title`);
   });
 }

@@ -9,7 +9,7 @@ import { AppError } from '../platform/errors.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { usdcAmount } from '../buyer/amounts.js';
 import type { Operation } from '../openapi/operations.js';
-import { defineTool, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
 import { balanceOf, usdcAbi } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import type { Settler } from '../settlement/settler.js';
@@ -92,7 +92,7 @@ export function faucetRoutes(app: AppContext): Router {
 }
 
 /** The faucet as an MCP tool, served only where the route is (the dev extension), with its schema and scope. */
-export const faucetTool: ToolDefinition = defineTool({
+export const faucetTool: ToolDefinition<AppContext> = toolDefiner<AppContext>()({
   name: 'wallet_faucet',
   title: 'Dev faucet: test USDC',
   description: 'Dev servers only: sends amountUsdc (a decimal string, at most "1000") test USDC to this identity\'s wallet and returns the transaction and the wallet. Same as POST /v0/dev/faucet.',

@@ -1,10 +1,9 @@
 import Router from '@koa/router';
 import { z } from 'zod';
 import type { Context } from 'koa';
-import type { AppContext } from '../context.js';
-import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, identityIdOf, principalOf, requireScope, type AuthDeps } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
-import type { DidOwner } from './did-service.js';
+import type { DidOwner, DidService } from './did-service.js';
 
 const base64 = z.string().max(1_400_000).regex(/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/, 'must be standard base64')
   .transform((v) => Uint8Array.from(Buffer.from(v, 'base64')));
@@ -25,27 +24,31 @@ const publishDocument = (ctx: Context, doc: unknown) => {
  * did:web documents, unauthenticated and unversioned because the did:web method fixes their paths.
  * A revoked identity's document answers 404: its DID no longer resolves, so its signatures stop verifying.
  */
-export function didDocumentRoutes(app: AppContext): Router {
+export function didDocumentRoutes({ did }: { did: DidService }): Router {
   const router = new Router();
-  router.get('/.well-known/did.json', (ctx) => publishDocument(ctx, app.did.serviceDocument()));
+  router.get('/.well-known/did.json', (ctx) => publishDocument(ctx, did.serviceDocument()));
   router.get('/identities/:identityId/did.json', async (ctx) => {
     const parsed = identityParams.safeParse(ctx.params);
     if (!parsed.success) { ctx.status = 404; ctx.body = { error: 'not_found', message: 'DID not found', status: 404 }; return; }
-    publishDocument(ctx, await app.did.identityDocument(parsed.data.identityId));
+    publishDocument(ctx, await did.identityDocument(parsed.data.identityId));
   });
   return router;
 }
 
+export interface IdentitySigningRouteDeps extends AuthDeps {
+  did: DidService;
+}
+
 /** Signing as the calling identity and verifying anyone's did:web signature. */
-export function identitySigningRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app, { prefix: '/v0/identity' });
+export function identitySigningRoutes({ keys, identities, did }: IdentitySigningRouteDeps): Router {
+  const router = authenticatedRouter({ keys, identities }, { prefix: '/v0/identity' });
   router.post('/sign', requireScope('identity:sign'), async (ctx) => {
     const body = parseInput(signBody, ctx.request.body, 'body');
-    ctx.body = await app.did.sign(ownerOf(ctx), body.data);
+    ctx.body = await did.sign(ownerOf(ctx), body.data);
   });
   router.post('/verify', requireScope('identity:verify'), async (ctx) => {
     const body = parseInput(verifyBody, ctx.request.body, 'body');
-    ctx.body = await app.did.verify(ownerOf(ctx), body);
+    ctx.body = await did.verify(ownerOf(ctx), body);
   });
   return router;
 }

@@ -1,6 +1,9 @@
 import Router from '@koa/router';
 import { connect } from 'node:net';
-import type { AppContext } from '../context.js';
+import type { Connection } from 'mongoose';
+import type { ChainService } from '../chain/chain-service.js';
+import type { MailService } from '../mail/mail-service.js';
+import type { SettlementEngine } from '../settlement/engine.js';
 
 /** How long one readiness check may take before it counts as down. */
 const CHECK_TIMEOUT_MS = 2_000;
@@ -16,22 +19,32 @@ const smtpAnswers = ({ host, port }: { host: string; port: number }) => new Prom
   socket.once('error', reject);
 });
 
+export interface HealthRouteDeps {
+  db: Connection;
+  chain: ChainService | undefined;
+  settlement: SettlementEngine | undefined;
+  /** Knows where the inbound SMTP listener listens. */
+  mail: Pick<MailService, 'delivery'>;
+  /** Whether a graceful stop has begun: asked per request, it turns true while the process drains. */
+  isStopping: () => boolean;
+}
+
 /**
  * Probes for orchestrators: GET /health (liveness: the process answers HTTP) and GET /ready (readiness:
  * the database, the chain and the SMTP listener answer and the process is not stopping; 503 naming what
  * does not; 200 `degraded` naming why when settlements would fail: no relayer lane of the deployment can
  * send). The answer also says what this process does in settlement and who holds which lane.
  */
-export function healthRoutes(app: AppContext): Router {
+export function healthRoutes({ db, chain, settlement, mail, isStopping }: HealthRouteDeps): Router {
   const router = new Router();
   router.get('/health', (ctx) => {
     ctx.body = { status: 'ok' };
   });
   router.get('/ready', async (ctx) => {
     const checks: Record<string, () => Promise<unknown>> = {
-      database: () => app.db.db!.command({ ping: 1 }),
-      ...(app.chain ? { chain: () => app.chain!.publicClient.getBlockNumber({ cacheTime: 0 }) } : {}),
-      smtp: () => smtpAnswers(app.mail.delivery.inboundListener()),
+      database: () => db.db!.command({ ping: 1 }),
+      ...(chain ? { chain: () => chain.publicClient.getBlockNumber({ cacheTime: 0 }) } : {}),
+      smtp: () => smtpAnswers(mail.delivery.inboundListener()),
     };
     const results = await Promise.all(Object.entries(checks).map(async ([name, check]) => {
       try {
@@ -44,7 +57,6 @@ export function healthRoutes(app: AppContext): Router {
     // Settlement: this process's part (it accepts; it sends from the lanes it holds) and the deployment's
     // lanes as the registry last showed them. Holding no lane does not make a process unready: it hands its
     // payments to a lane held elsewhere. No lane that can send anywhere makes payments fail: degraded.
-    const settlement = app.settlement;
     let relayer: string | undefined;
     let detail: Record<string, unknown> = {};
     if (settlement) {
@@ -56,7 +68,7 @@ export function healthRoutes(app: AppContext): Router {
       relayer = problems.length ? `degraded: ${problems.join('; ')}` : 'ok';
       detail = { settlement: { ...mine, lanes } };
     }
-    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}), ...(app.stopping ? { process: 'down: stopping' } : {}) };
+    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}), ...(isStopping() ? { process: 'down: stopping' } : {}) };
     const down = Object.entries(answers).filter(([, state]) => state.startsWith('down')).map(([name]) => name);
     const degraded = relayer?.startsWith('degraded');
     ctx.status = down.length ? 503 : 200;

@@ -1,18 +1,21 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
-import { authenticatedRouter, principalOf, requireScope, requireTier } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, principalOf, requireScope, requireTier, type AuthDeps } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
-import { presentLog } from './activity-log.js';
+import { presentLog, type ActivityLog } from './activity-log.js';
 
 export const logsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50) });
+
+export interface LogRouteDeps extends AuthDeps {
+  logs: ActivityLog;
+}
 
 /**
  * GET /v0/logs: a platform key sees its org's log, an identity key its own identity's entries. A seller
  * key (a machine credential of the payment set-up) sees neither: the org log names identities and keys.
  */
-export function logRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app);
+export function logRoutes({ keys, identities, logs }: LogRouteDeps): Router {
+  const router = authenticatedRouter({ keys, identities });
   router.get('/v0/logs', async (ctx, next) => {
     const principal = principalOf(ctx);
     if (principal.tier === 'identity') return requireScope('logs:read')(ctx, next);
@@ -20,7 +23,7 @@ export function logRoutes(app: AppContext): Router {
   }, async (ctx) => {
     const principal = principalOf(ctx);
     const { limit } = parseInput(logsQuery, ctx.query, 'query');
-    const entries = await app.logs.list(
+    const entries = await logs.list(
       principal.tier === 'identity' ? { orgId: principal.orgId, identityId: principal.identityId } : { orgId: principal.orgId },
       limit,
     );

@@ -1,9 +1,10 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
 import { authenticatedRouter, identityIdOf, requireScope } from '../platform/auth/authenticate.js';
+import type { Logger } from '../platform/logger.js';
 import { parseInput } from '../platform/validate.js';
 import { DEFAULT_MAIL_EVENTS, MAIL_EVENT_TYPES, presentEvent, type MailEventType } from './mail-events.js';
+import type { MailRouteDeps } from './routes.js';
 
 /** A stream that heard nothing looks again this often anyway (a change-feed notice can be missed). */
 const IDLE_LOOK_MS = 5_000;
@@ -21,14 +22,18 @@ export const eventStreamQuery = z.object({
 });
 export const lastEventIdHeader = eventId;
 
+export interface EventStreamRouteDeps extends MailRouteDeps {
+  log: Logger;
+}
+
 /**
  * `GET /v0/events`: the identity's mail events as server-sent events, for an agent without a public URL.
  * Each event's `id` is its number in the identity's event log, so a client that reconnects with
  * `Last-Event-ID` gets exactly what it missed (events are kept 7 days), from whichever process it reaches.
  */
-export function eventStreamRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app, { prefix: '/v0/events' });
-  const log = app.log.child({ area: 'mail-events' });
+export function eventStreamRoutes({ keys, identities, mail, log }: EventStreamRouteDeps): Router {
+  const router = authenticatedRouter({ keys, identities }, { prefix: '/v0/events' });
+  const streamLog = log.child({ area: 'mail-events' });
 
   router.get('/', requireScope('mail:read'), async (ctx) => {
     const identityId = identityIdOf(ctx);
@@ -36,7 +41,7 @@ export function eventStreamRoutes(app: AppContext): Router {
     const header = ctx.get('last-event-id');
     const resumeFrom = header ? parseInput(z.object({ 'last-event-id': lastEventIdHeader }), { 'last-event-id': header }, 'query')['last-event-id'] : query.lastEventId;
     const wanted = new Set<MailEventType>(query.events ?? DEFAULT_MAIL_EVENTS);
-    const events = app.mail.events;
+    const events = mail.events;
     let cursor = resumeFrom ?? await events.top(identityId);
 
     ctx.req.socket.setTimeout(0);
@@ -73,7 +78,7 @@ export function eventStreamRoutes(app: AppContext): Router {
       }
     };
     pump().catch((err) => {
-      if (!closed.signal.aborted) log.warn({ err, identityId }, 'event stream ended by an error');
+      if (!closed.signal.aborted) streamLog.warn({ err, identityId }, 'event stream ended by an error');
     }).finally(() => { if (!stream.writableEnded) stream.end(); });
   });
 

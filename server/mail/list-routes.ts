@@ -1,12 +1,12 @@
 import type Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
 import { authenticatedRouter, principalOf } from '../platform/auth/authenticate.js';
 import { AppError, forbidden } from '../platform/errors.js';
 import { parseInput } from '../platform/validate.js';
 import type { Scope } from '../platform/auth/scopes.js';
 import { listEntryInput, listKindInput, type ListEntry, type ListOwner } from './mail-lists.js';
+import type { MailRouteDeps } from './routes.js';
 
 export const listKindParams = z.object({ kind: listKindInput });
 export const listEntryParams = z.object({ kind: listKindInput, entry: listEntryInput });
@@ -36,31 +36,31 @@ function ownerOf(scope: Scope) {
 const owner = (ctx: Context) => ctx.state.listOwner as ListOwner;
 
 /** `/v0/mail/lists`: receive-allow, receive-block, send-allow and send-block, per identity and per org. */
-export function mailListRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app, { prefix: '/v0/mail/lists' });
+export function mailListRoutes({ keys, identities, mail }: MailRouteDeps): Router {
+  const router = authenticatedRouter({ keys, identities }, { prefix: '/v0/mail/lists' });
 
   router.get('/', ownerOf('mail:read'), async (ctx) => {
-    const entries = (await app.mail.lists.list(owner(ctx))).map(presentListEntry);
+    const entries = (await mail.lists.list(owner(ctx))).map(presentListEntry);
     ctx.body = { entries, count: entries.length };
   });
 
   router.get('/:kind', ownerOf('mail:read'), async (ctx) => {
     const { kind } = parseInput(listKindParams, ctx.params, 'params');
-    const entries = (await app.mail.lists.list(owner(ctx), kind)).map(presentListEntry);
+    const entries = (await mail.lists.list(owner(ctx), kind)).map(presentListEntry);
     ctx.body = { entries, count: entries.length };
   });
 
   router.post('/:kind', ownerOf('mail:manage'), async (ctx) => {
     const { kind } = parseInput(listKindParams, ctx.params, 'params');
     const { entry } = parseInput(listEntryBody, ctx.request.body, 'body');
-    const result = await app.mail.lists.add(owner(ctx), kind, entry);
+    const result = await mail.lists.add(owner(ctx), kind, entry);
     ctx.status = result.created ? 201 : 200;
     ctx.body = presentListEntry(result.entry);
   });
 
   router.delete('/:kind/:entry', ownerOf('mail:manage'), async (ctx) => {
     const { kind, entry } = parseInput(listEntryParams, ctx.params, 'params');
-    await app.mail.lists.remove(owner(ctx), kind, entry);
+    await mail.lists.remove(owner(ctx), kind, entry);
     ctx.body = { kind, entry, deleted: true };
   });
 

@@ -1,10 +1,10 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
-import { authenticatedRouter, identityIdOf, requireScope } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, identityIdOf, requireScope, type AuthDeps } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
+import type { MailService } from './mail-service.js';
 
 export const messageParams = z.object({ messageId: messageIdInput });
 export const threadParams = z.object({ threadId: threadIdInput });
@@ -20,13 +20,17 @@ export function contentDisposition(filename: string): string {
   return `attachment; filename="${fallback}"; filename*=UTF-8''${exact}`;
 }
 
+export interface MailRouteDeps extends AuthDeps {
+  mail: MailService;
+}
+
 /** SPEC 4.2 messages: identity keys only, each route behind its mail scope. */
-export function messageRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app, { prefix: '/v0/messages' });
+export function messageRoutes({ keys, identities, mail }: MailRouteDeps): Router {
+  const router = authenticatedRouter({ keys, identities }, { prefix: '/v0/messages' });
 
   router.get('/', requireScope('mail:read'), async (ctx) => {
     const query = parseInput(listMessagesInput, ctx.query, 'query');
-    const page = await app.mail.listMessages(identityIdOf(ctx), query);
+    const page = await mail.listMessages(identityIdOf(ctx), query);
     const messages = page.items.map((m) => presentMessage(m));
     ctx.body = { messages, count: messages.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   });
@@ -34,17 +38,17 @@ export function messageRoutes(app: AppContext): Router {
   router.post('/send', requireScope('mail:send'), async (ctx) => {
     const body = parseInput(sendInput, ctx.request.body, 'body');
     ctx.status = 201;
-    ctx.body = presentSent(await app.mail.send(identityIdOf(ctx), body));
+    ctx.body = presentSent(await mail.send(identityIdOf(ctx), body));
   });
 
   router.get('/:messageId', requireScope('mail:read'), async (ctx) => {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
-    ctx.body = presentMessage(await app.mail.readMessage(identityIdOf(ctx), messageId), { single: true });
+    ctx.body = presentMessage(await mail.readMessage(identityIdOf(ctx), messageId), { single: true });
   });
 
   router.get('/:messageId/attachments/:attachmentId', requireScope('mail:read'), async (ctx) => {
     const { messageId, attachmentId } = parseInput(attachmentParams, ctx.params, 'params');
-    const { attachment, open } = await app.mail.openAttachment(identityIdOf(ctx), messageId, attachmentId);
+    const { attachment, open } = await mail.openAttachment(identityIdOf(ctx), messageId, attachmentId);
     ctx.type = attachment.contentType;
     ctx.length = attachment.size;
     ctx.set('Content-Disposition', contentDisposition(attachment.filename));
@@ -57,40 +61,40 @@ export function messageRoutes(app: AppContext): Router {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
     const body = parseInput(replyInput, ctx.request.body, 'body');
     ctx.status = 201;
-    ctx.body = presentSent(await app.mail.reply(identityIdOf(ctx), messageId, body));
+    ctx.body = presentSent(await mail.reply(identityIdOf(ctx), messageId, body));
   });
 
   router.post('/:messageId/forward', requireScope('mail:send'), async (ctx) => {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
     const body = parseInput(forwardInput, ctx.request.body, 'body');
     ctx.status = 201;
-    ctx.body = presentSent(await app.mail.forward(identityIdOf(ctx), messageId, body));
+    ctx.body = presentSent(await mail.forward(identityIdOf(ctx), messageId, body));
   });
 
   router.patch('/:messageId', requireScope('mail:manage'), async (ctx) => {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
     const body = parseInput(labelsInput, ctx.request.body, 'body');
-    ctx.body = presentLabels(await app.mail.updateLabels(identityIdOf(ctx), messageId, body));
+    ctx.body = presentLabels(await mail.updateLabels(identityIdOf(ctx), messageId, body));
   });
 
   return router;
 }
 
 /** SPEC 4.2 threads. */
-export function threadRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app, { prefix: '/v0/threads' });
+export function threadRoutes({ keys, identities, mail }: MailRouteDeps): Router {
+  const router = authenticatedRouter({ keys, identities }, { prefix: '/v0/threads' });
   router.use(requireScope('mail:read'));
 
   router.get('/', async (ctx) => {
     const query = parseInput(listThreadsInput, ctx.query, 'query');
-    const page = await app.mail.listThreads(identityIdOf(ctx), query);
+    const page = await mail.listThreads(identityIdOf(ctx), query);
     const threads = page.items.map((t) => presentThread(t));
     ctx.body = { threads, count: threads.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   });
 
   router.get('/:threadId', async (ctx) => {
     const { threadId } = parseInput(threadParams, ctx.params, 'params');
-    const { thread, messages } = await app.mail.getThread(identityIdOf(ctx), threadId);
+    const { thread, messages } = await mail.getThread(identityIdOf(ctx), threadId);
     ctx.body = presentThread(thread, messages);
   });
 

@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
-import type { AppContext } from '../context.js';
+import type { IdentityService } from '../identities/identity-service.js';
 import { ConfigError, type Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
+import type { MailService } from './mail-service.js';
 import { parseInbound } from './inbound.js';
 
 export interface SmtpListener {
@@ -28,14 +30,21 @@ function tlsOptions(config: Config): { key: Buffer; cert: Buffer } | undefined {
   return { cert: readFileSync(certFile), key: readFileSync(keyFile) };
 }
 
+export interface SmtpListenerDeps {
+  config: Config;
+  log: Logger;
+  identities: Pick<IdentityService, 'findLiveByEmail'>;
+  mail: MailService;
+}
+
 /**
  * The inbound MX for `{MAIL_DOMAIN}`: accepts RCPT only for live inboxes, caps size and recipient count,
  * parses each message once and stores a copy in every recipient's inbox. STARTTLS is offered when a
  * certificate is configured; no AUTH (this is where the world delivers to us, not a submission port).
  */
-export async function startSmtpListener(app: AppContext): Promise<SmtpListener> {
-  const { config } = app;
-  const log = app.log.child({ area: 'smtp' });
+export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpListener> {
+  const { config, identities, mail } = deps;
+  const log = deps.log.child({ area: 'smtp' });
   const domain = config.MAIL_DOMAIN.toLowerCase();
   const tls = tlsOptions(config);
   const server = new SMTPServer({
@@ -59,7 +68,7 @@ export async function startSmtpListener(app: AppContext): Promise<SmtpListener> 
       if (recipient.slice(recipient.lastIndexOf('@') + 1) !== domain) {
         return callback(smtpError(550, `Relaying denied: ${recipient} is not a ${domain} address`));
       }
-      app.identities.findLiveByEmail(recipient).then(
+      identities.findLiveByEmail(recipient).then(
         (identity) => callback(identity ? null : smtpError(550, `No such mailbox: ${recipient}`)),
         () => callback(smtpError(451, 'Temporary failure looking up the mailbox, try again later')),
       );
@@ -73,7 +82,7 @@ export async function startSmtpListener(app: AppContext): Promise<SmtpListener> 
         if (stream.sizeExceeded) {
           return callback(smtpError(552, `Message exceeds the maximum size of ${config.SMTP_MAX_MESSAGE_BYTES} bytes`));
         }
-        deliverLocally(app, Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address.toLowerCase())).then(
+        deliverLocally(deps, Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address.toLowerCase())).then(
           () => callback(null, 'Message accepted'),
           (err) => {
             log.error({ err, recipients: session.envelope.rcptTo.length }, 'storing inbound mail failed');
@@ -95,7 +104,7 @@ export async function startSmtpListener(app: AppContext): Promise<SmtpListener> 
     server.listen(port, host, () => { server.server.off('error', failed); resolve(); });
   });
   const actualPort = (server.server.address() as AddressInfo).port;
-  app.mail.delivery.useLocalListener({ host: host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host, port: actualPort });
+  mail.delivery.useLocalListener({ host: host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host, port: actualPort });
   return {
     host,
     port: actualPort,
@@ -103,11 +112,11 @@ export async function startSmtpListener(app: AppContext): Promise<SmtpListener> 
   };
 }
 
-async function deliverLocally(app: AppContext, raw: Buffer, recipients: string[]): Promise<void> {
-  const mail = await parseInbound(raw, () => app.mail.newMessageId());
+async function deliverLocally({ identities, mail }: Pick<SmtpListenerDeps, 'identities' | 'mail'>, raw: Buffer, recipients: string[]): Promise<void> {
+  const message = await parseInbound(raw, () => mail.newMessageId());
   for (const address of new Set(recipients)) {
-    const identity = await app.identities.findLiveByEmail(address);
+    const identity = await identities.findLiveByEmail(address);
     // Revoked between RCPT and DATA: the mail is simply not stored for that inbox.
-    if (identity) await app.mail.receive(identity, mail);
+    if (identity) await mail.receive(identity, message);
   }
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { defineTool } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import type { MailService } from './mail-service.js';
 import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { LIST_KINDS, listEntryInput, listKindInput } from './mail-lists.js';
 import { presentListEntry } from './list-routes.js';
@@ -14,11 +15,17 @@ const attachments = z.array(z.object({
 
 const page = <T>(key: string, items: T[], nextPageToken?: string) => ({ [key]: items, count: items.length, ...(nextPageToken ? { nextPageToken } : {}) });
 
+export interface MailToolDeps {
+  mail: MailService;
+}
+
+const defineTool = toolDefiner<MailToolDeps>();
+
 /**
  * The mail MCP tools: each a thin call into MailService, answering what the matching HTTP route answers.
  * Listed as `mail_*`; SPEC's `mail.*` names stay callable as aliases.
  */
-export const mailTools = [
+export const mailTools: ToolDefinition<MailToolDeps>[] = [
   defineTool({
     name: 'mail_list_messages',
     aliases: ['mail.list_messages'],
@@ -30,9 +37,9 @@ export const mailTools = [
       labels: z.array(z.string()).max(20).optional(),
       pageToken: z.string().optional(),
     }),
-    async run(app, principal, input) {
+    async run({ mail }, principal, input) {
       const query = listMessagesInput.parse(input);
-      const result = await app.mail.listMessages(principal.identityId, query);
+      const result = await mail.listMessages(principal.identityId, query);
       return page('messages', result.items.map((m) => presentMessage(m)), result.nextPageToken);
     },
   }),
@@ -43,8 +50,8 @@ export const mailTools = [
     description: 'Read one message by its messageId (e.g. "<abc@agents.example>"), including cc and delivery state of sent mail.',
     scope: 'mail:read',
     input: z.object({ messageId: z.string().min(1).max(998) }),
-    async run(app, principal, input) {
-      return presentMessage(await app.mail.readMessage(principal.identityId, messageIdInput.parse(input.messageId)), { single: true });
+    async run({ mail }, principal, input) {
+      return presentMessage(await mail.readMessage(principal.identityId, messageIdInput.parse(input.messageId)), { single: true });
     },
   }),
   defineTool({
@@ -62,8 +69,8 @@ export const mailTools = [
       bcc: z.array(z.string()).max(100).optional(),
       attachments,
     }),
-    async run(app, principal, input) {
-      return presentSent(await app.mail.send(principal.identityId, sendInput.parse(input)));
+    async run({ mail }, principal, input) {
+      return presentSent(await mail.send(principal.identityId, sendInput.parse(input)));
     },
   }),
   defineTool({
@@ -77,8 +84,8 @@ export const mailTools = [
       replyAll: z.boolean().optional().describe('Also to everyone else on the original To and Cc (put on Cc), never yourself'),
       attachments,
     }),
-    async run(app, principal, { messageId, ...body }) {
-      return presentSent(await app.mail.reply(principal.identityId, messageIdInput.parse(messageId), replyInput.parse(body)));
+    async run({ mail }, principal, { messageId, ...body }) {
+      return presentSent(await mail.reply(principal.identityId, messageIdInput.parse(messageId), replyInput.parse(body)));
     },
   }),
   defineTool({
@@ -95,8 +102,8 @@ export const mailTools = [
       html: z.string().optional(),
       attachments,
     }),
-    async run(app, principal, { messageId, ...body }) {
-      return presentSent(await app.mail.forward(principal.identityId, messageIdInput.parse(messageId), forwardInput.parse(body)));
+    async run({ mail }, principal, { messageId, ...body }) {
+      return presentSent(await mail.forward(principal.identityId, messageIdInput.parse(messageId), forwardInput.parse(body)));
     },
   }),
   defineTool({
@@ -105,9 +112,9 @@ export const mailTools = [
     description: 'Download one attachment of a message (attachmentId from the message\'s attachments list); returns its name, type, size and its bytes base64-encoded in content.',
     scope: 'mail:read',
     input: z.object({ messageId: z.string().min(1).max(998), attachmentId: z.string() }),
-    async run(app, principal, input) {
-      const { attachment } = await app.mail.openAttachment(principal.identityId, messageIdInput.parse(input.messageId), attachmentIdInput.parse(input.attachmentId));
-      const content = await app.mail.attachments.read(attachment.attachmentId);
+    async run({ mail }, principal, input) {
+      const { attachment } = await mail.openAttachment(principal.identityId, messageIdInput.parse(input.messageId), attachmentIdInput.parse(input.attachmentId));
+      const content = await mail.attachments.read(attachment.attachmentId);
       return { ...presentAttachment(attachment), content: content.toString('base64') };
     },
   }),
@@ -122,8 +129,8 @@ export const mailTools = [
       addLabels: z.array(z.string()).max(MAX_LABELS_PER_MESSAGE).optional(),
       removeLabels: z.array(z.string()).max(MAX_LABELS_PER_MESSAGE).optional(),
     }),
-    async run(app, principal, { messageId, ...change }) {
-      return presentLabels(await app.mail.updateLabels(principal.identityId, messageIdInput.parse(messageId), labelsInput.parse(change)));
+    async run({ mail }, principal, { messageId, ...change }) {
+      return presentLabels(await mail.updateLabels(principal.identityId, messageIdInput.parse(messageId), labelsInput.parse(change)));
     },
   }),
   defineTool({
@@ -133,8 +140,8 @@ export const mailTools = [
     description: 'List conversations in your inbox, most recently updated first, with their message counts.',
     scope: 'mail:read',
     input: z.object({ limit: z.number().int().min(1).max(100).optional(), pageToken: z.string().optional() }),
-    async run(app, principal, input) {
-      const result = await app.mail.listThreads(principal.identityId, listThreadsInput.parse(input));
+    async run({ mail }, principal, input) {
+      const result = await mail.listThreads(principal.identityId, listThreadsInput.parse(input));
       return page('threads', result.items.map((t) => presentThread(t)), result.nextPageToken);
     },
   }),
@@ -145,8 +152,8 @@ export const mailTools = [
     description: 'Read a whole conversation by threadId; messages oldest first, received ones with extractedText (the reply without quoted history).',
     scope: 'mail:read',
     input: z.object({ threadId: z.string() }),
-    async run(app, principal, input) {
-      const { thread, messages } = await app.mail.getThread(principal.identityId, threadIdInput.parse(input.threadId));
+    async run({ mail }, principal, input) {
+      const { thread, messages } = await mail.getThread(principal.identityId, threadIdInput.parse(input.threadId));
       return presentThread(thread, messages);
     },
   }),
@@ -156,8 +163,8 @@ export const mailTools = [
     description: `Your allow and block lists (${LIST_KINDS.join(', ')}) and your org's (scope "org", read-only). Mail from a blocked sender is kept but labelled "blocked" (list it with labels ["blocked"]); sends to a blocked recipient are refused.`,
     scope: 'mail:read',
     input: z.object({ kind: z.enum(LIST_KINDS).optional() }),
-    async run(app, principal, input) {
-      const entries = (await app.mail.lists.list({ orgId: principal.orgId, identityId: principal.identityId }, input.kind)).map(presentListEntry);
+    async run({ mail }, principal, input) {
+      const entries = (await mail.lists.list({ orgId: principal.orgId, identityId: principal.identityId }, input.kind)).map(presentListEntry);
       return { entries, count: entries.length };
     },
   }),
@@ -167,8 +174,8 @@ export const mailTools = [
     description: 'Add an address (ada@example.org) or a whole domain (example.org, subdomains included) to one of your lists: receive-allow (once non-empty, only these may mail you), receive-block, send-allow (once non-empty, you may mail only these), send-block.',
     scope: 'mail:manage',
     input: z.object({ kind: z.enum(LIST_KINDS), entry: z.string() }),
-    async run(app, principal, input) {
-      const { entry } = await app.mail.lists.add({ orgId: principal.orgId, identityId: principal.identityId }, listKindInput.parse(input.kind), listEntryInput.parse(input.entry));
+    async run({ mail }, principal, input) {
+      const { entry } = await mail.lists.add({ orgId: principal.orgId, identityId: principal.identityId }, listKindInput.parse(input.kind), listEntryInput.parse(input.entry));
       return presentListEntry(entry);
     },
   }),
@@ -178,10 +185,10 @@ export const mailTools = [
     description: 'Remove an address or domain from one of your lists.',
     scope: 'mail:manage',
     input: z.object({ kind: z.enum(LIST_KINDS), entry: z.string() }),
-    async run(app, principal, input) {
+    async run({ mail }, principal, input) {
       const kind = listKindInput.parse(input.kind);
       const entry = listEntryInput.parse(input.entry);
-      await app.mail.lists.remove({ orgId: principal.orgId, identityId: principal.identityId }, kind, entry);
+      await mail.lists.remove({ orgId: principal.orgId, identityId: principal.identityId }, kind, entry);
       return { kind, entry, deleted: true };
     },
   }),

@@ -9,7 +9,7 @@ type Message = { method?: unknown; params?: { name?: unknown } & Record<string, 
  * listed name. Anything that is not such a call passes through untouched; so do a batch's other members.
  * The alias table is built once, when the routes are made.
  */
-export function aliasResolver(tools: ToolDefinition[]): (body: unknown) => unknown {
+export function aliasResolver(tools: ReadonlyArray<Pick<ToolDefinition, 'name' | 'aliases'>>): (body: unknown) => unknown {
   const canonical = new Map<string, string>();
   for (const tool of tools) for (const alias of tool.aliases ?? []) canonical.set(alias, tool.name);
   const resolve = (message: unknown): unknown => {

@@ -1,28 +1,31 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { AppContext } from '../context.js';
-import { authenticate, identityIdOf, principalOf, requireTier } from '../platform/auth/authenticate.js';
+import { authenticate, identityIdOf, principalOf, requireTier, type AuthDeps } from '../platform/auth/authenticate.js';
+import type { Logger } from '../platform/logger.js';
 import { createMcpServer } from './server.js';
 import { aliasResolver } from './aliases.js';
-import { TOOLS } from './registry.js';
+import { TOOLS, type AreaToolDeps } from './registry.js';
 import type { ToolDefinition } from './tool.js';
+
+export type McpRouteDeps = AuthDeps & AreaToolDeps & { log: Logger };
 
 /**
  * POST /mcp: the MCP server over Streamable HTTP, stateless (a fresh server and transport per request),
  * authenticated with the identity key as a bearer token. GET and DELETE exist for session streams,
  * which a stateless server does not have: they answer 405 as the transport spec asks.
  * `extraTools` are served next to the areas' TOOLS: the app extension's (the dev faucet in `agentgate dev`).
+ * Every tool's run() gets `deps`, so they must hold what the extra tools use as well.
  */
-export function mcpRoutes(app: AppContext, extraTools: ToolDefinition[] = []): Router {
-  const tools = [...TOOLS, ...extraTools];
+export function mcpRoutes<Deps extends McpRouteDeps>(deps: Deps, extraTools: ToolDefinition<Deps>[] = []): Router {
+  const tools: ToolDefinition<Deps>[] = [...TOOLS, ...extraTools];
   const resolveAliases = aliasResolver(tools);
   const router = new Router({ prefix: '/mcp' });
-  router.use(authenticate(app.keys, app.identities), requireTier('identity'));
+  router.use(authenticate(deps.keys, deps.identities), requireTier('identity'));
 
   router.post('/', async (ctx: Context) => {
     const principal = { ...principalOf(ctx), identityId: identityIdOf(ctx) };
-    const server = createMcpServer(app, principal, tools);
+    const server = createMcpServer(tools, deps, deps.log, principal);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.res.on('close', () => { transport.close().catch(() => {}); server.close().catch(() => {}); });
     await server.connect(transport);

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { PACKAGE } from '../platform/package-info.js';
-import type { AppContext } from '../context.js';
+import type { Config } from '../platform/config.js';
 import { notFound } from '../platform/errors.js';
 import { openApiDocument } from './document.js';
 import { REFERENCE_CSS, renderReferencePage } from './reference-page.js';
@@ -19,12 +19,12 @@ const ASSETS = new Map<string, { body: string; type: string }>([
 const VERSION = PACKAGE.version;
 
 /** `operations`: everything the app mounts, so the document describes exactly this app. */
-export function openApiRoutes(app: AppContext, operations: readonly Operation[]): Router {
+export function openApiRoutes({ config }: { config: Pick<Config, 'BASE_URL'> }, operations: readonly Operation[]): Router {
   const router = new Router();
   let built: Record<string, unknown> | undefined;
   let document: string | undefined;
   let page: string | undefined;
-  const documentObject = () => (built ??= openApiDocument({ baseUrl: app.config.BASE_URL, version: VERSION, operations }));
+  const documentObject = () => (built ??= openApiDocument({ baseUrl: config.BASE_URL, version: VERSION, operations }));
 
   router.get('/openapi.json', (ctx) => {
     document ??= JSON.stringify(documentObject());

@@ -1,29 +1,36 @@
 import Router from '@koa/router';
 import { PACKAGE } from '../platform/package-info.js';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
+import type { Config } from '../platform/config.js';
+import type { RateLimiter } from '../platform/rate-limit.js';
 import { parseInput } from '../platform/validate.js';
-import { signUpAgent } from './signup-service.js';
+import { signUpAgent, type SignupDeps } from './signup-service.js';
 import { IDENTITY_TYPES } from './identity-types.js';
 
 const WINDOW_MS = 60_000;
 export const signupBody = z.object({}).strict();
 
+export interface SignupRouteDeps extends SignupDeps {
+  config: Pick<Config, 'BASE_URL' | 'SIGNUP_RATE_LIMIT_PER_MINUTE'>;
+  rateLimiter: RateLimiter;
+}
+
 /** Unauthenticated routes of SPEC 4.1: signup, the CLI helper text and identity types. */
-export function signupRoutes(app: AppContext): Router {
+export function signupRoutes(deps: SignupRouteDeps): Router {
+  const { config, rateLimiter } = deps;
   const router = new Router();
 
   router.post('/v0/agent-signup', async (ctx) => {
     parseInput(signupBody, ctx.request.body, 'body');
     // ctx.ip honours X-Forwarded-For only when TRUST_PROXY is set (app.proxy).
-    await app.rateLimiter.consume(`signup:${ctx.ip}`, app.config.SIGNUP_RATE_LIMIT_PER_MINUTE, WINDOW_MS);
+    await rateLimiter.consume(`signup:${ctx.ip}`, config.SIGNUP_RATE_LIMIT_PER_MINUTE, WINDOW_MS);
     ctx.status = 201;
-    ctx.body = await signUpAgent(app);
+    ctx.body = await signUpAgent(deps);
   });
 
   router.get('/v0/agent-signup/cli', (ctx) => {
     ctx.type = 'text/plain; charset=utf-8';
-    ctx.body = cliInstructions(app.config.BASE_URL);
+    ctx.body = cliInstructions(config.BASE_URL);
   });
 
   router.get('/v0/identity-types', (ctx) => {

@@ -1,4 +1,16 @@
-import type { AppContext } from '../context.js';
+import type { AccountService } from '../accounts/account-service.js';
+import type { IdentityService } from '../identities/identity-service.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { ApiKeyService } from '../platform/auth/api-keys.js';
+import type { Config } from '../platform/config.js';
+
+export interface SignupDeps {
+  config: Pick<Config, 'BASE_URL'>;
+  accounts: AccountService;
+  identities: IdentityService;
+  keys: ApiKeyService;
+  logs: ActivityLog;
+}
 
 export interface SignupResult {
   user_id: string;
@@ -14,12 +26,12 @@ export interface SignupResult {
  * Identity (SPEC 4.1). Documents are written in an order where a crash leaves only unreachable rows,
  * never a reachable half-account: the platform key, the only way in, is issued last.
  */
-export async function signUpAgent(app: AppContext): Promise<SignupResult> {
-  const ids = app.accounts.newIds();
-  const { identity, rawKey } = await app.identities.create(ids);
-  await app.accounts.createAgentAccount(ids, { name: identity.name, email: identity.emailAddress });
-  const platformKey = await app.keys.issue('platform', { orgId: ids.orgId, userId: ids.userId, name: 'signup' });
-  await app.logs.record({
+export async function signUpAgent({ config, accounts, identities, keys, logs }: SignupDeps): Promise<SignupResult> {
+  const ids = accounts.newIds();
+  const { identity, rawKey } = await identities.create(ids);
+  await accounts.createAgentAccount(ids, { name: identity.name, email: identity.emailAddress });
+  const platformKey = await keys.issue('platform', { orgId: ids.orgId, userId: ids.userId, name: 'signup' });
+  await logs.record({
     orgId: ids.orgId, identityId: identity._id, action: 'agent.signup', category: 'account',
     description: `Agent signed up as ${identity.name}`, targetType: 'org', targetId: ids.orgId,
     metadata: { userId: ids.userId, emailAddress: identity.emailAddress },
@@ -29,7 +41,7 @@ export async function signUpAgent(app: AppContext): Promise<SignupResult> {
     user_email: identity.emailAddress,
     org_id: ids.orgId,
     platform_key: platformKey.rawKey,
-    agent_card_url: `${app.config.BASE_URL}/.well-known/agents/${ids.orgId}`,
+    agent_card_url: `${config.BASE_URL}/.well-known/agents/${ids.orgId}`,
     identity: {
       identityId: identity._id,
       name: identity.name,

@@ -1,21 +1,27 @@
 import { z } from 'zod';
-import { defineTool, type ToolDefinition } from '../mcp/tool.js';
-import { presentCredential } from './vault-service.js';
+import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { presentCredential, type VaultService } from './vault-service.js';
 import { credentialName, putCredentialBody } from './schemas.js';
 
 const owner = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
 const named = z.object({ name: credentialName });
 
+export interface VaultToolDeps {
+  vault: VaultService;
+}
+
+const defineTool = toolDefiner<VaultToolDeps>();
+
 /** MCP tools of the vault: the same service calls as /v0/vault. A TOTP seed is never part of any result. */
-export const vaultTools: ToolDefinition[] = [
+export const vaultTools: ToolDefinition<VaultToolDeps>[] = [
   defineTool({
     name: 'vault_list',
     title: 'List vault credentials',
     description: 'Lists every credential in this identity\'s vault: name, type, metadata and dates, never the secret data.',
     scope: 'vault:read',
     input: z.object({}),
-    run: async (app, principal) => {
-      const credentials = (await app.vault.list(owner(principal))).map(presentCredential);
+    run: async ({ vault }, principal) => {
+      const credentials = (await vault.list(owner(principal))).map(presentCredential);
       return { credentials, count: credentials.length };
     },
   }),
@@ -25,7 +31,7 @@ export const vaultTools: ToolDefinition[] = [
     description: 'Returns one credential with its decrypted data (a TOTP credential shows its settings and remaining backup codes, not its seed). Expired credentials are refused.',
     scope: 'vault:read',
     input: named,
-    run: (app, principal, input) => app.vault.get(owner(principal), input.name),
+    run: ({ vault }, principal, input) => vault.get(owner(principal), input.name),
   }),
   defineTool({
     name: 'vault_store',
@@ -36,9 +42,9 @@ export const vaultTools: ToolDefinition[] = [
       'Omit data to change only metadata or expiresAt.',
     scope: 'vault:write',
     input: putCredentialBody.extend({ name: credentialName }),
-    run: async (app, principal, input) => {
+    run: async ({ vault }, principal, input) => {
       const { name, ...body } = input;
-      const { credential, created } = await app.vault.put(owner(principal), name, body);
+      const { credential, created } = await vault.put(owner(principal), name, body);
       return { ...presentCredential(credential), created };
     },
   }),
@@ -48,8 +54,8 @@ export const vaultTools: ToolDefinition[] = [
     description: 'Deletes a credential and its data for good.',
     scope: 'vault:write',
     input: named,
-    run: async (app, principal, input) => {
-      await app.vault.delete(owner(principal), input.name);
+    run: async ({ vault }, principal, input) => {
+      await vault.delete(owner(principal), input.name);
       return { name: input.name, deleted: true };
     },
   }),
@@ -59,6 +65,6 @@ export const vaultTools: ToolDefinition[] = [
     description: 'The current one-time code of a TOTP credential and the seconds it stays valid. The seed itself is never returned.',
     scope: 'vault:read',
     input: named,
-    run: (app, principal, input) => app.vault.totp(owner(principal), input.name),
+    run: ({ vault }, principal, input) => vault.totp(owner(principal), input.name),
   }),
 ];

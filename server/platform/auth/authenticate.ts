@@ -93,8 +93,14 @@ export function identityIdOf(ctx: Context): string {
   return id;
 }
 
+/** What resolving a bearer key needs: the keys, and the identities whose scopes an identity key carries. */
+export interface AuthDeps {
+  keys: ApiKeyService;
+  identities: IdentityScopeSource;
+}
+
 /** A router whose every route requires a valid bearer key. */
-export function authenticatedRouter(deps: { keys: ApiKeyService; identities: IdentityScopeSource }, options: { prefix?: string } = {}) {
+export function authenticatedRouter(deps: AuthDeps, options: { prefix?: string } = {}) {
   const router = new Router(options);
   router.use(authenticate(deps.keys, deps.identities));
   return router;
