@@ -182,8 +182,8 @@ describe('the backend package (agentgate-x402-server)', () => {
   test('ships the compiled backend and the agentgate command, without the seller library or any test', () => {
     expect(backend.manifest.name).toBe('agentgate-x402-server');
     expect(backend.manifest.bin).toEqual({ agentgate: 'bin/agentgate.js' });
-    expect(backend.shipped).toEqual(expect.arrayContaining(['bin/agentgate.js', 'dist/server/cli/main.js', 'dist/server/server.js', 'dist/contracts/compile.js', 'contracts/SmartAccount.sol', 'README.md', 'package.json']));
-    const stray = backend.shipped.filter((f) => !['package.json', 'README.md', 'bin/agentgate.js'].includes(f) && !/^dist\/(server|contracts)\//.test(f) && !/^contracts\/[^/]+\.sol$/.test(f));
+    expect(backend.shipped).toEqual(expect.arrayContaining(['bin/agentgate.js', 'bin/supported-node.js', 'dist/server/cli/main.js', 'dist/server/server.js', 'dist/contracts/compile.js', 'contracts/SmartAccount.sol', 'README.md', 'package.json']));
+    const stray = backend.shipped.filter((f) => !['package.json', 'README.md', 'bin/agentgate.js', 'bin/supported-node.js'].includes(f) && !/^dist\/(server|contracts)\//.test(f) && !/^contracts\/[^/]+\.sol$/.test(f));
     expect(stray).toEqual([]);
     expect(backend.shipped.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
   });
