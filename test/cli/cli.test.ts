@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, statSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { freePort } from '../../server/platform/net.js';
@@ -150,7 +150,7 @@ process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(load
     };
     const version = await loadedBy('--version');
     expect(version.stdout.trim()).toBe(JSON.parse(readFileSync('package.json', 'utf8')).version);
-    expect(version.loaded.filter((url) => !url.startsWith('node:'))).toEqual([pathToFileURL(CLI).href]);
+    expect(version.loaded.filter((url) => !url.startsWith('node:'))).toEqual([pathToFileURL(CLI).href, pathToFileURL(resolve('bin/supported-node.js')).href]);
     const help = await loadedBy('--help');
     expect(help.stdout).toContain('usage: agentgate <command>');
     const ours = help.loaded.filter((url) => url.includes('/server/')).map((url) => url.replace(/^.*\/server\//, 'server/').replace(/\?.*$/, ''));
