@@ -23,9 +23,13 @@ export interface ContractArtifact {
 
 /**
  * SmartAccount and its factory are deployed everywhere; Permit2 and X402UptoPermit2Proxy only on the dev
- * chain, at the addresses the real ones have on every network (server/dev/chain/upto-contracts.ts).
+ * chain, at the addresses the real ones have on every network (server/dev/chain/upto-contracts.ts); so are
+ * Commerce Payments' escrow, its token store and its token collectors (server/dev/chain/escrow.ts).
  */
-export const CONTRACT_NAMES = ['SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy'] as const;
+export const CONTRACT_NAMES = [
+  'SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy',
+  'AuthCaptureEscrow', 'TokenStore', 'ERC3009PaymentCollector', 'Permit2PaymentCollector', 'OperatorRefundCollector',
+] as const;
 export type ContractName = (typeof CONTRACT_NAMES)[number];
 export type Artifacts = Record<ContractName, ContractArtifact>;
 

@@ -1,6 +1,7 @@
 import { startAnvil } from './anvil.js';
 import { deployDevChain, installMulticall3 } from './deploy.js';
 import { installUptoContracts } from './upto-contracts.js';
+import { installEscrowContracts } from './escrow.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
 import { USDC_METADATA } from './fiat-token.js';
 import type { Address } from 'viem';
@@ -44,6 +45,7 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       const code = await client.getCode({ address: options.deployed.usdcAddress });
       if (code && code !== '0x') {
         await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+        await installEscrowContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
         return { ...node, ...options.deployed, freshlyDeployed: false };
       }
     }
@@ -56,6 +58,8 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
     // x402 `upto` settles through Permit2 and the x402 upto proxy, at their canonical addresses as on Base
     // (after the deployment, so USDC and the factory keep the addresses the deployer's nonces give them).
     await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+    // x402 `auth-capture` holds payments in Commerce Payments' escrow, at its v1.1 addresses as on Base.
+    await installEscrowContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
     return { ...node, usdcAddress: deployment.usdcAddress, factoryAddress: deployment.factoryAddress, freshlyDeployed: true };
   } catch (err) {
     await node.stop();
