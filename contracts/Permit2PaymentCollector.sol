@@ -3,33 +3,8 @@ pragma solidity ^0.8.28;
 
 import {AuthCaptureEscrow} from "./AuthCaptureEscrow.sol";
 import {ERC6492SignatureHandler} from "./ERC6492SignatureHandler.sol";
+import {Permit2} from "./Permit2.sol";
 import {TokenCollector} from "./TokenCollector.sol";
-
-/// @dev The signature-transfer part of Uniswap's Permit2 that the collector calls.
-interface ISignatureTransfer {
-    struct TokenPermissions {
-        address token;
-        uint256 amount;
-    }
-
-    struct PermitTransferFrom {
-        TokenPermissions permitted;
-        uint256 nonce;
-        uint256 deadline;
-    }
-
-    struct SignatureTransferDetails {
-        address to;
-        uint256 requestedAmount;
-    }
-
-    function permitTransferFrom(
-        PermitTransferFrom calldata permit,
-        SignatureTransferDetails calldata transferDetails,
-        address owner,
-        bytes calldata signature
-    ) external;
-}
 
 /**
  * @title Permit2PaymentCollector — collects a payment with the payer's Permit2 signature, for the dev chain only
@@ -43,13 +18,13 @@ interface ISignatureTransfer {
 contract Permit2PaymentCollector is TokenCollector, ERC6492SignatureHandler {
     TokenCollector.CollectorType public constant override collectorType = TokenCollector.CollectorType.Payment;
 
-    ISignatureTransfer public immutable permit2;
+    Permit2 public immutable permit2;
 
     constructor(address authCaptureEscrow_, address permit2_, address multicall3_)
         TokenCollector(authCaptureEscrow_)
         ERC6492SignatureHandler(multicall3_)
     {
-        permit2 = ISignatureTransfer(permit2_);
+        permit2 = Permit2(permit2_);
     }
 
     function _collectTokens(
@@ -59,12 +34,12 @@ contract Permit2PaymentCollector is TokenCollector, ERC6492SignatureHandler {
         bytes calldata collectorData
     ) internal override {
         permit2.permitTransferFrom({
-            permit: ISignatureTransfer.PermitTransferFrom({
-                permitted: ISignatureTransfer.TokenPermissions({token: paymentInfo.token, amount: paymentInfo.maxAmount}),
+            permit: Permit2.PermitTransferFrom({
+                permitted: Permit2.TokenPermissions({token: paymentInfo.token, amount: paymentInfo.maxAmount}),
                 nonce: uint256(_payerAgnosticHash(paymentInfo)),
                 deadline: paymentInfo.preApprovalExpiry
             }),
-            transferDetails: ISignatureTransfer.SignatureTransferDetails({to: tokenStore, requestedAmount: amount}),
+            transferDetails: Permit2.SignatureTransferDetails({to: tokenStore, requestedAmount: amount}),
             owner: paymentInfo.payer,
             signature: _handleERC6492Signature(collectorData)
         });

@@ -272,7 +272,7 @@ export class BlockClock {
   }
 
   /** The median round trip of recent polls (how far away the node is). */
-  get roundTripMs(): number {
+  private get roundTripMs(): number {
     const trips = [...this.roundTrips].sort((a, b) => a - b);
     return trips[Math.floor(trips.length / 2)] ?? 0;
   }
