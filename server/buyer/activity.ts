@@ -25,7 +25,7 @@ export function presentOutgoing(p: OutgoingPaymentDoc) {
  */
 export async function paymentActivity(app: AppContext, owner: MandateOwner, limit: number, cursor?: Cursor) {
   const [incoming, outgoing] = await Promise.all([
-    app.payments.list(owner.orgId, limit, cursor),
+    app.payments.records.list(owner.orgId, limit, cursor),
     app.buyer.listOutgoing(owner, limit, cursor),
   ]);
   type Row = { at: Date; id: string; item: Record<string, unknown> };

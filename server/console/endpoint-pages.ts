@@ -23,7 +23,7 @@ export function endpointPages(router: Router, app: AppContext, guards: ConsoleGu
 
   router.get('/endpoints', guards.session, async (ctx) => {
     const notice = ctx.query.deleted === '1' ? 'Endpoint deleted.' : undefined;
-    sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.listEndpoints(orgOf(ctx)), devMode, notice }));
+    sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.endpoints.list(orgOf(ctx)), devMode, notice }));
   });
 
   router.post('/endpoints', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
@@ -37,18 +37,18 @@ export function endpointPages(router: Router, app: AppContext, guards: ConsoleGu
       sendHtml(ctx, secretOncePage({ session: sessionOf(ctx), title: `Registered ${endpoint.url}`, label: 'Webhook signing secret', secret: webhookSecret, back: '/console/endpoints', backLabel: 'Back to endpoints' }), 201);
     } catch (err) {
       if (!fixable(err)) throw err;
-      sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.listEndpoints(orgOf(ctx)), devMode, form: shown, error: err.message }), err.status);
+      sendHtml(ctx, endpointsPage({ session: sessionOf(ctx), endpoints: await app.payments.endpoints.list(orgOf(ctx)), devMode, form: shown, error: err.message }), err.status);
     }
   });
 
   router.get('/endpoints/:id/edit', guards.session, guards.admin, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    sendHtml(ctx, endpointEditPage({ session: sessionOf(ctx), endpoint: await app.payments.getEndpoint(orgOf(ctx), id) }));
+    sendHtml(ctx, endpointEditPage({ session: sessionOf(ctx), endpoint: await app.payments.endpoints.get(orgOf(ctx), id) }));
   });
 
   router.post('/endpoints/:id', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const current = await app.payments.getEndpoint(orgOf(ctx), id);
+    const current = await app.payments.endpoints.get(orgOf(ctx), id);
     const raw = ctx.request.body as Record<string, string>;
     try {
       const change = parseInput(endpointPatch, parseInput(endpointEditForm, raw, 'body'), 'body');
@@ -64,13 +64,13 @@ export function endpointPages(router: Router, app: AppContext, guards: ConsoleGu
 
   router.get('/endpoints/:id/delete', guards.session, guards.admin, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    sendHtml(ctx, endpointDeletePage({ session: sessionOf(ctx), endpoint: await app.payments.getEndpoint(orgOf(ctx), id) }));
+    sendHtml(ctx, endpointDeletePage({ session: sessionOf(ctx), endpoint: await app.payments.endpoints.get(orgOf(ctx), id) }));
   });
 
   // The same operation as DELETE /v0/payments/endpoints/{id}; the confirmation page above comes first.
   router.post('/endpoints/:id/delete', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    await app.payments.deleteEndpoint(orgOf(ctx), id);
+    await app.payments.endpoints.delete(orgOf(ctx), id);
     seeOther(ctx, '/console/endpoints?deleted=1');
   });
 }

@@ -3,7 +3,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { AppContext } from '../context.js';
 import { parseInput } from '../platform/validate.js';
-import type { PaymentFilter } from '../payments/payment-service.js';
+import type { PaymentFilter } from '../payments/records.js';
 import { paymentTotals, settledVolume } from '../payments/payment-totals.js';
 import type { PaymentDoc } from '../payments/models.js';
 import type { DeliveryDoc } from '../webhooks/models.js';
@@ -70,7 +70,7 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
   router.get('/payments', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const parsed = paymentsQuery.safeParse(ctx.query);
-    const endpoints = await app.payments.listEndpoints(orgId);
+    const endpoints = await app.payments.endpoints.list(orgId);
     if (!parsed.success) {
       // A filter a person can fix (From after To, a malformed search) is shown on the form, not as an error page.
       const values = rawFilters(ctx.query) as PaymentFilterValues;
@@ -80,12 +80,12 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
     const filter = filterOf(query);
     const pageNumber = query.page ?? 1;
     const chart = chartBuckets(query);
-    // The totals read the records: this process's record updates first (payment-service.ts).
-    await app.payments.recordsWritten();
+    // The totals read the records: this process's record updates first (records.ts).
+    await app.payments.records.recordsWritten();
     const [payments, totals, buckets] = await Promise.all([
-      app.payments.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
-      paymentTotals(app.payments.payments, orgId, filter),
-      settledVolume(app.payments.payments, orgId, filter, chart.buckets),
+      app.payments.records.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
+      paymentTotals(app.payments.records.payments, orgId, filter),
+      settledVolume(app.payments.records.payments, orgId, filter, chart.buckets),
     ]);
     const deliveries = await app.webhooks.summaries(orgId, deliveryIds(payments));
     sendHtml(ctx, paymentsPage({
@@ -97,7 +97,7 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
   // The live refresh: the newest page's rows under the same filters, as an HTML fragment.
   router.get('/payments/rows', guards.session, async (ctx) => {
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const payments = await app.payments.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
+    const payments = await app.payments.records.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
     sendHtml(ctx, paymentRows(payments, await app.webhooks.summaries(orgOf(ctx), deliveryIds(payments))));
   });
 
@@ -105,7 +105,7 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
   router.get('/payments.csv', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const cursor = app.payments.cursor(orgId, filterOf(query));
+    const cursor = app.payments.records.cursor(orgId, filterOf(query));
     const log = app.log.child({ area: 'console' });
     async function* lines() {
       yield csvLine(['payment_id', 'created_at', 'status', 'amount_usdc', 'amount_atomic', 'payer', 'recipient', 'resource', 'endpoint_id', 'network', 'tx_hash', 'settled_at', 'failure_reason', 'webhook']);
@@ -139,18 +139,18 @@ export function paymentPages(router: Router, app: AppContext, guards: ConsoleGua
 
   router.get('/payments/:id', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const payment = await app.payments.get(orgOf(ctx), id);
+    const payment = await app.payments.records.get(orgOf(ctx), id);
     const document = app.did.serviceDocument();
     const [receiptCheck, offerReceiptCheck, delivery, endpoint] = await Promise.all([
       checkSignedReceipt(payment, document), checkOfferReceipt(payment, document), deliveryOf(app, payment),
-      payment.endpointId ? app.payments.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
+      payment.endpointId ? app.payments.endpoints.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
     sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(app.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined }));
   });
 
   router.get('/payments/:id/delivery', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const payment = await app.payments.get(orgOf(ctx), id);
+    const payment = await app.payments.records.get(orgOf(ctx), id);
     sendHtml(ctx, deliverySection(sessionOf(ctx), payment, await deliveryOf(app, payment)));
   });
 }

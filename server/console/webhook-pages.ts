@@ -28,7 +28,7 @@ export function webhookPages(router: Router, app: AppContext, guards: ConsoleGua
   router.get('/webhooks', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const parsed = deliveriesQuery.safeParse(ctx.query);
-    const endpoints = await app.payments.listEndpoints(orgId);
+    const endpoints = await app.payments.endpoints.list(orgId);
     if (!parsed.success) {
       const values = rawFilters(ctx.query) as DeliveryFilterValues;
       return sendHtml(ctx, webhooksPage({ session: sessionOf(ctx), values, errors: errorsByField(parsed.error.issues), endpoints, deliveries: [], window: { page: 1, pageSize: PAGE_SIZE, total: 0 } }), 400);

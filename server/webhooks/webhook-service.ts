@@ -86,7 +86,7 @@ export class WebhookService {
       concurrency: 10,
     });
     // Never let a webhook problem fail the redeem that already moved money: the sweep retries the dispatch.
-    payments.onSettled.push(async (payment) => {
+    payments.records.onSettled.push(async (payment) => {
       await this.dispatch(payment).catch((err) => observe.log.warn({ err, paymentId: payment._id }, 'webhook dispatch deferred to the outbox sweep'));
     });
   }
@@ -131,7 +131,7 @@ export class WebhookService {
     if (!outbox || outbox.status !== 'pending' || !payment.signedReceipt || !payment.settledAt) return;
     // Served from the seller caches (invalidated everywhere when the endpoint changes): a settled batch
     // dispatches many payments of one endpoint at once.
-    const endpoint = payment.endpointId ? await this.payments.endpointById(payment.orgId, payment.endpointId) : null;
+    const endpoint = payment.endpointId ? await this.payments.endpoints.byId(payment.orgId, payment.endpointId) : null;
     if (!endpoint || endpoint.deletedAt || !endpoint.webhookUrl) {
       await this.markOutbox(payment._id, { ...outbox, status: 'skipped' });
       return;
@@ -163,12 +163,12 @@ export class WebhookService {
   }
 
   private async markOutbox(paymentId: string, outbox: PaymentOutbox): Promise<void> {
-    await this.payments.payments.updateOne({ _id: paymentId, 'webhook.eventId': outbox.eventId }, { $set: { webhook: outbox } });
+    await this.payments.records.payments.updateOne({ _id: paymentId, 'webhook.eventId': outbox.eventId }, { $set: { webhook: outbox } });
   }
 
   /** Dispatches outbox entries left pending (a crash between settling and enqueueing). */
   async sweepOutbox(olderThanMs: number): Promise<number> {
-    const stale = await this.payments.payments.find({ 'webhook.status': 'pending', settledAt: { $lt: new Date(Date.now() - olderThanMs) } } as never)
+    const stale = await this.payments.records.payments.find({ 'webhook.status': 'pending', settledAt: { $lt: new Date(Date.now() - olderThanMs) } } as never)
       .sort({ settledAt: 1 }).limit(200).lean() as PaymentWithOutbox[];
     for (const payment of stale) await this.dispatch(payment);
     return stale.length;
@@ -291,7 +291,7 @@ export class WebhookService {
       const target = await source(endpointId);
       if (target) return target;
     }
-    const endpoint = await this.payments.endpoints.findById(endpointId).lean();
+    const endpoint = await this.payments.endpoints.endpoints.findById(endpointId).lean();
     return endpoint ? this.targetOf(endpoint) : { error: 'endpoint_deleted: the endpoint was deleted' };
   }
 
