@@ -10,7 +10,7 @@ import { GroupedInserts } from '../platform/group-commit.js';
 import { isDatabaseUnavailable, retryWhileDatabaseAway } from '../platform/database-outage.js';
 import type { SettleOutcome } from '../settlement/settler.js';
 import type { SettlementEngine } from '../settlement/engine.js';
-import type { SendTools, SettlementWork, WorkOutcome } from '../settlement/work.js';
+import type { SendTools, SettlementWork, WorkExecutor, WorkOutcome } from '../settlement/work.js';
 import type { EndpointDoc, PaymentDoc, SellerAccountDoc } from './models.js';
 import { OPEN, settledResultOf, type PaymentRecords } from './records.js';
 import type { Endpoints } from './endpoints.js';
@@ -44,6 +44,11 @@ export interface SchemeSettler {
    * holder that died): the chain's at-most-once (a nonce) refuses the second transfer and names the first.
    */
   send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome>;
+  /**
+   * Kinds of settlement work the scheme has beyond settling its payments (a channel claim, a refund), by
+   * kind: each runs on the process holding the lane it is given, as a payment's settlement does.
+   */
+  readonly otherWork?: Readonly<Record<string, WorkExecutor>>;
 }
 
 const isPending = (result: SettlementResult) => !result.ok && result.reason === 'settle_unconfirmed';
@@ -90,6 +95,7 @@ export class PaymentSettlement {
   register(scheme: SchemeSettler): void {
     this.settlers.set(scheme.name, scheme);
     this.engine?.register(scheme.name, (work, tools) => this.execute(scheme, work as SettlementWork<PaymentDoc>, tools));
+    for (const [kind, executor] of Object.entries(scheme.otherWork ?? {})) this.engine?.register(kind, executor);
   }
 
   private settlerOf(payment: PaymentDoc): SchemeSettler {
