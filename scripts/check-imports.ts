@@ -85,21 +85,9 @@ export function importCircles(edges: ImportEdge[]): string[][] {
 /** The composition root: it builds the AppContext and hands each area the services it uses. */
 const COMPOSITION_ROOT = ['server/context.ts', 'server/app.ts', 'server/server.ts'];
 
-/**
- * Being converted: the payments area's files that still take the whole AppContext, while the payments
- * area is split by role on another branch. Remove each entry once its file takes its services as
- * parameters; the list must end empty.
- */
-export const STILL_IMPORTING_THE_CONTEXT: readonly string[] = [
-  'server/payments/endpoint-registration.ts',
-  'server/payments/facilitator-routes.ts',
-  'server/payments/routes.ts',
-  'server/payments/seller-keys.ts',
-];
-
 /** Files that may import the composition root: the root itself and the entry points. */
 function knowsTheContext(file: string): boolean {
-  return COMPOSITION_ROOT.includes(file) || file.startsWith('server/cli/') || file.startsWith('server/dev/') || STILL_IMPORTING_THE_CONTEXT.includes(file);
+  return COMPOSITION_ROOT.includes(file) || file.startsWith('server/cli/') || file.startsWith('server/dev/');
 }
 
 /** Imports that break rules 2 to 4 and 6, each as `from -> to: why`. */

@@ -60,8 +60,14 @@ export const ROUTES: RouteFactory[] = [
   walletRoutes,
   buyerRoutes,
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
-  paymentRoutes,
-  facilitatorRoutes,
+  (app) => paymentRoutes({
+    keys: app.keys, identities: app.identities, usage: app.usage, logs: app.logs, holds: app.holds, devMode: app.config.mode === 'dev',
+    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, registration: app.payments.registration, redemption: app.payments.redemption, records: app.payments.records,
+  }),
+  (app) => facilitatorRoutes({
+    keys: app.keys, identities: app.identities, chain: app.chain,
+    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, settlement: app.payments.settlement, schemes: app.payments.schemes,
+  }),
   // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).
   (app) => healthRoutes({ db: app.db, chain: app.chain, settlement: app.settlement, mail: app.mail, isStopping: () => app.stopping }),
   // The ops console's HTML pages (cookie sessions, form posts) under /console.

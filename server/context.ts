@@ -152,7 +152,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settlement = chain && new SettlementEngine(db, config, chain, log, metrics);
-  const payments = new PaymentService(db, config, chain, settlement, () => ctx.serviceKey, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
+  const payments = new PaymentService(db, config, chain, settlement, () => ctx.serviceKey, secrets, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
   const wallets = new WalletService(db, config, chain, settlement?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
@@ -197,7 +197,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     stopping: false,
     async close() {
       for (const fn of [...onClose].reverse()) await fn();
-      await payments.recordsWritten();
+      await payments.records.recordsWritten();
       await Promise.all([usage.flush(), logs.flush()]);
       await jobs.stop();
       await db.close();

@@ -5,7 +5,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { STILL_IMPORTING_THE_CONTEXT, dependencyViolations, importCircles, importGraph, layerViolations, type ImportEdge } from '../scripts/check-imports.js';
+import { dependencyViolations, importCircles, importGraph, layerViolations, type ImportEdge } from '../scripts/check-imports.js';
 
 const edges = importGraph(process.cwd());
 
@@ -20,10 +20,6 @@ test('has no import circles', () => {
 
 test('keeps platform/ below the areas, the dev harness out of production, the seller package off the backend, and the areas off the composition root', () => {
   expect(layerViolations(edges)).toEqual([]);
-});
-
-test('the files allowed to import the context while they are converted still do (an entry that no longer does must go)', () => {
-  for (const file of STILL_IMPORTING_THE_CONTEXT) expect(`${file}: ${edges.some((e) => e.from === file && e.to === 'server/context.ts')}`).toBe(`${file}: true`);
 });
 
 test('the checker finds an area that imports the composition root, and lets the root and the entry points do so', () => {

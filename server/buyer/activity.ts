@@ -22,7 +22,7 @@ export function presentOutgoing(p: OutgoingPaymentDoc) {
 
 export interface ActivityDeps {
   /** The org's seller payments (money in). */
-  payments: Pick<PaymentService, 'list'>;
+  payments: { records: Pick<PaymentService['records'], 'list'> };
   /** The identity's own payments (money out). */
   buyer: Pick<PayService, 'listOutgoing'>;
 }
@@ -33,7 +33,7 @@ export interface ActivityDeps {
  */
 export async function paymentActivity({ payments, buyer }: ActivityDeps, owner: MandateOwner, limit: number, cursor?: Cursor) {
   const [incoming, outgoing] = await Promise.all([
-    payments.list(owner.orgId, limit, cursor),
+    payments.records.list(owner.orgId, limit, cursor),
     buyer.listOutgoing(owner, limit, cursor),
   ]);
   type Row = { at: Date; id: string; item: Record<string, unknown> };

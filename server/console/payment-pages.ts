@@ -5,7 +5,8 @@ import type { ChainService } from '../chain/chain-service.js';
 import type { DidService } from '../did/did-service.js';
 import type { Logger } from '../platform/logger.js';
 import { parseInput } from '../platform/validate.js';
-import type { PaymentFilter, PaymentService } from '../payments/payment-service.js';
+import type { PaymentService } from '../payments/payment-service.js';
+import type { PaymentFilter } from '../payments/records.js';
 import { paymentTotals, settledVolume } from '../payments/payment-totals.js';
 import type { PaymentDoc } from '../payments/models.js';
 import type { DeliveryDoc } from '../webhooks/models.js';
@@ -83,7 +84,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
   router.get('/payments', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const parsed = paymentsQuery.safeParse(ctx.query);
-    const endpoints = await deps.payments.listEndpoints(orgId);
+    const endpoints = await deps.payments.endpoints.list(orgId);
     if (!parsed.success) {
       // A filter a person can fix (From after To, a malformed search) is shown on the form, not as an error page.
       const values = rawFilters(ctx.query) as PaymentFilterValues;
@@ -93,12 +94,12 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
     const filter = filterOf(query);
     const pageNumber = query.page ?? 1;
     const chart = chartBuckets(query);
-    // The totals read the records: this process's record updates first (payment-service.ts).
-    await deps.payments.recordsWritten();
+    // The totals read the records: this process's record updates first (records.ts).
+    await deps.payments.records.recordsWritten();
     const [payments, totals, buckets] = await Promise.all([
-      deps.payments.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
-      paymentTotals(deps.payments.payments, orgId, filter),
-      settledVolume(deps.payments.payments, orgId, filter, chart.buckets),
+      deps.payments.records.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
+      paymentTotals(deps.payments.records.payments, orgId, filter),
+      settledVolume(deps.payments.records.payments, orgId, filter, chart.buckets),
     ]);
     const deliveries = await deps.webhooks.summaries(orgId, deliveryIds(payments));
     sendHtml(ctx, paymentsPage({
@@ -110,7 +111,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
   // The live refresh: the newest page's rows under the same filters, as an HTML fragment.
   router.get('/payments/rows', guards.session, async (ctx) => {
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const payments = await deps.payments.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
+    const payments = await deps.payments.records.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
     sendHtml(ctx, paymentRows(payments, await deps.webhooks.summaries(orgOf(ctx), deliveryIds(payments))));
   });
 
@@ -118,7 +119,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
   router.get('/payments.csv', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const query = parseInput(paymentsQuery, ctx.query, 'query');
-    const cursor = deps.payments.cursor(orgId, filterOf(query));
+    const cursor = deps.payments.records.cursor(orgId, filterOf(query));
     const log = deps.log.child({ area: 'console' });
     async function* lines() {
       yield csvLine(['payment_id', 'created_at', 'status', 'amount_usdc', 'amount_atomic', 'payer', 'recipient', 'resource', 'endpoint_id', 'network', 'tx_hash', 'settled_at', 'failure_reason', 'webhook']);
@@ -152,18 +153,18 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
 
   router.get('/payments/:id', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const payment = await deps.payments.get(orgOf(ctx), id);
+    const payment = await deps.payments.records.get(orgOf(ctx), id);
     const document = deps.did.serviceDocument();
     const [receiptCheck, offerReceiptCheck, delivery, endpoint] = await Promise.all([
       checkSignedReceipt(payment, document), checkOfferReceipt(payment, document), deliveryOf(deps.webhooks, payment),
-      payment.endpointId ? deps.payments.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
+      payment.endpointId ? deps.payments.endpoints.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
     sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined }));
   });
 
   router.get('/payments/:id/delivery', guards.session, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    const payment = await deps.payments.get(orgOf(ctx), id);
+    const payment = await deps.payments.records.get(orgOf(ctx), id);
     sendHtml(ctx, deliverySection(sessionOf(ctx), payment, await deliveryOf(deps.webhooks, payment)));
   });
 }

@@ -24,7 +24,7 @@ const retryForm = z.object({
 export interface WebhookPageDeps {
   webhooks: WebhookService;
   /** The org's endpoints, for the filter. */
-  payments: Pick<PaymentService, 'listEndpoints'>;
+  payments: { endpoints: Pick<PaymentService['endpoints'], 'list'> };
 }
 
 /** Webhook deliveries: the list by state with filters and numbered pages, and "retry now". */
@@ -34,7 +34,7 @@ export function webhookPages(router: Router, { webhooks, payments }: WebhookPage
   router.get('/webhooks', guards.session, async (ctx) => {
     const orgId = orgOf(ctx);
     const parsed = deliveriesQuery.safeParse(ctx.query);
-    const endpoints = await payments.listEndpoints(orgId);
+    const endpoints = await payments.endpoints.list(orgId);
     if (!parsed.success) {
       const values = rawFilters(ctx.query) as DeliveryFilterValues;
       return sendHtml(ctx, webhooksPage({ session: sessionOf(ctx), values, errors: errorsByField(parsed.error.issues), endpoints, deliveries: [], window: { page: 1, pageSize: PAGE_SIZE, total: 0 } }), 400);

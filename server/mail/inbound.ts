@@ -1,6 +1,6 @@
 import { simpleParser, type AddressObject } from 'mailparser';
 import EmailReplyParser from 'email-reply-parser';
-import type { InboundMail } from './mail-service.js';
+import type { InboundMail } from './incoming-mail.js';
 import type { AttachmentContent } from './attachment-store.js';
 import { mimeParts, parseHeaderBlock, splitHead } from './mime-parts.js';
 import { parseDeliveryReport } from './delivery-report.js';

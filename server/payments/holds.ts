@@ -3,14 +3,15 @@ import { AppError, notFound } from '../platform/errors.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { Logger } from '../platform/logger.js';
 import type { Config } from '../platform/config.js';
-import type { PaymentService, RedeemInput, RedeemOutcome } from './payment-service.js';
 import type { PaymentDoc } from './models.js';
-import { decodeUptoPaymentHeader, isUptoPaymentHeader } from '../../middleware/protocol/upto-evm.js';
-import { formatUsdc, parseCharge, parsePrice } from '../../middleware/price.js';
 import { GroupedInserts } from '../platform/group-commit.js';
 import { findByIds } from '../platform/find-by-ids.js';
 import type { Collection } from 'mongodb';
 import type { Metrics } from '../platform/metrics.js';
+import type { RedeemInput, RedeemOutcome, Redemption } from './redemption.js';
+import { settledResultOf, type PaymentRecords } from './records.js';
+import type { PaymentSettlement } from './settlement-path.js';
+import type { PaymentSchemes } from './schemes/scheme.js';
 
 /**
  * Holds: how our middleware charges only for what was served. A hold verifies the buyer's payment and
@@ -21,6 +22,8 @@ import type { Metrics } from '../platform/metrics.js';
  *
  * Capture and release are decided once per hold by a unique insert (FerretDB makes no conditional update
  * atomic): whichever comes first wins, and the other answers 409. Only the winner writes the payment.
+ * What differs between schemes (how a header is read and claimed, what a capture charges) is the
+ * scheme's (schemes/<name>/scheme.ts); the rest is the same for all.
  */
 interface HoldDecisionDoc {
   _id: string; // the payment id
@@ -64,7 +67,14 @@ export class HoldService {
    */
   private readonly open = new Map<string, PaymentDoc>();
 
-  constructor(conn: Connection, private readonly config: Config, private readonly payments: PaymentService, private readonly logs: ActivityLog, private readonly log: Logger, metrics?: Metrics) {
+  constructor(
+    conn: Connection,
+    private readonly config: Config,
+    private readonly payments: { records: PaymentRecords; redemption: Redemption; schemes: PaymentSchemes; settlement: PaymentSettlement },
+    private readonly logs: ActivityLog,
+    private readonly log: Logger,
+    metrics?: Metrics,
+  ) {
     this.decisions = conn.models.HoldDecision ?? conn.model<HoldDecisionDoc>('HoldDecision', decisionSchema, 'payment_hold_decisions');
     this.decisionInserts = new GroupedInserts(() => this.decisions.collection as unknown as Collection<HoldDecisionDoc>, {
       onCommand: (size) => metrics?.groupCommitSize.observe({ write: 'hold_decisions' }, size),
@@ -72,39 +82,20 @@ export class HoldService {
   }
 
   async hold(orgId: string, input: HoldInput): Promise<HoldOutcome> {
-    if (isUptoPaymentHeader(input.paymentHeader)) return this.holdUpto(orgId, input);
-    const prepared = await this.payments.prepareRedeem(orgId, input);
+    const scheme = this.payments.schemes.forHeader(input.paymentHeader);
+    const prepared = await this.payments.redemption.prepareTerms(orgId, input, scheme);
     if ('refused' in prepared) return prepared.refused;
-    const { seller, decoded, terms, refuse } = prepared;
-    // Settlement must still be possible when the handler is done: the hold ends before the authorization does.
-    const validBefore = Number(decoded.payload.payload.authorization.validBefore) * 1000;
+    const { seller, terms, refuse } = prepared;
+    const holdable = scheme.holdable(input.paymentHeader);
+    if (!holdable.ok) return refuse(holdable.reason, holdable.message);
+    // Settlement must still be possible when the handler is done: the hold ends before the payment does.
     const margin = this.config.PAYMENT_VALIDITY_MARGIN_SECONDS * 1000;
-    const until = Math.min(Date.now() + Math.min(input.holdSeconds ?? DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS) * 1000, validBefore - margin);
-    if (until <= Date.now()) return refuse('authorization_expired', 'the authorization expires before a handler could run and the payment be settled');
-    const claimed = await this.payments.claim(seller, decoded, terms, { status: 'held', until: new Date(until) });
+    const until = Math.min(Date.now() + Math.min(input.holdSeconds ?? DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS) * 1000, holdable.validBefore * 1000 - margin);
+    if (until <= Date.now()) return refuse('authorization_expired', `the ${holdable.instrument} expires before a handler could run and the payment be settled`);
+    const claimed = await holdable.claim(seller, terms, new Date(until));
     if (!claimed.ok) return refuse(claimed.refused.reason, claimed.refused.message);
     // Bounded: holds nobody decides stay until their expiry sweep; beyond this many, captures read the database.
     if (this.open.size < MAX_OPEN_IN_MEMORY) this.open.set(claimed.payment._id, claimed.payment);
-    return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
-  }
-
-  /**
-   * An x402 `upto` payment held while the handler runs: the registered endpoint must sell by usage (a
-   * maxPriceUsdc) and the amount the middleware asked is the maximum, which the permit must allow
-   * exactly. The charge is named at capture.
-   */
-  private async holdUpto(orgId: string, input: HoldInput): Promise<HoldOutcome> {
-    const prepared = await this.payments.prepareTerms(orgId, input, 'upto');
-    if ('refused' in prepared) return prepared.refused;
-    const { seller, terms, refuse } = prepared;
-    const decoded = decodeUptoPaymentHeader(input.paymentHeader);
-    if (!decoded.ok) return refuse(decoded.reason, decoded.message);
-    const deadline = Number(decoded.payload.payload.permit2Authorization.deadline) * 1000;
-    const margin = this.config.PAYMENT_VALIDITY_MARGIN_SECONDS * 1000;
-    const until = Math.min(Date.now() + Math.min(input.holdSeconds ?? DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS) * 1000, deadline - margin);
-    if (until <= Date.now()) return refuse('authorization_expired', 'the permit expires before a handler could run and the payment be settled');
-    const claimed = await this.payments.claimUpto(seller, decoded.payload, { ...terms, maxAmount: terms.amountAtomic }, { status: 'held', until: new Date(until) });
-    if (!claimed.ok) return refuse(claimed.refused.reason, claimed.refused.message);
     return { ok: true, holdId: claimed.payment._id, payer: claimed.payment.payerAddress, expiresAt: new Date(until).toISOString() };
   }
 
@@ -121,33 +112,32 @@ export class HoldService {
   async capture(orgId: string, id: string, amount?: string): Promise<RedeemOutcome> {
     const payment = this.takeOpen(orgId, id) ?? await this.find(orgId, id);
     if (payment.status !== 'held') return this.outcomeOf(payment);
+    const scheme = this.payments.schemes.of(payment);
+    // Refused before the decision: the hold stays, so the seller's middleware can still release it. That
+    // holds for a process that cannot send now too (no relayer lease, or not the one an upto permit names):
+    // the hold stays for another try or a release.
     let charge: bigint | undefined;
-    if (payment.scheme === 'upto') {
-      try { charge = amount === undefined ? 0n : parseCharge(amount); } catch (err) { this.keepOpen(payment); throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
-      const max = BigInt(payment.maxAmountUsdcRaw!);
-      // Refused before the decision: the hold stays, so the seller's middleware can still release it.
-      if (charge > max) { this.keepOpen(payment); throw new AppError(400, 'settlement_exceeds_amount', `the charge ${formatUsdc(charge)} USDC is above the ${formatUsdc(max)} USDC the buyer allowed; nothing was charged`); }
-    } else if (amount !== undefined && parsePriceOrUndefined(amount) !== BigInt(payment.amountUsdcRaw)) {
+    try {
+      charge = scheme.captureCharge(payment, amount);
+      await scheme.ensureCanSettle(payment, charge);
+    } catch (err) {
       this.keepOpen(payment);
-      throw new AppError(400, 'validation_error', 'body.amount: an exact payment is captured for its price; leave amount out');
+      throw err;
     }
-    // Refused before the decision too: a process that cannot send now (no relayer lease, or not the one an
-    // upto permit names) keeps the hold, for another try or a release.
-    try { await this.payments.ensureCanSettle(payment, charge); } catch (err) { this.keepOpen(payment); throw err; }
     if (!(await this.decide(payment, 'capture', 'captured'))) {
       const decision = await this.decisions.findById(payment._id).lean();
       if (decision?.decision === 'release') throw released(decision);
       // Captured by a concurrent call: answer what it did (or does, once known).
-      return this.outcomeOf((await this.payments.record(payment._id)) ?? payment);
+      return this.outcomeOf((await this.payments.records.record(payment._id)) ?? payment);
     }
     let settling = payment;
     if (charge !== undefined) {
       settling = { ...payment, status: 'verified', amountUsdcRaw: charge.toString() };
-      await this.payments.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified', amountUsdcRaw: charge.toString() }, $unset: { holdExpiresAt: 1 } });
+      await this.payments.records.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified', amountUsdcRaw: charge.toString() }, $unset: { holdExpiresAt: 1 } });
     }
-    const { answer } = await this.payments.settleClaimed(settling, { door: 'redeem' });
+    const { answer } = await this.payments.settlement.settleClaimed(settling, { door: 'redeem' });
     if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
-    return answer.ok ? this.payments.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+    return answer.ok ? this.payments.redemption.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
   }
 
   /** Drops a held payment (the seller's handler failed): nothing is charged, the authorization is free again. */
@@ -171,7 +161,7 @@ export class HoldService {
   /** Releases every hold past its expiry (a handler that never answered, a seller process that died). */
   async releaseExpired(): Promise<number> {
     for (const [id, payment] of this.open) if (payment.holdExpiresAt! < new Date()) this.open.delete(id);
-    const expired = await this.payments.payments.find({ status: 'held', holdExpiresAt: { $lt: new Date() } }).limit(200).lean();
+    const expired = await this.payments.records.payments.find({ status: 'held', holdExpiresAt: { $lt: new Date() } }).limit(200).lean();
     if (expired.length === 0) return 0;
     // A captured hold stays `held` until its settlement is recorded (reconciliation finishes one whose
     // process died): it is no longer a hold to expire, and one read of the batch's decisions skips it
@@ -218,7 +208,7 @@ export class HoldService {
 
   /** The org's hold (or what it became); a released one is gone, and says so. Another org's is a 404. */
   private async find(orgId: string, id: string): Promise<PaymentDoc> {
-    const payment = await this.payments.payments.findOne({ _id: id, orgId }).lean();
+    const payment = await this.payments.records.payments.findOne({ _id: id, orgId }).lean();
     if (payment) return payment;
     const decision = await this.decisions.findOne({ _id: id, orgId }).lean();
     if (decision?.decision === 'release') throw released(decision);
@@ -232,7 +222,7 @@ export class HoldService {
 
   /** The claim goes: the same signed payment may be presented again. */
   private async drop(payment: PaymentDoc, why: 'released' | 'expired'): Promise<void> {
-    await this.payments.payments.deleteOne({ _id: payment._id, status: 'held' });
+    await this.payments.records.payments.deleteOne({ _id: payment._id, status: 'held' });
     this.logs.recordSoon({
       orgId: payment.orgId, action: 'payments.hold_released', category: 'payments',
       description: `Payment of ${payment.payerAddress} for ${payment.resourceUrl} not charged: hold ${why}`, targetType: 'payment', targetId: payment._id,
@@ -242,18 +232,13 @@ export class HoldService {
 
   /** A capture asked of a hold already decided: what it came to (or, while settling, its result when known). */
   private async outcomeOf(payment: PaymentDoc): Promise<RedeemOutcome> {
-    if (payment.status === 'settled') {
-      return this.payments.redeemed({
-        ok: true, paymentId: payment._id, txHash: payment.txHash ?? '', payer: payment.payerAddress, ...(payment.offerReceipt ? { offerReceipt: payment.offerReceipt } : {}),
-        ...(payment.scheme === 'upto' ? { amount: payment.amountUsdcRaw, maxAmount: payment.maxAmountUsdcRaw } : {}),
-      }, payment.x402Version);
-    }
+    if (payment.status === 'settled') return this.payments.redemption.redeemed(settledResultOf(payment), payment.x402Version);
     if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
     // Being settled by the capture that won (still `held` or `verified`): wait for its outcome, within the settlement timeout.
     const deadline = Date.now() + this.config.SETTLEMENT_TIMEOUT_MS;
     while (Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 200));
-      const now = await this.payments.record(payment._id);
+      const now = await this.payments.records.record(payment._id);
       if (!now) break;
       if (now.status === 'settled' || now.status === 'failed') return this.outcomeOf(now);
     }
@@ -263,7 +248,3 @@ export class HoldService {
 
 const captured = () => new AppError(409, 'hold_captured', 'This hold was already captured: the payment is settled or settling');
 const released = (decision: HoldDecisionDoc) => new AppError(409, decision.why === 'expired' ? 'hold_expired' : 'hold_released', decision.why === 'expired' ? 'This hold expired and was released: nothing was charged' : 'This hold was released: nothing was charged');
-
-function parsePriceOrUndefined(amount: string): bigint | undefined {
-  try { return parsePrice(amount); } catch { return undefined; }
-}

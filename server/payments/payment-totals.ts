@@ -1,6 +1,6 @@
 import type { Model } from 'mongoose';
 import type { PaymentDoc } from './models.js';
-import { filterQuery, type PaymentFilter } from './payment-service.js';
+import { filterQuery, type PaymentFilter } from './records.js';
 
 /** What an operator reads above a filtered payment list. Volume counts settled payments only: money that moved. */
 export interface PaymentTotals {

@@ -1,16 +1,22 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { AppContext } from '../context.js';
-import { authenticatedRouter, principalOf, requireTier } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, principalOf, requireTier, type IdentityScopeSource } from '../platform/auth/authenticate.js';
+import type { ApiKeyService } from '../platform/auth/api-keys.js';
+import type { UsageTracker } from '../platform/usage.js';
+import type { ActivityLog } from '../logs/activity-log.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
 import { AppError } from '../platform/errors.js';
 import { presentEndpoint, presentPayment } from './present.js';
 import { keyUsage } from '../platform/usage.js';
-import { registerEndpoint, rotateWebhookSecret, updateEndpoint } from './endpoint-registration.js';
+import type { EndpointRegistration } from './endpoint-registration.js';
 import { issueSellerKey, revokeSellerKey } from './seller-keys.js';
-import { MAX_HOLD_SECONDS } from './holds.js';
+import { MAX_HOLD_SECONDS, type HoldService } from './holds.js';
+import type { SellerAcceptance } from './acceptance.js';
+import type { Endpoints } from './endpoints.js';
+import type { PaymentRecords } from './records.js';
+import type { Redemption } from './redemption.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
@@ -61,12 +67,29 @@ export const captureBody = z.object({ amount: z.string().min(1).max(32).optional
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
 
+/** What the payment routes use. */
+export interface PaymentRouteServices {
+  keys: ApiKeyService;
+  identities: IdentityScopeSource;
+  usage: UsageTracker;
+  logs: ActivityLog;
+  acceptance: SellerAcceptance;
+  endpoints: Endpoints;
+  registration: EndpointRegistration;
+  redemption: Redemption;
+  holds: HoldService;
+  records: PaymentRecords;
+  /** skipUrlCheck is for dev mode only. */
+  devMode: boolean;
+}
+
 /**
  * Seller set-up (platform key: the "console" of SPEC 4.5), the facilitator (seller key `loid-`), and
  * payment records for the seller and for ops (both key kinds of the org).
  */
-export function paymentRoutes(app: AppContext): Router {
-  const router = authenticatedRouter(app, { prefix: '/v0/payments' });
+export function paymentRoutes(services: PaymentRouteServices): Router {
+  const { keys, usage, acceptance, endpoints, registration, redemption, holds, records } = services;
+  const router = authenticatedRouter(services, { prefix: '/v0/payments' });
   const orgOf = (ctx: Context) => principalOf(ctx).orgId;
   const platform = requireTier('platform');
   const seller = requireTier('seller');
@@ -74,67 +97,67 @@ export function paymentRoutes(app: AppContext): Router {
 
   router.put('/acceptance', platform, async (ctx) => {
     const body = parseInput(acceptanceBody, ctx.request.body, 'body');
-    const doc = await app.payments.setAcceptance(orgOf(ctx), body);
+    const doc = await acceptance.set(orgOf(ctx), body);
     ctx.body = { enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], updatedAt: doc.updatedAt.toISOString() };
   });
   router.get('/acceptance', sellerOrOps, async (ctx) => {
-    const doc = await app.payments.acceptance(orgOf(ctx));
+    const doc = await acceptance.get(orgOf(ctx));
     ctx.body = doc ? { enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], updatedAt: doc.updatedAt.toISOString() } : { enabled: false, payTo: null, payees: [] };
   });
 
   router.post('/seller-keys', platform, async (ctx) => {
     const body = parseInput(sellerKeyBody, ctx.request.body, 'body');
-    const key = await issueSellerKey(app, orgOf(ctx), body.name ?? 'seller');
+    const key = await issueSellerKey(services, orgOf(ctx), body.name ?? 'seller');
     ctx.status = 201;
     ctx.body = { keyId: key.keyId, apiKey: key.rawKey, apiKeyPrefix: key.prefix, name: body.name ?? 'seller' };
   });
   router.get('/seller-keys', platform, async (ctx) => {
-    const keys = await app.keys.list({ orgId: orgOf(ctx), tier: 'seller' });
-    const usage = await app.usage.read(keys.map((k) => keyUsage(k._id)));
-    ctx.body = { keys: keys.map((k) => ({ keyId: k._id, apiKeyPrefix: k.prefix, name: k.name ?? null, createdAt: k.createdAt.toISOString(), lastUsedAt: usage.get(keyUsage(k._id))?.lastUsedAt?.toISOString() ?? null, revokedAt: k.revokedAt?.toISOString() ?? null })) };
+    const sellerKeys = await keys.list({ orgId: orgOf(ctx), tier: 'seller' });
+    const used = await usage.read(sellerKeys.map((k) => keyUsage(k._id)));
+    ctx.body = { keys: sellerKeys.map((k) => ({ keyId: k._id, apiKeyPrefix: k.prefix, name: k.name ?? null, createdAt: k.createdAt.toISOString(), lastUsedAt: used.get(keyUsage(k._id))?.lastUsedAt?.toISOString() ?? null, revokedAt: k.revokedAt?.toISOString() ?? null })) };
   });
   router.delete('/seller-keys/:id', platform, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    await revokeSellerKey(app, orgOf(ctx), id);
+    await revokeSellerKey(services, orgOf(ctx), id);
     ctx.body = { keyId: id, revoked: true };
   });
 
   router.post('/endpoints', platform, async (ctx) => {
     const body = parseInput(endpointBody, ctx.request.body, 'body');
-    if (body.skipUrlCheck && app.config.mode !== 'dev') throw new AppError(400, 'validation_error', 'body.skipUrlCheck: only allowed in dev mode');
-    const { endpoint, webhookSecret } = await registerEndpoint(app, orgOf(ctx), body);
+    if (body.skipUrlCheck && !services.devMode) throw new AppError(400, 'validation_error', 'body.skipUrlCheck: only allowed in dev mode');
+    const { endpoint, webhookSecret } = await registration.register(orgOf(ctx), body);
     ctx.status = 201;
     ctx.body = { ...presentEndpoint(endpoint), ...(webhookSecret ? { webhookSecret } : {}) };
   });
   router.get('/endpoints', sellerOrOps, async (ctx) => {
-    ctx.body = { endpoints: (await app.payments.listEndpoints(orgOf(ctx))).map(presentEndpoint) };
+    ctx.body = { endpoints: (await endpoints.list(orgOf(ctx))).map(presentEndpoint) };
   });
   router.get('/endpoints/:id', sellerOrOps, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    ctx.body = presentEndpoint(await app.payments.getEndpoint(orgOf(ctx), id));
+    ctx.body = presentEndpoint(await endpoints.get(orgOf(ctx), id));
   });
   router.patch('/endpoints/:id', platform, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
     const body = parseInput(endpointPatch, ctx.request.body, 'body');
-    const { endpoint, webhookSecret } = await updateEndpoint(app, orgOf(ctx), id, body);
+    const { endpoint, webhookSecret } = await registration.update(orgOf(ctx), id, body);
     ctx.body = { ...presentEndpoint(endpoint), ...(webhookSecret ? { webhookSecret } : {}) };
   });
   router.post('/endpoints/:id/rotate-webhook-secret', platform, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    ctx.body = await rotateWebhookSecret(app, orgOf(ctx), id);
+    ctx.body = await registration.rotateWebhookSecret(orgOf(ctx), id);
   });
   router.delete('/endpoints/:id', platform, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    await app.payments.deleteEndpoint(orgOf(ctx), id);
+    await endpoints.delete(orgOf(ctx), id);
     ctx.body = { id, deleted: true };
   });
 
   router.get('/settings', seller, async (ctx) => {
-    ctx.body = await app.payments.settingsFor(orgOf(ctx));
+    ctx.body = await acceptance.settingsFor(orgOf(ctx));
   });
   router.post('/redeem', seller, async (ctx) => {
     const body = parseInput(redeemBody, ctx.request.body, 'body');
-    const outcome = await app.payments.redeem(orgOf(ctx), body);
+    const outcome = await redemption.redeem(orgOf(ctx), body);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
   });
@@ -142,31 +165,31 @@ export function paymentRoutes(app: AppContext): Router {
   // Settle after the handler: hold (verify and claim), then capture (settle) or release (nothing charged).
   router.post('/holds', seller, async (ctx) => {
     const body = parseInput(holdBody, ctx.request.body, 'body');
-    const outcome = await app.holds.hold(orgOf(ctx), body);
+    const outcome = await holds.hold(orgOf(ctx), body);
     ctx.status = outcome.ok ? 201 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
   });
   router.post('/holds/:id/capture', seller, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
     const { amount } = parseInput(captureBody, ctx.request.body ?? {}, 'body');
-    const outcome = await app.holds.capture(orgOf(ctx), id, amount);
+    const outcome = await holds.capture(orgOf(ctx), id, amount);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
   });
   router.post('/holds/:id/release', seller, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    ctx.body = await app.holds.release(orgOf(ctx), id);
+    ctx.body = await holds.release(orgOf(ctx), id);
   });
 
   router.get('/', sellerOrOps, async (ctx) => {
     const query = parseInput(listQuery, ctx.query, 'query');
-    const page = await app.payments.list(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
+    const page = await records.list(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
     ctx.body = { payments: page.items.map((p) => presentPayment(p)), count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   });
   // Other areas' routes under /v0/payments (pay, mandates, activity) must be mounted before this router.
   router.get('/:id', sellerOrOps, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    ctx.body = presentPayment(await app.payments.get(orgOf(ctx), id), true);
+    ctx.body = presentPayment(await records.get(orgOf(ctx), id), true);
   });
   return router;
 }

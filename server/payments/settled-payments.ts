@@ -13,7 +13,7 @@ import type { PaymentDoc, SignedReceipt } from './models.js';
  * an update costs about five times an insert (a transaction of its own per statement, whatever the
  * command carries), so the records of a busy second waited ~30 ms for their turn; inserts of a whole
  * settlement batch go in one command. The record is then brought up to date from this entry in the
- * background (payment-service.ts), and reads of a record still open show it settled meanwhile.
+ * background (records.ts), and reads of a record still open show it settled meanwhile.
  *
  * It also makes "recorded once" a unique insert: of the settler and reconciliation racing for one
  * payment, the first entry stands, and both write the record from it, so the receipt on the record is

@@ -99,7 +99,7 @@ export class Metrics {
     labelNames: ['write'] as const, buckets: [1, 2, 4, 8, 16, 32, 64, 128], registers: [this.registry],
   });
 
-  /** Settled payments whose record update (after the answer, payment-service.ts) this process has not written yet. */
+  /** Settled payments whose record update (after the answer, payments/records.ts) this process has not written yet. */
   readonly paymentRecordWritesPending = new Gauge({
     name: 'agentgate_payment_record_writes_pending', help: 'Settled payments whose record update this process has not written yet (their settlement is recorded)',
     registers: [this.registry],

@@ -6,7 +6,7 @@ import { createMailWebhookBody, mailWebhookParams, presentMailWebhook, type Mail
 import type { WebhookService } from './webhook-service.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor, limitParam } from '../platform/pagination.js';
-import { rotateWebhookSecret } from '../payments/endpoint-registration.js';
+import type { PaymentService } from '../payments/payment-service.js';
 import { presentDelivery } from './present.js';
 
 const id = z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/i, 'malformed id');
@@ -19,12 +19,13 @@ export const listQuery = z.object({
 export const idParam = z.object({ id });
 
 /**
- * What the routes use: the delivery log, the identities' mail webhooks, and whatever the payments area's
- * secret rotation names for itself (the rotation route is the same operation as the payments area's).
+ * What the routes use: the delivery log, the identities' mail webhooks, and the endpoints' registration
+ * (the rotation route is the same operation as the payments area's).
  */
-export type WebhookRouteDeps = AuthDeps & Parameters<typeof rotateWebhookSecret>[0] & {
+export type WebhookRouteDeps = AuthDeps & {
   webhooks: WebhookService;
   mailWebhooks: MailWebhooks;
+  payments: Pick<PaymentService, 'registration'>;
 };
 
 /**
@@ -55,7 +56,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Router {
   // Same operation as POST /v0/payments/endpoints/{id}/rotate-webhook-secret, where a webhook user looks for it.
   router.post('/endpoints/:id/rotate-secret', requireTier('platform'), async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
-    ctx.body = await rotateWebhookSecret(deps, orgOf(ctx), id);
+    ctx.body = await deps.payments.registration.rotateWebhookSecret(orgOf(ctx), id);
   });
   // An identity's own webhooks for its mail events (identity key). Registered after the seller routes, so
   // `/deliveries` is never taken for a webhook id.

@@ -94,8 +94,8 @@ describe('payments_pay pays upto offers', () => {
     // The records: the buyer's (outgoing) and the seller's (incoming, through the facilitator door).
     const [outgoing] = await outgoingOf(agent.identity.identityId);
     expect(outgoing).toMatchObject({ status: 'settled', scheme: 'upto', amountUsdcRaw: '12300', maxAmountUsdcRaw: '500000', txHash: res.body.txHash });
-    await server.app.payments.recordsWritten();
-    const incoming = await server.app.payments.payments.findOne({ txHash: res.body.txHash }).lean();
+    await server.app.payments.records.recordsWritten();
+    const incoming = await server.app.payments.records.payments.findOne({ txHash: res.body.txHash }).lean();
     expect(incoming).toMatchObject({ scheme: 'upto', amountUsdcRaw: '12300', maxAmountUsdcRaw: '500000', payerAddress: agent.address });
 
     // A second payment needs no second approval.

@@ -134,7 +134,7 @@ async function illustrationHistory(): Promise<void> {
       signature: '0x00', status: i % 9 === 4 ? 'failed' : 'settled', createdAt: at, ...(i % 9 === 4 ? { failureReason: 'transfer reverted' } : { txHash: `0x${randomBytes(32).toString('hex')}`, settledAt: at }),
     };
   });
-  await server.app.payments.payments.insertMany(docs);
+  await server.app.payments.records.payments.insertMany(docs);
 }
 
 test('the ops pages at 1280 px: totals, chart, search, CSV, webhooks, delete, revoke, copy, activity', async () => {

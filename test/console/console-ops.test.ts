@@ -81,7 +81,7 @@ describe('payments: totals, chart, search, pages and CSV against a known set', (
         status: spec.status, createdAt, ...(spec.status === 'settled' ? { txHash: hex(32), settledAt: createdAt } : { failureReason: spec.reason ?? 'transfer reverted' }),
       };
     }));
-    await server.app.payments.payments.insertMany(docs);
+    await server.app.payments.records.payments.insertMany(docs);
     txOfFirst = (docs[0] as { txHash?: string }).txHash!;
     injectedId = docs.find((d) => d.resourceUrl.startsWith('=HYPERLINK'))!._id;
   });
@@ -386,7 +386,7 @@ describe('a payment page', () => {
     const payment = (await server.request('GET', `/v0/payments/${paymentId}`, { key: seller.sellerKey })).body;
     const res = await consoleGet(server, `/console/payments/${paymentId}`, session.cookie);
     expect(res.status).toBe(200);
-    const stored = await server.app.payments.payments.findById(paymentId).lean();
+    const stored = await server.app.payments.records.payments.findById(paymentId).lean();
     const validBefore = new Date(Number(stored!.authorization.validBefore) * 1000).toISOString();
     expect(res.text).toContain(`<time datetime="${validBefore}" title="unix ${stored!.authorization.validBefore}">${validBefore.slice(0, 10)} ${validBefore.slice(11, 19)} UTC</time>`);
     expect(res.text).not.toContain('(unix seconds)');

@@ -224,7 +224,7 @@ describe.each<Framework>(FRAMEWORKS)('%s, settling after the handler (the defaul
       expect((await get(app, header)).status).toBe(500);
       expect(await usdcBalance(payer.address)).toBe(before);
       // Released: nothing stays claimed on the backend.
-      const records = await server.app.payments.payments.find({ payerAddress: payer.address }).lean();
+      const records = await server.app.payments.records.payments.find({ payerAddress: payer.address }).lean();
       expect(records).toEqual([]);
     } finally {
       await app.close();
@@ -243,8 +243,8 @@ describe.each<Framework>(FRAMEWORKS)('%s, settling after the handler (the defaul
       expect(res.headers.get('cache-control')).toBe('private, no-store');
       expect(await res.json()).toMatchObject({ secret: SECRET });
       expect(await usdcBalance(seller.payTo)).toBe(before + PRICE);
-      await server.app.payments.recordsWritten();
-      const [record] = await server.app.payments.payments.find({ payerAddress: payer.address }).lean();
+      await server.app.payments.records.recordsWritten();
+      const [record] = await server.app.payments.records.payments.find({ payerAddress: payer.address }).lean();
       expect(record).toMatchObject({ status: 'settled' });
     } finally {
       await app.close();

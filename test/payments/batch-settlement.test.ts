@@ -129,7 +129,7 @@ describe('batched settlement', () => {
     const after = await groupCommits(server, 'payment_claims');
     expect(after.writes - claimCommands.writes).toBeGreaterThan(1);
     expect(after.commands - claimCommands.commands).toBeLessThan(after.writes - claimCommands.writes);
-    expect(await server.app.payments.payments.countDocuments({ authorizationKey: new RegExp(buyer.address.slice(2), 'i') })).toBe(1);
+    expect(await server.app.payments.records.payments.countDocuments({ authorizationKey: new RegExp(buyer.address.slice(2), 'i') })).toBe(1);
   });
 
   it('held payments claimed together and captured together: each duplicate refused, each capture settles once, copies of a capture answer alike', async () => {
@@ -147,8 +147,8 @@ describe('batched settlement', () => {
     for (let i = 0; i < ids.length; i++) expect(captures[2 * i]!.body.paymentResponse.transaction).toBe(captures[2 * i + 1]!.body.paymentResponse.transaction);
     expect(await usdcBalance(seller.payTo)).toBe(before + 6n * PRICE);
     for (const p of payments) expect(await usdcBalance(p.buyer.address)).toBe(1_000_000n - PRICE);
-    await server.app.payments.recordsWritten();
-    const records = await server.app.payments.payments.find({ _id: { $in: ids } }).lean();
+    await server.app.payments.records.recordsWritten();
+    const records = await server.app.payments.records.payments.find({ _id: { $in: ids } }).lean();
     expect(records.map((r) => r.status)).toEqual(Array(6).fill('settled'));
     expect(records.every((r) => r.signedReceipt && r.holdExpiresAt === undefined)).toBe(true);
     // Each capture inserted a decision (a copy that came after the settlement read it settled instead), in
@@ -196,11 +196,11 @@ it('reconciles a batch sent by a process that died before recording it: nothing 
   // The next start on the same database reconciles them from the chain.
   const next = await startTestServer({ MONGODB_DB: db, TRUST_PROXY: 'true' });
   try {
-    const open = await next.app.payments.payments.countDocuments({ status: 'verified' });
+    const open = await next.app.payments.records.payments.countDocuments({ status: 'verified' });
     expect(open).toBe(3);
     const result = await reconcilePayments(next.app.payments, { olderThanMs: 0 });
     expect(result).toEqual({ settled: 3, failed: 0, resent: 0 });
-    const records = await next.app.payments.payments.find({}).lean();
+    const records = await next.app.payments.records.payments.find({}).lean();
     expect(records.map((r) => r.status)).toEqual(['settled', 'settled', 'settled', 'settled']);
     expect(records.filter((r) => r.txHash === batchHash)).toHaveLength(3);
     expect(records.every((r) => r.signedReceipt)).toBe(true);
@@ -245,23 +245,23 @@ it('reconciles captured holds whose process died after sending their settlement 
 
   const next = await startTestServer({ MONGODB_DB: db, TRUST_PROXY: 'true' });
   try {
-    expect(await next.app.payments.payments.countDocuments({ status: 'held' })).toBe(4);
+    expect(await next.app.payments.records.payments.countDocuments({ status: 'held' })).toBe(4);
     const result = await reconcilePayments(next.app.payments, { olderThanMs: 0 });
     expect(result).toEqual({ settled: 3, failed: 0, resent: 0 });
-    const records = await next.app.payments.payments.find({ _id: { $in: capturedIds } }).lean();
+    const records = await next.app.payments.records.payments.find({ _id: { $in: capturedIds } }).lean();
     expect(records.map((r) => r.status)).toEqual(['settled', 'settled', 'settled']);
     expect(records.every((r) => sent.has(r.txHash as Hex))).toBe(true);
     expect(records.every((r) => r.signedReceipt)).toBe(true);
     // The hold nobody captured is no settlement: it stays held (its expiry releases it), and nothing moved for it.
-    expect((await next.app.payments.payments.findById(kept).lean())?.status).toBe('held');
+    expect((await next.app.payments.records.payments.findById(kept).lean())?.status).toBe('held');
     await reconcilePayments(next.app.payments, { olderThanMs: 0 });
     // Its seller released it, and that process died between the release decision and dropping the claim:
     // the expiry sweep finishes the release (and leaves the settled ones alone).
     await next.app.db.collection('payment_hold_decisions').insertOne({ _id: kept as never, orgId: records[0]!.orgId, decision: 'release', why: 'released', at: new Date() });
-    await next.app.payments.payments.updateMany({ _id: { $in: [kept, ...capturedIds] } }, { $set: { holdExpiresAt: new Date(Date.now() - 1_000) } });
+    await next.app.payments.records.payments.updateMany({ _id: { $in: [kept, ...capturedIds] } }, { $set: { holdExpiresAt: new Date(Date.now() - 1_000) } });
     expect(await next.app.holds.releaseExpired()).toBe(1);
-    expect(await next.app.payments.payments.findById(kept).lean()).toBeNull();
-    expect((await next.app.payments.payments.find({ _id: { $in: capturedIds } }).lean()).map((r) => r.status)).toEqual(['settled', 'settled', 'settled']);
+    expect(await next.app.payments.records.payments.findById(kept).lean()).toBeNull();
+    expect((await next.app.payments.records.payments.find({ _id: { $in: capturedIds } }).lean()).map((r) => r.status)).toEqual(['settled', 'settled', 'settled']);
     expect(await usdcBalance(seller.payTo)).toBe(before + 3n * PRICE);
     expect(await usdcBalance(payments[0]!.buyer.address)).toBe(1_000_000n);
   } finally {
@@ -282,8 +282,8 @@ it('two server processes on one database settle disjoint payments, and a header 
     expect(results.filter((r) => r.status === 402 && r.body.error === 'nonce_already_used')).toHaveLength(12);
     expect(await usdcBalance(seller.payTo)).toBe(before + 12n * PRICE);
     for (const p of payments) expect(await usdcBalance(p.buyer.address)).toBe(1_000_000n - PRICE);
-    await Promise.all([first.app.payments.recordsWritten(), second.app.payments.recordsWritten()]);
-    const records = await first.app.payments.payments.find({ status: 'settled' }).lean();
+    await Promise.all([first.app.payments.records.recordsWritten(), second.app.payments.records.recordsWritten()]);
+    const records = await first.app.payments.records.payments.find({ status: 'settled' }).lean();
     expect(records).toHaveLength(12);
   } finally {
     await second.close();
@@ -305,7 +305,7 @@ it('a relayer without gas is refused before the claim (503, nothing charged, the
     expect(refused.body.message).toMatch(/out of gas/);
     const ready = await server.request('GET', '/ready');
     expect(ready.body).toMatchObject({ status: 'degraded', checks: { relayer: expect.stringContaining('out of gas') } });
-    expect(await server.app.payments.payments.countDocuments({})).toBe(0);
+    expect(await server.app.payments.records.payments.countDocuments({})).toBe(0);
     await setEthBalance(relayer, gas);
     // The very same header settles now: nothing was claimed for it.
     const paid = await redeem(server.url, seller, payment.header);
@@ -336,7 +336,7 @@ it('a capture reaching a process that cannot send now is refused before the deci
     const refused = await capture(server.url, seller, held.body.holdId);
     expect(refused.status).toBe(503);
     expect(refused.body).toMatchObject({ error: 'relayer_unavailable' });
-    expect(await server.app.payments.payments.findById(held.body.holdId).lean()).toMatchObject({ status: 'held' });
+    expect(await server.app.payments.records.payments.findById(held.body.holdId).lean()).toMatchObject({ status: 'held' });
 
     await setEthBalance(relayer, gas);
     // As the seller's middleware would after Retry-After: the same hold, captured again.
@@ -348,8 +348,8 @@ it('a capture reaching a process that cannot send now is refused before the deci
     expect(captured.body).toMatchObject({ ok: true });
     expect(captured.status).toBe(200);
     expect(await usdcBalance(payment.buyer.address)).toBe(1_000_000n - PRICE);
-    await server.app.payments.recordsWritten();
-    expect(await server.app.payments.payments.findById(held.body.holdId).lean()).toMatchObject({ status: 'settled' });
+    await server.app.payments.records.recordsWritten();
+    expect(await server.app.payments.records.payments.findById(held.body.holdId).lean()).toMatchObject({ status: 'settled' });
   } finally {
     await server.close();
   }

@@ -32,8 +32,8 @@ async function serverBehind(proxies: RpcProxy[], overrides: Record<string, strin
 const buyer: PrivateKeyAccount = privateKeyToAccount(DEV_BUYERS[5]!.privateKey);
 const sign = (seller: TestSeller) => signAuthorization(buyer, { to: seller.payTo, value: 10_000n }, { verifyingContract: chainUnderTest.chain.usdcAddress });
 
-/** The settled records, once this server's record updates are written (they follow the answer: payment-service.ts). */
-const settledRecords = async (server: TestServer) => { await server.app.payments.recordsWritten(); return server.app.payments.payments.find({ status: 'settled' }).lean(); };
+/** The settled records, once this server's record updates are written (they follow the answer: payments/records.ts). */
+const settledRecords = async (server: TestServer) => { await server.app.payments.records.recordsWritten(); return server.app.payments.records.payments.find({ status: 'settled' }).lean(); };
 
 it('a node that takes the settlement and never answers: the next node is asked, the payment settles once, recorded with the mined hash', async () => {
   const [primary, secondary] = [await startRpcProxy(chainUnderTest.chain.rpcUrl), await startRpcProxy(chainUnderTest.chain.rpcUrl)];
@@ -131,7 +131,7 @@ it('a chain that cannot be asked at all: 503 chain_unavailable (not a refusal of
     const result = await redeem(server.url, seller, paymentHeaderV1(await sign(seller)));
     expect(result.status).toBe(503);
     expect(result.body).toMatchObject({ error: 'chain_unavailable', status: 503 });
-    expect(await server.app.payments.payments.countDocuments({})).toBe(0);
+    expect(await server.app.payments.records.payments.countDocuments({})).toBe(0);
     const ready = await server.request('GET', '/ready');
     expect(ready.status).toBe(503);
     expect(ready.body.checks.chain).toMatch(/^down/);

@@ -10,7 +10,7 @@ import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/c
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { erc20AllowanceAbi, permit2Abi, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/chain/permit2.js';
 import { decodeUptoPayload } from '../../middleware/protocol/upto-evm.js';
-import { uptoPermitOfRecord } from '../../server/payments/upto-settlement.js';
+import { uptoPermitOfRecord } from '../../server/payments/schemes/upto/settle.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import type { Hex } from 'viem';
 
@@ -42,15 +42,15 @@ async function claimedUpto(charge: bigint, buyer?: PrivateKeyAccount) {
   const payments = server.app.payments;
   const requirements = {
     scheme: 'upto', network: 'eip155:84532', amount: '300000', asset: testChain().usdc, payTo, maxTimeoutSeconds: 600,
-    extra: { name: DEV_USDC_NAME, version: '2', facilitatorAddress: await payments.uptoFacilitatorAddress() },
+    extra: { name: DEV_USDC_NAME, version: '2', facilitatorAddress: await payments.upto.facilitatorAddress() },
   };
   const signed = await new UptoClientScheme(buyer).createPaymentPayload(2, requirements as never);
   const decoded = decodeUptoPayload({ x402Version: 2, resource: { url: 'https://shop.example/llm' }, accepted: requirements, payload: signed.payload });
   if (!decoded.ok) throw new Error(decoded.message);
-  const seller = (await payments.acceptingSeller(orgId))!;
-  const claimed = await payments.claimUpto(seller, decoded.payload, { resource: 'https://shop.example/llm', maxAmount: 300_000n, endpoint: null, door: 'facilitator' }, { status: 'verified', charge });
+  const seller = (await payments.acceptance.accepting(orgId))!;
+  const claimed = await payments.upto.claim(seller, decoded.payload, { resource: 'https://shop.example/llm', maxAmount: 300_000n, endpoint: null, door: 'facilitator' }, { status: 'verified', charge });
   if (!claimed.ok) throw new Error(claimed.refused.message);
-  await payments.payments.updateOne({ _id: claimed.payment._id }, { $set: { createdAt: new Date(Date.now() - 10 * 60_000) } });
+  await payments.records.payments.updateOne({ _id: claimed.payment._id }, { $set: { createdAt: new Date(Date.now() - 10 * 60_000) } });
   return { buyer, payment: claimed.payment };
 }
 
@@ -59,7 +59,7 @@ describe('reconciliation of upto payments after a crash', () => {
     const { buyer, payment } = await claimedUpto(120_000n);
     const before = await usdcBalance(payTo);
     expect((await reconcilePayments(server.app.payments, { olderThanMs: 60_000 })).settled).toBeGreaterThanOrEqual(1);
-    const doc = await server.app.payments.payments.findById(payment._id).lean();
+    const doc = await server.app.payments.records.payments.findById(payment._id).lean();
     expect(doc).toMatchObject({ status: 'settled', amountUsdcRaw: '120000', maxAmountUsdcRaw: '300000' });
     expect(doc!.txHash).toMatch(/^0x[0-9a-f]{64}$/);
     expect(await usdcBalance(payTo)).toBe(before + 120_000n);
@@ -78,7 +78,7 @@ describe('reconciliation of upto payments after a crash', () => {
     expect(fate.kind).toBe('mined');
     const before = await usdcBalance(payTo);
     await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
-    const doc = await server.app.payments.payments.findById(payment._id).lean();
+    const doc = await server.app.payments.records.payments.findById(payment._id).lean();
     expect(doc).toMatchObject({ status: 'settled', txHash: sent.hash });
     expect(await usdcBalance(payTo)).toBe(before);
   });
@@ -100,8 +100,8 @@ describe('reconciliation of upto payments after a crash', () => {
     await publicClient.waitForTransactionReceipt({ hash: cancel });
 
     await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
-    expect(await server.app.payments.payments.findById(first.payment._id).lean()).toMatchObject({ status: 'settled', txHash: sent.hash });
-    const other = await server.app.payments.payments.findById(second.payment._id).lean();
+    expect(await server.app.payments.records.payments.findById(first.payment._id).lean()).toMatchObject({ status: 'settled', txHash: sent.hash });
+    const other = await server.app.payments.records.payments.findById(second.payment._id).lean();
     expect(other!.status).not.toBe('settled');
     expect(other!.txHash).not.toBe(sent.hash);
     expect(await usdcBalance(first.buyer.address)).toBe(1_000_000n - 50_000n);
@@ -110,7 +110,7 @@ describe('reconciliation of upto payments after a crash', () => {
   it('records a zero charge as settled with no transaction', async () => {
     const { buyer, payment } = await claimedUpto(0n);
     await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
-    expect(await server.app.payments.payments.findById(payment._id).lean()).toMatchObject({ status: 'settled', txHash: '', amountUsdcRaw: '0' });
+    expect(await server.app.payments.records.payments.findById(payment._id).lean()).toMatchObject({ status: 'settled', txHash: '', amountUsdcRaw: '0' });
     expect(await usdcBalance(buyer.address)).toBe(1_000_000n);
   });
 });

@@ -30,7 +30,7 @@ async function claimedPayment(id: string) {
   const signed = await signAuthorization(buyer, { to: payTo, value: 50_000n });
   const chain = server.app.chain!;
   const a = signed.authorization;
-  await server.app.payments.payments.create({
+  await server.app.payments.records.payments.create({
     _id: id, orgId, direction: 'in', endpointId, network: chain.network, chainId: chain.chainId, asset: chain.usdc.address,
     payerAddress: buyer.address, recipientAddress: getAddress(payTo), amountUsdcRaw: '50000', resourceUrl: RESOURCE, x402Version: 1,
     authorizationKey: `${chain.chainId}:${chain.usdc.address}:${buyer.address}:${a.nonce}`.toLowerCase(), authorizationNonce: a.nonce,
@@ -66,7 +66,7 @@ describe('reconciliation after a crash', () => {
     const txHash = sent.transactionHash;
     const before = await usdcBalance(payTo);
     await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
-    const doc = await server.app.payments.payments.findById('pay_crashaftersend').lean();
+    const doc = await server.app.payments.records.payments.findById('pay_crashaftersend').lean();
     expect(doc).toMatchObject({ status: 'settled', txHash: txHash as Hex });
     expect(await usdcBalance(payTo)).toBe(before);
   });
@@ -78,7 +78,7 @@ describe('reconciliation after a crash', () => {
     const sent = await server.app.settlement!.settler.sendTransaction({ to: chain.usdc.address, data: encodeFunctionData({ abi: usdcAbi, functionName: 'transferWithAuthorization', args: call.args as never }) });
     // The dead process recorded the settlement and answered the buyer with its receipt, then died before
     // its record update: the record is still open.
-    const payment = (await server.app.payments.payments.findById('pay_crashafterentry').lean())!;
+    const payment = (await server.app.payments.records.payments.findById('pay_crashafterentry').lean())!;
     const settledAt = new Date(Date.now() - 5 * 60_000);
     const settledPayment = { ...payment, txHash: sent.transactionHash, settledAt };
     const entry = { _id: payment._id, orgId, txHash: sent.transactionHash, settledAt, signedReceipt: await signReceipt(server.app.serviceKey, settledPayment), offerReceipt: await signOfferReceipt(server.app.serviceKey, settledPayment) };
@@ -88,37 +88,37 @@ describe('reconciliation after a crash', () => {
     // Read through the API meanwhile, it is settled already, with that receipt.
     const early = await server.request('GET', '/v0/payments/pay_crashafterentry', { key });
     expect(early.body).toMatchObject({ status: 'settled', txHash: sent.transactionHash, settledAt: settledAt.toISOString(), signedReceipt: entry.signedReceipt });
-    expect((await server.app.payments.payments.findById('pay_crashafterentry').lean())?.status).toBe('verified');
+    expect((await server.app.payments.records.payments.findById('pay_crashafterentry').lean())?.status).toBe('verified');
 
     const before = await usdcBalance(payTo);
     const result = await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
     expect(result.settled).toBeGreaterThanOrEqual(1);
-    const doc = await server.app.payments.payments.findById('pay_crashafterentry').lean();
+    const doc = await server.app.payments.records.payments.findById('pay_crashafterentry').lean();
     expect(doc).toMatchObject({ status: 'settled', txHash: sent.transactionHash, settledAt, signedReceipt: entry.signedReceipt, offerReceipt: entry.offerReceipt });
     expect(await usdcBalance(payTo)).toBe(before);
   });
 
   it('keeps the settlement recorded first: a second recording of one payment (settler and reconciliation racing) gets its receipt', async () => {
     await claimedPayment('pay_recordedtwice');
-    const payment = (await server.app.payments.payments.findById('pay_recordedtwice').lean())!;
+    const payment = (await server.app.payments.records.payments.findById('pay_recordedtwice').lean())!;
     const [a, b] = await Promise.all([
-      server.app.payments.markSettled(payment, `0x${'a'.repeat(64)}`, null),
-      server.app.payments.markSettled(payment, `0x${'b'.repeat(64)}`, null),
+      server.app.payments.records.markSettled(payment, `0x${'a'.repeat(64)}`, null),
+      server.app.payments.records.markSettled(payment, `0x${'b'.repeat(64)}`, null),
     ]);
     expect(b.txHash).toBe(a.txHash);
     expect(b.signedReceipt).toEqual(a.signedReceipt);
     expect(b.settledAt).toEqual(a.settledAt);
-    await server.app.payments.recordsWritten();
-    const doc = await server.app.payments.payments.findById('pay_recordedtwice').lean();
+    await server.app.payments.records.recordsWritten();
+    const doc = await server.app.payments.records.payments.findById('pay_recordedtwice').lean();
     expect(doc).toMatchObject({ status: 'settled', txHash: a.txHash, signedReceipt: a.signedReceipt });
     expect(await server.app.db.collection('payment_settlements').countDocuments({ _id: 'pay_recordedtwice' as never })).toBe(1);
   });
 
   it('leaves a fresh claim alone: another process may be settling it', async () => {
     await claimedPayment('pay_inflight');
-    await server.app.payments.payments.updateOne({ _id: 'pay_inflight' }, { $set: { createdAt: new Date() } });
+    await server.app.payments.records.payments.updateOne({ _id: 'pay_inflight' }, { $set: { createdAt: new Date() } });
     await reconcilePayments(server.app.payments, { olderThanMs: 60_000 });
-    const doc = await server.app.payments.payments.findById('pay_inflight').lean();
+    const doc = await server.app.payments.records.payments.findById('pay_inflight').lean();
     expect(doc?.status).toBe('verified');
   });
 });

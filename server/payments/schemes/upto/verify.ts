@@ -1,7 +1,7 @@
 import { BaseError, ContractFunctionRevertedError, encodeFunctionData, isAddressEqual, type Address, type Hex } from 'viem';
-import type { UptoPaymentPayloadV2 } from '../../middleware/protocol/upto-evm.js';
-import { toCaip2Network } from '../../middleware/networks.js';
-import { balanceOf } from '../chain/usdc.js';
+import type { UptoPaymentPayloadV2 } from '../../../../middleware/protocol/upto-evm.js';
+import { toCaip2Network } from '../../../../middleware/networks.js';
+import { balanceOf } from '../../../chain/usdc.js';
 import {
   permit2Allowance,
   permit2NonceUsed,
@@ -14,11 +14,11 @@ import {
   uptoTypedData,
   type Eip2612Permit,
   type UptoPermit,
-} from '../chain/permit2.js';
-import type { ChainService } from '../chain/chain-service.js';
-import { chainUnavailable, signedBy } from './verify-payment.js';
-import { nodeFault } from '../chain/rpc-fault.js';
-import { shortReason } from '../settlement/relayer-lane.js';
+} from '../../../chain/permit2.js';
+import type { ChainService } from '../../../chain/chain-service.js';
+import { chainUnavailable, signedBy } from '../chain-checks.js';
+import { nodeFault } from '../../../chain/rpc-fault.js';
+import { shortReason } from '../../../settlement/relayer-lane.js';
 
 /**
  * Verification of an x402 `upto` payment (specs/schemes/upto/scheme_upto_evm.md, "Verification Logic"):

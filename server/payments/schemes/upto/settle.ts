@@ -1,14 +1,14 @@
 import { getAddress, type Hex } from 'viem';
-import type { ChainService } from '../chain/chain-service.js';
-import { usdcAbi } from '../chain/usdc.js';
-import { UPTO_PROXY_ADDRESS, uptoPermitOf, uptoSettlementAmount, type Eip2612Permit, type UptoPermit } from '../chain/permit2.js';
-import type { PaymentDoc } from './models.js';
-import { RelayerUnavailableError, shortReason } from '../settlement/relayer-lane.js';
-import type { SettleOutcome } from '../settlement/settler.js';
-import type { SendTools } from '../settlement/work.js';
-import { permit2NonceUsed } from '../chain/permit2.js';
-import { blockBefore } from '../chain/authorization-events.js';
-import { simulateUptoSettle, uptoSettleCalldata } from './verify-upto.js';
+import type { ChainService } from '../../../chain/chain-service.js';
+import { usdcAbi } from '../../../chain/usdc.js';
+import { UPTO_PROXY_ADDRESS, uptoPermitOf, uptoSettlementAmount, type Eip2612Permit, type UptoPermit } from '../../../chain/permit2.js';
+import type { PaymentDoc } from '../../models.js';
+import { RelayerUnavailableError, shortReason } from '../../../settlement/relayer-lane.js';
+import type { SettleOutcome } from '../../../settlement/settler.js';
+import type { SendTools } from '../../../settlement/work.js';
+import { permit2NonceUsed } from '../../../chain/permit2.js';
+import { blockBefore } from '../../../chain/authorization-events.js';
+import { simulateUptoSettle, uptoSettleCalldata } from './verify.js';
 
 /**
  * Sends one x402 `upto` settlement: the proxy's `settle(permit, amount, owner, witness, signature)` from

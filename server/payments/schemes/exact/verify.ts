@@ -1,21 +1,14 @@
-import { getAddress, hashTypedData, isAddressEqual, recoverTypedDataAddress, type Address, type HashTypedDataParameters, type Hex, type RecoverTypedDataAddressParameters, type VerifyTypedDataParameters } from 'viem';
-import { recoverSigner } from '../chain/recover.js';
-import { transferAuthorizationDigest } from '../chain/authorization-digest.js';
-import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
-import type { ExactEvmAuthorization } from '../../middleware/protocol/exact-evm.js';
-import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
-import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../chain/usdc.js';
-import type { ChainService } from '../chain/chain-service.js';
-import { AppError } from '../platform/errors.js';
-import { nodeFault } from '../chain/rpc-fault.js';
-import { shortReason } from '../settlement/relayer-lane.js';
-import type { PayerReads } from '../chain/payer-reads.js';
+import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import { transferAuthorizationDigest } from '../../../chain/authorization-digest.js';
+import type { DecodedPaymentHeader } from '../../../../middleware/protocol/payment-header.js';
+import type { ExactEvmAuthorization } from '../../../../middleware/protocol/exact-evm.js';
+import { toCaip2Network, toV1Network } from '../../../../middleware/networks.js';
+import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../../../chain/usdc.js';
+import type { ChainService } from '../../../chain/chain-service.js';
+import type { PayerReads } from '../../../chain/payer-reads.js';
+import { chainUnavailable, signedBy } from '../chain-checks.js';
 
-/**
- * The chain could not be asked (every RPC URL refused, timed out or failed): the buyer did nothing wrong,
- * so it is a 503 the seller's client may retry, never a refusal of the payment.
- */
-export const chainUnavailable = (err: unknown) => new AppError(503, 'chain_unavailable', `The chain could not be reached to check the payment: ${shortReason(err)}`, undefined, { 'Retry-After': '2' });
+// Verification of an x402 `exact` payment (an EIP-3009 transferWithAuthorization of USDC), read-only.
 
 /** Reason codes of a refused payment, one per check, in the order the exact-EVM scheme checks them. */
 export type VerifyFailure =
@@ -39,24 +32,6 @@ export interface PaymentTerms {
 }
 
 const refuse = (reason: VerifyFailure, message: string): Refused => ({ ok: false, reason, message });
-
-/**
- * Whether `from` signed the typed data (whose hash the caller may pass as `digest`, computed its own
- * way). An EOA's signature is checked here, with no RPC call; anything else (an ERC-1271 smart account,
- * an ERC-6492 wrapped one) is asked of the chain (503 when it cannot be asked). libsecp256k1's recovery
- * decides only a match; anything else goes the way it always went (viem's recovery, then the chain), so
- * the fast path changes no verdict.
- */
-export async function signedBy(chain: ChainService, from: Address, typedData: RecoverTypedDataAddressParameters, digest?: Hex): Promise<boolean> {
-  const fast = recoverSigner(digest ?? hashTypedData(typedData as HashTypedDataParameters), typedData.signature as Hex);
-  if (fast !== undefined && isAddressEqual(fast, from)) return true;
-  const recovered = await recoverTypedDataAddress(typedData).catch(() => undefined);
-  if (recovered !== undefined && isAddressEqual(recovered, from)) return true;
-  return chain.publicClient.verifyTypedData({ address: from, ...typedData } as VerifyTypedDataParameters).catch((err) => {
-    if (nodeFault(err)) throw chainUnavailable(err);
-    return false;
-  });
-}
 
 /**
  * Checks a decoded payment against the seller's terms and the chain, cheapest checks first so a bad

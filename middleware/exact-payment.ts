@@ -1,0 +1,93 @@
+import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
+import { unavailable } from './paywall-types.js';
+import type { Facilitator, RedeemRequest } from './facilitator.js';
+import { checkPaymentAgainstRequirements } from './payment-checks.js';
+import { decodePaymentHeader } from './protocol/payment-header.js';
+import type { PaymentRequirementsV2 } from './protocol/v2.js';
+import type { Charge } from './route-pricing.js';
+import { exactCharge, paidOutcome } from './settlement-response.js';
+import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';
+
+// The x402 `exact` scheme on the seller's side (a route with a price, fixed or computed): the buyer's
+// header checked against the 402 locally, then redeemed before the handler (settle: 'before-handler', or
+// a facilitator that cannot hold), or held while the handler runs and captured or released after it.
+
+export class ExactPayment implements SellerScheme {
+  constructor(private readonly deps: SellerSchemeDeps) {}
+
+  /** Checked locally first, so a malformed or mismatched header costs the facilitator nothing. */
+  async pay(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
+    const checked = this.checkLocally(charge, paymentHeader);
+    if (checked.kind === 'payment-required') return checked;
+    const { version, request } = checked;
+    const settle = charge.route.value.config.settle ?? 'after-handler';
+    if (settle === 'after-handler' && this.deps.facilitator.hold) return this.hold(charge, version, request);
+
+    let result;
+    try {
+      result = await this.deps.facilitator.redeem(request);
+    } catch (error) {
+      return unavailable(error);
+    }
+    if (!result.ok) return this.deps.challenges.refuse(charge, result.reason, result.message);
+    return paidOutcome(charge, version, result, 'before-handler');
+  }
+
+  /** The cheap checks before asking the facilitator: the header decodes and matches what was asked. */
+  private checkLocally(charge: Charge, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 1 | 2; request: RedeemRequest } {
+    const challenge = this.deps.challenges.challengeFor(charge);
+    const decoded = decodePaymentHeader(paymentHeader);
+    if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, decoded.message);
+    const checked = checkPaymentAgainstRequirements(
+      decoded,
+      challenge.requirementV1!,
+      challenge.requirementV2 as PaymentRequirementsV2,
+      Math.floor(this.deps.now() / 1000),
+    );
+    if (!checked.ok) return this.deps.challenges.refuse(charge, checked.reason, checked.message);
+    return {
+      kind: 'checked',
+      version: decoded.version,
+      request: {
+        paymentHeader,
+        version: decoded.version,
+        resource: charge.resource,
+        amountAtomic: charge.amountAtomic,
+        requirement: decoded.version === 1 ? challenge.requirementV1! : challenge.requirementV2,
+      },
+    };
+  }
+
+  private async hold(charge: Charge, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
+    const facilitator = this.deps.facilitator as Required<Facilitator>;
+    let held;
+    try {
+      held = await facilitator.hold({ ...request, holdSeconds: charge.route.value.config.holdSeconds });
+    } catch (error) {
+      return unavailable(error);
+    }
+    if (!held.ok) return this.deps.challenges.refuse(charge, held.reason, held.message);
+    const { holdId, payer } = held;
+    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
+    let releasing: Promise<void> | undefined;
+    const hold: HeldPayment = {
+      payment: {
+        version, scheme: 'exact', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
+        amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern, charge: exactCharge(charge.route.pattern),
+      },
+      capture: () => (capturing ??= (async () => {
+        let result;
+        try {
+          result = await facilitator.capture(holdId);
+        } catch (error) {
+          return unavailable(error);
+        }
+        if (!result.ok) return this.deps.challenges.refuse(charge, result.reason, result.message);
+        return paidOutcome(charge, version, result, 'after-handler');
+      })()),
+      // A release that cannot reach the facilitator is not the buyer's problem: the hold expires by itself.
+      release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
+    };
+    return { kind: 'held', hold };
+  }
+}

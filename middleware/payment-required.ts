@@ -1,0 +1,64 @@
+import { buildPaymentRequired, buildUptoPaymentRequired } from './challenge.js';
+import type { SellerSettings } from './seller-settings.js';
+import type { PaymentRequiredOutcome } from './paywall-types.js';
+import type { Charge } from './route-pricing.js';
+
+// The 402s a paywall answers: the challenge for a charge (built by challenge.ts, kept per route so an
+// unpaid request costs a cache hit), and the refusal of a payment, which asks again and says why. A
+// refusal that means the seller must fix something (an unregistered URL) is also told to the seller, once.
+
+const CHALLENGE_CACHE_LIMIT = 64;
+
+/** Each scheme's 402 builder. */
+const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired } as const;
+
+export class PaymentChallenges {
+  /** Resource URLs already warned about, so a busy unregistered route logs once (bounded: URLs are client-chosen). */
+  private readonly warnedUnregistered = new Set<string>();
+
+  constructor(private readonly settings: SellerSettings, private readonly warn: (message: string) => void) {}
+
+  /** The 402 asking for this charge, built once per resource (and per amount and payee when those vary). */
+  challengeFor(charge: Charge): PaymentRequiredOutcome {
+    const { route, resource } = charge;
+    const cache = route.value.challenges;
+    // A fixed price and payee: one challenge per resource. Otherwise per amount and payee too.
+    const key = route.value.fixedAmount !== undefined && typeof route.value.config.payTo !== 'function' ? resource : `${resource}\n${charge.amountAtomic}\n${charge.payTo}`;
+    let challenge = cache.get(key);
+    if (challenge === undefined) {
+      const build = BUILDERS[route.value.scheme];
+      challenge = Object.freeze({ kind: 'payment-required' as const, ...build(this.settingsFor(charge), this.offer(charge)) });
+      if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
+      cache.set(key, challenge);
+    }
+    return challenge;
+  }
+
+  /** A 402 that says why the payment was refused, asking again for what this route takes. */
+  refuse(charge: Charge, reason: string, message: string): PaymentRequiredOutcome {
+    if (reason === 'resource_not_registered' && !this.warnedUnregistered.has(charge.resource) && this.warnedUnregistered.size < CHALLENGE_CACHE_LIMIT) {
+      this.warnedUnregistered.add(charge.resource);
+      this.warn(`agentgate-x402: the backend refused a payment for ${charge.resource} (resource_not_registered): no endpoint of this seller is registered at that URL, so every buyer gets 402. Register it with syncEndpoints({ backendUrl, platformKey, publicOrigin, routes }) at start-up, or POST /v0/payments/endpoints with this exact URL (publicOrigin sets the origin buyers use).`);
+    }
+    const build = BUILDERS[charge.route.value.scheme];
+    // An upto refusal names the maximum to authorize again, whatever was being charged.
+    const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
+    return { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }) };
+  }
+
+  private settingsFor(charge: Charge): SellerSettings {
+    return charge.payTo === this.settings.payTo ? this.settings : { ...this.settings, payTo: charge.payTo };
+  }
+
+  private offer(charge: Charge) {
+    const { config } = charge.route.value;
+    return {
+      amountAtomic: charge.amountAtomic,
+      resource: charge.resource,
+      description: config.description,
+      mimeType: config.mimeType,
+      maxTimeoutSeconds: config.maxTimeoutSeconds,
+      outputSchema: config.outputSchema,
+    };
+  }
+}

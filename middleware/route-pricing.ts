@@ -1,0 +1,128 @@
+import type { Facilitator } from './facilitator.js';
+import { parseCharge, parsePrice, type Price } from './price.js';
+import type { CompiledRoute } from './routes.js';
+import type { PaymentRequiredOutcome, PaywallRequest, SettleMode } from './paywall-types.js';
+
+// What a request to a paid route costs and to whom: the seller's route configuration, checked once at
+// start-up into a priced route (a fixed price computed once, a usage price's bounds), and per request
+// the amount and payee, asking the route's price and payee functions when it has them.
+
+/** What a price or payee function sees of the request. */
+export interface PricingRequest extends PaywallRequest {
+  /** The decoded, canonical path ("/forecast"). */
+  readonly path: string;
+  readonly query: URLSearchParams;
+}
+
+export type PriceFunction = (request: PricingRequest) => Price | Promise<Price>;
+
+/**
+ * A price by usage (the x402 `upto` scheme): the buyer signs for at most `upto`, the handler reports what
+ * the request used (`payment.charge(...)`), and that is settled after the handler. A handler that reports
+ * nothing is charged `unreported`: by default 0, so nothing moves (a request that used nothing costs
+ * nothing, and a forgotten report never bills the buyer the whole maximum).
+ */
+export interface UsagePrice {
+  readonly upto: Price;
+  readonly unreported?: Price;
+}
+
+export const isUsagePrice = (price: unknown): price is UsagePrice => typeof price === 'object' && price !== null && 'upto' in price;
+export type PayToFunction = (request: PricingRequest) => string | Promise<string>;
+
+export interface RouteConfig {
+  /**
+   * Per call: "$0.01", "0.01", atomic units as a bigint, or a function of the request (a price by query
+   * parameter, by size...). The buyer signs the price computed for its request, and the backend settles
+   * that amount, at most the endpoint's registered maxPriceUsdc.
+   */
+  readonly price: Price | PriceFunction | UsagePrice;
+  /** A dynamic price never exceeds this (a price function that returns more is a seller error: 500). */
+  readonly maxPrice?: Price;
+  /**
+   * Who is paid: default the seller's payTo; another address of the seller's `payees`, or a function of
+   * the request choosing one (a marketplace paying each vendor).
+   */
+  readonly payTo?: string | PayToFunction;
+  readonly settle?: SettleMode;
+  /** After-handler only: how long the handler may take before its hold expires (default 120 s, at most 900). */
+  readonly holdSeconds?: number;
+  readonly description?: string;
+  readonly mimeType?: string;
+  readonly maxTimeoutSeconds?: number;
+  readonly outputSchema?: Record<string, unknown>;
+}
+
+/** A seller's route, priced once at start-up. */
+export interface PricedRoute {
+  /** The x402 scheme it is sold by: `exact` (a price, fixed or computed) or `upto` (a price by usage). */
+  readonly scheme: 'exact' | 'upto';
+  /** The price when it is fixed (computed once); undefined for a price function. */
+  readonly fixedAmount: bigint | undefined;
+  readonly maxAmount: bigint | undefined;
+  /** A usage price: the maximum (also fixedAmount, what the 402 asks to authorize) and the charge when nothing is reported. */
+  readonly usage: { readonly max: bigint; readonly unreported: bigint } | undefined;
+  readonly config: RouteConfig;
+  /**
+   * Ready 402 responses per resource URL (and, for a dynamic price or payee, per amount and payee);
+   * bounded because Host, dynamic paths and prices are client-chosen.
+   */
+  readonly challenges: Map<string, PaymentRequiredOutcome>;
+}
+
+/** What one request costs and to whom: the route, the resource URL, the amount and the payee. */
+export interface Charge {
+  readonly route: CompiledRoute<PricedRoute>;
+  readonly resource: string;
+  readonly amountAtomic: bigint;
+  readonly payTo: string;
+}
+
+/** A route's configuration checked and priced once; a bad price fails at start-up, not on a request. */
+export function pricedRoute(pattern: string, config: RouteConfig, facilitator: Facilitator): PricedRoute {
+  const usage = isUsagePrice(config.price) ? usageOf(pattern, config, facilitator) : undefined;
+  return {
+    scheme: usage ? 'upto' : 'exact',
+    fixedAmount: usage ? usage.max : typeof config.price === 'function' ? undefined : parsePrice(config.price as Price),
+    maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
+    usage,
+    config,
+    challenges: new Map(),
+  };
+}
+
+/** What this request costs and to whom when the route's price and payee are fixed: nothing to ask per request. */
+export function fixedCharge(route: CompiledRoute<PricedRoute>, resource: string, defaultPayTo: string): Charge | undefined {
+  const { fixedAmount, config } = route.value;
+  if (fixedAmount === undefined || typeof config.payTo === 'function') return undefined;
+  return { route, resource, amountAtomic: fixedAmount, payTo: config.payTo ?? defaultPayTo };
+}
+
+/** Runs the route's price and payee functions for this request; their answer is checked like a static one. */
+export async function chargeFor(route: CompiledRoute<PricedRoute>, resource: string, request: PaywallRequest, path: string, defaultPayTo: string): Promise<Charge> {
+  const { fixedAmount, maxAmount, config } = route.value;
+  const pricing: PricingRequest = { ...request, path, query: new URL(request.url, 'http://x').searchParams };
+  let amountAtomic = fixedAmount;
+  if (amountAtomic === undefined) {
+    const price = await (config.price as PriceFunction)(pricing);
+    amountAtomic = parsePrice(price);
+    if (amountAtomic <= 0n) throw new RangeError(`the price function of ${route.pattern} returned ${String(price)}: a price must be more than 0`);
+    if (maxAmount !== undefined && amountAtomic > maxAmount) throw new RangeError(`the price function of ${route.pattern} returned ${String(price)}, above its maxPrice ${String(config.maxPrice)}`);
+  }
+  const payTo = typeof config.payTo === 'function' ? await config.payTo(pricing) : config.payTo ?? defaultPayTo;
+  if (!/^0x[0-9a-fA-F]{40}$/.test(payTo)) throw new TypeError(`the payTo of ${route.pattern} is not an address: ${payTo}`);
+  return { route, resource, amountAtomic, payTo };
+}
+
+/** A usage price, checked once: a maximum above 0, a default charge within it, and a facilitator that can hold. */
+function usageOf(pattern: string, config: RouteConfig, facilitator: Facilitator): { max: bigint; unreported: bigint } {
+  const price = config.price as UsagePrice;
+  const max = parseCharge(price.upto);
+  if (max <= 0n) throw new RangeError(`route ${pattern}: an upto price must allow more than 0`);
+  const unreported = price.unreported === undefined ? 0n : parseCharge(price.unreported);
+  if (unreported > max) throw new RangeError(`route ${pattern}: its unreported charge is above its upto maximum`);
+  if (config.settle === 'before-handler') throw new TypeError(`route ${pattern}: an upto price is settled after the handler (its usage is known only then); settle: 'before-handler' cannot apply`);
+  if (config.maxPrice !== undefined) throw new TypeError(`route ${pattern}: an upto price is its own maximum; leave maxPrice out`);
+  if (!facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an upto price needs a facilitator that holds and captures payments`);
+  return { max, unreported };
+}

@@ -1,0 +1,76 @@
+import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
+import { unavailable } from './paywall-types.js';
+import type { Facilitator } from './facilitator.js';
+import type { UptoPaymentRequiredResponse } from './challenge.js';
+import { parseCharge, type Price } from './price.js';
+import { decodeUptoPaymentHeader } from './protocol/upto-evm.js';
+import type { Charge } from './route-pricing.js';
+import { paidOutcome } from './settlement-response.js';
+import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';
+
+// The x402 `upto` scheme on the seller's side (a route priced by usage): the buyer's Permit2 permit
+// checked against the 402 locally (the backend verifies the rest), held for the maximum while the handler
+// runs, and captured for what the handler reported it used (or released when the handler failed).
+
+export class UptoPayment implements SellerScheme {
+  constructor(private readonly deps: SellerSchemeDeps) {}
+
+  /**
+   * An upto route: the cheap checks of the permit against the 402 (the backend verifies the rest), then a
+   * hold for the maximum while the handler runs; capture charges what the handler reported.
+   */
+  async pay(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
+    const challenge = this.deps.challenges.challengeFor(charge) as UptoPaymentRequiredResponse & { kind: 'payment-required' };
+    const requirement = challenge.requirementV2;
+    const decoded = decodeUptoPaymentHeader(paymentHeader);
+    if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, decoded.message);
+    const { accepted, payload } = decoded.payload;
+    const permit = payload.permit2Authorization;
+    const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+    if (accepted.network !== requirement.network) return this.deps.challenges.refuse(charge, 'network_mismatch', `payment is for network "${accepted.network}", expected "${requirement.network}"`);
+    if (!same(accepted.asset, requirement.asset) || !same(permit.permitted.token, requirement.asset)) return this.deps.challenges.refuse(charge, 'asset_mismatch', 'payment is for another asset');
+    if (!same(accepted.payTo, requirement.payTo) || !same(permit.witness.to, requirement.payTo)) return this.deps.challenges.refuse(charge, 'recipient_mismatch', 'payment is to another recipient');
+    if (accepted.amount !== requirement.amount || permit.permitted.amount !== requirement.amount) {
+      return this.deps.challenges.refuse(charge, 'amount_mismatch', `the permit allows ${permit.permitted.amount}; this route asks to authorize exactly ${requirement.amount}`);
+    }
+    if (BigInt(permit.deadline) <= BigInt(Math.floor(this.deps.now() / 1000))) return this.deps.challenges.refuse(charge, 'authorization_expired', 'the permit\'s deadline is in the past');
+    const facilitator = this.deps.facilitator as Required<Facilitator>;
+    let held;
+    try {
+      held = await facilitator.hold({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, holdSeconds: charge.route.value.config.holdSeconds });
+    } catch (error) {
+      return unavailable(error);
+    }
+    if (!held.ok) return this.deps.challenges.refuse(charge, held.reason, held.message);
+    const { holdId, payer } = held;
+    const { max, unreported } = charge.route.value.usage!;
+    let reported: bigint | undefined;
+    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
+    let releasing: Promise<void> | undefined;
+    const hold: HeldPayment = {
+      payment: {
+        version: 2, scheme: 'upto', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
+        amountAtomic: max, maxAmountAtomic: max, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
+        charge: (price: Price) => {
+          if (capturing) throw new Error('this payment is already being settled: report usage before the response is sent');
+          const amount = parseCharge(price);
+          if (amount > max) throw new RangeError(`charge ${String(price)} is above this route's maximum of ${max} atomic units: the buyer did not allow it`);
+          reported = amount;
+        },
+      },
+      capture: () => (capturing ??= (async () => {
+        const amountAtomic = reported ?? unreported;
+        let result;
+        try {
+          result = await facilitator.capture(holdId, { amountAtomic });
+        } catch (error) {
+          return unavailable(error);
+        }
+        if (!result.ok) return this.deps.challenges.refuse(charge, result.reason, result.message);
+        return paidOutcome({ ...charge, amountAtomic }, 2, result, 'after-handler', max);
+      })()),
+      release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
+    };
+    return { kind: 'held', hold };
+  }
+}

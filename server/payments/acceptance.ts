@@ -1,0 +1,78 @@
+import { getAddress } from 'viem';
+import type { Connection, Model } from 'mongoose';
+import { AppError } from '../platform/errors.js';
+import { TtlCache } from '../platform/ttl-cache.js';
+import type { ChangeFeed } from '../platform/change-feed.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { ChainService } from '../chain/chain-service.js';
+import { sellerAccountSchema, type SellerAccountDoc } from './models.js';
+import { requireChain } from './chain-required.js';
+
+// Whether an org accepts payments, and where they go: set by its platform key, read on every paid
+// request (from memory), and turned into the settings a seller's middleware builds its 402s from.
+
+/** Whether a payment may go to `address`: the seller's payTo or one of its payees. */
+export function acceptsPayee(seller: SellerAccountDoc, address: string): boolean {
+  const a = address.toLowerCase();
+  return seller.payTo.toLowerCase() === a || (seller.payees ?? []).some((p) => p.toLowerCase() === a);
+}
+
+/** What a 402 for this seller names (the schemes' own settings aside: settingsFor adds them). */
+export function offerSettings(chain: ChainService, seller: SellerAccountDoc) {
+  return {
+    network: chain.network, chainId: chain.chainId, asset: chain.usdc.address, payTo: seller.payTo,
+    assetName: chain.usdc.name, assetVersion: chain.usdc.version, maxTimeoutSeconds: 60,
+  };
+}
+
+/**
+ * Seller acceptance settings, served from memory (SELLER_CACHE_TTL_MS); a change in any process reaches
+ * this one's cache within a poll of the change feed.
+ */
+export class SellerAcceptance {
+  readonly sellers: Model<SellerAccountDoc>;
+  /** orgId -> acceptance; null caches "none". */
+  private readonly cache: TtlCache<SellerAccountDoc | null>;
+
+  constructor(
+    conn: Connection,
+    private readonly chain: ChainService | undefined,
+    private readonly changes: ChangeFeed,
+    private readonly logs: ActivityLog,
+    cacheTtlMs: number,
+    /** What the payment schemes add to a seller's settings (the upto facilitator), asked when they are read. */
+    private readonly schemeSettings: () => Promise<Record<string, unknown>>,
+  ) {
+    this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
+    this.cache = new TtlCache(cacheTtlMs);
+    changes.on('seller', (orgId) => this.cache.delete(orgId));
+    changes.onReset(() => this.cache.deleteWhere(() => true));
+  }
+
+  async set(orgId: string, input: { enabled: boolean; payTo: string; payees?: string[] }): Promise<SellerAccountDoc> {
+    const payTo = getAddress(input.payTo);
+    const payees = [...new Set((input.payees ?? []).map((a) => getAddress(a)))].filter((a) => a !== payTo);
+    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, { $set: { enabled: input.enabled, payTo, payees, updatedAt: new Date() } }, { upsert: true, returnDocument: 'after' }).lean();
+    await this.changes.publish('seller', orgId);
+    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo, payees } });
+    return doc!;
+  }
+
+  /** The org's acceptance as stored (enabled or not), read from the database. */
+  async get(orgId: string): Promise<SellerAccountDoc | null> {
+    return this.sellers.findById(orgId).lean();
+  }
+
+  /** The seller account of a seller key's org, if it accepts payments (served from memory). */
+  async accepting(orgId: string): Promise<SellerAccountDoc | null> {
+    const seller = await this.cache.through(orgId, () => this.get(orgId));
+    return seller?.enabled ? seller : null;
+  }
+
+  /** What a seller's middleware caches at start-up to build challenges locally. */
+  async settingsFor(orgId: string) {
+    const seller = await this.get(orgId);
+    if (!seller?.enabled) throw new AppError(409, 'payments_not_enabled', 'Payment acceptance is not turned on for this org (PUT /v0/payments/acceptance)');
+    return { ...offerSettings(requireChain(this.chain), seller), ...await this.schemeSettings() };
+  }
+}

@@ -1,0 +1,101 @@
+import { isAddressEqual, type Address } from 'viem';
+import { decodePaymentPayload, type DecodedPaymentHeader } from '../../../../middleware/protocol/payment-header.js';
+import { PaymentRequirementsV1Schema } from '../../../../middleware/protocol/v1.js';
+import { PaymentRequirementsV2Schema } from '../../../../middleware/protocol/v2.js';
+import { toCaip2Network, toV1Network } from '../../../../middleware/networks.js';
+import { offerReceiptExtension } from '../../../../middleware/offer-receipt.js';
+import type { ChainService } from '../../../chain/chain-service.js';
+import type { SellerAccountDoc } from '../../models.js';
+import type { Endpoints } from '../../endpoints.js';
+import type { SettleTerms } from '../../settlement-path.js';
+import type { SettlementResult } from '../../settlement.js';
+import { payeeRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../facilitator-api.js';
+import type { Refused, Verified } from './verify.js';
+
+// The facilitator API (`/verify`, `/settle`) for `exact` payments, v1 and v2: the request read into a
+// payment and the terms it must meet, and the answers in the reason codes of the x402 exact EVM scheme.
+
+/** Our reason codes (one per check) as the x402 exact EVM scheme names them. */
+const SPEC_REASONS: Record<string, string> = {
+  unsupported_scheme: 'invalid_exact_evm_scheme',
+  network_mismatch: 'invalid_exact_evm_network_mismatch',
+  asset_mismatch: 'invalid_payment_requirements',
+  invalid_signature: 'invalid_exact_evm_signature',
+  recipient_mismatch: 'invalid_exact_evm_recipient_mismatch',
+  amount_mismatch: 'invalid_exact_evm_payload_authorization_value_mismatch',
+  authorization_not_yet_valid: 'invalid_exact_evm_payload_authorization_valid_after',
+  authorization_expired: 'invalid_exact_evm_payload_authorization_valid_before',
+  nonce_already_used: 'invalid_exact_evm_nonce_already_used',
+  insufficient_funds: 'invalid_exact_evm_insufficient_balance',
+  invalid_payload: 'invalid_payload',
+  unsupported_x402_version: 'invalid_x402_version',
+  settle_failed: 'invalid_exact_evm_transaction_failed',
+  settle_reverted: 'invalid_exact_evm_transaction_failed',
+  settle_unconfirmed: 'settlement_pending',
+  payer_blacklisted: 'invalid_exact_evm_transaction_failed',
+  token_paused: 'invalid_exact_evm_transaction_failed',
+};
+export const exactSpecReason = (reason: string) => SPEC_REASONS[reason] ?? reason;
+
+type Terms = { decoded: DecodedPaymentHeader; amountAtomic: bigint; resource: string; payTo: string };
+
+/** What the facilitator asks of the exact scheme: its verification and its settlement. */
+export interface ExactPayments {
+  verify(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { amountAtomic: bigint; payTo?: string }): Promise<Verified | Refused>;
+  settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<SettlementResult>;
+}
+
+/**
+ * Reads a request into the payment and the terms it must meet, or the reason it cannot be. The
+ * requirements come from the seller, but what they may ask for is bounded here: our scheme, network and
+ * asset, and payment to this seller's own accepting address only.
+ */
+function termsOf(request: FacilitatorRequest, seller: SellerAccountDoc, chain: ChainService): Terms | Refusal {
+  const decoded = decodePaymentPayload(request.paymentPayload);
+  if (!decoded.ok) return { reason: decoded.reason, message: decoded.message };
+  if (decoded.version !== request.x402Version) return { reason: 'unsupported_x402_version', message: `x402Version ${request.x402Version} does not match the payload's ${decoded.version}` };
+  const requirement = request.x402Version === 1 ? PaymentRequirementsV1Schema.safeParse(request.paymentRequirements) : PaymentRequirementsV2Schema.safeParse(request.paymentRequirements);
+  if (!requirement.success) return requirementsIssue(requirement.error);
+  const r = requirement.data;
+  const network = request.x402Version === 1 ? toV1Network(r.network) === chain.network : toCaip2Network(r.network) === chain.caip2;
+  if (!network) return { reason: 'network_mismatch', message: `this facilitator settles on ${request.x402Version === 1 ? chain.network : chain.caip2}, not ${r.network}` };
+  if (!isAddressEqual(r.asset as Address, chain.usdc.address)) return { reason: 'asset_mismatch', message: `this facilitator settles USDC at ${chain.usdc.address}, not ${r.asset}` };
+  const payee = payeeRefusal(seller, r.payTo);
+  if (payee) return payee;
+  const amountAtomic = BigInt('maxAmountRequired' in r ? r.maxAmountRequired : r.amount);
+  if (decoded.version === 2) {
+    // The payload echoes the requirement it was signed for: it must be the one presented now.
+    const accepted = decoded.payload.accepted;
+    if (accepted.amount !== String(amountAtomic) || !isAddressEqual(accepted.payTo as Address, r.payTo as Address) || !isAddressEqual(accepted.asset as Address, r.asset as Address)) {
+      return { reason: 'invalid_payment_requirements', message: 'the payload was accepted for other requirements (amount, payTo or asset differ)' };
+    }
+  }
+  const rawResource = 'resource' in r ? r.resource : decoded.version === 2 ? decoded.payload.resource?.url : undefined;
+  return { decoded, amountAtomic, resource: resourceOf(rawResource), payTo: r.payTo };
+}
+
+export class ExactFacilitator {
+  constructor(private readonly exact: ExactPayments, private readonly endpoints: Endpoints) {}
+
+  async verify(request: FacilitatorRequest, seller: SellerAccountDoc, chain: ChainService): Promise<FacilitatorAnswer> {
+    const terms = termsOf(request, seller, chain);
+    if ('reason' in terms) return { body: verifyRefused(exactSpecReason, terms) };
+    const verified = await this.exact.verify(seller, terms.decoded, terms);
+    return { body: verified.ok ? { isValid: true, payer: verified.payer } : verifyRefused(exactSpecReason, verified) };
+  }
+
+  async settle(request: FacilitatorRequest, seller: SellerAccountDoc, chain: ChainService, network: string): Promise<FacilitatorAnswer> {
+    const terms = termsOf(request, seller, chain);
+    if ('reason' in terms) return { body: settleRefused(exactSpecReason, network, terms) };
+    const endpoint = await this.endpoints.forResource(seller._id, terms.resource);
+    const outcome = await this.exact.settle(seller, terms.decoded, { ...terms, endpoint, door: 'facilitator' });
+    if (!outcome.ok) return { ...(outcome.reason === 'payment_identifier_conflict' ? { status: 409 } : {}), body: settleRefused(exactSpecReason, network, outcome) };
+    return {
+      body: {
+        success: true, transaction: outcome.txHash, network, payer: outcome.payer, amount: terms.amountAtomic.toString(),
+        // The official resource servers pass `extensions` through to the buyer's PAYMENT-RESPONSE header.
+        ...(outcome.offerReceipt ? { extensions: offerReceiptExtension(outcome.offerReceipt) } : {}),
+      },
+    };
+  }
+}

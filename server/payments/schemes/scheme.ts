@@ -1,0 +1,144 @@
+import type { Address } from 'viem';
+import type { ChainService } from '../../chain/chain-service.js';
+import type { Logger } from '../../platform/logger.js';
+import type { EndpointDoc, PaymentDoc, SellerAccountDoc } from '../models.js';
+import type { ClaimOutcome, PaymentSettlement, SchemeSettler, SettleTerms } from '../settlement-path.js';
+import type { SettlementResult } from '../settlement.js';
+import type { FacilitatorAnswer, FacilitatorRequest } from '../facilitator-api.js';
+
+// What a payment scheme is to the rest of the payments area, and the registry that finds a request's
+// scheme. A scheme (schemes/<name>/) verifies its own payload kind, claims and settles over the shared
+// settlement path (settlement-path.ts), sends its settlement work, answers the facilitator API for its
+// kind, says what /supported offers of it, and finishes its payments left open (reconcile.ts). Adding a
+// scheme is writing such a module and registering it (payment-service.ts).
+
+/** One entry of the facilitator's `/supported` kinds. */
+export interface SupportedKind { x402Version: 1 | 2; scheme: string; network: string; extra?: Record<string, unknown> }
+
+/** A buyer's payment header read for a hold: how long it stays valid, and its claim as a held payment. */
+export type HoldablePayment =
+  | { ok: false; reason: string; message: string }
+  | {
+    ok: true;
+    /** Unix seconds: settlement must still be possible when the handler is done. */
+    validBefore: number;
+    /** What expires ("authorization", "permit"), for the refusal when too little time is left. */
+    instrument: string;
+    /** Verifies and claims it, held until `until`. */
+    claim(seller: SellerAccountDoc, terms: SettleTerms, until: Date): Promise<ClaimOutcome>;
+  };
+
+/** What reconciliation did with an open payment; undefined: nothing this round (another process, or later). */
+export type Reconciled = 'settled' | 'failed' | 'resent' | undefined;
+
+/** Seconds of validity a payment needs left to be worth sending again. */
+export const RESEND_MARGIN_SECONDS = 6;
+
+/** What one reconciliation round (reconcile.ts) offers a scheme finishing one of its open payments. */
+export interface ReconcileRound {
+  readonly chain: ChainService;
+  readonly log: Logger | undefined;
+  /** Takes the payment for this round (one process acts on it); false: another process has it. */
+  claim(payment: PaymentDoc): Promise<boolean>;
+  /** Whether some lane of the deployment can send now (`lane`: that relayer). */
+  canSettle(lane?: string): Promise<boolean>;
+  endpointOf(payment: PaymentDoc): Promise<EndpointDoc | null>;
+  markSettled(payment: PaymentDoc, txHash: string, endpoint: EndpointDoc | null): Promise<void>;
+  /** Closes the payment as failed if its status is still one of `from`. */
+  fail(payment: PaymentDoc, reason: string, from: PaymentDoc['status'][], message?: string): Promise<void>;
+  /** Gives it to a lane again; undefined if nothing was sent. */
+  resubmit(payment: PaymentDoc): Promise<SettlementResult | undefined>;
+  /** The same, its outcome logged and counted as reconciliation's. */
+  resend(payment: PaymentDoc): Promise<Reconciled>;
+}
+
+export interface PaymentScheme extends SchemeSettler {
+  /** Whether its charge is named after the handler (upto): only an endpoint priced by usage (maxPriceUsdc) may take it. */
+  readonly pricedByUsage: boolean;
+  /** Whether x402 v1 clients can pay it (a refusal of our middleware's door then names the v1 requirement). */
+  readonly paidInV1: boolean;
+  /** The facilitator extensions this scheme brings (beyond the facilitator's own). */
+  readonly extensions: readonly string[];
+  /** The `/supported` kinds this scheme offers on this chain with this pool of relayers (`signers`). */
+  supportedKinds(chain: ChainService, signers: readonly Address[]): SupportedKind[];
+  /** What the scheme adds to the settings a seller's middleware caches (GET /v0/payments/settings). */
+  sellerSettings?(): Promise<Record<string, unknown>>;
+
+  /** Whether a facilitator API request (its requirements or payload) is of this scheme. */
+  handlesRequest(request: FacilitatorRequest): boolean;
+  /** The facilitator's /verify of a request of this scheme, for the seller whose key called. `network`: the request's, as answers name it. */
+  verifyRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer>;
+  /** The facilitator's /settle of a request of this scheme. */
+  settleRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer>;
+
+  /** Whether our middleware's payment header is of this scheme. */
+  handlesHeader(paymentHeader: string): boolean;
+  /** The header read for a hold (settle after the handler), or why it cannot be held. */
+  holdable(paymentHeader: string): HoldablePayment;
+  /**
+   * The charge a capture settles: undefined when it is the price claimed (nothing to write); else the
+   * amount the seller names now, which the capture writes before anything is sent. Throws a 400 for a
+   * charge the payment does not allow.
+   */
+  captureCharge(payment: PaymentDoc, amount: string | undefined): bigint | undefined;
+  /** 503 when no process of the deployment can send this payment's settlement now (nothing is decided). */
+  ensureCanSettle(payment: PaymentDoc, charge: bigint | undefined): Promise<void>;
+
+  /**
+   * Finishes one open payment of this scheme from the chain's own record (reconcile.ts), or sends it
+   * again; a send that may share a transaction with others comes back as `sending`.
+   */
+  reconcile(payment: PaymentDoc, round: ReconcileRound): Promise<Reconciled | { sending: Promise<Reconciled> }>;
+}
+
+/**
+ * The schemes this facilitator offers, in registration order (the order /supported lists them). The
+ * first one is the default: a request or header that no other scheme claims is read as it (and refused
+ * in its terms when it is not one).
+ */
+export class PaymentSchemes {
+  private readonly schemes: PaymentScheme[] = [];
+
+  constructor(private readonly path: PaymentSettlement) {}
+
+  /** Offers a scheme: its settlement work runs on the shared path from now on. */
+  register(scheme: PaymentScheme): void {
+    this.schemes.push(scheme);
+    this.path.register(scheme);
+  }
+
+  all(): readonly PaymentScheme[] {
+    return this.schemes;
+  }
+
+  private pick(claims: (scheme: PaymentScheme) => boolean): PaymentScheme {
+    const [fallback, ...others] = this.schemes;
+    return others.find(claims) ?? fallback!;
+  }
+
+  forRequest(request: FacilitatorRequest): PaymentScheme {
+    return this.pick((scheme) => scheme.handlesRequest(request));
+  }
+
+  forHeader(paymentHeader: string): PaymentScheme {
+    return this.pick((scheme) => scheme.handlesHeader(paymentHeader));
+  }
+
+  /** The scheme of a payment record (absent on a record: the default, exact). */
+  of(payment: PaymentDoc): PaymentScheme {
+    return (payment.scheme && this.schemes.find((scheme) => scheme.name === payment.scheme)) || this.schemes[0]!;
+  }
+
+  supportedKinds(chain: ChainService, signers: readonly Address[]): SupportedKind[] {
+    return this.schemes.flatMap((scheme) => scheme.supportedKinds(chain, signers));
+  }
+
+  extensions(): string[] {
+    return this.schemes.flatMap((scheme) => scheme.extensions);
+  }
+
+  async sellerSettings(): Promise<Record<string, unknown>> {
+    const parts = await Promise.all(this.schemes.map((scheme) => scheme.sellerSettings?.() ?? {}));
+    return Object.assign({}, ...parts);
+  }
+}

@@ -1,0 +1,268 @@
+import type { Model } from 'mongoose';
+import type { Collection } from 'mongodb';
+import type { Config } from '../platform/config.js';
+import type { JobQueue, JobRun } from '../platform/jobs.js';
+import type { SecretBox } from '../platform/secret-box.js';
+import type { ActivityLog } from '../logs/activity-log.js';
+import type { ServiceEvents } from '../platform/events.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+import type { EndpointDoc } from '../payments/models.js';
+import { webhookSecretContext } from '../payments/models.js';
+import { isDuplicateKey } from '../platform/errors.js';
+import { newId } from '../platform/ids.js';
+import { retryWhileDatabaseAway } from '../platform/database-outage.js';
+import type { DeliveryDoc, DeliveryStatus } from './models.js';
+import { postWebhook } from './attempt.js';
+
+// The delivery job: one attempt of one delivery per run, on the retry schedule, each attempt claimed
+// before it is sent so that duplicate jobs (a re-dispatch after a crash, two workers) never send the same
+// attempt twice, and a lease lets another worker finish the attempt of one that died. Whatever made the
+// delivery (a settled payment's outbox, an identity's mail event) hands it here.
+
+/** SPEC 6.1 / 8: retries 1 s, 4 s, 16 s, 64 s and 300 s after the failed attempt, in units of WEBHOOK_RETRY_BASE_MS. */
+export const RETRY_SCHEDULE_UNITS = [1, 4, 16, 64, 300] as const;
+export const DELIVER_JOB = 'webhooks.deliver';
+
+export interface DeliverJob {
+  deliveryId: string;
+  round: number;
+  /** Attempts already made before this round started (0 for the first round). */
+  roundBase: number;
+  /**
+   * Attempts of this round made before this job's (each attempt is its own job, scheduled by the one
+   * before). Absent in jobs queued before it existed, which Agenda retried: their failure count says it.
+   */
+  made?: number;
+}
+
+/** Where a delivery goes: its URL and signing secret, or why it cannot go any more. */
+export type DeliveryTarget = { url: string; secret: string } | { error: string };
+/** A source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
+export type TargetSource = (endpointId: string) => Promise<DeliveryTarget | undefined>;
+
+/** An attempt's claims and a round's: unique ids in one collection, each with its lease. */
+export type AttemptClaims = Collection<{ _id: string; expiresAt: Date }>;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The claim ids of one attempt up to takeover `generation`: `<attempt>`, `<attempt>#1`, ... */
+export const claimIds = (attempt: string) => (generation: number) => [attempt, ...Array.from({ length: generation }, (_, i) => `${attempt}#${i + 1}`)];
+
+export class DeliveryJobs {
+  readonly retryDelaysMs: number[];
+  /** How long one attempt may hold its claim: the request timeout plus room for the database writes. */
+  readonly leaseMs: number;
+  /** Where deliveries to endpoints other than payment endpoints go (identity mail webhooks register here). */
+  private readonly targetSources: TargetSource[] = [];
+
+  constructor(
+    private readonly deliveries: Model<DeliveryDoc>,
+    private readonly claims: AttemptClaims,
+    private readonly config: Config,
+    private readonly jobs: JobQueue,
+    /** Payment endpoints: the targets of payment.received deliveries. */
+    private readonly endpoints: Model<EndpointDoc>,
+    private readonly secrets: SecretBox,
+    private readonly logs: ActivityLog,
+    /**
+     * One line and one counted outcome per attempt (the operator's view; the seller's is the delivery
+     * log), and one readable line per attempt for `agentgate dev`'s terminal (events).
+     */
+    private readonly observe: { log: Logger; metrics: Metrics; events?: ServiceEvents },
+  ) {
+    this.retryDelaysMs = RETRY_SCHEDULE_UNITS.map((units) => units * config.WEBHOOK_RETRY_BASE_MS);
+    this.leaseMs = config.WEBHOOK_TIMEOUT_MS + 2_000;
+    // No Agenda retries: a failed attempt schedules the next one itself (see attempt), so the schedule
+    // follows the attempts on record, also for a delivery the stall sweep resumes.
+    jobs.define<DeliverJob>(DELIVER_JOB, (data, run) => this.attempt(data, run), {
+      // Longer than the lease, so when Agenda hands a dead worker's job to another, the claim has expired.
+      lockLifetimeMs: this.leaseMs + 1_000,
+      concurrency: 10,
+    });
+  }
+
+  /** Adds a source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
+  addTargets(source: TargetSource): void {
+    this.targetSources.push(source);
+  }
+
+  /** Queues the attempt of a delivery that `job` names, to run now. */
+  async now(job: DeliverJob): Promise<void> {
+    await this.jobs.now<DeliverJob>(DELIVER_JOB, job);
+  }
+
+  /** Whether a job for this delivery is queued (or running). */
+  has(deliveryId: string): Promise<boolean> {
+    return this.jobs.has(DELIVER_JOB, { deliveryId });
+  }
+
+  /**
+   * Creates the delivery of one event to one endpoint and its first attempt, on the same schedule, claims
+   * and delivery log as payment.received. Idempotent per `eventId` (unique): a second call is a no-op.
+   */
+  async enqueue(input: { eventId: string; event: string; orgId: string; endpointId: string; identityId?: string; subjectId?: string; body: string }): Promise<void> {
+    const now = new Date();
+    try {
+      const delivery = await this.deliveries.create({
+        _id: newId('whd'), ...input, status: 'pending', attempts: [], attemptCount: 0, round: 0, nextAttemptAt: now, createdAt: now, updatedAt: now,
+      });
+      await this.now({ deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+    }
+  }
+
+  /**
+   * Re-enqueues deliveries whose next attempt is overdue while no job for them exists: the worker that
+   * recorded a failed attempt died before it scheduled the next one, or a job failed unexpectedly. Such a
+   * delivery would otherwise stay pending forever. A job that exists (queued, or locked by a dead worker
+   * until its lock expires) runs in time by itself, so it is left alone and nothing is multiplied.
+   */
+  async resumeStalled(): Promise<number> {
+    // Overdue by more than a dead worker's lock lifetime and a few polls: its job, if any, had its chance.
+    const overdue = new Date(Date.now() - (this.leaseMs + 1_000 + 3 * this.config.JOBS_PROCESS_EVERY_MS));
+    const stalled = await this.deliveries.find({ status: 'pending', nextAttemptAt: { $lt: overdue } }).sort({ nextAttemptAt: 1 }).limit(200).lean();
+    let resumed = 0;
+    for (const delivery of stalled) {
+      if (await this.has(delivery._id)) continue;
+      const roundBase = delivery.roundBase ?? 0;
+      await this.now({ deliveryId: delivery._id, round: delivery.round, roundBase, made: delivery.attemptCount - roundBase });
+      resumed++;
+    }
+    return resumed;
+  }
+
+  // --- one attempt (the job) -------------------------------------------------------------------
+
+  private async attempt(job: DeliverJob, run: JobRun): Promise<void> {
+    const made = job.made ?? run.attempt - 1;
+    const expectedCount = job.roundBase + made;
+    const claimed = await this.claim(job, expectedCount);
+    if (!claimed) return;
+    const { delivery } = claimed;
+    const target = await this.targetFor(delivery.endpointId);
+    if ('error' in target) {
+      await this.finish(claimed, expectedCount, 'failed', undefined, target.error);
+      return;
+    }
+    const result = await postWebhook({
+      url: target.url, body: delivery.body, secret: target.secret, event: delivery.event, idempotencyKey: delivery.eventId,
+      timeoutMs: this.config.WEBHOOK_TIMEOUT_MS, allowLoopback: this.config.mode === 'dev',
+    });
+    const retry = result.verdict === 'retry' && made < this.retryDelaysMs.length;
+    const status: DeliveryStatus = result.verdict === 'delivered' ? 'delivered' : retry ? 'pending' : 'failed';
+    const nextAttemptAt = retry ? new Date(Date.now() + this.retryDelaysMs[made]!) : null;
+    await this.finish(claimed, expectedCount, status, result.record, result.record.error ?? (result.record.statusCode && status !== 'delivered' ? `receiver answered ${result.record.statusCode}` : undefined), nextAttemptAt);
+    // Recorded first, then scheduled: dying in between leaves an overdue pending delivery without a job,
+    // which resumeStalled picks up; the other order could send this attempt twice.
+    if (retry) await this.jobs.schedule<DeliverJob>(nextAttemptAt!, DELIVER_JOB, { ...job, made: made + 1 });
+  }
+
+  /**
+   * Claims attempt `expectedCount + 1` of this round by inserting its claim under a unique _id: the one
+   * guarantee that holds on FerretDB 1.x too (its findOneAndUpdate is not atomic under concurrency). A
+   * live claim is waited out (it ends within the lease). An expired one (its worker died) is not deleted
+   * and inserted again: on FerretDB two workers can both do that and both win (a delete that matched the
+   * dead worker's claim removes the claim another worker has just put in its place; measured: 3 of 60
+   * rounds of 12 claimers). The takeover is a new claim instead, `<attempt>#1`, then `#2`, ..., which
+   * only one worker can insert. Whoever holds the claim then checks the attempt was not already recorded.
+   */
+  private async claim(job: DeliverJob, expectedCount: number): Promise<{ delivery: DeliveryDoc; claimIds: string[] } | null> {
+    const ids = claimIds(`${job.deliveryId}:${job.round}:${expectedCount + 1}`);
+    let generation = 0;
+    // A holder ends within its lease; two leases is room for one takeover after a death.
+    const giveUpAt = Date.now() + 2 * this.leaseMs;
+    while (Date.now() < giveUpAt) {
+      const id = ids(generation).at(-1)!;
+      try {
+        await this.claims.insertOne({ _id: id, expiresAt: new Date(Date.now() + this.leaseMs) });
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        if (!(await this.stillDue(job, expectedCount))) return null;
+        const holder = await this.claims.findOne({ _id: id });
+        const wait = holder ? holder.expiresAt.getTime() - Date.now() : 0;
+        // A live holder: look again shortly (it usually finishes long before its lease ends, and then
+        // this attempt is no longer due). An expired one: take over with the next generation.
+        if (wait > 0) await sleep(Math.min(wait + 50, 1_000));
+        else if (holder) generation++;
+        continue;
+      }
+      const delivery = await this.deliveries.findById(job.deliveryId).lean();
+      if (delivery && this.isDue(delivery, job, expectedCount)) return { delivery, claimIds: ids(generation) };
+      await this.claims.deleteOne({ _id: id });
+      return null;
+    }
+    return null;
+  }
+
+  private isDue(delivery: DeliveryDoc, job: DeliverJob, expectedCount: number): boolean {
+    return delivery.status === 'pending' && delivery.round === job.round && delivery.attemptCount === expectedCount;
+  }
+
+  private async stillDue(job: DeliverJob, expectedCount: number): Promise<boolean> {
+    const delivery = await this.deliveries.findById(job.deliveryId).lean();
+    return !!delivery && this.isDue(delivery, job, expectedCount);
+  }
+
+  private async targetFor(endpointId: string): Promise<DeliveryTarget> {
+    for (const source of this.targetSources) {
+      const target = await source(endpointId);
+      if (target) return target;
+    }
+    const endpoint = await this.endpoints.findById(endpointId).lean();
+    return endpoint ? this.targetOf(endpoint) : { error: 'endpoint_deleted: the endpoint was deleted' };
+  }
+
+  private targetOf(endpoint: EndpointDoc): DeliveryTarget {
+    if (endpoint.deletedAt) return { error: 'endpoint_deleted: the endpoint was deleted' };
+    if (!endpoint.webhookUrl || !endpoint.webhookSecret) return { error: 'webhook_removed: the endpoint no longer has a webhookUrl' };
+    // Read at every attempt, so a rotated secret or a corrected URL applies to the retries that follow.
+    return { url: endpoint.webhookUrl, secret: this.secrets.openText(endpoint.webhookSecret, webhookSecretContext(endpoint._id)) };
+  }
+
+  private async finish(claimed: { delivery: DeliveryDoc; claimIds: string[] }, expectedCount: number, status: DeliveryStatus, record: DeliveryDoc['attempts'][number] | undefined, error: string | undefined, nextAttemptAt: Date | null = null): Promise<void> {
+    const { delivery } = claimed;
+    const now = new Date();
+    // The attempt was made (the receiver may have the event): recording it waits out a database that is
+    // away for a moment, or the job would fail and send it again. The update is conditional on the count
+    // it raises, so a repeat of it after a lost answer changes nothing.
+    await retryWhileDatabaseAway(() => this.deliveries.updateOne({ _id: delivery._id, round: delivery.round, attemptCount: expectedCount }, {
+      ...(record ? { $push: { attempts: record }, $inc: { attemptCount: 1 } } : {}),
+      $set: {
+        status, nextAttemptAt, lastError: error ?? null, updatedAt: now,
+        ...(status === 'delivered' ? { deliveredAt: now } : {}), ...(status === 'failed' ? { failedAt: now } : {}),
+      },
+    }), this.observe.log, 'recording a webhook attempt', Date.now() + 60_000);
+    // The attempt is on record, so a late copy of this job that claims it again finds nothing to do.
+    // (One delete per id: an equality on _id is what FerretDB answers from its index.)
+    await retryWhileDatabaseAway(() => Promise.all(claimed.claimIds.map((id) => this.claims.deleteOne({ _id: id }))), this.observe.log, 'releasing a webhook attempt claim', Date.now() + 60_000);
+    const outcome = status === 'pending' ? 'retry' : status;
+    this.observe.metrics.webhookOutcomes.inc({ outcome });
+    const line = {
+      deliveryId: delivery._id, event: delivery.event, ...(delivery.paymentId ? { paymentId: delivery.paymentId } : {}), endpointId: delivery.endpointId, attempt: expectedCount + 1, outcome,
+      statusCode: record?.statusCode ?? null, durationMs: record?.durationMs ?? null, ...(error ? { error } : {}), ...(nextAttemptAt ? { nextAttemptAt } : {}),
+    };
+    this.observe.events?.emit({ category: 'webhooks', line: attemptLine(delivery.event, delivery.paymentId ?? delivery.subjectId ?? delivery.eventId, expectedCount + 1, record, status, error, nextAttemptAt) });
+    if (status === 'delivered') this.observe.log.info(line, 'webhook delivered');
+    else this.observe.log.warn(line, status === 'pending' ? 'webhook attempt failed, will retry' : 'webhook delivery failed');
+    if (status === 'pending') return;
+    const subject = delivery.paymentId ?? delivery.subjectId ?? delivery.eventId;
+    await this.logs.record({
+      orgId: delivery.orgId, ...(delivery.identityId ? { identityId: delivery.identityId } : {}),
+      action: status === 'delivered' ? 'webhooks.delivered' : 'webhooks.failed', category: 'webhooks',
+      severity: status === 'delivered' ? 'info' : 'warning', status: status === 'delivered' ? 'success' : 'failure',
+      description: status === 'delivered' ? `${delivery.event} delivered for ${subject}` : `${delivery.event} delivery for ${subject} failed: ${error ?? 'unknown'}`,
+      targetType: 'webhook_delivery', targetId: delivery._id, metadata: { endpointId: delivery.endpointId, attempts: expectedCount + (record ? 1 : 0) },
+    });
+  }
+}
+
+/** `webhooks: payment.received for pay_… attempt 2 to https://…: 503 in 41 ms, next attempt in 10 s`. */
+function attemptLine(event: string, subject: string, attempt: number, record: DeliveryDoc['attempts'][number] | undefined, status: DeliveryStatus, error: string | undefined, nextAttemptAt: Date | null): string {
+  const answer = record ? (record.statusCode ? `${record.statusCode} in ${record.durationMs} ms` : `${record.error ?? 'no answer'} after ${record.durationMs} ms`) : (error ?? 'not sent');
+  const next = status === 'delivered' ? 'delivered'
+    : status === 'pending' ? `next attempt in ${Math.max(0, Math.round(((nextAttemptAt?.getTime() ?? Date.now()) - Date.now()) / 1000))} s`
+    : 'failed, no more attempts';
+  return `webhooks: ${event} for ${subject} attempt ${attempt}${record?.url ? ` to ${record.url}` : ''}: ${answer}, ${next}`;
+}
