@@ -31,11 +31,22 @@ AGENTGATE_STATE_DIR (agentgate dev's data folder, default .agentgate).
 
 const VERSION = PACKAGE.version;
 
+/**
+ * Stops gracefully on SIGINT or SIGTERM. One Ctrl-C reaches this process more than once: the terminal
+ * sends it to the whole foreground group, and npm (`npm run dev`) and the Node launcher (bin/
+ * supported-node.js) each pass theirs on too, all within milliseconds. Only a signal that comes a moment
+ * after the first is someone asking again, and that one stops at once.
+ */
+const SAME_SIGNAL_MS = 1000;
+
 function waitForSignal(stop: () => Promise<void>): void {
-  let stopping = false;
+  let stoppingSince: number | undefined;
   const handler = () => {
-    if (stopping) process.exit(1);
-    stopping = true;
+    if (stoppingSince !== undefined) {
+      if (Date.now() - stoppingSince >= SAME_SIGNAL_MS) process.exit(1);
+      return;
+    }
+    stoppingSince = Date.now();
     stop().then(() => process.exit(0), (err) => { console.error(err); process.exit(1); });
   };
   process.on('SIGINT', handler);
