@@ -234,8 +234,9 @@ describe('agentgate dev', () => {
       return {
         child, output, exited,
         stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }),
-        // Ctrl-C under `npm run dev`: the terminal's SIGINT and the one npm passes on arrive together.
-        ctrlC: () => { child.kill('SIGINT'); child.kill('SIGINT'); return exited; },
+        // Ctrl-C under `npm run dev`: the terminal's SIGINT, and a moment later the one npm passes on (two
+        // signals sent back to back would merge into one pending signal).
+        ctrlC: async () => { child.kill('SIGINT'); await new Promise((r) => setTimeout(r, 50)); child.kill('SIGINT'); return exited; },
       };
     };
     try {
