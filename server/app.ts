@@ -40,7 +40,10 @@ export type RouteFactory = (app: AppContext) => Router;
 
 export const ROUTES: RouteFactory[] = [
   signupRoutes,
-  agentCardRoutes,
+  (app) => agentCardRoutes({
+    config: app.config, accounts: app.accounts, identities: app.identities, did: app.did, serviceKey: app.serviceKey,
+    endpoints: app.payments.endpoints, acceptance: app.payments.acceptance,
+  }),
   accountRoutes,
   identityRoutes,
   logRoutes,

@@ -15,6 +15,7 @@ import { idParam as deliveryIdParam, listQuery as deliveryListQuery, mailDeliver
 import { createMailWebhookBody, mailWebhookParams } from '../webhooks/mail-webhooks.js';
 import { eventStreamQuery } from '../mail/event-routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
+import { orgCardParams } from '../agent-card/routes.js';
 import { discoveryQuery, facilitatorBody } from '../payments/facilitator-routes.js';
 import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../calendar/schemas.js';
 import * as answers from './responses.js';
@@ -69,7 +70,8 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/agent-signup', tag: 'Accounts', summary: 'Create an org, its first identity and keys in one call (keys are shown once)', auth: 'none', body: signupBody, ok: created('The new org, identity, platform key and identity key') },
   { method: 'get', path: '/v0/agent-signup/cli', tag: 'Accounts', summary: 'Plain-text instructions for the agentgate CLI', auth: 'none', ok: { status: 200, description: 'Instructions', type: 'text/plain' } },
   { method: 'get', path: '/v0/identity-types', tag: 'Accounts', summary: 'The capabilities an identity can have and the scopes each needs', auth: 'none', ok: json('Capabilities') },
-  { method: 'get', path: '/.well-known/agents/:orgId', tag: 'Accounts', summary: "An org's public agent card", auth: 'none', ok: json('The agent card') },
+  { method: 'get', path: '/.well-known/agent-card.json', tag: 'Accounts', summary: "The service's A2A agent card (signed; ETag, If-None-Match)", auth: 'none', ok: json('The agent card', answers.agentCard), also: { 304: 'Not modified: If-None-Match names the current ETag' } },
+  { method: 'get', path: '/.well-known/agents/:orgId', tag: 'Accounts', summary: "An org's A2A agent card (signed; ETag, If-None-Match)", auth: 'none', params: orgCardParams, ok: json('The agent card', answers.agentCard), also: { 304: 'Not modified: If-None-Match names the current ETag' } },
   { method: 'get', path: '/v0/whoami', tag: 'Accounts', summary: 'Who the key belongs to, its tier and scopes', auth: anyKey, ok: json('The caller') },
 
   // Identities (platform key)
@@ -116,6 +118,7 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/vault/:name/totp/backup', tag: 'Vault', summary: 'Use one of the stored backup codes', auth: identity, scopes: ['vault:read', 'vault:write'], params: nameParams, ok: json('A backup code') },
 
   // did:web
+  { method: 'get', path: '/.well-known/jwks.json', tag: 'Identity (did:web)', summary: "The service key as a JWK Set: the jku of the agent cards' signatures", auth: 'none', ok: json('The JWK Set', answers.jwks) },
   { method: 'get', path: '/.well-known/did.json', tag: 'Identity (did:web)', summary: "The service's DID document: the key that signs receipts", auth: 'none', ok: json('The DID document', answers.didDocument) },
   { method: 'get', path: '/identities/:identityId/did.json', tag: 'Identity (did:web)', summary: "An identity's DID document", auth: 'none', params: identityParams, ok: json('The DID document', answers.didDocument) },
   { method: 'post', path: '/v0/identity/sign', tag: 'Identity (did:web)', summary: "Sign base64 data with the identity's Ed25519 key", auth: identity, scopes: ['identity:sign'], body: signBody, ok: json('The signature and the verification method') },

@@ -115,6 +115,31 @@ export const didDocument = z.object({
   service: z.array(z.record(z.string(), z.unknown())).optional(),
 });
 
+/** An A2A v1.0 AgentCard (the fields agentgate writes; the A2A JSON Schema is the contract, tested in test/agent-card). */
+const agentInterface = z.object({ url: z.string(), protocolBinding: z.string(), protocolVersion: z.string() });
+const agentSkill = z.object({
+  id: z.string(), name: z.string(), description: z.string(), tags: z.array(z.string()),
+  examples: z.array(z.string()).optional(), securityRequirements: z.array(z.record(z.string(), z.unknown())).optional(),
+});
+export const agentCard = z.object({
+  name: z.string(),
+  description: z.string(),
+  supportedInterfaces: z.array(agentInterface).min(1).describe('How the agent is reached (MCP, mail, x402, the REST API), each binding a URI; no A2A binding, since there is no A2A task endpoint'),
+  provider: z.object({ url: z.string(), organization: z.string() }).optional(),
+  version: z.string(),
+  documentationUrl: z.string().optional(),
+  capabilities: z.record(z.string(), z.unknown()),
+  securitySchemes: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+  defaultInputModes: z.array(z.string()),
+  defaultOutputModes: z.array(z.string()),
+  skills: z.array(agentSkill).min(1),
+  signatures: z.array(z.object({ protected: z.string(), signature: z.string() })).describe('JWS (detached payload: the RFC 8785 canonical JSON of the card without signatures), EdDSA, kid: the service DID key, jku: /.well-known/jwks.json'),
+});
+
+export const jwks = z.object({
+  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string(), kid: z.string(), use: z.literal('sig'), alg: z.literal('EdDSA') })),
+});
+
 /** The MCP endpoint answers protocol errors as JSON-RPC, and key errors as `{error, message, status}`. */
 export const mcpError = z.union([
   errorBody,
