@@ -16,7 +16,7 @@ import { createMailWebhookBody, mailWebhookParams } from '../webhooks/mail-webho
 import { eventStreamQuery } from '../mail/event-routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
 import { orgCardParams } from '../agent-card/routes.js';
-import { discoveryQuery, facilitatorBody } from '../payments/facilitator-routes.js';
+import { discoveryQuery, facilitatorBody, searchQuery } from '../payments/facilitator-routes.js';
 import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../calendar/schemas.js';
 import * as answers from './responses.js';
 
@@ -191,9 +191,10 @@ export const OPERATIONS: readonly Operation[] = [
 
   // The standard x402 facilitator API
   { method: 'get', path: '/v0/x402/supported', tag: 'x402 facilitator', summary: 'The kinds this facilitator settles and the extensions it supports', auth: 'none', ok: json('Supported kinds', answers.supported) },
-  { method: 'get', path: '/v0/x402/discovery/resources', tag: 'x402 facilitator', summary: 'Bazaar discovery: endpoints whose sellers opted in', auth: 'none', query: discoveryQuery, ok: json('A page of resources', answers.discovery), also: { 503: 'Settlement is not available' } },
-  { method: 'post', path: '/v0/x402/verify', tag: 'x402 facilitator', summary: 'Check a payment against requirements, moving nothing', auth: seller, body: facilitatorBody, ok: json('The verdict', answers.verifyAnswer), also: { 412: { description: 'upto: the payer has not approved Permit2 for the maximum (permit2_allowance_required): approve once, then pay again', schema: answers.verifyAnswer }, 503: 'Settlement is not available' } },
-  { method: 'post', path: '/v0/x402/settle', tag: 'x402 facilitator', summary: 'Verify and settle a payment on chain', auth: seller, body: facilitatorBody, ok: json('The settlement; a failure is never a success', answers.settleAnswer), also: { 409: { description: 'The payment identifier was used for another payment', schema: answers.settleAnswer }, 412: { description: 'upto: the payer has not approved Permit2 (permit2_allowance_required); nothing moved', schema: answers.settleAnswer }, 503: 'Settlement is not available' } },
+  { method: 'get', path: '/v0/x402/discovery/resources', tag: 'x402 facilitator', summary: 'Bazaar discovery list: endpoints whose sellers opted in, and resources cataloged from settled payments\' bazaar declarations', auth: 'none', query: discoveryQuery, ok: json('A page of resources', answers.discovery), also: { 503: 'Settlement is not available' } },
+  { method: 'get', path: '/v0/x402/discovery/search', tag: 'x402 facilitator', summary: 'Bazaar discovery search: the same catalog, matched against a query, cursor pages', auth: 'none', query: searchQuery, ok: json('A page of matching resources', answers.discoverySearch), also: { 503: 'Settlement is not available' } },
+  { method: 'post', path: '/v0/x402/verify', tag: 'x402 facilitator', summary: 'Check a payment against requirements, moving nothing (EXTENSION-RESPONSES header: what becomes of a bazaar declaration)', auth: seller, body: facilitatorBody, ok: json('The verdict', answers.verifyAnswer), also: { 412: { description: 'upto: the payer has not approved Permit2 for the maximum (permit2_allowance_required): approve once, then pay again', schema: answers.verifyAnswer }, 503: 'Settlement is not available' } },
+  { method: 'post', path: '/v0/x402/settle', tag: 'x402 facilitator', summary: 'Verify and settle a payment on chain; a settled bazaar declaration is cataloged (EXTENSION-RESPONSES header)', auth: seller, body: facilitatorBody, ok: json('The settlement; a failure is never a success', answers.settleAnswer), also: { 409: { description: 'The payment identifier was used for another payment', schema: answers.settleAnswer }, 412: { description: 'upto: the payer has not approved Permit2 (permit2_allowance_required); nothing moved', schema: answers.settleAnswer }, 503: 'Settlement is not available' } },
 ];
 
 /** `GET /v0/payments/:id` as an OpenAPI path, `/v0/payments/{id}`. */

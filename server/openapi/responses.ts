@@ -75,17 +75,31 @@ export const supported = z.object({
   signers: z.record(z.string(), z.array(z.string())),
 });
 
+const discoveryItem = z.object({
+  resource: z.string(),
+  type: z.enum(['http', 'mcp']),
+  x402Version: z.literal(2),
+  accepts: z.array(z.record(z.string(), z.unknown())),
+  lastUpdated: isoTime,
+  description: z.string().optional(),
+  mimeType: z.string().optional(),
+  serviceName: z.string().optional(),
+  tags: z.array(z.string()).optional(),
+  iconUrl: z.string().optional(),
+  extensions: z.record(z.string(), z.unknown()).optional().describe('A resource cataloged from a payment: its bazaar declaration (info, schema)'),
+  metadata: z.record(z.string(), z.unknown()).optional().describe('A registered endpoint: description, priceUsdc, pricing, the schemas its seller declared'),
+});
+
 export const discovery = z.object({
   x402Version: z.literal(2),
-  items: z.array(z.object({
-    resource: z.string(),
-    type: z.enum(['http', 'mcp']),
-    x402Version: z.literal(2),
-    accepts: z.array(z.record(z.string(), z.unknown())),
-    lastUpdated: isoTime,
-    metadata: z.record(z.string(), z.unknown()),
-  })),
+  items: z.array(discoveryItem),
   pagination: z.object({ limit: z.number().int(), offset: z.number().int(), total: z.number().int() }),
+});
+
+export const discoverySearch = z.object({
+  x402Version: z.literal(2),
+  resources: z.array(discoveryItem),
+  pagination: z.object({ limit: z.number().int(), cursor: z.string().nullable().describe('The next page\'s cursor; null at the end') }),
 });
 
 export const verifyAnswer = z.object({
