@@ -31,6 +31,34 @@ export type BazaarDeclaration = z.output<typeof declaration>;
 
 const ajv = new (Ajv2020 as unknown as typeof Ajv2020.default)({ strict: false, allErrors: false, validateSchema: true, loadSchema: undefined });
 
+/**
+ * The validator of a declaration's schema. A seller's route sends the same schema with every payment, so
+ * validators are kept by the schema's JSON (compiling costs milliseconds of the event loop), at most
+ * VALIDATORS of them; the oldest is dropped from the instance too, so nothing accumulates. Per process
+ * and derived from the request only: nothing another process must agree with.
+ */
+const VALIDATORS = 256;
+const validators = new Map<string, ReturnType<typeof ajv.compile>>();
+function compiled(schema: Record<string, unknown>) {
+  const key = JSON.stringify(schema);
+  const cached = validators.get(key);
+  if (cached) return cached;
+  let validate: ReturnType<typeof ajv.compile>;
+  try {
+    validate = ajv.compile(schema);
+  } catch (err) {
+    ajv.removeSchema(schema);
+    throw err;
+  }
+  validators.set(key, validate);
+  if (validators.size > VALIDATORS) {
+    const [oldestKey, oldest] = validators.entries().next().value!;
+    validators.delete(oldestKey);
+    ajv.removeSchema(oldest.schema as object);
+  }
+  return validate;
+}
+
 /** A payload's bazaar declaration, validated as the spec asks (shape, then `info` against its own `schema`), or why not. */
 export function readDeclaration(extension: unknown): { ok: true; declaration: BazaarDeclaration } | { ok: false; reason: string } {
   let size: number;
@@ -46,14 +74,9 @@ export function readDeclaration(extension: unknown): { ok: true; declaration: Ba
   let valid: boolean;
   let errors: string | undefined;
   try {
-    // A schema from the payload, compiled and dropped: never added to the instance, so nothing accumulates.
-    try {
-      const validate = ajv.compile(schema);
-      valid = validate(parsed.data.info) as boolean;
-      errors = validate.errors?.[0] ? `${validate.errors[0].instancePath || '/'} ${validate.errors[0].message}` : undefined;
-    } finally {
-      ajv.removeSchema(schema);
-    }
+    const validate = compiled(schema);
+    valid = validate(parsed.data.info) as boolean;
+    errors = validate.errors?.[0] ? `${validate.errors[0].instancePath || '/'} ${validate.errors[0].message}` : undefined;
   } catch (err) {
     return { ok: false, reason: `bazaar.schema is not a usable JSON Schema: ${(err as Error).message.slice(0, 200)}` };
   }
