@@ -36,6 +36,8 @@ function noneMatch(header: string, etag: string): boolean {
 /** Serves a signed card with Cache-Control and ETag, or 304 when the client's If-None-Match names it. */
 function publishCard(ctx: Context, card: AgentCard) {
   ctx.set('Access-Control-Allow-Origin', '*');
+  // A browser's script may read the tag to revalidate (ETag is not a CORS-safelisted response header).
+  ctx.set('Access-Control-Expose-Headers', 'ETag');
   ctx.set('Cache-Control', `public, max-age=${MAX_AGE_SECONDS}`);
   const etag = etagOf(card);
   ctx.set('ETag', etag);
