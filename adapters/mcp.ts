@@ -10,6 +10,7 @@ import {
   isUsagePrice,
   parseCharge,
   parsePrice,
+  paymentFlowOf,
   type UsagePrice,
   type BackendClientOptions,
   type Facilitator,
@@ -98,7 +99,8 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         } catch {
           return failure('facilitator_unavailable', 'payment settings could not be loaded from the payment backend');
         }
-        const requirement = (usage ? buildUptoRequirementV2 : buildRequirementV2)(settings, { amountAtomic, resource, description: config.description });
+        const requirement = usage ? buildUptoRequirementV2(settings, { amountAtomic, resource, description: config.description })
+          : buildRequirementV2(settings, { amountAtomic, resource, description: config.description, paymentFlow: paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release)) });
         const required = (error: string, extraFields: Record<string, unknown> = {}) =>
           paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [requirement as PaymentRequirementsV2] }, extraFields);
 

@@ -4,6 +4,7 @@ import { X402_V1, type PaymentRequirementsV1 } from './protocol/v1.js';
 import { X402_V2, type PaymentRequiredV2, type PaymentRequirementsV2 } from './protocol/v2.js';
 import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
 import { DEFAULT_MAX_TIMEOUT_SECONDS, type SellerSettings } from './seller-settings.js';
+import { DEFAULT_PAYMENT_FLOW, withPaymentFlow, type PaymentFlow } from './payment-flow.js';
 
 /** What is being sold: one resource at one price. */
 export interface Offer {
@@ -14,6 +15,8 @@ export interface Offer {
   readonly mimeType?: string;
   readonly maxTimeoutSeconds?: number;
   readonly outputSchema?: Record<string, unknown>;
+  /** The x402 v2 payment flow (payment-flow.ts); `authorization` when absent, and then not written. */
+  readonly paymentFlow?: PaymentFlow;
 }
 
 export interface PaymentRequiredBody {
@@ -68,7 +71,7 @@ export function buildRequirementV2(settings: SellerSettings, offer: Offer): Paym
     asset: settings.asset,
     payTo: settings.payTo,
     maxTimeoutSeconds: timeoutOf(settings, offer),
-    extra: { name: settings.assetName, version: settings.assetVersion },
+    extra: withPaymentFlow({ name: settings.assetName, version: settings.assetVersion }, offer.paymentFlow ?? DEFAULT_PAYMENT_FLOW),
   };
 }
 

@@ -59,6 +59,7 @@ export class PaymentChallenges {
       mimeType: config.mimeType,
       maxTimeoutSeconds: config.maxTimeoutSeconds,
       outputSchema: config.outputSchema,
+      paymentFlow: charge.route.value.paymentFlow,
     };
   }
 }

@@ -6,15 +6,8 @@ import type { Price } from './price.js';
 // it, and the outcomes the adapter acts on (pass, refuse, ask for payment, serve as paid, run the handler
 // on a held payment, or fail because the facilitator could not be asked). No framework is imported here.
 
-/**
- * When a paid route's payment is settled:
- * - `after-handler` (the default): the payment is verified and held, the handler runs with its response
- *   held back, and the payment is settled only if the handler answers below 400; otherwise nothing is
- *   charged. The buyer receives nothing of the response before the settlement succeeded.
- * - `before-handler` (the x402 spec's order): settled first, then the handler runs. For handlers that must
- *   not run unpaid at all (side effects that cannot be undone).
- */
-export type SettleMode = 'after-handler' | 'before-handler';
+export type { SettleMode } from './payment-flow.js';
+import type { SettleMode } from './payment-flow.js';
 
 /** A request as every framework can describe it. Header names are lower-case (as Node gives them). */
 export interface PaywallRequest {

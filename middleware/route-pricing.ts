@@ -2,6 +2,7 @@ import type { Facilitator } from './facilitator.js';
 import { parseCharge, parsePrice, type Price } from './price.js';
 import type { CompiledRoute } from './routes.js';
 import type { PaymentRequiredOutcome, PaywallRequest, SettleMode } from './paywall-types.js';
+import { paymentFlowOf } from './payment-flow.js';
 
 // What a request to a paid route costs and to whom: the seller's route configuration, checked once at
 // start-up into a priced route (a fixed price computed once, a usage price's bounds), and per request
@@ -63,6 +64,8 @@ export interface PricedRoute {
   /** A usage price: the maximum (also fixedAmount, what the 402 asks to authorize) and the charge when nothing is reported. */
   readonly usage: { readonly max: bigint; readonly unreported: bigint } | undefined;
   readonly config: RouteConfig;
+  /** Its x402 v2 payment flow (payment-flow.ts): what `settle` and the facilitator make of it. */
+  readonly paymentFlow: 'authorization' | 'upfront';
   /**
    * Ready 402 responses per resource URL (and, for a dynamic price or payee, per amount and payee);
    * bounded because Host, dynamic paths and prices are client-chosen.
@@ -87,6 +90,8 @@ export function pricedRoute(pattern: string, config: RouteConfig, facilitator: F
     maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
     usage,
     config,
+    // upto is settled after the handler by a facilitator that holds (usageOf checks both).
+    paymentFlow: usage ? 'authorization' : paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold)),
     challenges: new Map(),
   };
 }

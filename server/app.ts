@@ -40,7 +40,10 @@ export type RouteFactory = (app: AppContext) => Router;
 
 export const ROUTES: RouteFactory[] = [
   signupRoutes,
-  agentCardRoutes,
+  (app) => agentCardRoutes({
+    config: app.config, accounts: app.accounts, identities: app.identities, did: app.did, serviceKey: app.serviceKey,
+    endpoints: app.payments.endpoints, acceptance: app.payments.acceptance,
+  }),
   accountRoutes,
   identityRoutes,
   logRoutes,
@@ -67,6 +70,7 @@ export const ROUTES: RouteFactory[] = [
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,
     acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, settlement: app.payments.settlement, schemes: app.payments.schemes,
+    catalog: app.payments.catalog,
   }),
   // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).
   (app) => healthRoutes({ db: app.db, chain: app.chain, settlement: app.settlement, mail: app.mail, isStopping: () => app.stopping }),

@@ -5,6 +5,7 @@ import { PaymentRequirementsV2Schema, ResourceInfoSchema, type PaymentRequiremen
 import type { ExactEvmPayload } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
+import { readPaymentFlow } from '../../middleware/payment-flow.js';
 import type { GuardedResponse } from '../platform/ssrf.js';
 import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from '../../middleware/offer-receipt.js';
 import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from '../../middleware/protocol/upto-evm.js';
@@ -80,13 +81,22 @@ const onOurNetwork = (offer: { version: 1 | 2; network: unknown }, ours: OurAsse
 const isOurUsdc = (asset: unknown, ours: OurAsset) =>
   typeof asset === 'string' && /^0x[0-9a-fA-F]{40}$/.test(asset) && isAddressEqual(asset as Address, ours.usdc);
 
+/** An offer's x402 v2 payment flow (v1 offers name none: authorization), or undefined when we cannot pay by it. */
+function flowOf(offer: Offer): 'authorization' | 'upfront' | undefined {
+  const read = readPaymentFlow(offer.requirement.extra);
+  // escrow settles twice (a deposit, then the charge): no scheme we pay defines it for EVM.
+  return read.ok && read.flow !== 'escrow' ? read.flow : undefined;
+}
+
 /**
- * An offer in our USDC on our network: `exact` first (v2 preferred, as the official client prefers it),
- * then `upto` (a maximum, of which the seller charges what the request used).
+ * An offer in our USDC on our network: `exact` first, then `upto` (a maximum, of which the seller charges
+ * what the request used); within a scheme the `authorization` flow before `upfront` (the spec's advice:
+ * a failed handler then charges nothing), then v2 before v1, as the official client prefers it.
  */
 export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
-  const rank = (o: Offer) => (o.scheme === 'exact' ? 10 : 0) + o.version;
+  const rank = (o: Offer) => (o.scheme === 'exact' ? 100 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
   const usable = challenge.offers
+    .filter((o) => flowOf(o) !== undefined)
     .filter((o) => onOurNetwork({ version: o.version, network: o.requirement.network }, ours) && isOurUsdc(o.requirement.asset, ours))
     .sort((a, b) => rank(b) - rank(a));
   const offer = usable[0];

@@ -15,7 +15,8 @@ import { idParam as deliveryIdParam, listQuery as deliveryListQuery, mailDeliver
 import { createMailWebhookBody, mailWebhookParams } from '../webhooks/mail-webhooks.js';
 import { eventStreamQuery } from '../mail/event-routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
-import { discoveryQuery, facilitatorBody } from '../payments/facilitator-routes.js';
+import { orgCardParams } from '../agent-card/routes.js';
+import { discoveryQuery, facilitatorBody, searchQuery } from '../payments/facilitator-routes.js';
 import { createEventBody, eventParams, feedParams, listQuery as eventListQuery, publicBody, updateEventBody } from '../calendar/schemas.js';
 import * as answers from './responses.js';
 
@@ -69,7 +70,8 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/agent-signup', tag: 'Accounts', summary: 'Create an org, its first identity and keys in one call (keys are shown once)', auth: 'none', body: signupBody, ok: created('The new org, identity, platform key and identity key') },
   { method: 'get', path: '/v0/agent-signup/cli', tag: 'Accounts', summary: 'Plain-text instructions for the agentgate CLI', auth: 'none', ok: { status: 200, description: 'Instructions', type: 'text/plain' } },
   { method: 'get', path: '/v0/identity-types', tag: 'Accounts', summary: 'The capabilities an identity can have and the scopes each needs', auth: 'none', ok: json('Capabilities') },
-  { method: 'get', path: '/.well-known/agents/:orgId', tag: 'Accounts', summary: "An org's public agent card", auth: 'none', ok: json('The agent card') },
+  { method: 'get', path: '/.well-known/agent-card.json', tag: 'Accounts', summary: "The service's A2A agent card (signed; ETag, If-None-Match)", auth: 'none', ok: json('The agent card', answers.agentCard), also: { 304: 'Not modified: If-None-Match names the current ETag' } },
+  { method: 'get', path: '/.well-known/agents/:orgId', tag: 'Accounts', summary: "An org's A2A agent card (signed; ETag, If-None-Match)", auth: 'none', params: orgCardParams, ok: json('The agent card', answers.agentCard), also: { 304: 'Not modified: If-None-Match names the current ETag' } },
   { method: 'get', path: '/v0/whoami', tag: 'Accounts', summary: 'Who the key belongs to, its tier and scopes', auth: anyKey, ok: json('The caller') },
 
   // Identities (platform key)
@@ -116,6 +118,7 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'post', path: '/v0/vault/:name/totp/backup', tag: 'Vault', summary: 'Use one of the stored backup codes', auth: identity, scopes: ['vault:read', 'vault:write'], params: nameParams, ok: json('A backup code') },
 
   // did:web
+  { method: 'get', path: '/.well-known/jwks.json', tag: 'Identity (did:web)', summary: "The service key as a JWK Set: the jku of the agent cards' signatures", auth: 'none', ok: json('The JWK Set', answers.jwks) },
   { method: 'get', path: '/.well-known/did.json', tag: 'Identity (did:web)', summary: "The service's DID document: the key that signs receipts", auth: 'none', ok: json('The DID document', answers.didDocument) },
   { method: 'get', path: '/identities/:identityId/did.json', tag: 'Identity (did:web)', summary: "An identity's DID document", auth: 'none', params: identityParams, ok: json('The DID document', answers.didDocument) },
   { method: 'post', path: '/v0/identity/sign', tag: 'Identity (did:web)', summary: "Sign base64 data with the identity's Ed25519 key", auth: identity, scopes: ['identity:sign'], body: signBody, ok: json('The signature and the verification method') },
@@ -188,9 +191,10 @@ export const OPERATIONS: readonly Operation[] = [
 
   // The standard x402 facilitator API
   { method: 'get', path: '/v0/x402/supported', tag: 'x402 facilitator', summary: 'The kinds this facilitator settles and the extensions it supports', auth: 'none', ok: json('Supported kinds', answers.supported) },
-  { method: 'get', path: '/v0/x402/discovery/resources', tag: 'x402 facilitator', summary: 'Bazaar discovery: endpoints whose sellers opted in', auth: 'none', query: discoveryQuery, ok: json('A page of resources', answers.discovery), also: { 503: 'Settlement is not available' } },
-  { method: 'post', path: '/v0/x402/verify', tag: 'x402 facilitator', summary: 'Check a payment against requirements, moving nothing', auth: seller, body: facilitatorBody, ok: json('The verdict', answers.verifyAnswer), also: { 412: { description: 'upto: the payer has not approved Permit2 for the maximum (permit2_allowance_required): approve once, then pay again', schema: answers.verifyAnswer }, 503: 'Settlement is not available' } },
-  { method: 'post', path: '/v0/x402/settle', tag: 'x402 facilitator', summary: 'Verify and settle a payment on chain', auth: seller, body: facilitatorBody, ok: json('The settlement; a failure is never a success', answers.settleAnswer), also: { 409: { description: 'The payment identifier was used for another payment', schema: answers.settleAnswer }, 412: { description: 'upto: the payer has not approved Permit2 (permit2_allowance_required); nothing moved', schema: answers.settleAnswer }, 503: 'Settlement is not available' } },
+  { method: 'get', path: '/v0/x402/discovery/resources', tag: 'x402 facilitator', summary: 'Bazaar discovery list: endpoints whose sellers opted in, and resources cataloged from settled payments\' bazaar declarations', auth: 'none', query: discoveryQuery, ok: json('A page of resources', answers.discovery), also: { 503: 'Settlement is not available' } },
+  { method: 'get', path: '/v0/x402/discovery/search', tag: 'x402 facilitator', summary: 'Bazaar discovery search: the same catalog, matched against a query, cursor pages', auth: 'none', query: searchQuery, ok: json('A page of matching resources', answers.discoverySearch), also: { 503: 'Settlement is not available' } },
+  { method: 'post', path: '/v0/x402/verify', tag: 'x402 facilitator', summary: 'Check a payment against requirements, moving nothing (EXTENSION-RESPONSES header: what becomes of a bazaar declaration)', auth: seller, body: facilitatorBody, ok: json('The verdict', answers.verifyAnswer), also: { 412: { description: 'upto: the payer has not approved Permit2 for the maximum (permit2_allowance_required): approve once, then pay again', schema: answers.verifyAnswer }, 503: 'Settlement is not available' } },
+  { method: 'post', path: '/v0/x402/settle', tag: 'x402 facilitator', summary: 'Verify and settle a payment on chain; a settled bazaar declaration is cataloged (EXTENSION-RESPONSES header)', auth: seller, body: facilitatorBody, ok: json('The settlement; a failure is never a success', answers.settleAnswer), also: { 409: { description: 'The payment identifier was used for another payment', schema: answers.settleAnswer }, 412: { description: 'upto: the payer has not approved Permit2 (permit2_allowance_required); nothing moved', schema: answers.settleAnswer }, 503: 'Settlement is not available' } },
 ];
 
 /** `GET /v0/payments/:id` as an OpenAPI path, `/v0/payments/{id}`. */

@@ -75,17 +75,31 @@ export const supported = z.object({
   signers: z.record(z.string(), z.array(z.string())),
 });
 
+const discoveryItem = z.object({
+  resource: z.string(),
+  type: z.enum(['http', 'mcp']),
+  x402Version: z.literal(2),
+  accepts: z.array(z.record(z.string(), z.unknown())),
+  lastUpdated: isoTime,
+  description: z.string().optional(),
+  mimeType: z.string().optional(),
+  serviceName: z.string().optional(),
+  tags: z.array(z.string()).optional(),
+  iconUrl: z.string().optional(),
+  extensions: z.record(z.string(), z.unknown()).optional().describe('A resource cataloged from a payment: its bazaar declaration (info, schema)'),
+  metadata: z.record(z.string(), z.unknown()).optional().describe('A registered endpoint: description, priceUsdc, pricing, the schemas its seller declared'),
+});
+
 export const discovery = z.object({
   x402Version: z.literal(2),
-  items: z.array(z.object({
-    resource: z.string(),
-    type: z.enum(['http', 'mcp']),
-    x402Version: z.literal(2),
-    accepts: z.array(z.record(z.string(), z.unknown())),
-    lastUpdated: isoTime,
-    metadata: z.record(z.string(), z.unknown()),
-  })),
+  items: z.array(discoveryItem),
   pagination: z.object({ limit: z.number().int(), offset: z.number().int(), total: z.number().int() }),
+});
+
+export const discoverySearch = z.object({
+  x402Version: z.literal(2),
+  resources: z.array(discoveryItem),
+  pagination: z.object({ limit: z.number().int(), cursor: z.string().nullable().describe('The next page\'s cursor; null at the end') }),
 });
 
 export const verifyAnswer = z.object({
@@ -113,6 +127,31 @@ export const didDocument = z.object({
   authentication: z.array(z.string()),
   assertionMethod: z.array(z.string()),
   service: z.array(z.record(z.string(), z.unknown())).optional(),
+});
+
+/** An A2A v1.0 AgentCard (the fields agentgate writes; the A2A JSON Schema is the contract, tested in test/agent-card). */
+const agentInterface = z.object({ url: z.string(), protocolBinding: z.string(), protocolVersion: z.string() });
+const agentSkill = z.object({
+  id: z.string(), name: z.string(), description: z.string(), tags: z.array(z.string()),
+  examples: z.array(z.string()).optional(), securityRequirements: z.array(z.record(z.string(), z.unknown())).optional(),
+});
+export const agentCard = z.object({
+  name: z.string(),
+  description: z.string(),
+  supportedInterfaces: z.array(agentInterface).min(1).describe('How the agent is reached (MCP, mail, x402, the REST API), each binding a URI; no A2A binding, since there is no A2A task endpoint'),
+  provider: z.object({ url: z.string(), organization: z.string() }).optional(),
+  version: z.string(),
+  documentationUrl: z.string().optional(),
+  capabilities: z.record(z.string(), z.unknown()),
+  securitySchemes: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+  defaultInputModes: z.array(z.string()),
+  defaultOutputModes: z.array(z.string()),
+  skills: z.array(agentSkill).min(1),
+  signatures: z.array(z.object({ protected: z.string(), signature: z.string() })).describe('JWS (detached payload: the RFC 8785 canonical JSON of the card without signatures), EdDSA, kid: the service DID key, jku: /.well-known/jwks.json'),
+});
+
+export const jwks = z.object({
+  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string(), kid: z.string(), use: z.literal('sig'), alg: z.literal('EdDSA') })),
 });
 
 /** The MCP endpoint answers protocol errors as JSON-RPC, and key errors as `{error, message, status}`. */

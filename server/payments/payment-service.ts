@@ -10,6 +10,7 @@ import type { GroupCommitOptions } from '../platform/group-commit.js';
 import type { SettlementEngine } from '../settlement/engine.js';
 import type { ReceiptSigner } from './receipts.js';
 import { SellerAcceptance } from './acceptance.js';
+import { BazaarCatalog } from './bazaar.js';
 import { Endpoints } from './endpoints.js';
 import { EndpointRegistration } from './endpoint-registration.js';
 import { PaymentRecords } from './records.js';
@@ -38,6 +39,8 @@ import { UptoScheme } from './schemes/upto/scheme.js';
 export class PaymentService {
   readonly acceptance: SellerAcceptance;
   readonly endpoints: Endpoints;
+  /** Resources cataloged from settled payments' bazaar declarations (bazaar.ts). */
+  readonly catalog: BazaarCatalog;
   readonly registration: EndpointRegistration;
   readonly records: PaymentRecords;
   readonly settlement: PaymentSettlement;
@@ -67,6 +70,7 @@ export class PaymentService {
   ) {
     this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings());
     this.endpoints = new Endpoints(conn, config.mode, changes, logs, config.SELLER_CACHE_TTL_MS);
+    this.catalog = new BazaarCatalog(conn);
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode);
     this.records = new PaymentRecords(conn, signer, logs, log, metrics, updateGrouping);
     this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, metrics);

@@ -125,7 +125,8 @@ const v1Header = () => b64({ x402Version: 1, scheme: 'exact', network: 'anvil', 
 const v2Header = () =>
   b64({
     x402Version: 2,
-    accepted: { scheme: 'exact', network: 'eip155:31337', amount: '10000', asset: LOCAL_TOKEN, payTo: PAY_TO, maxTimeoutSeconds: 60, extra: { name: 'USD Coin', version: '2' } },
+    // The FakeFacilitator cannot hold: its routes settle before the handler, and their 402 says upfront.
+    accepted: { scheme: 'exact', network: 'eip155:31337', amount: '10000', asset: LOCAL_TOKEN, payTo: PAY_TO, maxTimeoutSeconds: 60, extra: { name: 'USD Coin', version: '2', paymentFlow: 'upfront' } },
     payload: { signature, authorization: authorization() },
   });
 
