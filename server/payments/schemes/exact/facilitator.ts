@@ -21,6 +21,7 @@ const SPEC_REASONS: Record<string, string> = {
   network_mismatch: 'invalid_exact_evm_network_mismatch',
   asset_mismatch: 'invalid_payment_requirements',
   invalid_signature: 'invalid_exact_evm_signature',
+  factory_not_allowed: 'eip6492_factory_not_allowed',
   recipient_mismatch: 'invalid_exact_evm_recipient_mismatch',
   amount_mismatch: 'invalid_exact_evm_payload_authorization_value_mismatch',
   authorization_not_yet_valid: 'invalid_exact_evm_payload_authorization_valid_after',
