@@ -115,6 +115,8 @@ export interface PaymentDoc {
   eip2612Permit?: { value: string; deadline: string; v: number; r: string; s: string };
   permit2Authorization?: { from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string; witness: { to: string; facilitator: string; validAfter: string } };
   signature: string;
+  /** ERC-8021 builder-code attribution appended to the settlement transaction's calldata (builder-code.ts). */
+  dataSuffix?: string;
   status: PaymentStatus;
   txHash?: string;
   failureReason?: string;
@@ -151,6 +153,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   authorizationNonce: { type: String, required: true },
   authorization: { type: Schema.Types.Mixed, required: true },
   signature: { type: String, required: true },
+  dataSuffix: String,
   status: { type: String, required: true },
   txHash: String,
   failureReason: String,

@@ -23,6 +23,7 @@ import { requireChain } from '../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../facilitator-api.js';
 import { RESEND_MARGIN_SECONDS, type HoldablePayment, type PaymentScheme, type ReconcileRound, type Reconciled, type SupportedKind } from '../scheme.js';
 import { verifyPayment } from './verify.js';
+import { builderCodeSuffix, settlementBuilderCodes } from '../../../chain/builder-code.js';
 import { ExactFacilitator } from './facilitator.js';
 
 // The x402 `exact` scheme on EVM: the buyer signs an EIP-3009 transferWithAuthorization of USDC for the
@@ -102,6 +103,7 @@ export class ExactScheme implements PaymentScheme {
       resourceUrl: terms.resource, x402Version: decoded.version,
       authorizationKey: `${chain.chainId}:${chain.usdc.address}:${verified.payer}:${auth.nonce}`.toLowerCase(),
       authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: how.status, createdAt: new Date(),
+      ...this.dataSuffixOf(decoded),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
     return this.path.insertClaim(payment, terms.door, 'this authorization was already presented');
@@ -121,6 +123,13 @@ export class ExactScheme implements PaymentScheme {
       if (!claimed.ok) return { answer: claimed.refused };
       return this.path.settleClaimed(claimed.payment, terms);
     });
+  }
+
+  /** The ERC-8021 attribution the settlement carries (builder-code.ts), if any. */
+  private dataSuffixOf(decoded: DecodedPaymentHeader): { dataSuffix?: string } {
+    const extensions = decoded.version === 2 ? decoded.payload.extensions : undefined;
+    const suffix = builderCodeSuffix(settlementBuilderCodes(extensions, decoded.version, { walletCode: this.config.BUILDER_CODE, serviceCode: this.config.BUILDER_SERVICE_CODE }));
+    return suffix ? { dataSuffix: suffix } : {};
   }
 
   // --- settlement work (on the process holding a lane) -----------------------------------------
@@ -159,7 +168,7 @@ export class ExactScheme implements PaymentScheme {
       }
       signature = inner;
     }
-    return tools.transfer({ authorization: authorizationOf(payment), signature, paymentId: payment._id });
+    return tools.transfer({ authorization: authorizationOf(payment), signature, paymentId: payment._id, ...(payment.dataSuffix ? { dataSuffix: payment.dataSuffix as Hex } : {}) });
   }
 
   // --- the facilitator API ---------------------------------------------------------------------
