@@ -19,7 +19,22 @@ export interface Facilitator {
   capture?(holdId: string, usage?: CaptureUsage): Promise<RedeemResult>;
   /** Never throws for a hold that is gone or already released; a hold nobody releases expires by itself. */
   release?(holdId: string): Promise<void>;
+  /**
+   * Sign-In-With-X: whether the buyer's signed `SIGN-IN-WITH-X` header proves it paid for `resource` (and
+   * its nonce was never used). Without it, routes with signInWithX only ask for payment.
+   */
+  signIn?(request: SignInRequest): Promise<SignInResult>;
 }
+
+export interface SignInRequest {
+  /** The header exactly as the buyer sent it. */
+  readonly header: string;
+  readonly resource: string;
+}
+
+export type SignInResult =
+  | { readonly ok: true; readonly payer: string; readonly paymentId: string; readonly transaction: string }
+  | { readonly ok: false; readonly reason: string; readonly message: string };
 
 export interface CaptureUsage {
   readonly amountAtomic: bigint;

@@ -51,6 +51,11 @@ export interface RequestPayment {
    * handler. On an exact route it throws a TypeError.
    */
   charge(price: Price): void;
+  /**
+   * Sign-In-With-X: the buyer signed in with the wallet that paid for this resource before; nothing was
+   * charged now, and `paymentId`/`transaction` are those of that earlier payment.
+   */
+  readonly signedInWithX?: true;
 }
 
 export interface SettledPayment extends RequestPayment {

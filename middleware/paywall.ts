@@ -4,12 +4,13 @@ import { toV1Network } from './networks.js';
 import { parsePublicOrigin, resolveOrigin } from './request-origin.js';
 import { RouteTable } from './routes.js';
 import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
-import { PASS, reject, type PaywallOutcome, type PaywallRequest } from './paywall-types.js';
+import { PASS, reject, unavailable, type PaywallOutcome, type PaywallRequest } from './paywall-types.js';
 import { chargeFor, fixedCharge, pricedRoute, type PricedRoute, type RouteConfig } from './route-pricing.js';
 import { PaymentChallenges } from './payment-required.js';
 import type { SellerScheme } from './seller-scheme.js';
 import { ExactPayment } from './exact-payment.js';
 import { UptoPayment } from './upto-payment.js';
+import { SIWX_HEADER, signIn, withSignInChallenge } from './sign-in-with-x.js';
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
@@ -73,6 +74,7 @@ export class Paywall {
   private readonly challenges: PaymentChallenges;
   /** Each scheme's seller-side flow, by the scheme a route is sold by. */
   private readonly schemes: Readonly<Record<PricedRoute['scheme'], SellerScheme>>;
+  private readonly facilitator: Facilitator;
 
   constructor(options: PaywallOptions) {
     this.settings = parseSellerSettings(options.settings);
@@ -81,6 +83,7 @@ export class Paywall {
     this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)));
     const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now };
     this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps) };
+    this.facilitator = options.facilitator;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => [pattern, pricedRoute(pattern, config, options.facilitator)] as const),
     );
@@ -104,9 +107,20 @@ export class Paywall {
     // A fixed price and payee cost nothing per request; a function is asked for this one.
     const charge = fixedCharge(route, resource, this.settings.payTo) ?? await chargeFor(route, resource, request, canonical.path, this.settings.payTo);
 
+    const siwx = route.value.config.signInWithX;
+    if (siwx) {
+      // Signed in with the wallet that paid before: served as paid, nothing charged. Otherwise (no header,
+      // or not granted) the route asks for payment as usual.
+      const header = request.headers[SIWX_HEADER];
+      if (header) {
+        const signedIn = await signIn(this.facilitator, header, charge, this.settings.network).catch((error: unknown) => unavailable(error));
+        if (signedIn) return signedIn;
+      }
+    }
     const paymentHeader = request.headers['payment-signature'] ?? request.headers['x-payment'];
     if (paymentHeader === undefined || paymentHeader === '') {
-      return this.challenges.challengeFor(charge);
+      const challenge = this.challenges.challengeFor(charge);
+      return siwx ? withSignInChallenge(challenge, resource, this.settings.network, siwx === true ? {} : siwx) : challenge;
     }
     return this.schemes[route.value.scheme].pay(charge, paymentHeader);
   }

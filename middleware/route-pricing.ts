@@ -31,6 +31,14 @@ export interface UsagePrice {
 export const isUsagePrice = (price: unknown): price is UsagePrice => typeof price === 'object' && price !== null && 'upto' in price;
 export type PayToFunction = (request: PricingRequest) => string | Promise<string>;
 
+/** A route's Sign-In-With-X challenge (sign-in-with-x.ts). */
+export interface SignInWithXOptions {
+  /** Shown to the buyer in the message it signs. */
+  readonly statement?: string;
+  /** How long the challenge may be signed for (sets expirationTime); default 5 minutes, as the extension checks. */
+  readonly expirationSeconds?: number;
+}
+
 export interface RouteConfig {
   /**
    * Per call: "$0.01", "0.01", atomic units as a bigint, or a function of the request (a price by query
@@ -52,6 +60,11 @@ export interface RouteConfig {
   readonly mimeType?: string;
   readonly maxTimeoutSeconds?: number;
   readonly outputSchema?: Record<string, unknown>;
+  /**
+   * Sign-In-With-X: a buyer who paid for this resource reaches it again by signing in with the paying
+   * wallet (the 402 carries the extension's challenge; the official client's SIWX support answers it).
+   */
+  readonly signInWithX?: boolean | SignInWithXOptions;
 }
 
 /** A seller's route, priced once at start-up. */

@@ -65,6 +65,10 @@ export const held = z.object({
   expiresAt: isoTime.describe('Released by itself, not charged, if not captured by then'),
 });
 export const holdReleased = z.object({ holdId: z.string(), released: z.literal(true) });
+export const signedIn = z.union([
+  z.object({ granted: z.literal(true), payer: z.string(), paymentId: z.string().describe('The earlier payment that bought the access'), transaction: z.string() }),
+  z.object({ granted: z.literal(false), reason: z.string().describe('invalid_siwx_* as the extension names them, or siwx_not_paid'), message: z.string() }),
+]);
 
 export const supported = z.object({
   kinds: z.array(z.object({

@@ -167,3 +167,5 @@ export const paymentSchema = new Schema<PaymentDoc>({
 }, { versionKey: false, minimize: false });
 paymentSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 paymentSchema.index({ status: 1, createdAt: 1 });
+// Sign-In-With-X: a payer's settled payments for a resource (records.ts latestSettled).
+paymentSchema.index({ orgId: 1, payerAddress: 1, resourceUrl: 1, createdAt: -1 });

@@ -1,4 +1,5 @@
 import type { Connection } from 'mongoose';
+import { SignInWithX } from './sign-in-with-x.js';
 import type { ChainService } from '../chain/chain-service.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { Config } from '../platform/config.js';
@@ -48,6 +49,7 @@ export class PaymentService {
   readonly exact: ExactScheme;
   readonly upto: UptoScheme;
   readonly redemption: Redemption;
+  readonly signInWithX: SignInWithX;
 
   constructor(
     conn: Connection,
@@ -81,5 +83,6 @@ export class PaymentService {
     this.schemes.register(this.exact);
     this.schemes.register(this.upto);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
+    this.signInWithX = new SignInWithX(conn, chain, this.records);
   }
 }

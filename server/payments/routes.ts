@@ -17,6 +17,7 @@ import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
 import type { PaymentRecords } from './records.js';
 import type { Redemption } from './redemption.js';
+import type { SignInWithX } from './sign-in-with-x.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
@@ -61,6 +62,11 @@ export const redeemBody = z.object({
   amount: z.string().min(1).max(32),
   payTo: address.optional(),
 }).strict();
+/** Sign-In-With-X: the buyer's header as sent, and the resource the middleware protects. */
+export const signInBody = z.object({
+  header: z.string().min(1).max(16_384),
+  resource: z.string().url().max(2048),
+}).strict();
 export const holdBody = redeemBody.extend({ holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
 /** upto holds: what the request used, in USDC ("0.0123"), at most the permit's maximum; absent means 0. */
 export const captureBody = z.object({ amount: z.string().min(1).max(32).optional() }).strict();
@@ -79,6 +85,7 @@ export interface PaymentRouteServices {
   redemption: Redemption;
   holds: HoldService;
   records: PaymentRecords;
+  signInWithX: SignInWithX;
   /** skipUrlCheck is for dev mode only. */
   devMode: boolean;
 }
@@ -160,6 +167,13 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
     const outcome = await redemption.redeem(orgOf(ctx), body);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+
+  // Sign-In-With-X: a buyer who paid for the resource reaches it again by signing in with the paying wallet.
+  // A refusal is an answer (200, granted false), not an error: the middleware then asks for payment.
+  router.post('/sign-in-with-x', seller, async (ctx) => {
+    const body = parseInput(signInBody, ctx.request.body, 'body');
+    ctx.body = await services.signInWithX.signIn(orgOf(ctx), body);
   });
 
   // Settle after the handler: hold (verify and claim), then capture (settle) or release (nothing charged).
