@@ -80,6 +80,11 @@ test('our suffix encoding is what the official parser reads', () => {
   expect(builderCodeSuffix({})).toBeUndefined();
 });
 
+test('GET /supported lists the builder-code extension', async () => {
+  const supported = await (await fetch(`${server.url}/v0/x402/supported`)).json() as { extensions: string[] };
+  expect(supported.extensions).toContain('builder-code');
+});
+
 test('the settlement transaction carries the seller\'s app code, the buyer\'s service code and our wallet code', async () => {
   const tx = await pay('buyer_one');
   expect(await attributionOf(tx)).toEqual({ a: 'shop_app', w: 'agentgate_w', s: ['buyer_one'] });

@@ -44,7 +44,8 @@ export class ExactScheme implements PaymentScheme {
   readonly name = 'exact';
   readonly pricedByUsage = false;
   readonly paidInV1 = true;
-  readonly extensions = [];
+  /** builder-code: the settlement carries the payment's ERC-8021 attribution (builder-code.ts). */
+  readonly extensions = ['builder-code'];
   /** The chain reads of payments verified at the same time, in one Multicall3 call. */
   private readonly payerReads: PayerReads | undefined;
   private readonly facilitator: ExactFacilitator;
