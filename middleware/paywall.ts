@@ -10,7 +10,7 @@ import { PaymentChallenges } from './payment-required.js';
 import type { SellerScheme } from './seller-scheme.js';
 import { ExactPayment } from './exact-payment.js';
 import { UptoPayment } from './upto-payment.js';
-import { SIWX_HEADER, signIn, withSignInChallenge } from './sign-in-with-x.js';
+import { SIWX_HEADER, builderCodeDeclaration, signIn, withExtensions, withSignInChallenge } from './sign-in-with-x.js';
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
@@ -119,7 +119,8 @@ export class Paywall {
     }
     const paymentHeader = request.headers['payment-signature'] ?? request.headers['x-payment'];
     if (paymentHeader === undefined || paymentHeader === '') {
-      const challenge = this.challenges.challengeFor(charge);
+      let challenge = this.challenges.challengeFor(charge);
+      if (route.value.config.builderCode) challenge = withExtensions(challenge, builderCodeDeclaration(route.value.config.builderCode));
       return siwx ? withSignInChallenge(challenge, resource, this.settings.network, siwx === true ? {} : siwx) : challenge;
     }
     return this.schemes[route.value.scheme].pay(charge, paymentHeader);

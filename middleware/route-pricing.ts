@@ -65,6 +65,11 @@ export interface RouteConfig {
    * wallet (the 402 carries the extension's challenge; the official client's SIWX support answers it).
    */
   readonly signInWithX?: boolean | SignInWithXOptions;
+  /**
+   * ERC-8021 builder code of your app (1-32 of a-z 0-9 _): declared in the 402, echoed by the buyer's
+   * client, appended to the settlement transaction by the facilitator.
+   */
+  readonly builderCode?: string;
 }
 
 /** A seller's route, priced once at start-up. */
@@ -97,6 +102,9 @@ export interface Charge {
 /** A route's configuration checked and priced once; a bad price fails at start-up, not on a request. */
 export function pricedRoute(pattern: string, config: RouteConfig, facilitator: Facilitator): PricedRoute {
   const usage = isUsagePrice(config.price) ? usageOf(pattern, config, facilitator) : undefined;
+  if (config.builderCode !== undefined && !/^[a-z0-9_]{1,32}$/.test(config.builderCode)) {
+    throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
+  }
   return {
     scheme: usage ? 'upto' : 'exact',
     fixedAmount: usage ? usage.max : typeof config.price === 'function' ? undefined : parsePrice(config.price as Price),

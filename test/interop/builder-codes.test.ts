@@ -21,12 +21,14 @@ import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { builderCodeSuffix } from '../../server/chain/builder-code.js';
 import { fundedBuyer, testChain } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { setUpSeller } from './seller.js';
+import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
+import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 
 const NETWORK = 'eip155:84532';
 
 let server: TestServer;
 let shop: { url: string; http: Server };
+let ours: RunningApp;
 
 beforeAll(async () => {
   // One transaction in flight per relayer: what arrives meanwhile waits and is batched.
@@ -51,9 +53,17 @@ beforeAll(async () => {
   http.listen(0, '127.0.0.1');
   await once(http, 'listening');
   shop = { http, url: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };
+
+  // Our middleware, declaring the seller's app code in its 402.
+  const mine = express();
+  mine.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.01', builderCode: 'our_shop' } } }));
+  mine.get('/weather', (_req, res) => { res.json({ city: 'Oslo' }); });
+  ours = await serve(mine);
+  expect(await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true })).toMatchObject({ status: 201 });
 }, 60_000);
 
 afterAll(async () => {
+  await ours?.close();
   shop?.http.closeAllConnections();
   shop?.http.close();
   await server?.close();
@@ -66,8 +76,8 @@ const payingFetch = (buyer: PrivateKeyAccount, serviceCode?: string) => {
   return wrapFetchWithPayment(fetch, client);
 };
 
-async function pay(serviceCode?: string): Promise<Hex> {
-  const response = await payingFetch(await fundedBuyer('1'), serviceCode)(`${shop.url}/weather`);
+async function pay(serviceCode?: string, url = () => `${shop.url}/weather`): Promise<Hex> {
+  const response = await payingFetch(await fundedBuyer('1'), serviceCode)(url());
   expect(response.status).toBe(200);
   return decodePaymentResponseHeader(response.headers.get('PAYMENT-RESPONSE')!).transaction as Hex;
 }
@@ -90,6 +100,11 @@ test('the settlement transaction carries the seller\'s app code, the buyer\'s se
   expect(await attributionOf(tx)).toEqual({ a: 'shop_app', w: 'agentgate_w', s: ['buyer_one'] });
   const receipt = await testChain().publicClient.getTransactionReceipt({ hash: tx });
   expect(receipt.status).toBe('success');
+});
+
+test('our middleware declares the seller\'s app code: the official client echoes it into the settlement', async () => {
+  const tx = await pay('buyer_one', () => `${ours.url}/weather`);
+  expect(await attributionOf(tx)).toEqual({ a: 'our_shop', w: 'agentgate_w', s: ['buyer_one'] });
 });
 
 test('payments waiting together are batched by code: each transaction carries the codes of every payment in it', async () => {
