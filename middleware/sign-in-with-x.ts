@@ -69,7 +69,11 @@ export function builderCodeDeclaration(appCode: string) {
       info: { a: appCode },
       schema: {
         $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', additionalProperties: false,
-        properties: Object.fromEntries(['a', 'w'].map((k) => [k, { type: 'string', pattern: '^[a-z0-9_]{1,32}$' }]).concat([['s', { type: 'array', maxItems: 11, items: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' } }]])),
+        properties: {
+          a: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' },
+          w: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' },
+          s: { type: 'array', maxItems: 11, items: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' } },
+        },
       },
     },
   };
