@@ -130,6 +130,10 @@ export class HoldService {
       // Captured by a concurrent call: answer what it did (or does, once known).
       return this.outcomeOf((await this.payments.records.record(payment._id)) ?? payment);
     }
+    if (scheme.captureHold) {
+      const answer = await scheme.captureHold(payment, charge);
+      return answer.ok ? this.payments.redemption.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+    }
     let settling = payment;
     if (charge !== undefined) {
       settling = { ...payment, status: 'verified', amountUsdcRaw: charge.toString() };
@@ -222,7 +226,9 @@ export class HoldService {
 
   /** The claim goes: the same signed payment may be presented again. */
   private async drop(payment: PaymentDoc, why: 'released' | 'expired'): Promise<void> {
-    await this.payments.records.payments.deleteOne({ _id: payment._id, status: 'held' });
+    const scheme = this.payments.schemes.of(payment);
+    if (scheme.releaseHold) await scheme.releaseHold(payment, why);
+    else await this.payments.records.payments.deleteOne({ _id: payment._id, status: 'held' });
     this.logs.recordSoon({
       orgId: payment.orgId, action: 'payments.hold_released', category: 'payments',
       description: `Payment of ${payment.payerAddress} for ${payment.resourceUrl} not charged: hold ${why}`, targetType: 'payment', targetId: payment._id,
