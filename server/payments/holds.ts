@@ -238,6 +238,7 @@ export class HoldService {
 
   /** A capture asked of a hold already decided: what it came to (or, while settling, its result when known). */
   private async outcomeOf(payment: PaymentDoc): Promise<RedeemOutcome> {
+    if (payment.status === 'voided') throw new AppError(409, 'hold_released', 'This hold was released and its authorization voided: nothing was charged');
     if (payment.status === 'settled') return this.payments.redemption.redeemed(settledResultOf(payment), payment.x402Version);
     if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
     // Being settled by the capture that won (still `held` or `verified`): wait for its outcome, within the settlement timeout.
