@@ -23,6 +23,11 @@ import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/chain/aut
 import { fundedBuyer, sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller } from './seller.js';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { verifyWebhook } from '../../middleware/webhook.js';
+import { verifyReceipt } from '../../middleware/receipt.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 250_000n; // $0.25
@@ -95,12 +100,12 @@ function app(framework: Framework, route: RouteConfig, outcome: () => Outcome) {
 const officialFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new AuthCaptureEvmScheme(buyer))
   .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
 
-async function withSeller(framework: Framework, outcome: () => Outcome, run: (url: string) => Promise<void>) {
+async function withSeller(framework: Framework, outcome: () => Outcome, run: (url: string, webhookSecret?: string) => Promise<void>, webhookUrl?: string) {
   const running = await serve(app(framework, { price: '$0.25', scheme: 'auth-capture', description: 'Quarterly report' }, outcome) as never);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, priceUsdc: '0.25', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, priceUsdc: '0.25', skipUrlCheck: true, ...(webhookUrl ? { webhookUrl } : {}) } });
   expect(registered.status).toBe(201);
   try {
-    await run(running.url);
+    await run(running.url, registered.body.webhookSecret);
   } finally {
     await running.close();
   }
@@ -115,7 +120,7 @@ describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s: a route offer
   it('offers the escrow in its 402; a handler that succeeds is captured once, and a refund returns the money on chain', async () => {
     await withSeller(framework, () => 'ok', async (url) => {
       const unpaid = await fetch(`${url}/report`);
-      expect(unpaid.status).toBe(402);
+      expect([unpaid.status, unpaid.status === 402 ? '' : await unpaid.text()]).toEqual([402, '']);
       const required = decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!);
       expect(required.accepts).toEqual([expect.objectContaining({
         scheme: 'auth-capture', network: NETWORK, amount: String(PRICE), payTo: seller.payTo,
@@ -179,5 +184,52 @@ describe('route tables that cannot sell with auth-capture', () => {
     expect(() => expressPayments(options({ price: '$1', scheme: 'auth-capture', settle: 'before-handler' }))).toThrow(/captured after the handler/);
     expect(() => expressPayments(options({ price: { upto: '$1' }, scheme: 'auth-capture' }))).toThrow(/has a price, not \{ upto \}/);
     expect(() => expressPayments(options({ price: '$1', scheme: 'auth-capture', refundSeconds: 5 }))).toThrow(/refundSeconds must be/);
+  });
+});
+
+describe('payment.refunded and payment.voided webhooks (Express)', () => {
+  it('are delivered signed like payment.received; a refund carries its own signed receipt', async () => {
+    const received: Array<{ raw: string; signature: string | undefined; body: any }> = [];
+    const hooks = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (chunk) => { raw += chunk; });
+      req.on('end', () => { received.push({ raw, signature: req.headers['x-service-signature'] as string | undefined, body: JSON.parse(raw) }); res.end('ok'); });
+    });
+    hooks.listen(0, '127.0.0.1');
+    await once(hooks, 'listening');
+    const hookUrl = `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/hook`;
+    const waitFor = async (event: string, paymentId: string) => {
+      const deadline = Date.now() + 20_000;
+      while (Date.now() < deadline) {
+        const hit = received.find((h) => h.body.event === event && h.body.paymentId === paymentId);
+        if (hit) return hit;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`no ${event} for ${paymentId}`);
+    };
+    try {
+      let next: Outcome = 'ok';
+      await withSeller('Express', () => next, async (url, secret) => {
+        const buyer = await fundedBuyer('1');
+        const paid = await officialFetch(buyer)(`${url}/report`);
+        const { paymentId } = await paid.json() as { paymentId: string };
+        await server.request('POST', `/v0/payments/${paymentId}/refund`, { key: seller.platformKey, body: { amount: '0.1', reason: 'partial' } });
+        const refunded = await waitFor('payment.refunded', paymentId);
+        expect(verifyWebhook(refunded.raw, refunded.signature, secret!)).toBe(true);
+        expect(refunded.body).toMatchObject({ event: 'payment.refunded', paymentId, amountUsdcRaw: '100000', reason: 'partial', body: { kind: 'refund', refundedUsdcRaw: '100000' } });
+        expect(await verifyReceipt(refunded.body, (await server.request('GET', '/.well-known/did.json')).body)).toEqual({ ok: true });
+
+        next = 'fail';
+        const other = await fundedBuyer('1');
+        expect((await officialFetch(other)(`${url}/report`)).status).toBe(503);
+        const voidedId = (await recordOf(other.address)).id;
+        const voided = await waitFor('payment.voided', voidedId);
+        expect(verifyWebhook(voided.raw, voided.signature, secret!)).toBe(true);
+        expect(voided.body).toMatchObject({ event: 'payment.voided', paymentId: voidedId, amountUsdcRaw: String(PRICE), payerAddress: other.address });
+      }, hookUrl);
+    } finally {
+      hooks.closeAllConnections();
+      await new Promise((r) => hooks.close(r));
+    }
   });
 });
