@@ -3,6 +3,11 @@
 // spec's order and /settle authorizes into the escrow (money held, not yet the seller's). The seller then
 // captures (through its hold) and refunds: each decided once, on the real chain and database. Refunds:
 // partial and full, never more than captured, 5 concurrent calls refunding once, idempotent by key.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { AuthCaptureEvmScheme } from '@x402/evm/auth-capture/client';
 import { parseUnits, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
@@ -17,7 +22,7 @@ const NETWORK = 'eip155:84532';
 const PRICE = 1_000_000n; // $1
 
 let server: TestServer;
-let seller: { platformKey: string; sellerKey: string; payTo: Address };
+let seller: { platformKey: string; sellerKey: string; payTo: Address; identityKey: string };
 let operator: Address;
 
 beforeAll(async () => {
@@ -26,7 +31,7 @@ beforeAll(async () => {
   const payTo = privateKeyToAccount(generatePrivateKey()).address;
   expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
   const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
-  seller = { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo };
+  seller = { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo, identityKey: agent.identity.rawKey };
   const kind = (await server.request('GET', '/v0/x402/supported')).body.kinds.find((k: any) => k.scheme === 'auth-capture');
   operator = kind.extra.captureAuthorizer;
   // The operator funds refunds (OperatorRefundCollector pulls from it).
@@ -243,5 +248,40 @@ describe('capture, void and refunds of a facilitator-settled payment', () => {
     expect([bad.status, bad.body.error]).toEqual([400, 'validation_error']);
     const noReason = await server.request('POST', `/v0/payments/${id}/refund`, { key: seller.platformKey, body: {} });
     expect([noReason.status, noReason.body.error]).toEqual([400, 'validation_error']);
+  });
+});
+
+describe('refunding from the CLI and over MCP', () => {
+  it('`agentgate payments refund` refunds once, however often the same command line runs', async () => {
+    const { buyer, id } = await captured();
+    const before = await usdcBalance(buyer.address);
+    const cli = (args: string[]) => promisify(execFile)('node', [join(process.cwd(), 'bin', 'agentgate.js'), ...args], { env: { ...process.env, AGENTGATE_CREDENTIALS: '/nonexistent/none.json' }, timeout: 60_000 })
+      .then(({ stdout }) => ({ code: 0, stdout }), (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }));
+    const args = ['payments', 'refund', id, '--amount', '0.25', '--reason', 'damaged', '--idempotency-key', 'cli-1', '--key', seller.platformKey, '--url', server.url];
+    const first = await cli(args);
+    expect(first).toMatchObject({ code: 0, stdout: expect.stringContaining(`refunded 0.25 USDC of ${id}`) });
+    expect((await cli(args)).code).toBe(0);
+    expect(await usdcBalance(buyer.address)).toBe(before + 250_000n);
+    const noReason = await cli(['payments', 'refund', id, '--key', seller.platformKey, '--url', server.url]);
+    expect([noReason.code, noReason.stdout]).toEqual([2, expect.stringContaining('--reason is required')]);
+    const tooMuch = await cli(['payments', 'refund', id, '--amount', '5', '--reason', 'x', '--key', seller.platformKey, '--url', server.url]);
+    expect([tooMuch.code, tooMuch.stdout]).toEqual([1, expect.stringContaining('refund_exceeds_captured')]);
+  }, 90_000);
+
+  it('the payments_refund MCP tool refunds the org\'s payment, idempotently', async () => {
+    const { buyer, id } = await captured();
+    const before = await usdcBalance(buyer.address);
+    const mcp = new Client({ name: 'refund-test', version: '1.0.0' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${seller.identityKey}` } } }));
+    try {
+      const call = () => mcp.callTool({ name: 'payments_refund', arguments: { id, amount: '0.5', reason: 'agent refund', idempotencyKey: 'mcp-1' } });
+      const first = JSON.parse((((await call()).content) as Array<{ text: string }>)[0]!.text);
+      expect(first).toMatchObject({ paymentId: id, status: 'refunded', amountUsdcRaw: '500000', receipt: expect.anything() });
+      const again = JSON.parse((((await call()).content) as Array<{ text: string }>)[0]!.text);
+      expect(again.id).toBe(first.id);
+      expect(await usdcBalance(buyer.address)).toBe(before + 500_000n);
+    } finally {
+      await mcp.close();
+    }
   });
 });
