@@ -70,7 +70,14 @@ export const holdReleased = z.object({ holdId: z.string(), released: z.literal(t
 export const supported = z.object({
   kinds: z.array(z.object({
     x402Version: z.number().int(), scheme: z.string(), network: z.string(),
-    extra: z.object({ facilitatorAddress: z.string().describe('upto: the account that settles, which the buyer names in its permit\'s witness') }).optional(),
+    extra: z.union([
+      z.object({ facilitatorAddress: z.string().describe('upto: the account that settles, which the buyer names in its permit\'s witness') }),
+      z.object({
+        captureAuthorizer: z.string().describe('auth-capture: the operator (one of our relayers) a seller copies into its offer'),
+        authCaptureEscrow: z.string(), minFeeBps: z.literal(0), maxFeeBps: z.literal(0),
+        operators: z.array(z.never()).describe('No contract operators admitted: only the delegated operator'),
+      }),
+    ]).optional(),
   })),
   extensions: z.array(z.string()),
   signers: z.record(z.string(), z.array(z.string())),
