@@ -113,3 +113,34 @@ it('an operation whose escrow state is not what it expected is failed without se
   expect(await ops().findById(`${id}:refund:0`).lean()).toMatchObject({ status: 'failed', failureReason: 'unexpected_payment_state' });
   expect(await usdcBalance(buyer.address)).toBe(before);
 });
+
+it('one capture run twice at once (a resend while the first is in flight) captures once', async () => {
+  const { id } = await authorized();
+  const sellerBefore = await usdcBalance(seller.payTo);
+  const payment = (await payments().findById(id).lean())!;
+  const operations = server.app.payments.authCapture.operations;
+  const [a, b] = await Promise.all([operations.capture(payment, PRICE), operations.capture(payment, PRICE)]);
+  expect([a, b].filter((o) => o.ok)).not.toHaveLength(0);
+  // Whichever answered pending, the operation ends done once.
+  const deadline = Date.now() + 20_000;
+  while ((await ops().findById(`${id}:capture`).lean())?.status !== 'done' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  expect(await ops().findById(`${id}:capture`).lean()).toMatchObject({ status: 'done' });
+  expect(await usdcBalance(seller.payTo)).toBe(sellerBefore + PRICE);
+  expect(await stateOf(id)).toMatchObject({ capturable: 0n, refundable: PRICE });
+});
+
+it('one refund run twice at once (the escrow would accept both) refunds once', async () => {
+  const { buyer, id } = await authorized();
+  await server.request('POST', `/v0/payments/holds/${id}/capture`, { key: seller.sellerKey, body: {} });
+  const payment = (await server.app.payments.records.record(id))!;
+  const before = await usdcBalance(buyer.address);
+  const op = { _id: `${id}:refund:0`, paymentId: id, orgId: payment.orgId, kind: 'refund' as const, seq: 0, amountRaw: '300000', before: { capturable: '0', refundable: String(PRICE) }, status: 'pending' as const, reason: 'twice', createdAt: new Date() };
+  await ops().create(op);
+  const operations = server.app.payments.authCapture.operations;
+  await Promise.all([operations.run(payment, op), operations.run(payment, op), operations.run(payment, op)]);
+  const deadline = Date.now() + 20_000;
+  while ((await ops().findById(op._id).lean())?.status !== 'done' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  expect(await ops().findById(op._id).lean()).toMatchObject({ status: 'done' });
+  expect(await usdcBalance(buyer.address)).toBe(before + 300_000n);
+  expect(await stateOf(id)).toMatchObject({ refundable: PRICE - 300_000n });
+});

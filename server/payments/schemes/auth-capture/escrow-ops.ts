@@ -1,5 +1,5 @@
 import { Schema, type Connection, type Model } from 'mongoose';
-import { getAddress, isAddressEqual, maxUint256, type Address, type Hex } from 'viem';
+import { maxUint256, type Address, type Hex } from 'viem';
 import { canonicalJson } from '../../../../middleware/canonical-json.js';
 import { formatUsdc } from '../../../../middleware/price.js';
 import {
@@ -106,6 +106,8 @@ export interface EscrowEvent { event: 'payment.refunded' | 'payment.voided'; eve
 const ESCROW_GAS = 400_000n;
 /** How long a pending operation is left to its sender before the sweep gives it to a lane again. */
 const STALE_MS = 20_000;
+/** A transaction the node no longer knows this long after its operation was decided was dropped. */
+const DROPPED_AFTER_MS = 10 * 60_000;
 
 const amountAfter = (kind: EscrowOpKind, before: EscrowState, amount: bigint): { capturable: bigint; refundable: bigint } => {
   if (kind === 'capture') return { capturable: before.capturable - amount, refundable: before.refundable + amount };
@@ -117,6 +119,8 @@ const stateOf = (doc: EscrowOpDoc['before']) => ({ capturable: BigInt(doc.captur
 
 export class EscrowOperations {
   readonly ops: Model<EscrowOpDoc>;
+  /** Operations this process is sending now (it holds their lane). */
+  private readonly inFlight = new Set<string>();
   /** Called once an operation is done (webhooks plug in here); idempotent per event id. */
   readonly onEvent: Array<(event: EscrowEvent) => Promise<void>> = [];
 
@@ -245,6 +249,18 @@ export class EscrowOperations {
 
   /** The executor (registered on the engine under OP_WORK_KIND): runs on the process holding the operator's lane. */
   readonly execute = async (work: SettlementWork, tools: SendTools): Promise<WorkOutcome> => {
+    const { op } = work.data as OpWork;
+    // One run of an operation at a time in this process (the lane's holder): a resend meanwhile waits.
+    if (this.inFlight.has(op._id)) return { done: { ok: false, reason: 'operation_pending', message: `the ${op.kind} is being sent`, op, pending: true } satisfies OpOutcome };
+    this.inFlight.add(op._id);
+    try {
+      return await this.executeOnce(work, tools);
+    } finally {
+      this.inFlight.delete(op._id);
+    }
+  };
+
+  private async executeOnce(work: SettlementWork, tools: SendTools): Promise<WorkOutcome> {
     const { op, info: stored, hash } = work.data as OpWork;
     const current = await this.ops.findById(op._id).lean();
     if (!current) return { done: { ok: false, reason: 'operation_unknown', message: `no operation ${op._id}` } satisfies OpOutcome };
@@ -263,6 +279,18 @@ export class EscrowOperations {
     }
     if (!same(state, before)) {
       return { done: await this.finish(current, { ok: false, reason: 'unexpected_payment_state', message: `the escrow holds capturable ${state.capturable} / refundable ${state.refundable}; the ${op.kind} expected ${before.capturable} / ${before.refundable}: nothing was sent` }) };
+    }
+    if (current.txHash) {
+      // Sent by an earlier run whose outcome was not recorded, and not mined yet: that transaction is
+      // followed, never sent again while the node still knows it (the escrow would accept both).
+      const hash = current.txHash as Hex;
+      const receipt = await chain.publicClient.getTransactionReceipt({ hash }).catch(() => undefined);
+      if (receipt?.status === 'reverted') return { done: await this.finish(current, { ok: false, reason: 'transaction_reverted', message: `the ${op.kind} transaction ${hash} reverted`, txHash: hash }) };
+      const known = receipt ?? await chain.publicClient.getTransaction({ hash }).catch(() => undefined);
+      if (known || Date.now() - new Date(current.createdAt).getTime() < DROPPED_AFTER_MS) {
+        return { done: { ok: false, reason: 'operation_pending', message: `the ${op.kind} transaction ${hash} is not confirmed yet; it goes on`, op: current, pending: true } satisfies OpOutcome };
+      }
+      // Unknown to the node long after it was sent: it was dropped, and the escrow shows nothing moved.
     }
     if (op.kind === 'refund') {
       const funded = await this.ensureRefundFunding(chain, tools, info.operator, amount);
@@ -283,7 +311,7 @@ export class EscrowOperations {
     if (fate.kind === 'mined') return { done: await this.finish(current, { ok: false, reason: 'transaction_reverted', message: `the ${op.kind} transaction ${fate.receipt.transactionHash} reverted`, txHash: fate.receipt.transactionHash }) };
     // Replaced or not confirmed: left pending; the sweep asks the chain (the state check) and finishes it.
     return { done: { ok: false, reason: 'operation_pending', message: `the ${op.kind} transaction ${sent.hash} is not confirmed yet; it goes on`, op: current, pending: true } satisfies OpOutcome };
-  };
+  }
 
   /** Refunds are pulled from the operator by OperatorRefundCollector: its balance and its approval. */
   private async ensureRefundFunding(chain: ChainService, tools: SendTools, operator: Address, amount: bigint): Promise<{ ok: false; reason: string; message: string } | undefined> {
@@ -402,5 +430,3 @@ function encodeApprove(): Hex {
   // approve(OperatorRefundCollector, max): once per operator account.
   return `0x095ea7b3${OPERATOR_REFUND_COLLECTOR_ADDRESS.slice(2).toLowerCase().padStart(64, '0')}${maxUint256.toString(16).padStart(64, '0')}` as Hex;
 }
-
-export const isOperator = (payment: PaymentDoc, address: string) => isAddressEqual(getAddress(payment.escrow!.paymentInfo.operator), address as Address);
