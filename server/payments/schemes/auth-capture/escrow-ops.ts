@@ -153,7 +153,11 @@ export class EscrowOperations {
     let op: EscrowOpDoc | null = await this.ops.findById(id).lean();
     if (!op) {
       const state = await escrowState(this.chain().publicClient, payment.escrow!.hash as Hex);
-      if (kind === 'void' && state.capturable === 0n) return { ok: false, reason: 'nothing_to_void', message: 'nothing of this payment is held in escrow any more' };
+      if (kind === 'void' && state.capturable === 0n) {
+        // Nothing held and nothing captured: the payer reclaimed it (after the capture deadline).
+        if (state.refundable === 0n) await this.records.payments.updateOne({ _id: payment._id, status: 'held' }, { $set: { status: 'voided', failureReason: 'reclaimed_by_payer' }, $unset: { holdExpiresAt: 1 } });
+        return { ok: false, reason: 'nothing_to_void', message: 'nothing of this payment is held in escrow any more' };
+      }
       const doc: EscrowOpDoc = {
         _id: id, paymentId: payment._id, orgId: payment.orgId, kind, amountRaw: (kind === 'void' ? state.capturable : amount).toString(),
         before: { capturable: state.capturable.toString(), refundable: state.refundable.toString() }, status: 'pending', createdAt: new Date(),
@@ -344,6 +348,8 @@ export class EscrowOperations {
       await retryWhileDatabaseAway(() => this.ops.updateOne({ _id: op._id, status: 'pending' }, { $set: { status: 'failed', failureReason: result.reason, doneAt: failed.doneAt, ...(result.txHash ? { txHash: result.txHash } : {}) } }), this.log, 'recording a failed escrow operation');
       this.log.warn({ paymentId: op.paymentId, operation: op.kind, reason: result.reason }, result.message);
       if (op.kind === 'capture' && payment) await this.records.payments.updateOne({ _id: payment._id, status: 'held' }, { $set: { status: 'failed', failureReason: result.reason } });
+      // The payer took it back itself (reclaim, after the capture deadline): nothing is held, as after a void.
+      if (op.kind === 'void' && result.reason === 'reclaimed_by_payer' && payment) await this.records.payments.updateOne({ _id: payment._id, status: 'held' }, { $set: { status: 'voided', failureReason: result.reason }, $unset: { holdExpiresAt: 1 } });
       return { ok: false, reason: result.reason, message: result.message, op: failed };
     }
     const doneAt = new Date();

@@ -273,7 +273,7 @@ export class AuthCaptureScheme implements PaymentScheme {
   /** A release (the handler failed, or the hold expired): the authorization is voided, the buyer made whole. */
   async releaseHold(payment: PaymentDoc): Promise<void> {
     const outcome = await this.operations.void(payment);
-    if (!outcome.ok && !outcome.pending && outcome.reason !== 'nothing_to_void') throw new AppError(502, outcome.reason, outcome.message);
+    if (!outcome.ok && !outcome.pending && outcome.reason !== 'nothing_to_void' && outcome.reason !== 'reclaimed_by_payer') throw new AppError(502, outcome.reason, outcome.message);
   }
 
   // --- reconciliation --------------------------------------------------------------------------
