@@ -2,7 +2,10 @@ import type { McpServer, RegisteredTool, ToolCallback } from '@modelcontextproto
 import type { ZodRawShapeCompat } from '@modelcontextprotocol/sdk/server/zod-compat.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import {
+  buildAuthCaptureRequirementV2,
   buildRequirementV2,
+  DEFAULT_CAPTURE_SECONDS,
+  DEFAULT_REFUND_SECONDS,
   buildUptoRequirementV2,
   createBackendClient,
   encodeBase64Json,
@@ -63,6 +66,14 @@ export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
   price: Price | UsagePrice;
   /** Default `after-handler`: only a successful tool result is charged. */
   settle?: SettleMode;
+  /**
+   * `'auth-capture'`: the buyer's payment is authorized into escrow before the tool runs, captured when it
+   * succeeds and voided when it fails, and can be refunded later (POST /v0/payments/{id}/refund).
+   */
+  scheme?: 'exact' | 'auth-capture';
+  /** auth-capture: the capture window (default 600 s) and the refund window (default 7 days), in seconds. */
+  captureSeconds?: number;
+  refundSeconds?: number;
   title?: string;
   description?: string;
   inputSchema?: Args;
@@ -86,6 +97,8 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       const usage = isUsagePrice(config.price) ? { max: parseCharge(config.price.upto), unreported: config.price.unreported === undefined ? 0n : parseCharge(config.price.unreported) } : undefined;
       if (usage && (usage.max <= 0n || usage.unreported > usage.max)) throw new RangeError(`tool ${name}: an upto price must allow more than 0 and its unreported charge must be within it`);
       if (usage && (config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an upto price is settled after the tool, by a facilitator that holds payments`);
+      const escrow = config.scheme === 'auth-capture';
+      if (escrow && (usage || config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an auth-capture tool has a price (not { upto }) and is captured after the tool, by a facilitator that holds payments`);
       const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
       const resource = mcpToolResource(name);
       const run = handler as (...params: unknown[]) => CallToolResult | Promise<CallToolResult>;
@@ -99,8 +112,11 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         } catch {
           return failure('facilitator_unavailable', 'payment settings could not be loaded from the payment backend');
         }
-        const requirement = usage ? buildUptoRequirementV2(settings, { amountAtomic, resource, description: config.description })
-          : buildRequirementV2(settings, { amountAtomic, resource, description: config.description, paymentFlow: paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release)) });
+        const offer = { amountAtomic, resource, description: config.description };
+        const requirement = escrow
+          ? buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })
+          : usage ? buildUptoRequirementV2(settings, offer)
+            : buildRequirementV2(settings, { ...offer, paymentFlow: paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release)) });
         const required = (error: string, extraFields: Record<string, unknown> = {}) =>
           paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [requirement as PaymentRequirementsV2] }, extraFields);
 

@@ -1,5 +1,6 @@
 import type { PaymentRequirementsV1 } from './protocol/v1.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
+import type { AuthCaptureRequirements } from './protocol/auth-capture-evm.js';
 import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
 
 /**
@@ -57,7 +58,7 @@ export interface RedeemRequest {
   readonly resource: string;
   readonly amountAtomic: bigint;
   /** The requirement the buyer was asked to satisfy, in the payload's protocol version. */
-  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2;
+  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | AuthCaptureRequirements;
 }
 
 export interface PaymentResponse {

@@ -33,8 +33,9 @@ export type { SellerSettings } from './seller-settings.js';
 
 export { DEFAULT_PAYMENT_FLOW, PAYMENT_FLOWS, paymentFlowOf, readPaymentFlow, settleModeOf, withPaymentFlow } from './payment-flow.js';
 export type { PaymentFlow } from './payment-flow.js';
-export { buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
-export type { Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
+export type { AuthCapturePaymentRequiredResponse, EscrowWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+export { DEFAULT_CAPTURE_SECONDS, DEFAULT_REFUND_SECONDS } from './payment-required.js';
 
 export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parseCharge, parsePrice, USDC_DECIMALS } from './price.js';
 export type { Price } from './price.js';

@@ -1,4 +1,4 @@
-import type { PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+import type { AuthCapturePaymentRequiredResponse, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 import { FacilitatorUnavailable } from './facilitator.js';
 import type { Price } from './price.js';
 
@@ -28,8 +28,12 @@ export interface ErrorBody {
 /** The payment a handler runs for (`res.locals.payment`, `ctx.state.payment`, ...). */
 export interface RequestPayment {
   readonly version: 1 | 2;
-  /** exact: the route's price; upto: a permit for at most maxAmountAtomic, charged what the handler reports. */
-  readonly scheme: 'exact' | 'upto';
+  /**
+   * exact: the route's price; upto: a permit for at most maxAmountAtomic, charged what the handler reports;
+   * auth-capture: the price authorized into escrow before the handler, captured after it succeeded (voided
+   * after it failed), refundable afterwards.
+   */
+  readonly scheme: 'exact' | 'upto' | 'auth-capture';
   readonly paymentId: string;
   readonly payer: string;
   /** The settlement transaction: set when the route settles before the handler; after it, in the response headers. */
@@ -85,7 +89,7 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse);
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse);
 
 export const PASS: PaywallOutcome = Object.freeze({ kind: 'pass' });
 

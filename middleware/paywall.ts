@@ -11,10 +11,11 @@ import type { SellerScheme } from './seller-scheme.js';
 import { ExactPayment } from './exact-payment.js';
 import { UptoPayment } from './upto-payment.js';
 import { SIWX_HEADER, builderCodeDeclaration, signIn, withExtensions, withSignInChallenge } from './sign-in-with-x.js';
+import { AuthCapturePayment } from './auth-capture-payment.js';
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
-// the payment through the route's scheme (exact-payment.ts, upto-payment.ts). An adapter turns a request
+// the payment through the route's scheme (exact-payment.ts, upto-payment.ts, auth-capture-payment.ts). An adapter turns a request
 // into a PaywallRequest and acts on the PaywallOutcome (paywall-types.ts); nothing here knows a framework.
 
 export type {
@@ -80,9 +81,9 @@ export class Paywall {
     this.settings = parseSellerSettings(options.settings);
     this.trustProxy = options.trustProxy ?? false;
     this.publicOrigin = options.publicOrigin === undefined ? undefined : parsePublicOrigin(options.publicOrigin);
-    this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)));
+    this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)), options.now ?? Date.now);
     const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now };
-    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps) };
+    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps) };
     this.facilitator = options.facilitator;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => [pattern, pricedRoute(pattern, config, options.facilitator)] as const),

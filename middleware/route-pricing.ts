@@ -54,6 +54,16 @@ export interface RouteConfig {
    */
   readonly payTo?: string | PayToFunction;
   readonly settle?: SettleMode;
+  /**
+   * `'auth-capture'`: the buyer's payment is authorized into escrow before the handler, captured after it
+   * succeeded and voided after it failed (settled after the handler, always), and can be refunded later
+   * (POST /v0/payments/{id}/refund). Default `'exact'`; a price `{ upto }` is the upto scheme.
+   */
+  readonly scheme?: 'exact' | 'auth-capture';
+  /** auth-capture: how long after the buyer may pay the capture stays possible (default 600 s). */
+  readonly captureSeconds?: number;
+  /** auth-capture: how long refunds stay possible (default 7 days). */
+  readonly refundSeconds?: number;
   /** After-handler only: how long the handler may take before its hold expires (default 120 s, at most 900). */
   readonly holdSeconds?: number;
   readonly description?: string;
@@ -74,8 +84,8 @@ export interface RouteConfig {
 
 /** A seller's route, priced once at start-up. */
 export interface PricedRoute {
-  /** The x402 scheme it is sold by: `exact` (a price, fixed or computed) or `upto` (a price by usage). */
-  readonly scheme: 'exact' | 'upto';
+  /** The x402 scheme it is sold by: `exact` (a price, fixed or computed), `upto` (a price by usage) or `auth-capture` (escrow). */
+  readonly scheme: 'exact' | 'upto' | 'auth-capture';
   /** The price when it is fixed (computed once); undefined for a price function. */
   readonly fixedAmount: bigint | undefined;
   readonly maxAmount: bigint | undefined;
@@ -105,8 +115,9 @@ export function pricedRoute(pattern: string, config: RouteConfig, facilitator: F
   if (config.builderCode !== undefined && !/^[a-z0-9_]{1,32}$/.test(config.builderCode)) {
     throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
   }
+  if (config.scheme === 'auth-capture') escrowOf(pattern, config, facilitator, usage !== undefined);
   return {
-    scheme: usage ? 'upto' : 'exact',
+    scheme: usage ? 'upto' : config.scheme === 'auth-capture' ? 'auth-capture' : 'exact',
     fixedAmount: usage ? usage.max : typeof config.price === 'function' ? undefined : parsePrice(config.price as Price),
     maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
     usage,
@@ -151,4 +162,14 @@ function usageOf(pattern: string, config: RouteConfig, facilitator: Facilitator)
   if (config.maxPrice !== undefined) throw new TypeError(`route ${pattern}: an upto price is its own maximum; leave maxPrice out`);
   if (!facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an upto price needs a facilitator that holds and captures payments`);
   return { max, unreported };
+}
+
+/** An auth-capture route, checked once: a price (not a usage price), settled after the handler, a facilitator that holds. */
+function escrowOf(pattern: string, config: RouteConfig, facilitator: Facilitator, byUsage: boolean): void {
+  if (byUsage) throw new TypeError(`route ${pattern}: an auth-capture route has a price, not { upto }`);
+  if (config.settle === 'before-handler') throw new TypeError(`route ${pattern}: an auth-capture payment is captured after the handler succeeded (and voided if it failed); settle: 'before-handler' cannot apply`);
+  for (const [name, value] of [['captureSeconds', config.captureSeconds], ['refundSeconds', config.refundSeconds]] as const) {
+    if (value !== undefined && (!Number.isInteger(value) || value < 60)) throw new RangeError(`route ${pattern}: ${name} must be a whole number of seconds, at least 60`);
+  }
+  if (!facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an auth-capture route needs a facilitator that holds and captures payments`);
 }

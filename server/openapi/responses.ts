@@ -33,13 +33,14 @@ const paymentFields = {
   amountUsdcRaw: z.string().describe('Atomic USDC (6 decimals) charged; for upto, the amount the seller named at settlement (may be 0)'),
   amountUsdc: z.string(),
   txHash: z.string().nullable(),
-  status: z.enum(['held', 'verified', 'settled', 'failed']),
+  status: z.enum(['held', 'verified', 'settled', 'failed', 'voided']).describe('auth-capture: held is authorized into escrow; voided went back to the buyer'),
   resourceUrl: z.string(),
   failureReason: z.string().nullable(),
   createdAt: isoTime,
   settledAt: nullableIso,
-  scheme: z.enum(['exact', 'upto']).describe('exact: EIP-3009 for the price; upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for what was used'),
-  maxAmountUsdcRaw: z.string().describe('The most the buyer allowed (upto); for exact, the same as amountUsdcRaw'),
+  scheme: z.enum(['exact', 'upto', 'auth-capture']).describe('exact: EIP-3009 for the price; upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for what was used; auth-capture: authorized into escrow, captured (amountUsdcRaw) after the handler, refundable'),
+  maxAmountUsdcRaw: z.string().describe('The most the buyer allowed (upto, auth-capture); for exact, the same as amountUsdcRaw'),
+  refundedUsdcRaw: z.string().optional().describe('auth-capture: what was refunded of it so far'),
 };
 
 export const payment = z.object(paymentFields);
@@ -73,7 +74,14 @@ export const signedIn = z.union([
 export const supported = z.object({
   kinds: z.array(z.object({
     x402Version: z.number().int(), scheme: z.string(), network: z.string(),
-    extra: z.object({ facilitatorAddress: z.string().describe('upto: the account that settles, which the buyer names in its permit\'s witness') }).optional(),
+    extra: z.union([
+      z.object({ facilitatorAddress: z.string().describe('upto: the account that settles, which the buyer names in its permit\'s witness') }),
+      z.object({
+        captureAuthorizer: z.string().describe('auth-capture: the operator (one of our relayers) a seller copies into its offer'),
+        authCaptureEscrow: z.string(), minFeeBps: z.literal(0), maxFeeBps: z.literal(0),
+        operators: z.array(z.never()).describe('No contract operators admitted: only the delegated operator'),
+      }),
+    ]).optional(),
   })),
   extensions: z.array(z.string()),
   signers: z.record(z.string(), z.array(z.string())),
@@ -178,3 +186,20 @@ const settlementPart = z.object({
   lanes: z.array(z.object({ address: z.string(), holder: z.string(), state: z.enum(['active', 'starved', 'draining']), inFlight: z.number().int() })),
 });
 export const ready = z.object({ status: z.enum(['ready', 'degraded']), checks: z.record(z.string(), z.string()), message: z.string().optional(), settlement: settlementPart.optional() });
+
+/** A refund (POST /v0/payments/{id}/refund, GET /v0/payments/{id}/refunds). */
+export const refund = z.object({
+  id: z.string().describe('<paymentId>:refund:<n>'),
+  paymentId: z.string(),
+  amountUsdcRaw: z.string(),
+  amountUsdc: z.string(),
+  reason: z.string(),
+  status: z.enum(['refunded', 'pending', 'failed']).describe('pending: sent, not yet confirmed; it goes on'),
+  txHash: z.string().nullable(),
+  failureReason: z.string().nullable(),
+  receipt: signedReceipt.nullable().describe('The refund\'s own signed receipt (kind "refund"), once refunded'),
+  createdAt: isoTime,
+  refundedAt: nullableIso,
+  payment: z.object({ capturedUsdcRaw: z.string(), refundedUsdcRaw: z.string() }),
+});
+export const refundList = z.object({ refunds: z.array(refund) });

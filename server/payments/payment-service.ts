@@ -20,6 +20,10 @@ import { Redemption } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
 import { ExactScheme } from './schemes/exact/scheme.js';
 import { UptoScheme } from './schemes/upto/scheme.js';
+import { AuthCaptureScheme } from './schemes/auth-capture/scheme.js';
+import { EscrowOperations } from './schemes/auth-capture/escrow-ops.js';
+import { requireChain } from './chain-required.js';
+import { PaymentRefunds } from './refunds.js';
 
 /**
  * The payments area, wired: each room is its own module, and this only builds them in order and hands
@@ -32,7 +36,7 @@ import { UptoScheme } from './schemes/upto/scheme.js';
  * - records: the payment records and their settlements, written and read (records.ts);
  * - settlement: the one path every scheme's payments take once verified: claim, hand-over to the
  *   settlement desk, record (settlement-path.ts);
- * - schemes: one module per x402 scheme over that path (schemes/exact, schemes/upto); adding a scheme is
+ * - schemes: one module per x402 scheme over that path (schemes/exact, schemes/upto, schemes/auth-capture); adding a scheme is
  *   writing one and registering it below;
  * - redemption: our seller middleware's door, the seller-side checks before a scheme verifies (redemption.ts).
  * Holds (settle after the handler) are holds.ts, built on these by the context.
@@ -48,6 +52,9 @@ export class PaymentService {
   readonly schemes: PaymentSchemes;
   readonly exact: ExactScheme;
   readonly upto: UptoScheme;
+  readonly authCapture: AuthCaptureScheme;
+  /** Refunds a seller gives (refunds.ts): of auth-capture payments, from the escrow. */
+  readonly refunds: PaymentRefunds;
   readonly redemption: Redemption;
   readonly signInWithX: SignInWithX;
 
@@ -82,6 +89,10 @@ export class PaymentService {
     this.upto = new UptoScheme(chain, config, this.settlement, this.endpoints);
     this.schemes.register(this.exact);
     this.schemes.register(this.upto);
+    const operations = new EscrowOperations(conn, () => requireChain(chain), this.settlement, this.records, this.endpoints, signer, logs, log);
+    this.authCapture = new AuthCaptureScheme(chain, config, this.settlement, this.endpoints, operations);
+    this.schemes.register(this.authCapture);
+    this.refunds = new PaymentRefunds(this.records, this.authCapture);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
   }

@@ -362,6 +362,25 @@ describe.each([
       expect(backend.calls).toEqual(['GET /v0/payments/settings']);
     });
 
+    test('an auth-capture route asked before the settings arrive waits for them: every first request gets the escrow offer, none a 500', async () => {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const operator = '0x3333333333333333333333333333333333333333';
+      const backend = fakeBackend(async () => {
+        await gate;
+        return Response.json({ ...anvilSettings, authCaptureOperator: operator });
+      });
+      const routes = { 'GET /weather': { price: '$0.01', scheme: 'auth-capture' as const } };
+      seller = await makeSeller({ backendUrl: 'http://backend.test', apiKey: SELLER_KEY, routes, fetch: backend.fetch });
+      const pending = Array.from({ length: 5 }, () => fetch(`${seller!.url}/weather`));
+      setTimeout(release, 50);
+      const answers = await Promise.all(pending);
+      expect(answers.map((r) => r.status)).toEqual(Array(5).fill(402));
+      for (const answer of answers) {
+        expect((fromB64(answer.headers.get('payment-required')!) as { accepts: unknown[] }).accepts[0]).toMatchObject({ scheme: 'auth-capture', extra: { captureAuthorizer: operator } });
+      }
+    });
+
     test('backend down at start-up: free routes pass, paid routes 503 without the handler, and a later request retries', async () => {
       let up = false;
       const backend = fakeBackend(() => (up ? settingsResponse() : backendDown()));
