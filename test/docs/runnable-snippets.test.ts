@@ -18,7 +18,9 @@ import { payWithV2 } from '../../examples/buyer/buyer.js';
 import { docPages } from '../support/doc-pages.js';
 
 let server: TestServer;
-beforeAll(async () => { server = await startTestServer(await faucetConfig('100')); });
+// Every page stands on its own, so most begin with a signup: more than the 10 a minute one address may
+// make (the limit has its own tests); this server takes as many as the pages need.
+beforeAll(async () => { server = await startTestServer({ ...(await faucetConfig('100')), SIGNUP_RATE_LIMIT_PER_MINUTE: '100' }); });
 afterAll(async () => { await server?.close(); });
 
 /** The runnable blocks of one markdown file, in order. */
