@@ -22,10 +22,19 @@ export interface ContractArtifact {
 }
 
 /**
- * SmartAccount and its factory are deployed everywhere; Permit2 and X402UptoPermit2Proxy only on the dev
- * chain, at the addresses the real ones have on every network (server/dev/chain/upto-contracts.ts).
+ * SmartAccount and its factory are deployed everywhere; Permit2, X402UptoPermit2Proxy and the batch-settlement
+ * contracts (X402BatchSettlement and its two deposit collectors) only on the dev chain, at the addresses the
+ * real ones have on every network (server/dev/chain/upto-contracts.ts, server/dev/chain/channel-contracts.ts).
  */
-export const CONTRACT_NAMES = ['SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy'] as const;
+export const CONTRACT_NAMES = [
+  'SmartAccount',
+  'SmartAccountFactory',
+  'Permit2',
+  'X402UptoPermit2Proxy',
+  'X402BatchSettlement',
+  'ERC3009DepositCollector',
+  'Permit2DepositCollector',
+] as const;
 export type ContractName = (typeof CONTRACT_NAMES)[number];
 export type Artifacts = Record<ContractName, ContractArtifact>;
 
