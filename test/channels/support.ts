@@ -19,7 +19,9 @@ import {
   BaseError,
   ContractFunctionRevertedError,
   decodeEventLog,
+  encodeAbiParameters,
   maxUint256,
+  parseAbi,
   parseUnits,
   publicActions,
   toHex,
@@ -216,10 +218,21 @@ export async function send(world: ChannelWorld, sender: PrivateKeyAccount, funct
   return receipt;
 }
 
-/** The custom error a call to the settlement contract reverts with (simulated: nothing is mined). */
+/** Errors a deposit can surface from the collectors and Permit2, besides the settlement contract's own. */
+const passThroughErrors = parseAbi([
+  'error OnlyX402BatchSettlement()',
+  'error Permit2612AmountMismatch()',
+  'error InvalidNonce()',
+  'error InvalidSigner()',
+  'error InvalidContractSignature()',
+  'error InvalidSignatureLength()',
+  'error SignatureExpired(uint256 signatureDeadline)',
+]);
+
+/** The custom error (or revert string) a call reverts with (simulated: nothing is mined). */
 export async function revertOf(world: ChannelWorld, sender: Address, functionName: WriteName, args: readonly unknown[], target: Address = BATCH_SETTLEMENT_ADDRESS, abi: readonly unknown[] = batchSettlementAbi): Promise<string> {
   try {
-    await world.dev.publicClient.simulateContract({ account: sender, address: target, abi: abi as typeof batchSettlementAbi, functionName, args: args as never });
+    await world.dev.publicClient.simulateContract({ account: sender, address: target, abi: [...abi, ...passThroughErrors] as unknown as typeof batchSettlementAbi, functionName, args: args as never });
   } catch (err) {
     const reverted = err instanceof BaseError ? err.walk((e) => e instanceof ContractFunctionRevertedError) : undefined;
     if (reverted instanceof ContractFunctionRevertedError) {
@@ -240,4 +253,22 @@ export function eventsOf(receipt: { logs: Log[] }) {
 export async function increaseTime(world: ChannelWorld, seconds: number): Promise<void> {
   await world.dev.publicClient.request({ method: 'evm_increaseTime' as never, params: [toHex(seconds)] as never });
   await world.dev.publicClient.request({ method: 'evm_mine' as never, params: [] as never });
+}
+
+/** collectorData for the EIP-3009 collector, from a deposit payload (spec: validAfter, validBefore, salt, signature). */
+export function erc3009CollectorData(payload: BatchSettlementDepositPayload): Hex {
+  const auth = payload.deposit.authorization.erc3009Authorization!;
+  return encodeAbiParameters(
+    [{ type: 'uint256' }, { type: 'uint256' }, { type: 'uint256' }, { type: 'bytes' }],
+    [BigInt(auth.validAfter), BigInt(auth.validBefore), BigInt(auth.salt), auth.signature as Hex],
+  );
+}
+
+/** collectorData for the Permit2 collector, from a deposit payload (nonce, deadline, signature, EIP-2612 data). */
+export function permit2CollectorData(payload: BatchSettlementDepositPayload, eip2612PermitData: Hex = '0x'): Hex {
+  const auth = payload.deposit.authorization.permit2Authorization!;
+  return encodeAbiParameters(
+    [{ type: 'uint256' }, { type: 'uint256' }, { type: 'bytes' }, { type: 'bytes' }],
+    [BigInt(auth.nonce), BigInt(auth.deadline), auth.signature as Hex, eip2612PermitData],
+  );
 }
