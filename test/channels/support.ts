@@ -45,7 +45,7 @@ import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { startDevChain, type DevChain } from '../chain/dev-chain.js';
 
-export { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, signVoucher, type ChannelConfig, type DevChain };
+export { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, OfficialChannelClient, signVoucher, type ChannelConfig, type DevChain };
 export const ONE_USDC = parseUnits('1', 6);
 export const WITHDRAW_DELAY = 900;
 
@@ -174,8 +174,8 @@ export function contractConfig(config: SdkChannelConfig): ChannelConfig {
 }
 
 /** A voucher the official client signs for a cumulative `maxClaimable` on the channel. */
-export function officialVoucher(world: ChannelWorld, signer: PrivateKeyAccount, channelId: Hex, maxClaimable: bigint): Promise<BatchSettlementVoucherFields> {
-  return signVoucher(signer, channelId, maxClaimable.toString(), world.network) as Promise<BatchSettlementVoucherFields>;
+export function officialVoucher(world: ChannelWorld, signer: Parameters<typeof signVoucher>[0], channelId: Hex, maxClaimable: bigint): Promise<BatchSettlementVoucherFields> {
+  return signVoucher(signer, channelId, maxClaimable.toString(), world.network);
 }
 
 /** A claim row in the SDK's wire form. */
