@@ -7,13 +7,14 @@
  */
 import { createBatchSettlementEIP3009DepositPayload } from '@x402/evm/batch-settlement/client';
 import { toClientEvmSigner, type BatchSettlementDepositPayload } from '@x402/evm';
-import { encodeAbiParameters, getAddress, maxUint128, parseEventLogs, parseUnits, zeroAddress, type Address, type Hex } from 'viem';
+import { concat, encodeAbiParameters, encodeFunctionData, getAddress, maxUint128, numberToHex, parseEventLogs, parseUnits, size, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import {
   BATCH_SETTLEMENT_ADDRESS,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
   MAX_WITHDRAW_DELAY,
   PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
+  batchSettlementAbi,
   depositCollectorAbi,
 } from '../../server/chain/batch-settlement.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
@@ -193,6 +194,25 @@ describe('a deposit that must fail moves nothing', () => {
     const idle = privateKeyToAccount(generatePrivateKey()).address;
     await world.dev.publicClient.request({ method: 'anvil_setCode' as never, params: [idle, '0x00'] as never });
     expect(await depositRevert(config, FIVE_USDC, idle)).toBe('DepositCollectionFailed');
+  });
+
+  it('a collector that calls back into the contract during the deposit is stopped by the reentrancy guard', async () => {
+    // Hand-assembled: on any call, call the settlement contract with `payload` (kept after the code) and
+    // revert with its answer if it failed, else stop.
+    const payload = encodeFunctionData({ abi: batchSettlementAbi, functionName: 'settle', args: [world.receiver, world.usdc] });
+    const length = numberToHex(size(payload), { size: 2 });
+    const code = concat([
+      '0x61', length, '0x61', '0x003a', '0x600039', // CODECOPY(0, 0x3a, length)
+      '0x60006000', '0x61', length, '0x60006000', '0x73', BATCH_SETTLEMENT_ADDRESS, '0x5af1', // CALL(gas, settlement, 0, 0, length, 0, 0)
+      '0x603857', // JUMPI(0x38, success)
+      '0x3d600060003e3d6000fd', // REVERT with the return data
+      '0x5b00', // 0x38: JUMPDEST STOP
+      payload,
+    ]);
+    expect(size(code) - size(payload)).toBe(0x3a);
+    const reentrant = privateKeyToAccount(generatePrivateKey()).address;
+    await world.dev.publicClient.request({ method: 'anvil_setCode' as never, params: [reentrant, code] as never });
+    expect(await depositRevert(config, FIVE_USDC, reentrant)).toBe('ReentrancyGuardReentrantCall');
   });
 
   it('nobody but the settlement contract may call a collector: a stolen authorization cannot be pulled into escrow uncredited', async () => {

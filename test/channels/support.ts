@@ -116,14 +116,14 @@ export async function approvePermit2(world: ChannelWorld, buyer: PrivateKeyAccou
 export const usdcOf = (world: ChannelWorld, account: Address) => balanceOf({ client: world.dev.publicClient, token: world.usdc, account });
 
 /** What a batch-settlement seller's 402 offers (spec: payTo = receiver, extra carries the receiver authorizer). */
-export function requirements(world: ChannelWorld, overrides: { amount?: bigint; receiver?: Address; receiverAuthorizer?: Address; assetTransferMethod?: 'eip3009' | 'permit2'; withdrawDelay?: number; asset?: Address } = {}): PaymentRequirements {
+export function requirements(world: ChannelWorld, overrides: { amount?: bigint; receiver?: Address; receiverAuthorizer?: Address; assetTransferMethod?: 'eip3009' | 'permit2'; withdrawDelay?: number; asset?: Address; maxTimeoutSeconds?: number } = {}): PaymentRequirements {
   return {
     scheme: 'batch-settlement',
     network: world.network,
     amount: (overrides.amount ?? ONE_USDC / 100n).toString(),
     asset: overrides.asset ?? world.usdc,
     payTo: overrides.receiver ?? world.receiver,
-    maxTimeoutSeconds: 3600,
+    maxTimeoutSeconds: overrides.maxTimeoutSeconds ?? 3600,
     extra: {
       receiverAuthorizer: overrides.receiverAuthorizer ?? world.authorizer.address,
       withdrawDelay: overrides.withdrawDelay ?? WITHDRAW_DELAY,
@@ -135,10 +135,11 @@ export function requirements(world: ChannelWorld, overrides: { amount?: bigint; 
 }
 
 /** The official client for `buyer` (it reads the chain to recover channel state, as in production). */
-export function officialClient(world: ChannelWorld, buyer: PrivateKeyAccount, options: { salt?: Hex; payerAuthorizer?: Address; depositUsdc?: bigint } = {}) {
+export function officialClient(world: ChannelWorld, buyer: PrivateKeyAccount, options: { salt?: Hex; payerAuthorizer?: Address; voucherSigner?: PrivateKeyAccount; depositUsdc?: bigint } = {}) {
   return new OfficialChannelClient(toClientEvmSigner(buyer, world.dev.publicClient), {
     ...(options.salt ? { salt: options.salt } : {}),
     ...(options.payerAuthorizer ? { payerAuthorizer: options.payerAuthorizer } : {}),
+    ...(options.voucherSigner ? { voucherSigner: options.voucherSigner } : {}),
     ...(options.depositUsdc ? { depositStrategy: () => options.depositUsdc!.toString() } : {}),
   });
 }
