@@ -13,11 +13,12 @@ import {
   voucherTypes as sdkVoucherTypes,
 } from '@x402/evm';
 import { computeChannelId } from '@x402/evm/batch-settlement/client';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { hashTypedData, keccak256, toHex, zeroAddress, type Abi, type AbiParameter, type Address, type Hex } from 'viem';
+import { createPublicClient, hashTypedData, http, keccak256, toHex, zeroAddress, type Abi, type AbiParameter, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { loadArtifacts } from '../../contracts/compile.js';
 import {
@@ -31,6 +32,8 @@ import {
   type ChannelConfig,
 } from '../../server/chain/batch-settlement.js';
 import { PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
+import { startDevChain } from '../../server/dev/chain/dev-chain.js';
+import { DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';
 import { testChain } from '../support/chain.js';
 import { startChannelWorld, WITHDRAW_DELAY, type ChannelWorld } from './support.js';
 
@@ -84,6 +87,32 @@ describe('the batch-settlement contracts on the dev chain', () => {
       expect(code).toMatch(/^0x[0-9a-f]{1000,}$/);
       // The suite's shared chain comes from server/dev/chain/dev-chain.ts, as `npm run dev`'s does: same code.
       expect(await shared.getCode({ address })).toBe(code);
+    }
+  });
+
+  it('a dev chain restarted from state saved before they existed gets them (as `agentgate dev` restarts it)', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'agentgate-channel-contracts-'));
+    const stateFile = path.join(dir, 'anvil-state.json');
+    try {
+      const first = await startDevChain({ stateFile });
+      const saved = { usdcAddress: first.usdcAddress, factoryAddress: first.factoryAddress };
+      const client = createPublicClient({ transport: http(first.rpcUrl) });
+      for (const address of addresses) await client.request({ method: 'anvil_setCode' as never, params: [address, '0x'] as never });
+      const deployerNonce = await client.getTransactionCount({ address: DEV_DEPLOYER.address });
+      await first.stop();
+
+      const second = await startDevChain({ stateFile, deployed: saved });
+      try {
+        expect(second.freshlyDeployed).toBe(false);
+        const restarted = createPublicClient({ transport: http(second.rpcUrl) });
+        for (const address of addresses) expect(await restarted.getCode({ address })).toBe(await world.dev.publicClient.getCode({ address }));
+        // Placed anew (three deployments to learn the code), not kept from the saved state.
+        expect(await restarted.getTransactionCount({ address: DEV_DEPLOYER.address })).toBe(deployerNonce + 3);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
