@@ -121,6 +121,8 @@ contract X402BatchSettlement {
     event Refunded(bytes32 indexed channelId, address indexed sender, uint128 amount);
     event WithdrawInitiated(bytes32 indexed channelId, uint128 amount, uint40 finalizeAfter);
     event WithdrawFinalized(bytes32 indexed channelId, address indexed sender, uint128 amount);
+    /// @dev ERC-5267 declares it for domain changes; this domain never changes, so it is never emitted.
+    event EIP712DomainChanged();
 
     // ---------------------------------------------------------------- errors
 
@@ -146,6 +148,12 @@ contract X402BatchSettlement {
     error InvalidRefundNonce();
     error ZeroRefund();
     error ReentrancyGuardReentrantCall();
+    /// @dev A malformed payer-authorizer voucher signature (as OpenZeppelin's ECDSA, which the reference uses).
+    error ECDSAInvalidSignature();
+    error ECDSAInvalidSignatureLength(uint256 length);
+    error ECDSAInvalidSignatureS(bytes32 s);
+    /// @dev A call of a multicall failed without a reason (as OpenZeppelin's Address library reports it).
+    error FailedCall();
 
     modifier nonReentrant() {
         if (entered) revert ReentrancyGuardReentrantCall();
@@ -308,6 +316,7 @@ contract X402BatchSettlement {
         for (uint256 i; i < data.length; ++i) {
             (bool ok, bytes memory result) = address(this).delegatecall(data[i]);
             if (!ok) {
+                if (result.length == 0) revert FailedCall();
                 assembly ("memory-safe") {
                     revert(add(result, 0x20), mload(result))
                 }
@@ -375,7 +384,7 @@ contract X402BatchSettlement {
         ChannelConfig calldata config = row.voucher.channel;
         bytes32 digest = _voucherDigest(domain, channelId, ceiling);
         bool signed = config.payerAuthorizer != address(0)
-            ? _recover(digest, row.signature) == config.payerAuthorizer
+            ? _recoverOrRevert(digest, row.signature) == config.payerAuthorizer
             : _isValidSignatureNow(config.payer, digest, row.signature);
         if (!signed) revert InvalidSignature();
 
@@ -509,11 +518,28 @@ contract X402BatchSettlement {
     /// @dev ECDSA over a 65-byte r||s||v signature; address(0) for anything malformed or malleable (high s).
     function _recover(bytes32 digest, bytes calldata signature) private pure returns (address) {
         if (signature.length != 65) return address(0);
-        bytes32 r = bytes32(signature[0:32]);
-        bytes32 s = bytes32(signature[32:64]);
-        uint8 v = uint8(signature[64]);
+        (bytes32 r, bytes32 s, uint8 v) = _split(signature);
         if (uint256(s) > SECP256K1N_HALF) return address(0);
         return ecrecover(digest, v, r, s);
+    }
+
+    /// @dev The same, reverting on a malformed signature with OpenZeppelin ECDSA's errors (as the reference does
+    ///      for payer-authorizer vouchers).
+    function _recoverOrRevert(bytes32 digest, bytes calldata signature) private pure returns (address signer) {
+        if (signature.length != 65) revert ECDSAInvalidSignatureLength(signature.length);
+        (bytes32 r, bytes32 s, uint8 v) = _split(signature);
+        if (uint256(s) > SECP256K1N_HALF) revert ECDSAInvalidSignatureS(s);
+        signer = ecrecover(digest, v, r, s);
+        if (signer == address(0)) revert ECDSAInvalidSignature();
+    }
+
+    /// @dev r, s, v of a signature known to be 65 bytes long.
+    function _split(bytes calldata signature) private pure returns (bytes32 r, bytes32 s, uint8 v) {
+        assembly ("memory-safe") {
+            r := calldataload(signature.offset)
+            s := calldataload(add(signature.offset, 0x20))
+            v := byte(0, calldataload(add(signature.offset, 0x40)))
+        }
     }
 
     /// @dev As OpenZeppelin's SignatureChecker: an address without code signs with ECDSA, a contract answers

@@ -133,6 +133,7 @@ export const batchSettlementAbi = parseAbi([
   'event Refunded(bytes32 indexed channelId, address indexed sender, uint128 amount)',
   'event WithdrawInitiated(bytes32 indexed channelId, uint128 amount, uint40 finalizeAfter)',
   'event WithdrawFinalized(bytes32 indexed channelId, address indexed sender, uint128 amount)',
+  'event EIP712DomainChanged()',
   'error InvalidChannel()',
   'error ZeroDeposit()',
   'error DepositOverflow()',
@@ -156,6 +157,10 @@ export const batchSettlementAbi = parseAbi([
   'error ZeroRefund()',
   'error ReentrancyGuardReentrantCall()',
   'error SafeERC20FailedOperation(address token)',
+  'error ECDSAInvalidSignature()',
+  'error ECDSAInvalidSignatureLength(uint256 length)',
+  'error ECDSAInvalidSignatureS(bytes32 s)',
+  'error FailedCall()',
 ]);
 
 /** The deposit collectors (both kinds; `PERMIT2` and the EIP-2612 events exist on the Permit2 one only). */

@@ -191,7 +191,7 @@ describe('a claim that must fail records nothing', () => {
     expect((await channelState(world, channel.channelId)).totalClaimed).toBe(ONE_USDC);
   });
 
-  it('a voucher not signed by the payer\'s authorizer, one for another channel, or a tampered amount: InvalidSignature', async () => {
+  it('a voucher not signed by the payer\'s authorizer, one for another channel, a tampered amount or recovery id: InvalidSignature', async () => {
     const stranger = privateKeyToAccount(generatePrivateKey());
     expect(await claimRevert([await row(other, 2n * CENT, 2n * CENT, stranger)])).toBe('InvalidSignature');
     const foreign = await officialVoucher(world, channel.buyer, channel.channelId, 2n * CENT); // same payer, the other channel's id
@@ -200,7 +200,20 @@ describe('a claim that must fail records nothing', () => {
     const signed = await officialVoucher(world, other.buyer, other.channelId, 2n * CENT);
     expect(await claimRevert([claimRow(other.config, { ...signed, maxClaimableAmount: (3n * CENT).toString() }, 3n * CENT)])).toBe('InvalidSignature');
     expect(await claimRevert([claimRow(other.config, { ...signed, signature: `${signed.signature.slice(0, 130)}${signed.signature.endsWith('1b') ? '1c' : '1b'}` as Hex }, 2n * CENT)])).toBe('InvalidSignature');
-    expect(await claimRevert([claimRow(other.config, { ...signed, signature: '0x' }, 2n * CENT)])).toBe('InvalidSignature');
+  });
+
+  it('a malformed voucher signature fails with OpenZeppelin ECDSA\'s errors, as in the reference contract', async () => {
+    const signed = await officialVoucher(world, other.buyer, other.channelId, 2n * CENT);
+    const withSignature = (signature: Hex) => claimRow(other.config, { ...signed, signature }, 2n * CENT);
+    expect(await claimRevert([withSignature('0x')])).toBe('ECDSAInvalidSignatureLength');
+    expect(await claimRevert([withSignature(signed.signature.slice(0, 130) as Hex)])).toBe('ECDSAInvalidSignatureLength');
+    // The same signature in its malleable form (s' = n - s, v flipped) is refused.
+    const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+    const s = BigInt(`0x${signed.signature.slice(66, 130)}`);
+    const flippedV = signed.signature.endsWith('1b') ? '1c' : '1b';
+    expect(await claimRevert([withSignature(`${signed.signature.slice(0, 66)}${(n - s).toString(16).padStart(64, '0')}${flippedV}` as Hex)])).toBe('ECDSAInvalidSignatureS');
+    // r = 0 recovers no address.
+    expect(await claimRevert([withSignature(`0x${'00'.repeat(32)}${signed.signature.slice(66)}` as Hex)])).toBe('ECDSAInvalidSignature');
   });
 
   it('one bad row fails the whole batch: the good rows before it are not recorded', async () => {
