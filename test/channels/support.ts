@@ -45,7 +45,7 @@ import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { startDevChain, type DevChain } from '../chain/dev-chain.js';
 
-export { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, OfficialChannelClient, signVoucher, type ChannelConfig, type DevChain };
+export { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, OfficialChannelClient, type ChannelConfig };
 export const ONE_USDC = parseUnits('1', 6);
 export const WITHDRAW_DELAY = 900;
 
@@ -135,7 +135,7 @@ export function requirements(world: ChannelWorld, overrides: { amount?: bigint; 
 }
 
 /** The official client for `buyer` (it reads the chain to recover channel state, as in production). */
-export function officialClient(world: ChannelWorld, buyer: PrivateKeyAccount, options: { salt?: Hex; payerAuthorizer?: Address; voucherSigner?: PrivateKeyAccount; depositUsdc?: bigint } = {}) {
+function officialClient(world: ChannelWorld, buyer: PrivateKeyAccount, options: { salt?: Hex; payerAuthorizer?: Address; voucherSigner?: PrivateKeyAccount; depositUsdc?: bigint } = {}) {
   return new OfficialChannelClient(toClientEvmSigner(buyer, world.dev.publicClient), {
     ...(options.salt ? { salt: options.salt } : {}),
     ...(options.payerAuthorizer ? { payerAuthorizer: options.payerAuthorizer } : {}),
