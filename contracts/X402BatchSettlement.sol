@@ -13,9 +13,10 @@ interface IERC20BalanceOf {
  * @notice On real networks the x402 project's x402BatchSettlement is deployed at
  *   0x4020074e9dF2ce1deE5A9C1b5c3f541D02a10003; this contract is placed at that address on anvil so that
  *   channels opened, paid and closed by the official SDKs work locally. Written from the published scheme
- *   (specs/schemes/batch-settlement/scheme_batch_settlement_evm.md) and the ABI the x402 TypeScript SDK ships (npm package x402 evm, 2.27): same
- *   functions, structs, events, errors, EIP-712 domain ("x402 Batch Settlement", "1", chain id, this address)
- *   and type strings, so what the official client signs and what the official facilitator sends work here.
+ *   (specs/schemes/batch-settlement/scheme_batch_settlement_evm.md) and the ABI the x402 TypeScript SDK
+ *   ships (its evm package, 2.27): same functions, structs, events, errors, EIP-712 domain ("x402 Batch
+ *   Settlement", "1", chain id, this address) and type strings, so what the official client signs and what
+ *   the official facilitator sends work here.
  *
  *   The model, in short:
  *   - a channel is identified by the EIP-712 hash of its immutable ChannelConfig; it exists once funded;
