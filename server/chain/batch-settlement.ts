@@ -15,7 +15,7 @@
  *   keccak256(abi.encode(channelId, salt)), or a Permit2 PermitWitnessTransferFrom with the Permit2 collector as
  *   spender and the witness DepositWitness(bytes32 channelId).
  */
-import { encodeAbiParameters, hashTypedData, keccak256, parseAbi, type Address, type Hex, type TypedDataDomain } from 'viem';
+import { decodeErrorResult, encodeAbiParameters, encodeFunctionData, getAddress, hashTypedData, keccak256, parseAbi, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
 
 export const BATCH_SETTLEMENT_ADDRESS: Address = '0x4020074e9dF2ce1deE5A9C1b5c3f541D02a10003';
 export const ERC3009_DEPOSIT_COLLECTOR_ADDRESS: Address = '0x4020806089470a89826cB9fB1f4059150b550004';
@@ -179,3 +179,131 @@ export const depositCollectorAbi = parseAbi([
   'error Permit2612AmountMismatch()',
   'error SafeERC20FailedOperation(address token)',
 ]);
+
+// --- what the facilitator sends and reads ----------------------------------------------------------------
+
+/** ChannelConfig as the contract takes it (checksummed addresses). */
+export function contractChannelConfig(config: ChannelConfig): ChannelConfig {
+  return {
+    payer: getAddress(config.payer), payerAuthorizer: getAddress(config.payerAuthorizer), receiver: getAddress(config.receiver),
+    receiverAuthorizer: getAddress(config.receiverAuthorizer), token: getAddress(config.token), withdrawDelay: Number(config.withdrawDelay), salt: config.salt,
+  };
+}
+
+/** A channel as the contract keeps it: its balance, what was claimed of it, a withdrawal's start (0: none) and the next refund nonce. */
+export interface ChannelState { balance: bigint; totalClaimed: bigint; withdrawRequestedAt: number; refundNonce: bigint }
+
+/** Reads a channel's state in one round trip (Multicall3). */
+export async function readChannelState(client: PublicClient, channelId: Hex): Promise<ChannelState> {
+  const [channel, withdrawal, nonce] = await client.multicall({
+    allowFailure: false,
+    contracts: [
+      { address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'channels', args: [channelId] },
+      { address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'pendingWithdrawals', args: [channelId] },
+      { address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'refundNonce', args: [channelId] },
+    ],
+  });
+  return { balance: channel[0], totalClaimed: channel[1], withdrawRequestedAt: Number(withdrawal[1]), refundNonce: nonce };
+}
+
+/** The channel snapshot every batch-settlement answer carries (amounts as decimal strings). */
+export function channelSnapshot(channelId: Hex, state: ChannelState) {
+  return { channelId, balance: state.balance.toString(), totalClaimed: state.totalClaimed.toString(), withdrawRequestedAt: state.withdrawRequestedAt, refundNonce: state.refundNonce.toString() };
+}
+
+/** The EIP-3009 collector's data: abi.encode(validAfter, validBefore, salt, signature). */
+export function erc3009CollectorData(validAfter: bigint, validBefore: bigint, salt: bigint, signature: Hex): Hex {
+  return encodeAbiParameters([{ type: 'uint256' }, { type: 'uint256' }, { type: 'uint256' }, { type: 'bytes' }], [validAfter, validBefore, salt, signature]);
+}
+
+/** The Permit2 collector's data: abi.encode(nonce, deadline, signature, eip2612PermitData). */
+export function permit2CollectorData(nonce: bigint, deadline: bigint, signature: Hex, eip2612PermitData: Hex = '0x'): Hex {
+  return encodeAbiParameters([{ type: 'uint256' }, { type: 'uint256' }, { type: 'bytes' }, { type: 'bytes' }], [nonce, deadline, signature, eip2612PermitData]);
+}
+
+/** The Permit2 witness transfer a Permit2 deposit signs (the spender is the Permit2 collector). */
+export const depositPermit2Types = {
+  PermitWitnessTransferFrom: [
+    { name: 'permitted', type: 'TokenPermissions' },
+    { name: 'spender', type: 'address' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+    { name: 'witness', type: 'DepositWitness' },
+  ],
+  TokenPermissions: [
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+  ],
+  DepositWitness: [{ name: 'channelId', type: 'bytes32' }],
+} as const;
+
+/** One row of claimWithSignature: a payer's voucher and the total to claim of it (at most its maximum). */
+export interface VoucherClaim { voucher: { channel: ChannelConfig; maxClaimableAmount: bigint }; signature: Hex; totalClaimed: bigint }
+
+/** The ClaimBatch the receiver authorizer signs for these rows. */
+export function claimBatchTypedData(claims: readonly VoucherClaim[], chainId: number) {
+  return {
+    domain: batchSettlementDomain(chainId), types: claimBatchTypes, primaryType: 'ClaimBatch' as const,
+    message: { claims: claims.map((c) => ({ channelId: channelIdOf(c.voucher.channel, chainId), maxClaimableAmount: c.voucher.maxClaimableAmount, totalClaimed: c.totalClaimed })) },
+  };
+}
+
+/** The Refund the receiver authorizer signs. */
+export function refundTypedData(channelId: Hex, nonce: bigint, amount: bigint, chainId: number) {
+  return { domain: batchSettlementDomain(chainId), types: refundTypes, primaryType: 'Refund' as const, message: { channelId, nonce, amount } };
+}
+
+/** The Voucher a payer (or its authorizer) signs. */
+export function voucherTypedData(channelId: Hex, maxClaimableAmount: bigint, chainId: number) {
+  return { domain: batchSettlementDomain(chainId), types: voucherTypes, primaryType: 'Voucher' as const, message: { channelId, maxClaimableAmount } };
+}
+
+const claimArgs = (claims: readonly VoucherClaim[]) => claims.map((c) => ({
+  voucher: { channel: contractChannelConfig(c.voucher.channel), maxClaimableAmount: c.voucher.maxClaimableAmount }, signature: c.signature, totalClaimed: c.totalClaimed,
+}));
+
+export const depositCalldata = (config: ChannelConfig, amount: bigint, collector: Address, collectorData: Hex): Hex =>
+  encodeFunctionData({ abi: batchSettlementAbi, functionName: 'deposit', args: [contractChannelConfig(config), amount, collector, collectorData] });
+
+export const claimWithSignatureCalldata = (claims: readonly VoucherClaim[], authorizerSignature: Hex): Hex =>
+  encodeFunctionData({ abi: batchSettlementAbi, functionName: 'claimWithSignature', args: [claimArgs(claims), authorizerSignature] });
+
+export const settleCalldata = (receiver: Address, token: Address): Hex =>
+  encodeFunctionData({ abi: batchSettlementAbi, functionName: 'settle', args: [getAddress(receiver), getAddress(token)] });
+
+export const refundWithSignatureCalldata = (config: ChannelConfig, amount: bigint, nonce: bigint, signature: Hex): Hex =>
+  encodeFunctionData({ abi: batchSettlementAbi, functionName: 'refundWithSignature', args: [contractChannelConfig(config), amount, nonce, signature] });
+
+/** A refund with the claims it needs first, in one transaction (the contract's multicall), or the refund alone. */
+export const refundCalldata = (refund: Hex, claim?: Hex): Hex =>
+  (claim ? encodeFunctionData({ abi: batchSettlementAbi, functionName: 'multicall', args: [[claim, refund]] }) : refund);
+
+/** What x402BatchSettlement's call would revert with, run against the latest block (undefined: it would succeed). */
+export async function simulateBatchSettlement(client: PublicClient, data: Hex, from?: Address): Promise<string | undefined> {
+  try {
+    await client.call({ to: BATCH_SETTLEMENT_ADDRESS, data, ...(from ? { account: from } : {}) });
+    return undefined;
+  } catch (err) {
+    return revertName(err);
+  }
+}
+
+/** The contract error a failed call names (`ClaimExceedsBalance`), else viem's short message. */
+export function revertName(err: unknown): string {
+  const data = findRevertData(err);
+  if (data) {
+    try { return decodeErrorResult({ abi: batchSettlementAbi, data }).errorName; } catch { /* not one of ours */ }
+    try { return decodeErrorResult({ abi: depositCollectorAbi, data }).errorName; } catch { /* nor the collectors' */ }
+  }
+  return (err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? String(err);
+}
+
+function findRevertData(err: unknown): Hex | undefined {
+  let cursor = err as { data?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; cursor && depth < 8; depth++) {
+    const data = (cursor.data as { data?: unknown } | undefined)?.data ?? cursor.data;
+    if (typeof data === 'string' && data.startsWith('0x') && data.length >= 10) return data as Hex;
+    cursor = cursor.cause as typeof cursor;
+  }
+  return undefined;
+}

@@ -18,6 +18,7 @@ import { Redemption } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
 import { ExactScheme } from './schemes/exact/scheme.js';
 import { UptoScheme } from './schemes/upto/scheme.js';
+import { BatchSettlementScheme } from './schemes/batch-settlement/scheme.js';
 
 /**
  * The payments area, wired: each room is its own module, and this only builds them in order and hands
@@ -44,6 +45,7 @@ export class PaymentService {
   readonly schemes: PaymentSchemes;
   readonly exact: ExactScheme;
   readonly upto: UptoScheme;
+  readonly batchSettlement: BatchSettlementScheme;
   readonly redemption: Redemption;
 
   constructor(
@@ -76,6 +78,8 @@ export class PaymentService {
     this.upto = new UptoScheme(chain, config, this.settlement, this.endpoints);
     this.schemes.register(this.exact);
     this.schemes.register(this.upto);
+    this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log);
+    this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
   }
 }

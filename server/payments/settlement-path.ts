@@ -288,6 +288,14 @@ export class PaymentSettlement {
     return { ok: false, reason: 'relayer_unavailable', message: outcome.unavailable, payer: payment.payerAddress, unavailable: true };
   }
 
+  /**
+   * Hands a scheme's other settlement work (a channel claim, a refund: its `otherWork` kinds) to the desk,
+   * which gives it to whichever process holds a lane; the kind's executor there records its outcome.
+   */
+  submitWork(work: SettlementWork): Promise<WorkOutcome> {
+    return this.engine!.desk.submit(work);
+  }
+
   /** Gives an open payment to a lane again (reconciliation): its outcome is recorded by the lane's holder; undefined if nothing was sent. */
   async resubmit(payment: PaymentDoc): Promise<SettlementResult | undefined> {
     const outcome = await this.engine!.desk.submit(this.workOf(payment));

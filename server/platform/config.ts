@@ -59,6 +59,9 @@ const schema = z.object({
   RELAYER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
   // More relayer accounts for settlement, comma-separated: each sends its own transactions in parallel.
   RELAYER_PRIVATE_KEYS: z.string().regex(/^0x[0-9a-fA-F]{64}(,0x[0-9a-fA-F]{64})*$/, 'must be comma-separated 0x-prefixed 32-byte hex keys').optional(),
+  // The batch-settlement receiver authorizer (signs channel claims and refunds for sellers that delegate it).
+  // Unset: one key is generated once and kept in the database, sealed under the master key.
+  RECEIVER_AUTHORIZER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
   // Settlement: at most this many authorizations per transaction (1 turns batching off), and at most this
   // many transactions in flight per relayer account (then requests wait and are batched).
   SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),
