@@ -264,7 +264,8 @@ export async function runAction(
     }
     const deadline = Date.now() + options.waitMs;
     let existing = await records.findById(action._id).lean();
-    while (existing?.status === 'sending' && Date.now() < deadline) {
+    const stale = (doc: typeof existing) => !!doc && Date.now() - new Date(doc.createdAt).getTime() > options.staleMs;
+    while (existing?.status === 'sending' && !stale(existing) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 200));
       existing = await records.findById(action._id).lean();
     }
@@ -276,7 +277,7 @@ export async function runAction(
       if (attempt === 0) continue;
       return { answer: existing.answer! };
     }
-    if (Date.now() - existing.createdAt.getTime() > options.staleMs) {
+    if (stale(existing)) {
       options.log.info({ actionId: action._id }, 'a channel action still sending after its process went quiet: handed to the engine again');
       return hand(existing.work);
     }

@@ -44,7 +44,14 @@ export class ReceiverAuthorizer {
       if (!isDuplicateKey(err)) throw err;
     });
     const stored = await model.findById('receiver-authorizer').lean();
-    return privateKeyToAccount(this.secrets.open(stored!.key, SEAL_CONTEXT).toString('utf8') as Hex);
+    let key: Hex;
+    try {
+      key = this.secrets.open(stored!.key, SEAL_CONTEXT).toString('utf8') as Hex;
+    } catch (err) {
+      // Never a key of this process instead: channels naming the stored one could not be claimed with it.
+      throw new Error(`the stored receiver authorizer cannot be opened with this MASTER_KEY (every process must share the master key, or set RECEIVER_AUTHORIZER_PRIVATE_KEY): ${(err as Error).message}`);
+    }
+    return privateKeyToAccount(key);
   }
 
   async address() {

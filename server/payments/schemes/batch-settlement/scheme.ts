@@ -44,7 +44,7 @@ export class BatchSettlementScheme implements PaymentScheme {
     config: Config,
     secrets: SecretBox,
     path: PaymentSettlement,
-    log: Logger,
+    private readonly log: Logger,
   ) {
     this.authorizer = new ReceiverAuthorizer(conn, config, secrets);
     const actions = () => channelActionModel(conn);
@@ -54,11 +54,11 @@ export class BatchSettlementScheme implements PaymentScheme {
       chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submitWork(work),
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
     });
-    if (chain) this.loadAuthorizer(log);
+    if (chain) this.loadAuthorizer();
   }
 
-  private loadAuthorizer(log?: Logger): void {
-    this.authorizer.address().then((a) => { this.authorizerAddress = a; }, (err) => log?.warn({ err: (err as Error).message }, 'the batch-settlement receiver authorizer could not be loaded yet'));
+  private loadAuthorizer(): void {
+    this.authorizer.address().then((a) => { this.authorizerAddress = a; }, (err) => this.log.warn({ err: (err as Error).message }, 'the batch-settlement receiver authorizer could not be loaded yet'));
   }
 
   /** The receiver authorizer's address (loading it if need be). */
@@ -67,12 +67,14 @@ export class BatchSettlementScheme implements PaymentScheme {
     return this.authorizerAddress;
   }
 
+  /** /supported offers the scheme once the key is loaded; a key that cannot be loaded leaves it out (and says why in the log). */
+  async ready(): Promise<void> {
+    if (this.chain) await this.receiverAuthorizer().catch((err) => this.log.error({ err: (err as Error).message }, 'the batch-settlement receiver authorizer cannot be loaded: /supported leaves the scheme out'));
+  }
+
   /** Offered with agentgate's receiver authorizer, which sellers name in their channels to delegate claims and refunds. */
   supportedKinds(chain: ChainService): SupportedKind[] {
-    if (!this.authorizerAddress) {
-      this.loadAuthorizer();
-      return [];
-    }
+    if (!this.authorizerAddress) return [];
     return [{ x402Version: 2, scheme: 'batch-settlement', network: chain.caip2, extra: { receiverAuthorizer: this.authorizerAddress } }];
   }
 
