@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { x402Client } from '@x402/core/client';
 import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
-import { BatchSettlementEvmScheme as ChannelClientScheme } from '@x402/evm/batch-settlement/client';
+import { BatchSettlementEvmScheme as ChannelClientScheme, createBatchSettlementEIP3009DepositPayload } from '@x402/evm/batch-settlement/client';
 import { BatchSettlementChannelManager, BatchSettlementEvmScheme as ChannelServerScheme } from '@x402/evm/batch-settlement/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
@@ -330,5 +330,48 @@ describe('/settle sends each action once', () => {
     const req2 = requirementsFor(fresh.payTo);
     const sweep = await post('settle', fresh.sellerKey, envelope({ type: 'settle', receiver: fresh.payTo, token: testChain().usdc }, req2), req2);
     expect(sweep.body).toMatchObject({ success: false, errorReason: 'invalid_batch_settlement_evm_nothing_to_settle' });
+  });
+});
+
+describe('deposits through /verify and /settle', () => {
+  /** A deposit the official client signs for `buyer` to the seller: `amount` in, its first voucher for `max`. */
+  async function depositOf(buyer: PrivateKeyAccount, amount: bigint, max: bigint, overrides: Partial<PaymentRequirements> = {}) {
+    const req = { ...requirementsFor(seller.payTo), ...overrides };
+    const signer = toClientEvmSigner(buyer, testChain().publicClient as never);
+    const config = new ChannelClientScheme(signer).buildChannelConfig(req);
+    const signed = await createBatchSettlementEIP3009DepositPayload(signer, 2, req, config, amount.toString(), max.toString());
+    return { req, config, channelId: channelIdOf(config as ChannelConfig, 84532), payload: envelope(signed.payload as Record<string, unknown>, req) };
+  }
+
+  it('verified with the channel as it stands, then the same deposit settled twice at once: one transfer, one answer', async () => {
+    const buyer = await fundedBuyer('1');
+    const before = await usdcBalance(buyer.address);
+    const { req, channelId, payload } = await depositOf(buyer, 50_000n, PRICE);
+    const verified = await post('verify', seller.sellerKey, payload, req);
+    expect(verified.body).toEqual({ isValid: true, payer: buyer.address, extra: { channelId, balance: '0', totalClaimed: '0', withdrawRequestedAt: 0, refundNonce: '0' } });
+    const [a, b] = await Promise.all([post('settle', seller.sellerKey, payload, req), post('settle', seller.sellerKey, payload, req)]);
+    expect(a.body).toMatchObject({ success: true, payer: buyer.address, amount: '50000', network: NETWORK, extra: { channelState: { channelId, balance: '50000', totalClaimed: '0' } } });
+    expect(b.body.transaction).toBe(a.body.transaction);
+    expect((await post('settle', seller.sellerKey, payload, req)).body.transaction).toBe(a.body.transaction);
+    expect(await usdcBalance(buyer.address)).toBe(before - 50_000n);
+    expect(await channelState(channelId)).toMatchObject({ balance: 50_000n });
+  });
+
+  it.each([
+    ['more than the payer holds', async (buyer: PrivateKeyAccount) => depositOf(buyer, 2_000_000n, PRICE), 'invalid_batch_settlement_evm_insufficient_balance'],
+    ['a first voucher above the deposit', async (buyer: PrivateKeyAccount) => depositOf(buyer, 5_000n, 6_000n), 'invalid_batch_settlement_evm_cumulative_exceeds_balance'],
+    ['an authorization about to expire', async (buyer: PrivateKeyAccount) => depositOf(buyer, 5_000n, PRICE, { maxTimeoutSeconds: 3 }), 'invalid_batch_settlement_evm_payload_authorization_valid_before'],
+    ['an amount other than the one signed', async (buyer: PrivateKeyAccount) => {
+      const d = await depositOf(buyer, 5_000n, PRICE);
+      (d.payload.payload as any).deposit.amount = '4000';
+      return d;
+    }, 'invalid_batch_settlement_evm_receive_authorization_signature'],
+  ] as const)('refused, nothing moved: %s', async (_what, make, reason) => {
+    const buyer = await fundedBuyer('1');
+    const before = await usdcBalance(buyer.address);
+    const { req, payload } = await make(buyer);
+    expect((await post('verify', seller.sellerKey, payload, req)).body).toMatchObject({ isValid: false, invalidReason: reason, payer: buyer.address });
+    expect((await post('settle', seller.sellerKey, payload, req)).body).toMatchObject({ success: false, errorReason: reason, transaction: '' });
+    expect(await usdcBalance(buyer.address)).toBe(before);
   });
 });
