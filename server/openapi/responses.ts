@@ -69,7 +69,10 @@ export const holdReleased = z.object({ holdId: z.string(), released: z.literal(t
 export const supported = z.object({
   kinds: z.array(z.object({
     x402Version: z.number().int(), scheme: z.string(), network: z.string(),
-    extra: z.object({ facilitatorAddress: z.string().describe('upto: the account that settles, which the buyer names in its permit\'s witness') }).optional(),
+    extra: z.object({
+      facilitatorAddress: z.string().optional().describe('upto: the account that settles, which the buyer names in its permit\'s witness'),
+      receiverAuthorizer: z.string().optional().describe('batch-settlement: agentgate\'s receiver authorizer, which a seller names in its channels to have agentgate sign their claims and refunds'),
+    }).optional(),
   })),
   extensions: z.array(z.string()),
   signers: z.record(z.string(), z.array(z.string())),
@@ -88,11 +91,21 @@ export const discovery = z.object({
   pagination: z.object({ limit: z.number().int(), offset: z.number().int(), total: z.number().int() }),
 });
 
+/** batch-settlement: a channel as the contract has it. */
+const channelState = z.object({
+  channelId: z.string(),
+  balance: z.string().describe('Atomic units deposited and not withdrawn or refunded'),
+  totalClaimed: z.string().describe('Atomic units the receiver claimed of it'),
+  withdrawRequestedAt: z.number().int().describe('Unix seconds a timed withdrawal started; 0: none'),
+  refundNonce: z.string().describe('The nonce the next cooperative refund must carry'),
+});
+
 export const verifyAnswer = z.object({
   isValid: z.boolean(),
   payer: z.string().optional(),
   invalidReason: z.string().optional(),
   invalidMessage: z.string().optional(),
+  extra: channelState.optional().describe('batch-settlement: the channel\'s snapshot (deposit and voucher payloads)'),
 });
 
 export const settleAnswer = z.object({
@@ -104,6 +117,7 @@ export const settleAnswer = z.object({
   errorReason: z.string().optional(),
   errorMessage: z.string().optional(),
   extensions: z.record(z.string(), z.unknown()).optional(),
+  extra: z.object({ channelState }).optional().describe('batch-settlement: the channel after a deposit or refund'),
 });
 
 export const didDocument = z.object({
