@@ -18,11 +18,12 @@ import { decodePaymentResponseHeader } from '@x402/core/http';
 import { toClientEvmSigner } from '@x402/evm';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { parseEventLogs, toHex, type Address, type Hex } from 'viem';
+import { createWalletClient, http, maxUint256, parseEventLogs, parseUnits, toHex, type Address, type Hex } from 'viem';
 import { randomBytes } from 'node:crypto';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import {
   BATCH_SETTLEMENT_ADDRESS,
@@ -81,8 +82,13 @@ beforeAll(async () => {
       accepts: { scheme: 'batch-settlement', network: NETWORK, payTo: seller.payTo, price: { asset: testChain().usdc, amount: PRICE.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
       description: 'Weather, per call', mimeType: 'application/json',
     },
+    // The same, deposits through Permit2 (the payer approved Permit2 once).
+    'GET /weather-permit2': {
+      accepts: { scheme: 'batch-settlement', network: NETWORK, payTo: seller.payTo, price: { asset: testChain().usdc, amount: PRICE.toString(), extra: { name: DEV_USDC_NAME, version: '2', assetTransferMethod: 'permit2' } } },
+      description: 'Weather, per call', mimeType: 'application/json',
+    },
   }, resourceServer));
-  app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
+  app.get(['/weather', '/weather-permit2'], (_req, res) => { res.json({ weather: 'sunny' }); });
   shop = await listen(app);
   manager = new BatchSettlementChannelManager({ scheme: serverScheme, facilitator, receiver: seller.payTo, token: testChain().usdc, network: NETWORK });
 }, 60_000);
@@ -159,6 +165,25 @@ describe('the official client pays the official @x402/express batch-settlement s
     expect(refunded).toMatchObject({ success: true });
     expect(await usdcBalance(buyer.address)).toBe(buyerBefore - 5n * PRICE);
     expect(await channelState(channelId)).toMatchObject({ balance: 5n * PRICE, totalClaimed: 5n * PRICE, refundNonce: 1n });
+  });
+
+  it('a deposit through Permit2 (the requirements ask for it): the Permit2 collector pulls it, vouchers follow', async () => {
+    const buyer = await fundedBuyer('5');
+    await setEthBalance(buyer.address, parseUnits('1', 18));
+    const { chain, rpcUrl, usdc, publicClient } = testChain();
+    const approve = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
+    await publicClient.waitForTransactionReceipt({ hash: approve });
+    const before = await usdcBalance(buyer.address);
+    const paying = payingFetch(channelClient(buyer));
+    const first = await paying(`${shop.url}/weather-permit2`);
+    expect(first.status).toBe(200);
+    const deposit = decodePaymentResponseHeader(first.headers.get('payment-response')!);
+    const channelId = (deposit.extra as any).channelState.channelId as Hex;
+    const events = await eventsOf(deposit.transaction as Hex);
+    expect(events.map((e) => e.eventName)).toContain('Deposited');
+    expect((await paying(`${shop.url}/weather-permit2`)).status).toBe(200);
+    expect(await usdcBalance(buyer.address)).toBe(before - 10n * PRICE);
+    expect(await channelState(channelId)).toMatchObject({ balance: 10n * PRICE });
   });
 
   it('the manager refunds an idle channel, claiming its last vouchers in the same transaction', async () => {
