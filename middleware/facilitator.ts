@@ -1,6 +1,7 @@
 import type { PaymentRequirementsV1 } from './protocol/v1.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
 import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
+import type { ChannelRequirementsV2 } from './challenge.js';
 
 /**
  * What the Paywall needs from whoever verifies and settles payments. The production one is the
@@ -19,7 +20,17 @@ export interface Facilitator {
   capture?(holdId: string, usage?: CaptureUsage): Promise<RedeemResult>;
   /** Never throws for a hold that is gone or already released; a hold nobody releases expires by itself. */
   release?(holdId: string): Promise<void>;
+  /**
+   * A batch-settlement call: a deposit with its first voucher, or a voucher, accepted once by the backend
+   * (where the channel's state is). A refusal may say where the channel stands (`channelState`,
+   * `voucherState`), for the buyer to sign the right voucher.
+   */
+  channelPay?(request: RedeemRequest): Promise<ChannelPayResult>;
 }
+
+export type ChannelPayResult =
+  | { readonly ok: true; readonly paymentResponse: PaymentResponse; readonly paymentId: string }
+  | { readonly ok: false; readonly reason: string; readonly message: string; readonly channelState?: Readonly<Record<string, unknown>>; readonly voucherState?: Readonly<Record<string, unknown>> };
 
 export interface CaptureUsage {
   readonly amountAtomic: bigint;
@@ -42,7 +53,7 @@ export interface RedeemRequest {
   readonly resource: string;
   readonly amountAtomic: bigint;
   /** The requirement the buyer was asked to satisfy, in the payload's protocol version. */
-  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2;
+  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | ChannelRequirementsV2;
 }
 
 export interface PaymentResponse {
@@ -55,6 +66,8 @@ export interface PaymentResponse {
   readonly amount?: string;
   /** Extension data for the settlement header, e.g. `offer-receipt`'s signed receipt. */
   readonly extensions?: Readonly<Record<string, unknown>>;
+  /** batch-settlement: the call's charge and the channel after it (`chargedAmount`, `channelState`). */
+  readonly extra?: Readonly<Record<string, unknown>>;
 }
 
 export type RedeemResult =

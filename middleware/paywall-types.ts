@@ -1,4 +1,4 @@
-import type { PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+import type { ChannelPaymentRequiredResponse, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 import { FacilitatorUnavailable } from './facilitator.js';
 import type { Price } from './price.js';
 
@@ -36,7 +36,7 @@ export interface ErrorBody {
 export interface RequestPayment {
   readonly version: 1 | 2;
   /** exact: the route's price; upto: a permit for at most maxAmountAtomic, charged what the handler reports. */
-  readonly scheme: 'exact' | 'upto';
+  readonly scheme: 'exact' | 'upto' | 'batch-settlement';
   readonly paymentId: string;
   readonly payer: string;
   /** The settlement transaction: set when the route settles before the handler; after it, in the response headers. */
@@ -87,7 +87,7 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse);
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse | ChannelPaymentRequiredResponse);
 
 export const PASS: PaywallOutcome = Object.freeze({ kind: 'pass' });
 

@@ -10,6 +10,7 @@ import { PaymentChallenges } from './payment-required.js';
 import type { SellerScheme } from './seller-scheme.js';
 import { ExactPayment } from './exact-payment.js';
 import { UptoPayment } from './upto-payment.js';
+import { ChannelPayment } from './channel-payment.js';
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
@@ -80,7 +81,7 @@ export class Paywall {
     this.publicOrigin = options.publicOrigin === undefined ? undefined : parsePublicOrigin(options.publicOrigin);
     this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)));
     const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now };
-    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps) };
+    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'batch-settlement': new ChannelPayment(deps) };
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => [pattern, pricedRoute(pattern, config, options.facilitator)] as const),
     );

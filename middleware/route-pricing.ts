@@ -45,6 +45,12 @@ export interface RouteConfig {
    */
   readonly payTo?: string | PayToFunction;
   readonly settle?: SettleMode;
+  /**
+   * The x402 scheme the route is sold by, for a price per call: `exact` (default: an EIP-3009 transfer per
+   * call) or `batch-settlement` (a payment channel: the buyer deposits once and signs a voucher per call,
+   * checked in milliseconds; agentgate claims many calls in one transaction). A usage price is `upto`.
+   */
+  readonly scheme?: 'exact' | 'batch-settlement';
   /** After-handler only: how long the handler may take before its hold expires (default 120 s, at most 900). */
   readonly holdSeconds?: number;
   readonly description?: string;
@@ -56,7 +62,7 @@ export interface RouteConfig {
 /** A seller's route, priced once at start-up. */
 export interface PricedRoute {
   /** The x402 scheme it is sold by: `exact` (a price, fixed or computed) or `upto` (a price by usage). */
-  readonly scheme: 'exact' | 'upto';
+  readonly scheme: 'exact' | 'upto' | 'batch-settlement';
   /** The price when it is fixed (computed once); undefined for a price function. */
   readonly fixedAmount: bigint | undefined;
   readonly maxAmount: bigint | undefined;
@@ -81,8 +87,9 @@ export interface Charge {
 /** A route's configuration checked and priced once; a bad price fails at start-up, not on a request. */
 export function pricedRoute(pattern: string, config: RouteConfig, facilitator: Facilitator): PricedRoute {
   const usage = isUsagePrice(config.price) ? usageOf(pattern, config, facilitator) : undefined;
+  if (config.scheme === 'batch-settlement') channelRouteCheck(pattern, config, usage, facilitator);
   return {
-    scheme: usage ? 'upto' : 'exact',
+    scheme: usage ? 'upto' : config.scheme ?? 'exact',
     fixedAmount: usage ? usage.max : typeof config.price === 'function' ? undefined : parsePrice(config.price as Price),
     maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
     usage,
@@ -112,6 +119,13 @@ export async function chargeFor(route: CompiledRoute<PricedRoute>, resource: str
   const payTo = typeof config.payTo === 'function' ? await config.payTo(pricing) : config.payTo ?? defaultPayTo;
   if (!/^0x[0-9a-fA-F]{40}$/.test(payTo)) throw new TypeError(`the payTo of ${route.pattern} is not an address: ${payTo}`);
   return { route, resource, amountAtomic, payTo };
+}
+
+/** A channel route, checked once: a price per call (not by usage), paid before the handler, through a facilitator that takes vouchers. */
+function channelRouteCheck(pattern: string, config: RouteConfig, usage: unknown, facilitator: Facilitator): void {
+  if (usage) throw new TypeError(`route ${pattern}: a batch-settlement route has a price per call; a price by usage is the upto scheme`);
+  if (config.settle === 'after-handler') throw new TypeError(`route ${pattern}: a batch-settlement voucher is accepted before the handler; settle: 'after-handler' cannot apply`);
+  if (!facilitator.channelPay) throw new TypeError(`route ${pattern}: a batch-settlement route needs a facilitator that takes channel payments (the agentgate backend)`);
 }
 
 /** A usage price, checked once: a maximum above 0, a default charge within it, and a facilitator that can hold. */

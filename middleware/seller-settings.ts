@@ -19,6 +19,8 @@ export const SellerSettingsSchema = z.object({
   maxTimeoutSeconds: z.number().int().positive().optional(),
   /** The facilitator account that settles x402 `upto` payments (buyers bind it into their permits). */
   uptoFacilitator: EvmAddress.optional(),
+  /** agentgate's batch-settlement receiver authorizer, which the channels of our middleware's routes name. */
+  channelReceiverAuthorizer: EvmAddress.optional(),
 });
 export type SellerSettings = z.infer<typeof SellerSettingsSchema>;
 

@@ -62,7 +62,7 @@ export const ROUTES: RouteFactory[] = [
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   (app) => paymentRoutes({
     keys: app.keys, identities: app.identities, usage: app.usage, logs: app.logs, holds: app.holds, devMode: app.config.mode === 'dev',
-    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, registration: app.payments.registration, redemption: app.payments.redemption, records: app.payments.records,
+    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, registration: app.payments.registration, redemption: app.payments.redemption, records: app.payments.records, channels: app.payments.batchSettlement.channels,
   }),
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,

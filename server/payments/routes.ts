@@ -15,6 +15,7 @@ import { issueSellerKey, revokeSellerKey } from './seller-keys.js';
 import { MAX_HOLD_SECONDS, type HoldService } from './holds.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
+import type { ChannelBook } from './schemes/batch-settlement/channels.js';
 import type { PaymentRecords } from './records.js';
 import type { Redemption } from './redemption.js';
 
@@ -79,6 +80,8 @@ export interface PaymentRouteServices {
   redemption: Redemption;
   holds: HoldService;
   records: PaymentRecords;
+  /** batch-settlement calls through our middleware: channel state and vouchers in the database. */
+  channels: ChannelBook;
   /** skipUrlCheck is for dev mode only. */
   devMode: boolean;
 }
@@ -87,6 +90,9 @@ export interface PaymentRouteServices {
  * Seller set-up (platform key: the "console" of SPEC 4.5), the facilitator (seller key `loid-`), and
  * payment records for the seller and for ops (both key kinds of the org).
  */
+/** A channel's call is priced as an exact one (a fixed or dynamic price per call), x402 v2 only. */
+const CHANNEL_RULES = { pricedByUsage: false, paidInV1: false } as const;
+
 export function paymentRoutes(services: PaymentRouteServices): Router {
   const { keys, usage, acceptance, endpoints, registration, redemption, holds, records } = services;
   const router = authenticatedRouter(services, { prefix: '/v0/payments' });
@@ -158,6 +164,16 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
   router.post('/redeem', seller, async (ctx) => {
     const body = parseInput(redeemBody, ctx.request.body, 'body');
     const outcome = await redemption.redeem(orgOf(ctx), body);
+    ctx.status = outcome.ok ? 200 : 402;
+    ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+
+  // A batch-settlement call: a deposit with its first voucher, or a voucher, accepted once (the channel's
+  // state is in the database). A refusal carries the channel's state so the buyer can sign the right voucher.
+  router.post('/channels/pay', seller, async (ctx) => {
+    const body = parseInput(redeemBody, ctx.request.body, 'body');
+    const prepared = await redemption.prepareTerms(orgOf(ctx), body, CHANNEL_RULES);
+    const outcome = 'refused' in prepared ? prepared.refused : await services.channels.pay(prepared.seller, prepared.terms, body.paymentHeader);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
   });

@@ -50,7 +50,7 @@ const verifyRefusal = (r: Refusal) => ({ isValid: false, invalidReason: r.reason
 const settleRefusal = (network: string, r: Refusal) => ({ success: false, errorReason: r.reason, errorMessage: r.message, transaction: '', network, ...(r.payer ? { payer: r.payer } : {}) });
 
 /** Whether the channel pays this seller (its payTo or one of its payees). */
-const paysSeller = (seller: SellerAccountDoc, receiver: Address) => [seller.payTo, ...(seller.payees ?? [])].some((p) => isAddressEqual(p as Address, receiver));
+const paysSeller = (seller: Pick<SellerAccountDoc, 'payTo' | 'payees'>, receiver: Address) => [seller.payTo, ...(seller.payees ?? [])].some((p) => isAddressEqual(p as Address, receiver));
 const notSellers = (what: string): Refusal => ({ reason: R.payee, message: `${what} pays someone other than this seller's accepting address (or its payees): agentgate signs and sends only for the seller a channel pays` });
 
 export class ChannelFacilitator {
@@ -110,7 +110,7 @@ export class ChannelFacilitator {
   }
 
   /** Runs an action once (actions.ts) and answers its outcome; 503 when no lane could take it (nothing was sent). */
-  private async act(action: Parameters<typeof runAction>[1], work: Parameters<typeof runAction>[2]): Promise<FacilitatorAnswer> {
+  async act(action: Parameters<typeof runAction>[1], work: Parameters<typeof runAction>[2]): Promise<FacilitatorAnswer> {
     const outcome = await runAction(this.deps.actions(), action, work, this.deps.submit, { waitMs: this.deps.settlementTimeoutMs, staleMs: this.deps.settlementTimeoutMs * 3, log: this.deps.log });
     if ('unavailable' in outcome) throw new AppError(503, 'relayer_unavailable', `${outcome.unavailable}; nothing was sent, the same request may be made again`, undefined, { 'Retry-After': '2' });
     return { body: outcome.answer };
@@ -152,12 +152,12 @@ export class ChannelFacilitator {
     return this.deps.authorizer.signClaims(claims, this.deps.chain().chainId);
   }
 
-  private async claim(seller: SellerAccountDoc, payload: ClaimPayload, network: string): Promise<FacilitatorAnswer> {
+  /** Claims these rows for the seller's channels in one transaction (what a claim payload asks, and the channel book's sweep). */
+  async claimRows(seller: Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees'>, claims: VoucherClaim[], given: Hex | undefined, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
-    const claims = payload.claims.map(toClaim);
     const foreign = claims.find((c) => !paysSeller(seller, c.voucher.channel.receiver));
     if (foreign) return { body: settleRefusal(network, notSellers(`the channel ${channelIdOf(foreign.voucher.channel, chain.chainId)}`)) };
-    const signature = await this.claimSignature(claims, payload.claimAuthorizerSignature);
+    const signature = await this.claimSignature(claims, given);
     if (typeof signature !== 'string') return { body: settleRefusal(network, signature) };
     await this.deps.ensureCanSend();
     const ids = claims.map((c) => channelIdOf(c.voucher.channel, chain.chainId));
@@ -169,8 +169,12 @@ export class ChannelFacilitator {
     );
   }
 
+  private async claim(seller: SellerAccountDoc, payload: ClaimPayload, network: string): Promise<FacilitatorAnswer> {
+    return this.claimRows(seller, payload.claims.map(toClaim), payload.claimAuthorizerSignature, network);
+  }
+
   /** `settle(receiver, token)`: sweeps what was claimed for the receiver to it (permissionless on chain; here for the seller's own receivers). */
-  private async sweep(seller: SellerAccountDoc, payload: SettlePayload, network: string): Promise<FacilitatorAnswer> {
+  async sweep(seller: Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees'>, payload: Pick<SettlePayload, 'receiver' | 'token'>, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     if (!paysSeller(seller, payload.receiver)) return { body: settleRefusal(network, notSellers(`the receiver ${payload.receiver}`)) };
     if (!isAddressEqual(payload.token, chain.usdc.address)) return { body: settleRefusal(network, { reason: R.tokenMismatch, message: `this facilitator settles USDC at ${chain.usdc.address}` }) };
@@ -187,7 +191,7 @@ export class ChannelFacilitator {
    * A cooperative refund of what the channel holds beyond what is claimed (after the claims the seller
    * sends with it): `refundWithSignature`, with those claims first in one `multicall`.
    */
-  private async refund(seller: SellerAccountDoc, payload: RefundPayload, network: string): Promise<FacilitatorAnswer> {
+  async refund(seller: Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees'>, payload: RefundPayload, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     const config = payload.channelConfig;
     const payer = getAddress(config.payer);

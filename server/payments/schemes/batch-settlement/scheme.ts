@@ -15,6 +15,7 @@ import type { HoldablePayment, PaymentScheme, Reconciled, SupportedKind } from '
 import { ReceiverAuthorizer } from './receiver-authorizer.js';
 import { actionExecutors, channelActionModel } from './actions.js';
 import { ChannelFacilitator } from './facilitator.js';
+import { ChannelBook } from './channels.js';
 import { isChannelPayload } from './wire.js';
 
 // The x402 `batch-settlement` scheme on EVM (v2): payment channels on the x402BatchSettlement contract. A
@@ -35,6 +36,8 @@ export class BatchSettlementScheme implements PaymentScheme {
   readonly otherWork: Readonly<Record<string, WorkExecutor>>;
   readonly authorizer: ReceiverAuthorizer;
   private readonly facilitator: ChannelFacilitator;
+  /** Channels sold through our own middleware: their state and accepted vouchers, and the sweep that claims them. */
+  readonly channels: ChannelBook;
   /** The receiver authorizer's address once loaded (/supported is answered synchronously). */
   private authorizerAddress?: Address;
 
@@ -54,6 +57,7 @@ export class BatchSettlementScheme implements PaymentScheme {
       chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submitWork(work),
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
     });
+    this.channels = new ChannelBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer: () => this.receiverAuthorizer(), log });
     if (chain) this.loadAuthorizer();
   }
 
@@ -76,6 +80,16 @@ export class BatchSettlementScheme implements PaymentScheme {
   supportedKinds(chain: ChainService): SupportedKind[] {
     if (!this.authorizerAddress) return [];
     return [{ x402Version: 2, scheme: 'batch-settlement', network: chain.caip2, extra: { receiverAuthorizer: this.authorizerAddress } }];
+  }
+
+  /** Our middleware names agentgate's receiver authorizer in a batch-settlement 402. */
+  async sellerSettings(): Promise<Record<string, unknown>> {
+    if (!this.chain) return {};
+    try {
+      return { channelReceiverAuthorizer: await this.receiverAuthorizer() };
+    } catch {
+      return {};
+    }
   }
 
   // --- the facilitator API ---------------------------------------------------------------------
