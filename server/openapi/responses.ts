@@ -55,7 +55,7 @@ export const paymentDetail = z.object({
 export const redeemed = z.object({
   ok: z.literal(true),
   paymentId: z.string(),
-  paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), amount: z.string().optional().describe('upto: the atomic amount charged'), extensions: z.record(z.string(), z.unknown()).optional() }),
+  paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), amount: z.string().optional().describe('upto: the atomic amount charged'), extensions: z.record(z.string(), z.unknown()).optional(), extra: z.record(z.string(), z.unknown()).optional().describe('batch-settlement: chargedAmount and the channel after the call (channelState with chargedCumulativeAmount)') }),
 });
 
 export const held = z.object({
