@@ -3,6 +3,7 @@ import type { ZodRawShapeCompat } from '@modelcontextprotocol/sdk/server/zod-com
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import {
   buildRequirementV2,
+  buildChannelRequirementV2,
   buildUptoRequirementV2,
   createBackendClient,
   encodeBase64Json,
@@ -62,6 +63,11 @@ export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
   price: Price | UsagePrice;
   /** Default `after-handler`: only a successful tool result is charged. */
   settle?: SettleMode;
+  /**
+   * `batch-settlement`: the tool is paid through a payment channel (a deposit once, then a voucher per call,
+   * accepted by the backend before the tool runs, in milliseconds; claimed in bulk later). Default `exact`.
+   */
+  scheme?: 'exact' | 'batch-settlement';
   title?: string;
   description?: string;
   inputSchema?: Args;
@@ -85,6 +91,8 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       const usage = isUsagePrice(config.price) ? { max: parseCharge(config.price.upto), unreported: config.price.unreported === undefined ? 0n : parseCharge(config.price.unreported) } : undefined;
       if (usage && (usage.max <= 0n || usage.unreported > usage.max)) throw new RangeError(`tool ${name}: an upto price must allow more than 0 and its unreported charge must be within it`);
       if (usage && (config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an upto price is settled after the tool, by a facilitator that holds payments`);
+      const channel = config.scheme === 'batch-settlement';
+      if (channel && (usage || config.settle === 'after-handler' || !facilitator.channelPay)) throw new TypeError(`tool ${name}: a batch-settlement tool has a price per call, accepted before the tool runs, by a facilitator that takes channel payments`);
       const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
       const resource = mcpToolResource(name);
       const run = handler as (...params: unknown[]) => CallToolResult | Promise<CallToolResult>;
@@ -98,9 +106,9 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         } catch {
           return failure('facilitator_unavailable', 'payment settings could not be loaded from the payment backend');
         }
-        const requirement = (usage ? buildUptoRequirementV2 : buildRequirementV2)(settings, { amountAtomic, resource, description: config.description });
-        const required = (error: string, extraFields: Record<string, unknown> = {}) =>
-          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [requirement as PaymentRequirementsV2] }, extraFields);
+        const requirement = (channel ? buildChannelRequirementV2 : usage ? buildUptoRequirementV2 : buildRequirementV2)(settings, { amountAtomic, resource, description: config.description });
+        const required = (error: string, extraFields: Record<string, unknown> = {}, offerExtra?: Record<string, unknown>) =>
+          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [(offerExtra ? { ...requirement, extra: { ...requirement.extra, ...offerExtra } } : requirement) as PaymentRequirementsV2] }, extraFields);
 
         const payment = extra._meta?.[PAYMENT_META_KEY];
         if (payment === undefined || payment === null) return required('payment_required');
@@ -128,6 +136,28 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         const paidResult = (result: CallToolResult, settled: Extract<RedeemResult, { ok: true }>): CallToolResult => (
           { ...result, _meta: { ...(result._meta ?? {}), [PAYMENT_RESPONSE_META_KEY]: { ...settled.paymentResponse } } }
         );
+
+        if (channel) {
+          // The voucher is accepted (or the deposit sent) before the tool runs; a refusal says where the channel stands.
+          let paid;
+          try {
+            paid = await facilitator.channelPay!(request);
+          } catch (error) {
+            if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
+            throw error;
+          }
+          if (!paid.ok) {
+            const where = { ...(paid.channelState ? { channelState: paid.channelState } : {}), ...(paid.voucherState ? { voucherState: paid.voucherState } : {}) };
+            return required(paid.reason, { message: paid.message, [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: paid.reason, transaction: '', network: requirement.network } }, Object.keys(where).length ? where : undefined);
+          }
+          let result: CallToolResult;
+          try {
+            result = await run(...params);
+          } catch (error) {
+            return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed after payment: ${(error as Error).message}` }], _meta: { [PAYMENT_RESPONSE_META_KEY]: { ...paid.paymentResponse } } };
+          }
+          return paidResult(result, paid);
+        }
 
         if ((config.settle ?? 'after-handler') === 'after-handler' && facilitator.hold && facilitator.capture && facilitator.release) {
           let held;

@@ -18,7 +18,7 @@ export type {
 } from './paywall.js';
 
 export { FacilitatorUnavailable } from './facilitator.js';
-export type { CaptureUsage, Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
+export type { CaptureUsage, ChannelPayResult, Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
 
 export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
 export type { BackendConnection, BackendTransport } from './backend-http.js';
@@ -31,7 +31,8 @@ export type { PaymentsClient } from './payments-client.js';
 export { parseSellerSettings, SellerSettingsSchema, DEFAULT_MAX_TIMEOUT_SECONDS } from './seller-settings.js';
 export type { SellerSettings } from './seller-settings.js';
 
-export { buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
+export { buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
+export type { ChannelRequirementsV2 } from './challenge.js';
 export type { Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 
 export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parseCharge, parsePrice, USDC_DECIMALS } from './price.js';
