@@ -65,7 +65,8 @@ const schema = z.object({
   // Channels sold through our middleware: how often accepted vouchers are claimed (many channels in one
   // transaction) and settled to the seller, and how long a channel may sit idle before the payer gets the
   // rest back.
-  CHANNEL_SWEEP_EVERY_MS: z.coerce.number().int().min(1000).max(3_600_000).default(60_000),
+  // At most 10 minutes: a round always comes before a withdrawal can complete (the delay our 402s name is 15 minutes).
+  CHANNEL_SWEEP_EVERY_MS: z.coerce.number().int().min(1000).max(600_000).default(60_000),
   CHANNEL_IDLE_REFUND_MS: z.coerce.number().int().min(1000).default(24 * 3_600_000),
   // Settlement: at most this many authorizations per transaction (1 turns batching off), and at most this
   // many transactions in flight per relayer account (then requests wait and are batched).

@@ -4,6 +4,7 @@
 // first call, then a voucher per call accepted once (a unique insert), even when the same voucher reaches
 // two seller processes at the same instant; the backend's sweep claims the calls, many channels in one
 // transaction, settles them to the seller, and refunds idle channels.
+import { randomBytes } from 'node:crypto';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
@@ -14,27 +15,29 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/
 import { BatchSettlementEvmScheme as ChannelClientScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { toClientEvmSigner } from '@x402/evm';
-import type { Hex } from 'viem';
+import { createWalletClient, http, parseUnits, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
 import { paymentMiddleware as honoPayments } from '../../adapters/hono.js';
 import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
 import type { RouteConfig } from '../../middleware/index.js';
-import { channelIdOf, readChannelState, voucherTypedData, type ChannelConfig } from '../../server/chain/batch-settlement.js';
-import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, readChannelState, voucherTypedData, type ChannelConfig } from '../../server/chain/batch-settlement.js';
+import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller } from './seller.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000n; // $0.001 a call
+/** Shared by the backend processes (the receiver authorizer is sealed under it). */
+const MASTER_KEY = randomBytes(32).toString('hex');
 
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let receiverAuthorizer: string;
 beforeAll(async () => {
   // The sweep runs when a test asks for it (one round each), never on its own during a test.
-  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '3600000' });
+  server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
   seller = await setUpSeller(server);
   receiverAuthorizer = (await server.request('GET', '/v0/x402/supported')).body.kinds.find((k: any) => k.scheme === 'batch-settlement').extra.receiverAuthorizer;
 }, 60_000);
@@ -43,8 +46,8 @@ afterAll(async () => { await server?.close(); });
 const ROUTE: RouteConfig = { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' };
 
 type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
-function app(framework: Framework) {
-  const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': ROUTE } };
+function app(framework: Framework, backendUrl = server.url) {
+  const options = { backendUrl, apiKey: seller.sellerKey, routes: { 'GET /weather': ROUTE } };
   switch (framework) {
     case 'Express': {
       const a = express();
@@ -74,8 +77,8 @@ function app(framework: Framework) {
   }
 }
 
-async function withShop<T>(framework: Framework, run: (url: string) => Promise<T>): Promise<T> {
-  const running = await serve(app(framework) as never);
+async function withShop<T>(framework: Framework, run: (url: string) => Promise<T>, backendUrl?: string): Promise<T> {
+  const running = await serve(app(framework, backendUrl) as never);
   const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
   expect(registered.status).toBe(201);
   try {
@@ -162,7 +165,7 @@ describe('the sweep and the guarantees (Express)', () => {
     });
   });
 
-  it('the same voucher sent to two seller processes at the same instant is accepted once; sent again, it gets a 402 saying where the channel stands', async () => {
+  it('the same voucher sent to two seller processes on two backend processes at the same instant is accepted once; sent again, it gets a 402 saying where the channel stands', async () => {
     const buyer = await fundedBuyer('1');
     const { paying, scheme } = channelClient(buyer);
     const first = await withShop('Express', async (url) => {
@@ -170,28 +173,33 @@ describe('the sweep and the guarantees (Express)', () => {
       expect(res.status).toBe(200);
       return { url, required: decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!) };
     });
-    // Two seller processes of the same seller (two apps, same backend).
-    await withShop('Express', async (urlA) => withShop('Express', async (urlB) => {
-      const accept = { ...decodePaymentRequiredHeader((await fetch(`${urlA}/weather`)).headers.get('payment-required')!).accepts[0]! };
-      const config = scheme.buildChannelConfig(accept) as ChannelConfig;
-      const channelId = channelIdOf(config, 84532);
-      const max = 2n * PRICE;
-      const signature = await buyer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
-      const header = Buffer.from(JSON.stringify({ x402Version: 2, accepted: accept, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
-      const [a, b] = await Promise.all([urlA, urlB].map((u) => fetch(`${u}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } })));
-      expect([a!.status, b!.status].sort()).toEqual([200, 402]);
-      const again = await fetch(`${urlA}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } });
-      expect(again.status).toBe(402);
-      const corrective = decodePaymentRequiredHeader(again.headers.get('payment-required')!);
-      expect(corrective.error).toBe('invalid_batch_settlement_evm_cumulative_amount_mismatch');
-      expect(corrective.accepts[0]!.extra).toMatchObject({ channelState: { channelId, chargedCumulativeAmount: '2000' }, voucherState: { signedMaxClaimable: '2000' } });
-      const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: channelId.toLowerCase() }).toArray();
-      expect(vouchers.map((v) => v.cumulative).sort()).toEqual(['1000', '2000']);
-    }));
+    // Two seller apps of the same seller, each on its own backend process (one database).
+    const second = await startTestServer({ MONGODB_DB: server.config.MONGODB_DB, MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
+    try {
+      await withShop('Express', async (urlA) => withShop('Express', async (urlB) => {
+        const accept = { ...decodePaymentRequiredHeader((await fetch(`${urlA}/weather`)).headers.get('payment-required')!).accepts[0]! };
+        const config = scheme.buildChannelConfig(accept) as ChannelConfig;
+        const channelId = channelIdOf(config, 84532);
+        const max = 2n * PRICE;
+        const signature = await buyer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
+        const header = Buffer.from(JSON.stringify({ x402Version: 2, accepted: accept, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
+        const [a, b] = await Promise.all([urlA, urlB].map((u) => fetch(`${u}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } })));
+        expect([a!.status, b!.status].sort()).toEqual([200, 402]);
+        const again = await fetch(`${urlA}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } });
+        expect(again.status).toBe(402);
+        const corrective = decodePaymentRequiredHeader(again.headers.get('payment-required')!);
+        expect(corrective.error).toBe('invalid_batch_settlement_evm_cumulative_amount_mismatch');
+        expect(corrective.accepts[0]!.extra).toMatchObject({ channelState: { channelId, chargedCumulativeAmount: '2000' }, voucherState: { signedMaxClaimable: '2000' } });
+        const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: channelId.toLowerCase() }).toArray();
+        expect(vouchers.map((v) => v.cumulative).sort()).toEqual(['1000', '2000']);
+      }, second.url));
+    } finally {
+      await second.stop();
+    }
     expect(first.required.accepts[0]!.scheme).toBe('batch-settlement');
   });
 
-  it('refused with nothing accepted: a voucher above the deposit, a voucher signed by someone else', async () => {
+  it('refused with nothing accepted: a voucher signed by someone else, a voucher that skips a call', async () => {
     const buyer = await fundedBuyer('1');
     const { paying, scheme } = channelClient(buyer);
     await withShop('Express', async (url) => {
@@ -211,6 +219,30 @@ describe('the sweep and the guarantees (Express)', () => {
       const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: channelId.toLowerCase() }).toArray();
       expect(vouchers.map((v) => v.cumulative)).toEqual(['1000']);
     });
+  });
+
+  it('a payer who starts withdrawing: the next round claims every accepted call before the withdrawal can complete', async () => {
+    const buyer = await fundedBuyer('1');
+    await setEthBalance(buyer.address, parseUnits('1', 18));
+    const { paying, scheme } = channelClient(buyer);
+    const { channelId, config } = await withShop('Express', async (url) => {
+      let id: Hex | undefined;
+      for (let i = 0; i < 3; i++) {
+        const res = await paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
+      }
+      const accept = decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]!;
+      return { channelId: id!, config: scheme.buildChannelConfig(accept) as ChannelConfig };
+    });
+    const { chain, rpcUrl, publicClient } = testChain();
+    const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'initiateWithdraw', args: [config, 10n * PRICE] });
+    expect((await publicClient.waitForTransactionReceipt({ hash })).status).toBe('success');
+    const pending = await channelState(channelId);
+    expect(pending.withdrawRequestedAt).toBeGreaterThan(0);
+    await sweep();
+    // Claimed while the withdrawal waits out its delay: what it can take back is only what no call paid for.
+    expect(await channelState(channelId)).toMatchObject({ totalClaimed: 3n * PRICE, balance: 10n * PRICE, withdrawRequestedAt: pending.withdrawRequestedAt });
   });
 
   it('an idle channel is claimed and the rest refunded to the payer in one transaction', async () => {

@@ -26,7 +26,7 @@ let payTo: Address;
 let runs = 0;
 
 beforeAll(async () => {
-  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '3600000' });
+  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000' });
   const agent = await signUp(server);
   payTo = privateKeyToAccount(generatePrivateKey()).address;
   expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
