@@ -245,6 +245,36 @@ describe('the sweep and the guarantees (Express)', () => {
     expect(await channelState(channelId)).toMatchObject({ totalClaimed: 3n * PRICE, balance: 10n * PRICE, withdrawRequestedAt: pending.withdrawRequestedAt });
   });
 
+  it('a deposit whose call died after the deposit went through: presented again, the deposit is not sent again and the call is paid', async () => {
+    const buyer = await fundedBuyer('1');
+    const before = await usdcBalance(buyer.address);
+    const storage = new InMemoryClientChannelStorage();
+    const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
+    const sent: string[] = [];
+    const recording: typeof fetch = async (input, init) => {
+      const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
+      if (header) sent.push(header);
+      return fetch(input, init);
+    };
+    const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
+      .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+    await withShop('Express', async (url) => {
+      const first = await paying(`${url}/weather`);
+      expect(first.status).toBe(200);
+      const deposit = decodePaymentResponseHeader(first.headers.get('payment-response')!);
+      const channelId = (deposit.extra as any).channelState.channelId as string;
+      // The state a process killed between recording the deposit and accepting its voucher leaves.
+      expect((await server.app.db.collection('channel_vouchers').deleteMany({ channelId: channelId.toLowerCase() })).deletedCount).toBe(1);
+      const again = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': sent[0]! } });
+      expect(again.status).toBe(200);
+      expect(decodePaymentResponseHeader(again.headers.get('payment-response')!)).toMatchObject({ success: true, transaction: deposit.transaction, extra: { channelState: { chargedCumulativeAmount: '1000' } } });
+      expect(await usdcBalance(buyer.address)).toBe(before - 10n * PRICE);
+      // And once more: now a replay, refused.
+      expect((await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': sent[0]! } })).status).toBe(402);
+      expect(await usdcBalance(buyer.address)).toBe(before - 10n * PRICE);
+    });
+  });
+
   it('an idle channel is claimed and the rest refunded to the payer in one transaction', async () => {
     const buyer = await fundedBuyer('1');
     const before = await usdcBalance(buyer.address);

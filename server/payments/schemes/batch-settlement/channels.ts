@@ -158,9 +158,19 @@ export class ChannelBook {
     // The voucher must be this call's before anything is deposited.
     const mismatch = this.cumulativeMismatch(channel, latest, payload.voucher.maxClaimableAmount, terms.amountAtomic);
     if (mismatch) return mismatch;
+    const auth = payload.deposit.authorization;
+    // The same deposit presented again after it went through (its answer lost: a timeout, a process that
+    // died after sending it): the deposit is not sent again, the voucher is accepted as this call's.
+    const payer = getAddress(payload.channelConfig.payer);
+    const key = auth.permit2Authorization ? `${chain.chainId}:permit2:${payer}:${auth.permit2Authorization.nonce}`.toLowerCase()
+      : auth.erc3009Authorization ? `${chain.chainId}:${payer}:${erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization.salt))}`.toLowerCase() : undefined;
+    const earlier = key && await this.deps.facilitator.answered(`deposit:${key}`);
+    if (earlier) {
+      const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
+      return this.accept(seller, terms, synced, latest, payload.voucher, String(earlier.transaction ?? ''));
+    }
     const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
     if (!verdict.ok) return { ok: false, error: verdict.reason, message: verdict.message };
-    const auth = payload.deposit.authorization;
     const authorization = auth.permit2Authorization ? { kind: 'permit2' as const, nonce: auth.permit2Authorization.nonce.toString() }
       : { kind: 'eip3009' as const, token: getAddress(requirements.asset), nonce: erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization!.salt)) };
     const answer = (await this.deps.facilitator.act(

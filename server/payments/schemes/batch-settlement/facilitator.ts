@@ -117,7 +117,7 @@ export class ChannelFacilitator {
   }
 
   /** The answer an action already gave, if it succeeded (a retry of a deposit whose authorization is now used). */
-  private async answered(key: string): Promise<ActionAnswer | undefined> {
+  async answered(key: string): Promise<ActionAnswer | undefined> {
     const done = await this.deps.actions().findById(key).lean();
     return done?.status === 'succeeded' ? done.answer : undefined;
   }
