@@ -275,6 +275,38 @@ describe('the sweep and the guarantees (Express)', () => {
     });
   });
 
+  it('claim records left `sending` (a process killed after sending the claim; a copy of the same rows): the next round finishes both from the chain, nothing sent twice', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying } = channelClient(buyer);
+    const channelId = await withShop('Express', async (url) => {
+      let id: Hex | undefined;
+      for (let i = 0; i < 2; i++) {
+        const res = await paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
+      }
+      return id!;
+    });
+    await sweep();
+    const actions = server.app.db.collection('channel_actions');
+    const claim = await actions.findOne({ kind: 'claim', channelIds: channelId.toLowerCase() });
+    expect(claim).toMatchObject({ status: 'succeeded' });
+    // Killed after sending: the claim is on chain, its record still says `sending`.
+    await actions.updateOne({ _id: claim!._id }, { $set: { status: 'sending', createdAt: new Date(Date.now() - 3_600_000) }, $unset: { answer: '', txHash: '' } });
+    // A second record of the same rows, under another key, never sent.
+    const unsent = { ...claim!, _id: `${claim!._id}:unsent`, status: 'sending', createdAt: new Date(Date.now() - 3_600_000), work: { ...claim!.work, actionId: `${claim!._id}:unsent` } };
+    delete (unsent as any).answer;
+    delete (unsent as any).txHash;
+    await actions.insertOne(unsent as never);
+    const totals = await sweep();
+    expect(totals!.finished).toBeGreaterThanOrEqual(2);
+    expect(await actions.findOne({ _id: claim!._id })).toMatchObject({ status: 'succeeded', txHash: claim!.txHash });
+    expect(await actions.findOne({ _id: unsent._id as never })).toMatchObject({ status: 'succeeded' });
+    const claimed = await testChain().publicClient.getContractEvents({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, eventName: 'Claimed', args: { channelId }, fromBlock: 0n });
+    expect(claimed).toHaveLength(1);
+    expect(await channelState(channelId)).toMatchObject({ totalClaimed: 2n * PRICE });
+  });
+
   it('an idle channel is claimed and the rest refunded to the payer in one transaction', async () => {
     const buyer = await fundedBuyer('1');
     const before = await usdcBalance(buyer.address);

@@ -26,6 +26,8 @@ import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload,
 export const CHANNEL_WITHDRAW_DELAY = 900;
 /** A channel's state read from the chain is trusted this long for a voucher's balance check. */
 const CHAIN_STATE_TTL_MS = 30_000;
+/** An action still `sending` after this long lost its process: the sweep finishes it from the chain. */
+const STALE_ACTION_MS = 5 * 60_000;
 
 export interface ChannelDoc {
   _id: string; // the channel id
@@ -246,7 +248,7 @@ export class ChannelBook {
    * comes every `everyMs`); then each seller's claimed funds are settled to it; channels idle for
    * `idleRefundMs` give the payer the rest back (claiming the last voucher in the same transaction).
    */
-  async sweep(options: { everyMs: number; idleRefundMs: number; /** The round's name (default: the current period of everyMs). */ round?: string }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): Promise<{ claimed: number; refunded: number; settled: number } | undefined> {
+  async sweep(options: { everyMs: number; idleRefundMs: number; /** The round's name (default: the current period of everyMs). */ round?: string; /** An action still sending after this long is finished from the chain. */ staleAfterMs?: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): Promise<{ claimed: number; refunded: number; settled: number; finished: number } | undefined> {
     const now = Date.now();
     const round = `sweep:${options.round ?? Math.floor(now / options.everyMs)}`;
     try {
@@ -256,7 +258,9 @@ export class ChannelBook {
       throw err;
     }
     const chain = this.deps.chain();
-    const totals = { claimed: 0, refunded: 0, settled: 0 };
+    const totals = { claimed: 0, refunded: 0, settled: 0, finished: 0 };
+    // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
+    totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
     const channels = await this.channels.find({ chainId: chain.chainId }).lean();
     const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState }>>();
     for (const channel of channels) {
@@ -309,7 +313,7 @@ export class ChannelBook {
       if (busy || stopped) return;
       busy = true;
       running = this.sweep(options, sellers).then((totals) => {
-        if (totals && totals.claimed + totals.refunded + totals.settled > 0) this.deps.log.info(totals, 'channel sweep');
+        if (totals && totals.claimed + totals.refunded + totals.settled + totals.finished > 0) this.deps.log.info(totals, 'channel sweep');
       }, (err) => { if (!stopped) this.deps.log.error({ err: (err as Error).message }, 'channel sweep failed'); }).finally(() => { busy = false; });
     };
     const timer = setInterval(tick, options.everyMs);

@@ -116,6 +116,22 @@ export class ChannelFacilitator {
     return { body: outcome.answer };
   }
 
+  /**
+   * Actions still `sending` long after they were recorded (their process died between recording and
+   * sending, or between sending and recording): each handed to a lane again, whose executor asks the chain
+   * first what became of it and records that (or sends it, if it never left).
+   */
+  async finishStale(olderThanMs: number): Promise<number> {
+    const stale = await this.deps.actions().find({ status: 'sending', createdAt: { $lt: new Date(Date.now() - olderThanMs) } }).limit(100).lean();
+    let finished = 0;
+    for (const action of stale) {
+      const outcome = await this.deps.submit({ id: action._id, kind: `batch-settlement.${action.kind}`, data: action.work });
+      if ('done' in outcome) finished++;
+      else this.deps.log.warn({ actionId: action._id, why: outcome.unavailable }, 'a stale channel action could not be handed to a lane; the next round tries again');
+    }
+    return finished;
+  }
+
   /** The answer an action already gave, if it succeeded (a retry of a deposit whose authorization is now used). */
   async answered(key: string): Promise<ActionAnswer | undefined> {
     const done = await this.deps.actions().findById(key).lean();
