@@ -13,6 +13,7 @@ import {
   parsePrice,
   type UsagePrice,
   type BackendClientOptions,
+  type ChannelPayResult,
   type Facilitator,
   type Price,
   type RedeemResult,
@@ -92,7 +93,8 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       if (usage && (usage.max <= 0n || usage.unreported > usage.max)) throw new RangeError(`tool ${name}: an upto price must allow more than 0 and its unreported charge must be within it`);
       if (usage && (config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an upto price is settled after the tool, by a facilitator that holds payments`);
       const channel = config.scheme === 'batch-settlement';
-      if (channel && (usage || config.settle === 'after-handler' || !facilitator.channelPay)) throw new TypeError(`tool ${name}: a batch-settlement tool has a price per call, accepted before the tool runs, by a facilitator that takes channel payments`);
+      if (channel && (usage || !facilitator.channelPay)) throw new TypeError(`tool ${name}: a batch-settlement tool has a price per call, paid through a facilitator that takes channel payments`);
+      const channelHeld = channel && (config.settle ?? 'after-handler') === 'after-handler' && !!facilitator.channelCapture && !!facilitator.channelRelease;
       const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
       const resource = mcpToolResource(name);
       const run = handler as (...params: unknown[]) => CallToolResult | Promise<CallToolResult>;
@@ -138,25 +140,43 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         );
 
         if (channel) {
-          // The voucher is accepted (or the deposit sent) before the tool runs; a refusal says where the channel stands.
+          // The voucher is accepted (or the deposit sent) before the tool runs, held while it runs by default
+          // (captured when it succeeds, released when it fails); a refusal says where the channel stands.
+          const channelRefused = (paid: Extract<ChannelPayResult, { ok: false }>) => {
+            const where = { ...(paid.channelState ? { channelState: paid.channelState } : {}), ...(paid.voucherState ? { voucherState: paid.voucherState } : {}) };
+            return required(paid.reason, { message: paid.message, [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: paid.reason, transaction: '', network: requirement.network } }, Object.keys(where).length ? where : undefined);
+          };
           let paid;
           try {
-            paid = await facilitator.channelPay!(request);
+            paid = await facilitator.channelPay!({ ...request, ...(channelHeld ? { holdSeconds: 120 } : {}) });
           } catch (error) {
             if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
             throw error;
           }
-          if (!paid.ok) {
-            const where = { ...(paid.channelState ? { channelState: paid.channelState } : {}), ...(paid.voucherState ? { voucherState: paid.voucherState } : {}) };
-            return required(paid.reason, { message: paid.message, [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: paid.reason, transaction: '', network: requirement.network } }, Object.keys(where).length ? where : undefined);
-          }
+          if (!paid.ok) return channelRefused(paid);
           let result: CallToolResult;
           try {
             result = await run(...params);
           } catch (error) {
+            if (channelHeld) {
+              await facilitator.channelRelease!(paid.paymentId).catch(() => {});
+              return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed; you were not charged: ${(error as Error).message}` }] };
+            }
             return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed after payment: ${(error as Error).message}` }], _meta: { [PAYMENT_RESPONSE_META_KEY]: { ...paid.paymentResponse } } };
           }
-          return paidResult(result, paid);
+          if (!channelHeld) return paidResult(result, paid);
+          if (result.isError) {
+            await facilitator.channelRelease!(paid.paymentId).catch(() => {});
+            return result;
+          }
+          let captured;
+          try {
+            captured = await facilitator.channelCapture!(paid.paymentId);
+          } catch (error) {
+            if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
+            throw error;
+          }
+          return captured.ok ? paidResult(result, captured) : channelRefused(captured);
         }
 
         if ((config.settle ?? 'after-handler') === 'after-handler' && facilitator.hold && facilitator.capture && facilitator.release) {

@@ -1,6 +1,6 @@
-import type { PaywallOutcome } from './paywall-types.js';
+import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
 import { unavailable } from './paywall-types.js';
-import type { Facilitator } from './facilitator.js';
+import type { ChannelPayResult, Facilitator } from './facilitator.js';
 import type { ChannelPaymentRequiredResponse } from './challenge.js';
 import { decodeBase64Json } from './protocol/base64-json.js';
 import type { Charge } from './route-pricing.js';
@@ -27,17 +27,43 @@ export class ChannelPayment implements SellerScheme {
     if (accepted.network !== requirement.network) return this.deps.challenges.refuse(charge, 'network_mismatch', `payment is for network "${String(accepted.network)}", expected "${requirement.network}"`);
     if (accepted.amount !== requirement.amount) return this.deps.challenges.refuse(charge, 'amount_mismatch', `payment is for ${String(accepted.amount)}; this call costs ${requirement.amount}`);
     if (typeof accepted.payTo !== 'string' || accepted.payTo.toLowerCase() !== requirement.payTo.toLowerCase()) return this.deps.challenges.refuse(charge, 'recipient_mismatch', 'payment is to another recipient');
+    const canHold = !!(this.deps.facilitator.channelCapture && this.deps.facilitator.channelRelease);
     const facilitator = this.deps.facilitator as Required<Facilitator>;
+    // Charged only if the handler succeeds (default): the voucher is held while it runs, then captured or released.
+    const settle = charge.route.value.config.settle ?? (canHold ? 'after-handler' : 'before-handler');
+    const holdSeconds = settle === 'after-handler' ? charge.route.value.config.holdSeconds ?? 120 : undefined;
     let result;
     try {
-      result = await facilitator.channelPay({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement });
+      result = await facilitator.channelPay({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, ...(holdSeconds ? { holdSeconds } : {}) });
     } catch (error) {
       return unavailable(error);
     }
-    if (!result.ok) {
-      const where = { ...(result.channelState ? { channelState: result.channelState } : {}), ...(result.voucherState ? { voucherState: result.voucherState } : {}) };
-      return this.deps.challenges.refuse(charge, result.reason, result.message, Object.keys(where).length ? where : undefined);
-    }
-    return paidOutcome(charge, 2, result, 'before-handler', undefined, 'batch-settlement');
+    if (!result.ok) return this.refused(charge, result);
+    if (settle === 'before-handler') return paidOutcome(charge, 2, result, 'before-handler', undefined, 'batch-settlement');
+    const voucherId = result.paymentId;
+    const held = paidOutcome(charge, 2, result, 'after-handler', undefined, 'batch-settlement');
+    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
+    let releasing: Promise<void> | undefined;
+    const hold: HeldPayment = {
+      payment: held.payment,
+      capture: () => (capturing ??= (async () => {
+        let captured;
+        try {
+          captured = await facilitator.channelCapture(voucherId);
+        } catch (error) {
+          return unavailable(error);
+        }
+        if (!captured.ok) return this.refused(charge, captured);
+        return paidOutcome(charge, 2, captured, 'after-handler', undefined, 'batch-settlement');
+      })()),
+      release: () => (releasing ??= facilitator.channelRelease(voucherId).catch(() => {})),
+    };
+    return { kind: 'held', hold };
+  }
+
+  /** A 402 asking again; where the channel stands goes in the offer, for the buyer's client to resync. */
+  private refused(charge: Charge, result: Extract<ChannelPayResult, { ok: false }>): PaymentRequiredOutcome {
+    const where = { ...(result.channelState ? { channelState: result.channelState } : {}), ...(result.voucherState ? { voucherState: result.voucherState } : {}) };
+    return this.deps.challenges.refuse(charge, result.reason, result.message, Object.keys(where).length ? where : undefined);
   }
 }

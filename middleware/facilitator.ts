@@ -25,7 +25,16 @@ export interface Facilitator {
    * (where the channel's state is). A refusal may say where the channel stands (`channelState`,
    * `voucherState`), for the buyer to sign the right voucher.
    */
-  channelPay?(request: RedeemRequest): Promise<ChannelPayResult>;
+  channelPay?(request: ChannelPayRequest): Promise<ChannelPayResult>;
+  /** Charges a held channel call (the handler succeeded). */
+  channelCapture?(voucherId: string): Promise<ChannelPayResult>;
+  /** Releases a held channel call (the handler failed): nothing is charged. Never throws for one that is gone. */
+  channelRelease?(voucherId: string): Promise<void>;
+}
+
+/** A channel call; `holdSeconds`: held while the handler runs (captured or released after it), not charged before. */
+export interface ChannelPayRequest extends RedeemRequest {
+  readonly holdSeconds?: number;
 }
 
 export type ChannelPayResult =

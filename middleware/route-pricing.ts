@@ -124,8 +124,8 @@ export async function chargeFor(route: CompiledRoute<PricedRoute>, resource: str
 /** A channel route, checked once: a price per call (not by usage), paid before the handler, through a facilitator that takes vouchers. */
 function channelRouteCheck(pattern: string, config: RouteConfig, usage: unknown, facilitator: Facilitator): void {
   if (usage) throw new TypeError(`route ${pattern}: a batch-settlement route has a price per call; a price by usage is the upto scheme`);
-  if (config.settle === 'after-handler') throw new TypeError(`route ${pattern}: a batch-settlement voucher is accepted before the handler; settle: 'after-handler' cannot apply`);
   if (!facilitator.channelPay) throw new TypeError(`route ${pattern}: a batch-settlement route needs a facilitator that takes channel payments (the agentgate backend)`);
+  if (config.settle === 'after-handler' && (!facilitator.channelCapture || !facilitator.channelRelease)) throw new TypeError(`route ${pattern}: settle: 'after-handler' needs a facilitator that holds channel calls`);
 }
 
 /** A usage price, checked once: a maximum above 0, a default charge within it, and a facilitator that can hold. */

@@ -65,6 +65,7 @@ export const held = z.object({
   expiresAt: isoTime.describe('Released by itself, not charged, if not captured by then'),
 });
 export const holdReleased = z.object({ holdId: z.string(), released: z.literal(true) });
+export const channelReleased = z.object({ released: z.boolean() });
 
 export const supported = z.object({
   kinds: z.array(z.object({

@@ -90,6 +90,12 @@ export interface PaymentRouteServices {
  * Seller set-up (platform key: the "console" of SPEC 4.5), the facilitator (seller key `loid-`), and
  * payment records for the seller and for ops (both key kinds of the org).
  */
+/** A channel call: the redeem body, held while the handler runs when `hold` (captured or released after it). */
+export const channelPayBody = redeemBody.extend({ hold: z.boolean().optional(), holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
+/** A channel voucher's id: `<channel id>:<cumulative amount, 39 digits>`. */
+export const voucherIdParam = z.object({ id: z.string().regex(/^0x[0-9a-f]{64}:\d{39}$/, 'malformed voucher id') });
+const DEFAULT_CHANNEL_HOLD_SECONDS = 120;
+
 /** A channel's call is priced as an exact one (a fixed or dynamic price per call), x402 v2 only. */
 const CHANNEL_RULES = { pricedByUsage: false, paidInV1: false } as const;
 
@@ -171,11 +177,22 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
   // A batch-settlement call: a deposit with its first voucher, or a voucher, accepted once (the channel's
   // state is in the database). A refusal carries the channel's state so the buyer can sign the right voucher.
   router.post('/channels/pay', seller, async (ctx) => {
-    const body = parseInput(redeemBody, ctx.request.body, 'body');
+    const { hold, holdSeconds, ...body } = parseInput(channelPayBody, ctx.request.body, 'body');
     const prepared = await redemption.prepareTerms(orgOf(ctx), body, CHANNEL_RULES);
-    const outcome = 'refused' in prepared ? prepared.refused : await services.channels.pay(prepared.seller, prepared.terms, body.paymentHeader);
+    const outcome = 'refused' in prepared ? prepared.refused : await services.channels.pay(prepared.seller, prepared.terms, body.paymentHeader, hold ? { seconds: holdSeconds ?? DEFAULT_CHANNEL_HOLD_SECONDS } : undefined);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+  // A held call's voucher: captured when the handler succeeded (charged), released when it failed (not charged).
+  router.post('/channels/vouchers/:id/capture', seller, async (ctx) => {
+    const { id } = parseInput(voucherIdParam, ctx.params, 'params');
+    const outcome = await services.channels.capture(orgOf(ctx), id);
+    ctx.status = outcome.ok ? 200 : 409;
+    ctx.body = outcome.ok ? outcome : { ...outcome, status: 409 };
+  });
+  router.post('/channels/vouchers/:id/release', seller, async (ctx) => {
+    const { id } = parseInput(voucherIdParam, ctx.params, 'params');
+    ctx.body = await services.channels.release(orgOf(ctx), id);
   });
 
   // Settle after the handler: hold (verify and claim), then capture (settle) or release (nothing charged).

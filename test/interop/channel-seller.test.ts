@@ -52,7 +52,10 @@ function app(framework: Framework, backendUrl = server.url) {
     case 'Express': {
       const a = express();
       a.use(expressPayments(options));
-      a.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
+      a.get('/weather', (req, res) => {
+        if (req.query.fail) res.status(502).json({ error: 'upstream_down' });
+        else res.json({ weather: 'sunny' });
+      });
       return a;
     }
     case 'Koa': {
@@ -305,6 +308,24 @@ describe('the sweep and the guarantees (Express)', () => {
     const claimed = await testChain().publicClient.getContractEvents({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, eventName: 'Claimed', args: { channelId }, fromBlock: 0n });
     expect(claimed).toHaveLength(1);
     expect(await channelState(channelId)).toMatchObject({ totalClaimed: 2n * PRICE });
+  });
+
+  it('a call whose handler fails is not charged: its voucher is released, and the next call pays the same amount', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying } = channelClient(buyer);
+    await withShop('Express', async (url) => {
+      const first = await paying(`${url}/weather`);
+      expect(first.status).toBe(200);
+      const channelId = ((decodePaymentResponseHeader(first.headers.get('payment-response')!).extra as any).channelState.channelId as string).toLowerCase();
+      const failed = await paying(`${url}/weather?fail=1`);
+      expect([failed.status, failed.headers.get('payment-response')]).toEqual([502, null]);
+      const vouchers = server.app.db.collection('channel_vouchers');
+      expect((await vouchers.find({ channelId }).toArray()).map((v) => [v.cumulative, v.status])).toEqual([['1000', 'captured']]);
+      const next = await paying(`${url}/weather`);
+      expect(next.status).toBe(200);
+      expect(decodePaymentResponseHeader(next.headers.get('payment-response')!)).toMatchObject({ extra: { channelState: { chargedCumulativeAmount: '2000' } } });
+      expect((await vouchers.find({ channelId }).toArray()).map((v) => [v.cumulative, v.status]).sort()).toEqual([['1000', 'captured'], ['2000', 'captured']]);
+    });
   });
 
   it('an idle channel is claimed and the rest refunded to the payer in one transaction', async () => {

@@ -54,6 +54,15 @@ export interface VoucherDoc {
   price: string;
   signature: string;
   resource: string;
+  /**
+   * `held` while the seller's handler runs (charged only if it succeeds: captured), then `captured`; a
+   * released hold is deleted (the buyer signs the same amount for its next call). Only captured vouchers
+   * are claimed.
+   */
+  status: 'held' | 'captured';
+  holdExpiresAt?: Date;
+  /** The paid call's answer, given again by its capture. */
+  response: Record<string, unknown>;
   createdAt: Date;
 }
 
@@ -62,8 +71,9 @@ const channelSchema = new Schema<ChannelDoc>({
   balance: String, totalClaimed: String, withdrawRequestedAt: Number, refundNonce: String, syncedAt: Date, createdAt: Date,
 }, { versionKey: false });
 const voucherSchema = new Schema<VoucherDoc>({
-  _id: String, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String, createdAt: Date,
-}, { versionKey: false });
+  _id: String, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String,
+  status: String, holdExpiresAt: Date, response: Schema.Types.Mixed, createdAt: Date,
+}, { versionKey: false, minimize: false });
 const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
 
 const pad = (n: bigint) => n.toString().padStart(39, '0');
@@ -112,7 +122,7 @@ export class ChannelBook {
    * with its first voucher (the deposit sent, then the voucher accepted), or a voucher alone (accepted in
    * milliseconds, nothing sent).
    */
-  async pay(seller: SellerAccountDoc, terms: SettleTerms, paymentHeader: string): Promise<ChannelPayOutcome> {
+  async pay(seller: SellerAccountDoc, terms: SettleTerms, paymentHeader: string, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
     const refuse = (error: string, message: string, more: Partial<Refused> = {}): Refused => ({ ok: false, error, message, ...more });
     const raw = decodeBase64Json(paymentHeader);
     if (!raw.ok) return refuse('invalid_payload', `the payment header is not base64 JSON (${raw.reason})`);
@@ -126,15 +136,42 @@ export class ChannelBook {
     const decoded = decodeChannelPayload(header.data.payload);
     if (!decoded.ok) return refuse(R.payloadType, decoded.message);
     const payload = decoded.payload;
-    if (payload.type === 'deposit') return this.deposit(seller, terms, requirements, payload);
-    if (payload.type === 'voucher') return this.voucher(seller, terms, requirements, payload);
+    if (payload.type === 'deposit') return this.deposit(seller, terms, requirements, payload, hold);
+    if (payload.type === 'voucher') return this.voucher(seller, terms, requirements, payload, hold);
     return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
   }
 
-  /** What this seller's channel owes so far: its last accepted voucher, if any. */
-  private latest(channelId: string): Promise<VoucherDoc | null> {
+  /** The channel's last accepted voucher (held or captured; `captured`: only those), if any. */
+  private latest(channelId: string, captured = false): Promise<VoucherDoc | null> {
     const id = channelId.toLowerCase();
-    return this.vouchers.findOne({ _id: { $gte: `${id}:`, $lt: `${id};` } }).sort({ _id: -1 }).lean();
+    return this.vouchers.findOne({ _id: { $gte: `${id}:`, $lt: `${id};` }, ...(captured ? { status: 'captured' } : {}) }).sort({ _id: -1 }).lean();
+  }
+
+  /**
+   * The channel's last voucher as a new call sees it: a hold still running makes the channel busy (one
+   * call at a time on a channel, as the official server has it), one that expired (its process died) is
+   * released first.
+   */
+  private async current(channelId: string): Promise<VoucherDoc | null | 'busy'> {
+    const latest = await this.latest(channelId);
+    if (latest?.status !== 'held') return latest;
+    if (latest.holdExpiresAt && latest.holdExpiresAt.getTime() > Date.now()) return 'busy';
+    await this.vouchers.deleteOne({ _id: latest._id, status: 'held' });
+    return this.latest(channelId);
+  }
+
+  /** Captures a held voucher once the handler succeeded: its call is charged. */
+  async capture(orgId: string, voucherId: string): Promise<ChannelPayOutcome> {
+    const done = await this.vouchers.updateOne({ _id: voucherId, orgId, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
+    const doc = await this.vouchers.findOne({ _id: voucherId, orgId }).lean();
+    if (!doc || (done.modifiedCount === 0 && doc.status !== 'captured')) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
+    return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
+  }
+
+  /** Releases a held voucher (the handler failed): nothing is charged, and the buyer's next voucher may be for the same amount. */
+  async release(orgId: string, voucherId: string): Promise<{ released: boolean }> {
+    const gone = await this.vouchers.deleteOne({ _id: voucherId, orgId, status: 'held' });
+    return { released: gone.deletedCount === 1 };
   }
 
   /** The chain's state of a channel, written on its record (by the paid call that read it). */
@@ -153,10 +190,11 @@ export class ChannelBook {
     return doc;
   }
 
-  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload): Promise<ChannelPayOutcome> {
+  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
     const chain = this.deps.chain();
     const channelId = payload.voucher.channelId;
-    const [channel, latest] = await Promise.all([this.channels.findById(channelId.toLowerCase()).lean(), this.latest(channelId)]);
+    const [channel, latest] = await Promise.all([this.channels.findById(channelId.toLowerCase()).lean(), this.current(channelId)]);
+    if (latest === 'busy') return busy();
     // The voucher must be this call's before anything is deposited.
     const mismatch = this.cumulativeMismatch(channel, latest, payload.voucher.maxClaimableAmount, terms.amountAtomic);
     if (mismatch) return mismatch;
@@ -169,7 +207,7 @@ export class ChannelBook {
     const earlier = key && await this.deps.facilitator.answered(`deposit:${key}`);
     if (earlier) {
       const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
-      return this.accept(seller, terms, synced, latest, payload.voucher, String(earlier.transaction ?? ''));
+      return this.accept(seller, terms, synced, latest, payload.voucher, String(earlier.transaction ?? ''), hold);
     }
     const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
     if (!verdict.ok) return { ok: false, error: verdict.reason, message: verdict.message };
@@ -181,15 +219,16 @@ export class ChannelBook {
     )).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
     if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
     const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
-    return this.accept(seller, terms, synced, latest, payload.voucher, String(answer.transaction ?? ''));
+    return this.accept(seller, terms, synced, latest, payload.voucher, String(answer.transaction ?? ''), hold);
   }
 
-  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload): Promise<ChannelPayOutcome> {
+  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
     const chain = this.deps.chain();
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
-    const [stored, latest] = await Promise.all([this.channels.findById(voucher.channelId.toLowerCase()).lean(), this.latest(voucher.channelId)]);
+    const [stored, latest] = await Promise.all([this.channels.findById(voucher.channelId.toLowerCase()).lean(), this.current(voucher.channelId)]);
+    if (latest === 'busy') return busy();
     const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
     if (mismatch) return mismatch;
     if (!(await voucherSigned(chain, config, voucher.channelId, voucher.maxClaimableAmount, voucher.signature))) {
@@ -200,7 +239,7 @@ export class ChannelBook {
     const fresh = channel && Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
     if (!channel || !fresh || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
     if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
-    return this.accept(seller, terms, channel, latest, voucher, '');
+    return this.accept(seller, terms, channel, latest, voucher, '', hold);
   }
 
   /** The voucher must be the last accepted one plus this call's price (a corrective 402 says where the channel stands). */
@@ -215,28 +254,28 @@ export class ChannelBook {
   }
 
   /** The voucher accepted once: a unique insert of (channel, cumulative amount). */
-  private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string): Promise<ChannelPayOutcome> {
+  private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
     const chain = this.deps.chain();
     const max = voucher.maxClaimableAmount;
     if (max > BigInt(channel.balance)) return { ok: false, error: R.exceedsBalance, message: `the voucher's ${max} is above the channel's balance ${channel.balance}` };
     if (max <= BigInt(channel.totalClaimed)) return { ok: false, error: R.belowClaimed, message: `the voucher's ${max} is not above the ${channel.totalClaimed} claimed already` };
     if (channel.withdrawRequestedAt !== 0) return { ok: false, error: 'channel_withdrawal_pending', message: 'the payer started withdrawing this channel: deposit into a new channel' };
     const id = voucherId(voucher.channelId, max);
+    const paymentResponse = {
+      success: true as const, transaction, network: chain.caip2, payer: channel.payer,
+      extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
+    };
     try {
-      await this.vouchers.create({ _id: id, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource, createdAt: new Date() });
+      await this.vouchers.create({
+        _id: id, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
+        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000) } : {}), response: paymentResponse, createdAt: new Date(),
+      });
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
       // Accepted already (a replay, or the same voucher at another process at the same instant).
       return { ...this.cumulativeMismatch(channel, { ...(latest ?? {}), cumulative: max.toString(), signature: voucher.signature } as VoucherDoc, max, terms.amountAtomic)!, message: 'this voucher was accepted already' };
     }
-    return {
-      ok: true,
-      paymentId: id,
-      paymentResponse: {
-        success: true, transaction, network: chain.caip2, payer: channel.payer,
-        extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
-      },
-    };
+    return { ok: true, paymentId: id, paymentResponse };
   }
 
   // --- the sweep: claim, settle, refund idle channels ------------------------------------------------
@@ -262,14 +301,17 @@ export class ChannelBook {
     // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
     totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
     const channels = await this.channels.find({ chainId: chain.chainId }).lean();
-    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState }>>();
+    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
     for (const channel of channels) {
-      const latest = await this.latest(channel._id);
+      const latest = await this.latest(channel._id, true);
       if (!latest) continue;
       const state = await readChannelState(chain.publicClient, channel._id as Hex);
       if (BigInt(latest.cumulative) <= state.totalClaimed && state.balance <= state.totalClaimed) continue;
+      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
+      const newest = await this.latest(channel._id);
+      const answering = newest?.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
       const list = byOrg.get(channel.orgId) ?? [];
-      list.push({ channel, latest, state });
+      list.push({ channel, latest, state, answering });
       byOrg.set(channel.orgId, list);
     }
     const ours = await this.deps.receiverAuthorizer();
@@ -277,7 +319,7 @@ export class ChannelBook {
       const seller = await sellers(orgId);
       if (!seller) continue;
       const due = list.filter((c) => BigInt(c.latest.cumulative) > c.state.totalClaimed && isAddressEqual(c.channel.config.receiverAuthorizer, ours));
-      const idle = list.filter((c) => now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > BigInt(c.latest.cumulative) && c.state.balance > c.state.totalClaimed);
+      const idle = list.filter((c) => !c.answering && now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > BigInt(c.latest.cumulative) && c.state.balance > c.state.totalClaimed);
       const idleIds = new Set(idle.map((c) => c.channel._id));
       const claimNow = due.filter((c) => !idleIds.has(c.channel._id));
       for (let i = 0; i < claimNow.length; i += 100) {
@@ -321,6 +363,8 @@ export class ChannelBook {
     return { async stop() { stopped = true; clearInterval(timer); await running; } };
   }
 }
+
+const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
 
 const stateFields = (state: ChannelState) => ({
   balance: state.balance.toString(), totalClaimed: state.totalClaimed.toString(), withdrawRequestedAt: state.withdrawRequestedAt, refundNonce: state.refundNonce.toString(), syncedAt: new Date(),
