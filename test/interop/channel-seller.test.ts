@@ -328,6 +328,32 @@ describe('the sweep and the guarantees (Express)', () => {
     });
   });
 
+  it('a price computed per request: each voucher adds that call\'s price', async () => {
+    const running = await serve((() => {
+      const a = express();
+      a.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: {
+        'GET /report': { price: (req) => (req.query.get('size') === 'large' ? '$0.003' : '$0.001'), maxPrice: '$0.005', scheme: 'batch-settlement' },
+      } }));
+      a.get('/report', (_req, res) => { res.json({ report: 'ok' }); });
+      return a;
+    })() as never);
+    try {
+      expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, maxPriceUsdc: '0.005', skipUrlCheck: true } })).status).toBe(201);
+      const buyer = await fundedBuyer('1');
+      const { paying } = channelClient(buyer);
+      const charged: string[] = [];
+      for (const size of ['small', 'large', 'small']) {
+        const res = await paying(`${running.url}/report?size=${size}`);
+        expect(res.status).toBe(200);
+        const extra = decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any;
+        charged.push(`${extra.chargedAmount}/${extra.channelState.chargedCumulativeAmount}`);
+      }
+      expect(charged).toEqual(['1000/1000', '3000/4000', '1000/5000']);
+    } finally {
+      await running.close();
+    }
+  });
+
   it('an idle channel is claimed and the rest refunded to the payer in one transaction', async () => {
     const buyer = await fundedBuyer('1');
     const before = await usdcBalance(buyer.address);
