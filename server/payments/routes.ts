@@ -92,8 +92,8 @@ export interface PaymentRouteServices {
  */
 /** A channel call: the redeem body, held while the handler runs when `hold` (captured or released after it). */
 export const channelPayBody = redeemBody.extend({ hold: z.boolean().optional(), holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
-/** A channel voucher's id: `<channel id>:<cumulative amount, 39 digits>`. */
-export const voucherIdParam = z.object({ id: z.string().regex(/^0x[0-9a-f]{64}:\d{39}$/, 'malformed voucher id') });
+/** A held channel call's id: `<channel id>:<cumulative amount, 39 digits>:<hold token>`. */
+export const voucherIdParam = z.object({ id: z.string().regex(/^0x[0-9a-f]{64}:\d{39}:[0-9a-f]{16}$/, 'malformed hold id') });
 const DEFAULT_CHANNEL_HOLD_SECONDS = 120;
 
 /** A channel's call is priced as an exact one (a fixed or dynamic price per call), x402 v2 only. */

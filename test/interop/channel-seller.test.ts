@@ -325,6 +325,9 @@ describe('the sweep and the guarantees (Express)', () => {
       expect(next.status).toBe(200);
       expect(decodePaymentResponseHeader(next.headers.get('payment-response')!)).toMatchObject({ extra: { channelState: { chargedCumulativeAmount: '2000' } } });
       expect((await vouchers.find({ channelId }).toArray()).map((v) => [v.cumulative, v.status]).sort()).toEqual([['1000', 'captured'], ['2000', 'captured']]);
+      // A capture of the failed call's hold arriving late (its process stalled) finds another hold's voucher at that amount: refused.
+      const late = await server.request('POST', `/v0/payments/channels/vouchers/${encodeURIComponent(`${channelId}:${'2000'.padStart(39, '0')}:0123456789abcdef`)}/capture`, { key: seller.sellerKey });
+      expect([late.status, late.body.error]).toEqual([409, 'hold_expired']);
     });
   });
 

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
@@ -61,6 +62,8 @@ export interface VoucherDoc {
    */
   status: 'held' | 'captured';
   holdExpiresAt?: Date;
+  /** Names the hold that inserted it: a capture arriving after its hold expired (and another call took the same amount) matches nothing. */
+  holdToken?: string;
   /** The paid call's answer, given again by its capture. */
   response: Record<string, unknown>;
   createdAt: Date;
@@ -72,7 +75,7 @@ const channelSchema = new Schema<ChannelDoc>({
 }, { versionKey: false });
 const voucherSchema = new Schema<VoucherDoc>({
   _id: String, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String,
-  status: String, holdExpiresAt: Date, response: Schema.Types.Mixed, createdAt: Date,
+  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, createdAt: Date,
 }, { versionKey: false, minimize: false });
 const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
 
@@ -161,16 +164,18 @@ export class ChannelBook {
   }
 
   /** Captures a held voucher once the handler succeeded: its call is charged. */
-  async capture(orgId: string, voucherId: string): Promise<ChannelPayOutcome> {
-    const done = await this.vouchers.updateOne({ _id: voucherId, orgId, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
-    const doc = await this.vouchers.findOne({ _id: voucherId, orgId }).lean();
+  async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
+    const [voucherId, holdToken] = splitHoldId(holdId);
+    const done = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
+    const doc = await this.vouchers.findOne({ _id: voucherId, orgId, holdToken }).lean();
     if (!doc || (done.modifiedCount === 0 && doc.status !== 'captured')) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
   }
 
   /** Releases a held voucher (the handler failed): nothing is charged, and the buyer's next voucher may be for the same amount. */
-  async release(orgId: string, voucherId: string): Promise<{ released: boolean }> {
-    const gone = await this.vouchers.deleteOne({ _id: voucherId, orgId, status: 'held' });
+  async release(orgId: string, holdId: string): Promise<{ released: boolean }> {
+    const [voucherId, holdToken] = splitHoldId(holdId);
+    const gone = await this.vouchers.deleteOne({ _id: voucherId, orgId, holdToken, status: 'held' });
     return { released: gone.deletedCount === 1 };
   }
 
@@ -265,17 +270,19 @@ export class ChannelBook {
       success: true as const, transaction, network: chain.caip2, payer: channel.payer,
       extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
     };
+    const holdToken = hold ? randomBytes(8).toString('hex') : undefined;
     try {
       await this.vouchers.create({
         _id: id, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
-        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000) } : {}), response: paymentResponse, createdAt: new Date(),
+        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse, createdAt: new Date(),
       });
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
       // Accepted already (a replay, or the same voucher at another process at the same instant).
       return { ...this.cumulativeMismatch(channel, { ...(latest ?? {}), cumulative: max.toString(), signature: voucher.signature } as VoucherDoc, max, terms.amountAtomic)!, message: 'this voucher was accepted already' };
     }
-    return { ok: true, paymentId: id, paymentResponse };
+    // A held call is captured or released by its hold id (the voucher and the hold's token).
+    return { ok: true, paymentId: holdToken ? `${id}:${holdToken}` : id, paymentResponse };
   }
 
   // --- the sweep: claim, settle, refund idle channels ------------------------------------------------
@@ -362,6 +369,12 @@ export class ChannelBook {
     timer.unref();
     return { async stop() { stopped = true; clearInterval(timer); await running; } };
   }
+}
+
+/** A hold id: `<voucher id>:<hold token>`. */
+function splitHoldId(holdId: string): [string, string | undefined] {
+  const at = holdId.lastIndexOf(':');
+  return holdId.length > at + 17 || at < 0 ? [holdId, undefined] : [holdId.slice(0, at), holdId.slice(at + 1)];
 }
 
 const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
