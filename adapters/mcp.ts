@@ -2,8 +2,11 @@ import type { McpServer, RegisteredTool, ToolCallback } from '@modelcontextproto
 import type { ZodRawShapeCompat } from '@modelcontextprotocol/sdk/server/zod-compat.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import {
+  buildAuthCaptureRequirementV2,
   buildRequirementV2,
   buildChannelRequirementV2,
+  DEFAULT_CAPTURE_SECONDS,
+  DEFAULT_REFUND_SECONDS,
   buildUptoRequirementV2,
   createBackendClient,
   encodeBase64Json,
@@ -11,6 +14,7 @@ import {
   isUsagePrice,
   parseCharge,
   parsePrice,
+  paymentFlowOf,
   type UsagePrice,
   type BackendClientOptions,
   type ChannelPayResult,
@@ -65,10 +69,15 @@ export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
   /** Default `after-handler`: only a successful tool result is charged. */
   settle?: SettleMode;
   /**
+   * `'auth-capture'`: the buyer's payment is authorized into escrow before the tool runs, captured when it
+   * succeeds and voided when it fails, and can be refunded later (POST /v0/payments/{id}/refund).
    * `batch-settlement`: the tool is paid through a payment channel (a deposit once, then a voucher per call,
-   * accepted by the backend before the tool runs, in milliseconds; claimed in bulk later). Default `exact`.
+   * accepted by the backend in milliseconds, held while the tool runs; claimed in bulk later). Default `exact`.
    */
-  scheme?: 'exact' | 'batch-settlement';
+  scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
+  /** auth-capture: the capture window (default 600 s) and the refund window (default 7 days), in seconds. */
+  captureSeconds?: number;
+  refundSeconds?: number;
   title?: string;
   description?: string;
   inputSchema?: Args;
@@ -95,6 +104,8 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       const channel = config.scheme === 'batch-settlement';
       if (channel && (usage || !facilitator.channelPay)) throw new TypeError(`tool ${name}: a batch-settlement tool has a price per call, paid through a facilitator that takes channel payments`);
       const channelHeld = channel && (config.settle ?? 'after-handler') === 'after-handler' && !!facilitator.channelCapture && !!facilitator.channelRelease;
+      const escrow = config.scheme === 'auth-capture';
+      if (escrow && (usage || config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an auth-capture tool has a price (not { upto }) and is captured after the tool, by a facilitator that holds payments`);
       const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
       const resource = mcpToolResource(name);
       const run = handler as (...params: unknown[]) => CallToolResult | Promise<CallToolResult>;
@@ -108,7 +119,12 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         } catch {
           return failure('facilitator_unavailable', 'payment settings could not be loaded from the payment backend');
         }
-        const requirement = (channel ? buildChannelRequirementV2 : usage ? buildUptoRequirementV2 : buildRequirementV2)(settings, { amountAtomic, resource, description: config.description });
+        const offer = { amountAtomic, resource, description: config.description };
+        const requirement = escrow
+          ? buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })
+          : channel ? buildChannelRequirementV2(settings, offer)
+            : usage ? buildUptoRequirementV2(settings, offer)
+              : buildRequirementV2(settings, { ...offer, paymentFlow: paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release)) });
         const required = (error: string, extraFields: Record<string, unknown> = {}, offerExtra?: Record<string, unknown>) =>
           paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [(offerExtra ? { ...requirement, extra: { ...requirement.extra, ...offerExtra } } : requirement) as PaymentRequirementsV2] }, extraFields);
 

@@ -34,6 +34,10 @@ const PaymentResponseSchema = z.object({
   // per call): anything else served as paid has one.
 }).refine((r) => r.transaction !== '' || r.amount === '0' || r.extra?.chargedAmount !== undefined, { message: 'a settlement without a transaction must be an upto charge of 0 or a channel voucher' });
 
+const SignInAnswerSchema = z.discriminatedUnion('granted', [
+  z.object({ granted: z.literal(true), payer: z.string(), paymentId: z.string(), transaction: z.string() }),
+  z.object({ granted: z.literal(false), reason: z.string(), message: z.string() }),
+]);
 const RedeemOkSchema = z.object({ ok: z.literal(true), paymentResponse: PaymentResponseSchema, paymentId: z.string().min(1) });
 const HeldSchema = z.object({ ok: z.literal(true), holdId: z.string().min(1), payer: z.string().min(1), expiresAt: z.string() });
 const RedeemRefusedSchema = z.object({
@@ -188,6 +192,18 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
       }
       const problem = z.object({ error: z.string(), message: z.string() }).safeParse(json);
       throw new FacilitatorUnavailable(`payment backend refused the channel call (${status}${problem.success ? ` ${problem.data.error}: ${problem.data.message}` : ''})`, status === 503 || status === 504 ? 503 : 502);
+    },
+
+    async signIn(request) {
+      const { status, json } = await call('POST', '/v0/payments/sign-in-with-x', { header: request.header, resource: request.resource });
+      const answer = SignInAnswerSchema.safeParse(json);
+      if (status !== 200 || !answer.success) {
+        // A malformed header is the buyer's (400): not signed in. Anything else is the backend's.
+        if (status === 400) return { ok: false, reason: 'invalid_siwx_payload', message: 'the backend refused the sign-in-with-x header' };
+        throw new FacilitatorUnavailable(`payment backend answered ${status} to sign-in-with-x`, status === 503 ? 503 : 502);
+      }
+      const a = answer.data;
+      return a.granted ? { ok: true, payer: a.payer, paymentId: a.paymentId, transaction: a.transaction } : { ok: false, reason: a.reason, message: a.message };
     },
 
     async redeem(request) {

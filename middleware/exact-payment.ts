@@ -53,7 +53,7 @@ export class ExactPayment implements SellerScheme {
         version: decoded.version,
         resource: charge.resource,
         amountAtomic: charge.amountAtomic,
-        requirement: decoded.version === 1 ? challenge.requirementV1! : challenge.requirementV2,
+        requirement: decoded.version === 1 ? challenge.requirementV1! : challenge.requirementV2 as PaymentRequirementsV2,
       },
     };
   }

@@ -1,5 +1,6 @@
 import type { PaymentRequirementsV1 } from './protocol/v1.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
+import type { AuthCaptureRequirements } from './protocol/auth-capture-evm.js';
 import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
 import type { ChannelRequirementsV2 } from './challenge.js';
 
@@ -30,6 +31,11 @@ export interface Facilitator {
   channelCapture?(voucherId: string): Promise<ChannelPayResult>;
   /** Releases a held channel call (the handler failed): nothing is charged. Never throws for one that is gone. */
   channelRelease?(voucherId: string): Promise<void>;
+  /**
+   * Sign-In-With-X: whether the buyer's signed `SIGN-IN-WITH-X` header proves it paid for `resource` (and
+   * its nonce was never used). Without it, routes with signInWithX only ask for payment.
+   */
+  signIn?(request: SignInRequest): Promise<SignInResult>;
 }
 
 /** A channel call; `holdSeconds`: held while the handler runs (captured or released after it), not charged before. */
@@ -40,6 +46,16 @@ export interface ChannelPayRequest extends RedeemRequest {
 export type ChannelPayResult =
   | { readonly ok: true; readonly paymentResponse: PaymentResponse; readonly paymentId: string }
   | { readonly ok: false; readonly reason: string; readonly message: string; readonly channelState?: Readonly<Record<string, unknown>>; readonly voucherState?: Readonly<Record<string, unknown>> };
+
+export interface SignInRequest {
+  /** The header exactly as the buyer sent it. */
+  readonly header: string;
+  readonly resource: string;
+}
+
+export type SignInResult =
+  | { readonly ok: true; readonly payer: string; readonly paymentId: string; readonly transaction: string }
+  | { readonly ok: false; readonly reason: string; readonly message: string };
 
 export interface CaptureUsage {
   readonly amountAtomic: bigint;
@@ -62,7 +78,7 @@ export interface RedeemRequest {
   readonly resource: string;
   readonly amountAtomic: bigint;
   /** The requirement the buyer was asked to satisfy, in the payload's protocol version. */
-  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | ChannelRequirementsV2;
+  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | AuthCaptureRequirements | ChannelRequirementsV2;
 }
 
 export interface PaymentResponse {

@@ -31,9 +31,11 @@ export type { PaymentsClient } from './payments-client.js';
 export { parseSellerSettings, SellerSettingsSchema, DEFAULT_MAX_TIMEOUT_SECONDS } from './seller-settings.js';
 export type { SellerSettings } from './seller-settings.js';
 
-export { buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
-export type { ChannelRequirementsV2 } from './challenge.js';
-export type { Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+export { DEFAULT_PAYMENT_FLOW, PAYMENT_FLOWS, paymentFlowOf, readPaymentFlow, settleModeOf, withPaymentFlow } from './payment-flow.js';
+export type { PaymentFlow } from './payment-flow.js';
+export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
+export type { AuthCapturePaymentRequiredResponse, ChannelRequirementsV2, EscrowWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+export { DEFAULT_CAPTURE_SECONDS, DEFAULT_REFUND_SECONDS } from './payment-required.js';
 
 export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parseCharge, parsePrice, USDC_DECIMALS } from './price.js';
 export type { Price } from './price.js';

@@ -1,6 +1,7 @@
 import type { DecodedPaymentHeader } from './protocol/payment-header.js';
 import type { PaymentRequirementsV1 } from './protocol/v1.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
+import { readPaymentFlow } from './payment-flow.js';
 
 /**
  * Cheap checks of a decoded payment against what we asked for, before any network round trip. They
@@ -33,6 +34,13 @@ export function checkPaymentAgainstRequirements(
     }
     if (accepted.amount !== v2.amount) {
       return fail('amount_mismatch', `payment accepted amount ${accepted.amount}, price is ${v2.amount}`);
+    }
+    // The flow is part of what was accepted: absent reads as authorization (payment-flow.ts).
+    const acceptedFlow = readPaymentFlow(accepted.extra);
+    const askedFlow = readPaymentFlow(v2.extra);
+    if (!acceptedFlow.ok) return fail('invalid_payload', `accepted ${acceptedFlow.message}`);
+    if (askedFlow.ok && acceptedFlow.flow !== askedFlow.flow) {
+      return fail('payment_flow_mismatch', `payment accepted paymentFlow ${acceptedFlow.flow}, this route settles by ${askedFlow.flow}`);
     }
   }
   if (!sameAddress(authorization.to, v1.payTo)) {

@@ -1,4 +1,4 @@
-import { buildChannelPaymentRequired, buildPaymentRequired, buildUptoPaymentRequired } from './challenge.js';
+import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildUptoPaymentRequired } from './challenge.js';
 import type { SellerSettings } from './seller-settings.js';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
@@ -8,6 +8,9 @@ import type { Charge } from './route-pricing.js';
 // refusal that means the seller must fix something (an unregistered URL) is also told to the seller, once.
 
 const CHALLENGE_CACHE_LIMIT = 64;
+/** auth-capture defaults: the capture window after the buyer may pay, and the refund window. */
+export const DEFAULT_CAPTURE_SECONDS = 600;
+export const DEFAULT_REFUND_SECONDS = 7 * 86_400;
 
 /** Each scheme's 402 builder. */
 const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired, 'batch-settlement': buildChannelPaymentRequired } as const;
@@ -16,11 +19,13 @@ export class PaymentChallenges {
   /** Resource URLs already warned about, so a busy unregistered route logs once (bounded: URLs are client-chosen). */
   private readonly warnedUnregistered = new Set<string>();
 
-  constructor(private readonly settings: SellerSettings, private readonly warn: (message: string) => void) {}
+  constructor(private readonly settings: SellerSettings, private readonly warn: (message: string) => void, private readonly now: () => number = Date.now) {}
 
   /** The 402 asking for this charge, built once per resource (and per amount and payee when those vary). */
   challengeFor(charge: Charge): PaymentRequiredOutcome {
     const { route, resource } = charge;
+    // An escrow offer's deadlines are absolute times: built for each request.
+    if (route.value.scheme === 'auth-capture') return { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge)) };
     const cache = route.value.challenges;
     // A fixed price and payee: one challenge per resource. Otherwise per amount and payee too.
     const key = route.value.fixedAmount !== undefined && typeof route.value.config.payTo !== 'function' ? resource : `${resource}\n${charge.amountAtomic}\n${charge.payTo}`;
@@ -40,11 +45,18 @@ export class PaymentChallenges {
       this.warnedUnregistered.add(charge.resource);
       this.warn(`agentgate-x402: the backend refused a payment for ${charge.resource} (resource_not_registered): no endpoint of this seller is registered at that URL, so every buyer gets 402. Register it with syncEndpoints({ backendUrl, platformKey, publicOrigin, routes }) at start-up, or POST /v0/payments/endpoints with this exact URL (publicOrigin sets the origin buyers use).`);
     }
+    if (charge.route.value.scheme === 'auth-capture') return { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge), { reason, message }) };
     const build = BUILDERS[charge.route.value.scheme];
     // An upto refusal names the maximum to authorize again, whatever was being charged.
     const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
     return { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }, extra) };
   }
+
+  /** An auth-capture route's capture and refund windows, from now. */
+  readonly windows = (charge: Charge) => {
+    const { config } = charge.route.value;
+    return { nowSeconds: Math.floor(this.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS };
+  };
 
   private settingsFor(charge: Charge): SellerSettings {
     return charge.payTo === this.settings.payTo ? this.settings : { ...this.settings, payTo: charge.payTo };
@@ -59,6 +71,7 @@ export class PaymentChallenges {
       mimeType: config.mimeType,
       maxTimeoutSeconds: config.maxTimeoutSeconds,
       outputSchema: config.outputSchema,
+      paymentFlow: charge.route.value.paymentFlow,
     };
   }
 }

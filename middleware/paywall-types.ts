@@ -1,4 +1,4 @@
-import type { ChannelPaymentRequiredResponse, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+import type { AuthCapturePaymentRequiredResponse, ChannelPaymentRequiredResponse, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 import { FacilitatorUnavailable } from './facilitator.js';
 import type { Price } from './price.js';
 
@@ -6,15 +6,8 @@ import type { Price } from './price.js';
 // it, and the outcomes the adapter acts on (pass, refuse, ask for payment, serve as paid, run the handler
 // on a held payment, or fail because the facilitator could not be asked). No framework is imported here.
 
-/**
- * When a paid route's payment is settled:
- * - `after-handler` (the default): the payment is verified and held, the handler runs with its response
- *   held back, and the payment is settled only if the handler answers below 400; otherwise nothing is
- *   charged. The buyer receives nothing of the response before the settlement succeeded.
- * - `before-handler` (the x402 spec's order): settled first, then the handler runs. For handlers that must
- *   not run unpaid at all (side effects that cannot be undone).
- */
-export type SettleMode = 'after-handler' | 'before-handler';
+export type { SettleMode } from './payment-flow.js';
+import type { SettleMode } from './payment-flow.js';
 
 /** A request as every framework can describe it. Header names are lower-case (as Node gives them). */
 export interface PaywallRequest {
@@ -35,8 +28,12 @@ export interface ErrorBody {
 /** The payment a handler runs for (`res.locals.payment`, `ctx.state.payment`, ...). */
 export interface RequestPayment {
   readonly version: 1 | 2;
-  /** exact: the route's price; upto: a permit for at most maxAmountAtomic, charged what the handler reports. */
-  readonly scheme: 'exact' | 'upto' | 'batch-settlement';
+  /**
+   * exact: the route's price; upto: a permit for at most maxAmountAtomic, charged what the handler reports;
+   * auth-capture: the price authorized into escrow before the handler, captured after it succeeded (voided
+   * after it failed), refundable afterwards; batch-settlement: a voucher of the buyer's payment channel.
+   */
+  readonly scheme: 'exact' | 'upto' | 'auth-capture' | 'batch-settlement';
   readonly paymentId: string;
   readonly payer: string;
   /** The settlement transaction: set when the route settles before the handler; after it, in the response headers. */
@@ -58,6 +55,11 @@ export interface RequestPayment {
    * handler. On an exact route it throws a TypeError.
    */
   charge(price: Price): void;
+  /**
+   * Sign-In-With-X: the buyer signed in with the wallet that paid for this resource before; nothing was
+   * charged now, and `paymentId`/`transaction` are those of that earlier payment.
+   */
+  readonly signedInWithX?: true;
 }
 
 export interface SettledPayment extends RequestPayment {
@@ -87,7 +89,7 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse | ChannelPaymentRequiredResponse);
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | ChannelPaymentRequiredResponse);
 
 export const PASS: PaywallOutcome = Object.freeze({ kind: 'pass' });
 

@@ -4,17 +4,19 @@ import { toV1Network } from './networks.js';
 import { parsePublicOrigin, resolveOrigin } from './request-origin.js';
 import { RouteTable } from './routes.js';
 import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
-import { PASS, reject, type PaywallOutcome, type PaywallRequest } from './paywall-types.js';
+import { PASS, reject, unavailable, type PaywallOutcome, type PaywallRequest } from './paywall-types.js';
 import { chargeFor, fixedCharge, pricedRoute, type PricedRoute, type RouteConfig } from './route-pricing.js';
 import { PaymentChallenges } from './payment-required.js';
 import type { SellerScheme } from './seller-scheme.js';
 import { ExactPayment } from './exact-payment.js';
 import { UptoPayment } from './upto-payment.js';
+import { SIWX_HEADER, builderCodeDeclaration, signIn, withExtensions, withSignInChallenge } from './sign-in-with-x.js';
+import { AuthCapturePayment } from './auth-capture-payment.js';
 import { ChannelPayment } from './channel-payment.js';
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
-// the payment through the route's scheme (exact-payment.ts, upto-payment.ts). An adapter turns a request
+// the payment through the route's scheme (exact-payment.ts, upto-payment.ts, auth-capture-payment.ts). An adapter turns a request
 // into a PaywallRequest and acts on the PaywallOutcome (paywall-types.ts); nothing here knows a framework.
 
 export type {
@@ -74,14 +76,16 @@ export class Paywall {
   private readonly challenges: PaymentChallenges;
   /** Each scheme's seller-side flow, by the scheme a route is sold by. */
   private readonly schemes: Readonly<Record<PricedRoute['scheme'], SellerScheme>>;
+  private readonly facilitator: Facilitator;
 
   constructor(options: PaywallOptions) {
     this.settings = parseSellerSettings(options.settings);
     this.trustProxy = options.trustProxy ?? false;
     this.publicOrigin = options.publicOrigin === undefined ? undefined : parsePublicOrigin(options.publicOrigin);
-    this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)));
+    this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)), options.now ?? Date.now);
     const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now };
-    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'batch-settlement': new ChannelPayment(deps) };
+    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps), 'batch-settlement': new ChannelPayment(deps) };
+    this.facilitator = options.facilitator;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => [pattern, pricedRoute(pattern, config, options.facilitator)] as const),
     );
@@ -105,9 +109,21 @@ export class Paywall {
     // A fixed price and payee cost nothing per request; a function is asked for this one.
     const charge = fixedCharge(route, resource, this.settings.payTo) ?? await chargeFor(route, resource, request, canonical.path, this.settings.payTo);
 
+    const siwx = route.value.config.signInWithX;
+    if (siwx) {
+      // Signed in with the wallet that paid before: served as paid, nothing charged. Otherwise (no header,
+      // or not granted) the route asks for payment as usual.
+      const header = request.headers[SIWX_HEADER];
+      if (header) {
+        const signedIn = await signIn(this.facilitator, header, charge, this.settings.network).catch((error: unknown) => unavailable(error));
+        if (signedIn) return signedIn;
+      }
+    }
     const paymentHeader = request.headers['payment-signature'] ?? request.headers['x-payment'];
     if (paymentHeader === undefined || paymentHeader === '') {
-      return this.challenges.challengeFor(charge);
+      let challenge = this.challenges.challengeFor(charge);
+      if (route.value.config.builderCode) challenge = withExtensions(challenge, builderCodeDeclaration(route.value.config.builderCode));
+      return siwx ? withSignInChallenge(challenge, resource, this.settings.network, siwx === true ? {} : siwx) : challenge;
     }
     return this.schemes[route.value.scheme].pay(charge, paymentHeader);
   }

@@ -2,6 +2,7 @@ import type { Facilitator } from './facilitator.js';
 import { parseCharge, parsePrice, type Price } from './price.js';
 import type { CompiledRoute } from './routes.js';
 import type { PaymentRequiredOutcome, PaywallRequest, SettleMode } from './paywall-types.js';
+import { paymentFlowOf } from './payment-flow.js';
 
 // What a request to a paid route costs and to whom: the seller's route configuration, checked once at
 // start-up into a priced route (a fixed price computed once, a usage price's bounds), and per request
@@ -30,6 +31,14 @@ export interface UsagePrice {
 export const isUsagePrice = (price: unknown): price is UsagePrice => typeof price === 'object' && price !== null && 'upto' in price;
 export type PayToFunction = (request: PricingRequest) => string | Promise<string>;
 
+/** A route's Sign-In-With-X challenge (sign-in-with-x.ts). */
+export interface SignInWithXOptions {
+  /** Shown to the buyer in the message it signs. */
+  readonly statement?: string;
+  /** How long the challenge may be signed for (sets expirationTime); default 5 minutes, as the extension checks. */
+  readonly expirationSeconds?: number;
+}
+
 export interface RouteConfig {
   /**
    * Per call: "$0.01", "0.01", atomic units as a bigint, or a function of the request (a price by query
@@ -46,29 +55,47 @@ export interface RouteConfig {
   readonly payTo?: string | PayToFunction;
   readonly settle?: SettleMode;
   /**
-   * The x402 scheme the route is sold by, for a price per call: `exact` (default: an EIP-3009 transfer per
-   * call) or `batch-settlement` (a payment channel: the buyer deposits once and signs a voucher per call,
-   * checked in milliseconds; agentgate claims many calls in one transaction). A usage price is `upto`.
+   * `'auth-capture'`: the buyer's payment is authorized into escrow before the handler, captured after it
+   * succeeded and voided after it failed (settled after the handler, always), and can be refunded later
+   * (POST /v0/payments/{id}/refund). `'batch-settlement'`: a payment channel (the buyer deposits once and
+   * signs a voucher per call, checked in milliseconds; agentgate claims many calls in one transaction).
+   * Default `'exact'`; a price `{ upto }` is the upto scheme.
    */
-  readonly scheme?: 'exact' | 'batch-settlement';
+  readonly scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
+  /** auth-capture: how long after the buyer may pay the capture stays possible (default 600 s). */
+  readonly captureSeconds?: number;
+  /** auth-capture: how long refunds stay possible (default 7 days). */
+  readonly refundSeconds?: number;
   /** After-handler only: how long the handler may take before its hold expires (default 120 s, at most 900). */
   readonly holdSeconds?: number;
   readonly description?: string;
   readonly mimeType?: string;
   readonly maxTimeoutSeconds?: number;
   readonly outputSchema?: Record<string, unknown>;
+  /**
+   * Sign-In-With-X: a buyer who paid for this resource reaches it again by signing in with the paying
+   * wallet (the 402 carries the extension's challenge; the official client's SIWX support answers it).
+   */
+  readonly signInWithX?: boolean | SignInWithXOptions;
+  /**
+   * ERC-8021 builder code of your app (1-32 of a-z 0-9 _): declared in the 402, echoed by the buyer's
+   * client, appended to the settlement transaction by the facilitator.
+   */
+  readonly builderCode?: string;
 }
 
 /** A seller's route, priced once at start-up. */
 export interface PricedRoute {
-  /** The x402 scheme it is sold by: `exact` (a price, fixed or computed) or `upto` (a price by usage). */
-  readonly scheme: 'exact' | 'upto' | 'batch-settlement';
+  /** The x402 scheme it is sold by: `exact` (a price, fixed or computed), `upto` (a price by usage), `auth-capture` (escrow) or `batch-settlement` (a payment channel). */
+  readonly scheme: 'exact' | 'upto' | 'auth-capture' | 'batch-settlement';
   /** The price when it is fixed (computed once); undefined for a price function. */
   readonly fixedAmount: bigint | undefined;
   readonly maxAmount: bigint | undefined;
   /** A usage price: the maximum (also fixedAmount, what the 402 asks to authorize) and the charge when nothing is reported. */
   readonly usage: { readonly max: bigint; readonly unreported: bigint } | undefined;
   readonly config: RouteConfig;
+  /** Its x402 v2 payment flow (payment-flow.ts): what `settle` and the facilitator make of it. */
+  readonly paymentFlow: 'authorization' | 'upfront';
   /**
    * Ready 402 responses per resource URL (and, for a dynamic price or payee, per amount and payee);
    * bounded because Host, dynamic paths and prices are client-chosen.
@@ -87,6 +114,10 @@ export interface Charge {
 /** A route's configuration checked and priced once; a bad price fails at start-up, not on a request. */
 export function pricedRoute(pattern: string, config: RouteConfig, facilitator: Facilitator): PricedRoute {
   const usage = isUsagePrice(config.price) ? usageOf(pattern, config, facilitator) : undefined;
+  if (config.builderCode !== undefined && !/^[a-z0-9_]{1,32}$/.test(config.builderCode)) {
+    throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
+  }
+  if (config.scheme === 'auth-capture') escrowOf(pattern, config, facilitator, usage !== undefined);
   if (config.scheme === 'batch-settlement') channelRouteCheck(pattern, config, usage, facilitator);
   return {
     scheme: usage ? 'upto' : config.scheme ?? 'exact',
@@ -94,6 +125,8 @@ export function pricedRoute(pattern: string, config: RouteConfig, facilitator: F
     maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
     usage,
     config,
+    // upto is settled after the handler by a facilitator that holds (usageOf checks both).
+    paymentFlow: usage ? 'authorization' : paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold)),
     challenges: new Map(),
   };
 }
@@ -139,4 +172,14 @@ function usageOf(pattern: string, config: RouteConfig, facilitator: Facilitator)
   if (config.maxPrice !== undefined) throw new TypeError(`route ${pattern}: an upto price is its own maximum; leave maxPrice out`);
   if (!facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an upto price needs a facilitator that holds and captures payments`);
   return { max, unreported };
+}
+
+/** An auth-capture route, checked once: a price (not a usage price), settled after the handler, a facilitator that holds. */
+function escrowOf(pattern: string, config: RouteConfig, facilitator: Facilitator, byUsage: boolean): void {
+  if (byUsage) throw new TypeError(`route ${pattern}: an auth-capture route has a price, not { upto }`);
+  if (config.settle === 'before-handler') throw new TypeError(`route ${pattern}: an auth-capture payment is captured after the handler succeeded (and voided if it failed); settle: 'before-handler' cannot apply`);
+  for (const [name, value] of [['captureSeconds', config.captureSeconds], ['refundSeconds', config.refundSeconds]] as const) {
+    if (value !== undefined && (!Number.isInteger(value) || value < 60)) throw new RangeError(`route ${pattern}: ${name} must be a whole number of seconds, at least 60`);
+  }
+  if (!facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an auth-capture route needs a facilitator that holds and captures payments`);
 }

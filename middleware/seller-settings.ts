@@ -19,6 +19,10 @@ export const SellerSettingsSchema = z.object({
   maxTimeoutSeconds: z.number().int().positive().optional(),
   /** The facilitator account that settles x402 `upto` payments (buyers bind it into their permits). */
   uptoFacilitator: EvmAddress.optional(),
+  /** The operator (captureAuthorizer) of x402 `auth-capture` payments: the backend's relayer that calls the escrow. */
+  authCaptureOperator: EvmAddress.optional(),
+  /** The Commerce Payments escrow auth-capture payments are authorized into. */
+  authCaptureEscrow: EvmAddress.optional(),
   /** agentgate's batch-settlement receiver authorizer, which the channels of our middleware's routes name. */
   channelReceiverAuthorizer: EvmAddress.optional(),
 });

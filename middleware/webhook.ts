@@ -14,7 +14,7 @@ export const WEBHOOK_HEADERS = {
   idempotencyKey: 'x-service-idempotency-key',
 } as const;
 
-export type WebhookEventName = 'payment.received';
+export type WebhookEventName = 'payment.received' | 'payment.refunded' | 'payment.voided';
 
 /** The JSON body of a `payment.received` delivery: the signed receipt plus the event envelope. */
 export interface PaymentReceivedEvent {
@@ -27,6 +27,35 @@ export interface PaymentReceivedEvent {
   signature: string;
   publicKey: string;
   did: string;
+}
+
+/**
+ * `payment.refunded`: a refund of an auth-capture payment reached the buyer on chain. Carries the refund's
+ * own signed receipt (body, signature, publicKey, did: verify it with `verifyReceipt`).
+ */
+export interface PaymentRefundedEvent {
+  event: 'payment.refunded';
+  paymentId: string;
+  refundId: string;
+  createdAt: string;
+  amountUsdcRaw: string;
+  reason: string;
+  txHash: string;
+  body: Record<string, unknown>;
+  signature: string;
+  publicKey: string;
+  did: string;
+}
+
+/** `payment.voided`: an auth-capture authorization went back to the buyer (the handler failed, or the hold expired). */
+export interface PaymentVoidedEvent {
+  event: 'payment.voided';
+  paymentId: string;
+  createdAt: string;
+  /** What went back to the buyer. */
+  amountUsdcRaw: string;
+  payerAddress: string;
+  txHash: string;
 }
 
 const encoder = new TextEncoder();

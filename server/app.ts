@@ -40,7 +40,10 @@ export type RouteFactory = (app: AppContext) => Router;
 
 export const ROUTES: RouteFactory[] = [
   signupRoutes,
-  agentCardRoutes,
+  (app) => agentCardRoutes({
+    config: app.config, accounts: app.accounts, identities: app.identities, did: app.did, serviceKey: app.serviceKey,
+    endpoints: app.payments.endpoints, acceptance: app.payments.acceptance,
+  }),
   accountRoutes,
   identityRoutes,
   logRoutes,
@@ -62,11 +65,13 @@ export const ROUTES: RouteFactory[] = [
   // Keep last among /v0/payments routers: its GET /v0/payments/:id would shadow later siblings.
   (app) => paymentRoutes({
     keys: app.keys, identities: app.identities, usage: app.usage, logs: app.logs, holds: app.holds, devMode: app.config.mode === 'dev',
-    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, registration: app.payments.registration, redemption: app.payments.redemption, records: app.payments.records, channels: app.payments.batchSettlement.channels,
+    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, registration: app.payments.registration, redemption: app.payments.redemption, records: app.payments.records, refunds: app.payments.refunds,
+    signInWithX: app.payments.signInWithX, channels: app.payments.batchSettlement.channels,
   }),
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,
     acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, settlement: app.payments.settlement, schemes: app.payments.schemes,
+    catalog: app.payments.catalog,
   }),
   // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).
   (app) => healthRoutes({ db: app.db, chain: app.chain, settlement: app.settlement, mail: app.mail, isStopping: () => app.stopping }),

@@ -20,6 +20,7 @@ import { createChainService, type ChainService } from './chain/chain-service.js'
 import { PaymentService } from './payments/payment-service.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
+import { escrowEventDispatcher } from './webhooks/escrow-outbox.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import { MailWebhooks } from './webhooks/mail-webhooks.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
@@ -161,6 +162,8 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }),
     new MailEventLog(db, changes, log.child({ area: 'mail-events' })), events);
   const webhooks = new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events });
+  // auth-capture refunds and voids are delivered as payment.refunded / payment.voided.
+  payments.authCapture.operations.onEvent.push(escrowEventDispatcher({ enqueue: (input) => webhooks.enqueue(input), markWebhook: (id, webhook) => payments.authCapture.operations.markWebhook(id, webhook) }));
   const ctx: AppContext = {
     config,
     log,

@@ -108,6 +108,8 @@ async function startBackgroundWork(app: AppContext): Promise<void> {
   await app.jobs.start();
   app.onClose.push(() => app.jobs.stop());
   app.onClose.push(app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+  // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
+  app.onClose.push(app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
   const reconciler = startReconciler(app.payments, {
     everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
     log: app.log.child({ area: 'reconciliation' }), metrics: app.metrics,

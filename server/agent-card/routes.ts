@@ -1,26 +1,53 @@
 import Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
 import type { AccountService } from '../accounts/account-service.js';
 import type { DidService } from '../did/did-service.js';
+import type { ServiceKey } from '../did/service-key.js';
 import type { IdentityService } from '../identities/identity-service.js';
+import type { SellerAcceptance } from '../payments/acceptance.js';
+import type { Endpoints } from '../payments/endpoints.js';
 import type { Config } from '../platform/config.js';
 import { notFound } from '../platform/errors.js';
-import { IDENTITY_TYPES } from '../signup/identity-types.js';
-import type { IdentityDoc } from '../identities/identity-model.js';
+import { TOOLS } from '../mcp/registry.js';
+import { etagOf, signCard, type AgentCard } from './a2a.js';
+import { orgCard, serviceCard } from './cards.js';
 
-const capabilities = IDENTITY_TYPES.identityTypes[0]!.provides;
+export const orgCardParams = z.object({ orgId: z.string().regex(/^org_[a-z0-9]{1,64}$/, 'must be an org id') });
 
-/** A skill per identity, listing only what that identity's scopes allow. */
-function skillsOf(identity: IdentityDoc, didOf: (identityId: string) => string) {
-  const granted = new Set(identity.scopes);
-  return capabilities
-    .filter((c) => c.scopes.some((s) => granted.has(s)))
-    .map((c) => ({
-      id: `${identity._id}:${c.capability}`,
-      name: `${identity.displayName} ${c.capability}`,
-      description: c.description,
-      tags: [c.capability, identity.name],
-      identity: { identityId: identity._id, email: identity.emailAddress, did: didOf(identity._id) },
-    }));
+/** Cards change rarely (A2A 8.6): clients may keep one five minutes, then ask again with If-None-Match. */
+const MAX_AGE_SECONDS = 300;
+
+/** The JWKS of the key that signs the cards, the `jku` of their signatures. */
+export const JWKS_PATH = '/.well-known/jwks.json';
+
+/**
+ * RFC 9110 13.1.2: If-None-Match fails (304 for a GET or HEAD) when it is `*` or lists a tag that weakly
+ * matches the current one. Not koa's ctx.fresh, which answers 200 to any request with
+ * `Cache-Control: no-cache`, the header fetch() adds to every conditional request it sends.
+ */
+function noneMatch(header: string, etag: string): boolean {
+  if (!header) return false;
+  if (header.trim() === '*') return true;
+  const opaque = (tag: string) => tag.trim().replace(/^W\//, '');
+  return header.split(',').some((tag) => opaque(tag) === opaque(etag));
+}
+
+/** Serves a signed card with Cache-Control and ETag, or 304 when the client's If-None-Match names it. */
+function publishCard(ctx: Context, card: AgentCard) {
+  ctx.set('Access-Control-Allow-Origin', '*');
+  // A browser's script may read the tag to revalidate (ETag is not a CORS-safelisted response header).
+  ctx.set('Access-Control-Expose-Headers', 'ETag');
+  ctx.set('Cache-Control', `public, max-age=${MAX_AGE_SECONDS}`);
+  const etag = etagOf(card);
+  ctx.set('ETag', etag);
+  ctx.status = 200;
+  ctx.type = 'application/json';
+  if (noneMatch(ctx.get('If-None-Match'), etag)) {
+    ctx.status = 304;
+    return;
+  }
+  ctx.body = card;
 }
 
 export interface AgentCardRouteDeps {
@@ -28,33 +55,38 @@ export interface AgentCardRouteDeps {
   accounts: AccountService;
   identities: IdentityService;
   did: DidService;
+  serviceKey: ServiceKey;
+  endpoints: Endpoints;
+  acceptance: SellerAcceptance;
 }
 
-/** GET /.well-known/agents/{orgId}: an A2A-style agent card for discovery (SPEC 1.7). Not versioned. */
-export function agentCardRoutes({ config, accounts, identities: identityService, did }: AgentCardRouteDeps): Router {
+/**
+ * A2A v1.0 agent cards, unauthenticated and unversioned (their paths are fixed: A2A 8.2, SPEC 1.7):
+ * the service's at /.well-known/agent-card.json and each org's at /.well-known/agents/{orgId}, both
+ * signed with the service's did:web key (A2A 8.4).
+ */
+export function agentCardRoutes({ config, accounts, identities, did, serviceKey, endpoints, acceptance }: AgentCardRouteDeps): Router {
   const router = new Router();
-  router.get('/.well-known/agents/:orgId', async (ctx) => {
-    const orgId = String(ctx.params.orgId);
-    const org = /^org_[a-z0-9]{1,64}$/.test(orgId) ? await accounts.getOrg(orgId) : null;
-    if (!org) throw notFound('Agent card not found');
-    const identities = await identityService.listAll(org._id);
-    const base = config.BASE_URL;
-    ctx.set('Cache-Control', 'public, max-age=60');
-    ctx.body = {
-      protocolVersion: '0.3.0',
-      name: org.name,
-      description: `Agent org ${org._id} with ${identities.length} identit${identities.length === 1 ? 'y' : 'ies'}`,
-      url: `${base}/.well-known/agents/${org._id}`,
-      provider: { organization: org.name, url: base },
-      version: '1.0.0',
-      capabilities: { streaming: false, pushNotifications: false, stateTransitionHistory: false },
-      defaultInputModes: ['application/json', 'text/plain'],
-      defaultOutputModes: ['application/json', 'text/plain'],
-      skills: identities.flatMap((identity) => skillsOf(identity, (id) => did.didOf(id))),
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An identity key of this org' } },
-      security: [{ bearer: [] }],
-      identities: identities.map((i) => ({ identityId: i._id, name: i.name, email: i.emailAddress, did: did.didOf(i._id) })),
-    };
+  const base = config.BASE_URL;
+  const jwksUrl = `${base}${JWKS_PATH}`;
+  // The service's card depends on the configuration and the key only: signed once per process (every
+  // process signs it to the same bytes).
+  let signedServiceCard: Promise<AgentCard> | undefined;
+
+  router.get('/.well-known/agent-card.json', async (ctx) => {
+    signedServiceCard ??= signCard(serviceCard({ baseUrl: base, tools: TOOLS }), serviceKey, jwksUrl);
+    publishCard(ctx, await signedServiceCard);
   });
+
+  router.get('/.well-known/agents/:orgId', async (ctx) => {
+    const parsed = orgCardParams.safeParse(ctx.params);
+    const org = parsed.success ? await accounts.getOrg(parsed.data.orgId) : null;
+    if (!org) throw notFound('Agent card not found');
+    const [live, seller] = await Promise.all([identities.listAll(org._id), acceptance.accepting(org._id)]);
+    const paidEndpoints = seller ? await endpoints.discoverableOf(org._id) : [];
+    const card = orgCard({ baseUrl: base, org, identities: live, didOf: (id) => did.didOf(id), paidEndpoints });
+    publishCard(ctx, await signCard(card, serviceKey, jwksUrl));
+  });
+
   return router;
 }

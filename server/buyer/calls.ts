@@ -21,12 +21,15 @@ export async function createMandateFor({ mandates }: Pick<BuyerDeps, 'mandates'>
   return mandates.present(doc);
 }
 
-export async function listMandatesFor({ mandates }: Pick<BuyerDeps, 'mandates'>, owner: MandateOwner) {
+export async function listMandatesFor({ mandates, buyer }: Pick<BuyerDeps, 'mandates'> & Partial<Pick<BuyerDeps, 'buyer'>>, owner: MandateOwner) {
+  // What voided or refunded auth-capture payments give back is counted before the mandates are shown.
+  await buyer?.syncEscrows(owner);
   const presented = await Promise.all((await mandates.list(owner)).map((m) => mandates.present(m)));
   return { mandates: presented, count: presented.length };
 }
 
-export async function getMandateFor({ mandates }: Pick<BuyerDeps, 'mandates'>, owner: MandateOwner, id: string) {
+export async function getMandateFor({ mandates, buyer }: Pick<BuyerDeps, 'mandates'> & Partial<Pick<BuyerDeps, 'buyer'>>, owner: MandateOwner, id: string) {
+  await buyer?.syncEscrows(owner);
   return mandates.present(await mandates.get(owner, id));
 }
 
@@ -41,7 +44,8 @@ export async function payFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owner: Mandate
   });
 }
 
-export async function activityFor(deps: ActivityDeps, owner: MandateOwner, query: ActivityQuery) {
+export async function activityFor(deps: ActivityDeps & Partial<Pick<BuyerDeps, 'buyer'>>, owner: MandateOwner, query: ActivityQuery) {
+  await deps.buyer?.syncEscrows(owner);
   const page = await paymentActivity(deps, owner, query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
   return { activity: page.items, count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
 }

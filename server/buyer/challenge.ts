@@ -5,9 +5,11 @@ import { PaymentRequirementsV2Schema, ResourceInfoSchema, type PaymentRequiremen
 import type { ExactEvmPayload } from '../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
+import { readPaymentFlow } from '../../middleware/payment-flow.js';
 import type { GuardedResponse } from '../platform/ssrf.js';
 import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from '../../middleware/offer-receipt.js';
 import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from '../../middleware/protocol/upto-evm.js';
+import { AuthCaptureRequirementsSchema, type AuthCaptureCollectPayload, type AuthCaptureRequirements } from '../../middleware/protocol/auth-capture-evm.js';
 
 /** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
 export const MAX_REMOTE_JSON_DEPTH = 64;
@@ -17,7 +19,9 @@ export type Offer =
   | { version: 1; scheme: 'exact'; requirement: PaymentRequirementsV1; raw: unknown }
   | { version: 2; scheme: 'exact'; requirement: PaymentRequirementsV2; raw: unknown; resource: ResourceInfo }
   /** x402 `upto`: the amount is the most the seller may charge; it names the facilitator the permit binds. */
-  | { version: 2; scheme: 'upto'; requirement: UptoRequirementsV2; raw: unknown; resource: ResourceInfo };
+  | { version: 2; scheme: 'upto'; requirement: UptoRequirementsV2; raw: unknown; resource: ResourceInfo }
+  /** x402 `auth-capture`: the amount is authorized into escrow; the seller captures it (or voids it) and may refund it. */
+  | { version: 2; scheme: 'auth-capture'; requirement: AuthCaptureRequirements; raw: unknown; resource: ResourceInfo };
 
 export interface Challenge {
   /** Every `accepts` entry in the 402, parsed or not (to tell "not our network" from "not x402"). */
@@ -58,6 +62,8 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
         if (parsed.success) challenge.offers.push({ version: 2, scheme: 'exact', requirement: parsed.data, raw, resource: resource.data });
         const upto = UptoRequirementsV2Schema.safeParse(raw);
         if (upto.success && upto.data.extra.facilitatorAddress) challenge.offers.push({ version: 2, scheme: 'upto', requirement: upto.data, raw, resource: resource.data });
+        const escrow = AuthCaptureRequirementsSchema.safeParse(raw);
+        if (escrow.success && payableEscrowOffer(escrow.data)) challenge.offers.push({ version: 2, scheme: 'auth-capture', requirement: escrow.data, raw, resource: resource.data });
       }
     }
   }
@@ -80,13 +86,27 @@ const onOurNetwork = (offer: { version: 1 | 2; network: unknown }, ours: OurAsse
 const isOurUsdc = (asset: unknown, ours: OurAsset) =>
   typeof asset === 'string' && /^0x[0-9a-fA-F]{40}$/.test(asset) && isAddressEqual(asset as Address, ours.usdc);
 
+/** An offer's x402 v2 payment flow (v1 offers name none: authorization), or undefined when we cannot pay by it. */
+function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | undefined {
+  // auth-capture's flow is escrow (authorized into the escrow, captured later), checked with its offer
+  // (payableEscrowOffer).
+  if (offer.scheme === 'auth-capture') return 'escrow';
+  const read = readPaymentFlow(offer.requirement.extra);
+  // exact and upto settle by authorization or upfront; escrow is another scheme's.
+  return read.ok && read.flow !== 'escrow' ? read.flow : undefined;
+}
+
 /**
- * An offer in our USDC on our network: `exact` first (v2 preferred, as the official client prefers it),
- * then `upto` (a maximum, of which the seller charges what the request used).
+ * An offer in our USDC on our network: `exact` first, then `upto` (a maximum, of which the seller charges
+ * what the request used); within a scheme the `authorization` flow before `upfront` (the spec's advice:
+ * a failed handler then charges nothing), then v2 before v1, as the official client prefers it.
  */
 export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
-  const rank = (o: Offer) => (o.scheme === 'exact' ? 10 : 0) + o.version;
+  // auth-capture first (the money can be given back), then exact, then upto; within a scheme the
+  // authorization flow first, then v2 before v1.
+  const rank = (o: Offer) => (o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
   const usable = challenge.offers
+    .filter((o) => flowOf(o) !== undefined)
     .filter((o) => onOurNetwork({ version: o.version, network: o.requirement.network }, ours) && isOurUsdc(o.requirement.asset, ours))
     .sort((a, b) => rank(b) - rank(a));
   const offer = usable[0];
@@ -96,14 +116,14 @@ export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
     return { ok: true, offer, amount, payTo: offer.requirement.payTo as Address, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds, resourceUrl };
   }
   const offered = [...new Set(challenge.entries.map((e) => `${String(e.scheme)} on ${String(e.network)}`))].join(', ');
-  if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto') && onOurNetwork(e, ours))) {
+  if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto' || e.scheme === 'auth-capture') && onOurNetwork(e, ours))) {
     return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${ours.usdc}) on ${ours.network}` };
   }
-  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact or upto) on ${ours.network} (${ours.caip2})` };
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact, upto or auth-capture through ERC-3009) on ${ours.network} (${ours.caip2})` };
 }
 
 /** The request header that carries the payment, in the version of the offer. */
-export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload | { signature: string; permit2Authorization: UptoPermit2Authorization }): { name: string; value: string } {
+export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload | { signature: string; permit2Authorization: UptoPermit2Authorization } | AuthCaptureCollectPayload): { name: string; value: string } {
   if (offer.version === 1) {
     return { name: 'X-PAYMENT', value: encodeBase64Json({ x402Version: 1, scheme: 'exact', network: offer.requirement.network, payload }) };
   }
@@ -149,4 +169,17 @@ export function readSettlement(res: GuardedResponse): SettlementResponse | undef
     ...offerReceiptOf(raw.extensions),
   };
   return settlement;
+}
+
+/**
+ * An auth-capture offer this wallet pays: ERC-3009 to the collector (a smart account's USDC signature),
+ * the delegated operator without a receiver authorizer or policy (collect only: `authorize`), in escrow
+ * no longer than a day (what is held is the buyer's money), refundable at least until it can be captured.
+ */
+function payableEscrowOffer(r: AuthCaptureRequirements): boolean {
+  const zero = (a: string | undefined) => a === undefined || /^0x0{40}$/i.test(a);
+  const now = Math.floor(Date.now() / 1000);
+  return (r.extra.assetTransferMethod ?? 'eip3009') === 'eip3009' && (r.extra.operatorType ?? 'delegated') === 'delegated' && (r.extra.paymentFlow ?? 'escrow') === 'escrow'
+    && zero(r.extra.receiverAuthorizer) && zero(r.extra.policy) && r.extra.captureDeadline <= now + 86_400 && r.extra.refundDeadline >= r.extra.captureDeadline
+    && r.extra.minFeeBps <= r.extra.maxFeeBps;
 }

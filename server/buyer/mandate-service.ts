@@ -119,7 +119,7 @@ export class MandateService {
   async usage(mandate: MandateDoc, now = new Date()): Promise<MandateUsage> {
     const [last, spends] = await Promise.all([this.lastStep(mandate._id, utcDay(now)), this.spends.find({ mandateId: mandate._id }, { amount: 1, createdAt: 1 }).lean()]);
     const lastUsedAt = spends.reduce<Date | undefined>((latest, s) => (!latest || s.createdAt > latest ? s.createdAt : latest), undefined);
-    return { spentToday: last?.spentAfter ?? 0, totalSpent: spends.reduce((sum, s) => sum + s.amount, 0), callCount: spends.length, lastUsedAt };
+    return { spentToday: last?.spentAfter ?? 0, totalSpent: spends.reduce((sum, s) => sum + s.amount, 0), callCount: spends.filter((s) => !String(s._id).includes(':back:')).length, lastUsedAt };
   }
 
   async present(mandate: MandateDoc) {
@@ -187,6 +187,21 @@ export class MandateService {
     // No write to the mandate itself: on FerretDB it could undo a concurrent revocation. lastUsedAt is
     // derived from the spends.
     return this.mandates.findById(reservation.mandateId).lean();
+  }
+
+  /**
+   * Gives back part of a payment the mandate counted (an auth-capture payment voided or refunded):
+   * once per `key` (a unique insert of a negative spend), then off the day it was reserved on.
+   */
+  async giveBack(reservation: Pick<Reservation, 'reservationId' | 'mandateId' | 'day'>, amount: bigint, key: string): Promise<void> {
+    if (amount <= 0n) return;
+    try {
+      await this.spends.create({ _id: `${reservation.reservationId}:back:${key}`, mandateId: reservation.mandateId, amount: -Number(amount), createdAt: new Date() });
+    } catch (err) {
+      if (isDuplicateKey(err)) return; // given back already
+      throw err;
+    }
+    await this.append({ ...reservation, amount: 0, reservationId: `${reservation.reservationId}:back:${key}` }, -Number(amount), () => true);
   }
 
   private lastStep(mandateId: string, day: string) {

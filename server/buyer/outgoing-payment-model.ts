@@ -18,8 +18,13 @@ export interface OutgoingPaymentDoc {
   /** What was paid: for `upto`, what the seller charged (the maximum until its answer says). */
   amountUsdcRaw: string;
   /** absent: exact. upto: a Permit2 permit for at most maxAmountUsdcRaw. */
-  scheme?: 'exact' | 'upto';
+  scheme?: 'exact' | 'upto' | 'auth-capture';
   maxAmountUsdcRaw?: string;
+  /**
+   * auth-capture: the escrow payment (its hash, the reservation that counted it on the mandate), and what
+   * the mandate counts of it now (held + captured - refunded); a void or refund gives the rest back.
+   */
+  escrow?: { hash: string; reservationId: string; day: string; countedUsdcRaw: string; refundedUsdcRaw?: string; state?: 'authorized' | 'captured' | 'voided' | 'refunded' };
   /** The seller's resource identifier from the challenge. */
   resourceUrl: string;
   /** The URL the agent asked to pay. */
@@ -48,6 +53,7 @@ export const outgoingPaymentSchema = new Schema<OutgoingPaymentDoc>({
   amountUsdcRaw: { type: String, required: true },
   scheme: String,
   maxAmountUsdcRaw: String,
+  escrow: Schema.Types.Mixed,
   resourceUrl: { type: String, required: true },
   requestUrl: { type: String, required: true },
   method: { type: String, required: true },

@@ -13,6 +13,7 @@ import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
 import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoSettlementAmount, type UptoPermit } from '../chain/permit2.js';
+import { EIP3009_TOKEN_COLLECTOR_ADDRESS, escrowOf, escrowState, payerAgnosticNonce, paymentInfoHash, paymentInfoOf } from '../chain/auth-capture.js';
 import type { Reservation } from './mandate-service.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
@@ -105,6 +106,9 @@ export class PayService {
       }
 
       await this.wallets.ensureDeployed(wallet);
+      if (offer.scheme === 'auth-capture') {
+        return await this.payAuthCapture({ owner, input, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, reservation, cost, state });
+      }
       if (offer.scheme === 'upto') {
         return await this.payUpto({ owner, input, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, maxTimeoutSeconds: choice.maxTimeoutSeconds, reservation, cost, state });
       }
@@ -235,6 +239,106 @@ export class PayService {
       txHash: txHash ?? null, payer: permit.from, recipient: permit.to, resource: p.resourceUrl,
       mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
     };
+  }
+
+  /**
+   * Pays an x402 `auth-capture` offer: the wallet signs a USDC ReceiveWithAuthorization to the escrow's
+   * ERC-3009 collector whose nonce commits to the whole escrow payment (operator, payee, deadlines, fees),
+   * so the seller's operator can only authorize exactly that into escrow. The mandate counts what the
+   * escrow may still pay out of it (held + captured - refunded), read from the chain after the answer and
+   * again whenever activity is read (syncEscrow): a void or a refund gives the mandate back the difference.
+   * Not collected: the signature is cancelled on chain and the reservation released.
+   */
+  private async payAuthCapture(p: {
+    owner: MandateOwner; input: PayInput; request: { method: string; headers: Record<string, string>; body?: string }; method: string;
+    wallet: WalletDoc; offer: Extract<Offer, { scheme: 'auth-capture' }>; amount: bigint; payTo: Address; resourceUrl: string;
+    reservation: Reservation; cost: Record<string, unknown>; state: { hold: 'held' | 'in_flight' | 'done' };
+  }) {
+    const { owner, input, wallet, offer, amount, reservation, state } = p;
+    const chain = this.wallets.requireChain();
+    const requirement = offer.requirement;
+    if (!escrowOf(requirement.extra.authCaptureEscrow)) return refuse('network_unsupported', `the offer names escrow ${requirement.extra.authCaptureEscrow}, not the Commerce Payments escrow this wallet pays into`);
+    const now = Math.floor(Date.now() / 1000);
+    const validBefore = Math.min(now + Math.min(MAX_VALIDITY_SECONDS, Math.max(MIN_VALIDITY_SECONDS, requirement.maxTimeoutSeconds)), requirement.extra.captureDeadline);
+    const salt = toHex(randomBytes(32));
+    const from = getAddress(wallet.address);
+    const info = paymentInfoOf(requirement, { salt, authorization: { from, validBefore: String(validBefore) } });
+    const nonce = payerAgnosticNonce(info, chain.chainId);
+    const hash = paymentInfoHash(info, chain.chainId);
+    const authorization: Authorization = { from, to: EIP3009_TOKEN_COLLECTOR_ADDRESS, value: amount, validAfter: 0n, validBefore: BigInt(validBefore), nonce };
+    const record: OutgoingPaymentDoc = {
+      _id: newId('pay'), orgId: owner.orgId, identityId: owner.identityId, direction: 'out', mandateId: reservation.mandateId,
+      network: chain.network, payerAddress: from, recipientAddress: getAddress(p.payTo), amountUsdcRaw: amount.toString(), scheme: 'auth-capture', maxAmountUsdcRaw: amount.toString(),
+      resourceUrl: p.resourceUrl, requestUrl: input.url, method: p.method, x402Version: 2, authorizationNonce: nonce,
+      escrow: { hash, reservationId: reservation.reservationId, day: reservation.day, countedUsdcRaw: amount.toString(), state: 'authorized' },
+      status: 'pending', createdAt: new Date(),
+    };
+    await this.outgoing.create(record);
+    const signature = await this.wallets.signReceiveAuthorization(wallet, authorization);
+    state.hold = 'in_flight';
+    const payment = paymentHeaderFor(offer, {
+      authorization: { from, to: authorization.to, value: amount.toString(), validAfter: '0', validBefore: String(validBefore), nonce }, signature, salt,
+    });
+    const paid = await this.fetch(input.url, { ...p.request, headers: { ...p.request.headers, [payment.name]: payment.value } });
+    const settlement = paid.ok ? readSettlement(paid.response) : undefined;
+    const escrow = await escrowState(chain.publicClient, hash).catch(() => undefined);
+    if (escrow && !escrow.hasCollectedPayment) {
+      // Never collected: the signature is cancelled so it can never be, and the cap goes back.
+      const cancelled = await this.wallets.cancelAuthorization(wallet, nonce);
+      const reason = !paid.ok ? paid.message : settlementFailure(paid.response, settlement);
+      await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
+      state.hold = 'done';
+      if (cancelled) await this.mandates.release(reservation);
+      await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Payment of ${formatUsdc(amount)} USDC to ${p.resourceUrl} was not authorized: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
+      return refuse('settle_failed', reason);
+    }
+    // Collected (or the chain could not be read: then it counts in full until a later sync reads it).
+    state.hold = 'done';
+    const mandate = await this.mandates.commit(reservation);
+    const txHash = typeof settlement?.transaction === 'string' && settlement.transaction ? settlement.transaction : undefined;
+    await this.outgoing.updateOne({ _id: record._id }, {
+      $set: { status: 'settled', settledAt: new Date(), ...(txHash ? { txHash } : {}), ...(paid.ok ? { responseStatus: paid.response.status } : {}), ...(settlement ? { paymentResponse: settlement } : {}) },
+    });
+    const synced = await this.syncEscrow((await this.outgoing.findById(record._id).lean())!);
+    await this.logs.record({ ...owner, action: 'payments.paid', category: 'payments', description: `Authorized ${formatUsdc(amount)} USDC into escrow for ${p.resourceUrl} (${synced.escrow?.state})`, targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId, scheme: 'auth-capture' } });
+    const counted = BigInt(synced.escrow!.countedUsdcRaw);
+    return {
+      ok: true as const, paid: true as const, paymentId: record._id,
+      ...(paid.ok ? contentOf(paid.response) : { status: 0, contentType: null }),
+      cost: { ...p.cost, scheme: 'auth-capture' as const, amountUsdc: formatUsdc(counted), amountUsdcRaw: counted.toString(), escrow: synced.escrow!.state },
+      txHash: txHash ?? null, payer: from, recipient: getAddress(p.payTo), resource: p.resourceUrl,
+      mandate: mandate ? await this.mandates.present(await this.mandates.get(owner, mandate._id)) : null, paymentResponse: settlement ?? null,
+    };
+  }
+
+  /**
+   * Reads an auth-capture payment's escrow state and gives the mandate back what can no longer leave the
+   * wallet for it: a voided hold, a refund. What it counts is what is held plus what was captured and not
+   * refunded. Each give-back is once per amount counted (mandates.giveBack's unique key).
+   */
+  async syncEscrow(record: OutgoingPaymentDoc): Promise<OutgoingPaymentDoc> {
+    if (record.scheme !== 'auth-capture' || !record.escrow || record.status !== 'settled') return record;
+    const chain = this.wallets.requireChain();
+    const state = await escrowState(chain.publicClient, record.escrow.hash as Hex).catch(() => undefined);
+    if (!state?.hasCollectedPayment) return record;
+    const counted = BigInt(record.escrow.countedUsdcRaw);
+    const now = state.capturable + state.refundable;
+    const wasCaptured = record.escrow.state === 'captured' || record.escrow.state === 'refunded';
+    type EscrowState = NonNullable<OutgoingPaymentDoc['escrow']>['state'];
+    const label: EscrowState = state.capturable > 0n ? 'authorized'
+      : state.refundable > 0n ? (record.escrow.state === 'refunded' || (wasCaptured && state.refundable < counted) ? 'refunded' : 'captured')
+        : wasCaptured ? 'refunded' : 'voided';
+    if (now < counted) await this.mandates.giveBack({ reservationId: record.escrow.reservationId, mandateId: record.mandateId, day: record.escrow.day }, counted - now, now.toString());
+    const escrow = { ...record.escrow, countedUsdcRaw: (now < counted ? now : counted).toString(), state: label };
+    await this.outgoing.updateOne({ _id: record._id }, { $set: { escrow } });
+    return { ...record, escrow };
+  }
+
+  /** Syncs this identity's auth-capture payments the escrow may still change (held, or captured and not all refunded). */
+  async syncEscrows(owner: MandateOwner): Promise<void> {
+    if (!this.wallets.available) return;
+    const open = await this.outgoing.find({ identityId: owner.identityId, scheme: 'auth-capture', status: 'settled', 'escrow.countedUsdcRaw': { $ne: '0' } } as never).sort({ createdAt: -1 }).limit(50).lean() as OutgoingPaymentDoc[];
+    for (const record of open) await this.syncEscrow(record);
   }
 
   private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {

@@ -57,6 +57,8 @@ export const buyerTools: ToolDefinition<BuyerDeps>[] = [
       'Use maxAmountUsdc to refuse prices above a limit, dryRun to see the price without paying. ' +
       'Usage-priced sellers (x402 upto: a maximum, of which the seller charges what the call used, e.g. LLM tokens) are paid too: ' +
       'caps and maxAmountUsdc judge the maximum, cost.amountUsdc is what was charged. ' +
+      'Escrowed offers (x402 auth-capture: captured only if the seller served the request, refundable) are preferred; cost.escrow says what became of it ' +
+      '(captured, voided: nothing charged), and a later refund gives the mandate back what it had counted. ' +
       'A refusal (no mandate, over a cap, balance short, …) is a tool error whose `error` names the reason.',
     scope: 'payments:spend',
     input: payBody,

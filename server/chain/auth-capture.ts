@@ -14,7 +14,7 @@
  * - the operator (`extra.captureAuthorizer`) alone calls authorize / charge / capture / void / refund;
  *   the payer alone calls reclaim, once the authorization has expired.
  */
-import { encodeAbiParameters, keccak256, parseAbi, toHex, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeAbiParameters, encodeFunctionData, getAddress, keccak256, parseAbi, toHex, zeroAddress, type Address, type Hex, type PublicClient } from 'viem';
 
 export const AUTH_CAPTURE_SCHEME = 'auth-capture';
 
@@ -119,3 +119,82 @@ export function paymentInfoHash(info: PaymentInfo, chainId: number, escrow: Addr
 export function payerAgnosticNonce(info: PaymentInfo, chainId: number, escrow: Address = AUTH_CAPTURE_ESCROW_ADDRESS): Hex {
   return paymentInfoHash({ ...info, payer: zeroAddress }, chainId, escrow);
 }
+
+/** The v1.1 deployment's escrow unless the offer names it (the only one we settle into). */
+export function escrowOf(named: string | undefined): Address | undefined {
+  if (named === undefined || named === '') return AUTH_CAPTURE_ESCROW_ADDRESS;
+  return /^0x[0-9a-fA-F]{40}$/.test(named) && getAddress(named) === AUTH_CAPTURE_ESCROW_ADDRESS ? AUTH_CAPTURE_ESCROW_ADDRESS : undefined;
+}
+
+/** What an offer and a collect payload say of the payment, field by field (the EVM binding's PaymentInfo appendix). */
+export interface PaymentInfoSource {
+  payTo: string;
+  asset: string;
+  amount: string;
+  extra: { captureAuthorizer: string; captureDeadline: number; refundDeadline: number; minFeeBps: number; maxFeeBps: number; feeRecipient: string };
+}
+
+/**
+ * The PaymentInfo a facilitator rebuilds from the offer and the payload: operator = captureAuthorizer,
+ * receiver = payTo, token = asset, maxAmount = amount, preApprovalExpiry = the signature's validBefore /
+ * deadline, the deadlines and fee terms from `extra`, salt = payload.salt.
+ */
+export function paymentInfoOf(requirements: PaymentInfoSource, payload: { salt: string; authorization?: { from: string; validBefore: string }; permit2Authorization?: { from: string; deadline: string } }): PaymentInfo {
+  const { extra } = requirements;
+  const [payer, preApprovalExpiry] = payload.permit2Authorization
+    ? [payload.permit2Authorization.from, payload.permit2Authorization.deadline]
+    : [payload.authorization!.from, payload.authorization!.validBefore];
+  return {
+    operator: getAddress(extra.captureAuthorizer),
+    payer: getAddress(payer),
+    receiver: getAddress(requirements.payTo),
+    token: getAddress(requirements.asset),
+    maxAmount: BigInt(requirements.amount),
+    preApprovalExpiry: Number(preApprovalExpiry),
+    authorizationExpiry: extra.captureDeadline,
+    refundExpiry: extra.refundDeadline,
+    minFeeBps: extra.minFeeBps,
+    maxFeeBps: extra.maxFeeBps,
+    feeReceiver: getAddress(extra.feeRecipient),
+    salt: BigInt(payload.salt),
+  };
+}
+
+/** PaymentInfo as a record keeps it (JSON: big numbers as decimal strings). */
+export interface StoredPaymentInfo {
+  operator: string; payer: string; receiver: string; token: string; maxAmount: string; preApprovalExpiry: number; authorizationExpiry: number;
+  refundExpiry: number; minFeeBps: number; maxFeeBps: number; feeReceiver: string; salt: string;
+}
+
+export const storedPaymentInfo = (info: PaymentInfo): StoredPaymentInfo => ({ ...info, maxAmount: info.maxAmount.toString(), salt: info.salt.toString() });
+
+export const paymentInfoOfStored = (stored: StoredPaymentInfo): PaymentInfo => ({
+  ...stored, operator: getAddress(stored.operator), payer: getAddress(stored.payer), receiver: getAddress(stored.receiver), token: getAddress(stored.token),
+  feeReceiver: getAddress(stored.feeReceiver), maxAmount: BigInt(stored.maxAmount), salt: BigInt(stored.salt),
+});
+
+/** The escrow's balances of one payment: what can still be captured, and what can be refunded. */
+export interface EscrowState { hasCollectedPayment: boolean; capturable: bigint; refundable: bigint }
+
+export async function escrowState(client: PublicClient, hash: Hex): Promise<EscrowState> {
+  const [hasCollectedPayment, capturable, refundable] = await client.readContract({ address: AUTH_CAPTURE_ESCROW_ADDRESS, abi: authCaptureEscrowAbi, functionName: 'paymentState', args: [hash] });
+  return { hasCollectedPayment, capturable, refundable };
+}
+
+/** The operator's call data of each escrow operation we send (fees: none, v1.1's absolute feeAmount 0). */
+export const escrowCalldata = {
+  authorize: (info: PaymentInfo, amount: bigint, collector: Address, collectorData: Hex) => encodeFunctionData({ abi: authCaptureEscrowAbi, functionName: 'authorize', args: [info, amount, collector, collectorData] }),
+  capture: (info: PaymentInfo, amount: bigint) => encodeFunctionData({ abi: authCaptureEscrowAbi, functionName: 'capture', args: [info, amount, 0n, info.feeReceiver] }),
+  void: (info: PaymentInfo) => encodeFunctionData({ abi: authCaptureEscrowAbi, functionName: 'void', args: [info] }),
+  refund: (info: PaymentInfo, amount: bigint) => encodeFunctionData({ abi: authCaptureEscrowAbi, functionName: 'refund', args: [info, amount, OPERATOR_REFUND_COLLECTOR_ADDRESS, '0x'] }),
+};
+
+/** The collector a payload pays through. */
+export const collectorFor = (method: 'eip3009' | 'permit2'): Address => (method === 'permit2' ? PERMIT2_TOKEN_COLLECTOR_ADDRESS : EIP3009_TOKEN_COLLECTOR_ADDRESS);
+
+/**
+ * What the collector is handed as `collectorData`: the client's signature as it made it, an ERC-6492
+ * wrapper left intact (both collectors run the ERC-6492 handler over these bytes, then pass the inner
+ * signature to the token or to Permit2).
+ */
+export const collectorDataOf = (signature: Hex): Hex => signature;

@@ -9,9 +9,23 @@ export interface PayerState {
   used: boolean;
   /** The payer's USDC balance, atomic units. */
   balance: bigint;
+  /**
+   * What the payer's address answers to ERC-1271 `isValidSignature(digest, signature)`, when asked:
+   * `none` when nothing answers (no code: an EOA, or a wallet not deployed yet), else whether it returned
+   * the magic value. USDC (FiatTokenV2_2) asks any payer with code, an EIP-7702-delegated EOA included, so
+   * an ECDSA signature that recovers to the payer is not enough once the payer has code.
+   */
+  erc1271?: 'none' | 'valid' | 'invalid';
 }
 
-interface Ask { payer: Address; nonce: Hex }
+interface Ask { payer: Address; nonce: Hex; check?: { digest: Hex; signature: Hex } }
+
+const ERC1271_MAGIC = '0x1626ba7e';
+const erc1271Abi = [{ type: 'function', name: 'isValidSignature', stateMutability: 'view', inputs: [{ name: 'hash', type: 'bytes32' }, { name: 'signature', type: 'bytes' }], outputs: [{ name: '', type: 'bytes4' }] }] as const;
+const erc1271Call = (check: { digest: Hex; signature: Hex }) => encodeFunctionData({ abi: erc1271Abi, functionName: 'isValidSignature', args: [check.digest, check.signature] });
+/** A call's outcome read as an ERC-1271 answer: no return data is no code (a call to an EOA succeeds empty). */
+const erc1271Answer = (success: boolean, returnData: Hex): 'none' | 'valid' | 'invalid' =>
+  success && returnData === '0x' ? 'none' : success && returnData.slice(0, 10).toLowerCase() === ERC1271_MAGIC ? 'valid' : 'invalid';
 
 /**
  * The two chain reads verifying an exact payment needs (is the authorization still unused, does the
@@ -34,8 +48,9 @@ export class PayerReads extends Batcher<Ask, PayerState> {
     this.onFallback = options.onFallback;
   }
 
-  read(payer: Address, nonce: Hex): Promise<PayerState> {
-    return this.enqueue({ payer, nonce });
+  /** `check`: also ask the payer's ERC-1271 answer for this digest and signature (one more call in the same batch). */
+  read(payer: Address, nonce: Hex, check?: { digest: Hex; signature: Hex }): Promise<PayerState> {
+    return this.enqueue({ payer, nonce, ...(check ? { check } : {}) });
   }
 
   protected async send(batch: Array<Queued<Ask, PayerState>>): Promise<void> {
@@ -64,30 +79,47 @@ export class PayerReads extends Batcher<Ask, PayerState> {
 
   private async aggregate(asks: Ask[]): Promise<Array<PayerState | Error>> {
     const token = this.chain.usdc.address;
-    const calls = asks.flatMap(({ payer, nonce }) => [
+    const calls = asks.flatMap(({ payer, nonce, check }) => [
       { target: token, allowFailure: true, callData: encodeFunctionData({ abi: usdcAbi, functionName: 'authorizationState', args: [payer, nonce] }) },
       { target: token, allowFailure: true, callData: encodeFunctionData({ abi: usdcAbi, functionName: 'balanceOf', args: [payer] }) },
+      ...(check ? [{ target: payer, allowFailure: true, callData: erc1271Call(check) }] : []),
     ]);
     const { data } = await this.chain.publicClient.call({ to: this.multicall, data: encodeFunctionData({ abi: multicall3Abi, functionName: 'aggregate3', args: [calls] }) });
     if (!data || data === '0x') throw new Error(`no Multicall3 at ${this.multicall}`);
     const results = decodeFunctionResult({ abi: multicall3Abi, functionName: 'aggregate3', data });
-    return asks.map((_, i) => {
-      const [state, balance] = [results[2 * i]!, results[2 * i + 1]!];
+    let at = 0;
+    return asks.map((ask) => {
+      const [state, balance] = [results[at]!, results[at + 1]!];
+      const signer = ask.check ? results[at + 2]! : undefined;
+      at += ask.check ? 3 : 2;
       if (!state.success || !balance.success) return new Error('the token refused a read of the payer\'s state');
       return {
         used: decodeFunctionResult({ abi: usdcAbi, functionName: 'authorizationState', data: state.returnData }) as boolean,
         balance: decodeFunctionResult({ abi: usdcAbi, functionName: 'balanceOf', data: balance.returnData }) as bigint,
+        ...(signer ? { erc1271: erc1271Answer(signer.success, signer.returnData) } : {}),
       };
     });
   }
 
-  private async readAlone({ payer, nonce }: Ask): Promise<PayerState> {
+  private async readAlone({ payer, nonce, check }: Ask): Promise<PayerState> {
     const client = this.chain.publicClient;
     const token = this.chain.usdc.address;
-    const [used, balance] = await Promise.all([
+    const [used, balance, erc1271] = await Promise.all([
       authorizationState({ client, token, authorizer: payer, nonce }),
       balanceOf({ client, token, account: payer }),
+      check ? askErc1271(this.chain, payer, check) : undefined,
     ]);
-    return { used, balance };
+    return { used, balance, ...(erc1271 ? { erc1271 } : {}) };
   }
+}
+
+/** The payer's ERC-1271 answer, alone (no Multicall3): `none` when it has no code. */
+export async function askErc1271(chain: ChainService, payer: Address, check: { digest: Hex; signature: Hex }): Promise<'none' | 'valid' | 'invalid'> {
+  const code = await chain.publicClient.getCode({ address: payer });
+  if (!code || code === '0x') return 'none';
+  const answer = await chain.publicClient.call({ to: payer, data: erc1271Call(check) }).then((r) => ({ ok: true, data: r.data ?? '0x' as Hex }), (err: unknown) => {
+    if (nodeFault(err)) throw err;
+    return { ok: false, data: '0x' as Hex };
+  });
+  return answer.ok && answer.data !== '0x' ? erc1271Answer(true, answer.data) : 'invalid';
 }

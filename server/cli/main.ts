@@ -15,6 +15,7 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   whoami: { usage: 'agentgate whoami [--key KEY] [--url URL]', summary: 'show who the key (--key, AGENTGATE_KEY, else the saved one) belongs to' },
   admin: { usage: 'agentgate admin grant <orgId> | revoke <orgId> | list', summary: 'make an org an admin account, or not (team chat is an admin preview)' },
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
+  payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund an auth-capture payment, all that is left or --amount (at most what was captured)' },
   receipts: { usage: 'agentgate receipts list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
 };
 
@@ -31,11 +32,22 @@ AGENTGATE_STATE_DIR (agentgate dev's data folder, default .agentgate).
 
 const VERSION = PACKAGE.version;
 
+/**
+ * Stops gracefully on SIGINT or SIGTERM. One Ctrl-C reaches this process more than once: the terminal
+ * sends it to the whole foreground group, and npm (`npm run dev`) and the Node launcher (bin/
+ * supported-node.js) each pass theirs on too, all within milliseconds. Only a signal that comes a moment
+ * after the first is someone asking again, and that one stops at once.
+ */
+const SAME_SIGNAL_MS = 1000;
+
 function waitForSignal(stop: () => Promise<void>): void {
-  let stopping = false;
+  let stoppingSince: number | undefined;
   const handler = () => {
-    if (stopping) process.exit(1);
-    stopping = true;
+    if (stoppingSince !== undefined) {
+      if (Date.now() - stoppingSince >= SAME_SIGNAL_MS) process.exit(1);
+      return;
+    }
+    stoppingSince = Date.now();
     stop().then(() => process.exit(0), (err) => { console.error(err); process.exit(1); });
   };
   process.on('SIGINT', handler);
@@ -63,6 +75,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       options: {
         url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' },
         cursor: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' },
+        amount: { type: 'string' }, reason: { type: 'string' }, 'idempotency-key': { type: 'string' },
         port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
       },
       allowPositionals: true,
@@ -72,7 +85,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     io.out(`agentgate ${command}: ${(err as Error).message}\nusage: ${COMMANDS[command]!.usage}`);
     return 2;
   }
-  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; port?: string; quiet?: boolean; help?: boolean }; positionals: string[] };
+  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; port?: string; quiet?: boolean; help?: boolean; amount?: string; reason?: string; 'idempotency-key'?: string }; positionals: string[] };
   // `--help` after a command answers with its usage and never runs it (a signup would create an org).
   if (values.help) {
     io.out(`usage: ${COMMANDS[command]!.usage}\n\n${COMMANDS[command]!.summary}`);
@@ -124,6 +137,10 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     case 'signup': return (await import('./account-commands.js')).signupCommand(io, values);
     case 'login': return (await import('./account-commands.js')).loginCommand(io, values);
     case 'whoami': return (await import('./account-commands.js')).whoamiCommand(io, values);
+    case 'payments':
+      if (positionals[0] === 'refund') return (await import('./payment-commands.js')).paymentsRefundCommand(io, positionals[1], values);
+      io.out(`usage: ${COMMANDS.payments!.usage}`);
+      return 2;
     case 'receipts':
       if (positionals[0] === 'list') return (await import('./receipt-commands.js')).receiptsListCommand(io, values);
       if (positionals[0] === 'verify') return (await import('./receipt-commands.js')).receiptsVerifyCommand(io, positionals[1], values);

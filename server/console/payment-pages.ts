@@ -19,7 +19,11 @@ import { checkOfferReceipt, checkSignedReceipt } from './receipt-check.js';
 import { explorerTxUrl } from './explorer.js';
 import { csvLine } from './csv.js';
 import { paymentRows, paymentsPage, type PaymentFilterValues } from './views/payments.js';
-import { deliverySection, paymentPage } from './views/payment.js';
+import { deliverySection, paymentPage, refundConfirmPage } from './views/payment.js';
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { AppError } from '../platform/errors.js';
+import { parseCharge } from '../../middleware/price.js';
 import { errorsByField } from './views/filters.js';
 import { offsetOf } from './views/pager.js';
 import { isoDay } from './views/format.js';
@@ -159,7 +163,45 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
       checkSignedReceipt(payment, document), checkOfferReceipt(payment, document), deliveryOf(deps.webhooks, payment),
       payment.endpointId ? deps.payments.endpoints.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
-    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined }));
+    const refunds = await deps.payments.refunds.list(orgOf(ctx), id);
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined, refunds }));
+  });
+
+  // A refund: the form's submit shows what would go back to whom; only the confirmation page's button refunds.
+  const refundForm = z.object({ amount: z.string().trim().max(32).optional(), reason: z.string().trim().min(1, 'give a reason').max(500), idempotencyKey: z.string().regex(/^[a-f0-9-]{36}$/).optional() });
+  const readRefundForm = (ctx: Context) => {
+    const raw = ctx.request.body as Record<string, unknown>;
+    return parseInput(refundForm, { amount: raw.amount || undefined, reason: raw.reason, idempotencyKey: raw.idempotencyKey || undefined }, 'body');
+  };
+  const refusedPage = async (ctx: Context, id: string, message: string, status: number) => {
+    const payment = await deps.payments.records.get(orgOf(ctx), id);
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, refunds: await deps.payments.refunds.list(orgOf(ctx), id), refundError: message }), status);
+  };
+  router.post('/payments/:id/refund', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    const payment = await deps.payments.records.get(orgOf(ctx), id);
+    let form;
+    try { form = readRefundForm(ctx); } catch (err) { return refusedPage(ctx, id, (err as Error).message, 400); }
+    const left = BigInt(payment.amountUsdcRaw) - BigInt(payment.refundedUsdcRaw ?? '0');
+    let amountUsdcRaw = left;
+    if (form.amount) {
+      try { amountUsdcRaw = parseCharge(form.amount); } catch { return refusedPage(ctx, id, `${form.amount} is not a USDC amount`, 400); }
+    }
+    if (payment.scheme !== 'auth-capture' || payment.status !== 'settled') return refusedPage(ctx, id, 'This payment cannot be refunded: only a captured auth-capture payment can', 409);
+    if (amountUsdcRaw <= 0n || amountUsdcRaw > left) return refusedPage(ctx, id, `At most ${formatUsdc(left)} USDC can be refunded`, 409);
+    sendHtml(ctx, refundConfirmPage({ session: sessionOf(ctx), payment, amountUsdcRaw: amountUsdcRaw.toString(), ...(form.amount ? { amount: form.amount } : {}), reason: form.reason, idempotencyKey: randomUUID() }));
+  });
+  router.post('/payments/:id/refund/confirm', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    let form;
+    try { form = readRefundForm(ctx); } catch (err) { return refusedPage(ctx, id, (err as Error).message, 400); }
+    try {
+      await deps.payments.refunds.refund(orgOf(ctx), id, { reason: form.reason, ...(form.amount ? { amount: form.amount } : {}), ...(form.idempotencyKey ? { idempotencyKey: form.idempotencyKey } : {}) });
+    } catch (err) {
+      if (err instanceof AppError && err.status < 500 && err.status !== 404) return refusedPage(ctx, id, `Refund refused: ${err.message}`, err.status);
+      throw err;
+    }
+    seeOther(ctx, `/console/payments/${id}#refunds-title`);
   });
 
   router.get('/payments/:id/delivery', guards.session, async (ctx) => {

@@ -78,6 +78,15 @@ export class DidService {
     return didDocument(key.did, key.publicKey);
   }
 
+  /**
+   * The service key as a JWK Set (RFC 8037 OKP/Ed25519): the `jku` of the agent cards' JWS signatures,
+   * for verifiers that take keys as JWKs rather than from the DID document. Same key, same `kid`.
+   */
+  serviceJwks() {
+    const key = this.serviceKey();
+    return { keys: [{ kty: 'OKP', crv: 'Ed25519', x: Buffer.from(key.publicKey).toString('base64url'), kid: key.keyId, use: 'sig', alg: 'EdDSA' }] };
+  }
+
   async sign(owner: DidOwner, data: Uint8Array) {
     const key = await this.keyOf(owner);
     const seed = this.secrets.open(key.sealedSeed, this.sealContext(owner.identityId));

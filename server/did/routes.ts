@@ -27,6 +27,7 @@ const publishDocument = (ctx: Context, doc: unknown) => {
 export function didDocumentRoutes({ did }: { did: DidService }): Router {
   const router = new Router();
   router.get('/.well-known/did.json', (ctx) => publishDocument(ctx, did.serviceDocument()));
+  router.get('/.well-known/jwks.json', (ctx) => publishDocument(ctx, did.serviceJwks()));
   router.get('/identities/:identityId/did.json', async (ctx) => {
     const parsed = identityParams.safeParse(ctx.params);
     if (!parsed.success) { ctx.status = 404; ctx.body = { error: 'not_found', message: 'DID not found', status: 404 }; return; }

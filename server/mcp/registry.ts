@@ -7,9 +7,10 @@ import { calendarTools, type CalendarToolDeps } from '../calendar/tools.js';
 import { didTools, type DidToolDeps } from '../did/tools.js';
 import { chatTools, type ChatToolDeps } from '../chat/tools.js';
 import { walletTools, type WalletToolDeps } from '../wallet/tools.js';
+import { paymentTools, type PaymentToolDeps } from '../payments/tools.js';
 
 /** The services the areas' tools use, together: what the MCP server hands to a tool's run(). */
-export type AreaToolDeps = MailToolDeps & BuyerDeps & WalletToolDeps & VaultToolDeps & CalendarToolDeps & DidToolDeps & ChatToolDeps;
+export type AreaToolDeps = MailToolDeps & BuyerDeps & WalletToolDeps & VaultToolDeps & CalendarToolDeps & DidToolDeps & ChatToolDeps & PaymentToolDeps;
 
 /** Every area's tools. An area adds its list here (one import, one spread) and its deps to AreaToolDeps. */
 export const TOOLS: ToolDefinition<AreaToolDeps>[] = [
@@ -20,4 +21,5 @@ export const TOOLS: ToolDefinition<AreaToolDeps>[] = [
   ...calendarTools,
   ...didTools,
   ...chatTools,
+  ...paymentTools,
 ];

@@ -33,13 +33,14 @@ const paymentFields = {
   amountUsdcRaw: z.string().describe('Atomic USDC (6 decimals) charged; for upto, the amount the seller named at settlement (may be 0)'),
   amountUsdc: z.string(),
   txHash: z.string().nullable(),
-  status: z.enum(['held', 'verified', 'settled', 'failed']),
+  status: z.enum(['held', 'verified', 'settled', 'failed', 'voided']).describe('auth-capture: held is authorized into escrow; voided went back to the buyer'),
   resourceUrl: z.string(),
   failureReason: z.string().nullable(),
   createdAt: isoTime,
   settledAt: nullableIso,
-  scheme: z.enum(['exact', 'upto']).describe('exact: EIP-3009 for the price; upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for what was used'),
-  maxAmountUsdcRaw: z.string().describe('The most the buyer allowed (upto); for exact, the same as amountUsdcRaw'),
+  scheme: z.enum(['exact', 'upto', 'auth-capture']).describe('exact: EIP-3009 for the price; upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for what was used; auth-capture: authorized into escrow, captured (amountUsdcRaw) after the handler, refundable'),
+  maxAmountUsdcRaw: z.string().describe('The most the buyer allowed (upto, auth-capture); for exact, the same as amountUsdcRaw'),
+  refundedUsdcRaw: z.string().optional().describe('auth-capture: what was refunded of it so far'),
 };
 
 export const payment = z.object(paymentFields);
@@ -66,30 +67,53 @@ export const held = z.object({
 });
 export const holdReleased = z.object({ holdId: z.string(), released: z.literal(true) });
 export const channelReleased = z.object({ released: z.boolean() });
+export const signedIn = z.union([
+  z.object({ granted: z.literal(true), payer: z.string(), paymentId: z.string().describe('The earlier payment that bought the access'), transaction: z.string() }),
+  z.object({ granted: z.literal(false), reason: z.string().describe('invalid_siwx_* as the extension names them, or siwx_not_paid'), message: z.string() }),
+]);
 
 export const supported = z.object({
   kinds: z.array(z.object({
     x402Version: z.number().int(), scheme: z.string(), network: z.string(),
-    extra: z.object({
-      facilitatorAddress: z.string().optional().describe('upto: the account that settles, which the buyer names in its permit\'s witness'),
-      receiverAuthorizer: z.string().optional().describe('batch-settlement: agentgate\'s receiver authorizer, which a seller names in its channels to have agentgate sign their claims and refunds'),
-    }).optional(),
+    extra: z.union([
+      z.object({ facilitatorAddress: z.string().describe('upto: the account that settles, which the buyer names in its permit\'s witness') }),
+      z.object({
+        captureAuthorizer: z.string().describe('auth-capture: the operator (one of our relayers) a seller copies into its offer'),
+        authCaptureEscrow: z.string(), minFeeBps: z.literal(0), maxFeeBps: z.literal(0),
+        operators: z.array(z.never()).describe('No contract operators admitted: only the delegated operator'),
+      }),
+      z.object({ receiverAuthorizer: z.string().describe('batch-settlement: agentgate\'s receiver authorizer, which a seller names in its channels to have agentgate sign their claims and refunds') }),
+    ]).optional(),
   })),
   extensions: z.array(z.string()),
   signers: z.record(z.string(), z.array(z.string())),
 });
 
+const discoveryItem = z.object({
+  resource: z.string(),
+  type: z.enum(['http', 'mcp']),
+  x402Version: z.literal(2),
+  accepts: z.array(z.record(z.string(), z.unknown())),
+  lastUpdated: isoTime,
+  description: z.string().optional(),
+  mimeType: z.string().optional(),
+  serviceName: z.string().optional(),
+  tags: z.array(z.string()).optional(),
+  iconUrl: z.string().optional(),
+  extensions: z.record(z.string(), z.unknown()).optional().describe('A resource cataloged from a payment: its bazaar declaration (info, schema)'),
+  metadata: z.record(z.string(), z.unknown()).optional().describe('A registered endpoint: description, priceUsdc, pricing, the schemas its seller declared'),
+});
+
 export const discovery = z.object({
   x402Version: z.literal(2),
-  items: z.array(z.object({
-    resource: z.string(),
-    type: z.enum(['http', 'mcp']),
-    x402Version: z.literal(2),
-    accepts: z.array(z.record(z.string(), z.unknown())),
-    lastUpdated: isoTime,
-    metadata: z.record(z.string(), z.unknown()),
-  })),
+  items: z.array(discoveryItem),
   pagination: z.object({ limit: z.number().int(), offset: z.number().int(), total: z.number().int() }),
+});
+
+export const discoverySearch = z.object({
+  x402Version: z.literal(2),
+  resources: z.array(discoveryItem),
+  pagination: z.object({ limit: z.number().int(), cursor: z.string().nullable().describe('The next page\'s cursor; null at the end') }),
 });
 
 /** batch-settlement: a channel as the contract has it. */
@@ -130,6 +154,31 @@ export const didDocument = z.object({
   service: z.array(z.record(z.string(), z.unknown())).optional(),
 });
 
+/** An A2A v1.0 AgentCard (the fields agentgate writes; the A2A JSON Schema is the contract, tested in test/agent-card). */
+const agentInterface = z.object({ url: z.string(), protocolBinding: z.string(), protocolVersion: z.string() });
+const agentSkill = z.object({
+  id: z.string(), name: z.string(), description: z.string(), tags: z.array(z.string()),
+  examples: z.array(z.string()).optional(), securityRequirements: z.array(z.record(z.string(), z.unknown())).optional(),
+});
+export const agentCard = z.object({
+  name: z.string(),
+  description: z.string(),
+  supportedInterfaces: z.array(agentInterface).min(1).describe('How the agent is reached (MCP, mail, x402, the REST API), each binding a URI; no A2A binding, since there is no A2A task endpoint'),
+  provider: z.object({ url: z.string(), organization: z.string() }).optional(),
+  version: z.string(),
+  documentationUrl: z.string().optional(),
+  capabilities: z.record(z.string(), z.unknown()),
+  securitySchemes: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+  defaultInputModes: z.array(z.string()),
+  defaultOutputModes: z.array(z.string()),
+  skills: z.array(agentSkill).min(1),
+  signatures: z.array(z.object({ protected: z.string(), signature: z.string() })).describe('JWS (detached payload: the RFC 8785 canonical JSON of the card without signatures), EdDSA, kid: the service DID key, jku: /.well-known/jwks.json'),
+});
+
+export const jwks = z.object({
+  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string(), kid: z.string(), use: z.literal('sig'), alg: z.literal('EdDSA') })),
+});
+
 /** The MCP endpoint answers protocol errors as JSON-RPC, and key errors as `{error, message, status}`. */
 export const mcpError = z.union([
   errorBody,
@@ -150,3 +199,20 @@ const settlementPart = z.object({
   lanes: z.array(z.object({ address: z.string(), holder: z.string(), state: z.enum(['active', 'starved', 'draining']), inFlight: z.number().int() })),
 });
 export const ready = z.object({ status: z.enum(['ready', 'degraded']), checks: z.record(z.string(), z.string()), message: z.string().optional(), settlement: settlementPart.optional() });
+
+/** A refund (POST /v0/payments/{id}/refund, GET /v0/payments/{id}/refunds). */
+export const refund = z.object({
+  id: z.string().describe('<paymentId>:refund:<n>'),
+  paymentId: z.string(),
+  amountUsdcRaw: z.string(),
+  amountUsdc: z.string(),
+  reason: z.string(),
+  status: z.enum(['refunded', 'pending', 'failed']).describe('pending: sent, not yet confirmed; it goes on'),
+  txHash: z.string().nullable(),
+  failureReason: z.string().nullable(),
+  receipt: signedReceipt.nullable().describe('The refund\'s own signed receipt (kind "refund"), once refunded'),
+  createdAt: isoTime,
+  refundedAt: nullableIso,
+  payment: z.object({ capturedUsdcRaw: z.string(), refundedUsdcRaw: z.string() }),
+});
+export const refundList = z.object({ refunds: z.array(refund) });

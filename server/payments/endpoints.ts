@@ -113,6 +113,12 @@ export class Endpoints {
     return this.cache.through(`${orgId} #${id}`, () => this.endpoints.findOne({ _id: id, orgId }).lean());
   }
 
+  /** One org's endpoints that opted into discovery, oldest first (whether its seller accepts payments now is the caller's to ask). */
+  async discoverableOf(orgId: string): Promise<EndpointDoc[]> {
+    const endpoints = await this.endpoints.find({ orgId, discoverable: true, deletedAt: null }).lean();
+    return endpoints.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a._id < b._id ? -1 : 1));
+  }
+
   /** Endpoints that opted into discovery, of sellers that accept payments now, oldest first. */
   async discoverable(accepting: (orgId: string) => Promise<SellerAccountDoc | null>): Promise<Array<{ endpoint: EndpointDoc; seller: SellerAccountDoc }>> {
     const endpoints = await this.endpoints.find({ discoverable: true, deletedAt: null }).lean();

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { isAddressEqual, type Address } from 'viem';
 import type { SellerAccountDoc } from './models.js';
 import { normalizeResource } from './resource-url.js';
+import { readPaymentFlow, type PaymentFlow } from '../../middleware/payment-flow.js';
 
 // The standard x402 facilitator API's request and answer shapes (`/verify`, `/settle`), shared by the
 // route (facilitator-routes.ts) and every scheme's facilitator (schemes/<name>/facilitator.ts), which
@@ -55,4 +56,18 @@ export function resourceOf(raw: string | undefined): string {
   let resource = 'unknown';
   try { if (raw) resource = normalizeResource(raw); } catch { resource = String(raw).slice(0, 2048); }
   return resource;
+}
+
+/**
+ * The v2 `paymentFlow` of the requirements (`extra.paymentFlow`, absent = authorization) must be one the
+ * scheme settles by, and the payload's `accepted` must name the same: the flow is part of what was agreed.
+ * The facilitator's part is the same for both flows we take (verify, settle); only the seller's order differs.
+ */
+export function paymentFlowRefusal(requirementsExtra: unknown, acceptedExtra: unknown, scheme: string, supported: readonly PaymentFlow[]): Refusal | undefined {
+  const asked = readPaymentFlow(requirementsExtra);
+  if (!asked.ok) return { reason: 'invalid_payment_requirements', message: `paymentRequirements.${asked.message}` };
+  if (!supported.includes(asked.flow)) return { reason: 'invalid_payment_requirements', message: `${scheme} settles with paymentFlow ${supported.join(' or ')}, not ${asked.flow}` };
+  const accepted = readPaymentFlow(acceptedExtra);
+  if (!accepted.ok || accepted.flow !== asked.flow) return { reason: 'invalid_payment_requirements', message: `the payload was accepted for another paymentFlow than the requirements' ${asked.flow}` };
+  return undefined;
 }

@@ -1,10 +1,8 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { z } from 'zod';
 import { authenticate, principalOf, requireTier, type IdentityScopeSource } from '../platform/auth/authenticate.js';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import { parseInput } from '../platform/validate.js';
-import { wholeNumberParam } from '../platform/pagination.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { PAYMENT_IDENTIFIER } from './payment-identifier.js';
 import { OFFER_RECEIPT } from '../../middleware/offer-receipt.js';
@@ -14,6 +12,8 @@ import type { Endpoints } from './endpoints.js';
 import type { PaymentSettlement } from './settlement-path.js';
 import type { PaymentSchemes } from './schemes/scheme.js';
 import { requireChain } from './chain-required.js';
+import { BAZAAR, EXTENSION_RESPONSES_HEADER, extensionResponsesHeader, readDeclaration, type BazaarCatalog, type BazaarStatus } from './bazaar.js';
+import { catalogItem, discoveryQuery, endpointItem, matchesFilters, search, searchPage, searchQuery, type DiscoveryItem } from './discovery.js';
 
 /**
  * The standard x402 facilitator API (`{url}/verify`, `{url}/settle`, `{url}/supported`), so sellers on
@@ -25,14 +25,7 @@ import { requireChain } from './chain-required.js';
 
 export { facilitatorBody } from './facilitator-api.js';
 
-export const discoveryQuery = z.object({
-  type: z.enum(['http', 'mcp']).optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: wholeNumberParam(0, 1_000_000).default(0),
-});
-
-/** An MCP tool is registered as mcp://tool/<name>; everything else is an HTTP resource. */
-const resourceType = (url: string) => (url.startsWith('mcp://') ? 'mcp' : 'http');
+export { discoveryQuery, searchQuery } from './discovery.js';
 
 /** Our reason codes are the spec's for what no scheme has read yet. */
 const asIs = (reason: string) => reason;
@@ -46,10 +39,11 @@ export interface FacilitatorRouteServices {
   endpoints: Endpoints;
   settlement: PaymentSettlement;
   schemes: PaymentSchemes;
+  catalog: BazaarCatalog;
 }
 
 export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
-  const { acceptance, endpoints, settlement, schemes } = services;
+  const { acceptance, endpoints, settlement, schemes, catalog } = services;
   const router = new Router({ prefix: '/v0/x402' });
   const sellerOnly = [authenticate(services.keys, services.identities), requireTier('seller')] as const;
 
@@ -66,35 +60,45 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     };
   });
 
-  // Public: the bazaar discovery list of registered endpoints whose sellers opted in.
-  router.get('/discovery/resources', async (ctx) => {
+  /**
+   * The whole discovery catalog, in list order: registered endpoints whose sellers opted in, then
+   * resources cataloged from settled payments' bazaar declarations; of sellers that accept payments now.
+   */
+  const catalogItems = async (): Promise<DiscoveryItem[]> => {
     const chain = requireChain(services.chain);
+    const registered = (await endpoints.discoverable((orgId) => acceptance.accepting(orgId))).map(({ endpoint, seller }) => endpointItem(chain, endpoint, seller));
+    const cataloged: DiscoveryItem[] = [];
+    for (const entry of await catalog.all()) if (await acceptance.accepting(entry.orgId)) cataloged.push(catalogItem(entry));
+    return [...registered, ...cataloged];
+  };
+
+  // Public: the bazaar discovery list (offset pages).
+  router.get('/discovery/resources', async (ctx) => {
+    requireChain(services.chain);
     const query = parseInput(discoveryQuery, ctx.query, 'query');
-    const all = (await endpoints.discoverable((orgId) => acceptance.accepting(orgId))).filter(({ endpoint }) => !query.type || resourceType(endpoint.url) === query.type);
-    const page = all.slice(query.offset, query.offset + query.limit);
+    const all = (await catalogItems()).filter((item) => matchesFilters(item, query));
     ctx.body = {
       x402Version: 2,
-      items: page.map(({ endpoint, seller }) => ({
-        resource: endpoint.url,
-        type: resourceType(endpoint.url),
-        x402Version: 2,
-        accepts: [{
-          scheme: 'exact', network: chain.caip2, amount: endpoint.priceAtomic, asset: chain.usdc.address, payTo: seller.payTo,
-          maxTimeoutSeconds: 60, extra: { name: chain.usdc.name, version: chain.usdc.version },
-        }],
-        lastUpdated: endpoint.updatedAt.toISOString(),
-        metadata: {
-          description: endpoint.description,
-          priceUsdc: endpoint.priceUsdc,
-          // dynamic: each request is priced by the seller (its 402 says how much), at most priceUsdc.
-          pricing: endpoint.pricing ?? 'fixed',
-          ...(endpoint.inputSchemaJson ? { inputSchema: JSON.parse(endpoint.inputSchemaJson) as unknown } : {}),
-          ...(endpoint.outputSchemaJson ? { outputSchema: JSON.parse(endpoint.outputSchemaJson) as unknown } : {}),
-        },
-      })),
+      items: all.slice(query.offset, query.offset + query.limit),
       pagination: { limit: query.limit, offset: query.offset, total: all.length },
     };
   });
+
+  // Public: the bazaar search (a query, the same filters, cursor pages).
+  router.get('/discovery/search', async (ctx) => {
+    requireChain(services.chain);
+    const query = parseInput(searchQuery, ctx.query, 'query');
+    const matches = search((await catalogItems()).filter((item) => matchesFilters(item, query)), query.query);
+    ctx.body = searchPage(matches, query.cursor ?? 0, query.limit);
+  });
+
+  /** The payload's bazaar declaration, when it carries one (v2 only: v1 has no extensions). */
+  const declarationOf = (request: { x402Version: number; paymentPayload: Record<string, unknown> }) => {
+    const extensions = request.paymentPayload.extensions as Record<string, unknown> | undefined;
+    if (request.x402Version !== 2 || !extensions || typeof extensions !== 'object' || !(BAZAAR in extensions)) return undefined;
+    return readDeclaration(extensions[BAZAAR]);
+  };
+  const tellBazaar = (ctx: Context, status: BazaarStatus) => ctx.set(EXTENSION_RESPONSES_HEADER, extensionResponsesHeader(status));
 
   /** The request, its network as answers name it, and the accepting seller and its scheme (or why not). */
   const prepare = async (ctx: Context) => {
@@ -113,6 +117,12 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
       return;
     }
     const answer = await prepared.scheme.verifyRequest(prepared.request, prepared.seller, prepared.network);
+    const declared = declarationOf(prepared.request);
+    // Verify catalogs nothing: a valid declaration on a valid payment is cataloged when it settles.
+    if (declared) {
+      tellBazaar(ctx, !declared.ok ? { status: 'rejected', rejectedReason: declared.reason }
+        : answer.body.isValid === true ? { status: 'processing' } : { status: 'rejected', rejectedReason: 'the payment is not valid; nothing is cataloged' });
+    }
     if (answer.status) ctx.status = answer.status;
     ctx.body = answer.body;
   });
@@ -124,6 +134,16 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
       return;
     }
     const answer = await prepared.scheme.settleRequest(prepared.request, prepared.seller, prepared.network);
+    const declared = declarationOf(prepared.request);
+    if (declared) {
+      if (!declared.ok) tellBazaar(ctx, { status: 'rejected', rejectedReason: declared.reason });
+      else if (answer.body.success !== true) tellBazaar(ctx, { status: 'rejected', rejectedReason: 'the payment did not settle; nothing is cataloged' });
+      else {
+        const { paymentPayload, paymentRequirements } = prepared.request;
+        const resource = (paymentPayload.resource && typeof paymentPayload.resource === 'object' ? paymentPayload.resource : {}) as Record<string, unknown>;
+        tellBazaar(ctx, await catalog.record({ orgId: prepared.seller._id, declaration: declared.declaration, resource, accepted: paymentRequirements }));
+      }
+    }
     if (answer.status) ctx.status = answer.status;
     ctx.body = answer.body;
   });

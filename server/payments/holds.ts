@@ -130,6 +130,10 @@ export class HoldService {
       // Captured by a concurrent call: answer what it did (or does, once known).
       return this.outcomeOf((await this.payments.records.record(payment._id)) ?? payment);
     }
+    if (scheme.captureHold) {
+      const answer = await scheme.captureHold(payment, charge);
+      return answer.ok ? this.payments.redemption.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+    }
     let settling = payment;
     if (charge !== undefined) {
       settling = { ...payment, status: 'verified', amountUsdcRaw: charge.toString() };
@@ -222,7 +226,9 @@ export class HoldService {
 
   /** The claim goes: the same signed payment may be presented again. */
   private async drop(payment: PaymentDoc, why: 'released' | 'expired'): Promise<void> {
-    await this.payments.records.payments.deleteOne({ _id: payment._id, status: 'held' });
+    const scheme = this.payments.schemes.of(payment);
+    if (scheme.releaseHold) await scheme.releaseHold(payment, why);
+    else await this.payments.records.payments.deleteOne({ _id: payment._id, status: 'held' });
     this.logs.recordSoon({
       orgId: payment.orgId, action: 'payments.hold_released', category: 'payments',
       description: `Payment of ${payment.payerAddress} for ${payment.resourceUrl} not charged: hold ${why}`, targetType: 'payment', targetId: payment._id,
@@ -232,6 +238,7 @@ export class HoldService {
 
   /** A capture asked of a hold already decided: what it came to (or, while settling, its result when known). */
   private async outcomeOf(payment: PaymentDoc): Promise<RedeemOutcome> {
+    if (payment.status === 'voided') throw new AppError(409, 'hold_released', 'This hold was released and its authorization voided: nothing was charged');
     if (payment.status === 'settled') return this.payments.redemption.redeemed(settledResultOf(payment), payment.x402Version);
     if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
     // Being settled by the capture that won (still `held` or `verified`): wait for its outcome, within the settlement timeout.

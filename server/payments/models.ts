@@ -1,6 +1,7 @@
 import { Schema } from 'mongoose';
 import type { SealedSecret } from '../platform/secret-box.js';
 import type { JwsReceipt } from '../../middleware/offer-receipt.js';
+import type { StoredPaymentInfo } from '../chain/auth-capture.js';
 
 /** Per org: whether it accepts payments, and where they go. */
 export interface SellerAccountDoc {
@@ -71,9 +72,11 @@ export const webhookSecretContext = (endpointId: string) => `webhook-secret:${en
 
 /**
  * held: claimed and waiting for the seller's handler (captured: settled; released or expired: the claim is
- * removed); verified: claimed and being settled; settled and failed: what the chain did.
+ * removed); verified: claimed and being settled; settled and failed: what the chain did. auth-capture:
+ * held is authorized into escrow (the buyer's money held there), and voided is an authorization given
+ * back to the buyer (the handler failed, or the hold expired).
  */
-export const PAYMENT_STATUSES = ['settled', 'held', 'verified', 'failed'] as const;
+export const PAYMENT_STATUSES = ['settled', 'held', 'verified', 'failed', 'voided'] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 export interface SignedReceipt {
@@ -99,7 +102,14 @@ export interface PaymentDoc {
   resourceUrl: string;
   x402Version: 1 | 2;
   /** absent: exact (EIP-3009); upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for the amount used. */
-  scheme?: 'exact' | 'upto';
+  scheme?: 'exact' | 'upto' | 'auth-capture';
+  /**
+   * auth-capture: the escrow payment (its id `hash`, the PaymentInfo the operator calls with), how it was
+   * collected, and the transactions of its authorization and void. The capture is `txHash`.
+   */
+  escrow?: { hash: string; paymentInfo: StoredPaymentInfo; method: 'eip3009' | 'permit2'; collector: string; authorizeTx?: string; voidTx?: string };
+  /** What was refunded of it so far (atomic USDC; refunds are in escrow_operations). */
+  refundedUsdcRaw?: string;
   /** upto: the most the buyer allowed (the permit's amount). */
   maxAmountUsdcRaw?: string;
   /**
@@ -115,6 +125,8 @@ export interface PaymentDoc {
   eip2612Permit?: { value: string; deadline: string; v: number; r: string; s: string };
   permit2Authorization?: { from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string; witness: { to: string; facilitator: string; validAfter: string } };
   signature: string;
+  /** ERC-8021 builder-code attribution appended to the settlement transaction's calldata (builder-code.ts). */
+  dataSuffix?: string;
   status: PaymentStatus;
   txHash?: string;
   failureReason?: string;
@@ -145,12 +157,15 @@ export const paymentSchema = new Schema<PaymentDoc>({
   x402Version: { type: Number, required: true },
   scheme: String,
   maxAmountUsdcRaw: String,
+  escrow: Schema.Types.Mixed,
+  refundedUsdcRaw: String,
   permit2Authorization: Schema.Types.Mixed,
   eip2612Permit: Schema.Types.Mixed,
   authorizationKey: { type: String, required: true, unique: true },
   authorizationNonce: { type: String, required: true },
   authorization: { type: Schema.Types.Mixed, required: true },
   signature: { type: String, required: true },
+  dataSuffix: String,
   status: { type: String, required: true },
   txHash: String,
   failureReason: String,
@@ -164,3 +179,5 @@ export const paymentSchema = new Schema<PaymentDoc>({
 }, { versionKey: false, minimize: false });
 paymentSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 paymentSchema.index({ status: 1, createdAt: 1 });
+// Sign-In-With-X: a payer's settled payments for a resource (records.ts latestSettled).
+paymentSchema.index({ orgId: 1, payerAddress: 1, resourceUrl: 1, createdAt: -1 });

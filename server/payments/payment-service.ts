@@ -1,4 +1,5 @@
 import type { Connection } from 'mongoose';
+import { SignInWithX } from './sign-in-with-x.js';
 import type { ChainService } from '../chain/chain-service.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import type { Config } from '../platform/config.js';
@@ -10,6 +11,7 @@ import type { GroupCommitOptions } from '../platform/group-commit.js';
 import type { SettlementEngine } from '../settlement/engine.js';
 import type { ReceiptSigner } from './receipts.js';
 import { SellerAcceptance } from './acceptance.js';
+import { BazaarCatalog } from './bazaar.js';
 import { Endpoints } from './endpoints.js';
 import { EndpointRegistration } from './endpoint-registration.js';
 import { PaymentRecords } from './records.js';
@@ -18,6 +20,10 @@ import { Redemption } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
 import { ExactScheme } from './schemes/exact/scheme.js';
 import { UptoScheme } from './schemes/upto/scheme.js';
+import { AuthCaptureScheme } from './schemes/auth-capture/scheme.js';
+import { EscrowOperations } from './schemes/auth-capture/escrow-ops.js';
+import { requireChain } from './chain-required.js';
+import { PaymentRefunds } from './refunds.js';
 import { BatchSettlementScheme } from './schemes/batch-settlement/scheme.js';
 
 /**
@@ -31,7 +37,7 @@ import { BatchSettlementScheme } from './schemes/batch-settlement/scheme.js';
  * - records: the payment records and their settlements, written and read (records.ts);
  * - settlement: the one path every scheme's payments take once verified: claim, hand-over to the
  *   settlement desk, record (settlement-path.ts);
- * - schemes: one module per x402 scheme over that path (schemes/exact, schemes/upto); adding a scheme is
+ * - schemes: one module per x402 scheme over that path (schemes/exact, schemes/upto, schemes/auth-capture); adding a scheme is
  *   writing one and registering it below;
  * - redemption: our seller middleware's door, the seller-side checks before a scheme verifies (redemption.ts).
  * Holds (settle after the handler) are holds.ts, built on these by the context.
@@ -39,14 +45,20 @@ import { BatchSettlementScheme } from './schemes/batch-settlement/scheme.js';
 export class PaymentService {
   readonly acceptance: SellerAcceptance;
   readonly endpoints: Endpoints;
+  /** Resources cataloged from settled payments' bazaar declarations (bazaar.ts). */
+  readonly catalog: BazaarCatalog;
   readonly registration: EndpointRegistration;
   readonly records: PaymentRecords;
   readonly settlement: PaymentSettlement;
   readonly schemes: PaymentSchemes;
   readonly exact: ExactScheme;
   readonly upto: UptoScheme;
+  readonly authCapture: AuthCaptureScheme;
+  /** Refunds a seller gives (refunds.ts): of auth-capture payments, from the escrow. */
+  readonly refunds: PaymentRefunds;
   readonly batchSettlement: BatchSettlementScheme;
   readonly redemption: Redemption;
+  readonly signInWithX: SignInWithX;
 
   constructor(
     conn: Connection,
@@ -69,6 +81,7 @@ export class PaymentService {
   ) {
     this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings());
     this.endpoints = new Endpoints(conn, config.mode, changes, logs, config.SELLER_CACHE_TTL_MS);
+    this.catalog = new BazaarCatalog(conn);
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode);
     this.records = new PaymentRecords(conn, signer, logs, log, metrics, updateGrouping);
     this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, metrics);
@@ -78,8 +91,13 @@ export class PaymentService {
     this.upto = new UptoScheme(chain, config, this.settlement, this.endpoints);
     this.schemes.register(this.exact);
     this.schemes.register(this.upto);
+    const operations = new EscrowOperations(conn, () => requireChain(chain), this.settlement, this.records, this.endpoints, signer, logs, log);
+    this.authCapture = new AuthCaptureScheme(chain, config, this.settlement, this.endpoints, operations);
+    this.schemes.register(this.authCapture);
+    this.refunds = new PaymentRefunds(this.records, this.authCapture);
     this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log);
     this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
+    this.signInWithX = new SignInWithX(conn, chain, this.records);
   }
 }

@@ -40,6 +40,7 @@ export function presentPayment(p: PaymentDoc, detail = false) {
     // upto: amountUsdcRaw is the charge; this is the most the buyer allowed. exact: the same as amountUsdcRaw.
     scheme: p.scheme ?? 'exact',
     maxAmountUsdcRaw: p.maxAmountUsdcRaw ?? p.amountUsdcRaw,
+    ...(p.scheme === 'auth-capture' ? { refundedUsdcRaw: p.refundedUsdcRaw ?? '0' } : {}),
     ...(detail ? { authorizationNonce: p.authorizationNonce, x402Version: p.x402Version, signedReceipt: p.signedReceipt ?? null, offerReceipt: p.offerReceipt ?? null } : {}),
   };
 }

@@ -29,6 +29,8 @@ export async function signReceipt(signer: ReceiptSigner, payment: PaymentDoc & {
     timestamp: payment.settledAt.toISOString(),
     // upto: amountUsdcRaw is what was charged (possibly 0, then txHash is ""), out of at most this.
     ...(payment.scheme === 'upto' ? { scheme: 'upto', maxAmountUsdcRaw: payment.maxAmountUsdcRaw } : {}),
+    // auth-capture: amountUsdcRaw is what was captured out of the authorized maximum (refunds get receipts of their own).
+    ...(payment.scheme === 'auth-capture' ? { scheme: 'auth-capture', maxAmountUsdcRaw: payment.maxAmountUsdcRaw } : {}),
   };
   const signature = await signer.sign(new TextEncoder().encode(canonicalJson(body)));
   return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };

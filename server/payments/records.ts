@@ -169,6 +169,16 @@ export class PaymentRecords {
     });
   }
 
+  /**
+   * The latest settled payment of `payer` for `resourceUrl` to this org (Sign-In-With-X: a buyer who paid
+   * reaches the resource again), read from the records and their settlement entries, so a payment settled
+   * by another process counts as soon as its entry is written.
+   */
+  async latestSettled(orgId: string, payer: string, resourceUrl: string): Promise<PaymentDoc | undefined> {
+    const rows = await this.payments.find({ orgId, payerAddress: payer, resourceUrl, status: { $ne: 'failed' } }).sort({ createdAt: -1, _id: -1 }).limit(20).lean();
+    return (await this.withSettlements(rows)).find((row) => row.status === 'settled');
+  }
+
   async list(orgId: string, limit: number, cursor?: Cursor, filter: PaymentFilter = {}) {
     await this.recordsWritten();
     const rows = await this.payments.find({ orgId, ...filterQuery(filter), ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();

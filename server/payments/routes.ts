@@ -18,6 +18,8 @@ import type { Endpoints } from './endpoints.js';
 import type { ChannelBook } from './schemes/batch-settlement/channels.js';
 import type { PaymentRecords } from './records.js';
 import type { Redemption } from './redemption.js';
+import type { SignInWithX } from './sign-in-with-x.js';
+import type { PaymentRefunds } from './refunds.js';
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
 const price = z.string().trim().min(1).max(32);
@@ -62,9 +64,18 @@ export const redeemBody = z.object({
   amount: z.string().min(1).max(32),
   payTo: address.optional(),
 }).strict();
+/** Sign-In-With-X: the buyer's header as sent, and the resource the middleware protects. */
+export const signInBody = z.object({
+  header: z.string().min(1).max(16_384),
+  resource: z.string().url().max(2048),
+}).strict();
 export const holdBody = redeemBody.extend({ holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
 /** upto holds: what the request used, in USDC ("0.0123"), at most the permit's maximum; absent means 0. */
 export const captureBody = z.object({ amount: z.string().min(1).max(32).optional() }).strict();
+/** A refund: part of what was captured (USDC, "0.25"; absent: all that is left), and why. */
+export const refundBody = z.object({ amount: z.string().min(1).max(32).optional(), reason: z.string().trim().min(1).max(500) }).strict();
+/** Idempotency-Key: a repeat with the same key answers the first refund. */
+export const idempotencyKeyHeader = z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1 to 128 visible ASCII characters').optional();
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
 
@@ -82,6 +93,8 @@ export interface PaymentRouteServices {
   records: PaymentRecords;
   /** batch-settlement calls through our middleware: channel state and vouchers in the database. */
   channels: ChannelBook;
+  signInWithX: SignInWithX;
+  refunds: PaymentRefunds;
   /** skipUrlCheck is for dev mode only. */
   devMode: boolean;
 }
@@ -100,7 +113,7 @@ const DEFAULT_CHANNEL_HOLD_SECONDS = 120;
 const CHANNEL_RULES = { pricedByUsage: false, paidInV1: false } as const;
 
 export function paymentRoutes(services: PaymentRouteServices): Router {
-  const { keys, usage, acceptance, endpoints, registration, redemption, holds, records } = services;
+  const { keys, usage, acceptance, endpoints, registration, redemption, holds, records, refunds } = services;
   const router = authenticatedRouter(services, { prefix: '/v0/payments' });
   const orgOf = (ctx: Context) => principalOf(ctx).orgId;
   const platform = requireTier('platform');
@@ -194,6 +207,12 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
     const { id } = parseInput(voucherIdParam, ctx.params, 'params');
     ctx.body = await services.channels.release(orgOf(ctx), id);
   });
+  // Sign-In-With-X: a buyer who paid for the resource reaches it again by signing in with the paying wallet.
+  // A refusal is an answer (200, granted false), not an error: the middleware then asks for payment.
+  router.post('/sign-in-with-x', seller, async (ctx) => {
+    const body = parseInput(signInBody, ctx.request.body, 'body');
+    ctx.body = await services.signInWithX.signIn(orgOf(ctx), body);
+  });
 
   // Settle after the handler: hold (verify and claim), then capture (settle) or release (nothing charged).
   router.post('/holds', seller, async (ctx) => {
@@ -218,6 +237,19 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
     const query = parseInput(listQuery, ctx.query, 'query');
     const page = await records.list(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
     ctx.body = { payments: page.items.map((p) => presentPayment(p)), count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+  });
+  // Refunds: platform keys (the console, the CLI) and seller keys (the seller's own code, its agents).
+  router.post('/:id/refund', sellerOrOps, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    const body = parseInput(refundBody, ctx.request.body ?? {}, 'body');
+    const key = idempotencyKeyHeader.safeParse(ctx.get('Idempotency-Key') || undefined);
+    if (!key.success) throw new AppError(400, 'validation_error', `header.Idempotency-Key: ${key.error.issues[0]?.message ?? 'invalid'}`);
+    const idempotencyKey = key.data;
+    ctx.body = await refunds.refund(orgOf(ctx), id, { ...body, ...(idempotencyKey ? { idempotencyKey } : {}) });
+  });
+  router.get('/:id/refunds', sellerOrOps, async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    ctx.body = { refunds: await refunds.list(orgOf(ctx), id) };
   });
   // Other areas' routes under /v0/payments (pay, mandates, activity) must be mounted before this router.
   router.get('/:id', sellerOrOps, async (ctx) => {

@@ -45,6 +45,11 @@ export interface SchemeSettler {
    */
   send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome>;
   /**
+   * Records a sent settlement its own way instead of as the payment's settlement (auth-capture: an
+   * authorization is held in escrow, and only its capture settles the payment). Runs where it was sent.
+   */
+  recordSent?(payment: PaymentDoc, txHash: string): Promise<SettlementResult>;
+  /**
    * Kinds of settlement work the scheme has beyond settling its payments (a channel claim, a refund), by
    * kind: each runs on the process holding the lane it is given, as a payment's settlement does.
    */
@@ -81,7 +86,7 @@ export class PaymentSettlement {
      * undefined without a chain.
      */
     private readonly engine: SettlementEngine | undefined,
-    private readonly records: PaymentRecords,
+    readonly records: PaymentRecords,
     private readonly endpoints: Endpoints,
     private readonly logs: ActivityLog,
     private readonly log: Logger,
@@ -289,10 +294,10 @@ export class PaymentSettlement {
   }
 
   /**
-   * Hands a scheme's other settlement work (a channel claim, a refund: its `otherWork` kinds) to the desk,
-   * which gives it to whichever process holds a lane; the kind's executor there records its outcome.
+   * Hands work of a scheme's other kind (its `otherWork`: an escrow capture, a refund) to the desk, like
+   * a payment's settlement: to a lane of this process or of the process holding it.
    */
-  submitWork(work: SettlementWork): Promise<WorkOutcome> {
+  submit(work: SettlementWork): Promise<WorkOutcome> {
     return this.engine!.desk.submit(work);
   }
 
@@ -327,6 +332,8 @@ export class PaymentSettlement {
   async recordOutcome(payment: PaymentDoc, settled: SettleOutcome, endpoint: EndpointDoc | null): Promise<SettlementResult> {
     const payer = payment.payerAddress;
     if (settled.ok) {
+      const recordSent = this.settlerOf(payment).recordSent;
+      if (recordSent) return retryWhileDatabaseAway(() => recordSent.call(this.settlerOf(payment), payment, settled.txHash), this.log, 'recording a sent settlement');
       const done = await retryWhileDatabaseAway(() => this.records.markSettled(payment, settled.txHash, endpoint), this.log, 'recording a settlement');
       return { ...settledResultOf(done), txHash: settled.txHash, payer };
     }

@@ -99,6 +99,16 @@ const schema = z.object({
   SELLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   // Buyer wallets: the SmartAccountFactory that creates each identity's smart account (CREATE2).
   WALLET_FACTORY_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
+  // ERC-8021 builder codes (x402 `builder-code` extension): this facilitator's own wallet code (`w`) and
+  // service code (appended to `s`) in every settlement transaction's attribution suffix. Unset: only the
+  // codes payments carry (the seller's `a`, the buyer's `s`) are appended.
+  BUILDER_CODE: z.string().regex(/^[a-z0-9_]{1,32}$/, 'must be 1-32 lowercase letters, digits or _').optional(),
+  BUILDER_SERVICE_CODE: z.string().regex(/^[a-z0-9_]{1,32}$/, 'must be 1-32 lowercase letters, digits or _').optional(),
+  // ERC-6492: the factories whose counterfactual wallets may pay (`exact`): the facilitator deploys such a
+  // wallet through its factory before settling. Comma-separated addresses; in dev mode the
+  // WALLET_FACTORY_ADDRESS (our SmartAccountFactory) is allowed as well. Empty: none are.
+  EIP6492_ALLOWED_FACTORIES: z.string().default('').transform((v) => v.split(',').map((a) => a.trim()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be comma-separated 0x-prefixed addresses'))),
   // Dev mode only: the key POST /v0/dev/faucet pays test USDC from (it transfers, or mints if it owns the token).
   FAUCET_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
   // Margin for clock skew on authorization validity windows.

@@ -20,7 +20,11 @@ export type SettleOutcome =
   | { ok: true; txHash: Hex; batchSize: number }
   | { ok: false; reason: string; message: string; txHash?: Hex; unconfirmed?: true; unavailable?: true };
 
-export interface SettlementRequest { authorization: Authorization; signature: Hex; paymentId?: string }
+export interface SettlementRequest {
+  authorization: Authorization; signature: Hex; paymentId?: string;
+  /** ERC-8021 attribution appended to the transaction's calldata: a transaction carries one, so a batch holds requests of one suffix. */
+  dataSuffix?: Hex;
+}
 
 /** The lanes a settler may use: the process's leased share of the pool (RelayerPool), or a fixed list in tests. */
 export interface LaneSource {
@@ -198,7 +202,7 @@ export class Settler {
       }
       const lane = ready.reduce((best, l) => (l.inFlight < best.inFlight ? l : best));
       const release = lane.reserve();
-      const batch = this.queue.splice(0, this.options.maxBatch);
+      const batch = this.takeBatch();
       // The reservation holds the lane's pipeline slot until the transaction is sent (from then on it is
       // counted as in flight); held until the batch's fate, it counted every transaction twice and halved
       // the pipeline: two small batches sent at once by a process that just started filled it.
@@ -214,6 +218,17 @@ export class Settler {
           this.schedulePump();
         });
     }
+  }
+
+  /** The next batch: the oldest request and those after it with the same ERC-8021 suffix, in queue order. */
+  private takeBatch(): Waiting[] {
+    const suffix = this.queue[0]!.request.dataSuffix;
+    const batch: Waiting[] = [];
+    for (let i = 0; i < this.queue.length && batch.length < this.options.maxBatch;) {
+      if (this.queue[i]!.request.dataSuffix === suffix) batch.push(...this.queue.splice(i, 1));
+      else i++;
+    }
+    return batch;
   }
 
   /**
@@ -302,10 +317,12 @@ export class Settler {
 
   private transactionFor(batch: Waiting[]): TxRequest {
     const calls = batch.map((w) => transferCalldata(w.request));
-    if (batch.length === 1) return { to: this.chain.usdc.address, data: calls[0]!, gas: GAS_BASE + GAS_PER_TRANSFER };
+    // Calldata after the arguments is ignored by the token and Multicall3: the attribution rides there.
+    const suffix = batch[0]!.request.dataSuffix?.slice(2) ?? '';
+    if (batch.length === 1) return { to: this.chain.usdc.address, data: `${calls[0]!}${suffix}`, gas: GAS_BASE + GAS_PER_TRANSFER };
     return {
       to: this.options.multicall,
-      data: encodeFunctionData({ abi: multicall3Abi, functionName: 'aggregate3', args: [calls.map((callData) => ({ target: this.chain.usdc.address, allowFailure: true, callData }))] }),
+      data: `${encodeFunctionData({ abi: multicall3Abi, functionName: 'aggregate3', args: [calls.map((callData) => ({ target: this.chain.usdc.address, allowFailure: true, callData }))] })}${suffix}`,
       gas: GAS_BASE + GAS_PER_TRANSFER * BigInt(batch.length),
     };
   }

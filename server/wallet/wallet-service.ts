@@ -8,7 +8,7 @@ import type { Settler } from '../settlement/settler.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
-import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
+import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, receiveWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
 import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit } from '../chain/permit2.js';
@@ -203,6 +203,21 @@ export class WalletService {
   }
 
   /** The owner key's signature of an x402 upto permit (Permit2 PermitWitnessTransferFrom) from this account. */
+  /**
+   * x402 `auth-capture` (ERC-3009 method): the wallet's USDC ReceiveWithAuthorization to the escrow's
+   * collector, whose nonce is the escrow payment's payer-agnostic hash (the signature commits to every term).
+   */
+  async signReceiveAuthorization(wallet: WalletDoc, authorization: Authorization): Promise<Hex> {
+    if (getAddress(authorization.from) !== getAddress(wallet.address)) throw new Error('authorization.from is not this wallet');
+    const chain = this.requireChain();
+    return this.withOwner(wallet, (owner) => owner.signTypedData({
+      domain: usdcDomain({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }),
+      types: receiveWithAuthorizationTypes,
+      primaryType: 'ReceiveWithAuthorization',
+      message: authorization,
+    }));
+  }
+
   async signUptoPermit(wallet: WalletDoc, permit: UptoPermit): Promise<Hex> {
     if (getAddress(permit.from) !== getAddress(wallet.address)) throw new Error('permit.from is not this wallet');
     const chain = this.requireChain();

@@ -125,7 +125,8 @@ const v1Header = () => b64({ x402Version: 1, scheme: 'exact', network: 'anvil', 
 const v2Header = () =>
   b64({
     x402Version: 2,
-    accepted: { scheme: 'exact', network: 'eip155:31337', amount: '10000', asset: LOCAL_TOKEN, payTo: PAY_TO, maxTimeoutSeconds: 60, extra: { name: 'USD Coin', version: '2' } },
+    // The FakeFacilitator cannot hold: its routes settle before the handler, and their 402 says upfront.
+    accepted: { scheme: 'exact', network: 'eip155:31337', amount: '10000', asset: LOCAL_TOKEN, payTo: PAY_TO, maxTimeoutSeconds: 60, extra: { name: 'USD Coin', version: '2', paymentFlow: 'upfront' } },
     payload: { signature, authorization: authorization() },
   });
 
@@ -359,6 +360,25 @@ describe.each([
       const statuses = (await Promise.all(pending)).map((r) => r.status);
       expect(statuses).toEqual(Array(10).fill(402));
       expect(backend.calls).toEqual(['GET /v0/payments/settings']);
+    });
+
+    test('an auth-capture route asked before the settings arrive waits for them: every first request gets the escrow offer, none a 500', async () => {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const operator = '0x3333333333333333333333333333333333333333';
+      const backend = fakeBackend(async () => {
+        await gate;
+        return Response.json({ ...anvilSettings, authCaptureOperator: operator });
+      });
+      const routes = { 'GET /weather': { price: '$0.01', scheme: 'auth-capture' as const } };
+      seller = await makeSeller({ backendUrl: 'http://backend.test', apiKey: SELLER_KEY, routes, fetch: backend.fetch });
+      const pending = Array.from({ length: 5 }, () => fetch(`${seller!.url}/weather`));
+      setTimeout(release, 50);
+      const answers = await Promise.all(pending);
+      expect(answers.map((r) => r.status)).toEqual(Array(5).fill(402));
+      for (const answer of answers) {
+        expect((fromB64(answer.headers.get('payment-required')!) as { accepts: unknown[] }).accepts[0]).toMatchObject({ scheme: 'auth-capture', extra: { captureAuthorizer: operator } });
+      }
     });
 
     test('backend down at start-up: free routes pass, paid routes 503 without the handler, and a later request retries', async () => {

@@ -1,4 +1,5 @@
-import { createPublicClient, createWalletClient, http, parseUnits, type Address } from 'viem';
+import { createPublicClient, createWalletClient, encodeFunctionData, http, keccak256, parseUnits, toHex, type Address } from 'viem';
+import { smartAccountFactoryAbi } from '../../server/wallet/smart-account-abi.js';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { PayerReads } from '../../server/chain/payer-reads.js';
 import type { ChainService } from '../../server/chain/chain-service.js';
@@ -76,4 +77,33 @@ describe('PayerReads: the chain reads of concurrent verifications', () => {
     expect(await Promise.all([reads.read(buyer.address, randomNonce()), reads.read(buyer.address, randomNonce())])).toEqual([{ used: false, balance: parseUnits('1', 6) }, { used: false, balance: parseUnits('1', 6) }]);
     expect(proxy.counts()).toEqual({ eth_call: 1 });
   });
+
+  it('asks the payer\'s ERC-1271 answer in the same call: none for an EOA, valid or invalid for a smart account, the same read alone', async () => {
+    const { publicClient, chain, rpcUrl, factory } = testChain();
+    const owner = privateKeyToAccount(generatePrivateKey());
+    await setEthBalance(owner.address, parseUnits('1', 18));
+    const salt = randomNonce();
+    const wallet = createWalletClient({ chain, transport: http(rpcUrl), account: owner });
+    await publicClient.waitForTransactionReceipt({ hash: await wallet.sendTransaction({ to: factory, data: encodeFunctionData({ abi: smartAccountFactoryAbi, functionName: 'createAccount', args: [owner.address, salt] }) }) });
+    const account = await publicClient.readContract({ address: factory, abi: smartAccountFactoryAbi, functionName: 'getAddress', args: [owner.address, salt] });
+    const digest = keccak256(toHex('a digest'));
+    const good = await owner.sign({ hash: digest });
+    const bad = await privateKeyToAccount(generatePrivateKey()).sign({ hash: digest });
+    const eoa = privateKeyToAccount(generatePrivateKey()).address;
+    const asks: Array<[Address, `0x${string}`]> = [[eoa, good], [account, good], [account, bad]];
+    const expected = ['none', 'valid', 'invalid'];
+
+    const batched = new PayerReads(chainThrough(proxy.url), MULTICALL3_ADDRESS);
+    proxy.resetCounts();
+    const answers = await Promise.all(asks.map(([payer, signature]) => batched.read(payer, randomNonce(), { digest, signature })));
+    expect(proxy.calls()).toBe(1);
+    expect(answers.map((a) => a.erc1271)).toEqual(expected);
+
+    const alone = new PayerReads(chainThrough(proxy.url), privateKeyToAccount(generatePrivateKey()).address);
+    const aloneAnswers = await Promise.all(asks.map(([payer, signature]) => alone.read(payer, randomNonce(), { digest, signature })));
+    expect(aloneAnswers.map((a) => a.erc1271)).toEqual(expected);
+    // Without the check, nothing is asked.
+    expect((await batched.read(eoa, randomNonce())).erc1271).toBeUndefined();
+  });
 });
+

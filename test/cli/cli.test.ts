@@ -230,7 +230,14 @@ describe('agentgate dev', () => {
         child.stdout.on('data', onData);
         child.stderr.on('data', onData);
       });
-      return { child, output, stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }) };
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      return {
+        child, output, exited,
+        stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }),
+        // Ctrl-C under `npm run dev`: the terminal's SIGINT, and a moment later the one npm passes on (two
+        // signals sent back to back would merge into one pending signal).
+        ctrlC: async () => { child.kill('SIGINT'); await new Promise((r) => setTimeout(r, 50)); child.kill('SIGINT'); return exited; },
+      };
     };
     try {
       // A first start on a port in use stops with a clear message and fixes no DID domain: the DID is
@@ -291,12 +298,14 @@ describe('agentgate dev', () => {
       const verify = () => cli(['receipts', 'verify', redeemed.paymentId, '--key', seller.platformKey], { AGENTGATE_STATE_DIR: state, AGENTGATE_CREDENTIALS: join(state, 'none.json') });
       const validThere = await verify();
       expect([validThere.code, validThere.stdout]).toEqual([0, expect.stringContaining(`valid receipt for payment ${redeemed.paymentId}`)]);
-      await first.stop();
+      // Ctrl-C stops it gracefully: exit code 0, and nothing left running for the next start to clean up.
+      expect(await first.ctrlC()).toBe(0);
       // The second start moves to another port: identities keep their DIDs (receipts keep their signer),
       // and the terminal says that verifiers still look for the DID at the first port.
       const port2 = String(await freePort());
       env.PORT = port2;
       const second = await startDev();
+      expect(second.output).not.toContain('left running by an earlier run that was killed');
       expect((await fetch(`http://127.0.0.1:${port2}/.well-known/did.json`).then((r) => r.json()) as any).id).toBe(didBefore);
       expect(didBefore).toBe(`did:web:localhost%3A${port}`);
       expect(second.output).toContain(`third-party verifiers resolve it at http://localhost:${port}/.well-known/did.json`);

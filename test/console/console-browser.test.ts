@@ -12,6 +12,8 @@ import { pay, sellerWithWebhook, waitForDelivery, type WebhookSeller } from '../
 import { startReceiver } from '../webhooks/receiver.js';
 import { launchChromium } from './browser.js';
 import { consoleGet } from './http-client.js';
+import { capturedPayment, fundedOperator } from '../support/auth-capture.js';
+import { usdcBalance } from '../support/chain.js';
 
 const SHOTS = process.env.CONSOLE_SCREENSHOTS;
 const shot = async (p: Page, name: string) => { if (SHOTS) await p.screenshot({ path: join(SHOTS, name), fullPage: true }); };
@@ -100,6 +102,49 @@ test('sign in, live payments, verified receipt, webhook retry, sign out', async 
   expect(replay.location).toBe('/console/sign-in');
   expect(replay.text).not.toContain(paymentId);
 }, 180_000);
+
+test('refunds an auth-capture payment: the Refund button asks for confirmation, Cancel refunds nothing, Confirm refunds on chain', async () => {
+  const operator = await fundedOperator(server);
+  const { id, buyer } = await capturedPayment(server, seller, { operator });
+  const { context, page: p } = await signedInPage(1280);
+  try {
+    await p.goto(`${server.url}/console/payments/${id}`);
+    await p.getByRole('heading', { name: 'Refunds' }).waitFor();
+    const before = await usdcBalance(buyer.address);
+
+    // The form leads to a confirmation; Cancel goes back with nothing refunded.
+    await p.getByLabel('Amount (USDC)').fill('0.4');
+    await p.getByLabel('Reason').fill('arrived late');
+    await p.getByRole('button', { name: 'Refund…' }).click();
+    await p.getByRole('heading', { name: /Refund 0\.4 USDC\?/ }).waitFor();
+    expect(await p.locator('[data-refund-confirm]').textContent()).toContain(buyer.address);
+    expect(await usdcBalance(buyer.address)).toBe(before);
+    await p.getByRole('link', { name: 'Cancel' }).click();
+    await p.getByRole('heading', { name: 'Refunds' }).waitFor();
+    expect(await usdcBalance(buyer.address)).toBe(before);
+    await expect(p.locator('tr[data-refund]').count()).resolves.toBe(0);
+
+    // Confirmed: refunded on chain, listed with its transaction.
+    await p.getByLabel('Amount (USDC)').fill('0.4');
+    await p.getByLabel('Reason').fill('arrived late');
+    await p.getByRole('button', { name: 'Refund…' }).click();
+    await p.getByRole('button', { name: 'Confirm refund' }).click();
+    const refunded = p.locator('tr[data-refund]');
+    await refunded.first().waitFor();
+    expect(await refunded.first().textContent()).toMatch(/0\.4.*arrived late.*refunded.*0x[0-9a-f]{64}/s);
+    expect(await usdcBalance(buyer.address)).toBe(before + 400_000n);
+    await shot(p, 'payment-refund.png');
+
+    // More than is left is refused on the page, before anything moves.
+    await p.getByLabel('Amount (USDC)').fill('0.7');
+    await p.getByLabel('Reason').fill('too much');
+    await p.getByRole('button', { name: 'Refund…' }).click();
+    expect(await p.locator('[data-refund-error]').textContent()).toContain('At most 0.6 USDC');
+    expect(await usdcBalance(buyer.address)).toBe(before + 400_000n);
+  } finally {
+    await context.close();
+  }
+}, 120_000);
 
 /** Signs a fresh browser context in through the form; the clipboard is granted, as a person's click would. */
 async function signedInPage(width: number): Promise<{ context: BrowserContext; page: Page; notFound: string[] }> {

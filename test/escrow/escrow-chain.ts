@@ -35,6 +35,7 @@ import {
   PERMIT2_TOKEN_COLLECTOR_ADDRESS,
   authCaptureEscrowAbi,
   paymentInfoHash,
+  paymentInfoOf,
   type PaymentInfo,
 } from '../../server/chain/auth-capture.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
@@ -149,7 +150,7 @@ type ClientSigner = ConstructorParameters<typeof AuthCaptureEvmScheme>[0];
 export async function officialPayment(chain: EscrowChain, payer: ClientSigner, requirements: AuthCaptureRequirements): Promise<SignedPayment> {
   const result = await new AuthCaptureEvmScheme(payer).createPaymentPayload(2, requirements as never);
   const payload = result.payload as unknown as CollectPayload;
-  const paymentInfo = paymentInfoOf(requirements, payload);
+  const paymentInfo = paymentInfoOf(requirements, payload as never);
   const isPermit2 = 'permit2Authorization' in payload;
   return {
     payload,
@@ -157,33 +158,6 @@ export async function officialPayment(chain: EscrowChain, payer: ClientSigner, r
     tokenCollector: isPermit2 ? PERMIT2_TOKEN_COLLECTOR_ADDRESS : EIP3009_TOKEN_COLLECTOR_ADDRESS,
     collectorData: payload.signature,
     hash: paymentInfoHash(paymentInfo, chain.chainId),
-  };
-}
-
-/**
- * The PaymentInfo a facilitator rebuilds from the offer and the payload, field by field as the scheme's
- * EVM binding says: operator = captureAuthorizer, receiver = payTo, token = asset, maxAmount = amount,
- * preApprovalExpiry = the signature's validBefore / deadline, the deadlines and fee terms from `extra`,
- * salt = payload.salt.
- */
-export function paymentInfoOf(requirements: AuthCaptureRequirements, payload: CollectPayload): PaymentInfo {
-  const { extra } = requirements;
-  const [payer, preApprovalExpiry] = 'permit2Authorization' in payload
-    ? [payload.permit2Authorization.from, payload.permit2Authorization.deadline]
-    : [payload.authorization.from, payload.authorization.validBefore];
-  return {
-    operator: getAddress(extra.captureAuthorizer),
-    payer: getAddress(payer),
-    receiver: getAddress(requirements.payTo),
-    token: getAddress(requirements.asset),
-    maxAmount: BigInt(requirements.amount),
-    preApprovalExpiry: Number(preApprovalExpiry),
-    authorizationExpiry: extra.captureDeadline,
-    refundExpiry: extra.refundDeadline,
-    minFeeBps: extra.minFeeBps,
-    maxFeeBps: extra.maxFeeBps,
-    feeReceiver: getAddress(extra.feeRecipient),
-    salt: BigInt(payload.salt),
   };
 }
 

@@ -182,14 +182,13 @@ describe('scopes and logs', () => {
 });
 
 describe('agent card and error shapes', () => {
-  it('serves an A2A-style agent card for an org and 404 for an unknown one', async () => {
+  it('serves an A2A agent card for an org and 404 for an unknown one (the A2A checks: test/agent-card)', async () => {
     const agent = await signUp(server);
     const card = await fetch(agent.agent_card_url).then((r) => r.json()) as any;
     expect(card).toMatchObject({
       name: agent.identity.name,
-      url: agent.agent_card_url,
       provider: { organization: agent.identity.name },
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      securitySchemes: { identityKey: { httpAuthSecurityScheme: { scheme: 'Bearer' } } },
     });
     expect(card.skills.map((s: any) => s.id)).toEqual(expect.arrayContaining([`${agent.identity.identityId}:mail`, `${agent.identity.identityId}:payments`]));
     const missing = await server.request('GET', '/.well-known/agents/org_doesnotexist');

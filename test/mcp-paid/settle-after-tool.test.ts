@@ -152,6 +152,9 @@ it('a settlement that fails after the tool withholds its output: a payment-requi
 });
 
 it('a tool set to settle before-handler is charged even when it answers isError', async () => {
+  // Its 402 says so: x402 v2 paymentFlow upfront; the default tool's says nothing (authorization).
+  expect((await call('prepaid')).structuredContent.accepts[0].extra).toMatchObject({ paymentFlow: 'upfront' });
+  expect((await call('flaky')).structuredContent.accepts[0].extra).not.toHaveProperty('paymentFlow');
   const buyer = await fundedBuyer('1');
   const payment = await signedPayment('prepaid', buyer);
   next = 'is-error';

@@ -13,9 +13,11 @@ const authorization = {
 };
 const signature = '0x' + 'cd'.repeat(65);
 const v1Header = b64({ x402Version: 1, scheme: 'exact', network: 'anvil', payload: { signature, authorization } });
+// The FakeFacilitator redeems and cannot hold, so its routes settle before the handler: their 402 names
+// the upfront flow, and a v2 buyer echoes it in what it accepted.
 const v2Header = b64({
   x402Version: 2,
-  accepted: anvilRequirementV2,
+  accepted: { ...anvilRequirementV2, extra: { ...anvilRequirementV2.extra, paymentFlow: 'upfront' } },
   payload: { signature, authorization },
 });
 

@@ -22,8 +22,9 @@ describe('BlockClock on a chain that mines every second', () => {
       // of its own: what it knows now comes from the chain's timestamps, whole seconds.
       expect(sightings[0]).toBeLessThan(6n);
       expect(sightings.length).toBeLessThanOrEqual(4);
+      // (When the next block is due also needs the phase, which takes close asks around a block: a loaded
+      // machine may not have made them yet. The tests below cover it.)
       expect(clock.intervalMs).toBe(1000);
-      expect(clock.nextBlock()!.number).toBe(clock.latest! + 1n);
     } finally {
       clock.stop();
     }

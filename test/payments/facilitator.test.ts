@@ -3,6 +3,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization, usdcBalance, testChain } from '../support/chain.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS } from '../../server/chain/auth-capture.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 
@@ -37,6 +38,9 @@ describe('seller set-up', () => {
       assetName: 'USD Coin', assetVersion: '2', maxTimeoutSeconds: 60,
       // The relayer x402 upto buyers name in their permits (the middleware puts it in an upto route's 402).
       uptoFacilitator: server.app.chain!.relayerAccounts[0]!.address,
+      // auth-capture: the escrow's operator is the same relayer, and the escrow it authorizes into.
+      authCaptureOperator: server.app.chain!.relayerAccounts[0]!.address,
+      authCaptureEscrow: AUTH_CAPTURE_ESCROW_ADDRESS,
     });
     const list = await server.request('GET', '/v0/payments/seller-keys', { key: seller.platformKey });
     expect(JSON.stringify(list.body)).not.toContain(seller.sellerKey);

@@ -7,9 +7,16 @@ import type { ReceiptCheck } from '../receipt-check.js';
 import { csrfField, page } from './layout.js';
 import { badge, time, unixTime, usdc } from './format.js';
 
+/** A refund as the payment page lists it. */
+export interface RefundRow { id: string; amountUsdcRaw: string; reason: string; status: string; txHash: string | null; createdAt: string }
+
 export interface PaymentView {
   session: LiveSession;
   payment: PaymentDoc;
+  /** auth-capture: its refunds, oldest first. */
+  refunds?: RefundRow[];
+  /** A refund that was refused just now (shown above the form). */
+  refundError?: string;
   explorerUrl?: string;
   receiptCheck?: ReceiptCheck;
   offerReceiptCheck?: ReceiptCheck;
@@ -109,6 +116,7 @@ export function paymentPage(view: PaymentView): SafeHtml {
         ${row('Settled', p.settledAt ? time(p.settledAt) : null)}
       </dl>
     </section>
+    ${refundSection(view)}
     <section class="card" aria-labelledby="receipt-title">
       <h2 id="receipt-title">Signed receipt</h2>
       ${p.signedReceipt ? html`${verification(view.receiptCheck)}<pre class="wrap" tabindex="0" aria-label="Signed receipt JSON">${JSON.stringify(p.signedReceipt, null, 2)}</pre>` : html`<p class="muted">No receipt: receipts are signed when a payment settles.</p>`}
@@ -117,6 +125,55 @@ export function paymentPage(view: PaymentView): SafeHtml {
     <section class="card" aria-labelledby="webhook-title">
       <h2 id="webhook-title">Webhook</h2>
       <div id="delivery" data-live="/console/payments/${p._id}/delivery">${deliverySection(view.session, p, view.delivery)}</div>
+    </section>`,
+  });
+}
+
+/**
+ * Refunds of an auth-capture payment: the ones made, and for the platform key a form (amount, reason)
+ * whose submit leads to a confirmation page; only that page's button refunds (refundConfirmPage).
+ */
+function refundSection(view: PaymentView): SafeHtml | '' {
+  const p = view.payment;
+  if (p.scheme !== 'auth-capture') return '';
+  const left = BigInt(p.amountUsdcRaw) - BigInt(p.refundedUsdcRaw ?? '0');
+  const refunds = view.refunds ?? [];
+  const canRefund = view.session.role === 'admin' && p.status === 'settled' && left > 0n;
+  return html`<section class="card" aria-labelledby="refunds-title">
+      <h2 id="refunds-title">Refunds</h2>
+      <p>${usdc(p.refundedUsdcRaw ?? '0')} of ${usdc(p.amountUsdcRaw)} USDC refunded${p.status === 'settled' ? html` · ${usdc(left.toString())} USDC can still be refunded` : html` · ${p.status === 'voided' ? 'the authorization was voided: nothing was charged' : 'only a captured payment can be refunded'}`}.</p>
+      ${view.refundError ? html`<p class="alert" role="alert" data-refund-error>${view.refundError}</p>` : ''}
+      ${refunds.length === 0 ? '' : html`<div class="table-scroll"><table class="stack-narrow" data-refunds>
+        <caption class="sr-only">Refunds, oldest first</caption>
+        <thead><tr><th scope="col">Time</th><th scope="col" class="num">Amount</th><th scope="col">Reason</th><th scope="col">Status</th><th scope="col">Transaction</th></tr></thead>
+        <tbody>${refunds.map((r) => html`<tr data-refund="${r.id}"><td data-label="Time" class="nowrap">${time(new Date(r.createdAt))}</td><td data-label="Amount" class="num">${usdc(r.amountUsdcRaw)} USDC</td><td data-label="Reason">${r.reason}</td><td data-label="Status">${badge(r.status)}</td><td data-label="Transaction">${r.txHash ? html`<code class="break">${r.txHash}</code>` : html`<span class="muted">—</span>`}</td></tr>`)}</tbody>
+      </table></div>`}
+      ${canRefund ? html`<form method="post" action="/console/payments/${p._id}/refund" class="refund-form">${csrfField(view.session)}
+        <label>Amount (USDC) <input name="amount" inputmode="decimal" placeholder="${usdc(left.toString())}" aria-describedby="refund-amount-help"></label>
+        <span id="refund-amount-help" class="muted">Empty: all ${usdc(left.toString())} USDC that is left.</span>
+        <label>Reason <input name="reason" required maxlength="500"></label>
+        <button type="submit" class="button">Refund…</button>
+      </form>` : ''}
+    </section>`;
+}
+
+/** The confirmation a refund waits for: what goes back to whom, and the one button that sends it. */
+export function refundConfirmPage(input: { session: LiveSession; payment: PaymentDoc; amountUsdcRaw: string; amount?: string; reason: string; idempotencyKey: string }): SafeHtml {
+  const p = input.payment;
+  return page({
+    title: `Refund ${p._id}?`, section: 'payments', session: input.session,
+    body: html`<p class="crumbs"><a href="/console/payments/${p._id}">← Payment</a></p>
+    <section class="card" aria-labelledby="confirm-title">
+      <h1 id="confirm-title">Refund ${usdc(input.amountUsdcRaw)} USDC?</h1>
+      <p data-refund-confirm>${usdc(input.amountUsdcRaw)} USDC of payment <code>${p._id}</code> goes back to <code class="break">${p.payerAddress}</code> on chain. This cannot be undone.</p>
+      <p>Reason: ${input.reason}</p>
+      <form method="post" action="/console/payments/${p._id}/refund/confirm" class="inline-form">${csrfField(input.session)}
+        ${input.amount ? html`<input type="hidden" name="amount" value="${input.amount}">` : ''}
+        <input type="hidden" name="reason" value="${input.reason}">
+        <input type="hidden" name="idempotencyKey" value="${input.idempotencyKey}">
+        <button type="submit" class="button-danger">Confirm refund</button>
+      </form>
+      <a href="/console/payments/${p._id}" class="button-quiet">Cancel</a>
     </section>`,
   });
 }

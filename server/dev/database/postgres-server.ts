@@ -4,6 +4,7 @@
  * control the user, the ports, the lock files of a crashed run and the shutdown.
  */
 import { spawn } from 'node:child_process';
+import { connect } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -64,6 +65,12 @@ export async function startPostgres(requestedDataDir: string, options: { durable
     stopSignal: 'SIGINT', // PostgreSQL's "fast" shutdown
     describeStderr: (stderr) => stderr.split('\n').slice(-3).join(' '),
   });
+  try {
+    await acceptingConnections(port, START_TIMEOUT_MS);
+  } catch (err) {
+    await running.stop();
+    throw err;
+  }
   return { url: `postgres://${POSTGRES_USER}:${password}@127.0.0.1:${port}/postgres`, port, version: binaries.version, dataDir, ...running };
 }
 
@@ -127,4 +134,50 @@ async function clearStaleLock(dataDir: string, log: (line: string) => void): Pro
     await stopOrphan(pid);
   }
   rmSync(lock, { force: true });
+}
+
+/**
+ * Waits until PostgreSQL takes logins. It listens before it has finished starting (recovery after a stop,
+ * a restart under load) and answers every login meanwhile with "the database system is starting up"
+ * (SQLSTATE 57P03), which FerretDB passes on to the first commands. A startup message answered with an
+ * authentication request means it takes logins; the connection is closed there, before any password.
+ */
+async function acceptingConnections(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answer = await startupAnswer(port).catch((err: Error) => `error: ${err.message}`);
+    if (answer === 'ready') return;
+    if (Date.now() > deadline) throw new Error(`PostgreSQL did not take logins within ${timeoutMs} ms: ${answer}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** 'ready', or what PostgreSQL answered a protocol 3.0 startup message with instead. */
+function startupAnswer(port: number): Promise<string> {
+  const params = Buffer.from(`user\0${POSTGRES_USER}\0database\0postgres\0\0`);
+  const message = Buffer.alloc(8 + params.length);
+  message.writeInt32BE(message.length, 0);
+  message.writeInt32BE(196608, 4); // protocol 3.0
+  params.copy(message, 8);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    let received = Buffer.alloc(0);
+    socket.setTimeout(2_000, () => socket.destroy(new Error('no answer')));
+    socket.on('error', reject);
+    socket.on('connect', () => socket.write(message));
+    socket.on('data', (chunk) => {
+      received = Buffer.concat([received, chunk]);
+      if (received.length < 5) return;
+      const kind = String.fromCharCode(received[0]!);
+      if (kind === 'R') { socket.destroy(); resolve('ready'); return; }
+      const length = received.readInt32BE(1);
+      if (received.length < 1 + length) return;
+      socket.destroy();
+      // ErrorResponse: fields of (type byte, C string); 'C' is the SQLSTATE, 'M' the message.
+      const fields = received.subarray(5, 1 + length).toString('utf8').split('\0');
+      const field = (type: string) => fields.find((f) => f.startsWith(type))?.slice(1);
+      resolve(`${kind === 'E' ? 'error' : `message ${kind}`} ${field('C') ?? ''} ${field('M') ?? ''}`.trim());
+    });
+    socket.on('end', () => resolve('closed without an answer'));
+  });
 }

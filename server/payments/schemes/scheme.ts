@@ -85,6 +85,13 @@ export interface PaymentScheme extends SchemeSettler {
   captureCharge(payment: PaymentDoc, amount: string | undefined): bigint | undefined;
   /** 503 when no process of the deployment can send this payment's settlement now (nothing is decided). */
   ensureCanSettle(payment: PaymentDoc, charge: bigint | undefined): Promise<void>;
+  /**
+   * A scheme whose hold already moved money (auth-capture: authorized into escrow) settles a captured
+   * hold its own way (the escrow's capture) instead of through the settlement path...
+   */
+  captureHold?(payment: PaymentDoc, charge: bigint | undefined): Promise<SettlementResult>;
+  /** ...and gives a released or expired one back (the escrow's void) instead of deleting the claim. */
+  releaseHold?(payment: PaymentDoc, why: 'released' | 'expired'): Promise<void>;
 
   /**
    * Finishes one open payment of this scheme from the chain's own record (reconcile.ts), or sends it

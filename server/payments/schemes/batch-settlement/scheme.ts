@@ -54,7 +54,7 @@ export class BatchSettlementScheme implements PaymentScheme {
     const chainOf = () => requireChain(this.chain);
     this.otherWork = actionExecutors(chainOf, actions, log);
     this.facilitator = new ChannelFacilitator({
-      chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submitWork(work),
+      chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submit(work),
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
     });
     this.channels = new ChannelBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer: () => this.receiverAuthorizer(), log });

@@ -9,7 +9,7 @@ import type { SellerAccountDoc } from '../../models.js';
 import type { Endpoints } from '../../endpoints.js';
 import type { SettleTerms } from '../../settlement-path.js';
 import type { SettlementResult } from '../../settlement.js';
-import { payeeRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../facilitator-api.js';
+import { payeeRefusal, paymentFlowRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../facilitator-api.js';
 import type { Refused, Verified } from './verify.js';
 
 // The facilitator API (`/verify`, `/settle`) for `exact` payments, v1 and v2: the request read into a
@@ -21,6 +21,7 @@ const SPEC_REASONS: Record<string, string> = {
   network_mismatch: 'invalid_exact_evm_network_mismatch',
   asset_mismatch: 'invalid_payment_requirements',
   invalid_signature: 'invalid_exact_evm_signature',
+  factory_not_allowed: 'eip6492_factory_not_allowed',
   recipient_mismatch: 'invalid_exact_evm_recipient_mismatch',
   amount_mismatch: 'invalid_exact_evm_payload_authorization_value_mismatch',
   authorization_not_yet_valid: 'invalid_exact_evm_payload_authorization_valid_after',
@@ -69,6 +70,9 @@ function termsOf(request: FacilitatorRequest, seller: SellerAccountDoc, chain: C
     if (accepted.amount !== String(amountAtomic) || !isAddressEqual(accepted.payTo as Address, r.payTo as Address) || !isAddressEqual(accepted.asset as Address, r.asset as Address)) {
       return { reason: 'invalid_payment_requirements', message: 'the payload was accepted for other requirements (amount, payTo or asset differ)' };
     }
+    // exact over EIP-3009 is facilitator-submitted: authorization (the default) or upfront (scheme_exact.md).
+    const flow = paymentFlowRefusal(r.extra, accepted.extra, 'exact', ['authorization', 'upfront']);
+    if (flow) return flow;
   }
   const rawResource = 'resource' in r ? r.resource : decoded.version === 2 ? decoded.payload.resource?.url : undefined;
   return { decoded, amountAtomic, resource: resourceOf(rawResource), payTo: r.payTo };

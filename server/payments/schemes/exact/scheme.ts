@@ -1,4 +1,4 @@
-import { getAddress, type Address, type Hex } from 'viem';
+import { getAddress, isAddressEqual, isErc6492Signature, parseErc6492Signature, type Address, type Hex } from 'viem';
 import { decodePaymentHeader, type DecodedPaymentHeader } from '../../../../middleware/protocol/payment-header.js';
 import { parsePrice } from '../../../../middleware/price.js';
 import type { ChainService } from '../../../chain/chain-service.js';
@@ -13,6 +13,7 @@ import type { Logger } from '../../../platform/logger.js';
 import type { Metrics } from '../../../platform/metrics.js';
 import type { SendTools } from '../../../settlement/work.js';
 import type { SettleOutcome } from '../../../settlement/settler.js';
+import { RelayerUnavailableError } from '../../../settlement/relayer-lane.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../models.js';
 import type { Endpoints } from '../../endpoints.js';
 import { OPEN } from '../../records.js';
@@ -22,6 +23,7 @@ import { requireChain } from '../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../facilitator-api.js';
 import { RESEND_MARGIN_SECONDS, type HoldablePayment, type PaymentScheme, type ReconcileRound, type Reconciled, type SupportedKind } from '../scheme.js';
 import { verifyPayment } from './verify.js';
+import { builderCodeSuffix, settlementBuilderCodes } from '../../../chain/builder-code.js';
 import { ExactFacilitator } from './facilitator.js';
 
 // The x402 `exact` scheme on EVM: the buyer signs an EIP-3009 transferWithAuthorization of USDC for the
@@ -42,10 +44,13 @@ export class ExactScheme implements PaymentScheme {
   readonly name = 'exact';
   readonly pricedByUsage = false;
   readonly paidInV1 = true;
-  readonly extensions = [];
+  /** builder-code: the settlement carries the payment's ERC-8021 attribution (builder-code.ts). */
+  readonly extensions = ['builder-code'];
   /** The chain reads of payments verified at the same time, in one Multicall3 call. */
   private readonly payerReads: PayerReads | undefined;
   private readonly facilitator: ExactFacilitator;
+  /** ERC-6492: the factories a counterfactual wallet may be deployed from before it pays. */
+  readonly allowedFactories: readonly string[];
 
   constructor(
     private readonly chain: ChainService | undefined,
@@ -60,6 +65,7 @@ export class ExactScheme implements PaymentScheme {
       onFallback: (reason) => log.warn({ multicall: config.MULTICALL3_ADDRESS, reason }, 'verification reads fall back to two eth_calls per payment: Multicall3 did not answer at MULTICALL3_ADDRESS'),
     });
     this.facilitator = new ExactFacilitator(this, endpoints);
+    this.allowedFactories = allowedFactories(config);
   }
 
   supportedKinds(chain: ChainService): SupportedKind[] {
@@ -75,6 +81,7 @@ export class ExactScheme implements PaymentScheme {
   async verify(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { amountAtomic: bigint; payTo?: string }) {
     return verifyPayment(decoded, { payTo: (terms.payTo ?? seller.payTo) as Address, amountAtomic: terms.amountAtomic }, requireChain(this.chain), {
       nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS, reads: this.payerReads,
+      allowedFactories: this.allowedFactories,
     });
   }
 
@@ -97,6 +104,7 @@ export class ExactScheme implements PaymentScheme {
       resourceUrl: terms.resource, x402Version: decoded.version,
       authorizationKey: `${chain.chainId}:${chain.usdc.address}:${verified.payer}:${auth.nonce}`.toLowerCase(),
       authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: how.status, createdAt: new Date(),
+      ...this.dataSuffixOf(decoded),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
     return this.path.insertClaim(payment, terms.door, 'this authorization was already presented');
@@ -118,6 +126,13 @@ export class ExactScheme implements PaymentScheme {
     });
   }
 
+  /** The ERC-8021 attribution the settlement carries (builder-code.ts), if any. */
+  private dataSuffixOf(decoded: DecodedPaymentHeader): { dataSuffix?: string } {
+    const extensions = decoded.version === 2 ? decoded.payload.extensions : undefined;
+    const suffix = builderCodeSuffix(settlementBuilderCodes(extensions, decoded.version, { walletCode: this.config.BUILDER_CODE, serviceCode: this.config.BUILDER_SERVICE_CODE }));
+    return suffix ? { dataSuffix: suffix } : {};
+  }
+
   // --- settlement work (on the process holding a lane) -----------------------------------------
 
   /** Any relayer may send a transfer with authorization. */
@@ -126,8 +141,35 @@ export class ExactScheme implements PaymentScheme {
   }
 
   /** A transfer with authorization, batched with the others of the next block. */
-  send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
-    return tools.transfer({ authorization: authorizationOf(payment), signature: payment.signature as Hex, paymentId: payment._id });
+  async send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
+    let signature = payment.signature as Hex;
+    // ERC-6492 (verify.ts): the record keeps what the buyer signed; a wallet not deployed yet is deployed
+    // through its allowed factory first (a factory's deployment is idempotent: a second copy of this work
+    // or another payment of the same wallet deploys nothing), and the token checks the inner signature.
+    if (isErc6492Signature(signature)) {
+      const { address: factory, data, signature: inner } = parseErc6492Signature(signature);
+      const from = getAddress(payment.authorization.from);
+      const code = await requireChain(this.chain).publicClient.getCode({ address: from });
+      if ((!code || code === '0x') && factory && data) {
+        if (!this.allowedFactories.some((a) => isAddressEqual(a as Address, factory))) {
+          return { ok: false, reason: 'factory_not_allowed', message: `the factory ${factory} of the wallet ${from} is not allowed` };
+        }
+        let deployed: boolean;
+        try {
+          deployed = (await tools.sendTransaction({ to: factory, data }, { paymentId: payment._id, deploy: from })).status === 'success';
+        } catch (err) {
+          // No relayer here: nothing was sent, another process's relayer may.
+          if (err instanceof RelayerUnavailableError) return { ok: false, reason: 'relayer_unavailable', message: err.message, unavailable: true };
+          deployed = false;
+        }
+        const after = await requireChain(this.chain).publicClient.getCode({ address: from });
+        if (!deployed && (!after || after === '0x')) {
+          return { ok: false, reason: 'smart_wallet_deployment_failed', message: `the wallet ${from} could not be deployed through its factory ${factory}` };
+        }
+      }
+      signature = inner;
+    }
+    return tools.transfer({ authorization: authorizationOf(payment), signature, paymentId: payment._id, ...(payment.dataSuffix ? { dataSuffix: payment.dataSuffix as Hex } : {}) });
   }
 
   // --- the facilitator API ---------------------------------------------------------------------
@@ -210,4 +252,10 @@ export class ExactScheme implements PaymentScheme {
 
 function parsePriceOrUndefined(amount: string): bigint | undefined {
   try { return parsePrice(amount); } catch { return undefined; }
+}
+
+/** The ERC-6492 factories allowed: EIP6492_ALLOWED_FACTORIES, and in dev mode our own wallet factory too. */
+export function allowedFactories(config: Config): string[] {
+  const dev = config.mode === 'dev' && config.WALLET_FACTORY_ADDRESS ? [config.WALLET_FACTORY_ADDRESS] : [];
+  return [...config.EIP6492_ALLOWED_FACTORIES, ...dev];
 }

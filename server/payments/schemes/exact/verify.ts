@@ -1,11 +1,11 @@
-import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import { getAddress, isAddressEqual, isErc6492Signature, parseErc6492Signature, type Address, type Hex } from 'viem';
 import { transferAuthorizationDigest } from '../../../chain/authorization-digest.js';
 import type { DecodedPaymentHeader } from '../../../../middleware/protocol/payment-header.js';
 import type { ExactEvmAuthorization } from '../../../../middleware/protocol/exact-evm.js';
 import { toCaip2Network, toV1Network } from '../../../../middleware/networks.js';
 import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../../../chain/usdc.js';
 import type { ChainService } from '../../../chain/chain-service.js';
-import type { PayerReads } from '../../../chain/payer-reads.js';
+import { askErc1271, type PayerReads } from '../../../chain/payer-reads.js';
 import { chainUnavailable, signedBy } from '../chain-checks.js';
 
 // Verification of an x402 `exact` payment (an EIP-3009 transferWithAuthorization of USDC), read-only.
@@ -16,6 +16,7 @@ export type VerifyFailure =
   | 'network_mismatch'
   | 'asset_mismatch'
   | 'invalid_signature'
+  | 'factory_not_allowed'
   | 'recipient_mismatch'
   | 'amount_mismatch'
   | 'authorization_not_yet_valid'
@@ -41,7 +42,11 @@ export async function verifyPayment(
   decoded: DecodedPaymentHeader,
   terms: PaymentTerms,
   chain: ChainService,
-  options: { nowSeconds: number; marginSeconds: number; /** Batches the chain reads of concurrent verifications; without it, two calls each. */ reads?: PayerReads },
+  options: {
+    nowSeconds: number; marginSeconds: number; /** Batches the chain reads of concurrent verifications; without it, two calls each. */ reads?: PayerReads;
+    /** ERC-6492: the factories a wallet not yet deployed may be deployed from (none: such wallets are refused). */
+    allowedFactories?: readonly string[];
+  },
 ): Promise<Verified | Refused> {
   const payload = decoded.payload;
   if (decoded.version === 1) {
@@ -79,7 +84,24 @@ export async function verifyPayment(
     signature: signature as Hex,
   } as const;
   const digest = transferAuthorizationDigest({ name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address }, typedData.message);
-  if (!(await signedBy(chain, from, typedData, digest))) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
+  // ERC-6492: a wallet not deployed yet wraps its signature with its factory and the factory's calldata.
+  // Settlement deploys it through that factory first (scheme.ts), so only factories the operator allows
+  // may be named; the signature is checked through the universal validator, which simulates the
+  // deployment. A wallet already deployed is checked by its inner signature (ERC-1271), as the chain will.
+  const wrapped = isErc6492Signature(signature as Hex) ? parseErc6492Signature(signature as Hex) : undefined;
+  let checked = typedData;
+  if (wrapped?.address && wrapped.data) {
+    const code = await chain.publicClient.getCode({ address: from }).catch((err) => { throw chainUnavailable(err); });
+    if (!code || code === '0x') {
+      const factory = wrapped.address;
+      if (!(options.allowedFactories ?? []).some((a) => isAddressEqual(a as Address, factory))) {
+        return refuse('factory_not_allowed', `the wallet ${from} is not deployed and its factory ${factory} is not one this facilitator deploys from`);
+      }
+    } else {
+      checked = { ...typedData, signature: wrapped.signature };
+    }
+  }
+  if (!(await signedBy(chain, from, checked, digest))) return refuse('invalid_signature', 'the authorization is not signed by its from address for this token, chain and domain');
 
   if (!isAddressEqual(authorization.to as Address, terms.payTo)) {
     return refuse('recipient_mismatch', `the authorization pays ${authorization.to}, not the seller ${terms.payTo}`);
@@ -96,13 +118,20 @@ export async function verifyPayment(
     return refuse('authorization_expired', `the authorization expired (validBefore ${authorization.validBefore})`);
   }
   const nonce = authorization.nonce as Hex;
-  const { used, balance } = await (options.reads
-    ? options.reads.read(from, nonce)
+  // The token asks a payer with code (a smart wallet, an EIP-7702-delegated EOA) by ERC-1271 even when
+  // the signature is an EOA's: so is the payer's answer asked here, in the same batch of reads.
+  const check = { digest, signature: checked.signature as Hex };
+  const { used, balance, erc1271 } = await (options.reads
+    ? options.reads.read(from, nonce, check)
     : Promise.all([
       authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: from, nonce }),
       balanceOf({ client: chain.publicClient, token: chain.usdc.address, account: from }),
-    ]).then(([used, balance]) => ({ used, balance }))
+      askErc1271(chain, from, check),
+    ]).then(([used, balance, erc1271]) => ({ used, balance, erc1271 }))
   ).catch((err) => { throw chainUnavailable(err); });
+  if (erc1271 === 'invalid' && !(wrapped && checked === typedData)) {
+    return refuse('invalid_signature', `${from} has code (a smart wallet or an EIP-7702 delegation) and its ERC-1271 isValidSignature refuses this signature, as the token will`);
+  }
   if (used) return refuse('nonce_already_used', 'this authorization was already used or canceled');
   if (balance < terms.amountAtomic) return refuse('insufficient_funds', `the payer holds ${balance} atomic units; ${terms.amountAtomic} are needed`);
   return { ok: true, payer: from, authorization, signature: signature as Hex };

@@ -7,7 +7,7 @@ import type { SellerAccountDoc } from '../../models.js';
 import type { Endpoints } from '../../endpoints.js';
 import type { SettleTerms } from '../../settlement-path.js';
 import type { SettlementResult } from '../../settlement.js';
-import { payeeRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../facilitator-api.js';
+import { payeeRefusal, paymentFlowRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../facilitator-api.js';
 import type { UptoRefused, UptoVerified } from './verify.js';
 
 // The facilitator API (`/verify`, `/settle`) for `upto` payments (x402 v2 only): the request read into a
@@ -75,6 +75,9 @@ function termsOf(request: FacilitatorRequest, seller: SellerAccountDoc, chain: C
   if (BigInt(accepted.amount) !== maxAmount || !isAddressEqual(accepted.payTo as Address, r.payTo as Address) || !isAddressEqual(accepted.asset as Address, r.asset as Address)) {
     return { reason: 'invalid_payment_requirements', message: 'the payload was accepted for other requirements (its maximum, payTo or asset differ from the permit\'s or these)' };
   }
+  // EVM upto is settled after the work, for what it used: the authorization flow only.
+  const flow = paymentFlowRefusal(r.extra, accepted.extra, 'upto', ['authorization']);
+  if (flow) return flow;
   return { payload, amountAtomic: BigInt(r.amount), maxAmount, resource: resourceOf(payload.resource?.url), payTo: r.payTo };
 }
 

@@ -1,0 +1,67 @@
+import { formatUsdc, parseCharge } from '../../middleware/price.js';
+import { AppError } from '../platform/errors.js';
+import type { PaymentDoc } from './models.js';
+import type { PaymentRecords } from './records.js';
+import type { AuthCaptureScheme } from './schemes/auth-capture/scheme.js';
+import type { EscrowOpDoc } from './schemes/auth-capture/escrow-ops.js';
+
+// Refunds a seller gives (POST /v0/payments/{id}/refund, the console's Refund button, `agentgate
+// payments refund`, the payments_refund MCP tool): of an auth-capture payment, from the escrow, at most
+// what was captured, each one decided once (schemes/auth-capture/escrow-ops.ts). A payment settled
+// straight to the seller (`exact`, `upto`) has no escrow to refund from: refused, saying so.
+
+export interface RefundRequest { amount?: string; reason: string; idempotencyKey?: string }
+
+export class PaymentRefunds {
+  constructor(private readonly records: PaymentRecords, private readonly authCapture: AuthCaptureScheme) {}
+
+  /** The org's payment refunded (in part or in full); another org's payment is a 404. */
+  async refund(orgId: string, paymentId: string, request: RefundRequest) {
+    const payment = await this.records.get(orgId, paymentId);
+    let amount: bigint | undefined;
+    if (request.amount !== undefined) {
+      try { amount = parseCharge(request.amount); } catch (err) { throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
+      if (amount <= 0n) throw new AppError(400, 'validation_error', 'body.amount: a refund is more than 0');
+    }
+    if (payment.scheme !== 'auth-capture') {
+      throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was settled with the ${payment.scheme ?? 'exact'} scheme: the money went straight to ${payment.recipientAddress}, with no escrow agentgate could refund from. Refund the buyer (${payment.payerAddress}) from that address yourself, or sell with auth-capture (refundable) routes`);
+    }
+    if (payment.status !== 'settled') throw new AppError(409, 'refund_not_possible', `payment ${payment._id} is ${payment.status}: only a captured payment can be refunded${payment.status === 'held' ? ' (a held authorization is voided instead)' : ''}`);
+    if (request.idempotencyKey) {
+      const first = (await this.authCapture.operations.list(payment._id)).find((op) => op.kind === 'refund' && op.idempotencyKey === request.idempotencyKey);
+      if (first && amount !== undefined && BigInt(first.amountRaw) !== amount) {
+        throw new AppError(409, 'idempotency_key_reused', `Idempotency-Key ${request.idempotencyKey} was used for a refund of ${formatUsdc(BigInt(first.amountRaw))} USDC; this asks ${formatUsdc(amount)}`);
+      }
+    }
+    const outcome = await this.authCapture.operations.refund(payment, amount, request.reason, request.idempotencyKey);
+    if (!outcome.ok) {
+      if (outcome.op && outcome.pending) return presentRefund(outcome.op, await this.records.get(orgId, paymentId));
+      throw new AppError(outcome.reason === 'relayer_unavailable' ? 503 : 502, outcome.reason, outcome.message);
+    }
+    return presentRefund(outcome.op, await this.records.get(orgId, paymentId));
+  }
+
+  /** The payment's refunds, oldest first. */
+  async list(orgId: string, paymentId: string) {
+    const payment = await this.records.get(orgId, paymentId);
+    if (payment.scheme !== 'auth-capture') return [];
+    return (await this.authCapture.operations.list(payment._id)).filter((op) => op.kind === 'refund').map((op) => presentRefund(op, payment));
+  }
+}
+
+export function presentRefund(op: EscrowOpDoc, payment: PaymentDoc) {
+  return {
+    id: op._id,
+    paymentId: op.paymentId,
+    amountUsdcRaw: op.amountRaw,
+    amountUsdc: formatUsdc(BigInt(op.amountRaw)),
+    reason: op.reason ?? '',
+    status: op.status === 'done' ? 'refunded' : op.status,
+    txHash: op.txHash ?? null,
+    failureReason: op.failureReason ?? null,
+    receipt: op.receipt ?? null,
+    createdAt: op.createdAt.toISOString(),
+    refundedAt: op.doneAt?.toISOString() ?? null,
+    payment: { capturedUsdcRaw: payment.amountUsdcRaw, refundedUsdcRaw: payment.refundedUsdcRaw ?? '0' },
+  };
+}
