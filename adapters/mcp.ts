@@ -4,6 +4,7 @@ import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/
 import {
   buildAuthCaptureRequirementV2,
   buildRequirementV2,
+  buildChannelRequirementV2,
   DEFAULT_CAPTURE_SECONDS,
   DEFAULT_REFUND_SECONDS,
   buildUptoRequirementV2,
@@ -16,6 +17,7 @@ import {
   paymentFlowOf,
   type UsagePrice,
   type BackendClientOptions,
+  type ChannelPayResult,
   type Facilitator,
   type Price,
   type RedeemResult,
@@ -69,8 +71,10 @@ export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
   /**
    * `'auth-capture'`: the buyer's payment is authorized into escrow before the tool runs, captured when it
    * succeeds and voided when it fails, and can be refunded later (POST /v0/payments/{id}/refund).
+   * `batch-settlement`: the tool is paid through a payment channel (a deposit once, then a voucher per call,
+   * accepted by the backend in milliseconds, held while the tool runs; claimed in bulk later). Default `exact`.
    */
-  scheme?: 'exact' | 'auth-capture';
+  scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
   /** auth-capture: the capture window (default 600 s) and the refund window (default 7 days), in seconds. */
   captureSeconds?: number;
   refundSeconds?: number;
@@ -97,6 +101,9 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       const usage = isUsagePrice(config.price) ? { max: parseCharge(config.price.upto), unreported: config.price.unreported === undefined ? 0n : parseCharge(config.price.unreported) } : undefined;
       if (usage && (usage.max <= 0n || usage.unreported > usage.max)) throw new RangeError(`tool ${name}: an upto price must allow more than 0 and its unreported charge must be within it`);
       if (usage && (config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an upto price is settled after the tool, by a facilitator that holds payments`);
+      const channel = config.scheme === 'batch-settlement';
+      if (channel && (usage || !facilitator.channelPay)) throw new TypeError(`tool ${name}: a batch-settlement tool has a price per call, paid through a facilitator that takes channel payments`);
+      const channelHeld = channel && (config.settle ?? 'after-handler') === 'after-handler' && !!facilitator.channelCapture && !!facilitator.channelRelease;
       const escrow = config.scheme === 'auth-capture';
       if (escrow && (usage || config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an auth-capture tool has a price (not { upto }) and is captured after the tool, by a facilitator that holds payments`);
       const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
@@ -115,10 +122,11 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         const offer = { amountAtomic, resource, description: config.description };
         const requirement = escrow
           ? buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })
-          : usage ? buildUptoRequirementV2(settings, offer)
-            : buildRequirementV2(settings, { ...offer, paymentFlow: paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release)) });
-        const required = (error: string, extraFields: Record<string, unknown> = {}) =>
-          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [requirement as PaymentRequirementsV2] }, extraFields);
+          : channel ? buildChannelRequirementV2(settings, offer)
+            : usage ? buildUptoRequirementV2(settings, offer)
+              : buildRequirementV2(settings, { ...offer, paymentFlow: paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release)) });
+        const required = (error: string, extraFields: Record<string, unknown> = {}, offerExtra?: Record<string, unknown>) =>
+          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [(offerExtra ? { ...requirement, extra: { ...requirement.extra, ...offerExtra } } : requirement) as PaymentRequirementsV2] }, extraFields);
 
         const payment = extra._meta?.[PAYMENT_META_KEY];
         if (payment === undefined || payment === null) return required('payment_required');
@@ -146,6 +154,46 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         const paidResult = (result: CallToolResult, settled: Extract<RedeemResult, { ok: true }>): CallToolResult => (
           { ...result, _meta: { ...(result._meta ?? {}), [PAYMENT_RESPONSE_META_KEY]: { ...settled.paymentResponse } } }
         );
+
+        if (channel) {
+          // The voucher is accepted (or the deposit sent) before the tool runs, held while it runs by default
+          // (captured when it succeeds, released when it fails); a refusal says where the channel stands.
+          const channelRefused = (paid: Extract<ChannelPayResult, { ok: false }>) => {
+            const where = { ...(paid.channelState ? { channelState: paid.channelState } : {}), ...(paid.voucherState ? { voucherState: paid.voucherState } : {}) };
+            return required(paid.reason, { message: paid.message, [PAYMENT_RESPONSE_META_KEY]: { success: false, errorReason: paid.reason, transaction: '', network: requirement.network } }, Object.keys(where).length ? where : undefined);
+          };
+          let paid;
+          try {
+            paid = await facilitator.channelPay!({ ...request, ...(channelHeld ? { holdSeconds: 120 } : {}) });
+          } catch (error) {
+            if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
+            throw error;
+          }
+          if (!paid.ok) return channelRefused(paid);
+          let result: CallToolResult;
+          try {
+            result = await run(...params);
+          } catch (error) {
+            if (channelHeld) {
+              await facilitator.channelRelease!(paid.paymentId).catch(() => {});
+              return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed; you were not charged: ${(error as Error).message}` }] };
+            }
+            return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed after payment: ${(error as Error).message}` }], _meta: { [PAYMENT_RESPONSE_META_KEY]: { ...paid.paymentResponse } } };
+          }
+          if (!channelHeld) return paidResult(result, paid);
+          if (result.isError) {
+            await facilitator.channelRelease!(paid.paymentId).catch(() => {});
+            return result;
+          }
+          let captured;
+          try {
+            captured = await facilitator.channelCapture!(paid.paymentId);
+          } catch (error) {
+            if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
+            throw error;
+          }
+          return captured.ok ? paidResult(result, captured) : channelRefused(captured);
+        }
 
         if ((config.settle ?? 'after-handler') === 'after-handler' && facilitator.hold && facilitator.capture && facilitator.release) {
           let held;

@@ -44,10 +44,11 @@ const NO_SETTINGS: SellerSettings = {
   assetName: 'unconfigured',
   assetVersion: '0',
   uptoFacilitator: '0x0000000000000000000000000000000000000000',
+  channelReceiverAuthorizer: '0x0000000000000000000000000000000000000000',
   authCaptureOperator: '0x0000000000000000000000000000000000000000',
 };
 const notLoaded = () => Promise.reject(new FacilitatorUnavailable('seller settings not loaded'));
-const NO_FACILITATOR = { redeem: notLoaded, hold: notLoaded, capture: notLoaded, release: notLoaded };
+const NO_FACILITATOR = { redeem: notLoaded, hold: notLoaded, capture: notLoaded, release: notLoaded, channelPay: notLoaded, channelCapture: notLoaded, channelRelease: notLoaded };
 
 /**
  * Seller settings are fetched from the backend once: the fetch starts at construction, concurrent

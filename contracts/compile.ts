@@ -22,13 +22,16 @@ export interface ContractArtifact {
 }
 
 /**
- * SmartAccount and its factory are deployed everywhere; Permit2 and X402UptoPermit2Proxy only on the dev
- * chain, at the addresses the real ones have on every network (server/dev/chain/upto-contracts.ts); so are
- * Commerce Payments' escrow, its token store and its token collectors (server/dev/chain/escrow.ts).
+ * SmartAccount and its factory are deployed everywhere; the x402 contracts only on the dev chain, at the
+ * addresses the real ones have on every network: Permit2 and X402UptoPermit2Proxy
+ * (server/dev/chain/upto-contracts.ts), Commerce Payments' escrow, its token store and its token collectors
+ * (server/dev/chain/escrow.ts), X402BatchSettlement and its two deposit collectors
+ * (server/dev/chain/channel-contracts.ts).
  */
 export const CONTRACT_NAMES = [
   'SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy',
   'AuthCaptureEscrow', 'TokenStore', 'ERC3009PaymentCollector', 'Permit2PaymentCollector', 'OperatorRefundCollector',
+  'X402BatchSettlement', 'ERC3009DepositCollector', 'Permit2DepositCollector',
 ] as const;
 export type ContractName = (typeof CONTRACT_NAMES)[number];
 export type Artifacts = Record<ContractName, ContractArtifact>;

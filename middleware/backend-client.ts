@@ -29,8 +29,10 @@ const PaymentResponseSchema = z.object({
   payer: z.string().min(1),
   amount: z.string().regex(/^\d+$/).optional(),
   extensions: z.record(z.string(), z.unknown()).optional(),
-  // Empty only for an upto charge of 0, which sends no transaction: anything else served as paid has one.
-}).refine((r) => r.transaction !== '' || r.amount === '0', { message: 'a settlement without a transaction must be an upto charge of 0' });
+  extra: z.record(z.string(), z.unknown()).optional(),
+  // Empty only for an upto charge of 0, which sends no transaction, or a channel's voucher (nothing is sent
+  // per call): anything else served as paid has one.
+}).refine((r) => r.transaction !== '' || r.amount === '0' || r.extra?.chargedAmount !== undefined, { message: 'a settlement without a transaction must be an upto charge of 0 or a channel voucher' });
 
 const SignInAnswerSchema = z.discriminatedUnion('granted', [
   z.object({ granted: z.literal(true), payer: z.string(), paymentId: z.string(), transaction: z.string() }),
@@ -43,6 +45,14 @@ const RedeemRefusedSchema = z.object({
   error: z.string().min(1),
   message: z.string(),
   requirement: z.unknown().optional(),
+});
+
+const ChannelRefusedSchema = z.object({
+  ok: z.literal(false),
+  error: z.string().min(1),
+  message: z.string(),
+  channelState: z.record(z.string(), z.unknown()).optional(),
+  voucherState: z.record(z.string(), z.unknown()).optional(),
 });
 
 export const SignedReceiptSchema = z.object({
@@ -154,6 +164,34 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
     async release(holdId) {
       // Released, or already decided (409): either way nothing more to do here.
       await paymentCall(`/v0/payments/holds/${encodeURIComponent(holdId)}/release`, undefined, z.unknown(), 200);
+    },
+
+    async channelCapture(voucherId) {
+      const answer = await paymentCall(`/v0/payments/channels/vouchers/${encodeURIComponent(voucherId)}/capture`, undefined, RedeemOkSchema, 200);
+      return answer.ok ? { ok: true, paymentResponse: answer.paymentResponse, paymentId: answer.paymentId } : answer;
+    },
+
+    async channelRelease(voucherId) {
+      await paymentCall(`/v0/payments/channels/vouchers/${encodeURIComponent(voucherId)}/release`, undefined, z.unknown(), 200);
+    },
+
+    async channelPay(request) {
+      const { status, json } = await call('POST', '/v0/payments/channels/pay', {
+        paymentHeader: request.paymentHeader, resource: request.resource, amount: formatUsdc(request.amountAtomic), payTo: request.requirement.payTo,
+        ...(request.holdSeconds !== undefined ? { hold: true, holdSeconds: request.holdSeconds } : {}),
+      });
+      if (status === 200) {
+        const ok = RedeemOkSchema.safeParse(json);
+        if (ok.success) return { ok: true, paymentResponse: ok.data.paymentResponse, paymentId: ok.data.paymentId };
+        throw new FacilitatorUnavailable('payment backend answered 200 with an unexpected body', 502);
+      }
+      const refused = ChannelRefusedSchema.safeParse(json);
+      if (status === 402 && refused.success) {
+        const { error, message, channelState, voucherState } = refused.data;
+        return { ok: false, reason: error, message, ...(channelState ? { channelState } : {}), ...(voucherState ? { voucherState } : {}) };
+      }
+      const problem = z.object({ error: z.string(), message: z.string() }).safeParse(json);
+      throw new FacilitatorUnavailable(`payment backend refused the channel call (${status}${problem.success ? ` ${problem.data.error}: ${problem.data.message}` : ''})`, status === 503 || status === 504 ? 503 : 502);
     },
 
     async signIn(request) {

@@ -216,3 +216,49 @@ function deepFreeze<T>(value: T): T {
   }
   return value;
 }
+
+/** The x402 `batch-settlement` requirement (a payment channel): the price per call, and what the buyer's channel must name. */
+export interface ChannelRequirementsV2 {
+  scheme: 'batch-settlement';
+  network: string;
+  amount: string;
+  asset: string;
+  payTo: string;
+  maxTimeoutSeconds: number;
+  extra: { name: string; version: string; receiverAuthorizer: string; withdrawDelay: number } & Record<string, unknown>;
+}
+
+/** The channel's withdrawal delay our 402s name (the contract's minimum). */
+export const CHANNEL_WITHDRAW_DELAY = 900;
+
+export function buildChannelRequirementV2(settings: SellerSettings, offer: Offer): ChannelRequirementsV2 {
+  if (!settings.channelReceiverAuthorizer) throw new TypeError('the payment backend offers no batch-settlement receiver authorizer (seller settings have no channelReceiverAuthorizer): batch-settlement routes need a backend that takes channel payments');
+  return {
+    scheme: 'batch-settlement',
+    network: caip2FromChainId(settings.chainId),
+    amount: offer.amountAtomic.toString(),
+    asset: settings.asset,
+    payTo: settings.payTo,
+    maxTimeoutSeconds: timeoutOf(settings, offer),
+    extra: { name: settings.assetName, version: settings.assetVersion, receiverAuthorizer: settings.channelReceiverAuthorizer, withdrawDelay: CHANNEL_WITHDRAW_DELAY },
+  };
+}
+
+/** The 402 of a channel route: v2 only (the v1 body offers nothing). A refusal may add where the channel stands to the offer's extra. */
+export function buildChannelPaymentRequired(
+  settings: SellerSettings,
+  offer: Offer,
+  failure: { readonly reason: string; readonly message: string } = PAYMENT_REQUIRED,
+  extra?: Readonly<Record<string, unknown>>,
+): ChannelPaymentRequiredResponse {
+  const requirementV2 = buildChannelRequirementV2(settings, offer);
+  const offered = extra ? { ...requirementV2, extra: { ...requirementV2.extra, ...extra } } : requirementV2;
+  const v2 = { x402Version: X402_V2, error: failure.reason, resource: { url: offer.resource, description: offer.description ?? '', mimeType: offer.mimeType ?? 'application/json' }, accepts: [offered] };
+  const body: PaymentRequiredBody = { x402Version: X402_V1, error: failure.reason, message: failure.message, status: 402, accepts: [] };
+  return { ...challengeResponse(v2, body), requirementV2: deepFreeze(requirementV2) };
+}
+
+export interface ChannelPaymentRequiredResponse extends Omit<PaymentRequiredResponse, 'requirementV1' | 'requirementV2'> {
+  readonly requirementV1?: undefined;
+  readonly requirementV2: ChannelRequirementsV2;
+}

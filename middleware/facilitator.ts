@@ -2,6 +2,7 @@ import type { PaymentRequirementsV1 } from './protocol/v1.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
 import type { AuthCaptureRequirements } from './protocol/auth-capture-evm.js';
 import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
+import type { ChannelRequirementsV2 } from './challenge.js';
 
 /**
  * What the Paywall needs from whoever verifies and settles payments. The production one is the
@@ -21,11 +22,30 @@ export interface Facilitator {
   /** Never throws for a hold that is gone or already released; a hold nobody releases expires by itself. */
   release?(holdId: string): Promise<void>;
   /**
+   * A batch-settlement call: a deposit with its first voucher, or a voucher, accepted once by the backend
+   * (where the channel's state is). A refusal may say where the channel stands (`channelState`,
+   * `voucherState`), for the buyer to sign the right voucher.
+   */
+  channelPay?(request: ChannelPayRequest): Promise<ChannelPayResult>;
+  /** Charges a held channel call (the handler succeeded). */
+  channelCapture?(voucherId: string): Promise<ChannelPayResult>;
+  /** Releases a held channel call (the handler failed): nothing is charged. Never throws for one that is gone. */
+  channelRelease?(voucherId: string): Promise<void>;
+  /**
    * Sign-In-With-X: whether the buyer's signed `SIGN-IN-WITH-X` header proves it paid for `resource` (and
    * its nonce was never used). Without it, routes with signInWithX only ask for payment.
    */
   signIn?(request: SignInRequest): Promise<SignInResult>;
 }
+
+/** A channel call; `holdSeconds`: held while the handler runs (captured or released after it), not charged before. */
+export interface ChannelPayRequest extends RedeemRequest {
+  readonly holdSeconds?: number;
+}
+
+export type ChannelPayResult =
+  | { readonly ok: true; readonly paymentResponse: PaymentResponse; readonly paymentId: string }
+  | { readonly ok: false; readonly reason: string; readonly message: string; readonly channelState?: Readonly<Record<string, unknown>>; readonly voucherState?: Readonly<Record<string, unknown>> };
 
 export interface SignInRequest {
   /** The header exactly as the buyer sent it. */
@@ -58,7 +78,7 @@ export interface RedeemRequest {
   readonly resource: string;
   readonly amountAtomic: bigint;
   /** The requirement the buyer was asked to satisfy, in the payload's protocol version. */
-  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | AuthCaptureRequirements;
+  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | AuthCaptureRequirements | ChannelRequirementsV2;
 }
 
 export interface PaymentResponse {
@@ -71,6 +91,8 @@ export interface PaymentResponse {
   readonly amount?: string;
   /** Extension data for the settlement header, e.g. `offer-receipt`'s signed receipt. */
   readonly extensions?: Readonly<Record<string, unknown>>;
+  /** batch-settlement: the call's charge and the channel after it (`chargedAmount`, `channelState`). */
+  readonly extra?: Readonly<Record<string, unknown>>;
 }
 
 export type RedeemResult =

@@ -18,7 +18,7 @@ export type {
 } from './paywall.js';
 
 export { FacilitatorUnavailable } from './facilitator.js';
-export type { CaptureUsage, Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
+export type { CaptureUsage, ChannelPayResult, Facilitator, HoldRequest, HoldResult, PaymentResponse, RedeemRequest, RedeemResult } from './facilitator.js';
 
 export { BackendRequestError, createBackendClient, SELLER_KEY_PREFIX } from './backend-client.js';
 export type { BackendConnection, BackendTransport } from './backend-http.js';
@@ -33,8 +33,8 @@ export type { SellerSettings } from './seller-settings.js';
 
 export { DEFAULT_PAYMENT_FLOW, PAYMENT_FLOWS, paymentFlowOf, readPaymentFlow, settleModeOf, withPaymentFlow } from './payment-flow.js';
 export type { PaymentFlow } from './payment-flow.js';
-export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
-export type { AuthCapturePaymentRequiredResponse, EscrowWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
+export type { AuthCapturePaymentRequiredResponse, ChannelRequirementsV2, EscrowWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 export { DEFAULT_CAPTURE_SECONDS, DEFAULT_REFUND_SECONDS } from './payment-required.js';
 
 export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parseCharge, parsePrice, USDC_DECIMALS } from './price.js';

@@ -1,4 +1,4 @@
-import { buildAuthCapturePaymentRequired, buildPaymentRequired, buildUptoPaymentRequired } from './challenge.js';
+import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildUptoPaymentRequired } from './challenge.js';
 import type { SellerSettings } from './seller-settings.js';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
@@ -13,7 +13,7 @@ export const DEFAULT_CAPTURE_SECONDS = 600;
 export const DEFAULT_REFUND_SECONDS = 7 * 86_400;
 
 /** Each scheme's 402 builder. */
-const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired } as const;
+const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired, 'batch-settlement': buildChannelPaymentRequired } as const;
 
 export class PaymentChallenges {
   /** Resource URLs already warned about, so a busy unregistered route logs once (bounded: URLs are client-chosen). */
@@ -40,7 +40,7 @@ export class PaymentChallenges {
   }
 
   /** A 402 that says why the payment was refused, asking again for what this route takes. */
-  refuse(charge: Charge, reason: string, message: string): PaymentRequiredOutcome {
+  refuse(charge: Charge, reason: string, message: string, extra?: Readonly<Record<string, unknown>>): PaymentRequiredOutcome {
     if (reason === 'resource_not_registered' && !this.warnedUnregistered.has(charge.resource) && this.warnedUnregistered.size < CHALLENGE_CACHE_LIMIT) {
       this.warnedUnregistered.add(charge.resource);
       this.warn(`agentgate-x402: the backend refused a payment for ${charge.resource} (resource_not_registered): no endpoint of this seller is registered at that URL, so every buyer gets 402. Register it with syncEndpoints({ backendUrl, platformKey, publicOrigin, routes }) at start-up, or POST /v0/payments/endpoints with this exact URL (publicOrigin sets the origin buyers use).`);
@@ -49,7 +49,7 @@ export class PaymentChallenges {
     const build = BUILDERS[charge.route.value.scheme];
     // An upto refusal names the maximum to authorize again, whatever was being charged.
     const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
-    return { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }) };
+    return { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }, extra) };
   }
 
   /** An auth-capture route's capture and refund windows, from now. */

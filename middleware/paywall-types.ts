@@ -1,4 +1,4 @@
-import type { AuthCapturePaymentRequiredResponse, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+import type { AuthCapturePaymentRequiredResponse, ChannelPaymentRequiredResponse, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 import { FacilitatorUnavailable } from './facilitator.js';
 import type { Price } from './price.js';
 
@@ -31,9 +31,9 @@ export interface RequestPayment {
   /**
    * exact: the route's price; upto: a permit for at most maxAmountAtomic, charged what the handler reports;
    * auth-capture: the price authorized into escrow before the handler, captured after it succeeded (voided
-   * after it failed), refundable afterwards.
+   * after it failed), refundable afterwards; batch-settlement: a voucher of the buyer's payment channel.
    */
-  readonly scheme: 'exact' | 'upto' | 'auth-capture';
+  readonly scheme: 'exact' | 'upto' | 'auth-capture' | 'batch-settlement';
   readonly paymentId: string;
   readonly payer: string;
   /** The settlement transaction: set when the route settles before the handler; after it, in the response headers. */
@@ -89,7 +89,7 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse);
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | ChannelPaymentRequiredResponse);
 
 export const PASS: PaywallOutcome = Object.freeze({ kind: 'pass' });
 

@@ -12,6 +12,7 @@ import { ExactPayment } from './exact-payment.js';
 import { UptoPayment } from './upto-payment.js';
 import { SIWX_HEADER, builderCodeDeclaration, signIn, withExtensions, withSignInChallenge } from './sign-in-with-x.js';
 import { AuthCapturePayment } from './auth-capture-payment.js';
+import { ChannelPayment } from './channel-payment.js';
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
@@ -83,7 +84,7 @@ export class Paywall {
     this.publicOrigin = options.publicOrigin === undefined ? undefined : parsePublicOrigin(options.publicOrigin);
     this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)), options.now ?? Date.now);
     const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now };
-    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps) };
+    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps), 'batch-settlement': new ChannelPayment(deps) };
     this.facilitator = options.facilitator;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => [pattern, pricedRoute(pattern, config, options.facilitator)] as const),

@@ -57,9 +57,11 @@ export interface RouteConfig {
   /**
    * `'auth-capture'`: the buyer's payment is authorized into escrow before the handler, captured after it
    * succeeded and voided after it failed (settled after the handler, always), and can be refunded later
-   * (POST /v0/payments/{id}/refund). Default `'exact'`; a price `{ upto }` is the upto scheme.
+   * (POST /v0/payments/{id}/refund). `'batch-settlement'`: a payment channel (the buyer deposits once and
+   * signs a voucher per call, checked in milliseconds; agentgate claims many calls in one transaction).
+   * Default `'exact'`; a price `{ upto }` is the upto scheme.
    */
-  readonly scheme?: 'exact' | 'auth-capture';
+  readonly scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
   /** auth-capture: how long after the buyer may pay the capture stays possible (default 600 s). */
   readonly captureSeconds?: number;
   /** auth-capture: how long refunds stay possible (default 7 days). */
@@ -84,8 +86,8 @@ export interface RouteConfig {
 
 /** A seller's route, priced once at start-up. */
 export interface PricedRoute {
-  /** The x402 scheme it is sold by: `exact` (a price, fixed or computed), `upto` (a price by usage) or `auth-capture` (escrow). */
-  readonly scheme: 'exact' | 'upto' | 'auth-capture';
+  /** The x402 scheme it is sold by: `exact` (a price, fixed or computed), `upto` (a price by usage), `auth-capture` (escrow) or `batch-settlement` (a payment channel). */
+  readonly scheme: 'exact' | 'upto' | 'auth-capture' | 'batch-settlement';
   /** The price when it is fixed (computed once); undefined for a price function. */
   readonly fixedAmount: bigint | undefined;
   readonly maxAmount: bigint | undefined;
@@ -116,8 +118,9 @@ export function pricedRoute(pattern: string, config: RouteConfig, facilitator: F
     throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
   }
   if (config.scheme === 'auth-capture') escrowOf(pattern, config, facilitator, usage !== undefined);
+  if (config.scheme === 'batch-settlement') channelRouteCheck(pattern, config, usage, facilitator);
   return {
-    scheme: usage ? 'upto' : config.scheme === 'auth-capture' ? 'auth-capture' : 'exact',
+    scheme: usage ? 'upto' : config.scheme ?? 'exact',
     fixedAmount: usage ? usage.max : typeof config.price === 'function' ? undefined : parsePrice(config.price as Price),
     maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
     usage,
@@ -149,6 +152,13 @@ export async function chargeFor(route: CompiledRoute<PricedRoute>, resource: str
   const payTo = typeof config.payTo === 'function' ? await config.payTo(pricing) : config.payTo ?? defaultPayTo;
   if (!/^0x[0-9a-fA-F]{40}$/.test(payTo)) throw new TypeError(`the payTo of ${route.pattern} is not an address: ${payTo}`);
   return { route, resource, amountAtomic, payTo };
+}
+
+/** A channel route, checked once: a price per call (not by usage), paid before the handler, through a facilitator that takes vouchers. */
+function channelRouteCheck(pattern: string, config: RouteConfig, usage: unknown, facilitator: Facilitator): void {
+  if (usage) throw new TypeError(`route ${pattern}: a batch-settlement route has a price per call; a price by usage is the upto scheme`);
+  if (!facilitator.channelPay) throw new TypeError(`route ${pattern}: a batch-settlement route needs a facilitator that takes channel payments (the agentgate backend)`);
+  if (config.settle === 'after-handler' && (!facilitator.channelCapture || !facilitator.channelRelease)) throw new TypeError(`route ${pattern}: settle: 'after-handler' needs a facilitator that holds channel calls`);
 }
 
 /** A usage price, checked once: a maximum above 0, a default charge within it, and a facilitator that can hold. */

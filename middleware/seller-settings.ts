@@ -23,6 +23,8 @@ export const SellerSettingsSchema = z.object({
   authCaptureOperator: EvmAddress.optional(),
   /** The Commerce Payments escrow auth-capture payments are authorized into. */
   authCaptureEscrow: EvmAddress.optional(),
+  /** agentgate's batch-settlement receiver authorizer, which the channels of our middleware's routes name. */
+  channelReceiverAuthorizer: EvmAddress.optional(),
 });
 export type SellerSettings = z.infer<typeof SellerSettingsSchema>;
 

@@ -14,7 +14,7 @@ import type { Charge } from './route-pricing.js';
  * The paid outcome of a settlement. `maxAmountAtomic` marks an upto payment: its settlement says what it
  * charged (`amount`), as the scheme's SettlementResponse does.
  */
-export function paidOutcome(charge: Charge, version: 1 | 2, result: Extract<RedeemResult, { ok: true }>, settle: SettleMode, maxAmountAtomic?: bigint, scheme?: 'auth-capture'): PaidOutcome {
+export function paidOutcome(charge: Charge, version: 1 | 2, result: Extract<RedeemResult, { ok: true }>, settle: SettleMode, maxAmountAtomic?: bigint, scheme?: 'auth-capture' | 'batch-settlement'): PaidOutcome {
   const { paymentResponse } = result;
   const network = toV1Network(paymentResponse.network);
   // Extensions (the offer-receipt extension's signed receipt) ride in both settlement headers; an upto
@@ -23,6 +23,8 @@ export function paidOutcome(charge: Charge, version: 1 | 2, result: Extract<Rede
     success: true, transaction: paymentResponse.transaction, payer: paymentResponse.payer,
     ...(maxAmountAtomic !== undefined ? { amount: paymentResponse.amount ?? charge.amountAtomic.toString() } : {}),
     ...(paymentResponse.extensions ? { extensions: { ...paymentResponse.extensions } } : {}),
+    // A channel's call: what it was charged and where the channel stands, which the buyer's client keeps.
+    ...(paymentResponse.extra ? { extra: { ...paymentResponse.extra } } : {}),
   };
   return {
     kind: 'paid',

@@ -115,6 +115,11 @@ async function startBackgroundWork(app: AppContext): Promise<void> {
     log: app.log.child({ area: 'reconciliation' }), metrics: app.metrics,
   });
   app.onClose.push(() => reconciler.stop());
+  if (app.chain) {
+    // Channels sold through our middleware: claimed, settled and refunded when idle, one process a round.
+    const channels = app.payments.batchSettlement.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
+    app.onClose.push(() => channels.stop());
+  }
   app.onClose.push(await app.webhooks.startOutboxSweep());
 }
 

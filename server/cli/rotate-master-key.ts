@@ -5,6 +5,7 @@ import { serviceKeySealedFields } from '../did/service-key.js';
 import { identityKeySealedFields } from '../did/identity-key-model.js';
 import { calendarSealedFields } from '../calendar/calendar-model.js';
 import { chatSealedFields } from '../chat/chat-model.js';
+import { receiverAuthorizerSealedFields } from '../payments/schemes/batch-settlement/receiver-authorizer.js';
 
 /**
  * A place where an area keeps `SealedSecret` values: a collection and the dotted path of one sealed
@@ -21,6 +22,7 @@ export const SEALED_FIELDS: SealedFieldLocation[] = [
   ...identityKeySealedFields,
   ...calendarSealedFields,
   ...chatSealedFields,
+  ...receiverAuthorizerSealedFields,
   // Declared here for their areas until they export their own lists (wallet owner keys, webhook signing secrets).
   { collection: 'wallets', path: 'ownerKey' },
   { collection: 'endpoints', path: 'webhookSecret' },

@@ -56,7 +56,7 @@ export const paymentDetail = z.object({
 export const redeemed = z.object({
   ok: z.literal(true),
   paymentId: z.string(),
-  paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), amount: z.string().optional().describe('upto: the atomic amount charged'), extensions: z.record(z.string(), z.unknown()).optional() }),
+  paymentResponse: z.object({ success: z.literal(true), transaction: z.string(), network: z.string(), payer: z.string(), amount: z.string().optional().describe('upto: the atomic amount charged'), extensions: z.record(z.string(), z.unknown()).optional(), extra: z.record(z.string(), z.unknown()).optional().describe('batch-settlement: chargedAmount and the channel after the call (channelState with chargedCumulativeAmount)') }),
 });
 
 export const held = z.object({
@@ -66,6 +66,7 @@ export const held = z.object({
   expiresAt: isoTime.describe('Released by itself, not charged, if not captured by then'),
 });
 export const holdReleased = z.object({ holdId: z.string(), released: z.literal(true) });
+export const channelReleased = z.object({ released: z.boolean() });
 export const signedIn = z.union([
   z.object({ granted: z.literal(true), payer: z.string(), paymentId: z.string().describe('The earlier payment that bought the access'), transaction: z.string() }),
   z.object({ granted: z.literal(false), reason: z.string().describe('invalid_siwx_* as the extension names them, or siwx_not_paid'), message: z.string() }),
@@ -81,6 +82,7 @@ export const supported = z.object({
         authCaptureEscrow: z.string(), minFeeBps: z.literal(0), maxFeeBps: z.literal(0),
         operators: z.array(z.never()).describe('No contract operators admitted: only the delegated operator'),
       }),
+      z.object({ receiverAuthorizer: z.string().describe('batch-settlement: agentgate\'s receiver authorizer, which a seller names in its channels to have agentgate sign their claims and refunds') }),
     ]).optional(),
   })),
   extensions: z.array(z.string()),
@@ -114,11 +116,21 @@ export const discoverySearch = z.object({
   pagination: z.object({ limit: z.number().int(), cursor: z.string().nullable().describe('The next page\'s cursor; null at the end') }),
 });
 
+/** batch-settlement: a channel as the contract has it. */
+const channelState = z.object({
+  channelId: z.string(),
+  balance: z.string().describe('Atomic units deposited and not withdrawn or refunded'),
+  totalClaimed: z.string().describe('Atomic units the receiver claimed of it'),
+  withdrawRequestedAt: z.number().int().describe('Unix seconds a timed withdrawal started; 0: none'),
+  refundNonce: z.string().describe('The nonce the next cooperative refund must carry'),
+});
+
 export const verifyAnswer = z.object({
   isValid: z.boolean(),
   payer: z.string().optional(),
   invalidReason: z.string().optional(),
   invalidMessage: z.string().optional(),
+  extra: channelState.optional().describe('batch-settlement: the channel\'s snapshot (deposit and voucher payloads)'),
 });
 
 export const settleAnswer = z.object({
@@ -130,6 +142,7 @@ export const settleAnswer = z.object({
   errorReason: z.string().optional(),
   errorMessage: z.string().optional(),
   extensions: z.record(z.string(), z.unknown()).optional(),
+  extra: z.object({ channelState }).optional().describe('batch-settlement: the channel after a deposit or refund'),
 });
 
 export const didDocument = z.object({

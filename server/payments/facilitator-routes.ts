@@ -52,6 +52,7 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     const chain = services.chain;
     // The relayer pool (read from the registry by a process given no keys of its own).
     const signers = chain ? await settlement.signers() : [];
+    if (chain) await schemes.ready();
     ctx.body = {
       kinds: chain ? schemes.supportedKinds(chain, signers) : [],
       extensions: [PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT, ...schemes.extensions()],

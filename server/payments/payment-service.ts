@@ -24,6 +24,7 @@ import { AuthCaptureScheme } from './schemes/auth-capture/scheme.js';
 import { EscrowOperations } from './schemes/auth-capture/escrow-ops.js';
 import { requireChain } from './chain-required.js';
 import { PaymentRefunds } from './refunds.js';
+import { BatchSettlementScheme } from './schemes/batch-settlement/scheme.js';
 
 /**
  * The payments area, wired: each room is its own module, and this only builds them in order and hands
@@ -55,6 +56,7 @@ export class PaymentService {
   readonly authCapture: AuthCaptureScheme;
   /** Refunds a seller gives (refunds.ts): of auth-capture payments, from the escrow. */
   readonly refunds: PaymentRefunds;
+  readonly batchSettlement: BatchSettlementScheme;
   readonly redemption: Redemption;
   readonly signInWithX: SignInWithX;
 
@@ -93,6 +95,8 @@ export class PaymentService {
     this.authCapture = new AuthCaptureScheme(chain, config, this.settlement, this.endpoints, operations);
     this.schemes.register(this.authCapture);
     this.refunds = new PaymentRefunds(this.records, this.authCapture);
+    this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log);
+    this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
   }

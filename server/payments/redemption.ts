@@ -20,7 +20,7 @@ import type { ExactScheme } from './schemes/exact/scheme.js';
 // settlement header's form. The official SDKs' sellers come through the facilitator API instead.
 
 export type RedeemOutcome =
-  | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string; amount?: string; extensions?: Record<string, unknown> } }
+  | { ok: true; paymentId: string; paymentResponse: { success: true; transaction: string; network: string; payer: string; amount?: string; extensions?: Record<string, unknown>; /** batch-settlement: the call's charge and the channel after it. */ extra?: Record<string, unknown> } }
   | { ok: false; error: string; message: string; requirement?: unknown };
 
 export type RedeemRefusal = Extract<RedeemOutcome, { ok: false }>;

@@ -15,6 +15,7 @@ import { issueSellerKey, revokeSellerKey } from './seller-keys.js';
 import { MAX_HOLD_SECONDS, type HoldService } from './holds.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
+import type { ChannelBook } from './schemes/batch-settlement/channels.js';
 import type { PaymentRecords } from './records.js';
 import type { Redemption } from './redemption.js';
 import type { SignInWithX } from './sign-in-with-x.js';
@@ -90,6 +91,8 @@ export interface PaymentRouteServices {
   redemption: Redemption;
   holds: HoldService;
   records: PaymentRecords;
+  /** batch-settlement calls through our middleware: channel state and vouchers in the database. */
+  channels: ChannelBook;
   signInWithX: SignInWithX;
   refunds: PaymentRefunds;
   /** skipUrlCheck is for dev mode only. */
@@ -100,6 +103,15 @@ export interface PaymentRouteServices {
  * Seller set-up (platform key: the "console" of SPEC 4.5), the facilitator (seller key `loid-`), and
  * payment records for the seller and for ops (both key kinds of the org).
  */
+/** A channel call: the redeem body, held while the handler runs when `hold` (captured or released after it). */
+export const channelPayBody = redeemBody.extend({ hold: z.boolean().optional(), holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
+/** A held channel call's id: `<channel id>:<cumulative amount, 39 digits>:<hold token>`. */
+export const voucherIdParam = z.object({ id: z.string().regex(/^0x[0-9a-f]{64}:\d{39}:[0-9a-f]{16}$/, 'malformed hold id') });
+const DEFAULT_CHANNEL_HOLD_SECONDS = 120;
+
+/** A channel's call is priced as an exact one (a fixed or dynamic price per call), x402 v2 only. */
+const CHANNEL_RULES = { pricedByUsage: false, paidInV1: false } as const;
+
 export function paymentRoutes(services: PaymentRouteServices): Router {
   const { keys, usage, acceptance, endpoints, registration, redemption, holds, records, refunds } = services;
   const router = authenticatedRouter(services, { prefix: '/v0/payments' });
@@ -175,6 +187,26 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
   });
 
+  // A batch-settlement call: a deposit with its first voucher, or a voucher, accepted once (the channel's
+  // state is in the database). A refusal carries the channel's state so the buyer can sign the right voucher.
+  router.post('/channels/pay', seller, async (ctx) => {
+    const { hold, holdSeconds, ...body } = parseInput(channelPayBody, ctx.request.body, 'body');
+    const prepared = await redemption.prepareTerms(orgOf(ctx), body, CHANNEL_RULES);
+    const outcome = 'refused' in prepared ? prepared.refused : await services.channels.pay(prepared.seller, prepared.terms, body.paymentHeader, hold ? { seconds: holdSeconds ?? DEFAULT_CHANNEL_HOLD_SECONDS } : undefined);
+    ctx.status = outcome.ok ? 200 : 402;
+    ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
+  });
+  // A held call's voucher: captured when the handler succeeded (charged), released when it failed (not charged).
+  router.post('/channels/vouchers/:id/capture', seller, async (ctx) => {
+    const { id } = parseInput(voucherIdParam, ctx.params, 'params');
+    const outcome = await services.channels.capture(orgOf(ctx), id);
+    ctx.status = outcome.ok ? 200 : 409;
+    ctx.body = outcome.ok ? outcome : { ...outcome, status: 409 };
+  });
+  router.post('/channels/vouchers/:id/release', seller, async (ctx) => {
+    const { id } = parseInput(voucherIdParam, ctx.params, 'params');
+    ctx.body = await services.channels.release(orgOf(ctx), id);
+  });
   // Sign-In-With-X: a buyer who paid for the resource reaches it again by signing in with the paying wallet.
   // A refusal is an answer (200, granted false), not an error: the middleware then asks for payment.
   router.post('/sign-in-with-x', seller, async (ctx) => {

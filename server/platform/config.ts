@@ -59,6 +59,15 @@ const schema = z.object({
   RELAYER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
   // More relayer accounts for settlement, comma-separated: each sends its own transactions in parallel.
   RELAYER_PRIVATE_KEYS: z.string().regex(/^0x[0-9a-fA-F]{64}(,0x[0-9a-fA-F]{64})*$/, 'must be comma-separated 0x-prefixed 32-byte hex keys').optional(),
+  // The batch-settlement receiver authorizer (signs channel claims and refunds for sellers that delegate it).
+  // Unset: one key is generated once and kept in the database, sealed under the master key.
+  RECEIVER_AUTHORIZER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
+  // Channels sold through our middleware: how often accepted vouchers are claimed (many channels in one
+  // transaction) and settled to the seller, and how long a channel may sit idle before the payer gets the
+  // rest back.
+  // At most 10 minutes: a round always comes before a withdrawal can complete (the delay our 402s name is 15 minutes).
+  CHANNEL_SWEEP_EVERY_MS: z.coerce.number().int().min(1000).max(600_000).default(60_000),
+  CHANNEL_IDLE_REFUND_MS: z.coerce.number().int().min(1000).default(24 * 3_600_000),
   // Settlement: at most this many authorizations per transaction (1 turns batching off), and at most this
   // many transactions in flight per relayer account (then requests wait and are batched).
   SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),

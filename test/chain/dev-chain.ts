@@ -1,6 +1,7 @@
 /**
- * Test helper for test/chain: one private anvil node per test file, with Circle's USDC and our factory
- * deployed and buyers funded, plus viem clients and a revert-reason reader.
+ * Test helper for test/chain and test/channels: one private anvil node per test file (so a test may move its
+ * clock), with Circle's USDC and our factory deployed, buyers funded, and the x402 contracts placed as on the
+ * dev chain; plus viem clients and a revert-reason reader.
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -21,10 +22,9 @@ import {
 } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
-import { deployDevChain, localChain, type DevChainDeployment } from '../../server/dev/chain/deploy.js';
-import { installUptoContracts } from '../../server/dev/chain/upto-contracts.js';
+import { deployDevChain, installMulticall3, localChain, type DevChainDeployment } from '../../server/dev/chain/deploy.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';
-import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
+import { DEV_USDC_NAME, DEV_USDC_VERSION, installX402Contracts } from '../../server/dev/chain/dev-chain.js';
 import { transferWithAuthorizationTypes, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
 
 export const ONE_USDC = parseUnits('1', 6);
@@ -53,7 +53,10 @@ export async function startDevChain(): Promise<DevChain> {
       mintTo: buyers.map((b) => b.address),
       mintAmountUsdc: '10000',
     });
-    await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+    // What the dev chain has besides: Multicall3 (the official facilitator reads through it) and the x402
+    // contracts at their canonical addresses (Permit2, upto proxy, batch settlement and its collectors).
+    await installMulticall3({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+    await installX402Contracts(node.rpcUrl);
     const chain = localChain({ chainId: node.chainId, rpcUrl: node.rpcUrl });
     const transport = http(node.rpcUrl);
     const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 }) as PublicClient;

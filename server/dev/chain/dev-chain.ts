@@ -2,6 +2,7 @@ import { startAnvil } from './anvil.js';
 import { deployDevChain, installMulticall3 } from './deploy.js';
 import { installUptoContracts } from './upto-contracts.js';
 import { installEscrowContracts } from './escrow.js';
+import { installChannelContracts } from './channel-contracts.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
 import { USDC_METADATA } from './fiat-token.js';
 import type { Address } from 'viem';
@@ -44,8 +45,7 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       const client = createPublicClient({ transport: http(node.rpcUrl) });
       const code = await client.getCode({ address: options.deployed.usdcAddress });
       if (code && code !== '0x') {
-        await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
-        await installEscrowContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+        await installX402Contracts(node.rpcUrl);
         return { ...node, ...options.deployed, freshlyDeployed: false };
       }
     }
@@ -55,14 +55,23 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       mintTo: DEV_BUYERS.map((b) => b.address),
       mintAmountUsdc: options.mintAmountUsdc ?? '10000',
     });
-    // x402 `upto` settles through Permit2 and the x402 upto proxy, at their canonical addresses as on Base
-    // (after the deployment, so USDC and the factory keep the addresses the deployer's nonces give them).
-    await installUptoContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
-    // x402 `auth-capture` holds payments in Commerce Payments' escrow, at its v1.1 addresses as on Base.
-    await installEscrowContracts({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+    // After the deployment, so USDC and the factory keep the addresses the deployer's nonces give them.
+    await installX402Contracts(node.rpcUrl);
     return { ...node, usdcAddress: deployment.usdcAddress, factoryAddress: deployment.factoryAddress, freshlyDeployed: true };
   } catch (err) {
     await node.stop();
     throw err;
   }
+}
+
+/**
+ * The x402 contracts the official SDKs expect at fixed addresses, as on Base: `upto` settles through Permit2
+ * and the x402 upto proxy, `auth-capture` holds payments in Commerce Payments' escrow (v1.1 addresses),
+ * `batch-settlement` goes through x402BatchSettlement and its two deposit collectors. A chain state saved
+ * before one of them existed gets it now.
+ */
+export async function installX402Contracts(rpcUrl: string): Promise<void> {
+  await installUptoContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+  await installEscrowContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+  await installChannelContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
 }

@@ -61,6 +61,8 @@ export interface PaymentScheme extends SchemeSettler {
   readonly extensions: readonly string[];
   /** The `/supported` kinds this scheme offers on this chain with this pool of relayers (`signers`). */
   supportedKinds(chain: ChainService, signers: readonly Address[]): SupportedKind[];
+  /** Resolves once what the scheme offers in /supported is loaded (a key kept in the database). */
+  ready?(): Promise<void>;
   /** What the scheme adds to the settings a seller's middleware caches (GET /v0/payments/settings). */
   sellerSettings?(): Promise<Record<string, unknown>>;
 
@@ -138,6 +140,11 @@ export class PaymentSchemes {
 
   supportedKinds(chain: ChainService, signers: readonly Address[]): SupportedKind[] {
     return this.schemes.flatMap((scheme) => scheme.supportedKinds(chain, signers));
+  }
+
+  /** Once every scheme's /supported entry is loaded. */
+  async ready(): Promise<void> {
+    await Promise.all(this.schemes.map((scheme) => scheme.ready?.()));
   }
 
   extensions(): string[] {

@@ -1,0 +1,394 @@
+import { randomBytes } from 'node:crypto';
+import { Schema, type Connection, type Model } from 'mongoose';
+import { z } from 'zod';
+import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js';
+import type { ChainService } from '../../../chain/chain-service.js';
+import { channelIdOf, erc3009DepositNonce, readChannelState, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
+import { isDuplicateKey } from '../../../platform/errors.js';
+import type { Logger } from '../../../platform/logger.js';
+import type { SellerAccountDoc } from '../../models.js';
+import type { SettleTerms } from '../../settlement-path.js';
+import type { RedeemOutcome } from '../../redemption.js';
+import type { ChannelActionDoc } from './actions.js';
+import type { ChannelFacilitator } from './facilitator.js';
+import { channelConfigRefusal, verifyDeposit, voucherSigned } from './verify.js';
+import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
+
+// Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
+// database, shared by every seller process and every backend process, never in a process's memory. A paid
+// call's voucher is checked against it and accepted by a unique insert keyed by (channel, cumulative
+// amount): of two copies sent to two processes at the same instant one is accepted. A voucher is accepted
+// only as the last accepted one plus the call's price, so every accepted voucher is one paid call and the
+// highest is what the channel owes. The sweep (one process per round, a unique insert) claims what the
+// vouchers allow, many channels in one transaction, settles it to the seller, and refunds idle channels.
+
+/** The withdrawal delay our 402 names (the contract's minimum: a payer leaving waits 15 minutes, and the sweep claims long before). */
+export const CHANNEL_WITHDRAW_DELAY = 900;
+/** A channel's state read from the chain is trusted this long for a voucher's balance check. */
+const CHAIN_STATE_TTL_MS = 30_000;
+/** An action still `sending` after this long lost its process: the sweep finishes it from the chain. */
+const STALE_ACTION_MS = 5 * 60_000;
+
+export interface ChannelDoc {
+  _id: string; // the channel id
+  orgId: string;
+  chainId: number;
+  config: ChannelConfig;
+  payer: string;
+  receiver: string;
+  /** The chain's state at `syncedAt` (amounts as decimal strings). */
+  balance: string;
+  totalClaimed: string;
+  withdrawRequestedAt: number;
+  refundNonce: string;
+  syncedAt: Date;
+  createdAt: Date;
+}
+
+export interface VoucherDoc {
+  /** `<channelId>:<cumulative, 39 digits>`: unique, so one voucher is accepted once; sorts by amount within a channel. */
+  _id: string;
+  channelId: string;
+  orgId: string;
+  cumulative: string;
+  price: string;
+  signature: string;
+  resource: string;
+  /**
+   * `held` while the seller's handler runs (charged only if it succeeds: captured), then `captured`; a
+   * released hold is deleted (the buyer signs the same amount for its next call). Only captured vouchers
+   * are claimed.
+   */
+  status: 'held' | 'captured';
+  holdExpiresAt?: Date;
+  /** Names the hold that inserted it: a capture arriving after its hold expired (and another call took the same amount) matches nothing. */
+  holdToken?: string;
+  /** The paid call's answer, given again by its capture. */
+  response: Record<string, unknown>;
+  createdAt: Date;
+}
+
+const channelSchema = new Schema<ChannelDoc>({
+  _id: String, orgId: { type: String, index: true }, chainId: Number, config: Schema.Types.Mixed, payer: String, receiver: String,
+  balance: String, totalClaimed: String, withdrawRequestedAt: Number, refundNonce: String, syncedAt: Date, createdAt: Date,
+}, { versionKey: false });
+const voucherSchema = new Schema<VoucherDoc>({
+  _id: String, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String,
+  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, createdAt: Date,
+}, { versionKey: false, minimize: false });
+const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
+
+const pad = (n: bigint) => n.toString().padStart(39, '0');
+const voucherId = (channelId: string, cumulative: bigint) => `${channelId.toLowerCase()}:${pad(cumulative)}`;
+
+const paymentHeaderSchema = z.object({
+  x402Version: z.literal(2),
+  accepted: z.object({ scheme: z.literal('batch-settlement'), network: z.string(), asset: z.string(), payTo: z.string(), amount: z.string() }).passthrough(),
+  payload: z.unknown(),
+}).passthrough();
+
+type Refused = Extract<RedeemOutcome, { ok: false }> & { channelState?: Record<string, unknown>; voucherState?: Record<string, unknown> };
+export type ChannelPayOutcome = Extract<RedeemOutcome, { ok: true }> | Refused;
+
+export interface ChannelBookDeps {
+  conn: Connection;
+  chain: () => ChainService;
+  facilitator: ChannelFacilitator;
+  receiverAuthorizer: () => Promise<Address>;
+  log: Logger;
+}
+
+export class ChannelBook {
+  readonly channels: Model<ChannelDoc>;
+  readonly vouchers: Model<VoucherDoc>;
+  private readonly sweeps: Model<{ _id: string; at: Date }>;
+
+  constructor(private readonly deps: ChannelBookDeps) {
+    const { conn } = deps;
+    this.channels = (conn.models.Channel as Model<ChannelDoc>) ?? conn.model<ChannelDoc>('Channel', channelSchema, 'channels');
+    this.vouchers = (conn.models.ChannelVoucher as Model<VoucherDoc>) ?? conn.model<VoucherDoc>('ChannelVoucher', voucherSchema, 'channel_vouchers');
+    this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
+  }
+
+  /** The requirements our middleware's 402 offers for this call (what the buyer's voucher must meet). */
+  private async requirementsFor(terms: SettleTerms): Promise<ChannelRequirements> {
+    const chain = this.deps.chain();
+    return {
+      scheme: 'batch-settlement', network: chain.caip2, asset: chain.usdc.address, amount: terms.amountAtomic.toString(), payTo: getAddress(terms.payTo!),
+      extra: { receiverAuthorizer: await this.deps.receiverAuthorizer(), withdrawDelay: CHANNEL_WITHDRAW_DELAY, name: chain.usdc.name, version: chain.usdc.version },
+    };
+  }
+
+  /**
+   * A paid call through our middleware (terms: the seller-side checks passed, redemption.ts): a deposit
+   * with its first voucher (the deposit sent, then the voucher accepted), or a voucher alone (accepted in
+   * milliseconds, nothing sent).
+   */
+  async pay(seller: SellerAccountDoc, terms: SettleTerms, paymentHeader: string, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const refuse = (error: string, message: string, more: Partial<Refused> = {}): Refused => ({ ok: false, error, message, ...more });
+    const raw = decodeBase64Json(paymentHeader);
+    if (!raw.ok) return refuse('invalid_payload', `the payment header is not base64 JSON (${raw.reason})`);
+    const header = paymentHeaderSchema.safeParse(raw.value);
+    if (!header.success) return refuse(R.payloadType, `the payment header is not an x402 v2 batch-settlement payment: ${header.error.issues[0]?.path.join('.')} ${header.error.issues[0]?.message}`);
+    const requirements = await this.requirementsFor(terms);
+    const accepted = header.data.accepted;
+    if (accepted.network !== requirements.network || BigInt(accepted.amount) !== terms.amountAtomic || !isAddressEqual(accepted.payTo as Address, requirements.payTo!) || !isAddressEqual(accepted.asset as Address, requirements.asset)) {
+      return refuse('invalid_payment_requirements', 'the payment was accepted for other requirements (network, amount, payTo or asset)');
+    }
+    const decoded = decodeChannelPayload(header.data.payload);
+    if (!decoded.ok) return refuse(R.payloadType, decoded.message);
+    const payload = decoded.payload;
+    if (payload.type === 'deposit') return this.deposit(seller, terms, requirements, payload, hold);
+    if (payload.type === 'voucher') return this.voucher(seller, terms, requirements, payload, hold);
+    return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
+  }
+
+  /** The channel's last accepted voucher (held or captured; `captured`: only those), if any. */
+  private latest(channelId: string, captured = false): Promise<VoucherDoc | null> {
+    const id = channelId.toLowerCase();
+    return this.vouchers.findOne({ _id: { $gte: `${id}:`, $lt: `${id};` }, ...(captured ? { status: 'captured' } : {}) }).sort({ _id: -1 }).lean();
+  }
+
+  /**
+   * The channel's last voucher as a new call sees it: a hold still running makes the channel busy (one
+   * call at a time on a channel, as the official server has it), one that expired (its process died) is
+   * released first.
+   */
+  private async current(channelId: string): Promise<VoucherDoc | null | 'busy'> {
+    const latest = await this.latest(channelId);
+    if (latest?.status !== 'held') return latest;
+    if (latest.holdExpiresAt && latest.holdExpiresAt.getTime() > Date.now()) return 'busy';
+    await this.vouchers.deleteOne({ _id: latest._id, status: 'held' });
+    return this.latest(channelId);
+  }
+
+  /** Captures a held voucher once the handler succeeded: its call is charged. */
+  async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
+    const [voucherId, holdToken] = splitHoldId(holdId);
+    const done = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
+    const doc = await this.vouchers.findOne({ _id: voucherId, orgId, holdToken }).lean();
+    if (!doc || (done.modifiedCount === 0 && doc.status !== 'captured')) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
+    return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
+  }
+
+  /** Releases a held voucher (the handler failed): nothing is charged, and the buyer's next voucher may be for the same amount. */
+  async release(orgId: string, holdId: string): Promise<{ released: boolean }> {
+    const [voucherId, holdToken] = splitHoldId(holdId);
+    const gone = await this.vouchers.deleteOne({ _id: voucherId, orgId, holdToken, status: 'held' });
+    return { released: gone.deletedCount === 1 };
+  }
+
+  /** The chain's state of a channel, written on its record (by the paid call that read it). */
+  private async sync(channel: ChannelDoc | null, seller: SellerAccountDoc, config: ChannelConfig, channelId: Hex): Promise<ChannelDoc> {
+    const chain = this.deps.chain();
+    const state = await readChannelState(chain.publicClient, channelId);
+    const fields = stateFields(state);
+    if (channel) {
+      await this.channels.updateOne({ _id: channel._id }, { $set: fields });
+      return { ...channel, ...fields };
+    }
+    const doc: ChannelDoc = {
+      _id: channelId.toLowerCase(), orgId: seller._id, chainId: chain.chainId, config, payer: getAddress(config.payer), receiver: getAddress(config.receiver), ...fields, createdAt: new Date(),
+    };
+    await this.channels.create(doc).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    return doc;
+  }
+
+  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const chain = this.deps.chain();
+    const channelId = payload.voucher.channelId;
+    const [channel, latest] = await Promise.all([this.channels.findById(channelId.toLowerCase()).lean(), this.current(channelId)]);
+    if (latest === 'busy') return busy();
+    // The voucher must be this call's before anything is deposited.
+    const mismatch = this.cumulativeMismatch(channel, latest, payload.voucher.maxClaimableAmount, terms.amountAtomic);
+    if (mismatch) return mismatch;
+    const auth = payload.deposit.authorization;
+    // The same deposit presented again after it went through (its answer lost: a timeout, a process that
+    // died after sending it): the deposit is not sent again, the voucher is accepted as this call's.
+    const payer = getAddress(payload.channelConfig.payer);
+    const key = auth.permit2Authorization ? `${chain.chainId}:permit2:${payer}:${auth.permit2Authorization.nonce}`.toLowerCase()
+      : auth.erc3009Authorization ? `${chain.chainId}:${payer}:${erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization.salt))}`.toLowerCase() : undefined;
+    const earlier = key && await this.deps.facilitator.answered(`deposit:${key}`);
+    if (earlier) {
+      const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
+      return this.accept(seller, terms, synced, latest, payload.voucher, String(earlier.transaction ?? ''), hold);
+    }
+    const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
+    if (!verdict.ok) return { ok: false, error: verdict.reason, message: verdict.message };
+    const authorization = auth.permit2Authorization ? { kind: 'permit2' as const, nonce: auth.permit2Authorization.nonce.toString() }
+      : { kind: 'eip3009' as const, token: getAddress(requirements.asset), nonce: erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization!.salt)) };
+    const answer = (await this.deps.facilitator.act(
+      { _id: `deposit:${verdict.authorizationKey}`, kind: 'deposit', orgId: seller._id, chainId: chain.chainId, channelIds: [verdict.channelId], receiver: getAddress(payload.channelConfig.receiver), payer: verdict.payer, amount: verdict.amount.toString() },
+      { network: chain.caip2, config: payload.channelConfig, channelId: verdict.channelId, payer: verdict.payer, amount: verdict.amount.toString(), collector: verdict.collector, collectorData: verdict.collectorData, authorization },
+    )).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
+    if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
+    const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
+    return this.accept(seller, terms, synced, latest, payload.voucher, String(answer.transaction ?? ''), hold);
+  }
+
+  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const chain = this.deps.chain();
+    const { channelConfig: config, voucher } = payload;
+    const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
+    if (bad) return { ok: false, error: bad.reason, message: bad.message };
+    const [stored, latest] = await Promise.all([this.channels.findById(voucher.channelId.toLowerCase()).lean(), this.current(voucher.channelId)]);
+    if (latest === 'busy') return busy();
+    const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
+    if (mismatch) return mismatch;
+    if (!(await voucherSigned(chain, config, voucher.channelId, voucher.maxClaimableAmount, voucher.signature))) {
+      return { ok: false, error: R.voucherSignature, message: 'the voucher is not signed by the channel\'s payer (or its payerAuthorizer)' };
+    }
+    let channel: ChannelDoc | null = stored;
+    // The chain's word on the balance is fresh enough, or asked again (a deposit made elsewhere, a refund, a withdrawal).
+    const fresh = channel && Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
+    if (!channel || !fresh || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
+    if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
+    return this.accept(seller, terms, channel, latest, voucher, '', hold);
+  }
+
+  /** The voucher must be the last accepted one plus this call's price (a corrective 402 says where the channel stands). */
+  private cumulativeMismatch(channel: ChannelDoc | null, latest: VoucherDoc | null, max: bigint, price: bigint): Refused | undefined {
+    const base = latest ? BigInt(latest.cumulative) : BigInt(channel?.totalClaimed ?? '0');
+    if (max === base + price) return undefined;
+    return {
+      ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch', message: `the voucher is for ${max}; the channel has ${base} charged and this call costs ${price}`,
+      ...(channel ? { channelState: { ...snapshot(channel), chargedCumulativeAmount: base.toString() } } : {}),
+      ...(latest ? { voucherState: { signedMaxClaimable: latest.cumulative, signature: latest.signature } } : {}),
+    };
+  }
+
+  /** The voucher accepted once: a unique insert of (channel, cumulative amount). */
+  private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const chain = this.deps.chain();
+    const max = voucher.maxClaimableAmount;
+    if (max > BigInt(channel.balance)) return { ok: false, error: R.exceedsBalance, message: `the voucher's ${max} is above the channel's balance ${channel.balance}` };
+    if (max <= BigInt(channel.totalClaimed)) return { ok: false, error: R.belowClaimed, message: `the voucher's ${max} is not above the ${channel.totalClaimed} claimed already` };
+    if (channel.withdrawRequestedAt !== 0) return { ok: false, error: 'channel_withdrawal_pending', message: 'the payer started withdrawing this channel: deposit into a new channel' };
+    const id = voucherId(voucher.channelId, max);
+    const paymentResponse = {
+      success: true as const, transaction, network: chain.caip2, payer: channel.payer,
+      extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
+    };
+    const holdToken = hold ? randomBytes(8).toString('hex') : undefined;
+    try {
+      await this.vouchers.create({
+        _id: id, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
+        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse, createdAt: new Date(),
+      });
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      // Accepted already (a replay, or the same voucher at another process at the same instant).
+      return { ...this.cumulativeMismatch(channel, { ...(latest ?? {}), cumulative: max.toString(), signature: voucher.signature } as VoucherDoc, max, terms.amountAtomic)!, message: 'this voucher was accepted already' };
+    }
+    // A held call is captured or released by its hold id (the voucher and the hold's token).
+    return { ok: true, paymentId: holdToken ? `${id}:${holdToken}` : id, paymentResponse };
+  }
+
+  // --- the sweep: claim, settle, refund idle channels ------------------------------------------------
+
+  /**
+   * One round, run by one process (a unique insert of the round): every channel whose last accepted
+   * voucher is above what the chain has claimed is claimed (many channels, one transaction per seller),
+   * a withdrawal started or not, long before it can complete (the delay is at least 15 minutes and a round
+   * comes every `everyMs`); then each seller's claimed funds are settled to it; channels idle for
+   * `idleRefundMs` give the payer the rest back (claiming the last voucher in the same transaction).
+   */
+  async sweep(options: { everyMs: number; idleRefundMs: number; /** The round's name (default: the current period of everyMs). */ round?: string; /** An action still sending after this long is finished from the chain. */ staleAfterMs?: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): Promise<{ claimed: number; refunded: number; settled: number; finished: number } | undefined> {
+    const now = Date.now();
+    const round = `sweep:${options.round ?? Math.floor(now / options.everyMs)}`;
+    try {
+      await this.sweeps.create({ _id: round, at: new Date(now) });
+    } catch (err) {
+      if (isDuplicateKey(err)) return undefined; // another process has this round
+      throw err;
+    }
+    const chain = this.deps.chain();
+    const totals = { claimed: 0, refunded: 0, settled: 0, finished: 0 };
+    // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
+    totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
+    const channels = await this.channels.find({ chainId: chain.chainId }).lean();
+    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
+    for (const channel of channels) {
+      const latest = await this.latest(channel._id, true);
+      if (!latest) continue;
+      const state = await readChannelState(chain.publicClient, channel._id as Hex);
+      if (BigInt(latest.cumulative) <= state.totalClaimed && state.balance <= state.totalClaimed) continue;
+      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
+      const newest = await this.latest(channel._id);
+      const answering = newest?.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
+      const list = byOrg.get(channel.orgId) ?? [];
+      list.push({ channel, latest, state, answering });
+      byOrg.set(channel.orgId, list);
+    }
+    const ours = await this.deps.receiverAuthorizer();
+    for (const [orgId, list] of byOrg) {
+      const seller = await sellers(orgId);
+      if (!seller) continue;
+      const due = list.filter((c) => BigInt(c.latest.cumulative) > c.state.totalClaimed && isAddressEqual(c.channel.config.receiverAuthorizer, ours));
+      const idle = list.filter((c) => !c.answering && now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > BigInt(c.latest.cumulative) && c.state.balance > c.state.totalClaimed);
+      const idleIds = new Set(idle.map((c) => c.channel._id));
+      const claimNow = due.filter((c) => !idleIds.has(c.channel._id));
+      for (let i = 0; i < claimNow.length; i += 100) {
+        const batch = claimNow.slice(i, i + 100);
+        const answer = (await this.deps.facilitator.claimRows(seller, batch.map(rowOf), undefined, chain.caip2)).body;
+        if (answer.success) totals.claimed += batch.length;
+        else this.deps.log.warn({ orgId, answer }, 'channel claim failed; the next round tries again');
+      }
+      for (const c of idle) {
+        const amount = c.state.balance - (BigInt(c.latest.cumulative) > c.state.totalClaimed ? BigInt(c.latest.cumulative) : c.state.totalClaimed);
+        const claims = BigInt(c.latest.cumulative) > c.state.totalClaimed ? [rowOf(c)] : [];
+        const answer = (await this.deps.facilitator.refund(seller, {
+          type: 'refund', channelConfig: c.channel.config as never, voucher: { channelId: c.channel._id as Hex, maxClaimableAmount: BigInt(c.latest.cumulative), signature: c.latest.signature as Hex },
+          amount, refundNonce: c.state.refundNonce, claims,
+        }, chain.caip2)).body;
+        if (answer.success) totals.refunded++;
+        else this.deps.log.warn({ orgId, channelId: c.channel._id, answer }, 'idle channel refund failed; the next round tries again');
+      }
+      for (const receiver of new Set(list.map((c) => c.channel.receiver))) {
+        const answer = (await this.deps.facilitator.sweep(seller, { receiver: receiver as Address, token: chain.usdc.address }, chain.caip2)).body;
+        if (answer.success) totals.settled++;
+      }
+    }
+    return totals;
+  }
+
+  /** Starts the rounds (every process; one of them runs each round). */
+  start(options: { everyMs: number; idleRefundMs: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): { stop(): Promise<void> } {
+    let running: Promise<unknown> = Promise.resolve();
+    let busy = false;
+    let stopped = false;
+    const tick = () => {
+      if (busy || stopped) return;
+      busy = true;
+      running = this.sweep(options, sellers).then((totals) => {
+        if (totals && totals.claimed + totals.refunded + totals.settled + totals.finished > 0) this.deps.log.info(totals, 'channel sweep');
+      }, (err) => { if (!stopped) this.deps.log.error({ err: (err as Error).message }, 'channel sweep failed'); }).finally(() => { busy = false; });
+    };
+    const timer = setInterval(tick, options.everyMs);
+    timer.unref();
+    return { async stop() { stopped = true; clearInterval(timer); await running; } };
+  }
+}
+
+/** A hold id: `<voucher id>:<hold token>`. */
+function splitHoldId(holdId: string): [string, string | undefined] {
+  const at = holdId.lastIndexOf(':');
+  return holdId.length > at + 17 || at < 0 ? [holdId, undefined] : [holdId.slice(0, at), holdId.slice(at + 1)];
+}
+
+const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
+
+const stateFields = (state: ChannelState) => ({
+  balance: state.balance.toString(), totalClaimed: state.totalClaimed.toString(), withdrawRequestedAt: state.withdrawRequestedAt, refundNonce: state.refundNonce.toString(), syncedAt: new Date(),
+});
+
+const snapshot = (channel: ChannelDoc) => ({
+  channelId: channelIdOf(channel.config, channel.chainId), balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
+});
+
+const rowOf = (c: { channel: ChannelDoc; latest: VoucherDoc }) => ({
+  voucher: { channel: c.channel.config, maxClaimableAmount: BigInt(c.latest.cumulative) }, signature: c.latest.signature as Hex, totalClaimed: BigInt(c.latest.cumulative),
+});
+
+export type { ChannelActionDoc };

@@ -1,0 +1,378 @@
+// Selling through payment channels: our middleware on Express, Koa, Hono and Fastify with a route sold by
+// `batch-settlement`, on the real backend and chain, paid by the official client (@x402/fetch with the
+// batch-settlement client scheme). The channel's state is in the backend's database: a deposit with the
+// first call, then a voucher per call accepted once (a unique insert), even when the same voucher reaches
+// two seller processes at the same instant; the backend's sweep claims the calls, many channels in one
+// transaction, settles them to the seller, and refunds idle channels.
+import { randomBytes } from 'node:crypto';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
+import Router from '@koa/router';
+import { x402Client } from '@x402/core/client';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
+import { BatchSettlementEvmScheme as ChannelClientScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { toClientEvmSigner } from '@x402/evm';
+import { createWalletClient, http, parseUnits, type Hex } from 'viem';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
+import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
+import { paymentMiddleware as honoPayments } from '../../adapters/hono.js';
+import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
+import type { RouteConfig } from '../../middleware/index.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, readChannelState, voucherTypedData, type ChannelConfig } from '../../server/chain/batch-settlement.js';
+import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { serve, setUpSeller } from './seller.js';
+
+const NETWORK = 'eip155:84532';
+const PRICE = 1_000n; // $0.001 a call
+/** Shared by the backend processes (the receiver authorizer is sealed under it). */
+const MASTER_KEY = randomBytes(32).toString('hex');
+
+let server: TestServer;
+let seller: Awaited<ReturnType<typeof setUpSeller>>;
+let receiverAuthorizer: string;
+beforeAll(async () => {
+  // The sweep runs when a test asks for it (one round each), never on its own during a test.
+  server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
+  seller = await setUpSeller(server);
+  receiverAuthorizer = (await server.request('GET', '/v0/x402/supported')).body.kinds.find((k: any) => k.scheme === 'batch-settlement').extra.receiverAuthorizer;
+}, 60_000);
+afterAll(async () => { await server?.close(); });
+
+const ROUTE: RouteConfig = { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' };
+
+type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
+function app(framework: Framework, backendUrl = server.url) {
+  const options = { backendUrl, apiKey: seller.sellerKey, routes: { 'GET /weather': ROUTE } };
+  switch (framework) {
+    case 'Express': {
+      const a = express();
+      a.use(expressPayments(options));
+      a.get('/weather', (req, res) => {
+        if (req.query.fail) res.status(502).json({ error: 'upstream_down' });
+        else res.json({ weather: 'sunny' });
+      });
+      return a;
+    }
+    case 'Koa': {
+      const a = new Koa();
+      const router = new Router();
+      router.get('/weather', (ctx) => { ctx.body = { weather: 'sunny' }; });
+      a.use(koaPayments(options)).use(router.routes());
+      return a;
+    }
+    case 'Hono': {
+      const a = new Hono();
+      a.use(honoPayments(options));
+      a.get('/weather', (c) => c.json({ weather: 'sunny' }));
+      return a;
+    }
+    case 'Fastify': {
+      const a = Fastify();
+      void a.register(fastifyPayments(options));
+      a.get('/weather', async () => ({ weather: 'sunny' }));
+      return a;
+    }
+  }
+}
+
+async function withShop<T>(framework: Framework, run: (url: string) => Promise<T>, backendUrl?: string): Promise<T> {
+  const running = await serve(app(framework, backendUrl) as never);
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  expect(registered.status).toBe(201);
+  try {
+    return await run(running.url);
+  } finally {
+    await running.close();
+  }
+}
+
+function channelClient(buyer: PrivateKeyAccount) {
+  const storage = new InMemoryClientChannelStorage();
+  const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
+  const paying = wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, scheme)
+    .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+  return { scheme, paying, storage };
+}
+const channelState = (id: Hex) => readChannelState(testChain().publicClient as never, id);
+
+/** One sweep round now (its own round id: the sweep runs each round once across processes). */
+let rounds = 0;
+async function sweep(options: { idleRefundMs?: number } = {}) {
+  const channels = server.app.payments.batchSettlement.channels;
+  return channels.sweep({ everyMs: 1, idleRefundMs: options.idleRefundMs ?? 24 * 3_600_000, round: `test-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+}
+
+describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s: a route sold by batch-settlement', (framework) => {
+  it('answers 402 offering a channel with agentgate\'s receiver authorizer; the official client deposits once and pays each call with a voucher', async () => {
+    await withShop(framework, async (url) => {
+      const unpaid = await fetch(`${url}/weather`);
+      expect([unpaid.status, unpaid.status === 402 ? '' : await unpaid.text()]).toEqual([402, '']);
+      const required = decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!);
+      expect(required.accepts).toEqual([expect.objectContaining({ scheme: 'batch-settlement', network: NETWORK, amount: '1000', payTo: seller.payTo, extra: expect.objectContaining({ receiverAuthorizer, withdrawDelay: 900 }) })]);
+
+      const buyer = await fundedBuyer('1');
+      const before = await usdcBalance(buyer.address);
+      const { paying } = channelClient(buyer);
+      let channelId: Hex | undefined;
+      for (let i = 1; i <= 4; i++) {
+        const res = await paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        expect(await res.json()).toEqual({ weather: 'sunny' });
+        const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+        expect(settlement).toMatchObject({ success: true, network: NETWORK, extra: { chargedAmount: '1000', channelState: { chargedCumulativeAmount: String(BigInt(i) * PRICE) } } });
+        // The deposit is a transaction; a voucher sends nothing.
+        if (i === 1) expect(settlement.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+        else expect(settlement.transaction).toBe('');
+        channelId ??= (settlement.extra as any).channelState.channelId;
+      }
+      expect(await usdcBalance(buyer.address)).toBe(before - 10n * PRICE);
+      const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: channelId!.toLowerCase() }).toArray();
+      expect(vouchers.map((v) => v.cumulative).sort()).toEqual(['1000', '2000', '3000', '4000']);
+    });
+  });
+});
+
+describe('the sweep and the guarantees (Express)', () => {
+  it('claims every channel\'s calls in one transaction and settles them to the seller', async () => {
+    await withShop('Express', async (url) => {
+      const buyers = await Promise.all([fundedBuyer('1'), fundedBuyer('1'), fundedBuyer('1')]);
+      const ids: Hex[] = [];
+      for (const [n, buyer] of buyers.entries()) {
+        const { paying } = channelClient(buyer);
+        for (let i = 0; i <= n; i++) {
+          const res = await paying(`${url}/weather`);
+          expect(res.status).toBe(200);
+          if (i === 0) ids.push((decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId);
+        }
+      }
+      await sweep(); // claims everything the earlier tests left too
+      const sellerBefore = await usdcBalance(seller.payTo);
+      const claimsBefore = await server.app.db.collection('channel_actions').countDocuments({ kind: 'claim' });
+      // More calls on each channel, then one round: one claim for the three channels, one settle.
+      for (const buyer of buyers) {
+        const { paying } = channelClient(buyer);
+        expect((await paying(`${url}/weather`)).status).toBe(200);
+      }
+      const totals = await sweep();
+      expect(totals).toMatchObject({ claimed: 3, settled: 1 });
+      expect(await server.app.db.collection('channel_actions').countDocuments({ kind: 'claim' })).toBe(claimsBefore + 1);
+      for (const [n, id] of ids.entries()) expect(await channelState(id)).toMatchObject({ totalClaimed: BigInt(n + 2) * PRICE });
+      expect(await usdcBalance(seller.payTo)).toBe(sellerBefore + 3n * PRICE);
+      // Nothing new: the next round sends nothing.
+      expect(await sweep()).toMatchObject({ claimed: 0, refunded: 0 });
+    });
+  });
+
+  it('the same voucher sent to two seller processes on two backend processes at the same instant is accepted once; sent again, it gets a 402 saying where the channel stands', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying, scheme } = channelClient(buyer);
+    const first = await withShop('Express', async (url) => {
+      const res = await paying(`${url}/weather`);
+      expect(res.status).toBe(200);
+      return { url, required: decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!) };
+    });
+    // Two seller apps of the same seller, each on its own backend process (one database).
+    const second = await startTestServer({ MONGODB_DB: server.config.MONGODB_DB, MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
+    try {
+      await withShop('Express', async (urlA) => withShop('Express', async (urlB) => {
+        const accept = { ...decodePaymentRequiredHeader((await fetch(`${urlA}/weather`)).headers.get('payment-required')!).accepts[0]! };
+        const config = scheme.buildChannelConfig(accept) as ChannelConfig;
+        const channelId = channelIdOf(config, 84532);
+        const max = 2n * PRICE;
+        const signature = await buyer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
+        const header = Buffer.from(JSON.stringify({ x402Version: 2, accepted: accept, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
+        const [a, b] = await Promise.all([urlA, urlB].map((u) => fetch(`${u}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } })));
+        expect([a!.status, b!.status].sort()).toEqual([200, 402]);
+        const again = await fetch(`${urlA}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } });
+        expect(again.status).toBe(402);
+        const corrective = decodePaymentRequiredHeader(again.headers.get('payment-required')!);
+        expect(corrective.error).toBe('invalid_batch_settlement_evm_cumulative_amount_mismatch');
+        expect(corrective.accepts[0]!.extra).toMatchObject({ channelState: { channelId, chargedCumulativeAmount: '2000' }, voucherState: { signedMaxClaimable: '2000' } });
+        const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: channelId.toLowerCase() }).toArray();
+        expect(vouchers.map((v) => v.cumulative).sort()).toEqual(['1000', '2000']);
+      }, second.url));
+    } finally {
+      await second.stop();
+    }
+    expect(first.required.accepts[0]!.scheme).toBe('batch-settlement');
+  });
+
+  it('refused with nothing accepted: a voucher signed by someone else, a voucher that skips a call', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying, scheme } = channelClient(buyer);
+    await withShop('Express', async (url) => {
+      expect((await paying(`${url}/weather`)).status).toBe(200);
+      const accept = { ...decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]! };
+      const config = scheme.buildChannelConfig(accept) as ChannelConfig;
+      const channelId = channelIdOf(config, 84532);
+      const send = async (signer: PrivateKeyAccount, max: bigint, price = accept) => {
+        const signature = await signer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
+        const header = Buffer.from(JSON.stringify({ x402Version: 2, accepted: price, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
+        const res = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } });
+        return { status: res.status, error: res.status === 402 ? decodePaymentRequiredHeader(res.headers.get('payment-required')!).error : undefined };
+      };
+      const stranger = (await import('viem/accounts')).privateKeyToAccount((await import('viem/accounts')).generatePrivateKey());
+      expect(await send(stranger, 2n * PRICE)).toEqual({ status: 402, error: 'invalid_batch_settlement_evm_voucher_signature' });
+      expect(await send(buyer, 3n * PRICE)).toEqual({ status: 402, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch' });
+      const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: channelId.toLowerCase() }).toArray();
+      expect(vouchers.map((v) => v.cumulative)).toEqual(['1000']);
+    });
+  });
+
+  it('a payer who starts withdrawing: the next round claims every accepted call before the withdrawal can complete', async () => {
+    const buyer = await fundedBuyer('1');
+    await setEthBalance(buyer.address, parseUnits('1', 18));
+    const { paying, scheme } = channelClient(buyer);
+    const { channelId, config } = await withShop('Express', async (url) => {
+      let id: Hex | undefined;
+      for (let i = 0; i < 3; i++) {
+        const res = await paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
+      }
+      const accept = decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]!;
+      return { channelId: id!, config: scheme.buildChannelConfig(accept) as ChannelConfig };
+    });
+    const { chain, rpcUrl, publicClient } = testChain();
+    const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'initiateWithdraw', args: [config, 10n * PRICE] });
+    expect((await publicClient.waitForTransactionReceipt({ hash })).status).toBe('success');
+    const pending = await channelState(channelId);
+    expect(pending.withdrawRequestedAt).toBeGreaterThan(0);
+    await sweep();
+    // Claimed while the withdrawal waits out its delay: what it can take back is only what no call paid for.
+    expect(await channelState(channelId)).toMatchObject({ totalClaimed: 3n * PRICE, balance: 10n * PRICE, withdrawRequestedAt: pending.withdrawRequestedAt });
+  });
+
+  it('a deposit whose call died after the deposit went through: presented again, the deposit is not sent again and the call is paid', async () => {
+    const buyer = await fundedBuyer('1');
+    const before = await usdcBalance(buyer.address);
+    const storage = new InMemoryClientChannelStorage();
+    const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
+    const sent: string[] = [];
+    const recording: typeof fetch = async (input, init) => {
+      const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
+      if (header) sent.push(header);
+      return fetch(input, init);
+    };
+    const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
+      .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+    await withShop('Express', async (url) => {
+      const first = await paying(`${url}/weather`);
+      expect(first.status).toBe(200);
+      const deposit = decodePaymentResponseHeader(first.headers.get('payment-response')!);
+      const channelId = (deposit.extra as any).channelState.channelId as string;
+      // The state a process killed between recording the deposit and accepting its voucher leaves.
+      expect((await server.app.db.collection('channel_vouchers').deleteMany({ channelId: channelId.toLowerCase() })).deletedCount).toBe(1);
+      const again = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': sent[0]! } });
+      expect(again.status).toBe(200);
+      expect(decodePaymentResponseHeader(again.headers.get('payment-response')!)).toMatchObject({ success: true, transaction: deposit.transaction, extra: { channelState: { chargedCumulativeAmount: '1000' } } });
+      expect(await usdcBalance(buyer.address)).toBe(before - 10n * PRICE);
+      // And once more: now a replay, refused.
+      expect((await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': sent[0]! } })).status).toBe(402);
+      expect(await usdcBalance(buyer.address)).toBe(before - 10n * PRICE);
+    });
+  });
+
+  it('claim records left `sending` (a process killed after sending the claim; a copy of the same rows): the next round finishes both from the chain, nothing sent twice', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying } = channelClient(buyer);
+    const channelId = await withShop('Express', async (url) => {
+      let id: Hex | undefined;
+      for (let i = 0; i < 2; i++) {
+        const res = await paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
+      }
+      return id!;
+    });
+    await sweep();
+    const actions = server.app.db.collection('channel_actions');
+    const claim = await actions.findOne({ kind: 'claim', channelIds: channelId.toLowerCase() });
+    expect(claim).toMatchObject({ status: 'succeeded' });
+    // Killed after sending: the claim is on chain, its record still says `sending`.
+    await actions.updateOne({ _id: claim!._id }, { $set: { status: 'sending', createdAt: new Date(Date.now() - 3_600_000) }, $unset: { answer: '', txHash: '' } });
+    // A second record of the same rows, under another key, never sent.
+    const unsent = { ...claim!, _id: `${claim!._id}:unsent`, status: 'sending', createdAt: new Date(Date.now() - 3_600_000), work: { ...claim!.work, actionId: `${claim!._id}:unsent` } };
+    delete (unsent as any).answer;
+    delete (unsent as any).txHash;
+    await actions.insertOne(unsent as never);
+    const totals = await sweep();
+    expect(totals!.finished).toBeGreaterThanOrEqual(2);
+    expect(await actions.findOne({ _id: claim!._id })).toMatchObject({ status: 'succeeded', txHash: claim!.txHash });
+    expect(await actions.findOne({ _id: unsent._id as never })).toMatchObject({ status: 'succeeded' });
+    const claimed = await testChain().publicClient.getContractEvents({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, eventName: 'Claimed', args: { channelId }, fromBlock: 0n });
+    expect(claimed).toHaveLength(1);
+    expect(await channelState(channelId)).toMatchObject({ totalClaimed: 2n * PRICE });
+  });
+
+  it('a call whose handler fails is not charged: its voucher is released, and the next call pays the same amount', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying } = channelClient(buyer);
+    await withShop('Express', async (url) => {
+      const first = await paying(`${url}/weather`);
+      expect(first.status).toBe(200);
+      const channelId = ((decodePaymentResponseHeader(first.headers.get('payment-response')!).extra as any).channelState.channelId as string).toLowerCase();
+      const failed = await paying(`${url}/weather?fail=1`);
+      expect([failed.status, failed.headers.get('payment-response')]).toEqual([502, null]);
+      const vouchers = server.app.db.collection('channel_vouchers');
+      expect((await vouchers.find({ channelId }).toArray()).map((v) => [v.cumulative, v.status])).toEqual([['1000', 'captured']]);
+      const next = await paying(`${url}/weather`);
+      expect(next.status).toBe(200);
+      expect(decodePaymentResponseHeader(next.headers.get('payment-response')!)).toMatchObject({ extra: { channelState: { chargedCumulativeAmount: '2000' } } });
+      expect((await vouchers.find({ channelId }).toArray()).map((v) => [v.cumulative, v.status]).sort()).toEqual([['1000', 'captured'], ['2000', 'captured']]);
+      // A capture of the failed call's hold arriving late (its process stalled) finds another hold's voucher at that amount: refused.
+      const late = await server.request('POST', `/v0/payments/channels/vouchers/${encodeURIComponent(`${channelId}:${'2000'.padStart(39, '0')}:0123456789abcdef`)}/capture`, { key: seller.sellerKey });
+      expect([late.status, late.body.error]).toEqual([409, 'hold_expired']);
+    });
+  });
+
+  it('a price computed per request: each voucher adds that call\'s price', async () => {
+    const running = await serve((() => {
+      const a = express();
+      a.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: {
+        'GET /report': { price: (req) => (req.query.get('size') === 'large' ? '$0.003' : '$0.001'), maxPrice: '$0.005', scheme: 'batch-settlement' },
+      } }));
+      a.get('/report', (_req, res) => { res.json({ report: 'ok' }); });
+      return a;
+    })() as never);
+    try {
+      expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, maxPriceUsdc: '0.005', skipUrlCheck: true } })).status).toBe(201);
+      const buyer = await fundedBuyer('1');
+      const { paying } = channelClient(buyer);
+      const charged: string[] = [];
+      for (const size of ['small', 'large', 'small']) {
+        const res = await paying(`${running.url}/report?size=${size}`);
+        expect(res.status).toBe(200);
+        const extra = decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any;
+        charged.push(`${extra.chargedAmount}/${extra.channelState.chargedCumulativeAmount}`);
+      }
+      expect(charged).toEqual(['1000/1000', '3000/4000', '1000/5000']);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('an idle channel is claimed and the rest refunded to the payer in one transaction', async () => {
+    const buyer = await fundedBuyer('1');
+    const before = await usdcBalance(buyer.address);
+    const { paying } = channelClient(buyer);
+    const channelId = await withShop('Express', async (url) => {
+      let id: Hex | undefined;
+      for (let i = 0; i < 2; i++) {
+        const res = await paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
+      }
+      return id!;
+    });
+    const totals = await sweep({ idleRefundMs: 0 });
+    expect(totals!.refunded).toBeGreaterThanOrEqual(1);
+    expect(await channelState(channelId)).toMatchObject({ balance: 2n * PRICE, totalClaimed: 2n * PRICE, refundNonce: 1n });
+    expect(await usdcBalance(buyer.address)).toBe(before - 2n * PRICE);
+  });
+});
