@@ -18,6 +18,7 @@ import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { mailListRoutes } from './mail/list-routes.js';
+import { mailSettingsRoutes } from './mail/settings-routes.js';
 import { eventStreamRoutes } from './mail/event-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { vaultRoutes } from './vault/routes.js';
@@ -47,6 +48,7 @@ export const ROUTES: RouteFactory[] = [
   messageRoutes,
   threadRoutes,
   mailListRoutes,
+  mailSettingsRoutes,
   eventStreamRoutes,
   vaultRoutes,
   didDocumentRoutes,

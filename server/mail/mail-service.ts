@@ -21,6 +21,8 @@ import { MailReader, type MessagePage } from './mail-reader.js';
 import { OutgoingMail } from './outgoing-mail.js';
 import { IncomingMail, type InboundMail } from './incoming-mail.js';
 import { MailLabels } from './mail-labels.js';
+import { MailAuthenticator } from './mail-auth.js';
+import { MailSettingsStore } from './mail-settings.js';
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
 
 export type { MessagePage } from './mail-reader.js';
@@ -42,6 +44,10 @@ export class MailService {
   readonly changes: InboxChanges;
   readonly attachments: AttachmentStore;
   readonly lists: MailLists;
+  /** Who really sent received mail (SPF, DKIM, DMARC, ARC) and the trusted path between our inboxes. */
+  readonly authenticator: MailAuthenticator;
+  /** Per identity and per org: whether unverified mail is admitted to the inbox. */
+  readonly settings: MailSettingsStore;
   private readonly store: MailStore;
   private readonly reader: MailReader;
   private readonly outgoing: OutgoingMail;
@@ -54,9 +60,11 @@ export class MailService {
     log: Logger, readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
     this.store = new MailStore(conn, identities, log);
     this.lists = new MailLists(conn, logs);
+    this.authenticator = new MailAuthenticator(config, log);
+    this.settings = new MailSettingsStore(conn, logs);
     this.reader = new MailReader(this.store, pages);
-    this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, serviceEvents);
-    this.incoming = new IncomingMail(this.store, this.lists, logs, events);
+    this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, this.authenticator, serviceEvents);
+    this.incoming = new IncomingMail(this.store, this.lists, this.settings, logs, events);
     this.labels = new MailLabels(this.store, logs);
     this.messages = this.store.messages;
     this.threads = this.store.threads;
@@ -126,7 +134,7 @@ export class MailService {
 
   // --- receiving and labels ----------------------------------------------------------------------
 
-  receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean }> {
+  receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean; unauthenticated: boolean }> {
     return this.incoming.receive(identity, mail);
   }
 

@@ -15,6 +15,7 @@ import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
 import { newAttachmentId, type AttachmentContent } from './attachment-store.js';
 import type { MailLists } from './mail-lists.js';
 import type { MailEventLog } from './mail-events.js';
+import type { MailAuthenticator } from './mail-auth.js';
 import { presentSent } from './present.js';
 import { LIST_FIELDS, logSubject, unique, type MailStore } from './mail-store.js';
 
@@ -54,8 +55,8 @@ export class OutgoingMail {
 
   constructor(private readonly store: MailStore, private readonly config: Config, private readonly identities: IdentityService,
     private readonly lists: MailLists, private readonly logs: ActivityLog, private readonly jobs: JobQueue,
-    private readonly log: Logger, private readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
-    this.delivery = new MailDelivery(store.outbound, config, store.attachments, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
+    private readonly log: Logger, private readonly events: MailEventLog, authenticator: MailAuthenticator, serviceEvents?: ServiceEvents) {
+    this.delivery = new MailDelivery(store.outbound, config, store.attachments, authenticator, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),

@@ -4,6 +4,7 @@ import type { Scope } from '../platform/auth/scopes.js';
 import { createBody as identityCreateBody, updateBody as identityUpdateBody, listQuery as identityListQuery, idParams as identityIdParams } from '../identities/routes.js';
 import { attachmentParams, messageParams, threadParams } from '../mail/routes.js';
 import { listEntryBody, listEntryParams, listKindParams } from '../mail/list-routes.js';
+import { mailSettingsInput } from '../mail/mail-settings.js';
 import { forwardInput, labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
 import { nameParams, putCredentialBody } from '../vault/schemas.js';
 import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
@@ -93,6 +94,8 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'One list (receive-allow, receive-block, send-allow, send-block)', auth: ['identity', 'platform'], scopes: ['mail:read'], params: listKindParams, ok: json('The entries') },
   { method: 'post', path: '/v0/mail/lists/:kind', tag: 'Mail', summary: 'Add an address or a whole domain to a list (identity key: its own; platform key: the whole org)', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listKindParams, body: listEntryBody, ok: created('The entry (200 when it was there already)'), also: { 200: alsoSuccess('The entry was there already') } },
   { method: 'delete', path: '/v0/mail/lists/:kind/:entry', tag: 'Mail', summary: 'Remove an entry from a list', auth: ['identity', 'platform'], scopes: ['mail:manage'], params: listEntryParams, ok: json('Removed') },
+  { method: 'get', path: '/v0/mail/settings', tag: 'Mail', summary: "Mail settings (admitUnverified): an identity key its own and what applies to it with its org's (effective), the platform key the org's", auth: ['identity', 'platform'], scopes: ['mail:read'], ok: json('The settings') },
+  { method: 'patch', path: '/v0/mail/settings', tag: 'Mail', summary: 'Change mail settings (identity key: its own; platform key: the whole org); null removes a setting', auth: ['identity', 'platform'], scopes: ['mail:manage'], body: mailSettingsInput, ok: json('The settings') },
   { method: 'get', path: '/v0/events', tag: 'Mail', summary: "The identity's mail events as server-sent events (resumes after Last-Event-ID; events=a,b filters)", auth: identity, scopes: ['mail:read'], query: eventStreamQuery, ok: { status: 200, description: 'An endless text/event-stream', type: 'text/event-stream' } },
   { method: 'post', path: '/v0/webhooks', tag: 'Mail', summary: 'Register a webhook for mail events (the secret is shown once)', auth: identity, scopes: ['mail:manage'], body: createMailWebhookBody, ok: created('The webhook with its secret'), also: { 409: 'Too many webhooks' } },
   { method: 'get', path: '/v0/webhooks', tag: 'Mail', summary: "The identity's mail webhooks", auth: identity, scopes: ['mail:read'], ok: json('The webhooks (no secrets)') },
