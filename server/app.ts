@@ -19,6 +19,7 @@ import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { mailListRoutes } from './mail/list-routes.js';
 import { mailSettingsRoutes } from './mail/settings-routes.js';
+import { IDEMPOTENCY_COLLECTION, idempotency, type IdempotencyKeys } from './platform/idempotency.js';
 import { eventStreamRoutes } from './mail/event-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { vaultRoutes } from './vault/routes.js';
@@ -127,6 +128,10 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
   const formPages = [CONSOLE_PREFIX, '/dev/mail'];
   const under = (paths: string[], path: string) => paths.some((p) => path === p || path.startsWith(`${p}/`));
   koa.use((ctx, next) => (under(formPages, ctx.path) ? next() : under(mailPaths, ctx.path) ? mailJson(ctx, next) : json(ctx, next)));
+  // Idempotency-Key on every POST with an API key (MCP's JSON-RPC and the form pages aside): once per key.
+  koa.use(idempotency(app.db.collection(IDEMPOTENCY_COLLECTION) as unknown as IdempotencyKeys, log, {
+    except: (path) => under(['/mcp', ...formPages], path),
+  }));
   for (const router of appRouters(app, extension)) {
     koa.use(router.routes());
     // A method no route implements (TRACE, PROPFIND, …) is the client's mistake, not ours: 405, not 501.
