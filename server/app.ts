@@ -19,6 +19,7 @@ import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { mailListRoutes } from './mail/list-routes.js';
 import { mailSettingsRoutes } from './mail/settings-routes.js';
+import { draftRoutes } from './mail/draft-routes.js';
 import { IDEMPOTENCY_COLLECTION, idempotency, type IdempotencyKeys } from './platform/idempotency.js';
 import { eventStreamRoutes } from './mail/event-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
@@ -50,6 +51,7 @@ export const ROUTES: RouteFactory[] = [
   threadRoutes,
   mailListRoutes,
   mailSettingsRoutes,
+  draftRoutes,
   eventStreamRoutes,
   vaultRoutes,
   didDocumentRoutes,

@@ -18,14 +18,19 @@ import { MailLists } from './mail-lists.js';
 import type { MailEventLog } from './mail-events.js';
 import { MailStore } from './mail-store.js';
 import { MailReader, type MessagePage } from './mail-reader.js';
-import { OutgoingMail } from './outgoing-mail.js';
+import { OutgoingMail, type SendOptions } from './outgoing-mail.js';
 import { IncomingMail, type InboundMail } from './incoming-mail.js';
 import { MailLabels } from './mail-labels.js';
 import { MailAuthenticator } from './mail-auth.js';
 import { MailSettingsStore } from './mail-settings.js';
+import { MailDrafts, type DraftView } from './drafts.js';
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
 
 export type { MessagePage } from './mail-reader.js';
+
+/** What a send under the approval policy did: sent, or held as a draft for the org admin. */
+export type Outcome = { sent: MessageDoc } | { held: DraftView };
+const outcomeOf = (view: DraftView): Outcome => (view.sent ? { sent: view.sent } : { held: view });
 export type { InboundMail } from './incoming-mail.js';
 export { forwardSubject, replySubject } from './outgoing-mail.js';
 
@@ -48,6 +53,8 @@ export class MailService {
   readonly authenticator: MailAuthenticator;
   /** Per identity and per org: whether unverified mail is admitted to the inbox. */
   readonly settings: MailSettingsStore;
+  /** Drafts, scheduled sends and sends waiting for the org admin's approval. */
+  readonly drafts: MailDrafts;
   private readonly store: MailStore;
   private readonly reader: MailReader;
   private readonly outgoing: OutgoingMail;
@@ -66,6 +73,7 @@ export class MailService {
     this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, this.authenticator, serviceEvents);
     this.incoming = new IncomingMail(this.store, this.lists, this.settings, logs, events);
     this.labels = new MailLabels(this.store, logs);
+    this.drafts = new MailDrafts(conn, this.store, this.outgoing, this.settings, events, logs, jobs, log);
     this.messages = this.store.messages;
     this.threads = this.store.threads;
     this.outbound = this.store.outbound;
@@ -73,6 +81,11 @@ export class MailService {
     this.changes = this.store.changes;
     this.attachments = this.store.attachments;
     this.delivery = this.outgoing.delivery;
+  }
+
+  /** A live identity (its inbox); 404 otherwise. */
+  identityOf(identityId: string): Promise<IdentityDoc> {
+    return this.store.inboxOf(identityId);
   }
 
   newMessageId(): string {
@@ -116,16 +129,35 @@ export class MailService {
 
   // --- sending -----------------------------------------------------------------------------------
 
-  send(identityId: string, input: SendInput): Promise<MessageDoc> {
-    return this.outgoing.send(identityId, input);
+  send(identityId: string, input: SendInput, options?: SendOptions): Promise<MessageDoc> {
+    return this.outgoing.send(identityId, input, options);
   }
 
-  reply(identityId: string, originalId: string, input: ReplyInput): Promise<MessageDoc> {
-    return this.outgoing.reply(identityId, originalId, input);
+  reply(identityId: string, originalId: string, input: ReplyInput, options?: SendOptions): Promise<MessageDoc> {
+    return this.outgoing.reply(identityId, originalId, input, options);
   }
 
-  forward(identityId: string, originalId: string, input: ForwardInput): Promise<MessageDoc> {
-    return this.outgoing.forward(identityId, originalId, input);
+  forward(identityId: string, originalId: string, input: ForwardInput, options?: SendOptions): Promise<MessageDoc> {
+    return this.outgoing.forward(identityId, originalId, input, options);
+  }
+
+  /**
+   * Send, reply and forward as the routes and tools call them: through the identity's approval policy
+   * (drafts.ts), which may turn the send into a draft waiting for the org admin (`held`).
+   */
+  async sendChecked(identityId: string, input: SendInput): Promise<Outcome> {
+    const held = await this.drafts.throughPolicy(identityId, { to: input.to, cc: input.cc, bcc: input.bcc, subject: input.subject, text: input.text, html: input.html }, !!input.attachments?.length);
+    return held ? outcomeOf(held) : { sent: await this.send(identityId, input) };
+  }
+
+  async replyChecked(identityId: string, originalId: string, input: ReplyInput): Promise<Outcome> {
+    const held = await this.drafts.throughPolicy(identityId, { inReplyTo: originalId, text: input.text, html: input.html, replyAll: input.replyAll }, !!input.attachments?.length);
+    return held ? outcomeOf(held) : { sent: await this.reply(identityId, originalId, input) };
+  }
+
+  async forwardChecked(identityId: string, originalId: string, input: ForwardInput): Promise<Outcome> {
+    const held = await this.drafts.throughPolicy(identityId, { forwardOf: originalId, to: input.to, cc: input.cc, bcc: input.bcc, text: input.text, html: input.html }, !!input.attachments?.length);
+    return held ? outcomeOf(held) : { sent: await this.forward(identityId, originalId, input) };
   }
 
   decodeAttachments(input: AttachmentInput[] | undefined, carried: AttachmentContent[] = []): AttachmentContent[] {

@@ -49,6 +49,15 @@ function uniqueAddresses(addresses: string[]): string[] {
   return addresses.filter((a) => !seen.has(a.toLowerCase()) && seen.add(a.toLowerCase()));
 }
 
+export interface SendOptions {
+  /**
+   * The sent message's own id, chosen by the caller: its outbound record is inserted under it first, so a
+   * second send with the same id fails with a duplicate key before anything is stored or queued (a draft
+   * sent once, whoever sends it).
+   */
+  id?: string;
+}
+
 export class OutgoingMail {
   /** Hands stored messages to SMTP (the delivery job's worker). */
   readonly delivery: MailDelivery;
@@ -67,12 +76,12 @@ export class OutgoingMail {
     return `<${randomHex(16)}@${this.config.MAIL_DOMAIN}>`;
   }
 
-  async send(identityId: string, input: SendInput): Promise<MessageDoc> {
+  async send(identityId: string, input: SendInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const message = await this.storeOutgoing(identity, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: input.subject, text: input.text, html: input.html,
       threadId: newThreadId(), references: [], attachments: this.decodeAttachments(input.attachments),
-    });
+    }, options);
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.sent', category: 'mail', description: `Mail sent: ${logSubject(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
@@ -81,7 +90,7 @@ export class OutgoingMail {
     return message;
   }
 
-  async reply(identityId: string, originalId: string, input: ReplyInput): Promise<MessageDoc> {
+  async reply(identityId: string, originalId: string, input: ReplyInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const original = await this.store.getMessage(identityId, originalId);
     const to = original.direction === 'received'
@@ -99,7 +108,7 @@ export class OutgoingMail {
       to, cc, bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
       threadId: original.threadId, inReplyTo: original.messageId, references: [...chain, original.messageId],
       attachments: this.decodeAttachments(input.attachments),
-    });
+    }, options);
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.replied', category: 'mail', description: `Replied: ${logSubject(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
@@ -112,7 +121,7 @@ export class OutgoingMail {
    * Forwards a message with all its attachments, under a note, as a new conversation: a new thread, and
    * no In-Reply-To or References, so the recipients' mail programs do not file it into the old one.
    */
-  async forward(identityId: string, originalId: string, input: ForwardInput): Promise<MessageDoc> {
+  async forward(identityId: string, originalId: string, input: ForwardInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const original = await this.store.getMessage(identityId, originalId);
     const carried = await Promise.all((original.attachments ?? []).map(async (a) => ({
@@ -129,7 +138,7 @@ export class OutgoingMail {
     const message = await this.storeOutgoing(identity, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: forwardSubject(original.subject), text, html,
       threadId: newThreadId(), references: [], attachments,
-    });
+    }, options);
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.forwarded', category: 'mail', description: `Forwarded: ${logSubject(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
@@ -175,13 +184,13 @@ export class OutgoingMail {
   private async storeOutgoing(identity: IdentityDoc, mail: {
     to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
     threadId: string; inReplyTo?: string; references: string[]; attachments: AttachmentContent[];
-  }): Promise<MessageDoc> {
+  }, options: SendOptions = {}): Promise<MessageDoc> {
     const recipients = unique([...mail.to, ...mail.cc, ...mail.bcc].map((a) => a.toLowerCase()));
     if (recipients.length > this.config.SMTP_MAX_RECIPIENTS) {
       throw badRequest(`A message can have at most ${this.config.SMTP_MAX_RECIPIENTS} recipients (to, cc and bcc together)`);
     }
     await this.refuseBlockedRecipients(identity, recipients, mail.subject);
-    const id = newId('msg');
+    const id = options.id ?? newId('msg');
     const position = await this.store.nextPosition(identity.emailAddress, id);
     const createdAt = new Date();
     const messageId = this.newMessageId();

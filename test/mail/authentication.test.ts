@@ -192,10 +192,13 @@ describe('policy', () => {
 
     const org = await server.request('PATCH', '/v0/mail/settings', { key: agent.platform_key, body: { admitUnverified: true } });
     expect(org.status).toBe(200);
-    expect(org.body).toEqual({ scope: 'org', settings: { admitUnverified: true } });
+    expect(org.body).toEqual({ scope: 'org', settings: { admitUnverified: true, approval: null, approvalList: null } });
     await send('Admitted by the org');
     const mine = await server.request('GET', '/v0/mail/settings', { key });
-    expect(mine.body).toEqual({ scope: 'identity', settings: { admitUnverified: null }, effective: { admitUnverified: true, source: { admitUnverified: 'org' } } });
+    expect(mine.body).toMatchObject({
+      scope: 'identity', settings: { admitUnverified: null },
+      effective: { admitUnverified: true, approval: 'never', source: { admitUnverified: 'org', approval: 'default' } },
+    });
 
     expect((await server.request('PATCH', '/v0/mail/settings', { key, body: { admitUnverified: false } })).status).toBe(200);
     await send('Refused by the identity');
