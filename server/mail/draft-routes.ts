@@ -38,19 +38,18 @@ export function draftRoutes({ keys, identities, mail }: MailRouteDeps): Router {
 
   router.get('/', async (ctx) => {
     const principal = principalOf(ctx);
-    const query = parseInput(listDraftsInput, ctx.query, 'query');
     const owner = principal.tier === 'platform' ? { orgId: principal.orgId } : { orgId: principal.orgId, identityId: identityWith(ctx, 'mail:read') };
+    const query = parseInput(listDraftsInput, ctx.query, 'query');
     const page = await drafts.list(owner, query);
     const items = page.items.map(presentDraft);
     ctx.body = { drafts: items, count: items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   });
 
   router.get('/:draftId', async (ctx) => {
-    const { draftId } = parseInput(draftParams, ctx.params, 'params');
     const principal = principalOf(ctx);
-    ctx.body = presentDraft(principal.tier === 'platform'
-      ? await drafts.getForOrg(principal.orgId, draftId)
-      : await drafts.get(identityWith(ctx, 'mail:read'), draftId));
+    const identityId = principal.tier === 'platform' ? undefined : identityWith(ctx, 'mail:read');
+    const { draftId } = parseInput(draftParams, ctx.params, 'params');
+    ctx.body = presentDraft(identityId ? await drafts.get(identityId, draftId) : await drafts.getForOrg(principal.orgId, draftId));
   });
 
   router.patch('/:draftId', async (ctx) => {
