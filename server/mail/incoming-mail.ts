@@ -119,6 +119,7 @@ export class IncomingMail {
       throw err;
     }
     await this.store.noteChange(inboxId);
+    await this.store.search.index(stored);
     if (!hidden) await this.store.touchThread(identity, threadId, mail.subject, createdAt);
     const verdict = `spf ${authentication.spf.result}, dkim ${authentication.dkim.result}, dmarc ${authentication.dmarc.result}`;
     this.logs.recordSoon(blocked ? {

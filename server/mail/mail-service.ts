@@ -24,6 +24,7 @@ import { MailLabels } from './mail-labels.js';
 import { MailAuthenticator } from './mail-auth.js';
 import { MailSettingsStore } from './mail-settings.js';
 import { MailDrafts, type DraftView } from './drafts.js';
+import { loadMessages, type SearchHit, type SearchInput } from './mail-search.js';
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
 
 export type { MessagePage } from './mail-reader.js';
@@ -105,6 +106,13 @@ export class MailService {
 
   listMessages(identityId: string, query: { limit: number; labels?: string[]; pageToken?: string }): Promise<MessagePage> {
     return this.reader.listMessages(identityId, query);
+  }
+
+  /** Ranked search over the inbox's subject, body, sender and recipients (mail-search.ts). */
+  async search(identityId: string, query: SearchInput): Promise<{ items: SearchHit[]; nextPageToken?: string }> {
+    const { emailAddress: inboxId } = await this.store.inboxOf(identityId);
+    const top = await this.store.sequence.top(inboxId);
+    return this.store.search.search(inboxId, top, query, loadMessages(this.store.messages));
   }
 
   getMessage(identityId: string, messageId: string): Promise<MessageDoc> {

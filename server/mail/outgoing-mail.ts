@@ -213,6 +213,7 @@ export class OutgoingMail {
     await this.store.outbound.create({ _id: id, from: identity.emailAddress, ...(rawFileId ? { raw: '', rawFileId } : { raw }), ...delivery });
     await this.store.messages.create(doc);
     await this.store.noteChange(doc.inboxId);
+    await this.store.search.index(doc);
     await this.store.touchThread(identity, mail.threadId, mail.subject, createdAt);
     await this.jobs.now(DELIVER_JOB, { id });
     // Counts only: addresses are the agents' correspondents, not the operator's business.

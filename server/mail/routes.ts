@@ -6,6 +6,7 @@ import { attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listTh
 import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 import type { MailService, Outcome } from './mail-service.js';
 import { presentDraft } from './drafts.js';
+import { searchInput } from './mail-search.js';
 import type { Context } from 'koa';
 
 export const messageParams = z.object({ messageId: messageIdInput });
@@ -51,6 +52,14 @@ export function messageRoutes({ keys, identities, mail }: MailRouteDeps): Router
   router.post('/send', requireScope('mail:send'), async (ctx) => {
     const body = parseInput(sendInput, ctx.request.body, 'body');
     answer(ctx, await mail.sendChecked(identityIdOf(ctx), body));
+  });
+
+  // Before /:messageId, which would take "search" for a message id.
+  router.get('/search', requireScope('mail:read'), async (ctx) => {
+    const query = parseInput(searchInput, ctx.query, 'query');
+    const result = await mail.search(identityIdOf(ctx), query);
+    const messages = result.items.map((hit) => ({ ...presentMessage(hit.message), score: hit.score }));
+    ctx.body = { messages, count: messages.length, ...(result.nextPageToken ? { nextPageToken: result.nextPageToken } : {}) };
   });
 
   router.get('/:messageId', requireScope('mail:read'), async (ctx) => {

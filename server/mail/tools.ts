@@ -7,6 +7,7 @@ import { LIST_KINDS, listEntryInput, listKindInput } from './mail-lists.js';
 import { presentListEntry } from './list-routes.js';
 import { presentAttachment, presentLabels, presentMessage, presentSent, presentThread } from './present.js';
 import { forModel } from './untrusted.js';
+import { searchInput } from './mail-search.js';
 
 const attachments = z.array(z.object({
   filename: z.string().describe('File name the recipient sees, e.g. "report.pdf"'),
@@ -50,6 +51,21 @@ export const mailTools: ToolDefinition<MailToolDeps>[] = [
       const query = listMessagesInput.parse(input);
       const result = await mail.listMessages(principal.identityId, query);
       return page('messages', result.items.map((m) => forModel(presentMessage(m), m, principal.orgId)), result.nextPageToken);
+    },
+  }),
+  defineTool({
+    name: 'mail_search',
+    title: 'Search mail',
+    description: 'Search your inbox\'s subject, body, sender and recipients for all the words in q (whole words, any case), best matches first (subject counts most, then sender and recipients, then body; newer first on ties). Filter with labels and after/before (ISO 8601). ' + TRUST_NOTE,
+    scope: 'mail:read',
+    input: z.object({
+      q: z.string().min(1).max(500), labels: z.array(z.string()).max(20).optional(),
+      after: z.string().optional(), before: z.string().optional(),
+      limit: z.number().int().min(1).max(100).optional(), pageToken: z.string().optional(),
+    }),
+    async run({ mail }, principal, input) {
+      const result = await mail.search(principal.identityId, searchInput.parse(input));
+      return page('messages', result.items.map((hit) => ({ ...forModel(presentMessage(hit.message), hit.message, principal.orgId), score: hit.score })), result.nextPageToken);
     },
   }),
   defineTool({

@@ -5,6 +5,7 @@ import { createBody as identityCreateBody, updateBody as identityUpdateBody, lis
 import { attachmentParams, messageParams, threadParams } from '../mail/routes.js';
 import { listEntryBody, listEntryParams, listKindParams } from '../mail/list-routes.js';
 import { mailSettingsInput } from '../mail/mail-settings.js';
+import { searchInput } from '../mail/mail-search.js';
 import { mailSettingsQuery } from '../mail/settings-routes.js';
 import { createDraftInput, decisionInput, draftParams, listDraftsInput, sendDraftInput, updateDraftInput } from '../mail/drafts.js';
 import { forwardInput, labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
@@ -86,6 +87,7 @@ export const OPERATIONS: readonly Operation[] = [
 
   // Mail
   { method: 'get', path: '/v0/messages', tag: 'Mail', summary: 'List messages, newest first', auth: identity, scopes: ['mail:read'], query: listMessagesInput, ok: json('A page of messages') },
+  { method: 'get', path: '/v0/messages/search', tag: 'Mail', summary: 'Search subject, body, sender and recipients for all the words of q, ranked (subject, then people, then body; newer first), with labels and after/before filters, paged by cursor', auth: identity, scopes: ['mail:read'], query: searchInput, ok: json('The matching messages, best first, each with its score') },
   { method: 'post', path: '/v0/messages/send', tag: 'Mail', summary: 'Send a message', auth: identity, scopes: ['mail:send'], body: sendInput, ok: created('The sent message'), also: { 202: alsoSuccess('Held by the identity\'s approval policy: the draft (status pending_approval) waits for the org admin') } },
   { method: 'get', path: '/v0/messages/:messageId', tag: 'Mail', summary: 'One message', auth: identity, scopes: ['mail:read'], params: messageParams, ok: json('The message') },
   { method: 'get', path: '/v0/messages/:messageId/attachments/:attachmentId', tag: 'Mail', summary: "Download an attachment (its bytes, with the attachment's Content-Type and a Content-Disposition: attachment)", auth: identity, scopes: ['mail:read'], params: attachmentParams, ok: { status: 200, description: 'The attachment bytes', type: 'application/octet-stream' } },

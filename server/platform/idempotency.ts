@@ -69,9 +69,11 @@ export function idempotency(keys: IdempotencyKeys, log: Logger, options: Idempot
   };
 
   return async (ctx: Context, next: Next) => {
+    // Present but empty is a malformed key, not no key.
+    const sent = ctx.headers['idempotency-key'] !== undefined;
     const given = ctx.get('idempotency-key');
     const authorization = ctx.get('authorization');
-    if (ctx.method !== 'POST' || !given || !authorization || options.except(ctx.path)) return next();
+    if (ctx.method !== 'POST' || !sent || !authorization || options.except(ctx.path)) return next();
     if (!KEY.test(given)) throw new AppError(400, 'invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 printable ASCII characters without spaces');
     trim();
     const id = `${sha256(authorization)}:${given}`;
