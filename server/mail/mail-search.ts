@@ -10,28 +10,31 @@ import { HIDDEN_LABELS } from './mail-reader.js';
 import { label } from './mail-schemas.js';
 
 // Search over an inbox's subject, body, sender and recipients, with a word index kept inside the database
-// (FerretDB has no text index; the same collections work on MongoDB). Every stored message adds one
-// posting per distinct word (`mail_search_postings`, a unique `_id` per inbox, word and message, so a
-// message indexed twice is indexed once) and marks the word present in its position bucket
-// (`mail_search_buckets`, `_id` per inbox, word and bucket: inserted once, never updated). Nothing here is
-// ever updated: concurrent writers only insert, which FerretDB makes happen once like MongoDB does.
+// (FerretDB has no text index; the same collection works on MongoDB). Every stored message adds one
+// posting per distinct word (`mail_search_postings`, `_id` per inbox, word and message: a message indexed
+// twice is indexed once). Postings are only ever inserted, never updated, which FerretDB makes happen once
+// like MongoDB does, so any number of processes index at once.
 //
-// A query reads, per term, the buckets the word is in (one equality on `iw`), walks the rarest term's
-// buckets newest first, reads each bucket's postings of every term (one equality on `iwb` each) and keeps
-// the messages holding every term, until it has SEARCH_WINDOW candidates. Those are ranked (the fields a
-// term is in: subject 4, sender and recipients 2, body 1, summed over terms; newer first on ties) and paged.
+// A query starts from the word that is rarest among the newest mail (one bucket of postings per word read
+// to tell): a common one is read bucket by bucket from the newest (an equality on `iwb`), a rare one all at
+// once (an equality on `iw`). Each candidate's other words are checked by `_id` (an index hit on any
+// engine). The newest SEARCH_WINDOW candidates holding every word are ranked (the fields a word is in:
+// subject 4, sender and recipients 2, body 1, summed over words; newer first on ties) and paged.
 
 /** Positions per search bucket: a common word's postings are read a bucket at a time. */
-export const SEARCH_BUCKET = 1024;
+export const SEARCH_BUCKET = 64;
 /** At most this many of the newest matches are ranked (documented: a query as common as "the" ranks its newest). */
-export const SEARCH_WINDOW = 2000;
+export const SEARCH_WINDOW = 100;
+/** A word with fewer postings than this in the newest bucket is read whole rather than bucket by bucket. */
+const DENSE = 2;
+/** A rare word's postings read at most (a word rare in new mail but common in old reads this many). */
+const RARE_CAP = 20_000;
 const MAX_WORDS_PER_MESSAGE = 400;
 const MAX_TEXT_CHARS = 50_000;
 
 const FIELD = { subject: 4, people: 2, body: 1 } as const;
 
-interface PostingDoc { _id: string; iwb: string; m: string; s: number; t: number; f: number }
-interface BucketDoc { _id: string; iw: string; b: number }
+interface PostingDoc { _id: string; iw: string; iwb: string; m: string; s: number; t: number; f: number }
 
 /** Lower-cased words of 1 to 40 letters or digits (addresses whole, and their domains). */
 export function wordsOf(text: string): string[] {
@@ -47,6 +50,14 @@ export function wordsOf(text: string): string[] {
     for (const word of token.split(/[@._+-]+/)) if (word.length >= 1 && word.length <= 40 && (word.length > 1 || /\d/.test(word))) out.push(word);
   }
   return out;
+}
+
+/** The words of a query: an address is looked up whole (its parts would match everyone at its domain). */
+export function queryWordsOf(q: string): string[] {
+  return q.split(/\s+/).flatMap((part) => {
+    const words = wordsOf(part);
+    return words[0]?.includes('@') ? [words[0]] : words;
+  });
 }
 
 /** Each distinct word of the message with the fields it appears in (a bitmask of FIELD weights). */
@@ -81,29 +92,29 @@ export interface SearchHit { message: MessageDoc; score: number }
 
 const key = (...parts: (string | number)[]) => parts.join('\u001f');
 
-function encodeToken(top: number, offset: number): string {
-  return Buffer.from(`${top}:${offset}`).toString('base64url');
+/** Where the next page starts: the window of matches below position `below` (of an inbox topped at `top`), at `offset` in its ranking. */
+interface SearchCursor { top: number; below: number; offset: number }
+function encodeToken(c: SearchCursor): string {
+  return Buffer.from(`${c.top}:${c.below}:${c.offset}`).toString('base64url');
 }
-function decodeToken(token: string): { top: number; offset: number } {
-  const match = /^(\d{1,15}):(\d{1,6})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
+function decodeToken(token: string): SearchCursor {
+  const match = /^(\d{1,15}):(\d{1,15}):(\d{1,6})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
   if (!match) throw new AppError(400, 'invalid_page_token', 'pageToken is malformed; pass nextPageToken from a previous response');
-  return { top: Number(match[1]), offset: Number(match[2]) };
+  return { top: Number(match[1]), below: Number(match[2]), offset: Number(match[3]) };
 }
 
 export class MailSearch {
   readonly postings: Collection<PostingDoc>;
-  readonly buckets: Collection<BucketDoc>;
 
   private ready: Promise<void> | undefined;
 
   constructor(conn: Connection, private readonly log: Logger) {
     this.postings = conn.collection<PostingDoc>('mail_search_postings') as unknown as Collection<PostingDoc>;
-    this.buckets = conn.collection<BucketDoc>('mail_search_buckets') as unknown as Collection<BucketDoc>;
   }
 
   /** The indexes queries rely on (an equality each), created once per process before first use; idempotent. */
   ensureIndexes(): Promise<void> {
-    this.ready ??= Promise.all([this.postings.createIndex({ iwb: 1 }), this.buckets.createIndex({ iw: 1 })]).then(() => {}, (err) => {
+    this.ready ??= Promise.all([this.postings.createIndex({ iwb: 1 }), this.postings.createIndex({ iw: 1 })]).then(() => {}, (err) => {
       this.ready = undefined;
       this.log.warn({ err }, 'search indexes not created; retried on next use');
     });
@@ -111,16 +122,13 @@ export class MailSearch {
   }
 
   /** The documents that index one message (what index() inserts; the bench inserts them in bulk). */
-  documentsFor(message: Pick<MessageDoc, '_id' | 'inboxId' | 'listSeq' | 'createdAt' | 'subject' | 'text' | 'from' | 'to' | 'cc'>): { postings: PostingDoc[]; buckets: BucketDoc[] } {
+  documentsFor(message: Pick<MessageDoc, '_id' | 'inboxId' | 'listSeq' | 'createdAt' | 'subject' | 'text' | 'from' | 'to' | 'cc'>): PostingDoc[] {
     const seq = message.listSeq ?? 0;
     const bucket = Math.floor(seq / SEARCH_BUCKET);
-    const postings: PostingDoc[] = [];
-    const buckets: BucketDoc[] = [];
-    for (const [word, mask] of indexWordsOf(message)) {
-      postings.push({ _id: key(message.inboxId, word, message._id), iwb: key(message.inboxId, word, bucket), m: message._id, s: seq, t: message.createdAt.getTime(), f: mask });
-      buckets.push({ _id: key(message.inboxId, word, bucket), iw: key(message.inboxId, word), b: bucket });
-    }
-    return { postings, buckets };
+    return [...indexWordsOf(message)].map(([word, mask]) => ({
+      _id: key(message.inboxId, word, message._id), iw: key(message.inboxId, word), iwb: key(message.inboxId, word, bucket),
+      m: message._id, s: seq, t: message.createdAt.getTime(), f: mask,
+    }));
   }
 
   /**
@@ -130,81 +138,115 @@ export class MailSearch {
    */
   async index(message: MessageDoc): Promise<void> {
     await this.ensureIndexes();
-    const { postings, buckets } = this.documentsFor(message);
-    const insert = async <T extends { _id: string }>(collection: Collection<T>, docs: T[]) => {
-      if (!docs.length) return;
-      try {
-        await collection.insertMany(docs as never[], { ordered: false });
-      } catch (err) {
-        const errors = (err as { writeErrors?: { code?: number }[] | { code?: number } }).writeErrors;
-        const list = Array.isArray(errors) ? errors : errors ? [errors] : [];
-        if (!list.length || list.some((e) => e.code !== 11000)) throw err;
-      }
-    };
+    const postings = this.documentsFor(message);
+    if (!postings.length) return;
     try {
-      await insert(this.buckets, buckets);
-      await insert(this.postings, postings);
+      await this.postings.insertMany(postings, { ordered: false });
     } catch (err) {
+      const errors = (err as { writeErrors?: { code?: number }[] | { code?: number } }).writeErrors;
+      const list = Array.isArray(errors) ? errors : errors ? [errors] : [];
+      if (list.length && list.every((e) => e.code === 11000)) return; // indexed before: a redelivery
+
       this.log.error({ err, messageId: message._id }, 'message not indexed for search');
     }
   }
 
   /**
-   * Ranked matches of every query word in the inbox, newest SEARCH_WINDOW considered, paged by a token
-   * that fixes the inbox's top position at the first page (mail arriving meanwhile does not shift pages).
+   * Matches of every query word, best first within windows of SEARCH_WINDOW matches, newest window first
+   * (so every match is reached by paging, and the best of recent mail comes first); paged by a token that
+   * fixes the inbox's top position at the first page, so mail arriving meanwhile does not shift pages.
    */
   async search(inboxId: string, top: number, query: SearchInput, load: (ids: string[]) => Promise<MessageDoc[]>): Promise<{ items: SearchHit[]; nextPageToken?: string }> {
     await this.ensureIndexes();
-    const terms = [...new Set(wordsOf(query.q))].slice(0, 8);
+    const terms = [...new Set(queryWordsOf(query.q))].slice(0, 8);
     if (!terms.length) throw new AppError(400, 'validation_error', 'query.q: give at least one word of letters or digits');
-    const page = query.pageToken ? decodeToken(query.pageToken) : { top, offset: 0 };
+    let cursor = query.pageToken ? decodeToken(query.pageToken) : { top, below: top + 1, offset: 0 };
     const after = query.after ? new Date(query.after).getTime() : -Infinity;
     const before = query.before ? new Date(query.before).getTime() : Infinity;
-
-    // The buckets each term is in; a term found nowhere means no match at all.
-    const present = await Promise.all(terms.map(async (t) => new Set((await this.buckets.find({ iw: key(inboxId, t) }).toArray()).map((b) => b.b))));
-    if (present.some((s) => s.size === 0)) return { items: [] };
-    const rarest = present.reduce((a, b) => (b.size < a.size ? b : a));
-    const walk = [...rarest].filter((b) => present.every((s) => s.has(b)) && b * SEARCH_BUCKET <= page.top).sort((a, b) => b - a);
-
-    const candidates = new Map<string, { seq: number; score: number; t: number }>();
-    for (const bucket of walk) {
-      const lists = await Promise.all(terms.map((t) => this.postings.find({ iwb: key(inboxId, t, bucket) }).toArray()));
-      const [first, ...rest] = lists.sort((a, b) => a.length - b.length);
-      const others = rest.map((l) => new Map(l.map((p) => [p.m, p])));
-      for (const p of first!) {
-        if (p.s > page.top || p.t < after || p.t >= before) continue;
-        const matches = others.map((o) => o.get(p.m));
-        if (matches.some((m) => !m)) continue;
-        candidates.set(p.m, { seq: p.s, t: p.t, score: [p, ...matches].reduce((sum, m) => sum + score(m!.f), 0) });
-      }
-      if (candidates.size >= SEARCH_WINDOW) break;
-    }
-    const ranked = [...candidates.entries()].sort(([, a], [, b]) => b.score - a.score || b.seq - a.seq);
-
-    // Labels live on the message (they change), so they are checked on the messages themselves, a chunk at
-    // a time, until the page is full. Hidden mail (blocked, unauthenticated) shows only when asked for.
+    // Labels live on the message (they change), so they are checked on the messages themselves. Hidden
+    // mail (blocked, unauthenticated) shows only when asked for by label.
     const wanted = query.labels ?? [];
     const shown = HIDDEN_LABELS.filter((l) => wanted.includes(l));
+    const visible = (m: MessageDoc | undefined): m is MessageDoc => !!m && m.inboxId === inboxId && wanted.every((l) => m.labels.includes(l))
+      && (!m.labels.some((l) => (HIDDEN_LABELS as readonly string[]).includes(l)) || m.labels.some((l) => (shown as string[]).includes(l)));
+
     const items: SearchHit[] = [];
-    let offset = page.offset;
-    let skipped = 0;
-    while (items.length <= query.limit && offset < ranked.length) {
-      const chunk = ranked.slice(offset, offset + Math.max(query.limit * 2, 50));
-      const byId = new Map((await load(chunk.map(([id]) => id))).map((m) => [m._id, m]));
-      for (const [id, hit] of chunk) {
-        offset += 1;
-        const m = byId.get(id);
-        const visible = m && m.inboxId === inboxId && wanted.every((l) => m.labels.includes(l))
-          && (!m.labels.some((l) => (HIDDEN_LABELS as readonly string[]).includes(l)) || m.labels.some((l) => (shown as string[]).includes(l)));
-        if (!visible) { skipped += 1; continue; }
-        items.push({ message: m, score: hit.score });
-        if (items.length > query.limit) { offset -= 1; break; }
+    for (let windows = 0; windows < 50 && cursor.below > 0; windows++) {
+      const { ranked, full, next } = await this.window(inboxId, terms, cursor.below, after, before);
+      let offset = cursor.offset;
+      while (items.length <= query.limit && offset < ranked.length) {
+        const chunk = ranked.slice(offset, offset + query.limit + 1 - items.length);
+        const byId = new Map((await load(chunk.map((c) => c.id))).map((m) => [m._id, m]));
+        for (const hit of chunk) {
+          const m = byId.get(hit.id);
+          if (items.length > query.limit) break;
+          offset += 1;
+          if (visible(m)) items.push({ message: m, score: hit.score });
+        }
+      }
+      if (items.length > query.limit) {
+        // The extra item found is where the next page starts.
+        return { items: items.slice(0, query.limit), nextPageToken: encodeToken({ top: cursor.top, below: cursor.below, offset: offset - 1 }) };
+      }
+      if (!full || next >= cursor.below) break;
+      cursor = { top: cursor.top, below: next, offset: 0 };
+    }
+    return { items };
+  }
+
+  /** The newest SEARCH_WINDOW messages below `below` holding every term, ranked; `full` when more may follow. */
+  private async window(inboxId: string, terms: string[], below: number, after: number, before: number) {
+    const topBucket = Math.floor((below - 1) / SEARCH_BUCKET);
+    const inWindow = (p: PostingDoc) => p.s < below && p.t >= after && p.t < before;
+    const bucketOf = (term: string, bucket: number) => this.postings.find({ iwb: key(inboxId, term, bucket) }).toArray();
+    // The driving word: the one with fewest postings in the newest bucket.
+    const newest = await Promise.all(terms.map((t) => bucketOf(t, topBucket)));
+    const d = newest.reduce((best, list, i) => (list.length < newest[best]!.length ? i : best), 0);
+    const driver = terms[d]!;
+    const others = terms.filter((_, i) => i !== d);
+
+    const driven: PostingDoc[] = [];
+    let exhausted = true;
+    if (newest[d]!.length >= DENSE) {
+      // Common: bucket by bucket from the newest, 1, 2, 4, ... at once, until the window could be full.
+      driven.push(...newest[d]!.filter(inWindow));
+      let next = topBucket - 1;
+      for (let width = 1; next >= 0 && driven.length < SEARCH_WINDOW * (others.length ? 2 : 1) + 1; width = Math.min(width * 2, 16)) {
+        const batch = Array.from({ length: Math.min(width, next + 1) }, (_, i) => next - i);
+        next -= batch.length;
+        for (const list of await Promise.all(batch.map((b) => bucketOf(driver, b)))) driven.push(...list.filter(inWindow));
+      }
+      exhausted = next < 0;
+    } else {
+      // Rare among new mail: every posting of the word at once.
+      driven.push(...(await this.postings.find({ iw: key(inboxId, driver) }).limit(RARE_CAP).toArray()).filter(inWindow));
+    }
+    driven.sort((a, b) => b.s - a.s);
+
+    // The other words, checked per candidate by `_id`, newest candidates first, until the window is full.
+    const found: { id: string; seq: number; score: number }[] = [];
+    let checkedAll = true;
+    let lowest = below;
+    for (let i = 0; i < driven.length; i += 32) {
+      if (found.length >= SEARCH_WINDOW) { checkedAll = false; break; }
+      const slice = driven.slice(i, i + 32);
+      lowest = slice[slice.length - 1]!.s;
+      const checked = await Promise.all(slice.map(async (p) => {
+        const rest = await Promise.all(others.map((t) => this.postings.findOne({ _id: key(inboxId, t, p.m) })));
+        return rest.every(Boolean) ? [p, ...rest as PostingDoc[]] : null;
+      }));
+      for (const hit of checked) {
+        if (!hit) continue;
+        if (found.length >= SEARCH_WINDOW) { checkedAll = false; break; }
+        found.push({ id: hit[0]!.m, seq: hit[0]!.s, score: hit.reduce((sum, m) => sum + score(m.f), 0) });
       }
     }
-    if (skipped > 10_000) this.log.debug({ skipped }, 'search skipped many candidates on labels');
-    const more = items.length > query.limit;
-    return { items: items.slice(0, query.limit), ...(more ? { nextPageToken: encodeToken(page.top, offset) } : {}) };
+    // More may follow when the window filled up, or the buckets read did not reach the oldest; the next
+    // window starts below the last candidate this one holds (or, when none matched, below all it looked at).
+    const full = !checkedAll || !exhausted || found.length >= SEARCH_WINDOW;
+    const next = found.length >= SEARCH_WINDOW || !checkedAll ? Math.min(...found.map((f) => f.seq)) : lowest;
+    found.sort((a, b) => b.score - a.score || b.seq - a.seq);
+    return { ranked: found, full, next };
   }
 }
 

@@ -24,7 +24,7 @@ import { MailLabels } from './mail-labels.js';
 import { MailAuthenticator } from './mail-auth.js';
 import { MailSettingsStore } from './mail-settings.js';
 import { MailDrafts, type DraftView } from './drafts.js';
-import { loadMessages, type SearchHit, type SearchInput } from './mail-search.js';
+import { loadMessages, type MailSearch, type SearchHit, type SearchInput } from './mail-search.js';
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
 
 export type { MessagePage } from './mail-reader.js';
@@ -49,6 +49,8 @@ export class MailService {
   readonly sequence: InboxSequence;
   readonly changes: InboxChanges;
   readonly attachments: AttachmentStore;
+  /** The word index search reads (mail-search.ts); the bench fills it in bulk. */
+  readonly searchIndex: MailSearch;
   readonly lists: MailLists;
   /** Who really sent received mail (SPF, DKIM, DMARC, ARC) and the trusted path between our inboxes. */
   readonly authenticator: MailAuthenticator;
@@ -81,6 +83,7 @@ export class MailService {
     this.sequence = this.store.sequence;
     this.changes = this.store.changes;
     this.attachments = this.store.attachments;
+    this.searchIndex = this.store.search;
     this.delivery = this.outgoing.delivery;
   }
 
