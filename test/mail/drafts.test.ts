@@ -4,6 +4,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { sentIdOf } from '../../server/mail/drafts.js';
 import { eventually, smtpClient } from './mail-support.js';
+import { consoleGet, consolePost, signIn } from '../console/http-client.js';
 
 let server: TestServer;
 beforeAll(async () => { server = await startTestServer({ TRUST_PROXY: 'true' }); });
@@ -159,5 +160,29 @@ describe('approval', () => {
     // Another org's admin sees none of it.
     const stranger = await signUp(server);
     expect((await server.request('POST', `/v0/drafts/${second.body.draftId}/approve`, { key: stranger.platform_key, body: {} })).status).toBe(404);
+  });
+
+  it('the org admin approves and rejects in the console as through the API', async () => {
+    const agent = await signUp(server);
+    const key = agent.identity.rawKey;
+    expect((await server.request('PATCH', '/v0/mail/settings', { key: agent.platform_key, body: { approval: 'always' } })).status).toBe(200);
+    const a = (await server.request('POST', '/v0/messages/send', { key, body: { to: ['ada@example.org'], subject: 'Needs a yes', text: 'Pay 5 USDC' } })).body;
+    const b = (await server.request('POST', '/v0/messages/send', { key, body: { to: ['bob@example.org'], subject: 'Needs a no', text: 'Pay 500 USDC' } })).body;
+    expect([a.status, b.status]).toEqual(['pending_approval', 'pending_approval']);
+
+    const session = await signIn(server, agent.platform_key, { 'x-forwarded-for': '10.99.0.1' });
+    const listed = await consoleGet(server, '/console/drafts', session.cookie);
+    expect(listed.status).toBe(200);
+    expect(listed.text).toContain('Needs a yes');
+    expect(listed.text).toContain('Pay 500 USDC');
+    // A form without the CSRF token changes nothing.
+    expect((await consolePost(server, `/console/drafts/${a.draftId}/approve`, {}, { cookie: session.cookie })).status).toBe(403);
+    const approved = await consolePost(server, `/console/drafts/${a.draftId}/approve`, { _csrf: session.csrf }, { cookie: session.cookie });
+    expect([approved.status, approved.location]).toEqual([303, '/console/drafts?done=approved']);
+    const rejected = await consolePost(server, `/console/drafts/${b.draftId}/reject`, { _csrf: session.csrf, reason: 'Too much' }, { cookie: session.cookie });
+    expect(rejected.status).toBe(303);
+    expect((await server.request('GET', `/v0/drafts/${a.draftId}`, { key })).body.status).toBe('sent');
+    expect((await server.request('GET', `/v0/drafts/${b.draftId}`, { key })).body).toMatchObject({ status: 'rejected', decision: { reason: 'Too much' } });
+    expect((await consoleGet(server, '/console/drafts', session.cookie)).text).toContain('Nothing waits for approval.');
   });
 });
