@@ -6,6 +6,7 @@ import type { PageCache } from './page-cache.js';
 import { BUCKET_SIZE, bucketOf, decodeListCursor, encodeListCursor } from './inbox-sequence.js';
 import type { AttachmentRef } from './attachment-store.js';
 import { LIST_FIELDS, type MailStore } from './mail-store.js';
+import { HIDDEN_LABELS } from './mail-schemas.js';
 
 // What an identity reads of its inbox: the message list (newest first, by position, kept in memory while
 // the inbox is unchanged), one message with its delivery state, its attachments, and the threads. Read-only.
@@ -14,8 +15,6 @@ export type MessagePage = { items: MessageDoc[]; nextPageToken?: string };
 
 const THREAD_MESSAGE_CAP = 1000;
 
-/** Labels that keep a message out of default lists, threads and unread: read only by asking for the label. */
-export const HIDDEN_LABELS = ['blocked', 'unauthenticated'] as const;
 
 export class MailReader {
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */

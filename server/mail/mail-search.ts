@@ -6,8 +6,7 @@ import { findByIds } from '../platform/find-by-ids.js';
 import type { Logger } from '../platform/logger.js';
 import { limitParam } from '../platform/pagination.js';
 import type { MessageDoc } from './message-model.js';
-import { HIDDEN_LABELS } from './mail-reader.js';
-import { label } from './mail-schemas.js';
+import { HIDDEN_LABELS, label } from './mail-schemas.js';
 
 // Search over an inbox's subject, body, sender and recipients, with a word index kept inside the database
 // (FerretDB has no text index; the same collection works on MongoDB). Every stored message adds one
@@ -25,8 +24,12 @@ import { label } from './mail-schemas.js';
 export const SEARCH_BUCKET = 64;
 /** At most this many of the newest matches are ranked (documented: a query as common as "the" ranks its newest). */
 export const SEARCH_WINDOW = 100;
-/** A word with fewer postings than this in the newest bucket is read whole rather than bucket by bucket. */
-const DENSE = 2;
+/** Positions per coarse bucket: a word of middling frequency is read this many positions at a time. */
+export const SEARCH_COARSE = 1024;
+/** In the newest fine bucket at least this many postings: a dense word, read fine bucket by fine bucket. */
+const DENSE = 24;
+/** In the newest coarse bucket fewer than this: a rare word, read whole. */
+const RARE = 6;
 /** A rare word's postings read at most (a word rare in new mail but common in old reads this many). */
 const RARE_CAP = 20_000;
 const MAX_WORDS_PER_MESSAGE = 400;
@@ -34,7 +37,7 @@ const MAX_TEXT_CHARS = 50_000;
 
 const FIELD = { subject: 4, people: 2, body: 1 } as const;
 
-interface PostingDoc { _id: string; iw: string; iwb: string; m: string; s: number; t: number; f: number }
+interface PostingDoc { _id: string; iw: string; iwb: string; iwc: string; m: string; s: number; t: number; f: number }
 
 /** Lower-cased words of 1 to 40 letters or digits (addresses whole, and their domains). */
 export function wordsOf(text: string): string[] {
@@ -114,7 +117,7 @@ export class MailSearch {
 
   /** The indexes queries rely on (an equality each), created once per process before first use; idempotent. */
   ensureIndexes(): Promise<void> {
-    this.ready ??= Promise.all([this.postings.createIndex({ iwb: 1 }), this.postings.createIndex({ iw: 1 })]).then(() => {}, (err) => {
+    this.ready ??= Promise.all([this.postings.createIndex({ iwb: 1 }), this.postings.createIndex({ iwc: 1 }), this.postings.createIndex({ iw: 1 })]).then(() => {}, (err) => {
       this.ready = undefined;
       this.log.warn({ err }, 'search indexes not created; retried on next use');
     });
@@ -127,6 +130,7 @@ export class MailSearch {
     const bucket = Math.floor(seq / SEARCH_BUCKET);
     return [...indexWordsOf(message)].map(([word, mask]) => ({
       _id: key(message.inboxId, word, message._id), iw: key(message.inboxId, word), iwb: key(message.inboxId, word, bucket),
+      iwc: key(message.inboxId, word, `c${Math.floor(seq / SEARCH_COARSE)}`),
       m: message._id, s: seq, t: message.createdAt.getTime(), f: mask,
     }));
   }
@@ -197,29 +201,43 @@ export class MailSearch {
   /** The newest SEARCH_WINDOW messages below `below` holding every term, ranked; `full` when more may follow. */
   private async window(inboxId: string, terms: string[], below: number, after: number, before: number) {
     const topBucket = Math.floor((below - 1) / SEARCH_BUCKET);
+    const topCoarse = Math.floor((below - 1) / SEARCH_COARSE);
     const inWindow = (p: PostingDoc) => p.s < below && p.t >= after && p.t < before;
-    const bucketOf = (term: string, bucket: number) => this.postings.find({ iwb: key(inboxId, term, bucket) }).toArray();
-    // The driving word: the one with fewest postings in the newest bucket.
-    const newest = await Promise.all(terms.map((t) => bucketOf(t, topBucket)));
+    const fine = (term: string, bucket: number) => this.postings.find({ iwb: key(inboxId, term, bucket) }).toArray();
+    const coarse = (term: string, bucket: number) => this.postings.find({ iwc: key(inboxId, term, `c${bucket}`) }).toArray();
+    // The driving word: the one with fewest postings in the newest fine bucket.
+    const newest = await Promise.all(terms.map((t) => fine(t, topBucket)));
     const d = newest.reduce((best, list, i) => (list.length < newest[best]!.length ? i : best), 0);
     const driver = terms[d]!;
     const others = terms.filter((_, i) => i !== d);
+    const wanted = SEARCH_WINDOW * (others.length ? 2 : 1) + 1;
 
     const driven: PostingDoc[] = [];
     let exhausted = true;
-    if (newest[d]!.length >= DENSE) {
-      // Common: bucket by bucket from the newest, 1, 2, 4, ... at once, until the window could be full.
-      driven.push(...newest[d]!.filter(inWindow));
-      let next = topBucket - 1;
-      for (let width = 1; next >= 0 && driven.length < SEARCH_WINDOW * (others.length ? 2 : 1) + 1; width = Math.min(width * 2, 16)) {
+    /** Reads buckets from `first` down, 1, 2, 4, ... at once, until the window could be full. */
+    const walk = async (first: number, read: (b: number) => Promise<PostingDoc[]>) => {
+      let next = first;
+      for (let width = 1; next >= 0 && driven.length < wanted; width = Math.min(width * 2, 16)) {
         const batch = Array.from({ length: Math.min(width, next + 1) }, (_, i) => next - i);
         next -= batch.length;
-        for (const list of await Promise.all(batch.map((b) => bucketOf(driver, b)))) driven.push(...list.filter(inWindow));
+        for (const list of await Promise.all(batch.map(read))) driven.push(...list.filter(inWindow));
       }
       exhausted = next < 0;
+    };
+    if (newest[d]!.length >= DENSE) {
+      // Dense: fine bucket by fine bucket from the newest (a few dozen postings each).
+      driven.push(...newest[d]!.filter(inWindow));
+      await walk(topBucket - 1, (b) => fine(driver, b));
     } else {
-      // Rare among new mail: every posting of the word at once.
-      driven.push(...(await this.postings.find({ iw: key(inboxId, driver) }).limit(RARE_CAP).toArray()).filter(inWindow));
+      const top = await coarse(driver, topCoarse);
+      if (top.length >= RARE) {
+        // Middling: coarse bucket by coarse bucket, so a word in one message of ten takes a query or two.
+        driven.push(...top.filter(inWindow));
+        await walk(topCoarse - 1, (b) => coarse(driver, b));
+      } else {
+        // Rare: every posting of the word at once.
+        driven.push(...(await this.postings.find({ iw: key(inboxId, driver) }).limit(RARE_CAP).toArray()).filter(inWindow));
+      }
     }
     driven.sort((a, b) => b.s - a.s);
 
