@@ -107,6 +107,32 @@ describe('the backend MCP server', () => {
     await mcp.close();
   });
 
+  it('drafts and search through the tools: a draft sent once, an approval-held send said plainly, results in untrusted blocks', async () => {
+    const agent = await signUp(server);
+    const mcp = await connect(agent.identity.rawKey);
+    const draft = await call(mcp, 'mail_create_draft', { to: ['ada@example.org'], subject: 'Numbers', text: 'Q3: 42' });
+    expect(draft).toMatchObject({ status: 'draft', subject: 'Numbers' });
+    expect(await call(mcp, 'mail_update_draft', { draftId: draft.draftId, text: 'Q3: 43' })).toMatchObject({ text: 'Q3: 43' });
+    const sent = await call(mcp, 'mail_send_draft', { draftId: draft.draftId });
+    expect(sent).toMatchObject({ status: 'sent', message: { subject: 'Numbers' } });
+    expect((await call(mcp, 'mail_send_draft', { draftId: draft.draftId })).message.messageId).toBe(sent.message.messageId);
+    expect((await call(mcp, 'mail_list_drafts', { status: 'sent' })).count).toBe(1);
+
+    await server.request('PATCH', '/v0/mail/settings', { key: agent.platform_key, body: { approval: 'always' } });
+    const held = await call(mcp, 'mail_send', { to: ['bob@example.org'], subject: 'Pay', text: 'Pay 5 USDC' });
+    expect(held).toMatchObject({ status: 'pending_approval', note: expect.stringContaining('Not sent yet') });
+    expect((await mcp.listTools()).tools.map((t) => t.name).filter((n) => /approve|reject/.test(n))).toEqual([]);
+
+    const human = smtpClient(server);
+    await human.sendMail({ from: 'ada@example.org', to: agent.identity.emailAddress, subject: 'Invoice 7', text: 'Please pay invoice 7.' });
+    human.close();
+    const found = await call(mcp, 'mail_search', { q: 'invoice' });
+    expect(found.count).toBe(1);
+    expect(found.messages[0].subject).toMatch(/^<<<UNTRUSTED EMAIL SUBJECT [0-9a-f]{12}: .*>>>\nInvoice 7\n<<<END UNTRUSTED EMAIL SUBJECT [0-9a-f]{12}>>>$/);
+    expect(found.messages[0].score).toBe(5);
+    await mcp.close();
+  });
+
   it('answers tool errors in the API error shape', async () => {
     const agent = await signUp(server);
     const mcp = await connect(agent.identity.rawKey);
