@@ -130,9 +130,11 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
   const formPages = [CONSOLE_PREFIX, '/dev/mail'];
   const under = (paths: string[], path: string) => paths.some((p) => path === p || path.startsWith(`${p}/`));
   koa.use((ctx, next) => (under(formPages, ctx.path) ? next() : under(mailPaths, ctx.path) ? mailJson(ctx, next) : json(ctx, next)));
-  // Idempotency-Key on every POST with an API key (MCP's JSON-RPC and the form pages aside): once per key.
+  // Idempotency-Key on every POST with an API key: once per key. Not on MCP's JSON-RPC, the form pages, or
+  // the standard x402 facilitator API, whose answers (409 included) are the x402 standard's and whose
+  // settle is once per payment already.
   koa.use(idempotency(app.db.collection(IDEMPOTENCY_COLLECTION) as unknown as IdempotencyKeys, log, {
-    except: (path) => under(['/mcp', ...formPages], path),
+    except: (path) => under(['/mcp', '/v0/x402', ...formPages], path),
   }));
   for (const router of appRouters(app, extension)) {
     koa.use(router.routes());

@@ -83,8 +83,8 @@ function responses(op: Operation): Record<string, JsonSchema> {
   return out;
 }
 
-/** Every POST with an API key takes `Idempotency-Key` (server/platform/idempotency.ts); MCP's JSON-RPC does not. */
-const takesIdempotencyKey = (op: Operation) => op.method === 'post' && op.auth !== 'none' && !op.path.startsWith('/mcp');
+/** Every POST with an API key takes `Idempotency-Key` (server/platform/idempotency.ts); MCP's JSON-RPC and the standard x402 API do not (app.ts). */
+const takesIdempotencyKey = (op: Operation) => op.method === 'post' && op.auth !== 'none' && !op.path.startsWith('/mcp') && !op.path.startsWith('/v0/x402/');
 
 const IDEMPOTENCY_KEY_PARAMETER: JsonSchema = {
   name: 'Idempotency-Key', in: 'header', required: false,
