@@ -14,7 +14,13 @@
  *
  *   npx tsx bench/mail.ts      (BENCH_MAIL_INBOUND=600 messages, BENCH_MAIL_INBOX=100000, BENCH_MAIL_PAGES=5)
  *
+ * (3) search (GET /v0/messages/search) over the same inbox, through the word index kept in the database
+ * (server/mail/mail-search.ts): a rare word, a word in 100 messages, a word in 10,000, two words, a sender.
+ * Received mail is authenticated against a DNS server on loopback (test/support/dns-server.ts) publishing
+ * SPF for the sending domain, as the tests do.
+ *
  * Prints: mail page p50 on <inbox size> messages: first <n> ms, deep <m> ms
+ *         mail search p50 on <inbox size> messages: <n> ms (rare <a>, 100 <b>, 10,000 <c>, two words <d>, sender <e>)
  */
 import { randomBytes } from 'node:crypto';
 import nodemailer from 'nodemailer';
@@ -24,6 +30,7 @@ import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 import { bucketOf, claimId, encodeListCursor, listPosition } from '../server/mail/inbox-sequence.js';
 import { sortKeyOf } from '../server/platform/pagination.js';
+import { startTestDns } from '../test/support/dns-server.js';
 
 const INBOUND = Number(process.env.BENCH_MAIL_INBOUND ?? 600);
 const INBOX = Number(process.env.BENCH_MAIL_INBOX ?? 100_000);
@@ -33,12 +40,14 @@ const pct = (values: number[], p: number) => [...values].sort((a, b) => a - b)[M
 
 async function main() {
   const mongo = await provideMongoServer();
+  const dns = await startTestDns();
   const port = await freePort();
   const server = await startServer(loadConfig({
     // An access line per request on stdout would bury the results (LOG_LEVEL=info to watch them).
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
     MAIL_DOMAIN: 'bench.test', DID_DOMAIN: `127.0.0.1%3A${port}`, SMTP_PORT: '0',
     MASTER_KEY: randomBytes(32).toString('hex'), MONGODB_URI: mongo.uri, MONGODB_DB: `bench_${randomBytes(4).toString('hex')}`,
+    MAIL_DNS_SERVERS: dns.server,
   }));
   const signup = await (await fetch(`${server.url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json() as any;
   const { rawKey: key, emailAddress: inbox, identityId } = signup.identity;
@@ -67,13 +76,19 @@ async function main() {
       return {
         _id, messageId: `<b${i}@example.org>`, identityId, inboxId: inbox,
         threadId: `thd_${i.toString(16).padStart(16, '0')}`, direction: 'received', from: ['a@example.org'], to: [inbox], cc: [], bcc: [], replyTo: [],
-        subject: `filler ${i}`, text: 'filler', extractedText: 'filler', references: [], labels: ['received', i % 3 ? 'read' : 'unread'],
+        // Words in 1 (a needle every 10,000), 100 (w<n>), 10,000 (topic<n>) and all (filler) of the messages.
+        subject: `filler ${i} topic${i % 10} w${i % 1000}`, text: `filler${i % 10_000 === 7 ? ' needle' : ''}`, extractedText: 'filler', references: [],
+        labels: ['received', i % 3 ? 'read' : 'unread'], authentication: { spf: { result: 'pass', domain: 'example.org' }, dkim: { result: 'none', domain: null }, dmarc: { result: 'none', domain: 'example.org' }, arc: { result: 'none', domain: null }, verified: true },
         createdAt, sortKey: sortKeyOf(createdAt, _id), ...listPosition(inbox, firstSeq + i),
       };
     });
     // Each message with its claimed position, as MailService stores them (server/mail/inbox-sequence.ts).
     await claims.insertMany(batch.map((m) => ({ _id: claimId(inbox, m.listSeq), messageId: m._id, at: m.createdAt })) as never[], { ordered: false });
     await messages.collection.insertMany(batch as never[], { ordered: false });
+    // Their search index, as MailService writes it for each stored message, in bulk.
+    const index = batch.map((m) => server.app.mail.searchIndex.documentsFor(m as never));
+    await server.app.mail.searchIndex.ensureIndexes();
+    await server.app.mail.searchIndex.postings.insertMany(index.flat(), { ordered: false });
     log(`  inbox filled: ${Math.min(offset + 5000, INBOX)} of ${INBOX}`);
   }
   log(`inbox: ${await messages.countDocuments({ inboxId: inbox })} messages`);
@@ -107,9 +122,29 @@ async function main() {
   }
   log(`mail page p50 on ${INBOX} messages: first ${medians['first page']!.toFixed(0)} ms, deep ${medians['page 201 (10,000 deep)']!.toFixed(0)} ms`);
 
+  // 3. Search: each query read afresh (search keeps nothing in memory), 20 results.
+  const searches = [['rare', 'needle'], ['100', 'w123'], ['10,000', 'topic3'], ['two words', 'topic3 w123'], ['sender', 'a@example.org']] as const;
+  const searchMedians: Record<string, number> = {};
+  const all: number[] = [];
+  for (const [name, q] of searches) {
+    const times: number[] = [];
+    for (let i = 0; i < PAGES; i++) {
+      const t = performance.now();
+      const res = await fetch(`${server.url}/v0/messages/search?q=${encodeURIComponent(q)}&limit=20`, { headers: { authorization: `Bearer ${key}` } });
+      const body = await res.json() as any;
+      if (res.status !== 200 || body.count === 0) throw new Error(`unexpected search answer: ${res.status} ${JSON.stringify(body).slice(0, 200)}`);
+      times.push(performance.now() - t);
+    }
+    all.push(...times);
+    searchMedians[name] = pct(times, 0.5);
+    log(`GET /v0/messages/search?q=${q}: median ${pct(times, 0.5).toFixed(1)} ms, p95 ${pct(times, 0.95).toFixed(1)} ms (${PAGES} requests)`);
+  }
+  log(`mail search p50 on ${INBOX} messages: ${pct(all, 0.5).toFixed(0)} ms (${searches.map(([name]) => `${name} ${searchMedians[name]!.toFixed(0)}`).join(', ')})`);
+
   await server.close();
   await server.app.db.dropDatabase().catch(() => {});
   await mongo.stop();
+  await dns.close();
 }
 
 main().catch((err) => { console.error(err); process.exit(1); });

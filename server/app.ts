@@ -18,6 +18,9 @@ import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
 import { messageRoutes, threadRoutes } from './mail/routes.js';
 import { mailListRoutes } from './mail/list-routes.js';
+import { mailSettingsRoutes } from './mail/settings-routes.js';
+import { draftRoutes } from './mail/draft-routes.js';
+import { IDEMPOTENCY_COLLECTION, idempotency, type IdempotencyKeys } from './platform/idempotency.js';
 import { eventStreamRoutes } from './mail/event-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { vaultRoutes } from './vault/routes.js';
@@ -50,6 +53,8 @@ export const ROUTES: RouteFactory[] = [
   messageRoutes,
   threadRoutes,
   mailListRoutes,
+  mailSettingsRoutes,
+  draftRoutes,
   eventStreamRoutes,
   vaultRoutes,
   didDocumentRoutes,
@@ -130,6 +135,12 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
   const formPages = [CONSOLE_PREFIX, '/dev/mail'];
   const under = (paths: string[], path: string) => paths.some((p) => path === p || path.startsWith(`${p}/`));
   koa.use((ctx, next) => (under(formPages, ctx.path) ? next() : under(mailPaths, ctx.path) ? mailJson(ctx, next) : json(ctx, next)));
+  // Idempotency-Key on every POST with an API key: once per key. Not on MCP's JSON-RPC, the form pages, or
+  // the standard x402 facilitator API, whose answers (409 included) are the x402 standard's and whose
+  // settle is once per payment already.
+  koa.use(idempotency(app.db.collection(IDEMPOTENCY_COLLECTION) as unknown as IdempotencyKeys, log, {
+    except: (path) => under(['/mcp', '/v0/x402', ...formPages], path),
+  }));
   for (const router of appRouters(app, extension)) {
     koa.use(router.routes());
     // A method no route implements (TRACE, PROPFIND, …) is the client's mistake, not ours: 405, not 501.

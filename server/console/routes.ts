@@ -15,6 +15,7 @@ import { paymentPages, type PaymentPageDeps } from './payment-pages.js';
 import { endpointPages, type EndpointPageDeps } from './endpoint-pages.js';
 import { keyPages, type KeyPageDeps } from './key-pages.js';
 import { webhookPages, type WebhookPageDeps } from './webhook-pages.js';
+import { draftPages, type DraftPageDeps } from './draft-pages.js';
 import { offsetOf } from './views/pager.js';
 import { activityQuery } from './schemas.js';
 import { activityPage } from './views/activity.js';
@@ -29,7 +30,7 @@ const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
 const ACTIVITY_PAGE_SIZE = 50;
 
 /** What the console's own routes use (its sessions live in `db`), and what each group of pages does. */
-export type ConsoleDeps = SignInDeps & PaymentPageDeps & WebhookPageDeps & EndpointPageDeps & KeyPageDeps & {
+export type ConsoleDeps = SignInDeps & PaymentPageDeps & WebhookPageDeps & EndpointPageDeps & KeyPageDeps & DraftPageDeps & {
   db: Connection;
   config: Pick<Config, 'MAX_BODY_BYTES'>;
   log: Logger;
@@ -64,6 +65,7 @@ export function consoleRoutes(deps: ConsoleDeps): Router {
   webhookPages(router, deps, guards);
   endpointPages(router, deps, guards);
   keyPages(router, deps, sessions, guards);
+  draftPages(router, deps, guards);
 
   router.get('/activity', guards.session, async (ctx) => {
     const { page } = parseInput(activityQuery, ctx.query, 'query');

@@ -6,6 +6,7 @@ import type { Config } from '../platform/config.js';
 import type { JobRun } from '../platform/jobs.js';
 import type { Delivery, OutboundDoc, RecipientResult } from './message-model.js';
 import type { AttachmentStore } from './attachment-store.js';
+import type { MailAuthenticator } from './mail-auth.js';
 
 export const DELIVER_JOB = 'mail.deliver';
 /** After a temporary failure (4xx reply, relay unreachable): retry after 1 s, 10 s, 1 min, 5 min, 30 min, 3 h. */
@@ -32,6 +33,7 @@ export class MailDelivery {
   private dkimKey: string | undefined;
 
   constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config, private readonly store: AttachmentStore,
+    private readonly authenticator: MailAuthenticator,
     private readonly events?: ServiceEvents,
     /** Told every recipient whose outcome is settled, after each recorded attempt (it may hear one twice). */
     private readonly onSettled?: (id: string, settled: RecipientResult[]) => Promise<void>) {
@@ -71,15 +73,17 @@ export class MailDelivery {
     const settle = (addresses: string[], outcome: (address: string) => Omit<RecipientResult, 'address'> | undefined) => {
       for (const r of recipients) if (addresses.includes(r.address)) Object.assign(r, outcome(r.address) ?? {});
     };
-    const attempt = async (addresses: string[], transport: () => Transporter) => {
+    const attempt = async (addresses: string[], transport: () => Transporter, bytes = raw) => {
       if (!addresses.length) return;
-      const outcome = await this.sendOver(transport(), message.from, addresses, raw);
+      const outcome = await this.sendOver(transport(), message.from, addresses, bytes);
       settle(addresses, (a) => outcome.get(a));
       const stillPending = addresses.filter((a) => !outcome.has(a));
       if (stillPending.length) temporary = outcome.temporary;
     };
 
-    await attempt(local, () => nodemailer.createTransport({ ...this.localListener(), secure: false, ignoreTLS: true, name: this.config.MAIL_DOMAIN }));
+    // Our own inboxes get the trusted path's stamp: verified by construction, no DNS involved.
+    await attempt(local, () => nodemailer.createTransport({ ...this.localListener(), secure: false, ignoreTLS: true, name: this.config.MAIL_DOMAIN }),
+      local.length ? this.authenticator.stampInternal(raw, message.from) : raw);
     if (remote.length && !this.config.SMTP_RELAY_URL) {
       settle(remote, () => ({ status: 'failed', error: 'No SMTP relay is configured for other domains (SMTP_RELAY_URL)' }));
     } else {

@@ -9,6 +9,8 @@ import type { DeliveryReport } from './delivery-report.js';
 import type { MailLists } from './mail-lists.js';
 import type { MailEventLog } from './mail-events.js';
 import { presentMessage } from './present.js';
+import type { Authentication } from './mail-auth.js';
+import type { MailSettingsStore } from './mail-settings.js';
 import { LIST_FIELDS, logSubject, unique, type MailStore } from './mail-store.js';
 
 // Mail that arrives for a local inbox over SMTP (smtp-listener.ts parses it, inbound.ts reads it): stored
@@ -31,16 +33,23 @@ export interface InboundMail {
   attachments: AttachmentContent[];
   /** Set when the message is a delivery status notification reporting failed recipients (a bounce). */
   deliveryReport?: DeliveryReport;
+  /** Who really sent it (mail-auth.ts); absent only for mail stored by a path that checks nothing. */
+  authentication?: Authentication;
+  /** The sender's org, for mail over the trusted path from another inbox of this server. */
+  senderOrgId?: string;
 }
 
 /** A delivery report about a message this inbox sent, and the failures it reports for that message's recipients. */
 interface Bounce { original: MessageDoc; failed: DeliveryReport['failed'] }
 
-/** A delivery report about a message this inbox sent, and the failures it reports for that message's recipients. */
-interface Bounce { original: MessageDoc; failed: DeliveryReport['failed'] }
+/** The verdict of mail that reached receive() without being checked: nothing is known, so nothing is verified. */
+const UNCHECKED: Authentication = {
+  spf: { result: 'none', domain: null }, dkim: { result: 'none', domain: null }, dmarc: { result: 'none', domain: null }, arc: { result: 'none', domain: null }, verified: false,
+};
 
 export class IncomingMail {
-  constructor(private readonly store: MailStore, private readonly lists: MailLists, private readonly logs: ActivityLog, private readonly events: MailEventLog) {}
+  constructor(private readonly store: MailStore, private readonly lists: MailLists, private readonly settings: MailSettingsStore,
+    private readonly logs: ActivityLog, private readonly events: MailEventLog) {}
 
   /**
    * The message this inbox sent that a delivery status notification reports on, and the failures it
@@ -74,13 +83,19 @@ export class IncomingMail {
   }
 
   /** Stores a message that arrived over SMTP for one local inbox; a redelivery of the same id is a no-op. */
-  async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean }> {
+  async receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean; unauthenticated: boolean }> {
     const inboxId = identity.emailAddress;
-    // Mail from a blocked sender (or from outside a non-empty allow list) is kept, but out of sight: labelled
-    // `blocked` instead of `unread`, left out of default lists and threads, announced to nobody.
-    const policy = await this.lists.policyFor(identity);
-    const refusal = (mail.from.length ? mail.from : ['']).map((a) => policy.refusesFrom(a)).find((why) => why !== null) ?? null;
+    // Who really sent it: mail nobody checked is treated as unverified.
+    const authentication = mail.authentication ?? UNCHECKED;
+    const verified = authentication.verified;
+    // Unverified mail is kept, but out of sight under `unauthenticated` (unless the identity or its org
+    // admits it); mail from a blocked sender, or from outside a non-empty allow list, under `blocked`.
+    // Either is left out of default lists, threads and unread, and announced only to who asks for it.
+    const [policy, settings] = await Promise.all([this.lists.policyFor(identity), this.settings.effective(identity)]);
+    const refusal = (mail.from.length ? mail.from : ['']).map((a) => policy.refusesFrom(a, verified)).find((why) => why !== null) ?? null;
     const blocked = refusal !== null;
+    const unauthenticated = !verified && !settings.admitUnverified;
+    const hidden = blocked || unauthenticated;
     // A bounce joins the thread of the message that bounced, so the conversation shows why it stopped.
     const bounce = mail.deliveryReport ? await this.bounceOf(identity, mail) : undefined;
     const bouncedThread = bounce?.original.threadId;
@@ -93,27 +108,34 @@ export class IncomingMail {
       _id: id, messageId: mail.messageId, identityId: identity._id, inboxId, threadId, direction: 'received',
       from: mail.from, to: mail.to, cc: mail.cc, bcc: [], replyTo: mail.replyTo, subject: mail.subject, text: mail.text,
       html: mail.html, extractedText: mail.extractedText, inReplyTo: mail.inReplyTo, references: mail.references,
-      labels: [...(blocked ? ['received', 'blocked'] : ['received', 'unread']), ...(bouncedThread ? ['bounce'] : [])],
+      labels: ['received', ...(hidden ? [] : ['unread']), ...(blocked ? ['blocked'] : []), ...(unauthenticated ? ['unauthenticated'] : []), ...(bouncedThread ? ['bounce'] : [])],
       ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
+      authentication, ...(mail.senderOrgId ? { senderOrgId: mail.senderOrgId } : {}),
     };
     try {
       await this.store.messages.create(stored);
     } catch (err) {
-      if (isDuplicateKey(err)) return { stored: false, threadId, blocked };
+      if (isDuplicateKey(err)) return { stored: false, threadId, blocked, unauthenticated };
       throw err;
     }
     await this.store.noteChange(inboxId);
-    if (!blocked) await this.store.touchThread(identity, threadId, mail.subject, createdAt);
+    await this.store.search.index(stored);
+    if (!hidden) await this.store.touchThread(identity, threadId, mail.subject, createdAt);
+    const verdict = `spf ${authentication.spf.result}, dkim ${authentication.dkim.result}, dmarc ${authentication.dmarc.result}`;
     this.logs.recordSoon(blocked ? {
       orgId: identity.orgId, identityId: identity._id, action: 'mail.received_blocked', category: 'mail', severity: 'warning',
       description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}, blocked: ${refusal}`, targetType: 'message', targetId: id,
+    } : unauthenticated ? {
+      orgId: identity.orgId, identityId: identity._id, action: 'mail.received_unauthenticated', category: 'mail', severity: 'warning',
+      description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" claiming to be from ${mail.from}, not verified (${verdict})`, targetType: 'message', targetId: id,
     } : {
       orgId: identity.orgId, identityId: identity._id, action: 'mail.received', category: 'mail',
       description: `${identity.emailAddress} received "${mail.subject.slice(0, 80)}" from ${mail.from}`, targetType: 'message', targetId: id,
     });
-    await this.events.emit(identity, blocked ? 'message.received.blocked' : 'message.received', { message: presentMessage(stored) });
+    const event = blocked ? 'message.received.blocked' : unauthenticated ? 'message.received.unauthenticated' : 'message.received';
+    await this.events.emit(identity, event, { message: presentMessage(stored) });
     if (bounce) await this.announceBounce(identity, mail, bounce);
-    return { stored: true, threadId, blocked };
+    return { stored: true, threadId, blocked, unauthenticated };
   }
 
   /** A reply joins the thread of the newest message in this inbox that it names. */

@@ -18,7 +18,7 @@ export const presentListEntry = (e: ListEntry) => ({ kind: e.kind, entry: e.entr
  * Whose lists a request reads or edits: an identity key its identity's (reading needs mail:read, editing
  * mail:manage; it also sees its org's lists, read-only), the org's platform key the org-wide lists.
  */
-function ownerOf(scope: Scope) {
+export function ownerOf(scope: Scope) {
   return async (ctx: Context, next: Next) => {
     const principal = principalOf(ctx);
     if (principal.tier === 'identity') {
@@ -33,7 +33,7 @@ function ownerOf(scope: Scope) {
   };
 }
 
-const owner = (ctx: Context) => ctx.state.listOwner as ListOwner;
+export const owner = (ctx: Context) => ctx.state.listOwner as ListOwner;
 
 /** `/v0/mail/lists`: receive-allow, receive-block, send-allow and send-block, per identity and per org. */
 export function mailListRoutes({ keys, identities, mail }: MailRouteDeps): Router {

@@ -5,10 +5,10 @@ import { isDuplicateKey } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { claimId, InboxSequence, type ClaimDoc } from './inbox-sequence.js';
 
-export const MAIL_EVENT_TYPES = ['message.received', 'message.sent', 'message.delivered', 'message.bounced', 'message.received.blocked'] as const;
+export const MAIL_EVENT_TYPES = ['message.received', 'message.sent', 'message.delivered', 'message.bounced', 'message.received.blocked', 'message.received.unauthenticated', 'draft.approved', 'draft.rejected'] as const;
 export type MailEventType = (typeof MAIL_EVENT_TYPES)[number];
-/** What a stream or webhook gets when it names no events: everything but blocked mail, which stays silent. */
-export const DEFAULT_MAIL_EVENTS: readonly MailEventType[] = MAIL_EVENT_TYPES.filter((t) => t !== 'message.received.blocked');
+/** What a stream or webhook gets when it names no events: everything but blocked and unverified mail, which stay silent. */
+export const DEFAULT_MAIL_EVENTS: readonly MailEventType[] = MAIL_EVENT_TYPES.filter((t) => t !== 'message.received.blocked' && t !== 'message.received.unauthenticated');
 
 /** How long events stay readable for a stream resuming with Last-Event-ID. */
 const RETAIN_MS = 7 * 24 * 3600_000;

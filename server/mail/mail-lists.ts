@@ -62,23 +62,29 @@ export class MailPolicy {
 
   private of(kind: ListKind) { return this.entries.filter((e) => e.kind === kind); }
 
-  /** Why mail from `address` is refused (a block entry, or a non-empty allow list it is not on), or null. */
-  refusesFrom(address: string): string | null {
-    return this.verdict('receive', address);
+  /**
+   * Why mail from `address` is refused (a block entry, or a non-empty allow list it is not on), or null.
+   * An allow entry admits only a verified sender: a From header anyone can write admits nobody.
+   */
+  refusesFrom(address: string, verified: boolean): string | null {
+    return this.verdict('receive', address, verified);
   }
 
   /** Why sending to `address` is refused, or null. */
   refusesTo(address: string): string | null {
-    return this.verdict('send', address);
+    return this.verdict('send', address, true);
   }
 
-  private verdict(direction: 'receive' | 'send', address: string): string | null {
+  private verdict(direction: 'receive' | 'send', address: string, verified: boolean): string | null {
     const blocked = this.of(`${direction}-block`).find((e) => covers(e.entry, address));
     if (blocked) return `${address} is on the ${blocked.scope === 'org' ? "org's" : "identity's"} ${direction}-block list (entry ${blocked.entry})`;
     // Each scope's allow list applies on its own: an identity's own allow entries cannot widen its org's.
     for (const scope of ['org', 'identity'] as const) {
       const allow = this.of(`${direction}-allow`).filter((e) => e.scope === scope);
-      if (allow.length && !allow.some((e) => covers(e.entry, address))) return `${address} is not on the ${scope === 'org' ? "org's" : "identity's"} ${direction}-allow list`;
+      if (!allow.length) continue;
+      const listed = allow.some((e) => covers(e.entry, address));
+      if (!listed) return `${address} is not on the ${scope === 'org' ? "org's" : "identity's"} ${direction}-allow list`;
+      if (!verified) return `${address} is on the ${scope === 'org' ? "org's" : "identity's"} ${direction}-allow list, but the mail is not verified as coming from it`;
     }
     return null;
   }

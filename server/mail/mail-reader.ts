@@ -6,6 +6,7 @@ import type { PageCache } from './page-cache.js';
 import { BUCKET_SIZE, bucketOf, decodeListCursor, encodeListCursor } from './inbox-sequence.js';
 import type { AttachmentRef } from './attachment-store.js';
 import { LIST_FIELDS, type MailStore } from './mail-store.js';
+import { HIDDEN_LABELS } from './mail-schemas.js';
 
 // What an identity reads of its inbox: the message list (newest first, by position, kept in memory while
 // the inbox is unchanged), one message with its delivery state, its attachments, and the threads. Read-only.
@@ -13,6 +14,7 @@ import { LIST_FIELDS, type MailStore } from './mail-store.js';
 export type MessagePage = { items: MessageDoc[]; nextPageToken?: string };
 
 const THREAD_MESSAGE_CAP = 1000;
+
 
 export class MailReader {
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see listMessages). */
@@ -35,14 +37,15 @@ export class MailReader {
 
   private async readPage(inboxId: string, below: number | undefined, query: { limit: number; labels?: string[] }): Promise<MessagePage> {
     const top = below !== undefined ? below - 1 : await this.store.sequence.top(inboxId);
-    // Blocked mail shows only to a list that asks for it by label.
-    const showBlocked = query.labels?.includes('blocked') ?? false;
+    // Blocked and unverified mail shows only to a list that asks for it by label.
+    const shown = HIDDEN_LABELS.filter((l) => query.labels?.includes(l));
+    const visible = (m: MessageDoc) => !m.labels.some((l) => (HIDDEN_LABELS as readonly string[]).includes(l)) || m.labels.some((l) => (shown as string[]).includes(l));
     const rows: MessageDoc[] = [];
     for (let bucket = Math.floor(top / BUCKET_SIZE); bucket >= 0 && rows.length <= query.limit; bucket--) {
       const filter: Record<string, unknown> = { listBucket: bucketOf(inboxId, bucket * BUCKET_SIZE) };
       if (query.labels?.length) filter.labels = { $all: query.labels };
       const found = await this.store.messages.find(filter, LIST_FIELDS).lean();
-      rows.push(...found.filter((m) => m.inboxId === inboxId && (m.listSeq ?? 0) <= top && (showBlocked || !m.labels.includes('blocked')))
+      rows.push(...found.filter((m) => m.inboxId === inboxId && (m.listSeq ?? 0) <= top && visible(m))
         .sort((a, b) => b.listSeq! - a.listSeq!));
     }
     const items = rows.slice(0, query.limit);
@@ -75,7 +78,7 @@ export class MailReader {
       .sort({ sortKey: -1 }).limit(query.limit + 1).lean();
     const page = pageOf(rows, query.limit, (row) => ({ at: row.updatedAt, id: row._id }));
     const counts = await this.store.messages.aggregate<{ _id: string; n: number }>([
-      { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) }, labels: { $ne: 'blocked' } } },
+      { $match: { inboxId, threadId: { $in: page.items.map((t) => t._id) }, labels: { $nin: [...HIDDEN_LABELS] } } },
       { $group: { _id: '$threadId', n: { $sum: 1 } } },
     ]);
     const countOf = new Map(counts.map((c) => [c._id, c.n]));
@@ -86,7 +89,7 @@ export class MailReader {
     const { emailAddress: inboxId } = await this.store.inboxOf(identityId);
     const thread = await this.store.threads.findOne({ _id: threadId, inboxId }).lean();
     if (!thread) throw notFound('Thread not found');
-    const visible = { threadId, inboxId, labels: { $ne: 'blocked' } };
+    const visible = { threadId, inboxId, labels: { $nin: [...HIDDEN_LABELS] } };
     const messages = await this.store.messages.find(visible, LIST_FIELDS)
       .sort({ createdAt: 1, _id: 1 }).limit(THREAD_MESSAGE_CAP).lean();
     const messageCount = messages.length < THREAD_MESSAGE_CAP ? messages.length : await this.store.messages.countDocuments(visible);

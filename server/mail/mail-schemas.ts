@@ -4,6 +4,9 @@ import { limitParam } from '../platform/pagination.js';
 /** Inputs of the mail API, shared by the HTTP routes and the MCP tools so both accept exactly the same. */
 
 export const MAX_LABEL_LENGTH = 64;
+
+/** Labels that keep a message out of default lists, threads, unread and search: read only by asking for the label. */
+export const HIDDEN_LABELS = ['blocked', 'unauthenticated'] as const;
 export const MAX_LABELS_PER_MESSAGE = 50;
 
 const address = z.string().trim().max(254).pipe(z.email('must be an email address'));

@@ -18,12 +18,20 @@ import { MailLists } from './mail-lists.js';
 import type { MailEventLog } from './mail-events.js';
 import { MailStore } from './mail-store.js';
 import { MailReader, type MessagePage } from './mail-reader.js';
-import { OutgoingMail } from './outgoing-mail.js';
+import { OutgoingMail, type SendOptions } from './outgoing-mail.js';
 import { IncomingMail, type InboundMail } from './incoming-mail.js';
 import { MailLabels } from './mail-labels.js';
+import { MailAuthenticator } from './mail-auth.js';
+import { MailSettingsStore } from './mail-settings.js';
+import { MailDrafts, type DraftView } from './drafts.js';
+import { loadMessages, type MailSearch, type SearchHit, type SearchInput } from './mail-search.js';
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
 
 export type { MessagePage } from './mail-reader.js';
+
+/** What a send under the approval policy did: sent, or held as a draft for the org admin. */
+export type Outcome = { sent: MessageDoc } | { held: DraftView };
+const outcomeOf = (view: DraftView): Outcome => (view.sent ? { sent: view.sent } : { held: view });
 export type { InboundMail } from './incoming-mail.js';
 export { forwardSubject, replySubject } from './outgoing-mail.js';
 
@@ -41,7 +49,15 @@ export class MailService {
   readonly sequence: InboxSequence;
   readonly changes: InboxChanges;
   readonly attachments: AttachmentStore;
+  /** The word index search reads (mail-search.ts); the bench fills it in bulk. */
+  readonly searchIndex: MailSearch;
   readonly lists: MailLists;
+  /** Who really sent received mail (SPF, DKIM, DMARC, ARC) and the trusted path between our inboxes. */
+  readonly authenticator: MailAuthenticator;
+  /** Per identity and per org: whether unverified mail is admitted to the inbox. */
+  readonly settings: MailSettingsStore;
+  /** Drafts, scheduled sends and sends waiting for the org admin's approval. */
+  readonly drafts: MailDrafts;
   private readonly store: MailStore;
   private readonly reader: MailReader;
   private readonly outgoing: OutgoingMail;
@@ -54,17 +70,26 @@ export class MailService {
     log: Logger, readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
     this.store = new MailStore(conn, identities, log);
     this.lists = new MailLists(conn, logs);
+    this.authenticator = new MailAuthenticator(config, log);
+    this.settings = new MailSettingsStore(conn, logs);
     this.reader = new MailReader(this.store, pages);
-    this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, serviceEvents);
-    this.incoming = new IncomingMail(this.store, this.lists, logs, events);
+    this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, this.authenticator, serviceEvents);
+    this.incoming = new IncomingMail(this.store, this.lists, this.settings, logs, events);
     this.labels = new MailLabels(this.store, logs);
+    this.drafts = new MailDrafts(conn, this.store, this.outgoing, this.settings, events, logs, jobs, log);
     this.messages = this.store.messages;
     this.threads = this.store.threads;
     this.outbound = this.store.outbound;
     this.sequence = this.store.sequence;
     this.changes = this.store.changes;
     this.attachments = this.store.attachments;
+    this.searchIndex = this.store.search;
     this.delivery = this.outgoing.delivery;
+  }
+
+  /** A live identity (its inbox); 404 otherwise. */
+  identityOf(identityId: string): Promise<IdentityDoc> {
+    return this.store.inboxOf(identityId);
   }
 
   newMessageId(): string {
@@ -84,6 +109,13 @@ export class MailService {
 
   listMessages(identityId: string, query: { limit: number; labels?: string[]; pageToken?: string }): Promise<MessagePage> {
     return this.reader.listMessages(identityId, query);
+  }
+
+  /** Ranked search over the inbox's subject, body, sender and recipients (mail-search.ts). */
+  async search(identityId: string, query: SearchInput): Promise<{ items: SearchHit[]; nextPageToken?: string }> {
+    const { emailAddress: inboxId } = await this.store.inboxOf(identityId);
+    const top = await this.store.sequence.top(inboxId);
+    return this.store.search.search(inboxId, top, query, loadMessages(this.store.messages));
   }
 
   getMessage(identityId: string, messageId: string): Promise<MessageDoc> {
@@ -108,16 +140,35 @@ export class MailService {
 
   // --- sending -----------------------------------------------------------------------------------
 
-  send(identityId: string, input: SendInput): Promise<MessageDoc> {
-    return this.outgoing.send(identityId, input);
+  send(identityId: string, input: SendInput, options?: SendOptions): Promise<MessageDoc> {
+    return this.outgoing.send(identityId, input, options);
   }
 
-  reply(identityId: string, originalId: string, input: ReplyInput): Promise<MessageDoc> {
-    return this.outgoing.reply(identityId, originalId, input);
+  reply(identityId: string, originalId: string, input: ReplyInput, options?: SendOptions): Promise<MessageDoc> {
+    return this.outgoing.reply(identityId, originalId, input, options);
   }
 
-  forward(identityId: string, originalId: string, input: ForwardInput): Promise<MessageDoc> {
-    return this.outgoing.forward(identityId, originalId, input);
+  forward(identityId: string, originalId: string, input: ForwardInput, options?: SendOptions): Promise<MessageDoc> {
+    return this.outgoing.forward(identityId, originalId, input, options);
+  }
+
+  /**
+   * Send, reply and forward as the routes and tools call them: through the identity's approval policy
+   * (drafts.ts), which may turn the send into a draft waiting for the org admin (`held`).
+   */
+  async sendChecked(identityId: string, input: SendInput): Promise<Outcome> {
+    const held = await this.drafts.throughPolicy(identityId, { to: input.to, cc: input.cc, bcc: input.bcc, subject: input.subject, text: input.text, html: input.html }, !!input.attachments?.length);
+    return held ? outcomeOf(held) : { sent: await this.send(identityId, input) };
+  }
+
+  async replyChecked(identityId: string, originalId: string, input: ReplyInput): Promise<Outcome> {
+    const held = await this.drafts.throughPolicy(identityId, { inReplyTo: originalId, text: input.text, html: input.html, replyAll: input.replyAll }, !!input.attachments?.length);
+    return held ? outcomeOf(held) : { sent: await this.reply(identityId, originalId, input) };
+  }
+
+  async forwardChecked(identityId: string, originalId: string, input: ForwardInput): Promise<Outcome> {
+    const held = await this.drafts.throughPolicy(identityId, { forwardOf: originalId, to: input.to, cc: input.cc, bcc: input.bcc, text: input.text, html: input.html }, !!input.attachments?.length);
+    return held ? outcomeOf(held) : { sent: await this.forward(identityId, originalId, input) };
   }
 
   decodeAttachments(input: AttachmentInput[] | undefined, carried: AttachmentContent[] = []): AttachmentContent[] {
@@ -126,7 +177,7 @@ export class MailService {
 
   // --- receiving and labels ----------------------------------------------------------------------
 
-  receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean }> {
+  receive(identity: IdentityDoc, mail: InboundMail): Promise<{ stored: boolean; threadId: string; blocked: boolean; unauthenticated: boolean }> {
     return this.incoming.receive(identity, mail);
   }
 

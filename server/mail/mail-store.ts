@@ -8,6 +8,7 @@ import { messageSchema, outboundSchema, threadSchema, type MessageDoc, type Outb
 import { InboxChanges } from './inbox-changes.js';
 import { InboxSequence, listPosition, type ClaimDoc } from './inbox-sequence.js';
 import { AttachmentStore } from './attachment-store.js';
+import { MailSearch } from './mail-search.js';
 
 // Where mail is kept, and the steps every path that stores or changes a message shares (sending,
 // receiving, labelling): finding the caller's inbox, giving a message its list position, telling the
@@ -30,6 +31,8 @@ export class MailStore {
   readonly sequence: InboxSequence;
   readonly changes: InboxChanges;
   readonly attachments: AttachmentStore;
+  /** The word index of every stored message (mail-search.ts). */
+  readonly search: MailSearch;
 
   constructor(conn: Connection, private readonly identities: IdentityService, private readonly log: Logger) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
@@ -38,6 +41,7 @@ export class MailStore {
     this.attachments = new AttachmentStore(conn);
     this.sequence = new InboxSequence(conn.collection<ClaimDoc>('mail_sequence'));
     this.changes = new InboxChanges(conn);
+    this.search = new MailSearch(conn, log);
   }
 
   /** The caller's live identity, whose email address is its inbox; 404 otherwise. */

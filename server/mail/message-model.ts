@@ -1,5 +1,6 @@
 import { Schema } from 'mongoose';
 import type { AttachmentRef } from './attachment-store.js';
+import type { Authentication } from './mail-auth.js';
 
 
 export type DeliveryStatus = 'queued' | 'retrying' | 'delivered' | 'partially_failed' | 'failed';
@@ -51,6 +52,10 @@ export interface MessageDoc {
   /** The message's position in its inbox and its page bucket (inbox-sequence.ts): what lists page by. */
   listSeq?: number;
   listBucket?: string;
+  /** Received mail: who really sent it (mail-auth.ts), checked once as it arrived. */
+  authentication?: Authentication;
+  /** Received over the trusted path from another inbox of this server: the sender's org. Never shown. */
+  senderOrgId?: string;
   /** Joined from the message's outbound record on single reads of sent mail; never stored on the message. */
   delivery?: Delivery;
 }
@@ -90,6 +95,8 @@ export const messageSchema = new Schema<MessageDoc>({
   sortKey: { type: String, required: true },
   listSeq: Number,
   listBucket: String,
+  authentication: { type: Schema.Types.Mixed, default: undefined },
+  senderOrgId: String,
 }, { versionKey: false });
 // The list query: an equality on inboxId and one range on sortKey, so MongoDB walks exactly one page of
 // this index whatever the cursor's depth (a (createdAt, _id) cursor needs an $or, which does not bound

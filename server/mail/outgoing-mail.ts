@@ -15,6 +15,7 @@ import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
 import { newAttachmentId, type AttachmentContent } from './attachment-store.js';
 import type { MailLists } from './mail-lists.js';
 import type { MailEventLog } from './mail-events.js';
+import type { MailAuthenticator } from './mail-auth.js';
 import { presentSent } from './present.js';
 import { LIST_FIELDS, logSubject, unique, type MailStore } from './mail-store.js';
 
@@ -48,14 +49,23 @@ function uniqueAddresses(addresses: string[]): string[] {
   return addresses.filter((a) => !seen.has(a.toLowerCase()) && seen.add(a.toLowerCase()));
 }
 
+export interface SendOptions {
+  /**
+   * The sent message's own id, chosen by the caller: its outbound record is inserted under it first, so a
+   * second send with the same id fails with a duplicate key before anything is stored or queued (a draft
+   * sent once, whoever sends it).
+   */
+  id?: string;
+}
+
 export class OutgoingMail {
   /** Hands stored messages to SMTP (the delivery job's worker). */
   readonly delivery: MailDelivery;
 
   constructor(private readonly store: MailStore, private readonly config: Config, private readonly identities: IdentityService,
     private readonly lists: MailLists, private readonly logs: ActivityLog, private readonly jobs: JobQueue,
-    private readonly log: Logger, private readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
-    this.delivery = new MailDelivery(store.outbound, config, store.attachments, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
+    private readonly log: Logger, private readonly events: MailEventLog, authenticator: MailAuthenticator, serviceEvents?: ServiceEvents) {
+    this.delivery = new MailDelivery(store.outbound, config, store.attachments, authenticator, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
@@ -66,12 +76,12 @@ export class OutgoingMail {
     return `<${randomHex(16)}@${this.config.MAIL_DOMAIN}>`;
   }
 
-  async send(identityId: string, input: SendInput): Promise<MessageDoc> {
+  async send(identityId: string, input: SendInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const message = await this.storeOutgoing(identity, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: input.subject, text: input.text, html: input.html,
       threadId: newThreadId(), references: [], attachments: this.decodeAttachments(input.attachments),
-    });
+    }, options);
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.sent', category: 'mail', description: `Mail sent: ${logSubject(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
@@ -80,7 +90,7 @@ export class OutgoingMail {
     return message;
   }
 
-  async reply(identityId: string, originalId: string, input: ReplyInput): Promise<MessageDoc> {
+  async reply(identityId: string, originalId: string, input: ReplyInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const original = await this.store.getMessage(identityId, originalId);
     const to = original.direction === 'received'
@@ -98,7 +108,7 @@ export class OutgoingMail {
       to, cc, bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
       threadId: original.threadId, inReplyTo: original.messageId, references: [...chain, original.messageId],
       attachments: this.decodeAttachments(input.attachments),
-    });
+    }, options);
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.replied', category: 'mail', description: `Replied: ${logSubject(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
@@ -111,7 +121,7 @@ export class OutgoingMail {
    * Forwards a message with all its attachments, under a note, as a new conversation: a new thread, and
    * no In-Reply-To or References, so the recipients' mail programs do not file it into the old one.
    */
-  async forward(identityId: string, originalId: string, input: ForwardInput): Promise<MessageDoc> {
+  async forward(identityId: string, originalId: string, input: ForwardInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const original = await this.store.getMessage(identityId, originalId);
     const carried = await Promise.all((original.attachments ?? []).map(async (a) => ({
@@ -128,7 +138,7 @@ export class OutgoingMail {
     const message = await this.storeOutgoing(identity, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: forwardSubject(original.subject), text, html,
       threadId: newThreadId(), references: [], attachments,
-    });
+    }, options);
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.forwarded', category: 'mail', description: `Forwarded: ${logSubject(message.subject)}`,
       targetType: 'message', targetId: message.messageId,
@@ -174,13 +184,13 @@ export class OutgoingMail {
   private async storeOutgoing(identity: IdentityDoc, mail: {
     to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
     threadId: string; inReplyTo?: string; references: string[]; attachments: AttachmentContent[];
-  }): Promise<MessageDoc> {
+  }, options: SendOptions = {}): Promise<MessageDoc> {
     const recipients = unique([...mail.to, ...mail.cc, ...mail.bcc].map((a) => a.toLowerCase()));
     if (recipients.length > this.config.SMTP_MAX_RECIPIENTS) {
       throw badRequest(`A message can have at most ${this.config.SMTP_MAX_RECIPIENTS} recipients (to, cc and bcc together)`);
     }
     await this.refuseBlockedRecipients(identity, recipients, mail.subject);
-    const id = newId('msg');
+    const id = options.id ?? newId('msg');
     const position = await this.store.nextPosition(identity.emailAddress, id);
     const createdAt = new Date();
     const messageId = this.newMessageId();
@@ -203,6 +213,7 @@ export class OutgoingMail {
     await this.store.outbound.create({ _id: id, from: identity.emailAddress, ...(rawFileId ? { raw: '', rawFileId } : { raw }), ...delivery });
     await this.store.messages.create(doc);
     await this.store.noteChange(doc.inboxId);
+    await this.store.search.index(doc);
     await this.store.touchThread(identity, mail.threadId, mail.subject, createdAt);
     await this.jobs.now(DELIVER_JOB, { id });
     // Counts only: addresses are the agents' correspondents, not the operator's business.

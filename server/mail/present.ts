@@ -1,5 +1,23 @@
 import type { MessageDoc, ThreadDoc } from './message-model.js';
 import type { AttachmentRef } from './attachment-store.js';
+import type { Authentication } from './mail-auth.js';
+
+const NOTHING_CHECKED: Authentication = {
+  spf: { result: 'none', domain: null }, dkim: { result: 'none', domain: null }, dmarc: { result: 'none', domain: null }, arc: { result: 'none', domain: null }, verified: false,
+};
+
+/**
+ * Who sent the message, as its reader sees it: received mail carries the verdict it got as it arrived;
+ * our own sent copy is verified by construction (our inbox, our DKIM), marked `internal`.
+ */
+export function authenticationOf(message: MessageDoc): Authentication {
+  if (message.direction === 'sent') {
+    const domain = message.inboxId.slice(message.inboxId.lastIndexOf('@') + 1).toLowerCase();
+    return { spf: { result: 'pass', domain }, dkim: { result: 'pass', domain }, dmarc: { result: 'pass', domain }, arc: { result: 'none', domain: null }, verified: true, internal: true };
+  }
+  const { spf, dkim, dmarc, arc, verified, internal } = message.authentication ?? NOTHING_CHECKED;
+  return { spf, dkim, dmarc, arc, verified, ...(internal ? { internal } : {}) };
+}
 
 /** A message as SPEC 2.4 shows it; `cc`, `html` and the sender's delivery state only on single reads. */
 export function presentMessage(message: MessageDoc, options: { single?: boolean } = {}) {
@@ -14,6 +32,7 @@ export function presentMessage(message: MessageDoc, options: { single?: boolean 
     ...(message.direction === 'received' ? { extractedText: message.extractedText ?? '' } : {}),
     labels: message.labels,
     attachments: (message.attachments ?? []).map(presentAttachment),
+    authentication: authenticationOf(message),
     createdAt: message.createdAt.toISOString(),
   };
   if (options.single) {

@@ -4,7 +4,10 @@ import { authenticatedRouter, identityIdOf, requireScope, type AuthDeps } from '
 import { parseInput } from '../platform/validate.js';
 import { attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';
 import { presentLabels, presentMessage, presentSent, presentThread } from './present.js';
-import type { MailService } from './mail-service.js';
+import type { MailService, Outcome } from './mail-service.js';
+import { presentDraft } from './drafts.js';
+import { searchInput } from './mail-search.js';
+import type { Context } from 'koa';
 
 export const messageParams = z.object({ messageId: messageIdInput });
 export const threadParams = z.object({ threadId: threadIdInput });
@@ -18,6 +21,17 @@ export function contentDisposition(filename: string): string {
   const fallback = filename.replace(/[^\x20-\x7e]|["\\%]/g, '_');
   const exact = encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
   return `attachment; filename="${fallback}"; filename*=UTF-8''${exact}`;
+}
+
+/** 201 with the sent message, or 202 with the draft the approval policy holds for the org admin. */
+function answer(ctx: Context, outcome: Outcome): void {
+  if ('sent' in outcome) {
+    ctx.status = 201;
+    ctx.body = presentSent(outcome.sent);
+  } else {
+    ctx.status = 202;
+    ctx.body = presentDraft(outcome.held);
+  }
 }
 
 export interface MailRouteDeps extends AuthDeps {
@@ -37,8 +51,15 @@ export function messageRoutes({ keys, identities, mail }: MailRouteDeps): Router
 
   router.post('/send', requireScope('mail:send'), async (ctx) => {
     const body = parseInput(sendInput, ctx.request.body, 'body');
-    ctx.status = 201;
-    ctx.body = presentSent(await mail.send(identityIdOf(ctx), body));
+    answer(ctx, await mail.sendChecked(identityIdOf(ctx), body));
+  });
+
+  // Before /:messageId, which would take "search" for a message id.
+  router.get('/search', requireScope('mail:read'), async (ctx) => {
+    const query = parseInput(searchInput, ctx.query, 'query');
+    const result = await mail.search(identityIdOf(ctx), query);
+    const messages = result.items.map((hit) => ({ ...presentMessage(hit.message), score: hit.score }));
+    ctx.body = { messages, count: messages.length, ...(result.nextPageToken ? { nextPageToken: result.nextPageToken } : {}) };
   });
 
   router.get('/:messageId', requireScope('mail:read'), async (ctx) => {
@@ -60,15 +81,13 @@ export function messageRoutes({ keys, identities, mail }: MailRouteDeps): Router
   router.post('/:messageId/reply', requireScope('mail:send'), async (ctx) => {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
     const body = parseInput(replyInput, ctx.request.body, 'body');
-    ctx.status = 201;
-    ctx.body = presentSent(await mail.reply(identityIdOf(ctx), messageId, body));
+    answer(ctx, await mail.replyChecked(identityIdOf(ctx), messageId, body));
   });
 
   router.post('/:messageId/forward', requireScope('mail:send'), async (ctx) => {
     const { messageId } = parseInput(messageParams, ctx.params, 'params');
     const body = parseInput(forwardInput, ctx.request.body, 'body');
-    ctx.status = 201;
-    ctx.body = presentSent(await mail.forward(identityIdOf(ctx), messageId, body));
+    answer(ctx, await mail.forwardChecked(identityIdOf(ctx), messageId, body));
   });
 
   router.patch('/:messageId', requireScope('mail:manage'), async (ctx) => {

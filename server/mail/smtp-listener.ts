@@ -6,6 +6,7 @@ import { ConfigError, type Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { MailService } from './mail-service.js';
 import { parseInbound } from './inbound.js';
+import type { SmtpPeer } from './mail-auth.js';
 
 export interface SmtpListener {
   host: string;
@@ -82,7 +83,14 @@ export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpLis
         if (stream.sizeExceeded) {
           return callback(smtpError(552, `Message exceeds the maximum size of ${config.SMTP_MAX_MESSAGE_BYTES} bytes`));
         }
-        deliverLocally(deps, Buffer.concat(chunks), session.envelope.rcptTo.map((r) => r.address.toLowerCase())).then(
+        // What the SMTP conversation itself says about the client: the connecting address, its HELO and
+        // MAIL FROM. Received headers are the sender's own words and are never read for this.
+        const peer: SmtpPeer = {
+          ip: session.remoteAddress.replace(/^::ffff:/, ''),
+          helo: session.hostNameAppearsAs ?? '',
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+        };
+        deliverLocally(deps, Buffer.concat(chunks), peer, session.envelope.rcptTo.map((r) => r.address.toLowerCase())).then(
           () => callback(null, 'Message accepted'),
           (err) => {
             log.error({ err, recipients: session.envelope.rcptTo.length }, 'storing inbound mail failed');
@@ -112,8 +120,14 @@ export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpLis
   };
 }
 
-async function deliverLocally({ identities, mail }: Pick<SmtpListenerDeps, 'identities' | 'mail'>, raw: Buffer, recipients: string[]): Promise<void> {
-  const message = await parseInbound(raw, () => mail.newMessageId());
+async function deliverLocally({ identities, mail }: Pick<SmtpListenerDeps, 'identities' | 'mail'>, received: Buffer, peer: SmtpPeer, recipients: string[]): Promise<void> {
+  // Mail from one of our own inboxes comes with the trusted path's stamp; anything else is checked
+  // against DNS. Authentication never throws: a DNS outage is a temperror verdict, the mail is still kept.
+  const { authenticator } = mail;
+  const { raw, internal } = authenticator.openInternal(received, peer.mailFrom);
+  const sender = internal ? await identities.findLiveByEmail(peer.mailFrom.toLowerCase()) : null;
+  const authentication = sender ? authenticator.internalVerdict() : await authenticator.verify(raw, peer);
+  const message = { ...await parseInbound(raw, () => mail.newMessageId()), authentication, ...(sender ? { senderOrgId: sender.orgId } : {}) };
   for (const address of new Set(recipients)) {
     const identity = await identities.findLiveByEmail(address);
     // Revoked between RCPT and DATA: the mail is simply not stored for that inbox.

@@ -78,12 +78,22 @@ function responses(op: Operation): Record<string, JsonSchema> {
     if (typeof also === 'string') out[status] = error(also);
     else out[status] = also.schema instanceof z.ZodNever ? { description: also.description } : { description: also.description, content: { 'application/json': { schema: outputSchema(also.schema) } } };
   }
+  if (takesIdempotencyKey(op) && !out[409]) out[409] = error('`idempotency_key_reused`: the Idempotency-Key was used with another request in the last 24 hours; `idempotency_key_in_progress`: a request with it is still running');
   out.default = error('Any other error, in the same shape');
   return out;
 }
 
+/** Every POST with an API key takes `Idempotency-Key` (server/platform/idempotency.ts); MCP's JSON-RPC and the standard x402 API do not (app.ts). */
+const takesIdempotencyKey = (op: Operation) => op.method === 'post' && op.auth !== 'none' && !op.path.startsWith('/mcp') && !op.path.startsWith('/v0/x402/');
+
+const IDEMPOTENCY_KEY_PARAMETER: JsonSchema = {
+  name: 'Idempotency-Key', in: 'header', required: false,
+  description: 'One intent, one effect: the same key and request within 24 hours answer the first answer again (with `Idempotent-Replayed: true`) and do nothing; the same key with another request is 409 `idempotency_key_reused`. Scoped to the API key.',
+  schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]{1,255}$' },
+};
+
 function operationObject(op: Operation): JsonSchema {
-  const params = [...parameters(op.params, 'path'), ...parameters(op.query, 'query')];
+  const params = [...parameters(op.params, 'path'), ...parameters(op.query, 'query'), ...(takesIdempotencyKey(op) ? [IDEMPOTENCY_KEY_PARAMETER] : [])];
   const tiers = op.auth === 'none' ? [] : op.auth;
   return {
     operationId: `${op.method}${openApiPath(op.path).replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,

@@ -128,6 +128,13 @@ const schema = z.object({
   SMTP_RELAY_URL: z.string().regex(/^smtps?:\/\/[^\s]+$/, 'must be an smtp:// or smtps:// URL').optional(),
   DKIM_PRIVATE_KEY_FILE: z.string().min(1).optional(),
   DKIM_SELECTOR: z.string().regex(/^[A-Za-z0-9._-]{1,63}$/).default('agentgate'),
+  // The DNS servers received mail is authenticated against (SPF, DKIM, DMARC, ARC), comma-separated
+  // `host:port` (`[::1]:53` for IPv6); unset: the system resolver. MAIL_DNS_TIMEOUT_MS bounds one query.
+  MAIL_DNS_SERVERS: z.string()
+    .transform((value) => value.split(',').map((s) => s.trim()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^(?:[0-9.]+|\[[0-9a-fA-F:]+\])(?::\d{1,5})?$/, 'must be comma-separated host:port pairs of IP addresses, e.g. 127.0.0.1:5353')).min(1))
+    .optional(),
+  MAIL_DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(3_000),
   JOBS_PROCESS_EVERY_MS: z.coerce.number().int().min(10).default(2000),
   // payment.received retries wait 1, 4, 16, 64 and 300 units of this (SPEC 8); tests scale it down.
   WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),

@@ -6,6 +6,7 @@ import { startServer, type RunningServer } from '../../server/server.js';
 import { DEV_EXTENSION } from '../../server/dev/routes.js';
 import { chainConfig } from './chain.js';
 import type { Logger } from '../../server/platform/logger.js';
+import { startTestDns, type TestDns } from './dns-server.js';
 
 export function testDbName(): string {
   return `t_${randomBytes(6).toString('hex')}`;
@@ -53,6 +54,12 @@ export async function testConfig(overrides: Record<string, string> = {}): Promis
 
 export interface TestServer extends RunningServer {
   config: Config;
+  /**
+   * The loopback DNS server received mail is authenticated against (MAIL_DNS_SERVERS), unless the test
+   * gave its own. By default any domain without records of its own publishes SPF allowing 127.0.0.1, so
+   * mail a test sends over SMTP from loopback as `ada@example.org` passes SPF aligned with its From.
+   */
+  dns?: TestDns;
   /** Stops this server and keeps its database (another server may share it); close() also drops it. */
   stop(): Promise<void>;
   /** JSON request helper: returns status, headers and parsed body. */
@@ -61,6 +68,8 @@ export interface TestServer extends RunningServer {
 
 /** A whole backend on its own database and port; close() drops the database. `log` captures its log lines. */
 export async function startTestServer(overrides: Record<string, string> = {}, options: { log?: Logger } = {}): Promise<TestServer> {
+  const dns = overrides.MAIL_DNS_SERVERS ? undefined : await startTestDns();
+  if (dns) overrides = { ...overrides, MAIL_DNS_SERVERS: dns.server };
   let config = await testConfig(overrides);
   let server: Awaited<ReturnType<typeof startServer>>;
   for (let attempt = 1; ; attempt++) {
@@ -76,12 +85,17 @@ export async function startTestServer(overrides: Record<string, string> = {}, op
   return {
     ...server,
     config,
-    stop: () => server.close(),
+    dns,
+    async stop() {
+      await server.close();
+      await dns?.close();
+    },
     async close() {
       // Workers first, so no job poll runs into the dropped database.
       await server.app.jobs.stop();
       await server.app.db.dropDatabase().catch(() => {});
       await server.close();
+      await dns?.close();
     },
     async request(method, path, options = {}) {
       const headers: Record<string, string> = { ...(options.headers ?? {}) };

@@ -1,13 +1,14 @@
 import { html, type SafeHtml } from '../html.js';
 import type { LiveSession } from '../sessions.js';
 
-export type Section = 'payments' | 'webhooks' | 'endpoints' | 'keys' | 'activity' | 'none';
+export type Section = 'payments' | 'webhooks' | 'endpoints' | 'keys' | 'approvals' | 'activity' | 'none';
 
 const NAV: Array<{ section: Section; href: string; label: string; adminOnly?: boolean }> = [
   { section: 'payments', href: '/console/payments', label: 'Payments' },
   { section: 'webhooks', href: '/console/webhooks', label: 'Webhooks' },
   { section: 'endpoints', href: '/console/endpoints', label: 'Endpoints' },
   { section: 'keys', href: '/console/seller-keys', label: 'Seller keys', adminOnly: true },
+  { section: 'approvals', href: '/console/drafts', label: 'Approvals', adminOnly: true },
   { section: 'activity', href: '/console/activity', label: 'Activity' },
 ];
 
