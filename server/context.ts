@@ -209,6 +209,8 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
   await Promise.all(Object.values(db.models).map((model) => model.init()));
   await ctx.mail.assignPositionsOnce();
+  // In the background: a large mailbox takes a while, and new mail is indexed as it arrives meanwhile.
+  void ctx.mail.indexUnsearched().catch((err) => log.warn({ err }, 'search backfill stopped; it runs again at the next start'));
   // Before anything is cached; stopped before the connection closes.
   await changes.start();
   onClose.push(() => changes.stop());

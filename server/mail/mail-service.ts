@@ -26,6 +26,7 @@ import { MailSettingsStore } from './mail-settings.js';
 import { MailDrafts, type DraftView } from './drafts.js';
 import { loadMessages, type MailSearch, type SearchHit, type SearchInput } from './mail-search.js';
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
+import { indexUnsearched } from './search-backfill.js';
 
 export type { MessagePage } from './mail-reader.js';
 
@@ -67,7 +68,7 @@ export class MailService {
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see MailReader.listMessages). */
   constructor(conn: Connection, config: Config, identities: IdentityService,
     logs: ActivityLog, jobs: JobQueue, pages: PageCache<MessagePage>,
-    log: Logger, readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
+    private readonly log: Logger, readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
     this.store = new MailStore(conn, identities, log);
     this.lists = new MailLists(conn, logs);
     this.authenticator = new MailAuthenticator(config, log);
@@ -103,6 +104,11 @@ export class MailService {
 
   assignMissingPositions(): Promise<number> {
     return assignMissingPositions(this.store);
+  }
+
+  /** Search postings for mail stored before search existed or left unindexed by a crash (search-backfill.ts). */
+  indexUnsearched(now?: number): Promise<number> {
+    return indexUnsearched(this.store, this.log, now);
   }
 
   // --- reading -----------------------------------------------------------------------------------

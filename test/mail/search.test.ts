@@ -95,3 +95,33 @@ describe('GET /v0/messages/search', () => {
     expect((await search('', 'q=invoice')).status).toBe(401);
   });
 });
+
+describe('mail the word index has not seen', () => {
+  it('is indexed at start: all of it once per database, then the last minutes (a process that died before indexing)', async () => {
+    const agent = await signUp(server);
+    const key = agent.identity.rawKey;
+    const human = smtpClient(server);
+    await human.sendMail({ from: 'erin@example.org', to: agent.identity.emailAddress, subject: 'Archive of the zeppelin project', text: 'Old mail.' });
+    human.close();
+    await eventually(async () => (await search(key, 'q=zeppelin')).body.count === 1);
+    // As mail stored before search existed, or by a process that died before indexing it, has no postings.
+    const [message] = (await search(key, 'q=zeppelin')).body.messages;
+    const stored = (await server.app.mail.messages.findOne({ messageId: message.messageId, inboxId: agent.identity.emailAddress }).lean())!;
+    const postings = server.app.mail.searchIndex.postings;
+    await postings.deleteMany({ m: stored._id });
+    expect((await search(key, 'q=zeppelin')).body.count).toBe(0);
+
+    // This database was gone through at start (the marker is set): a later start looks at recent mail only.
+    const muchLater = new Date(message.createdAt).getTime() + 60 * 60_000;
+    await server.app.mail.indexUnsearched(muchLater);
+    expect((await search(key, 'q=zeppelin')).body.count).toBe(0);
+    await server.app.mail.indexUnsearched();
+    expect(subjects(await search(key, 'q=zeppelin'))).toEqual(['Archive of the zeppelin project']);
+
+    // A database never gone through (no marker): everything, however old.
+    await postings.deleteMany({ m: stored._id });
+    await server.app.mail.messages.db.collection('mail_sequence').deleteOne({ _id: 'search-indexed-v1' } as never);
+    expect(await server.app.mail.indexUnsearched(muchLater)).toBeGreaterThanOrEqual(1);
+    expect(subjects(await search(key, 'q=zeppelin'))).toEqual(['Archive of the zeppelin project']);
+  });
+});
