@@ -138,7 +138,7 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
   // Idempotency-Key on every POST with an API key: once per key. Not on MCP's JSON-RPC, the form pages, or
   // the standard x402 facilitator API, whose answers (409 included) are the x402 standard's and whose
   // settle is once per payment already.
-  koa.use(idempotency(app.db.collection(IDEMPOTENCY_COLLECTION) as unknown as IdempotencyKeys, log, {
+  koa.use(idempotency(app.db.collection(IDEMPOTENCY_COLLECTION) as unknown as IdempotencyKeys, app.secrets, log, {
     except: (path) => under(['/mcp', '/v0/x402', ...formPages], path),
   }));
   for (const router of appRouters(app, extension)) {

@@ -6,6 +6,7 @@ import { identityKeySealedFields } from '../did/identity-key-model.js';
 import { calendarSealedFields } from '../calendar/calendar-model.js';
 import { chatSealedFields } from '../chat/chat-model.js';
 import { receiverAuthorizerSealedFields } from '../payments/schemes/batch-settlement/receiver-authorizer.js';
+import { idempotencySealedFields } from '../platform/idempotency.js';
 
 /**
  * A place where an area keeps `SealedSecret` values: a collection and the dotted path of one sealed
@@ -23,6 +24,7 @@ export const SEALED_FIELDS: SealedFieldLocation[] = [
   ...calendarSealedFields,
   ...chatSealedFields,
   ...receiverAuthorizerSealedFields,
+  ...idempotencySealedFields,
   // Declared here for their areas until they export their own lists (wallet owner keys, webhook signing secrets).
   { collection: 'wallets', path: 'ownerKey' },
   { collection: 'endpoints', path: 'webhookSecret' },

@@ -3,6 +3,7 @@ import type { Context, Next } from 'koa';
 import type { Collection } from 'mongodb';
 import { AppError, isDuplicateKey } from './errors.js';
 import type { Logger } from './logger.js';
+import type { SealedSecret, SecretBox } from './secret-box.js';
 
 // `Idempotency-Key` on every POST that carries an API key: one intent, one effect, across every process
 // on the database. The first request with a key inserts the key's record (a unique `_id`: the only write
@@ -21,8 +22,11 @@ interface KeyDoc {
   requestHash: string;
   state: 'pending' | 'done';
   status?: number;
-  /** The answer's JSON, as the client got it (a string: no field name of an answer can upset the store). */
-  body?: string;
+  /**
+   * The answer's JSON, as the client got it, sealed under the master key: an answer may carry what is
+   * returned once (a new API key, a webhook secret) and must not lie in the database in the clear.
+   */
+  body?: SealedSecret;
   createdAt: Date;
 }
 
@@ -38,6 +42,9 @@ function canonical(value: unknown): string {
   }
   return JSON.stringify(value) ?? 'null';
 }
+
+/** Where rotate-master-key finds the sealed answers. */
+export const idempotencySealedFields = [{ collection: 'idempotency_keys', path: 'body' }];
 
 export interface IdempotencyOptions {
   /** Paths it does not apply to (MCP's JSON-RPC, form pages). */
@@ -58,7 +65,7 @@ export interface IdempotencyOptions {
 export type IdempotencyKeys = Collection<KeyDoc>;
 export const IDEMPOTENCY_COLLECTION = 'idempotency_keys';
 
-export function idempotency(keys: IdempotencyKeys, log: Logger, options: IdempotencyOptions) {
+export function idempotency(keys: IdempotencyKeys, secrets: SecretBox, log: Logger, options: IdempotencyOptions) {
   let lastTrim = 0;
   const trim = () => {
     const now = Date.now();
@@ -116,7 +123,8 @@ export function idempotency(keys: IdempotencyKeys, log: Logger, options: Idempot
         throw new AppError(409, 'idempotency_key_in_progress', 'Another request with this Idempotency-Key is being processed; retry shortly');
       } else {
         ctx.status = existing.status ?? 200;
-        ctx.body = existing.body === undefined || existing.body === 'null' ? null : JSON.parse(existing.body);
+        const answer = existing.body ? secrets.openText(existing.body, `idempotency:${id}`) : 'null';
+        ctx.body = answer === 'null' ? null : JSON.parse(answer);
         ctx.set('Idempotent-Replayed', 'true');
         return;
       }
@@ -134,7 +142,7 @@ export function idempotency(keys: IdempotencyKeys, log: Logger, options: Idempot
       await keys.deleteOne({ _id: id }).catch((e) => log.warn({ err: e }, 'idempotency key not released'));
       return;
     }
-    const stored = JSON.stringify(body ?? null);
+    const stored = secrets.seal(JSON.stringify(body ?? null), `idempotency:${id}`);
     await keys.updateOne({ _id: id }, { $set: { state: 'done', status: ctx.status, body: stored } })
       .catch((err) => log.error({ err }, 'idempotent answer not recorded; a retry with the key waits, then runs again after the abandon time'));
   };

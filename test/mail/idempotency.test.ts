@@ -95,3 +95,19 @@ describe('Idempotency-Key', () => {
     expect(await sentCount(key)).toBe(1);
   });
 });
+
+describe('an answer kept for replay', () => {
+  it('is sealed at rest: a new key it returns once is not in the database in the clear, and is replayed whole', async () => {
+    const agent = await signUp(server);
+    const created = await server.request('POST', '/v0/platform/identities', { key: agent.platform_key, body: {}, headers: withKey('new-identity-1') });
+    expect(created.status).toBe(201);
+    const rawKey = created.body.rawKey as string;
+    expect(rawKey).toMatch(/^ag/);
+    const records = await server.app.db.collection('idempotency_keys').find({}).toArray();
+    expect(records.length).toBeGreaterThan(0);
+    expect(JSON.stringify(records)).not.toContain(rawKey);
+    // The other process, with the same master key, replays it.
+    const replayed = await other.request('POST', '/v0/platform/identities', { key: agent.platform_key, body: {}, headers: withKey('new-identity-1') });
+    expect([replayed.status, replayed.headers.get('idempotent-replayed'), replayed.body.rawKey]).toEqual([201, 'true', rawKey]);
+  });
+});
