@@ -72,7 +72,7 @@ export class MailService {
     this.store = new MailStore(conn, identities, log);
     this.lists = new MailLists(conn, logs);
     this.authenticator = new MailAuthenticator(config, log);
-    this.settings = new MailSettingsStore(conn, logs);
+    this.settings = new MailSettingsStore(conn, logs, config.MAIL_ADMIT_UNVERIFIED);
     this.reader = new MailReader(this.store, pages);
     this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, this.authenticator, serviceEvents);
     this.incoming = new IncomingMail(this.store, this.lists, this.settings, logs, events);

@@ -61,7 +61,8 @@ export function needingApproval(settings: Pick<EffectiveMailSettings, 'approval'
 export class MailSettingsStore {
   private readonly settings: Model<SettingDoc>;
 
-  constructor(conn: Connection, private readonly logs: ActivityLog) {
+  /** `admitByDefault`: what applies where neither the identity nor its org set admitUnverified (MAIL_ADMIT_UNVERIFIED). */
+  constructor(conn: Connection, private readonly logs: ActivityLog, private readonly admitByDefault = false) {
     this.settings = conn.models.MailSetting ?? conn.model<SettingDoc>('MailSetting', schema, 'mail_settings');
   }
 
@@ -88,7 +89,7 @@ export class MailSettingsStore {
     const [own, org] = await Promise.all([this.of(identity._id, identity.orgId), this.of(`org:${identity.orgId}`, identity.orgId)]);
     const source = (name: SettingName): Source => (own[name] !== null ? 'identity' : org[name] !== null ? 'org' : 'default');
     return {
-      admitUnverified: own.admitUnverified ?? org.admitUnverified ?? false,
+      admitUnverified: own.admitUnverified ?? org.admitUnverified ?? this.admitByDefault,
       approval: own.approval ?? org.approval ?? 'never',
       approvalList: own.approvalList ?? org.approvalList ?? [],
       source: { admitUnverified: source('admitUnverified'), approval: source('approval'), approvalList: source('approvalList') },

@@ -135,6 +135,10 @@ const schema = z.object({
     .pipe(z.array(z.string().regex(/^(?:[0-9.]+|\[[0-9a-fA-F:]+\])(?::\d{1,5})?$/, 'must be comma-separated host:port pairs of IP addresses, e.g. 127.0.0.1:5353')).min(1))
     .optional(),
   MAIL_DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(3_000),
+  // Whether unverified received mail is admitted (verdict kept) where neither the identity nor its org
+  // says: false in production. `agentgate dev` turns it on while its mail catcher plays the outside world,
+  // whose domains publish no DNS records here.
+  MAIL_ADMIT_UNVERIFIED: bool.default(false),
   JOBS_PROCESS_EVERY_MS: z.coerce.number().int().min(10).default(2000),
   // payment.received retries wait 1, 4, 16, 64 and 300 units of this (SPEC 8); tests scale it down.
   WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),

@@ -1,3 +1,4 @@
+import { receiverAuthorizerSealedFields } from '../../server/payments/schemes/batch-settlement/receiver-authorizer.js';
 import { randomBytes } from 'node:crypto';
 import { startTestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
@@ -45,10 +46,13 @@ describe('agentgate rotate-master-key', () => {
     // Rotation runs with v2 current and v1 still loaded.
     const rotation = await createContext(loadConfig({ ...base, MASTER_KEY: v2, MASTER_KEY_VERSION: '2', MASTER_KEYS_PREVIOUS: `1:${v1}` }));
     const report = await rotateMasterKey(rotation);
-    expect(report).toMatchObject({ currentVersion: 2, rewrapped: before.length + 1, remaining: 0 });
+    // The vault's secrets, the service key's seed, and the batch-settlement receiver authorizer's key
+    // (generated once and sealed at start).
+    expect(report).toMatchObject({ currentVersion: 2, rewrapped: before.length + 2, remaining: 0 });
     expect(report.byLocation).toEqual(expect.arrayContaining([
       { collection: 'vault_credentials', path: 'sealed', rewrapped: before.length },
       { collection: 'service_keys', path: 'seed', rewrapped: 1 },
+      { ...receiverAuthorizerSealedFields[0], rewrapped: 1 },
     ]));
     const after = await rotation.db.collection('vault_credentials').find({}).toArray();
     for (const doc of after) {
