@@ -66,6 +66,9 @@ export async function startTestDns(options: { fallbackSpf?: string | null } = {}
     udpPort = await freePort();
     try {
       await server.listen({ udp: { port: udpPort, address: '127.0.0.1' }, tcp: { port: udpPort, address: '127.0.0.1' } });
+      // A test that stops its backend by hand (not through TestServer.stop) leaves this server open: it must
+      // not keep the test process alive after its tests (jest in band would then never exit).
+      for (const socket of Object.values((server as unknown as { servers: Record<string, { unref?: () => void }> }).servers)) socket.unref?.();
       break;
     } catch (err) {
       if (attempt === 5) throw err;
