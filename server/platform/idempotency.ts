@@ -43,9 +43,6 @@ function canonical(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
-/** Where rotate-master-key finds the sealed answers. */
-export const idempotencySealedFields = [{ collection: 'idempotency_keys', path: 'body' }];
-
 export interface IdempotencyOptions {
   /** Paths it does not apply to (MCP's JSON-RPC, form pages). */
   except: (path: string) => boolean;
@@ -64,6 +61,8 @@ export interface IdempotencyOptions {
  */
 export type IdempotencyKeys = Collection<KeyDoc>;
 export const IDEMPOTENCY_COLLECTION = 'idempotency_keys';
+/** Where rotate-master-key finds the sealed answers. */
+export const idempotencySealedFields = [{ collection: IDEMPOTENCY_COLLECTION, path: 'body' }];
 
 export function idempotency(keys: IdempotencyKeys, secrets: SecretBox, log: Logger, options: IdempotencyOptions) {
   let lastTrim = 0;
