@@ -9,14 +9,20 @@ import type { MailStore } from './mail-store.js';
 // it. Indexing is inserts only with deterministic ids, so a message indexed twice is indexed once, and no
 // document a user edits is written.
 
-/** Inbox addresses contain "@", so this id never collides with a claim. */
+/** Inbox addresses contain "@", so these ids never collide with a claim. */
 const SEARCH_MARKER = 'search-indexed-v1';
+/** Who goes through all the mail: the process that inserts it (the others index recent mail only). */
+const SEARCH_WALKER = 'search-indexing-v1';
 const RECENT_MS = 15 * 60_000;
+/** A walk not finished after this long is taken for dead (its process stopped): another start takes over. */
+const WALK_LEASE_MS = 60 * 60_000;
+
+const claimsOf = (store: MailStore) => store.messages.db.collection<ClaimDoc>('mail_sequence');
 
 /** Indexes what the word index may lack; returns how many messages it went through. */
 export async function indexUnsearched(store: MailStore, log: Logger, now = Date.now()): Promise<number> {
-  const claims = store.messages.db.collection<ClaimDoc>('mail_sequence');
-  const everything = !(await claims.findOne({ _id: SEARCH_MARKER }, { projection: { _id: 1 } }));
+  const claims = claimsOf(store);
+  const everything = !(await claims.findOne({ _id: SEARCH_MARKER }, { projection: { _id: 1 } })) && await claimWalk(claims, now);
   const filter = everything ? {} : { createdAt: { $gte: new Date(now - RECENT_MS) } };
   let count = 0;
   for await (const message of store.messages.find(filter).sort({ _id: 1 }).lean().cursor()) {
@@ -28,4 +34,24 @@ export async function indexUnsearched(store: MailStore, log: Logger, now = Date.
   }
   if (count) log.info({ messages: count, all: everything }, 'messages indexed for search at start');
   return count;
+}
+
+/**
+ * Whether this process goes through all the mail: N processes starting together on a database never
+ * indexed would each walk it. The walk is claimed by a unique insert; a claim older than WALK_LEASE_MS
+ * (its process died mid-walk) is replaced by a claim of the next generation, never deleted and re-inserted.
+ */
+async function claimWalk(claims: ReturnType<typeof claimsOf>, now: number): Promise<boolean> {
+  for (let generation = 0; generation < 100; generation++) {
+    const _id = `${SEARCH_WALKER}#${generation}`;
+    try {
+      await claims.insertOne({ _id, messageId: '', at: new Date(now) });
+      return true;
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      const holder = await claims.findOne({ _id });
+      if (holder && now - holder.at.getTime() < WALK_LEASE_MS) return false;
+    }
+  }
+  return false;
 }
