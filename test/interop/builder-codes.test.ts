@@ -111,13 +111,16 @@ test('payments waiting together are batched by code: each transaction carries th
   const settler = server.app.settlement!.settler;
   // The first transaction is held at submission until four more payments wait; they then leave together.
   let first = true;
-  settler.onSubmitted.push(async () => {
-    if (!first) return;
-    first = false;
-    while (settler.waiting < 4) await new Promise((r) => setTimeout(r, 10));
+  const blockerHeld = new Promise<void>((held) => {
+    settler.onSubmitted.push(async () => {
+      if (!first) return;
+      first = false;
+      held();
+      while (settler.waiting < 4) await new Promise((r) => setTimeout(r, 10));
+    });
   });
   const blocker = pay('blocker');
-  await new Promise((r) => setTimeout(r, 50));
+  await blockerHeld; // the four below arrive while the blocker's transaction is held, never before it
   const [one1, two1, one2, two2] = await Promise.all([pay('buyer_one'), pay('buyer_two'), pay('buyer_one'), pay('buyer_two')]);
   await blocker;
   expect(one1).toBe(one2);

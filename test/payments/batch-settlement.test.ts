@@ -43,7 +43,13 @@ async function groupCommits(server: TestServer, write: string) {
   return { commands: value('agentgate_db_group_commit_size_count'), writes: value('agentgate_db_group_commit_size_sum') };
 }
 
-const until = async (condition: () => boolean) => { while (!condition()) await new Promise((r) => setTimeout(r, 10)); };
+/** Waits for `condition`; a test whose awaited moment never comes fails saying which, not at jest's timeout. */
+const until = async (condition: () => boolean, what = condition.toString()) => {
+  for (const deadline = Date.now() + 30_000; !condition();) {
+    if (Date.now() > deadline) throw new Error(`still waiting after 30 s for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
 
 /**
  * Holds the first transaction the server submits until `n` more requests are waiting, so those go out

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address, type Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount, nonceManager, type PrivateKeyAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
 import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
@@ -24,7 +24,7 @@ const workerIndex = () => Math.min(Number(process.env.JEST_WORKER_ID ?? 1), 9);
 let treasuryWallet: ReturnType<typeof makeTreasury> | undefined;
 function makeTreasury() {
   const { chain, rpcUrl } = testChain();
-  const account = privateKeyToAccount(DEV_ACCOUNTS[workerIndex()]!.privateKey, { nonceManager });
+  const account = privateKeyToAccount(DEV_ACCOUNTS[workerIndex()]!.privateKey);
   return createWalletClient({ chain, transport: http(rpcUrl), account, pollingInterval: 100 });
 }
 
@@ -70,11 +70,24 @@ export async function fundedBuyer(usdc = '100'): Promise<PrivateKeyAccount> {
   return buyer;
 }
 
-export async function sendUsdc(to: Address, amount: bigint): Promise<void> {
-  const { publicClient, usdc } = testChain();
-  treasuryWallet ??= makeTreasury();
-  const hash = await treasuryWallet.writeContract({ address: usdc, abi: usdcAbi, functionName: 'transfer', args: [to, amount] });
-  await publicClient.waitForTransactionReceipt({ hash });
+/**
+ * The treasury's transfers go one at a time, each with the nonce the node reports as next. viem's local
+ * nonce manager, after a send that failed, can hand out a nonce past a gap: every later transfer then
+ * waits for ever, and each remaining test of the file times out at its first funding. A transfer that
+ * is not mined within 30 s fails with its hash instead.
+ */
+let treasuryQueue: Promise<unknown> = Promise.resolve();
+export function sendUsdc(to: Address, amount: bigint): Promise<void> {
+  const send = treasuryQueue.then(async () => {
+    const { publicClient, usdc } = testChain();
+    treasuryWallet ??= makeTreasury();
+    const nonce = await publicClient.getTransactionCount({ address: treasuryWallet.account.address, blockTag: 'pending' });
+    const hash = await treasuryWallet.writeContract({ address: usdc, abi: usdcAbi, functionName: 'transfer', args: [to, amount], nonce });
+    const receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: 30_000 });
+    if (receipt.status !== 'success') throw new Error(`the treasury's transfer ${hash} reverted`);
+  });
+  treasuryQueue = send.catch(() => {});
+  return send;
 }
 
 export const randomNonce = (): Hex => toHex(randomBytes(32));
