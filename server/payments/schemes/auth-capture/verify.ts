@@ -1,7 +1,7 @@
 import { BaseError, ContractFunctionRevertedError, isAddressEqual, zeroAddress, type Address, type Hex } from 'viem';
-import { collectTerms, type AuthCapturePaymentPayload, type AuthCaptureRequirements } from '../../../../middleware/protocol/auth-capture-evm.js';
+import { AUTH_CAPTURE, collectTerms, type AuthCapturePaymentPayload, type AuthCaptureRequirements } from '../../../../middleware/protocol/auth-capture-evm.js';
 import {
-  AUTH_CAPTURE_SCHEME,
+  AUTH_CAPTURE_ESCROW_ADDRESS,
   authCaptureEscrowAbi,
   collectorDataOf,
   collectorFor,
@@ -66,7 +66,7 @@ export async function verifyAuthCapture(
   // 1. Shape guard (the two shapes are checked when decoding): saltNonce if and only if the bind is on.
   if (bound !== (wire.saltNonce !== undefined)) return refuse(R('payload_format'), bound ? 'the offer binds the salt (receiverAuthorizer or policy): saltNonce is required' : 'saltNonce is present but the offer does not bind the salt', payer);
   // 2. Scheme match.
-  if (requirements.scheme !== AUTH_CAPTURE_SCHEME || payload.accepted.scheme !== AUTH_CAPTURE_SCHEME) return refuse(R('scheme'), 'the scheme is not auth-capture', payer);
+  if (requirements.scheme !== AUTH_CAPTURE || payload.accepted.scheme !== AUTH_CAPTURE) return refuse(R('scheme'), 'the scheme is not auth-capture', payer);
   // 3. Network match.
   if (!/^eip155:\d+$/.test(requirements.network)) return refuse('invalid_network', `${requirements.network} is not an eip155:<chainId> network`, payer);
   if (payload.accepted.network !== requirements.network) return refuse(R('network_mismatch'), `the payload was signed for ${payload.accepted.network}, the requirements name ${requirements.network}`, payer);
@@ -155,7 +155,7 @@ const REVERTS: Record<string, string> = {
 /** Runs an escrow call as the operator would send it: nothing is sent. */
 export async function simulateEscrow(chain: ChainService, operator: Address, data: Hex): Promise<{ ok: true } | AuthCaptureRefused> {
   try {
-    await chain.publicClient.call({ account: operator, to: escrowOf(undefined)!, data });
+    await chain.publicClient.call({ account: operator, to: AUTH_CAPTURE_ESCROW_ADDRESS, data });
     return { ok: true };
   } catch (err) {
     if (nodeFault(err)) throw chainUnavailable(err);
