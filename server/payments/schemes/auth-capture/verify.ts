@@ -1,4 +1,4 @@
-import { BaseError, ContractFunctionRevertedError, isAddressEqual, zeroAddress, type Address, type Hex } from 'viem';
+import { isAddressEqual, zeroAddress, type Address, type Hex } from 'viem';
 import { AUTH_CAPTURE, collectTerms, type AuthCapturePaymentPayload, type AuthCaptureRequirements } from '../../../../middleware/protocol/auth-capture-evm.js';
 import {
   AUTH_CAPTURE_ESCROW_ADDRESS,
@@ -17,7 +17,7 @@ import { permit2Allowance, permit2Domain } from '../../../chain/permit2.js';
 import { balanceOf, receiveWithAuthorizationTypes, usdcDomain } from '../../../chain/usdc.js';
 import { nodeFault } from '../../../chain/rpc-fault.js';
 import { shortReason } from '../../../settlement/relayer-lane.js';
-import { chainUnavailable, signedBy } from '../chain-checks.js';
+import { chainUnavailable, revertName, signedBy } from '../chain-checks.js';
 
 /**
  * Verification of an x402 `auth-capture` collect payload (specs/schemes/auth-capture/
@@ -159,19 +159,7 @@ export async function simulateEscrow(chain: ChainService, operator: Address, dat
     return { ok: true };
   } catch (err) {
     if (nodeFault(err)) throw chainUnavailable(err);
-    const name = revertName(err);
+    const name = revertName(err, authCaptureEscrowAbi, 'authorize');
     return refuse(R((name && REVERTS[name]) || 'simulation_failed'), `the escrow call would revert: ${name ?? shortReason(err)}`);
   }
-}
-
-function revertName(err: unknown): string | undefined {
-  if (!(err instanceof BaseError)) return undefined;
-  const data = (err.walk((e) => typeof (e as { data?: unknown }).data === 'string') as { data?: Hex } | null)?.data;
-  if (data && data.length >= 10) {
-    try {
-      const decoded = new ContractFunctionRevertedError({ abi: authCaptureEscrowAbi as never, data, functionName: 'authorize' });
-      return decoded.data?.errorName === 'Error' ? String(decoded.reason) : decoded.data?.errorName ?? decoded.reason;
-    } catch { /* not one of the escrow's */ }
-  }
-  return undefined;
 }
