@@ -1,5 +1,5 @@
 import { Schema, type Connection, type Model } from 'mongoose';
-import { maxUint256, type Address, type Hex } from 'viem';
+import { encodeFunctionData, maxUint256, type Address, type Hex } from 'viem';
 import { canonicalJson } from '../../../../middleware/canonical-json.js';
 import { formatUsdc } from '../../../../middleware/price.js';
 import {
@@ -325,7 +325,9 @@ export class EscrowOperations {
     ]);
     if (funds < amount) return { ok: false, reason: 'refund_funding_unavailable', message: `the operator ${operator} holds ${funds}; the refund needs ${amount}` };
     if (allowance >= amount) return undefined;
-    const approve = await tools.submitFrom(operator, { to: chain.usdc.address, data: encodeApprove(), gas: 80_000n }, { scheme: 'auth-capture', operation: 'approve-refund-collector' });
+    // approve(OperatorRefundCollector, max): once per operator account.
+    const data = encodeFunctionData({ abi: erc20AllowanceAbi, functionName: 'approve', args: [OPERATOR_REFUND_COLLECTOR_ADDRESS, maxUint256] });
+    const approve = await tools.submitFrom(operator, { to: chain.usdc.address, data, gas: 80_000n }, { scheme: 'auth-capture', operation: 'approve-refund-collector' });
     const fate = await approve.fate;
     if (fate.kind !== 'mined' || fate.receipt.status !== 'success') return { ok: false, reason: 'refund_funding_unavailable', message: `the operator's approval of the refund collector (${approve.hash}) did not go through` };
     return undefined;
@@ -432,7 +434,3 @@ export class EscrowOperations {
   }
 }
 
-function encodeApprove(): Hex {
-  // approve(OperatorRefundCollector, max): once per operator account.
-  return `0x095ea7b3${OPERATOR_REFUND_COLLECTOR_ADDRESS.slice(2).toLowerCase().padStart(64, '0')}${maxUint256.toString(16).padStart(64, '0')}` as Hex;
-}
