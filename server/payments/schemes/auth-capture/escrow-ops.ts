@@ -176,14 +176,20 @@ export class EscrowOperations {
   /**
    * A refund of `amount` (atomic) of a captured payment, at most what was captured and not yet refunded.
    * Refused before anything is decided when the payment cannot be refunded, the amount is too much, or
-   * the operator cannot fund it now; with `idempotencyKey`, a repeat answers the first refund.
+   * the operator cannot fund it now; with `idempotencyKey`, a repeat answers the first refund (409 if it
+   * asks another amount).
    */
   async refund(payment: PaymentDoc, amount: bigint | undefined, reason: string, idempotencyKey?: string): Promise<OpOutcome> {
     const chain = this.chain();
     for (let attempt = 0; attempt < 50; attempt++) {
       const refunds: EscrowOpDoc[] = await this.ops.find({ paymentId: payment._id, kind: 'refund' }).sort({ seq: 1 }).lean();
       const repeat = idempotencyKey ? refunds.find((r) => r.idempotencyKey === idempotencyKey) : undefined;
-      if (repeat) return this.answerOf(repeat, payment);
+      if (repeat) {
+        if (amount !== undefined && BigInt(repeat.amountRaw) !== amount) {
+          throw new AppError(409, 'idempotency_key_reused', `Idempotency-Key ${idempotencyKey} was used for a refund of ${formatUsdc(BigInt(repeat.amountRaw))} USDC; this asks ${formatUsdc(amount)}`);
+        }
+        return this.answerOf(repeat, payment);
+      }
       const last = refunds[refunds.length - 1];
       if (last && last.status === 'pending') throw new AppError(409, 'refund_in_progress', `refund ${last._id} of this payment is still being sent; ask again once it is done`, undefined, { 'Retry-After': '2' });
       const captured = BigInt(payment.amountUsdcRaw);
