@@ -1,10 +1,8 @@
-import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
-import { unavailable } from './paywall-types.js';
-import type { Facilitator } from './facilitator.js';
+import type { PaymentRequiredOutcome, PaywallOutcome } from './paywall-types.js';
 import { collectTerms, decodeAuthCapturePaymentHeader } from './protocol/auth-capture-evm.js';
 import type { Charge } from './route-pricing.js';
 import { exactCharge, paidOutcome } from './settlement-response.js';
-import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';
+import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from './seller-scheme.js';
 
 // The x402 `auth-capture` scheme on the seller's side (charge on success, with buyer protection): the
 // buyer's escrow authorization checked against this route's offer locally (the backend verifies the
@@ -35,35 +33,14 @@ export class AuthCapturePayment implements SellerScheme {
       return challenges.refuse(charge, 'invalid_auth_capture_evm_deadline_ordering', 'the payment\'s refund deadline is shorter than this route offers');
     }
     if (collectTerms(payload).expiry <= BigInt(now)) return challenges.refuse(charge, 'invalid_auth_capture_evm_authorization_expired', 'the authorization has expired');
-    const facilitator = this.deps.facilitator as Required<Facilitator>;
-    let held;
-    try {
-      held = await facilitator.hold({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement: accepted, holdSeconds: charge.route.value.config.holdSeconds });
-    } catch (error) {
-      return unavailable(error);
-    }
-    if (!held.ok) return challenges.refuse(charge, held.reason, held.message);
-    const { holdId, payer } = held;
-    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
-    let releasing: Promise<void> | undefined;
-    const hold: HeldPayment = {
+    const hold = { paymentHeader, version: 2 as const, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement: accepted, holdSeconds: charge.route.value.config.holdSeconds };
+    return holdWhileHandlerRuns(this.deps, charge, hold, ({ holdId, payer }) => ({
       payment: {
         version: 2, scheme: 'auth-capture', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
         amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
         charge: exactCharge(charge.route.pattern),
       },
-      capture: () => (capturing ??= (async () => {
-        let result;
-        try {
-          result = await facilitator.capture(holdId);
-        } catch (error) {
-          return unavailable(error);
-        }
-        if (!result.ok) return challenges.refuse(charge, result.reason, result.message);
-        return paidOutcome(charge, 2, result, 'after-handler', undefined, 'auth-capture');
-      })()),
-      release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
-    };
-    return { kind: 'held', hold };
+      paid: (result) => paidOutcome(charge, 2, result, 'after-handler', undefined, 'auth-capture'),
+    }));
   }
 }

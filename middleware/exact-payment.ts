@@ -1,12 +1,12 @@
-import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
+import type { PaymentRequiredOutcome, PaywallOutcome } from './paywall-types.js';
 import { unavailable } from './paywall-types.js';
-import type { Facilitator, RedeemRequest } from './facilitator.js';
+import type { RedeemRequest } from './facilitator.js';
 import { checkPaymentAgainstRequirements } from './payment-checks.js';
 import { decodePaymentHeader } from './protocol/payment-header.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
 import type { Charge } from './route-pricing.js';
 import { exactCharge, paidOutcome } from './settlement-response.js';
-import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';
+import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from './seller-scheme.js';
 
 // The x402 `exact` scheme on the seller's side (a route with a price, fixed or computed): the buyer's
 // header checked against the 402 locally, then redeemed before the handler (settle: 'before-handler', or
@@ -58,36 +58,13 @@ export class ExactPayment implements SellerScheme {
     };
   }
 
-  private async hold(charge: Charge, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
-    const facilitator = this.deps.facilitator as Required<Facilitator>;
-    let held;
-    try {
-      held = await facilitator.hold({ ...request, holdSeconds: charge.route.value.config.holdSeconds });
-    } catch (error) {
-      return unavailable(error);
-    }
-    if (!held.ok) return this.deps.challenges.refuse(charge, held.reason, held.message);
-    const { holdId, payer } = held;
-    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
-    let releasing: Promise<void> | undefined;
-    const hold: HeldPayment = {
+  private hold(charge: Charge, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
+    return holdWhileHandlerRuns(this.deps, charge, { ...request, holdSeconds: charge.route.value.config.holdSeconds }, ({ holdId, payer }) => ({
       payment: {
         version, scheme: 'exact', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
         amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern, charge: exactCharge(charge.route.pattern),
       },
-      capture: () => (capturing ??= (async () => {
-        let result;
-        try {
-          result = await facilitator.capture(holdId);
-        } catch (error) {
-          return unavailable(error);
-        }
-        if (!result.ok) return this.deps.challenges.refuse(charge, result.reason, result.message);
-        return paidOutcome(charge, version, result, 'after-handler');
-      })()),
-      // A release that cannot reach the facilitator is not the buyer's problem: the hold expires by itself.
-      release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
-    };
-    return { kind: 'held', hold };
+      paid: (result) => paidOutcome(charge, version, result, 'after-handler'),
+    }));
   }
 }

@@ -1,12 +1,10 @@
-import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
-import { unavailable } from './paywall-types.js';
-import type { Facilitator } from './facilitator.js';
+import type { PaywallOutcome } from './paywall-types.js';
 import type { UptoPaymentRequiredResponse } from './challenge.js';
 import { parseCharge, type Price } from './price.js';
 import { decodeUptoPaymentHeader } from './protocol/upto-evm.js';
 import type { Charge } from './route-pricing.js';
 import { paidOutcome } from './settlement-response.js';
-import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';
+import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from './seller-scheme.js';
 
 // The x402 `upto` scheme on the seller's side (a route priced by usage): the buyer's Permit2 permit
 // checked against the 402 locally (the backend verifies the rest), held for the maximum while the handler
@@ -34,43 +32,24 @@ export class UptoPayment implements SellerScheme {
       return this.deps.challenges.refuse(charge, 'amount_mismatch', `the permit allows ${permit.permitted.amount}; this route asks to authorize exactly ${requirement.amount}`);
     }
     if (BigInt(permit.deadline) <= BigInt(Math.floor(this.deps.now() / 1000))) return this.deps.challenges.refuse(charge, 'authorization_expired', 'the permit\'s deadline is in the past');
-    const facilitator = this.deps.facilitator as Required<Facilitator>;
-    let held;
-    try {
-      held = await facilitator.hold({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, holdSeconds: charge.route.value.config.holdSeconds });
-    } catch (error) {
-      return unavailable(error);
-    }
-    if (!held.ok) return this.deps.challenges.refuse(charge, held.reason, held.message);
-    const { holdId, payer } = held;
     const { max, unreported } = charge.route.value.usage!;
     let reported: bigint | undefined;
-    let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
-    let releasing: Promise<void> | undefined;
-    const hold: HeldPayment = {
+    /** What the capture charges, fixed when it starts. */
+    let captured: bigint | undefined;
+    const hold = { paymentHeader, version: 2 as const, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, holdSeconds: charge.route.value.config.holdSeconds };
+    return holdWhileHandlerRuns(this.deps, charge, hold, ({ holdId, payer }) => ({
       payment: {
         version: 2, scheme: 'upto', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
         amountAtomic: max, maxAmountAtomic: max, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
         charge: (price: Price) => {
-          if (capturing) throw new Error('this payment is already being settled: report usage before the response is sent');
+          if (captured !== undefined) throw new Error('this payment is already being settled: report usage before the response is sent');
           const amount = parseCharge(price);
           if (amount > max) throw new RangeError(`charge ${String(price)} is above this route's maximum of ${max} atomic units: the buyer did not allow it`);
           reported = amount;
         },
       },
-      capture: () => (capturing ??= (async () => {
-        const amountAtomic = reported ?? unreported;
-        let result;
-        try {
-          result = await facilitator.capture(holdId, { amountAtomic });
-        } catch (error) {
-          return unavailable(error);
-        }
-        if (!result.ok) return this.deps.challenges.refuse(charge, result.reason, result.message);
-        return paidOutcome({ ...charge, amountAtomic }, 2, result, 'after-handler', max);
-      })()),
-      release: () => (releasing ??= facilitator.release(holdId).catch(() => {})),
-    };
-    return { kind: 'held', hold };
+      usage: () => ({ amountAtomic: (captured = reported ?? unreported) }),
+      paid: (result) => paidOutcome({ ...charge, amountAtomic: captured! }, 2, result, 'after-handler', max),
+    }));
   }
 }

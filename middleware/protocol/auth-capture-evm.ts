@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { decodeBase64Json } from './base64-json.js';
-import { Bytes32Hex, EvmAddress, SignatureHex, TokenDomainExtraSchema, Uint256String } from './exact-evm.js';
+import { Bytes32Hex, EvmAddress, ExactEvmAuthorizationSchema, SignatureHex, TokenDomainExtraSchema, Uint256String } from './exact-evm.js';
 import { Caip2NetworkSchema, ResourceInfoSchema } from './v2.js';
 
 /**
@@ -46,9 +46,6 @@ export const AuthCaptureRequirementsSchema = z.object({
 }).loose();
 export type AuthCaptureRequirements = z.infer<typeof AuthCaptureRequirementsSchema>;
 
-const Eip3009Authorization = z.object({
-  from: EvmAddress, to: EvmAddress, value: Uint256String, validAfter: Uint256String, validBefore: Uint256String, nonce: Bytes32Hex,
-});
 const Permit2Authorization = z.object({
   from: EvmAddress,
   permitted: z.object({ token: EvmAddress, amount: Uint256String }),
@@ -58,7 +55,7 @@ const Permit2Authorization = z.object({
 });
 
 /** The collect payload: exactly one of the two shapes, `salt` always, `saltNonce` only when bound. */
-export const AuthCaptureEip3009PayloadSchema = z.object({ authorization: Eip3009Authorization, signature: SignatureHex, salt: Bytes32Hex, saltNonce: Bytes32Hex.optional() }).strict();
+export const AuthCaptureEip3009PayloadSchema = z.object({ authorization: ExactEvmAuthorizationSchema, signature: SignatureHex, salt: Bytes32Hex, saltNonce: Bytes32Hex.optional() }).strict();
 export const AuthCapturePermit2PayloadSchema = z.object({ permit2Authorization: Permit2Authorization, signature: SignatureHex, salt: Bytes32Hex, saltNonce: Bytes32Hex.optional() }).strict();
 export const AuthCaptureCollectPayloadSchema = z.union([AuthCaptureEip3009PayloadSchema, AuthCapturePermit2PayloadSchema]);
 export type AuthCaptureCollectPayload = z.infer<typeof AuthCaptureCollectPayloadSchema>;

@@ -16,8 +16,6 @@
  */
 import { encodeAbiParameters, encodeFunctionData, getAddress, keccak256, parseAbi, toHex, zeroAddress, type Address, type Hex, type PublicClient } from 'viem';
 
-export const AUTH_CAPTURE_SCHEME = 'auth-capture';
-
 export const AUTH_CAPTURE_ESCROW_ADDRESS: Address = '0xf96815976523E00e65Be8f34cA5e64b4f41EB19c';
 export const EIP3009_TOKEN_COLLECTOR_ADDRESS: Address = '0x8612dfdc421f80336cd14E8EF9cb1E765dB5ab88';
 export const PERMIT2_TOKEN_COLLECTOR_ADDRESS: Address = '0xD69831Aed5bfe262067ec4c751f4F830EcdD446e';

@@ -27,12 +27,6 @@ export class PaymentRefunds {
       throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was settled with the ${payment.scheme ?? 'exact'} scheme: the money went straight to ${payment.recipientAddress}, with no escrow agentgate could refund from. Refund the buyer (${payment.payerAddress}) from that address yourself, or sell with auth-capture (refundable) routes`);
     }
     if (payment.status !== 'settled') throw new AppError(409, 'refund_not_possible', `payment ${payment._id} is ${payment.status}: only a captured payment can be refunded${payment.status === 'held' ? ' (a held authorization is voided instead)' : ''}`);
-    if (request.idempotencyKey) {
-      const first = (await this.authCapture.operations.list(payment._id)).find((op) => op.kind === 'refund' && op.idempotencyKey === request.idempotencyKey);
-      if (first && amount !== undefined && BigInt(first.amountRaw) !== amount) {
-        throw new AppError(409, 'idempotency_key_reused', `Idempotency-Key ${request.idempotencyKey} was used for a refund of ${formatUsdc(BigInt(first.amountRaw))} USDC; this asks ${formatUsdc(amount)}`);
-      }
-    }
     const outcome = await this.authCapture.operations.refund(payment, amount, request.reason, request.idempotencyKey);
     if (!outcome.ok) {
       if (outcome.op && outcome.pending) return presentRefund(outcome.op, await this.records.get(orgId, paymentId));

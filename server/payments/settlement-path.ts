@@ -229,12 +229,15 @@ export class PaymentSettlement {
     throw new AppError(503, 'relayer_unavailable', `This deployment cannot settle payments now: ${await desk.why()}`, undefined, { 'Retry-After': '2' });
   }
 
-  /** 503 before anything is claimed when no process of the deployment can send from `address` now (a payment that names its sender). */
+  /**
+   * 503 before anything is claimed when no process of the deployment can send from `address` now: a
+   * payment that names its sender (the facilitator an upto permit names, an auth-capture payment's operator).
+   */
   async ensureCanSendFrom(address: Address, door: Door): Promise<void> {
     const desk = this.engine!.desk;
     if (await desk.canTake(address.toLowerCase())) return;
     this.metrics.paidRequests.inc({ outcome: 'relayer_unavailable', door });
-    throw new AppError(503, 'relayer_unavailable', `This deployment cannot settle from ${address} now (the facilitator account the permit names): ${await desk.why(address.toLowerCase())}`, undefined, { 'Retry-After': '2' });
+    throw new AppError(503, 'relayer_unavailable', `This deployment cannot settle from ${address} now (the account the payment names as its sender): ${await desk.why(address.toLowerCase())}`, undefined, { 'Retry-After': '2' });
   }
 
   /**

@@ -29,7 +29,6 @@ import {
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import {
   AUTH_CAPTURE_ESCROW_ADDRESS,
-  AUTH_CAPTURE_SCHEME,
   EIP3009_TOKEN_COLLECTOR_ADDRESS,
   OPERATOR_REFUND_COLLECTOR_ADDRESS,
   PERMIT2_TOKEN_COLLECTOR_ADDRESS,
@@ -38,6 +37,7 @@ import {
   paymentInfoOf,
   type PaymentInfo,
 } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE } from '../../middleware/protocol/auth-capture-evm.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
 import { localChain } from '../../server/dev/chain/deploy.js';
@@ -107,7 +107,7 @@ export interface OfferTerms {
 export function authCaptureRequirements(chain: EscrowChain, terms: OfferTerms = {}) {
   const now = nowSeconds();
   return {
-    scheme: AUTH_CAPTURE_SCHEME,
+    scheme: AUTH_CAPTURE,
     network: `eip155:${chain.chainId}`,
     amount: (terms.amount ?? ONE_USDC).toString(),
     asset: chain.usdc,

@@ -3,11 +3,6 @@
 // auth-capture client. The payment is authorized into the escrow before the handler runs; a handler that
 // succeeds is captured (once), one that fails is voided (the buyer is whole), and a captured payment can
 // be refunded on chain.
-import express from 'express';
-import Fastify from 'fastify';
-import { Hono } from 'hono';
-import Koa from 'koa';
-import Router from '@koa/router';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { AuthCaptureEvmScheme } from '@x402/evm/auth-capture/client';
@@ -15,14 +10,11 @@ import { wrapFetchWithPayment } from '@x402/fetch';
 import { parseUnits, type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
-import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
-import { paymentMiddleware as honoPayments, type PaymentEnv } from '../../adapters/hono.js';
-import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
 import type { RequestPayment, RouteConfig } from '../../middleware/index.js';
 import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/chain/auth-capture.js';
 import { fundedBuyer, sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { serve, setUpSeller } from './seller.js';
+import { paidApp, serve, setUpSeller, type Framework } from './seller.js';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
@@ -52,56 +44,16 @@ function report(outcome: Outcome, payment: RequestPayment): { status: number; bo
   return { status: 200, body: { report: 'quarterly', scheme: payment.scheme, paymentId: payment.paymentId } };
 }
 
-type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
 function app(framework: Framework, route: RouteConfig, outcome: () => Outcome) {
   const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /report': route } };
-  switch (framework) {
-    case 'Express': {
-      const a = express();
-      a.use(expressPayments(options));
-      a.get('/report', (_req, res) => {
-        const answer = report(outcome(), res.locals.x402);
-        res.status(answer.status).json(answer.body);
-      });
-      return a;
-    }
-    case 'Koa': {
-      const a = new Koa();
-      const router = new Router();
-      router.get('/report', (ctx) => {
-        const answer = report(outcome(), ctx.state.x402);
-        ctx.status = answer.status;
-        ctx.body = answer.body;
-      });
-      a.use(koaPayments(options)).use(router.routes());
-      return a;
-    }
-    case 'Hono': {
-      const a = new Hono<PaymentEnv>();
-      a.use(honoPayments(options));
-      a.get('/report', (c) => {
-        const answer = report(outcome(), c.get('payment'));
-        return c.json(answer.body as object, answer.status as 200);
-      });
-      return a;
-    }
-    case 'Fastify': {
-      const a = Fastify();
-      void a.register(fastifyPayments(options));
-      a.get('/report', async (request, reply) => {
-        const answer = report(outcome(), request.payment);
-        return reply.status(answer.status).send(answer.body);
-      });
-      return a;
-    }
-  }
+  return paidApp(framework, options, 'GET', '/report', (_query, payment) => report(outcome(), payment));
 }
 
 const officialFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new AuthCaptureEvmScheme(buyer))
   .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
 
 async function withSeller(framework: Framework, outcome: () => Outcome, run: (url: string, webhookSecret?: string) => Promise<void>, webhookUrl?: string) {
-  const running = await serve(app(framework, { price: '$0.25', scheme: 'auth-capture', description: 'Quarterly report' }, outcome) as never);
+  const running = await serve(app(framework, { price: '$0.25', scheme: 'auth-capture', description: 'Quarterly report' }, outcome));
   const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, priceUsdc: '0.25', skipUrlCheck: true, ...(webhookUrl ? { webhookUrl } : {}) } });
   expect(registered.status).toBe(201);
   try {

@@ -1,13 +1,20 @@
 import { createAdaptorServer } from '@hono/node-server';
-import type { Express } from 'express';
-import type { FastifyInstance } from 'fastify';
-import type { Hono } from 'hono';
-import type Koa from 'koa';
+import Router from '@koa/router';
+import express, { type Express } from 'express';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
+import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
+import { paymentMiddleware as honoPayments, type PaymentEnv } from '../../adapters/hono.js';
+import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
+import type { PaymentMiddlewareOptions } from '../../adapters/paywall-source.js';
+import type { RequestPayment } from '../../middleware/index.js';
 import { signUp } from '../support/agents.js';
 import type { TestServer } from '../support/server.js';
 
@@ -55,4 +62,54 @@ export async function serve(app: Express | Koa | Hono<any> | FastifyInstance): P
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+export type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
+
+/** What a paid route's handler answers, from the request's query and the payment the middleware put on it. */
+export type PaidHandler = (query: Record<string, string | undefined>, payment: RequestPayment) => { status: number; body: unknown };
+
+/** One route (`method path`) behind our payment middleware in `framework`, answered by `handle` (which may throw). */
+export function paidApp(framework: Framework, options: PaymentMiddlewareOptions, method: 'GET' | 'POST', path: string, handle: PaidHandler): Express | Koa | Hono<PaymentEnv> | FastifyInstance {
+  const verb = method === 'GET' ? 'get' : 'post';
+  switch (framework) {
+    case 'Express': {
+      const a = express();
+      a.use(expressPayments(options));
+      a[verb](path, (req, res) => {
+        const answer = handle(req.query as Record<string, string | undefined>, res.locals.x402);
+        res.status(answer.status).json(answer.body);
+      });
+      return a;
+    }
+    case 'Koa': {
+      const a = new Koa();
+      const router = new Router();
+      router[verb](path, (ctx) => {
+        const answer = handle(ctx.query as Record<string, string | undefined>, ctx.state.x402);
+        ctx.status = answer.status;
+        ctx.body = answer.body;
+      });
+      a.use(koaPayments(options)).use(router.routes());
+      return a;
+    }
+    case 'Hono': {
+      const a = new Hono<PaymentEnv>();
+      a.use(honoPayments(options));
+      a[verb](path, (c) => {
+        const answer = handle(c.req.query(), c.get('payment'));
+        return c.json(answer.body as object, answer.status as 200);
+      });
+      return a;
+    }
+    case 'Fastify': {
+      const a = Fastify();
+      void a.register(fastifyPayments(options));
+      a[verb](path, async (request, reply) => {
+        const answer = handle(request.query as Record<string, string | undefined>, request.payment!);
+        return reply.status(answer.status).send(answer.body);
+      });
+      return a;
+    }
+  }
 }

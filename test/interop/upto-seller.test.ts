@@ -3,11 +3,6 @@
 // client. The handler reports what the request used (an LLM's tokens) and exactly that is settled after
 // it; nothing reported costs the route's `unreported` charge (0 by default); a charge above the maximum
 // or a failed handler charges nothing.
-import express from 'express';
-import Fastify from 'fastify';
-import { Hono } from 'hono';
-import Koa from 'koa';
-import Router from '@koa/router';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
@@ -16,14 +11,11 @@ import { toClientEvmSigner } from '@x402/evm';
 import { createWalletClient, http, maxUint256, parseUnits, type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
-import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
-import { paymentMiddleware as honoPayments, type PaymentEnv } from '../../adapters/hono.js';
-import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
 import type { RequestPayment, RouteConfig } from '../../middleware/index.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { serve, setUpSeller, type RunningApp } from './seller.js';
+import { paidApp, serve, setUpSeller, type Framework } from './seller.js';
 
 const NETWORK = 'eip155:84532';
 /** $0.0001 a token, as an LLM API might charge. */
@@ -47,49 +39,9 @@ function completion(tokensParam: string | undefined, report: Report, payment: Re
   return { status: 200, body: { text: 'Hello from the model', usage: { tokens: Number(tokens) }, maxAtomic: String(payment.maxAmountAtomic) } };
 }
 
-type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
-function app(framework: Framework, route: RouteConfig, report: () => Report): RunningApp extends never ? never : Parameters<typeof serve>[0] {
+function app(framework: Framework, route: RouteConfig, report: () => Report) {
   const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'POST /complete': route } };
-  switch (framework) {
-    case 'Express': {
-      const a = express();
-      a.use(expressPayments(options));
-      a.post('/complete', (req, res) => {
-        const answer = completion(req.query.tokens as string | undefined, report(), res.locals.x402);
-        res.status(answer.status).json(answer.body);
-      });
-      return a;
-    }
-    case 'Koa': {
-      const a = new Koa();
-      const router = new Router();
-      router.post('/complete', (ctx) => {
-        const answer = completion(ctx.query.tokens as string | undefined, report(), ctx.state.x402);
-        ctx.status = answer.status;
-        ctx.body = answer.body;
-      });
-      a.use(koaPayments(options)).use(router.routes());
-      return a;
-    }
-    case 'Hono': {
-      const a = new Hono<PaymentEnv>();
-      a.use(honoPayments(options));
-      a.post('/complete', (c) => {
-        const answer = completion(c.req.query('tokens'), report(), c.get('payment'));
-        return c.json(answer.body as object, answer.status as 200);
-      });
-      return a;
-    }
-    case 'Fastify': {
-      const a = Fastify();
-      void a.register(fastifyPayments(options));
-      a.post('/complete', async (request, reply) => {
-        const answer = completion((request.query as { tokens?: string }).tokens, report(), request.payment);
-        return reply.status(answer.status).send(answer.body);
-      });
-      return a;
-    }
-  }
+  return paidApp(framework, options, 'POST', '/complete', (query, payment) => completion(query.tokens, report(), payment));
 }
 
 async function approvedBuyer(): Promise<PrivateKeyAccount> {
@@ -105,7 +57,7 @@ const officialUptoFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fet
   .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
 
 async function withSeller(framework: Framework, route: RouteConfig, report: () => Report, run: (url: string) => Promise<void>) {
-  const running = await serve(app(framework, route, report) as never);
+  const running = await serve(app(framework, route, report));
   const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.50', skipUrlCheck: true } });
   expect(registered.status).toBe(201);
   try {

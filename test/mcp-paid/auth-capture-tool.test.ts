@@ -1,61 +1,42 @@
 // An MCP tool offering auth-capture: the official @x402/evm auth-capture client signs from the tool's
 // payment-required answer; the payment is authorized into escrow while the tool runs, captured when the
 // tool succeeds, voided when it fails (the buyer whole).
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { AuthCaptureEvmScheme } from '@x402/evm/auth-capture/client';
-import express from 'express';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import type { Address } from 'viem';
-import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { PrivateKeyAccount } from 'viem/accounts';
 import { mcpPaywall } from '../../adapters/mcp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { signUp } from '../support/agents.js';
+import { setUpSeller } from '../support/payments.js';
+import { serveMcp, type ServedMcp } from './support.js';
 import { fundedBuyer, usdcBalance } from '../support/chain.js';
 
 let server: TestServer;
-let http: Server;
-let client: Client;
+let mcp: ServedMcp;
 let payTo: Address;
 let fail = false;
 
 beforeAll(async () => {
   server = await startTestServer({ TRUST_PROXY: 'true' });
-  const agent = await signUp(server);
-  payTo = privateKeyToAccount(generatePrivateKey()).address;
-  expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
-  const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey;
-  expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: 'mcp://tool/summarize', priceUsdc: '0.05' } })).status).toBe(201);
-  const paid = mcpPaywall({ backendUrl: server.url, apiKey: sellerKey });
-  const app = express();
-  app.use(express.json());
-  app.post('/mcp', async (req, res) => {
-    const mcp = new McpServer({ name: 'docs', version: '1.0.0' });
-    paid.tool(mcp, 'summarize', { price: '$0.05', scheme: 'auth-capture', inputSchema: { text: z.string() } }, async ({ text }) => (
+  const seller = await setUpSeller(server, { resource: 'mcp://tool/summarize', priceUsdc: '0.05' });
+  payTo = seller.payTo;
+  const paid = mcpPaywall({ backendUrl: server.url, apiKey: seller.sellerKey });
+  mcp = await serveMcp(() => {
+    const tools = new McpServer({ name: 'docs', version: '1.0.0' });
+    paid.tool(tools, 'summarize', { price: '$0.05', scheme: 'auth-capture', inputSchema: { text: z.string() } }, async ({ text }) => (
       fail ? { isError: true, content: [{ type: 'text' as const, text: 'model overloaded' }] } : { content: [{ type: 'text' as const, text: `summary of ${text.length} characters` }] }
     ));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    res.on('close', () => { void transport.close(); void mcp.close(); });
-    await mcp.connect(transport);
-    await transport.handleRequest(req, res, req.body);
+    return tools;
   });
-  http = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)); });
-  client = new Client({ name: 'buyer', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`)));
 });
 afterAll(async () => {
-  await client?.close();
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
+  await mcp?.close();
   await server?.close();
 });
 
 const call = (meta?: Record<string, unknown>) =>
-  client.callTool({ name: 'summarize', arguments: { text: 'a long text' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
+  mcp.client.callTool({ name: 'summarize', arguments: { text: 'a long text' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
 
 async function payment(buyer: PrivateKeyAccount) {
   const required = (await call()).structuredContent;

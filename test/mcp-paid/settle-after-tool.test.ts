@@ -1,19 +1,13 @@
 // Paid MCP tools settle after the tool by default: a tool result with isError, or a tool that throws, is
 // not charged (the same signed payment works once the tool succeeds); a successful result is charged once
 // and carries the settlement; a tool set to settle before-handler is charged whatever it returns.
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import express from 'express';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { Address } from 'viem';
 import { mcpPaywall } from '../../adapters/mcp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { signUp } from '../support/agents.js';
+import { setUpSeller } from '../support/payments.js';
+import { serveMcp, type ServedMcp } from './support.js';
 import { createWalletClient, http as rpcTransport, parseEther } from 'viem';
 import { usdcAbi } from '../../server/chain/usdc.js';
 import { fundedBuyer, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
@@ -24,22 +18,17 @@ let during: (() => Promise<void>) | undefined;
 let runs = 0;
 
 let server: TestServer;
-let http: Server;
-let client: Client;
+let mcp: ServedMcp;
 let payTo: Address;
 
 beforeAll(async () => {
   server = await startTestServer({ TRUST_PROXY: 'true' });
-  const agent = await signUp(server);
-  payTo = privateKeyToAccount(generatePrivateKey()).address;
-  expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
-  const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey;
-  for (const tool of ['flaky', 'prepaid']) {
-    expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: `mcp://tool/${tool}`, priceUsdc: '0.01' } })).status).toBe(201);
-  }
-  const paid = mcpPaywall({ backendUrl: server.url, apiKey: sellerKey });
-  const build = () => {
-    const mcp = new McpServer({ name: 'flaky', version: '1.0.0' });
+  const seller = await setUpSeller(server, { resource: 'mcp://tool/flaky', priceUsdc: '0.01' });
+  payTo = seller.payTo;
+  expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'mcp://tool/prepaid', priceUsdc: '0.01' } })).status).toBe(201);
+  const paid = mcpPaywall({ backendUrl: server.url, apiKey: seller.sellerKey });
+  mcp = await serveMcp(() => {
+    const tools = new McpServer({ name: 'flaky', version: '1.0.0' });
     const body = async ({ q }: { q: string }) => {
       runs++;
       await during?.();
@@ -47,32 +36,18 @@ beforeAll(async () => {
       if (next === 'is-error') return { isError: true, content: [{ type: 'text' as const, text: 'no answer for that' }] };
       return { content: [{ type: 'text' as const, text: `answer to ${q}` }] };
     };
-    paid.tool(mcp, 'flaky', { price: '$0.01', inputSchema: { q: z.string() } }, body);
-    paid.tool(mcp, 'prepaid', { price: '$0.01', settle: 'before-handler', inputSchema: { q: z.string() } }, body);
-    return mcp;
-  };
-  const app = express();
-  app.use(express.json());
-  app.post('/mcp', async (req, res) => {
-    const mcp = build();
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    res.on('close', () => { void transport.close(); void mcp.close(); });
-    await mcp.connect(transport);
-    await transport.handleRequest(req, res, req.body);
+    paid.tool(tools, 'flaky', { price: '$0.01', inputSchema: { q: z.string() } }, body);
+    paid.tool(tools, 'prepaid', { price: '$0.01', settle: 'before-handler', inputSchema: { q: z.string() } }, body);
+    return tools;
   });
-  http = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)); });
-  client = new Client({ name: 'buyer', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`)));
 });
 afterAll(async () => {
-  await client?.close();
-  http?.closeAllConnections();
-  await new Promise<void>((resolve) => (http ? http.close(() => resolve()) : resolve()));
+  await mcp?.close();
   await server?.close();
 });
 
 const call = (tool: string, meta?: Record<string, unknown>) =>
-  client.callTool({ name: tool, arguments: { q: 'weather' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
+  mcp.client.callTool({ name: tool, arguments: { q: 'weather' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
 
 async function signedPayment(tool: string, buyer: Awaited<ReturnType<typeof fundedBuyer>>) {
   const accepted = (await call(tool)).structuredContent.accepts[0];

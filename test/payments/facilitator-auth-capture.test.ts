@@ -197,6 +197,8 @@ describe('capture, void and refunds of a facilitator-settled payment', () => {
     expect(rest.body).toMatchObject({ status: 'refunded', amountUsdcRaw: '2000000', payment: { refundedUsdcRaw: '3000000' } });
     const repeat = await refund({ reason: 'cancelled' }, 'key-rest');
     expect(repeat.body.id).toBe(rest.body.id);
+    const reused = await refund({ amount: '0.5', reason: 'cancelled' }, 'key-rest');
+    expect([reused.status, reused.body.error]).toEqual([409, 'idempotency_key_reused']);
     expect(await usdcBalance(buyer.address)).toBe(before + 3n * PRICE);
     expect(await escrowState(testChain().publicClient as never, hash)).toMatchObject({ refundable: 0n });
     expect((await server.request('GET', `/v0/payments/${id}/refunds`, { key: seller.sellerKey })).body.refunds.map((r: any) => r.amountUsdcRaw)).toEqual(['1000000', '2000000']);

@@ -5,8 +5,11 @@ import { signUp } from './agents.js';
 
 export interface TestSeller { platformKey: string; sellerKey: string; payTo: Address; resource: string }
 
-/** A seller that accepts payments to a fresh address and has `resource` registered at `priceUsdc`. */
-export async function setUpSeller(server: Pick<TestServer, 'request'>, options: { resource?: string; priceUsdc?: string; webhookUrl?: string } = {}): Promise<TestSeller> {
+/**
+ * A seller that accepts payments to a fresh address and has `resource` registered at `priceUsdc` (or, sold
+ * by usage, at most `maxPriceUsdc`).
+ */
+export async function setUpSeller(server: Pick<TestServer, 'request'>, options: { resource?: string; priceUsdc?: string; maxPriceUsdc?: string; webhookUrl?: string } = {}): Promise<TestSeller> {
   const agent = await signUp(server as TestServer);
   const payTo = privateKeyToAccount(generatePrivateKey()).address;
   const resource = options.resource ?? 'https://api.example.com/batched';
@@ -14,7 +17,7 @@ export async function setUpSeller(server: Pick<TestServer, 'request'>, options: 
   ok(await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } }), 200);
   const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
   ok(key, 201);
-  ok(await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: resource, priceUsdc: options.priceUsdc ?? '0.01', skipUrlCheck: true, ...(options.webhookUrl ? { webhookUrl: options.webhookUrl } : {}) } }), 201);
+  ok(await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: resource, ...(options.maxPriceUsdc ? { maxPriceUsdc: options.maxPriceUsdc } : { priceUsdc: options.priceUsdc ?? '0.01' }), skipUrlCheck: true, ...(options.webhookUrl ? { webhookUrl: options.webhookUrl } : {}) } }), 201);
   return { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo, resource };
 }
 

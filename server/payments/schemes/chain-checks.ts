@@ -1,4 +1,4 @@
-import { hashTypedData, isAddressEqual, recoverTypedDataAddress, type Address, type HashTypedDataParameters, type Hex, type RecoverTypedDataAddressParameters, type VerifyTypedDataParameters } from 'viem';
+import { BaseError, ContractFunctionRevertedError, hashTypedData, isAddressEqual, recoverTypedDataAddress, type Abi, type Address, type HashTypedDataParameters, type Hex, type RecoverTypedDataAddressParameters, type VerifyTypedDataParameters } from 'viem';
 import { recoverSigner } from '../../chain/recover.js';
 import type { ChainService } from '../../chain/chain-service.js';
 import { AppError } from '../../platform/errors.js';
@@ -31,4 +31,20 @@ export async function signedBy(chain: ChainService, from: Address, typedData: Re
     if (nodeFault(err)) throw chainUnavailable(err);
     return false;
   });
+}
+
+/**
+ * The name of the custom error a call reverted with, decoded with the contract's ABI (`functionName`: the
+ * call, for viem's message), or Error(string)'s text; undefined when the revert is not the contract's.
+ */
+export function revertName(err: unknown, abi: Abi, functionName: string): string | undefined {
+  if (!(err instanceof BaseError)) return undefined;
+  const data = (err.walk((e) => typeof (e as { data?: unknown }).data === 'string') as { data?: Hex } | null)?.data;
+  if (data && data.length >= 10) {
+    try {
+      const decoded = new ContractFunctionRevertedError({ abi, data, functionName });
+      return decoded.data?.errorName === 'Error' ? String(decoded.reason) : decoded.data?.errorName ?? decoded.reason;
+    } catch { /* not one of the contract's */ }
+  }
+  return undefined;
 }

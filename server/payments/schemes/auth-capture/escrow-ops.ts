@@ -1,5 +1,5 @@
 import { Schema, type Connection, type Model } from 'mongoose';
-import { maxUint256, type Address, type Hex } from 'viem';
+import { encodeFunctionData, maxUint256, type Address, type Hex } from 'viem';
 import { canonicalJson } from '../../../../middleware/canonical-json.js';
 import { formatUsdc } from '../../../../middleware/price.js';
 import {
@@ -176,14 +176,20 @@ export class EscrowOperations {
   /**
    * A refund of `amount` (atomic) of a captured payment, at most what was captured and not yet refunded.
    * Refused before anything is decided when the payment cannot be refunded, the amount is too much, or
-   * the operator cannot fund it now; with `idempotencyKey`, a repeat answers the first refund.
+   * the operator cannot fund it now; with `idempotencyKey`, a repeat answers the first refund (409 if it
+   * asks another amount).
    */
   async refund(payment: PaymentDoc, amount: bigint | undefined, reason: string, idempotencyKey?: string): Promise<OpOutcome> {
     const chain = this.chain();
     for (let attempt = 0; attempt < 50; attempt++) {
       const refunds: EscrowOpDoc[] = await this.ops.find({ paymentId: payment._id, kind: 'refund' }).sort({ seq: 1 }).lean();
       const repeat = idempotencyKey ? refunds.find((r) => r.idempotencyKey === idempotencyKey) : undefined;
-      if (repeat) return this.answerOf(repeat, payment);
+      if (repeat) {
+        if (amount !== undefined && BigInt(repeat.amountRaw) !== amount) {
+          throw new AppError(409, 'idempotency_key_reused', `Idempotency-Key ${idempotencyKey} was used for a refund of ${formatUsdc(BigInt(repeat.amountRaw))} USDC; this asks ${formatUsdc(amount)}`);
+        }
+        return this.answerOf(repeat, payment);
+      }
       const last = refunds[refunds.length - 1];
       if (last && last.status === 'pending') throw new AppError(409, 'refund_in_progress', `refund ${last._id} of this payment is still being sent; ask again once it is done`, undefined, { 'Retry-After': '2' });
       const captured = BigInt(payment.amountUsdcRaw);
@@ -325,7 +331,9 @@ export class EscrowOperations {
     ]);
     if (funds < amount) return { ok: false, reason: 'refund_funding_unavailable', message: `the operator ${operator} holds ${funds}; the refund needs ${amount}` };
     if (allowance >= amount) return undefined;
-    const approve = await tools.submitFrom(operator, { to: chain.usdc.address, data: encodeApprove(), gas: 80_000n }, { scheme: 'auth-capture', operation: 'approve-refund-collector' });
+    // approve(OperatorRefundCollector, max): once per operator account.
+    const data = encodeFunctionData({ abi: erc20AllowanceAbi, functionName: 'approve', args: [OPERATOR_REFUND_COLLECTOR_ADDRESS, maxUint256] });
+    const approve = await tools.submitFrom(operator, { to: chain.usdc.address, data, gas: 80_000n }, { scheme: 'auth-capture', operation: 'approve-refund-collector' });
     const fate = await approve.fate;
     if (fate.kind !== 'mined' || fate.receipt.status !== 'success') return { ok: false, reason: 'refund_funding_unavailable', message: `the operator's approval of the refund collector (${approve.hash}) did not go through` };
     return undefined;
@@ -432,7 +440,3 @@ export class EscrowOperations {
   }
 }
 
-function encodeApprove(): Hex {
-  // approve(OperatorRefundCollector, max): once per operator account.
-  return `0x095ea7b3${OPERATOR_REFUND_COLLECTOR_ADDRESS.slice(2).toLowerCase().padStart(64, '0')}${maxUint256.toString(16).padStart(64, '0')}` as Hex;
-}

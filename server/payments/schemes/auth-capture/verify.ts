@@ -1,7 +1,7 @@
-import { BaseError, ContractFunctionRevertedError, isAddressEqual, zeroAddress, type Address, type Hex } from 'viem';
-import { collectTerms, type AuthCapturePaymentPayload, type AuthCaptureRequirements } from '../../../../middleware/protocol/auth-capture-evm.js';
+import { isAddressEqual, zeroAddress, type Address, type Hex } from 'viem';
+import { AUTH_CAPTURE, collectTerms, type AuthCapturePaymentPayload, type AuthCaptureRequirements } from '../../../../middleware/protocol/auth-capture-evm.js';
 import {
-  AUTH_CAPTURE_SCHEME,
+  AUTH_CAPTURE_ESCROW_ADDRESS,
   authCaptureEscrowAbi,
   collectorDataOf,
   collectorFor,
@@ -17,7 +17,7 @@ import { permit2Allowance, permit2Domain } from '../../../chain/permit2.js';
 import { balanceOf, receiveWithAuthorizationTypes, usdcDomain } from '../../../chain/usdc.js';
 import { nodeFault } from '../../../chain/rpc-fault.js';
 import { shortReason } from '../../../settlement/relayer-lane.js';
-import { chainUnavailable, signedBy } from '../chain-checks.js';
+import { chainUnavailable, revertName, signedBy } from '../chain-checks.js';
 
 /**
  * Verification of an x402 `auth-capture` collect payload (specs/schemes/auth-capture/
@@ -66,7 +66,7 @@ export async function verifyAuthCapture(
   // 1. Shape guard (the two shapes are checked when decoding): saltNonce if and only if the bind is on.
   if (bound !== (wire.saltNonce !== undefined)) return refuse(R('payload_format'), bound ? 'the offer binds the salt (receiverAuthorizer or policy): saltNonce is required' : 'saltNonce is present but the offer does not bind the salt', payer);
   // 2. Scheme match.
-  if (requirements.scheme !== AUTH_CAPTURE_SCHEME || payload.accepted.scheme !== AUTH_CAPTURE_SCHEME) return refuse(R('scheme'), 'the scheme is not auth-capture', payer);
+  if (requirements.scheme !== AUTH_CAPTURE || payload.accepted.scheme !== AUTH_CAPTURE) return refuse(R('scheme'), 'the scheme is not auth-capture', payer);
   // 3. Network match.
   if (!/^eip155:\d+$/.test(requirements.network)) return refuse('invalid_network', `${requirements.network} is not an eip155:<chainId> network`, payer);
   if (payload.accepted.network !== requirements.network) return refuse(R('network_mismatch'), `the payload was signed for ${payload.accepted.network}, the requirements name ${requirements.network}`, payer);
@@ -155,23 +155,11 @@ const REVERTS: Record<string, string> = {
 /** Runs an escrow call as the operator would send it: nothing is sent. */
 export async function simulateEscrow(chain: ChainService, operator: Address, data: Hex): Promise<{ ok: true } | AuthCaptureRefused> {
   try {
-    await chain.publicClient.call({ account: operator, to: escrowOf(undefined)!, data });
+    await chain.publicClient.call({ account: operator, to: AUTH_CAPTURE_ESCROW_ADDRESS, data });
     return { ok: true };
   } catch (err) {
     if (nodeFault(err)) throw chainUnavailable(err);
-    const name = revertName(err);
+    const name = revertName(err, authCaptureEscrowAbi, 'authorize');
     return refuse(R((name && REVERTS[name]) || 'simulation_failed'), `the escrow call would revert: ${name ?? shortReason(err)}`);
   }
-}
-
-function revertName(err: unknown): string | undefined {
-  if (!(err instanceof BaseError)) return undefined;
-  const data = (err.walk((e) => typeof (e as { data?: unknown }).data === 'string') as { data?: Hex } | null)?.data;
-  if (data && data.length >= 10) {
-    try {
-      const decoded = new ContractFunctionRevertedError({ abi: authCaptureEscrowAbi as never, data, functionName: 'authorize' });
-      return decoded.data?.errorName === 'Error' ? String(decoded.reason) : decoded.data?.errorName ?? decoded.reason;
-    } catch { /* not one of the escrow's */ }
-  }
-  return undefined;
 }

@@ -1,4 +1,4 @@
-import { BaseError, ContractFunctionRevertedError, encodeFunctionData, isAddressEqual, type Address, type Hex } from 'viem';
+import { encodeFunctionData, isAddressEqual, type Address, type Hex } from 'viem';
 import type { UptoPaymentPayloadV2 } from '../../../../middleware/protocol/upto-evm.js';
 import { toCaip2Network } from '../../../../middleware/networks.js';
 import { balanceOf } from '../../../chain/usdc.js';
@@ -16,7 +16,7 @@ import {
   type UptoPermit,
 } from '../../../chain/permit2.js';
 import type { ChainService } from '../../../chain/chain-service.js';
-import { chainUnavailable, signedBy } from '../chain-checks.js';
+import { chainUnavailable, revertName, signedBy } from '../chain-checks.js';
 import { nodeFault } from '../../../chain/rpc-fault.js';
 import { shortReason } from '../../../settlement/relayer-lane.js';
 
@@ -145,8 +145,8 @@ export async function simulateUptoSettle(chain: ChainService, permit: UptoPermit
     return { ok: true };
   } catch (err) {
     if (nodeFault(err)) throw chainUnavailable(err);
-    const reason = uptoReasonOfRevert(err);
-    return refuse(reason, `the settlement would revert: ${revertName(err) ?? shortReason(err)}`);
+    const name = revertName(err, uptoProxyAbi, 'settle'); // the proxy's ABI lists Permit2's errors too
+    return refuse((name && REVERTS[name]) || 'settle_reverted', `the settlement would revert: ${name ?? shortReason(err)}`);
   }
 }
 
@@ -162,21 +162,3 @@ const REVERTS: Record<string, UptoVerifyFailure> = {
   SignatureExpired: 'authorization_expired',
   PaymentTooEarly: 'authorization_not_yet_valid',
 };
-
-export function uptoReasonOfRevert(err: unknown): UptoVerifyFailure {
-  const name = revertName(err);
-  return (name && REVERTS[name]) || 'settle_reverted';
-}
-
-/** The custom error's name (decoded with the proxy's ABI, which lists Permit2's errors too), or Error(string)'s text. */
-function revertName(err: unknown): string | undefined {
-  if (!(err instanceof BaseError)) return undefined;
-  const data = (err.walk((e) => typeof (e as { data?: unknown }).data === 'string') as { data?: Hex } | null)?.data;
-  if (data && data.length >= 10) {
-    try {
-      const decoded = new ContractFunctionRevertedError({ abi: uptoProxyAbi as never, data, functionName: 'settle' });
-      return decoded.data?.errorName === 'Error' ? String(decoded.reason) : decoded.data?.errorName ?? decoded.reason;
-    } catch { /* not one of ours */ }
-  }
-  return undefined;
-}
