@@ -9,6 +9,7 @@ import {
   claimWithSignatureCalldata,
   depositCalldata,
   readChannelState,
+  readChannelStates,
   refundCalldata,
   refundWithSignatureCalldata,
   settleCalldata,
@@ -174,7 +175,7 @@ export function actionExecutors(chain: () => ChainService, records: () => Model<
     const c = chain();
     const claims = work.claims.map(claimOf);
     const ids = claims.map((row) => channelIdOf(row.voucher.channel, c.chainId));
-    const states = await Promise.all(ids.map((id) => readChannelState(c.publicClient, id)));
+    const states = await readChannelStates(c.publicClient, ids);
     if (claims.every((row, i) => row.totalClaimed <= states[i]!.totalClaimed)) {
       // Every row is claimed already (by this action run before, or another): nothing to send.
       const logs = await eventsSince(work, 'Claimed', { channelId: ids[0] });

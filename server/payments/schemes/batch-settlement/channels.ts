@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
 import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js';
 import type { ChainService } from '../../../chain/chain-service.js';
-import { channelIdOf, erc3009DepositNonce, readChannelState, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
+import { channelIdOf, erc3009DepositNonce, readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
 import { isDuplicateKey } from '../../../platform/errors.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { SellerAccountDoc } from '../../models.js';
@@ -308,19 +308,27 @@ export class ChannelBook {
     // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
     totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
     const channels = await this.channels.find({ chainId: chain.chainId }).lean();
-    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
+    // The channels with a captured voucher (the newest voucher, and the newest captured one when that is a hold)...
+    const candidates: Array<{ channel: ChannelDoc; latest: VoucherDoc; answering: boolean }> = [];
     for (const channel of channels) {
-      const latest = await this.latest(channel._id, true);
-      if (!latest) continue;
-      const state = await readChannelState(chain.publicClient, channel._id as Hex);
-      if (BigInt(latest.cumulative) <= state.totalClaimed && state.balance <= state.totalClaimed) continue;
-      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
       const newest = await this.latest(channel._id);
-      const answering = newest?.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
-      const list = byOrg.get(channel.orgId) ?? [];
-      list.push({ channel, latest, state, answering });
-      byOrg.set(channel.orgId, list);
+      if (!newest) continue;
+      const latest = newest.status === 'captured' ? newest : await this.latest(channel._id, true);
+      if (!latest) continue;
+      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
+      const answering = newest.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
+      candidates.push({ channel, latest, answering });
     }
+    // ...read from the chain together (one Multicall3 call, not one call per channel).
+    const states = await readChannelStates(chain.publicClient, candidates.map((c) => c.channel._id as Hex));
+    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
+    candidates.forEach((c, i) => {
+      const state = states[i]!;
+      if (BigInt(c.latest.cumulative) <= state.totalClaimed && state.balance <= state.totalClaimed) return;
+      const list = byOrg.get(c.channel.orgId) ?? [];
+      list.push({ ...c, state });
+      byOrg.set(c.channel.orgId, list);
+    });
     const ours = await this.deps.receiverAuthorizer();
     for (const [orgId, list] of byOrg) {
       const seller = await sellers(orgId);
