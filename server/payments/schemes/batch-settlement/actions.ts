@@ -25,6 +25,7 @@ import { retryWhileDatabaseAway } from '../../../platform/database-outage.js';
 import type { Logger } from '../../../platform/logger.js';
 import { RelayerUnavailableError, shortReason } from '../../../settlement/relayer-lane.js';
 import type { SendTools, SettlementWork, WorkExecutor, WorkOutcome } from '../../../settlement/work.js';
+import type { DepositAuthorization } from './verify.js';
 import { R } from './wire.js';
 
 // What the batch-settlement facilitator sends on chain (a deposit, a claim of many channels, a settle, a
@@ -86,7 +87,7 @@ export const channelActionModel = (conn: Connection): Model<ChannelActionDoc> =>
 interface Common { actionId: string; network: string; createdAt: string }
 export type DepositWork = Common & {
   config: ChannelConfig; channelId: Hex; payer: Address; amount: string; collector: Address; collectorData: Hex;
-  authorization: { kind: 'eip3009'; token: Address; nonce: Hex } | { kind: 'permit2'; nonce: string };
+  authorization: DepositAuthorization;
 };
 export interface WireClaim { voucher: { channel: ChannelConfig; maxClaimableAmount: string }; signature: Hex; totalClaimed: string }
 export type ClaimWork = Common & { claims: WireClaim[]; authorizerSignature: Hex };

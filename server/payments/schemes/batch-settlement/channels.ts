@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
 import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js';
 import type { ChainService } from '../../../chain/chain-service.js';
-import { channelIdOf, erc3009DepositNonce, readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
+import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
 import { isDuplicateKey } from '../../../platform/errors.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { SellerAccountDoc } from '../../models.js';
@@ -12,7 +12,7 @@ import type { SettleTerms } from '../../settlement-path.js';
 import type { RedeemOutcome } from '../../redemption.js';
 import type { ChannelActionDoc } from './actions.js';
 import type { ChannelFacilitator } from './facilitator.js';
-import { channelConfigRefusal, verifyDeposit, voucherSigned } from './verify.js';
+import { channelConfigRefusal, voucherSigned } from './verify.js';
 import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
@@ -203,25 +203,9 @@ export class ChannelBook {
     // The voucher must be this call's before anything is deposited.
     const mismatch = this.cumulativeMismatch(channel, latest, payload.voucher.maxClaimableAmount, terms.amountAtomic);
     if (mismatch) return mismatch;
-    const auth = payload.deposit.authorization;
-    // The same deposit presented again after it went through (its answer lost: a timeout, a process that
-    // died after sending it): the deposit is not sent again, the voucher is accepted as this call's.
-    const payer = getAddress(payload.channelConfig.payer);
-    const key = auth.permit2Authorization ? `${chain.chainId}:permit2:${payer}:${auth.permit2Authorization.nonce}`.toLowerCase()
-      : auth.erc3009Authorization ? `${chain.chainId}:${payer}:${erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization.salt))}`.toLowerCase() : undefined;
-    const earlier = key && await this.deps.facilitator.answered(`deposit:${key}`);
-    if (earlier) {
-      const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
-      return this.accept(seller, terms, synced, latest, payload.voucher, String(earlier.transaction ?? ''), hold);
-    }
-    const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
-    if (!verdict.ok) return { ok: false, error: verdict.reason, message: verdict.message };
-    const authorization = auth.permit2Authorization ? { kind: 'permit2' as const, nonce: auth.permit2Authorization.nonce.toString() }
-      : { kind: 'eip3009' as const, token: getAddress(requirements.asset), nonce: erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization!.salt)) };
-    const answer = (await this.deps.facilitator.act(
-      { _id: `deposit:${verdict.authorizationKey}`, kind: 'deposit', orgId: seller._id, chainId: chain.chainId, channelIds: [verdict.channelId], receiver: getAddress(payload.channelConfig.receiver), payer: verdict.payer, amount: verdict.amount.toString() },
-      { network: chain.caip2, config: payload.channelConfig, channelId: verdict.channelId, payer: verdict.payer, amount: verdict.amount.toString(), collector: verdict.collector, collectorData: verdict.collectorData, authorization },
-    )).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
+    // Sent once: the same deposit presented again after it went through (its answer lost: a timeout, a
+    // process that died after sending it) is not sent again, and the voucher is accepted as this call's.
+    const answer = (await this.deps.facilitator.deposit(seller, payload, requirements, chain.caip2)).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
     if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
     const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
     return this.accept(seller, terms, synced, latest, payload.voucher, String(answer.transaction ?? ''), hold);
