@@ -195,40 +195,49 @@ export class ChannelBook {
     return doc;
   }
 
-  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
-    const chain = this.deps.chain();
-    const channelId = payload.voucher.channelId;
-    const [channel, latest] = await Promise.all([this.channels.findById(channelId.toLowerCase()).lean(), this.current(channelId)]);
-    if (latest === 'busy') return busy();
-    // The voucher must be this call's before anything is deposited.
-    const mismatch = this.cumulativeMismatch(channel, latest, payload.voucher.maxClaimableAmount, terms.amountAtomic);
-    if (mismatch) return mismatch;
-    // Sent once: the same deposit presented again after it went through (its answer lost: a timeout, a
-    // process that died after sending it) is not sent again, and the voucher is accepted as this call's.
-    const answer = (await this.deps.facilitator.deposit(seller, payload, requirements, chain.caip2)).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
-    if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
-    const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
-    return this.accept(seller, terms, synced, latest, payload.voucher, String(answer.transaction ?? ''), hold);
-  }
-
-  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+  /**
+   * What every paid call checks first, a deposit's as a voucher's: the channel config against the 402, the
+   * channel not busy, the voucher this call's amount and signed by the payer. A deposit presented again
+   * (its deposit went through already, answered from the action's record) brings a voucher like any call.
+   */
+  private async admit(terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload | VoucherPayload): Promise<Refused | { stored: ChannelDoc | null; latest: VoucherDoc | null }> {
     const chain = this.deps.chain();
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
     const [stored, latest] = await Promise.all([this.channels.findById(voucher.channelId.toLowerCase()).lean(), this.current(voucher.channelId)]);
     if (latest === 'busy') return busy();
+    // The voucher must be this call's before anything is deposited.
     const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
     if (mismatch) return mismatch;
     if (!(await voucherSigned(chain, config, voucher.channelId, voucher.maxClaimableAmount, voucher.signature))) {
       return { ok: false, error: R.voucherSignature, message: 'the voucher is not signed by the channel\'s payer (or its payerAuthorizer)' };
     }
-    let channel: ChannelDoc | null = stored;
+    return { stored, latest };
+  }
+
+  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const chain = this.deps.chain();
+    const admitted = await this.admit(terms, requirements, payload);
+    if ('ok' in admitted) return admitted;
+    // Sent once: the same deposit presented again after it went through (its answer lost: a timeout, a
+    // process that died after sending it) is not sent again, and the voucher is accepted as this call's.
+    const answer = (await this.deps.facilitator.deposit(seller, payload, requirements, chain.caip2)).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
+    if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
+    const synced = await this.sync(admitted.stored, seller, payload.channelConfig as ChannelConfig, payload.voucher.channelId);
+    return this.accept(seller, terms, synced, admitted.latest, payload.voucher, String(answer.transaction ?? ''), hold);
+  }
+
+  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const admitted = await this.admit(terms, requirements, payload);
+    if ('ok' in admitted) return admitted;
+    const { channelConfig: config, voucher } = payload;
+    let channel = admitted.stored;
     // The chain's word on the balance is fresh enough, or asked again (a deposit made elsewhere, a refund, a withdrawal).
     const fresh = channel && Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
     if (!channel || !fresh || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
     if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
-    return this.accept(seller, terms, channel, latest, voucher, '', hold);
+    return this.accept(seller, terms, channel, admitted.latest, voucher, '', hold);
   }
 
   /** The voucher must be the last accepted one plus this call's price (a corrective 402 says where the channel stands). */
