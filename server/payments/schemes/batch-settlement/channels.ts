@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
 import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js';
 import type { ChainService } from '../../../chain/chain-service.js';
-import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
+import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
 import { isDuplicateKey } from '../../../platform/errors.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { SellerAccountDoc } from '../../models.js';
@@ -166,9 +166,10 @@ export class ChannelBook {
   /** Captures a held voucher once the handler succeeded: its call is charged. */
   async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
     const [voucherId, holdToken] = splitHoldId(holdId);
-    const done = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
-    const doc = await this.vouchers.findOne({ _id: voucherId, orgId, holdToken }).lean();
-    if (!doc || (done.modifiedCount === 0 && doc.status !== 'captured')) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
+    // One round trip; a capture asked again (its answer lost) finds the voucher captured already.
+    const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { new: true }).lean()
+      ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
+    if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
   }
 
@@ -372,10 +373,10 @@ export class ChannelBook {
   }
 }
 
-/** A hold id: `<voucher id>:<hold token>`. */
-function splitHoldId(holdId: string): [string, string | undefined] {
+/** A hold id: `<voucher id>:<hold token>` (the route checks its shape). */
+function splitHoldId(holdId: string): [string, string] {
   const at = holdId.lastIndexOf(':');
-  return holdId.length > at + 17 || at < 0 ? [holdId, undefined] : [holdId.slice(0, at), holdId.slice(at + 1)];
+  return [holdId.slice(0, at), holdId.slice(at + 1)];
 }
 
 const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
@@ -385,7 +386,7 @@ const stateFields = (state: ChannelState) => ({
 });
 
 const snapshot = (channel: ChannelDoc) => ({
-  channelId: channelIdOf(channel.config, channel.chainId), balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
+  channelId: channel._id, balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
 });
 
 const rowOf = (c: { channel: ChannelDoc; latest: VoucherDoc }) => ({
