@@ -195,15 +195,24 @@ export interface ChannelState { balance: bigint; totalClaimed: bigint; withdrawR
 
 /** Reads a channel's state in one round trip (Multicall3). */
 export async function readChannelState(client: PublicClient, channelId: Hex): Promise<ChannelState> {
-  const [channel, withdrawal, nonce] = await client.multicall({
+  return (await readChannelStates(client, [channelId]))[0]!;
+}
+
+/** Reads many channels' states in one Multicall3 call (viem splits a long list into a few calls, sent together). */
+export async function readChannelStates(client: PublicClient, channelIds: readonly Hex[]): Promise<ChannelState[]> {
+  if (channelIds.length === 0) return [];
+  const results = await client.multicall({
     allowFailure: false,
-    contracts: [
+    contracts: channelIds.flatMap((channelId) => [
       { address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'channels', args: [channelId] },
       { address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'pendingWithdrawals', args: [channelId] },
       { address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'refundNonce', args: [channelId] },
-    ],
+    ] as const),
   });
-  return { balance: channel[0], totalClaimed: channel[1], withdrawRequestedAt: Number(withdrawal[1]), refundNonce: nonce };
+  return channelIds.map((_, i) => {
+    const [channel, withdrawal, nonce] = results.slice(3 * i, 3 * i + 3) as [readonly [bigint, bigint], readonly [bigint, number], bigint];
+    return { balance: channel[0], totalClaimed: channel[1], withdrawRequestedAt: Number(withdrawal[1]), refundNonce: nonce };
+  });
 }
 
 /** The channel snapshot every batch-settlement answer carries (amounts as decimal strings). */

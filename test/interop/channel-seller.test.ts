@@ -278,6 +278,33 @@ describe('the sweep and the guarantees (Express)', () => {
     });
   });
 
+  it('a deposit presented again carries a voucher like any call: one the payer did not sign is refused, though the deposit went through', async () => {
+    const buyer = await fundedBuyer('1');
+    const sent: string[] = [];
+    const storage = new InMemoryClientChannelStorage();
+    const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
+    const recording: typeof fetch = async (input, init) => {
+      const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
+      if (header) sent.push(header);
+      return fetch(input, init);
+    };
+    const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
+      .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+    await withShop('Express', async (url) => {
+      expect((await paying(`${url}/weather`)).status).toBe(200);
+      // The deposit's header again, its voucher moved on to the next call's amount and signed by someone else.
+      const forged = JSON.parse(Buffer.from(sent[0]!, 'base64').toString('utf8'));
+      const stranger = (await import('viem/accounts')).privateKeyToAccount((await import('viem/accounts')).generatePrivateKey());
+      forged.payload.voucher.maxClaimableAmount = (2n * PRICE).toString();
+      forged.payload.voucher.signature = await stranger.signTypedData(voucherTypedData(forged.payload.voucher.channelId, 2n * PRICE, 84532) as never);
+      const res = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': Buffer.from(JSON.stringify(forged)).toString('base64') } });
+      expect({ status: res.status, error: res.status === 402 ? decodePaymentRequiredHeader(res.headers.get('payment-required')!).error : undefined })
+        .toEqual({ status: 402, error: 'invalid_batch_settlement_evm_voucher_signature' });
+      const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: forged.payload.voucher.channelId.toLowerCase() }).toArray();
+      expect(vouchers.map((v) => v.cumulative)).toEqual(['1000']);
+    });
+  });
+
   it('claim records left `sending` (a process killed after sending the claim; a copy of the same rows): the next round finishes both from the chain, nothing sent twice', async () => {
     const buyer = await fundedBuyer('1');
     const { paying } = channelClient(buyer);

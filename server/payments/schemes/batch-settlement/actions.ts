@@ -9,6 +9,7 @@ import {
   claimWithSignatureCalldata,
   depositCalldata,
   readChannelState,
+  readChannelStates,
   refundCalldata,
   refundWithSignatureCalldata,
   settleCalldata,
@@ -24,6 +25,7 @@ import { retryWhileDatabaseAway } from '../../../platform/database-outage.js';
 import type { Logger } from '../../../platform/logger.js';
 import { RelayerUnavailableError, shortReason } from '../../../settlement/relayer-lane.js';
 import type { SendTools, SettlementWork, WorkExecutor, WorkOutcome } from '../../../settlement/work.js';
+import type { DepositAuthorization } from './verify.js';
 import { R } from './wire.js';
 
 // What the batch-settlement facilitator sends on chain (a deposit, a claim of many channels, a settle, a
@@ -85,7 +87,7 @@ export const channelActionModel = (conn: Connection): Model<ChannelActionDoc> =>
 interface Common { actionId: string; network: string; createdAt: string }
 export type DepositWork = Common & {
   config: ChannelConfig; channelId: Hex; payer: Address; amount: string; collector: Address; collectorData: Hex;
-  authorization: { kind: 'eip3009'; token: Address; nonce: Hex } | { kind: 'permit2'; nonce: string };
+  authorization: DepositAuthorization;
 };
 export interface WireClaim { voucher: { channel: ChannelConfig; maxClaimableAmount: string }; signature: Hex; totalClaimed: string }
 export type ClaimWork = Common & { claims: WireClaim[]; authorizerSignature: Hex };
@@ -174,7 +176,7 @@ export function actionExecutors(chain: () => ChainService, records: () => Model<
     const c = chain();
     const claims = work.claims.map(claimOf);
     const ids = claims.map((row) => channelIdOf(row.voucher.channel, c.chainId));
-    const states = await Promise.all(ids.map((id) => readChannelState(c.publicClient, id)));
+    const states = await readChannelStates(c.publicClient, ids);
     if (claims.every((row, i) => row.totalClaimed <= states[i]!.totalClaimed)) {
       // Every row is claimed already (by this action run before, or another): nothing to send.
       const logs = await eventsSince(work, 'Claimed', { channelId: ids[0] });

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
 import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js';
 import type { ChainService } from '../../../chain/chain-service.js';
-import { channelIdOf, erc3009DepositNonce, readChannelState, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
+import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
 import { isDuplicateKey } from '../../../platform/errors.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { SellerAccountDoc } from '../../models.js';
@@ -12,7 +12,7 @@ import type { SettleTerms } from '../../settlement-path.js';
 import type { RedeemOutcome } from '../../redemption.js';
 import type { ChannelActionDoc } from './actions.js';
 import type { ChannelFacilitator } from './facilitator.js';
-import { channelConfigRefusal, verifyDeposit, voucherSigned } from './verify.js';
+import { channelConfigRefusal, voucherSigned } from './verify.js';
 import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
@@ -166,9 +166,10 @@ export class ChannelBook {
   /** Captures a held voucher once the handler succeeded: its call is charged. */
   async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
     const [voucherId, holdToken] = splitHoldId(holdId);
-    const done = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
-    const doc = await this.vouchers.findOne({ _id: voucherId, orgId, holdToken }).lean();
-    if (!doc || (done.modifiedCount === 0 && doc.status !== 'captured')) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
+    // One round trip; a capture asked again (its answer lost) finds the voucher captured already.
+    const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { new: true }).lean()
+      ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
+    if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
   }
 
@@ -195,56 +196,49 @@ export class ChannelBook {
     return doc;
   }
 
-  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
-    const chain = this.deps.chain();
-    const channelId = payload.voucher.channelId;
-    const [channel, latest] = await Promise.all([this.channels.findById(channelId.toLowerCase()).lean(), this.current(channelId)]);
-    if (latest === 'busy') return busy();
-    // The voucher must be this call's before anything is deposited.
-    const mismatch = this.cumulativeMismatch(channel, latest, payload.voucher.maxClaimableAmount, terms.amountAtomic);
-    if (mismatch) return mismatch;
-    const auth = payload.deposit.authorization;
-    // The same deposit presented again after it went through (its answer lost: a timeout, a process that
-    // died after sending it): the deposit is not sent again, the voucher is accepted as this call's.
-    const payer = getAddress(payload.channelConfig.payer);
-    const key = auth.permit2Authorization ? `${chain.chainId}:permit2:${payer}:${auth.permit2Authorization.nonce}`.toLowerCase()
-      : auth.erc3009Authorization ? `${chain.chainId}:${payer}:${erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization.salt))}`.toLowerCase() : undefined;
-    const earlier = key && await this.deps.facilitator.answered(`deposit:${key}`);
-    if (earlier) {
-      const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
-      return this.accept(seller, terms, synced, latest, payload.voucher, String(earlier.transaction ?? ''), hold);
-    }
-    const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
-    if (!verdict.ok) return { ok: false, error: verdict.reason, message: verdict.message };
-    const authorization = auth.permit2Authorization ? { kind: 'permit2' as const, nonce: auth.permit2Authorization.nonce.toString() }
-      : { kind: 'eip3009' as const, token: getAddress(requirements.asset), nonce: erc3009DepositNonce(channelId, BigInt(auth.erc3009Authorization!.salt)) };
-    const answer = (await this.deps.facilitator.act(
-      { _id: `deposit:${verdict.authorizationKey}`, kind: 'deposit', orgId: seller._id, chainId: chain.chainId, channelIds: [verdict.channelId], receiver: getAddress(payload.channelConfig.receiver), payer: verdict.payer, amount: verdict.amount.toString() },
-      { network: chain.caip2, config: payload.channelConfig, channelId: verdict.channelId, payer: verdict.payer, amount: verdict.amount.toString(), collector: verdict.collector, collectorData: verdict.collectorData, authorization },
-    )).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
-    if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
-    const synced = await this.sync(channel, seller, payload.channelConfig as ChannelConfig, channelId);
-    return this.accept(seller, terms, synced, latest, payload.voucher, String(answer.transaction ?? ''), hold);
-  }
-
-  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+  /**
+   * What every paid call checks first, a deposit's as a voucher's: the channel config against the 402, the
+   * channel not busy, the voucher this call's amount and signed by the payer. A deposit presented again
+   * (its deposit went through already, answered from the action's record) brings a voucher like any call.
+   */
+  private async admit(terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload | VoucherPayload): Promise<Refused | { stored: ChannelDoc | null; latest: VoucherDoc | null }> {
     const chain = this.deps.chain();
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
     const [stored, latest] = await Promise.all([this.channels.findById(voucher.channelId.toLowerCase()).lean(), this.current(voucher.channelId)]);
     if (latest === 'busy') return busy();
+    // The voucher must be this call's before anything is deposited.
     const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
     if (mismatch) return mismatch;
     if (!(await voucherSigned(chain, config, voucher.channelId, voucher.maxClaimableAmount, voucher.signature))) {
       return { ok: false, error: R.voucherSignature, message: 'the voucher is not signed by the channel\'s payer (or its payerAuthorizer)' };
     }
-    let channel: ChannelDoc | null = stored;
+    return { stored, latest };
+  }
+
+  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const chain = this.deps.chain();
+    const admitted = await this.admit(terms, requirements, payload);
+    if ('ok' in admitted) return admitted;
+    // Sent once: the same deposit presented again after it went through (its answer lost: a timeout, a
+    // process that died after sending it) is not sent again, and the voucher is accepted as this call's.
+    const answer = (await this.deps.facilitator.deposit(seller, payload, requirements, chain.caip2)).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
+    if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
+    const synced = await this.sync(admitted.stored, seller, payload.channelConfig as ChannelConfig, payload.voucher.channelId);
+    return this.accept(seller, terms, synced, admitted.latest, payload.voucher, String(answer.transaction ?? ''), hold);
+  }
+
+  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+    const admitted = await this.admit(terms, requirements, payload);
+    if ('ok' in admitted) return admitted;
+    const { channelConfig: config, voucher } = payload;
+    let channel = admitted.stored;
     // The chain's word on the balance is fresh enough, or asked again (a deposit made elsewhere, a refund, a withdrawal).
     const fresh = channel && Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
     if (!channel || !fresh || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
     if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
-    return this.accept(seller, terms, channel, latest, voucher, '', hold);
+    return this.accept(seller, terms, channel, admitted.latest, voucher, '', hold);
   }
 
   /** The voucher must be the last accepted one plus this call's price (a corrective 402 says where the channel stands). */
@@ -308,19 +302,27 @@ export class ChannelBook {
     // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
     totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
     const channels = await this.channels.find({ chainId: chain.chainId }).lean();
-    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
+    // The channels with a captured voucher (the newest voucher, and the newest captured one when that is a hold)...
+    const candidates: Array<{ channel: ChannelDoc; latest: VoucherDoc; answering: boolean }> = [];
     for (const channel of channels) {
-      const latest = await this.latest(channel._id, true);
-      if (!latest) continue;
-      const state = await readChannelState(chain.publicClient, channel._id as Hex);
-      if (BigInt(latest.cumulative) <= state.totalClaimed && state.balance <= state.totalClaimed) continue;
-      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
       const newest = await this.latest(channel._id);
-      const answering = newest?.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
-      const list = byOrg.get(channel.orgId) ?? [];
-      list.push({ channel, latest, state, answering });
-      byOrg.set(channel.orgId, list);
+      if (!newest) continue;
+      const latest = newest.status === 'captured' ? newest : await this.latest(channel._id, true);
+      if (!latest) continue;
+      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
+      const answering = newest.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
+      candidates.push({ channel, latest, answering });
     }
+    // ...read from the chain together (one Multicall3 call, not one call per channel).
+    const states = await readChannelStates(chain.publicClient, candidates.map((c) => c.channel._id as Hex));
+    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
+    candidates.forEach((c, i) => {
+      const state = states[i]!;
+      if (BigInt(c.latest.cumulative) <= state.totalClaimed && state.balance <= state.totalClaimed) return;
+      const list = byOrg.get(c.channel.orgId) ?? [];
+      list.push({ ...c, state });
+      byOrg.set(c.channel.orgId, list);
+    });
     const ours = await this.deps.receiverAuthorizer();
     for (const [orgId, list] of byOrg) {
       const seller = await sellers(orgId);
@@ -371,10 +373,10 @@ export class ChannelBook {
   }
 }
 
-/** A hold id: `<voucher id>:<hold token>`. */
-function splitHoldId(holdId: string): [string, string | undefined] {
+/** A hold id: `<voucher id>:<hold token>` (the route checks its shape). */
+function splitHoldId(holdId: string): [string, string] {
   const at = holdId.lastIndexOf(':');
-  return holdId.length > at + 17 || at < 0 ? [holdId, undefined] : [holdId.slice(0, at), holdId.slice(at + 1)];
+  return [holdId.slice(0, at), holdId.slice(at + 1)];
 }
 
 const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
@@ -384,7 +386,7 @@ const stateFields = (state: ChannelState) => ({
 });
 
 const snapshot = (channel: ChannelDoc) => ({
-  channelId: channelIdOf(channel.config, channel.chainId), balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
+  channelId: channel._id, balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
 });
 
 const rowOf = (c: { channel: ChannelDoc; latest: VoucherDoc }) => ({

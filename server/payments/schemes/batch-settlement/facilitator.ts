@@ -1,7 +1,7 @@
 import { getAddress, isAddressEqual, keccak256, toHex, type Address, type Hex } from 'viem';
 import type { Model } from 'mongoose';
 import type { ChainService } from '../../../chain/chain-service.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, erc3009DepositNonce, readChannelState, type VoucherClaim } from '../../../chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, channelSnapshot, readChannelState, type VoucherClaim } from '../../../chain/batch-settlement.js';
 import { AppError } from '../../../platform/errors.js';
 import type { Logger } from '../../../platform/logger.js';
 import { nodeFault } from '../../../chain/rpc-fault.js';
@@ -11,7 +11,7 @@ import { payeeRefusal, requirementsIssue, type FacilitatorAnswer, type Facilitat
 import { chainUnavailable } from '../chain-checks.js';
 import type { ReceiverAuthorizer } from './receiver-authorizer.js';
 import { runAction, wireClaim, type ActionAnswer, type ChannelActionDoc } from './actions.js';
-import { verifyDeposit, verifyVoucher } from './verify.js';
+import { depositAuthorization, depositKey, verifyDeposit, verifyVoucher } from './verify.js';
 import {
   channelRequirementsSchema,
   decodeChannelPayload,
@@ -88,7 +88,7 @@ export class ChannelFacilitator {
       : payload.type === 'voucher' || payload.type === 'refund' ? await verifyVoucher(chain, payload, requirements)
         : { ok: false as const, reason: R.payloadType, message: `a ${payload.type} payload is settled, not verified` };
     if (!verdict.ok) return { body: verifyRefusal(verdict) };
-    return { body: { isValid: true, payer: verdict.payer, extra: snapshotOf(verdict.channelId, verdict.state) } };
+    return { body: { isValid: true, payer: verdict.payer, extra: channelSnapshot(verdict.channelId, verdict.state) } };
   }
 
   async settle(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer> {
@@ -110,7 +110,7 @@ export class ChannelFacilitator {
   }
 
   /** Runs an action once (actions.ts) and answers its outcome; 503 when no lane could take it (nothing was sent). */
-  async act(action: Parameters<typeof runAction>[1], work: Parameters<typeof runAction>[2]): Promise<FacilitatorAnswer> {
+  private async act(action: Parameters<typeof runAction>[1], work: Parameters<typeof runAction>[2]): Promise<FacilitatorAnswer> {
     const outcome = await runAction(this.deps.actions(), action, work, this.deps.submit, { waitMs: this.deps.settlementTimeoutMs, staleMs: this.deps.settlementTimeoutMs * 3, log: this.deps.log });
     if ('unavailable' in outcome) throw new AppError(503, 'relayer_unavailable', `${outcome.unavailable}; nothing was sent, the same request may be made again`, undefined, { 'Retry-After': '2' });
     return { body: outcome.answer };
@@ -133,28 +133,24 @@ export class ChannelFacilitator {
   }
 
   /** The answer an action already gave, if it succeeded (a retry of a deposit whose authorization is now used). */
-  async answered(key: string): Promise<ActionAnswer | undefined> {
+  private async answered(key: string): Promise<ActionAnswer | undefined> {
     const done = await this.deps.actions().findById(key).lean();
     return done?.status === 'succeeded' ? done.answer : undefined;
   }
 
-  private async deposit(seller: SellerAccountDoc, payload: DepositPayload, requirements: ChannelRequirements, network: string): Promise<FacilitatorAnswer> {
+  /** Sends a deposit once (a deposit presented again answers the first one's outcome): /settle's, and the first paid call's of a channel (channels.ts). */
+  async deposit(seller: SellerAccountDoc, payload: DepositPayload, requirements: ChannelRequirements, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     const payer = getAddress(payload.channelConfig.payer);
-    const auth = payload.deposit.authorization;
-    // What makes the deposit one: its authorization (as verifyDeposit keys it).
-    const key = auth.permit2Authorization ? `${chain.chainId}:permit2:${payer}:${auth.permit2Authorization.nonce}`.toLowerCase()
-      : auth.erc3009Authorization ? `${chain.chainId}:${payer}:${erc3009DepositNonce(payload.voucher.channelId, BigInt(auth.erc3009Authorization.salt))}`.toLowerCase() : undefined;
-    const earlier = key && await this.answered(`deposit:${key}`);
+    const authorization = depositAuthorization(payload, requirements);
+    const earlier = authorization && await this.answered(`deposit:${depositKey(chain.chainId, payer, authorization)}`);
     if (earlier) return { body: earlier };
     const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
     if (!verdict.ok) return { body: settleRefusal(network, verdict) };
     await this.deps.ensureCanSend();
-    const authorization = auth.permit2Authorization ? { kind: 'permit2' as const, nonce: auth.permit2Authorization.nonce.toString() }
-      : { kind: 'eip3009' as const, token: getAddress(requirements.asset), nonce: erc3009DepositNonce(payload.voucher.channelId, BigInt(auth.erc3009Authorization!.salt)) };
     return this.act(
-      { _id: `deposit:${verdict.authorizationKey}`, kind: 'deposit', orgId: seller._id, chainId: chain.chainId, channelIds: [verdict.channelId], receiver: getAddress(payload.channelConfig.receiver), payer, amount: verdict.amount.toString() },
-      { network, config: payload.channelConfig, channelId: verdict.channelId, payer, amount: verdict.amount.toString(), collector: verdict.collector, collectorData: verdict.collectorData, authorization },
+      { _id: `deposit:${depositKey(chain.chainId, payer, verdict.authorization)}`, kind: 'deposit', orgId: seller._id, chainId: chain.chainId, channelIds: [verdict.channelId], receiver: getAddress(payload.channelConfig.receiver), payer, amount: verdict.amount.toString() },
+      { network, config: payload.channelConfig, channelId: verdict.channelId, payer, amount: verdict.amount.toString(), collector: verdict.collector, collectorData: verdict.collectorData, authorization: verdict.authorization },
     );
   }
 
@@ -243,9 +239,4 @@ export class ChannelFacilitator {
       { network, config, channelId, amount: payload.amount.toString(), nonce: payload.refundNonce.toString(), refundSignature, claims: claims.map(wireClaim), ...(claimSignature ? { claimSignature } : {}) },
     );
   }
-}
-
-/** The snapshot /verify answers in `extra`, as the official seller reads it. */
-function snapshotOf(channelId: Hex, state: { balance: bigint; totalClaimed: bigint; withdrawRequestedAt: number; refundNonce: bigint }) {
-  return { channelId, balance: state.balance.toString(), totalClaimed: state.totalClaimed.toString(), withdrawRequestedAt: state.withdrawRequestedAt, refundNonce: state.refundNonce.toString() };
 }

@@ -34,8 +34,11 @@ export type ChannelVerdict =
   | { ok: true; payer: Address; channelId: Hex; state: ChannelState }
   | { ok: false; reason: string; message: string; payer?: Address };
 
+/** A deposit's authorization as the chain records its use: Permit2's nonce, or the ERC-3009 nonce the collector derives from the channel and salt. */
+export type DepositAuthorization = { kind: 'eip3009'; token: Address; nonce: Hex } | { kind: 'permit2'; nonce: string };
+
 /** A deposit that passed: what its transaction sends. */
-export type DepositVerdict = Extract<ChannelVerdict, { ok: true }> & { collector: Address; collectorData: Hex; amount: bigint; authorizationKey: string };
+export type DepositVerdict = Extract<ChannelVerdict, { ok: true }> & { collector: Address; collectorData: Hex; amount: bigint; authorization: DepositAuthorization };
 
 const refuse = (reason: string, message: string, payer?: Address) => ({ ok: false as const, reason, message, ...(payer ? { payer } : {}) });
 
@@ -104,6 +107,17 @@ export async function verifyVoucher(chain: ChainService, payload: VoucherPayload
 const transferMethodOf = (payload: DepositPayload, requirements: ChannelRequirements) =>
   requirements.extra?.assetTransferMethod ?? (payload.deposit.authorization.permit2Authorization ? 'permit2' : 'eip3009');
 
+/** The deposit's authorization for the way it pays in (undefined: the payload lacks it). */
+export function depositAuthorization(payload: DepositPayload, requirements: ChannelRequirements): DepositAuthorization | undefined {
+  const auth = payload.deposit.authorization;
+  if (transferMethodOf(payload, requirements) === 'permit2') return auth.permit2Authorization && { kind: 'permit2', nonce: auth.permit2Authorization.nonce.toString() };
+  return auth.erc3009Authorization && { kind: 'eip3009', token: getAddress(requirements.asset), nonce: erc3009DepositNonce(payload.voucher.channelId, BigInt(auth.erc3009Authorization.salt)) };
+}
+
+/** What makes a deposit one, its authorization: the key of its action (a deposit presented again finds the first one's answer). */
+export const depositKey = (chainId: number, payer: Address, authorization: DepositAuthorization): string =>
+  (authorization.kind === 'permit2' ? `${chainId}:permit2:${payer}:${authorization.nonce}` : `${chainId}:${payer}:${authorization.nonce}`).toLowerCase();
+
 /**
  * A deposit (with its first voucher): the channel config, the deposit's authorization (ERC-3009
  * ReceiveWithAuthorization to the EIP-3009 collector, or a Permit2 witness transfer to the Permit2
@@ -117,7 +131,6 @@ export async function verifyDeposit(chain: ChainService, payload: DepositPayload
   const method = transferMethodOf(payload, requirements);
   let collector: Address;
   let collectorData: Hex;
-  let authorizationKey: string;
   if (method === 'permit2') {
     const auth = deposit.authorization.permit2Authorization;
     if (!auth) return refuse(R.payloadType, 'the requirements ask for a Permit2 deposit and the payload has no permit2Authorization', payer);
@@ -136,7 +149,6 @@ export async function verifyDeposit(chain: ChainService, payload: DepositPayload
     if (failed(allowance) || allowance < deposit.amount) return refuse(R.permit2Allowance, 'the payer has not approved Permit2 for the deposit (approve Permit2 once, then retry)', payer);
     collector = PERMIT2_DEPOSIT_COLLECTOR_ADDRESS;
     collectorData = permit2CollectorData(auth.nonce, auth.deadline, parseErc6492Signature(auth.signature).signature);
-    authorizationKey = `${chain.chainId}:permit2:${payer}:${auth.nonce}`.toLowerCase();
   } else {
     const auth = deposit.authorization.erc3009Authorization;
     if (!auth) return refuse(R.erc3009Required, 'the payload has no erc3009Authorization', payer);
@@ -159,7 +171,6 @@ export async function verifyDeposit(chain: ChainService, payload: DepositPayload
     if (!(await signedBy(chain, payer, { ...typed, signature: wrapped.signature }))) return refuse(R.receiveAuthorizationSignature, 'the ReceiveWithAuthorization is not signed by the payer', payer);
     collector = ERC3009_DEPOSIT_COLLECTOR_ADDRESS;
     collectorData = erc3009CollectorData(auth.validAfter, auth.validBefore, BigInt(auth.salt), wrapped.signature);
-    authorizationKey = `${chain.chainId}:${payer}:${nonce}`.toLowerCase();
   }
   if (!(await voucherSigned(chain, config, voucher.channelId, voucher.maxClaimableAmount, voucher.signature))) {
     return refuse(R.voucherSignature, 'the voucher is not signed by the channel\'s payer (or its payerAuthorizer)', payer);
@@ -176,6 +187,6 @@ export async function verifyDeposit(chain: ChainService, payload: DepositPayload
   if (max <= state.totalClaimed) return refuse(R.belowClaimed, `the voucher's ${max} is not above the ${state.totalClaimed} claimed already`, payer);
   const reverted = await simulateBatchSettlement(chain.publicClient, depositCalldata(config, deposit.amount, collector, collectorData));
   if (reverted) return refuse(R.depositSimulation, `the deposit would revert: ${reverted}`, payer);
-  return { ok: true, payer, channelId: voucher.channelId, state, collector, collectorData, amount: deposit.amount, authorizationKey };
+  return { ok: true, payer, channelId: voucher.channelId, state, collector, collectorData, amount: deposit.amount, authorization: depositAuthorization(payload, requirements)! };
 }
 
