@@ -223,11 +223,12 @@ export class MailDrafts {
     return pageOf(views, query.limit, (v) => ({ at: v.draft.createdAt, id: v.draft._id }));
   }
 
-  /** Editable until it is asked to be sent (then it waits for a send or a person; a rejected one may be edited and asked again). */
+  /** Editable until it is asked to be sent (then it waits for a send or a person; a rejected one is final: requestSend refuses it). */
   async update(identityId: string, draftId: string, input: UpdateDraftInput): Promise<DraftView> {
     const draft = await this.own(identityId, draftId);
     const { status } = await this.view(draft);
     if (status === 'sent') throw new AppError(409, 'draft_sent', 'This draft was sent; it can no longer change');
+    if (status === 'rejected') throw new AppError(409, 'draft_rejected', 'This draft was rejected; create a new draft to try again');
     if (status === 'pending_approval' || status === 'scheduled' || status === 'approved') {
       throw new AppError(409, 'draft_locked', `This draft is ${status.replace('_', ' ')}; it cannot change now`);
     }

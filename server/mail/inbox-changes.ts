@@ -27,6 +27,11 @@ export class InboxChanges {
     return (await this.changes.findById(inboxId).lean())?.token ?? null;
   }
 
+  /** The inboxes changed at or after `since` (one small document per inbox is read; no index is kept for this). */
+  async changedSince(since: Date): Promise<string[]> {
+    return (await this.changes.find({ at: { $gte: since } }, { _id: 1 }).lean()).map((c) => c._id);
+  }
+
   /** Call after the change is stored, never before: a reader must not pair the new token with old data. */
   async bump(inboxId: string): Promise<void> {
     const update = { $set: { token: randomHex(8), at: new Date() } };

@@ -91,10 +91,13 @@ export class IncomingMail {
     // Unverified mail is kept, but out of sight under `unauthenticated` (unless the identity or its org
     // admits it); mail from a blocked sender, or from outside a non-empty allow list, under `blocked`.
     // Either is left out of default lists, threads and unread, and announced only to who asks for it.
-    const [policy, settings] = await Promise.all([this.lists.policyFor(identity), this.settings.effective(identity)]);
+    // Whether unverified mail is admitted matters for unverified mail only: verified mail reads no settings.
+    const [policy, admitted] = await Promise.all([
+      this.lists.policyFor(identity), verified || this.settings.effective(identity).then((s) => s.admitUnverified),
+    ]);
     const refusal = (mail.from.length ? mail.from : ['']).map((a) => policy.refusesFrom(a, verified)).find((why) => why !== null) ?? null;
     const blocked = refusal !== null;
-    const unauthenticated = !verified && !settings.admitUnverified;
+    const unauthenticated = !admitted;
     const hidden = blocked || unauthenticated;
     // A bounce joins the thread of the message that bounced, so the conversation shows why it stopped.
     const bounce = mail.deliveryReport ? await this.bounceOf(identity, mail) : undefined;

@@ -1,6 +1,7 @@
 import { isDuplicateKey } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
-import type { ClaimDoc } from './inbox-sequence.js';
+import { BUCKET_SIZE, bucketOf, type ClaimDoc } from './inbox-sequence.js';
+import type { MessageDoc } from './message-model.js';
 import type { MailStore } from './mail-store.js';
 
 // Messages the word index (mail-search.ts) has not seen get their postings here: all the mail stored
@@ -19,13 +20,31 @@ const WALK_LEASE_MS = 60 * 60_000;
 
 const claimsOf = (store: MailStore) => store.messages.db.collection<ClaimDoc>('mail_sequence');
 
+/**
+ * The mail stored since `since`, read with equality queries only (messages have no index on their time,
+ * and a scan of all of them at every start of every process grows with the whole database): the inboxes
+ * whose change token moved since then (inbox-changes.ts, bumped right after every stored message), each
+ * read bucket by bucket from its newest position (inbox-sequence.ts) until a bucket holds only older mail.
+ * Not covered: a process that died in the one write between storing a message and bumping its inbox.
+ */
+async function* storedSince(store: MailStore, since: Date): AsyncGenerator<MessageDoc> {
+  for (const inboxId of await store.changes.changedSince(since)) {
+    for (let b = Math.floor((await store.sequence.top(inboxId)) / BUCKET_SIZE); b >= 0; b--) {
+      const bucket = await store.messages.find({ listBucket: bucketOf(inboxId, b * BUCKET_SIZE) }).lean();
+      const recent = bucket.filter((m) => m.createdAt >= since);
+      yield* recent;
+      if (!recent.length) break;
+    }
+  }
+}
+
 /** Indexes what the word index may lack; returns how many messages it went through. */
 export async function indexUnsearched(store: MailStore, log: Logger, now = Date.now()): Promise<number> {
   const claims = claimsOf(store);
   const everything = !(await claims.findOne({ _id: SEARCH_MARKER }, { projection: { _id: 1 } })) && await claimWalk(claims, now);
-  const filter = everything ? {} : { createdAt: { $gte: new Date(now - RECENT_MS) } };
+  const messages = everything ? store.messages.find({}).sort({ _id: 1 }).lean().cursor() : storedSince(store, new Date(now - RECENT_MS));
   let count = 0;
-  for await (const message of store.messages.find(filter).sort({ _id: 1 }).lean().cursor()) {
+  for await (const message of messages) {
     await store.search.index(message);
     count++;
   }

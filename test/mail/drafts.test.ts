@@ -152,6 +152,8 @@ describe('approval', () => {
     expect(approved.body).toMatchObject({ status: 'sent', message: { subject: 'Wire 500 USDC', to: ['eve@outside.example'] } });
     expect((await server.request('POST', `/v0/drafts/${held.body.draftId}/approve`, { key: admin, body: {} })).status).toBe(409);
     expect((await server.request('POST', `/v0/drafts/${second.body.draftId}/send`, { key, body: {} })).body.error).toBe('draft_rejected');
+    // A rejected draft is final: it cannot be changed either (the decision is once per draft).
+    expect((await server.request('PATCH', `/v0/drafts/${second.body.draftId}`, { key, body: { to: ['bob@partner.example'] } })).body).toMatchObject({ status: 409, error: 'draft_rejected' });
 
     const sent = (await server.request('GET', '/v0/messages?labels=sent', { key })).body.messages.map((m: any) => m.subject);
     expect(sent.sort()).toEqual(['Inside', 'Wire 500 USDC']);
