@@ -15,7 +15,6 @@ import type { PaymentRecords } from './records.js';
 // processes is in the database: the payments, and each nonce used, claimed by a unique insert so one
 // signed message opens the resource once.
 
-export const SIWX_HEADER = 'sign-in-with-x';
 /** How old a signed message may be (the extension's default). */
 const MAX_AGE_MS = 5 * 60 * 1000;
 /** Clock skew tolerated on issuedAt in the future. */
