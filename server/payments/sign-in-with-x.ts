@@ -1,8 +1,9 @@
-import { getAddress, isAddress, type Address, type Hex } from 'viem';
+import { getAddress, hashMessage, isAddress, isAddressEqual, isHex, type Address, type Hex } from 'viem';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import type { ChainService } from '../chain/chain-service.js';
 import { nodeFault } from '../chain/rpc-fault.js';
+import { recoverSigner } from '../chain/recover.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { chainUnavailable } from './schemes/chain-checks.js';
 import type { PaymentRecords } from './records.js';
@@ -113,8 +114,12 @@ export class SignInWithX {
     if (!isAddress(payload.address, { strict: false })) return refuse('invalid_siwx_payload', 'address is not an EVM address');
     const address = getAddress(payload.address);
 
-    // EIP-191 for an EOA, ERC-1271 for a deployed smart wallet, ERC-6492 for one not deployed yet.
-    const valid = await chain.publicClient.verifyMessage({ address, message: siweMessage(payload, chain.chainId), signature: payload.signature as Hex }).catch((err) => {
+    // EIP-191 for an EOA, checked here with no RPC call (libsecp256k1, as signedBy does for payments); ERC-1271
+    // for a deployed smart wallet and ERC-6492 for one not deployed yet, asked of the chain.
+    const message = siweMessage(payload, chain.chainId);
+    const signature = payload.signature as Hex;
+    const recovered = isHex(signature) ? recoverSigner(hashMessage(message), signature) : undefined;
+    const valid = (recovered !== undefined && isAddressEqual(recovered, address)) || await chain.publicClient.verifyMessage({ address, message, signature }).catch((err) => {
       if (nodeFault(err)) throw chainUnavailable(err);
       return false;
     });
