@@ -155,5 +155,14 @@ describe('bazaar search with the official discovery client', () => {
     const refused = await client.verify(fixed as never, requirements as never).catch((err) => err) as { extensionResponses?: unknown };
     expect(refused.extensionResponses).toEqual({ bazaar: { status: 'rejected', rejectedReason: 'the payment is not valid; nothing is cataloged' } });
     expect((await discovery().search({ query: 'bad' })).resources).toEqual([]);
+
+    // A schema with an $id, then another with the same $id (the seller's next version of it, or another
+    // seller's copy of one template): each is read on its own, the second is no clash with the first.
+    for (const harbour of [{ type: 'string' }, { type: 'string', minLength: 2 }]) {
+      const schema = { ...bazaar.schema, $id: 'https://bad.example/schemas/tides.json', properties: { input: { type: 'object', properties: { queryParams: { type: 'object', properties: { harbour } } } } } };
+      const versioned = { ...fixed, extensions: { bazaar: { ...fixed.extensions.bazaar, schema } } };
+      const answer = await client.verify(versioned as never, requirements as never).catch((err) => err) as { extensionResponses?: unknown };
+      expect(answer.extensionResponses).toEqual({ bazaar: { status: 'rejected', rejectedReason: 'the payment is not valid; nothing is cataloged' } });
+    }
   });
 });
