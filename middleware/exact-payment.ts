@@ -20,8 +20,8 @@ export class ExactPayment implements SellerScheme {
     const checked = this.checkLocally(charge, paymentHeader);
     if (checked.kind === 'payment-required') return checked;
     const { version, request } = checked;
-    const settle = charge.route.value.config.settle ?? 'after-handler';
-    if (settle === 'after-handler' && this.deps.facilitator.hold) return this.hold(charge, version, request);
+    // The flow the route's 402 announced (route-pricing.ts): authorization is held while the handler runs.
+    if (charge.route.value.paymentFlow === 'authorization') return this.hold(charge, version, request);
 
     let result;
     try {

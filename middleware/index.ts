@@ -31,7 +31,7 @@ export type { PaymentsClient } from './payments-client.js';
 export { parseSellerSettings, SellerSettingsSchema, DEFAULT_MAX_TIMEOUT_SECONDS } from './seller-settings.js';
 export type { SellerSettings } from './seller-settings.js';
 
-export { DEFAULT_PAYMENT_FLOW, PAYMENT_FLOWS, paymentFlowOf, readPaymentFlow, settleModeOf, withPaymentFlow } from './payment-flow.js';
+export { DEFAULT_PAYMENT_FLOW, PAYMENT_FLOWS, paymentFlowOf, readPaymentFlow, withPaymentFlow } from './payment-flow.js';
 export type { PaymentFlow } from './payment-flow.js';
 export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
 export type { AuthCapturePaymentRequiredResponse, ChannelRequirementsV2, EscrowWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';

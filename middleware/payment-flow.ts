@@ -30,11 +30,6 @@ export function paymentFlowOf(settle: SettleMode, canHold: boolean): 'authorizat
   return settle === 'after-handler' && canHold ? 'authorization' : 'upfront';
 }
 
-/** The settle mode of a flow, where we have one (`escrow` has none). */
-export function settleModeOf(flow: PaymentFlow): SettleMode | undefined {
-  return flow === 'authorization' ? 'after-handler' : flow === 'upfront' ? 'before-handler' : undefined;
-}
-
 /** An accept's flow as the spec reads it: absent (or null) is `authorization`; anything not a flow name is refused. */
 export function readPaymentFlow(extra: unknown): { ok: true; flow: PaymentFlow } | { ok: false; message: string } {
   const value = extra && typeof extra === 'object' ? (extra as { paymentFlow?: unknown }).paymentFlow : undefined;

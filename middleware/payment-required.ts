@@ -1,4 +1,5 @@
 import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildUptoPaymentRequired } from './challenge.js';
+import { decodeBase64Json, encodeBase64Json } from './protocol/base64-json.js';
 import type { SellerSettings } from './seller-settings.js';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
@@ -25,14 +26,14 @@ export class PaymentChallenges {
   challengeFor(charge: Charge): PaymentRequiredOutcome {
     const { route, resource } = charge;
     // An escrow offer's deadlines are absolute times: built for each request.
-    if (route.value.scheme === 'auth-capture') return { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge)) };
+    if (route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge)) });
     const cache = route.value.challenges;
     // A fixed price and payee: one challenge per resource. Otherwise per amount and payee too.
     const key = route.value.fixedAmount !== undefined && typeof route.value.config.payTo !== 'function' ? resource : `${resource}\n${charge.amountAtomic}\n${charge.payTo}`;
     let challenge = cache.get(key);
     if (challenge === undefined) {
       const build = BUILDERS[route.value.scheme];
-      challenge = Object.freeze({ kind: 'payment-required' as const, ...build(this.settingsFor(charge), this.offer(charge)) });
+      challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...build(this.settingsFor(charge), this.offer(charge)) }));
       if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
       cache.set(key, challenge);
     }
@@ -45,11 +46,20 @@ export class PaymentChallenges {
       this.warnedUnregistered.add(charge.resource);
       this.warn(`agentgate-x402: the backend refused a payment for ${charge.resource} (resource_not_registered): no endpoint of this seller is registered at that URL, so every buyer gets 402. Register it with syncEndpoints({ backendUrl, platformKey, publicOrigin, routes }) at start-up, or POST /v0/payments/endpoints with this exact URL (publicOrigin sets the origin buyers use).`);
     }
-    if (charge.route.value.scheme === 'auth-capture') return { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge), { reason, message }) };
+    if (charge.route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge), { reason, message }) });
     const build = BUILDERS[charge.route.value.scheme];
     // An upto refusal names the maximum to authorize again, whatever was being charged.
     const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
-    return { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }, extra) };
+    return this.declared(charge, { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }, extra) });
+  }
+
+  /**
+   * The extensions the route declares in every 402 it answers, the challenge (built once, cached) and the
+   * refusals alike: its ERC-8021 app code (`builderCode`), which the buyer's client echoes into its payment.
+   */
+  private declared(charge: Charge, outcome: PaymentRequiredOutcome): PaymentRequiredOutcome {
+    const code = charge.route.value.config.builderCode;
+    return code ? withExtensions(outcome, builderCodeDeclaration(code)) : outcome;
   }
 
   /** An auth-capture route's capture and refund windows, from now. */
@@ -74,4 +84,35 @@ export class PaymentChallenges {
       paymentFlow: charge.route.value.paymentFlow,
     };
   }
+}
+
+/** A 402 with extensions added to its v2 PAYMENT-REQUIRED header (v1 has none). */
+export function withExtensions(outcome: PaymentRequiredOutcome, extensions: Record<string, unknown>): PaymentRequiredOutcome {
+  const header = outcome.headers['PAYMENT-REQUIRED'];
+  if (header === undefined) return outcome;
+  const decoded = decodeBase64Json(header, Infinity);
+  if (!decoded.ok) return outcome;
+  const required = decoded.value as { extensions?: Record<string, unknown> };
+  const extended = { ...required, extensions: { ...required.extensions, ...extensions } };
+  return { ...outcome, headers: Object.freeze({ ...outcome.headers, 'PAYMENT-REQUIRED': encodeBase64Json(extended) }) };
+}
+
+/**
+ * ERC-8021 builder codes: the seller's app code declared in the 402 (`builder-code` extension), which the
+ * buyer's client echoes into its payment and the facilitator appends to the settlement transaction.
+ */
+function builderCodeDeclaration(appCode: string) {
+  return {
+    'builder-code': {
+      info: { a: appCode },
+      schema: {
+        $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', additionalProperties: false,
+        properties: {
+          a: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' },
+          w: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' },
+          s: { type: 'array', maxItems: 11, items: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' } },
+        },
+      },
+    },
+  };
 }

@@ -10,7 +10,7 @@ import { PaymentChallenges } from './payment-required.js';
 import type { SellerScheme } from './seller-scheme.js';
 import { ExactPayment } from './exact-payment.js';
 import { UptoPayment } from './upto-payment.js';
-import { SIWX_HEADER, builderCodeDeclaration, signIn, withExtensions, withSignInChallenge } from './sign-in-with-x.js';
+import { SIWX_HEADER, signIn, withSignInChallenge } from './sign-in-with-x.js';
 import { AuthCapturePayment } from './auth-capture-payment.js';
 import { ChannelPayment } from './channel-payment.js';
 
@@ -121,8 +121,7 @@ export class Paywall {
     }
     const paymentHeader = request.headers['payment-signature'] ?? request.headers['x-payment'];
     if (paymentHeader === undefined || paymentHeader === '') {
-      let challenge = this.challenges.challengeFor(charge);
-      if (route.value.config.builderCode) challenge = withExtensions(challenge, builderCodeDeclaration(route.value.config.builderCode));
+      const challenge = this.challenges.challengeFor(charge);
       return siwx ? withSignInChallenge(challenge, resource, this.settings.network, siwx === true ? {} : siwx) : challenge;
     }
     return this.schemes[route.value.scheme].pay(charge, paymentHeader);

@@ -1,7 +1,7 @@
 import { toCaip2Network, toV1Network } from './networks.js';
 import type { Facilitator } from './facilitator.js';
-import { decodeBase64Json, encodeBase64Json } from './protocol/base64-json.js';
 import type { PaidOutcome, PaymentRequiredOutcome } from './paywall-types.js';
+import { withExtensions } from './payment-required.js';
 import type { Charge, SignInWithXOptions } from './route-pricing.js';
 import { exactCharge } from './settlement-response.js';
 
@@ -14,7 +14,6 @@ import { exactCharge } from './settlement-response.js';
 export const SIWX_KEY = 'sign-in-with-x';
 /** Request header names are lower-case here (PaywallRequest). */
 export const SIWX_HEADER = 'sign-in-with-x';
-
 
 /** The JSON Schema the extension declares for the buyer's answer. */
 const SCHEMA = {
@@ -46,37 +45,6 @@ export function signInChallenge(resource: string, network: string, options: Sign
 /** The route's 402 with the challenge added to the v2 PAYMENT-REQUIRED header's extensions. */
 export function withSignInChallenge(outcome: PaymentRequiredOutcome, resource: string, network: string, options: SignInWithXOptions): PaymentRequiredOutcome {
   return withExtensions(outcome, { [SIWX_KEY]: signInChallenge(resource, network, options) });
-}
-
-/** A 402 with extensions added to its v2 PAYMENT-REQUIRED header (v1 has none). */
-export function withExtensions(outcome: PaymentRequiredOutcome, extensions: Record<string, unknown>): PaymentRequiredOutcome {
-  const header = outcome.headers['PAYMENT-REQUIRED'];
-  if (header === undefined) return outcome;
-  const decoded = decodeBase64Json(header, Infinity);
-  if (!decoded.ok) return outcome;
-  const required = decoded.value as { extensions?: Record<string, unknown> };
-  const extended = { ...required, extensions: { ...required.extensions, ...extensions } };
-  return { ...outcome, headers: { ...outcome.headers, 'PAYMENT-REQUIRED': encodeBase64Json(extended) } };
-}
-
-/**
- * ERC-8021 builder codes: the seller's app code declared in the 402 (`builder-code` extension), which the
- * buyer's client echoes into its payment and the facilitator appends to the settlement transaction.
- */
-export function builderCodeDeclaration(appCode: string) {
-  return {
-    'builder-code': {
-      info: { a: appCode },
-      schema: {
-        $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', additionalProperties: false,
-        properties: {
-          a: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' },
-          w: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' },
-          s: { type: 'array', maxItems: 11, items: { type: 'string', pattern: '^[a-z0-9_]{1,32}$' } },
-        },
-      },
-    },
-  };
 }
 
 /**

@@ -33,13 +33,15 @@ function noneMatch(header: string, etag: string): boolean {
   return header.split(',').some((tag) => opaque(tag) === opaque(etag));
 }
 
+/** A card as it is served: signed, with the ETag of its bytes. */
+interface PublishedCard { card: AgentCard; etag: string }
+
 /** Serves a signed card with Cache-Control and ETag, or 304 when the client's If-None-Match names it. */
-function publishCard(ctx: Context, card: AgentCard) {
+function publishCard(ctx: Context, { card, etag }: PublishedCard) {
   ctx.set('Access-Control-Allow-Origin', '*');
   // A browser's script may read the tag to revalidate (ETag is not a CORS-safelisted response header).
   ctx.set('Access-Control-Expose-Headers', 'ETag');
   ctx.set('Cache-Control', `public, max-age=${MAX_AGE_SECONDS}`);
-  const etag = etagOf(card);
   ctx.set('ETag', etag);
   ctx.status = 200;
   ctx.type = 'application/json';
@@ -69,13 +71,17 @@ export function agentCardRoutes({ config, accounts, identities, did, serviceKey,
   const router = new Router();
   const base = config.BASE_URL;
   const jwksUrl = `${base}${JWKS_PATH}`;
-  // The service's card depends on the configuration and the key only: signed once per process (every
-  // process signs it to the same bytes).
-  let signedServiceCard: Promise<AgentCard> | undefined;
+  const published = async (card: AgentCard): Promise<PublishedCard> => {
+    const signed = await signCard(card, serviceKey, jwksUrl);
+    return { card: signed, etag: etagOf(signed) };
+  };
+  // The service's card depends on the configuration and the key only: signed and tagged once per process
+  // (every process signs it to the same bytes).
+  let publishedServiceCard: Promise<PublishedCard> | undefined;
 
   router.get('/.well-known/agent-card.json', async (ctx) => {
-    signedServiceCard ??= signCard(serviceCard({ baseUrl: base, tools: TOOLS }), serviceKey, jwksUrl);
-    publishCard(ctx, await signedServiceCard);
+    publishedServiceCard ??= published(serviceCard({ baseUrl: base, tools: TOOLS }));
+    publishCard(ctx, await publishedServiceCard);
   });
 
   router.get('/.well-known/agents/:orgId', async (ctx) => {
@@ -85,7 +91,7 @@ export function agentCardRoutes({ config, accounts, identities, did, serviceKey,
     const [live, seller] = await Promise.all([identities.listAll(org._id), acceptance.accepting(org._id)]);
     const paidEndpoints = seller ? await endpoints.discoverableOf(org._id) : [];
     const card = orgCard({ baseUrl: base, org, identities: live, didOf: (id) => did.didOf(id), paidEndpoints });
-    publishCard(ctx, await signCard(card, serviceKey, jwksUrl));
+    publishCard(ctx, await published(card));
   });
 
   return router;

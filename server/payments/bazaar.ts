@@ -29,7 +29,10 @@ const declaration = z.object({
 export type BazaarStatus = { status: 'success' | 'processing' } | { status: 'rejected'; rejectedReason: string };
 export type BazaarDeclaration = z.output<typeof declaration>;
 
-const ajv = new (Ajv2020 as unknown as typeof Ajv2020.default)({ strict: false, allErrors: false, validateSchema: true, loadSchema: undefined });
+// addUsedSchema: false: a compiled schema is not registered under its $id, or the next schema with that $id
+// (a seller's new version of it, another seller's copy of one template) would fail to compile ("already
+// exists") for the life of the process. Each declaration's schema stands alone.
+const ajv = new (Ajv2020 as unknown as typeof Ajv2020.default)({ strict: false, allErrors: false, validateSchema: true, loadSchema: undefined, addUsedSchema: false });
 
 /**
  * The validator of a declaration's schema. A seller's route sends the same schema with every payment, so

@@ -1,8 +1,9 @@
-import { getAddress, isAddress, type Address, type Hex } from 'viem';
+import { getAddress, hashMessage, isAddress, isAddressEqual, isHex, type Address, type Hex } from 'viem';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import type { ChainService } from '../chain/chain-service.js';
 import { nodeFault } from '../chain/rpc-fault.js';
+import { recoverSigner } from '../chain/recover.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { chainUnavailable } from './schemes/chain-checks.js';
 import type { PaymentRecords } from './records.js';
@@ -15,7 +16,6 @@ import type { PaymentRecords } from './records.js';
 // processes is in the database: the payments, and each nonce used, claimed by a unique insert so one
 // signed message opens the resource once.
 
-export const SIWX_HEADER = 'sign-in-with-x';
 /** How old a signed message may be (the extension's default). */
 const MAX_AGE_MS = 5 * 60 * 1000;
 /** Clock skew tolerated on issuedAt in the future. */
@@ -114,8 +114,12 @@ export class SignInWithX {
     if (!isAddress(payload.address, { strict: false })) return refuse('invalid_siwx_payload', 'address is not an EVM address');
     const address = getAddress(payload.address);
 
-    // EIP-191 for an EOA, ERC-1271 for a deployed smart wallet, ERC-6492 for one not deployed yet.
-    const valid = await chain.publicClient.verifyMessage({ address, message: siweMessage(payload, chain.chainId), signature: payload.signature as Hex }).catch((err) => {
+    // EIP-191 for an EOA, checked here with no RPC call (libsecp256k1, as signedBy does for payments); ERC-1271
+    // for a deployed smart wallet and ERC-6492 for one not deployed yet, asked of the chain.
+    const message = siweMessage(payload, chain.chainId);
+    const signature = payload.signature as Hex;
+    const recovered = isHex(signature) ? recoverSigner(hashMessage(message), signature) : undefined;
+    const valid = (recovered !== undefined && isAddressEqual(recovered, address)) || await chain.publicClient.verifyMessage({ address, message, signature }).catch((err) => {
       if (nodeFault(err)) throw chainUnavailable(err);
       return false;
     });

@@ -222,12 +222,19 @@ export class Settler {
 
   /** The next batch: the oldest request and those after it with the same ERC-8021 suffix, in queue order. */
   private takeBatch(): Waiting[] {
-    const suffix = this.queue[0]!.request.dataSuffix;
+    const queue = this.queue;
+    const suffix = queue[0]!.request.dataSuffix;
     const batch: Waiting[] = [];
-    for (let i = 0; i < this.queue.length && batch.length < this.options.maxBatch;) {
-      if (this.queue[i]!.request.dataSuffix === suffix) batch.push(...this.queue.splice(i, 1));
-      else i++;
+    // One pass and one splice (this runs for every transaction): the requests passed over move up, in
+    // order, to the head of the queue, and the slots the batch took are removed at once.
+    let kept = 0;
+    let end = 0;
+    for (; end < queue.length && batch.length < this.options.maxBatch; end++) {
+      const waiting = queue[end]!;
+      if (waiting.request.dataSuffix === suffix) batch.push(waiting);
+      else queue[kept++] = waiting;
     }
+    queue.splice(kept, end - kept);
     return batch;
   }
 

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { x402Client } from '@x402/core/client';
 import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
-import { decodePaymentResponseHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { registerExactEvmScheme as registerClientEvm } from '@x402/evm/exact/client';
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
@@ -105,6 +105,14 @@ test('the settlement transaction carries the seller\'s app code, the buyer\'s se
 test('our middleware declares the seller\'s app code: the official client echoes it into the settlement', async () => {
   const tx = await pay('buyer_one', () => `${ours.url}/weather`);
   expect(await attributionOf(tx)).toEqual({ a: 'our_shop', w: 'agentgate_w', s: ['buyer_one'] });
+  // Every 402 of the route declares it, the challenge and the refusal of a payment alike.
+  const declared = async (headers: Record<string, string>) => {
+    const response = await fetch(`${ours.url}/weather`, { headers });
+    expect(response.status).toBe(402);
+    return (decodePaymentRequiredHeader(response.headers.get('PAYMENT-REQUIRED')!).extensions as Record<string, { info: unknown }>)[BUILDER_CODE]?.info;
+  };
+  expect(await declared({})).toEqual({ a: 'our_shop' });
+  expect(await declared({ 'PAYMENT-SIGNATURE': 'not-a-payment' })).toEqual({ a: 'our_shop' });
 });
 
 test('payments waiting together are batched by code: each transaction carries the codes of every payment in it', async () => {

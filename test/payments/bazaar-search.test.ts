@@ -14,18 +14,17 @@ import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/ser
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { bazaarResourceServerExtension, declareDiscoveryExtension, withBazaar } from '@x402/extensions/bazaar';
-import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import type { Address } from 'viem';
+import type { PrivateKeyAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { signUp } from '../support/agents.js';
 import { fundedBuyer, testChain } from '../support/chain.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
+import { setUpSeller } from '../interop/seller.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = '10000';
 
 let server: TestServer;
-let seller: { platformKey: string; sellerKey: string; payTo: Address };
+let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let shop: { url: string; http: Server };
 const settlements: Array<{ success: boolean; extensionResponses?: Record<string, unknown> }> = [];
 
@@ -41,11 +40,8 @@ const payingFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, re
 
 beforeAll(async () => {
   server = await startTestServer({ TRUST_PROXY: 'true' });
-  const agent = await signUp(server);
-  const payTo = privateKeyToAccount(generatePrivateKey()).address;
-  expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
-  const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
-  seller = { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo };
+  seller = await setUpSeller(server);
+  const { payTo } = seller;
 
   const resourceServer = registerServerEvm(new x402ResourceServer(facilitatorClient(seller.sellerKey)), { networks: [NETWORK] })
     .registerExtension(bazaarResourceServerExtension)
@@ -159,5 +155,14 @@ describe('bazaar search with the official discovery client', () => {
     const refused = await client.verify(fixed as never, requirements as never).catch((err) => err) as { extensionResponses?: unknown };
     expect(refused.extensionResponses).toEqual({ bazaar: { status: 'rejected', rejectedReason: 'the payment is not valid; nothing is cataloged' } });
     expect((await discovery().search({ query: 'bad' })).resources).toEqual([]);
+
+    // A schema with an $id, then another with the same $id (the seller's next version of it, or another
+    // seller's copy of one template): each is read on its own, the second is no clash with the first.
+    for (const harbour of [{ type: 'string' }, { type: 'string', minLength: 2 }]) {
+      const schema = { ...bazaar.schema, $id: 'https://bad.example/schemas/tides.json', properties: { input: { type: 'object', properties: { queryParams: { type: 'object', properties: { harbour } } } } } };
+      const versioned = { ...fixed, extensions: { bazaar: { ...fixed.extensions.bazaar, schema } } };
+      const answer = await client.verify(versioned as never, requirements as never).catch((err) => err) as { extensionResponses?: unknown };
+      expect(answer.extensionResponses).toEqual({ bazaar: { status: 'rejected', rejectedReason: 'the payment is not valid; nothing is cataloged' } });
+    }
   });
 });
