@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { Model } from 'mongoose';
 import { isAddressEqual, type Address } from 'viem';
 import { channelIdOf, type ChannelConfig } from '../../../chain/batch-settlement.js';
@@ -6,6 +5,7 @@ import { notFound } from '../../../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../../../platform/pagination.js';
 import type { ChannelActionDoc, WireClaim } from './actions.js';
 import type { ChannelDoc, VoucherDoc } from './channels.js';
+import { callIdOf } from './call-id.js';
 
 // What people see of channels sold through our middleware: each channel with what it holds, and each paid
 // call (one accepted voucher) as a record with its signed receipt and, once claimed, the claim that carried
@@ -55,12 +55,6 @@ export interface ChannelSummary {
   lastCallAt: Date | null;
   state: ChannelState;
 }
-
-/**
- * A channel call's record id: `chc_` and 32 hex digits of the voucher id's SHA-256. The same voucher is the
- * same call (one voucher is accepted once; a released hold's is deleted before the amount is signed again).
- */
-export const callIdOf = (voucherDocId: string) => `chc_${createHash('sha256').update(voucherDocId).digest('hex').slice(0, 32)}`;
 
 const pad = (n: bigint) => n.toString().padStart(39, '0');
 /** The `_id` range of a channel's vouchers (ids are `<channel>:<cumulative, 39 digits>`). */

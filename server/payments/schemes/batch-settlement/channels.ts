@@ -14,7 +14,7 @@ import type { RedeemOutcome } from '../../redemption.js';
 import type { ChannelActionDoc } from './actions.js';
 import type { ChannelFacilitator } from './facilitator.js';
 import { channelConfigRefusal, voucherSigned } from './verify.js';
-import { callIdOf } from './calls.js';
+import { callIdOf } from './call-id.js';
 import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
