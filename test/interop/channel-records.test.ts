@@ -207,6 +207,25 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
     expect(await channelDeliveries()).toHaveLength(2);
   });
 
+  it('a claim whose events its process never dispatched (it died after the claim) is dispatched by the webhook outbox sweep', async () => {
+    const hooks = server.app.payments.batchSettlement.channels.onClaimed;
+    const kept = hooks.splice(0); // the round's own dispatch does not happen, as if its process died after the claim
+    try {
+      await pay(paying, 1);
+      expect(await sweep()).toMatchObject({ claimed: 1 });
+    } finally {
+      hooks.push(...kept);
+    }
+    const claimTx = (await calls(channelId)).body.calls[0].txHash;
+    expect(claimTx).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await channelDeliveries()).toHaveLength(2);
+    for (const outbox of server.app.webhooks.outboxes) await outbox(0);
+    await receiver.next(3);
+    expect(receiver.received[2]!.json).toMatchObject({ txHash: claimTx, calls: [expect.objectContaining({ cumulativeAmountUsdcRaw: '6000' })] });
+    await until('the deliveries recorded as delivered', async () => (await channelDeliveries()).every((d) => d.status === 'delivered'));
+    expect(await channelDeliveries()).toHaveLength(3);
+  });
+
   it('the console lists the channel and its calls, and checks a call\'s receipt', async () => {
     const session = await signIn(server, seller.platformKey);
     const list = await consoleGet(server, '/console/channels', session.cookie);
@@ -217,7 +236,7 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
     expect(page.status).toBe(200);
     const listed = (await calls(channelId)).body.calls;
     for (const call of listed) expect(page.text).toContain(`data-call-id="${call.id}"`);
-    const callPage = await consoleGet(server, `/console/payments/${listed[4].id}`, session.cookie);
+    const callPage = await consoleGet(server, `/console/payments/${listed.at(-1).id}`, session.cookie);
     expect(callPage.status).toBe(200);
     expect(callPage.text).toContain('data-receipt-check="valid"');
     expect(callPage.text).toContain(`data-claim-tx>${firstClaimTx}`);
@@ -226,17 +245,17 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
   it('the CLI lists the channels and a channel\'s calls with their claim transactions', async () => {
     const channels = await cli(['channels', 'list']);
     expect(channels.code).toBe(0);
-    expect(channels.stdout).toMatch(new RegExp(`^${channelId}\\s+open\\s+from ${buyer.address}\\s+deposited 0\\.01\\s+accepted 0\\.005\\s+claimed 0\\.005\\s+refunded 0 USDC\\s+5 calls$`, 'm'));
+    expect(channels.stdout).toMatch(new RegExp(`^${channelId}\\s+open\\s+from ${buyer.address}\\s+deposited 0\\.01\\s+accepted 0\\.006\\s+claimed 0\\.006\\s+refunded 0 USDC\\s+6 calls$`, 'm'));
     const listed = await cli(['channels', 'calls', channelId]);
     expect(listed.code).toBe(0);
     const lines = listed.stdout.trim().split('\n');
-    expect(lines).toHaveLength(5);
-    expect(lines[4]).toContain(`claimed in ${firstClaimTx}`);
+    expect(lines).toHaveLength(6);
+    expect(lines[5]).toContain(`claimed in ${firstClaimTx}`);
     const json = JSON.parse((await cli(['channels', 'calls', channelId, '--limit', '2', '--json'])).stdout);
-    expect(json.calls.map((c: any) => c.cumulativeAmountUsdcRaw)).toEqual(['5000', '4000']);
+    expect(json.calls.map((c: any) => c.cumulativeAmountUsdcRaw)).toEqual(['6000', '5000']);
     expect(json.nextCursor).toEqual(expect.any(String));
     const rest = JSON.parse((await cli(['channels', 'calls', channelId, '--cursor', json.nextCursor, '--json'])).stdout);
-    expect(rest.calls.map((c: any) => c.cumulativeAmountUsdcRaw)).toEqual(['3000', '2000', '1000']);
+    expect(rest.calls.map((c: any) => c.cumulativeAmountUsdcRaw)).toEqual(['4000', '3000', '2000', '1000']);
     const bad = await cli(['channels', 'calls', 'not-a-channel']);
     expect(bad.code).toBe(2);
   });

@@ -166,13 +166,14 @@ export class ChannelCalls {
   async claimedBy(action: ChannelActionDoc): Promise<ChannelCall[]> {
     const calls: ChannelCall[] = [];
     for (const channelId of action.channelIds) {
-      const channel = await this.channels.findOne({ _id: channelId.toLowerCase() }).lean();
+      // The claiming seller's own channels only: a claim is signed for one seller (facilitator.ts claimRows).
+      const channel = await this.channels.findOne({ _id: channelId.toLowerCase(), orgId: action.orgId }).lean();
       if (!channel) continue; // a channel of an official seller using agentgate as its facilitator: no calls here
       const coverages = coveragesOf(channel, await this.actionsOf(channel._id));
       const at = coverages.findIndex((c) => c.actionId === action._id);
       if (at < 0) continue;
       const from = at === 0 ? 0n : coverages[at - 1]!.total;
-      const vouchers = await this.vouchers.find({ _id: { $gt: `${channel._id}:${pad(from)}`, $lte: `${channel._id}:${pad(coverages[at]!.total)}` }, status: 'captured' }).sort({ _id: 1 }).lean();
+      const vouchers = await this.vouchers.find({ _id: { $gt: `${channel._id}:${pad(from)}`, $lte: `${channel._id}:${pad(coverages[at]!.total)}` }, orgId: action.orgId, status: 'captured' }).sort({ _id: 1 }).lean();
       for (const voucher of vouchers) calls.push(this.call(voucher, channel, coverages));
     }
     return calls;
