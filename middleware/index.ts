@@ -71,7 +71,7 @@ export { OFFER_RECEIPT, verifyJwsReceipt } from './offer-receipt.js';
 export type { JwsReceipt, JwsReceiptVerification, OfferReceiptPayload } from './offer-receipt.js';
 export type { DidDocument, Receipt, ReceiptVerification, TrustedKey } from './receipt.js';
 export { ed25519ToMultibase, encodeBase64Url, parseEd25519PublicKey } from './multikey.js';
-export { verifyWebhook, webhookSignature, WEBHOOK_HEADERS, type PaymentReceivedEvent } from './webhook.js';
+export { verifyWebhook, webhookSignature, WEBHOOK_HEADERS, type PaymentReceivedEvent, type ChannelClaimedEvent } from './webhook.js';
 
 export { syncEndpoints } from './endpoint-sync.js';
 export type { EndpointSyncReport, SyncedEndpoint, SyncEndpointsOptions } from './endpoint-sync.js';

@@ -14,7 +14,7 @@ export const WEBHOOK_HEADERS = {
   idempotencyKey: 'x-service-idempotency-key',
 } as const;
 
-export type WebhookEventName = 'payment.received' | 'payment.refunded' | 'payment.voided';
+export type WebhookEventName = 'payment.received' | 'payment.refunded' | 'payment.voided' | 'channel.claimed';
 
 /** The JSON body of a `payment.received` delivery: the signed receipt plus the event envelope. */
 export interface PaymentReceivedEvent {
@@ -56,6 +56,40 @@ export interface PaymentVoidedEvent {
   amountUsdcRaw: string;
   payerAddress: string;
   txHash: string;
+}
+
+/**
+ * `channel.claimed`: a claim transaction carried the value of paid calls made through batch-settlement
+ * channels. One event per claim transaction and endpoint (in parts of at most 100 calls), not one per call:
+ * calls come hundreds a minute and are each paid the moment their voucher is accepted; what a seller
+ * reconciles is which transaction moved which calls' value. Each call carries its own signed receipt
+ * (verify it with `verifyReceipt`); the call's record is GET /v0/payments/{paymentId}.
+ */
+export interface ChannelClaimedEvent {
+  event: 'channel.claimed';
+  /** The claim (one transaction, many channels): the same id in every part. */
+  claimId: string;
+  /** When the claim's outcome was recorded, ISO 8601. */
+  createdAt: string;
+  network: string;
+  /** The claim transaction ("" when the claim found its calls claimed already and named no transaction). */
+  txHash: string;
+  endpointId: string;
+  /** This event's part, from 1, of `parts` (a claim of more than 100 calls for one endpoint comes in parts). */
+  part: number;
+  parts: number;
+  /** What this part's calls add up to (atomic USDC). */
+  amountUsdcRaw: string;
+  calls: Array<{
+    paymentId: string;
+    channelId: string;
+    payerAddress: string;
+    amountUsdcRaw: string;
+    cumulativeAmountUsdcRaw: string;
+    resourceUrl: string;
+    acceptedAt: string;
+    receipt: { body: Record<string, unknown>; signature: string; publicKey: string; did: string } | null;
+  }>;
 }
 
 const encoder = new TextEncoder();

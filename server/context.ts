@@ -21,6 +21,7 @@ import { PaymentService } from './payments/payment-service.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
 import { escrowEventDispatcher } from './webhooks/escrow-outbox.js';
+import { ChannelClaimOutbox } from './webhooks/channel-claim-outbox.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import { MailWebhooks } from './webhooks/mail-webhooks.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
@@ -164,6 +165,11 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const webhooks = new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events });
   // auth-capture refunds and voids are delivered as payment.refunded / payment.voided.
   payments.authCapture.operations.onEvent.push(escrowEventDispatcher({ enqueue: (input) => webhooks.enqueue(input), markWebhook: (id, webhook) => payments.authCapture.operations.markWebhook(id, webhook) }));
+  // batch-settlement calls are told to sellers per claim transaction (channel.claimed): right after a sweep
+  // round that claimed, and from the outbox sweep for whatever a crash left undispatched.
+  const channelClaims = new ChannelClaimOutbox({ conn: db, actions: payments.batchSettlement.actions, calls: payments.batchSettlement.calls, endpoints: payments.endpoints, enqueue: (input) => webhooks.enqueue(input) });
+  payments.batchSettlement.channels.onClaimed.push(() => channelClaims.sweep(0));
+  webhooks.outboxes.push((olderThanMs) => channelClaims.sweep(olderThanMs));
   const ctx: AppContext = {
     config,
     log,

@@ -16,6 +16,7 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   admin: { usage: 'agentgate admin grant <orgId> | revoke <orgId> | list', summary: 'make an org an admin account, or not (team chat is an admin preview)' },
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
   payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund an auth-capture payment, all that is left or --amount (at most what was captured)' },
+  channels: { usage: 'agentgate channels list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate channels calls <channel id> [--limit N] [--cursor C | --all] [--json] [--key KEY] [--url URL]', summary: 'list the seller\'s batch-settlement channels, and a channel\'s paid calls with the claim transaction of each' },
   receipts: { usage: 'agentgate receipts list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
 };
 
@@ -140,6 +141,11 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     case 'payments':
       if (positionals[0] === 'refund') return (await import('./payment-commands.js')).paymentsRefundCommand(io, positionals[1], values);
       io.out(`usage: ${COMMANDS.payments!.usage}`);
+      return 2;
+    case 'channels':
+      if (positionals[0] === 'list') return (await import('./channel-commands.js')).channelsListCommand(io, values);
+      if (positionals[0] === 'calls') return (await import('./channel-commands.js')).channelCallsCommand(io, positionals[1], values);
+      io.out(`usage: ${COMMANDS.channels!.usage}`);
       return 2;
     case 'receipts':
       if (positionals[0] === 'list') return (await import('./receipt-commands.js')).receiptsListCommand(io, values);

@@ -7,7 +7,8 @@ import type { CommandIO } from './account-commands.js';
 
 interface Target { url: string; key: string }
 
-function target(io: CommandIO, options: { url?: string; key?: string }): Target | undefined {
+/** The backend and the key a read command uses (platform or seller key), or undefined after saying what is missing. */
+export function target(io: CommandIO, options: { url?: string; key?: string }): Target | undefined {
   const url = backendUrl(io.env, options.url);
   const key = commandKey(io.env, url, options.key, (saved) => saved.platformKey);
   if ('missing' in key) {
@@ -17,7 +18,7 @@ function target(io: CommandIO, options: { url?: string; key?: string }): Target 
   return { url, key: key.key };
 }
 
-async function getJson(url: string, key?: string): Promise<{ status: number; body: any }> {
+export async function getJson(url: string, key?: string): Promise<{ status: number; body: any }> {
   const res = await callBackend(url, { headers: key ? { authorization: `Bearer ${key}` } : {} });
   return { status: res.status, body: await res.json().catch(() => undefined) };
 }
@@ -47,7 +48,7 @@ const looksLikeAPath = (subject: string) => /[\\/]|\.json$/i.test(subject);
 const RECEIPT_FILE = 'a payment record saved from GET /v0/payments/{id}, or its signedReceipt';
 
 /** The most payments one page may hold (GET /v0/payments `limit`). */
-const MAX_PAGE = 100;
+export const MAX_PAGE = 100;
 
 /**
  * `agentgate receipts list`: the org's payments, newest first, one line each, a page at a time
@@ -161,7 +162,10 @@ export async function receiptsVerifyCommand(io: CommandIO, subject: string | und
     return 1;
   }
   const body = receipt.body as Record<string, string>;
-  io.out(`valid receipt for payment ${body.paymentId}: ${body.amountUsdcRaw} atomic USDC from ${body.payerAddress} to ${body.recipientAddress}, tx ${body.txHash}, signed by ${receipt.did}`);
+  // A channel call's receipt is signed when the call is paid: its value is claimed later, in a transaction
+  // the call's record names (not the receipt, which never changes).
+  const where = body.scheme === 'batch-settlement' ? `channel ${body.channelId}, cumulative ${body.cumulativeAmountUsdcRaw}` : `tx ${body.txHash}`;
+  io.out(`valid receipt for payment ${body.paymentId}: ${body.amountUsdcRaw} atomic USDC from ${body.payerAddress} to ${body.recipientAddress}, ${where}, signed by ${receipt.did}`);
   // The offer-receipt extension's JWS form of the same settlement, when the record carries one.
   if (offerReceipt) {
     const jws = await verifyJwsReceipt(offerReceipt, didDocument);

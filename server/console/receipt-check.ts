@@ -15,7 +15,7 @@ export interface ReceiptCheck {
  * document, never against the key a receipt names itself. Each verification method is tried on its own,
  * so the page can say which key id the signature holds under.
  */
-export async function checkSignedReceipt(payment: PaymentDoc, document: DidDocument): Promise<ReceiptCheck | undefined> {
+export async function checkSignedReceipt(payment: Pick<PaymentDoc, 'signedReceipt'>, document: DidDocument): Promise<ReceiptCheck | undefined> {
   const receipt = payment.signedReceipt;
   if (!receipt) return undefined;
   const methods = document.verificationMethod ?? [];

@@ -12,6 +12,7 @@ import { consoleErrors, consoleHeaders } from './errors.js';
 import { CONSOLE_CSS, CONSOLE_JS, FAVICON_SVG, assetEtag } from './assets.js';
 import { signInRoutes, type SignInDeps } from './sign-in-routes.js';
 import { paymentPages, type PaymentPageDeps } from './payment-pages.js';
+import { channelPages, type ChannelPageDeps } from './channel-pages.js';
 import { endpointPages, type EndpointPageDeps } from './endpoint-pages.js';
 import { keyPages, type KeyPageDeps } from './key-pages.js';
 import { webhookPages, type WebhookPageDeps } from './webhook-pages.js';
@@ -30,7 +31,7 @@ const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
 const ACTIVITY_PAGE_SIZE = 50;
 
 /** What the console's own routes use (its sessions live in `db`), and what each group of pages does. */
-export type ConsoleDeps = SignInDeps & PaymentPageDeps & WebhookPageDeps & EndpointPageDeps & KeyPageDeps & DraftPageDeps & {
+export type ConsoleDeps = SignInDeps & PaymentPageDeps & ChannelPageDeps & WebhookPageDeps & EndpointPageDeps & KeyPageDeps & DraftPageDeps & {
   db: Connection;
   config: Pick<Config, 'MAX_BODY_BYTES'>;
   log: Logger;
@@ -61,6 +62,8 @@ export function consoleRoutes(deps: ConsoleDeps): Router {
   });
 
   signInRoutes(router, deps, sessions, guards);
+  // Before paymentPages: a channel call's page shares /payments/:id with the payment page.
+  channelPages(router, deps, guards);
   paymentPages(router, deps, guards);
   webhookPages(router, deps, guards);
   endpointPages(router, deps, guards);

@@ -63,6 +63,10 @@ export type DeliveriesQuery = z.output<typeof deliveriesQuery>;
 
 export const activityQuery = z.object({ page: pageNumber });
 
+/** The channels and channel-calls pages: older rows from a page token the previous page gave. */
+export const cursorQuery = z.object({ cursor: optional(z.string().max(512).regex(/^[A-Za-z0-9_-]+$/, 'is not a page link this console made')) });
+export const channelIdParam = z.object({ channelId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a channel id (0x and 64 hex digits)').transform((v) => v.toLowerCase()) });
+
 /** The form's own fields: the values as typed (for showing them again) when a filter is refused. */
 export const rawFilters = (query: Record<string, unknown>): Record<string, string> =>
   Object.fromEntries(Object.entries(query).filter(([, v]) => typeof v === 'string').map(([k, v]) => [k, (v as string).slice(0, 200)]));

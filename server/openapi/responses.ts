@@ -53,6 +53,54 @@ export const paymentDetail = z.object({
   offerReceipt: JwsReceiptSchema.nullable().describe('The same receipt in the x402 offer-receipt extension\'s JWS form'),
 });
 
+/** A call paid through a batch-settlement channel (one accepted voucher), as a record. */
+const channelCallFields = {
+  id: z.string().describe('`chc_…`: GET /v0/payments/{id} answers it like a payment'),
+  direction: z.literal('in'),
+  scheme: z.literal('batch-settlement'),
+  channelId: z.string(),
+  endpointId: z.string().nullable(),
+  network: z.string(),
+  payerAddress: z.string(),
+  recipientAddress: z.string(),
+  amountUsdcRaw: z.string().describe('This call\'s price (atomic USDC)'),
+  amountUsdc: z.string(),
+  cumulativeAmountUsdcRaw: z.string().describe('The voucher\'s cumulative amount: what the channel owes after this call'),
+  resourceUrl: z.string(),
+  status: z.enum(['held', 'accepted', 'claimed']).describe('held: the seller\'s handler is running; accepted: paid, not claimed yet; claimed: a claim transaction carried its value'),
+  txHash: z.string().nullable().describe('The claim transaction that carried the call\'s value, once claimed'),
+  createdAt: isoTime,
+  acceptedAt: isoTime.describe('When the voucher was accepted: the call was paid'),
+  claimedAt: nullableIso.describe('When the claim that carried it was recorded'),
+  claimId: z.string().nullable(),
+};
+export const channelCall = z.object(channelCallFields);
+export const channelCallDetail = z.object({
+  ...channelCallFields,
+  voucherSignature: z.string().describe('The payer\'s EIP-712 voucher signature over (channelId, cumulativeAmountUsdcRaw)'),
+  signedReceipt: signedReceipt.nullable().describe('Signed when the call was paid (txHash "": the value is claimed later); verified like any receipt'),
+});
+export const channelCallList = z.object({ calls: z.array(channelCall), count: z.number().int(), nextPageToken: z.string().optional() });
+export const channel = z.object({
+  id: z.string(),
+  network: z.string(),
+  payerAddress: z.string(),
+  recipientAddress: z.string(),
+  state: z.enum(['open', 'withdrawing', 'refunded']).describe('withdrawing: the payer started a timed withdrawal; refunded: the rest went back to the payer and no call was paid since'),
+  depositedUsdcRaw: z.string().describe('Deposits sent through agentgate'),
+  acceptedUsdcRaw: z.string().describe('What the paid calls add up to (the last captured voucher)'),
+  acceptedUsdc: z.string(),
+  claimedUsdcRaw: z.string(),
+  refundedUsdcRaw: z.string(),
+  balanceUsdcRaw: z.string().describe('The chain\'s balance when a call last read it'),
+  balanceSyncedAt: isoTime,
+  withdrawRequestedAt: nullableIso,
+  callCount: z.number().int(),
+  lastCallAt: nullableIso,
+  createdAt: isoTime,
+});
+export const channelList = z.object({ channels: z.array(channel), count: z.number().int(), nextPageToken: z.string().optional() });
+
 export const redeemed = z.object({
   ok: z.literal(true),
   paymentId: z.string(),

@@ -95,7 +95,7 @@ export class PaymentService {
     this.authCapture = new AuthCaptureScheme(chain, config, this.settlement, this.endpoints, operations);
     this.schemes.register(this.authCapture);
     this.refunds = new PaymentRefunds(this.records, this.authCapture);
-    this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log);
+    this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log, signer);
     this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
     this.signInWithX = new SignInWithX(conn, chain, this.records);

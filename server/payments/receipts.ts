@@ -36,6 +36,52 @@ export async function signReceipt(signer: ReceiptSigner, payment: PaymentDoc & {
   return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
 }
 
+/** What a batch-settlement call's receipt says (channels.ts signs it when the call's voucher is accepted). */
+export interface ChannelCallReceiptInput {
+  callId: string;
+  endpointId: string | null;
+  payerAddress: string;
+  recipientAddress: string;
+  /** This call's price (atomic USDC). */
+  amountUsdcRaw: string;
+  /** The voucher's cumulative amount: what the channel owes after this call. */
+  cumulativeAmountUsdcRaw: string;
+  channelId: string;
+  /** The payer's EIP-712 voucher signature over (channelId, cumulative): anyone can check the buyer committed to it. */
+  voucherSignature: string;
+  network: string;
+  resourceUrl: string;
+  acceptedAt: Date;
+}
+
+/**
+ * A channel call's receipt, in the same format and under the same key as an exact payment's (verified by
+ * the same `verifyReceipt`, `agentgate receipts verify`, the console's check). It is signed when the call is
+ * paid, i.e. when its voucher is accepted: no transaction exists yet (`txHash` is "", as for an upto zero
+ * charge), since the value is claimed later with many other calls. Which claim transaction carried it is
+ * on the call's record (read from the claim actions), not in this signed body, which never changes.
+ */
+export async function signChannelCallReceipt(signer: ReceiptSigner, call: ChannelCallReceiptInput): Promise<SignedReceipt> {
+  const body = {
+    version: RECEIPT_VERSION,
+    paymentId: call.callId,
+    endpointId: call.endpointId,
+    payerAddress: call.payerAddress,
+    recipientAddress: call.recipientAddress,
+    amountUsdcRaw: call.amountUsdcRaw,
+    network: call.network,
+    txHash: '',
+    resourceUrl: call.resourceUrl,
+    timestamp: call.acceptedAt.toISOString(),
+    scheme: 'batch-settlement',
+    channelId: call.channelId,
+    cumulativeAmountUsdcRaw: call.cumulativeAmountUsdcRaw,
+    voucherSignature: call.voucherSignature,
+  };
+  const signature = await signer.sign(new TextEncoder().encode(canonicalJson(body)));
+  return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
+}
+
 /**
  * The same settlement as the x402 offer-receipt extension's JWS receipt, which the official extension's
  * verifier checks by resolving the kid through our DID document. The transaction is included: the buyer

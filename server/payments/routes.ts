@@ -7,7 +7,7 @@ import type { UsageTracker } from '../platform/usage.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
-import { AppError } from '../platform/errors.js';
+import { AppError, notFound } from '../platform/errors.js';
 import { presentEndpoint, presentPayment } from './present.js';
 import { keyUsage } from '../platform/usage.js';
 import type { EndpointRegistration } from './endpoint-registration.js';
@@ -16,6 +16,8 @@ import { MAX_HOLD_SECONDS, type HoldService } from './holds.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
 import type { ChannelBook } from './schemes/batch-settlement/channels.js';
+import type { ChannelCalls } from './schemes/batch-settlement/calls.js';
+import { presentChannel, presentChannelCall } from './schemes/batch-settlement/present.js';
 import type { PaymentRecords } from './records.js';
 import type { Redemption } from './redemption.js';
 import type { SignInWithX } from './sign-in-with-x.js';
@@ -93,6 +95,8 @@ export interface PaymentRouteServices {
   records: PaymentRecords;
   /** batch-settlement calls through our middleware: channel state and vouchers in the database. */
   channels: ChannelBook;
+  /** Those channels and their calls as records (the seller's and ops' view). */
+  channelCalls: ChannelCalls;
   signInWithX: SignInWithX;
   refunds: PaymentRefunds;
   /** skipUrlCheck is for dev mode only. */
@@ -108,6 +112,10 @@ export const channelPayBody = redeemBody.extend({ hold: z.boolean().optional(), 
 /** A held channel call's id: `<channel id>:<cumulative amount, 39 digits>:<hold token>`. */
 export const voucherIdParam = z.object({ id: z.string().regex(/^0x[0-9a-f]{64}:\d{39}:[0-9a-f]{16}$/, 'malformed hold id') });
 const DEFAULT_CHANNEL_HOLD_SECONDS = 120;
+/** A batch-settlement channel: its id, the hash of its config (0x and 64 hex digits). */
+export const channelIdParam = z.object({ channelId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a channel id (0x and 64 hex digits)').transform((id) => id.toLowerCase()) });
+/** A channel call's record id (`chc_…`): GET /v0/payments/{id} answers it like a payment. */
+const isChannelCallId = (id: string) => id.startsWith('chc_');
 
 /** A channel's call is priced as an exact one (a fixed or dynamic price per call), x402 v2 only. */
 const CHANNEL_RULES = { pricedByUsage: false, paidInV1: false } as const;
@@ -233,6 +241,25 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
     ctx.body = await holds.release(orgOf(ctx), id);
   });
 
+  // Channels sold through our middleware and their paid calls (one record per call, with its signed
+  // receipt and, once claimed, the claim transaction). Not in GET /v0/payments: a channel's calls come
+  // hundreds a minute and move no money each; the list of payments stays the list of transfers.
+  router.get('/channels', sellerOrOps, async (ctx) => {
+    const query = parseInput(listQuery, ctx.query, 'query');
+    const page = await services.channelCalls.listChannels(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
+    ctx.body = { channels: page.items.map(presentChannel), count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+  });
+  router.get('/channels/:channelId', sellerOrOps, async (ctx) => {
+    const { channelId } = parseInput(channelIdParam, ctx.params, 'params');
+    ctx.body = presentChannel(await services.channelCalls.summary(orgOf(ctx), channelId));
+  });
+  router.get('/channels/:channelId/calls', sellerOrOps, async (ctx) => {
+    const { channelId } = parseInput(channelIdParam, ctx.params, 'params');
+    const query = parseInput(listQuery, ctx.query, 'query');
+    const page = await services.channelCalls.calls(orgOf(ctx), channelId, query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
+    ctx.body = { calls: page.items.map((c) => presentChannelCall(c)), count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+  });
+
   router.get('/', sellerOrOps, async (ctx) => {
     const query = parseInput(listQuery, ctx.query, 'query');
     const page = await records.list(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
@@ -254,6 +281,12 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
   // Other areas' routes under /v0/payments (pay, mandates, activity) must be mounted before this router.
   router.get('/:id', sellerOrOps, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
+    if (isChannelCallId(id)) {
+      const call = await services.channelCalls.find(orgOf(ctx), id);
+      if (!call) throw notFound('Payment not found');
+      ctx.body = presentChannelCall(call, true);
+      return;
+    }
     ctx.body = presentPayment(await records.get(orgOf(ctx), id), true);
   });
   return router;

@@ -65,7 +65,10 @@ describe('/openapi.json', () => {
     expect(body.properties.webhookUrl).toMatchObject({ type: 'string', format: 'uri' });
     const get = doc.paths['/v0/payments/{id}'].get;
     expect(get.parameters).toEqual([expect.objectContaining({ name: 'id', in: 'path', required: true, schema: expect.objectContaining({ type: 'string', pattern: expect.any(String) }) })]);
-    expect(get.responses['200'].content['application/json'].schema.properties.offerReceipt).toBeDefined();
+    // A payment, or a call paid through a channel (`chc_…`), each with its signed receipt.
+    const [paymentDetail, channelCall] = get.responses['200'].content['application/json'].schema.anyOf;
+    expect(paymentDetail.properties.offerReceipt).toBeDefined();
+    expect([channelCall.properties.scheme, channelCall.properties.signedReceipt]).toEqual([expect.objectContaining({ const: 'batch-settlement' }), expect.anything()]);
     expect(get.responses['404'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
     const list = doc.paths['/v0/messages'].get;
     expect(list.parameters.map((p: any) => p.name)).toEqual(expect.arrayContaining(['limit', 'pageToken']));

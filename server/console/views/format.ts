@@ -21,6 +21,8 @@ const BADGE_TONE: Record<string, string> = {
   settled: 'ok', delivered: 'ok', active: 'ok', listed: 'ok', valid: 'ok', success: 'ok', info: 'neutral',
   verified: 'warn', pending: 'warn', failing: 'warn', warning: 'warn', skipped: 'neutral', dispatched: 'neutral', 'read-only': 'neutral', admin: 'neutral',
   failed: 'bad', invalid: 'bad', failure: 'bad', error: 'bad', revoked: 'bad',
+  // batch-settlement channels and their calls.
+  open: 'ok', claimed: 'ok', accepted: 'neutral', refunded: 'neutral', withdrawing: 'warn',
 };
 
 /** A status as a word in a coloured pill; the word carries the meaning, the colour only repeats it. */

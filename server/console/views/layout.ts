@@ -1,10 +1,11 @@
 import { html, type SafeHtml } from '../html.js';
 import type { LiveSession } from '../sessions.js';
 
-export type Section = 'payments' | 'webhooks' | 'endpoints' | 'keys' | 'approvals' | 'activity' | 'none';
+export type Section = 'payments' | 'channels' | 'webhooks' | 'endpoints' | 'keys' | 'approvals' | 'activity' | 'none';
 
 const NAV: Array<{ section: Section; href: string; label: string; adminOnly?: boolean }> = [
   { section: 'payments', href: '/console/payments', label: 'Payments' },
+  { section: 'channels', href: '/console/channels', label: 'Channels' },
   { section: 'webhooks', href: '/console/webhooks', label: 'Webhooks' },
   { section: 'endpoints', href: '/console/endpoints', label: 'Endpoints' },
   { section: 'keys', href: '/console/seller-keys', label: 'Seller keys', adminOnly: true },

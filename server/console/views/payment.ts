@@ -28,7 +28,7 @@ export interface PaymentView {
 const row = (label: string, value: SafeHtml | string | number | null | undefined) =>
   html`<div><dt>${label}</dt><dd>${value === null || value === undefined || value === '' ? html`<span class="muted">—</span>` : value}</dd></div>`;
 
-function verification(check: ReceiptCheck | undefined): SafeHtml {
+export function verification(check: ReceiptCheck | undefined): SafeHtml {
   if (!check) return html``;
   return html`<p class="verification ${check.valid ? 'is-valid' : 'is-invalid'}" data-receipt-check="${check.valid ? 'valid' : 'invalid'}">
     ${badge(check.valid ? 'valid' : 'invalid')}

@@ -78,6 +78,8 @@ const schema = new Schema<ChannelActionDoc>({
   createdAt: Date,
   updatedAt: Date,
 }, { versionKey: false, minimize: false });
+// The claim webhooks' outbox sweep reads the recent successful claims (webhooks/channel-claim-outbox.ts).
+schema.index({ status: 1, updatedAt: 1 });
 
 export const channelActionModel = (conn: Connection): Model<ChannelActionDoc> =>
   (conn.models.ChannelAction as Model<ChannelActionDoc>) ?? conn.model<ChannelActionDoc>('ChannelAction', schema, 'channel_actions');

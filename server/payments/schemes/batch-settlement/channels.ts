@@ -7,12 +7,14 @@ import type { ChainService } from '../../../chain/chain-service.js';
 import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
 import { isDuplicateKey } from '../../../platform/errors.js';
 import type { Logger } from '../../../platform/logger.js';
-import type { SellerAccountDoc } from '../../models.js';
+import type { SellerAccountDoc, SignedReceipt } from '../../models.js';
+import { signChannelCallReceipt, type ReceiptSigner } from '../../receipts.js';
 import type { SettleTerms } from '../../settlement-path.js';
 import type { RedeemOutcome } from '../../redemption.js';
 import type { ChannelActionDoc } from './actions.js';
 import type { ChannelFacilitator } from './facilitator.js';
 import { channelConfigRefusal, voucherSigned } from './verify.js';
+import { callIdOf } from './call-id.js';
 import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
@@ -66,6 +68,13 @@ export interface VoucherDoc {
   holdToken?: string;
   /** The paid call's answer, given again by its capture. */
   response: Record<string, unknown>;
+  /** The call's record id (`chc_…`, from the voucher id): GET /v0/payments/{id} and the receipt name it. */
+  callId?: string;
+  /** The registered endpoint the call paid for (its webhook hears of the claim). */
+  endpointId?: string | null;
+  /** Signed when the voucher is accepted (receipts.ts signChannelCallReceipt); never rewritten. */
+  signedReceipt?: SignedReceipt;
+  /** When the voucher was accepted: the call was paid. */
   createdAt: Date;
 }
 
@@ -75,8 +84,12 @@ const channelSchema = new Schema<ChannelDoc>({
 }, { versionKey: false });
 const voucherSchema = new Schema<VoucherDoc>({
   _id: String, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String,
-  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, createdAt: Date,
+  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, callId: String, endpointId: String, signedReceipt: Schema.Types.Mixed, createdAt: Date,
 }, { versionKey: false, minimize: false });
+// A call's record by its id (GET /v0/payments/chc_…).
+voucherSchema.index({ callId: 1 });
+// A seller's channels, newest first (the channel list).
+channelSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
 
 const pad = (n: bigint) => n.toString().padStart(39, '0');
@@ -96,6 +109,8 @@ export interface ChannelBookDeps {
   chain: () => ChainService;
   facilitator: ChannelFacilitator;
   receiverAuthorizer: () => Promise<Address>;
+  /** Signs each accepted call's receipt (the service DID key, as for exact payments). */
+  signer: () => ReceiptSigner;
   log: Logger;
 }
 
@@ -103,6 +118,11 @@ export class ChannelBook {
   readonly channels: Model<ChannelDoc>;
   readonly vouchers: Model<VoucherDoc>;
   private readonly sweeps: Model<{ _id: string; at: Date }>;
+  /**
+   * Run after a round that claimed or refunded (the claim webhooks plug in here: webhooks/channel-claim-outbox.ts).
+   * A failure is logged, never the round's: the webhook outbox sweep dispatches what a hook missed.
+   */
+  readonly onClaimed: Array<() => Promise<unknown>> = [];
 
   constructor(private readonly deps: ChannelBookDeps) {
     const { conn } = deps;
@@ -265,10 +285,20 @@ export class ChannelBook {
       extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
     };
     const holdToken = hold ? randomBytes(8).toString('hex') : undefined;
+    const acceptedAt = new Date();
+    const callId = callIdOf(id);
+    const endpointId = terms.endpoint?._id ?? null;
+    // Signed before the insert (a local Ed25519 signature, well under a millisecond), so the record is whole
+    // from its one write: no later update of the voucher, which its capture and the sweep also read.
+    const signedReceipt = await signChannelCallReceipt(this.deps.signer(), {
+      callId, endpointId, payerAddress: channel.payer, recipientAddress: channel.receiver, amountUsdcRaw: terms.amountAtomic.toString(), cumulativeAmountUsdcRaw: max.toString(),
+      channelId: voucher.channelId.toLowerCase(), voucherSignature: voucher.signature, network: chain.caip2, resourceUrl: terms.resource, acceptedAt,
+    });
     try {
       await this.vouchers.create({
         _id: id, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
-        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse, createdAt: new Date(),
+        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(acceptedAt.getTime() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse,
+        callId, endpointId, signedReceipt, createdAt: acceptedAt,
       });
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
@@ -351,6 +381,9 @@ export class ChannelBook {
         const answer = (await this.deps.facilitator.sweep(seller, { receiver: receiver as Address, token: chain.usdc.address }, chain.caip2)).body;
         if (answer.success) totals.settled++;
       }
+    }
+    if (totals.claimed + totals.refunded + totals.finished > 0) {
+      for (const hook of this.onClaimed) await hook().catch((err) => this.deps.log.warn({ err: (err as Error).message }, 'channel claim webhooks deferred to the outbox sweep'));
     }
     return totals;
   }

@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import type { Connection } from 'mongoose';
+import type { Connection, Model } from 'mongoose';
 import type { ChainService } from '../../../chain/chain-service.js';
 import { AppError } from '../../../platform/errors.js';
 import type { Config } from '../../../platform/config.js';
@@ -9,13 +9,15 @@ import type { SettleOutcome } from '../../../settlement/settler.js';
 import type { WorkExecutor } from '../../../settlement/work.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../models.js';
 import type { PaymentSettlement } from '../../settlement-path.js';
+import type { ReceiptSigner } from '../../receipts.js';
 import { requireChain } from '../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../facilitator-api.js';
 import type { HoldablePayment, PaymentScheme, Reconciled, SupportedKind } from '../scheme.js';
 import { ReceiverAuthorizer } from './receiver-authorizer.js';
-import { actionExecutors, channelActionModel } from './actions.js';
+import { actionExecutors, channelActionModel, type ChannelActionDoc } from './actions.js';
 import { ChannelFacilitator } from './facilitator.js';
 import { ChannelBook } from './channels.js';
+import { ChannelCalls } from './calls.js';
 import { isChannelPayload } from './wire.js';
 
 // The x402 `batch-settlement` scheme on EVM (v2): payment channels on the x402BatchSettlement contract. A
@@ -26,7 +28,8 @@ import { isChannelPayload } from './wire.js';
 // its receiver authorizer for sellers that delegate it (what /supported advertises).
 //
 // Its on-chain work is not payments of the shared path: a deposit moves the buyer's money into the
-// channel, not to the seller, so it is no payment record (the seller's calls paid with vouchers will be).
+// channel, not to the seller, so it is no payment record. Each call paid with a voucher has a record of its
+// own with a signed receipt (calls.ts), read from the accepted voucher and the claim that carried it.
 
 export class BatchSettlementScheme implements PaymentScheme {
   readonly name = 'batch-settlement';
@@ -38,6 +41,10 @@ export class BatchSettlementScheme implements PaymentScheme {
   private readonly facilitator: ChannelFacilitator;
   /** Channels sold through our own middleware: their state and accepted vouchers, and the sweep that claims them. */
   readonly channels: ChannelBook;
+  /** Those channels and their paid calls as records (read-only: the API, the console, the CLI, the claim webhooks). */
+  readonly calls: ChannelCalls;
+  /** The recorded deposits, claims, settles and refunds (read by the claim webhooks' outbox). */
+  readonly actions: () => Model<ChannelActionDoc>;
   /** The receiver authorizer's address once loaded (/supported is answered synchronously). */
   private authorizerAddress?: Address;
 
@@ -48,16 +55,20 @@ export class BatchSettlementScheme implements PaymentScheme {
     secrets: SecretBox,
     path: PaymentSettlement,
     private readonly log: Logger,
+    /** Signs each channel call's receipt, as exact payments' are signed. */
+    signer: () => ReceiptSigner,
   ) {
     this.authorizer = new ReceiverAuthorizer(conn, config, secrets);
     const actions = () => channelActionModel(conn);
+    this.actions = actions;
     const chainOf = () => requireChain(this.chain);
     this.otherWork = actionExecutors(chainOf, actions, log);
     this.facilitator = new ChannelFacilitator({
       chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submit(work),
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
     });
-    this.channels = new ChannelBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer: () => this.receiverAuthorizer(), log });
+    this.channels = new ChannelBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer: () => this.receiverAuthorizer(), signer, log });
+    this.calls = new ChannelCalls(this.channels.channels, this.channels.vouchers, actions);
     if (chain) this.loadAuthorizer();
   }
 
