@@ -49,3 +49,9 @@ export async function activityFor(deps: ActivityDeps & Partial<Pick<BuyerDeps, '
   const page = await paymentActivity(deps, owner, query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
   return { activity: page.items, count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
 }
+
+/** The identity's payment channels (x402 batch-settlement) with what the chain says of each. */
+export async function listChannelsFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owner: MandateOwner) {
+  const channels = buyer.channels.wallets.available ? await buyer.channels.list(owner) : [];
+  return { channels, count: channels.length };
+}

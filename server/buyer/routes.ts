@@ -5,7 +5,7 @@ import { parseInput } from '../platform/validate.js';
 import { activityQuery, mandateBody, mandateIdParam, payBody } from './schemas.js';
 import { refusalBody } from './pay-result.js';
 import type { MandateOwner } from './mandate-service.js';
-import { activityFor, createMandateFor, getMandateFor, listMandatesFor, payFor, revokeMandateFor, type BuyerDeps } from './calls.js';
+import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, revokeMandateFor, type BuyerDeps } from './calls.js';
 
 const ownerOf = (ctx: Context): MandateOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
 
@@ -42,6 +42,10 @@ export function buyerRoutes(deps: BuyerRouteDeps): Router {
     const refused = refusalBody(result);
     ctx.status = refused.status;
     ctx.body = refused;
+  });
+
+  router.get('/channels', requireScope('payments:read'), async (ctx) => {
+    ctx.body = await listChannelsFor(deps, ownerOf(ctx));
   });
 
   router.get('/activity', requireScope('payments:read'), async (ctx) => {

@@ -1,0 +1,302 @@
+import { randomBytes } from 'node:crypto';
+import { getAddress, toHex, type Address, type Hex } from 'viem';
+import type { Connection, Model } from 'mongoose';
+import type { ActivityLog } from '../logs/activity-log.js';
+import { isDuplicateKey } from '../platform/errors.js';
+import { newId } from '../platform/ids.js';
+import { authorizationState, type Authorization } from '../chain/usdc.js';
+import { channelIdOf, erc3009DepositNonce, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, readChannelState, readChannelStates, type ChannelConfig } from '../chain/batch-settlement.js';
+import { formatUsdc } from '../../middleware/price.js';
+import type { WalletService } from '../wallet/wallet-service.js';
+import type { WalletDoc } from '../wallet/wallet-model.js';
+import type { MandateOwner, MandateService, Reservation } from './mandate-service.js';
+import type { MandateDoc } from './mandate-model.js';
+import type { PayRefusal } from './pay-result.js';
+import { paymentHeaderFor, readChannelRefusal, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
+import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
+import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
+import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
+
+/** A new channel's deposit covers this many calls at this call's price (less when the mandate or the wallet allows less). */
+export const DEPOSIT_CALLS = 10n;
+/** Channels of one wallet and seller have one config: the official client's default salt. */
+const CHANNEL_SALT: Hex = `0x${'0'.repeat(64)}`;
+/** A call's voucher still `pending` after this long lost its process (a paid fetch gives up after 20 s). */
+const STALE_PENDING_MS = 60_000;
+/** How long a call waits for the channel's previous call (in another process) before refusing. */
+const TURN_WAIT_MS = 45_000;
+/** A deposit authorization lives no longer than this. */
+const MAX_DEPOSIT_VALIDITY_SECONDS = 300;
+/** Resyncs from the seller's 402 (or waits for its hold on the channel) a call makes before giving up. */
+const MAX_ATTEMPTS = 3;
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const MISMATCH = new Set(['invalid_batch_settlement_evm_cumulative_amount_mismatch', 'invalid_batch_settlement_evm_cumulative_below_claimed']);
+const BUSY = 'invalid_batch_settlement_evm_channel_busy';
+
+/** A paid channel call as payments_pay answers it. */
+export type ChannelPaid = ReturnType<typeof contentOf> & {
+  ok: true; paid: true; paymentId: string; cost: Record<string, unknown>; txHash: string | null; payer: Address; recipient: Address; resource: string;
+  mandate: Awaited<ReturnType<MandateService['present']>> | null; paymentResponse: SettlementResponse | null;
+};
+
+export interface ChannelCall {
+  owner: MandateOwner;
+  url: string;
+  request: OutgoingRequest;
+  method: string;
+  wallet: WalletDoc;
+  offer: Extract<Offer, { scheme: 'batch-settlement' }>;
+  amount: bigint;
+  payTo: Address;
+  resourceUrl: string;
+  reservation: Reservation;
+  mandate: MandateDoc;
+  cost: Record<string, unknown>;
+  state: { hold: 'held' | 'in_flight' | 'done' };
+}
+
+/**
+ * Pays x402 `batch-settlement` offers from an identity's wallet: the first call deposits into a channel
+ * (ERC-3009 from the smart account, as its exact payments are signed) with its voucher, later calls send a
+ * cumulative voucher only (signed by the owner key, the channel's payerAuthorizer: nothing is sent on
+ * chain), a call the balance does not cover tops the channel up. The channel's state is in the database,
+ * not a process's memory: each voucher's amount is taken by a unique insert, one call at a time per
+ * channel (the seller takes them in order), and the balance is the chain's. The mandate counts each
+ * call's price when its voucher is signed; a deposit is not spending, but is sized within what the
+ * mandate still allows today.
+ */
+export class ChannelPayer {
+  readonly channels: Model<BuyerChannelDoc>;
+  readonly vouchers: Model<BuyerVoucherDoc>;
+  /** This process's calls on a channel, one after the other (the database orders them across processes). */
+  private readonly turns = new Map<string, Promise<unknown>>();
+
+  constructor(
+    conn: Connection,
+    readonly wallets: WalletService,
+    private readonly mandates: MandateService,
+    private readonly logs: ActivityLog,
+    private readonly outgoing: Model<OutgoingPaymentDoc>,
+    private readonly fetch: PayFetch,
+  ) {
+    this.channels = conn.models.BuyerChannel ?? conn.model<BuyerChannelDoc>('BuyerChannel', buyerChannelSchema, 'buyer_channels');
+    this.vouchers = conn.models.BuyerVoucher ?? conn.model<BuyerVoucherDoc>('BuyerVoucher', buyerVoucherSchema, 'buyer_channel_vouchers');
+  }
+
+  /** The wallet's channel for this offer (the same config, so the same channel, every call). */
+  channelFor(wallet: WalletDoc, offer: ChannelCall['offer']): { config: ChannelConfig; channelId: string } {
+    const chain = this.wallets.requireChain();
+    const config: ChannelConfig = {
+      payer: getAddress(wallet.address), payerAuthorizer: getAddress(wallet.ownerAddress), receiver: getAddress(offer.requirement.payTo),
+      receiverAuthorizer: getAddress(offer.requirement.extra.receiverAuthorizer), token: chain.usdc.address,
+      withdrawDelay: offer.requirement.extra.withdrawDelay ?? 900, salt: CHANNEL_SALT,
+    };
+    return { config, channelId: channelIdOf(config, chain.chainId).toLowerCase() };
+  }
+
+  async pay(call: ChannelCall) {
+    const chain = this.wallets.requireChain();
+    const { config, channelId } = this.channelFor(call.wallet, call.offer);
+    await this.channels.create({
+      _id: channelId, orgId: call.owner.orgId, identityId: call.owner.identityId, walletAddress: call.wallet.address, network: chain.network,
+      chainId: chain.chainId, config, resourceUrl: call.resourceUrl, createdAt: new Date(),
+    }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    const previous = this.turns.get(channelId) ?? Promise.resolve();
+    const mine = previous.catch(() => undefined).then(() => this.payInTurn(call, config, channelId));
+    this.turns.set(channelId, mine);
+    try {
+      return await mine;
+    } finally {
+      if (this.turns.get(channelId) === mine) this.turns.delete(channelId);
+    }
+  }
+
+  private async payInTurn(call: ChannelCall, config: ChannelConfig, channelId: string) {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.attempt(call, config, channelId);
+      if (outcome.kind === 'done') return outcome.result;
+      if (attempt >= MAX_ATTEMPTS) {
+        // Every attempt was refused and its amount dropped: nothing was accepted, the price goes back.
+        call.state.hold = 'done';
+        await this.mandates.release(call.reservation);
+        return refuse('settle_failed', outcome.reason);
+      }
+      // The seller's hold on the channel (another client's call) ends with its call: wait a little.
+      if (outcome.kind === 'busy') await pause(100 * attempt);
+    }
+  }
+
+  /**
+   * Takes the channel's next amount: the last voucher's plus the price, by a unique insert. A call still
+   * out on the channel (pending, in any process) is waited for: its voucher decides the base.
+   */
+  private async takeAmount(channelId: string, call: ChannelCall, paymentId: string): Promise<{ cumulative: bigint; voucherId: string } | undefined> {
+    const deadline = Date.now() + TURN_WAIT_MS;
+    for (let wait = 5; Date.now() < deadline; wait = Math.min(200, wait * 2)) {
+      const last = await this.vouchers.findOne({ channelId }).sort({ _id: -1 }).lean();
+      if (last?.status === 'pending') {
+        if (Date.now() - last.createdAt.getTime() > STALE_PENDING_MS) {
+          // Its process died with the call out: it may have been accepted; the seller's 402 says if not.
+          await this.vouchers.updateOne({ _id: last._id, status: 'pending' }, { $set: { status: 'unknown' } });
+        } else {
+          await pause(wait);
+        }
+        continue;
+      }
+      const cumulative = (last ? BigInt(last.cumulative) : 0n) + call.amount;
+      const voucherId = buyerVoucherId(channelId, cumulative);
+      try {
+        await this.vouchers.create({ _id: voucherId, channelId, identityId: call.owner.identityId, cumulative: cumulative.toString(), price: call.amount.toString(), status: 'pending', paymentId, createdAt: new Date() });
+        return { cumulative, voucherId };
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err; // another call took this amount: read again
+      }
+    }
+    return undefined;
+  }
+
+  private async attempt(call: ChannelCall, config: ChannelConfig, channelId: string): Promise<{ kind: 'done'; result: PayRefusal | ChannelPaid } | { kind: 'retry' | 'busy'; reason: string }> {
+    const { owner, wallet, offer, amount, reservation, state } = call;
+    const chain = this.wallets.requireChain();
+    const paymentId = newId('pay');
+    const taken = await this.takeAmount(channelId, call, paymentId);
+    if (!taken) return { kind: 'done', result: refuse('settle_failed', `another call on the channel ${channelId} has been out for ${TURN_WAIT_MS / 1000} s; try again`) };
+    const { cumulative, voucherId } = taken;
+    const dropAmount = () => this.vouchers.deleteOne({ _id: voucherId, status: { $in: ['pending', 'unknown'] } });
+
+    // The balance is the chain's (a deposit made by an earlier call, a refund the seller made since).
+    const onChain = await readChannelState(chain.publicClient, channelId as Hex);
+    const needed = cumulative > onChain.balance ? cumulative - onChain.balance : 0n;
+    let deposit = 0n;
+    if (needed > 0n) {
+      const [walletBalance, usage] = await Promise.all([this.wallets.balance(wallet.address as Address), this.mandates.usage(call.mandate)]);
+      // What today's cap still allows, this call's price included (it was reserved already).
+      const allowedToday = BigInt(Math.max(0, call.mandate.dailyCapAtomic - usage.spentToday)) + amount;
+      const target = DEPOSIT_CALLS * amount;
+      const ceiling = [target, allowedToday, walletBalance].reduce((a, b) => (a < b ? a : b));
+      deposit = ceiling > needed ? ceiling : needed;
+      if (walletBalance < needed) {
+        await dropAmount();
+        return { kind: 'done', result: refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(walletBalance)} USDC; the channel needs a deposit of ${formatUsdc(needed)} USDC`) };
+      }
+    }
+
+    const record: OutgoingPaymentDoc = {
+      _id: paymentId, orgId: owner.orgId, identityId: owner.identityId, direction: 'out', mandateId: reservation.mandateId,
+      network: chain.network, payerAddress: getAddress(wallet.address), recipientAddress: getAddress(call.payTo), amountUsdcRaw: amount.toString(), scheme: 'batch-settlement',
+      channel: { channelId, cumulativeUsdcRaw: cumulative.toString(), ...(deposit > 0n ? { depositUsdcRaw: deposit.toString() } : {}) },
+      resourceUrl: call.resourceUrl, requestUrl: call.url, method: call.method, x402Version: 2, authorizationNonce: voucherId,
+      status: 'pending', createdAt: new Date(),
+    };
+    await this.outgoing.create(record);
+    const voucher = { channelId, maxClaimableAmount: cumulative.toString(), signature: await this.wallets.signVoucher(wallet, channelId as Hex, cumulative) };
+    let depositNonce: Hex | undefined;
+    let payload: Record<string, unknown> = { type: 'voucher', channelConfig: config, voucher };
+    if (deposit > 0n) {
+      const salt = toHex(randomBytes(32));
+      depositNonce = erc3009DepositNonce(channelId as Hex, BigInt(salt));
+      const validBefore = BigInt(Math.floor(Date.now() / 1000) + Math.min(MAX_DEPOSIT_VALIDITY_SECONDS, offer.requirement.maxTimeoutSeconds));
+      const authorization: Authorization = { from: getAddress(wallet.address), to: ERC3009_DEPOSIT_COLLECTOR_ADDRESS, value: deposit, validAfter: 0n, validBefore, nonce: depositNonce };
+      const signature = await this.wallets.signReceiveAuthorization(wallet, authorization);
+      payload = { ...payload, type: 'deposit', deposit: { amount: deposit.toString(), authorization: { erc3009Authorization: { validAfter: '0', validBefore: validBefore.toString(), salt, signature } } } };
+    }
+    state.hold = 'in_flight';
+    const payment = paymentHeaderFor(offer, payload);
+    const paid = await this.fetch(call.url, { ...call.request, headers: { ...call.request.headers, [payment.name]: payment.value } });
+    const settlement = paid.ok ? readSettlement(paid.response) : undefined;
+    // The seller answered with success: it holds this voucher and may claim up to it, whatever else it says.
+    const accepted = settlement?.success === true;
+    const txHash = deposit > 0n && settlement?.transaction ? settlement.transaction : undefined;
+
+    if (!accepted || !paid.ok) {
+      if (!paid.ok) {
+        // No answer: the voucher may have been accepted. Its amount stays counted; the next call assumes it.
+        await this.vouchers.updateOne({ _id: voucherId, status: 'pending' }, { $set: { status: 'unknown' } });
+        await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: paid.message } });
+        state.hold = 'done';
+        return { kind: 'done', result: paid };
+      }
+      // Refused (or the handler failed and the seller released the call): nothing is charged, and this
+      // amount is the next call's. A deposit that did not go through can never go through later.
+      if (depositNonce && !(await this.authorizationUsed(wallet, depositNonce))) await this.wallets.cancelAuthorization(wallet, depositNonce);
+      await dropAmount();
+      const refusal = paid.response.status === 402 ? readChannelRefusal(paid.response) : undefined;
+      const reason = refusal?.error ? `the seller refused the voucher: ${refusal.error}` : settlementFailure(paid.response, settlement);
+      await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, responseStatus: paid.response.status } });
+      if (refusal?.error === BUSY) return { kind: 'busy', reason };
+      if (refusal?.error && MISMATCH.has(refusal.error) && refusal.channelId === channelId && refusal.charged !== undefined && await this.resync(channelId, refusal.charged)) {
+        return { kind: 'retry', reason };
+      }
+      state.hold = 'done';
+      await this.mandates.release(reservation);
+      await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Channel payment of ${formatUsdc(amount)} USDC to ${call.resourceUrl} was not accepted: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
+      return { kind: 'done', result: refuse('settle_failed', reason) };
+    }
+
+    await this.vouchers.updateOne({ _id: voucherId }, { $set: { status: 'accepted' } });
+    state.hold = 'done';
+    const mandate = await this.mandates.commit(reservation);
+    await this.outgoing.updateOne({ _id: record._id }, {
+      $set: { status: 'settled', settledAt: new Date(), ...(txHash ? { txHash } : {}), responseStatus: paid.response.status, paymentResponse: settlement },
+    });
+    await this.logs.record({
+      ...owner, action: 'payments.paid', category: 'payments',
+      description: `Paid ${formatUsdc(amount)} USDC to ${call.payTo} for ${call.resourceUrl} by a channel voucher${deposit > 0n ? ` (deposited ${formatUsdc(deposit)} USDC)` : ''}`,
+      targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId, scheme: 'batch-settlement', channelId },
+    });
+    return {
+      kind: 'done',
+      result: {
+        ok: true as const, paid: true as const, paymentId: record._id, ...contentOf(paid.response),
+        cost: { ...call.cost, scheme: 'batch-settlement' as const, channel: { channelId, cumulativeUsdc: formatUsdc(cumulative), depositUsdc: formatUsdc(deposit) } },
+        txHash: txHash ?? null, payer: getAddress(wallet.address), recipient: getAddress(call.payTo), resource: call.resourceUrl,
+        mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
+      } satisfies ChannelPaid,
+    };
+  }
+
+  /**
+   * The seller says it has charged `charged` on the channel and our records say more: the vouchers above
+   * it whose answer was lost were not accepted after all, and go. Accepted ones above it would mean the
+   * seller lost calls it charged: nothing to retry then.
+   */
+  private async resync(channelId: string, charged: bigint): Promise<boolean> {
+    const above = (await this.vouchers.find({ channelId }).lean()).filter((v) => BigInt(v.cumulative) > charged);
+    if (above.length === 0 || above.some((v) => v.status !== 'unknown')) return false;
+    await this.vouchers.deleteMany({ _id: { $in: above.map((v) => v._id) }, status: 'unknown' });
+    return true;
+  }
+
+  private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {
+    const chain = this.wallets.requireChain();
+    return authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: wallet.address as Address, nonce }).catch(() => false);
+  }
+
+  /**
+   * This identity's channels with what the chain says of them: deposited (every deposit its calls
+   * brought), what the accepted vouchers charged, what was claimed, the balance left, and what came back
+   * to the wallet (the seller's cooperative refund of an idle channel, or a withdrawal).
+   */
+  async list(owner: MandateOwner) {
+    const channels = await this.channels.find({ identityId: owner.identityId }).sort({ createdAt: -1, _id: -1 }).limit(100).lean();
+    if (channels.length === 0) return [];
+    const chain = this.wallets.requireChain();
+    const states = await readChannelStates(chain.publicClient, channels.map((c) => c._id as Hex));
+    return Promise.all(channels.map(async (c, i) => {
+      const state = states[i]!;
+      const [calls, last] = await Promise.all([
+        this.outgoing.find({ identityId: owner.identityId, 'channel.channelId': c._id, status: 'settled' } as never).lean() as unknown as Promise<OutgoingPaymentDoc[]>,
+        this.vouchers.findOne({ channelId: c._id, status: 'accepted' }).sort({ _id: -1 }).lean(),
+      ]);
+      const deposited = calls.reduce((sum, p) => sum + BigInt(p.channel?.depositUsdcRaw ?? '0'), 0n);
+      const refunded = deposited > state.balance ? deposited - state.balance : 0n;
+      return {
+        channelId: c._id, network: c.network, receiver: c.config.receiver, resourceUrl: c.resourceUrl, calls: calls.length,
+        depositedUsdc: formatUsdc(deposited), chargedUsdc: formatUsdc(last ? BigInt(last.cumulative) : 0n), claimedUsdc: formatUsdc(state.totalClaimed),
+        balanceUsdc: formatUsdc(state.balance), availableUsdc: formatUsdc(state.balance - (last && BigInt(last.cumulative) > state.totalClaimed ? BigInt(last.cumulative) : state.totalClaimed)),
+        refundedUsdc: formatUsdc(refunded), withdrawalPending: state.withdrawRequestedAt !== 0, createdAt: c.createdAt.toISOString(),
+      };
+    }));
+  }
+}
