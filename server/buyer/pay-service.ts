@@ -93,7 +93,8 @@ export class PayService {
     try {
       const wallet = await this.wallets.forIdentity(owner);
       const balance = await this.wallets.balance(wallet.address as Address);
-      if (balance < amount) {
+      // A channel's call is paid from its deposit: the wallet's balance matters only for a deposit (ChannelPayer checks it then).
+      if (balance < amount && offer.scheme !== 'batch-settlement') {
         // A dev server mounts the faucet (server/dev/faucet.ts): say so, so an agent can fund itself.
         const hint = this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : '';
         return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed${hint}`);
