@@ -48,6 +48,8 @@ export interface BuyerVoucherDoc {
   price: string;
   status: 'pending' | 'accepted' | 'unknown';
   paymentId: string;
+  /** What the mandate holds for this call: committed when the voucher is known accepted, released when known refused. */
+  reservation: { reservationId: string; mandateId: string; day: string; amount: number };
   createdAt: Date;
 }
 
@@ -59,6 +61,7 @@ export const buyerVoucherSchema = new Schema<BuyerVoucherDoc>({
   price: { type: String, required: true },
   status: { type: String, required: true },
   paymentId: { type: String, required: true },
+  reservation: { type: Schema.Types.Mixed, required: true },
   createdAt: { type: Date, required: true },
 }, { versionKey: false });
 buyerVoucherSchema.index({ channelId: 1, _id: -1 });

@@ -147,7 +147,7 @@ export class ChannelPayer {
       const cumulative = (last ? BigInt(last.cumulative) : 0n) + call.amount;
       const voucherId = buyerVoucherId(channelId, cumulative);
       try {
-        await this.vouchers.create({ _id: voucherId, channelId, identityId: call.owner.identityId, cumulative: cumulative.toString(), price: call.amount.toString(), status: 'pending', paymentId, createdAt: new Date() });
+        await this.vouchers.create({ _id: voucherId, channelId, identityId: call.owner.identityId, cumulative: cumulative.toString(), price: call.amount.toString(), status: 'pending', paymentId, reservation: call.reservation, createdAt: new Date() });
         return { cumulative, voucherId };
       } catch (err) {
         if (!isDuplicateKey(err)) throw err; // another call took this amount: read again
@@ -176,6 +176,11 @@ export class ChannelPayer {
       const target = DEPOSIT_CALLS * amount;
       const ceiling = [target, allowedToday, walletBalance].reduce((a, b) => (a < b ? a : b));
       deposit = ceiling > needed ? ceiling : needed;
+      if (needed > allowedToday) {
+        // Only when the channel lost balance to something else (a withdrawal): the deposit must fit the mandate too.
+        await dropAmount();
+        return { kind: 'done', result: refuse('mandate_daily_cap_exceeded', `the channel needs a deposit of ${formatUsdc(needed)} USDC; the mandate allows ${formatUsdc(allowedToday)} USDC more today`) };
+      }
       if (walletBalance < needed) {
         await dropAmount();
         return { kind: 'done', result: refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(walletBalance)} USDC; the channel needs a deposit of ${formatUsdc(needed)} USDC`) };
@@ -211,9 +216,10 @@ export class ChannelPayer {
 
     if (!accepted || !paid.ok) {
       if (!paid.ok) {
-        // No answer: the voucher may have been accepted. Its amount stays counted; the next call assumes it.
+        // No answer: the voucher may have been accepted. Its amount stays counted and its record pending;
+        // the next call assumes it was, and learns which from the seller (settleUnknown, resync).
         await this.vouchers.updateOne({ _id: voucherId, status: 'pending' }, { $set: { status: 'unknown' } });
-        await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: paid.message } });
+        await this.outgoing.updateOne({ _id: record._id }, { $set: { failureReason: paid.message } });
         state.hold = 'done';
         return { kind: 'done', result: paid };
       }
@@ -235,6 +241,7 @@ export class ChannelPayer {
     }
 
     await this.vouchers.updateOne({ _id: voucherId }, { $set: { status: 'accepted' } });
+    await this.settleUnknown(channelId, cumulative);
     state.hold = 'done';
     const mandate = await this.mandates.commit(reservation);
     await this.outgoing.updateOne({ _id: record._id }, {
@@ -264,8 +271,26 @@ export class ChannelPayer {
   private async resync(channelId: string, charged: bigint): Promise<boolean> {
     const above = (await this.vouchers.find({ channelId }).lean()).filter((v) => BigInt(v.cumulative) > charged);
     if (above.length === 0 || above.some((v) => v.status !== 'unknown')) return false;
-    await this.vouchers.deleteMany({ _id: { $in: above.map((v) => v._id) }, status: 'unknown' });
+    for (const lost of above) {
+      // Whoever deletes the record gives its call's price back, once.
+      if ((await this.vouchers.deleteOne({ _id: lost._id, status: 'unknown' })).deletedCount !== 1) continue;
+      await this.mandates.release(lost.reservation);
+      await this.outgoing.updateOne({ _id: lost.paymentId, status: 'pending' }, { $set: { status: 'failed', failureReason: `the seller never took this voucher (it has charged ${charged} on the channel)` } });
+    }
     return true;
+  }
+
+  /**
+   * The seller accepted a voucher for `cumulative`: it takes them only in order, so every voucher below it
+   * whose answer was lost was accepted too. Their calls are counted for good and their records settled.
+   */
+  private async settleUnknown(channelId: string, cumulative: bigint): Promise<void> {
+    const below = (await this.vouchers.find({ channelId, status: 'unknown' }).lean()).filter((v) => BigInt(v.cumulative) < cumulative);
+    for (const found of below) {
+      await this.vouchers.updateOne({ _id: found._id, status: 'unknown' }, { $set: { status: 'accepted' } });
+      await this.mandates.commit(found.reservation);
+      await this.outgoing.updateOne({ _id: found.paymentId, status: 'pending' }, { $set: { status: 'settled', settledAt: new Date() } });
+    }
   }
 
   private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {

@@ -183,6 +183,37 @@ describe('payments_pay through a batch-settlement channel', () => {
     expect(mandates.body.mandates[0]).toMatchObject({ spentTodayUsdc: '0.008', callCount: 8 });
   });
 
+  it('a call whose process died with its amount taken: the next call learns from the seller whether its voucher went through, and the records and the mandate follow', async () => {
+    const agent = await fundedAgent(server, '1');
+    await createMandate(server, agent.key);
+    const first = await pay(server, agent.key, { url: weather() });
+    const channelId: string = first.body.cost.channel.channelId;
+    const vouchers = server.app.db.collection('buyer_channel_vouchers');
+    const payments = server.app.db.collection('outgoing_payments');
+    const aMinuteAndMoreAgo = new Date(Date.now() - 2 * 60_000);
+
+    // Died after the seller accepted its voucher, before recording it: its records still say pending.
+    const second = await pay(server, agent.key, { url: weather() });
+    await vouchers.updateOne({ _id: `${channelId}:${'2000'.padStart(39, '0')}` as never }, { $set: { status: 'pending', createdAt: aMinuteAndMoreAgo } });
+    await payments.updateOne({ _id: second.body.paymentId }, { $set: { status: 'pending' }, $unset: { settledAt: '' } });
+    const third = await pay(server, agent.key, { url: weather() });
+    expect(third.body).toMatchObject({ status: 200, cost: { channel: { cumulativeUsdc: '0.003' } } });
+    expect(await payments.findOne({ _id: second.body.paymentId })).toMatchObject({ status: 'settled' });
+
+    // Died after taking the next amount and reserving the price, before sending anything.
+    const { reservation } = await server.app.mandates.reserve(agent.owner, new URL(weather()), PRICE) as any;
+    await payments.insertOne({ _id: 'pay_dead' as never, identityId: agent.owner.identityId, orgId: agent.owner.orgId, status: 'pending', scheme: 'batch-settlement', createdAt: aMinuteAndMoreAgo });
+    await vouchers.insertOne({ _id: `${channelId}:${'4000'.padStart(39, '0')}` as never, channelId, identityId: agent.owner.identityId, cumulative: '4000', price: '1000', status: 'pending', paymentId: 'pay_dead', reservation, createdAt: aMinuteAndMoreAgo });
+    const fourth = await pay(server, agent.key, { url: weather() });
+    // The seller has charged 0.003: the dead call's amount is this call's, and the dead call's price goes back.
+    expect(fourth.body).toMatchObject({ status: 200, cost: { channel: { cumulativeUsdc: '0.004' } } });
+    expect(await payments.findOne({ _id: 'pay_dead' as never })).toMatchObject({ status: 'failed' });
+    expect(await sellerVouchers(channelId)).toEqual(amounts(4));
+    expect(await buyerVouchers(channelId)).toEqual(amounts(4).map((a) => [a, 'accepted']));
+    const mandates = await server.request('GET', '/v0/payments/mandates', { key: agent.key });
+    expect(mandates.body.mandates[0]).toMatchObject({ spentTodayUsdc: '0.004', callCount: 4 });
+  });
+
   it('an idle channel: the seller claims its calls and refunds the rest to the wallet; the next call deposits again', async () => {
     const agent = await fundedAgent(server, '1');
     await createMandate(server, agent.key);
