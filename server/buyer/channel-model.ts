@@ -16,6 +16,8 @@ export interface BuyerChannelDoc {
   config: Omit<ChannelConfig, 'withdrawDelay'> & { withdrawDelay: number };
   /** The seller's resource that opened it (for people reading the list). */
   resourceUrl: string;
+  /** The URL the first call paid: where a cooperative refund is asked for (a probe and a refund payload, as the official client does). */
+  requestUrl?: string;
   createdAt: Date;
 }
 
@@ -28,6 +30,7 @@ export const buyerChannelSchema = new Schema<BuyerChannelDoc>({
   chainId: { type: Number, required: true },
   config: { type: Schema.Types.Mixed, required: true },
   resourceUrl: { type: String, required: true },
+  requestUrl: String,
   createdAt: { type: Date, required: true },
 }, { versionKey: false, minimize: false });
 buyerChannelSchema.index({ identityId: 1, createdAt: -1 });

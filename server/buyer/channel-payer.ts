@@ -12,7 +12,7 @@ import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService, Reservation } from './mandate-service.js';
 import type { MandateDoc } from './mandate-model.js';
 import type { PayRefusal } from './pay-result.js';
-import { paymentHeaderFor, readChannelRefusal, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
+import { paymentHeaderFor, readChallenge, readChannelRefusal, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
 import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
 import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
@@ -33,6 +33,9 @@ const MAX_ATTEMPTS = 3;
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const MISMATCH = new Set(['invalid_batch_settlement_evm_cumulative_amount_mismatch', 'invalid_batch_settlement_evm_cumulative_below_claimed']);
 const BUSY = 'invalid_batch_settlement_evm_channel_busy';
+
+/** A cooperative refund's outcome: what came back to the wallet, in which transaction. */
+export interface ChannelRefund { ok: true; channelId: string; refundedUsdc: string; txHash: string | null; balanceUsdc: string }
 
 /** A paid channel call as payments_pay answers it. */
 export type ChannelPaid = ReturnType<typeof contentOf> & {
@@ -100,7 +103,7 @@ export class ChannelPayer {
     const { config, channelId } = this.channelFor(call.wallet, call.offer);
     await this.channels.create({
       _id: channelId, orgId: call.owner.orgId, identityId: call.owner.identityId, walletAddress: call.wallet.address, network: chain.network,
-      chainId: chain.chainId, config, resourceUrl: call.resourceUrl, createdAt: new Date(),
+      chainId: chain.chainId, config, resourceUrl: call.resourceUrl, requestUrl: call.url, createdAt: new Date(),
     }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
     const previous = this.turns.get(channelId) ?? Promise.resolve();
     const mine = previous.catch(() => undefined).then(() => this.payInTurn(call, config, channelId));
@@ -291,6 +294,48 @@ export class ChannelPayer {
       await this.mandates.commit(found.reservation);
       await this.outgoing.updateOne({ _id: found.paymentId, status: 'pending' }, { $set: { status: 'settled', settledAt: new Date() } });
     }
+  }
+
+  /**
+   * Asks the seller to give the channel's remainder back (the scheme's cooperative refund, as the official
+   * client asks it): the route's 402 is fetched for its channel offer, and a `refund` payload with a
+   * voucher for what the calls charged is sent to it; the seller's facilitator claims that and refunds the
+   * rest in one transaction. Not while a call is out on the channel. What moved is read from the chain.
+   */
+  async refund(owner: MandateOwner, channelId: string): Promise<ChannelRefund | PayRefusal | undefined> {
+    const channel = await this.channels.findOne({ _id: channelId.toLowerCase(), identityId: owner.identityId }).lean();
+    if (!channel) return undefined;
+    const chain = this.wallets.requireChain();
+    const wallet = await this.wallets.find(owner.identityId);
+    if (!wallet) return undefined;
+    const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
+    if (last && last.status !== 'accepted') return refuse('settle_failed', 'a call on this channel is still out (or its answer was lost); pay once more, or try again in a minute');
+    const before = await readChannelState(chain.publicClient, channel._id as Hex);
+    const charged = last ? BigInt(last.cumulative) : before.totalClaimed;
+    if (before.balance <= charged) return { ok: true, channelId: channel._id, refundedUsdc: '0', txHash: null, balanceUsdc: formatUsdc(before.balance) };
+    const url = channel.requestUrl ?? channel.resourceUrl;
+    const probe = await this.fetch(url, { method: 'GET', headers: {} });
+    if (!probe.ok) return probe;
+    const challenge = probe.response.status === 402 ? readChallenge(probe.response) : undefined;
+    const offer = challenge?.offers.find((o): o is Extract<Offer, { scheme: 'batch-settlement' }> => o.scheme === 'batch-settlement' && this.channelFor(wallet, o).channelId === channel._id);
+    if (!offer) return refuse('settle_failed', `${url} no longer offers this channel (answered ${probe.response.status})`);
+    const voucher = { channelId: channel._id, maxClaimableAmount: charged.toString(), signature: await this.wallets.signVoucher(wallet, channel._id as Hex, charged) };
+    const payment = paymentHeaderFor(offer, { type: 'refund', channelConfig: channel.config, voucher });
+    const answered = await this.fetch(url, { method: 'GET', headers: { [payment.name]: payment.value } });
+    if (!answered.ok) return answered;
+    const settlement = readSettlement(answered.response);
+    const after = await readChannelState(chain.publicClient, channel._id as Hex);
+    if (settlement?.success !== true || after.balance >= before.balance) {
+      const refusal = answered.response.status === 402 ? readChannelRefusal(answered.response) : undefined;
+      return refuse('settle_failed', refusal?.error ? `the seller refused the refund: ${refusal.error}` : settlementFailure(answered.response, settlement));
+    }
+    // A claim in the same transaction raises totalClaimed; only a refund lowers the balance.
+    const refunded = before.balance - after.balance;
+    await this.logs.record({
+      ...owner, action: 'payments.channel_refunded', category: 'payments', description: `Channel ${channel._id}: ${formatUsdc(refunded)} USDC came back to the wallet from ${url}`,
+      targetType: 'channel', targetId: channel._id, metadata: { txHash: settlement.transaction ?? null },
+    });
+    return { ok: true, channelId: channel._id, refundedUsdc: formatUsdc(refunded), txHash: settlement.transaction || null, balanceUsdc: formatUsdc(after.balance) };
   }
 
   private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { toolDefiner, ToolRefusal, type ToolDefinition } from '../mcp/tool.js';
-import { activityQuery, mandateBody, mandateIdParam, payBody } from './schemas.js';
-import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, revokeMandateFor, type BuyerDeps } from './calls.js';
+import { activityQuery, channelIdParam, mandateBody, mandateIdParam, payBody } from './schemas.js';
+import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, type BuyerDeps } from './calls.js';
 import { refusalBody } from './pay-result.js';
 
 const ownerOf = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
@@ -79,6 +79,20 @@ export const buyerTools: ToolDefinition<BuyerDeps>[] = [
     scope: 'payments:read',
     input: z.object({}).strict(),
     run: (deps, principal) => listChannelsFor(deps, ownerOf(principal)),
+  }),
+  defineTool({
+    name: 'payments_refund_channel',
+    title: 'Take a payment channel\'s remainder back',
+    description:
+      'Asks the seller of one of this identity\'s payment channels (id: the channelId from payments_list_channels) to give back what its calls did not use ' +
+      '(the x402 batch-settlement cooperative refund): the seller claims what the calls charged and refunds the rest to the wallet in one transaction. ' +
+      'Same as POST /v0/payments/channels/{id}/refund.',
+    scope: 'payments:spend',
+    input: channelIdParam,
+    async run(deps, principal, input) {
+      const result = await refundChannelFor(deps, ownerOf(principal), input.id);
+      return result.ok ? result : new ToolRefusal(refusalBody(result));
+    },
   }),
   defineTool({
     name: 'payments_list_activity',

@@ -222,6 +222,10 @@ describe('payments_pay through a batch-settlement channel', () => {
     const channelId: string = first.body.cost.channel.channelId;
     expect((await pay(server, agent.key, { url: weather() })).status).toBe(200);
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
+    // Our middleware takes no refund request from a buyer (its backend refunds idle channels itself): a clear refusal, nothing moves.
+    const asked = await server.request('POST', `/v0/payments/channels/${channelId}/refund`, { key: agent.key });
+    expect([asked.status, asked.body.error]).toEqual([502, 'settle_failed']);
+    expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
 
     const totals = await sweep(0);
     expect(totals!.refunded).toBeGreaterThanOrEqual(1);
