@@ -18,6 +18,8 @@ export interface BuyerChannelDoc {
   resourceUrl: string;
   /** The URL the first call paid: where a cooperative refund is asked for (a probe and a refund payload, as the official client does). */
   requestUrl?: string;
+  /** When the seller last refused the idle sweep's refund request (asked again a day later). */
+  refundRefusedAt?: Date;
   createdAt: Date;
 }
 
@@ -31,6 +33,7 @@ export const buyerChannelSchema = new Schema<BuyerChannelDoc>({
   config: { type: Schema.Types.Mixed, required: true },
   resourceUrl: { type: String, required: true },
   requestUrl: String,
+  refundRefusedAt: Date,
   createdAt: { type: Date, required: true },
 }, { versionKey: false, minimize: false });
 buyerChannelSchema.index({ identityId: 1, createdAt: -1 });

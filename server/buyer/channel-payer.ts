@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { getAddress, toHex, type Address, type Hex } from 'viem';
-import type { Connection, Model } from 'mongoose';
+import { Schema, type Connection, type Model } from 'mongoose';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
@@ -27,6 +27,11 @@ const STALE_PENDING_MS = 60_000;
 const TURN_WAIT_MS = 45_000;
 /** A deposit authorization lives no longer than this. */
 const MAX_DEPOSIT_VALIDITY_SECONDS = 300;
+/** A seller that refused an idle channel's refund request is asked again after this long. */
+const REFUND_REFUSED_RETRY_MS = 24 * 3_600_000;
+/** Idle channels asked per round (the rest wait for the next round). */
+const IDLE_REFUNDS_PER_ROUND = 100;
+
 /** Resyncs from the seller's 402 (or waits for its hold on the channel) a call makes before giving up. */
 const MAX_ATTEMPTS = 3;
 
@@ -72,6 +77,7 @@ export interface ChannelCall {
 export class ChannelPayer {
   readonly channels: Model<BuyerChannelDoc>;
   readonly vouchers: Model<BuyerVoucherDoc>;
+  private readonly rounds: Model<{ _id: string; at: Date }>;
   /** This process's calls on a channel, one after the other (the database orders them across processes). */
   private readonly turns = new Map<string, Promise<unknown>>();
 
@@ -85,6 +91,7 @@ export class ChannelPayer {
   ) {
     this.channels = conn.models.BuyerChannel ?? conn.model<BuyerChannelDoc>('BuyerChannel', buyerChannelSchema, 'buyer_channels');
     this.vouchers = conn.models.BuyerVoucher ?? conn.model<BuyerVoucherDoc>('BuyerVoucher', buyerVoucherSchema, 'buyer_channel_vouchers');
+    this.rounds = (conn.models.BuyerChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('BuyerChannelSweep', new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false }), 'buyer_channel_sweeps');
   }
 
   /** The wallet's channel for this offer (the same config, so the same channel, every call). */
@@ -336,6 +343,57 @@ export class ChannelPayer {
       targetType: 'channel', targetId: channel._id, metadata: { txHash: settlement.transaction ?? null },
     });
     return { ok: true, channelId: channel._id, refundedUsdc: formatUsdc(refunded), txHash: settlement.transaction || null, balanceUsdc: formatUsdc(after.balance) };
+  }
+
+  /**
+   * One round of taking idle channels' remainders back (run by one process: a unique insert of the round):
+   * every channel whose last call is older than `idleMs` and that holds more than its vouchers committed
+   * asks its seller for the rest (refund above). A seller that refuses is asked again a day later.
+   */
+  async refundIdle(options: { idleMs: number; round: string }): Promise<{ refunded: number; refused: number } | undefined> {
+    try {
+      await this.rounds.create({ _id: `idle:${options.round}`, at: new Date() });
+    } catch (err) {
+      if (isDuplicateKey(err)) return undefined; // another process has this round
+      throw err;
+    }
+    const now = Date.now();
+    const chain = this.wallets.requireChain();
+    const channels = await this.channels.find({ chainId: chain.chainId, $or: [{ refundRefusedAt: null }, { refundRefusedAt: { $lt: new Date(now - REFUND_REFUSED_RETRY_MS) } }] } as never).lean() as BuyerChannelDoc[];
+    const idle: Array<{ channel: BuyerChannelDoc; charged: bigint }> = [];
+    for (const channel of channels) {
+      const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
+      if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: BigInt(last.cumulative) });
+    }
+    const states = await readChannelStates(chain.publicClient, idle.map((c) => c.channel._id as Hex));
+    const due = idle.filter((c, i) => states[i]!.balance > c.charged).slice(0, IDLE_REFUNDS_PER_ROUND);
+    const totals = { refunded: 0, refused: 0 };
+    for (const { channel } of due) {
+      const answer = await this.refund({ orgId: channel.orgId, identityId: channel.identityId }, channel._id).catch((err: Error) => refuse('settle_failed', err.message));
+      if (answer?.ok) {
+        totals.refunded++;
+      } else {
+        totals.refused++;
+        await this.channels.updateOne({ _id: channel._id }, { $set: { refundRefusedAt: new Date() } });
+      }
+    }
+    return totals;
+  }
+
+  /** Starts the idle rounds (every process; one of them runs each round). */
+  start(options: { everyMs: number; idleMs: number }, onError: (err: Error) => void): () => Promise<void> {
+    let running: Promise<unknown> = Promise.resolve();
+    let busy = false;
+    let stopped = false;
+    const timer = setInterval(() => {
+      if (busy || stopped) return;
+      busy = true;
+      running = this.refundIdle({ idleMs: options.idleMs, round: String(Math.floor(Date.now() / options.everyMs)) })
+        .catch((err: Error) => { if (!stopped) onError(err); })
+        .finally(() => { busy = false; });
+    }, options.everyMs);
+    timer.unref();
+    return async () => { stopped = true; clearInterval(timer); await running; };
   }
 
   private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {

@@ -92,4 +92,25 @@ describe('payments_pay and the official batch-settlement seller', () => {
     const again = await pay(server, agent.key, { url: `${shop.url}/weather` });
     expect(again.body).toMatchObject({ status: 200, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/), cost: { channel: { channelId, cumulativeUsdc: '0.004', depositUsdc: '0.01' } } });
   });
+
+  it('an idle channel: the backend\'s round asks the seller for the rest; a round runs once, whichever process starts it (a unique insert)', async () => {
+    const agent = await fundedAgent(server, '1');
+    await createMandate(server, agent.key);
+    const before = await usdcBalance(agent.address);
+    const first = await pay(server, agent.key, { url: `${shop.url}/weather` });
+    const channelId: string = first.body.cost.channel.channelId;
+    expect((await pay(server, agent.key, { url: `${shop.url}/weather` })).status).toBe(200);
+    expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
+
+    // Not idle for an hour yet: nothing is asked.
+    expect(await server.app.buyer.channels.refundIdle({ idleMs: 3_600_000, round: `hour-${Date.now()}` })).toEqual({ refunded: 0, refused: 0 });
+    expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
+    // Idle: one round (the same round a second time does nothing) brings the rest back.
+    const round = `now-${Date.now()}`;
+    const [a, b] = await Promise.all([server.app.buyer.channels.refundIdle({ idleMs: 0, round }), server.app.buyer.channels.refundIdle({ idleMs: 0, round })]);
+    expect([a, b].filter((t) => t === undefined)).toHaveLength(1);
+    expect((a ?? b)!.refunded).toBeGreaterThanOrEqual(1);
+    expect(await usdcBalance(agent.address)).toBe(before - 2n * PRICE);
+    expect(await readChannelState(testChain().publicClient as never, channelId as Hex)).toMatchObject({ balance: 2n * PRICE, totalClaimed: 2n * PRICE });
+  });
 });

@@ -226,6 +226,11 @@ describe('payments_pay through a batch-settlement channel', () => {
     const asked = await server.request('POST', `/v0/payments/channels/${channelId}/refund`, { key: agent.key });
     expect([asked.status, asked.body.error]).toEqual([502, 'settle_failed']);
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
+    // The wallet's own idle round asks the same and is refused: the channel is not asked again for a day.
+    const asking = await server.app.buyer.channels.refundIdle({ idleMs: 0, round: `buyer-idle-${Date.now()}` });
+    expect(asking!.refused).toBeGreaterThanOrEqual(1);
+    expect(await server.app.db.collection('buyer_channels').findOne({ _id: channelId as never })).toMatchObject({ refundRefusedAt: expect.any(Date) });
+    expect(await server.app.buyer.channels.refundIdle({ idleMs: 0, round: `buyer-idle-again-${Date.now()}` })).toEqual({ refunded: 0, refused: 0 });
 
     const totals = await sweep(0);
     expect(totals!.refunded).toBeGreaterThanOrEqual(1);
