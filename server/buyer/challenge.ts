@@ -106,14 +106,14 @@ function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | 'channel
 }
 
 /**
- * An offer in our USDC on our network: `exact` first, then `upto` (a maximum, of which the seller charges
- * what the request used); within a scheme the `authorization` flow before `upfront` (the spec's advice:
- * a failed handler then charges nothing), then v2 before v1, as the official client prefers it.
+ * An offer in our USDC on our network: `batch-settlement` first (a channel), then `auth-capture`, then
+ * `exact`, then `upto` (a maximum, of which the seller charges what the request used); within a scheme the
+ * `authorization` flow before `upfront` (the spec's advice: a failed handler then charges nothing), then
+ * v2 before v1, as the official client prefers it.
  */
 export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
   // A channel first (a voucher per call: no transaction, no block to wait for), then auth-capture (the
-  // money can be given back), then exact, then upto; within a scheme the authorization flow first, then
-  // v2 before v1.
+  // money can be given back).
   const rank = (o: Offer) => (o.scheme === 'batch-settlement' ? 300 : o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
   const usable = challenge.offers
     .filter((o) => flowOf(o) !== undefined)
