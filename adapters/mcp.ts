@@ -107,6 +107,9 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       const escrow = config.scheme === 'auth-capture';
       if (escrow && (usage || config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an auth-capture tool has a price (not { upto }) and is captured after the tool, by a facilitator that holds payments`);
       const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
+      // Held while the tool runs and captured only for a result that is not an error (the 402's
+      // authorization flow), or settled before it runs (upfront): one decision for the offer and the call.
+      const flow = paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release));
       const resource = mcpToolResource(name);
       const run = handler as (...params: unknown[]) => CallToolResult | Promise<CallToolResult>;
 
@@ -124,7 +127,7 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           ? buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })
           : channel ? buildChannelRequirementV2(settings, offer)
             : usage ? buildUptoRequirementV2(settings, offer)
-              : buildRequirementV2(settings, { ...offer, paymentFlow: paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold && facilitator.capture && facilitator.release)) });
+              : buildRequirementV2(settings, { ...offer, paymentFlow: flow });
         const required = (error: string, extraFields: Record<string, unknown> = {}, offerExtra?: Record<string, unknown>) =>
           paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [(offerExtra ? { ...requirement, extra: { ...requirement.extra, ...offerExtra } } : requirement) as PaymentRequirementsV2] }, extraFields);
 
@@ -195,11 +198,12 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           return captured.ok ? paidResult(result, captured) : channelRefused(captured);
         }
 
-        if ((config.settle ?? 'after-handler') === 'after-handler' && facilitator.hold && facilitator.capture && facilitator.release) {
+        if (flow === 'authorization') {
+          const holder = facilitator as Required<Facilitator>;
           let held;
           try {
             // The backend verifies the same bytes an HTTP buyer would send as X-Payment / PAYMENT-SIGNATURE.
-            held = await facilitator.hold(request);
+            held = await holder.hold(request);
           } catch (error) {
             if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
             throw error;
@@ -209,16 +213,16 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           try {
             result = await run(...params);
           } catch (error) {
-            await facilitator.release(held.holdId).catch(() => {});
+            await holder.release(held.holdId).catch(() => {});
             return { isError: true, content: [{ type: 'text', text: `Tool ${name} failed; you were not charged: ${(error as Error).message}` }] };
           }
           if (result.isError) {
-            await facilitator.release(held.holdId).catch(() => {});
+            await holder.release(held.holdId).catch(() => {});
             return result;
           }
           let captured;
           try {
-            captured = await facilitator.capture(held.holdId, usage ? { amountAtomic: reported ?? usage.unreported } : undefined);
+            captured = await holder.capture(held.holdId, usage ? { amountAtomic: reported ?? usage.unreported } : undefined);
           } catch (error) {
             if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
             throw error;

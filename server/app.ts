@@ -128,10 +128,11 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
   // Pages that post HTML forms parse them themselves: the console (server/console/routes.ts) and agentgate
   // dev's mail page (server/dev/mail-page.ts). Everything else is JSON.
   const json = jsonBody(app.config.MAX_BODY_BYTES);
-  // Mail with attachments (base64 in JSON, over HTTP or through the MCP mail tools) may be larger; the
-  // mail service then holds the decoded attachments to MAIL_MAX_ATTACHMENT_BYTES with its own clear 413.
+  // Mail with attachments (base64 in JSON, over HTTP or through the MCP mail tools) may be larger, and so
+  // may a draft (its text and HTML are held to a message's limits, 3 MB together); the mail service holds
+  // the decoded attachments to MAIL_MAX_ATTACHMENT_BYTES with its own clear 413.
   const mailJson = jsonBody(Math.max(app.config.MAX_BODY_BYTES, Math.ceil(app.config.MAIL_MAX_ATTACHMENT_BYTES * 4 / 3) + (1 << 20)));
-  const mailPaths = ['/v0/messages', '/mcp'];
+  const mailPaths = ['/v0/messages', '/v0/drafts', '/mcp'];
   const formPages = [CONSOLE_PREFIX, '/dev/mail'];
   const under = (paths: string[], path: string) => paths.some((p) => path === p || path.startsWith(`${p}/`));
   koa.use((ctx, next) => (under(formPages, ctx.path) ? next() : under(mailPaths, ctx.path) ? mailJson(ctx, next) : json(ctx, next)));

@@ -108,14 +108,14 @@ async function startBackgroundWork(app: AppContext): Promise<void> {
   await app.jobs.start();
   app.onClose.push(() => app.jobs.stop());
   app.onClose.push(app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
-  // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
-  app.onClose.push(app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
   const reconciler = startReconciler(app.payments, {
     everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
     log: app.log.child({ area: 'reconciliation' }), metrics: app.metrics,
   });
   app.onClose.push(() => reconciler.stop());
   if (app.chain) {
+    // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
+    app.onClose.push(app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
     // Channels sold through our middleware: claimed, settled and refunded when idle, one process a round.
     const channels = app.payments.batchSettlement.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
     app.onClose.push(() => channels.stop());

@@ -5,10 +5,18 @@ import { authenticatedRouter, identityIdOf, principalOf, requireScope, type Auth
 import { parseInput } from '../platform/validate.js';
 import type { DidOwner, DidService } from './did-service.js';
 
-const base64 = z.string().max(1_400_000).regex(/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/, 'must be standard base64')
+/**
+ * Standard base64 of at most `maxChars` characters, decoded. The data to sign or verify is held to 1 MB
+ * of base64 (750 KB of bytes), so its JSON body fits the default 1 MiB body limit: data within the
+ * schema is never refused with a 413 instead.
+ */
+const base64 = (maxChars: number) => z.string().max(maxChars).regex(/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/, 'must be standard base64')
   .transform((v) => Uint8Array.from(Buffer.from(v, 'base64')));
-export const signBody = z.object({ data: base64 }).strict();
-export const verifyBody = z.object({ data: base64, signature: base64, did: z.string().min(8).max(2048).startsWith('did:web:', 'must be a did:web DID') }).strict();
+const data = base64(1_000_000);
+/** An Ed25519 signature is 64 bytes (88 characters); some room for other encodings of it. */
+const signature = base64(1_024);
+export const signBody = z.object({ data }).strict();
+export const verifyBody = z.object({ data, signature, did: z.string().min(8).max(2048).startsWith('did:web:', 'must be a did:web DID') }).strict();
 export const identityParams = z.object({ identityId: z.string().regex(/^id-[0-9a-f]{16}$/, 'must be an identity id') });
 
 const ownerOf = (ctx: Context): DidOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });

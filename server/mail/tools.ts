@@ -6,7 +6,7 @@ import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, forwardInpu
 import { LIST_KINDS, listEntryInput, listKindInput } from './mail-lists.js';
 import { presentListEntry } from './list-routes.js';
 import { presentAttachment, presentLabels, presentMessage, presentSent, presentThread } from './present.js';
-import { forModel } from './untrusted.js';
+import { forModel, threadForModel } from './untrusted.js';
 import { searchInput } from './mail-search.js';
 
 const attachments = z.array(z.object({
@@ -168,7 +168,7 @@ export const mailTools: ToolDefinition<MailToolDeps>[] = [
     input: z.object({ limit: z.number().int().min(1).max(100).optional(), pageToken: z.string().optional() }),
     async run({ mail }, principal, input) {
       const result = await mail.listThreads(principal.identityId, listThreadsInput.parse(input));
-      return page('threads', result.items.map((t) => presentThread(t)), result.nextPageToken);
+      return page('threads', result.items.map((t) => threadForModel(presentThread(t), principal.orgId)), result.nextPageToken);
     },
   }),
   defineTool({
@@ -181,7 +181,7 @@ export const mailTools: ToolDefinition<MailToolDeps>[] = [
     async run({ mail }, principal, input) {
       const { thread, messages } = await mail.getThread(principal.identityId, threadIdInput.parse(input.threadId));
       const presented = presentThread(thread, messages);
-      return { ...presented, messages: messages.map((m, i) => forModel(presented.messages![i]!, m, principal.orgId)) };
+      return { ...threadForModel(presented, principal.orgId, messages[0]), messages: messages.map((m, i) => forModel(presented.messages![i]!, m, principal.orgId)) };
     },
   }),
   defineTool({

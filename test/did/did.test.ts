@@ -89,6 +89,18 @@ describe('sign and verify', () => {
     expect((await verify(payload, signed.body.signature, `did:web:${a.config.DID_DOMAIN}:identities:${other.identity.identityId}`)).body.valid).toBe(false);
   });
 
+  it('signs data up to its limit (750 KB); past it, a 400 that names the field, never a 413', async () => {
+    const key = (await signUp(a)).identity.rawKey;
+    const largest = Buffer.alloc(750_000, 7).toString('base64');
+    expect(largest).toHaveLength(1_000_000);
+    const signed = await a.request('POST', '/v0/identity/sign', { key, body: { data: largest } });
+    expect(signed.status).toBe(200);
+    const tooLarge = await a.request('POST', '/v0/identity/sign', { key, body: { data: Buffer.alloc(750_003, 7).toString('base64') } });
+    expect(tooLarge.status).toBe(400);
+    expect(tooLarge.body).toMatchObject({ error: 'validation_error' });
+    expect(tooLarge.body.message).toMatch(/data/);
+  });
+
   it('verifies a signature made by an outside Ed25519 key published as a did:web on this service', async () => {
     // The service DID: sign locally with the receipt key, verify through the API.
     const agent = await signUp(a);

@@ -91,12 +91,30 @@ async function withShop<T>(framework: Framework, run: (url: string) => Promise<T
   }
 }
 
+/** The official channel client of `buyer`; `sent` collects every PAYMENT-SIGNATURE header it sends. */
 function channelClient(buyer: PrivateKeyAccount) {
   const storage = new InMemoryClientChannelStorage();
   const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
-  const paying = wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, scheme)
+  const sent: string[] = [];
+  const recording: typeof fetch = async (input, init) => {
+    const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
+    if (header) sent.push(header);
+    return fetch(input, init);
+  };
+  const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
     .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
-  return { scheme, paying, storage };
+  return { scheme, paying, storage, sent };
+}
+
+/** `calls` paid calls in a row, each answered 200; the channel they paid through. */
+async function payCalls(url: string, paying: typeof fetch, calls: number): Promise<Hex> {
+  let id: Hex | undefined;
+  for (let i = 0; i < calls; i++) {
+    const res = await paying(`${url}/weather`);
+    expect(res.status).toBe(200);
+    id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
+  }
+  return id!;
 }
 const channelState = (id: Hex) => readChannelState(testChain().publicClient as never, id);
 
@@ -229,14 +247,9 @@ describe('the sweep and the guarantees (Express)', () => {
     await setEthBalance(buyer.address, parseUnits('1', 18));
     const { paying, scheme } = channelClient(buyer);
     const { channelId, config } = await withShop('Express', async (url) => {
-      let id: Hex | undefined;
-      for (let i = 0; i < 3; i++) {
-        const res = await paying(`${url}/weather`);
-        expect(res.status).toBe(200);
-        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
-      }
+      const channelId = await payCalls(url, paying, 3);
       const accept = decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]!;
-      return { channelId: id!, config: scheme.buildChannelConfig(accept) as ChannelConfig };
+      return { channelId, config: scheme.buildChannelConfig(accept) as ChannelConfig };
     });
     const { chain, rpcUrl, publicClient } = testChain();
     const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'initiateWithdraw', args: [config, 10n * PRICE] });
@@ -251,16 +264,7 @@ describe('the sweep and the guarantees (Express)', () => {
   it('a deposit whose call died after the deposit went through: presented again, the deposit is not sent again and the call is paid', async () => {
     const buyer = await fundedBuyer('1');
     const before = await usdcBalance(buyer.address);
-    const storage = new InMemoryClientChannelStorage();
-    const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
-    const sent: string[] = [];
-    const recording: typeof fetch = async (input, init) => {
-      const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
-      if (header) sent.push(header);
-      return fetch(input, init);
-    };
-    const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
-      .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+    const { paying, sent } = channelClient(buyer);
     await withShop('Express', async (url) => {
       const first = await paying(`${url}/weather`);
       expect(first.status).toBe(200);
@@ -280,16 +284,7 @@ describe('the sweep and the guarantees (Express)', () => {
 
   it('a deposit presented again carries a voucher like any call: one the payer did not sign is refused, though the deposit went through', async () => {
     const buyer = await fundedBuyer('1');
-    const sent: string[] = [];
-    const storage = new InMemoryClientChannelStorage();
-    const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
-    const recording: typeof fetch = async (input, init) => {
-      const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
-      if (header) sent.push(header);
-      return fetch(input, init);
-    };
-    const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
-      .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+    const { paying, sent } = channelClient(buyer);
     await withShop('Express', async (url) => {
       expect((await paying(`${url}/weather`)).status).toBe(200);
       // The deposit's header again, its voucher moved on to the next call's amount and signed by someone else.
@@ -309,13 +304,7 @@ describe('the sweep and the guarantees (Express)', () => {
     const buyer = await fundedBuyer('1');
     const { paying } = channelClient(buyer);
     const channelId = await withShop('Express', async (url) => {
-      let id: Hex | undefined;
-      for (let i = 0; i < 2; i++) {
-        const res = await paying(`${url}/weather`);
-        expect(res.status).toBe(200);
-        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
-      }
-      return id!;
+      return payCalls(url, paying, 2);
     });
     await sweep();
     const actions = server.app.db.collection('channel_actions');
@@ -389,13 +378,7 @@ describe('the sweep and the guarantees (Express)', () => {
     const before = await usdcBalance(buyer.address);
     const { paying } = channelClient(buyer);
     const channelId = await withShop('Express', async (url) => {
-      let id: Hex | undefined;
-      for (let i = 0; i < 2; i++) {
-        const res = await paying(`${url}/weather`);
-        expect(res.status).toBe(200);
-        id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
-      }
-      return id!;
+      return payCalls(url, paying, 2);
     });
     const totals = await sweep({ idleRefundMs: 0 });
     expect(totals!.refunded).toBeGreaterThanOrEqual(1);

@@ -45,6 +45,18 @@ describe('drafts', () => {
     expect((await server.request('GET', `/v0/drafts/${id}`, { key })).status).toBe(404);
   });
 
+  it('hold as much as a message may: a 1.5 MB HTML body is taken, a text past its limit is refused by name (400, not 413)', async () => {
+    const key = (await signUp(server)).identity.rawKey;
+    const html = `<p>${'x'.repeat(1_500_000)}</p>`;
+    const created = await server.request('POST', '/v0/drafts', { key, body: { to: ['bob@example.org'], subject: 'Long', html } });
+    expect(created.status).toBe(201);
+    expect((await server.request('GET', `/v0/drafts/${created.body.draftId}`, { key })).body.html).toBe(html);
+    const tooLong = await server.request('PATCH', `/v0/drafts/${created.body.draftId}`, { key, body: { text: 'y'.repeat(1_000_001) } });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body).toMatchObject({ error: 'validation_error' });
+    expect(tooLong.body.message).toMatch(/text/);
+  });
+
   it('are sent once: new mail, a reply in its thread and a forward; sending again sends nothing more', async () => {
     const agent = await signUp(server);
     const peer = await signUp(server);

@@ -130,6 +130,13 @@ describe('the backend MCP server', () => {
     expect(found.count).toBe(1);
     expect(found.messages[0].subject).toMatch(/^<<<UNTRUSTED EMAIL SUBJECT [0-9a-f]{12}: .*>>>\nInvoice 7\n<<<END UNTRUSTED EMAIL SUBJECT [0-9a-f]{12}>>>$/);
     expect(found.messages[0].score).toBe(5);
+    // A thread's subject is its first sender's text: in a block in the list (who wrote it is not on the
+    // thread), and in the thread with that sender's verdict.
+    const threads = (await call(mcp, 'mail_list_threads', {})).threads;
+    const invoice = threads.find((t: any) => t.subject.includes('\nInvoice 7\n'));
+    expect(invoice.subject).toMatch(/^<<<UNTRUSTED EMAIL SUBJECT [0-9a-f]{12}: a thread's subject .*>>>\nInvoice 7\n<<<END UNTRUSTED EMAIL SUBJECT [0-9a-f]{12}>>>$/);
+    const thread = await call(mcp, 'mail_get_thread', { threadId: invoice.threadId });
+    expect(thread.subject).toMatch(/^<<<UNTRUSTED EMAIL SUBJECT [0-9a-f]{12}: data from outside your organisation, .* sender ada@example.org, VERIFIED: .*>>>\nInvoice 7\n/);
     await mcp.close();
   });
 
