@@ -319,7 +319,7 @@ export class ChannelPayer {
     if (last && last.status !== 'accepted') return refuse('settle_failed', 'a call on this channel is still out (or its answer was lost); pay once more, or try again in a minute');
     const before = await readChannelState(chain.publicClient, channel._id as Hex);
     const charged = last ? BigInt(last.cumulative) : before.totalClaimed;
-    if (before.balance <= charged) return { ok: true, channelId: channel._id, refundedUsdc: '0', txHash: null, balanceUsdc: formatUsdc(before.balance) };
+    if (availableOf(before.balance, charged, before.totalClaimed) === 0n) return { ok: true, channelId: channel._id, refundedUsdc: '0', txHash: null, balanceUsdc: formatUsdc(before.balance) };
     const url = channel.requestUrl ?? channel.resourceUrl;
     const probe = await this.fetch(url, { method: 'GET', headers: {} });
     if (!probe.ok) return probe;
@@ -366,7 +366,7 @@ export class ChannelPayer {
       if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: BigInt(last.cumulative) });
     }
     const states = await readChannelStates(chain.publicClient, idle.map((c) => c.channel._id as Hex));
-    const due = idle.filter((c, i) => states[i]!.balance > c.charged).slice(0, IDLE_REFUNDS_PER_ROUND);
+    const due = idle.filter((c, i) => availableOf(states[i]!.balance, c.charged, states[i]!.totalClaimed) > 0n).slice(0, IDLE_REFUNDS_PER_ROUND);
     const totals = { refunded: 0, refused: 0 };
     for (const { channel } of due) {
       const answer = await this.refund({ orgId: channel.orgId, identityId: channel.identityId }, channel._id).catch((err: Error) => refuse('settle_failed', err.message));
@@ -422,9 +422,15 @@ export class ChannelPayer {
       return {
         channelId: c._id, network: c.network, receiver: c.config.receiver, resourceUrl: c.resourceUrl, calls: calls.length,
         depositedUsdc: formatUsdc(deposited), chargedUsdc: formatUsdc(last ? BigInt(last.cumulative) : 0n), claimedUsdc: formatUsdc(state.totalClaimed),
-        balanceUsdc: formatUsdc(state.balance), availableUsdc: formatUsdc(state.balance - (last && BigInt(last.cumulative) > state.totalClaimed ? BigInt(last.cumulative) : state.totalClaimed)),
+        balanceUsdc: formatUsdc(state.balance), availableUsdc: formatUsdc(availableOf(state.balance, last ? BigInt(last.cumulative) : 0n, state.totalClaimed)),
         refundedUsdc: formatUsdc(refunded), withdrawalPending: state.withdrawRequestedAt !== 0, createdAt: c.createdAt.toISOString(),
       };
     }));
   }
+}
+
+/** What a channel holds that no voucher commits yet: its balance above the larger of what was charged and what was claimed. */
+function availableOf(balance: bigint, charged: bigint, claimed: bigint): bigint {
+  const committed = charged > claimed ? charged : claimed;
+  return balance > committed ? balance - committed : 0n;
 }
