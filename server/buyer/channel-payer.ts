@@ -224,15 +224,17 @@ export class ChannelPayer {
     const accepted = settlement?.success === true;
     const txHash = deposit > 0n && settlement?.transaction ? settlement.transaction : undefined;
 
-    if (!accepted || !paid.ok) {
-      if (!paid.ok) {
-        // No answer: the voucher may have been accepted. Its amount stays counted and its record pending;
-        // the next call assumes it was, and learns which from the seller (settleUnknown, resync).
-        await this.vouchers.updateOne({ _id: voucherId, status: 'pending' }, { $set: { status: 'unknown' } });
-        await this.outgoing.updateOne({ _id: record._id }, { $set: { failureReason: paid.message } });
-        state.hold = 'done';
-        return { kind: 'done', result: paid };
-      }
+    if (!paid.ok || (!settlement && paid.response.status < 300)) {
+      // No answer, or an answer that says neither (served without a settlement header): the voucher may have
+      // been accepted. Its amount stays counted and its record pending; the next call assumes it was, and
+      // learns which from the seller (settleUnknown, resync).
+      const unanswered = !paid.ok ? paid.message : `the seller answered ${paid.response.status} without saying whether it took the voucher`;
+      await this.vouchers.updateOne({ _id: voucherId, status: 'pending' }, { $set: { status: 'unknown' } });
+      await this.outgoing.updateOne({ _id: record._id }, { $set: { failureReason: unanswered, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
+      state.hold = 'done';
+      return { kind: 'done', result: paid.ok ? refuse('settle_failed', unanswered) : paid };
+    }
+    if (!accepted) {
       // Refused (or the handler failed and the seller released the call): nothing is charged, and this
       // amount is the next call's. A deposit that did not go through can never go through later.
       if (depositNonce && !(await this.authorizationUsed(wallet, depositNonce))) await this.wallets.cancelAuthorization(wallet, depositNonce);

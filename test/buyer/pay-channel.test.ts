@@ -214,6 +214,39 @@ describe('payments_pay through a batch-settlement channel', () => {
     expect(mandates.body.mandates[0]).toMatchObject({ spentTodayUsdc: '0.004', callCount: 4 });
   });
 
+  it('a paid answer that does not say whether the voucher was taken: the call stays counted and pending until the next call settles it', async () => {
+    // A proxy in front of the seller that drops the settlement header from paid answers.
+    const proxy = express();
+    proxy.get('/weather', async (req, res) => {
+      const answer = await fetch(weather(), { headers: Object.fromEntries(Object.entries(req.headers).filter(([name]) => name === 'payment-signature')) as Record<string, string> });
+      for (const [name, value] of answer.headers) if (!['payment-response', 'x-payment-response'].includes(name) && name !== 'content-length' && name !== 'transfer-encoding') res.setHeader(name, value);
+      res.status(answer.status).send(Buffer.from(await answer.arrayBuffer()));
+    });
+    const front = await serve(proxy);
+    try {
+      const agent = await fundedAgent(server, '1');
+      await createMandate(server, agent.key);
+      const first = await pay(server, agent.key, { url: weather() });
+      const channelId: string = first.body.cost.channel.channelId;
+      const unsure = await pay(server, agent.key, { url: `${front.url}/weather` });
+      expect([unsure.status, unsure.body.error]).toEqual([502, 'settle_failed']);
+      expect(await buyerVouchers(channelId)).toEqual([[PRICE, 'accepted'], [2n * PRICE, 'unknown']]);
+      const pending = await server.app.db.collection('outgoing_payments').findOne({ identityId: agent.owner.identityId, 'channel.cumulativeUsdcRaw': '2000' });
+      expect(pending).toMatchObject({ status: 'pending' });
+      let mandates = await server.request('GET', '/v0/payments/mandates', { key: agent.key });
+      expect(mandates.body.mandates[0]).toMatchObject({ spentTodayUsdc: '0.002' });
+
+      const next = await pay(server, agent.key, { url: weather() });
+      expect(next.body).toMatchObject({ status: 200, cost: { channel: { cumulativeUsdc: '0.003' } } });
+      expect(await buyerVouchers(channelId)).toEqual(amounts(3).map((a) => [a, 'accepted']));
+      expect(await server.app.db.collection('outgoing_payments').findOne({ _id: pending!._id })).toMatchObject({ status: 'settled' });
+      mandates = await server.request('GET', '/v0/payments/mandates', { key: agent.key });
+      expect(mandates.body.mandates[0]).toMatchObject({ spentTodayUsdc: '0.003', callCount: 3 });
+    } finally {
+      await front.close();
+    }
+  });
+
   it('an idle channel: the seller claims its calls and refunds the rest to the wallet; the next call deposits again', async () => {
     const agent = await fundedAgent(server, '1');
     await createMandate(server, agent.key);
