@@ -120,6 +120,11 @@ async function startBackgroundWork(app: AppContext): Promise<void> {
     const channels = app.payments.batchSettlement.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
     app.onClose.push(() => channels.stop());
   }
+  if (app.wallets.available) {
+    // Channels agents' wallets pay through: an idle one's remainder is asked back from its seller.
+    const log = app.log.child({ area: 'buyer-channels' });
+    app.onClose.push(app.buyer.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleMs: app.config.BUYER_CHANNEL_IDLE_REFUND_MS }, (err) => log.error({ err: err.message }, 'idle channel refunds failed')));
+  }
   app.onClose.push(await app.webhooks.startOutboxSweep());
 }
 

@@ -15,6 +15,8 @@ export function presentOutgoing(p: OutgoingPaymentDoc) {
     scheme: p.scheme ?? 'exact',
     maxAmountUsdcRaw: p.maxAmountUsdcRaw ?? p.amountUsdcRaw,
     requestUrl: p.requestUrl,
+    // batch-settlement: the channel, the cumulative amount this call's voucher commits, and a deposit it brought.
+    ...(p.channel ? { channel: { channelId: p.channel.channelId, cumulativeUsdcRaw: p.channel.cumulativeUsdcRaw, depositUsdcRaw: p.channel.depositUsdcRaw ?? '0' } } : {}),
     // The seller's signed offer-receipt from its settlement answer, so the agent can read it back later.
     offerReceipt: p.paymentResponse?.offerReceipt ?? null,
   };

@@ -1,4 +1,5 @@
 import { decodeCursor } from '../platform/pagination.js';
+import { notFound } from '../platform/errors.js';
 import { paymentActivity, type ActivityDeps } from './activity.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import type { PayService } from './pay-service.js';
@@ -48,4 +49,17 @@ export async function activityFor(deps: ActivityDeps & Partial<Pick<BuyerDeps, '
   await deps.buyer?.syncEscrows(owner);
   const page = await paymentActivity(deps, owner, query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
   return { activity: page.items, count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+}
+
+/** The identity's payment channels (x402 batch-settlement) with what the chain says of each. */
+export async function listChannelsFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owner: MandateOwner) {
+  const channels = buyer.channels.wallets.available ? await buyer.channels.list(owner) : [];
+  return { channels, count: channels.length };
+}
+
+/** Asks the seller of one of the identity's channels for its remainder back (404: not this identity's channel). */
+export async function refundChannelFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owner: MandateOwner, channelId: string) {
+  const result = buyer.channels.wallets.available ? await buyer.channels.refund(owner, channelId) : undefined;
+  if (!result) throw notFound('Channel not found');
+  return result;
 }

@@ -10,6 +10,7 @@ import type { GuardedResponse } from '../platform/ssrf.js';
 import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from '../../middleware/offer-receipt.js';
 import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from '../../middleware/protocol/upto-evm.js';
 import { AuthCaptureRequirementsSchema, type AuthCaptureCollectPayload, type AuthCaptureRequirements } from '../../middleware/protocol/auth-capture-evm.js';
+import { ChannelRequirementsV2Schema, ChannelStandingSchema, type ChannelRequirementsV2Buyer } from '../../middleware/protocol/batch-settlement-evm.js';
 
 /** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
 export const MAX_REMOTE_JSON_DEPTH = 64;
@@ -21,7 +22,12 @@ export type Offer =
   /** x402 `upto`: the amount is the most the seller may charge; it names the facilitator the permit binds. */
   | { version: 2; scheme: 'upto'; requirement: UptoRequirementsV2; raw: unknown; resource: ResourceInfo }
   /** x402 `auth-capture`: the amount is authorized into escrow; the seller captures it (or voids it) and may refund it. */
-  | { version: 2; scheme: 'auth-capture'; requirement: AuthCaptureRequirements; raw: unknown; resource: ResourceInfo };
+  | { version: 2; scheme: 'auth-capture'; requirement: AuthCaptureRequirements; raw: unknown; resource: ResourceInfo }
+  /** x402 `batch-settlement`: the price of one call, paid by a voucher on a channel the wallet deposits into. */
+  | { version: 2; scheme: 'batch-settlement'; requirement: ChannelRequirementsV2Buyer; raw: unknown; resource: ResourceInfo };
+
+/** A channel's withdrawal delay we accept: the longest a seller that vanished can keep the wallet's deposit locked. */
+const MAX_CHANNEL_WITHDRAW_DELAY = 86_400;
 
 export interface Challenge {
   /** Every `accepts` entry in the 402, parsed or not (to tell "not our network" from "not x402"). */
@@ -64,6 +70,8 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
         if (upto.success && upto.data.extra.facilitatorAddress) challenge.offers.push({ version: 2, scheme: 'upto', requirement: upto.data, raw, resource: resource.data });
         const escrow = AuthCaptureRequirementsSchema.safeParse(raw);
         if (escrow.success && payableEscrowOffer(escrow.data)) challenge.offers.push({ version: 2, scheme: 'auth-capture', requirement: escrow.data, raw, resource: resource.data });
+        const channel = ChannelRequirementsV2Schema.safeParse(raw);
+        if (channel.success && payableChannelOffer(channel.data)) challenge.offers.push({ version: 2, scheme: 'batch-settlement', requirement: channel.data, raw, resource: resource.data });
       }
     }
   }
@@ -87,7 +95,8 @@ const isOurUsdc = (asset: unknown, ours: OurAsset) =>
   typeof asset === 'string' && /^0x[0-9a-fA-F]{40}$/.test(asset) && isAddressEqual(asset as Address, ours.usdc);
 
 /** An offer's x402 v2 payment flow (v1 offers name none: authorization), or undefined when we cannot pay by it. */
-function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | undefined {
+function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | 'channel' | undefined {
+  if (offer.scheme === 'batch-settlement') return 'channel';
   // auth-capture's flow is escrow (authorized into the escrow, captured later), checked with its offer
   // (payableEscrowOffer).
   if (offer.scheme === 'auth-capture') return 'escrow';
@@ -97,14 +106,15 @@ function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | undefine
 }
 
 /**
- * An offer in our USDC on our network: `exact` first, then `upto` (a maximum, of which the seller charges
- * what the request used); within a scheme the `authorization` flow before `upfront` (the spec's advice:
- * a failed handler then charges nothing), then v2 before v1, as the official client prefers it.
+ * An offer in our USDC on our network: `batch-settlement` first (a channel), then `auth-capture`, then
+ * `exact`, then `upto` (a maximum, of which the seller charges what the request used); within a scheme the
+ * `authorization` flow before `upfront` (the spec's advice: a failed handler then charges nothing), then
+ * v2 before v1, as the official client prefers it.
  */
 export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
-  // auth-capture first (the money can be given back), then exact, then upto; within a scheme the
-  // authorization flow first, then v2 before v1.
-  const rank = (o: Offer) => (o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
+  // A channel first (a voucher per call: no transaction, no block to wait for), then auth-capture (the
+  // money can be given back).
+  const rank = (o: Offer) => (o.scheme === 'batch-settlement' ? 300 : o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
   const usable = challenge.offers
     .filter((o) => flowOf(o) !== undefined)
     .filter((o) => onOurNetwork({ version: o.version, network: o.requirement.network }, ours) && isOurUsdc(o.requirement.asset, ours))
@@ -116,14 +126,14 @@ export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
     return { ok: true, offer, amount, payTo: offer.requirement.payTo as Address, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds, resourceUrl };
   }
   const offered = [...new Set(challenge.entries.map((e) => `${String(e.scheme)} on ${String(e.network)}`))].join(', ');
-  if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto' || e.scheme === 'auth-capture') && onOurNetwork(e, ours))) {
+  if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto' || e.scheme === 'auth-capture' || e.scheme === 'batch-settlement') && onOurNetwork(e, ours))) {
     return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${ours.usdc}) on ${ours.network}` };
   }
-  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact, upto or auth-capture through ERC-3009) on ${ours.network} (${ours.caip2})` };
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact, upto, auth-capture or batch-settlement through ERC-3009) on ${ours.network} (${ours.caip2})` };
 }
 
 /** The request header that carries the payment, in the version of the offer. */
-export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload | { signature: string; permit2Authorization: UptoPermit2Authorization } | AuthCaptureCollectPayload): { name: string; value: string } {
+export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload | { signature: string; permit2Authorization: UptoPermit2Authorization } | AuthCaptureCollectPayload | Record<string, unknown>): { name: string; value: string } {
   if (offer.version === 1) {
     return { name: 'X-PAYMENT', value: encodeBase64Json({ x402Version: 1, scheme: 'exact', network: offer.requirement.network, payload }) };
   }
@@ -140,6 +150,22 @@ export interface SettlementResponse {
   amount?: string;
   /** The seller's signed receipt (x402 offer-receipt extension), when it sent one in the JWS form. */
   offerReceipt?: JwsReceipt;
+  /** batch-settlement: what this call was charged and where the channel stands (extra.chargedAmount, extra.channelState). */
+  channel?: { chargedAmount?: string; chargedCumulativeAmount?: string; channelId?: string; balance?: string };
+}
+
+/** A batch-settlement answer's extra, each field only in its exact shape. */
+function channelOf(extra: unknown): Pick<SettlementResponse, 'channel'> {
+  const e = extra as { chargedAmount?: unknown; channelState?: { chargedCumulativeAmount?: unknown; channelId?: unknown; balance?: unknown } } | undefined;
+  if (!e || typeof e !== 'object') return {};
+  const amount = (v: unknown) => (typeof v === 'string' && /^\d{1,39}$/.test(v) ? v : undefined);
+  const channel = {
+    ...(amount(e.chargedAmount) ? { chargedAmount: amount(e.chargedAmount) } : {}),
+    ...(amount(e.channelState?.chargedCumulativeAmount) ? { chargedCumulativeAmount: amount(e.channelState?.chargedCumulativeAmount) } : {}),
+    ...(typeof e.channelState?.channelId === 'string' && /^0x[0-9a-fA-F]{64}$/.test(e.channelState.channelId) ? { channelId: e.channelState.channelId.toLowerCase() } : {}),
+    ...(amount(e.channelState?.balance) ? { balance: amount(e.channelState?.balance) } : {}),
+  };
+  return Object.keys(channel).length ? { channel } : {};
 }
 
 /** `extensions["offer-receipt"].info.receipt`, kept only in its exact JWS shape. */
@@ -167,6 +193,7 @@ export function readSettlement(res: GuardedResponse): SettlementResponse | undef
     ...(text(raw.errorReason) !== undefined ? { errorReason: text(raw.errorReason) } : {}),
     ...(typeof raw.amount === 'string' && /^\d{1,78}$/.test(raw.amount) ? { amount: raw.amount } : {}),
     ...offerReceiptOf(raw.extensions),
+    ...channelOf(raw.extra),
   };
   return settlement;
 }
@@ -182,4 +209,30 @@ function payableEscrowOffer(r: AuthCaptureRequirements): boolean {
   return (r.extra.assetTransferMethod ?? 'eip3009') === 'eip3009' && (r.extra.operatorType ?? 'delegated') === 'delegated' && (r.extra.paymentFlow ?? 'escrow') === 'escrow'
     && zero(r.extra.receiverAuthorizer) && zero(r.extra.policy) && r.extra.captureDeadline <= now + 86_400 && r.extra.refundDeadline >= r.extra.captureDeadline
     && r.extra.minFeeBps <= r.extra.maxFeeBps;
+}
+
+/**
+ * A batch-settlement offer this wallet pays: deposits by ERC-3009 (what a smart account signs, as for
+ * exact payments; Permit2 deposits would need an approval first), and a withdrawal delay of at most a day
+ * (how long a deposit stays locked if the seller disappears).
+ */
+function payableChannelOffer(r: ChannelRequirementsV2Buyer): boolean {
+  return (r.extra.assetTransferMethod ?? 'eip3009') === 'eip3009' && (r.extra.withdrawDelay ?? 900) <= MAX_CHANNEL_WITHDRAW_DELAY;
+}
+
+/**
+ * A seller's 402 refusing a voucher: its reason and, when it says so, the cumulative amount it has charged
+ * on the channel (extra.channelState of its batch-settlement offer), for the buyer to sign the next one from.
+ */
+export function readChannelRefusal(res: GuardedResponse): { error?: string; channelId?: string; charged?: bigint } | undefined {
+  const value = header(res, 'payment-required');
+  if (!value) return undefined;
+  const decoded = decodeBase64Json(value, 64 * 1024, MAX_REMOTE_JSON_DEPTH);
+  if (!decoded.ok) return undefined;
+  const body = decoded.value as { error?: unknown; accepts?: unknown };
+  const error = typeof body?.error === 'string' ? body.error.slice(0, 200) : undefined;
+  const offer = Array.isArray(body?.accepts) ? (body.accepts as Array<{ scheme?: unknown; extra?: unknown }>).find((a) => a?.scheme === 'batch-settlement') : undefined;
+  const standing = ChannelStandingSchema.safeParse(offer?.extra);
+  if (!standing.success) return { error };
+  return { error, channelId: standing.data.channelState.channelId.toLowerCase(), charged: BigInt(standing.data.channelState.chargedCumulativeAmount) };
 }

@@ -18,13 +18,18 @@ export interface OutgoingPaymentDoc {
   /** What was paid: for `upto`, what the seller charged (the maximum until its answer says). */
   amountUsdcRaw: string;
   /** absent: exact. upto: a Permit2 permit for at most maxAmountUsdcRaw. */
-  scheme?: 'exact' | 'upto' | 'auth-capture';
+  scheme?: 'exact' | 'upto' | 'auth-capture' | 'batch-settlement';
   maxAmountUsdcRaw?: string;
   /**
    * auth-capture: the escrow payment (its hash, the reservation that counted it on the mandate), and what
    * the mandate counts of it now (held + captured - refunded); a void or refund gives the rest back.
    */
   escrow?: { hash: string; reservationId: string; day: string; countedUsdcRaw: string; refundedUsdcRaw?: string; state?: 'authorized' | 'captured' | 'voided' | 'refunded' };
+  /**
+   * batch-settlement: the channel, the cumulative amount this call's voucher commits (the last accepted
+   * voucher's plus this call's price), and the deposit (or top-up) the call brought, in the transaction txHash.
+   */
+  channel?: { channelId: string; cumulativeUsdcRaw: string; depositUsdcRaw?: string };
   /** The seller's resource identifier from the challenge. */
   resourceUrl: string;
   /** The URL the agent asked to pay. */
@@ -54,6 +59,7 @@ export const outgoingPaymentSchema = new Schema<OutgoingPaymentDoc>({
   scheme: String,
   maxAmountUsdcRaw: String,
   escrow: Schema.Types.Mixed,
+  channel: Schema.Types.Mixed,
   resourceUrl: { type: String, required: true },
   requestUrl: { type: String, required: true },
   method: { type: String, required: true },

@@ -15,9 +15,10 @@ import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, re
 import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoSettlementAmount, type UptoPermit } from '../chain/permit2.js';
 import { EIP3009_TOKEN_COLLECTOR_ADDRESS, escrowOf, escrowState, payerAgnosticNonce, paymentInfoHash, paymentInfoOf } from '../chain/auth-capture.js';
 import type { Reservation } from './mandate-service.js';
-import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
-import type { PayCode, PayRefusal } from './pay-result.js';
+import type { PayRefusal } from './pay-result.js';
+import { contentOf, refuse, settlementFailure } from './seller-answer.js';
+import { ChannelPayer } from './channel-payer.js';
 
 export interface PayInput {
   url: string;
@@ -39,7 +40,6 @@ const MIN_VALIDITY_SECONDS = 30;
 /** Headers the caller may not set: they belong to the transport or to the payment itself. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'connection', 'transfer-encoding', 'x-payment', 'payment-signature', 'upgrade', 'te', 'trailer', 'keep-alive', 'proxy-authorization']);
 
-const refuse = (code: PayCode, message: string): PayRefusal => ({ ok: false, code, message });
 
 /**
  * `payments_pay`: fetch a URL, and when it answers 402 pay it from the identity's wallet under its
@@ -48,6 +48,7 @@ const refuse = (code: PayCode, message: string): PayRefusal => ({ ok: false, cod
  */
 export class PayService {
   readonly outgoing: Model<OutgoingPaymentDoc>;
+  readonly channels: ChannelPayer;
 
   constructor(
     conn: Connection,
@@ -57,6 +58,7 @@ export class PayService {
     private readonly logs: ActivityLog,
   ) {
     this.outgoing = conn.models.OutgoingPayment ?? conn.model<OutgoingPaymentDoc>('OutgoingPayment', outgoingPaymentSchema, 'outgoing_payments');
+    this.channels = new ChannelPayer(conn, wallets, mandates, logs, this.outgoing, (url, request) => this.fetch(url, request));
   }
 
   async pay(owner: MandateOwner, input: PayInput) {
@@ -91,7 +93,8 @@ export class PayService {
     try {
       const wallet = await this.wallets.forIdentity(owner);
       const balance = await this.wallets.balance(wallet.address as Address);
-      if (balance < amount) {
+      // A channel's call is paid from its deposit: the wallet's balance matters only for a deposit (ChannelPayer checks it then).
+      if (balance < amount && offer.scheme !== 'batch-settlement') {
         // A dev server mounts the faucet (server/dev/faucet.ts): say so, so an agent can fund itself.
         const hint = this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : '';
         return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed${hint}`);
@@ -106,6 +109,9 @@ export class PayService {
       }
 
       await this.wallets.ensureDeployed(wallet);
+      if (offer.scheme === 'batch-settlement') {
+        return await this.channels.pay({ owner, url: input.url, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, reservation, mandate: reserved.mandate, cost, state });
+      }
       if (offer.scheme === 'auth-capture') {
         return await this.payAuthCapture({ owner, input, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, reservation, cost, state });
       }
@@ -378,26 +384,4 @@ function requestOf(method: string, input: PayInput): { method: string; headers: 
   if (typeof input.body === 'string') return { method, headers, body: input.body };
   if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
   return { method, headers, body: JSON.stringify(input.body) };
-}
-
-function contentOf(response: GuardedResponse) {
-  const contentType = typeof response.headers['content-type'] === 'string' ? response.headers['content-type'] : null;
-  if (contentType && /\bjson\b/i.test(contentType)) {
-    // A body that is not JSON, or nests too deep to hand back safely, goes to the caller as text.
-    const content = parseJsonWithin(response.bodyText, MAX_REMOTE_JSON_DEPTH);
-    if (content !== undefined) return { status: response.status, contentType, content };
-  }
-  return { status: response.status, contentType, contentText: response.bodyText };
-}
-
-function settlementFailure(response: GuardedResponse, settlement: SettlementResponse | undefined): string {
-  if (settlement?.errorReason) return `the seller did not settle: ${settlement.errorReason}`;
-  let reason = '';
-  try {
-    const body = JSON.parse(response.bodyText) as { error?: unknown; message?: unknown };
-    reason = [body.error, body.message].filter((v) => typeof v === 'string').join(': ');
-  } catch {
-    reason = '';
-  }
-  return `the seller answered ${response.status} to the payment${reason ? ` (${reason})` : ''}`;
 }

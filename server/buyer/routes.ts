@@ -2,10 +2,10 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { authenticatedRouter, identityIdOf, principalOf, requireScope, type AuthDeps } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
-import { activityQuery, mandateBody, mandateIdParam, payBody } from './schemas.js';
+import { activityQuery, channelIdParam, mandateBody, mandateIdParam, payBody } from './schemas.js';
 import { refusalBody } from './pay-result.js';
 import type { MandateOwner } from './mandate-service.js';
-import { activityFor, createMandateFor, getMandateFor, listMandatesFor, payFor, revokeMandateFor, type BuyerDeps } from './calls.js';
+import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, type BuyerDeps } from './calls.js';
 
 const ownerOf = (ctx: Context): MandateOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
 
@@ -35,6 +35,22 @@ export function buyerRoutes(deps: BuyerRouteDeps): Router {
   router.post('/pay', requireScope('payments:spend'), async (ctx) => {
     const body = parseInput(payBody, ctx.request.body, 'body');
     const result = await payFor(deps, ownerOf(ctx), body);
+    if (result.ok) {
+      ctx.body = result;
+      return;
+    }
+    const refused = refusalBody(result);
+    ctx.status = refused.status;
+    ctx.body = refused;
+  });
+
+  router.get('/channels', requireScope('payments:read'), async (ctx) => {
+    ctx.body = await listChannelsFor(deps, ownerOf(ctx));
+  });
+
+  router.post('/channels/:id/refund', requireScope('payments:spend'), async (ctx) => {
+    const { id } = parseInput(channelIdParam, ctx.params, 'params');
+    const result = await refundChannelFor(deps, ownerOf(ctx), id);
     if (result.ok) {
       ctx.body = result;
       return;

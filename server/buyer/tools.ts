@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { toolDefiner, ToolRefusal, type ToolDefinition } from '../mcp/tool.js';
-import { activityQuery, mandateBody, mandateIdParam, payBody } from './schemas.js';
-import { activityFor, createMandateFor, getMandateFor, listMandatesFor, payFor, revokeMandateFor, type BuyerDeps } from './calls.js';
+import { activityQuery, channelIdParam, mandateBody, mandateIdParam, payBody } from './schemas.js';
+import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, type BuyerDeps } from './calls.js';
 import { refusalBody } from './pay-result.js';
 
 const ownerOf = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
@@ -57,7 +57,9 @@ export const buyerTools: ToolDefinition<BuyerDeps>[] = [
       'Use maxAmountUsdc to refuse prices above a limit, dryRun to see the price without paying. ' +
       'Usage-priced sellers (x402 upto: a maximum, of which the seller charges what the call used, e.g. LLM tokens) are paid too: ' +
       'caps and maxAmountUsdc judge the maximum, cost.amountUsdc is what was charged. ' +
-      'Escrowed offers (x402 auth-capture: captured only if the seller served the request, refundable) are preferred; cost.escrow says what became of it ' +
+      'Payment channels (x402 batch-settlement) are preferred above all: the first call deposits a few calls\' worth (within the mandate\'s daily cap) into a channel, ' +
+      'later calls pay with a signed voucher and send no transaction; cost.channel says where the channel stands (see payments_list_channels). ' +
+      'Escrowed offers (x402 auth-capture: captured only if the seller served the request, refundable) come next; cost.escrow says what became of it ' +
       '(captured, voided: nothing charged), and a later refund gives the mandate back what it had counted. ' +
       'A refusal (no mandate, over a cap, balance short, …) is a tool error whose `error` names the reason.',
     scope: 'payments:spend',
@@ -65,6 +67,30 @@ export const buyerTools: ToolDefinition<BuyerDeps>[] = [
     async run(deps, principal, input) {
       const result = await payFor(deps, ownerOf(principal), input);
       // A refusal is an error to the model (nothing was paid), with the same body POST /v0/payments/pay answers.
+      return result.ok ? result : new ToolRefusal(refusalBody(result));
+    },
+  }),
+  defineTool({
+    name: 'payments_list_channels',
+    title: 'List payment channels',
+    description:
+      'This identity\'s payment channels (x402 batch-settlement), each with what was deposited, what its calls charged, what the seller claimed, ' +
+      'the balance left and what came back to the wallet (a seller refunds an idle channel\'s remainder). Same as GET /v0/payments/channels.',
+    scope: 'payments:read',
+    input: z.object({}).strict(),
+    run: (deps, principal) => listChannelsFor(deps, ownerOf(principal)),
+  }),
+  defineTool({
+    name: 'payments_refund_channel',
+    title: 'Take a payment channel\'s remainder back',
+    description:
+      'Asks the seller of one of this identity\'s payment channels (id: the channelId from payments_list_channels) to give back what its calls did not use ' +
+      '(the x402 batch-settlement cooperative refund): the seller claims what the calls charged and refunds the rest to the wallet in one transaction. ' +
+      'Same as POST /v0/payments/channels/{id}/refund.',
+    scope: 'payments:spend',
+    input: channelIdParam,
+    async run(deps, principal, input) {
+      const result = await refundChannelFor(deps, ownerOf(principal), input.id);
       return result.ok ? result : new ToolRefusal(refusalBody(result));
     },
   }),

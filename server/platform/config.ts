@@ -68,6 +68,9 @@ const schema = z.object({
   // At most 10 minutes: a round always comes before a withdrawal can complete (the delay our 402s name is 15 minutes).
   CHANNEL_SWEEP_EVERY_MS: z.coerce.number().int().min(1000).max(600_000).default(60_000),
   CHANNEL_IDLE_REFUND_MS: z.coerce.number().int().min(1000).default(24 * 3_600_000),
+  // Channels agents' wallets pay through (payments_pay): after this long without a call, the wallet asks the
+  // seller for the rest back (checked every CHANNEL_SWEEP_EVERY_MS, one process a round).
+  BUYER_CHANNEL_IDLE_REFUND_MS: z.coerce.number().int().min(1000).default(3_600_000),
   // Settlement: at most this many authorizations per transaction (1 turns batching off), and at most this
   // many transactions in flight per relayer account (then requests wait and are batched).
   SETTLEMENT_BATCH_MAX: z.coerce.number().int().min(1).max(100).default(50),

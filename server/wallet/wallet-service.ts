@@ -12,6 +12,7 @@ import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, re
 import { formatUsdc } from '../../middleware/price.js';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
 import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit } from '../chain/permit2.js';
+import { voucherTypedData } from '../chain/batch-settlement.js';
 import { walletSchema, type WalletDoc } from './wallet-model.js';
 
 export interface WalletOwner { orgId: string; identityId: string }
@@ -216,6 +217,16 @@ export class WalletService {
       primaryType: 'ReceiveWithAuthorization',
       message: authorization,
     }));
+  }
+
+  /**
+   * x402 `batch-settlement`: a channel's cumulative voucher. The wallet's channels name its owner key as
+   * their payerAuthorizer (an EOA the account's owner controls, sealed like the rest), so a voucher is a
+   * plain ECDSA signature the seller checks without asking the chain, while the deposits come from the account.
+   */
+  async signVoucher(wallet: WalletDoc, channelId: Hex, maxClaimableAmount: bigint): Promise<Hex> {
+    const chain = this.requireChain();
+    return this.withOwner(wallet, (owner) => owner.signTypedData(voucherTypedData(channelId, maxClaimableAmount, chain.chainId)));
   }
 
   async signUptoPermit(wallet: WalletDoc, permit: UptoPermit): Promise<Hex> {

@@ -1,0 +1,76 @@
+import { Schema } from 'mongoose';
+import type { ChannelConfig } from '../chain/batch-settlement.js';
+
+/**
+ * A payment channel an identity's wallet pays through (x402 `batch-settlement`), one per (wallet, seller's
+ * receiver and receiver authorizer): `_id` is the channel id (lowercase). Its balance and what was claimed
+ * are the chain's, read when needed; this record says whose channel it is and how to name it on chain.
+ */
+export interface BuyerChannelDoc {
+  _id: string;
+  orgId: string;
+  identityId: string;
+  walletAddress: string;
+  network: string;
+  chainId: number;
+  config: Omit<ChannelConfig, 'withdrawDelay'> & { withdrawDelay: number };
+  /** The seller's resource that opened it (for people reading the list). */
+  resourceUrl: string;
+  /** The URL the first call paid: where a cooperative refund is asked for (a probe and a refund payload, as the official client does). */
+  requestUrl?: string;
+  /** When the seller last refused the idle sweep's refund request (asked again a day later). */
+  refundRefusedAt?: Date;
+  createdAt: Date;
+}
+
+export const buyerChannelSchema = new Schema<BuyerChannelDoc>({
+  _id: String,
+  orgId: { type: String, required: true },
+  identityId: { type: String, required: true },
+  walletAddress: { type: String, required: true },
+  network: { type: String, required: true },
+  chainId: { type: Number, required: true },
+  config: { type: Schema.Types.Mixed, required: true },
+  resourceUrl: { type: String, required: true },
+  requestUrl: String,
+  refundRefusedAt: Date,
+  createdAt: { type: Date, required: true },
+}, { versionKey: false, minimize: false });
+buyerChannelSchema.index({ identityId: 1, createdAt: -1 });
+
+/**
+ * One voucher the wallet signed on a channel: `_id` is `<channelId>:<cumulative amount, 39 digits>`, so
+ * the unique `_id` lets one call, in every process, take an amount; two concurrent calls never sign the
+ * same one. `pending` while its call is out (the next call on the channel waits for it: the seller takes
+ * vouchers in order, one call at a time), `accepted` when the seller charged it, `unknown` when its answer
+ * was lost (the next call assumes it was accepted; the seller's 402 says otherwise and the record goes).
+ * A voucher the seller refused is deleted: its amount is what the next call signs.
+ */
+export interface BuyerVoucherDoc {
+  _id: string;
+  channelId: string;
+  identityId: string;
+  cumulative: string;
+  price: string;
+  status: 'pending' | 'accepted' | 'unknown';
+  paymentId: string;
+  /** What the mandate holds for this call: committed when the voucher is known accepted, released when known refused. */
+  reservation: { reservationId: string; mandateId: string; day: string; amount: number };
+  createdAt: Date;
+}
+
+export const buyerVoucherSchema = new Schema<BuyerVoucherDoc>({
+  _id: String,
+  channelId: { type: String, required: true },
+  identityId: { type: String, required: true },
+  cumulative: { type: String, required: true },
+  price: { type: String, required: true },
+  status: { type: String, required: true },
+  paymentId: { type: String, required: true },
+  reservation: { type: Schema.Types.Mixed, required: true },
+  createdAt: { type: Date, required: true },
+}, { versionKey: false });
+buyerVoucherSchema.index({ channelId: 1, _id: -1 });
+
+const pad = (n: bigint) => n.toString().padStart(39, '0');
+export const buyerVoucherId = (channelId: string, cumulative: bigint) => `${channelId.toLowerCase()}:${pad(cumulative)}`;

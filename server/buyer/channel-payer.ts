@@ -1,0 +1,438 @@
+import { randomBytes } from 'node:crypto';
+import { getAddress, toHex, type Address, type Hex } from 'viem';
+import { Schema, type Connection, type Model } from 'mongoose';
+import type { ActivityLog } from '../logs/activity-log.js';
+import { isDuplicateKey } from '../platform/errors.js';
+import { newId } from '../platform/ids.js';
+import { authorizationState, type Authorization } from '../chain/usdc.js';
+import { channelIdOf, erc3009DepositNonce, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, readChannelState, readChannelStates, type ChannelConfig } from '../chain/batch-settlement.js';
+import { formatUsdc } from '../../middleware/price.js';
+import type { WalletService } from '../wallet/wallet-service.js';
+import type { WalletDoc } from '../wallet/wallet-model.js';
+import type { MandateOwner, MandateService, Reservation } from './mandate-service.js';
+import type { MandateDoc } from './mandate-model.js';
+import type { PayRefusal } from './pay-result.js';
+import { paymentHeaderFor, readChallenge, readChannelRefusal, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
+import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
+import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
+import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
+
+/** A new channel's deposit covers this many calls at this call's price (less when the mandate or the wallet allows less). */
+export const DEPOSIT_CALLS = 10n;
+/** Channels of one wallet and seller have one config: the official client's default salt. */
+const CHANNEL_SALT: Hex = `0x${'0'.repeat(64)}`;
+/** A call's voucher still `pending` after this long lost its process (a paid fetch gives up after 20 s). */
+const STALE_PENDING_MS = 60_000;
+/** How long a call waits for the channel's previous call (in another process) before refusing. */
+const TURN_WAIT_MS = 45_000;
+/** A deposit authorization lives no longer than this. */
+const MAX_DEPOSIT_VALIDITY_SECONDS = 300;
+/** A seller that refused an idle channel's refund request is asked again after this long. */
+const REFUND_REFUSED_RETRY_MS = 24 * 3_600_000;
+/** Idle channels asked per round (the rest wait for the next round). */
+const IDLE_REFUNDS_PER_ROUND = 100;
+
+/** Resyncs from the seller's 402 (or waits for its hold on the channel) a call makes before giving up. */
+const MAX_ATTEMPTS = 3;
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const MISMATCH = new Set(['invalid_batch_settlement_evm_cumulative_amount_mismatch', 'invalid_batch_settlement_evm_cumulative_below_claimed']);
+const BUSY = 'invalid_batch_settlement_evm_channel_busy';
+
+/** A cooperative refund's outcome: what came back to the wallet, in which transaction. */
+export interface ChannelRefund { ok: true; channelId: string; refundedUsdc: string; txHash: string | null; balanceUsdc: string }
+
+/** A paid channel call as payments_pay answers it. */
+export type ChannelPaid = ReturnType<typeof contentOf> & {
+  ok: true; paid: true; paymentId: string; cost: Record<string, unknown>; txHash: string | null; payer: Address; recipient: Address; resource: string;
+  mandate: Awaited<ReturnType<MandateService['present']>> | null; paymentResponse: SettlementResponse | null;
+};
+
+export interface ChannelCall {
+  owner: MandateOwner;
+  url: string;
+  request: OutgoingRequest;
+  method: string;
+  wallet: WalletDoc;
+  offer: Extract<Offer, { scheme: 'batch-settlement' }>;
+  amount: bigint;
+  payTo: Address;
+  resourceUrl: string;
+  reservation: Reservation;
+  mandate: MandateDoc;
+  cost: Record<string, unknown>;
+  state: { hold: 'held' | 'in_flight' | 'done' };
+}
+
+/**
+ * Pays x402 `batch-settlement` offers from an identity's wallet: the first call deposits into a channel
+ * (ERC-3009 from the smart account, as its exact payments are signed) with its voucher, later calls send a
+ * cumulative voucher only (signed by the owner key, the channel's payerAuthorizer: nothing is sent on
+ * chain), a call the balance does not cover tops the channel up. The channel's state is in the database,
+ * not a process's memory: each voucher's amount is taken by a unique insert, one call at a time per
+ * channel (the seller takes them in order), and the balance is the chain's. The mandate counts each
+ * call's price when its voucher is signed; a deposit is not spending, but is sized within what the
+ * mandate still allows today.
+ */
+export class ChannelPayer {
+  readonly channels: Model<BuyerChannelDoc>;
+  readonly vouchers: Model<BuyerVoucherDoc>;
+  private readonly rounds: Model<{ _id: string; at: Date }>;
+  /** This process's calls on a channel, one after the other (the database orders them across processes). */
+  private readonly turns = new Map<string, Promise<unknown>>();
+
+  constructor(
+    conn: Connection,
+    readonly wallets: WalletService,
+    private readonly mandates: MandateService,
+    private readonly logs: ActivityLog,
+    private readonly outgoing: Model<OutgoingPaymentDoc>,
+    private readonly fetch: PayFetch,
+  ) {
+    this.channels = conn.models.BuyerChannel ?? conn.model<BuyerChannelDoc>('BuyerChannel', buyerChannelSchema, 'buyer_channels');
+    this.vouchers = conn.models.BuyerVoucher ?? conn.model<BuyerVoucherDoc>('BuyerVoucher', buyerVoucherSchema, 'buyer_channel_vouchers');
+    this.rounds = (conn.models.BuyerChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('BuyerChannelSweep', new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false }), 'buyer_channel_sweeps');
+  }
+
+  /** The wallet's channel for this offer (the same config, so the same channel, every call). */
+  channelFor(wallet: WalletDoc, offer: ChannelCall['offer']): { config: ChannelConfig; channelId: string } {
+    const chain = this.wallets.requireChain();
+    const config: ChannelConfig = {
+      payer: getAddress(wallet.address), payerAuthorizer: getAddress(wallet.ownerAddress), receiver: getAddress(offer.requirement.payTo),
+      receiverAuthorizer: getAddress(offer.requirement.extra.receiverAuthorizer), token: chain.usdc.address,
+      withdrawDelay: offer.requirement.extra.withdrawDelay ?? 900, salt: CHANNEL_SALT,
+    };
+    return { config, channelId: channelIdOf(config, chain.chainId).toLowerCase() };
+  }
+
+  async pay(call: ChannelCall) {
+    const chain = this.wallets.requireChain();
+    const { config, channelId } = this.channelFor(call.wallet, call.offer);
+    await this.channels.create({
+      _id: channelId, orgId: call.owner.orgId, identityId: call.owner.identityId, walletAddress: call.wallet.address, network: chain.network,
+      chainId: chain.chainId, config, resourceUrl: call.resourceUrl, requestUrl: call.url, createdAt: new Date(),
+    }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    const previous = this.turns.get(channelId) ?? Promise.resolve();
+    const mine = previous.catch(() => undefined).then(() => this.payInTurn(call, config, channelId));
+    this.turns.set(channelId, mine);
+    try {
+      return await mine;
+    } finally {
+      if (this.turns.get(channelId) === mine) this.turns.delete(channelId);
+    }
+  }
+
+  private async payInTurn(call: ChannelCall, config: ChannelConfig, channelId: string) {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.attempt(call, config, channelId);
+      if (outcome.kind === 'done') return outcome.result;
+      if (attempt >= MAX_ATTEMPTS) {
+        // Every attempt was refused and its amount dropped: nothing was accepted, the price goes back.
+        call.state.hold = 'done';
+        await this.mandates.release(call.reservation);
+        return refuse('settle_failed', outcome.reason);
+      }
+      // The seller's hold on the channel (another client's call) ends with its call: wait a little.
+      if (outcome.kind === 'busy') await pause(100 * attempt);
+    }
+  }
+
+  /**
+   * Takes the channel's next amount: the last voucher's plus the price, by a unique insert. A call still
+   * out on the channel (pending, in any process) is waited for: its voucher decides the base.
+   */
+  private async takeAmount(channelId: string, call: ChannelCall, paymentId: string): Promise<{ cumulative: bigint; voucherId: string } | undefined> {
+    const deadline = Date.now() + TURN_WAIT_MS;
+    for (let wait = 5; Date.now() < deadline; wait = Math.min(200, wait * 2)) {
+      const last = await this.vouchers.findOne({ channelId }).sort({ _id: -1 }).lean();
+      if (last?.status === 'pending') {
+        if (Date.now() - last.createdAt.getTime() > STALE_PENDING_MS) {
+          // Its process died with the call out: it may have been accepted; the seller's 402 says if not.
+          await this.vouchers.updateOne({ _id: last._id, status: 'pending' }, { $set: { status: 'unknown' } });
+        } else {
+          await pause(wait);
+        }
+        continue;
+      }
+      const cumulative = (last ? BigInt(last.cumulative) : 0n) + call.amount;
+      const voucherId = buyerVoucherId(channelId, cumulative);
+      try {
+        await this.vouchers.create({ _id: voucherId, channelId, identityId: call.owner.identityId, cumulative: cumulative.toString(), price: call.amount.toString(), status: 'pending', paymentId, reservation: call.reservation, createdAt: new Date() });
+        return { cumulative, voucherId };
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err; // another call took this amount: read again
+      }
+    }
+    return undefined;
+  }
+
+  private async attempt(call: ChannelCall, config: ChannelConfig, channelId: string): Promise<{ kind: 'done'; result: PayRefusal | ChannelPaid } | { kind: 'retry' | 'busy'; reason: string }> {
+    const { owner, wallet, offer, amount, reservation, state } = call;
+    const chain = this.wallets.requireChain();
+    const paymentId = newId('pay');
+    const taken = await this.takeAmount(channelId, call, paymentId);
+    if (!taken) return { kind: 'done', result: refuse('settle_failed', `another call on the channel ${channelId} has been out for ${TURN_WAIT_MS / 1000} s; try again`) };
+    const { cumulative, voucherId } = taken;
+    const dropAmount = () => this.vouchers.deleteOne({ _id: voucherId, status: { $in: ['pending', 'unknown'] } });
+
+    // The balance is the chain's (a deposit made by an earlier call, a refund the seller made since).
+    const onChain = await readChannelState(chain.publicClient, channelId as Hex);
+    const needed = cumulative > onChain.balance ? cumulative - onChain.balance : 0n;
+    let deposit = 0n;
+    if (needed > 0n) {
+      const [walletBalance, usage] = await Promise.all([this.wallets.balance(wallet.address as Address), this.mandates.usage(call.mandate)]);
+      // What today's cap still allows, this call's price included (it was reserved already).
+      const allowedToday = BigInt(Math.max(0, call.mandate.dailyCapAtomic - usage.spentToday)) + amount;
+      const target = DEPOSIT_CALLS * amount;
+      const ceiling = [target, allowedToday, walletBalance].reduce((a, b) => (a < b ? a : b));
+      deposit = ceiling > needed ? ceiling : needed;
+      if (needed > allowedToday) {
+        // Only when the channel lost balance to something else (a withdrawal): the deposit must fit the mandate too.
+        await dropAmount();
+        return { kind: 'done', result: refuse('mandate_daily_cap_exceeded', `the channel needs a deposit of ${formatUsdc(needed)} USDC; the mandate allows ${formatUsdc(allowedToday)} USDC more today`) };
+      }
+      if (walletBalance < needed) {
+        await dropAmount();
+        return { kind: 'done', result: refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(walletBalance)} USDC; the channel needs a deposit of ${formatUsdc(needed)} USDC`) };
+      }
+    }
+
+    const record: OutgoingPaymentDoc = {
+      _id: paymentId, orgId: owner.orgId, identityId: owner.identityId, direction: 'out', mandateId: reservation.mandateId,
+      network: chain.network, payerAddress: getAddress(wallet.address), recipientAddress: getAddress(call.payTo), amountUsdcRaw: amount.toString(), scheme: 'batch-settlement',
+      channel: { channelId, cumulativeUsdcRaw: cumulative.toString(), ...(deposit > 0n ? { depositUsdcRaw: deposit.toString() } : {}) },
+      resourceUrl: call.resourceUrl, requestUrl: call.url, method: call.method, x402Version: 2, authorizationNonce: voucherId,
+      status: 'pending', createdAt: new Date(),
+    };
+    await this.outgoing.create(record);
+    const voucher = { channelId, maxClaimableAmount: cumulative.toString(), signature: await this.wallets.signVoucher(wallet, channelId as Hex, cumulative) };
+    let depositNonce: Hex | undefined;
+    let payload: Record<string, unknown> = { type: 'voucher', channelConfig: config, voucher };
+    if (deposit > 0n) {
+      const salt = toHex(randomBytes(32));
+      depositNonce = erc3009DepositNonce(channelId as Hex, BigInt(salt));
+      const validBefore = BigInt(Math.floor(Date.now() / 1000) + Math.min(MAX_DEPOSIT_VALIDITY_SECONDS, offer.requirement.maxTimeoutSeconds));
+      const authorization: Authorization = { from: getAddress(wallet.address), to: ERC3009_DEPOSIT_COLLECTOR_ADDRESS, value: deposit, validAfter: 0n, validBefore, nonce: depositNonce };
+      const signature = await this.wallets.signReceiveAuthorization(wallet, authorization);
+      payload = { ...payload, type: 'deposit', deposit: { amount: deposit.toString(), authorization: { erc3009Authorization: { validAfter: '0', validBefore: validBefore.toString(), salt, signature } } } };
+    }
+    state.hold = 'in_flight';
+    const payment = paymentHeaderFor(offer, payload);
+    const paid = await this.fetch(call.url, { ...call.request, headers: { ...call.request.headers, [payment.name]: payment.value } });
+    const settlement = paid.ok ? readSettlement(paid.response) : undefined;
+    // The seller answered with success: it holds this voucher and may claim up to it, whatever else it says.
+    const accepted = settlement?.success === true;
+    const txHash = deposit > 0n && settlement?.transaction ? settlement.transaction : undefined;
+
+    if (!paid.ok || (!settlement && paid.response.status < 300)) {
+      // No answer, or an answer that says neither (served without a settlement header): the voucher may have
+      // been accepted. Its amount stays counted and its record pending; the next call assumes it was, and
+      // learns which from the seller (settleUnknown, resync).
+      const unanswered = !paid.ok ? paid.message : `the seller answered ${paid.response.status} without saying whether it took the voucher`;
+      await this.vouchers.updateOne({ _id: voucherId, status: 'pending' }, { $set: { status: 'unknown' } });
+      await this.outgoing.updateOne({ _id: record._id }, { $set: { failureReason: unanswered, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
+      state.hold = 'done';
+      return { kind: 'done', result: paid.ok ? refuse('settle_failed', unanswered) : paid };
+    }
+    if (!accepted) {
+      // Refused (or the handler failed and the seller released the call): nothing is charged, and this
+      // amount is the next call's. A deposit that did not go through can never go through later.
+      if (depositNonce && !(await this.authorizationUsed(wallet, depositNonce))) await this.wallets.cancelAuthorization(wallet, depositNonce);
+      await dropAmount();
+      const refusal = paid.response.status === 402 ? readChannelRefusal(paid.response) : undefined;
+      const reason = refusal?.error ? `the seller refused the voucher: ${refusal.error}` : settlementFailure(paid.response, settlement);
+      await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, responseStatus: paid.response.status } });
+      if (refusal?.error === BUSY) return { kind: 'busy', reason };
+      if (refusal?.error && MISMATCH.has(refusal.error) && refusal.channelId === channelId && refusal.charged !== undefined && await this.resync(channelId, refusal.charged)) {
+        return { kind: 'retry', reason };
+      }
+      state.hold = 'done';
+      await this.mandates.release(reservation);
+      await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Channel payment of ${formatUsdc(amount)} USDC to ${call.resourceUrl} was not accepted: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
+      return { kind: 'done', result: refuse('settle_failed', reason) };
+    }
+
+    await this.vouchers.updateOne({ _id: voucherId }, { $set: { status: 'accepted' } });
+    await this.settleUnknown(channelId, cumulative);
+    state.hold = 'done';
+    const mandate = await this.mandates.commit(reservation);
+    await this.outgoing.updateOne({ _id: record._id }, {
+      $set: { status: 'settled', settledAt: new Date(), ...(txHash ? { txHash } : {}), responseStatus: paid.response.status, paymentResponse: settlement },
+    });
+    await this.logs.record({
+      ...owner, action: 'payments.paid', category: 'payments',
+      description: `Paid ${formatUsdc(amount)} USDC to ${call.payTo} for ${call.resourceUrl} by a channel voucher${deposit > 0n ? ` (deposited ${formatUsdc(deposit)} USDC)` : ''}`,
+      targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId, scheme: 'batch-settlement', channelId },
+    });
+    return {
+      kind: 'done',
+      result: {
+        ok: true as const, paid: true as const, paymentId: record._id, ...contentOf(paid.response),
+        cost: { ...call.cost, scheme: 'batch-settlement' as const, channel: { channelId, cumulativeUsdc: formatUsdc(cumulative), depositUsdc: formatUsdc(deposit) } },
+        txHash: txHash ?? null, payer: getAddress(wallet.address), recipient: getAddress(call.payTo), resource: call.resourceUrl,
+        mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
+      } satisfies ChannelPaid,
+    };
+  }
+
+  /**
+   * The seller says it has charged `charged` on the channel and our records say more: the vouchers above
+   * it whose answer was lost were not accepted after all, and go. Accepted ones above it would mean the
+   * seller lost calls it charged: nothing to retry then.
+   */
+  private async resync(channelId: string, charged: bigint): Promise<boolean> {
+    const above = (await this.vouchers.find({ channelId }).lean()).filter((v) => BigInt(v.cumulative) > charged);
+    if (above.length === 0 || above.some((v) => v.status !== 'unknown')) return false;
+    for (const lost of above) {
+      // Whoever deletes the record gives its call's price back, once.
+      if ((await this.vouchers.deleteOne({ _id: lost._id, status: 'unknown' })).deletedCount !== 1) continue;
+      await this.mandates.release(lost.reservation);
+      await this.outgoing.updateOne({ _id: lost.paymentId, status: 'pending' }, { $set: { status: 'failed', failureReason: `the seller never took this voucher (it has charged ${charged} on the channel)` } });
+    }
+    return true;
+  }
+
+  /**
+   * The seller accepted a voucher for `cumulative`: it takes them only in order, so every voucher below it
+   * whose answer was lost was accepted too. Their calls are counted for good and their records settled.
+   */
+  private async settleUnknown(channelId: string, cumulative: bigint): Promise<void> {
+    const below = (await this.vouchers.find({ channelId, status: 'unknown' }).lean()).filter((v) => BigInt(v.cumulative) < cumulative);
+    for (const found of below) {
+      await this.vouchers.updateOne({ _id: found._id, status: 'unknown' }, { $set: { status: 'accepted' } });
+      await this.mandates.commit(found.reservation);
+      await this.outgoing.updateOne({ _id: found.paymentId, status: 'pending' }, { $set: { status: 'settled', settledAt: new Date() } });
+    }
+  }
+
+  /**
+   * Asks the seller to give the channel's remainder back (the scheme's cooperative refund, as the official
+   * client asks it): the route's 402 is fetched for its channel offer, and a `refund` payload with a
+   * voucher for what the calls charged is sent to it; the seller's facilitator claims that and refunds the
+   * rest in one transaction. Not while a call is out on the channel. What moved is read from the chain.
+   */
+  async refund(owner: MandateOwner, channelId: string): Promise<ChannelRefund | PayRefusal | undefined> {
+    const channel = await this.channels.findOne({ _id: channelId.toLowerCase(), identityId: owner.identityId }).lean();
+    if (!channel) return undefined;
+    const chain = this.wallets.requireChain();
+    const wallet = await this.wallets.find(owner.identityId);
+    if (!wallet) return undefined;
+    const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
+    if (last && last.status !== 'accepted') return refuse('settle_failed', 'a call on this channel is still out (or its answer was lost); pay once more, or try again in a minute');
+    const before = await readChannelState(chain.publicClient, channel._id as Hex);
+    const charged = last ? BigInt(last.cumulative) : before.totalClaimed;
+    if (availableOf(before.balance, charged, before.totalClaimed) === 0n) return { ok: true, channelId: channel._id, refundedUsdc: '0', txHash: null, balanceUsdc: formatUsdc(before.balance) };
+    const url = channel.requestUrl ?? channel.resourceUrl;
+    const probe = await this.fetch(url, { method: 'GET', headers: {} });
+    if (!probe.ok) return probe;
+    const challenge = probe.response.status === 402 ? readChallenge(probe.response) : undefined;
+    const offer = challenge?.offers.find((o): o is Extract<Offer, { scheme: 'batch-settlement' }> => o.scheme === 'batch-settlement' && this.channelFor(wallet, o).channelId === channel._id);
+    if (!offer) return refuse('settle_failed', `${url} no longer offers this channel (answered ${probe.response.status})`);
+    const voucher = { channelId: channel._id, maxClaimableAmount: charged.toString(), signature: await this.wallets.signVoucher(wallet, channel._id as Hex, charged) };
+    const payment = paymentHeaderFor(offer, { type: 'refund', channelConfig: channel.config, voucher });
+    const answered = await this.fetch(url, { method: 'GET', headers: { [payment.name]: payment.value } });
+    if (!answered.ok) return answered;
+    const settlement = readSettlement(answered.response);
+    const after = await readChannelState(chain.publicClient, channel._id as Hex);
+    if (settlement?.success !== true || after.balance >= before.balance) {
+      const refusal = answered.response.status === 402 ? readChannelRefusal(answered.response) : undefined;
+      return refuse('settle_failed', refusal?.error ? `the seller refused the refund: ${refusal.error}` : settlementFailure(answered.response, settlement));
+    }
+    // A claim in the same transaction raises totalClaimed; only a refund lowers the balance.
+    const refunded = before.balance - after.balance;
+    await this.logs.record({
+      ...owner, action: 'payments.channel_refunded', category: 'payments', description: `Channel ${channel._id}: ${formatUsdc(refunded)} USDC came back to the wallet from ${url}`,
+      targetType: 'channel', targetId: channel._id, metadata: { txHash: settlement.transaction ?? null },
+    });
+    return { ok: true, channelId: channel._id, refundedUsdc: formatUsdc(refunded), txHash: settlement.transaction || null, balanceUsdc: formatUsdc(after.balance) };
+  }
+
+  /**
+   * One round of taking idle channels' remainders back (run by one process: a unique insert of the round):
+   * every channel whose last call is older than `idleMs` and that holds more than its vouchers committed
+   * asks its seller for the rest (refund above). A seller that refuses is asked again a day later.
+   */
+  async refundIdle(options: { idleMs: number; round: string }): Promise<{ refunded: number; refused: number } | undefined> {
+    try {
+      await this.rounds.create({ _id: `idle:${options.round}`, at: new Date() });
+    } catch (err) {
+      if (isDuplicateKey(err)) return undefined; // another process has this round
+      throw err;
+    }
+    const now = Date.now();
+    const chain = this.wallets.requireChain();
+    const channels = await this.channels.find({ chainId: chain.chainId, $or: [{ refundRefusedAt: null }, { refundRefusedAt: { $lt: new Date(now - REFUND_REFUSED_RETRY_MS) } }] } as never).lean() as BuyerChannelDoc[];
+    const idle: Array<{ channel: BuyerChannelDoc; charged: bigint }> = [];
+    for (const channel of channels) {
+      const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
+      if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: BigInt(last.cumulative) });
+    }
+    const states = await readChannelStates(chain.publicClient, idle.map((c) => c.channel._id as Hex));
+    const due = idle.filter((c, i) => availableOf(states[i]!.balance, c.charged, states[i]!.totalClaimed) > 0n).slice(0, IDLE_REFUNDS_PER_ROUND);
+    const totals = { refunded: 0, refused: 0 };
+    for (const { channel } of due) {
+      const answer = await this.refund({ orgId: channel.orgId, identityId: channel.identityId }, channel._id).catch((err: Error) => refuse('settle_failed', err.message));
+      if (answer?.ok) {
+        totals.refunded++;
+      } else {
+        totals.refused++;
+        await this.channels.updateOne({ _id: channel._id }, { $set: { refundRefusedAt: new Date() } });
+      }
+    }
+    return totals;
+  }
+
+  /** Starts the idle rounds (every process; one of them runs each round). */
+  start(options: { everyMs: number; idleMs: number }, onError: (err: Error) => void): () => Promise<void> {
+    let running: Promise<unknown> = Promise.resolve();
+    let busy = false;
+    let stopped = false;
+    const timer = setInterval(() => {
+      if (busy || stopped) return;
+      busy = true;
+      running = this.refundIdle({ idleMs: options.idleMs, round: String(Math.floor(Date.now() / options.everyMs)) })
+        .catch((err: Error) => { if (!stopped) onError(err); })
+        .finally(() => { busy = false; });
+    }, options.everyMs);
+    timer.unref();
+    return async () => { stopped = true; clearInterval(timer); await running; };
+  }
+
+  private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {
+    const chain = this.wallets.requireChain();
+    return authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: wallet.address as Address, nonce }).catch(() => false);
+  }
+
+  /**
+   * This identity's channels with what the chain says of them: deposited (every deposit its calls
+   * brought), what the accepted vouchers charged, what was claimed, the balance left, and what came back
+   * to the wallet (the seller's cooperative refund of an idle channel, or a withdrawal).
+   */
+  async list(owner: MandateOwner) {
+    const channels = await this.channels.find({ identityId: owner.identityId }).sort({ createdAt: -1, _id: -1 }).limit(100).lean();
+    if (channels.length === 0) return [];
+    const chain = this.wallets.requireChain();
+    const states = await readChannelStates(chain.publicClient, channels.map((c) => c._id as Hex));
+    return Promise.all(channels.map(async (c, i) => {
+      const state = states[i]!;
+      const [calls, last] = await Promise.all([
+        this.outgoing.find({ identityId: owner.identityId, 'channel.channelId': c._id, status: 'settled' } as never).lean() as unknown as Promise<OutgoingPaymentDoc[]>,
+        this.vouchers.findOne({ channelId: c._id, status: 'accepted' }).sort({ _id: -1 }).lean(),
+      ]);
+      const deposited = calls.reduce((sum, p) => sum + BigInt(p.channel?.depositUsdcRaw ?? '0'), 0n);
+      const refunded = deposited > state.balance ? deposited - state.balance : 0n;
+      return {
+        channelId: c._id, network: c.network, receiver: c.config.receiver, resourceUrl: c.resourceUrl, calls: calls.length,
+        depositedUsdc: formatUsdc(deposited), chargedUsdc: formatUsdc(last ? BigInt(last.cumulative) : 0n), claimedUsdc: formatUsdc(state.totalClaimed),
+        balanceUsdc: formatUsdc(state.balance), availableUsdc: formatUsdc(availableOf(state.balance, last ? BigInt(last.cumulative) : 0n, state.totalClaimed)),
+        refundedUsdc: formatUsdc(refunded), withdrawalPending: state.withdrawRequestedAt !== 0, createdAt: c.createdAt.toISOString(),
+      };
+    }));
+  }
+}
+
+/** What a channel holds that no voucher commits yet: its balance above the larger of what was charged and what was claimed. */
+function availableOf(balance: bigint, charged: bigint, claimed: bigint): bigint {
+  const committed = charged > claimed ? charged : claimed;
+  return balance > committed ? balance - committed : 0n;
+}
