@@ -11,28 +11,31 @@ const ownerOf = (ctx: Context): MandateOwner => ({ orgId: principalOf(ctx).orgId
 
 export interface BuyerRouteDeps extends AuthDeps, BuyerDeps {}
 
-/** Buyer side under /v0/payments: mandates, pay, activity. Mounted before paymentRoutes' `/:id`. */
+/**
+ * Buyer side: mandates, pay and activity under /v0/payments (mounted before paymentRoutes' `/:id`), and
+ * the wallet's channels under /v0/wallet/channels (/v0/payments/channels are the channels a seller is paid through).
+ */
 export function buyerRoutes(deps: BuyerRouteDeps): Router {
-  const router = authenticatedRouter(deps, { prefix: '/v0/payments' });
+  const router = authenticatedRouter(deps, { prefix: '/v0' });
 
-  router.post('/mandates', requireScope('payments:spend'), async (ctx) => {
+  router.post('/payments/mandates', requireScope('payments:spend'), async (ctx) => {
     const body = parseInput(mandateBody, ctx.request.body, 'body');
     ctx.body = await createMandateFor(deps, ownerOf(ctx), body);
     ctx.status = 201;
   });
-  router.get('/mandates', requireScope('payments:read'), async (ctx) => {
+  router.get('/payments/mandates', requireScope('payments:read'), async (ctx) => {
     ctx.body = await listMandatesFor(deps, ownerOf(ctx));
   });
-  router.get('/mandates/:id', requireScope('payments:read'), async (ctx) => {
+  router.get('/payments/mandates/:id', requireScope('payments:read'), async (ctx) => {
     const { id } = parseInput(mandateIdParam, ctx.params, 'params');
     ctx.body = await getMandateFor(deps, ownerOf(ctx), id);
   });
-  router.delete('/mandates/:id', requireScope('payments:spend'), async (ctx) => {
+  router.delete('/payments/mandates/:id', requireScope('payments:spend'), async (ctx) => {
     const { id } = parseInput(mandateIdParam, ctx.params, 'params');
     ctx.body = await revokeMandateFor(deps, ownerOf(ctx), id);
   });
 
-  router.post('/pay', requireScope('payments:spend'), async (ctx) => {
+  router.post('/payments/pay', requireScope('payments:spend'), async (ctx) => {
     const body = parseInput(payBody, ctx.request.body, 'body');
     const result = await payFor(deps, ownerOf(ctx), body);
     if (result.ok) {
@@ -44,11 +47,11 @@ export function buyerRoutes(deps: BuyerRouteDeps): Router {
     ctx.body = refused;
   });
 
-  router.get('/channels', requireScope('payments:read'), async (ctx) => {
+  router.get('/wallet/channels', requireScope('payments:read'), async (ctx) => {
     ctx.body = await listChannelsFor(deps, ownerOf(ctx));
   });
 
-  router.post('/channels/:id/refund', requireScope('payments:spend'), async (ctx) => {
+  router.post('/wallet/channels/:id/refund', requireScope('payments:spend'), async (ctx) => {
     const { id } = parseInput(channelIdParam, ctx.params, 'params');
     const result = await refundChannelFor(deps, ownerOf(ctx), id);
     if (result.ok) {
@@ -60,7 +63,7 @@ export function buyerRoutes(deps: BuyerRouteDeps): Router {
     ctx.body = refused;
   });
 
-  router.get('/activity', requireScope('payments:read'), async (ctx) => {
+  router.get('/payments/activity', requireScope('payments:read'), async (ctx) => {
     const query = parseInput(activityQuery, ctx.query, 'query');
     ctx.body = await activityFor(deps, ownerOf(ctx), query);
   });

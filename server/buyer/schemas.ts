@@ -40,5 +40,5 @@ export const activityQuery = z.object({ limit: limitParam(), pageToken: z.string
 
 export type ActivityQuery = z.output<typeof activityQuery>;
 
-/** A payment channel's id (bytes32) in a path: /v0/payments/channels/{id}. */
+/** A payment channel's id (bytes32) in a path: /v0/wallet/channels/{id}. */
 export const channelIdParam = z.object({ id: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a channel id (0x and 64 hex digits)').transform((id) => id.toLowerCase()) });

@@ -75,7 +75,7 @@ export const buyerTools: ToolDefinition<BuyerDeps>[] = [
     title: 'List payment channels',
     description:
       'This identity\'s payment channels (x402 batch-settlement), each with what was deposited, what its calls charged, what the seller claimed, ' +
-      'the balance left and what came back to the wallet (a seller refunds an idle channel\'s remainder). Same as GET /v0/payments/channels.',
+      'the balance left and what came back to the wallet (a seller refunds an idle channel\'s remainder). Same as GET /v0/wallet/channels.',
     scope: 'payments:read',
     input: z.object({}).strict(),
     run: (deps, principal) => listChannelsFor(deps, ownerOf(principal)),
@@ -86,7 +86,7 @@ export const buyerTools: ToolDefinition<BuyerDeps>[] = [
     description:
       'Asks the seller of one of this identity\'s payment channels (id: the channelId from payments_list_channels) to give back what its calls did not use ' +
       '(the x402 batch-settlement cooperative refund): the seller claims what the calls charged and refunds the rest to the wallet in one transaction. ' +
-      'Same as POST /v0/payments/channels/{id}/refund.',
+      'Same as POST /v0/wallet/channels/{id}/refund.',
     scope: 'payments:spend',
     input: channelIdParam,
     async run(deps, principal, input) {

@@ -11,7 +11,7 @@ import { createDraftInput, decisionInput, draftParams, listDraftsInput, sendDraf
 import { forwardInput, labelsInput, listMessagesInput, listThreadsInput, replyInput, sendInput } from '../mail/mail-schemas.js';
 import { nameParams, putCredentialBody } from '../vault/schemas.js';
 import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
-import { activityQuery, channelIdParam, mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
+import { activityQuery, channelIdParam as walletChannelParam, mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
 import { logsQuery } from '../logs/routes.js';
 import { signupBody } from '../signup/routes.js';
 import { acceptanceBody, captureBody, channelPayBody, endpointBody, endpointPatch, holdBody, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, refundBody, sellerKeyBody, signInBody, voucherIdParam, channelIdParam } from '../payments/routes.js';
@@ -173,8 +173,8 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/v0/payments/mandates/:id', tag: 'Buying', summary: 'One mandate with what it has spent', auth: identity, scopes: ['payments:read'], params: mandateIdParam, ok: json('The mandate') },
   { method: 'delete', path: '/v0/payments/mandates/:id', tag: 'Buying', summary: 'Revoke a mandate', auth: identity, scopes: ['payments:spend'], params: mandateIdParam, ok: json('The revoked mandate') },
   { method: 'post', path: '/v0/payments/pay', tag: 'Buying', summary: 'Call an x402 API and pay its price from the wallet, within the mandate', auth: identity, scopes: ['payments:spend'], body: payBody, fetchesCallerUrl: true, ok: json('The paid response'), also: { 402: 'The seller refused the payment', 409: 'A mandate cap or wallet state stops it', 422: 'The challenge cannot be paid', 502: 'The seller failed', 504: 'The seller did not answer in time' } },
-  { method: 'get', path: '/v0/payments/channels', tag: 'Buying', summary: "The identity's payment channels (batch-settlement): deposited, charged, claimed, balance, refunded", auth: identity, scopes: ['payments:read'], ok: json('Channels') },
-  { method: 'post', path: '/v0/payments/channels/:id/refund', tag: 'Buying', summary: "Ask a channel's seller for its remainder back (cooperative refund)", auth: identity, scopes: ['payments:spend'], params: channelIdParam, fetchesCallerUrl: true, ok: json('What came back'), also: { 404: 'Not a channel of this identity', 502: 'The seller refused or failed' } },
+  { method: 'get', path: '/v0/wallet/channels', tag: 'Buying', summary: "The identity's payment channels (batch-settlement): deposited, charged, claimed, balance, refunded", auth: identity, scopes: ['payments:read'], ok: json('Channels') },
+  { method: 'post', path: '/v0/wallet/channels/:id/refund', tag: 'Buying', summary: "Ask a channel's seller for its remainder back (cooperative refund)", auth: identity, scopes: ['payments:spend'], params: walletChannelParam, fetchesCallerUrl: true, ok: json('What came back'), also: { 404: 'Not a channel of this identity', 502: 'The seller refused or failed' } },
   { method: 'get', path: '/v0/payments/activity', tag: 'Buying', summary: "The identity's outgoing payments, newest first", auth: identity, scopes: ['payments:read'], query: activityQuery, ok: json('A page of payments') },
 
   // Selling: set-up, facilitator, records

@@ -76,7 +76,7 @@ describe('payments_pay and the official batch-settlement seller', () => {
 
     // Another identity cannot ask for it: not its channel.
     const stranger = await fundedAgent(server, '0');
-    expect((await server.request('POST', `/v0/payments/channels/${channelId}/refund`, { key: stranger.key })).status).toBe(404);
+    expect((await server.request('POST', `/v0/wallet/channels/${channelId}/refund`, { key: stranger.key })).status).toBe(404);
 
     const tool = TOOLS.find((t) => t.name === 'payments_refund_channel')!;
     const principal = { tier: 'identity' as const, keyId: 'k', orgId: agent.org_id, identityId: agent.identity.identityId, scopes: new Set(['payments:spend']) };
@@ -85,7 +85,7 @@ describe('payments_pay and the official batch-settlement seller', () => {
     expect(refunded).toMatchObject({ ok: true, channelId, refundedUsdc: '0.007', txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
     expect(await usdcBalance(agent.address)).toBe(before - 3n * PRICE);
     expect(await readChannelState(testChain().publicClient as never, channelId as Hex)).toMatchObject({ balance: 3n * PRICE, totalClaimed: 3n * PRICE });
-    const channels = await server.request('GET', '/v0/payments/channels', { key: agent.key });
+    const channels = await server.request('GET', '/v0/wallet/channels', { key: agent.key });
     expect(channels.body.channels[0]).toMatchObject({ channelId, depositedUsdc: '0.01', chargedUsdc: '0.003', claimedUsdc: '0.003', availableUsdc: '0', refundedUsdc: '0.007' });
 
     // The next call deposits again into the same channel.

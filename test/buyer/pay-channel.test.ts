@@ -91,7 +91,7 @@ describe('payments_pay through a batch-settlement channel', () => {
       ['batch-settlement', 'settled', '1000', '4000', '0'], ['batch-settlement', 'settled', '1000', '3000', '0'],
       ['batch-settlement', 'settled', '1000', '2000', '0'], ['batch-settlement', 'settled', '1000', '1000', '10000'],
     ]);
-    const channels = await server.request('GET', '/v0/payments/channels', { key: agent.key });
+    const channels = await server.request('GET', '/v0/wallet/channels', { key: agent.key });
     expect(channels.body).toMatchObject({ count: 1, channels: [{ channelId, receiver: seller.payTo, calls: 4, depositedUsdc: '0.01', chargedUsdc: '0.004', claimedUsdc: '0', balanceUsdc: '0.01', availableUsdc: '0.006', refundedUsdc: '0' }] });
   });
 
@@ -256,7 +256,7 @@ describe('payments_pay through a batch-settlement channel', () => {
     expect((await pay(server, agent.key, { url: weather() })).status).toBe(200);
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
     // Our middleware takes no refund request from a buyer (its backend refunds idle channels itself): a clear refusal, nothing moves.
-    const asked = await server.request('POST', `/v0/payments/channels/${channelId}/refund`, { key: agent.key });
+    const asked = await server.request('POST', `/v0/wallet/channels/${channelId}/refund`, { key: agent.key });
     expect([asked.status, asked.body.error]).toEqual([502, 'settle_failed']);
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
     // The wallet's own idle round asks the same and is refused: the channel is not asked again for a day.
@@ -268,7 +268,7 @@ describe('payments_pay through a batch-settlement channel', () => {
     const totals = await sweep(0);
     expect(totals!.refunded).toBeGreaterThanOrEqual(1);
     expect(await usdcBalance(agent.address)).toBe(before - 2n * PRICE);
-    const channels = await server.request('GET', '/v0/payments/channels', { key: agent.key });
+    const channels = await server.request('GET', '/v0/wallet/channels', { key: agent.key });
     expect(channels.body.channels[0]).toMatchObject({ channelId, depositedUsdc: '0.01', chargedUsdc: '0.002', claimedUsdc: '0.002', balanceUsdc: '0.002', availableUsdc: '0', refundedUsdc: '0.008' });
 
     const again = await pay(server, agent.key, { url: weather() });
