@@ -4,7 +4,7 @@
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { faucetConfig } from '../support/chain.js';
-import { mountedRoutes } from '../support/routes.js';
+import { mountedRoutes, routesMountedTwice } from '../support/routes.js';
 import { OPERATIONS, openApiPath } from '../../server/openapi/operations.js';
 import { DEV_EXTENSION } from '../../server/dev/routes.js';
 import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
@@ -54,6 +54,12 @@ describe('/openapi.json', () => {
   it('names every route the app mounts, and nothing the app does not mount', () => {
     const mounted = mountedRoutes(server.app).map((route) => { const [method, path] = route.split(' '); return `${method} ${openApiPath(path!)}`; }).sort();
     expect(documented()).toEqual(mounted);
+  });
+
+  it('mounts each route once, and documents each operation once (two areas taking one path: one of them never answers)', () => {
+    expect(routesMountedTwice(server.app)).toEqual([]);
+    const operations = OPERATIONS.map((op) => `${op.method.toUpperCase()} ${op.path}`);
+    expect(operations.filter((op, i) => operations.indexOf(op) !== i)).toEqual([]);
   });
 
   it('describes bodies and parameters with the schemas the routes validate with', () => {

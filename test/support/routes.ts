@@ -9,13 +9,23 @@ import { DEV_EXTENSION } from '../../server/dev/routes.js';
  * token, not API operations; test/console/console-http.test.ts fuzzes them with a live session instead.
  */
 export function mountedRoutes(app: AppContext): string[] {
-  const routes = new Set<string>();
+  return [...new Set(mountedRouteList(app))].sort();
+}
+
+/** Routes two routers (or one router twice) mount: the first answers, the other's handler never runs. */
+export function routesMountedTwice(app: AppContext): string[] {
+  const seen = new Set<string>();
+  return mountedRouteList(app).filter((route) => seen.has(route) || !seen.add(route));
+}
+
+function mountedRouteList(app: AppContext): string[] {
+  const routes: string[] = [];
   for (const mounted of appRouters(app, DEV_EXTENSION)) {
     const router = mounted as Router & { stack: Array<{ path: string; methods: string[] }> };
     for (const layer of router.stack) {
       if (layer.path === '/console' || layer.path.startsWith('/console/')) continue;
-      for (const method of layer.methods) if (method !== 'HEAD') routes.add(`${method} ${layer.path}`);
+      for (const method of layer.methods) if (method !== 'HEAD') routes.push(`${method} ${layer.path}`);
     }
   }
-  return [...routes].sort();
+  return routes;
 }
