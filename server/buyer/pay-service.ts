@@ -12,7 +12,7 @@ import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
-import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoSettlementAmount, type UptoPermit } from '../chain/permit2.js';
+import { permit2NonceUsed, UPTO_PROXY_ADDRESS, proxySettlementAmount, type UptoPermit } from '../chain/permit2.js';
 import { EIP3009_TOKEN_COLLECTOR_ADDRESS, escrowOf, escrowState, payerAgnosticNonce, paymentInfoHash, paymentInfoOf } from '../chain/auth-capture.js';
 import type { Reservation } from './mandate-service.js';
 import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
@@ -224,7 +224,7 @@ export class PayService {
     // that is no such settlement counts the maximum. No transaction (a seller charging nothing) leaves the
     // permit unused but valid until its deadline, so the maximum stays counted too.
     const txHash = settlement?.transaction ? settlement.transaction as Hex : undefined;
-    const moved = txHash ? await uptoSettlementAmount(chain.publicClient, chain.usdc.address, txHash, { owner: permit.from, to: permit.to, nonce: permit.nonce }).catch(() => undefined) : undefined;
+    const moved = txHash ? await proxySettlementAmount(chain.publicClient, 'upto', chain.usdc.address, txHash, { owner: permit.from, to: permit.to, nonce: permit.nonce }).catch(() => undefined) : undefined;
     const charged = moved !== undefined && moved <= amount ? moved : txHash ? amount : 0n;
     state.hold = 'done';
     const mandate = await this.mandates.commit(reservation, moved !== undefined && moved <= amount ? moved : amount);
