@@ -33,7 +33,7 @@ export function eip2612PermitOf(extensions: Record<string, unknown> | null | und
   if (!isAddressEqual(text('from') as Address, expected.payer)) return { reason: 'eip2612_from_mismatch', message: `the EIP-2612 permit is from ${text('from')}, not the payer ${expected.payer}` };
   if (!isAddressEqual(text('asset') as Address, expected.token)) return { reason: 'eip2612_asset_mismatch', message: `the EIP-2612 permit is for ${text('asset')}, not ${expected.token}` };
   if (!isAddressEqual(text('spender') as Address, PERMIT2_ADDRESS)) return { reason: 'eip2612_spender_not_permit2', message: `the EIP-2612 permit's spender must be Permit2 (${PERMIT2_ADDRESS})` };
-  if (BigInt(text('amount')) !== expected.amount) return { reason: 'permit2_2612_amount_mismatch', message: `the EIP-2612 permit allows ${text('amount')}; it must allow the permitted amount ${expected.amount}` };
+  if (BigInt(text('amount')) !== expected.amount) return { reason: 'permit2_2612_amount_mismatch', message: `the EIP-2612 permit allows ${text('amount')}; it must allow exactly what the Permit2 permit moves at most (upto: its maximum), ${expected.amount}` };
   if (BigInt(text('deadline')) < BigInt(nowSeconds + 6)) return { reason: 'eip2612_deadline_expired', message: 'the EIP-2612 permit has expired' };
   const sig = text('signature');
   return { value: BigInt(text('amount')), deadline: BigInt(text('deadline')), r: `0x${sig.slice(2, 66)}`, s: `0x${sig.slice(66, 130)}`, v: parseInt(sig.slice(130, 132), 16) };
