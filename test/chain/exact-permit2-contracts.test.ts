@@ -6,8 +6,9 @@
  * the buyer's EIP-2612 permit for Permit2 when it never approved it.
  */
 import { ExactEvmScheme } from '@x402/evm/exact/client';
-import { toClientEvmSigner, x402ExactPermit2ProxyAddress } from '@x402/evm';
-import { BaseError, ContractFunctionRevertedError, keccak256, maxUint256, toHex, type Address, type Hex } from 'viem';
+import { toClientEvmSigner, x402ExactPermit2ProxyABI, x402ExactPermit2ProxyAddress } from '@x402/evm';
+import { loadArtifacts } from '../../contracts/compile.js';
+import { BaseError, ContractFunctionRevertedError, keccak256, maxUint256, toFunctionSelector, toHex, type Abi, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { balanceOf } from '../../server/chain/usdc.js';
 import { erc20AllowanceAbi, EXACT_PROXY_ADDRESS, exactPermitOf, exactProxyAbi, exactSettleArgs, permit2NonceUsed, PERMIT2_ADDRESS, type ExactPermit } from '../../server/chain/permit2.js';
@@ -70,6 +71,13 @@ describe('the x402 exact Permit2 proxy on the dev chain', () => {
     expect(await read<Address>('PERMIT2')).toBe(PERMIT2_ADDRESS);
     expect(await read<string>('WITNESS_TYPE_STRING')).toBe('Witness witness)TokenPermissions(address token,uint256 amount)Witness(address to,uint256 validAfter)');
     expect(await read<Hex>('WITNESS_TYPEHASH')).toBe(keccak256(toHex('Witness(address to,uint256 validAfter)')));
+  });
+
+  it('has every function, event and error of the published ABI, with the same selectors', async () => {
+    const signatures = (abi: Abi) => abi.filter((item) => item.type !== 'constructor').map((item) => (item.type === 'function' || item.type === 'error' || item.type === 'event' ? `${item.type} ${toFunctionSelector(item as never)}` : '')).sort();
+    const ours = signatures((await loadArtifacts()).X402ExactPermit2Proxy.abi as Abi);
+    expect(ours).toEqual(expect.arrayContaining(signatures(x402ExactPermit2ProxyABI as Abi)));
+    expect(signatures(exactProxyAbi as Abi)).toEqual(expect.arrayContaining(signatures(x402ExactPermit2ProxyABI as Abi)));
   });
 
   it('settles what the official client signed, from any sender, for exactly the price, once', async () => {
