@@ -19,7 +19,8 @@ import { declareErc20ApprovalGasSponsoringExtension } from '@x402/extensions';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { createWalletClient, http, maxUint256, parseUnits, type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
-import { EXACT_PROXY_ADDRESS, erc20AllowanceAbi, PERMIT2_ADDRESS, permit2Allowance } from '../../server/chain/permit2.js';
+import { EXACT_PROXY_ADDRESS, erc20AllowanceAbi, PERMIT2_ADDRESS, permit2Allowance, permit2NonceUsed } from '../../server/chain/permit2.js';
+import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -68,9 +69,9 @@ async function recordOf(buyer: Address) {
   return list.body.payments.filter((p: any) => p.payerAddress === buyer);
 }
 
-async function ourSeller(framework: Framework, settle: 'after-handler' | 'before-handler' = 'after-handler') {
+async function ourSeller(framework: Framework, settle: 'after-handler' | 'before-handler' = 'after-handler', status = 200) {
   const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /report': { price: '$0.01', assetTransferMethod: 'permit2' as const, description: 'Report', settle } } };
-  const running = await serve(paidApp(framework, options, 'GET', '/report', () => ({ status: 200, body: { report: 'done' } })));
+  const running = await serve(paidApp(framework, options, 'GET', '/report', () => ({ status, body: status === 200 ? { report: 'done' } : { error: 'report_unavailable' } })));
   const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/report`, priceUsdc: '0.01', skipUrlCheck: true });
   expect(registered.status).toBe(201);
   return running;
@@ -125,6 +126,28 @@ it('a route settling before the handler (Express): paid through Permit2 once, th
   } finally {
     await running.close();
   }
+});
+
+it('a failing handler (502) on a route settling after it: the Permit2 payment is released, nothing moves, its nonce stays unused', async () => {
+  const running = await ourSeller('Express', 'after-handler', 502);
+  try {
+    const buyer = await approvedBuyer();
+    const client = officialClient(buyer);
+    const res = await client.pay(`${running.url}/report`);
+    expect(res.status).toBe(502);
+    expect(await usdcBalance(buyer.address)).toBe(1_000_000n);
+    const nonce = BigInt(JSON.parse(Buffer.from(client.sent[0]!, 'base64').toString('utf8')).payload.permit2Authorization.nonce);
+    expect(await permit2NonceUsed(testChain().publicClient as never, buyer.address, nonce)).toBe(false);
+  } finally {
+    await running.close();
+  }
+});
+
+it('a route table asking Permit2 where it cannot apply is refused at start-up', () => {
+  const options = (route: Record<string, unknown>) => ({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /x': route as never } });
+  expect(() => expressPayments(options({ price: { upto: '$0.50' }, assetTransferMethod: 'permit2' }))).toThrow(/for exact routes/);
+  expect(() => expressPayments(options({ price: '$0.01', scheme: 'auth-capture', assetTransferMethod: 'permit2' }))).toThrow(/for exact routes/);
+  expect(() => expressPayments(options({ price: '$0.01', assetTransferMethod: 'erc3009' }))).toThrow(/'eip3009' or 'permit2'/);
 });
 
 describe('a buyer with no gas and no Permit2 allowance', () => {
