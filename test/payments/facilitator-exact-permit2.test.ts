@@ -111,7 +111,18 @@ describe('every refusal names @x402/evm\'s reason, and nothing moves', () => {
     const erc20 = (changes: Record<string, unknown>) => ({ ...withApproval, extensions: { erc20ApprovalGasSponsoring: { info: { ...approval, ...changes } } } });
     // Another account's signed approval: the transaction's signer is not the payer.
     const other = await officialPayload(await fundedBuyer('1'), { erc20ApprovalGasSponsoring: { info: { version: '1' } } });
+    // Approvals the buyer signs itself, each wrong in one way the spec's verification names.
+    const fees = await testChain().publicClient.estimateFeesPerGas();
+    const approve = encodeFunctionData({ abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
+    const signedApproval = (changes: Record<string, unknown>) => buyer.signTransaction({
+      to: testChain().usdc, data: approve, nonce: 0, gas: 70_000n, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas, chainId: 84532, type: 'eip1559', ...changes,
+    } as never);
     for (const [reason, payload] of [
+      ['erc20_approval_tx_fee_too_high', erc20({ signedTransaction: await signedApproval({ maxFeePerGas: fees.maxFeePerGas * 10n }) })],
+      ['erc20_approval_tx_gas_too_high', erc20({ signedTransaction: await signedApproval({ gas: 1_000_000n }) })],
+      ['erc20_approval_tx_wrong_chain', erc20({ signedTransaction: await signedApproval({ chainId: 1 }) })],
+      ['erc20_approval_tx_nonce_mismatch', erc20({ signedTransaction: await signedApproval({ nonce: 5 }) })],
+      ['erc20_approval_tx_wrong_spender', erc20({ signedTransaction: await signedApproval({ data: encodeFunctionData({ abi: erc20AllowanceAbi, functionName: 'approve', args: [stranger, maxUint256] }) }) })],
       ['erc20_approval_from_mismatch', erc20({ from: stranger })],
       ['erc20_approval_spender_not_permit2', erc20({ spender: EXACT_PROXY_ADDRESS })],
       ['erc20_approval_tx_signer_mismatch', erc20({ signedTransaction: other.extensions.erc20ApprovalGasSponsoring.info.signedTransaction })],

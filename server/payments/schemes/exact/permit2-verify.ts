@@ -44,6 +44,8 @@ const refuse = (reason: string, message: string): ExactPermit2Refused => ({ ok: 
 
 /** The most gas of a buyer's approve transaction the facilitator pays for (@x402/evm's clients sign 70,000). */
 export const MAX_SPONSORED_APPROVAL_GAS = 100_000n;
+/** The most an approval's fee cap may exceed the network's current fee estimate (clients sign the estimate; fees move between signing and settling). */
+const MAX_FEE_OVER_NETWORK = 3n;
 
 export async function verifyExactPermit2Payment(
   payload: ExactPermit2PaymentPayloadV2,
@@ -149,7 +151,8 @@ const APPROVE_SELECTOR = '0x095ea7b3';
  * The erc20ApprovalGasSponsoring extension's signed transaction (specs/extensions/erc20_gas_sponsoring.md),
  * checked as @x402/evm checks it (format, from, asset, spender, then the transaction: target, selector,
  * spender, signer), and as the spec asks beyond that: signed for this chain, with the payer's current
- * nonce, fees the chain takes now, and at most MAX_SPONSORED_APPROVAL_GAS (the facilitator funds its gas).
+ * nonce, fees that match the network's (at least the base fee, at most 3 times its estimate) and at most
+ * MAX_SPONSORED_APPROVAL_GAS (the facilitator funds its gas).
  * Undefined when the payload carries none.
  */
 async function erc20ApprovalOf(extensions: Record<string, unknown> | null | undefined, permit: ExactPermit, chain: ChainService): Promise<{ signedTransaction: Hex } | ExactPermit2Refused | undefined> {
@@ -178,14 +181,19 @@ async function erc20ApprovalOf(extensions: Record<string, unknown> | null | unde
 
   if (tx.chainId !== chain.chainId) return refuse('erc20_approval_tx_wrong_chain', `the approval transaction is signed for chain ${tx.chainId ?? 'none'}, not ${chain.chainId}`);
   if (tx.gas === undefined || tx.gas > MAX_SPONSORED_APPROVAL_GAS) return refuse('erc20_approval_tx_gas_too_high', `the approval transaction asks for ${tx.gas ?? 'unbounded'} gas; the facilitator funds at most ${MAX_SPONSORED_APPROVAL_GAS}`);
-  const [nonce, block] = await Promise.all([
+  const [nonce, block, fees] = await Promise.all([
     chain.publicClient.getTransactionCount({ address: permit.from, blockTag: 'pending' }),
     chain.publicClient.getBlock({ blockTag: 'latest' }),
+    chain.publicClient.estimateFeesPerGas(),
   ]).catch((err) => { throw chainUnavailable(err); });
   if (tx.nonce !== nonce) return refuse('erc20_approval_tx_nonce_mismatch', `the approval transaction has nonce ${tx.nonce}; the payer's next nonce is ${nonce}`);
   const maxFee = tx.maxFeePerGas ?? tx.gasPrice ?? 0n;
   if (block.baseFeePerGas !== null && block.baseFeePerGas !== undefined && maxFee < block.baseFeePerGas) {
     return refuse('erc20_approval_tx_fee_too_low', `the approval transaction pays at most ${maxFee} wei per gas; the chain's base fee is ${block.baseFeePerGas}`);
+  }
+  // The facilitator funds gas x fee cap: a fee cap far above the network's price would make it fund far more than the approval costs.
+  if (fees.maxFeePerGas !== undefined && maxFee > fees.maxFeePerGas * MAX_FEE_OVER_NETWORK) {
+    return refuse('erc20_approval_tx_fee_too_high', `the approval transaction offers up to ${maxFee} wei per gas; the network asks about ${fees.maxFeePerGas}, and the facilitator funds at most ${MAX_FEE_OVER_NETWORK} times that`);
   }
   return { signedTransaction };
 }
