@@ -23,13 +23,13 @@ export interface ContractArtifact {
 
 /**
  * SmartAccount and its factory are deployed everywhere; the x402 contracts only on the dev chain, at the
- * addresses the real ones have on every network: Permit2 and X402UptoPermit2Proxy
- * (server/dev/chain/upto-contracts.ts), Commerce Payments' escrow, its token store and its token collectors
+ * addresses the real ones have on every network: Permit2, X402UptoPermit2Proxy and X402ExactPermit2Proxy
+ * (server/dev/chain/permit2-contracts.ts), Commerce Payments' escrow, its token store and its token collectors
  * (server/dev/chain/escrow.ts), X402BatchSettlement and its two deposit collectors
  * (server/dev/chain/channel-contracts.ts).
  */
 export const CONTRACT_NAMES = [
-  'SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy',
+  'SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy', 'X402ExactPermit2Proxy',
   'AuthCaptureEscrow', 'TokenStore', 'ERC3009PaymentCollector', 'Permit2PaymentCollector', 'OperatorRefundCollector',
   'X402BatchSettlement', 'ERC3009DepositCollector', 'Permit2DepositCollector',
 ] as const;

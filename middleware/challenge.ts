@@ -149,7 +149,44 @@ export function buildUptoPaymentRequired(
     x402Version: X402_V2, error: failure.reason, resource: { url: offer.resource, description, mimeType }, accepts: [requirementV2],
     // A buyer that never approved Permit2 may sign USDC's EIP-2612 permit for it instead; the official
     // client does so when the 402 declares this extension, and the backend submits it with the settlement.
-    extensions: { eip2612GasSponsoring: { info: { description: 'The facilitator accepts EIP-2612 gasless Permit to `Permit2` canonical contract.', version: '1' } } },
+    extensions: { eip2612GasSponsoring: EIP2612_GAS_SPONSORING_DECLARATION },
+  };
+  const body: PaymentRequiredBody = { x402Version: X402_V1, error: failure.reason, message: failure.message, status: 402, accepts: [] };
+  return { ...challengeResponse(v2, body), requirementV2: deepFreeze(requirementV2) };
+}
+
+/** The gas sponsoring extensions' declarations (specs/extensions/): the client fills in everything else. */
+const EIP2612_GAS_SPONSORING_DECLARATION = { info: { description: 'The facilitator accepts EIP-2612 gasless Permit to `Permit2` canonical contract.', version: '1' } } as const;
+const ERC20_APPROVAL_GAS_SPONSORING_DECLARATION = { info: { description: 'The facilitator accepts a raw signed approval transaction and will sponsor the gas fees.', version: '1' } } as const;
+
+/** The 402 of an `exact` route paid through Permit2: v2 only (x402 v1 has no Permit2 transfer). */
+export interface Permit2PaymentRequiredResponse extends Omit<PaymentRequiredResponse, 'requirementV1'> {
+  readonly requirementV1?: undefined;
+}
+
+/**
+ * An x402 `exact` requirement paid through Permit2 (specs/schemes/exact/scheme_exact_evm.md): the buyer
+ * signs a Permit2 witness transfer to the x402ExactPermit2Proxy instead of an EIP-3009 authorization, for
+ * tokens without EIP-3009 or a wallet that prefers Permit2.
+ */
+export function buildPermit2RequirementV2(settings: SellerSettings, offer: Offer): PaymentRequirementsV2 {
+  const requirement = buildRequirementV2(settings, offer);
+  return { ...requirement, extra: { ...requirement.extra, assetTransferMethod: 'permit2' } };
+}
+
+/**
+ * Its 402, declaring both gas sponsoring extensions: a buyer that never approved Permit2 signs USDC's
+ * EIP-2612 permit (the official client prefers it) or an approve transaction, and pays no gas.
+ */
+export function buildPermit2PaymentRequired(
+  settings: SellerSettings,
+  offer: Offer,
+  failure: { readonly reason: string; readonly message: string } = PAYMENT_REQUIRED,
+): Permit2PaymentRequiredResponse {
+  const requirementV2 = buildPermit2RequirementV2(settings, offer);
+  const v2 = {
+    x402Version: X402_V2, error: failure.reason, resource: { url: offer.resource, description: offer.description ?? '', mimeType: offer.mimeType ?? 'application/json' }, accepts: [requirementV2],
+    extensions: { eip2612GasSponsoring: EIP2612_GAS_SPONSORING_DECLARATION, erc20ApprovalGasSponsoring: ERC20_APPROVAL_GAS_SPONSORING_DECLARATION },
   };
   const body: PaymentRequiredBody = { x402Version: X402_V1, error: failure.reason, message: failure.message, status: 402, accepts: [] };
   return { ...challengeResponse(v2, body), requirementV2: deepFreeze(requirementV2) };

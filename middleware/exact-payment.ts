@@ -1,7 +1,8 @@
 import type { PaymentRequiredOutcome, PaywallOutcome } from './paywall-types.js';
 import { unavailable } from './paywall-types.js';
 import type { RedeemRequest } from './facilitator.js';
-import { checkPaymentAgainstRequirements } from './payment-checks.js';
+import { checkPaymentAgainstRequirements, checkPermitAgainstRequirement } from './payment-checks.js';
+import { decodeExactPermit2PaymentHeader } from './protocol/exact-permit2-evm.js';
 import { decodePaymentHeader } from './protocol/payment-header.js';
 import type { PaymentRequirementsV2 } from './protocol/v2.js';
 import type { Charge } from './route-pricing.js';
@@ -9,7 +10,8 @@ import { exactCharge, paidOutcome } from './settlement-response.js';
 import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from './seller-scheme.js';
 
 // The x402 `exact` scheme on the seller's side (a route with a price, fixed or computed): the buyer's
-// header checked against the 402 locally, then redeemed before the handler (settle: 'before-handler', or
+// header (an EIP-3009 authorization, or a Permit2 permit on a route with assetTransferMethod 'permit2')
+// checked against the 402 locally, then redeemed before the handler (settle: 'before-handler', or
 // a facilitator that cannot hold), or held while the handler runs and captured or released after it.
 
 export class ExactPayment implements SellerScheme {
@@ -36,6 +38,7 @@ export class ExactPayment implements SellerScheme {
   /** The cheap checks before asking the facilitator: the header decodes and matches what was asked. */
   private checkLocally(charge: Charge, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 1 | 2; request: RedeemRequest } {
     const challenge = this.deps.challenges.challengeFor(charge);
+    if (charge.route.value.config.assetTransferMethod === 'permit2') return this.checkPermit2(charge, challenge, paymentHeader);
     const decoded = decodePaymentHeader(paymentHeader);
     if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, decoded.message);
     const checked = checkPaymentAgainstRequirements(
@@ -56,6 +59,16 @@ export class ExactPayment implements SellerScheme {
         requirement: decoded.version === 1 ? challenge.requirementV1! : challenge.requirementV2 as PaymentRequirementsV2,
       },
     };
+  }
+
+  /** A route paid through Permit2: the permit against the 402 (the backend verifies the rest, and the gas sponsoring extensions). */
+  private checkPermit2(charge: Charge, challenge: PaymentRequiredOutcome, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 2; request: RedeemRequest } {
+    const requirement = challenge.requirementV2 as PaymentRequirementsV2;
+    const decoded = decodeExactPermit2PaymentHeader(paymentHeader);
+    if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, `${decoded.message} (this route is paid through Permit2: extra.assetTransferMethod "permit2")`);
+    const checked = checkPermitAgainstRequirement(decoded.payload.accepted, decoded.payload.payload.permit2Authorization, requirement, Math.floor(this.deps.now() / 1000));
+    if (!checked.ok) return this.deps.challenges.refuse(charge, checked.reason, checked.message);
+    return { kind: 'checked', version: 2, request: { paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement } };
   }
 
   private hold(charge: Charge, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {

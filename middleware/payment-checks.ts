@@ -61,6 +61,27 @@ export function checkPaymentAgainstRequirements(
   return OK;
 }
 
+/**
+ * The same cheap checks for a Permit2 payment (upto, or exact through Permit2): the requirement it
+ * accepted and the permit it signed against the one asked for. The permit must allow exactly the amount
+ * asked (upto: the maximum; exact: the price).
+ */
+export function checkPermitAgainstRequirement(
+  accepted: { network: string; asset: string; payTo: string; amount: string },
+  permit: { permitted: { token: string; amount: string }; deadline: string; witness: { to: string } },
+  requirement: { network: string; asset: string; payTo: string; amount: string },
+  nowSeconds: number,
+): LocalCheckResult {
+  if (accepted.network !== requirement.network) return fail('network_mismatch', `payment is for network "${accepted.network}", expected "${requirement.network}"`);
+  if (!sameAddress(accepted.asset, requirement.asset) || !sameAddress(permit.permitted.token, requirement.asset)) return fail('asset_mismatch', 'payment is for another asset');
+  if (!sameAddress(accepted.payTo, requirement.payTo) || !sameAddress(permit.witness.to, requirement.payTo)) return fail('recipient_mismatch', 'payment is to another recipient');
+  if (accepted.amount !== requirement.amount || permit.permitted.amount !== requirement.amount) {
+    return fail('amount_mismatch', `the permit allows ${permit.permitted.amount}; this route asks to authorize exactly ${requirement.amount}`);
+  }
+  if (BigInt(permit.deadline) <= BigInt(nowSeconds)) return fail('authorization_expired', 'the permit\'s deadline is in the past');
+  return OK;
+}
+
 function sameAddress(a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase();
 }

@@ -1,4 +1,4 @@
-import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildUptoPaymentRequired } from './challenge.js';
+import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired } from './challenge.js';
 import { decodeBase64Json, encodeBase64Json } from './protocol/base64-json.js';
 import type { SellerSettings } from './seller-settings.js';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
@@ -15,6 +15,8 @@ export const DEFAULT_REFUND_SECONDS = 7 * 86_400;
 
 /** Each scheme's 402 builder. */
 const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired, 'batch-settlement': buildChannelPaymentRequired } as const;
+/** A route's 402 builder: its scheme's, or exact's through Permit2 when the route asks for it. */
+const builderOf = (route: Charge['route']) => (route.value.config.assetTransferMethod === 'permit2' ? buildPermit2PaymentRequired : BUILDERS[route.value.scheme as keyof typeof BUILDERS]);
 
 export class PaymentChallenges {
   /** Resource URLs already warned about, so a busy unregistered route logs once (bounded: URLs are client-chosen). */
@@ -32,7 +34,7 @@ export class PaymentChallenges {
     const key = route.value.fixedAmount !== undefined && typeof route.value.config.payTo !== 'function' ? resource : `${resource}\n${charge.amountAtomic}\n${charge.payTo}`;
     let challenge = cache.get(key);
     if (challenge === undefined) {
-      const build = BUILDERS[route.value.scheme];
+      const build = builderOf(route);
       challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...build(this.settingsFor(charge), this.offer(charge)) }));
       if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
       cache.set(key, challenge);
@@ -47,7 +49,7 @@ export class PaymentChallenges {
       this.warn(`agentgate-x402: the backend refused a payment for ${charge.resource} (resource_not_registered): no endpoint of this seller is registered at that URL, so every buyer gets 402. Register it with syncEndpoints({ backendUrl, platformKey, publicOrigin, routes }) at start-up, or POST /v0/payments/endpoints with this exact URL (publicOrigin sets the origin buyers use).`);
     }
     if (charge.route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge), { reason, message }) });
-    const build = BUILDERS[charge.route.value.scheme];
+    const build = builderOf(charge.route);
     // An upto refusal names the maximum to authorize again, whatever was being charged.
     const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
     return this.declared(charge, { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }, extra) });

@@ -1,4 +1,4 @@
-import type { AuthCapturePaymentRequiredResponse, ChannelPaymentRequiredResponse, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
+import type { AuthCapturePaymentRequiredResponse, ChannelPaymentRequiredResponse, PaymentRequiredResponse, Permit2PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 import { FacilitatorUnavailable } from './facilitator.js';
 import type { Price } from './price.js';
 
@@ -89,7 +89,7 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | ChannelPaymentRequiredResponse);
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | Permit2PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | ChannelPaymentRequiredResponse);
 
 export const PASS: PaywallOutcome = Object.freeze({ kind: 'pass' });
 

@@ -62,6 +62,12 @@ export interface RouteConfig {
    * Default `'exact'`; a price `{ upto }` is the upto scheme.
    */
   readonly scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
+  /**
+   * exact only: how the buyer's money moves. `'eip3009'` (the default): a USDC transferWithAuthorization.
+   * `'permit2'`: a Permit2 witness transfer to the x402ExactPermit2Proxy (x402 v2 clients only); the 402
+   * also offers the gas sponsoring extensions, so a buyer that never approved Permit2 pays without gas.
+   */
+  readonly assetTransferMethod?: 'eip3009' | 'permit2';
   /** auth-capture: how long after the buyer may pay the capture stays possible (default 600 s). */
   readonly captureSeconds?: number;
   /** auth-capture: how long refunds stay possible (default 7 days). */
@@ -117,6 +123,8 @@ export function pricedRoute(pattern: string, config: RouteConfig, facilitator: F
   if (config.builderCode !== undefined && !/^[a-z0-9_]{1,32}$/.test(config.builderCode)) {
     throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
   }
+  if (config.assetTransferMethod !== undefined && !['eip3009', 'permit2'].includes(config.assetTransferMethod)) throw new TypeError(`route ${pattern}: assetTransferMethod is 'eip3009' or 'permit2'`);
+  if (config.assetTransferMethod === 'permit2' && (usage || (config.scheme ?? 'exact') !== 'exact')) throw new TypeError(`route ${pattern}: assetTransferMethod 'permit2' is for exact routes (an upto price always goes through Permit2)`);
   if (config.scheme === 'auth-capture') escrowOf(pattern, config, facilitator, usage !== undefined);
   if (config.scheme === 'batch-settlement') channelRouteCheck(pattern, config, usage, facilitator);
   return {

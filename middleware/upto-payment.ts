@@ -2,6 +2,7 @@ import type { PaywallOutcome } from './paywall-types.js';
 import type { UptoPaymentRequiredResponse } from './challenge.js';
 import { parseCharge, type Price } from './price.js';
 import { decodeUptoPaymentHeader } from './protocol/upto-evm.js';
+import { checkPermitAgainstRequirement } from './payment-checks.js';
 import type { Charge } from './route-pricing.js';
 import { paidOutcome } from './settlement-response.js';
 import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from './seller-scheme.js';
@@ -23,15 +24,8 @@ export class UptoPayment implements SellerScheme {
     const decoded = decodeUptoPaymentHeader(paymentHeader);
     if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, decoded.message);
     const { accepted, payload } = decoded.payload;
-    const permit = payload.permit2Authorization;
-    const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
-    if (accepted.network !== requirement.network) return this.deps.challenges.refuse(charge, 'network_mismatch', `payment is for network "${accepted.network}", expected "${requirement.network}"`);
-    if (!same(accepted.asset, requirement.asset) || !same(permit.permitted.token, requirement.asset)) return this.deps.challenges.refuse(charge, 'asset_mismatch', 'payment is for another asset');
-    if (!same(accepted.payTo, requirement.payTo) || !same(permit.witness.to, requirement.payTo)) return this.deps.challenges.refuse(charge, 'recipient_mismatch', 'payment is to another recipient');
-    if (accepted.amount !== requirement.amount || permit.permitted.amount !== requirement.amount) {
-      return this.deps.challenges.refuse(charge, 'amount_mismatch', `the permit allows ${permit.permitted.amount}; this route asks to authorize exactly ${requirement.amount}`);
-    }
-    if (BigInt(permit.deadline) <= BigInt(Math.floor(this.deps.now() / 1000))) return this.deps.challenges.refuse(charge, 'authorization_expired', 'the permit\'s deadline is in the past');
+    const checked = checkPermitAgainstRequirement(accepted, payload.permit2Authorization, requirement, Math.floor(this.deps.now() / 1000));
+    if (!checked.ok) return this.deps.challenges.refuse(charge, checked.reason, checked.message);
     const { max, unreported } = charge.route.value.usage!;
     let reported: bigint | undefined;
     /** What the capture charges, fixed when it starts. */

@@ -13,7 +13,7 @@ import { Caip2NetworkSchema, ResourceInfoSchema } from './v2.js';
  */
 
 /** A Permit2 nonce: the official client writes a decimal uint256; the spec's example a 0x hex one. */
-const Permit2Nonce = z.union([Uint256String, Bytes32Hex, z.string().regex(/^0x[0-9a-fA-F]{1,64}$/)]);
+export const Permit2Nonce = z.union([Uint256String, Bytes32Hex, z.string().regex(/^0x[0-9a-fA-F]{1,64}$/)]);
 
 export const UptoRequirementsExtraSchema = TokenDomainExtraSchema.extend({
   /** The facilitator account that will send the settlement: the buyer binds it into the witness. */

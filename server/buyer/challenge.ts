@@ -9,6 +9,7 @@ import { readPaymentFlow } from '../../middleware/payment-flow.js';
 import type { GuardedResponse } from '../platform/ssrf.js';
 import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from '../../middleware/offer-receipt.js';
 import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from '../../middleware/protocol/upto-evm.js';
+import type { ExactPermit2Authorization } from '../../middleware/protocol/exact-permit2-evm.js';
 import { AuthCaptureRequirementsSchema, type AuthCaptureCollectPayload, type AuthCaptureRequirements } from '../../middleware/protocol/auth-capture-evm.js';
 import { ChannelRequirementsV2Schema, ChannelStandingSchema, type ChannelRequirementsV2Buyer } from '../../middleware/protocol/batch-settlement-evm.js';
 
@@ -129,11 +130,11 @@ export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
   if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto' || e.scheme === 'auth-capture' || e.scheme === 'batch-settlement') && onOurNetwork(e, ours))) {
     return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${ours.usdc}) on ${ours.network}` };
   }
-  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact, upto, auth-capture or batch-settlement through ERC-3009) on ${ours.network} (${ours.caip2})` };
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact through ERC-3009 or Permit2, upto, auth-capture or batch-settlement through ERC-3009) on ${ours.network} (${ours.caip2})` };
 }
 
 /** The request header that carries the payment, in the version of the offer. */
-export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload | { signature: string; permit2Authorization: UptoPermit2Authorization } | AuthCaptureCollectPayload | Record<string, unknown>): { name: string; value: string } {
+export function paymentHeaderFor(offer: Offer, payload: ExactEvmPayload | { signature: string; permit2Authorization: UptoPermit2Authorization | ExactPermit2Authorization } | AuthCaptureCollectPayload | Record<string, unknown>): { name: string; value: string } {
   if (offer.version === 1) {
     return { name: 'X-PAYMENT', value: encodeBase64Json({ x402Version: 1, scheme: 'exact', network: offer.requirement.network, payload }) };
   }

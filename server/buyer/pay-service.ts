@@ -12,7 +12,7 @@ import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
-import { permit2NonceUsed, UPTO_PROXY_ADDRESS, uptoSettlementAmount, type UptoPermit } from '../chain/permit2.js';
+import { EXACT_PROXY_ADDRESS, permit2NonceUsed, UPTO_PROXY_ADDRESS, proxySettlementAmount, type ExactPermit, type UptoPermit } from '../chain/permit2.js';
 import { EIP3009_TOKEN_COLLECTOR_ADDRESS, escrowOf, escrowState, payerAgnosticNonce, paymentInfoHash, paymentInfoOf } from '../chain/auth-capture.js';
 import type { Reservation } from './mandate-service.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
@@ -115,8 +115,9 @@ export class PayService {
       if (offer.scheme === 'auth-capture') {
         return await this.payAuthCapture({ owner, input, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, reservation, cost, state });
       }
-      if (offer.scheme === 'upto') {
-        return await this.payUpto({ owner, input, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, maxTimeoutSeconds: choice.maxTimeoutSeconds, reservation, cost, state });
+      // upto, and exact through Permit2 when the offer asks for it (a token without EIP-3009 needs it).
+      if (offer.scheme === 'upto' || (offer.scheme === 'exact' && offer.version === 2 && offer.requirement.extra.assetTransferMethod === 'permit2')) {
+        return await this.payByPermit2({ owner, input, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, maxTimeoutSeconds: choice.maxTimeoutSeconds, reservation, cost, state });
       }
       const now = Math.floor(Date.now() / 1000);
       const validity = Math.min(MAX_VALIDITY_SECONDS, Math.max(MIN_VALIDITY_SECONDS, choice.maxTimeoutSeconds));
@@ -178,71 +179,78 @@ export class PayService {
   }
 
   /**
-   * Pays an x402 `upto` offer: the wallet approves Permit2 once (relayer-paid, recorded), the owner key
-   * signs a Permit2 permit for the maximum bound to the seller and to the facilitator the offer names,
-   * and the seller charges what the request used. The mandate reserved the maximum; it keeps what was
-   * charged. A permit the seller did not take cannot be cancelled without the account sending a
-   * transaction, so it is left to expire (at most 300 s) with its maximum still reserved.
+   * Pays an offer through Permit2: x402 `upto`, or `exact` whose offer asks `assetTransferMethod:
+   * "permit2"`. The wallet approves Permit2 once (relayer-paid through USDC's EIP-2612 permit, recorded),
+   * the owner key signs a Permit2 witness permit for the amount (upto: the maximum, bound to the seller
+   * and to the facilitator the offer names; exact: the price, bound to the seller) with that proxy as
+   * spender, and the seller settles it (upto: for what the request used). The mandate reserved the
+   * amount; it keeps what the chain says moved. A permit the seller did not take cannot be cancelled
+   * without the account sending a transaction, so it is left to expire (at most 300 s) with its amount
+   * still reserved.
    */
-  private async payUpto(p: {
+  private async payByPermit2(p: {
     owner: MandateOwner; input: PayInput; request: { method: string; headers: Record<string, string>; body?: string }; method: string;
-    wallet: WalletDoc; offer: Extract<Offer, { scheme: 'upto' }>; amount: bigint; payTo: Address; resourceUrl: string; maxTimeoutSeconds: number;
+    wallet: WalletDoc; offer: Extract<Offer, { scheme: 'upto' } | { scheme: 'exact'; version: 2 }>; amount: bigint; payTo: Address; resourceUrl: string; maxTimeoutSeconds: number;
     reservation: Reservation; cost: Record<string, unknown>; state: { hold: 'held' | 'in_flight' | 'done' };
   }) {
     const { owner, input, wallet, offer, amount, reservation, state } = p;
+    const kind = offer.scheme;
     const chain = this.wallets.requireChain();
     await this.wallets.ensurePermit2Allowance(wallet, amount);
     const now = Math.floor(Date.now() / 1000);
     const validity = Math.min(MAX_VALIDITY_SECONDS, Math.max(MIN_VALIDITY_SECONDS, p.maxTimeoutSeconds));
-    const permit: UptoPermit = {
-      from: getAddress(wallet.address), token: chain.usdc.address, maxAmount: amount, spender: UPTO_PROXY_ADDRESS,
-      nonce: BigInt(toHex(randomBytes(32))), deadline: BigInt(now + validity), to: getAddress(p.payTo),
-      facilitator: getAddress(offer.requirement.extra.facilitatorAddress!), validAfter: 0n,
-    };
+    const signed = { from: getAddress(wallet.address), token: chain.usdc.address, nonce: BigInt(toHex(randomBytes(32))), deadline: BigInt(now + validity), to: getAddress(p.payTo), validAfter: 0n };
+    const upto: UptoPermit | undefined = offer.scheme === 'upto'
+      ? { ...signed, maxAmount: amount, spender: UPTO_PROXY_ADDRESS, facilitator: getAddress(offer.requirement.extra.facilitatorAddress!) }
+      : undefined;
+    const exact: ExactPermit = { ...signed, amount, spender: EXACT_PROXY_ADDRESS };
     const record: OutgoingPaymentDoc = {
       _id: newId('pay'), orgId: owner.orgId, identityId: owner.identityId, direction: 'out', mandateId: reservation.mandateId,
-      network: chain.network, payerAddress: permit.from, recipientAddress: permit.to, amountUsdcRaw: amount.toString(), scheme: 'upto', maxAmountUsdcRaw: amount.toString(),
-      resourceUrl: p.resourceUrl, requestUrl: input.url, method: p.method, x402Version: 2, authorizationNonce: permit.nonce.toString(),
+      network: chain.network, payerAddress: signed.from, recipientAddress: signed.to, amountUsdcRaw: amount.toString(),
+      ...(upto ? { scheme: 'upto' as const, maxAmountUsdcRaw: amount.toString() } : {}),
+      resourceUrl: p.resourceUrl, requestUrl: input.url, method: p.method, x402Version: 2, authorizationNonce: signed.nonce.toString(),
       status: 'pending', createdAt: new Date(),
     };
     await this.outgoing.create(record);
-    const signature = await this.wallets.signUptoPermit(wallet, permit);
+    const signature = upto ? await this.wallets.signUptoPermit(wallet, upto) : await this.wallets.signExactPermit(wallet, exact);
     state.hold = 'in_flight';
+    const permitted = { from: signed.from, permitted: { token: signed.token, amount: amount.toString() }, nonce: signed.nonce.toString(), deadline: signed.deadline.toString() };
     const payment = paymentHeaderFor(offer, {
       signature,
-      permit2Authorization: {
-        from: permit.from, permitted: { token: permit.token, amount: amount.toString() }, spender: permit.spender, nonce: permit.nonce.toString(),
-        deadline: permit.deadline.toString(), witness: { to: permit.to, facilitator: permit.facilitator, validAfter: '0' },
-      },
+      permit2Authorization: upto
+        ? { ...permitted, spender: upto.spender, witness: { to: signed.to, facilitator: upto.facilitator, validAfter: '0' } }
+        : { ...permitted, spender: exact.spender, witness: { to: signed.to, validAfter: '0' } },
     });
     const paid = await this.fetch(input.url, { ...p.request, headers: { ...p.request.headers, [payment.name]: payment.value } });
     const settlement = paid.ok ? readSettlement(paid.response) : undefined;
-    const used = settlement?.success === true || await permit2NonceUsed(chain.publicClient, permit.from, permit.nonce).catch(() => false);
+    const used = settlement?.success === true || await permit2NonceUsed(chain.publicClient, signed.from, signed.nonce).catch(() => false);
+    const upTo = upto ? 'up to ' : '';
     if (!used) {
       const reason = !paid.ok ? paid.message : settlementFailure(paid.response, settlement);
       await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
-      state.hold = 'done'; // the maximum stays reserved: the unused permit may still settle until its deadline
-      await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Payment of up to ${formatUsdc(amount)} USDC to ${p.resourceUrl} was not settled: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
-      return refuse('settle_failed', `${reason}; the permit expires at ${new Date(Number(permit.deadline) * 1000).toISOString()} and its maximum stays reserved until then`);
+      state.hold = 'done'; // the amount stays reserved: the unused permit may still settle until its deadline
+      await this.logs.record({ ...owner, action: 'payments.pay_failed', category: 'payments', severity: 'warning', status: 'failure', description: `Payment of ${upTo}${formatUsdc(amount)} USDC to ${p.resourceUrl} was not settled: ${reason}`.slice(0, 500), targetType: 'payment', targetId: record._id });
+      return refuse('settle_failed', `${reason}; the permit expires at ${new Date(Number(signed.deadline) * 1000).toISOString()} and its ${upto ? 'maximum' : 'amount'} stays reserved until then`);
     }
     // The mandate protects the buyer from sellers, so what it counts is read from the chain, never taken
     // from the seller's word: the USDC the named transaction moved settling this very permit. A transaction
-    // that is no such settlement counts the maximum. No transaction (a seller charging nothing) leaves the
-    // permit unused but valid until its deadline, so the maximum stays counted too.
+    // that is no such settlement counts the whole amount. No transaction (an upto seller charging nothing)
+    // leaves the permit unused but valid until its deadline, so the amount stays counted too.
     const txHash = settlement?.transaction ? settlement.transaction as Hex : undefined;
-    const moved = txHash ? await uptoSettlementAmount(chain.publicClient, chain.usdc.address, txHash, { owner: permit.from, to: permit.to, nonce: permit.nonce }).catch(() => undefined) : undefined;
+    const moved = txHash ? await proxySettlementAmount(chain.publicClient, kind, chain.usdc.address, txHash, { owner: signed.from, to: signed.to, nonce: signed.nonce }).catch(() => undefined) : undefined;
     const charged = moved !== undefined && moved <= amount ? moved : txHash ? amount : 0n;
     state.hold = 'done';
     const mandate = await this.mandates.commit(reservation, moved !== undefined && moved <= amount ? moved : amount);
     await this.outgoing.updateOne({ _id: record._id }, {
       $set: { status: 'settled', settledAt: new Date(), amountUsdcRaw: charged.toString(), ...(txHash ? { txHash } : {}), ...(paid.ok ? { responseStatus: paid.response.status } : {}), ...(settlement ? { paymentResponse: settlement } : {}) },
     });
-    await this.logs.record({ ...owner, action: 'payments.paid', category: 'payments', description: `Paid ${formatUsdc(charged)} USDC (of up to ${formatUsdc(amount)}) to ${permit.to} for ${p.resourceUrl}`, targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId, scheme: 'upto' } });
+    const description = upto ? `Paid ${formatUsdc(charged)} USDC (of up to ${formatUsdc(amount)}) to ${signed.to} for ${p.resourceUrl}` : `Paid ${formatUsdc(charged)} USDC through Permit2 to ${signed.to} for ${p.resourceUrl}`;
+    await this.logs.record({ ...owner, action: 'payments.paid', category: 'payments', description, targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId, scheme: kind, ...(upto ? {} : { assetTransferMethod: 'permit2' }) } });
     return {
       ok: true as const, paid: true as const, paymentId: record._id,
       ...(paid.ok ? contentOf(paid.response) : { status: 0, contentType: null }),
       cost: { ...p.cost, amountUsdc: formatUsdc(charged), amountUsdcRaw: charged.toString() },
-      txHash: txHash ?? null, payer: permit.from, recipient: permit.to, resource: p.resourceUrl,
+      txHash: txHash ?? null, payer: signed.from, recipient: signed.to, resource: p.resourceUrl,
       mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
     };
   }

@@ -40,6 +40,7 @@ const paymentFields = {
   settledAt: nullableIso,
   scheme: z.enum(['exact', 'upto', 'auth-capture']).describe('exact: EIP-3009 for the price; upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for what was used; auth-capture: authorized into escrow, captured (amountUsdcRaw) after the handler, refundable'),
   maxAmountUsdcRaw: z.string().describe('The most the buyer allowed (upto, auth-capture); for exact, the same as amountUsdcRaw'),
+  assetTransferMethod: z.enum(['eip3009', 'permit2']).describe('How the money moved: an EIP-3009 transferWithAuthorization, or a Permit2 witness transfer (upto; exact on a route asking assetTransferMethod permit2)'),
   refundedUsdcRaw: z.string().optional().describe('auth-capture: what was refunded of it so far'),
 };
 

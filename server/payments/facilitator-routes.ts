@@ -55,7 +55,7 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     if (chain) await schemes.ready();
     ctx.body = {
       kinds: chain ? schemes.supportedKinds(chain, signers) : [],
-      extensions: [PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT, ...schemes.extensions()],
+      extensions: [...new Set([PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT, ...schemes.extensions()])],
       signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: signers } : {},
     };
   });

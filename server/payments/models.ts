@@ -103,6 +103,8 @@ export interface PaymentDoc {
   x402Version: 1 | 2;
   /** absent: exact (EIP-3009); upto: a Permit2 permit for at most maxAmountUsdcRaw, settled for the amount used. */
   scheme?: 'exact' | 'upto' | 'auth-capture';
+  /** exact through the x402ExactPermit2Proxy (a Permit2 witness transfer of the exact amount); absent: EIP-3009. */
+  assetTransferMethod?: 'permit2';
   /**
    * auth-capture: the escrow payment (its id `hash`, the PaymentInfo the operator calls with), how it was
    * collected, and the transactions of its authorization and void. The capture is `txHash`.
@@ -113,17 +115,22 @@ export interface PaymentDoc {
   /** upto: the most the buyer allowed (the permit's amount). */
   maxAmountUsdcRaw?: string;
   /**
-   * `${chainId}:${asset}:${payer}:${nonce}` (exact) or `${chainId}:permit2:${payer}:${nonce}` (upto), lower-case:
+   * `${chainId}:${asset}:${payer}:${nonce}` (exact) or `${chainId}:permit2:${payer}:${nonce}` (upto, Permit2 exact), lower-case:
    * the unique claim that makes settlement at-most-once.
    */
   authorizationKey: string;
   authorizationNonce: string;
   /** exact: the EIP-3009 authorization. upto: the permit read the same way (value = the maximum, validBefore = the deadline). */
   authorization: { from: string; to: string; value: string; validAfter: string; validBefore: string; nonce: string };
-  /** upto: the signed Permit2 authorization as the buyer sent it (what settlement and reconciliation send). */
-  /** upto with the eip2612GasSponsoring extension: the buyer's USDC permit for Permit2, sent with the settlement. */
+  /** upto and Permit2 exact with the eip2612GasSponsoring extension: the buyer's USDC permit for Permit2, sent with the settlement. */
   eip2612Permit?: { value: string; deadline: string; v: number; r: string; s: string };
-  permit2Authorization?: { from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string; witness: { to: string; facilitator: string; validAfter: string } };
+  /**
+   * Permit2 exact with the erc20ApprovalGasSponsoring extension: the buyer's signed `approve(Permit2, ...)`
+   * transaction, broadcast (its gas funded if the buyer has none) before the settlement.
+   */
+  erc20Approval?: { signedTransaction: string };
+  /** upto and Permit2 exact: the signed Permit2 authorization as the buyer sent it (what settlement and reconciliation send); upto's witness names the facilitator. */
+  permit2Authorization?: { from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string; witness: { to: string; facilitator?: string; validAfter: string } };
   signature: string;
   /** ERC-8021 builder-code attribution appended to the settlement transaction's calldata (builder-code.ts). */
   dataSuffix?: string;
@@ -161,6 +168,8 @@ export const paymentSchema = new Schema<PaymentDoc>({
   refundedUsdcRaw: String,
   permit2Authorization: Schema.Types.Mixed,
   eip2612Permit: Schema.Types.Mixed,
+  assetTransferMethod: String,
+  erc20Approval: Schema.Types.Mixed,
   authorizationKey: { type: String, required: true, unique: true },
   authorizationNonce: { type: String, required: true },
   authorization: { type: Schema.Types.Mixed, required: true },

@@ -1,5 +1,6 @@
 import { getAddress } from 'viem';
 import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
+import { decodeExactPermit2PaymentHeader, isExactPermit2PaymentHeader } from '../../middleware/protocol/exact-permit2-evm.js';
 import { buildRequirementV1 } from '../../middleware/challenge.js';
 import { parsePrice } from '../../middleware/price.js';
 import { offerReceiptExtension } from '../../middleware/offer-receipt.js';
@@ -51,6 +52,12 @@ export class Redemption {
     const prepared = await this.prepareTerms(orgId, input, this.exact);
     if ('refused' in prepared) return prepared.refused;
     const { seller, terms, refuse } = prepared;
+    if (isExactPermit2PaymentHeader(input.paymentHeader)) {
+      const permit2 = decodeExactPermit2PaymentHeader(input.paymentHeader);
+      if (!permit2.ok) return refuse(permit2.reason, permit2.message);
+      const settled = await this.exact.permit2.settle(seller, permit2.payload, terms);
+      return settled.ok ? this.redeemed(settled, 2) : refuse(settled.reason, settled.message);
+    }
     const decoded = decodePaymentHeader(input.paymentHeader);
     if (!decoded.ok) return refuse(decoded.reason, decoded.message);
     const outcome = await this.exact.settle(seller, decoded, terms);

@@ -139,13 +139,28 @@ export class Settler {
    * waits for it to be mined. Shares the lane's nonce sequence with settlements.
    */
   async sendTransaction(tx: Omit<TxRequest, 'gas'> & { gas?: bigint }, label: Record<string, unknown> = {}): Promise<TransactionReceipt> {
-    const lane = this.relayers.lanes().filter((l) => l.state === 'active' && l.canSendNow()).sort((a, b) => a.inFlight - b.inFlight)[0];
-    if (!lane) throw new RelayerUnavailableError('no relayer account of this process can send now');
+    const lane = this.leastBusyLane();
     const gas = tx.gas ?? (await this.chain.publicClient.estimateGas({ account: lane.address, to: tx.to, data: tx.data, value: tx.value })) * 12n / 10n;
     const sent = await lane.submit({ ...tx, gas }, label);
     const fate = await sent.fate;
     if (fate.kind === 'mined') return fate.receipt;
     throw new Error(fate.kind === 'replaced' ? `transaction ${sent.hash} was replaced by another` : `transaction ${sent.hash}: ${fate.reason}`);
+  }
+
+  /**
+   * Sends one transaction, never batched, from the least busy relayer of this process (a Permit2 exact
+   * settlement: any sender may call the exact proxy). Resolves once a node took it; its fate follows.
+   */
+  async submit(tx: TxRequest, label: Record<string, unknown> = {}): Promise<SentTx> {
+    const sent = await this.leastBusyLane().submit(tx, label);
+    this.metrics.batchSize.observe(1);
+    return sent;
+  }
+
+  private leastBusyLane(): RelayerLane {
+    const lane = this.relayers.lanes().filter((l) => l.state === 'active' && l.canSendNow()).sort((a, b) => a.inFlight - b.inFlight)[0];
+    if (!lane) throw new RelayerUnavailableError('no relayer account of this process can send now');
+    return lane;
   }
 
   /**

@@ -30,6 +30,8 @@ export interface SendTools {
   transfer(request: SettlementRequest): Promise<SettleOutcome>;
   /** One transaction from the relayer `address` and no other (throws RelayerUnavailableError if this process cannot). */
   submitFrom(address: Address, tx: TxRequest, label?: Record<string, unknown>): Promise<SentTx>;
+  /** One transaction from the least busy relayer of this process, never batched (throws RelayerUnavailableError if none can send). */
+  submit(tx: TxRequest, label?: Record<string, unknown>): Promise<SentTx>;
   /** One transaction from any relayer of this process, waited for until mined. */
   sendTransaction(tx: Omit<TxRequest, 'gas'> & { gas?: bigint }, label?: Record<string, unknown>): Promise<TransactionReceipt>;
 }

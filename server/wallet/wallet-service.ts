@@ -11,7 +11,7 @@ import { newId } from '../platform/ids.js';
 import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, receiveWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
-import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit } from '../chain/permit2.js';
+import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit, exactTypedData, type ExactPermit } from '../chain/permit2.js';
 import { voucherTypedData } from '../chain/batch-settlement.js';
 import { walletSchema, type WalletDoc } from './wallet-model.js';
 
@@ -233,6 +233,13 @@ export class WalletService {
     if (getAddress(permit.from) !== getAddress(wallet.address)) throw new Error('permit.from is not this wallet');
     const chain = this.requireChain();
     return this.withOwner(wallet, (owner) => owner.signTypedData(uptoTypedData(permit, chain.chainId)));
+  }
+
+  /** The owner key's signature of an x402 `exact` Permit2 permit (the witness names the payee only). */
+  async signExactPermit(wallet: WalletDoc, permit: ExactPermit): Promise<Hex> {
+    if (getAddress(permit.from) !== getAddress(wallet.address)) throw new Error('permit.from is not this wallet');
+    const chain = this.requireChain();
+    return this.withOwner(wallet, (owner) => owner.signTypedData(exactTypedData(permit, chain.chainId)));
   }
 
   /**

@@ -51,7 +51,7 @@ export async function ourExpressSeller(server: TestServer) {
  * A seller on the official `@x402/express` (v2) middleware, settled by the official `@x402/evm`
  * facilitator logic in-process with its own relayer: nothing of ours between the buyer and the chain.
  */
-export async function officialExpressSeller(options: { priceAtomic?: bigint; network?: `eip155:${number}`; asset?: Address } = {}): Promise<RunningApp & { payTo: Address; priceAtomic: bigint }> {
+export async function officialExpressSeller(options: { priceAtomic?: bigint; network?: `eip155:${number}`; asset?: Address; /** Ask for exact through Permit2. */ assetTransferMethod?: 'permit2' } = {}): Promise<RunningApp & { payTo: Address; priceAtomic: bigint }> {
   const { chain, rpcUrl, usdc } = testChain();
   const relayerKey = generatePrivateKey();
   const relayer = privateKeyToAccount(relayerKey, { nonceManager });
@@ -77,7 +77,7 @@ export async function officialExpressSeller(options: { priceAtomic?: bigint; net
     'GET /quote': {
       accepts: {
         scheme: 'exact', network, payTo, maxTimeoutSeconds: 120,
-        price: { amount: priceAtomic.toString(), asset: options.asset ?? usdc, extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION } },
+        price: { amount: priceAtomic.toString(), asset: options.asset ?? usdc, extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION, ...(options.assetTransferMethod ? { assetTransferMethod: options.assetTransferMethod } : {}) } },
       },
       description: 'A paid quote',
       mimeType: 'application/json',

@@ -12,7 +12,7 @@ describe('loadArtifacts', () => {
     const artifacts = await loadArtifacts();
     expect(Object.keys(artifacts).sort()).toEqual([
       'AuthCaptureEscrow', 'ERC3009DepositCollector', 'ERC3009PaymentCollector', 'OperatorRefundCollector', 'Permit2', 'Permit2DepositCollector',
-      'Permit2PaymentCollector', 'SmartAccount', 'SmartAccountFactory', 'TokenStore', 'X402BatchSettlement', 'X402UptoPermit2Proxy',
+      'Permit2PaymentCollector', 'SmartAccount', 'SmartAccountFactory', 'TokenStore', 'X402BatchSettlement', 'X402ExactPermit2Proxy', 'X402UptoPermit2Proxy',
     ]);
     for (const name of CONTRACT_NAMES) expect(artifacts[name].bytecode).toMatch(/^0x[0-9a-f]{200,}$/);
     const selectors = (name: (typeof CONTRACT_NAMES)[number]) =>

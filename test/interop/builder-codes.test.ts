@@ -19,6 +19,8 @@ import type { Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { builderCodeSuffix } from '../../server/chain/builder-code.js';
+import { EXACT_PROXY_ADDRESS } from '../../server/chain/permit2.js';
+import { toClientEvmSigner } from '@x402/evm';
 import { fundedBuyer, testChain } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
@@ -56,10 +58,16 @@ beforeAll(async () => {
 
   // Our middleware, declaring the seller's app code in its 402.
   const mine = express();
-  mine.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.01', builderCode: 'our_shop' } } }));
+  mine.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: {
+    'GET /weather': { price: '$0.01', builderCode: 'our_shop' },
+    'GET /permit2': { price: '$0.01', builderCode: 'our_shop', assetTransferMethod: 'permit2' },
+  } }));
   mine.get('/weather', (_req, res) => { res.json({ city: 'Oslo' }); });
+  mine.get('/permit2', (_req, res) => { res.json({ city: 'Bergen' }); });
   ours = await serve(mine);
-  expect(await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true })).toMatchObject({ status: 201 });
+  for (const path of ['/weather', '/permit2']) {
+    expect(await registerEndpoint(server, seller.platformKey, { url: `${ours.url}${path}`, priceUsdc: '0.01', skipUrlCheck: true })).toMatchObject({ status: 201 });
+  }
 }, 60_000);
 
 afterAll(async () => {
@@ -113,6 +121,18 @@ test('our middleware declares the seller\'s app code: the official client echoes
   };
   expect(await declared({})).toEqual({ a: 'our_shop' });
   expect(await declared({ 'PAYMENT-SIGNATURE': 'not-a-payment' })).toEqual({ a: 'our_shop' });
+});
+
+test('a payment through Permit2 carries the attribution too, after the exact proxy\'s call (a buyer with no gas, its USDC permit sent along)', async () => {
+  const buyer = await fundedBuyer('1');
+  const client = registerClientEvm(new x402Client(), { signer: toClientEvmSigner(buyer, testChain().publicClient as never) })
+    .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] });
+  client.registerExtension(new BuilderCodeClientExtension('buyer_one'));
+  const response = await wrapFetchWithPayment(fetch, client)(`${ours.url}/permit2`);
+  expect(response.status).toBe(200);
+  const tx = decodePaymentResponseHeader(response.headers.get('PAYMENT-RESPONSE')!).transaction as Hex;
+  expect((await testChain().publicClient.getTransaction({ hash: tx })).to?.toLowerCase()).toBe(EXACT_PROXY_ADDRESS.toLowerCase());
+  expect(await attributionOf(tx)).toEqual({ a: 'our_shop', w: 'agentgate_w', s: ['buyer_one'] });
 });
 
 test('payments waiting together are batched by code: each transaction carries the codes of every payment in it', async () => {

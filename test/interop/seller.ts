@@ -20,13 +20,13 @@ import type { TestServer } from '../support/server.js';
 
 /** A seller set up the way the console does it: acceptance on with a fresh payTo, and a seller key. */
 export async function setUpSeller(server: TestServer) {
-  const { platform_key: platformKey } = await signUp(server);
+  const { platform_key: platformKey, org_id: orgId } = await signUp(server);
   const payTo = privateKeyToAccount(generatePrivateKey()).address as Address;
   const acceptance = await server.request('PUT', '/v0/payments/acceptance', { key: platformKey, body: { enabled: true, payTo } });
   if (acceptance.status !== 200) throw new Error(`acceptance: ${acceptance.status} ${acceptance.text}`);
   const key = await server.request('POST', '/v0/payments/seller-keys', { key: platformKey, body: {} });
   if (key.status !== 201) throw new Error(`seller key: ${key.status} ${key.text}`);
-  return { platformKey, sellerKey: key.body.apiKey as string, payTo };
+  return { platformKey, sellerKey: key.body.apiKey as string, payTo, orgId: orgId as string };
 }
 
 export async function registerEndpoint(server: TestServer, platformKey: string, body: { url: string; priceUsdc: string; skipUrlCheck?: boolean }) {

@@ -1,6 +1,6 @@
 import { startAnvil } from './anvil.js';
 import { deployDevChain, installMulticall3 } from './deploy.js';
-import { installUptoContracts } from './upto-contracts.js';
+import { installPermit2Contracts } from './permit2-contracts.js';
 import { installEscrowContracts } from './escrow.js';
 import { installChannelContracts } from './channel-contracts.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
@@ -65,13 +65,13 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
 }
 
 /**
- * The x402 contracts the official SDKs expect at fixed addresses, as on Base: `upto` settles through Permit2
- * and the x402 upto proxy, `auth-capture` holds payments in Commerce Payments' escrow (v1.1 addresses),
+ * The x402 contracts the official SDKs expect at fixed addresses, as on Base: `upto` and Permit2 `exact`
+ * settle through Permit2 and the x402 upto and exact proxies, `auth-capture` holds payments in Commerce Payments' escrow (v1.1 addresses),
  * `batch-settlement` goes through x402BatchSettlement and its two deposit collectors. A chain state saved
  * before one of them existed gets it now.
  */
 export async function installX402Contracts(rpcUrl: string): Promise<void> {
-  await installUptoContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+  await installPermit2Contracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
   await installEscrowContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
   await installChannelContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
 }

@@ -11,9 +11,13 @@ import type { SettleTerms } from '../../settlement-path.js';
 import type { SettlementResult } from '../../settlement.js';
 import { payeeRefusal, paymentFlowRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../facilitator-api.js';
 import type { Refused, Verified } from './verify.js';
+import { decodeExactPermit2Payload, isExactPermit2Payload, type ExactPermit2PaymentPayloadV2 } from '../../../../middleware/protocol/exact-permit2-evm.js';
+import type { ExactPermit2Refused, ExactPermit2Verified } from './permit2-verify.js';
 
 // The facilitator API (`/verify`, `/settle`) for `exact` payments, v1 and v2: the request read into a
 // payment and the terms it must meet, and the answers in the reason codes of the x402 exact EVM scheme.
+// A payload through Permit2 (a `permit2Authorization`, as @x402/evm's isPermit2Payload reads it) goes to
+// the Permit2 path, whose reasons are @x402/evm's own names already.
 
 /** Our reason codes (one per check) as the x402 exact EVM scheme names them. */
 const SPEC_REASONS: Record<string, string> = {
@@ -37,6 +41,8 @@ const SPEC_REASONS: Record<string, string> = {
   token_paused: 'invalid_exact_evm_transaction_failed',
 };
 export const exactSpecReason = (reason: string) => SPEC_REASONS[reason] ?? reason;
+/** A Permit2 payment's reasons are @x402/evm's names already; a second claim of its nonce is Permit2's nonce reason. */
+const permit2SpecReason = (reason: string) => (reason === 'nonce_already_used' ? 'permit2_invalid_nonce' : exactSpecReason(reason));
 
 type Terms = { decoded: DecodedPaymentHeader; amountAtomic: bigint; resource: string; payTo: string };
 
@@ -44,6 +50,10 @@ type Terms = { decoded: DecodedPaymentHeader; amountAtomic: bigint; resource: st
 export interface ExactPayments {
   verify(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: { amountAtomic: bigint; payTo?: string }): Promise<Verified | Refused>;
   settle(seller: SellerAccountDoc, decoded: DecodedPaymentHeader, terms: SettleTerms): Promise<SettlementResult>;
+  readonly permit2: {
+    verify(seller: SellerAccountDoc, payload: ExactPermit2PaymentPayloadV2, terms: { amountAtomic: bigint; payTo?: string }): Promise<ExactPermit2Verified | ExactPermit2Refused>;
+    settle(seller: SellerAccountDoc, payload: ExactPermit2PaymentPayloadV2, terms: SettleTerms): Promise<SettlementResult>;
+  };
 }
 
 /**
@@ -78,10 +88,36 @@ function termsOf(request: FacilitatorRequest, seller: SellerAccountDoc, chain: C
   return { decoded, amountAtomic, resource: resourceOf(rawResource), payTo: r.payTo };
 }
 
+type Permit2Terms = { payload: ExactPermit2PaymentPayloadV2; amountAtomic: bigint; resource: string; payTo: string };
+
+/** The same for a payload through Permit2 (x402 v2 only). */
+function permit2TermsOf(request: FacilitatorRequest, seller: SellerAccountDoc, chain: ChainService): Permit2Terms | Refusal {
+  if (request.x402Version !== 2) return { reason: 'unsupported_x402_version', message: 'exact through Permit2 is x402 v2 only' };
+  const decoded = decodeExactPermit2Payload(request.paymentPayload);
+  if (!decoded.ok) return { reason: 'invalid_payload', message: decoded.message };
+  const requirement = PaymentRequirementsV2Schema.safeParse(request.paymentRequirements);
+  if (!requirement.success) return requirementsIssue(requirement.error);
+  const r = requirement.data;
+  const accepted = decoded.payload.accepted;
+  // @x402/evm's first two checks: the scheme (both exact, by the schemas), then the network of the payload against the requirements'.
+  if (accepted.network !== r.network || toCaip2Network(r.network) !== chain.caip2) return { reason: 'network_mismatch', message: `this facilitator settles on ${chain.caip2}; the payload is for ${accepted.network}, the requirements for ${r.network}` };
+  if (!isAddressEqual(r.asset as Address, chain.usdc.address)) return { reason: 'asset_mismatch', message: `this facilitator settles USDC at ${chain.usdc.address}, not ${r.asset}` };
+  const payee = payeeRefusal(seller, r.payTo);
+  if (payee) return payee;
+  if (accepted.amount !== r.amount || !isAddressEqual(accepted.payTo as Address, r.payTo as Address) || !isAddressEqual(accepted.asset as Address, r.asset as Address)) {
+    return { reason: 'invalid_payment_requirements', message: 'the payload was accepted for other requirements (amount, payTo or asset differ)' };
+  }
+  // Facilitator-submitted like EIP-3009: authorization (the default) or upfront.
+  const flow = paymentFlowRefusal(r.extra, accepted.extra, 'exact', ['authorization', 'upfront']);
+  if (flow) return flow;
+  return { payload: decoded.payload, amountAtomic: BigInt(r.amount), resource: resourceOf(decoded.payload.resource?.url), payTo: r.payTo };
+}
+
 export class ExactFacilitator {
   constructor(private readonly exact: ExactPayments, private readonly endpoints: Endpoints) {}
 
   async verify(request: FacilitatorRequest, seller: SellerAccountDoc, chain: ChainService): Promise<FacilitatorAnswer> {
+    if (isExactPermit2Payload(request.paymentPayload)) return this.verifyPermit2(request, seller, chain);
     const terms = termsOf(request, seller, chain);
     if ('reason' in terms) return { body: verifyRefused(exactSpecReason, terms) };
     const verified = await this.exact.verify(seller, terms.decoded, terms);
@@ -89,11 +125,14 @@ export class ExactFacilitator {
   }
 
   async settle(request: FacilitatorRequest, seller: SellerAccountDoc, chain: ChainService, network: string): Promise<FacilitatorAnswer> {
-    const terms = termsOf(request, seller, chain);
-    if ('reason' in terms) return { body: settleRefused(exactSpecReason, network, terms) };
+    const permit2 = isExactPermit2Payload(request.paymentPayload);
+    const terms = permit2 ? permit2TermsOf(request, seller, chain) : termsOf(request, seller, chain);
+    const specReason = permit2 ? permit2SpecReason : exactSpecReason;
+    if ('reason' in terms) return { body: settleRefused(specReason, network, terms) };
     const endpoint = await this.endpoints.forResource(seller._id, terms.resource);
-    const outcome = await this.exact.settle(seller, terms.decoded, { ...terms, endpoint, door: 'facilitator' });
-    if (!outcome.ok) return { ...(outcome.reason === 'payment_identifier_conflict' ? { status: 409 } : {}), body: settleRefused(exactSpecReason, network, outcome) };
+    const settleTerms = { ...terms, endpoint, door: 'facilitator' as const };
+    const outcome = 'decoded' in terms ? await this.exact.settle(seller, terms.decoded, settleTerms) : await this.exact.permit2.settle(seller, terms.payload, settleTerms);
+    if (!outcome.ok) return { ...(outcome.reason === 'payment_identifier_conflict' ? { status: 409 } : {}), body: settleRefused(specReason, network, outcome) };
     return {
       body: {
         success: true, transaction: outcome.txHash, network, payer: outcome.payer, amount: terms.amountAtomic.toString(),
@@ -101,5 +140,12 @@ export class ExactFacilitator {
         ...(outcome.offerReceipt ? { extensions: offerReceiptExtension(outcome.offerReceipt) } : {}),
       },
     };
+  }
+
+  private async verifyPermit2(request: FacilitatorRequest, seller: SellerAccountDoc, chain: ChainService): Promise<FacilitatorAnswer> {
+    const terms = permit2TermsOf(request, seller, chain);
+    if ('reason' in terms) return { body: verifyRefused(permit2SpecReason, terms) };
+    const verified = await this.exact.permit2.verify(seller, terms.payload, terms);
+    return { body: verified.ok ? { isValid: true, payer: verified.payer } : { ...verifyRefused(permit2SpecReason, verified), payer: terms.payload.payload.permit2Authorization.from } };
   }
 }

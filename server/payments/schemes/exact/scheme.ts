@@ -25,10 +25,14 @@ import { RESEND_MARGIN_SECONDS, type HoldablePayment, type PaymentScheme, type R
 import { verifyPayment } from './verify.js';
 import { builderCodeSuffix, settlementBuilderCodes } from '../../../chain/builder-code.js';
 import { ExactFacilitator } from './facilitator.js';
+import { ExactPermit2Payments, isPermit2Record } from './permit2.js';
+import { isExactPermit2PaymentHeader } from '../../../../middleware/protocol/exact-permit2-evm.js';
 
 // The x402 `exact` scheme on EVM: the buyer signs an EIP-3009 transferWithAuthorization of USDC for the
 // price; settlement sends it, batched with other payments into the next block's transaction (settler.ts).
-// v1 and v2 payloads alike. The default scheme: a payment that names no other is read as this one.
+// v1 and v2 payloads alike. The default scheme: a payment that names no other is read as this one. A v2
+// payment through Permit2 (assetTransferMethod "permit2", with its gas sponsoring extensions) is the same
+// scheme, verified, claimed, sent and reconciled by permit2.ts.
 
 /** The EIP-3009 authorization a record keeps. */
 export const authorizationOf = (doc: Pick<PaymentDoc, 'authorization'>): Authorization => ({
@@ -44,8 +48,14 @@ export class ExactScheme implements PaymentScheme {
   readonly name = 'exact';
   readonly pricedByUsage = false;
   readonly paidInV1 = true;
-  /** builder-code: the settlement carries the payment's ERC-8021 attribution (builder-code.ts). */
-  readonly extensions = ['builder-code'];
+  /**
+   * builder-code: the settlement carries the payment's ERC-8021 attribution (builder-code.ts). The gas
+   * sponsoring extensions of Permit2 payments: a buyer without a Permit2 allowance sends its USDC permit,
+   * or its signed approve transaction, with the payment.
+   */
+  readonly extensions = ['builder-code', 'eip2612GasSponsoring', 'erc20ApprovalGasSponsoring'];
+  /** Payments through Permit2 (the x402ExactPermit2Proxy). */
+  readonly permit2: ExactPermit2Payments;
   /** The chain reads of payments verified at the same time, in one Multicall3 call. */
   private readonly payerReads: PayerReads | undefined;
   private readonly facilitator: ExactFacilitator;
@@ -64,6 +74,7 @@ export class ExactScheme implements PaymentScheme {
       onCommand: (size) => metrics.payerReadBatchSize.observe(size),
       onFallback: (reason) => log.warn({ multicall: config.MULTICALL3_ADDRESS, reason }, 'verification reads fall back to two eth_calls per payment: Multicall3 did not answer at MULTICALL3_ADDRESS'),
     });
+    this.permit2 = new ExactPermit2Payments(chain, config, path, (extensions) => this.dataSuffixOf(extensions, 2));
     this.facilitator = new ExactFacilitator(this, endpoints);
     this.allowedFactories = allowedFactories(config);
   }
@@ -104,7 +115,7 @@ export class ExactScheme implements PaymentScheme {
       resourceUrl: terms.resource, x402Version: decoded.version,
       authorizationKey: `${chain.chainId}:${chain.usdc.address}:${verified.payer}:${auth.nonce}`.toLowerCase(),
       authorizationNonce: auth.nonce, authorization: { ...auth }, signature: verified.signature, status: how.status, createdAt: new Date(),
-      ...this.dataSuffixOf(decoded),
+      ...this.dataSuffixOf(decoded.version === 2 ? decoded.payload.extensions : undefined, decoded.version),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
     return this.path.insertClaim(payment, terms.door, 'this authorization was already presented');
@@ -127,9 +138,8 @@ export class ExactScheme implements PaymentScheme {
   }
 
   /** The ERC-8021 attribution the settlement carries (builder-code.ts), if any. */
-  private dataSuffixOf(decoded: DecodedPaymentHeader): { dataSuffix?: string } {
-    const extensions = decoded.version === 2 ? decoded.payload.extensions : undefined;
-    const suffix = builderCodeSuffix(settlementBuilderCodes(extensions, decoded.version, { walletCode: this.config.BUILDER_CODE, serviceCode: this.config.BUILDER_SERVICE_CODE }));
+  private dataSuffixOf(extensions: Record<string, unknown> | null | undefined, version: 1 | 2): { dataSuffix?: string } {
+    const suffix = builderCodeSuffix(settlementBuilderCodes(extensions ?? undefined, version, { walletCode: this.config.BUILDER_CODE, serviceCode: this.config.BUILDER_SERVICE_CODE }));
     return suffix ? { dataSuffix: suffix } : {};
   }
 
@@ -142,6 +152,7 @@ export class ExactScheme implements PaymentScheme {
 
   /** A transfer with authorization, batched with the others of the next block. */
   async send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
+    if (isPermit2Record(payment)) return this.permit2.send(payment, tools);
     let signature = payment.signature as Hex;
     // ERC-6492 (verify.ts): the record keeps what the buyer signed; a wallet not deployed yet is deployed
     // through its allowed factory first (a factory's deployment is idempotent: a second copy of this work
@@ -194,6 +205,7 @@ export class ExactScheme implements PaymentScheme {
   }
 
   holdable(paymentHeader: string): HoldablePayment {
+    if (isExactPermit2PaymentHeader(paymentHeader)) return this.permit2.holdable(paymentHeader);
     const decoded = decodePaymentHeader(paymentHeader);
     if (!decoded.ok) return decoded;
     return {
@@ -223,6 +235,7 @@ export class ExactScheme implements PaymentScheme {
    * move money once, whoever sends it), together with the round's other resends so they share transactions.
    */
   async reconcile(payment: PaymentDoc, round: ReconcileRound): Promise<Reconciled | { sending: Promise<Reconciled> }> {
+    if (isPermit2Record(payment)) return this.permit2.reconcile(payment, round);
     const { chain } = round;
     const auth = authorizationOf(payment);
     const used = await authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: auth.from, nonce: auth.nonce });

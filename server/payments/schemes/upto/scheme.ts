@@ -18,7 +18,8 @@ import { requireChain } from '../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../facilitator-api.js';
 import { RESEND_MARGIN_SECONDS, type HoldablePayment, type PaymentScheme, type ReconcileRound, type Reconciled, type SupportedKind } from '../scheme.js';
 import { verifyUptoPayment } from './verify.js';
-import { eip2612PermitOfRecord, findUptoSettlementTx, sendUptoSettlement, uptoPermitOfRecord } from './settle.js';
+import { sendUptoSettlement, uptoPermitOfRecord } from './settle.js';
+import { eip2612PermitOfRecord, eip2612PermitRecord, findProxySettlementTx } from '../permit2-proxy.js';
 import { UptoFacilitator, type UptoSettleTerms } from './facilitator.js';
 
 // The x402 `upto` scheme on EVM (v2): the buyer signs a Permit2 witness transfer for at most a maximum,
@@ -101,7 +102,7 @@ export class UptoScheme implements PaymentScheme {
       authorizationNonce: permit.nonce.toString(),
       authorization: { from: permit.from, to: permit.to, value: permit.maxAmount.toString(), validAfter: permit.validAfter.toString(), validBefore: permit.deadline.toString(), nonce: permit.nonce.toString() },
       permit2Authorization: { ...wire, nonce: permit.nonce.toString() },
-      ...(verified.permit2612 ? { eip2612Permit: { ...verified.permit2612, value: verified.permit2612.value.toString(), deadline: verified.permit2612.deadline.toString() } } : {}),
+      ...(verified.permit2612 ? { eip2612Permit: eip2612PermitRecord(verified.permit2612) } : {}),
       signature: verified.signature, status: how.status, createdAt: new Date(),
       ...(how.status === 'held' ? { holdExpiresAt: how.until } : {}),
     };
@@ -216,7 +217,7 @@ export class UptoScheme implements PaymentScheme {
       return 'settled';
     }
     if (used) {
-      const txHash = await findUptoSettlementTx(chain, payment, await blockBefore(chain, payment.createdAt));
+      const txHash = await findProxySettlementTx(chain, 'upto', payment, await blockBefore(chain, payment.createdAt));
       if (!txHash) {
         await round.fail(payment, 'authorization_canceled', ['verified']);
         return 'failed';

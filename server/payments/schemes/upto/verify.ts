@@ -17,6 +17,7 @@ import {
 } from '../../../chain/permit2.js';
 import type { ChainService } from '../../../chain/chain-service.js';
 import { chainUnavailable, revertName, signedBy } from '../chain-checks.js';
+import { eip2612PermitOf } from '../permit2-proxy.js';
 import { nodeFault } from '../../../chain/rpc-fault.js';
 import { shortReason } from '../../../settlement/relayer-lane.js';
 
@@ -94,8 +95,8 @@ export async function verifyUptoPayment(
   if (used) return refuse('nonce_already_used', 'this permit\'s Permit2 nonce was already used or cancelled');
   // Without the allowance, the spec's EIP-2612 route: the buyer's signed USDC permit for Permit2 rides in
   // the payload's eip2612GasSponsoring extension and is submitted with the settlement.
-  const permit2612 = allowance < permit.maxAmount ? eip2612PermitOf(payload, permit, chain.usdc.address, options.nowSeconds) : undefined;
-  if (permit2612 && 'reason' in permit2612) return permit2612;
+  const permit2612 = allowance < permit.maxAmount ? eip2612PermitOf(payload.extensions, { payer: permit.from, token: chain.usdc.address, amount: permit.maxAmount }, options.nowSeconds) : undefined;
+  if (permit2612 && 'reason' in permit2612) return refuse('invalid_eip2612_permit', permit2612.message);
   if (allowance < permit.maxAmount && !permit2612) {
     return refuse('permit2_allowance_required', `the payer allows Permit2 (${PERMIT2_ADDRESS}) ${allowance} atomic units of USDC; ${permit.maxAmount} are needed: approve Permit2 once, then pay again`);
   }
@@ -112,30 +113,6 @@ export function uptoSettleCalldata(permit: UptoPermit, amount: bigint, signature
   return permit2612
     ? encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settleWithPermit', args: uptoSettleWithPermitArgs(permit2612, permit, amount, signature) })
     : encodeFunctionData({ abi: uptoProxyAbi, functionName: 'settle', args: uptoSettleArgs(permit, amount, signature) });
-}
-
-/**
- * The eip2612GasSponsoring extension's permit, checked as the spec and @x402/evm check it (payer, token,
- * spender Permit2, value = the permit's maximum, deadline); undefined when the payload carries none.
- */
-function eip2612PermitOf(payload: UptoPaymentPayloadV2, permit: UptoPermit, usdc: Address, nowSeconds: number): Eip2612Permit | UptoRefused | undefined {
-  const info = (payload.extensions?.eip2612GasSponsoring as { info?: Record<string, unknown> } | undefined)?.info;
-  // Clients echo the 402's declaration ({description, version}) into the payload: without the permit's
-  // fields there is no permit, as @x402/evm reads it.
-  if (!info || ['from', 'asset', 'spender', 'amount', 'nonce', 'deadline', 'signature'].some((key) => !info[key])) return undefined;
-  const text = (key: string) => (typeof info[key] === 'string' ? info[key] as string : '');
-  const address = /^0x[0-9a-fA-F]{40}$/;
-  const digits = /^\d{1,78}$/;
-  if (!address.test(text('from')) || !address.test(text('asset')) || !address.test(text('spender')) || !digits.test(text('amount')) || !digits.test(text('deadline')) || !/^0x[0-9a-fA-F]{130}$/.test(text('signature'))) {
-    return refuse('invalid_eip2612_permit', 'the eip2612GasSponsoring extension is malformed');
-  }
-  if (!isAddressEqual(text('from') as Address, permit.from) || !isAddressEqual(text('asset') as Address, usdc) || !isAddressEqual(text('spender') as Address, PERMIT2_ADDRESS)) {
-    return refuse('invalid_eip2612_permit', 'the EIP-2612 permit must be from the payer, for USDC, to Permit2');
-  }
-  if (BigInt(text('amount')) !== permit.maxAmount) return refuse('invalid_eip2612_permit', `the EIP-2612 permit allows ${text('amount')}; it must allow the permit's maximum ${permit.maxAmount}`);
-  if (BigInt(text('deadline')) < BigInt(nowSeconds + 6)) return refuse('invalid_eip2612_permit', 'the EIP-2612 permit has expired');
-  const sig = text('signature');
-  return { value: BigInt(text('amount')), deadline: BigInt(text('deadline')), r: `0x${sig.slice(2, 66)}`, s: `0x${sig.slice(66, 130)}`, v: parseInt(sig.slice(130, 132), 16) };
 }
 
 /** Runs the proxy's settle (or settleWithPermit) as a call from the facilitator account: nothing is sent. */
