@@ -167,7 +167,7 @@ export class ChannelBook {
   async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
     const [voucherId, holdToken] = splitHoldId(holdId);
     // One round trip; a capture asked again (its answer lost) finds the voucher captured already.
-    const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { new: true }).lean()
+    const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { returnDocument: 'after' }).lean()
       ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
     if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
