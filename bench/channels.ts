@@ -155,10 +155,7 @@ async function vouchersSideBySide(mongoUri: string, chain: DevChain, cleanup: Cl
   }
   const total = [...commands.values()].reduce((a, b) => a + b, 0);
   log(`   our database commands per paid call (everything the backend sent during the runs, over ${ourPaidCalls} paid calls): ${(total / ourPaidCalls).toFixed(2)} — ${[...commands].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${(v / ourPaidCalls).toFixed(2)}`).join(', ')}`);
-  for (const [concurrency, p] of profiles) {
-    const per = (x: { n: number; ms: number }) => `${(x.ms / p.calls).toFixed(2)} ms (${(x.n / p.calls).toFixed(2)}×)`;
-    log(`   where our paid call spends its time in the backend at concurrency ${concurrency}, per paid call: routes ${[...p.routes].filter(([, v]) => v.n / p.calls >= 0.05).sort((a, b) => b[1].ms - a[1].ms).map(([k, v]) => `${k} ${per(v)}`).join(', ')}; database round trips ${[...p.commands].filter(([, v]) => v.n / p.calls >= 0.05).sort((a, b) => b[1].ms - a[1].ms).map(([k, v]) => `${k} ${per(v)}`).join(', ')}`);
-  }
+  for (const [concurrency, p] of profiles) logProfile(`at concurrency ${concurrency}`, p);
   const c1 = rows['1|agentgate']!;
   const c16 = [rows['16|agentgate'], rows['16|official']];
   if (c1) log(`   target: our p50 at most 5 ms on loopback — paid request ${m(c1, (r) => r.paidRequest.p50).toFixed(2)} ms, whole call ${m(c1, (r) => r.call.p50).toFixed(2)} ms at concurrency 1`);
@@ -187,12 +184,15 @@ async function channelsAgainstExact(mongoUri: string, chain: DevChain, cleanup: 
     log(`   warm-up ${name}: ${warm.paid} paid calls in ${((performance.now() - t0) / 1000).toFixed(1)} s${warm.failed ? `, ${warm.failed} failed: ${JSON.stringify(warm.failures)}` : ''}`);
   }
   const rows: Record<string, RunResult[]> = {};
+  const profiles = new Map<number, Profile>();
   for (let round = 0; round < BLOCK_ROUNDS; round++) {
     const order = round % 2 === 0 ? (['channels', 'exact'] as const) : (['exact', 'channels'] as const);
     for (const name of order) {
       await anyMomentWithin(2_000);
       // exact's calls take a block or two: a longer ramp-up and window, so the window holds many blocks.
+      await ours.profile.start();
       const result = name === 'exact' ? await stacks.exact.run(BLOCK_CONCURRENCY, 4_000, 12_000) : await stacks.channels.run(BLOCK_CONCURRENCY, RAMP_MS, WINDOW_MS);
+      addProfile(profiles, name === 'exact' ? 0 : 1, await ours.profile.stop(), result.paidInRun);
       (rows[name] ??= []).push(result);
       log(`   round ${round + 1} ${name.padEnd(8)} ${result.perSecond.toFixed(1)} req/s, call p50 ${result.call.p50.toFixed(1)} ms p99 ${result.call.p99.toFixed(1)} ms${failures(result)}`);
     }
@@ -204,6 +204,8 @@ async function channelsAgainstExact(mongoUri: string, chain: DevChain, cleanup: 
     const list = rows[name]!;
     log(`   | ${name === 'channels' ? 'batch-settlement' : 'exact'} | ${median(list.map((r) => r.perSecond)).toFixed(1)} | ${median(list.map((r) => r.call.p50)).toFixed(1)} ms | ${median(list.map((r) => r.call.p99)).toFixed(1)} ms | ${list.reduce((a, r) => a + r.failed, 0)} |`);
   }
+  logProfile('on 2 s blocks, channels', profiles.get(1)!);
+  logProfile('on 2 s blocks, exact', profiles.get(0)!);
   const ratio = median(rows.channels!.map((r) => r.perSecond)) / median(rows.exact!.map((r) => r.perSecond));
   log(`   target: channels at least 10x exact at concurrency ${BLOCK_CONCURRENCY} — ${ratio.toFixed(1)}x (per round ${rows.channels!.map((r, i) => (r.perSecond / rows.exact![i]!.perSecond).toFixed(1)).join(', ')})`);
 }
@@ -213,17 +215,19 @@ async function channelsAgainstExact(mongoUri: string, chain: DevChain, cleanup: 
 async function transactionsPerCalls(mongoUri: string, chain: DevChain, cleanup: Cleanup) {
   const perBuyer = Math.ceil(CALLS / CALL_BUYERS);
   log(`\n3. ${perBuyer * CALL_BUYERS} paid calls from ${CALL_BUYERS} buyers through our stack, then our sweep claims and settles (CHANNEL_SWEEP_EVERY_MS=${SWEEP_MS}, a seller's setting; the default is 60000)`);
-  const [keys] = await fundBuyers(chain, [CALL_BUYERS], '5');
+  const [keys] = await fundBuyers(chain, [CALL_BUYERS], '25');
   const client = createPublicClient({ transport: http(chain.rpcUrl) }) as PublicClient;
   const ours = await ourStack(mongoUri, chain, cleanup, {
     relayer: DEV_ACCOUNTS[9]!.privateKey, env: { CHANNEL_SWEEP_EVERY_MS: String(SWEEP_MS) },
     routes: { 'GET /weather': { price: PRICE, scheme: 'batch-settlement', description: 'Weather, per call' } },
   });
-  const buyers = buyersFor(`${ours.url}/weather`, 'batch-settlement', keys, chain, cleanup, 10);
+  // One deposit per buyer, for all its calls (DEPOSIT_CALLS), so the count shows what the sweep sends.
+  const buyers = buyersFor(`${ours.url}/weather`, 'batch-settlement', keys, chain, cleanup);
   const fromBlock = await client.getBlockNumber({ cacheTime: 0 });
   const t0 = performance.now();
   const paid = await buyers.payEach(perBuyer);
   const seconds = (performance.now() - t0) / 1000;
+  const callsEnded = new Date();
   log(`   ${paid.paid} paid calls in ${seconds.toFixed(1)} s (${(paid.paid / seconds).toFixed(0)}/s)${paid.failed ? `, ${paid.failed} failed: ${JSON.stringify(paid.failures)}` : ''}; waiting for the sweep to settle them to the seller ...`);
   // Done when the seller's payTo holds every paid call's price: claimed from the channels, then settled.
   const due = BigInt(paid.paid) * PRICE_ATOMIC;
@@ -259,6 +263,9 @@ async function transactionsPerCalls(mongoUri: string, chain: DevChain, cleanup: 
   log('\n   | paid calls | buyers (channels) | transactions on chain | of which | gas | gas per paid call |');
   log('   |---|---|---|---|---|---|');
   log(`   | ${paid.paid} | ${CALL_BUYERS} (${channelIds.size}) | ${transactions} | ${[...kinds].map(([k, v]) => `${v} ${k}`).join(', ')} | ${gas} | ${(Number(gas) / paid.paid).toFixed(0)} |`);
+  const actions = await ours.db.collection('channel_actions').find({ kind: { $in: ['claim', 'settle'] } }).toArray();
+  const during = (kind: string) => actions.filter((a) => a.kind === kind && a.createdAt < callsEnded).length;
+  log(`   our sweep's actions: ${actions.filter((a) => a.kind === 'claim').length} claims (${during('claim')} while the calls ran), ${actions.filter((a) => a.kind === 'settle').length} settles (${during('settle')} while the calls ran); each sweep round that finds new vouchers sends one claim for all channels and one settle`);
   log(`   target: at most 15 transactions for 1,000 calls — ${transactions}`);
 }
 
@@ -423,6 +430,13 @@ function addProfile(profiles: Map<number, Profile>, concurrency: number, run: { 
     }
   }
   profiles.set(concurrency, p);
+}
+
+/** Per paid call: each route's time and each kind of database command's round trips (with how many a call sends). */
+function logProfile(label: string, p: Profile) {
+  const per = (x: { n: number; ms: number }) => `${(x.ms / p.calls).toFixed(2)} ms (${(x.n / p.calls).toFixed(2)}×)`;
+  const list = (t: Timings) => [...t].filter(([, v]) => v.n / p.calls >= 0.05).sort((a, b) => b[1].ms - a[1].ms).map(([k, v]) => `${k} ${per(v)}`).join(', ');
+  log(`   where our paid call spends its time in the backend ${label}, per paid call: routes ${list(p.routes)}; database round trips ${list(p.commands)}`);
 }
 
 const failures = (r: RunResult) => (r.failed ? `, ${r.failed} failed: ${JSON.stringify(r.failures)}` : '');
