@@ -168,6 +168,25 @@ describe('the sweep and the guarantees (Express)', () => {
     });
   });
 
+  it('claims 60 channels in one transaction (its record names them all)', async () => {
+    await withShop('Express', async (url) => {
+      await sweep(); // claims what the earlier tests left
+      const buyers: PrivateKeyAccount[] = [];
+      for (let i = 0; i < 60; i++) buyers.push(await fundedBuyer('1'));
+      const ids = await Promise.all(buyers.map(async (buyer) => {
+        const res = await channelClient(buyer).paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        return ((decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId as string).toLowerCase();
+      }));
+      const totals = await sweep();
+      expect(totals).toMatchObject({ claimed: 60 });
+      const claim = await server.app.db.collection('channel_actions').findOne({ kind: 'claim', channelIds: ids[0] });
+      expect(claim).toMatchObject({ status: 'succeeded' });
+      expect([...claim!.channelIds].sort()).toEqual([...ids].sort());
+      for (const id of ids) expect(await channelState(id as Hex)).toMatchObject({ totalClaimed: PRICE });
+    });
+  }, 120_000);
+
   it('the same voucher sent to two seller processes on two backend processes at the same instant is accepted once; sent again, it gets a 402 saying where the channel stands', async () => {
     const buyer = await fundedBuyer('1');
     const { paying, scheme } = channelClient(buyer);
