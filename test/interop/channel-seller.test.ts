@@ -221,13 +221,15 @@ describe('the sweep and the guarantees (Express)', () => {
     expect(first.required.accepts[0]!.scheme).toBe('batch-settlement');
   });
 
-  it('a channel\'s calls through two backend processes in turn: each finds the vouchers the other accepted, reading vouchers by `_id` only (FerretDB scans the whole collection for a range or a sort), numbered without gaps', async () => {
+  it('a channel\'s calls through two backend processes in turn: each finds the vouchers the other accepted, reading vouchers by `_id` only (FerretDB scans the whole collection for a range or a sort), numbered without gaps; the next call on the same process reads neither', async () => {
     const second = await startTestServer({ MONGODB_DB: server.config.MONGODB_DB, MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
     const filters: unknown[] = [];
+    const reads: string[] = [];
     let watching = true;
     for (const backend of [server, second]) {
       backend.app.db.getClient().on('commandStarted', (e) => {
         if (watching && e.commandName === 'find' && e.command.find === 'channel_vouchers') filters.push(e.command.filter);
+        if (watching && e.commandName === 'find' && ['channels', 'channel_vouchers'].includes(e.command.find)) reads.push(e.command.find);
       });
     }
     try {
@@ -235,13 +237,17 @@ describe('the sweep and the guarantees (Express)', () => {
       const { paying } = channelClient(buyer);
       const channelId = await withShop('Express', (urlA) => withShop('Express', async (urlB) => {
         let id: string | undefined;
-        for (let i = 1; i <= 6; i++) {
-          const res = await paying(`${i % 2 ? urlA : urlB}/weather`);
+        for (let i = 1; i <= 8; i++) {
+          // Turns, then twice on the first process; the last call is timed by its reads.
+          if (i === 8) reads.length = 0;
+          const res = await paying(`${i >= 7 || i % 2 ? urlA : urlB}/weather`);
           expect(res.status).toBe(200);
           const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);
           expect(settlement).toMatchObject({ extra: { channelState: { chargedCumulativeAmount: String(BigInt(i) * PRICE) } } });
           id ??= (settlement.extra as any).channelState.channelId;
         }
+        // The channel's record and its newest voucher (captured: it never changes) are the process's own.
+        expect(reads).toEqual([]);
         return id!.toLowerCase();
       }, second.url));
       watching = false;
@@ -249,7 +255,7 @@ describe('the sweep and the guarantees (Express)', () => {
       for (const filter of filters) expect(filter).toEqual({ _id: expect.any(String) });
       const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId }).toArray();
       expect(vouchers.map((v) => [v.seq, v.cumulative, v.status]).sort((a, b) => a[0] - b[0]))
-        .toEqual([1, 2, 3, 4, 5, 6].map((n) => [n, String(BigInt(n) * PRICE), 'captured']));
+        .toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => [n, String(BigInt(n) * PRICE), 'captured']));
     } finally {
       await second.stop();
     }

@@ -29,6 +29,8 @@ import { seqOf, voucherId, VoucherSequence } from './voucher-sequence.js';
 export const CHANNEL_WITHDRAW_DELAY = 900;
 /** A channel's state read from the chain is trusted this long for a voucher's balance check. */
 const CHAIN_STATE_TTL_MS = 30_000;
+/** Channels whose record a process keeps (its chain state trusted for CHAIN_STATE_TTL_MS, as the database's). */
+const CHANNELS_KEPT = 100_000;
 /** An action still `sending` after this long lost its process: the sweep finishes it from the chain. */
 const STALE_ACTION_MS = 5 * 60_000;
 
@@ -105,6 +107,12 @@ export class ChannelBook {
   readonly vouchers: Model<VoucherDoc>;
   private readonly sweeps: Model<{ _id: string; at: Date }>;
   private readonly sequence: VoucherSequence<VoucherDoc>;
+  /**
+   * Channel records this process read or wrote: a config never changes, and its chain state is trusted
+   * for CHAIN_STATE_TTL_MS from when it was read from the chain, whoever holds the record; so a paid call
+   * reads the database for it only when the state is that old (and the chain then).
+   */
+  private readonly channelsKept = new Map<string, ChannelDoc>();
 
   constructor(private readonly deps: ChannelBookDeps) {
     const { conn } = deps;
@@ -173,6 +181,7 @@ export class ChannelBook {
     const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { returnDocument: 'after' }).lean()
       ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
     if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
+    this.sequence.captured(doc.channelId, doc);
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
   }
 
@@ -184,6 +193,23 @@ export class ChannelBook {
     return { released: gone.deletedCount === 1 };
   }
 
+  /** The channel's record: the one this process keeps while its chain state is fresh, else the database's. */
+  private async stored(channelId: string): Promise<ChannelDoc | null> {
+    const id = channelId.toLowerCase();
+    const kept = this.channelsKept.get(id);
+    if (kept && isFresh(kept)) return kept;
+    const doc = await this.channels.findById(id).lean();
+    if (doc) this.keep(doc);
+    return doc;
+  }
+
+  private keep(doc: ChannelDoc): void {
+    this.channelsKept.delete(doc._id);
+    this.channelsKept.set(doc._id, doc);
+    // Oldest first: a Map keeps insertion order.
+    if (this.channelsKept.size > CHANNELS_KEPT) this.channelsKept.delete(this.channelsKept.keys().next().value!);
+  }
+
   /** The chain's state of a channel, written on its record (by the paid call that read it). */
   private async sync(channel: ChannelDoc | null, seller: SellerAccountDoc, config: ChannelConfig, channelId: Hex): Promise<ChannelDoc> {
     const chain = this.deps.chain();
@@ -191,12 +217,15 @@ export class ChannelBook {
     const fields = stateFields(state);
     if (channel) {
       await this.channels.updateOne({ _id: channel._id }, { $set: fields });
-      return { ...channel, ...fields };
+      const synced = { ...channel, ...fields };
+      this.keep(synced);
+      return synced;
     }
     const doc: ChannelDoc = {
       _id: channelId.toLowerCase(), orgId: seller._id, chainId: chain.chainId, config, payer: getAddress(config.payer), receiver: getAddress(config.receiver), ...fields, createdAt: new Date(),
     };
     await this.channels.create(doc).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    this.keep(doc);
     return doc;
   }
 
@@ -210,7 +239,7 @@ export class ChannelBook {
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
-    const [stored, seen] = await Promise.all([this.channels.findById(voucher.channelId.toLowerCase()).lean(), this.current(voucher.channelId)]);
+    const [stored, seen] = await Promise.all([this.stored(voucher.channelId), this.current(voucher.channelId)]);
     let latest = seen;
     if (latest === 'busy') return busy();
     // The voucher must be this call's before anything is deposited; a refusal is checked against the
@@ -245,8 +274,7 @@ export class ChannelBook {
     const { channelConfig: config, voucher } = payload;
     let channel = admitted.stored;
     // The chain's word on the balance is fresh enough, or asked again (a deposit made elsewhere, a refund, a withdrawal).
-    const fresh = channel && Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
-    if (!channel || !fresh || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
+    if (!channel || !isFresh(channel) || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
     if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
     return this.accept(seller, terms, channel, admitted.latest, voucher, '', hold);
   }
@@ -276,11 +304,12 @@ export class ChannelBook {
       extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
     };
     const holdToken = hold ? randomBytes(8).toString('hex') : undefined;
+    const doc: VoucherDoc = {
+      _id: id, seq, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
+      status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse, createdAt: new Date(),
+    };
     try {
-      await this.vouchers.create({
-        _id: id, seq, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
-        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse, createdAt: new Date(),
-      });
+      await this.vouchers.create(doc);
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
       // Another voucher follows the same one: this one at another process at the same instant, or another
@@ -294,7 +323,7 @@ export class ChannelBook {
         message: already ? 'this voucher was accepted already' : 'another call on this channel was accepted first',
       };
     }
-    this.sequence.remember(voucher.channelId, seq);
+    this.sequence.remember(voucher.channelId, seq, doc);
     // A held call is captured or released by its hold id (the voucher and the hold's token).
     return { ok: true, paymentId: holdToken ? `${id}:${holdToken}` : id, paymentResponse };
   }
@@ -398,6 +427,8 @@ function splitHoldId(holdId: string): [string, string] {
   const at = holdId.lastIndexOf(':');
   return [holdId.slice(0, at), holdId.slice(at + 1)];
 }
+
+const isFresh = (channel: ChannelDoc) => Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
 
 const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
 

@@ -17,24 +17,28 @@ export const VOUCHER_ID_PATTERN = `0x[0-9a-f]{64}:\\d{${DIGITS}}`;
 
 /**
  * Finds a channel's newest voucher: from the number this process last saw for the channel (usually one
- * lookup, confirmed by the unique insert that follows), galloping forward past what other processes
- * accepted since, and bisecting back when the newest was released.
+ * lookup, or none when that voucher was captured: a captured voucher never changes), confirmed by the
+ * unique insert of the next number; galloping forward past what other processes accepted since, and
+ * bisecting back when the newest was released.
  */
-export class VoucherSequence<T extends { seq: number }> {
-  private readonly newestSeen = new Map<string, number>();
+export class VoucherSequence<T extends { seq: number; status: string }> {
+  /** Per channel, the newest number seen, with its voucher when that was captured (final). */
+  private readonly newestSeen = new Map<string, { seq: number; captured?: T }>();
 
   constructor(private readonly byId: (id: string) => Promise<T | null>) {}
 
   /**
-   * The voucher this process last saw as the channel's newest, read again (one lookup): a later one may
-   * exist (another process accepted it), which the insert of the next number finds out. Unknown channel:
-   * found by `newest`.
+   * The voucher this process last saw as the channel's newest (read again unless it was captured): a later
+   * one may exist (another process accepted it), which the insert of the next number finds out. Unknown
+   * channel: found by `newest`.
    */
   async lastSeen(channelId: string): Promise<T | null> {
-    const seq = this.newestSeen.get(channelId.toLowerCase());
-    if (seq === undefined) return this.newest(channelId);
-    const doc = await this.byId(voucherId(channelId, seq));
-    return doc ?? this.newest(channelId);
+    const seen = this.newestSeen.get(channelId.toLowerCase());
+    if (seen === undefined) return this.newest(channelId);
+    if (seen.captured) return seen.captured;
+    const doc = seen.seq === 0 ? null : await this.byId(voucherId(channelId, seen.seq));
+    if (doc) this.remember(channelId, doc.seq, doc);
+    return doc ?? (seen.seq === 0 ? null : this.newest(channelId));
   }
 
   /** The channel's newest voucher, null if none was accepted. */
@@ -45,7 +49,7 @@ export class VoucherSequence<T extends { seq: number }> {
     let lo = 0;
     let loDoc: T | null = null;
     let hi: number;
-    const start = this.newestSeen.get(id) ?? 1;
+    const start = Math.max(1, this.newestSeen.get(id)?.seq ?? 1);
     const first = await at(start);
     if (first) {
       [lo, loDoc] = [start, first];
@@ -63,15 +67,20 @@ export class VoucherSequence<T extends { seq: number }> {
       if (doc) [lo, loDoc] = [mid, doc];
       else hi = mid;
     }
-    this.remember(id, lo);
+    this.remember(id, lo, loDoc ?? undefined);
     return loDoc;
   }
 
-  /** The channel's newest number is `seq` (accepted, or the newest after a release). */
-  remember(channelId: string, seq: number): void {
+  /** A voucher this process captured: the channel's newest, unless a later one was seen. */
+  captured(channelId: string, doc: T): void {
+    if ((this.newestSeen.get(channelId.toLowerCase())?.seq ?? 0) <= doc.seq) this.remember(channelId, doc.seq, doc);
+  }
+
+  /** The channel's newest number is `seq` (accepted, or the newest after a release), `doc` its voucher if this process has it. */
+  remember(channelId: string, seq: number, doc?: T): void {
     const id = channelId.toLowerCase();
     this.newestSeen.delete(id);
-    this.newestSeen.set(id, seq);
+    this.newestSeen.set(id, { seq, ...(doc?.status === 'captured' ? { captured: doc } : {}) });
     // Oldest first: a Map keeps insertion order.
     if (this.newestSeen.size > REMEMBERED) this.newestSeen.delete(this.newestSeen.keys().next().value!);
   }
