@@ -16,7 +16,7 @@
  *    the whole call (402, voucher, paid request) and of the paid request alone; our database commands per
  *    paid call.
  * 2. A chain that mines like Base (anvil --block-time 2): our channels against our own `exact` at
- *    concurrency 64 (CHANNELS_BLOCK_ROUNDS rounds, 2), each run starting at a random moment within a block.
+ *    concurrency 64 (CHANNELS_BLOCK_ROUNDS rounds, 3), each run starting at a random moment within a block.
  * 3. 1,000 paid calls from 10 buyers through our stack (CHANNELS_CALLS, CHANNELS_BUYERS), then our sweep
  *    claims and settles them on its schedule: CHANNEL_SWEEP_EVERY_MS, a seller's setting, here
  *    CHANNELS_SWEEP_MS (10000) instead of the default 60000 so the bench does not wait a minute. Every
@@ -56,7 +56,7 @@ const ROUNDS = Number(process.env.CHANNELS_ROUNDS ?? 3);
 const CONCURRENCIES = (process.env.CHANNELS_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const RAMP_MS = Number(process.env.CHANNELS_RAMP_MS ?? 1000);
 const WINDOW_MS = Number(process.env.CHANNELS_WINDOW_MS ?? 4000);
-const BLOCK_ROUNDS = Number(process.env.CHANNELS_BLOCK_ROUNDS ?? 2);
+const BLOCK_ROUNDS = Number(process.env.CHANNELS_BLOCK_ROUNDS ?? 3);
 const BLOCK_CONCURRENCY = Number(process.env.CHANNELS_BLOCK_CONCURRENCY ?? 64);
 const CALLS = Number(process.env.CHANNELS_CALLS ?? 1000);
 const CALL_BUYERS = Number(process.env.CHANNELS_BUYERS ?? 10);
@@ -68,7 +68,11 @@ const PRICE_ATOMIC = 1_000n;
 const DEPOSIT_CALLS = 20_000;
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
 const anyMomentWithin = (ms: number) => new Promise((r) => setTimeout(r, Math.random() * ms));
 type Cleanup = Array<() => Promise<unknown>>;
 
