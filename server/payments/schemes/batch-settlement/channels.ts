@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Collection } from 'mongodb';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
@@ -6,6 +7,7 @@ import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js
 import type { ChainService } from '../../../chain/chain-service.js';
 import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
 import { isDuplicateKey } from '../../../platform/errors.js';
+import { GroupedInserts } from '../../../platform/group-commit.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { SellerAccountDoc } from '../../models.js';
 import type { SettleTerms } from '../../settlement-path.js';
@@ -107,6 +109,8 @@ export class ChannelBook {
   readonly vouchers: Model<VoucherDoc>;
   private readonly sweeps: Model<{ _id: string; at: Date }>;
   private readonly sequence: VoucherSequence<VoucherDoc>;
+  /** Vouchers accepted at the same time leave in one insertMany (unordered: a duplicate fails only itself). */
+  private readonly voucherInserts: GroupedInserts<VoucherDoc>;
   /**
    * Channel records this process read or wrote: a config never changes, and its chain state is trusted
    * for CHAIN_STATE_TTL_MS from when it was read from the chain, whoever holds the record; so a paid call
@@ -120,6 +124,7 @@ export class ChannelBook {
     this.vouchers = (conn.models.ChannelVoucher as Model<VoucherDoc>) ?? conn.model<VoucherDoc>('ChannelVoucher', voucherSchema, 'channel_vouchers');
     this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
     this.sequence = new VoucherSequence((id) => this.vouchers.findById(id).lean());
+    this.voucherInserts = new GroupedInserts(() => this.vouchers.collection as unknown as Collection<VoucherDoc>);
   }
 
   /** The requirements our middleware's 402 offers for this call (what the buyer's voucher must meet). */
@@ -308,10 +313,7 @@ export class ChannelBook {
       _id: id, seq, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
       status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(Date.now() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse, createdAt: new Date(),
     };
-    try {
-      await this.vouchers.create(doc);
-    } catch (err) {
-      if (!isDuplicateKey(err)) throw err;
+    if ((await this.voucherInserts.insert(doc)) === 'duplicate') {
       // Another voucher follows the same one: this one at another process at the same instant, or another
       // call's (this process had not seen it). Refused with where the channel stands now.
       const now = await this.current(voucher.channelId, true);
