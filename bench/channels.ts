@@ -29,6 +29,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import express, { type Express } from 'express';
+import { MongoClient } from 'mongodb';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import { toFacilitatorEvmSigner } from '@x402/evm';
@@ -289,8 +290,10 @@ async function ourStack(mongoUri: string, chain: DevChain, cleanup: Cleanup, opt
   };
   const backend = await startServer(loadConfig(env));
   cleanup.push(async () => {
-    await backend.app.db.dropDatabase().catch(() => {});
+    // Closed first: its last record writes (exact's, after their blocks) land before the database goes.
     await backend.close();
+    const client = await new MongoClient(mongoUri).connect();
+    await client.db(env.MONGODB_DB).dropDatabase().catch(() => {}).finally(() => client.close());
   });
   const call = async (method: string, path: string, key: string | undefined, body?: unknown) => {
     const res = await fetch(backend.url + path, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) } });
