@@ -16,7 +16,8 @@
  *    the whole call (402, voucher, paid request) and of the paid request alone; our database commands per
  *    paid call.
  * 2. A chain that mines like Base (anvil --block-time 2): our channels against our own `exact` at
- *    concurrency 64 (CHANNELS_BLOCK_ROUNDS rounds, 3), each run starting at a random moment within a block.
+ *    concurrency 64 (CHANNELS_BLOCK_ROUNDS rounds, 3), each run starting at a random moment within a block
+ *    (CHANNELS_PROFILE_ROUNDS=1: where our calls spend their time, per round).
  * 3. 1,000 paid calls from 10 buyers through our stack (CHANNELS_CALLS, CHANNELS_BUYERS), then our sweep
  *    claims and settles them on its schedule: CHANNEL_SWEEP_EVERY_MS, a seller's setting, here
  *    CHANNELS_SWEEP_MS (10000) instead of the default 60000 so the bench does not wait a minute. Every
@@ -197,7 +198,9 @@ async function channelsAgainstExact(mongoUri: string, chain: DevChain, cleanup: 
       // exact's calls take a block or two: a longer ramp-up and window, so the window holds many blocks.
       await ours.profile.start();
       const result = name === 'exact' ? await stacks.exact.run(BLOCK_CONCURRENCY, 4_000, 12_000) : await stacks.channels.run(BLOCK_CONCURRENCY, RAMP_MS, WINDOW_MS);
-      addProfile(profiles, name === 'exact' ? 0 : 1, await ours.profile.stop(), result.paidInRun);
+      const run = await ours.profile.stop();
+      addProfile(profiles, name === 'exact' ? 0 : 1, run, result.paidInRun);
+      if (process.env.CHANNELS_PROFILE_ROUNDS) { const one = new Map<number, Profile>(); addProfile(one, 0, run, result.paidInRun); logProfile(`round ${round + 1} ${name}`, one.get(0)!); }
       (rows[name] ??= []).push(result);
       log(`   round ${round + 1} ${name.padEnd(8)} ${result.perSecond.toFixed(1)} req/s, call p50 ${result.call.p50.toFixed(1)} ms p99 ${result.call.p99.toFixed(1)} ms${failures(result)}`);
     }
