@@ -18,6 +18,7 @@ import type { Endpoints } from './endpoints.js';
 import type { ChannelBook } from './schemes/batch-settlement/channels.js';
 import type { ChannelCalls } from './schemes/batch-settlement/calls.js';
 import { presentChannel, presentChannelCall } from './schemes/batch-settlement/present.js';
+import { VOUCHER_ID_PATTERN } from './schemes/batch-settlement/voucher-sequence.js';
 import type { PaymentRecords } from './records.js';
 import type { Redemption } from './redemption.js';
 import type { SignInWithX } from './sign-in-with-x.js';
@@ -109,8 +110,8 @@ export interface PaymentRouteServices {
  */
 /** A channel call: the redeem body, held while the handler runs when `hold` (captured or released after it). */
 export const channelPayBody = redeemBody.extend({ hold: z.boolean().optional(), holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
-/** A held channel call's id: `<channel id>:<cumulative amount, 39 digits>:<hold token>`. */
-export const voucherIdParam = z.object({ id: z.string().regex(/^0x[0-9a-f]{64}:\d{39}:[0-9a-f]{16}$/, 'malformed hold id') });
+/** A held channel call's id: `<channel id>:<the voucher's number in the channel, 12 digits>:<hold token>`. */
+export const voucherIdParam = z.object({ id: z.string().regex(new RegExp(`^${VOUCHER_ID_PATTERN}:[0-9a-f]{16}$`), 'malformed hold id') });
 const DEFAULT_CHANNEL_HOLD_SECONDS = 120;
 /** A batch-settlement channel: its id, the hash of its config (0x and 64 hex digits). */
 export const channelIdParam = z.object({ channelId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a channel id (0x and 64 hex digits)').transform((id) => id.toLowerCase()) });

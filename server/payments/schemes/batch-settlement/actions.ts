@@ -67,7 +67,9 @@ const schema = new Schema<ChannelActionDoc>({
   kind: { type: String, required: true },
   orgId: { type: String, required: true, index: true },
   chainId: Number,
-  channelIds: { type: [String], index: true },
+  // Not indexed: nothing looks actions up by channel, and FerretDB indexes an array as one btree row (at
+  // most 2,704 bytes), so the record of a claim of about 40 channels or more could not be inserted.
+  channelIds: [String],
   receiver: String,
   payer: String,
   amount: String,

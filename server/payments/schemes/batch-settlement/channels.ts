@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Collection } from 'mongodb';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
@@ -6,6 +7,7 @@ import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js
 import type { ChainService } from '../../../chain/chain-service.js';
 import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
 import { isDuplicateKey } from '../../../platform/errors.js';
+import { GroupedInserts } from '../../../platform/group-commit.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { SellerAccountDoc, SignedReceipt } from '../../models.js';
 import { signChannelCallReceipt, type ReceiptSigner } from '../../receipts.js';
@@ -16,19 +18,23 @@ import type { ChannelFacilitator } from './facilitator.js';
 import { channelConfigRefusal, voucherSigned } from './verify.js';
 import { callIdOf } from './call-id.js';
 import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
+import { seqOf, voucherId, VoucherSequence } from './voucher-sequence.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
 // database, shared by every seller process and every backend process, never in a process's memory. A paid
-// call's voucher is checked against it and accepted by a unique insert keyed by (channel, cumulative
-// amount): of two copies sent to two processes at the same instant one is accepted. A voucher is accepted
-// only as the last accepted one plus the call's price, so every accepted voucher is one paid call and the
-// highest is what the channel owes. The sweep (one process per round, a unique insert) claims what the
-// vouchers allow, many channels in one transaction, settles it to the seller, and refunds idle channels.
+// call's voucher is checked against it and accepted by a unique insert keyed by (channel, number of the
+// voucher in the channel): of two copies sent to two processes at the same instant one is accepted. A
+// voucher is accepted only as the last accepted one plus the call's price, so every accepted voucher is one
+// paid call and the newest is what the channel owes. The vouchers are read by `_id` alone
+// (voucher-sequence.ts). The sweep (one process per round, a unique insert) claims what the vouchers allow,
+// many channels in one transaction, settles it to the seller, and refunds idle channels.
 
 /** The withdrawal delay our 402 names (the contract's minimum: a payer leaving waits 15 minutes, and the sweep claims long before). */
 export const CHANNEL_WITHDRAW_DELAY = 900;
 /** A channel's state read from the chain is trusted this long for a voucher's balance check. */
 const CHAIN_STATE_TTL_MS = 30_000;
+/** Channels whose record a process keeps (its chain state trusted for CHAIN_STATE_TTL_MS, as the database's). */
+const CHANNELS_KEPT = 100_000;
 /** An action still `sending` after this long lost its process: the sweep finishes it from the chain. */
 const STALE_ACTION_MS = 5 * 60_000;
 
@@ -49,8 +55,10 @@ export interface ChannelDoc {
 }
 
 export interface VoucherDoc {
-  /** `<channelId>:<cumulative, 39 digits>`: unique, so one voucher is accepted once; sorts by amount within a channel. */
+  /** `<channelId>:<seq, 12 digits>` (voucher-sequence.ts): unique, so one voucher follows each. */
   _id: string;
+  /** 1 for the channel's first accepted voucher, then one more for each; no gaps (only the newest is ever released). */
+  seq: number;
   channelId: string;
   orgId: string;
   cumulative: string;
@@ -83,7 +91,7 @@ const channelSchema = new Schema<ChannelDoc>({
   balance: String, totalClaimed: String, withdrawRequestedAt: Number, refundNonce: String, syncedAt: Date, createdAt: Date,
 }, { versionKey: false });
 const voucherSchema = new Schema<VoucherDoc>({
-  _id: String, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String,
+  _id: String, seq: Number, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String,
   status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, callId: String, endpointId: String, signedReceipt: Schema.Types.Mixed, createdAt: Date,
 }, { versionKey: false, minimize: false });
 // A call's record by its id (GET /v0/payments/chc_…).
@@ -91,9 +99,6 @@ voucherSchema.index({ callId: 1 });
 // A seller's channels, newest first (the channel list).
 channelSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
-
-const pad = (n: bigint) => n.toString().padStart(39, '0');
-const voucherId = (channelId: string, cumulative: bigint) => `${channelId.toLowerCase()}:${pad(cumulative)}`;
 
 const paymentHeaderSchema = z.object({
   x402Version: z.literal(2),
@@ -123,12 +128,23 @@ export class ChannelBook {
    * A failure is logged, never the round's: the webhook outbox sweep dispatches what a hook missed.
    */
   readonly onClaimed: Array<() => Promise<unknown>> = [];
+  private readonly sequence: VoucherSequence<VoucherDoc>;
+  /** Vouchers accepted at the same time leave in one insertMany (unordered: a duplicate fails only itself). */
+  private readonly voucherInserts: GroupedInserts<VoucherDoc>;
+  /**
+   * Channel records this process read or wrote: a config never changes, and its chain state is trusted
+   * for CHAIN_STATE_TTL_MS from when it was read from the chain, whoever holds the record; so a paid call
+   * reads the database for it only when the state is that old (and the chain then).
+   */
+  private readonly channelsKept = new Map<string, ChannelDoc>();
 
   constructor(private readonly deps: ChannelBookDeps) {
     const { conn } = deps;
     this.channels = (conn.models.Channel as Model<ChannelDoc>) ?? conn.model<ChannelDoc>('Channel', channelSchema, 'channels');
     this.vouchers = (conn.models.ChannelVoucher as Model<VoucherDoc>) ?? conn.model<VoucherDoc>('ChannelVoucher', voucherSchema, 'channel_vouchers');
     this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
+    this.sequence = new VoucherSequence((id) => this.vouchers.findById(id).lean());
+    this.voucherInserts = new GroupedInserts(() => this.vouchers.collection as unknown as Collection<VoucherDoc>);
   }
 
   /** The requirements our middleware's 402 offers for this call (what the buyer's voucher must meet). */
@@ -164,32 +180,33 @@ export class ChannelBook {
     return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
   }
 
-  /** The channel's last accepted voucher (held or captured; `captured`: only those), if any. */
-  private latest(channelId: string, captured = false): Promise<VoucherDoc | null> {
-    const id = channelId.toLowerCase();
-    return this.vouchers.findOne({ _id: { $gte: `${id}:`, $lt: `${id};` }, ...(captured ? { status: 'captured' } : {}) }).sort({ _id: -1 }).lean();
+  /** The voucher before `doc` in its channel (captured: only the newest can be held), null for the first. */
+  private previous(doc: VoucherDoc): Promise<VoucherDoc | null> {
+    return doc.seq > 1 ? this.vouchers.findById(voucherId(doc.channelId, doc.seq - 1)).lean() : Promise.resolve(null);
   }
 
   /**
-   * The channel's last voucher as a new call sees it: a hold still running makes the channel busy (one
-   * call at a time on a channel, as the official server has it), one that expired (its process died) is
-   * released first.
+   * The channel's last voucher as a new call sees it (`fresh`: found again, not the one this process saw
+   * last): a hold still running makes the channel busy (one call at a time on a channel, as the official
+   * server has it), one that expired (its process died) is released first.
    */
-  private async current(channelId: string): Promise<VoucherDoc | null | 'busy'> {
-    const latest = await this.latest(channelId);
-    if (latest?.status !== 'held') return latest;
-    if (latest.holdExpiresAt && latest.holdExpiresAt.getTime() > Date.now()) return 'busy';
-    await this.vouchers.deleteOne({ _id: latest._id, status: 'held' });
-    return this.latest(channelId);
+  private async current(channelId: string, fresh = false): Promise<VoucherDoc | null | 'busy'> {
+    const newest = fresh ? await this.sequence.newest(channelId) : await this.sequence.lastSeen(channelId);
+    if (newest?.status !== 'held') return newest;
+    if (newest.holdExpiresAt && newest.holdExpiresAt.getTime() > Date.now()) return 'busy';
+    await this.vouchers.deleteOne({ _id: newest._id, status: 'held', holdToken: newest.holdToken });
+    this.sequence.remember(channelId, newest.seq - 1);
+    return this.previous(newest);
   }
 
   /** Captures a held voucher once the handler succeeded: its call is charged. */
   async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
     const [voucherId, holdToken] = splitHoldId(holdId);
     // One round trip; a capture asked again (its answer lost) finds the voucher captured already.
-    const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { new: true }).lean()
+    const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { returnDocument: 'after' }).lean()
       ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
     if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
+    this.sequence.captured(doc.channelId, doc);
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
   }
 
@@ -197,7 +214,25 @@ export class ChannelBook {
   async release(orgId: string, holdId: string): Promise<{ released: boolean }> {
     const [voucherId, holdToken] = splitHoldId(holdId);
     const gone = await this.vouchers.deleteOne({ _id: voucherId, orgId, holdToken, status: 'held' });
+    if (gone.deletedCount === 1) this.sequence.remember(voucherId.slice(0, voucherId.indexOf(':')), seqOf(voucherId) - 1);
     return { released: gone.deletedCount === 1 };
+  }
+
+  /** The channel's record: the one this process keeps while its chain state is fresh, else the database's. */
+  private async stored(channelId: string): Promise<ChannelDoc | null> {
+    const id = channelId.toLowerCase();
+    const kept = this.channelsKept.get(id);
+    if (kept && isFresh(kept)) return kept;
+    const doc = await this.channels.findById(id).lean();
+    if (doc) this.keep(doc);
+    return doc;
+  }
+
+  private keep(doc: ChannelDoc): void {
+    this.channelsKept.delete(doc._id);
+    this.channelsKept.set(doc._id, doc);
+    // Oldest first: a Map keeps insertion order.
+    if (this.channelsKept.size > CHANNELS_KEPT) this.channelsKept.delete(this.channelsKept.keys().next().value!);
   }
 
   /** The chain's state of a channel, written on its record (by the paid call that read it). */
@@ -207,12 +242,15 @@ export class ChannelBook {
     const fields = stateFields(state);
     if (channel) {
       await this.channels.updateOne({ _id: channel._id }, { $set: fields });
-      return { ...channel, ...fields };
+      const synced = { ...channel, ...fields };
+      this.keep(synced);
+      return synced;
     }
     const doc: ChannelDoc = {
       _id: channelId.toLowerCase(), orgId: seller._id, chainId: chain.chainId, config, payer: getAddress(config.payer), receiver: getAddress(config.receiver), ...fields, createdAt: new Date(),
     };
     await this.channels.create(doc).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    this.keep(doc);
     return doc;
   }
 
@@ -226,11 +264,17 @@ export class ChannelBook {
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
-    const [stored, latest] = await Promise.all([this.channels.findById(voucher.channelId.toLowerCase()).lean(), this.current(voucher.channelId)]);
+    const [stored, seen] = await Promise.all([this.stored(voucher.channelId), this.current(voucher.channelId)]);
+    let latest = seen;
     if (latest === 'busy') return busy();
-    // The voucher must be this call's before anything is deposited.
-    const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
-    if (mismatch) return mismatch;
+    // The voucher must be this call's before anything is deposited; a refusal is checked against the
+    // channel's newest voucher found again (this process's may be behind another process's).
+    if (this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic)) {
+      latest = await this.current(voucher.channelId, true);
+      if (latest === 'busy') return busy();
+      const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
+      if (mismatch) return mismatch;
+    }
     if (!(await voucherSigned(chain, config, voucher.channelId, voucher.maxClaimableAmount, voucher.signature))) {
       return { ok: false, error: R.voucherSignature, message: 'the voucher is not signed by the channel\'s payer (or its payerAuthorizer)' };
     }
@@ -255,8 +299,7 @@ export class ChannelBook {
     const { channelConfig: config, voucher } = payload;
     let channel = admitted.stored;
     // The chain's word on the balance is fresh enough, or asked again (a deposit made elsewhere, a refund, a withdrawal).
-    const fresh = channel && Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
-    if (!channel || !fresh || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
+    if (!channel || !isFresh(channel) || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
     if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
     return this.accept(seller, terms, channel, admitted.latest, voucher, '', hold);
   }
@@ -272,14 +315,15 @@ export class ChannelBook {
     };
   }
 
-  /** The voucher accepted once: a unique insert of (channel, cumulative amount). */
+  /** The voucher accepted once: a unique insert of (channel, the number after the newest's): one voucher follows each. */
   private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
     const chain = this.deps.chain();
     const max = voucher.maxClaimableAmount;
     if (max > BigInt(channel.balance)) return { ok: false, error: R.exceedsBalance, message: `the voucher's ${max} is above the channel's balance ${channel.balance}` };
     if (max <= BigInt(channel.totalClaimed)) return { ok: false, error: R.belowClaimed, message: `the voucher's ${max} is not above the ${channel.totalClaimed} claimed already` };
     if (channel.withdrawRequestedAt !== 0) return { ok: false, error: 'channel_withdrawal_pending', message: 'the payer started withdrawing this channel: deposit into a new channel' };
-    const id = voucherId(voucher.channelId, max);
+    const seq = (latest?.seq ?? 0) + 1;
+    const id = voucherId(voucher.channelId, seq);
     const paymentResponse = {
       success: true as const, transaction, network: chain.caip2, payer: channel.payer,
       extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
@@ -294,17 +338,24 @@ export class ChannelBook {
       callId, endpointId, payerAddress: channel.payer, recipientAddress: channel.receiver, amountUsdcRaw: terms.amountAtomic.toString(), cumulativeAmountUsdcRaw: max.toString(),
       channelId: voucher.channelId.toLowerCase(), voucherSignature: voucher.signature, network: chain.caip2, resourceUrl: terms.resource, acceptedAt,
     });
-    try {
-      await this.vouchers.create({
-        _id: id, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
-        status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(acceptedAt.getTime() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse,
-        callId, endpointId, signedReceipt, createdAt: acceptedAt,
-      });
-    } catch (err) {
-      if (!isDuplicateKey(err)) throw err;
-      // Accepted already (a replay, or the same voucher at another process at the same instant).
-      return { ...this.cumulativeMismatch(channel, { ...(latest ?? {}), cumulative: max.toString(), signature: voucher.signature } as VoucherDoc, max, terms.amountAtomic)!, message: 'this voucher was accepted already' };
+    const doc: VoucherDoc = {
+      _id: id, seq, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
+      status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(acceptedAt.getTime() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse,
+      callId, endpointId, signedReceipt, createdAt: acceptedAt,
+    };
+    if ((await this.voucherInserts.insert(doc)) === 'duplicate') {
+      // Another voucher follows the same one: this one at another process at the same instant, or another
+      // call's (this process had not seen it). Refused with where the channel stands now.
+      const now = await this.current(voucher.channelId, true);
+      if (now === 'busy') return busy();
+      const already = !!now && BigInt(now.cumulative) >= max;
+      return {
+        ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch',
+        ...this.cumulativeMismatch(channel, now, max, terms.amountAtomic),
+        message: already ? 'this voucher was accepted already' : 'another call on this channel was accepted first',
+      };
     }
+    this.sequence.remember(voucher.channelId, seq, doc);
     // A held call is captured or released by its hold id (the voucher and the hold's token).
     return { ok: true, paymentId: holdToken ? `${id}:${holdToken}` : id, paymentResponse };
   }
@@ -335,9 +386,9 @@ export class ChannelBook {
     // The channels with a captured voucher (the newest voucher, and the newest captured one when that is a hold)...
     const candidates: Array<{ channel: ChannelDoc; latest: VoucherDoc; answering: boolean }> = [];
     for (const channel of channels) {
-      const newest = await this.latest(channel._id);
+      const newest = await this.sequence.newest(channel._id);
       if (!newest) continue;
-      const latest = newest.status === 'captured' ? newest : await this.latest(channel._id, true);
+      const latest = newest.status === 'captured' ? newest : await this.previous(newest);
       if (!latest) continue;
       // A call being answered right now (a held voucher) keeps the channel from counting as idle.
       const answering = newest.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
@@ -411,6 +462,8 @@ function splitHoldId(holdId: string): [string, string] {
   const at = holdId.lastIndexOf(':');
   return [holdId.slice(0, at), holdId.slice(at + 1)];
 }
+
+const isFresh = (channel: ChannelDoc) => Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
 
 const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
 
