@@ -56,8 +56,11 @@ export interface ChannelSummary {
   state: ChannelState;
 }
 
-const pad = (n: bigint) => n.toString().padStart(39, '0');
-/** The `_id` range of a channel's vouchers (ids are `<channel>:<cumulative, 39 digits>`). */
+/**
+ * The `_id` range of a channel's vouchers (ids are `<channel>:<number, 12 digits>`, voucher-sequence.ts;
+ * the numbers and the cumulative amounts grow together). A range read, for the lists and the claim
+ * webhooks only: a paid call never reads one.
+ */
 const voucherRange = (channelId: string) => ({ $gte: `${channelId}:`, $lt: `${channelId};` });
 
 /** The channel's claimed total after each successful claim or refund of it, lowest first (ties: the earliest). */
@@ -173,8 +176,12 @@ export class ChannelCalls {
       const at = coverages.findIndex((c) => c.actionId === action._id);
       if (at < 0) continue;
       const from = at === 0 ? 0n : coverages[at - 1]!.total;
-      const vouchers = await this.vouchers.find({ _id: { $gt: `${channel._id}:${pad(from)}`, $lte: `${channel._id}:${pad(coverages[at]!.total)}` }, orgId: action.orgId, status: 'captured' }).sort({ _id: 1 }).lean();
-      for (const voucher of vouchers) calls.push(this.call(voucher, channel, coverages));
+      const upTo = coverages[at]!.total;
+      const vouchers = await this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId, status: 'captured' }).sort({ _id: 1 }).lean();
+      for (const voucher of vouchers) {
+        const cumulative = BigInt(voucher.cumulative);
+        if (cumulative > from && cumulative <= upTo) calls.push(this.call(voucher, channel, coverages));
+      }
     }
     return calls;
   }
