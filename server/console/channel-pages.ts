@@ -42,10 +42,11 @@ export function channelPages(router: Router, deps: ChannelPageDeps, guards: Cons
     sendHtml(ctx, channelPage({ session: sessionOf(ctx), summary, calls: page.items, paged: !!cursor, ...(page.nextPageToken ? { older: `/console/channels/${channelId}?cursor=${page.nextPageToken}` } : {}) }));
   });
 
-  // A call's page; any other id goes on to the payment page (payment-pages.ts).
+  // A call's page; anything else under /payments/ goes on to the payment pages (payment-pages.ts), before
+  // any check: /payments/rows (the list's live refresh) and /payments/export.csv are theirs, not ids.
   router.get('/payments/:id', guards.session, async (ctx, next) => {
+    if (!String(ctx.params.id).startsWith('chc_')) return next();
     const { id } = parseInput(idParam, ctx.params, 'params');
-    if (!id.startsWith('chc_')) return next();
     const call = await calls().find(orgOf(ctx), id);
     if (!call) throw notFound('Payment not found');
     const receiptCheck = call.voucher.signedReceipt ? await checkSignedReceipt(call.voucher, deps.did.serviceDocument()) : undefined;
