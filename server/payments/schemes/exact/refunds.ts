@@ -187,6 +187,8 @@ export class ExactRefunds {
       const owner = { orgId: wallet.orgId, identityId: wallet.identityId };
       const reserved = await this.mandates.reserve(owner, null, asked);
       if (!reserved.ok) {
+        // A concurrent refund of this payment may be what took the cap: then that refund is the answer.
+        if ((await this.list(payment._id)).length !== refunds.length) continue;
         throw new AppError(409, reserved.code, `a refund from the wallet ${wallet.address} is spending of identity ${wallet.identityId}, under its mandate: ${reserved.message}. Nothing was refunded`);
       }
       const seq = refunds.length;
