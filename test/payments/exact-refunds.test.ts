@@ -6,6 +6,11 @@
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -15,6 +20,7 @@ import { verifyReceipt } from '../../middleware/receipt.js';
 import { verifyWebhook } from '../../middleware/webhook.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { authorizationState } from '../../server/chain/usdc.js';
+import { consoleGet, consolePost, csrfIn, signIn } from '../console/http-client.js';
 
 const PRICE = 1_000_000n; // $1
 
@@ -205,4 +211,55 @@ describe('refunds of exact payments paid to the seller\'s agentgate wallet', () 
     expect(await usdcBalance(buyer.address)).toBe(before + 250_000n);
     expect(await mandateOf(s)).toMatchObject({ spentTodayUsdc: '0.25' });
   });
+});
+
+describe('the console, the CLI and the MCP tool refund exact payments the same way', () => {
+  it('the console shows the Refund form for a payment to the org\'s wallet (not for one to a foreign payTo); the confirmation refunds on chain', async () => {
+    const s = await seller();
+    const { buyer, id } = await paid(s);
+    const before = await usdcBalance(buyer.address);
+    const session = await signIn(server, s.platformKey);
+    const page = await consoleGet(server, `/console/payments/${id}`, session.cookie);
+    expect(page.text).toContain('id="refunds-title"');
+    expect(page.text).toContain(`action="/console/payments/${id}/refund"`);
+    const confirm = await consolePost(server, `/console/payments/${id}/refund`, { _csrf: session.csrf, amount: '0.3', reason: 'from the console' }, { cookie: session.cookie });
+    expect(confirm.status).toBe(200);
+    expect(confirm.text).toContain('data-refund-confirm');
+    expect(await usdcBalance(buyer.address)).toBe(before);
+    const idempotencyKey = /name="idempotencyKey" value="([^"]+)"/.exec(confirm.text)![1]!;
+    const done = await consolePost(server, `/console/payments/${id}/refund/confirm`, { _csrf: csrfIn(confirm.text), amount: '0.3', reason: 'from the console', idempotencyKey }, { cookie: session.cookie });
+    expect(done.status).toBe(303);
+    expect(await usdcBalance(buyer.address)).toBe(before + 300_000n);
+    expect((await consoleGet(server, `/console/payments/${id}`, session.cookie)).text).toMatch(/data-refund="[^"]+".*from the console.*refunded/s);
+
+    const foreign = await seller({ payTo: privateKeyToAccount(generatePrivateKey()).address });
+    const f = await paid(foreign);
+    const foreignSession = await signIn(server, foreign.platformKey);
+    expect((await consoleGet(server, `/console/payments/${f.id}`, foreignSession.cookie)).text).not.toContain('id="refunds-title"');
+  });
+
+  it('`agentgate payments refund` and the payments_refund MCP tool refund an exact payment from the wallet, once per key', async () => {
+    const s = await seller();
+    const { buyer, id } = await paid(s);
+    const before = await usdcBalance(buyer.address);
+    const cli = (args: string[]) => promisify(execFile)('node', [join(process.cwd(), 'bin', 'agentgate.js'), ...args], { env: { ...process.env, AGENTGATE_CREDENTIALS: '/nonexistent/none.json' }, timeout: 60_000 })
+      .then(({ stdout }) => ({ code: 0, stdout }), (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }));
+    const args = ['payments', 'refund', id, '--amount', '0.25', '--reason', 'damaged', '--idempotency-key', 'cli-1', '--key', s.platformKey, '--url', server.url];
+    expect(await cli(args)).toMatchObject({ code: 0, stdout: expect.stringContaining(`refunded 0.25 USDC of ${id}`) });
+    expect((await cli(args)).code).toBe(0);
+    expect(await usdcBalance(buyer.address)).toBe(before + 250_000n);
+
+    const mcp = new Client({ name: 'exact-refund-test', version: '1.0.0' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${s.identityKey}` } } }));
+    try {
+      const call = () => mcp.callTool({ name: 'payments_refund', arguments: { id, amount: '0.5', reason: 'agent refund', idempotencyKey: 'mcp-1' } });
+      const first = JSON.parse((((await call()).content) as Array<{ text: string }>)[0]!.text);
+      expect(first).toMatchObject({ paymentId: id, status: 'refunded', amountUsdcRaw: '500000', receipt: expect.anything() });
+      const again = JSON.parse((((await call()).content) as Array<{ text: string }>)[0]!.text);
+      expect(again.id).toBe(first.id);
+      expect(await usdcBalance(buyer.address)).toBe(before + 750_000n);
+    } finally {
+      await mcp.close();
+    }
+  }, 90_000);
 });
