@@ -147,7 +147,9 @@ export class ExactRefunds {
   /** The org's wallet the payment was paid to, or a refusal saying why there is none to refund from. */
   async walletOf(payment: PaymentDoc): Promise<WalletDoc> {
     const wallet = await this.wallets.ofOrg(payment.orgId, getAddress(payment.recipientAddress));
-    if (!wallet || wallet.chainId !== payment.chainId) {
+    // The wallet refunds in the chain's USDC, the asset it was paid in (a payment in another asset is not its to refund).
+    const sameAsset = payment.asset.toLowerCase() === this.chain().usdc.address.toLowerCase();
+    if (!wallet || wallet.chainId !== payment.chainId || !sameAsset) {
       throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was settled with the exact scheme straight to ${payment.recipientAddress}, which is not an agentgate wallet of this org: agentgate cannot pay from it. Refund the buyer (${payment.payerAddress}) from that address yourself, or take payments to an identity's wallet (GET /v0/wallet) or on auth-capture (refundable) routes`);
     }
     return wallet;
