@@ -20,6 +20,7 @@ import { createChainService, type ChainService } from './chain/chain-service.js'
 import { PaymentService } from './payments/payment-service.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
+import { EXACT_REFUND_WORK_KIND, ExactRefunds } from './payments/schemes/exact/refunds.js';
 import { escrowEventDispatcher } from './webhooks/escrow-outbox.js';
 import { ChannelClaimOutbox } from './webhooks/channel-claim-outbox.js';
 import { WebhookService } from './webhooks/webhook-service.js';
@@ -165,6 +166,13 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const webhooks = new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events });
   // auth-capture refunds and voids are delivered as payment.refunded / payment.voided.
   payments.authCapture.operations.onEvent.push(escrowEventDispatcher({ enqueue: (input) => webhooks.enqueue(input), markWebhook: (id, webhook) => payments.authCapture.operations.markWebhook(id, webhook) }));
+  if (chain && wallets.available) {
+    // exact payments to an org's own wallet are refunded from it, under its owner's mandate, and told as payment.refunded.
+    const exactRefunds = new ExactRefunds(db, () => chain, payments.settlement, payments.records, payments.endpoints, wallets, mandates, () => ctx.serviceKey, logs, log.child({ area: 'payments' }));
+    payments.settlement.registerWork(EXACT_REFUND_WORK_KIND, exactRefunds.execute);
+    payments.refunds.exact = exactRefunds;
+    exactRefunds.onEvent.push(escrowEventDispatcher({ enqueue: (input) => webhooks.enqueue(input), markWebhook: (id, webhook) => exactRefunds.markWebhook(id, webhook) }));
+  }
   // batch-settlement calls are told to sellers per claim transaction (channel.claimed): right after a sweep
   // round that claimed, and from the outbox sweep for whatever a crash left undispatched.
   const channelClaims = new ChannelClaimOutbox({ conn: db, actions: payments.batchSettlement.actions, calls: payments.batchSettlement.calls, endpoints: payments.endpoints, enqueue: (input) => webhooks.enqueue(input) });

@@ -116,6 +116,8 @@ async function startBackgroundWork(app: AppContext): Promise<void> {
   if (app.chain) {
     // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
     app.onClose.push(app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+    // exact refunds from the org's wallets whose sender stopped (the token says whether they moved), and their webhooks.
+    if (app.payments.refunds.exact) app.onClose.push(app.payments.refunds.exact.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
     // Channels sold through our middleware: claimed, settled and refunded when idle, one process a round.
     const channels = app.payments.batchSettlement.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
     app.onClose.push(() => channels.stop());

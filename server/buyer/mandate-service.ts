@@ -128,9 +128,10 @@ export class MandateService {
 
   /**
    * Picks a mandate that allows `amount` to `url` and reserves the amount on it. With several mandates
-   * the newest that fits pays. A refusal names the most specific reason.
+   * the newest that fits pays. A refusal names the most specific reason. `url` null: the money goes to
+   * no host (a refund a seller gives from the wallet), which only a mandate not limited to hosts allows.
    */
-  async reserve(owner: MandateOwner, url: URL, amount: bigint, options: { mandateId?: string } = {}): Promise<{ ok: true; reservation: Reservation; mandate: MandateDoc } | PayRefusal> {
+  async reserve(owner: MandateOwner, url: URL | null, amount: bigint, options: { mandateId?: string } = {}): Promise<{ ok: true; reservation: Reservation; mandate: MandateDoc } | PayRefusal> {
     const now = new Date();
     const all = options.mandateId
       ? await this.mandates.find({ _id: options.mandateId, identityId: owner.identityId }).lean()
@@ -144,8 +145,8 @@ export class MandateService {
         ? refusal('mandate_expired', `every mandate of this identity has expired; create a new one with ${CREATE_MANDATE}`)
         : refusal('mandate_revoked', `every mandate of this identity is revoked; create a new one with ${CREATE_MANDATE}`);
     }
-    const forHost = live.filter((m) => hostAllowed(m.allowedHosts, url));
-    if (forHost.length === 0) return refusal('mandate_host_not_allowed', `no active mandate allows paying ${url.host}`);
+    const forHost = live.filter((m) => (url ? hostAllowed(m.allowedHosts, url) : !m.allowedHosts?.length));
+    if (forHost.length === 0) return refusal('mandate_host_not_allowed', url ? `no active mandate allows paying ${url.host}` : `every active mandate of this identity is limited to allowedHosts, and a refund pays no host; create one without allowedHosts with ${CREATE_MANDATE}`);
 
     let last: PayRefusal | undefined;
     for (const mandate of forHost) {

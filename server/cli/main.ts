@@ -15,7 +15,7 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   whoami: { usage: 'agentgate whoami [--key KEY] [--url URL]', summary: 'show who the key (--key, AGENTGATE_KEY, else the saved one) belongs to' },
   admin: { usage: 'agentgate admin grant <orgId> | revoke <orgId> | list', summary: 'make an org an admin account, or not (team chat is an admin preview)' },
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
-  payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund an auth-capture payment, all that is left or --amount (at most what was captured)' },
+  payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund a payment (auth-capture, or exact paid to an agentgate wallet), all that is left or --amount (at most what was paid)' },
   channels: { usage: 'agentgate channels list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate channels calls <channel id> [--limit N] [--cursor C | --all] [--json] [--key KEY] [--url URL]', summary: 'list the seller\'s batch-settlement channels, and a channel\'s paid calls with the claim transaction of each' },
   receipts: { usage: 'agentgate receipts list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
 };

@@ -3,7 +3,8 @@ import { backendUrl, callBackend, commandKey } from './backend.js';
 import type { CommandIO } from './account-commands.js';
 
 /**
- * `agentgate payments refund <payment id> --reason TEXT [--amount USDC]`: refunds an auth-capture payment
+ * `agentgate payments refund <payment id> --reason TEXT [--amount USDC]`: refunds a payment (auth-capture,
+ * or exact paid to an agentgate wallet of the org)
  * (all of what is left, or `--amount`) through POST /v0/payments/{id}/refund, with an Idempotency-Key
  * (`--idempotency-key`, else a fresh one) so a retry of the same command line refunds once.
  */

@@ -163,8 +163,8 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
       checkSignedReceipt(payment, document), checkOfferReceipt(payment, document), deliveryOf(deps.webhooks, payment),
       payment.endpointId ? deps.payments.endpoints.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
-    const refunds = await deps.payments.refunds.list(orgOf(ctx), id);
-    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined, refunds }));
+    const [refunds, refundable] = await Promise.all([deps.payments.refunds.list(orgOf(ctx), id), deps.payments.refunds.refundable(payment)]);
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined, refunds, refundable }));
   });
 
   // A refund: the form's submit shows what would go back to whom; only the confirmation page's button refunds.
@@ -175,7 +175,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
   };
   const refusedPage = async (ctx: Context, id: string, message: string, status: number) => {
     const payment = await deps.payments.records.get(orgOf(ctx), id);
-    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, refunds: await deps.payments.refunds.list(orgOf(ctx), id), refundError: message }), status);
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, refunds: await deps.payments.refunds.list(orgOf(ctx), id), refundable: await deps.payments.refunds.refundable(payment), refundError: message }), status);
   };
   router.post('/payments/:id/refund', guards.sameOrigin, guards.session, guards.csrf, guards.admin, async (ctx) => {
     const { id } = parseInput(idParam, ctx.params, 'params');
@@ -187,7 +187,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
     if (form.amount) {
       try { amountUsdcRaw = parseCharge(form.amount); } catch { return refusedPage(ctx, id, `${form.amount} is not a USDC amount`, 400); }
     }
-    if (payment.scheme !== 'auth-capture' || payment.status !== 'settled') return refusedPage(ctx, id, 'This payment cannot be refunded: only a captured auth-capture payment can', 409);
+    if (payment.status !== 'settled' || !(await deps.payments.refunds.refundable(payment))) return refusedPage(ctx, id, 'This payment cannot be refunded: only a captured auth-capture payment, or an exact one paid to an agentgate wallet of this org, can', 409);
     if (amountUsdcRaw <= 0n || amountUsdcRaw > left) return refusedPage(ctx, id, `At most ${formatUsdc(left)} USDC can be refunded`, 409);
     sendHtml(ctx, refundConfirmPage({ session: sessionOf(ctx), payment, amountUsdcRaw: amountUsdcRaw.toString(), ...(form.amount ? { amount: form.amount } : {}), reason: form.reason, idempotencyKey: randomUUID() }));
   });

@@ -54,7 +54,7 @@ export class PaymentService {
   readonly exact: ExactScheme;
   readonly upto: UptoScheme;
   readonly authCapture: AuthCaptureScheme;
-  /** Refunds a seller gives (refunds.ts): of auth-capture payments, from the escrow. */
+  /** Refunds a seller gives (refunds.ts): of auth-capture payments from the escrow, of exact ones from the org's wallet. */
   readonly refunds: PaymentRefunds;
   readonly batchSettlement: BatchSettlementScheme;
   readonly redemption: Redemption;

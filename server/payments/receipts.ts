@@ -36,6 +36,20 @@ export async function signReceipt(signer: ReceiptSigner, payment: PaymentDoc & {
   return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
 }
 
+/** What a refund's receipt names of the refund (an escrow refund's or an exact payment's, from the seller's wallet). */
+export interface RefundReceiptInput { _id: string; amountRaw: string; reason?: string }
+
+/** A refund's signed receipt: the payment, what was refunded, and the transaction that did it. */
+export async function signRefundReceipt(signer: ReceiptSigner, payment: PaymentDoc, refund: RefundReceiptInput, txHash: string, at: Date): Promise<SignedReceipt> {
+  const body = {
+    version: RECEIPT_VERSION, kind: 'refund', refundId: refund._id, paymentId: payment._id, endpointId: payment.endpointId,
+    payerAddress: payment.payerAddress, recipientAddress: payment.recipientAddress, refundedUsdcRaw: refund.amountRaw,
+    network: payment.network, txHash, resourceUrl: payment.resourceUrl, reason: refund.reason ?? '', timestamp: at.toISOString(), scheme: payment.scheme ?? 'exact',
+  };
+  const signature = await signer.sign(new TextEncoder().encode(canonicalJson(body)));
+  return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
+}
+
 /** What a batch-settlement call's receipt says (channels.ts signs it when the call's voucher is accepted). */
 export interface ChannelCallReceiptInput {
   callId: string;

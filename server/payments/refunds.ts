@@ -4,15 +4,25 @@ import type { PaymentDoc } from './models.js';
 import type { PaymentRecords } from './records.js';
 import type { AuthCaptureScheme } from './schemes/auth-capture/scheme.js';
 import type { EscrowOpDoc } from './schemes/auth-capture/escrow-ops.js';
+import type { ExactRefunds } from './schemes/exact/refunds.js';
 
 // Refunds a seller gives (POST /v0/payments/{id}/refund, the console's Refund button, `agentgate
-// payments refund`, the payments_refund MCP tool): of an auth-capture payment, from the escrow, at most
-// what was captured, each one decided once (schemes/auth-capture/escrow-ops.ts). A payment settled
-// straight to the seller (`exact`, `upto`) has no escrow to refund from: refused, saying so.
+// payments refund`, the payments_refund MCP tool), each one decided once:
+// - of an auth-capture payment, from the escrow, at most what was captured (schemes/auth-capture/escrow-ops.ts);
+// - of an exact payment whose payTo is an agentgate wallet of the org, from that wallet under its owner's
+//   mandate, at most what was paid (schemes/exact/refunds.ts).
+// Any other payment (an exact one to an address agentgate holds no key of, an upto one) went straight to
+// the seller, with nothing agentgate could refund from: refused, saying so.
 
 export interface RefundRequest { amount?: string; reason: string; idempotencyKey?: string }
 
+/** What a refund answer shows of a refund, whichever kind recorded it. */
+export type RefundView = Pick<EscrowOpDoc, '_id' | 'paymentId' | 'amountRaw' | 'reason' | 'status' | 'txHash' | 'failureReason' | 'receipt' | 'createdAt' | 'doneAt'>;
+
 export class PaymentRefunds {
+  /** Refunds of exact payments from the org's wallets: set by the composition root, which has the wallets and mandates. */
+  exact: ExactRefunds | undefined;
+
   constructor(private readonly records: PaymentRecords, private readonly authCapture: AuthCaptureScheme) {}
 
   /** The org's payment refunded (in part or in full); another org's payment is a 404. */
@@ -22,6 +32,15 @@ export class PaymentRefunds {
     if (request.amount !== undefined) {
       try { amount = parseCharge(request.amount); } catch (err) { throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
       if (amount <= 0n) throw new AppError(400, 'validation_error', 'body.amount: a refund is more than 0');
+    }
+    if ((payment.scheme ?? 'exact') === 'exact' && this.exact) {
+      if (payment.status !== 'settled') throw new AppError(409, 'refund_not_possible', `payment ${payment._id} is ${payment.status}: only a settled payment can be refunded`);
+      const outcome = await this.exact.refund(payment, amount, request.reason, request.idempotencyKey);
+      if (!outcome.ok) {
+        if (outcome.refund && outcome.pending) return presentRefund(outcome.refund, await this.records.get(orgId, paymentId));
+        throw new AppError(outcome.reason === 'relayer_unavailable' ? 503 : 502, outcome.reason, outcome.message);
+      }
+      return presentRefund(outcome.refund, await this.records.get(orgId, paymentId));
     }
     if (payment.scheme !== 'auth-capture') {
       throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was settled with the ${payment.scheme ?? 'exact'} scheme: the money went straight to ${payment.recipientAddress}, with no escrow agentgate could refund from. Refund the buyer (${payment.payerAddress}) from that address yourself, or sell with auth-capture (refundable) routes`);
@@ -35,15 +54,26 @@ export class PaymentRefunds {
     return presentRefund(outcome.op, await this.records.get(orgId, paymentId));
   }
 
+  /** Whether agentgate can refund this payment at all (auth-capture; exact paid to an agentgate wallet of the org). */
+  async refundable(payment: PaymentDoc): Promise<boolean> {
+    if (payment.scheme === 'auth-capture') return true;
+    if ((payment.scheme ?? 'exact') !== 'exact' || !this.exact) return false;
+    return this.exact.walletOf(payment).then(() => true, (err) => {
+      if (err instanceof AppError) return false;
+      throw err;
+    });
+  }
+
   /** The payment's refunds, oldest first. */
   async list(orgId: string, paymentId: string) {
     const payment = await this.records.get(orgId, paymentId);
+    if ((payment.scheme ?? 'exact') === 'exact') return this.exact ? (await this.exact.list(payment._id)).map((refund) => presentRefund(refund, payment)) : [];
     if (payment.scheme !== 'auth-capture') return [];
     return (await this.authCapture.operations.list(payment._id)).filter((op) => op.kind === 'refund').map((op) => presentRefund(op, payment));
   }
 }
 
-export function presentRefund(op: EscrowOpDoc, payment: PaymentDoc) {
+export function presentRefund(op: RefundView, payment: PaymentDoc) {
   return {
     id: op._id,
     paymentId: op.paymentId,

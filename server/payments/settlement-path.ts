@@ -103,6 +103,11 @@ export class PaymentSettlement {
     for (const [kind, executor] of Object.entries(scheme.otherWork ?? {})) this.engine?.register(kind, executor);
   }
 
+  /** Work of another kind than a scheme's (an exact payment's refund): run by whichever process holds the lane given the work. */
+  registerWork(kind: string, executor: WorkExecutor): void {
+    this.engine?.register(kind, executor);
+  }
+
   private settlerOf(payment: PaymentDoc): SchemeSettler {
     const settler = this.settlers.get(payment.scheme ?? 'exact');
     if (!settler) throw new Error(`no settlement registered for the scheme ${payment.scheme} of payment ${payment._id}`);

@@ -63,6 +63,11 @@ export class WalletService {
     return { ...this.chain, factory: getAddress(this.config.WALLET_FACTORY_ADDRESS) };
   }
 
+  /** The org's wallet at `address`, if it is one (a payment's payTo a refund would be paid from). */
+  async ofOrg(orgId: string, address: Address): Promise<WalletDoc | null> {
+    return this.wallets.findOne({ orgId, address: getAddress(address) }).lean();
+  }
+
   async find(identityId: string): Promise<WalletDoc | null> {
     return this.wallets.findOne({ identityId }).lean();
   }

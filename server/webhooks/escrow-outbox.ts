@@ -1,8 +1,10 @@
 import type { PaymentRefundedEvent, PaymentVoidedEvent } from '../../middleware/webhook.js';
-import type { EscrowEvent, EscrowOpDoc } from '../payments/schemes/auth-capture/escrow-ops.js';
+import type { EscrowOpDoc } from '../payments/schemes/auth-capture/escrow-ops.js';
+import type { PaymentDoc } from '../payments/models.js';
 
 // `payment.refunded` and `payment.voided`: an auth-capture payment's refund or void, once the chain did it,
-// writes an outbox entry on its operation (payments/schemes/auth-capture/escrow-ops.ts) and calls this;
+// writes an outbox entry on its operation (payments/schemes/auth-capture/escrow-ops.ts) and calls this; an
+// exact payment's refund from the seller's wallet (payments/schemes/exact/refunds.ts) does the same;
 // the delivery is made like payment.received's (unique per event id, the endpoint's signing secret, the
 // same retries), and the escrow sweep calls this again for whatever a crash interrupted.
 
@@ -12,7 +14,15 @@ export interface EscrowEventSinks {
   markWebhook(opId: string, webhook: NonNullable<EscrowOpDoc['webhook']>): Promise<void>;
 }
 
-export function escrowEventDispatcher(sinks: EscrowEventSinks): (event: EscrowEvent) => Promise<void> {
+/** A refund or void, as either kind of refund records it. */
+export interface PaymentOperationEvent {
+  event: 'payment.refunded' | 'payment.voided';
+  eventId: string;
+  payment: PaymentDoc;
+  op: Pick<EscrowOpDoc, '_id' | 'amountRaw' | 'reason' | 'txHash' | 'receipt' | 'doneAt'>;
+}
+
+export function escrowEventDispatcher(sinks: EscrowEventSinks): (event: PaymentOperationEvent) => Promise<void> {
   return async ({ event, eventId, payment, op }) => {
     if (!payment.endpointId) {
       await sinks.markWebhook(op._id, { status: 'skipped', eventId });

@@ -13,8 +13,10 @@ export interface RefundRow { id: string; amountUsdcRaw: string; reason: string; 
 export interface PaymentView {
   session: LiveSession;
   payment: PaymentDoc;
-  /** auth-capture: its refunds, oldest first. */
+  /** A payment agentgate can refund (auth-capture; exact paid to an org's wallet): its refunds, oldest first. */
   refunds?: RefundRow[];
+  /** Whether agentgate can refund it (the Refunds section is shown). */
+  refundable?: boolean;
   /** A refund that was refused just now (shown above the form). */
   refundError?: string;
   explorerUrl?: string;
@@ -130,12 +132,12 @@ export function paymentPage(view: PaymentView): SafeHtml {
 }
 
 /**
- * Refunds of an auth-capture payment: the ones made, and for the platform key a form (amount, reason)
+ * Refunds of a payment agentgate can refund (auth-capture, or exact paid to an org's wallet): the ones made, and for the platform key a form (amount, reason)
  * whose submit leads to a confirmation page; only that page's button refunds (refundConfirmPage).
  */
 function refundSection(view: PaymentView): SafeHtml | '' {
   const p = view.payment;
-  if (p.scheme !== 'auth-capture') return '';
+  if (!view.refundable) return '';
   const left = BigInt(p.amountUsdcRaw) - BigInt(p.refundedUsdcRaw ?? '0');
   const refunds = view.refunds ?? [];
   const canRefund = view.session.role === 'admin' && p.status === 'settled' && left > 0n;

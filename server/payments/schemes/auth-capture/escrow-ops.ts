@@ -1,6 +1,5 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { encodeFunctionData, maxUint256, type Address, type Hex } from 'viem';
-import { canonicalJson } from '../../../../middleware/canonical-json.js';
 import { formatUsdc } from '../../../../middleware/price.js';
 import {
   AUTH_CAPTURE_ESCROW_ADDRESS,
@@ -27,7 +26,7 @@ import type { PaymentRecords } from '../../records.js';
 import type { Endpoints } from '../../endpoints.js';
 import type { PaymentSettlement } from '../../settlement-path.js';
 import type { ReceiptSigner } from '../../receipts.js';
-import { RECEIPT_VERSION } from '../../receipts.js';
+import { signRefundReceipt } from '../../receipts.js';
 
 /**
  * What happens to an auth-capture payment after its authorization: the operator's capture, void and
@@ -363,7 +362,7 @@ export class EscrowOperations {
     const doneAt = new Date();
     const endpoint = payment?.endpointId ? await this.endpoints.byId(payment.orgId, payment.endpointId) : null;
     const webhook = endpoint?.webhookUrl && op.kind !== 'capture' ? { status: 'pending' as const, eventId: `evt_${op._id.replace(/:/g, '_')}` } : undefined;
-    const receipt = op.kind === 'refund' && payment ? await this.refundReceipt(payment, op, result.txHash, doneAt) : undefined;
+    const receipt = op.kind === 'refund' && payment ? await signRefundReceipt(this.signer(), payment, op, result.txHash, doneAt) : undefined;
     const done: EscrowOpDoc = { ...op, status: 'done', txHash: result.txHash, doneAt, ...(receipt ? { receipt } : {}), ...(webhook ? { webhook } : {}) };
     await retryWhileDatabaseAway(() => this.ops.updateOne({ _id: op._id, status: 'pending' }, { $set: { status: 'done', txHash: result.txHash, doneAt, ...(receipt ? { receipt } : {}), ...(webhook ? { webhook } : {}) } }), this.log, 'recording an escrow operation');
     const stored = (await this.ops.findById(op._id).lean()) ?? done;
@@ -392,18 +391,6 @@ export class EscrowOperations {
   /** Marks an operation's webhook outbox entry (webhooks call this once the delivery exists). */
   async markWebhook(opId: string, webhook: NonNullable<EscrowOpDoc['webhook']>): Promise<void> {
     await this.ops.updateOne({ _id: opId }, { $set: { webhook } });
-  }
-
-  /** A refund's signed receipt: the payment, what was refunded, and the transaction that did it. */
-  private async refundReceipt(payment: PaymentDoc, op: EscrowOpDoc, txHash: string, at: Date): Promise<SignedReceipt> {
-    const signer = this.signer();
-    const body = {
-      version: RECEIPT_VERSION, kind: 'refund', refundId: op._id, paymentId: payment._id, endpointId: payment.endpointId,
-      payerAddress: payment.payerAddress, recipientAddress: payment.recipientAddress, refundedUsdcRaw: op.amountRaw,
-      network: payment.network, txHash, resourceUrl: payment.resourceUrl, reason: op.reason ?? '', timestamp: at.toISOString(), scheme: payment.scheme ?? 'exact',
-    };
-    const signature = await signer.sign(new TextEncoder().encode(canonicalJson(body)));
-    return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
   }
 
   // --- the sweep: operations whose sender stopped, and webhooks a crash left pending -----------
