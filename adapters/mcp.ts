@@ -5,7 +5,9 @@ import {
   buildAuthCaptureRequirementV2,
   buildRequirementV2,
   buildChannelRequirementV2,
+  buildPermit2RequirementV2,
   DEFAULT_CAPTURE_SECONDS,
+  PERMIT2_GAS_SPONSORING_EXTENSIONS,
   DEFAULT_REFUND_SECONDS,
   buildUptoRequirementV2,
   createBackendClient,
@@ -75,6 +77,12 @@ export interface PaidToolConfig<Args extends ZodRawShapeCompat | undefined> {
    * accepted by the backend in milliseconds, held while the tool runs; claimed in bulk later). Default `exact`.
    */
   scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
+  /**
+   * `exact` only: `'permit2'` asks the buyer for a Permit2 witness transfer to the x402ExactPermit2Proxy
+   * instead of an EIP-3009 authorization (x402 v2); its payment-required answer declares the gas sponsoring
+   * extensions, so a buyer that never approved Permit2 pays without gas. Default `'eip3009'`.
+   */
+  assetTransferMethod?: 'eip3009' | 'permit2';
   /** auth-capture: the capture window (default 600 s) and the refund window (default 7 days), in seconds. */
   captureSeconds?: number;
   refundSeconds?: number;
@@ -106,6 +114,9 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       const channelHeld = channel && (config.settle ?? 'after-handler') === 'after-handler' && !!facilitator.channelCapture && !!facilitator.channelRelease;
       const escrow = config.scheme === 'auth-capture';
       if (escrow && (usage || config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an auth-capture tool has a price (not { upto }) and is captured after the tool, by a facilitator that holds payments`);
+      if (config.assetTransferMethod !== undefined && !['eip3009', 'permit2'].includes(config.assetTransferMethod)) throw new TypeError(`tool ${name}: assetTransferMethod is 'eip3009' or 'permit2'`);
+      const permit2 = config.assetTransferMethod === 'permit2';
+      if (permit2 && (usage || escrow || channel)) throw new TypeError(`tool ${name}: assetTransferMethod 'permit2' is for exact tools (an upto price always goes through Permit2)`);
       const amountAtomic = usage ? usage.max : parsePrice(config.price as Price);
       // Held while the tool runs and captured only for a result that is not an error (the 402's
       // authorization flow), or settled before it runs (upfront): one decision for the offer and the call.
@@ -127,9 +138,14 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           ? buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })
           : channel ? buildChannelRequirementV2(settings, offer)
             : usage ? buildUptoRequirementV2(settings, offer)
-              : buildRequirementV2(settings, { ...offer, paymentFlow: flow });
+              : permit2 ? buildPermit2RequirementV2(settings, { ...offer, paymentFlow: flow })
+                : buildRequirementV2(settings, { ...offer, paymentFlow: flow });
         const required = (error: string, extraFields: Record<string, unknown> = {}, offerExtra?: Record<string, unknown>) =>
-          paymentRequiredResult({ x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' }, accepts: [(offerExtra ? { ...requirement, extra: { ...requirement.extra, ...offerExtra } } : requirement) as PaymentRequirementsV2] }, extraFields);
+          paymentRequiredResult({
+            x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' },
+            accepts: [(offerExtra ? { ...requirement, extra: { ...requirement.extra, ...offerExtra } } : requirement) as PaymentRequirementsV2],
+            ...(permit2 ? { extensions: PERMIT2_GAS_SPONSORING_EXTENSIONS } : {}),
+          }, extraFields);
 
         const payment = extra._meta?.[PAYMENT_META_KEY];
         if (payment === undefined || payment === null) return required('payment_required');

@@ -159,6 +159,9 @@ export function buildUptoPaymentRequired(
 const EIP2612_GAS_SPONSORING_DECLARATION = { info: { description: 'The facilitator accepts EIP-2612 gasless Permit to `Permit2` canonical contract.', version: '1' } } as const;
 const ERC20_APPROVAL_GAS_SPONSORING_DECLARATION = { info: { description: 'The facilitator accepts a raw signed approval transaction and will sponsor the gas fees.', version: '1' } } as const;
 
+/** What a 402 offering `exact` through Permit2 declares: a buyer without a Permit2 allowance, or without gas, pays anyway. */
+export const PERMIT2_GAS_SPONSORING_EXTENSIONS = { eip2612GasSponsoring: EIP2612_GAS_SPONSORING_DECLARATION, erc20ApprovalGasSponsoring: ERC20_APPROVAL_GAS_SPONSORING_DECLARATION } as const;
+
 /** The 402 of an `exact` route paid through Permit2: v2 only (x402 v1 has no Permit2 transfer). */
 export interface Permit2PaymentRequiredResponse extends Omit<PaymentRequiredResponse, 'requirementV1'> {
   readonly requirementV1?: undefined;
@@ -186,7 +189,7 @@ export function buildPermit2PaymentRequired(
   const requirementV2 = buildPermit2RequirementV2(settings, offer);
   const v2 = {
     x402Version: X402_V2, error: failure.reason, resource: { url: offer.resource, description: offer.description ?? '', mimeType: offer.mimeType ?? 'application/json' }, accepts: [requirementV2],
-    extensions: { eip2612GasSponsoring: EIP2612_GAS_SPONSORING_DECLARATION, erc20ApprovalGasSponsoring: ERC20_APPROVAL_GAS_SPONSORING_DECLARATION },
+    extensions: PERMIT2_GAS_SPONSORING_EXTENSIONS,
   };
   const body: PaymentRequiredBody = { x402Version: X402_V1, error: failure.reason, message: failure.message, status: 402, accepts: [] };
   return { ...challengeResponse(v2, body), requirementV2: deepFreeze(requirementV2) };

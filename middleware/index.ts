@@ -33,7 +33,7 @@ export type { SellerSettings } from './seller-settings.js';
 
 export { DEFAULT_PAYMENT_FLOW, PAYMENT_FLOWS, paymentFlowOf, readPaymentFlow, withPaymentFlow } from './payment-flow.js';
 export type { PaymentFlow } from './payment-flow.js';
-export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2 } from './challenge.js';
+export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildPermit2PaymentRequired, buildPermit2RequirementV2, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2, PERMIT2_GAS_SPONSORING_EXTENSIONS } from './challenge.js';
 export type { AuthCapturePaymentRequiredResponse, ChannelRequirementsV2, EscrowWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from './challenge.js';
 export { DEFAULT_CAPTURE_SECONDS, DEFAULT_REFUND_SECONDS } from './payment-required.js';
 
