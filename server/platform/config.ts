@@ -86,6 +86,8 @@ const schema = z.object({
   RELAYER_MAX_FEE_GWEI: z.coerce.number().positive().optional(),
   // Relayer accounts are leased to one process at a time; a dead process's leases free up after this.
   RELAYER_LEASE_TTL_MS: z.coerce.number().int().min(1000).max(300_000).default(15_000),
+  // At shutdown a relayer's lease is kept until its transactions are mined, for at most this long.
+  RELAYER_DRAIN_MS: z.coerce.number().int().min(0).max(300_000).default(30_000),
   // How often the chain's head is polled while settlements are under way (idle: ten times less often).
   CHAIN_POLL_MS: z.coerce.number().int().min(20).max(10_000).default(100),
   // Payments still open this long after their claim are finished from the chain (every RECONCILE_EVERY_MS).

@@ -68,6 +68,7 @@ export class SettlementEngine {
       registry: this.registry,
       heartbeatMs: Math.floor(ttlMs / 3),
       rebalanceMs: Math.min(1_000, Math.floor(ttlMs / 3)),
+      drainMs: config.RELAYER_DRAIN_MS,
       lane: {
         pipelineDepth: config.SETTLEMENT_PIPELINE_DEPTH,
         stuckBlocks: config.SETTLEMENT_STUCK_BLOCKS,

@@ -89,6 +89,10 @@ export class RelayerLane {
   private sending: Promise<unknown> = Promise.resolve();
   private reservations = 0;
   private monitoring = false;
+  /** The account's next nonce when this process took it: every lower nonce is a previous holder's, or mined. */
+  private inheritedUntil = 0;
+  /** Set once everything below `inheritedUntil` is mined or gone from the node: it stays so. */
+  private inheritedSettled = false;
   /** The head at which the confirmed nonce last moved, for spotting a gap that does not fill. */
   private confirmed: { nonce: number; since: bigint } | undefined;
   private feeCache: { block: bigint | undefined; at: number; fees: Fees } | undefined;
@@ -128,9 +132,28 @@ export class RelayerLane {
   /** Reads the account's nonce and balance from the chain: the previous holder's transactions included. */
   async start(): Promise<void> {
     this.nextNonce = await this.chain.publicClient.getTransactionCount({ address: this.address, blockTag: 'pending' });
+    this.inheritedUntil = this.nextNonce;
     await this.refreshBalance();
     if (this.state === 'starting') this.state = 'active';
     this.log.info({ nonce: this.nextNonce, balanceEth: this.balance === undefined ? undefined : formatEther(this.balance) }, 'relayer lane started');
+  }
+
+  /**
+   * Whether what a previous holder of the account sent is settled: mined, or no longer waiting at the
+   * node. A holder that died after broadcasting a transaction and before recording it leaves it waiting
+   * for a block; a call the chain would accept twice (an escrow capture or refund) is not sent again while
+   * it may be that one.
+   */
+  async previousHolderSettled(): Promise<boolean> {
+    if (this.inheritedSettled) return true;
+    const { publicClient } = this.chain;
+    const [mined, pending] = await Promise.all([
+      publicClient.getTransactionCount({ address: this.address, blockTag: 'latest' }),
+      publicClient.getTransactionCount({ address: this.address, blockTag: 'pending' }),
+    ]);
+    // Our own transactions start at inheritedUntil: while one below it waits, pending is above mined.
+    this.inheritedSettled = mined >= this.inheritedUntil || pending <= mined;
+    return this.inheritedSettled;
   }
 
   /** Stops sending; in-flight transactions resolve as unknown (the chain, through reconciliation, decides them). */

@@ -71,6 +71,7 @@ export class SettlementSender {
     this.tools = {
       transfer: (request) => settler.settle(request),
       submitFrom: (address, tx, label) => settler.submitFrom(address, tx, label),
+      previousHolderSettled: (address) => settler.previousHolderSettled(address),
       submit: (tx, label) => settler.submit(tx, label),
       sendTransaction: (tx, label) => settler.sendTransaction(tx, label),
     };

@@ -177,6 +177,13 @@ export class Settler {
     return sent;
   }
 
+  /** Whether the relayer `address`, leased by this process, has nothing of a previous holder still waiting (relayer-lane.ts). */
+  async previousHolderSettled(address: Address): Promise<boolean> {
+    const lane = this.relayers.allLanes().find((l) => l.address.toLowerCase() === address.toLowerCase() && l.state === 'active' && l.canSendNow());
+    if (!lane) throw new RelayerUnavailableError(`relayer ${address} is not leased by this process or cannot send now: ${this.relayers.why?.() || 'leased elsewhere or out of gas'}`);
+    return lane.previousHolderSettled();
+  }
+
   /** Looks at the queue again (a lane was taken, renewed or funded). */
   wake(): void {
     this.schedulePump();

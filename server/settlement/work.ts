@@ -30,6 +30,12 @@ export interface SendTools {
   transfer(request: SettlementRequest): Promise<SettleOutcome>;
   /** One transaction from the relayer `address` and no other (throws RelayerUnavailableError if this process cannot). */
   submitFrom(address: Address, tx: TxRequest, label?: Record<string, unknown>): Promise<SentTx>;
+  /**
+   * Whether everything a previous holder of the relayer `address` sent is mined or gone: a holder that died
+   * between broadcasting and recording leaves a transaction waiting (throws RelayerUnavailableError if this
+   * process cannot send from it).
+   */
+  previousHolderSettled(address: Address): Promise<boolean>;
   /** One transaction from the least busy relayer of this process, never batched (throws RelayerUnavailableError if none can send). */
   submit(tx: TxRequest, label?: Record<string, unknown>): Promise<SentTx>;
   /** One transaction from any relayer of this process, waited for until mined. */

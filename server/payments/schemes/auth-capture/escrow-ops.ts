@@ -301,6 +301,19 @@ export class EscrowOperations {
       }
       // Unknown to the node long after it was sent: it was dropped, and the escrow shows nothing moved.
     }
+    // A previous holder of the operator's relayer may have sent this very call and died before recording
+    // it: its transaction would still be waiting for a block, and the escrow would take a second one as
+    // well. Nothing is sent until whatever that holder left is mined (then the state check above decides)
+    // or gone.
+    let settled;
+    try {
+      settled = await tools.previousHolderSettled(info.operator);
+    } catch (err) {
+      return { unavailable: err instanceof RelayerUnavailableError ? err.message : `the ${op.kind} could not be sent: ${shortReason(err)}` };
+    }
+    if (!settled) {
+      return { done: { ok: false, reason: 'operation_pending', message: `the operator's relayer has a transaction of its previous holder waiting for a block; the ${op.kind} is sent once it is mined or gone`, op: current, pending: true } satisfies OpOutcome };
+    }
     if (op.kind === 'refund') {
       const funded = await this.ensureRefundFunding(chain, tools, info.operator, amount);
       if (funded) return { done: await this.finish(current, funded) };
