@@ -16,6 +16,7 @@ import { paymentHeaderFor, readChallenge, readChannelRefusal, readSettlement, ty
 import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
 import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
+import { startRounds } from '../platform/rounds.js';
 
 /** A new channel's deposit covers this many calls at this call's price (less when the mandate or the wallet allows less). */
 export const DEPOSIT_CALLS = 10n;
@@ -384,18 +385,7 @@ export class ChannelPayer {
 
   /** Starts the idle rounds (every process; one of them runs each round). */
   start(options: { everyMs: number; idleMs: number }, onError: (err: Error) => void): () => Promise<void> {
-    let running: Promise<unknown> = Promise.resolve();
-    let busy = false;
-    let stopped = false;
-    const timer = setInterval(() => {
-      if (busy || stopped) return;
-      busy = true;
-      running = this.refundIdle({ idleMs: options.idleMs, round: String(Math.floor(Date.now() / options.everyMs)) })
-        .catch((err: Error) => { if (!stopped) onError(err); })
-        .finally(() => { busy = false; });
-    }, options.everyMs);
-    timer.unref();
-    return async () => { stopped = true; clearInterval(timer); await running; };
+    return startRounds({ everyMs: options.everyMs, round: () => this.refundIdle({ idleMs: options.idleMs, round: String(Math.floor(Date.now() / options.everyMs)) }), onError });
   }
 
   private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {

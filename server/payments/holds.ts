@@ -12,6 +12,7 @@ import type { RedeemInput, RedeemOutcome, Redemption } from './redemption.js';
 import { settledResultOf, type PaymentRecords } from './records.js';
 import type { PaymentSettlement } from './settlement-path.js';
 import type { PaymentSchemes } from './schemes/scheme.js';
+import { startRounds } from '../platform/rounds.js';
 
 /**
  * Holds: how our middleware charges only for what was served. A hold verifies the buyer's payment and
@@ -184,17 +185,14 @@ export class HoldService {
 
   /** Runs releaseExpired every `everyMs` in this process; returns the stop function. */
   startExpirySweep(everyMs: number): () => Promise<void> {
-    let running: Promise<unknown> = Promise.resolve();
-    const timer = setInterval(() => {
-      running = this.releaseExpired().then((n) => {
+    return startRounds({
+      everyMs,
+      round: async () => {
+        const n = await this.releaseExpired();
         if (n) this.log.info({ released: n }, 'expired payment holds released');
-      }, (err) => this.log.error({ err: (err as Error).message }, 'releasing expired payment holds failed'));
-    }, everyMs);
-    timer.unref();
-    return async () => {
-      clearInterval(timer);
-      await running;
-    };
+      },
+      onError: (err) => this.log.error({ err: err.message }, 'releasing expired payment holds failed'),
+    });
   }
 
   /** A hold this process made and has not seen decided, taken out of memory (the capture decides it now). */

@@ -9,6 +9,7 @@ import type { PaymentRecords } from './records.js';
 import type { Endpoints } from './endpoints.js';
 import type { PaymentSettlement } from './settlement-path.js';
 import type { PaymentSchemes, ReconcileRound, Reconciled } from './schemes/scheme.js';
+import { startRounds } from '../platform/rounds.js';
 
 export interface ReconcileOptions {
   /** Only payments claimed longer ago than this are touched: younger ones are still being settled. */
@@ -138,26 +139,14 @@ async function resend(settlement: PaymentSettlement, payment: PaymentDoc, log: L
  * the per-payment claims keep them from doing the same work twice.
  */
 export function startReconciler(service: ReconcilablePayments, options: { everyMs: number; olderThanMs: number; log: Logger; metrics: Metrics }): { stop(): Promise<void> } {
-  let running: Promise<unknown> = Promise.resolve();
-  let busy = false;
-  let stopped = false;
-  const tick = () => {
-    if (busy || stopped) return; // a long round is not stacked with the next one
-    busy = true;
-    running = reconcilePayments(service, options).then((totals) => {
+  const stop = startRounds({
+    everyMs: options.everyMs,
+    runNow: true,
+    round: async () => {
+      const totals = await reconcilePayments(service, options);
       if (totals.settled + totals.failed + totals.resent > 0) options.log.info(totals, 'reconciliation round');
-    }, (err) => {
-      if (!stopped) options.log.error({ err: (err as Error).message }, 'payment reconciliation failed');
-    }).finally(() => { busy = false; });
-  };
-  tick();
-  const timer = setInterval(tick, options.everyMs);
-  timer.unref();
-  return {
-    async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await running;
     },
-  };
+    onError: (err) => options.log.error({ err: err.message }, 'payment reconciliation failed'),
+  });
+  return { stop };
 }

@@ -27,6 +27,7 @@ import type { Endpoints } from '../../endpoints.js';
 import type { PaymentSettlement } from '../../settlement-path.js';
 import type { ReceiptSigner } from '../../receipts.js';
 import { signRefundReceipt } from '../../receipts.js';
+import { startRounds } from '../../../platform/rounds.js';
 
 /**
  * What happens to an auth-capture payment after its authorization: the operator's capture, void and
@@ -428,15 +429,7 @@ export class EscrowOperations {
   }
 
   startSweep(everyMs: number): () => Promise<void> {
-    let running: Promise<unknown> = Promise.resolve();
-    let busy = false;
-    const timer = setInterval(() => {
-      if (busy) return;
-      busy = true;
-      running = this.sweep().catch((err) => this.log.error({ err: (err as Error).message }, 'escrow operation sweep failed')).finally(() => { busy = false; });
-    }, everyMs);
-    timer.unref();
-    return async () => { clearInterval(timer); await running; };
+    return startRounds({ everyMs, round: () => this.sweep(), onError: (err) => this.log.error({ err: err.message }, 'escrow operation sweep failed') });
   }
 }
 

@@ -19,6 +19,7 @@ import { channelConfigRefusal, voucherSigned } from './verify.js';
 import { callIdOf } from './call-id.js';
 import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 import { seqOf, voucherId, VoucherSequence } from './voucher-sequence.js';
+import { startRounds } from '../../../platform/rounds.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
 // database, shared by every seller process and every backend process, never in a process's memory. A paid
@@ -441,19 +442,15 @@ export class ChannelBook {
 
   /** Starts the rounds (every process; one of them runs each round). */
   start(options: { everyMs: number; idleRefundMs: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): { stop(): Promise<void> } {
-    let running: Promise<unknown> = Promise.resolve();
-    let busy = false;
-    let stopped = false;
-    const tick = () => {
-      if (busy || stopped) return;
-      busy = true;
-      running = this.sweep(options, sellers).then((totals) => {
+    const stop = startRounds({
+      everyMs: options.everyMs,
+      round: async () => {
+        const totals = await this.sweep(options, sellers);
         if (totals && totals.claimed + totals.refunded + totals.settled + totals.finished > 0) this.deps.log.info(totals, 'channel sweep');
-      }, (err) => { if (!stopped) this.deps.log.error({ err: (err as Error).message }, 'channel sweep failed'); }).finally(() => { busy = false; });
-    };
-    const timer = setInterval(tick, options.everyMs);
-    timer.unref();
-    return { async stop() { stopped = true; clearInterval(timer); await running; } };
+      },
+      onError: (err) => this.deps.log.error({ err: err.message }, 'channel sweep failed'),
+    });
+    return { stop };
   }
 }
 

@@ -16,6 +16,7 @@ import type { Endpoints } from '../../endpoints.js';
 import type { PaymentSettlement } from '../../settlement-path.js';
 import { signRefundReceipt, type ReceiptSigner } from '../../receipts.js';
 import { RESEND_MARGIN_SECONDS } from '../scheme.js';
+import { startRounds } from '../../../platform/rounds.js';
 
 /**
  * Refunds of `exact` payments (no escrow): possible where the payment's payTo is the smart-account wallet
@@ -354,14 +355,6 @@ export class ExactRefunds {
   }
 
   startSweep(everyMs: number): () => Promise<void> {
-    let running: Promise<unknown> = Promise.resolve();
-    let busy = false;
-    const timer = setInterval(() => {
-      if (busy) return;
-      busy = true;
-      running = this.sweep().catch((err) => this.log.error({ err: (err as Error).message }, 'exact refund sweep failed')).finally(() => { busy = false; });
-    }, everyMs);
-    timer.unref();
-    return async () => { clearInterval(timer); await running; };
+    return startRounds({ everyMs, round: () => this.sweep(), onError: (err) => this.log.error({ err: err.message }, 'exact refund sweep failed') });
   }
 }
