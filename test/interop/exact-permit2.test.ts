@@ -17,12 +17,12 @@ import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/ser
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { declareErc20ApprovalGasSponsoringExtension } from '@x402/extensions';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { createWalletClient, http, maxUint256, parseUnits, type Address } from 'viem';
+import { maxUint256, type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
-import { EXACT_PROXY_ADDRESS, erc20AllowanceAbi, PERMIT2_ADDRESS, permit2Allowance, permit2NonceUsed } from '../../server/chain/permit2.js';
+import { EXACT_PROXY_ADDRESS, permit2Allowance, permit2NonceUsed } from '../../server/chain/permit2.js';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
-import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, registerEndpoint, serve, setUpSeller, type Framework } from './seller.js';
 
@@ -36,16 +36,6 @@ beforeAll(async () => {
   seller = await setUpSeller(server);
 }, 60_000);
 afterAll(async () => { await server?.close(); });
-
-/** A buyer that approved Permit2 once (with gas of its own for that). */
-async function approvedBuyer(): Promise<PrivateKeyAccount> {
-  const buyer = await fundedBuyer('1');
-  await setEthBalance(buyer.address, parseUnits('1', 18));
-  const { chain, rpcUrl, usdc, publicClient } = testChain();
-  const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
-  await publicClient.waitForTransactionReceipt({ hash });
-  return buyer;
-}
 
 /** The official client, remembering the payment headers it sent (to present one again). */
 function officialClient(buyer: PrivateKeyAccount) {
@@ -87,7 +77,7 @@ describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s: our route wit
       expect(required.accepts).toEqual([expect.objectContaining({ scheme: 'exact', network: NETWORK, amount: String(PRICE), payTo: seller.payTo, extra: expect.objectContaining({ assetTransferMethod: 'permit2' }) })]);
       expect(Object.keys(required.extensions ?? {}).sort()).toEqual(['eip2612GasSponsoring', 'erc20ApprovalGasSponsoring']);
 
-      const buyer = await approvedBuyer();
+      const buyer = await permit2ApprovedBuyer();
       const [buyerBefore, sellerBefore] = [await usdcBalance(buyer.address), await usdcBalance(seller.payTo)];
       const client = officialClient(buyer);
       const res = await client.pay(`${running.url}/report`);
@@ -115,7 +105,7 @@ describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s: our route wit
 it('a route settling before the handler (Express): paid through Permit2 once, the handler runs after the money moved', async () => {
   const running = await ourSeller('Express', 'before-handler');
   try {
-    const buyer = await approvedBuyer();
+    const buyer = await permit2ApprovedBuyer();
     const before = await usdcBalance(buyer.address);
     const client = officialClient(buyer);
     const res = await client.pay(`${running.url}/report`);
@@ -131,7 +121,7 @@ it('a route settling before the handler (Express): paid through Permit2 once, th
 it('a failing handler (502) on a route settling after it: the Permit2 payment is released, nothing moves, its nonce stays unused', async () => {
   const running = await ourSeller('Express', 'after-handler', 502);
   try {
-    const buyer = await approvedBuyer();
+    const buyer = await permit2ApprovedBuyer();
     const client = officialClient(buyer);
     const res = await client.pay(`${running.url}/report`);
     expect(res.status).toBe(502);
@@ -201,7 +191,7 @@ describe('an official @x402/express seller asking for Permit2, with us as its fa
   it('the official client pays it through our /verify and /settle; the payment presented again is refused (permit2_invalid_nonce)', async () => {
     const app = await officialSeller();
     try {
-      const buyer = await approvedBuyer();
+      const buyer = await permit2ApprovedBuyer();
       const before = await usdcBalance(buyer.address);
       const client = officialClient(buyer);
       const res = await client.pay(`${app.url}/report`);
@@ -235,7 +225,7 @@ describe('an official @x402/express seller asking for Permit2, with us as its fa
   });
 
   it('concurrent /settle calls of one payment settle it once', async () => {
-    const buyer = await approvedBuyer();
+    const buyer = await permit2ApprovedBuyer();
     const requirements = { scheme: 'exact', network: NETWORK, amount: String(PRICE), asset: testChain().usdc, payTo: seller.payTo, maxTimeoutSeconds: 60, extra: { name: DEV_USDC_NAME, version: '2', assetTransferMethod: 'permit2' } };
     const signer = toClientEvmSigner(buyer, testChain().publicClient as never);
     const created = await new ExactEvmScheme(signer).createPaymentPayload(2, requirements as never);

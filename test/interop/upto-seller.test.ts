@@ -8,12 +8,11 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { toClientEvmSigner } from '@x402/evm';
-import { createWalletClient, http, maxUint256, parseUnits, type Address } from 'viem';
+import type { Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import type { RequestPayment, RouteConfig } from '../../middleware/index.js';
-import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
-import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, serve, setUpSeller, type Framework } from './seller.js';
 
@@ -44,15 +43,6 @@ function app(framework: Framework, route: RouteConfig, report: () => Report) {
   return paidApp(framework, options, 'POST', '/complete', (query, payment) => completion(query.tokens, report(), payment));
 }
 
-async function approvedBuyer(): Promise<PrivateKeyAccount> {
-  const buyer = await fundedBuyer('2');
-  await setEthBalance(buyer.address, parseUnits('1', 18));
-  const { chain, rpcUrl, usdc, publicClient } = testChain();
-  const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
-  await publicClient.waitForTransactionReceipt({ hash });
-  return buyer;
-}
-
 const officialUptoFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new UptoEvmScheme(buyer))
   .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
 
@@ -81,7 +71,7 @@ describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s: a route price
       const facilitatorAddress = (await server.request('GET', '/v0/x402/supported')).body.kinds.find((k: any) => k.scheme === 'upto').extra.facilitatorAddress;
       expect(required.accepts).toEqual([expect.objectContaining({ scheme: 'upto', network: NETWORK, amount: '500000', payTo: seller.payTo, extra: expect.objectContaining({ facilitatorAddress }) })]);
 
-      const buyer = await approvedBuyer();
+      const buyer = await permit2ApprovedBuyer('2');
       const [buyerBefore, sellerBefore] = [await usdcBalance(buyer.address), await usdcBalance(seller.payTo)];
       const res = await officialUptoFetch(buyer)(`${url}/complete?tokens=123`, { method: 'POST' });
       expect(res.status).toBe(200);
@@ -98,7 +88,7 @@ describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s: a route price
 describe('what a request that reports no usage, too much, or fails is charged (Express)', () => {
   it('nothing reported: charged 0 (the default), no transaction, the permit used up', async () => {
     await withSeller('Express', { price: { upto: '$0.50' } }, () => 'nothing', async (url) => {
-      const buyer = await approvedBuyer();
+      const buyer = await permit2ApprovedBuyer('2');
       const before = await usdcBalance(buyer.address);
       const res = await officialUptoFetch(buyer)(`${url}/complete?tokens=5`, { method: 'POST' });
       expect(res.status).toBe(200);
@@ -110,7 +100,7 @@ describe('what a request that reports no usage, too much, or fails is charged (E
 
   it('nothing reported on a route with `unreported: "$0.01"`: charged $0.01', async () => {
     await withSeller('Express', { price: { upto: '$0.50', unreported: '$0.01' } }, () => 'nothing', async (url) => {
-      const buyer = await approvedBuyer();
+      const buyer = await permit2ApprovedBuyer('2');
       const before = await usdcBalance(buyer.address);
       const res = await officialUptoFetch(buyer)(`${url}/complete`, { method: 'POST' });
       expect(res.status).toBe(200);
@@ -121,7 +111,7 @@ describe('what a request that reports no usage, too much, or fails is charged (E
 
   it('a handler charging above the maximum gets a RangeError: the request fails (500) and nothing is charged', async () => {
     await withSeller('Express', { price: { upto: '$0.50' } }, () => 'too-much', async (url) => {
-      const buyer = await approvedBuyer();
+      const buyer = await permit2ApprovedBuyer('2');
       const before = await usdcBalance(buyer.address);
       const res = await officialUptoFetch(buyer)(`${url}/complete`, { method: 'POST' });
       expect(res.status).toBe(500);
@@ -132,7 +122,7 @@ describe('what a request that reports no usage, too much, or fails is charged (E
 
   it('a failing handler (502) is not charged, whatever it had used', async () => {
     await withSeller('Express', { price: { upto: '$0.50' } }, () => 'fail', async (url) => {
-      const buyer = await approvedBuyer();
+      const buyer = await permit2ApprovedBuyer('2');
       const before = await usdcBalance(buyer.address);
       const res = await officialUptoFetch(buyer)(`${url}/complete?tokens=100`, { method: 'POST' });
       expect([res.status, await res.text()]).toEqual([502, JSON.stringify({ error: 'model_unavailable' })]);

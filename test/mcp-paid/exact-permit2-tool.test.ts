@@ -7,14 +7,14 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { x402Client } from '@x402/core/client';
 import { toClientEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
-import { createWalletClient, http as rpcTransport, maxUint256, parseEther, type Address } from 'viem';
+import { type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { mcpPaywall } from '../../adapters/mcp.js';
-import { EXACT_PROXY_ADDRESS, erc20AllowanceAbi, PERMIT2_ADDRESS, permit2Allowance } from '../../server/chain/permit2.js';
+import { EXACT_PROXY_ADDRESS, permit2Allowance } from '../../server/chain/permit2.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { setUpSeller, type TestSeller } from '../support/payments.js';
 import { serveMcp, type ServedMcp } from './support.js';
-import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 10_000n; // $0.01
@@ -52,15 +52,6 @@ async function officialPayment(buyer: PrivateKeyAccount) {
   return client.createPaymentPayload(required);
 }
 
-async function approvedBuyer(): Promise<PrivateKeyAccount> {
-  const buyer = await fundedBuyer('1');
-  await setEthBalance(buyer.address, parseEther('1'));
-  const { chain, rpcUrl, usdc, publicClient } = testChain();
-  const hash = await createWalletClient({ chain, transport: rpcTransport(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
-  await publicClient.waitForTransactionReceipt({ hash });
-  return buyer;
-}
-
 it('answers an unpaid call with an exact offer through Permit2, declaring both gas sponsoring extensions', async () => {
   const required = (await call()).structuredContent;
   expect(required.accepts).toEqual([expect.objectContaining({ scheme: 'exact', network: NETWORK, amount: String(PRICE), payTo: seller.payTo, extra: expect.objectContaining({ assetTransferMethod: 'permit2' }) })]);
@@ -68,7 +59,7 @@ it('answers an unpaid call with an exact offer through Permit2, declaring both g
 });
 
 it('a buyer that approved Permit2 pays once through the proxy; the same payment again moves nothing more', async () => {
-  const buyer = await approvedBuyer();
+  const buyer = await permit2ApprovedBuyer();
   const before = await usdcBalance(seller.payTo);
   const payment = await officialPayment(buyer);
   expect(payment.payload).toHaveProperty('permit2Authorization');
@@ -101,7 +92,7 @@ it('a buyer with no gas and no allowance pays with its USDC permit (eip2612GasSp
 });
 
 it('a failed tool is not charged: the held payment is released and nothing moves', async () => {
-  const buyer = await approvedBuyer();
+  const buyer = await permit2ApprovedBuyer();
   failing = true;
   try {
     const result = await call({ 'x402/payment': await officialPayment(buyer) });

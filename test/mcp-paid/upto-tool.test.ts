@@ -4,14 +4,12 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { z } from 'zod';
-import { createWalletClient, http as rpcTransport, maxUint256, parseEther } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { mcpPaywall, type ToolUsage } from '../../adapters/mcp.js';
-import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { setUpSeller } from '../support/payments.js';
 import { serveMcp, type ServedMcp } from './support.js';
-import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 
 let server: TestServer;
 let mcp: ServedMcp;
@@ -41,15 +39,6 @@ afterAll(async () => {
 const call = (meta?: Record<string, unknown>) =>
   mcp.client.callTool({ name: 'complete', arguments: { prompt: 'two words' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
 
-async function approvedBuyer(): Promise<PrivateKeyAccount> {
-  const buyer = await fundedBuyer('1');
-  await setEthBalance(buyer.address, parseEther('1'));
-  const { chain, rpcUrl, usdc, publicClient } = testChain();
-  const hash = await createWalletClient({ chain, transport: rpcTransport(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
-  await publicClient.waitForTransactionReceipt({ hash });
-  return buyer;
-}
-
 /** The official upto client's payload for the tool's payment-required answer. */
 async function uptoPayment(buyer: PrivateKeyAccount) {
   const required = (await call()).structuredContent;
@@ -60,7 +49,7 @@ async function uptoPayment(buyer: PrivateKeyAccount) {
 }
 
 it('charges what the tool reported (200 tokens at $0.0001: $0.02), and the settlement says so', async () => {
-  const buyer = await approvedBuyer();
+  const buyer = await permit2ApprovedBuyer();
   const before = await usdcBalance(buyer.address);
   next = 'tokens';
   const result = await call({ 'x402/payment': await uptoPayment(buyer) });
@@ -71,7 +60,7 @@ it('charges what the tool reported (200 tokens at $0.0001: $0.02), and the settl
 });
 
 it('nothing reported is charged nothing; a failed tool is not charged', async () => {
-  const buyer = await approvedBuyer();
+  const buyer = await permit2ApprovedBuyer();
   const before = await usdcBalance(buyer.address);
   next = 'fail';
   const failed = await call({ 'x402/payment': await uptoPayment(buyer) });

@@ -4,14 +4,14 @@
 // by a crash is finished by reconciliation from Permit2's nonce bitmap.
 import { toClientEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
-import { createWalletClient, encodeFunctionData, http, maxUint256, parseUnits, type Address, type Hex } from 'viem';
+import { createWalletClient, encodeFunctionData, http, maxUint256, parseUnits, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { erc20AllowanceAbi, EXACT_PROXY_ADDRESS, exactPermitOf, PERMIT2_ADDRESS, permit2NonceUsed } from '../../server/chain/permit2.js';
 import { decodeExactPermit2Payload } from '../../middleware/protocol/exact-permit2-evm.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { exactSettleCalldata } from '../../server/payments/schemes/exact/permit2-verify.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
-import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, setEthBalance, testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { setUpSeller } from '../interop/seller.js';
 
@@ -42,18 +42,9 @@ async function call(path: 'verify' | 'settle', paymentPayload: unknown, paymentR
   return server.request('POST', `/v0/x402/${path}`, { key: seller.sellerKey, body: { x402Version: 2, paymentPayload, paymentRequirements } });
 }
 
-async function approvedBuyer() {
-  const buyer = await fundedBuyer('1');
-  await setEthBalance(buyer.address, parseUnits('1', 18));
-  const { chain, rpcUrl, usdc, publicClient } = testChain();
-  const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
-  await publicClient.waitForTransactionReceipt({ hash });
-  return buyer;
-}
-
 describe('every refusal names @x402/evm\'s reason, and nothing moves', () => {
   it('spender, payee, deadline, validAfter, amount, token, signature, allowance, balance', async () => {
-    const buyer = await approvedBuyer();
+    const buyer = await permit2ApprovedBuyer();
     const good = await officialPayload(buyer);
     const auth = good.payload.permit2Authorization;
     const tamper = (changes: Record<string, unknown>) => ({ ...good, payload: { ...good.payload, permit2Authorization: { ...auth, ...changes } } });
@@ -79,7 +70,7 @@ describe('every refusal names @x402/evm\'s reason, and nothing moves', () => {
     const unapproved = await fundedBuyer('1');
     expect((await call('verify', await officialPayload(unapproved))).body).toMatchObject({ isValid: false, invalidReason: 'permit2_allowance_required' });
     // Approved, then spends all but one atomic unit elsewhere.
-    const poor = await approvedBuyer();
+    const poor = await permit2ApprovedBuyer();
     const { chain, rpcUrl, usdc, publicClient } = testChain();
     await publicClient.waitForTransactionReceipt({ hash: await createWalletClient({ chain, transport: http(rpcUrl), account: poor }).sendTransaction({ to: usdc, data: encodeFunctionData({ abi: [{ type: 'function', name: 'transfer', stateMutability: 'nonpayable', inputs: [{ type: 'address' }, { type: 'uint256' }], outputs: [{ type: 'bool' }] }], functionName: 'transfer', args: [seller.payTo, 1_000_000n - 1n] }) }) });
     expect((await call('verify', await officialPayload(poor))).body).toMatchObject({ isValid: false, invalidReason: 'permit2_insufficient_balance' });
@@ -139,7 +130,7 @@ describe('every refusal names @x402/evm\'s reason, and nothing moves', () => {
 describe('reconciliation of Permit2 exact payments after a crash', () => {
   /** A payment claimed (verified) and left as a crash leaves it: never sent, ten minutes old. */
   async function claimedPayment() {
-    const buyer = await approvedBuyer();
+    const buyer = await permit2ApprovedBuyer();
     const decoded = decodeExactPermit2Payload(await officialPayload(buyer));
     if (!decoded.ok) throw new Error(decoded.message);
     const payments = server.app.payments;

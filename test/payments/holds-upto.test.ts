@@ -1,14 +1,13 @@
 // The backend door our middleware uses for upto routes: a hold for the maximum, then a capture naming
 // the charge. A charge above the permit's maximum is refused with nothing moved and the hold kept; the
 // maximum must be within the endpoint's registered cap; a second capture answers the first.
-import { createWalletClient, http, maxUint256, parseUnits, type Address } from 'viem';
+import { parseUnits, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { setEthBalance, testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { setUpSeller } from '../interop/seller.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
-import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 
 const RESOURCE = 'https://llm.example/complete';
@@ -24,15 +23,6 @@ beforeAll(async () => {
 });
 afterAll(async () => { await server?.close(); });
 
-async function approvedBuyer(): Promise<PrivateKeyAccount> {
-  const buyer = await fundedBuyer('1');
-  await setEthBalance(buyer.address, parseUnits('1', 18));
-  const { chain, rpcUrl, usdc, publicClient } = testChain();
-  const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
-  await publicClient.waitForTransactionReceipt({ hash });
-  return buyer;
-}
-
 async function uptoHeader(buyer: PrivateKeyAccount, max: string) {
   const accepted = { scheme: 'upto', network: 'eip155:84532', amount: max, asset: testChain().usdc, payTo: seller.payTo, maxTimeoutSeconds: 300, extra: { name: DEV_USDC_NAME, version: '2', facilitatorAddress } };
   const signed = await new UptoEvmScheme(buyer).createPaymentPayload(2, accepted as never);
@@ -43,7 +33,7 @@ const hold = (paymentHeader: string, amount: string) => server.request('POST', '
 const capture = (id: string, body?: Record<string, unknown>) => server.request('POST', `/v0/payments/holds/${id}/capture`, { key: seller.sellerKey, body: body ?? {} });
 
 it('a capture above the maximum is refused (400 settlement_exceeds_amount) and moves nothing; the hold then captures the real charge once', async () => {
-  const buyer = await approvedBuyer();
+  const buyer = await permit2ApprovedBuyer();
   const before = await usdcBalance(buyer.address);
   const held = await hold(await uptoHeader(buyer, '500000'), '0.5');
   expect(held.status).toBe(201);
@@ -61,7 +51,7 @@ it('a capture above the maximum is refused (400 settlement_exceeds_amount) and m
 });
 
 it('a maximum above the endpoint\'s registered cap, or a permit for another maximum, is refused before anything is claimed', async () => {
-  const buyer = await approvedBuyer();
+  const buyer = await permit2ApprovedBuyer();
   const overCap = await hold(await uptoHeader(buyer, '600000'), '0.6');
   expect(overCap.status).toBe(402);
   expect(overCap.body).toMatchObject({ error: 'amount_mismatch' });

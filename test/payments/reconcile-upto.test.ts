@@ -1,14 +1,14 @@
 // Reconciliation of `upto` payments left open by a crash: the Permit2 nonce bitmap decides; an unsent
 // settlement is sent once (from the facilitator account the permit names), a sent one is found by its
 // token Transfer through the proxy, and re-running moves nothing.
-import { createWalletClient, encodeFunctionData, http, maxUint256, parseUnits, type Address } from 'viem';
+import { createWalletClient, encodeFunctionData, http, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { UptoEvmScheme as UptoClientScheme } from '@x402/evm/upto/client';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
-import { erc20AllowanceAbi, permit2Abi, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/chain/permit2.js';
+import { permit2Abi, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/chain/permit2.js';
 import { decodeUptoPayload } from '../../middleware/protocol/upto-evm.js';
 import { uptoPermitOfRecord } from '../../server/payments/schemes/upto/settle.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
@@ -27,18 +27,9 @@ beforeAll(async () => {
 });
 afterAll(async () => { await server.close(); });
 
-async function approvedBuyer(): Promise<PrivateKeyAccount> {
-  const buyer = await fundedBuyer('1');
-  await setEthBalance(buyer.address, parseUnits('1', 18));
-  const { chain, rpcUrl, usdc, publicClient } = testChain();
-  const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: usdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
-  await publicClient.waitForTransactionReceipt({ hash });
-  return buyer;
-}
-
 /** A claimed upto payment, as a process leaves it when it dies after the claim: `verified`, ten minutes old. */
 async function claimedUpto(charge: bigint, buyer?: PrivateKeyAccount) {
-  buyer ??= await approvedBuyer();
+  buyer ??= await permit2ApprovedBuyer();
   const payments = server.app.payments;
   const requirements = {
     scheme: 'upto', network: 'eip155:84532', amount: '300000', asset: testChain().usdc, payTo, maxTimeoutSeconds: 600,

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address, type Hex } from 'viem';
+import { createPublicClient, createWalletClient, http, maxUint256, parseUnits, toHex, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
 import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
+import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 
 /**
@@ -67,6 +68,19 @@ export async function usdcBalance(address: Address): Promise<bigint> {
 export async function fundedBuyer(usdc = '100'): Promise<PrivateKeyAccount> {
   const buyer = privateKeyToAccount(generatePrivateKey());
   await sendUsdc(buyer.address, parseUnits(usdc, 6));
+  return buyer;
+}
+
+/**
+ * A new buyer holding `usdc` test USDC and some gas, that approved Permit2 for any amount once (as a
+ * wallet does before its first Permit2 payment: upto, exact through Permit2).
+ */
+export async function permit2ApprovedBuyer(usdc = '1'): Promise<PrivateKeyAccount> {
+  const buyer = await fundedBuyer(usdc);
+  await setEthBalance(buyer.address, parseUnits('1', 18));
+  const { chain, rpcUrl, usdc: token, publicClient } = testChain();
+  const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: buyer }).writeContract({ address: token, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
+  await publicClient.waitForTransactionReceipt({ hash });
   return buyer;
 }
 
