@@ -44,8 +44,9 @@ test('sequential payments on a chain that mines just after answering each send: 
     const result = await redeem(server.url, seller, header);
     expect(result.status).toBe(200);
   }
-  // Each transaction's first receipt question came before its block: only the asks after it found it.
-  expect(proxy.calls('eth_getTransactionReceipt')).toBeGreaterThanOrEqual(12);
+  // Receipts were asked for again after a first ask that came before the block (on a loaded machine not
+  // every transaction's first ask is that early, so not every one is asked twice): the case this test is about.
+  expect(proxy.calls('eth_getTransactionReceipt')).toBeGreaterThan(6);
   const clock = server.app.settlement!.clock;
   expect(clock.minesOnArrival).toBe(true);
   expect(clock.intervalMs).toBeUndefined();
