@@ -41,24 +41,56 @@ export class ChannelPayment implements SellerScheme {
     if (!result.ok) return this.refused(charge, result);
     if (settle === 'before-handler') return paidOutcome(charge, 2, result, 'before-handler', undefined, 'batch-settlement');
     const voucherId = result.paymentId;
+    const holdMs = holdSeconds! * 1000;
+    const heldAt = this.deps.now();
     const held = paidOutcome(charge, 2, result, 'after-handler', undefined, 'batch-settlement');
     let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
     let releasing: Promise<void> | undefined;
     const hold: HeldPayment = {
       payment: held.payment,
-      capture: () => (capturing ??= (async () => {
-        let captured;
-        try {
-          captured = await facilitator.channelCapture(voucherId);
-        } catch (error) {
-          return unavailable(error);
-        }
-        if (!captured.ok) return this.refused(charge, captured);
-        return paidOutcome(charge, 2, captured, 'after-handler', undefined, 'batch-settlement');
-      })()),
+      capture: () => (capturing ??= this.deps.now() - heldAt < holdMs / 2
+        ? (this.captureAfterAnswer(facilitator, voucherId, heldAt + holdMs, charge.resource), Promise.resolve(held))
+        : this.captureBeforeAnswer(facilitator, charge, voucherId)),
       release: () => (releasing ??= facilitator.channelRelease(voucherId).catch(() => {})),
     };
     return { kind: 'held', hold };
+  }
+
+  /**
+   * The capture sent, and the paid answer given without waiting for its write (a database round trip the
+   * buyer would otherwise wait for on every call): the voucher is the channel's newest and held for its
+   * call, so no other call can take its amount, and a buyer whose next voucher builds on it finds it
+   * captured (channels.ts). It is asked for before the answer goes out, and again while its hold lasts if
+   * the backend cannot be reached; a capture that never lands leaves the call uncharged, and says so.
+   */
+  private captureAfterAnswer(facilitator: Required<Facilitator>, voucherId: string, holdEndsAt: number, resource: string): void {
+    void (async () => {
+      for (let wait = 250; ; wait *= 4) {
+        try {
+          const captured = await facilitator.channelCapture(voucherId);
+          if (!captured.ok) this.deps.warn(`agentgate: a paid call to ${resource} was answered but its voucher could not be captured (${captured.reason}: ${captured.message}); it was not charged`);
+          return;
+        } catch (error) {
+          if (this.deps.now() + wait >= holdEndsAt) {
+            this.deps.warn(`agentgate: a paid call to ${resource} was answered but its voucher could not be captured before its hold ran out (${(error as Error).message}); it was not charged`);
+            return;
+          }
+          await new Promise((r) => setTimeout(r, wait));
+        }
+      }
+    })();
+  }
+
+  /** The capture written, then the answer: when the hold is past half its time, a capture after the answer could come too late. */
+  private async captureBeforeAnswer(facilitator: Required<Facilitator>, charge: Charge, voucherId: string): Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> {
+    let captured;
+    try {
+      captured = await facilitator.channelCapture(voucherId);
+    } catch (error) {
+      return unavailable(error);
+    }
+    if (!captured.ok) return this.refused(charge, captured);
+    return paidOutcome(charge, 2, captured, 'after-handler', undefined, 'batch-settlement');
   }
 
   /** A 402 asking again; where the channel stands goes in the offer, for the buyer's client to resync. */

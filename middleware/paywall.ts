@@ -46,9 +46,10 @@ export interface PaywallOptions {
   /** Clock for the local expiry check, in milliseconds. */
   readonly now?: () => number;
   /**
-   * Where the paywall says what the seller must fix (default `console.warn`): today, once per resource
-   * URL, that the backend refused a payment because the URL is not a registered endpoint. The buyer only
-   * sees a 402; without this line the seller saw nothing at all.
+   * Where the paywall says what the seller must fix (default `console.warn`): once per resource URL, that
+   * the backend refused a payment because the URL is not a registered endpoint (the buyer only sees a 402;
+   * without this line the seller saw nothing at all); and a channel call whose capture, sent after its
+   * answer, could not be written before its hold ran out (that call went uncharged).
    */
   readonly warn?: (message: string) => void;
 }
@@ -82,8 +83,9 @@ export class Paywall {
     this.settings = parseSellerSettings(options.settings);
     this.trustProxy = options.trustProxy ?? false;
     this.publicOrigin = options.publicOrigin === undefined ? undefined : parsePublicOrigin(options.publicOrigin);
-    this.challenges = new PaymentChallenges(this.settings, options.warn ?? ((message) => console.warn(message)), options.now ?? Date.now);
-    const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now };
+    const warn = options.warn ?? ((message: string) => console.warn(message));
+    this.challenges = new PaymentChallenges(this.settings, warn, options.now ?? Date.now);
+    const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now, warn };
     this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps), 'batch-settlement': new ChannelPayment(deps) };
     this.facilitator = options.facilitator;
     this.table = new RouteTable(

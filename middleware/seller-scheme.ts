@@ -19,6 +19,8 @@ export interface SellerSchemeDeps {
   /** The seller's network, v1 name (what a RequestPayment names). */
   readonly network: string;
   readonly now: () => number;
+  /** Where a flow reports what the seller must know and no buyer sees (a capture that failed after the answer went out). */
+  readonly warn: (message: string) => void;
 }
 
 /** What a flow makes of a hold the facilitator granted: the payment its handler sees, and how it is captured. */

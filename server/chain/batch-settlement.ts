@@ -15,7 +15,7 @@
  *   keccak256(abi.encode(channelId, salt)), or a Permit2 PermitWitnessTransferFrom with the Permit2 collector as
  *   spender and the witness DepositWitness(bytes32 channelId).
  */
-import { decodeErrorResult, encodeAbiParameters, encodeFunctionData, getAddress, hashTypedData, keccak256, parseAbi, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
+import { concat, decodeErrorResult, domainSeparator, encodeAbiParameters, encodeFunctionData, getAddress, hashTypedData, keccak256, numberToHex, pad, parseAbi, toHex, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
 
 export const BATCH_SETTLEMENT_ADDRESS: Address = '0x4020074e9dF2ce1deE5A9C1b5c3f541D02a10003';
 export const ERC3009_DEPOSIT_COLLECTOR_ADDRESS: Address = '0x4020806089470a89826cB9fB1f4059150b550004';
@@ -83,8 +83,34 @@ export const claimBatchTypes = {
 
 /** The channel id of `config` on chain `chainId` (what the contract's `getChannelId` returns). */
 export function channelIdOf(config: ChannelConfig, chainId: number): Hex {
-  return hashTypedData({ domain: batchSettlementDomain(chainId), types: channelConfigTypes, primaryType: 'ChannelConfig', message: config });
+  // Every paid call checks its channel's id against its config: the same few configs, hashed once each.
+  const key = `${chainId}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`;
+  let id = channelIds.get(key);
+  if (id === undefined) {
+    id = hashTypedData({ domain: batchSettlementDomain(chainId), types: channelConfigTypes, primaryType: 'ChannelConfig', message: config });
+    if (channelIds.size >= CHANNEL_IDS_KEPT) channelIds.delete(channelIds.keys().next().value!);
+    channelIds.set(key, id);
+  }
+  return id;
 }
+const channelIds = new Map<string, Hex>();
+const CHANNEL_IDS_KEPT = 100_000;
+
+/**
+ * The EIP-712 digest a Voucher's signature signs: what hashTypedData(voucherTypedData(...)) gives, with the
+ * domain separator computed once per chain (every paid call recovers a voucher's signer from it).
+ */
+export function voucherDigest(channelId: Hex, maxClaimableAmount: bigint, chainId: number): Hex {
+  let separator = voucherDomains.get(chainId);
+  if (separator === undefined) {
+    separator = domainSeparator({ domain: batchSettlementDomain(chainId) });
+    voucherDomains.set(chainId, separator);
+  }
+  const struct = keccak256(concat([VOUCHER_TYPEHASH, pad(channelId, { size: 32 }), numberToHex(maxClaimableAmount, { size: 32 })]));
+  return keccak256(concat(['0x1901', separator, struct]));
+}
+const voucherDomains = new Map<number, Hex>();
+const VOUCHER_TYPEHASH = keccak256(toHex('Voucher(bytes32 channelId,uint128 maxClaimableAmount)'));
 
 /** The ERC-3009 nonce a deposit authorization must carry: keccak256(abi.encode(channelId, salt)). */
 export function erc3009DepositNonce(channelId: Hex, salt: bigint): Hex {

@@ -16,6 +16,7 @@ import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';
+import { vouchersOnceCaptured } from '../support/channel-captures.js';
 
 const PRICE = 1_000n; // $0.001 a call
 /** Shared with the second backend process (wallet keys are sealed under it). */
@@ -265,6 +266,7 @@ describe('payments_pay through a batch-settlement channel', () => {
     expect(await server.app.db.collection('buyer_channels').findOne({ _id: channelId as never })).toMatchObject({ refundRefusedAt: expect.any(Date) });
     expect(await server.app.buyer.channels.refundIdle({ idleMs: 0, round: `buyer-idle-again-${Date.now()}` })).toEqual({ refunded: 0, refused: 0 });
 
+    await vouchersOnceCaptured(server.app.db, channelId);
     const totals = await sweep(0);
     expect(totals!.refunded).toBeGreaterThanOrEqual(1);
     expect(await usdcBalance(agent.address)).toBe(before - 2n * PRICE);

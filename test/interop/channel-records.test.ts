@@ -28,6 +28,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { consoleGet, signIn } from '../console/http-client.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
+import { vouchersOnceCaptured } from '../support/channel-captures.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000n;
@@ -77,6 +78,7 @@ async function pay(paying: ReturnType<typeof channelClient>, calls: number): Pro
     expect(res.status).toBe(200);
     channelId ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
   }
+  await vouchersOnceCaptured(server.app.db, channelId!);
   return channelId!;
 }
 

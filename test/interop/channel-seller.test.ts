@@ -24,6 +24,7 @@ import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js'
 import type { RouteConfig } from '../../middleware/index.js';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, readChannelState, voucherTypedData, type ChannelConfig } from '../../server/chain/batch-settlement.js';
 import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
+import { vouchersOnceCaptured as vouchersLanded } from '../support/channel-captures.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller } from './seller.js';
 
@@ -46,13 +47,17 @@ afterAll(async () => { await server?.close(); });
 const ROUTE: RouteConfig = { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' };
 
 type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
+/** Handlers waiting for the test (Express's `?gate=<name>`), by name. */
+const gates = new Map<string, () => void>();
 function app(framework: Framework, backendUrl = server.url) {
   const options = { backendUrl, apiKey: seller.sellerKey, routes: { 'GET /weather': ROUTE } };
   switch (framework) {
     case 'Express': {
       const a = express();
       a.use(expressPayments(options));
-      a.get('/weather', (req, res) => {
+      a.get('/weather', async (req, res) => {
+        // ?gate=<name>: the handler answers once the test opens that gate (a call still being answered).
+        if (typeof req.query.gate === 'string') await new Promise<void>((open) => gates.set(req.query.gate as string, open));
         if (req.query.fail) res.status(502).json({ error: 'upstream_down' });
         else res.json({ weather: 'sunny' });
       });
@@ -114,9 +119,14 @@ async function payCalls(url: string, paying: typeof fetch, calls: number): Promi
     expect(res.status).toBe(200);
     id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
   }
+  await vouchersLanded(server.app.db, id!);
   return id!;
 }
 const channelState = (id: Hex) => readChannelState(testChain().publicClient as never, id);
+
+/** A channel's vouchers as [cumulative, status], once its captures landed (all but `heldStill`). */
+const vouchersOnceCaptured = async (channelId: string, heldStill = 0) =>
+  (await vouchersLanded(server.app.db, channelId, heldStill)).map((v) => [v.cumulative, v.status]);
 
 /** One sweep round now (its own round id: the sweep runs each round once across processes). */
 let rounds = 0;
@@ -176,6 +186,7 @@ describe('the sweep and the guarantees (Express)', () => {
         const { paying } = channelClient(buyer);
         expect((await paying(`${url}/weather`)).status).toBe(200);
       }
+      for (const id of ids) await vouchersLanded(server.app.db, id);
       const totals = await sweep();
       expect(totals).toMatchObject({ claimed: 3, settled: 1 });
       expect(await server.app.db.collection('channel_actions').countDocuments({ kind: 'claim' })).toBe(claimsBefore + 1);
@@ -196,6 +207,7 @@ describe('the sweep and the guarantees (Express)', () => {
         expect(res.status).toBe(200);
         return ((decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId as string).toLowerCase();
       }));
+      for (const id of ids) await vouchersLanded(server.app.db, id);
       const totals = await sweep();
       expect(totals).toMatchObject({ claimed: 60 });
       const claim = await server.app.db.collection('channel_actions').findOne({ kind: 'claim', channelIds: ids[0] });
@@ -271,6 +283,7 @@ describe('the sweep and the guarantees (Express)', () => {
       watching = false;
       expect(filters.length).toBeGreaterThan(0);
       for (const filter of filters) expect(filter).toEqual({ _id: expect.any(String) });
+      await vouchersOnceCaptured(channelId);
       const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId }).toArray();
       expect(vouchers.map((v) => [v.seq, v.cumulative, v.status]).sort((a, b) => a[0] - b[0]))
         .toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => [n, String(BigInt(n) * PRICE), 'captured']));
@@ -298,6 +311,34 @@ describe('the sweep and the guarantees (Express)', () => {
       expect(await send(buyer, 3n * PRICE)).toEqual({ status: 402, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch' });
       const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId: channelId.toLowerCase() }).toArray();
       expect(vouchers.map((v) => v.cumulative)).toEqual(['1000']);
+    });
+  });
+
+  it('a voucher building on a call still being answered does not charge that call: the channel is busy until its handler succeeds, then the same voucher pays', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying, scheme } = channelClient(buyer);
+    await withShop('Express', async (url) => {
+      expect((await paying(`${url}/weather`)).status).toBe(200);
+      const accept = { ...decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]! };
+      const config = scheme.buildChannelConfig(accept) as ChannelConfig;
+      const channelId = channelIdOf(config, 84532);
+      const voucher = async (max: bigint) => {
+        const signature = await buyer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
+        return Buffer.from(JSON.stringify({ x402Version: 2, accepted: accept, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
+      };
+      const refusal = (res: Response) => (res.status === 402 ? decodePaymentRequiredHeader(res.headers.get('payment-required')!).error : undefined);
+      // The second call is held while its handler waits; a third voucher, signed on top of it ahead of its answer, comes in.
+      const second = fetch(`${url}/weather?gate=second`, { headers: { 'PAYMENT-SIGNATURE': await voucher(2n * PRICE) } });
+      while (!gates.has('second')) await new Promise((r) => setTimeout(r, 10));
+      const third = await voucher(3n * PRICE);
+      const early = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': third } });
+      expect([early.status, refusal(early)]).toEqual([402, 'invalid_batch_settlement_evm_channel_busy']);
+      expect(await vouchersOnceCaptured(channelId.toLowerCase(), 1)).toEqual([['1000', 'captured'], ['2000', 'held']]);
+      gates.get('second')!();
+      expect((await second).status).toBe(200);
+      const late = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': third } });
+      expect(late.status).toBe(200);
+      expect(await vouchersOnceCaptured(channelId.toLowerCase())).toEqual([['1000', 'captured'], ['2000', 'captured'], ['3000', 'captured']]);
     });
   });
 
@@ -330,6 +371,7 @@ describe('the sweep and the guarantees (Express)', () => {
       const deposit = decodePaymentResponseHeader(first.headers.get('payment-response')!);
       const channelId = (deposit.extra as any).channelState.channelId as string;
       // The state a process killed between recording the deposit and accepting its voucher leaves.
+      await vouchersLanded(server.app.db, channelId);
       expect((await server.app.db.collection('channel_vouchers').deleteMany({ channelId: channelId.toLowerCase() })).deletedCount).toBe(1);
       const again = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': sent[0]! } });
       expect(again.status).toBe(200);
@@ -394,12 +436,11 @@ describe('the sweep and the guarantees (Express)', () => {
       const channelId = ((decodePaymentResponseHeader(first.headers.get('payment-response')!).extra as any).channelState.channelId as string).toLowerCase();
       const failed = await paying(`${url}/weather?fail=1`);
       expect([failed.status, failed.headers.get('payment-response')]).toEqual([502, null]);
-      const vouchers = server.app.db.collection('channel_vouchers');
-      expect((await vouchers.find({ channelId }).toArray()).map((v) => [v.cumulative, v.status])).toEqual([['1000', 'captured']]);
+      expect(await vouchersOnceCaptured(channelId)).toEqual([['1000', 'captured']]);
       const next = await paying(`${url}/weather`);
       expect(next.status).toBe(200);
       expect(decodePaymentResponseHeader(next.headers.get('payment-response')!)).toMatchObject({ extra: { channelState: { chargedCumulativeAmount: '2000' } } });
-      expect((await vouchers.find({ channelId }).toArray()).map((v) => [v.cumulative, v.status]).sort()).toEqual([['1000', 'captured'], ['2000', 'captured']]);
+      expect(await vouchersOnceCaptured(channelId)).toEqual([['1000', 'captured'], ['2000', 'captured']]);
       // A capture of the failed call's hold arriving late (its process stalled) finds the channel's second voucher is another call's now: refused.
       const late = await server.request('POST', `/v0/payments/channels/vouchers/${encodeURIComponent(`${channelId}:${'2'.padStart(12, '0')}:0123456789abcdef`)}/capture`, { key: seller.sellerKey });
       expect([late.status, late.body.error]).toEqual([409, 'hold_expired']);

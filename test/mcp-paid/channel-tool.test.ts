@@ -18,6 +18,7 @@ import { readChannelState } from '../../server/chain/batch-settlement.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
+import { vouchersOnceCaptured } from '../support/channel-captures.js';
 
 let server: TestServer;
 let http: Server;
@@ -96,6 +97,7 @@ it('the official client deposits with the first call and pays the next ones with
   expect(runs).toBe(3);
 
   const channels = server.app.payments.batchSettlement.channels;
+  await vouchersOnceCaptured(server.app.db, channelId!);
   await channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `mcp-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
   expect(await readChannelState(testChain().publicClient as never, channelId!)).toMatchObject({ totalClaimed: 3000n, balance: 10_000n });
   expect(await usdcBalance(payTo)).toBe(3000n);

@@ -38,6 +38,15 @@ const CHAIN_STATE_TTL_MS = 30_000;
 const CHANNELS_KEPT = 100_000;
 /** An action still `sending` after this long lost its process: the sweep finishes it from the chain. */
 const STALE_ACTION_MS = 5 * 60_000;
+/**
+ * A call coming in while the voucher before it is held waits this long for its capture (our middleware
+ * answers its buyer before the capture is written, so the buyer's next call can overtake it); the hold of
+ * another process is read again every CAPTURE_POLL_MS. Still held after that: a call still being answered.
+ */
+const CAPTURE_WAIT_MS = 60;
+const CAPTURE_POLL_MS = 5;
+/** Held vouchers a process keeps while their calls are answered (their capture writes no read first). */
+const HELD_KEPT = 10_000;
 
 export interface ChannelDoc {
   _id: string; // the channel id
@@ -138,6 +147,10 @@ export class ChannelBook {
    * reads the database for it only when the state is that old (and the chain then).
    */
   private readonly channelsKept = new Map<string, ChannelDoc>();
+  /** Per channel, the voucher this process accepted on hold, until its capture or release starts here. */
+  private readonly heldHere = new Map<string, HeldHere>();
+  /** The captures this process is writing (by voucher id): a call that builds on one need not wait for it. */
+  private readonly capturing = new Set<string>();
 
   constructor(private readonly deps: ChannelBookDeps) {
     const { conn } = deps;
@@ -188,24 +201,58 @@ export class ChannelBook {
 
   /**
    * The channel's last voucher as a new call sees it (`fresh`: found again, not the one this process saw
-   * last): a hold still running makes the channel busy (one call at a time on a channel, as the official
-   * server has it), one that expired (its process died) is released first.
+   * last). Our middleware answers its buyer before its capture is written, so a call may come in while the
+   * voucher before it is still held: a hold of this process is waited for until its capture or release
+   * starts here, and one whose capture another process is writing is read again for up to CAPTURE_WAIT_MS
+   * when the call builds on it (`buildsOn`: its voucher is that one's plus this call's price, so the buyer
+   * had its paid answer). A hold still running then makes the channel busy (one call at a time on a
+   * channel, as the official server has it); one that expired (its process died) is released first.
    */
-  private async current(channelId: string, fresh = false): Promise<VoucherDoc | null | 'busy'> {
-    const newest = fresh ? await this.sequence.newest(channelId) : await this.sequence.lastSeen(channelId);
+  private async current(channelId: string, fresh = false, buildsOn?: (doc: VoucherDoc) => boolean): Promise<VoucherDoc | null | 'busy'> {
+    const here = this.heldHere.get(channelId.toLowerCase());
+    if (here) await atMost(here.decided, CAPTURE_WAIT_MS);
+    let newest = fresh ? await this.sequence.newest(channelId) : await this.sequence.lastSeen(channelId);
     if (newest?.status !== 'held') return newest;
-    if (newest.holdExpiresAt && newest.holdExpiresAt.getTime() > Date.now()) return 'busy';
+    if (this.capturing.has(newest._id)) return capturedCopy(newest);
+    if (newest.holdExpiresAt && newest.holdExpiresAt.getTime() > Date.now()) {
+      if (!buildsOn?.(newest)) return 'busy';
+      for (const until = Date.now() + CAPTURE_WAIT_MS; newest?.status === 'held' && Date.now() < until;) {
+        await new Promise((r) => setTimeout(r, CAPTURE_POLL_MS));
+        newest = await this.vouchers.findById(newest._id).lean();
+      }
+      if (newest?.status === 'captured') this.sequence.captured(channelId, newest);
+      // Released meanwhile (or captured, then superseded): found again from the start.
+      return newest === null ? this.current(channelId, true) : newest.status === 'held' ? 'busy' : newest;
+    }
     await this.vouchers.deleteOne({ _id: newest._id, status: 'held', holdToken: newest.holdToken });
     this.sequence.remember(channelId, newest.seq - 1);
     return this.previous(newest);
   }
 
-  /** Captures a held voucher once the handler succeeded: its call is charged. */
+  /**
+   * Captures a held voucher once the handler succeeded: its call is charged. Our middleware answers its
+   * buyer without waiting for this (channel-payment.ts): while the write is under way, a call of this
+   * process building on the voucher takes it as captured.
+   */
   async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
     const [voucherId, holdToken] = splitHoldId(holdId);
-    // One round trip; a capture asked again (its answer lost) finds the voucher captured already.
-    const doc = await this.vouchers.findOneAndUpdate({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } }, { returnDocument: 'after' }).lean()
-      ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
+    const kept = this.takeHeld(voucherId, orgId, holdToken);
+    const mine = kept ? capturedCopy(kept.doc) : undefined;
+    // Taken as captured here while the write is under way: the channel's next call on this process reads nothing.
+    if (mine) {
+      this.capturing.add(voucherId);
+      this.sequence.captured(mine.channelId, mine);
+    }
+    kept?.decide();
+    let doc: VoucherDoc | null = null;
+    try {
+      const { modifiedCount } = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
+      // A capture asked again (its answer lost) finds the voucher captured already.
+      doc = modifiedCount === 1 && mine ? mine : await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
+    } finally {
+      this.capturing.delete(voucherId);
+      if (mine && !doc) this.sequence.forget(mine.channelId, mine.seq);
+    }
     if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
     this.sequence.captured(doc.channelId, doc);
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
@@ -214,6 +261,7 @@ export class ChannelBook {
   /** Releases a held voucher (the handler failed): nothing is charged, and the buyer's next voucher may be for the same amount. */
   async release(orgId: string, holdId: string): Promise<{ released: boolean }> {
     const [voucherId, holdToken] = splitHoldId(holdId);
+    this.takeHeld(voucherId, orgId, holdToken)?.decide();
     const gone = await this.vouchers.deleteOne({ _id: voucherId, orgId, holdToken, status: 'held' });
     if (gone.deletedCount === 1) this.sequence.remember(voucherId.slice(0, voucherId.indexOf(':')), seqOf(voucherId) - 1);
     return { released: gone.deletedCount === 1 };
@@ -265,13 +313,15 @@ export class ChannelBook {
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
-    const [stored, seen] = await Promise.all([this.stored(voucher.channelId), this.current(voucher.channelId)]);
+    // The buyer's voucher builds on the newest when it is that one plus this call's price: it had that call's paid answer.
+    const buildsOn = (doc: VoucherDoc) => voucher.maxClaimableAmount === BigInt(doc.cumulative) + terms.amountAtomic;
+    const [stored, seen] = await Promise.all([this.stored(voucher.channelId), this.current(voucher.channelId, false, buildsOn)]);
     let latest = seen;
     if (latest === 'busy') return busy();
     // The voucher must be this call's before anything is deposited; a refusal is checked against the
     // channel's newest voucher found again (this process's may be behind another process's).
     if (this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic)) {
-      latest = await this.current(voucher.channelId, true);
+      latest = await this.current(voucher.channelId, true, buildsOn);
       if (latest === 'busy') return busy();
       const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
       if (mismatch) return mismatch;
@@ -357,8 +407,29 @@ export class ChannelBook {
       };
     }
     this.sequence.remember(voucher.channelId, seq, doc);
+    if (hold) this.holdHere(doc);
     // A held call is captured or released by its hold id (the voucher and the hold's token).
     return { ok: true, paymentId: holdToken ? `${id}:${holdToken}` : id, paymentResponse };
+  }
+
+  /** Notes a voucher this process holds: the channel's next call here waits for its capture to start. */
+  private holdHere(doc: VoucherDoc): void {
+    let decide!: () => void;
+    const decided = new Promise<void>((resolve) => { decide = resolve; });
+    this.heldHere.get(doc.channelId)?.decide();
+    this.heldHere.delete(doc.channelId);
+    this.heldHere.set(doc.channelId, { doc, decided, decide });
+    // Oldest first: a Map keeps insertion order.
+    if (this.heldHere.size > HELD_KEPT) this.heldHere.delete(this.heldHere.keys().next().value!);
+  }
+
+  /** The hold this process noted for this voucher, no longer noted (its capture or release is starting). */
+  private takeHeld(voucherId: string, orgId: string, holdToken: string): HeldHere | undefined {
+    const channelId = voucherId.slice(0, voucherId.indexOf(':'));
+    const here = this.heldHere.get(channelId);
+    if (here?.doc._id !== voucherId || here.doc.orgId !== orgId || here.doc.holdToken !== holdToken) return undefined;
+    this.heldHere.delete(channelId);
+    return here;
   }
 
   // --- the sweep: claim, settle, refund idle channels ------------------------------------------------
@@ -458,6 +529,26 @@ export class ChannelBook {
 function splitHoldId(holdId: string): [string, string] {
   const at = holdId.lastIndexOf(':');
   return [holdId.slice(0, at), holdId.slice(at + 1)];
+}
+
+interface HeldHere {
+  doc: VoucherDoc;
+  /** Settles when its capture or release starts here. */
+  decided: Promise<void>;
+  decide(): void;
+}
+
+/** Waits for `promise`, or `ms` at most. */
+async function atMost(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); })]);
+  clearTimeout(timer);
+}
+
+/** A held voucher as its capture leaves it. */
+function capturedCopy(held: VoucherDoc): VoucherDoc {
+  const { holdExpiresAt: _expiry, ...rest } = held;
+  return { ...rest, status: 'captured' };
 }
 
 const isFresh = (channel: ChannelDoc) => Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;

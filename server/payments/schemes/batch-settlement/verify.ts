@@ -1,4 +1,4 @@
-import { getAddress, hashTypedData, isAddressEqual, parseErc6492Signature, zeroAddress, type Address, type Hex } from 'viem';
+import { getAddress, isAddressEqual, parseErc6492Signature, zeroAddress, type Address, type Hex } from 'viem';
 import type { ChainService } from '../../../chain/chain-service.js';
 import {
   channelIdOf,
@@ -13,6 +13,7 @@ import {
   PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
   readChannelState,
   simulateBatchSettlement,
+  voucherDigest,
   voucherTypedData,
   type ChannelConfig,
   type ChannelState,
@@ -61,12 +62,11 @@ export function channelConfigRefusal(config: ChannelConfig, channelId: Hex, requ
 
 /** Whether the voucher is the payer's (its payerAuthorizer's key, or the payer's own signature: ECDSA or ERC-1271). */
 export async function voucherSigned(chain: ChainService, config: ChannelConfig, channelId: Hex, maxClaimableAmount: bigint, signature: Hex): Promise<boolean> {
-  const typed = voucherTypedData(channelId, maxClaimableAmount, chain.chainId);
   if (!isAddressEqual(config.payerAuthorizer, zeroAddress)) {
-    const recovered = recoverSigner(hashTypedData(typed), signature);
+    const recovered = recoverSigner(voucherDigest(channelId, maxClaimableAmount, chain.chainId), signature);
     return recovered !== undefined && isAddressEqual(recovered, config.payerAuthorizer);
   }
-  return signedBy(chain, config.payer, { ...typed, signature });
+  return signedBy(chain, config.payer, { ...voucherTypedData(channelId, maxClaimableAmount, chain.chainId), signature });
 }
 
 /** Reads the chain, a node that cannot answer being a 503 (nothing is refused for it). */

@@ -76,6 +76,11 @@ export class VoucherSequence<T extends { seq: number; status: string }> {
     if ((this.newestSeen.get(channelId.toLowerCase())?.seq ?? 0) <= doc.seq) this.remember(channelId, doc.seq, doc);
   }
 
+  /** A voucher taken as captured was not: read again when next asked for (unless a later one was seen). */
+  forget(channelId: string, seq: number): void {
+    if (this.newestSeen.get(channelId.toLowerCase())?.seq === seq) this.remember(channelId, seq);
+  }
+
   /** The channel's newest number is `seq` (accepted, or the newest after a release), `doc` its voucher if this process has it. */
   remember(channelId: string, seq: number, doc?: T): void {
     const id = channelId.toLowerCase();
