@@ -1,9 +1,9 @@
 // The official x402 Python SDK (PyPI `x402`, test/support/python-sdk.ts) pays a route of ours sold by
-// `batch-settlement`: a buyer script (test/interop/python/channel_buyer.py) on the SDK's `requests`
+// `batch-settlement`: a buyer script (test/interop/python/buyer.py) on the SDK's `requests`
 // integration with its batch-settlement client scheme deposits with its first call, then pays each call
 // with a voucher, against our Express middleware on the real backend and chain. The channel and its
 // vouchers are in the backend; the sweep claims them; the same voucher sent again is refused with its
-// reason.
+// reason. The SDK's `exact` client pays another route of the same seller once.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,7 @@ import { serve, setUpSeller, type RunningApp } from './seller.js';
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000n; // $0.001 a call
 const CALLS = 4;
-const BUYER_SCRIPT = fileURLToPath(new URL('./python/channel_buyer.py', import.meta.url));
+const BUYER_SCRIPT = fileURLToPath(new URL('./python/buyer.py', import.meta.url));
 
 let python: string;
 let server: TestServer;
@@ -34,20 +34,28 @@ beforeAll(async () => {
   server = await startTestServer({ MASTER_KEY: randomBytes(32).toString('hex'), CHANNEL_SWEEP_EVERY_MS: '600000' });
   seller = await setUpSeller(server);
   const app = express();
-  app.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' } } }));
+  app.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: {
+    'GET /weather': { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' },
+    'GET /forecast': { price: '$0.001', description: 'Forecast, paid by exact' },
+  } }));
   app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
+  app.get('/forecast', (_req, res) => { res.json({ forecast: 'rain' }); });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
-  expect(registered.status).toBe(201);
+  for (const path of ['/weather', '/forecast']) {
+    const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}${path}`, priceUsdc: '0.001', skipUrlCheck: true } });
+    expect(registered.status).toBe(201);
+  }
 }, 300_000);
 afterAll(async () => {
   await shop?.close();
   await server?.close();
 });
 
+interface PaidCall { status: number; body: unknown; paymentType: string | null; settlement: { success: boolean; transaction: string; network: string; payer?: string; extra?: any } | null }
 interface BuyerRun {
   buyer: string;
-  calls: { status: number; body: unknown; paymentType: string | null; settlement: { success: boolean; transaction: string; network: string; extra?: any } | null }[];
+  exact: PaidCall | null;
+  calls: PaidCall[];
   replay: { status: number; error: string | null } | null;
 }
 
@@ -67,12 +75,19 @@ function runBuyer(env: Record<string, string>): Promise<BuyerRun> {
   });
 }
 
-describe('the x402 Python SDK pays a batch-settlement route', () => {
-  it('deposits with its first call and pays each next call with a voucher; the backend holds the channel and its vouchers, the sweep claims them; a replayed voucher gets a 402 with its reason', async () => {
-    const key = generatePrivateKey();
-    const buyer = privateKeyToAccount(key);
-    await sendUsdc(buyer.address, parseUnits('1', 6));
-    const run = await runBuyer({ BUYER_PRIVATE_KEY: key, ROUTE_URL: `${shop.url}/weather`, RPC_URL: testChain().rpcUrl, NETWORK, ASSET: testChain().usdc, CALLS: String(CALLS) });
+/** A buyer key holding $1 of test USDC, and the environment the buyer script needs besides its routes. */
+async function pythonBuyer() {
+  const key = generatePrivateKey();
+  const buyer = privateKeyToAccount(key);
+  await sendUsdc(buyer.address, parseUnits('1', 6));
+  return { buyer, env: { BUYER_PRIVATE_KEY: key, RPC_URL: testChain().rpcUrl, NETWORK, ASSET: testChain().usdc } };
+}
+
+describe('the x402 Python SDK pays our routes', () => {
+  it('batch-settlement: a deposit with the first call, a voucher with each next; the seller sees the channel and its vouchers, the sweep claims them; a replayed voucher gets a 402 with its reason', async () => {
+    const { buyer, env } = await pythonBuyer();
+    const payToBefore = await usdcBalance(seller.payTo);
+    const run = await runBuyer({ ...env, ROUTE_URL: `${shop.url}/weather`, CALLS: String(CALLS) });
     expect(run.buyer).toBe(buyer.address);
 
     // Each call answered with the paid content: a deposit (a transaction) with the first, a voucher (nothing sent) after.
@@ -86,22 +101,22 @@ describe('the x402 Python SDK pays a batch-settlement route', () => {
       else expect(call.settlement!.transaction).toBe('');
     });
     const channelId = run.calls[0]!.settlement!.extra.channelState.channelId as Hex;
-    // The SDK's deposit: ten calls' worth (its deposit multiplier), taken from the buyer once.
+    // The SDK's deposit: ten calls' worth (its deposit multiplier), taken once.
     expect(await usdcBalance(buyer.address)).toBe(parseUnits('1', 6) - 10n * PRICE);
 
-    // The seller's view: the channel and each call's voucher, by cumulative amount.
+    // The last voucher sent again (after the four calls): refused with the reason the official clients resync from.
+    expect(run.replay).toEqual({ status: 402, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch' });
+
+    // The seller's view, read after the replay: the channel, and one voucher per call by cumulative amount.
     const channels = await server.request('GET', '/v0/payments/channels', { key: seller.sellerKey });
     expect(channels.body.channels).toEqual([expect.objectContaining({
       id: channelId, payerAddress: buyer.address, recipientAddress: seller.payTo, state: 'open', callCount: CALLS,
       depositedUsdcRaw: String(10n * PRICE), acceptedUsdcRaw: String(BigInt(CALLS) * PRICE), claimedUsdcRaw: '0',
     })]);
-    const accepted = ['4000', '3000', '2000', '1000'];
-    const calls = async () => (await server.request('GET', `/v0/payments/channels/${channelId}/calls`, { key: seller.sellerKey })).body.calls.map((c: any) => c.cumulativeAmountUsdcRaw);
-    expect(await calls()).toEqual(accepted);
-
-    // The last voucher sent again: refused with the channel's state, and nothing accepted.
-    expect(run.replay).toEqual({ status: 402, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch' });
-    expect(await calls()).toEqual(accepted);
+    const calls = await server.request('GET', `/v0/payments/channels/${channelId}/calls`, { key: seller.sellerKey });
+    expect(calls.body.calls.map((c: any) => [c.cumulativeAmountUsdcRaw, c.amountUsdcRaw, c.status])).toEqual(
+      ['4000', '3000', '2000', '1000'].map((cumulative) => [cumulative, '1000', 'accepted']),
+    );
 
     // The sweep claims the calls on chain: the seller is paid what the vouchers allow.
     const totals = await server.app.payments.batchSettlement.channels.sweep(
@@ -110,6 +125,17 @@ describe('the x402 Python SDK pays a batch-settlement route', () => {
     );
     expect(totals).toMatchObject({ claimed: 1, settled: 1 });
     expect(await readChannelState(testChain().publicClient as never, channelId)).toMatchObject({ balance: 10n * PRICE, totalClaimed: BigInt(CALLS) * PRICE });
-    expect(await usdcBalance(seller.payTo)).toBe(BigInt(CALLS) * PRICE);
+    expect(await usdcBalance(seller.payTo)).toBe(payToBefore + BigInt(CALLS) * PRICE);
+  });
+
+  it('exact: one call, answered with the content once its transfer to the seller is on chain', async () => {
+    const { buyer, env } = await pythonBuyer();
+    const payToBefore = await usdcBalance(seller.payTo);
+    const run = await runBuyer({ ...env, EXACT_URL: `${shop.url}/forecast` });
+    expect(run.exact).toMatchObject({ status: 200, body: { forecast: 'rain' }, paymentType: 'authorization', settlement: { success: true, network: NETWORK, payer: buyer.address } });
+    const transfer = await testChain().publicClient.getTransactionReceipt({ hash: run.exact!.settlement!.transaction as Hex });
+    expect(transfer.status).toBe('success');
+    expect(await usdcBalance(buyer.address)).toBe(parseUnits('1', 6) - PRICE);
+    expect(await usdcBalance(seller.payTo)).toBe(payToBefore + PRICE);
   });
 });
