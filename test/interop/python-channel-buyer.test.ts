@@ -16,6 +16,7 @@ import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { x402Python } from '../support/python-sdk.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
+import { vouchersOnceCaptured } from '../support/channel-captures.js';
 
 /** The dev chain's network as the 402 names it (the dev chain answers as Base Sepolia, chain id 84532). */
 const NETWORK = 'eip155:84532';
@@ -104,6 +105,7 @@ describe('the x402 Python SDK pays our routes', () => {
     // The SDK's deposit: ten calls' worth (its deposit multiplier), taken once.
     expect(await usdcBalance(buyer.address)).toBe(parseUnits('1', 6) - 10n * PRICE);
 
+    await vouchersOnceCaptured(server.app.db, channelId);
     // The last voucher sent again (after the four calls): refused with the reason the official clients resync from.
     expect(run.replay).toEqual({ status: 402, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch' });
 
