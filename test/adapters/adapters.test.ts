@@ -453,7 +453,7 @@ async function expectHeldUntilSettled(url: string, facilitator: HoldingFacilitat
   const letGo = facilitator.reset();
   const pending = fetch(url, { headers: { 'X-Payment': v1Header(), Connection: 'close' } });
   for (let waited = 0; !facilitator.decisions.includes('capture'); waited += 5) {
-    if (waited > 5_000) throw new Error(`no capture after 5 s (facilitator saw: ${facilitator.calls.length} holds, ${facilitator.decisions.join(', ') || 'no decisions'})`);
+    if (waited > 30_000) throw new Error(`no capture after 30 s (facilitator saw: ${facilitator.calls.length} holds, ${facilitator.decisions.join(', ') || 'no decisions'})`);
     await sleep(5);
   }
   expect(await Promise.race([pending.then(() => 'answered'), sleep(150).then(() => 'nothing yet')])).toBe('nothing yet');

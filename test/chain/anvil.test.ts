@@ -75,7 +75,7 @@ describe('startAnvil', () => {
       const client = createPublicClient({ transport: http(node.rpcUrl) });
       const start = await client.getBlockNumber({ cacheTime: 0 });
       // Two blocks appear with no transaction sent (polled with a deadline, not timed).
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + 30_000;
       let now = start;
       while (now < start + 2n && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 100));

@@ -15,8 +15,12 @@ import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { testConfig } from '../support/server.js';
 
 const TIMEOUT_MS = 1_000;
-/** One timeout waited out on a failing node, then an answer from a healthy one: what one call may take. */
-const ONE_FAILOVER_MS = 2 * TIMEOUT_MS;
+/**
+ * What one call may take: one timeout waited out on a failing node, then an answer from a healthy one, with
+ * room for a CPU-starved machine. Still far below viem's own 10 s timeout (were ours not applied); that the
+ * failing node was not asked again (retries) is checked by counting what it saw, not by the clock.
+ */
+const ONE_FAILOVER_MS = TIMEOUT_MS + 3_000;
 
 let primary: RpcProxy;
 let secondary: RpcProxy;
@@ -102,7 +106,9 @@ describe('a failing primary: reads and a real transaction go through the seconda
     expect(sent.ms).toBeLessThan(ONE_FAILOVER_MS);
     expect(await receiptStatus(tx.hash)).toBe('success');
 
-    // Everything was answered by the secondary; the primary passed nothing on to the node.
+    // Everything was answered by the secondary; the primary was asked once at most (no retry, then passed
+    // over) and passed nothing on to the node.
+    expect(primary.calls()).toBeLessThanOrEqual(1);
     expect(primary.forwarded()).toBe(0);
     expect(secondary.calls('eth_blockNumber')).toBe(1);
     expect(secondary.calls('eth_call')).toBe(1);
@@ -249,7 +255,7 @@ describe('cooldown: a failed URL is passed over for a while, never to the point 
     await brief.getChainId();
     // Calls go to the secondary until the 200 ms cooldown has passed, then the primary is asked again
     // (polled with a deadline rather than slept past).
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + 30_000;
     do {
       await new Promise((resolve) => setTimeout(resolve, 20));
       await brief.getChainId();

@@ -442,7 +442,7 @@ describe('the admin preview', () => {
 });
 
 /** Retries an assertion for a few seconds (a change made by another process, seen after a cache expiry). */
-async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
+async function eventually(check: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try { return await check(); } catch (err) {

@@ -158,4 +158,4 @@ test('payments waiting together are batched by code: each transaction carries th
   expect(await attributionOf(two1)).toEqual({ a: 'shop_app', w: 'agentgate_w', s: ['buyer_two'] });
   // Both are Multicall3 batches of two transfers.
   for (const tx of [one1, two1]) expect((await testChain().publicClient.getTransaction({ hash: tx })).to?.toLowerCase()).not.toBe(testChain().usdc.toLowerCase());
-}, 30_000);
+});

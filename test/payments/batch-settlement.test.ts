@@ -347,7 +347,7 @@ it('a capture reaching a process that cannot send now is refused before the deci
     await setEthBalance(relayer, gas);
     // As the seller's middleware would after Retry-After: the same hold, captured again.
     let captured = await capture(server.url, seller, held.body.holdId);
-    for (const deadline = Date.now() + 15_000; captured.status === 503 && Date.now() < deadline;) {
+    for (const deadline = Date.now() + 30_000; captured.status === 503 && Date.now() < deadline;) {
       await new Promise((r) => setTimeout(r, 1_000));
       captured = await capture(server.url, seller, held.body.holdId);
     }

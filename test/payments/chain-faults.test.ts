@@ -101,8 +101,9 @@ it('the chain goes away while a payment settles: the answer is settlement_pendin
     const started = Date.now();
     const first = await settle();
     expect(first.body).toMatchObject({ success: false, errorReason: 'settlement_pending', transaction: '' });
-    // Bounded: the answer came at the timeout, not after the old 120 s receipt wait.
-    expect(Date.now() - started).toBeLessThan(3000 + 5000);
+    // Bounded: the answer came at the timeout, not after the old 120 s receipt wait (the bound leaves a
+    // CPU-starved machine room: the meaning is "not the 120 s", not how fast).
+    expect(Date.now() - started).toBeLessThan(3000 + 15_000);
     expect(await balanceOf(seller.payTo)).toBe(before);
 
     node.clearFaults();

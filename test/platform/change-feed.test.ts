@@ -68,7 +68,7 @@ it('skips a hole that never fills and drops everything cached, since it may have
   // Later checks find it still there; once it has stayed open for holeCheckMs, the feed skips it and
   // resets (polled until then, with a deadline).
   const until = async (done: () => boolean) => {
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + 30_000;
     while (!done() && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 10));
       await feed.poll();
@@ -88,14 +88,14 @@ it('polls on its own once started, and stops polling when stopped', async () => 
   const writer = await recordingFeed(conns[0]!);
   const reader = await recordingFeed(conns[1]!, { pollMs: 50 });
   await writer.feed.publish('identity', 'polled');
-  const until = Date.now() + 5_000;
+  const until = Date.now() + 30_000;
   while (!reader.seen.includes('identity:polled') && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
   expect(reader.seen).toContain('identity:polled');
   await reader.feed.stop();
   // A witness polling at the same pace sees the entry: the stopped reader had the time to, and did not.
   const witness = await recordingFeed(conns[2]!, { pollMs: 50 });
   await writer.feed.publish('identity', 'after-stop');
-  const witnessUntil = Date.now() + 5_000;
+  const witnessUntil = Date.now() + 30_000;
   while (!witness.seen.includes('identity:after-stop') && Date.now() < witnessUntil) await new Promise((r) => setTimeout(r, 10));
   expect(witness.seen).toContain('identity:after-stop');
   expect(reader.seen).not.toContain('identity:after-stop');

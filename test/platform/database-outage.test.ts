@@ -27,11 +27,20 @@ afterAll(async () => {
   await mongo?.stop();
 });
 
-/** Runs `during` while PostgreSQL is down (it waits `downMs` before starting again), then waits for it. */
-async function whileDown<T>(during: () => Promise<T>, downMs = 2_000): Promise<T> {
+/** Whether a read now fails as "the database is away" (a read that answers means it is still there). */
+const away = () => docs.findOne({ _id: 'existing' }).then(() => false, (err) => isDatabaseUnavailable(err));
+
+/**
+ * Runs `during` while PostgreSQL is down (it stays down `downMs` once stopped, then starts again), then
+ * waits for it. `during` starts once a read finds the database away, not after a fixed moment: stopping
+ * PostgreSQL takes longer on a loaded machine, and a command sent before it is gone would succeed.
+ */
+async function whileDown<T>(during: () => Promise<T>, downMs = 4_000): Promise<T> {
   const restart = mongo.restartBackend!(downMs);
-  // PostgreSQL is stopped first, synchronously enough for the next command to find it gone.
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  for (const deadline = Date.now() + 30_000; !(await away());) {
+    if (Date.now() > deadline) throw new Error('the database was still there 30 s after PostgreSQL was stopped');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
   try {
     return await during();
   } finally {

@@ -249,9 +249,16 @@ describe('webhook outcomes', () => {
       const bad = await sellerWithWebhook(server, refusing.url);
       const failed = await waitForDelivery(server, bad, await pay(server, bad), (d) => d.status === 'failed');
       expect(failed.attemptCount).toBe(2);
-      expect(await outcomes()).toEqual({ delivered: 1, retry: 1, failed: 1 });
+      // An attempt is counted and logged just after its record is written (the delivery may already read
+      // "failed"): wait for the three attempts to be counted and logged, then check what was.
+      const counted = await waitFor(async () => {
+        const seen = await outcomes();
+        return seen.delivered + seen.retry + seen.failed >= 3 ? seen : undefined;
+      }, 'three webhook attempts counted');
+      expect(counted).toEqual({ delivered: 1, retry: 1, failed: 1 });
 
       const about = (id: string) => lines.filter((l) => l.deliveryId === id);
+      await waitFor(() => (about(delivered.id).length >= 1 && about(failed.id).length >= 2) || undefined, 'the attempts\' log lines');
       expect(about(delivered.id)).toEqual([expect.objectContaining({ level: 'info', area: 'webhooks', msg: 'webhook delivered', outcome: 'delivered', attempt: 1, statusCode: 200, paymentId: delivered.paymentId })]);
       expect(about(failed.id)).toEqual([
         expect.objectContaining({ level: 'warn', msg: 'webhook attempt failed, will retry', outcome: 'retry', attempt: 1, statusCode: 500 }),

@@ -46,7 +46,7 @@ describe('workers on one database', () => {
       await a.app.jobs.now(DELIVER_JOB, { deliveryId: freshDelivery.id, round: 0, roundBase: 0 });
       await b.app.jobs.now(DELIVER_JOB, { deliveryId: freshDelivery.id, round: 0, roundBase: 0 });
       // Let both workers drain every job (theirs and the duplicates).
-      const until = Date.now() + 10_000;
+      const until = Date.now() + 30_000;
       while (Date.now() < until && (await a.app.db.collection('jobs').countDocuments({ name: DELIVER_JOB })) > 0) await new Promise((r) => setTimeout(r, 100));
       expect(await a.app.db.collection('jobs').countDocuments({ name: DELIVER_JOB })).toBe(0);
 
@@ -154,7 +154,7 @@ describe('three workers (two of them OS processes), one SIGKILLed mid-run', () =
 
       // Killed while every one of its deliveries is in flight: none gets an answer, none is recorded.
       await doomed.kill();
-      const until = Date.now() + 10_000;
+      const until = Date.now() + 30_000;
       while (receiver.received.some((r) => !r.aborted) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
       expect(receiver.received.filter((r) => r.aborted)).toHaveLength(10);
       receiver.setReplies([], 200);
@@ -240,7 +240,9 @@ describe('claims of dead workers', () => {
   });
 
   it('a worker that died between recording a failed attempt and scheduling the next: a sweep resumes the schedule', async () => {
-    const config = await testConfig({ TRUST_PROXY: 'true', WEBHOOK_RETRY_BASE_MS: '500', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_OUTBOX_SWEEP_MS: '300' });
+    // The receiver answers at once: the default attempt timeout (10 s), not 1 s, so that a CPU-starved
+    // machine's slow answer is not recorded as a timeout instead of the 500 or 200 it was.
+    const config = await testConfig({ TRUST_PROXY: 'true', WEBHOOK_RETRY_BASE_MS: '500', WEBHOOK_OUTBOX_SWEEP_MS: '300' });
     const receiver = await startReceiver([500, 500], 200);
     const api = await serverOn(config, false);
     let worker: Awaited<ReturnType<typeof startWorker>> | undefined;
