@@ -49,12 +49,16 @@ export class SellerAcceptance {
     changes.onReset(() => this.cache.deleteWhere(() => true));
   }
 
-  async set(orgId: string, input: { enabled: boolean; payTo: string; payees?: string[] }): Promise<SellerAccountDoc> {
+  async set(orgId: string, input: { enabled: boolean; payTo: string; payees?: string[]; channelClaimEverySeconds?: number }): Promise<SellerAccountDoc> {
     const payTo = getAddress(input.payTo);
     const payees = [...new Set((input.payees ?? []).map((a) => getAddress(a)))].filter((a) => a !== payTo);
-    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, { $set: { enabled: input.enabled, payTo, payees, updatedAt: new Date() } }, { upsert: true, returnDocument: 'after' }).lean();
+    // A PUT: what it leaves out goes back to the default.
+    const schedule = input.channelClaimEverySeconds === undefined ? { $unset: { channelClaimEverySeconds: '' } } : {};
+    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, {
+      $set: { enabled: input.enabled, payTo, payees, updatedAt: new Date(), ...(input.channelClaimEverySeconds === undefined ? {} : { channelClaimEverySeconds: input.channelClaimEverySeconds }) }, ...schedule,
+    }, { upsert: true, returnDocument: 'after' }).lean();
     await this.changes.publish('seller', orgId);
-    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo, payees } });
+    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo, payees, channelClaimEverySeconds: input.channelClaimEverySeconds ?? null } });
     return doc!;
   }
 

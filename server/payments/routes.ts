@@ -14,6 +14,7 @@ import type { EndpointRegistration } from './endpoint-registration.js';
 import { issueSellerKey, revokeSellerKey } from './seller-keys.js';
 import { MAX_HOLD_SECONDS, type HoldService } from './holds.js';
 import type { SellerAcceptance } from './acceptance.js';
+import type { SellerAccountDoc } from './models.js';
 import type { Endpoints } from './endpoints.js';
 import type { ChannelBook } from './schemes/batch-settlement/channels.js';
 import type { ChannelCalls } from './schemes/batch-settlement/calls.js';
@@ -31,6 +32,9 @@ export const acceptanceBody = z.object({
   payTo: address,
   // Addresses a route may pay per request instead of payTo (the middleware's payTo function).
   payees: z.array(address).max(20).optional(),
+  // How often the backend claims this seller's channel calls on chain (one transaction for all its
+  // channels): longer saves gas, shorter gets the money sooner. Absent: every sweep round.
+  channelClaimEverySeconds: z.number().int().min(10).max(86_400).optional(),
 }).strict();
 export const sellerKeyBody = z.object({ name: z.string().trim().min(1).max(64).optional() }).strict();
 /** A JSON Schema a seller declares for discovery: any JSON object, stored as text, at most 16 KiB. */
@@ -121,6 +125,10 @@ const isChannelCallId = (id: string) => id.startsWith('chc_');
 /** A channel's call is priced as an exact one (a fixed or dynamic price per call), x402 v2 only. */
 const CHANNEL_RULES = { pricedByUsage: false, paidInV1: false } as const;
 
+const presentAcceptance = (doc: SellerAccountDoc) => ({
+  enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], channelClaimEverySeconds: doc.channelClaimEverySeconds ?? null, updatedAt: doc.updatedAt.toISOString(),
+});
+
 export function paymentRoutes(services: PaymentRouteServices): Router {
   const { keys, usage, acceptance, endpoints, registration, redemption, holds, records, refunds } = services;
   const router = authenticatedRouter(services, { prefix: '/v0/payments' });
@@ -132,11 +140,11 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
   router.put('/acceptance', platform, async (ctx) => {
     const body = parseInput(acceptanceBody, ctx.request.body, 'body');
     const doc = await acceptance.set(orgOf(ctx), body);
-    ctx.body = { enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], updatedAt: doc.updatedAt.toISOString() };
+    ctx.body = presentAcceptance(doc);
   });
   router.get('/acceptance', sellerOrOps, async (ctx) => {
     const doc = await acceptance.get(orgOf(ctx));
-    ctx.body = doc ? { enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], updatedAt: doc.updatedAt.toISOString() } : { enabled: false, payTo: null, payees: [] };
+    ctx.body = doc ? presentAcceptance(doc) : { enabled: false, payTo: null, payees: [], channelClaimEverySeconds: null };
   });
 
   router.post('/seller-keys', platform, async (ctx) => {

@@ -361,6 +361,49 @@ describe('the sweep and the guarantees (Express)', () => {
     expect(await channelState(channelId)).toMatchObject({ totalClaimed: 3n * PRICE, balance: 10n * PRICE, withdrawRequestedAt: pending.withdrawRequestedAt });
   });
 
+  it('a seller sets how often its channels are claimed: a round before it is due claims nothing, unless a payer started withdrawing; due again, it claims', async () => {
+    const acceptance = (body: Record<string, unknown>) => server.request('PUT', '/v0/payments/acceptance', { key: seller.platformKey, body: { enabled: true, payTo: seller.payTo, ...body } });
+    const lastClaims = server.app.db.collection('channel_last_claims');
+    expect((await acceptance({ channelClaimEverySeconds: 5 })).status).toBe(400);
+    const hourly = await acceptance({ channelClaimEverySeconds: 3600 });
+    expect([hourly.status, hourly.body.channelClaimEverySeconds]).toEqual([200, 3600]);
+    expect((await server.request('GET', '/v0/payments/acceptance', { key: seller.sellerKey })).body).toMatchObject({ channelClaimEverySeconds: 3600 });
+    try {
+      await sweep(); // what earlier tests left
+      await lastClaims.deleteOne({ _id: seller.orgId as never }); // a seller that never claimed: due at once
+      const [first, second] = [await fundedBuyer('1'), await fundedBuyer('1')];
+      await setEthBalance(second.address, parseUnits('1', 18));
+      const { paying: payingFirst } = channelClient(first);
+      const { paying: payingSecond, scheme } = channelClient(second);
+      const { a, b, config } = await withShop('Express', async (url) => {
+        const a = await payCalls(url, payingFirst, 1);
+        const b = await payCalls(url, payingSecond, 1);
+        return { a, b, config: scheme.buildChannelConfig(decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]!) as ChannelConfig };
+      });
+      expect(await sweep()).toMatchObject({ claimed: 2 });
+      await withShop('Express', async (url) => {
+        await payCalls(url, payingFirst, 2);
+        await payCalls(url, payingSecond, 2);
+      });
+      // Within the hour: nothing claimed.
+      expect(await sweep()).toMatchObject({ claimed: 0 });
+      expect(await channelState(a)).toMatchObject({ totalClaimed: PRICE });
+      // The second payer starts withdrawing: its channel is claimed now, the other waits for the schedule.
+      const { chain, rpcUrl, publicClient } = testChain();
+      const hash = await createWalletClient({ chain, transport: http(rpcUrl), account: second }).writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'initiateWithdraw', args: [config, 9n * PRICE] });
+      expect((await publicClient.waitForTransactionReceipt({ hash })).status).toBe('success');
+      expect(await sweep()).toMatchObject({ claimed: 1 });
+      expect([(await channelState(a)).totalClaimed, (await channelState(b)).totalClaimed]).toEqual([PRICE, 3n * PRICE]);
+      // An hour later (the last claim moved back), the schedule is due: the rest is claimed.
+      await lastClaims.updateOne({ _id: seller.orgId as never }, { $set: { at: new Date(Date.now() - 3_601_000) } });
+      expect(await sweep()).toMatchObject({ claimed: 1 });
+      expect(await channelState(a)).toMatchObject({ totalClaimed: 3n * PRICE });
+    } finally {
+      const reset = await acceptance({});
+      expect(reset.body.channelClaimEverySeconds).toBeNull();
+    }
+  });
+
   it('a deposit whose call died after the deposit went through: presented again, the deposit is not sent again and the call is paid', async () => {
     const buyer = await fundedBuyer('1');
     const before = await usdcBalance(buyer.address);

@@ -109,6 +109,8 @@ voucherSchema.index({ callId: 1 });
 // A seller's channels, newest first (the channel list).
 channelSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
+/** When the sweep last claimed a seller's channels (its org id): the seller's schedule counts from there. Written by the sweep alone. */
+const claimedAtSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
 
 const paymentHeaderSchema = z.object({
   x402Version: z.literal(2),
@@ -133,6 +135,7 @@ export class ChannelBook {
   readonly channels: Model<ChannelDoc>;
   readonly vouchers: Model<VoucherDoc>;
   private readonly sweeps: Model<{ _id: string; at: Date }>;
+  private readonly lastClaims: Model<{ _id: string; at: Date }>;
   /**
    * Run after a round that claimed or refunded (the claim webhooks plug in here: webhooks/channel-claim-outbox.ts).
    * A failure is logged, never the round's: the webhook outbox sweep dispatches what a hook missed.
@@ -157,6 +160,7 @@ export class ChannelBook {
     this.channels = (conn.models.Channel as Model<ChannelDoc>) ?? conn.model<ChannelDoc>('Channel', channelSchema, 'channels');
     this.vouchers = (conn.models.ChannelVoucher as Model<VoucherDoc>) ?? conn.model<VoucherDoc>('ChannelVoucher', voucherSchema, 'channel_vouchers');
     this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
+    this.lastClaims = (conn.models.ChannelLastClaim as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelLastClaim', claimedAtSchema, 'channel_last_claims');
     this.sequence = new VoucherSequence((id) => this.vouchers.findById(id).lean());
     this.voucherInserts = new GroupedInserts(() => this.vouchers.collection as unknown as Collection<VoucherDoc>);
   }
@@ -483,13 +487,21 @@ export class ChannelBook {
       const due = list.filter((c) => BigInt(c.latest.cumulative) > c.state.totalClaimed && isAddressEqual(c.channel.config.receiverAuthorizer, ours));
       const idle = list.filter((c) => !c.answering && now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > BigInt(c.latest.cumulative) && c.state.balance > c.state.totalClaimed);
       const idleIds = new Set(idle.map((c) => c.channel._id));
-      const claimNow = due.filter((c) => !idleIds.has(c.channel._id));
+      // On the seller's schedule, or now for a channel whose payer started withdrawing (whatever the schedule).
+      const onSchedule = await this.claimDue(seller, now, options.everyMs);
+      const claimNow = due.filter((c) => !idleIds.has(c.channel._id) && (onSchedule || c.state.withdrawRequestedAt !== 0));
+      let claimed = false;
       for (let i = 0; i < claimNow.length; i += 100) {
         const batch = claimNow.slice(i, i + 100);
         const answer = (await this.deps.facilitator.claimRows(seller, batch.map(rowOf), undefined, chain.caip2)).body;
-        if (answer.success) totals.claimed += batch.length;
-        else this.deps.log.warn({ orgId, answer }, 'channel claim failed; the next round tries again');
+        if (answer.success) {
+          totals.claimed += batch.length;
+          claimed = true;
+        } else {
+          this.deps.log.warn({ orgId, answer }, 'channel claim failed; the next round tries again');
+        }
       }
+      if (claimed && onSchedule) await this.lastClaims.updateOne({ _id: orgId }, { $set: { at: new Date(now) } }, { upsert: true });
       for (const c of idle) {
         const amount = c.state.balance - (BigInt(c.latest.cumulative) > c.state.totalClaimed ? BigInt(c.latest.cumulative) : c.state.totalClaimed);
         const claims = BigInt(c.latest.cumulative) > c.state.totalClaimed ? [rowOf(c)] : [];
@@ -509,6 +521,17 @@ export class ChannelBook {
       for (const hook of this.onClaimed) await hook().catch((err) => this.deps.log.warn({ err: (err as Error).message }, 'channel claim webhooks deferred to the outbox sweep'));
     }
     return totals;
+  }
+
+  /**
+   * Whether the seller's channels are due for a claim this round: every round, or every
+   * `channelClaimEverySeconds` from its last claim (a round early by less than half a round counts: rounds
+   * come every `everyMs`, not on the second).
+   */
+  private async claimDue(seller: SellerAccountDoc, now: number, everyMs: number): Promise<boolean> {
+    if (!seller.channelClaimEverySeconds) return true;
+    const last = await this.lastClaims.findById(seller._id).lean();
+    return !last || now - last.at.getTime() >= seller.channelClaimEverySeconds * 1000 - everyMs / 2;
   }
 
   /** Starts the rounds (every process; one of them runs each round). */
