@@ -5,6 +5,7 @@
 // (`payment.charge(...)`) and the call is charged that: the answer says the charged amount and the
 // channel's charged total, on which the official client bases its next voucher. The sweep claims exactly
 // the charged total; the call records and receipts say what each call was charged.
+import { randomBytes } from 'node:crypto';
 import express from 'express';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
@@ -25,6 +26,8 @@ import { serve, setUpSeller, type RunningApp } from './seller.js';
 const NETWORK = 'eip155:84532';
 const MAX = 10_000n; // $0.01, the most one call may cost
 const UNREPORTED = 1_000n; // $0.001, charged when the handler reports nothing
+/** Shared by the backend processes (the receiver authorizer is sealed under it). */
+const MASTER_KEY = randomBytes(32).toString('hex');
 
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
@@ -34,10 +37,19 @@ const gates = new Map<string, () => void>();
 
 beforeAll(async () => {
   // The sweep runs when a test asks for it (one round each), never on its own during a test.
-  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000' });
+  server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
   seller = await setUpSeller(server);
+  shop = await openShop(server.url);
+}, 60_000);
+afterAll(async () => {
+  await shop?.close();
+  await server?.close();
+});
+
+/** The seller's app (its backend at `backendUrl`), registered. */
+async function openShop(backendUrl: string): Promise<RunningApp> {
   const app = express();
-  app.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /complete': { price: { upto: '$0.01', unreported: '$0.001' }, scheme: 'batch-settlement', description: 'A completion, by tokens' } } }));
+  app.use(expressPayments({ backendUrl, apiKey: seller.sellerKey, routes: { 'GET /complete': { price: { upto: '$0.01', unreported: '$0.001' }, scheme: 'batch-settlement', description: 'A completion, by tokens' } } }));
   app.get('/complete', async (req, res) => {
     const payment = res.locals.payment as RequestPayment;
     if (typeof req.query.gate === 'string') await new Promise<void>((open) => gates.set(req.query.gate as string, open));
@@ -51,14 +63,11 @@ beforeAll(async () => {
     }
     res.json({ text: 'done', maxAtomic: String(payment.maxAmountAtomic), scheme: payment.scheme });
   });
-  shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.01', skipUrlCheck: true } });
+  const running = await serve(app);
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.01', skipUrlCheck: true } });
   expect(registered.status).toBe(201);
-}, 60_000);
-afterAll(async () => {
-  await shop?.close();
-  await server?.close();
-});
+  return running;
+}
 
 /** The official channel client of `buyer`; `sent` collects every PAYMENT-SIGNATURE header it sends. */
 function channelClient(buyer: PrivateKeyAccount) {
@@ -184,5 +193,53 @@ describe('a route priced by usage sold through a channel', () => {
     await vouchersOnceCaptured(server.app.db, channelId);
     const record = await server.app.db.collection('channel_vouchers').findOne({ _id: held._id });
     expect(record).toMatchObject({ status: 'captured', amount: '4000', charged: String(total + 4_000n), cumulative: String(total + MAX) });
+  });
+
+  it('through two backend processes in turn, each call builds on the charged total the other wrote; a capture sent to the process that did not accept the call charges the same', async () => {
+    const second = await startTestServer({ MONGODB_DB: server.config.MONGODB_DB, MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
+    const other = await openShop(second.url);
+    await sweep(); // what the earlier tests left unclaimed
+    try {
+      const payer = await fundedBuyer('1');
+      const { paying, sent } = channelClient(payer);
+      const used = [3_000n, 7_000n, 0n, 9_000n, 250n, 10_000n];
+      let total = 0n;
+      let id: Hex | undefined;
+      for (const [i, amount] of used.entries()) {
+        // No wait between calls: a call may come in before the other process's capture is written.
+        const res = await paying(`${(i % 2 === 0 ? shop : other).url}/complete?used=${amount}`);
+        expect(res.status).toBe(200);
+        const extra = decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any;
+        expect(extra).toMatchObject({ chargedAmount: String(amount), channelState: { chargedCumulativeAmount: String(total + amount) } });
+        id ??= extra.channelState.channelId;
+        expect(signedMax(sent.at(-1)!)).toBe(total + MAX);
+        total += amount;
+      }
+      expect(sent).toHaveLength(used.length);
+
+      // A call held on the first process, captured through the second (which reads the hold from the database).
+      const answering = paying(`${shop.url}/complete?gate=elsewhere&used=4000`);
+      let held: any;
+      for (const deadline = Date.now() + 30_000; !(held = await server.app.db.collection('channel_vouchers').findOne({ channelId: id!.toLowerCase(), status: 'held' })) || !gates.has('elsewhere');) {
+        if (Date.now() > deadline) throw new Error('the call was never held');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const captured = await second.request('POST', `/v0/payments/channels/vouchers/${held._id}:${held.holdToken}/capture`, { key: seller.sellerKey, body: { amount: '0.004' } });
+      expect(captured.status).toBe(200);
+      expect(captured.body.paymentResponse.extra).toMatchObject({ chargedAmount: '4000', channelState: { chargedCumulativeAmount: String(total + 4_000n) } });
+      gates.get('elsewhere')!();
+      expect((await answering).status).toBe(200);
+      total += 4_000n;
+      const landed = await vouchersOnceCaptured(server.app.db, id!);
+      expect(landed).toHaveLength(used.length + 1);
+      const record = await server.app.db.collection('channel_vouchers').findOne({ _id: held._id });
+      expect(record).toMatchObject({ status: 'captured', amount: '4000', charged: String(total), signedReceipt: { body: { amountUsdcRaw: '4000', cumulativeAmountUsdcRaw: String(total) } } });
+
+      expect(await sweep()).toMatchObject({ claimed: 1 });
+      expect((await readChannelState(testChain().publicClient as never, id!)).totalClaimed).toBe(total);
+    } finally {
+      await other.close();
+      await second.stop();
+    }
   });
 });

@@ -271,7 +271,8 @@ export class ChannelBook {
     try {
       const { modifiedCount } = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured', ...charges }, $unset: { holdExpiresAt: '' } });
       // A capture asked again (its answer lost) finds the voucher captured already.
-      doc = modifiedCount === 1 && mine ? mine : await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
+      const written = mine ?? (held ? capturedCopy(held, charges) : undefined);
+      doc = modifiedCount === 1 && written ? written : await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
     } finally {
       this.capturing.delete(voucherId);
       if (mine && !doc) this.sequence.forget(mine.channelId, mine.seq);
@@ -447,6 +448,10 @@ export class ChannelBook {
       // call's (this process had not seen it). Refused with where the channel stands now.
       const now = await this.current(voucher.channelId, true);
       if (now === 'busy') return busy();
+      // This process's view was behind, and the voucher builds on the newest found again: after a call priced
+      // by usage that charged nothing, the next voucher is for the same amount as that call's, so the amount
+      // alone did not tell which call it follows. Accepted after the newest (the number only grows: this ends).
+      if (now && now.seq > (latest?.seq ?? 0) && !this.cumulativeMismatch(channel, now, max, terms.amountAtomic)) return this.accept(seller, terms, channel, now, voucher, transaction, hold);
       const already = !!now && BigInt(now.cumulative) >= max;
       return {
         ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch',
