@@ -16,10 +16,13 @@ import { verifyTypedData, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import type { RequestPayment } from '../../middleware/index.js';
+import { formatUsdc } from '../../middleware/price.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { readChannelState, voucherTypedData } from '../../server/chain/batch-settlement.js';
 import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { vouchersOnceCaptured } from '../support/channel-captures.js';
+import { consoleGet, signIn } from '../console/http-client.js';
+import { startReceiver } from '../webhooks/receiver.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
 
@@ -32,6 +35,7 @@ const MASTER_KEY = randomBytes(32).toString('hex');
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let shop: RunningApp;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
 /** Handlers waiting for the test (`?gate=<name>`), by name. */
 const gates = new Map<string, () => void>();
 
@@ -39,15 +43,17 @@ beforeAll(async () => {
   // The sweep runs when a test asks for it (one round each), never on its own during a test.
   server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
   seller = await setUpSeller(server);
-  shop = await openShop(server.url);
+  receiver = await startReceiver();
+  shop = await openShop(server.url, receiver.url);
 }, 60_000);
 afterAll(async () => {
   await shop?.close();
+  await receiver?.close();
   await server?.close();
 });
 
-/** The seller's app (its backend at `backendUrl`), registered. */
-async function openShop(backendUrl: string): Promise<RunningApp> {
+/** The seller's app (its backend at `backendUrl`), registered (its claims heard at `webhookUrl`). */
+async function openShop(backendUrl: string, webhookUrl?: string): Promise<RunningApp> {
   const app = express();
   app.use(expressPayments({ backendUrl, apiKey: seller.sellerKey, routes: { 'GET /complete': { price: { upto: '$0.01', unreported: '$0.001' }, scheme: 'batch-settlement', description: 'A completion, by tokens' } } }));
   app.get('/complete', async (req, res) => {
@@ -64,7 +70,7 @@ async function openShop(backendUrl: string): Promise<RunningApp> {
     res.json({ text: 'done', maxAtomic: String(payment.maxAmountAtomic), scheme: payment.scheme });
   });
   const running = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.01', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.01', skipUrlCheck: true, ...(webhookUrl ? { webhookUrl } : {}) } });
   expect(registered.status).toBe(201);
   return running;
 }
@@ -153,6 +159,16 @@ describe('a route priced by usage sold through a channel', () => {
       const typed = voucherTypedData(channelId, signed, 84532);
       await expect(verifyTypedData({ address: buyer.address, ...(typed as any), signature: receipt.body.voucherSignature })).resolves.toBe(true);
     }
+
+    // The console's call page says the charge, the maximum and the charged total, and checks the receipt.
+    const session = await signIn(server, seller.platformKey);
+    const second = listed.body.calls.at(-2);
+    const page = await consoleGet(server, `/console/payments/${second.id}`, session.cookie);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain(`${formatUsdc(charged[1]!)} USDC (${charged[1]} atomic units)`);
+    expect(page.text).toContain(`at most ${formatUsdc(MAX)} USDC`);
+    expect(page.text).toContain(`${formatUsdc(cumulative[1]!)} USDC: what the channel owes after this call`);
+    expect(page.text).toContain('data-receipt-check="valid"');
   });
 
   it('the sweep claims exactly the charged total on chain, and the seller\'s balance rises by it', async () => {
@@ -165,6 +181,11 @@ describe('a route priced by usage sold through a channel', () => {
     const listed = await server.request('GET', `/v0/payments/channels/${channelId}/calls`, { key: seller.sellerKey });
     expect(listed.body.calls.map((c: any) => c.status)).toEqual(charged.map(() => 'claimed'));
     expect(await sweep()).toMatchObject({ claimed: 0 });
+    // The seller's webhook hears of the claim with each call's charge.
+    await receiver.next(1);
+    const event = receiver.received[0]!.json;
+    expect(event).toMatchObject({ event: 'channel.claimed', amountUsdcRaw: String(total) });
+    expect(event.calls.map((c: any) => c.amountUsdcRaw)).toEqual(charged.map(String));
   });
 
   it('a capture names at most the call\'s maximum: more, or a malformed amount, is a 400 and the call stays held', async () => {
