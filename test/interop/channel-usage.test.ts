@@ -93,8 +93,8 @@ function channelClient(buyer: PrivateKeyAccount) {
 const signedMax = (header: string) => BigInt(JSON.parse(Buffer.from(header, 'base64').toString()).payload.voucher.maxClaimableAmount);
 
 let rounds = 0;
-async function sweep() {
-  return server.app.payments.batchSettlement.channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `usage-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+async function sweep(options: { idleRefundMs?: number } = {}) {
+  return server.app.payments.batchSettlement.channels.sweep({ everyMs: 1, idleRefundMs: options.idleRefundMs ?? 24 * 3_600_000, round: `usage-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
 }
 
 describe('a route priced by usage sold through a channel', () => {
@@ -262,5 +262,21 @@ describe('a route priced by usage sold through a channel', () => {
       await other.close();
       await second.stop();
     }
+  });
+
+  it('an idle channel is claimed for what its calls were charged and the rest refunded to the payer', async () => {
+    const payer = await fundedBuyer('1');
+    const before = await usdcBalance(payer.address);
+    const { paying } = channelClient(payer);
+    let id: Hex | undefined;
+    for (const used of [2_500n, 0n]) {
+      const res = await paying(`${shop.url}/complete?used=${used}`);
+      expect(res.status).toBe(200);
+      id ??= (decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any).channelState.channelId;
+    }
+    await vouchersOnceCaptured(server.app.db, id!);
+    expect((await sweep({ idleRefundMs: 0 }))!.refunded).toBeGreaterThanOrEqual(1);
+    expect(await readChannelState(testChain().publicClient as never, id!)).toMatchObject({ balance: 2_500n, totalClaimed: 2_500n, refundNonce: 1n });
+    expect(await usdcBalance(payer.address)).toBe(before - 2_500n);
   });
 });
