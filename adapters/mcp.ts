@@ -45,6 +45,8 @@ import type { PaymentRequiredV2, PaymentRequirementsV2 } from '../middleware/pro
  * A tool priced `{ upto: '$0.50' }` sells by usage (x402 `upto`): the buyer signs for at most that, the
  * tool reports what the call used with `extra.x402.charge('$0.0123')` (extra: the SDK's last handler
  * argument), and that is settled after the tool; nothing reported is charged `unreported` (default 0).
+ * With `scheme: 'batch-settlement'` it is charged so through the buyer's channel: the voucher allows the
+ * maximum, and the call is captured for what the tool reported.
  *
  * Do not give a paid tool an `outputSchema`: MCP clients validate `structuredContent` against it, and the
  * payment-required object would not match.
@@ -108,10 +110,10 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
       if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name)) throw new TypeError(`a paid tool name must match [A-Za-z0-9_.-]{1,128} to be a resource mcp://tool/<name>: ${name}`);
       const usage = isUsagePrice(config.price) ? { max: parseCharge(config.price.upto), unreported: config.price.unreported === undefined ? 0n : parseCharge(config.price.unreported) } : undefined;
       if (usage && (usage.max <= 0n || usage.unreported > usage.max)) throw new RangeError(`tool ${name}: an upto price must allow more than 0 and its unreported charge must be within it`);
-      if (usage && (config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an upto price is settled after the tool, by a facilitator that holds payments`);
       const channel = config.scheme === 'batch-settlement';
-      if (channel && (usage || !facilitator.channelPay)) throw new TypeError(`tool ${name}: a batch-settlement tool has a price per call, paid through a facilitator that takes channel payments`);
       const channelHeld = channel && (config.settle ?? 'after-handler') === 'after-handler' && !!facilitator.channelCapture && !!facilitator.channelRelease;
+      if (usage && (config.settle === 'before-handler' || !(channel ? channelHeld : facilitator.hold))) throw new TypeError(`tool ${name}: an upto price is settled after the tool, by a facilitator that holds payments`);
+      if (channel && !facilitator.channelPay) throw new TypeError(`tool ${name}: a batch-settlement tool is paid through a facilitator that takes channel payments`);
       const escrow = config.scheme === 'auth-capture';
       if (escrow && (usage || config.settle === 'before-handler' || !facilitator.hold)) throw new TypeError(`tool ${name}: an auth-capture tool has a price (not { upto }) and is captured after the tool, by a facilitator that holds payments`);
       if (config.assetTransferMethod !== undefined && !['eip3009', 'permit2'].includes(config.assetTransferMethod)) throw new TypeError(`tool ${name}: assetTransferMethod is 'eip3009' or 'permit2'`);
@@ -183,7 +185,7 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           };
           let paid;
           try {
-            paid = await facilitator.channelPay!({ ...request, ...(channelHeld ? { holdSeconds: 120 } : {}) });
+            paid = await facilitator.channelPay!({ ...request, ...(channelHeld ? { holdSeconds: 120 } : {}), ...(usage ? { byUsage: true } : {}) });
           } catch (error) {
             if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
             throw error;
@@ -206,7 +208,8 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           }
           let captured;
           try {
-            captured = await facilitator.channelCapture!(paid.paymentId);
+            // Priced by usage: charged what the tool reported (the answer says it, and the channel's charged total).
+            captured = await facilitator.channelCapture!(paid.paymentId, usage ? { amountAtomic: reported ?? usage.unreported } : undefined);
           } catch (error) {
             if (error instanceof FacilitatorUnavailable) return failure('facilitator_unavailable', error.message);
             throw error;

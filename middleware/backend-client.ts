@@ -166,8 +166,9 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
       await paymentCall(`/v0/payments/holds/${encodeURIComponent(holdId)}/release`, undefined, z.unknown(), 200);
     },
 
-    async channelCapture(voucherId) {
-      const answer = await paymentCall(`/v0/payments/channels/vouchers/${encodeURIComponent(voucherId)}/capture`, undefined, RedeemOkSchema, 200);
+    async channelCapture(voucherId, usage) {
+      const body = usage === undefined ? undefined : { amount: formatUsdc(usage.amountAtomic) };
+      const answer = await paymentCall(`/v0/payments/channels/vouchers/${encodeURIComponent(voucherId)}/capture`, body, RedeemOkSchema, 200);
       return answer.ok ? { ok: true, paymentResponse: answer.paymentResponse, paymentId: answer.paymentId } : answer;
     },
 
@@ -179,6 +180,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
       const { status, json } = await call('POST', '/v0/payments/channels/pay', {
         paymentHeader: request.paymentHeader, resource: request.resource, amount: formatUsdc(request.amountAtomic), payTo: request.requirement.payTo,
         ...(request.holdSeconds !== undefined ? { hold: true, holdSeconds: request.holdSeconds } : {}),
+        ...(request.byUsage ? { byUsage: true } : {}),
       });
       if (status === 200) {
         const ok = RedeemOkSchema.safeParse(json);

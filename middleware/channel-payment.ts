@@ -1,8 +1,9 @@
 import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
 import { unavailable } from './paywall-types.js';
-import type { ChannelPayResult, Facilitator } from './facilitator.js';
+import type { CaptureUsage, ChannelPayResult, Facilitator, PaymentResponse } from './facilitator.js';
 import type { ChannelPaymentRequiredResponse } from './challenge.js';
 import { decodeBase64Json } from './protocol/base64-json.js';
+import { parseCharge, type Price } from './price.js';
 import type { Charge } from './route-pricing.js';
 import { paidOutcome } from './settlement-response.js';
 import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';
@@ -13,6 +14,9 @@ import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';
 // deposit that comes with the first one. A voucher answers in milliseconds: nothing is sent per call, the
 // backend claims many calls in one transaction later. A refusal that says where the channel stands puts it
 // in the 402's offer (`channelState`, `voucherState`), so the buyer's client signs the right voucher.
+// A route priced by usage ({ upto }) asks for its maximum: the voucher allows the channel's charged total
+// plus that, the handler reports what it used (`payment.charge(...)`), and the call is charged that, so
+// the answer says the charged amount and total, on which the buyer's client bases its next voucher.
 
 export class ChannelPayment implements SellerScheme {
   constructor(private readonly deps: SellerSchemeDeps) {}
@@ -32,9 +36,10 @@ export class ChannelPayment implements SellerScheme {
     // Charged only if the handler succeeds (default): the voucher is held while it runs, then captured or released.
     const settle = charge.route.value.config.settle ?? (canHold ? 'after-handler' : 'before-handler');
     const holdSeconds = settle === 'after-handler' ? charge.route.value.config.holdSeconds ?? 120 : undefined;
+    const usage = charge.route.value.usage;
     let result;
     try {
-      result = await facilitator.channelPay({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, ...(holdSeconds ? { holdSeconds } : {}) });
+      result = await facilitator.channelPay({ paymentHeader, version: 2, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, ...(holdSeconds ? { holdSeconds } : {}), ...(usage ? { byUsage: true } : {}) });
     } catch (error) {
       return unavailable(error);
     }
@@ -44,13 +49,30 @@ export class ChannelPayment implements SellerScheme {
     const holdMs = holdSeconds! * 1000;
     const heldAt = this.deps.now();
     const held = paidOutcome(charge, 2, result, 'after-handler', undefined, 'batch-settlement');
+    const acceptedCall = result;
+    let reported: bigint | undefined;
+    /** A call priced by usage: what the capture charges, fixed when it starts. */
+    let used: CaptureUsage | undefined;
+    const payment = usage ? {
+      ...held.payment, amountAtomic: usage.max, maxAmountAtomic: usage.max,
+      charge: (price: Price) => {
+        if (used !== undefined) throw new Error('this payment is already being settled: report usage before the response is sent');
+        const amount = parseCharge(price);
+        if (amount > usage.max) throw new RangeError(`charge ${String(price)} is above this route's maximum of ${usage.max} atomic units: the buyer did not allow it`);
+        reported = amount;
+      },
+    } : held.payment;
     let capturing: Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> | undefined;
     let releasing: Promise<void> | undefined;
     const hold: HeldPayment = {
-      payment: held.payment,
-      capture: () => (capturing ??= this.deps.now() - heldAt < holdMs / 2
-        ? (this.captureAfterAnswer(facilitator, voucherId, heldAt + holdMs, charge.resource), Promise.resolve(held))
-        : this.captureBeforeAnswer(facilitator, charge, voucherId)),
+      payment,
+      capture: () => (capturing ??= (() => {
+        if (usage) used = { amountAtomic: reported ?? usage.unreported };
+        if (this.deps.now() - heldAt >= holdMs / 2) return this.captureBeforeAnswer(facilitator, charge, voucherId, used);
+        this.captureAfterAnswer(facilitator, voucherId, used, heldAt + holdMs, charge.resource);
+        // The answer computed here as the capture writes it: the call charged what it used, the channel's total after it.
+        return Promise.resolve(used ? paidOutcome({ ...charge, amountAtomic: used.amountAtomic }, 2, chargedFor(acceptedCall, usage!.max, used.amountAtomic), 'after-handler', undefined, 'batch-settlement') : held);
+      })()),
       release: () => (releasing ??= facilitator.channelRelease(voucherId).catch(() => {})),
     };
     return { kind: 'held', hold };
@@ -63,11 +85,11 @@ export class ChannelPayment implements SellerScheme {
    * captured (channels.ts). It is asked for before the answer goes out, and again while its hold lasts if
    * the backend cannot be reached; a capture that never lands leaves the call uncharged, and says so.
    */
-  private captureAfterAnswer(facilitator: Required<Facilitator>, voucherId: string, holdEndsAt: number, resource: string): void {
+  private captureAfterAnswer(facilitator: Required<Facilitator>, voucherId: string, usage: CaptureUsage | undefined, holdEndsAt: number, resource: string): void {
     void (async () => {
       for (let wait = 250; ; wait *= 4) {
         try {
-          const captured = await facilitator.channelCapture(voucherId);
+          const captured = await facilitator.channelCapture(voucherId, usage);
           if (!captured.ok) this.deps.warn(`agentgate: a paid call to ${resource} was answered but its voucher could not be captured (${captured.reason}: ${captured.message}); it was not charged`);
           return;
         } catch (error) {
@@ -82,15 +104,15 @@ export class ChannelPayment implements SellerScheme {
   }
 
   /** The capture written, then the answer: when the hold is past half its time, a capture after the answer could come too late. */
-  private async captureBeforeAnswer(facilitator: Required<Facilitator>, charge: Charge, voucherId: string): Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> {
+  private async captureBeforeAnswer(facilitator: Required<Facilitator>, charge: Charge, voucherId: string, usage: CaptureUsage | undefined): Promise<PaidOutcome | PaymentRequiredOutcome | UnavailableOutcome> {
     let captured;
     try {
-      captured = await facilitator.channelCapture(voucherId);
+      captured = await facilitator.channelCapture(voucherId, usage);
     } catch (error) {
       return unavailable(error);
     }
     if (!captured.ok) return this.refused(charge, captured);
-    return paidOutcome(charge, 2, captured, 'after-handler', undefined, 'batch-settlement');
+    return paidOutcome(usage ? { ...charge, amountAtomic: usage.amountAtomic } : charge, 2, captured, 'after-handler', undefined, 'batch-settlement');
   }
 
   /** A 402 asking again; where the channel stands goes in the offer, for the buyer's client to resync. */
@@ -98,4 +120,20 @@ export class ChannelPayment implements SellerScheme {
     const where = { ...(result.channelState ? { channelState: result.channelState } : {}), ...(result.voucherState ? { voucherState: result.voucherState } : {}) };
     return this.deps.challenges.refuse(charge, result.reason, result.message, Object.keys(where).length ? where : undefined);
   }
+}
+
+/**
+ * A held call priced by usage as its capture charges it: the accepted voucher's answer said the maximum
+ * (`chargedAmount`) and the voucher's total (`chargedCumulativeAmount`, the channel's charged total before
+ * the call plus that maximum); charged `used`, the call says `used` and the total before it plus `used`,
+ * as the backend writes it (channels.ts usageCharge).
+ */
+function chargedFor(accepted: Extract<ChannelPayResult, { ok: true }>, max: bigint, used: bigint): Extract<ChannelPayResult, { ok: true }> {
+  const extra = (accepted.paymentResponse.extra ?? {}) as { channelState?: Record<string, unknown> };
+  const signed = BigInt(String(extra.channelState?.chargedCumulativeAmount ?? max));
+  const paymentResponse: PaymentResponse = {
+    ...accepted.paymentResponse,
+    extra: { ...extra, chargedAmount: used.toString(), channelState: { ...extra.channelState, chargedCumulativeAmount: (signed - max + used).toString() } },
+  };
+  return { ...accepted, paymentResponse };
 }

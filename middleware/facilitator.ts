@@ -27,8 +27,8 @@ export interface Facilitator {
    * `voucherState`), for the buyer to sign the right voucher.
    */
   channelPay?(request: ChannelPayRequest): Promise<ChannelPayResult>;
-  /** Charges a held channel call (the handler succeeded). */
-  channelCapture?(voucherId: string): Promise<ChannelPayResult>;
+  /** Charges a held channel call (the handler succeeded); `usage`: a call priced by usage, charged what it used (at most its maximum). */
+  channelCapture?(voucherId: string, usage?: CaptureUsage): Promise<ChannelPayResult>;
   /** Releases a held channel call (the handler failed): nothing is charged. Never throws for one that is gone. */
   channelRelease?(voucherId: string): Promise<void>;
   /**
@@ -41,6 +41,8 @@ export interface Facilitator {
 /** A channel call; `holdSeconds`: held while the handler runs (captured or released after it), not charged before. */
 export interface ChannelPayRequest extends RedeemRequest {
   readonly holdSeconds?: number;
+  /** A route priced by usage (held): `amountAtomic` is its maximum, and the capture names what the call used. */
+  readonly byUsage?: boolean;
 }
 
 export type ChannelPayResult =

@@ -45,12 +45,12 @@ export interface RequestPayment {
   readonly network: string;
   /** exact: the price. upto: the maximum (what is charged is what the handler reports, in PAYMENT-RESPONSE's amount). */
   readonly amountAtomic: bigint;
-  /** upto: the most this request may be charged. */
+  /** A price by usage (upto, or batch-settlement priced { upto }): the most this request may be charged. */
   readonly maxAmountAtomic?: bigint;
   readonly resource: string;
   readonly pattern: string;
   /**
-   * upto routes: reports what this request used ("$0.0123", "0.0123", { atomic }), at most the maximum
+   * Routes priced by usage (upto, or a batch-settlement route priced { upto }): reports what this request used ("$0.0123", "0.0123", { atomic }), at most the maximum
    * (more throws a RangeError, and nothing is charged for it); the last report counts. Settled after the
    * handler. On an exact route it throws a TypeError.
    */

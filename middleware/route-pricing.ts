@@ -59,7 +59,8 @@ export interface RouteConfig {
    * succeeded and voided after it failed (settled after the handler, always), and can be refunded later
    * (POST /v0/payments/{id}/refund). `'batch-settlement'`: a payment channel (the buyer deposits once and
    * signs a voucher per call, checked in milliseconds; agentgate claims many calls in one transaction).
-   * Default `'exact'`; a price `{ upto }` is the upto scheme.
+   * Default `'exact'`; a price `{ upto }` is the upto scheme, or with `'batch-settlement'` a channel
+   * charging each call what its handler reports (`payment.charge(...)`), at most `upto`.
    */
   readonly scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
   /**
@@ -119,21 +120,23 @@ export interface Charge {
 
 /** A route's configuration checked and priced once; a bad price fails at start-up, not on a request. */
 export function pricedRoute(pattern: string, config: RouteConfig, facilitator: Facilitator): PricedRoute {
-  const usage = isUsagePrice(config.price) ? usageOf(pattern, config, facilitator) : undefined;
+  const channel = config.scheme === 'batch-settlement';
+  const usage = isUsagePrice(config.price) ? usageOf(pattern, config, facilitator, channel) : undefined;
   if (config.builderCode !== undefined && !/^[a-z0-9_]{1,32}$/.test(config.builderCode)) {
     throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
   }
   if (config.assetTransferMethod !== undefined && !['eip3009', 'permit2'].includes(config.assetTransferMethod)) throw new TypeError(`route ${pattern}: assetTransferMethod is 'eip3009' or 'permit2'`);
   if (config.assetTransferMethod === 'permit2' && (usage || (config.scheme ?? 'exact') !== 'exact')) throw new TypeError(`route ${pattern}: assetTransferMethod 'permit2' is for exact routes (an upto price always goes through Permit2)`);
   if (config.scheme === 'auth-capture') escrowOf(pattern, config, facilitator, usage !== undefined);
-  if (config.scheme === 'batch-settlement') channelRouteCheck(pattern, config, usage, facilitator);
+  if (channel) channelRouteCheck(pattern, config, facilitator);
   return {
-    scheme: usage ? 'upto' : config.scheme ?? 'exact',
+    // A price by usage is the upto scheme, or a channel's (batch-settlement charges each call up to its voucher).
+    scheme: usage && !channel ? 'upto' : config.scheme ?? 'exact',
     fixedAmount: usage ? usage.max : typeof config.price === 'function' ? undefined : parsePrice(config.price as Price),
     maxAmount: config.maxPrice === undefined ? undefined : parsePrice(config.maxPrice),
     usage,
     config,
-    // upto is settled after the handler by a facilitator that holds (usageOf checks both).
+    // A usage price is settled after the handler by a facilitator that holds (usageOf checks both).
     paymentFlow: usage ? 'authorization' : paymentFlowOf(config.settle ?? 'after-handler', Boolean(facilitator.hold)),
     challenges: new Map(),
   };
@@ -162,15 +165,17 @@ export async function chargeFor(route: CompiledRoute<PricedRoute>, resource: str
   return { route, resource, amountAtomic, payTo };
 }
 
-/** A channel route, checked once: a price per call (not by usage), paid before the handler, through a facilitator that takes vouchers. */
-function channelRouteCheck(pattern: string, config: RouteConfig, usage: unknown, facilitator: Facilitator): void {
-  if (usage) throw new TypeError(`route ${pattern}: a batch-settlement route has a price per call; a price by usage is the upto scheme`);
+/** A channel route, checked once: a price per call or by usage, through a facilitator that takes vouchers. */
+function channelRouteCheck(pattern: string, config: RouteConfig, facilitator: Facilitator): void {
   if (!facilitator.channelPay) throw new TypeError(`route ${pattern}: a batch-settlement route needs a facilitator that takes channel payments (the agentgate backend)`);
   if (config.settle === 'after-handler' && (!facilitator.channelCapture || !facilitator.channelRelease)) throw new TypeError(`route ${pattern}: settle: 'after-handler' needs a facilitator that holds channel calls`);
 }
 
-/** A usage price, checked once: a maximum above 0, a default charge within it, and a facilitator that can hold. */
-function usageOf(pattern: string, config: RouteConfig, facilitator: Facilitator): { max: bigint; unreported: bigint } {
+/**
+ * A usage price, checked once: a maximum above 0, a default charge within it, and a facilitator that can
+ * hold (a channel route's: hold its calls' vouchers, and capture them for what they used).
+ */
+function usageOf(pattern: string, config: RouteConfig, facilitator: Facilitator, channel: boolean): { max: bigint; unreported: bigint } {
   const price = config.price as UsagePrice;
   const max = parseCharge(price.upto);
   if (max <= 0n) throw new RangeError(`route ${pattern}: an upto price must allow more than 0`);
@@ -178,7 +183,7 @@ function usageOf(pattern: string, config: RouteConfig, facilitator: Facilitator)
   if (unreported > max) throw new RangeError(`route ${pattern}: its unreported charge is above its upto maximum`);
   if (config.settle === 'before-handler') throw new TypeError(`route ${pattern}: an upto price is settled after the handler (its usage is known only then); settle: 'before-handler' cannot apply`);
   if (config.maxPrice !== undefined) throw new TypeError(`route ${pattern}: an upto price is its own maximum; leave maxPrice out`);
-  if (!facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an upto price needs a facilitator that holds and captures payments`);
+  if (channel ? !facilitator.channelCapture || !facilitator.channelRelease : !facilitator.hold || !facilitator.capture || !facilitator.release) throw new TypeError(`route ${pattern}: an upto price needs a facilitator that holds and captures payments`);
   return { max, unreported };
 }
 

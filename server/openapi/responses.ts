@@ -64,9 +64,10 @@ const channelCallFields = {
   network: z.string(),
   payerAddress: z.string(),
   recipientAddress: z.string(),
-  amountUsdcRaw: z.string().describe('This call\'s price (atomic USDC)'),
+  amountUsdcRaw: z.string().describe('What this call was charged (atomic USDC): its price, or for a route priced by usage what the handler reported (its maximum while held)'),
   amountUsdc: z.string(),
-  cumulativeAmountUsdcRaw: z.string().describe('The voucher\'s cumulative amount: what the channel owes after this call'),
+  cumulativeAmountUsdcRaw: z.string().describe('What the channel has charged after this call (the voucher\'s cumulative amount, for a fixed price)'),
+  maxAmountUsdcRaw: z.string().nullable().describe('A route priced by usage: the most this call could be charged; null for a fixed price'),
   resourceUrl: z.string(),
   status: z.enum(['held', 'accepted', 'claimed']).describe('held: the seller\'s handler is running; accepted: paid, not claimed yet; claimed: a claim transaction carried its value'),
   txHash: z.string().nullable().describe('The claim transaction that carried the call\'s value, once claimed'),
@@ -78,7 +79,7 @@ const channelCallFields = {
 export const channelCall = z.object(channelCallFields);
 export const channelCallDetail = z.object({
   ...channelCallFields,
-  voucherSignature: z.string().describe('The payer\'s EIP-712 voucher signature over (channelId, cumulativeAmountUsdcRaw)'),
+  voucherSignature: z.string().describe('The payer\'s EIP-712 voucher signature over (channelId, maxClaimableAmount): cumulativeAmountUsdcRaw plus, for a call priced by usage, what it allowed and did not use'),
   signedReceipt: signedReceipt.nullable().describe('Signed when the call was paid (txHash "": the value is claimed later); verified like any receipt'),
 });
 export const channelCallList = z.object({ calls: z.array(channelCall), count: z.number().int(), nextPageToken: z.string().optional() });

@@ -50,7 +50,7 @@ export async function signRefundReceipt(signer: ReceiptSigner, payment: PaymentD
   return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
 }
 
-/** What a batch-settlement call's receipt says (channels.ts signs it when the call's voucher is accepted). */
+/** What a batch-settlement call's receipt says (channels.ts signs it when the call's voucher is accepted, or a call priced by usage when it is captured). */
 export interface ChannelCallReceiptInput {
   callId: string;
   endpointId: string | null;
@@ -58,8 +58,10 @@ export interface ChannelCallReceiptInput {
   recipientAddress: string;
   /** This call's price (atomic USDC). */
   amountUsdcRaw: string;
-  /** The voucher's cumulative amount: what the channel owes after this call. */
+  /** What the channel has charged after this call (the voucher's cumulative amount, for a fixed-price call). */
   cumulativeAmountUsdcRaw: string;
+  /** A call priced by usage: the voucher's cumulative amount as signed (what it allowed; the signature is over it). */
+  maxClaimableAmountUsdcRaw?: string;
   channelId: string;
   /** The payer's EIP-712 voucher signature over (channelId, cumulative): anyone can check the buyer committed to it. */
   voucherSignature: string;
@@ -90,6 +92,7 @@ export async function signChannelCallReceipt(signer: ReceiptSigner, call: Channe
     scheme: 'batch-settlement',
     channelId: call.channelId,
     cumulativeAmountUsdcRaw: call.cumulativeAmountUsdcRaw,
+    ...(call.maxClaimableAmountUsdcRaw !== undefined ? { maxClaimableAmountUsdcRaw: call.maxClaimableAmountUsdcRaw } : {}),
     voucherSignature: call.voucherSignature,
   };
   const signature = await signer.sign(new TextEncoder().encode(canonicalJson(body)));

@@ -7,7 +7,8 @@ import type { UsageTracker } from '../platform/usage.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
-import { AppError, notFound } from '../platform/errors.js';
+import { AppError, badRequest, notFound } from '../platform/errors.js';
+import { parseCharge } from '../../middleware/price.js';
 import { presentEndpoint, presentPayment } from './present.js';
 import { keyUsage } from '../platform/usage.js';
 import type { EndpointRegistration } from './endpoint-registration.js';
@@ -112,8 +113,12 @@ export interface PaymentRouteServices {
  * Seller set-up (platform key: the "console" of SPEC 4.5), the facilitator (seller key `loid-`), and
  * payment records for the seller and for ops (both key kinds of the org).
  */
-/** A channel call: the redeem body, held while the handler runs when `hold` (captured or released after it). */
-export const channelPayBody = redeemBody.extend({ hold: z.boolean().optional(), holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional() }).strict();
+/**
+ * A channel call: the redeem body, held while the handler runs when `hold` (captured or released after it);
+ * `byUsage`: its route is priced by usage (the amount is the maximum; the capture names what was used).
+ */
+export const channelPayBody = redeemBody.extend({ hold: z.boolean().optional(), holdSeconds: z.number().int().min(1).max(MAX_HOLD_SECONDS).optional(), byUsage: z.boolean().optional() }).strict()
+  .refine((b) => !b.byUsage || b.hold, { message: 'a call priced by usage is held while its handler runs (hold: true): its charge is known only after it', path: ['byUsage'] });
 /** A held channel call's id: `<channel id>:<the voucher's number in the channel, 12 digits>:<hold token>`. */
 export const voucherIdParam = z.object({ id: z.string().regex(new RegExp(`^${VOUCHER_ID_PATTERN}:[0-9a-f]{16}$`), 'malformed hold id') });
 const DEFAULT_CHANNEL_HOLD_SECONDS = 120;
@@ -207,16 +212,20 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
   // A batch-settlement call: a deposit with its first voucher, or a voucher, accepted once (the channel's
   // state is in the database). A refusal carries the channel's state so the buyer can sign the right voucher.
   router.post('/channels/pay', seller, async (ctx) => {
-    const { hold, holdSeconds, ...body } = parseInput(channelPayBody, ctx.request.body, 'body');
+    const { hold, holdSeconds, byUsage, ...body } = parseInput(channelPayBody, ctx.request.body, 'body');
     const prepared = await redemption.prepareTerms(orgOf(ctx), body, CHANNEL_RULES);
-    const outcome = 'refused' in prepared ? prepared.refused : await services.channels.pay(prepared.seller, prepared.terms, body.paymentHeader, hold ? { seconds: holdSeconds ?? DEFAULT_CHANNEL_HOLD_SECONDS } : undefined);
+    const outcome = 'refused' in prepared ? prepared.refused : await services.channels.pay(prepared.seller, prepared.terms, body.paymentHeader, hold ? { seconds: holdSeconds ?? DEFAULT_CHANNEL_HOLD_SECONDS, ...(byUsage ? { byUsage } : {}) } : undefined);
     ctx.status = outcome.ok ? 200 : 402;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 402 };
   });
-  // A held call's voucher: captured when the handler succeeded (charged), released when it failed (not charged).
+  // A held call's voucher: captured when the handler succeeded (charged), released when it failed (not
+  // charged). A call priced by usage is captured for what it used (`amount`, USDC, at most its maximum).
   router.post('/channels/vouchers/:id/capture', seller, async (ctx) => {
     const { id } = parseInput(voucherIdParam, ctx.params, 'params');
-    const outcome = await services.channels.capture(orgOf(ctx), id);
+    const { amount } = parseInput(captureBody, ctx.request.body ?? {}, 'body');
+    let usage: bigint | undefined;
+    try { usage = amount === undefined ? undefined : parseCharge(amount); } catch (err) { throw badRequest(`body.amount: ${(err as Error).message}`); }
+    const outcome = await services.channels.capture(orgOf(ctx), id, usage);
     ctx.status = outcome.ok ? 200 : 409;
     ctx.body = outcome.ok ? outcome : { ...outcome, status: 409 };
   });

@@ -6,6 +6,7 @@ import { findByIds } from '../platform/find-by-ids.js';
 import type { Endpoints } from '../payments/endpoints.js';
 import type { ChannelActionDoc } from '../payments/schemes/batch-settlement/actions.js';
 import type { ChannelCall, ChannelCalls } from '../payments/schemes/batch-settlement/calls.js';
+import { callChargeOf, chargedCumulativeOf } from '../payments/schemes/batch-settlement/voucher-amounts.js';
 
 // `channel.claimed`: the webhook that lets a seller reconcile calls paid through batch-settlement channels.
 //
@@ -69,9 +70,9 @@ export class ChannelClaimOutbox {
         const claim = slice[0]!.claim!;
         const body: ChannelClaimedEvent = {
           event: CHANNEL_CLAIMED, claimId: action._id, createdAt: claim.claimedAt.toISOString(), network, txHash: claim.txHash ?? '', endpointId, part, parts,
-          amountUsdcRaw: slice.reduce((sum, c) => sum + BigInt(c.voucher.price), 0n).toString(),
+          amountUsdcRaw: slice.reduce((sum, c) => sum + callChargeOf(c.voucher), 0n).toString(),
           calls: slice.map((c) => ({
-            paymentId: c.callId, channelId: c.channel._id, payerAddress: c.channel.payer, amountUsdcRaw: c.voucher.price, cumulativeAmountUsdcRaw: c.voucher.cumulative,
+            paymentId: c.callId, channelId: c.channel._id, payerAddress: c.channel.payer, amountUsdcRaw: callChargeOf(c.voucher).toString(), cumulativeAmountUsdcRaw: chargedCumulativeOf(c.voucher).toString(),
             resourceUrl: c.voucher.resource, acceptedAt: c.voucher.createdAt.toISOString(), receipt: c.voucher.signedReceipt ?? null,
           })),
         };

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import type { Address, Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { mcpPaywall } from '../../adapters/mcp.js';
+import { mcpPaywall, type ToolUsage } from '../../adapters/mcp.js';
 import { readChannelState } from '../../server/chain/batch-settlement.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
@@ -33,6 +33,7 @@ beforeAll(async () => {
   expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
   const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey;
   expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: 'mcp://tool/forecast', priceUsdc: '0.001' } })).status).toBe(201);
+  expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: 'mcp://tool/complete', maxPriceUsdc: '0.01' } })).status).toBe(201);
   const paid = mcpPaywall({ backendUrl: server.url, apiKey: sellerKey });
   const app = express();
   app.use(express.json());
@@ -41,6 +42,11 @@ beforeAll(async () => {
     paid.tool(mcp, 'forecast', { price: '$0.001', scheme: 'batch-settlement', settle: 'before-handler', inputSchema: { city: z.string() } }, async ({ city }) => {
       runs++;
       return { content: [{ type: 'text' as const, text: `sunny in ${city}` }] };
+    });
+    // Priced by usage: the tool reports the tokens it used (100 atomic units each), at most $0.01.
+    paid.tool(mcp, 'complete', { price: { upto: '$0.01' }, scheme: 'batch-settlement', inputSchema: { tokens: z.number() } }, async ({ tokens }, extra) => {
+      (extra as unknown as { x402: ToolUsage }).x402.charge({ atomic: BigInt(tokens) * 100n });
+      return { content: [{ type: 'text' as const, text: `${tokens} tokens` }] };
     });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     res.on('close', () => { void transport.close(); void mcp.close(); });
@@ -101,4 +107,36 @@ it('the official client deposits with the first call and pays the next ones with
   await channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `mcp-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
   expect(await readChannelState(testChain().publicClient as never, channelId!)).toMatchObject({ totalClaimed: 3000n, balance: 10_000n });
   expect(await usdcBalance(payTo)).toBe(3000n);
+});
+
+it('a tool priced by usage: each call is charged what the tool reported, the client bases its next voucher on the charged total, and the sweep claims that total', async () => {
+  const complete = (tokens: number, meta?: Record<string, unknown>) => client.callTool({ name: 'complete', arguments: { tokens }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
+  const accepted = (await complete(0)).structuredContent.accepts[0];
+  expect(accepted).toMatchObject({ scheme: 'batch-settlement', amount: '10000', payTo });
+
+  const buyer = await fundedBuyer('1');
+  const storage = new InMemoryClientChannelStorage();
+  const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
+  let channelId: Hex | undefined;
+  let total = 0n;
+  for (const tokens of [20, 55, 0]) {
+    const signed = await scheme.createPaymentPayload(2, accepted);
+    const payload = signed.payload as { type: string; deposit?: { amount: string }; voucher: { maxClaimableAmount: string } };
+    // The voucher allows the charged total so far plus the maximum.
+    expect(BigInt(payload.voucher.maxClaimableAmount)).toBe(total + 10_000n);
+    const result = await complete(tokens, { 'x402/payment': { x402Version: 2, resource: { url: 'mcp://tool/complete' }, accepted, payload } });
+    expect(result.isError).toBeFalsy();
+    const charged = BigInt(tokens) * 100n;
+    const response = result._meta['x402/payment-response'];
+    expect(response).toMatchObject({ success: true, extra: { chargedAmount: String(charged), channelState: { chargedCumulativeAmount: String(total + charged) } } });
+    channelId ??= response.extra.channelState.channelId;
+    await updateChannelFromSettle(storage, {
+      server: { chargedAmount: response.extra.chargedAmount, chargedCumulativeAmount: response.extra.channelState.chargedCumulativeAmount },
+      local: { channelId: channelId!, requestAmount: accepted.amount, ...(payload.type === 'deposit' ? { depositAmount: payload.deposit!.amount } : {}) },
+    });
+    total += charged;
+  }
+  await vouchersOnceCaptured(server.app.db, channelId!);
+  await server.app.payments.batchSettlement.channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `mcp-usage-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+  expect((await readChannelState(testChain().publicClient as never, channelId!)).totalClaimed).toBe(total);
 });

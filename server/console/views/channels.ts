@@ -1,5 +1,6 @@
 import { html, type SafeHtml } from '../html.js';
 import type { ChannelCall, ChannelSummary } from '../../payments/schemes/batch-settlement/calls.js';
+import { callChargeOf, chargedCumulativeOf } from '../../payments/schemes/batch-settlement/voucher-amounts.js';
 import type { LiveSession } from '../sessions.js';
 import type { ReceiptCheck } from '../receipt-check.js';
 import { page } from './layout.js';
@@ -76,8 +77,8 @@ export function channelPage(input: { session: LiveSession; summary: ChannelSumma
         <thead><tr><th scope="col">Accepted</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Cumulative</th><th scope="col">Resource</th><th scope="col">Status</th><th scope="col">Claimed in</th></tr></thead>
         <tbody>${input.calls.length === 0 ? html`<tr><td colspan="6" class="empty">No calls yet.</td></tr>` : input.calls.map((call) => html`<tr data-call-id="${call.callId}">
           <td data-label="Accepted" class="nowrap"><a href="/console/payments/${call.callId}">${time(call.voucher.createdAt)}</a></td>
-          <td data-label="Amount" class="num">${usdc(call.voucher.price)} <span class="unit">USDC</span></td>
-          <td data-label="Cumulative" class="num">${usdc(call.voucher.cumulative)} <span class="unit">USDC</span></td>
+          <td data-label="Amount" class="num">${usdc(callChargeOf(call.voucher).toString())} <span class="unit">USDC</span></td>
+          <td data-label="Cumulative" class="num">${usdc(chargedCumulativeOf(call.voucher).toString())} <span class="unit">USDC</span></td>
           <td data-label="Resource" class="resource" title="${call.voucher.resource}">${call.voucher.resource}</td>
           <td data-label="Status">${badge(call.status)}</td>
           <td data-label="Claimed in">${shortHex(call.claim?.txHash)}</td>
@@ -95,15 +96,16 @@ export function channelCallPage(input: { session: LiveSession; call: ChannelCall
     title: `Call ${call.callId}`, section: 'channels', session: input.session,
     body: html`<p class="crumbs"><a href="/console/channels/${call.channel._id}">← Channel</a></p>
     <div class="page-head">
-      <h1>${usdc(v.price)} USDC ${badge(call.status)}</h1>
+      <h1>${usdc(callChargeOf(v).toString())} USDC ${badge(call.status)}</h1>
       <p class="muted"><code id="payment-id">${call.callId}</code></p>
     </div>
     <section class="card" aria-labelledby="fields-title">
       <h2 id="fields-title">Channel call</h2>
       <dl class="fields">
         ${row('Status', badge(call.status))}
-        ${row('Amount', `${usdc(v.price)} USDC (${v.price} atomic units)`)}
-        ${row('Cumulative', `${usdc(v.cumulative)} USDC: what the channel owes after this call`)}
+        ${row('Amount', `${usdc(callChargeOf(v).toString())} USDC (${callChargeOf(v)} atomic units)`)}
+        ${row('Priced by usage', v.byUsage ? `at most ${usdc(v.price)} USDC${call.status === 'held' ? ': charged what the handler reports' : ''}` : null)}
+        ${row('Cumulative', `${usdc(chargedCumulativeOf(v).toString())} USDC: what the channel owes after this call`)}
         ${row('Channel', html`<a href="/console/channels/${call.channel._id}"><code class="break">${call.channel._id}</code></a>`)}
         ${row('Payer', html`<code class="break">${call.channel.payer}</code>`)}
         ${row('Recipient', html`<code class="break">${call.channel.receiver}</code>`)}

@@ -6,6 +6,7 @@ import { afterCursor, pageOf, type Cursor } from '../../../platform/pagination.j
 import type { ChannelActionDoc, WireClaim } from './actions.js';
 import type { ChannelDoc, VoucherDoc } from './channels.js';
 import { callIdOf } from './call-id.js';
+import { chargedCumulativeOf } from './voucher-amounts.js';
 
 // What people see of channels sold through our middleware: each channel with what it holds, and each paid
 // call (one accepted voucher) as a record with its signed receipt and, once claimed, the claim that carried
@@ -46,7 +47,7 @@ export interface ChannelSummary {
   channel: ChannelDoc;
   /** Deposits sent through agentgate (a deposit made on chain elsewhere shows in `balance` only). */
   depositedUsdcRaw: string;
-  /** The last captured voucher's cumulative amount: what the paid calls add up to. */
+  /** What the channel has charged after its last captured voucher: what the paid calls add up to. */
   acceptedUsdcRaw: string;
   claimedUsdcRaw: string;
   refundedUsdcRaw: string;
@@ -97,7 +98,7 @@ export class ChannelCalls {
   }
 
   private call(voucher: VoucherDoc, channel: ChannelDoc, coverages: ClaimCoverage[]): ChannelCall {
-    const claim = voucher.status === 'captured' ? coverageFor(coverages, BigInt(voucher.cumulative)) : undefined;
+    const claim = voucher.status === 'captured' ? coverageFor(coverages, chargedCumulativeOf(voucher)) : undefined;
     return { callId: voucher.callId ?? callIdOf(voucher._id), voucher, channel, status: voucher.status === 'held' ? 'held' : claim ? 'claimed' : 'accepted', ...(claim ? { claim } : {}) };
   }
 
@@ -135,7 +136,7 @@ export class ChannelCalls {
     const state: ChannelState = channel.withdrawRequestedAt !== 0 ? 'withdrawing'
       : lastRefund && (!latest || latest.createdAt <= lastRefund) ? 'refunded' : 'open';
     return {
-      channel, depositedUsdcRaw: sum('deposit').toString(), acceptedUsdcRaw: latest?.cumulative ?? '0', claimedUsdcRaw: claimed.toString(), refundedUsdcRaw: sum('refund').toString(),
+      channel, depositedUsdcRaw: sum('deposit').toString(), acceptedUsdcRaw: latest ? chargedCumulativeOf(latest).toString() : '0', claimedUsdcRaw: claimed.toString(), refundedUsdcRaw: sum('refund').toString(),
       callCount, lastCallAt: latest?.createdAt ?? null, state,
     };
   }
@@ -179,7 +180,7 @@ export class ChannelCalls {
       const upTo = coverages[at]!.total;
       const vouchers = await this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId, status: 'captured' }).sort({ _id: 1 }).lean();
       for (const voucher of vouchers) {
-        const cumulative = BigInt(voucher.cumulative);
+        const cumulative = chargedCumulativeOf(voucher);
         if (cumulative > from && cumulative <= upTo) calls.push(this.call(voucher, channel, coverages));
       }
     }

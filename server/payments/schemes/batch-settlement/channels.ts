@@ -6,7 +6,9 @@ import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
 import { decodeBase64Json } from '../../../../middleware/protocol/base64-json.js';
 import type { ChainService } from '../../../chain/chain-service.js';
 import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../chain/batch-settlement.js';
-import { isDuplicateKey } from '../../../platform/errors.js';
+import { AppError, isDuplicateKey } from '../../../platform/errors.js';
+import { formatUsdc } from '../../../../middleware/price.js';
+import { chargedBeforeOf, chargedCumulativeOf } from './voucher-amounts.js';
 import { GroupedInserts } from '../../../platform/group-commit.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { SellerAccountDoc, SignedReceipt } from '../../models.js';
@@ -71,8 +73,19 @@ export interface VoucherDoc {
   seq: number;
   channelId: string;
   orgId: string;
+  /** The voucher's maxClaimableAmount as the payer signed it. */
   cumulative: string;
+  /** The call's price (what the 402 asked; a route priced by usage: its maximum). */
   price: string;
+  /**
+   * A call priced by usage (`byUsage`), once captured: what the channel has charged after it (the charged
+   * total before it plus `amount`, at most `cumulative`). Absent: `cumulative` (voucher-amounts.ts).
+   */
+  charged?: string;
+  /** A call priced by usage, once captured: what its handler reported (at most `price`). Absent: `price`. */
+  amount?: string;
+  /** Held for a route priced by usage: its capture names what the call used, and its receipt is signed then. */
+  byUsage?: boolean;
   signature: string;
   resource: string;
   /**
@@ -90,7 +103,7 @@ export interface VoucherDoc {
   callId?: string;
   /** The registered endpoint the call paid for (its webhook hears of the claim). */
   endpointId?: string | null;
-  /** Signed when the voucher is accepted (receipts.ts signChannelCallReceipt); never rewritten. */
+  /** Signed when the voucher is accepted (a call priced by usage: when it is captured, with its charge); never rewritten. */
   signedReceipt?: SignedReceipt;
   /** When the voucher was accepted: the call was paid. */
   createdAt: Date;
@@ -101,7 +114,7 @@ const channelSchema = new Schema<ChannelDoc>({
   balance: String, totalClaimed: String, withdrawRequestedAt: Number, refundNonce: String, syncedAt: Date, createdAt: Date,
 }, { versionKey: false });
 const voucherSchema = new Schema<VoucherDoc>({
-  _id: String, seq: Number, channelId: String, orgId: String, cumulative: String, price: String, signature: String, resource: String,
+  _id: String, seq: Number, channelId: String, orgId: String, cumulative: String, price: String, charged: String, amount: String, byUsage: Boolean, signature: String, resource: String,
   status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, callId: String, endpointId: String, signedReceipt: Schema.Types.Mixed, createdAt: Date,
 }, { versionKey: false, minimize: false });
 // A call's record by its id (GET /v0/payments/chc_…).
@@ -152,8 +165,8 @@ export class ChannelBook {
   private readonly channelsKept = new Map<string, ChannelDoc>();
   /** Per channel, the voucher this process accepted on hold, until its capture or release starts here. */
   private readonly heldHere = new Map<string, HeldHere>();
-  /** The captures this process is writing (by voucher id): a call that builds on one need not wait for it. */
-  private readonly capturing = new Set<string>();
+  /** The captures this process is writing (by voucher id, the voucher as captured): a call that builds on one need not wait for it. */
+  private readonly capturing = new Map<string, VoucherDoc>();
 
   constructor(private readonly deps: ChannelBookDeps) {
     const { conn } = deps;
@@ -179,7 +192,7 @@ export class ChannelBook {
    * with its first voucher (the deposit sent, then the voucher accepted), or a voucher alone (accepted in
    * milliseconds, nothing sent).
    */
-  async pay(seller: SellerAccountDoc, terms: SettleTerms, paymentHeader: string, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+  async pay(seller: SellerAccountDoc, terms: SettleTerms, paymentHeader: string, hold?: ChannelHold): Promise<ChannelPayOutcome> {
     const refuse = (error: string, message: string, more: Partial<Refused> = {}): Refused => ({ ok: false, error, message, ...more });
     const raw = decodeBase64Json(paymentHeader);
     if (!raw.ok) return refuse('invalid_payload', `the payment header is not base64 JSON (${raw.reason})`);
@@ -217,7 +230,8 @@ export class ChannelBook {
     if (here) await atMost(here.decided, CAPTURE_WAIT_MS);
     let newest = fresh ? await this.sequence.newest(channelId) : await this.sequence.lastSeen(channelId);
     if (newest?.status !== 'held') return newest;
-    if (this.capturing.has(newest._id)) return capturedCopy(newest);
+    const capturing = this.capturing.get(newest._id);
+    if (capturing) return capturing;
     if (newest.holdExpiresAt && newest.holdExpiresAt.getTime() > Date.now()) {
       if (!buildsOn?.(newest)) return 'busy';
       for (const until = Date.now() + CAPTURE_WAIT_MS; newest?.status === 'held' && Date.now() < until;) {
@@ -238,21 +252,31 @@ export class ChannelBook {
    * buyer without waiting for this (channel-payment.ts): while the write is under way, a call of this
    * process building on the voucher takes it as captured.
    */
-  async capture(orgId: string, holdId: string): Promise<ChannelPayOutcome> {
+  async capture(orgId: string, holdId: string, usage?: bigint): Promise<ChannelPayOutcome> {
     const [voucherId, holdToken] = splitHoldId(holdId);
     const kept = this.takeHeld(voucherId, orgId, holdToken);
-    const mine = kept ? capturedCopy(kept.doc) : undefined;
+    // The held voucher (this process's hold, else the database's) says whether the call is priced by usage;
+    // its usage charge is checked first: a refused charge leaves the hold as it is, for a release.
+    const held = kept?.doc ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'held' }).lean();
+    const bad = held ? usageRefusal(held, usage) : undefined;
+    if (bad) {
+      if (kept) this.heldHere.set(kept.doc.channelId, kept);
+      throw bad;
+    }
+    const charges = held?.byUsage ? await this.usageCharge(held, usage ?? 0n) : undefined;
+    const mine = kept ? capturedCopy(kept.doc, charges) : undefined;
     // Taken as captured here while the write is under way: the channel's next call on this process reads nothing.
     if (mine) {
-      this.capturing.add(voucherId);
+      this.capturing.set(voucherId, mine);
       this.sequence.captured(mine.channelId, mine);
     }
     kept?.decide();
     let doc: VoucherDoc | null = null;
     try {
-      const { modifiedCount } = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured' }, $unset: { holdExpiresAt: '' } });
+      const { modifiedCount } = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured', ...charges }, $unset: { holdExpiresAt: '' } });
       // A capture asked again (its answer lost) finds the voucher captured already.
-      doc = modifiedCount === 1 && mine ? mine : await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
+      const written = mine ?? (held ? capturedCopy(held, charges) : undefined);
+      doc = modifiedCount === 1 && written ? written : await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
     } finally {
       this.capturing.delete(voucherId);
       if (mine && !doc) this.sequence.forget(mine.channelId, mine.seq);
@@ -260,6 +284,26 @@ export class ChannelBook {
     if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
     this.sequence.captured(doc.channelId, doc);
     return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
+  }
+
+  /**
+   * A call priced by usage as its capture leaves it: charged what it used, the channel's charged total
+   * after it, the answer saying both (the buyer's client bases its next voucher on that total), and its
+   * receipt, signed now that the charge is known.
+   */
+  private async usageCharge(held: VoucherDoc, used: bigint): Promise<Pick<VoucherDoc, 'charged' | 'amount' | 'response' | 'signedReceipt'>> {
+    const charged = chargedBeforeOf(held) + used;
+    const response = held.response as { payer?: string; extra?: { channelState?: Record<string, unknown> } };
+    const channel = await this.stored(held.channelId);
+    const signedReceipt = await signChannelCallReceipt(this.deps.signer(), {
+      callId: held.callId ?? callIdOf(held._id), endpointId: held.endpointId ?? null, payerAddress: channel?.payer ?? response.payer ?? '', recipientAddress: channel?.receiver ?? '',
+      amountUsdcRaw: used.toString(), cumulativeAmountUsdcRaw: charged.toString(), maxClaimableAmountUsdcRaw: held.cumulative,
+      channelId: held.channelId, voucherSignature: held.signature, network: this.deps.chain().caip2, resourceUrl: held.resource, acceptedAt: held.createdAt,
+    });
+    return {
+      charged: charged.toString(), amount: used.toString(), signedReceipt,
+      response: { ...held.response, extra: { ...response.extra, chargedAmount: used.toString(), channelState: { ...response.extra?.channelState, chargedCumulativeAmount: charged.toString() } } },
+    };
   }
 
   /** Releases a held voucher (the handler failed): nothing is charged, and the buyer's next voucher may be for the same amount. */
@@ -317,8 +361,12 @@ export class ChannelBook {
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
-    // The buyer's voucher builds on the newest when it is that one plus this call's price: it had that call's paid answer.
-    const buildsOn = (doc: VoucherDoc) => voucher.maxClaimableAmount === BigInt(doc.cumulative) + terms.amountAtomic;
+    // The buyer's voucher builds on the newest when it is that one's charged total plus this call's price: it
+    // had that call's paid answer. A held call priced by usage is charged between nothing and its price.
+    const buildsOn = (doc: VoucherDoc) => {
+      const base = voucher.maxClaimableAmount - terms.amountAtomic;
+      return doc.status === 'held' && doc.byUsage ? base >= chargedBeforeOf(doc) && base <= BigInt(doc.cumulative) : base === chargedCumulativeOf(doc);
+    };
     const [stored, seen] = await Promise.all([this.stored(voucher.channelId), this.current(voucher.channelId, false, buildsOn)]);
     let latest = seen;
     if (latest === 'busy') return busy();
@@ -336,7 +384,7 @@ export class ChannelBook {
     return { stored, latest };
   }
 
-  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: DepositPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
     const chain = this.deps.chain();
     const admitted = await this.admit(terms, requirements, payload);
     if ('ok' in admitted) return admitted;
@@ -348,7 +396,7 @@ export class ChannelBook {
     return this.accept(seller, terms, synced, admitted.latest, payload.voucher, String(answer.transaction ?? ''), hold);
   }
 
-  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: ChannelRequirements, payload: VoucherPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
     const admitted = await this.admit(terms, requirements, payload);
     if ('ok' in admitted) return admitted;
     const { channelConfig: config, voucher } = payload;
@@ -361,7 +409,7 @@ export class ChannelBook {
 
   /** The voucher must be the last accepted one plus this call's price (a corrective 402 says where the channel stands). */
   private cumulativeMismatch(channel: ChannelDoc | null, latest: VoucherDoc | null, max: bigint, price: bigint): Refused | undefined {
-    const base = latest ? BigInt(latest.cumulative) : BigInt(channel?.totalClaimed ?? '0');
+    const base = latest ? chargedCumulativeOf(latest) : BigInt(channel?.totalClaimed ?? '0');
     if (max === base + price) return undefined;
     return {
       ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch', message: `the voucher is for ${max}; the channel has ${base} charged and this call costs ${price}`,
@@ -371,7 +419,7 @@ export class ChannelBook {
   }
 
   /** The voucher accepted once: a unique insert of (channel, the number after the newest's): one voucher follows each. */
-  private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: { seconds: number }): Promise<ChannelPayOutcome> {
+  private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: ChannelHold): Promise<ChannelPayOutcome> {
     const chain = this.deps.chain();
     const max = voucher.maxClaimableAmount;
     if (max > BigInt(channel.balance)) return { ok: false, error: R.exceedsBalance, message: `the voucher's ${max} is above the channel's balance ${channel.balance}` };
@@ -389,20 +437,25 @@ export class ChannelBook {
     const endpointId = terms.endpoint?._id ?? null;
     // Signed before the insert (a local Ed25519 signature, well under a millisecond), so the record is whole
     // from its one write: no later update of the voucher, which its capture and the sweep also read.
-    const signedReceipt = await signChannelCallReceipt(this.deps.signer(), {
+    // A call priced by usage is signed for when its capture says what it was charged.
+    const signedReceipt = hold?.byUsage ? undefined : await signChannelCallReceipt(this.deps.signer(), {
       callId, endpointId, payerAddress: channel.payer, recipientAddress: channel.receiver, amountUsdcRaw: terms.amountAtomic.toString(), cumulativeAmountUsdcRaw: max.toString(),
       channelId: voucher.channelId.toLowerCase(), voucherSignature: voucher.signature, network: chain.caip2, resourceUrl: terms.resource, acceptedAt,
     });
     const doc: VoucherDoc = {
       _id: id, seq, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
-      status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(acceptedAt.getTime() + hold.seconds * 1000), holdToken } : {}), response: paymentResponse,
-      callId, endpointId, signedReceipt, createdAt: acceptedAt,
+      status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(acceptedAt.getTime() + hold.seconds * 1000), holdToken } : {}), ...(hold?.byUsage ? { byUsage: true } : {}), response: paymentResponse,
+      callId, endpointId, ...(signedReceipt ? { signedReceipt } : {}), createdAt: acceptedAt,
     };
     if ((await this.voucherInserts.insert(doc)) === 'duplicate') {
       // Another voucher follows the same one: this one at another process at the same instant, or another
       // call's (this process had not seen it). Refused with where the channel stands now.
       const now = await this.current(voucher.channelId, true);
       if (now === 'busy') return busy();
+      // This process's view was behind, and the voucher builds on the newest found again: after a call priced
+      // by usage that charged nothing, the next voucher is for the same amount as that call's, so the amount
+      // alone did not tell which call it follows. Accepted after the newest (the number only grows: this ends).
+      if (now && now.seq > (latest?.seq ?? 0) && !this.cumulativeMismatch(channel, now, max, terms.amountAtomic)) return this.accept(seller, terms, channel, now, voucher, transaction, hold);
       const already = !!now && BigInt(now.cumulative) >= max;
       return {
         ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch',
@@ -475,7 +528,7 @@ export class ChannelBook {
     const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
     candidates.forEach((c, i) => {
       const state = states[i]!;
-      if (BigInt(c.latest.cumulative) <= state.totalClaimed && state.balance <= state.totalClaimed) return;
+      if (chargedCumulativeOf(c.latest) <= state.totalClaimed && state.balance <= state.totalClaimed) return;
       const list = byOrg.get(c.channel.orgId) ?? [];
       list.push({ ...c, state });
       byOrg.set(c.channel.orgId, list);
@@ -484,8 +537,8 @@ export class ChannelBook {
     for (const [orgId, list] of byOrg) {
       const seller = await sellers(orgId);
       if (!seller) continue;
-      const due = list.filter((c) => BigInt(c.latest.cumulative) > c.state.totalClaimed && isAddressEqual(c.channel.config.receiverAuthorizer, ours));
-      const idle = list.filter((c) => !c.answering && now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > BigInt(c.latest.cumulative) && c.state.balance > c.state.totalClaimed);
+      const due = list.filter((c) => chargedCumulativeOf(c.latest) > c.state.totalClaimed && isAddressEqual(c.channel.config.receiverAuthorizer, ours));
+      const idle = list.filter((c) => !c.answering && now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > chargedCumulativeOf(c.latest) && c.state.balance > c.state.totalClaimed);
       const idleIds = new Set(idle.map((c) => c.channel._id));
       // On the seller's schedule, or now for a channel whose payer started withdrawing (whatever the schedule).
       const onSchedule = await this.claimDue(seller, now, options.everyMs);
@@ -503,8 +556,9 @@ export class ChannelBook {
       }
       if (claimed && onSchedule) await this.lastClaims.updateOne({ _id: orgId }, { $set: { at: new Date(now) } }, { upsert: true });
       for (const c of idle) {
-        const amount = c.state.balance - (BigInt(c.latest.cumulative) > c.state.totalClaimed ? BigInt(c.latest.cumulative) : c.state.totalClaimed);
-        const claims = BigInt(c.latest.cumulative) > c.state.totalClaimed ? [rowOf(c)] : [];
+        const charged = chargedCumulativeOf(c.latest);
+        const amount = c.state.balance - (charged > c.state.totalClaimed ? charged : c.state.totalClaimed);
+        const claims = charged > c.state.totalClaimed ? [rowOf(c)] : [];
         const answer = (await this.deps.facilitator.refund(seller, {
           type: 'refund', channelConfig: c.channel.config as never, voucher: { channelId: c.channel._id as Hex, maxClaimableAmount: BigInt(c.latest.cumulative), signature: c.latest.signature as Hex },
           amount, refundNonce: c.state.refundNonce, claims,
@@ -568,10 +622,24 @@ async function atMost(promise: Promise<void>, ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
-/** A held voucher as its capture leaves it. */
-function capturedCopy(held: VoucherDoc): VoucherDoc {
+/** A held voucher as its capture leaves it (a call priced by usage: with what it was charged). */
+function capturedCopy(held: VoucherDoc, charges?: Partial<VoucherDoc>): VoucherDoc {
   const { holdExpiresAt: _expiry, ...rest } = held;
-  return { ...rest, status: 'captured' };
+  return { ...rest, ...charges, status: 'captured' };
+}
+
+/** A usage charge the held voucher does not allow: above the call's maximum, or named for a fixed-price call. */
+function usageRefusal(held: VoucherDoc, usage: bigint | undefined): AppError | undefined {
+  if (usage === undefined) return undefined;
+  if (!held.byUsage) return new AppError(400, 'validation_error', 'body.amount: this call has a fixed price; an amount is captured only for a call priced by usage');
+  if (usage > BigInt(held.price)) return new AppError(400, 'settlement_exceeds_amount', `the charge ${formatUsdc(usage)} USDC is above the ${formatUsdc(BigInt(held.price))} USDC the buyer allowed for this call; nothing was charged`);
+  return undefined;
+}
+
+/** How a call's voucher is held while the seller's handler runs; `byUsage`: its route is priced by usage. */
+export interface ChannelHold {
+  seconds: number;
+  byUsage?: boolean;
 }
 
 const isFresh = (channel: ChannelDoc) => Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
@@ -586,8 +654,9 @@ const snapshot = (channel: ChannelDoc) => ({
   channelId: channel._id, balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
 });
 
+/** A claim of the channel's charged total, under the voucher the payer signed (which may allow more). */
 const rowOf = (c: { channel: ChannelDoc; latest: VoucherDoc }) => ({
-  voucher: { channel: c.channel.config, maxClaimableAmount: BigInt(c.latest.cumulative) }, signature: c.latest.signature as Hex, totalClaimed: BigInt(c.latest.cumulative),
+  voucher: { channel: c.channel.config, maxClaimableAmount: BigInt(c.latest.cumulative) }, signature: c.latest.signature as Hex, totalClaimed: chargedCumulativeOf(c.latest),
 });
 
 export type { ChannelActionDoc };

@@ -1,5 +1,6 @@
 import { formatUsdc } from '../../../../middleware/price.js';
 import type { ChannelCall, ChannelSummary } from './calls.js';
+import { callChargeOf, chargedCumulativeOf } from './voucher-amounts.js';
 
 // Channels and their calls as the API, the CLI and the webhooks show them. A call reads like a payment
 // (GET /v0/payments/{id} answers it, `scheme: 'batch-settlement'`): its receipt is checked the same way.
@@ -38,9 +39,13 @@ export function presentChannelCall(call: ChannelCall, detail = false) {
     network: `eip155:${call.channel.chainId}`,
     payerAddress: call.channel.payer,
     recipientAddress: call.channel.receiver,
-    amountUsdcRaw: v.price,
-    amountUsdc: formatUsdc(BigInt(v.price)),
-    cumulativeAmountUsdcRaw: v.cumulative,
+    /** What the call was charged (a call priced by usage: what its handler reported; its maximum while held). */
+    amountUsdcRaw: callChargeOf(v).toString(),
+    amountUsdc: formatUsdc(callChargeOf(v)),
+    /** What the channel has charged after this call. */
+    cumulativeAmountUsdcRaw: chargedCumulativeOf(v).toString(),
+    /** A call priced by usage: the most it could be charged (the 402's amount); null for a fixed price. */
+    maxAmountUsdcRaw: v.byUsage ? v.price : null,
     resourceUrl: v.resource,
     /** held: the seller's handler is running; accepted: paid, not claimed yet; claimed: its value is on chain with the seller's. */
     status: call.status,
