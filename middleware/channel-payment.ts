@@ -94,7 +94,7 @@ export class ChannelPayment implements SellerScheme {
           return;
         } catch (error) {
           if (this.deps.now() + wait >= holdEndsAt) {
-            this.deps.warn(`agentgate: a paid call to ${resource} was answered but its voucher could not be captured before its hold ran out (${(error as Error).message}); it was not charged`);
+            this.deps.warn(`agentgate: a paid call to ${resource} was answered but its voucher could not be captured while its hold lasted (${(error as Error).message}); it was not charged`);
             return;
           }
           await new Promise((r) => setTimeout(r, wait));

@@ -11,11 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import express from 'express';
-import { x402Client } from '@x402/core/client';
 import { decodePaymentResponseHeader } from '@x402/core/http';
-import { BatchSettlementEvmScheme as ChannelClientScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
-import { toClientEvmSigner } from '@x402/evm';
 import { verifyTypedData, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
@@ -29,6 +25,7 @@ import { startReceiver } from '../webhooks/receiver.js';
 import { consoleGet, signIn } from '../console/http-client.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
 import { vouchersOnceCaptured } from '../support/channel-captures.js';
+import { officialChannelClient } from '../support/official-channel-client.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000n;
@@ -64,11 +61,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-function channelClient(buyer: PrivateKeyAccount) {
-  const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage: new InMemoryClientChannelStorage() });
-  return wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, scheme)
-    .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
-}
+const channelClient = (buyer: PrivateKeyAccount) => officialChannelClient(buyer).paying;
 
 /** Pays `calls` calls; returns the channel id. */
 async function pay(paying: ReturnType<typeof channelClient>, calls: number): Promise<Hex> {

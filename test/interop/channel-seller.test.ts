@@ -10,11 +10,7 @@ import Fastify from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { BatchSettlementEvmScheme as ChannelClientScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
-import { toClientEvmSigner } from '@x402/evm';
 import { createWalletClient, http, parseUnits, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
@@ -27,6 +23,7 @@ import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/c
 import { vouchersOnceCaptured as vouchersLanded } from '../support/channel-captures.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller } from './seller.js';
+import { officialChannelClient } from '../support/official-channel-client.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000n; // $0.001 a call
@@ -49,8 +46,10 @@ const ROUTE: RouteConfig = { price: '$0.001', scheme: 'batch-settlement', descri
 type Framework = 'Express' | 'Koa' | 'Hono' | 'Fastify';
 /** Handlers waiting for the test (Express's `?gate=<name>`), by name. */
 const gates = new Map<string, () => void>();
-function app(framework: Framework, backendUrl = server.url) {
-  const options = { backendUrl, apiKey: seller.sellerKey, routes: { 'GET /weather': ROUTE } };
+/** What a test changes of the seller's middleware options (the route's config, how it reaches the backend, its warnings). */
+type ShopOptions = { route?: Partial<RouteConfig>; fetch?: typeof fetch; warn?: (message: string) => void };
+function app(framework: Framework, backendUrl = server.url, shop: ShopOptions = {}) {
+  const options = { backendUrl, apiKey: seller.sellerKey, routes: { 'GET /weather': { ...ROUTE, ...shop.route } as RouteConfig }, ...(shop.fetch ? { fetch: shop.fetch } : {}), ...(shop.warn ? { warn: shop.warn } : {}) };
   switch (framework) {
     case 'Express': {
       const a = express();
@@ -85,8 +84,8 @@ function app(framework: Framework, backendUrl = server.url) {
   }
 }
 
-async function withShop<T>(framework: Framework, run: (url: string) => Promise<T>, backendUrl?: string): Promise<T> {
-  const running = await serve(app(framework, backendUrl) as never);
+async function withShop<T>(framework: Framework, run: (url: string) => Promise<T>, backendUrl?: string, shop?: ShopOptions): Promise<T> {
+  const running = await serve(app(framework, backendUrl, shop) as never);
   const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
   expect(registered.status).toBe(201);
   try {
@@ -96,19 +95,21 @@ async function withShop<T>(framework: Framework, run: (url: string) => Promise<T
   }
 }
 
-/** The official channel client of `buyer`; `sent` collects every PAYMENT-SIGNATURE header it sends. */
-function channelClient(buyer: PrivateKeyAccount) {
-  const storage = new InMemoryClientChannelStorage();
-  const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
-  const sent: string[] = [];
-  const recording: typeof fetch = async (input, init) => {
-    const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
-    if (header) sent.push(header);
-    return fetch(input, init);
+const channelClient = officialChannelClient;
+
+/**
+ * PAYMENT-SIGNATURE headers the official client would not send, for the channel `scheme` opened at `url`
+ * (after its first paid call): a voucher for `max`, signed by `signer` (the buyer by default).
+ */
+async function handSigned(url: string, buyer: PrivateKeyAccount, scheme: ReturnType<typeof channelClient>['scheme']) {
+  const accept = { ...decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]! };
+  const config = scheme.buildChannelConfig(accept) as ChannelConfig;
+  const channelId = channelIdOf(config, 84532);
+  const voucher = async (max: bigint, signer = buyer) => {
+    const signature = await signer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
+    return Buffer.from(JSON.stringify({ x402Version: 2, accepted: accept, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
   };
-  const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
-    .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
-  return { scheme, paying, storage, sent };
+  return { channelId, voucher };
 }
 
 /** `calls` paid calls in a row, each answered 200; the channel they paid through. */
@@ -297,13 +298,9 @@ describe('the sweep and the guarantees (Express)', () => {
     const { paying, scheme } = channelClient(buyer);
     await withShop('Express', async (url) => {
       expect((await paying(`${url}/weather`)).status).toBe(200);
-      const accept = { ...decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]! };
-      const config = scheme.buildChannelConfig(accept) as ChannelConfig;
-      const channelId = channelIdOf(config, 84532);
-      const send = async (signer: PrivateKeyAccount, max: bigint, price = accept) => {
-        const signature = await signer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
-        const header = Buffer.from(JSON.stringify({ x402Version: 2, accepted: price, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
-        const res = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': header } });
+      const { channelId, voucher } = await handSigned(url, buyer, scheme);
+      const send = async (signer: PrivateKeyAccount, max: bigint) => {
+        const res = await fetch(`${url}/weather`, { headers: { 'PAYMENT-SIGNATURE': await voucher(max, signer) } });
         return { status: res.status, error: res.status === 402 ? decodePaymentRequiredHeader(res.headers.get('payment-required')!).error : undefined };
       };
       const stranger = (await import('viem/accounts')).privateKeyToAccount((await import('viem/accounts')).generatePrivateKey());
@@ -319,13 +316,7 @@ describe('the sweep and the guarantees (Express)', () => {
     const { paying, scheme } = channelClient(buyer);
     await withShop('Express', async (url) => {
       expect((await paying(`${url}/weather`)).status).toBe(200);
-      const accept = { ...decodePaymentRequiredHeader((await fetch(`${url}/weather`)).headers.get('payment-required')!).accepts[0]! };
-      const config = scheme.buildChannelConfig(accept) as ChannelConfig;
-      const channelId = channelIdOf(config, 84532);
-      const voucher = async (max: bigint) => {
-        const signature = await buyer.signTypedData(voucherTypedData(channelId, max, 84532) as never);
-        return Buffer.from(JSON.stringify({ x402Version: 2, accepted: accept, payload: { type: 'voucher', channelConfig: config, voucher: { channelId, maxClaimableAmount: max.toString(), signature } } })).toString('base64');
-      };
+      const { channelId, voucher } = await handSigned(url, buyer, scheme);
       const refusal = (res: Response) => (res.status === 402 ? decodePaymentRequiredHeader(res.headers.get('payment-required')!).error : undefined);
       // The second call is held while its handler waits; a third voucher, signed on top of it ahead of its answer, comes in.
       const second = fetch(`${url}/weather?gate=second`, { headers: { 'PAYMENT-SIGNATURE': await voucher(2n * PRICE) } });
@@ -340,6 +331,46 @@ describe('the sweep and the guarantees (Express)', () => {
       expect(late.status).toBe(200);
       expect(await vouchersOnceCaptured(channelId.toLowerCase())).toEqual([['1000', 'captured'], ['2000', 'captured'], ['3000', 'captured']]);
     });
+  });
+
+  it('a capture the backend cannot take at first is asked again and the call is charged; one that never lands while the hold lasts leaves the call free and tells the seller', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying } = channelClient(buyer);
+    let failCaptures = 0;
+    const warnings: string[] = [];
+    // The seller's way to the backend, cut for capture requests while failCaptures lasts (the backend itself runs as ever).
+    const cutting: typeof fetch = async (input, init) => {
+      if (String(input instanceof Request ? input.url : input).endsWith('/capture') && failCaptures > 0) {
+        failCaptures--;
+        throw new TypeError('fetch failed: connection reset (cut by the test)');
+      }
+      return fetch(input, init);
+    };
+    await withShop('Express', async (url) => {
+      const pay = async () => {
+        const res = await paying(`${url}/weather`);
+        expect(res.status).toBe(200);
+        return decodePaymentResponseHeader(res.headers.get('payment-response')!).extra as any;
+      };
+      const channelId = ((await pay()).channelState.channelId as string).toLowerCase();
+      // Cut once: asked again a moment later, captured.
+      failCaptures = 1;
+      expect((await pay()).channelState.chargedCumulativeAmount).toBe('2000');
+      expect(await vouchersOnceCaptured(channelId)).toEqual([['1000', 'captured'], ['2000', 'captured']]);
+      expect([failCaptures, warnings]).toEqual([0, []]);
+      // Cut for good: the call was answered, its hold (2 s) runs out uncaptured, and the seller is told.
+      failCaptures = 1_000;
+      expect((await pay()).channelState.chargedCumulativeAmount).toBe('3000');
+      const deadline = Date.now() + 20_000;
+      while (warnings.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(warnings).toEqual([expect.stringMatching(/was answered but its voucher could not be captured while its hold lasted .*it was not charged/)]);
+      failCaptures = 0;
+      // That call was free: once its hold has expired, the channel stands at 2000, and the buyer's client,
+      // told so by a corrective 402, pays its next call from there.
+      while ((await server.app.db.collection('channel_vouchers').findOne({ _id: `${channelId}:${'3'.padStart(12, '0')}` as never }))?.holdExpiresAt > new Date()) await new Promise((r) => setTimeout(r, 100));
+      expect((await pay()).channelState.chargedCumulativeAmount).toBe('3000');
+      expect(await vouchersOnceCaptured(channelId)).toEqual([['1000', 'captured'], ['2000', 'captured'], ['3000', 'captured']]);
+    }, undefined, { route: { holdSeconds: 2 }, fetch: cutting, warn: (message) => warnings.push(message) });
   });
 
   it('a payer who starts withdrawing: the next round claims every accepted call before the withdrawal can complete', async () => {

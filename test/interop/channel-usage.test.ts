@@ -7,11 +7,7 @@
 // the charged total; the call records and receipts say what each call was charged.
 import { randomBytes } from 'node:crypto';
 import express from 'express';
-import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { BatchSettlementEvmScheme as ChannelClientScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
-import { wrapFetchWithPayment } from '@x402/fetch';
-import { toClientEvmSigner } from '@x402/evm';
 import { verifyTypedData, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
@@ -25,8 +21,8 @@ import { consoleGet, signIn } from '../console/http-client.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
+import { officialChannelClient } from '../support/official-channel-client.js';
 
-const NETWORK = 'eip155:84532';
 const MAX = 10_000n; // $0.01, the most one call may cost
 const UNREPORTED = 1_000n; // $0.001, charged when the handler reports nothing
 /** Shared by the backend processes (the receiver authorizer is sealed under it). */
@@ -75,19 +71,7 @@ async function openShop(backendUrl: string, webhookUrl?: string): Promise<Runnin
   return running;
 }
 
-/** The official channel client of `buyer`; `sent` collects every PAYMENT-SIGNATURE header it sends. */
-function channelClient(buyer: PrivateKeyAccount) {
-  const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage: new InMemoryClientChannelStorage() });
-  const sent: string[] = [];
-  const recording: typeof fetch = async (input, init) => {
-    const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
-    if (header) sent.push(header);
-    return fetch(input, init);
-  };
-  const paying = wrapFetchWithPayment(recording, new x402Client().register(NETWORK, scheme)
-    .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
-  return { paying, sent };
-}
+const channelClient = officialChannelClient;
 
 /** The voucher's signed amount in a PAYMENT-SIGNATURE header. */
 const signedMax = (header: string) => BigInt(JSON.parse(Buffer.from(header, 'base64').toString()).payload.voucher.maxClaimableAmount);

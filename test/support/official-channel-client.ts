@@ -1,0 +1,28 @@
+import { x402Client } from '@x402/core/client';
+import { BatchSettlementEvmScheme as ChannelClientScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
+import { toClientEvmSigner } from '@x402/evm';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { testChain } from './chain.js';
+
+/** The dev chain as the official clients name it (it answers as Base Sepolia). */
+export const CHANNEL_NETWORK = 'eip155:84532';
+
+/**
+ * The official batch-settlement buyer of `buyer` (`@x402/fetch` with `@x402/evm`'s channel client, its
+ * in-memory channel storage, deposits of ten calls), allowed to pay our dev USDC: `paying` is its fetch,
+ * `sent` every PAYMENT-SIGNATURE header it sent, `scheme` the client scheme (its channel config).
+ */
+export function officialChannelClient(buyer: PrivateKeyAccount) {
+  const storage = new InMemoryClientChannelStorage();
+  const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
+  const sent: string[] = [];
+  const recording: typeof fetch = async (input, init) => {
+    const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');
+    if (header) sent.push(header);
+    return fetch(input, init);
+  };
+  const paying = wrapFetchWithPayment(recording, new x402Client().register(CHANNEL_NETWORK, scheme)
+    .setSpendControls({ allowedAssets: [{ network: CHANNEL_NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }] }));
+  return { scheme, paying, storage, sent };
+}
