@@ -42,10 +42,12 @@ const CHANNELS_KEPT = 100_000;
 const STALE_ACTION_MS = 5 * 60_000;
 /**
  * A call coming in while the voucher before it is held waits this long for its capture (our middleware
- * answers its buyer before the capture is written, so the buyer's next call can overtake it); the hold of
- * another process is read again every CAPTURE_POLL_MS. Still held after that: a call still being answered.
+ * answers its buyer before the capture is written, so the buyer's next call can overtake it; on a loaded
+ * machine the capture can take a good part of a second to arrive); the hold of another process is read
+ * again after CAPTURE_POLL_MS, then twice as long each time up to 100 ms. Still held after that: a call
+ * still being answered (the channel is busy).
  */
-const CAPTURE_WAIT_MS = 60;
+const CAPTURE_WAIT_MS = 1_000;
 const CAPTURE_POLL_MS = 5;
 /** Held vouchers a process keeps while their calls are answered (their capture writes no read first). */
 const HELD_KEPT = 10_000;
@@ -233,10 +235,14 @@ export class ChannelBook {
     const capturing = this.capturing.get(newest._id);
     if (capturing) return capturing;
     if (newest.holdExpiresAt && newest.holdExpiresAt.getTime() > Date.now()) {
-      if (!buildsOn?.(newest)) return 'busy';
-      for (const until = Date.now() + CAPTURE_WAIT_MS; newest?.status === 'held' && Date.now() < until;) {
-        await new Promise((r) => setTimeout(r, CAPTURE_POLL_MS));
-        newest = await this.vouchers.findById(newest._id).lean();
+      // Read again: it may have been captured since it was read (by a capture written here meanwhile, too);
+      // a call building on it waits for that up to CAPTURE_WAIT_MS, any other a moment.
+      const id = newest._id;
+      const until = Date.now() + (buildsOn?.(newest) ? CAPTURE_WAIT_MS : 4 * CAPTURE_POLL_MS);
+      for (let wait = CAPTURE_POLL_MS; ; wait = Math.min(100, wait * 2)) {
+        newest = this.capturing.get(id) ?? await this.vouchers.findById(id).lean();
+        if (newest?.status !== 'held' || Date.now() >= until) break;
+        await new Promise((r) => setTimeout(r, wait));
       }
       if (newest?.status === 'captured') this.sequence.captured(channelId, newest);
       // Released meanwhile (or captured, then superseded): found again from the start.
