@@ -53,10 +53,10 @@ export class SellerAcceptance {
     const payTo = getAddress(input.payTo);
     const payees = [...new Set((input.payees ?? []).map((a) => getAddress(a)))].filter((a) => a !== payTo);
     // A PUT: what it leaves out goes back to the default.
-    const schedule = input.channelClaimEverySeconds === undefined ? { $unset: { channelClaimEverySeconds: '' } } : {};
-    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, {
-      $set: { enabled: input.enabled, payTo, payees, updatedAt: new Date(), ...(input.channelClaimEverySeconds === undefined ? {} : { channelClaimEverySeconds: input.channelClaimEverySeconds }) }, ...schedule,
-    }, { upsert: true, returnDocument: 'after' }).lean();
+    const fields = { enabled: input.enabled, payTo, payees, updatedAt: new Date() };
+    const every = input.channelClaimEverySeconds;
+    const update = every === undefined ? { $set: fields, $unset: { channelClaimEverySeconds: '' } } : { $set: { ...fields, channelClaimEverySeconds: every } };
+    const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, update, { upsert: true, returnDocument: 'after' }).lean();
     await this.changes.publish('seller', orgId);
     await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo, payees, channelClaimEverySeconds: input.channelClaimEverySeconds ?? null } });
     return doc!;
