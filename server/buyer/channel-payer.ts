@@ -14,7 +14,7 @@ import type { MandateDoc } from './mandate-model.js';
 import type { PayRefusal } from './pay-result.js';
 import { paymentHeaderFor, readChallenge, readChannelRefusal, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
 import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
-import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
+import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, chargedTotalOf, commitsOf, signedHighOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
 import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
 import { startRounds } from '../platform/rounds.js';
 
@@ -70,10 +70,12 @@ export interface ChannelCall {
  * (ERC-3009 from the smart account, as its exact payments are signed) with its voucher, later calls send a
  * cumulative voucher only (signed by the owner key, the channel's payerAuthorizer: nothing is sent on
  * chain), a call the balance does not cover tops the channel up. The channel's state is in the database,
- * not a process's memory: each voucher's amount is taken by a unique insert, one call at a time per
- * channel (the seller takes them in order), and the balance is the chain's. The mandate counts each
- * call's price when its voucher is signed; a deposit is not spending, but is sized within what the
- * mandate still allows today.
+ * not a process's memory: each call takes the channel's next turn by a unique insert, one call at a time
+ * per channel (the seller takes them in order), and the balance is the chain's. A voucher signs the
+ * channel's charged total plus the call's price (a usage-priced route's maximum: the seller says what it
+ * charged, and the next voucher builds on that). The mandate reserves each call's price before its
+ * voucher is signed and keeps what the voucher commits (channel-model.ts); a deposit is not spending, but
+ * is sized within what the mandate still allows today.
  */
 export class ChannelPayer {
   readonly channels: Model<BuyerChannelDoc>;
@@ -139,10 +141,11 @@ export class ChannelPayer {
   }
 
   /**
-   * Takes the channel's next amount: the last voucher's plus the price, by a unique insert. A call still
-   * out on the channel (pending, in any process) is waited for: its voucher decides the base.
+   * Takes the channel's next turn, by a unique insert of its sequence number: the voucher signs the
+   * channel's charged total after the last call plus this call's price. A call still out on the channel
+   * (pending, in any process) is waited for: its answer decides the base.
    */
-  private async takeAmount(channelId: string, call: ChannelCall, paymentId: string): Promise<{ cumulative: bigint; voucherId: string } | undefined> {
+  private async takeAmount(channelId: string, call: ChannelCall, paymentId: string): Promise<{ base: bigint; cumulative: bigint; commits: bigint; voucherId: string } | undefined> {
     const deadline = Date.now() + TURN_WAIT_MS;
     for (let wait = 5; Date.now() < deadline; wait = Math.min(200, wait * 2)) {
       const last = await this.vouchers.findOne({ channelId }).sort({ _id: -1 }).lean();
@@ -155,13 +158,19 @@ export class ChannelPayer {
         }
         continue;
       }
-      const cumulative = (last ? BigInt(last.cumulative) : 0n) + call.amount;
-      const voucherId = buyerVoucherId(channelId, cumulative);
+      const base = last ? chargedTotalOf(last) : 0n;
+      const cumulative = base + call.amount;
+      const highBefore = last ? signedHighOf(last) : 0n;
+      const signedHigh = cumulative > highBefore ? cumulative : highBefore;
+      const voucherId = buyerVoucherId(channelId, (last?.seq ?? 0) + 1);
       try {
-        await this.vouchers.create({ _id: voucherId, channelId, identityId: call.owner.identityId, cumulative: cumulative.toString(), price: call.amount.toString(), status: 'pending', paymentId, reservation: call.reservation, createdAt: new Date() });
-        return { cumulative, voucherId };
+        await this.vouchers.create({
+          _id: voucherId, channelId, identityId: call.owner.identityId, seq: (last?.seq ?? 0) + 1, cumulative: cumulative.toString(), price: call.amount.toString(),
+          signedHigh: signedHigh.toString(), commits: (signedHigh - highBefore).toString(), status: 'pending', paymentId, reservation: call.reservation, createdAt: new Date(),
+        });
+        return { base, cumulative, commits: signedHigh - highBefore, voucherId };
       } catch (err) {
-        if (!isDuplicateKey(err)) throw err; // another call took this amount: read again
+        if (!isDuplicateKey(err)) throw err; // another call took this turn: read again
       }
     }
     return undefined;
@@ -173,7 +182,7 @@ export class ChannelPayer {
     const paymentId = newId('pay');
     const taken = await this.takeAmount(channelId, call, paymentId);
     if (!taken) return { kind: 'done', result: refuse('settle_failed', `another call on the channel ${channelId} has been out for ${TURN_WAIT_MS / 1000} s; try again`) };
-    const { cumulative, voucherId } = taken;
+    const { base, cumulative, commits, voucherId } = taken;
     const dropAmount = () => this.vouchers.deleteOne({ _id: voucherId, status: { $in: ['pending', 'unknown'] } });
 
     // The balance is the chain's (a deposit made by an earlier call, a refund the seller made since).
@@ -253,23 +262,38 @@ export class ChannelPayer {
       return { kind: 'done', result: refuse('settle_failed', reason) };
     }
 
-    await this.vouchers.updateOne({ _id: voucherId }, { $set: { status: 'accepted' } });
-    await this.settleUnknown(channelId, cumulative);
+    // A route priced by usage charges at most the voucher's price and says what (the charged total, on
+    // which the next voucher builds); a seller that says nothing, or something outside that, charged it all.
+    const said = settlement.channel?.chargedCumulativeAmount !== undefined ? BigInt(settlement.channel.chargedCumulativeAmount) : undefined;
+    const chargedTotal = said !== undefined && said >= base && said <= cumulative ? said : cumulative;
+    const charged = chargedTotal - base;
+    await this.vouchers.updateOne({ _id: voucherId }, { $set: { status: 'accepted', chargedTotal: chargedTotal.toString() } });
+    await this.settleUnknown(channelId, voucherId);
     state.hold = 'done';
-    const mandate = await this.mandates.commit(reservation);
+    // The mandate counts what the voucher commits, not the seller's word on what it charged: the seller
+    // may claim any voucher it holds, so the wallet is bound to the highest amount it signed.
+    const mandate = await this.mandates.commit(reservation, commits);
     await this.outgoing.updateOne({ _id: record._id }, {
-      $set: { status: 'settled', settledAt: new Date(), ...(txHash ? { txHash } : {}), responseStatus: paid.response.status, paymentResponse: settlement },
+      $set: {
+        status: 'settled', settledAt: new Date(), amountUsdcRaw: charged.toString(), channel: { ...record.channel!, cumulativeUsdcRaw: chargedTotal.toString() },
+        ...(txHash ? { txHash } : {}), responseStatus: paid.response.status, paymentResponse: settlement,
+      },
     });
+    const ofUpTo = charged < amount ? ` (of up to ${formatUsdc(amount)})` : '';
     await this.logs.record({
       ...owner, action: 'payments.paid', category: 'payments',
-      description: `Paid ${formatUsdc(amount)} USDC to ${call.payTo} for ${call.resourceUrl} by a channel voucher${deposit > 0n ? ` (deposited ${formatUsdc(deposit)} USDC)` : ''}`,
+      description: `Paid ${formatUsdc(charged)} USDC${ofUpTo} to ${call.payTo} for ${call.resourceUrl} by a channel voucher${deposit > 0n ? ` (deposited ${formatUsdc(deposit)} USDC)` : ''}`,
       targetType: 'payment', targetId: record._id, metadata: { txHash: txHash ?? null, mandateId: reservation.mandateId, scheme: 'batch-settlement', channelId },
     });
     return {
       kind: 'done',
       result: {
         ok: true as const, paid: true as const, paymentId: record._id, ...contentOf(paid.response),
-        cost: { ...call.cost, scheme: 'batch-settlement' as const, channel: { channelId, cumulativeUsdc: formatUsdc(cumulative), depositUsdc: formatUsdc(deposit) } },
+        cost: {
+          ...call.cost, amountUsdc: formatUsdc(charged), amountUsdcRaw: charged.toString(), ...(charged < amount ? { maxAmountUsdc: formatUsdc(amount), maxAmountUsdcRaw: amount.toString() } : {}),
+          scheme: 'batch-settlement' as const,
+          channel: { channelId, cumulativeUsdc: formatUsdc(chargedTotal), signedUsdc: formatUsdc(cumulative), committedUsdc: formatUsdc(commits), depositUsdc: formatUsdc(deposit) },
+        },
         txHash: txHash ?? null, payer: getAddress(wallet.address), recipient: getAddress(call.payTo), resource: call.resourceUrl,
         mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
       } satisfies ChannelPaid,
@@ -277,33 +301,54 @@ export class ChannelPayer {
   }
 
   /**
-   * The seller says it has charged `charged` on the channel and our records say more: the vouchers above
-   * it whose answer was lost were not accepted after all, and go. Accepted ones above it would mean the
-   * seller lost calls it charged: nothing to retry then.
+   * The seller says it has charged `charged` on the channel and our records say otherwise: the calls whose
+   * answer was lost (after the last voucher we know it took) are settled from its word, in order. A lost
+   * voucher built on the charged total of the moment was taken if the total went past that base (charged
+   * what it went up by, at most its price); any other was refused, and goes with its call's price. Known
+   * vouchers above the seller's total would mean it lost calls it charged: nothing to retry then.
    */
   private async resync(channelId: string, charged: bigint): Promise<boolean> {
-    const above = (await this.vouchers.find({ channelId }).lean()).filter((v) => BigInt(v.cumulative) > charged);
-    if (above.length === 0 || above.some((v) => v.status !== 'unknown')) return false;
-    for (const lost of above) {
+    const vouchers = await this.vouchers.find({ channelId }).sort({ _id: 1 }).lean();
+    const known = vouchers.findLastIndex((v) => v.status !== 'unknown');
+    const lost = vouchers.slice(known + 1);
+    let total = known >= 0 ? chargedTotalOf(vouchers[known]!) : 0n;
+    if (lost.length === 0 || known >= 0 && vouchers[known]!.status !== 'accepted' || total > charged) return false;
+    for (const voucher of lost) {
+      const base = BigInt(voucher.cumulative) - BigInt(voucher.price);
+      const signed = BigInt(voucher.cumulative);
+      if (base === total && charged > total) {
+        total = charged < signed ? charged : signed;
+        await this.settleLost(voucher, total);
+        continue;
+      }
       // Whoever deletes the record gives its call's price back, once.
-      if ((await this.vouchers.deleteOne({ _id: lost._id, status: 'unknown' })).deletedCount !== 1) continue;
-      await this.mandates.release(lost.reservation);
-      await this.outgoing.updateOne({ _id: lost.paymentId, status: 'pending' }, { $set: { status: 'failed', failureReason: `the seller never took this voucher (it has charged ${charged} on the channel)` } });
+      if ((await this.vouchers.deleteOne({ _id: voucher._id, status: 'unknown' })).deletedCount !== 1) continue;
+      await this.mandates.release(voucher.reservation);
+      await this.outgoing.updateOne({ _id: voucher.paymentId, status: 'pending' }, { $set: { status: 'failed', failureReason: `the seller never took this voucher (it has charged ${charged} on the channel)` } });
     }
-    return true;
+    return total === charged;
   }
 
   /**
-   * The seller accepted a voucher for `cumulative`: it takes them only in order, so every voucher below it
-   * whose answer was lost was accepted too. Their calls are counted for good and their records settled.
+   * The seller accepted the voucher `voucherId`: it takes them only in order, each on the charged total of
+   * its moment, so every voucher before it whose answer was lost was taken too, charged its whole price
+   * (the accepted one was built on that). Their calls are counted for good and their records settled.
    */
-  private async settleUnknown(channelId: string, cumulative: bigint): Promise<void> {
-    const below = (await this.vouchers.find({ channelId, status: 'unknown' }).lean()).filter((v) => BigInt(v.cumulative) < cumulative);
-    for (const found of below) {
-      await this.vouchers.updateOne({ _id: found._id, status: 'unknown' }, { $set: { status: 'accepted' } });
-      await this.mandates.commit(found.reservation);
-      await this.outgoing.updateOne({ _id: found.paymentId, status: 'pending' }, { $set: { status: 'settled', settledAt: new Date() } });
-    }
+  private async settleUnknown(channelId: string, voucherId: string): Promise<void> {
+    const before = await this.vouchers.find({ channelId, status: 'unknown', _id: { $lt: voucherId } }).lean();
+    for (const found of before) await this.settleLost(found, BigInt(found.cumulative));
+  }
+
+  /** A voucher whose answer was lost was taken: the channel's total after it is `chargedTotal`. */
+  private async settleLost(voucher: BuyerVoucherDoc, chargedTotal: bigint): Promise<void> {
+    const { modifiedCount } = await this.vouchers.updateOne({ _id: voucher._id, status: 'unknown' }, { $set: { status: 'accepted', chargedTotal: chargedTotal.toString() } });
+    if (modifiedCount !== 1) return; // another call settled it
+    await this.mandates.commit(voucher.reservation, commitsOf(voucher));
+    const charged = chargedTotal - (BigInt(voucher.cumulative) - BigInt(voucher.price));
+    const record = await this.outgoing.findOne({ _id: voucher.paymentId }).lean();
+    await this.outgoing.updateOne({ _id: voucher.paymentId, status: 'pending' }, {
+      $set: { status: 'settled', settledAt: new Date(), amountUsdcRaw: charged.toString(), ...(record?.channel ? { channel: { ...record.channel, cumulativeUsdcRaw: chargedTotal.toString() } } : {}) },
+    });
   }
 
   /**
@@ -321,7 +366,7 @@ export class ChannelPayer {
     const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
     if (last && last.status !== 'accepted') return refuse('settle_failed', 'a call on this channel is still out (or its answer was lost); pay once more, or try again in a minute');
     const before = await readChannelState(chain.publicClient, channel._id as Hex);
-    const charged = last ? BigInt(last.cumulative) : before.totalClaimed;
+    const charged = last ? chargedTotalOf(last) : before.totalClaimed;
     if (availableOf(before.balance, charged, before.totalClaimed) === 0n) return { ok: true, channelId: channel._id, refundedUsdc: '0', txHash: null, balanceUsdc: formatUsdc(before.balance) };
     const url = channel.requestUrl ?? channel.resourceUrl;
     const probe = await this.fetch(url, { method: 'GET', headers: {} });
@@ -366,7 +411,7 @@ export class ChannelPayer {
     const idle: Array<{ channel: BuyerChannelDoc; charged: bigint }> = [];
     for (const channel of channels) {
       const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
-      if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: BigInt(last.cumulative) });
+      if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: chargedTotalOf(last) });
     }
     const states = await readChannelStates(chain.publicClient, idle.map((c) => c.channel._id as Hex));
     const due = idle.filter((c, i) => availableOf(states[i]!.balance, c.charged, states[i]!.totalClaimed) > 0n).slice(0, IDLE_REFUNDS_PER_ROUND);
@@ -413,8 +458,8 @@ export class ChannelPayer {
       const refunded = deposited > state.balance ? deposited - state.balance : 0n;
       return {
         channelId: c._id, network: c.network, receiver: c.config.receiver, resourceUrl: c.resourceUrl, calls: calls.length,
-        depositedUsdc: formatUsdc(deposited), chargedUsdc: formatUsdc(last ? BigInt(last.cumulative) : 0n), claimedUsdc: formatUsdc(state.totalClaimed),
-        balanceUsdc: formatUsdc(state.balance), availableUsdc: formatUsdc(availableOf(state.balance, last ? BigInt(last.cumulative) : 0n, state.totalClaimed)),
+        depositedUsdc: formatUsdc(deposited), chargedUsdc: formatUsdc(last ? chargedTotalOf(last) : 0n), claimedUsdc: formatUsdc(state.totalClaimed),
+        balanceUsdc: formatUsdc(state.balance), availableUsdc: formatUsdc(availableOf(state.balance, last ? chargedTotalOf(last) : 0n, state.totalClaimed)),
         refundedUsdc: formatUsdc(refunded), withdrawalPending: state.withdrawRequestedAt !== 0, createdAt: c.createdAt.toISOString(),
       };
     }));

@@ -26,8 +26,9 @@ export interface OutgoingPaymentDoc {
    */
   escrow?: { hash: string; reservationId: string; day: string; countedUsdcRaw: string; refundedUsdcRaw?: string; state?: 'authorized' | 'captured' | 'voided' | 'refunded' };
   /**
-   * batch-settlement: the channel, the cumulative amount this call's voucher commits (the last accepted
-   * voucher's plus this call's price), and the deposit (or top-up) the call brought, in the transaction txHash.
+   * batch-settlement: the channel, its cumulative amount (while pending, what this call's voucher signed:
+   * the channel's charged total plus the price; once settled, the charged total after the call, which is
+   * less for a usage-priced call charged less), and the deposit (or top-up) the call brought, in txHash.
    */
   channel?: { channelId: string; cumulativeUsdcRaw: string; depositUsdcRaw?: string };
   /** The seller's resource identifier from the challenge. */

@@ -17,6 +17,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';
 import { vouchersOnceCaptured } from '../support/channel-captures.js';
+import { buyerVoucherId } from '../../server/buyer/channel-model.js';
 
 const PRICE = 1_000n; // $0.001 a call
 /** Shared with the second backend process (wallet keys are sealed under it). */
@@ -195,7 +196,7 @@ describe('payments_pay through a batch-settlement channel', () => {
 
     // Died after the seller accepted its voucher, before recording it: its records still say pending.
     const second = await pay(server, agent.key, { url: weather() });
-    await vouchers.updateOne({ _id: `${channelId}:${'2000'.padStart(39, '0')}` as never }, { $set: { status: 'pending', createdAt: aMinuteAndMoreAgo } });
+    await vouchers.updateOne({ _id: buyerVoucherId(channelId, 2) as never }, { $set: { status: 'pending', createdAt: aMinuteAndMoreAgo } });
     await payments.updateOne({ _id: second.body.paymentId }, { $set: { status: 'pending' }, $unset: { settledAt: '' } });
     const third = await pay(server, agent.key, { url: weather() });
     expect(third.body).toMatchObject({ status: 200, cost: { channel: { cumulativeUsdc: '0.003' } } });
@@ -204,7 +205,7 @@ describe('payments_pay through a batch-settlement channel', () => {
     // Died after taking the next amount and reserving the price, before sending anything.
     const { reservation } = await server.app.mandates.reserve(agent.owner, new URL(weather()), PRICE) as any;
     await payments.insertOne({ _id: 'pay_dead' as never, identityId: agent.owner.identityId, orgId: agent.owner.orgId, status: 'pending', scheme: 'batch-settlement', createdAt: aMinuteAndMoreAgo });
-    await vouchers.insertOne({ _id: `${channelId}:${'4000'.padStart(39, '0')}` as never, channelId, identityId: agent.owner.identityId, cumulative: '4000', price: '1000', status: 'pending', paymentId: 'pay_dead', reservation, createdAt: aMinuteAndMoreAgo });
+    await vouchers.insertOne({ _id: buyerVoucherId(channelId, 4) as never, channelId, seq: 4, identityId: agent.owner.identityId, cumulative: '4000', price: '1000', status: 'pending', paymentId: 'pay_dead', reservation, createdAt: aMinuteAndMoreAgo });
     const fourth = await pay(server, agent.key, { url: weather() });
     // The seller has charged 0.003: the dead call's amount is this call's, and the dead call's price goes back.
     expect(fourth.body).toMatchObject({ status: 200, cost: { channel: { cumulativeUsdc: '0.004' } } });

@@ -7,11 +7,11 @@ type Db = { collection(name: string): { find(filter: object): { toArray(): Promi
  * a test that reads the seller's records or runs the sweep right after its calls waits for it, as a
  * seller's own look a moment later would find it. Fails after `timeoutMs` saying what it saw.
  */
-export async function vouchersOnceCaptured(db: Db, channelId: string, heldStill = 0, timeoutMs = 30_000): Promise<Array<{ cumulative: string; status: string; seq: number }>> {
+export async function vouchersOnceCaptured(db: Db, channelId: string, heldStill = 0, timeoutMs = 30_000): Promise<Array<{ cumulative: string; charged?: string; status: string; seq: number }>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const found = (await db.collection('channel_vouchers').find({ channelId: channelId.toLowerCase() }).toArray())
-      .map((v) => ({ cumulative: v.cumulative as string, status: v.status as string, seq: v.seq as number }))
+      .map((v) => ({ cumulative: v.cumulative as string, charged: v.charged as string | undefined, status: v.status as string, seq: v.seq as number }))
       .sort((a, b) => a.seq - b.seq);
     const held = found.filter((v) => v.status === 'held').length;
     if (held <= heldStill) return found;
