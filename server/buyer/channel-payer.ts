@@ -253,7 +253,7 @@ export class ChannelPayer {
       const reason = refusal?.error ? `the seller refused the voucher: ${refusal.error}` : settlementFailure(paid.response, settlement);
       await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, responseStatus: paid.response.status } });
       if (refusal?.error === BUSY) return { kind: 'busy', reason };
-      if (refusal?.error && MISMATCH.has(refusal.error) && refusal.channelId === channelId && refusal.charged !== undefined && await this.resync(channelId, refusal.charged)) {
+      if (refusal?.error && MISMATCH.has(refusal.error) && refusal.channelId === channelId && refusal.charged !== undefined && await this.resync(owner, channelId, refusal.charged)) {
         return { kind: 'retry', reason };
       }
       state.hold = 'done';
@@ -307,12 +307,12 @@ export class ChannelPayer {
    * what it went up by, at most its price); any other was refused, and goes with its call's price. Known
    * vouchers above the seller's total would mean it lost calls it charged: nothing to retry then.
    */
-  private async resync(channelId: string, charged: bigint): Promise<boolean> {
+  private async resync(owner: MandateOwner, channelId: string, charged: bigint): Promise<boolean> {
     const vouchers = await this.vouchers.find({ channelId }).sort({ _id: 1 }).lean();
     const known = vouchers.findLastIndex((v) => v.status !== 'unknown');
     const lost = vouchers.slice(known + 1);
     let total = known >= 0 ? chargedTotalOf(vouchers[known]!) : 0n;
-    if (lost.length === 0 || known >= 0 && vouchers[known]!.status !== 'accepted' || total > charged) return false;
+    if (known >= 0 && vouchers[known]!.status !== 'accepted' || total > charged) return false;
     for (const voucher of lost) {
       const base = BigInt(voucher.cumulative) - BigInt(voucher.price);
       const signed = BigInt(voucher.cumulative);
@@ -326,7 +326,26 @@ export class ChannelPayer {
       await this.mandates.release(voucher.reservation);
       await this.outgoing.updateOne({ _id: voucher.paymentId, status: 'pending' }, { $set: { status: 'failed', failureReason: `the seller never took this voucher (it has charged ${charged} on the channel)` } });
     }
-    return total === charged;
+    return total === charged || this.rebase(owner, channelId, total, charged);
+  }
+
+  /**
+   * The seller says it charged more than our calls were (`total`): a voucher of ours was paid with by
+   * someone else (after a call charged nothing, the next voucher is the same as the one before it, and
+   * whoever saw that payment can send it). The seller may claim up to the highest amount we signed
+   * whatever it says, so building on its word up to that moves no more, and the channel goes on instead
+   * of refusing every later call. The activity log says so; a total above that is refused.
+   */
+  private async rebase(owner: MandateOwner, channelId: string, total: bigint, charged: bigint): Promise<boolean> {
+    const last = await this.vouchers.findOne({ channelId }).sort({ _id: -1 }).lean();
+    if (!last || last.status !== 'accepted' || charged > signedHighOf(last)) return false;
+    await this.vouchers.updateOne({ _id: last._id, status: 'accepted' }, { $set: { chargedTotal: charged.toString() } });
+    await this.logs.record({
+      ...owner, action: 'payments.channel_overcharged', category: 'payments', severity: 'warning',
+      description: `Channel ${channelId}: the seller says it has charged ${formatUsdc(charged)} USDC, ${formatUsdc(charged - total)} USDC more than this wallet's calls were charged (a voucher used twice?); later vouchers build on its total, which stays within what the wallet signed`,
+      targetType: 'channel', targetId: channelId, metadata: { chargedByCalls: total.toString(), chargedBySeller: charged.toString() },
+    });
+    return true;
   }
 
   /**

@@ -117,4 +117,41 @@ describe('payments_pay on a usage-priced channel route', () => {
       await front.close();
     }
   });
+
+  it('a voucher paid with twice (after a call charged nothing, the next voucher repeats it): the next call builds on the seller\'s total and is paid; the log says so', async () => {
+    // A proxy that keeps the payment headers the wallet sends, as anyone on the path could.
+    const seen: string[] = [];
+    const proxy = express();
+    proxy.get('/complete', async (req, res) => {
+      const header = req.headers['payment-signature'];
+      if (typeof header === 'string') seen.push(header);
+      const answer = await fetch(`${shop.url}${req.url}`, { headers: typeof header === 'string' ? { 'payment-signature': header } : {} });
+      for (const [name, value] of answer.headers) if (!['content-length', 'transfer-encoding'].includes(name)) res.setHeader(name, value);
+      res.status(answer.status).send(Buffer.from(await answer.arrayBuffer()));
+    });
+    const front = await serve(proxy);
+    try {
+      const agent = await fundedAgent(server, '1');
+      await createMandate(server, agent.key);
+      const first = await pay(server, agent.key, { url: complete(2_000n) });
+      const channelId: string = first.body.cost.channel.channelId;
+      const nothing = await pay(server, agent.key, { url: `${front.url}/complete?used=0` });
+      expect(nothing.body).toMatchObject({ cost: { amountUsdcRaw: '0', channel: { cumulativeUsdc: '0.002', signedUsdc: '0.007' } } });
+      // Someone sends that header again: the seller takes it (it is the voucher the channel's next call would sign) and charges 4_000.
+      const replayed = await fetch(complete(4_000n), { headers: { 'payment-signature': seen.at(-1)! } });
+      expect(replayed.status).toBe(200);
+      await vouchersOnceCaptured(server.app.db, channelId);
+
+      // The wallet's next voucher (0.007) is refused, the seller says 0.006: the next one builds on that, and the call is paid.
+      const next = await pay(server, agent.key, { url: complete(1_000n) });
+      expect(next.status).toBe(200);
+      expect(next.body).toMatchObject({ cost: { amountUsdcRaw: '1000', channel: { cumulativeUsdc: '0.007', signedUsdc: '0.011' } } });
+      const logs = (await server.request('GET', '/v0/logs', { key: agent.key })).body.logs;
+      expect(logs.find((l: { action: string }) => l.action === 'payments.channel_overcharged')).toMatchObject({ severity: 'warning', targetId: channelId });
+      // Committed: the highest amount signed (0.011), no more.
+      expect(await spentToday(agent.key)).toBe('0.011');
+    } finally {
+      await front.close();
+    }
+  });
 });
