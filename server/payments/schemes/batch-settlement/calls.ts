@@ -178,11 +178,20 @@ export class ChannelCalls {
       if (at < 0) continue;
       const from = at === 0 ? 0n : coverages[at - 1]!.total;
       const upTo = coverages[at]!.total;
-      const vouchers = await this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId, status: 'captured' }).sort({ _id: 1 }).lean();
-      for (const voucher of vouchers) {
-        const cumulative = chargedCumulativeOf(voucher);
-        if (cumulative > from && cumulative <= upTo) calls.push(this.call(voucher, channel, coverages));
+      // Newest first, down to the previous claim's total: a channel's charged total only grows with its
+      // sequence, so what lies below was claimed before, and a long-lived channel's older calls are not read.
+      const claimed: ChannelCall[] = [];
+      const cursor = this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId, status: 'captured' }).sort({ _id: -1 }).lean().cursor({ batchSize: 256 });
+      try {
+        for await (const voucher of cursor) {
+          const cumulative = chargedCumulativeOf(voucher);
+          if (cumulative <= from) break;
+          if (cumulative <= upTo) claimed.push(this.call(voucher, channel, coverages));
+        }
+      } finally {
+        await cursor.close();
       }
+      calls.push(...claimed.reverse());
     }
     return calls;
   }
