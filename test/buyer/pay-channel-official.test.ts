@@ -27,6 +27,9 @@ const PRICE = 1_000n; // $0.001 a call
 let server: TestServer;
 let shop: { url: string; http: Server };
 let payTo: `0x${string}`;
+/** The seller's app as it runs now: a new one is the seller restarted (its in-memory channel storage empty). */
+let sellerApp: express.Express;
+let openSeller: () => express.Express;
 
 beforeAll(async () => {
   server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000', ...(await faucetConfig('1000')) });
@@ -38,16 +41,20 @@ beforeAll(async () => {
     url: `${server.url}/v0/x402`,
     createAuthHeaders: async () => { const h = { Authorization: `Bearer ${sellerKey}` }; return { verify: h, settle: h, supported: h }; },
   });
-  const resourceServer = new x402ResourceServer(facilitator).register(NETWORK, new ChannelServerScheme(payTo));
-  const app = express();
-  app.use(officialPaymentMiddleware({
-    'GET /weather': {
-      accepts: { scheme: 'batch-settlement', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: PRICE.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
-      description: 'Weather, per call', mimeType: 'application/json',
-    },
-  }, resourceServer));
-  app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
-  const httpServer = createServer(app as never);
+  openSeller = () => {
+    const resourceServer = new x402ResourceServer(facilitator).register(NETWORK, new ChannelServerScheme(payTo));
+    const app = express();
+    app.use(officialPaymentMiddleware({
+      'GET /weather': {
+        accepts: { scheme: 'batch-settlement', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: PRICE.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
+        description: 'Weather, per call', mimeType: 'application/json',
+      },
+    }, resourceServer));
+    app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
+    return app;
+  };
+  sellerApp = openSeller();
+  const httpServer = createServer((req, res) => sellerApp(req as never, res as never));
   httpServer.listen(0, '127.0.0.1');
   await once(httpServer, 'listening');
   shop = { http: httpServer, url: `http://127.0.0.1:${(httpServer.address() as AddressInfo).port}` };
@@ -112,5 +119,21 @@ describe('payments_pay and the official batch-settlement seller', () => {
     expect((a ?? b)!.refunded).toBeGreaterThanOrEqual(1);
     expect(await usdcBalance(agent.address)).toBe(before - 2n * PRICE);
     expect(await readChannelState(testChain().publicClient as never, channelId as Hex)).toMatchObject({ balance: 2n * PRICE, totalClaimed: 2n * PRICE });
+  });
+
+  it('the seller restarts and forgets the channel (its storage is in memory): the wallet's next vouchers are taken, and the mandate counts each call once', async () => {
+    const agent = await fundedAgent(server, '1');
+    await createMandate(server, agent.key);
+    const first = await pay(server, agent.key, { url: `${shop.url}/weather` });
+    const channelId: string = first.body.cost.channel.channelId;
+    expect((await pay(server, agent.key, { url: `${shop.url}/weather` })).status).toBe(200);
+
+    sellerApp = openSeller();
+    const next = await pay(server, agent.key, { url: `${shop.url}/weather` });
+    expect(next.status).toBe(200);
+    expect(next.body).toMatchObject({ content: { weather: 'sunny' }, txHash: null, cost: { channel: { channelId, cumulativeUsdc: '0.003' } } });
+    const after = await pay(server, agent.key, { url: `${shop.url}/weather` });
+    expect(after.body).toMatchObject({ status: 200, cost: { channel: { channelId, cumulativeUsdc: '0.004' } } });
+    expect((await server.request('GET', '/v0/payments/mandates', { key: agent.key })).body.mandates[0]).toMatchObject({ spentTodayUsdc: '0.004', callCount: 4 });
   });
 });
