@@ -121,7 +121,7 @@ describe('payments_pay and the official batch-settlement seller', () => {
     expect(await readChannelState(testChain().publicClient as never, channelId as Hex)).toMatchObject({ balance: 2n * PRICE, totalClaimed: 2n * PRICE });
   });
 
-  it('the seller restarts and forgets the channel (its storage is in memory): the wallet's next vouchers are taken, and the mandate counts each call once', async () => {
+  it('the seller restarts and forgets the channel (its storage is in memory): the wallet\'s next vouchers are taken, and the mandate counts each call once', async () => {
     const agent = await fundedAgent(server, '1');
     await createMandate(server, agent.key);
     const first = await pay(server, agent.key, { url: `${shop.url}/weather` });
