@@ -129,7 +129,7 @@ export function pricedRoute(pattern: string, config: RouteConfig, facilitator: F
     throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
   }
   if (config.assetTransferMethod !== undefined && !['eip3009', 'permit2'].includes(config.assetTransferMethod)) throw new TypeError(`route ${pattern}: assetTransferMethod is 'eip3009' or 'permit2'`);
-  if (config.assetTransferMethod === 'permit2' && !channel && (usage || (config.scheme ?? 'exact') !== 'exact')) throw new TypeError(`route ${pattern}: assetTransferMethod 'permit2' is for exact and batch-settlement routes (an upto price always goes through Permit2)`);
+  if (config.assetTransferMethod === 'permit2' && !channel && (usage || (config.scheme ?? 'exact') !== 'exact')) throw new TypeError(`route ${pattern}: assetTransferMethod 'permit2' is for exact routes and batch-settlement routes (an upto price always goes through Permit2)`);
   if (config.scheme === 'auth-capture') escrowOf(pattern, config, facilitator, usage !== undefined);
   if (channel) channelRouteCheck(pattern, config, facilitator);
   return {
