@@ -8,6 +8,7 @@ import { decodeFunctionData, getAddress, type Hex } from 'viem';
 import { paymentMiddleware } from '../../adapters/express.js';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, readChannelState, type ChannelDepositPermit } from '../../server/chain/batch-settlement.js';
 import { permit2Allowance, permit2NonceUsed } from '../../server/chain/permit2.js';
+import { authorizationState, type Authorization } from '../../server/chain/usdc.js';
 import { chooseOffer, readChallenge } from '../../server/buyer/challenge.js';
 import { decodeBase64Json, encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
@@ -22,26 +23,33 @@ let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let shop: RunningApp;
 /** The deposit permits the wallet signed (the real signer, observed). */
 let permits: ChannelDepositPermit[] = [];
+let receiveAuthorizations: Authorization[] = [];
 beforeAll(async () => {
   server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000', ...(await faucetConfig('1000')) });
   seller = await setUpSeller(server);
   const app = express();
   const channelRoute = { price: '$0.001', scheme: 'batch-settlement' as const, assetTransferMethod: 'permit2' as const, description: 'Weather, per call' };
-  // /unlisted is not a registered endpoint: the backend refuses its calls, deposit included.
-  app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': channelRoute, 'GET /unlisted': channelRoute } }));
-  app.get(['/weather', '/unlisted'], (_req, res) => { res.json({ weather: 'sunny' }); });
+  // The /unlisted routes are no registered endpoint: the backend refuses their calls, deposit included.
+  const erc3009Route = { price: '$0.001', scheme: 'batch-settlement' as const, description: 'Weather, per call' };
+  app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': channelRoute, 'GET /unlisted': channelRoute, 'GET /unlisted-erc3009': erc3009Route } }));
+  app.get(['/weather', '/unlisted', '/unlisted-erc3009'], (_req, res) => { res.json({ weather: 'sunny' }); });
   shop = await serve(app);
   const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
   expect(registered.status).toBe(201);
-  // Observes the permits the wallet signs, signing them as always.
+  // Observes the deposit authorizations the wallet signs, signing them as always.
   const wallets = server.app.wallets;
   const sign = wallets.signChannelDepositPermit.bind(wallets);
   wallets.signChannelDepositPermit = (wallet, permit) => {
     permits.push(permit);
     return sign(wallet, permit);
   };
+  const signReceive = wallets.signReceiveAuthorization.bind(wallets);
+  wallets.signReceiveAuthorization = (wallet, authorization) => {
+    receiveAuthorizations.push(authorization);
+    return signReceive(wallet, authorization);
+  };
 }, 60_000);
-beforeEach(() => { permits = []; });
+beforeEach(() => { permits = []; receiveAuthorizations = []; });
 afterAll(async () => {
   await shop?.close();
   await server?.close();
@@ -159,6 +167,21 @@ describe('payments_pay through a channel whose seller asks for Permit2 deposits'
     const paid = await pay(server, agent.key, { url: weather() });
     expect(paid.body).toMatchObject({ ok: true, cost: { channel: { cumulativeUsdc: '0.001', depositUsdc: '0.01' } } });
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
+  });
+
+  it('an ERC-3009 deposit refused the same way is cancelled on chain (what a Permit2 one cannot be)', async () => {
+    const agent = await fundedAgent(server, '1');
+    await createMandate(server, agent.key);
+    const before = await usdcBalance(agent.address);
+    const refused = await pay(server, agent.key, { url: `${shop.url}/unlisted-erc3009` });
+    expect(refused.body).toMatchObject({ ok: false, error: 'settle_failed', message: expect.stringContaining('resource_not_registered') });
+    expect(permits).toEqual([]);
+    expect(receiveAuthorizations).toHaveLength(1);
+    expect(receiveAuthorizations[0]).toMatchObject({ from: agent.address, value: 10n * PRICE });
+    // The nonce is spent by the cancellation: the signed authorization can never deposit.
+    expect(await authorizationState({ client: publicClient as never, token: usdc, authorizer: agent.address, nonce: receiveAuthorizations[0]!.nonce })).toBe(true);
+    expect(await usdcBalance(agent.address)).toBe(before);
+    expect(await mandateOf(agent.key)).toMatchObject({ spentTodayUsdc: '0', callCount: 0 });
   });
 });
 
