@@ -18,6 +18,8 @@ export interface Offer {
   readonly outputSchema?: Record<string, unknown>;
   /** The x402 v2 payment flow (payment-flow.ts); `authorization` when absent, and then not written. */
   readonly paymentFlow?: PaymentFlow;
+  /** batch-settlement: `permit2` asks for deposits through the Permit2 collector (written then only; ERC-3009 is the default). */
+  readonly assetTransferMethod?: 'eip3009' | 'permit2';
 }
 
 export interface PaymentRequiredBody {
@@ -280,7 +282,10 @@ export function buildChannelRequirementV2(settings: SellerSettings, offer: Offer
     asset: settings.asset,
     payTo: settings.payTo,
     maxTimeoutSeconds: timeoutOf(settings, offer),
-    extra: { name: settings.assetName, version: settings.assetVersion, receiverAuthorizer: settings.channelReceiverAuthorizer, withdrawDelay: CHANNEL_WITHDRAW_DELAY },
+    extra: {
+      name: settings.assetName, version: settings.assetVersion, receiverAuthorizer: settings.channelReceiverAuthorizer, withdrawDelay: CHANNEL_WITHDRAW_DELAY,
+      ...(offer.assetTransferMethod === 'permit2' ? { assetTransferMethod: 'permit2' } : {}),
+    },
   };
 }
 

@@ -15,8 +15,8 @@ export const DEFAULT_REFUND_SECONDS = 7 * 86_400;
 
 /** Each scheme's 402 builder. */
 const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired, 'batch-settlement': buildChannelPaymentRequired } as const;
-/** A route's 402 builder: its scheme's, or exact's through Permit2 when the route asks for it. */
-const builderOf = (route: Charge['route']) => (route.value.config.assetTransferMethod === 'permit2' ? buildPermit2PaymentRequired : BUILDERS[route.value.scheme as keyof typeof BUILDERS]);
+/** A route's 402 builder: its scheme's, or exact's through Permit2 when an exact route asks for it (a channel's offer names its deposit method itself). */
+const builderOf = (route: Charge['route']) => (route.value.scheme === 'exact' && route.value.config.assetTransferMethod === 'permit2' ? buildPermit2PaymentRequired : BUILDERS[route.value.scheme as keyof typeof BUILDERS]);
 
 export class PaymentChallenges {
   /** Resource URLs already warned about, so a busy unregistered route logs once (bounded: URLs are client-chosen). */
@@ -84,6 +84,7 @@ export class PaymentChallenges {
       maxTimeoutSeconds: config.maxTimeoutSeconds,
       outputSchema: config.outputSchema,
       paymentFlow: charge.route.value.paymentFlow,
+      ...(config.assetTransferMethod ? { assetTransferMethod: config.assetTransferMethod } : {}),
     };
   }
 }

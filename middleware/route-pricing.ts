@@ -64,9 +64,12 @@ export interface RouteConfig {
    */
   readonly scheme?: 'exact' | 'auth-capture' | 'batch-settlement';
   /**
-   * exact only: how the buyer's money moves. `'eip3009'` (the default): a USDC transferWithAuthorization.
-   * `'permit2'`: a Permit2 witness transfer to the x402ExactPermit2Proxy (x402 v2 clients only); the 402
+   * exact and batch-settlement: how the buyer's money moves. `'eip3009'` (the default): a USDC
+   * transferWithAuthorization (a channel: its deposits by ReceiveWithAuthorization). `'permit2'` on an
+   * exact route: a Permit2 witness transfer to the x402ExactPermit2Proxy (x402 v2 clients only); the 402
    * also offers the gas sponsoring extensions, so a buyer that never approved Permit2 pays without gas.
+   * `'permit2'` on a batch-settlement route: the 402 asks for deposits through the Permit2 deposit
+   * collector (`extra.assetTransferMethod`), for a buyer that approved Permit2.
    */
   readonly assetTransferMethod?: 'eip3009' | 'permit2';
   /** auth-capture: how long after the buyer may pay the capture stays possible (default 600 s). */
@@ -126,7 +129,7 @@ export function pricedRoute(pattern: string, config: RouteConfig, facilitator: F
     throw new TypeError(`route ${pattern}: builderCode must be 1-32 lowercase letters, digits or _ (ERC-8021)`);
   }
   if (config.assetTransferMethod !== undefined && !['eip3009', 'permit2'].includes(config.assetTransferMethod)) throw new TypeError(`route ${pattern}: assetTransferMethod is 'eip3009' or 'permit2'`);
-  if (config.assetTransferMethod === 'permit2' && (usage || (config.scheme ?? 'exact') !== 'exact')) throw new TypeError(`route ${pattern}: assetTransferMethod 'permit2' is for exact routes (an upto price always goes through Permit2)`);
+  if (config.assetTransferMethod === 'permit2' && !channel && (usage || (config.scheme ?? 'exact') !== 'exact')) throw new TypeError(`route ${pattern}: assetTransferMethod 'permit2' is for exact routes and batch-settlement routes (an upto price always goes through Permit2)`);
   if (config.scheme === 'auth-capture') escrowOf(pattern, config, facilitator, usage !== undefined);
   if (channel) channelRouteCheck(pattern, config, facilitator);
   return {

@@ -107,7 +107,8 @@ function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | 'channel
 }
 
 /**
- * An offer in our USDC on our network: `batch-settlement` first (a channel), then `auth-capture`, then
+ * An offer in our USDC on our network: `batch-settlement` first (a channel; deposited into by ERC-3009
+ * before Permit2, which needs an approval first), then `auth-capture`, then
  * `exact`, then `upto` (a maximum, of which the seller charges what the request used); within a scheme the
  * `authorization` flow before `upfront` (the spec's advice: a failed handler then charges nothing), then
  * v2 before v1, as the official client prefers it.
@@ -115,7 +116,7 @@ function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | 'channel
 export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
   // A channel first (a voucher per call: no transaction, no block to wait for), then auth-capture (the
   // money can be given back).
-  const rank = (o: Offer) => (o.scheme === 'batch-settlement' ? 300 : o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
+  const rank = (o: Offer) => (o.scheme === 'batch-settlement' ? 300 : o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (depositsByErc3009(o) ? 50 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
   const usable = challenge.offers
     .filter((o) => flowOf(o) !== undefined)
     .filter((o) => onOurNetwork({ version: o.version, network: o.requirement.network }, ours) && isOurUsdc(o.requirement.asset, ours))
@@ -130,7 +131,7 @@ export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
   if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto' || e.scheme === 'auth-capture' || e.scheme === 'batch-settlement') && onOurNetwork(e, ours))) {
     return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${ours.usdc}) on ${ours.network}` };
   }
-  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact through ERC-3009 or Permit2, upto, auth-capture or batch-settlement through ERC-3009) on ${ours.network} (${ours.caip2})` };
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact through ERC-3009 or Permit2, upto, auth-capture through ERC-3009, batch-settlement through ERC-3009 or Permit2) on ${ours.network} (${ours.caip2})` };
 }
 
 /** The request header that carries the payment, in the version of the offer. */
@@ -213,13 +214,16 @@ function payableEscrowOffer(r: AuthCaptureRequirements): boolean {
 }
 
 /**
- * A batch-settlement offer this wallet pays: deposits by ERC-3009 (what a smart account signs, as for
- * exact payments; Permit2 deposits would need an approval first), and a withdrawal delay of at most a day
- * (how long a deposit stays locked if the seller disappears).
+ * A batch-settlement offer this wallet pays: deposits by ERC-3009 (the default) or Permit2 (the wallet
+ * approves Permit2 once, relayer-paid, as for upto), and a withdrawal delay of at most a day (how long a
+ * deposit stays locked if the seller disappears). chooseOffer prefers an ERC-3009 one when a route offers both.
  */
 function payableChannelOffer(r: ChannelRequirementsV2Buyer): boolean {
-  return (r.extra.assetTransferMethod ?? 'eip3009') === 'eip3009' && (r.extra.withdrawDelay ?? 900) <= MAX_CHANNEL_WITHDRAW_DELAY;
+  return ['eip3009', 'permit2'].includes(r.extra.assetTransferMethod ?? 'eip3009') && (r.extra.withdrawDelay ?? 900) <= MAX_CHANNEL_WITHDRAW_DELAY;
 }
+
+/** A channel offer deposited into by ERC-3009: no Permit2 approval to send first. */
+const depositsByErc3009 = (o: Offer) => o.scheme === 'batch-settlement' && (o.requirement.extra.assetTransferMethod ?? 'eip3009') === 'eip3009';
 
 /**
  * A seller's 402 refusing a voucher: its reason and, when it says so, the cumulative amount it has charged

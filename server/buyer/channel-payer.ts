@@ -1,11 +1,9 @@
-import { randomBytes } from 'node:crypto';
-import { getAddress, toHex, type Address, type Hex } from 'viem';
+import { getAddress, type Address, type Hex } from 'viem';
 import { Schema, type Connection, type Model } from 'mongoose';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
-import { authorizationState, type Authorization } from '../chain/usdc.js';
-import { channelIdOf, erc3009DepositNonce, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, readChannelState, readChannelStates, type ChannelConfig } from '../chain/batch-settlement.js';
+import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../chain/batch-settlement.js';
 import { formatUsdc } from '../../middleware/price.js';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
@@ -17,6 +15,7 @@ import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, chargedTotalOf, commitsOf, signedHighOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
 import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
 import { startRounds } from '../platform/rounds.js';
+import { signChannelDeposit, type SignedDeposit } from './channel-deposit.js';
 
 /** A new channel's deposit covers this many calls at this call's price (less when the mandate or the wallet allows less). */
 export const DEPOSIT_CALLS = 10n;
@@ -26,8 +25,6 @@ const CHANNEL_SALT: Hex = `0x${'0'.repeat(64)}`;
 const STALE_PENDING_MS = 60_000;
 /** How long a call waits for the channel's previous call (in another process) before refusing. */
 const TURN_WAIT_MS = 45_000;
-/** A deposit authorization lives no longer than this. */
-const MAX_DEPOSIT_VALIDITY_SECONDS = 300;
 /** A seller that refused an idle channel's refund request is asked again after this long. */
 const REFUND_REFUSED_RETRY_MS = 24 * 3_600_000;
 /** Idle channels asked per round (the rest wait for the next round). */
@@ -67,7 +64,8 @@ export interface ChannelCall {
 
 /**
  * Pays x402 `batch-settlement` offers from an identity's wallet: the first call deposits into a channel
- * (ERC-3009 from the smart account, as its exact payments are signed) with its voucher, later calls send a
+ * (ERC-3009 from the smart account, as its exact payments are signed, or Permit2 when the seller asks for
+ * it: channel-deposit.ts) with its voucher, later calls send a
  * cumulative voucher only (signed by the owner key, the channel's payerAuthorizer: nothing is sent on
  * chain), a call the balance does not cover tops the channel up. The channel's state is in the database,
  * not a process's memory: each call takes the channel's next turn by a unique insert, one call at a time
@@ -216,15 +214,17 @@ export class ChannelPayer {
     };
     await this.outgoing.create(record);
     const voucher = { channelId, maxClaimableAmount: cumulative.toString(), signature: await this.wallets.signVoucher(wallet, channelId as Hex, cumulative) };
-    let depositNonce: Hex | undefined;
+    let signedDeposit: SignedDeposit | undefined;
     let payload: Record<string, unknown> = { type: 'voucher', channelConfig: config, voucher };
     if (deposit > 0n) {
-      const salt = toHex(randomBytes(32));
-      depositNonce = erc3009DepositNonce(channelId as Hex, BigInt(salt));
-      const validBefore = BigInt(Math.floor(Date.now() / 1000) + Math.min(MAX_DEPOSIT_VALIDITY_SECONDS, offer.requirement.maxTimeoutSeconds));
-      const authorization: Authorization = { from: getAddress(wallet.address), to: ERC3009_DEPOSIT_COLLECTOR_ADDRESS, value: deposit, validAfter: 0n, validBefore, nonce: depositNonce };
-      const signature = await this.wallets.signReceiveAuthorization(wallet, authorization);
-      payload = { ...payload, type: 'deposit', deposit: { amount: deposit.toString(), authorization: { erc3009Authorization: { validAfter: '0', validBefore: validBefore.toString(), salt, signature } } } };
+      const terms = { method: offer.requirement.extra.assetTransferMethod ?? 'eip3009', channelId: channelId as Hex, amount: deposit, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds } as const;
+      signedDeposit = await signChannelDeposit(this.wallets, wallet, terms).catch(async (err: unknown) => {
+        // Nothing was sent (a Permit2 approval the relayer could not send): the amount is the next call's.
+        await dropAmount();
+        await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: `the deposit could not be signed: ${(err as Error).message}`.slice(0, 500) } });
+        throw err;
+      });
+      payload = { ...payload, type: 'deposit', deposit: { amount: deposit.toString(), authorization: signedDeposit.authorization } };
     }
     state.hold = 'in_flight';
     const payment = paymentHeaderFor(offer, payload);
@@ -247,7 +247,7 @@ export class ChannelPayer {
     if (!accepted) {
       // Refused (or the handler failed and the seller released the call): nothing is charged, and this
       // amount is the next call's. A deposit that did not go through can never go through later.
-      if (depositNonce && !(await this.authorizationUsed(wallet, depositNonce))) await this.wallets.cancelAuthorization(wallet, depositNonce);
+      await signedDeposit?.revokeIfUnused();
       await dropAmount();
       const refusal = paid.response.status === 402 ? readChannelRefusal(paid.response) : undefined;
       const reason = refusal?.error ? `the seller refused the voucher: ${refusal.error}` : settlementFailure(paid.response, settlement);
@@ -450,11 +450,6 @@ export class ChannelPayer {
   /** Starts the idle rounds (every process; one of them runs each round). */
   start(options: { everyMs: number; idleMs: number }, onError: (err: Error) => void): () => Promise<void> {
     return startRounds({ everyMs: options.everyMs, round: () => this.refundIdle({ idleMs: options.idleMs, round: String(Math.floor(Date.now() / options.everyMs)) }), onError });
-  }
-
-  private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {
-    const chain = this.wallets.requireChain();
-    return authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: wallet.address as Address, nonce }).catch(() => false);
   }
 
   /**

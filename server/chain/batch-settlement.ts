@@ -16,6 +16,7 @@
  *   spender and the witness DepositWitness(bytes32 channelId).
  */
 import { concat, decodeErrorResult, domainSeparator, encodeAbiParameters, encodeFunctionData, getAddress, hashTypedData, keccak256, numberToHex, pad, parseAbi, toHex, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
+import { permit2Domain } from './permit2.js';
 
 export const BATCH_SETTLEMENT_ADDRESS: Address = '0x4020074e9dF2ce1deE5A9C1b5c3f541D02a10003';
 export const ERC3009_DEPOSIT_COLLECTOR_ADDRESS: Address = '0x4020806089470a89826cB9fB1f4059150b550004';
@@ -271,6 +272,27 @@ export const depositPermit2Types = {
   ],
   DepositWitness: [{ name: 'channelId', type: 'bytes32' }],
 } as const;
+
+/** A Permit2 deposit's `permit2Authorization` (without its signature), with numbers as bigints. */
+export interface ChannelDepositPermit {
+  from: Address;
+  token: Address;
+  /** The deposit: always the whole permitted amount. */
+  amount: bigint;
+  /** The Permit2 deposit collector (the only spender a facilitator accepts). */
+  spender: Address;
+  nonce: bigint;
+  deadline: bigint;
+  channelId: Hex;
+}
+
+/** What the payer signs for a Permit2 deposit: PermitWitnessTransferFrom under Permit2's domain, the witness naming the channel. */
+export function depositPermit2TypedData(permit: ChannelDepositPermit, chainId: number) {
+  return {
+    domain: permit2Domain(chainId), types: depositPermit2Types, primaryType: 'PermitWitnessTransferFrom' as const,
+    message: { permitted: { token: permit.token, amount: permit.amount }, spender: permit.spender, nonce: permit.nonce, deadline: permit.deadline, witness: { channelId: permit.channelId } },
+  };
+}
 
 /** One row of claimWithSignature: a payer's voucher and the total to claim of it (at most its maximum). */
 export interface VoucherClaim { voucher: { channel: ChannelConfig; maxClaimableAmount: bigint }; signature: Hex; totalClaimed: bigint }

@@ -12,7 +12,7 @@ import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, re
 import { formatUsdc } from '../../middleware/price.js';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
 import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit, exactTypedData, type ExactPermit } from '../chain/permit2.js';
-import { voucherTypedData } from '../chain/batch-settlement.js';
+import { depositPermit2TypedData, voucherTypedData, type ChannelDepositPermit } from '../chain/batch-settlement.js';
 import { walletSchema, type WalletDoc } from './wallet-model.js';
 
 export interface WalletOwner { orgId: string; identityId: string }
@@ -165,8 +165,8 @@ export class WalletService {
   }
 
   /**
-   * x402 `upto` pays through Permit2, which moves USDC only with the account's allowance. The first upto
-   * payment gives it once: the owner key signs USDC's EIP-2612 permit (FiatTokenV2_2 checks it through
+   * x402 `upto` pays through Permit2, which moves USDC only with the account's allowance (so do `exact`
+   * and channel deposits when the seller asks for Permit2). The first such payment gives it once: the owner key signs USDC's EIP-2612 permit (FiatTokenV2_2 checks it through
    * the account's ERC-1271), and the relayer sends it, paying the gas; the approval is recorded on the
    * wallet and in the activity log. Later payments find the allowance on chain and send nothing.
    */
@@ -203,12 +203,11 @@ export class WalletService {
     await this.wallets.updateOne({ _id: wallet._id }, { $set: { permit2ApprovedAt: new Date(), permit2ApprovalTx: receipt.transactionHash } });
     await this.logs.record({
       orgId: wallet.orgId, identityId: wallet.identityId, action: 'wallet.permit2_approved', category: 'wallet',
-      description: `Wallet ${wallet.address} approved Permit2 for x402 upto payments (relayer-paid)`, targetType: 'wallet', targetId: wallet._id,
+      description: `Wallet ${wallet.address} approved Permit2 for x402 Permit2 payments (upto, exact or channel deposits; relayer-paid)`, targetType: 'wallet', targetId: wallet._id,
       metadata: { txHash: receipt.transactionHash, spender: PERMIT2_ADDRESS },
     });
   }
 
-  /** The owner key's signature of an x402 upto permit (Permit2 PermitWitnessTransferFrom) from this account. */
   /**
    * x402 `auth-capture` (ERC-3009 method): the wallet's USDC ReceiveWithAuthorization to the escrow's
    * collector, whose nonce is the escrow payment's payer-agnostic hash (the signature commits to every term).
@@ -234,10 +233,23 @@ export class WalletService {
     return this.withOwner(wallet, (owner) => owner.signTypedData(voucherTypedData(channelId, maxClaimableAmount, chain.chainId)));
   }
 
+  /** The owner key's signature of an x402 upto permit (Permit2 PermitWitnessTransferFrom) from this account. */
   async signUptoPermit(wallet: WalletDoc, permit: UptoPermit): Promise<Hex> {
     if (getAddress(permit.from) !== getAddress(wallet.address)) throw new Error('permit.from is not this wallet');
     const chain = this.requireChain();
     return this.withOwner(wallet, (owner) => owner.signTypedData(uptoTypedData(permit, chain.chainId)));
+  }
+
+  /**
+   * x402 `batch-settlement` with a seller asking `assetTransferMethod: "permit2"`: the owner key's
+   * signature of a Permit2 PermitWitnessTransferFrom from this account to the Permit2 deposit collector,
+   * the witness naming the channel (DepositWitness(bytes32 channelId)). Permit2 checks it through the
+   * account's ERC-1271, as it does the other permits; the collector can only put the money into that channel.
+   */
+  async signChannelDepositPermit(wallet: WalletDoc, permit: ChannelDepositPermit): Promise<Hex> {
+    if (getAddress(permit.from) !== getAddress(wallet.address)) throw new Error('permit.from is not this wallet');
+    const chain = this.requireChain();
+    return this.withOwner(wallet, (owner) => owner.signTypedData(depositPermit2TypedData(permit, chain.chainId)));
   }
 
   /** The owner key's signature of an x402 `exact` Permit2 permit (the witness names the payee only). */

@@ -296,8 +296,8 @@ describe('choosing a channel', () => {
     expect(chooseOffer(challengeOf(exact), ours)).toMatchObject({ ok: true, offer: { scheme: 'exact' } });
   });
 
-  it('passes over a channel it would not pay: Permit2 deposits, a withdrawal delay over a day, no receiver authorizer', () => {
-    for (const extra of [{ assetTransferMethod: 'permit2' }, { withdrawDelay: 2 * 86_400 }, { receiverAuthorizer: '0x0000000000000000000000000000000000000000' }]) {
+  it('passes over a channel it would not pay: a withdrawal delay over a day, no receiver authorizer, an unknown deposit method', () => {
+    for (const extra of [{ withdrawDelay: 2 * 86_400 }, { receiverAuthorizer: '0x0000000000000000000000000000000000000000' }, { assetTransferMethod: 'erc20Approval' }]) {
       expect(chooseOffer(challengeOf(exact, { ...channel, extra: { ...channel.extra, ...extra } }), ours)).toMatchObject({ ok: true, offer: { scheme: 'exact' } });
     }
   });

@@ -3,7 +3,7 @@ import type { ChainService } from '../../../chain/chain-service.js';
 import {
   channelIdOf,
   depositCalldata,
-  depositPermit2Types,
+  depositPermit2TypedData,
   erc3009CollectorData,
   erc3009DepositNonce,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
@@ -19,7 +19,7 @@ import {
   type ChannelState,
 } from '../../../chain/batch-settlement.js';
 import { receiveWithAuthorizationTypes, usdcAbi } from '../../../chain/usdc.js';
-import { erc20AllowanceAbi, permit2Domain, PERMIT2_ADDRESS } from '../../../chain/permit2.js';
+import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../../chain/permit2.js';
 import { recoverSigner } from '../../../chain/recover.js';
 import { nodeFault } from '../../../chain/rpc-fault.js';
 import { chainUnavailable, signedBy } from '../chain-checks.js';
@@ -140,10 +140,9 @@ export async function verifyDeposit(chain: ChainService, payload: DepositPayload
     if (auth.permitted.amount !== deposit.amount) return refuse(R.permit2Amount, 'the permitted amount is not the deposit\'s amount', payer);
     if (auth.witness.channelId.toLowerCase() !== voucher.channelId.toLowerCase()) return refuse(R.channelIdMismatch, 'the permit\'s witness names another channel', payer);
     if (auth.deadline < BigInt(nowSeconds + 6)) return refuse(R.permit2Deadline, 'the permit\'s deadline has passed (or is less than 6 s away)', payer);
-    const typed = {
-      domain: permit2Domain(chain.chainId), types: depositPermit2Types, primaryType: 'PermitWitnessTransferFrom' as const,
-      message: { permitted: { token: getAddress(auth.permitted.token), amount: auth.permitted.amount }, spender: getAddress(auth.spender), nonce: auth.nonce, deadline: auth.deadline, witness: { channelId: auth.witness.channelId } },
-    };
+    const typed = depositPermit2TypedData({
+      from: payer, token: getAddress(auth.permitted.token), amount: auth.permitted.amount, spender: getAddress(auth.spender), nonce: auth.nonce, deadline: auth.deadline, channelId: auth.witness.channelId,
+    }, chain.chainId);
     if (!(await signedBy(chain, payer, { ...typed, signature: auth.signature }))) return refuse(R.permit2Signature, 'the Permit2 signature is not the payer\'s', payer);
     const allowance = await read(() => chain.publicClient.readContract({ address: requirements.asset, abi: erc20AllowanceAbi, functionName: 'allowance', args: [payer, PERMIT2_ADDRESS] }));
     if (failed(allowance) || allowance < deposit.amount) return refuse(R.permit2Allowance, 'the payer has not approved Permit2 for the deposit (approve Permit2 once, then retry)', payer);
