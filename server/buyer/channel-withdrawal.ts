@@ -151,9 +151,16 @@ export class ChannelWithdrawals {
     const now = new Date(Number((await chain.publicClient.getBlock()).timestamp) * 1000);
     const due = await this.records.find({ status: 'pending', finalizableAt: { $lte: now } }).sort({ finalizableAt: 1 }).limit(FINALIZE_PER_ROUND).lean();
     let finished = 0;
+    const failed: string[] = [];
     for (const withdrawal of due) {
-      if (await this.finalize(withdrawal)) finished++;
+      // One that fails (a node error, no relayer now) waits for the next round; the others go on.
+      try {
+        if (await this.finalize(withdrawal)) finished++;
+      } catch (err) {
+        failed.push(`${withdrawal.channelId}: ${(err as Error).message}`);
+      }
     }
+    if (failed.length > 0) throw new Error(`finalizing ${failed.length} channel withdrawal(s) failed; the next round tries again: ${failed.join('; ')}`.slice(0, 2000));
     return finished;
   }
 
