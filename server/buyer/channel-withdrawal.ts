@@ -108,6 +108,14 @@ export class ChannelWithdrawals {
       const winner = await this.records.findOne({ _id: record._id }).lean();
       throw winner && (winner.status === 'starting' || winner.status === 'pending') ? pendingError(winner) : new AppError(409, 'withdrawal_pending', 'another request is starting or just finished this channel\'s withdrawal; list the channel to see it');
     }
+    // A call that took its amount between the look above and the insert: its voucher may commit part of
+    // what would be withdrawn. Calls check for a withdrawal under way before taking one, so after the insert
+    // either they see it or this sees them.
+    const lastNow = await vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
+    if (lastNow?._id !== last?._id || (lastNow && lastNow.status !== 'accepted')) {
+      await this.records.deleteOne({ _id: record._id, status: 'starting' });
+      throw new AppError(409, 'channel_busy', 'a call on this channel started just now; try again in a minute');
+    }
     if (state.withdrawRequestedAt !== 0) {
       // The chain has one we have no record of (its start's process died before recording it): adopt it.
       const adopted = await this.adopt(record, channel, state);
