@@ -15,6 +15,7 @@ import { balanceOf } from '../../server/chain/usdc.js';
 import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
 import { TOOLS } from '../../server/mcp/registry.js';
+import { buyerVoucherId } from '../../server/buyer/channel-model.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';
@@ -227,8 +228,8 @@ describe('taking a channel back from a seller that does not refund', () => {
     // A call out on the channel: its voucher decides what is committed.
     const vouchers = server.app.db.collection('buyer_channel_vouchers');
     const last = (await vouchers.findOne({ channelId }))!;
-    const outId = `${channelId}:${'2000'.padStart(39, '0')}`;
-    await vouchers.insertOne({ ...last, _id: outId as never, cumulative: '2000', status: 'pending', createdAt: new Date() });
+    const outId = buyerVoucherId(channelId, (last.seq ?? 1) + 1);
+    await vouchers.insertOne({ ...last, _id: outId as never, seq: (last.seq ?? 1) + 1, cumulative: '2000', status: 'pending', createdAt: new Date() });
     const busy = await withdraw(agent.key, channelId);
     expect([busy.status, busy.body.error]).toEqual([409, 'channel_busy']);
     await vouchers.deleteOne({ _id: outId as never });
