@@ -63,3 +63,13 @@ export async function refundChannelFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owne
   if (!result) throw notFound('Channel not found');
   return result;
 }
+
+/**
+ * Starts the timed withdrawal of one of the identity's channels (its seller does not refund): what the
+ * channel holds above what accepted vouchers committed comes back after the channel's withdraw delay.
+ */
+export async function withdrawChannelFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owner: MandateOwner, channelId: string) {
+  const started = buyer.channels.wallets.available ? await buyer.channels.withdrawals.start(owner, channelId, 'request') : undefined;
+  if (!started) throw notFound('Channel not found');
+  return started;
+}

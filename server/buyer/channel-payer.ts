@@ -16,6 +16,8 @@ import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, chargedTotalOf,
 import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
 import { startRounds } from '../platform/rounds.js';
 import { signChannelDeposit, type SignedDeposit } from './channel-deposit.js';
+import { AppError } from '../platform/errors.js';
+import { ChannelWithdrawals, presentWithdrawal } from './channel-withdrawal.js';
 
 /** A new channel's deposit covers this many calls at this call's price (less when the mandate or the wallet allows less). */
 export const DEPOSIT_CALLS = 10n;
@@ -78,6 +80,8 @@ export interface ChannelCall {
 export class ChannelPayer {
   readonly channels: Model<BuyerChannelDoc>;
   readonly vouchers: Model<BuyerVoucherDoc>;
+  /** Timed withdrawals of channels whose seller does not refund (channel-withdrawal.ts). */
+  readonly withdrawals: ChannelWithdrawals;
   private readonly rounds: Model<{ _id: string; at: Date }>;
   /** This process's calls on a channel, one after the other (the database orders them across processes). */
   private readonly turns = new Map<string, Promise<unknown>>();
@@ -92,6 +96,7 @@ export class ChannelPayer {
   ) {
     this.channels = conn.models.BuyerChannel ?? conn.model<BuyerChannelDoc>('BuyerChannel', buyerChannelSchema, 'buyer_channels');
     this.vouchers = conn.models.BuyerVoucher ?? conn.model<BuyerVoucherDoc>('BuyerVoucher', buyerVoucherSchema, 'buyer_channel_vouchers');
+    this.withdrawals = new ChannelWithdrawals(conn, { wallets, logs, channels: this.channels, vouchers: this.vouchers });
     this.rounds = (conn.models.BuyerChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('BuyerChannelSweep', new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false }), 'buyer_channel_sweeps');
   }
 
@@ -113,6 +118,12 @@ export class ChannelPayer {
       _id: channelId, orgId: call.owner.orgId, identityId: call.owner.identityId, walletAddress: call.wallet.address, network: chain.network,
       chainId: chain.chainId, config, resourceUrl: call.resourceUrl, requestUrl: call.url, createdAt: new Date(),
     }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    // The seller refuses vouchers on a withdrawing channel; a deposit would only be withdrawn with it.
+    const withdrawing = await this.withdrawals.underway(channelId);
+    if (withdrawing) {
+      const when = withdrawing.finalizableAt ? `; it finishes after ${withdrawing.finalizableAt.toISOString()}, then the channel takes deposits again` : '';
+      return refuse('channel_withdrawal_pending', `the wallet is withdrawing its channel ${channelId} with this seller${when}`);
+    }
     const previous = this.turns.get(channelId) ?? Promise.resolve();
     const mine = previous.catch(() => undefined).then(() => this.payInTurn(call, config, channelId));
     this.turns.set(channelId, mine);
@@ -417,7 +428,7 @@ export class ChannelPayer {
    * every channel whose last call is older than `idleMs` and that holds more than its vouchers committed
    * asks its seller for the rest (refund above). A seller that refuses is asked again a day later.
    */
-  async refundIdle(options: { idleMs: number; round: string }): Promise<{ refunded: number; refused: number } | undefined> {
+  async refundIdle(options: { idleMs: number; round: string }): Promise<{ refunded: number; refused: number; withdrawalsStarted: number; withdrawalsFinished: number } | undefined> {
     try {
       await this.rounds.create({ _id: `idle:${options.round}`, at: new Date() });
     } catch (err) {
@@ -433,8 +444,8 @@ export class ChannelPayer {
       if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: chargedTotalOf(last) });
     }
     const states = await readChannelStates(chain.publicClient, idle.map((c) => c.channel._id as Hex));
-    const due = idle.filter((c, i) => availableOf(states[i]!.balance, c.charged, states[i]!.totalClaimed) > 0n).slice(0, IDLE_REFUNDS_PER_ROUND);
-    const totals = { refunded: 0, refused: 0 };
+    const due = idle.filter((c, i) => states[i]!.withdrawRequestedAt === 0 && availableOf(states[i]!.balance, c.charged, states[i]!.totalClaimed) > 0n).slice(0, IDLE_REFUNDS_PER_ROUND);
+    const totals = { refunded: 0, refused: 0, withdrawalsStarted: 0, withdrawalsFinished: 0 };
     for (const { channel } of due) {
       const answer = await this.refund({ orgId: channel.orgId, identityId: channel.identityId }, channel._id).catch((err: Error) => refuse('settle_failed', err.message));
       if (answer?.ok) {
@@ -442,9 +453,22 @@ export class ChannelPayer {
       } else {
         totals.refused++;
         await this.channels.updateOne({ _id: channel._id }, { $set: { refundRefusedAt: new Date() } });
+        // The seller refused, is gone or no longer offers the channel: the wallet takes the rest back itself.
+        if (await this.startWithdrawal(channel)) totals.withdrawalsStarted++;
       }
     }
+    totals.withdrawalsFinished = await this.withdrawals.finishDue();
     return totals;
+  }
+
+  /** The idle round's withdrawal of a channel the seller did not refund; one that cannot start now is tried again when the seller is asked again. */
+  private async startWithdrawal(channel: BuyerChannelDoc): Promise<boolean> {
+    try {
+      return Boolean(await this.withdrawals.start({ orgId: channel.orgId, identityId: channel.identityId }, channel._id, 'idle_round'));
+    } catch (err) {
+      if (err instanceof AppError && err.status < 500) return false; // under way already, a call out, nothing left
+      throw err;
+    }
   }
 
   /** Starts the idle rounds (every process; one of them runs each round). */
@@ -461,7 +485,7 @@ export class ChannelPayer {
     const channels = await this.channels.find({ identityId: owner.identityId }).sort({ createdAt: -1, _id: -1 }).limit(100).lean();
     if (channels.length === 0) return [];
     const chain = this.wallets.requireChain();
-    const states = await readChannelStates(chain.publicClient, channels.map((c) => c._id as Hex));
+    const [states, withdrawals] = await Promise.all([readChannelStates(chain.publicClient, channels.map((c) => c._id as Hex)), this.withdrawals.latest(channels.map((c) => c._id))]);
     return Promise.all(channels.map(async (c, i) => {
       const state = states[i]!;
       const [calls, last] = await Promise.all([
@@ -475,6 +499,8 @@ export class ChannelPayer {
         depositedUsdc: formatUsdc(deposited), chargedUsdc: formatUsdc(last ? chargedTotalOf(last) : 0n), claimedUsdc: formatUsdc(state.totalClaimed),
         balanceUsdc: formatUsdc(state.balance), availableUsdc: formatUsdc(availableOf(state.balance, last ? chargedTotalOf(last) : 0n, state.totalClaimed)),
         refundedUsdc: formatUsdc(refunded), withdrawalPending: state.withdrawRequestedAt !== 0, createdAt: c.createdAt.toISOString(),
+        // The latest timed withdrawal the wallet started (null: none).
+        withdrawal: withdrawals.has(c._id) ? presentWithdrawal(withdrawals.get(c._id)!) : null,
       };
     }));
   }

@@ -15,6 +15,7 @@ export type PayCode =
   | 'network_unsupported'
   | 'asset_unsupported'
   | 'settle_failed'
+  | 'channel_withdrawal_pending'
   | 'wallet_unavailable';
 
 export interface PayRefusal {
@@ -28,7 +29,7 @@ const REFUSAL_STATUS: Record<PayCode, number> = {
   mandate_not_found: 403, mandate_expired: 403, mandate_revoked: 403, mandate_host_not_allowed: 403,
   mandate_per_call_exceeded: 403, mandate_daily_cap_exceeded: 403, max_amount_exceeded: 403,
   balance_insufficient: 402, url_blocked: 400, url_invalid: 400, fetch_failed: 502, url_not_x402: 422,
-  network_unsupported: 422, asset_unsupported: 422, settle_failed: 502, wallet_unavailable: 503,
+  network_unsupported: 422, asset_unsupported: 422, settle_failed: 502, channel_withdrawal_pending: 409, wallet_unavailable: 503,
 };
 
 /** A refusal in the API error shape (`error`, `message`, `status`) as POST /v0/payments/pay and `payments_pay` answer it. */

@@ -5,7 +5,7 @@ import { parseInput } from '../platform/validate.js';
 import { activityQuery, channelIdParam, mandateBody, mandateIdParam, payBody } from './schemas.js';
 import { refusalBody } from './pay-result.js';
 import type { MandateOwner } from './mandate-service.js';
-import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, type BuyerDeps } from './calls.js';
+import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, withdrawChannelFor, type BuyerDeps } from './calls.js';
 
 const ownerOf = (ctx: Context): MandateOwner => ({ orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) });
 
@@ -61,6 +61,11 @@ export function buyerRoutes(deps: BuyerRouteDeps): Router {
     const refused = refusalBody(result);
     ctx.status = refused.status;
     ctx.body = refused;
+  });
+
+  router.post('/wallet/channels/:id/withdraw', requireScope('payments:spend'), async (ctx) => {
+    const { id } = parseInput(channelIdParam, ctx.params, 'params');
+    ctx.body = await withdrawChannelFor(deps, ownerOf(ctx), id);
   });
 
   router.get('/payments/activity', requireScope('payments:read'), async (ctx) => {

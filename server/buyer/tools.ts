@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { toolDefiner, ToolRefusal, type ToolDefinition } from '../mcp/tool.js';
 import { activityQuery, channelIdParam, mandateBody, mandateIdParam, payBody } from './schemas.js';
-import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, type BuyerDeps } from './calls.js';
+import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, withdrawChannelFor, type BuyerDeps } from './calls.js';
 import { refusalBody } from './pay-result.js';
 
 const ownerOf = (principal: { orgId: string; identityId: string }) => ({ orgId: principal.orgId, identityId: principal.identityId });
@@ -93,6 +93,18 @@ export const buyerTools: ToolDefinition<BuyerDeps>[] = [
       const result = await refundChannelFor(deps, ownerOf(principal), input.id);
       return result.ok ? result : new ToolRefusal(refusalBody(result));
     },
+  }),
+  defineTool({
+    name: 'payments_withdraw_channel',
+    title: 'Withdraw a payment channel without its seller',
+    description:
+      'Starts the timed withdrawal (x402 batch-settlement) of one of this identity\'s payment channels (id: the channelId from payments_list_channels) ' +
+      'whose seller does not refund it (payments_refund_channel refused, or the seller is gone): what the channel holds above what the accepted calls charged ' +
+      'comes back to the wallet once the channel\'s withdraw delay has passed (finalizableAt; finished automatically). Until then payments_pay does not pay through the channel. ' +
+      'Same as POST /v0/wallet/channels/{id}/withdraw.',
+    scope: 'payments:spend',
+    input: channelIdParam,
+    run: (deps, principal, input) => withdrawChannelFor(deps, ownerOf(principal), input.id),
   }),
   defineTool({
     name: 'payments_list_activity',

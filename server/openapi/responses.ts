@@ -166,6 +166,43 @@ export const discoverySearch = z.object({
   pagination: z.object({ limit: z.number().int(), cursor: z.string().nullable().describe('The next page\'s cursor; null at the end') }),
 });
 
+/** A wallet channel's timed withdrawal (server/buyer/channel-withdrawal.ts). */
+const channelWithdrawal = z.object({
+  status: z.enum(['starting', 'pending', 'finalized', 'ended']).describe('pending: started, waiting for its delay; finalized: paid out; ended: the seller\'s refund ended it first'),
+  startedBy: z.enum(['request', 'idle_round']).describe('The identity, or the idle round after the seller did not refund'),
+  amountUsdc: z.string().describe('What the start asked for: the balance above what accepted vouchers committed'),
+  startedAt: isoTime,
+  finalizableAt: nullableIso.describe('When the chain lets it be finalized (the chain\'s clock)'),
+  txHash: z.string().nullable().describe('The owner key\'s initiateWithdraw'),
+  fundingTxHash: z.string().nullable().describe('The relayer\'s transfer of the owner key\'s gas for it (null: it held enough)'),
+  finalizedAt: nullableIso,
+  finalizeTxHash: z.string().nullable(),
+  finalizeFundingTxHash: z.string().nullable(),
+  withdrawnUsdc: z.string().nullable().describe('What came back to the wallet (less than asked when the seller claimed vouchers first)'),
+});
+
+export const channelWithdrawalStarted = channelWithdrawal.extend({ ok: z.literal(true), channelId: z.string() });
+
+export const walletChannels = z.object({
+  channels: z.array(z.object({
+    channelId: z.string(),
+    network: z.string(),
+    receiver: z.string(),
+    resourceUrl: z.string(),
+    calls: z.number().int(),
+    depositedUsdc: z.string(),
+    chargedUsdc: z.string().describe('The last accepted voucher'),
+    claimedUsdc: z.string(),
+    balanceUsdc: z.string(),
+    availableUsdc: z.string().describe('Not yet committed by a voucher'),
+    refundedUsdc: z.string().describe('Come back to the wallet: a refund or a withdrawal'),
+    withdrawalPending: z.boolean().describe('The chain has a timed withdrawal of the channel under way'),
+    createdAt: isoTime,
+    withdrawal: channelWithdrawal.nullable().describe('The latest timed withdrawal the wallet started'),
+  })),
+  count: z.number().int(),
+});
+
 /** batch-settlement: a channel as the contract has it. */
 const channelState = z.object({
   channelId: z.string(),

@@ -1,4 +1,4 @@
-import { encodeFunctionData, getAddress, keccak256, maxUint256, toHex, type Address, type Hex } from 'viem';
+import { encodeFunctionData, getAddress, keccak256, maxUint256, toHex, type Address, type Hex, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
@@ -16,6 +16,12 @@ import { depositPermit2TypedData, voucherTypedData, type ChannelDepositPermit } 
 import { walletSchema, type WalletDoc } from './wallet-model.js';
 
 export interface WalletOwner { orgId: string; identityId: string }
+
+/** An owner-key transaction, mined: its receipt, and the relayer's transaction that gave the owner its gas (null: it had enough). */
+export interface OwnerSent { receipt: TransactionReceipt; fundingTxHash: Hex | null }
+
+/** The owner key's transaction pays at most this many times the current max fee (the base fee may rise before it is mined). */
+const OWNER_FEE_MARGIN = 2n;
 
 export interface WalletView {
   address: string;
@@ -39,6 +45,8 @@ export class WalletService {
   private readonly deploying = new Map<string, Promise<void>>();
   /** One Permit2 approval in flight per account in this process. */
   private readonly approving = new Map<string, Promise<void>>();
+  /** One owner-key transaction at a time per owner in this process (its nonce sequence). */
+  private readonly ownerSends = new Map<string, Promise<unknown>>();
 
   constructor(
     conn: Connection,
@@ -283,7 +291,54 @@ export class WalletService {
     }
   }
 
-  private async send(tx: { to: Address; data: Hex }, label: Record<string, unknown>) {
+  /**
+   * Sends one transaction from the owner key itself (an EOA that holds no gas of its own): a contract call
+   * that only the account or its owner may make, such as a payment channel's timed withdrawal (the channel
+   * names the owner key its payerAuthorizer). The relayer first sends the owner just enough ETH for this one
+   * transaction (its gas at twice the current max fee, less what the owner already holds); the owner's
+   * transaction then pays at most that. One at a time per owner key in this process (one nonce sequence).
+   * `onSigned` sees the hash before it is broadcast, so a caller can record it first.
+   */
+  async sendAsOwner(wallet: WalletDoc, tx: { to: Address; data: Hex }, label: Record<string, unknown>, onSigned?: (hash: Hex) => Promise<void>): Promise<OwnerSent> {
+    const previous = this.ownerSends.get(wallet.ownerAddress) ?? Promise.resolve();
+    const mine = previous.catch(() => undefined).then(() => this.sendAsOwnerNow(wallet, tx, label, onSigned));
+    this.ownerSends.set(wallet.ownerAddress, mine);
+    try {
+      return await mine;
+    } finally {
+      if (this.ownerSends.get(wallet.ownerAddress) === mine) this.ownerSends.delete(wallet.ownerAddress);
+    }
+  }
+
+  private async sendAsOwnerNow(wallet: WalletDoc, tx: { to: Address; data: Hex }, label: Record<string, unknown>, onSigned?: (hash: Hex) => Promise<void>): Promise<OwnerSent> {
+    const chain = this.requireChain();
+    const client = chain.publicClient;
+    const owner = getAddress(wallet.ownerAddress);
+    // An estimate that reverts says why (a withdrawal already pending, its delay not over): nothing is funded then.
+    const gas = (await client.estimateGas({ account: owner, to: tx.to, data: tx.data })) * 12n / 10n;
+    const fees = await client.estimateFeesPerGas();
+    const maxFeePerGas = fees.maxFeePerGas * OWNER_FEE_MARGIN;
+    const maxPriorityFeePerGas = fees.maxPriorityFeePerGas > maxFeePerGas ? maxFeePerGas : fees.maxPriorityFeePerGas;
+    const needed = gas * maxFeePerGas;
+    const held = await client.getBalance({ address: owner });
+    let fundingTxHash: Hex | null = null;
+    if (held < needed) {
+      const funding = await this.send({ to: owner, data: '0x', value: needed - held }, { ...label, ownerGas: owner });
+      if (funding.status !== 'success') throw new AppError(502, 'owner_funding_failed', `sending the wallet's owner key ${owner} its gas reverted (${funding.transactionHash})`);
+      fundingTxHash = funding.transactionHash;
+    }
+    const nonce = await client.getTransactionCount({ address: owner, blockTag: 'pending' });
+    const signed = await this.withOwner(wallet, (key) => key.signTransaction({
+      type: 'eip1559', chainId: chain.chainId, nonce, to: tx.to, data: tx.data, gas, maxFeePerGas, maxPriorityFeePerGas, value: 0n,
+    }));
+    const hash = keccak256(signed);
+    await onSigned?.(hash);
+    await client.sendRawTransaction({ serializedTransaction: signed });
+    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 100 });
+    return { receipt, fundingTxHash };
+  }
+
+  private async send(tx: { to: Address; data: Hex; value?: bigint }, label: Record<string, unknown>) {
     if (!this.relayer) throw new AppError(503, 'wallet_unavailable', 'This process sends no transactions (no chain configured)');
     try {
       return await this.relayer.sendTransaction(tx, label);

@@ -110,7 +110,7 @@ describe('payments_pay and the official batch-settlement seller', () => {
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
 
     // Not idle for an hour yet: nothing is asked.
-    expect(await server.app.buyer.channels.refundIdle({ idleMs: 3_600_000, round: `hour-${Date.now()}` })).toEqual({ refunded: 0, refused: 0 });
+    expect(await server.app.buyer.channels.refundIdle({ idleMs: 3_600_000, round: `hour-${Date.now()}` })).toEqual({ refunded: 0, refused: 0, withdrawalsStarted: 0, withdrawalsFinished: 0 });
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
     // Idle: one round (the same round a second time does nothing) brings the rest back.
     const round = `now-${Date.now()}`;

@@ -261,18 +261,21 @@ describe('payments_pay through a batch-settlement channel', () => {
     const asked = await server.request('POST', `/v0/wallet/channels/${channelId}/refund`, { key: agent.key });
     expect([asked.status, asked.body.error]).toEqual([502, 'settle_failed']);
     expect(await usdcBalance(agent.address)).toBe(before - 10n * PRICE);
-    // The wallet's own idle round asks the same and is refused: the channel is not asked again for a day.
+    // The wallet's own idle round asks the same and is refused: the channel is not asked again for a day,
+    // and the wallet starts withdrawing it (test/buyer/pay-channel-withdraw.test.ts follows that through).
     const asking = await server.app.buyer.channels.refundIdle({ idleMs: 0, round: `buyer-idle-${Date.now()}` });
     expect(asking!.refused).toBeGreaterThanOrEqual(1);
+    expect(asking!.withdrawalsStarted).toBeGreaterThanOrEqual(1);
     expect(await server.app.db.collection('buyer_channels').findOne({ _id: channelId as never })).toMatchObject({ refundRefusedAt: expect.any(Date) });
-    expect(await server.app.buyer.channels.refundIdle({ idleMs: 0, round: `buyer-idle-again-${Date.now()}` })).toEqual({ refunded: 0, refused: 0 });
+    expect(await server.app.buyer.channels.refundIdle({ idleMs: 0, round: `buyer-idle-again-${Date.now()}` })).toEqual({ refunded: 0, refused: 0, withdrawalsStarted: 0, withdrawalsFinished: 0 });
 
     await vouchersOnceCaptured(server.app.db, channelId);
     const totals = await sweep(0);
     expect(totals!.refunded).toBeGreaterThanOrEqual(1);
     expect(await usdcBalance(agent.address)).toBe(before - 2n * PRICE);
+    // The seller's refund ended the wallet's pending withdrawal of the same remainder.
     const channels = await server.request('GET', '/v0/wallet/channels', { key: agent.key });
-    expect(channels.body.channels[0]).toMatchObject({ channelId, depositedUsdc: '0.01', chargedUsdc: '0.002', claimedUsdc: '0.002', balanceUsdc: '0.002', availableUsdc: '0', refundedUsdc: '0.008' });
+    expect(channels.body.channels[0]).toMatchObject({ channelId, depositedUsdc: '0.01', chargedUsdc: '0.002', claimedUsdc: '0.002', balanceUsdc: '0.002', availableUsdc: '0', refundedUsdc: '0.008', withdrawalPending: false });
 
     const again = await pay(server, agent.key, { url: weather() });
     expect(again.body).toMatchObject({ status: 200, txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/), cost: { channel: { channelId, cumulativeUsdc: '0.003', depositUsdc: '0.01' } } });

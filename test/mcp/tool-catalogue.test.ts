@@ -27,7 +27,7 @@ describe('the backend MCP server, every area', () => {
       'vault_list', 'vault_get', 'vault_store', 'vault_delete', 'vault_totp',
       'calendar_list', 'calendar_create', 'calendar_update', 'calendar_delete',
       'identity_sign', 'identity_verify', 'identity_whoami',
-      'payments_pay', 'payments_create_mandate', 'payments_list_mandates', 'payments_get_mandate', 'payments_revoke_mandate', 'payments_list_activity', 'payments_list_channels', 'payments_refund_channel',
+      'payments_pay', 'payments_create_mandate', 'payments_list_mandates', 'payments_get_mandate', 'payments_revoke_mandate', 'payments_list_activity', 'payments_list_channels', 'payments_refund_channel', 'payments_withdraw_channel',
       'wallet_get', 'wallet_faucet',
       'chat_list_channels', 'chat_list_messages', 'chat_send_message',
     ]));
