@@ -193,6 +193,12 @@ export class ChannelPayer {
     if (!taken) return { kind: 'done', result: refuse('settle_failed', `another call on the channel ${channelId} has been out for ${TURN_WAIT_MS / 1000} s; try again`) };
     const { base, cumulative, commits, voucherId } = taken;
     const dropAmount = () => this.vouchers.deleteOne({ _id: voucherId, status: { $in: ['pending', 'unknown'] } });
+    // A withdrawal started in another process since pay() looked: it withdraws what no voucher commits, so
+    // this call gives way (the start checks the calls after its own insert: one of the two sees the other).
+    if (await this.withdrawals.recorded(channelId)) {
+      await dropAmount();
+      return { kind: 'done', result: refuse('channel_withdrawal_pending', `the wallet started withdrawing its channel ${channelId} with this seller; pay again once it is finalized`) };
+    }
 
     // The balance is the chain's (a deposit made by an earlier call, a refund the seller made since).
     const onChain = await readChannelState(chain.publicClient, channelId as Hex);

@@ -51,6 +51,14 @@ export class ChannelWithdrawals {
   }
 
   /**
+   * Whether a withdrawal of the channel is recorded as starting or pending (the database alone): a call
+   * asks after taking its turn, as a start checks the calls after its insert, so one of the two sees the other.
+   */
+  async recorded(channelId: string): Promise<boolean> {
+    return (await this.records.exists({ channelId, status: { $in: ['starting', 'pending'] } })) !== null;
+  }
+
+  /**
    * The channel's withdrawal under way, if any. A pending one the chain no longer has (a cooperative refund
    * ended it, or it was finalized by a process that died before recording it) is closed first.
    */
