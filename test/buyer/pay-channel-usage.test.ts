@@ -48,6 +48,23 @@ const complete = (used?: bigint) => `${shop.url}/complete${used === undefined ? 
 /** The seller's vouchers on the channel as it charged them: [signed maximum, charged total], in order. */
 const sellerCharges = async (channelId: string) => (await vouchersOnceCaptured(server.app.db, channelId))
   .filter((v) => v.status === 'captured').map((v) => [BigInt(v.cumulative), BigInt(v.charged ?? v.cumulative)]);
+/**
+ * A proxy in front of the seller's route: it keeps the payment headers it forwards (`seen`), and with
+ * `dropSettlement` drops the settlement header from the answers (the buyer never learns what was charged).
+ */
+async function proxyOf(options: { dropSettlement?: boolean; seen?: string[] }): Promise<RunningApp> {
+  const proxy = express();
+  proxy.get('/complete', async (req, res) => {
+    const header = req.headers['payment-signature'];
+    if (typeof header === 'string') options.seen?.push(header);
+    const answer = await fetch(`${shop.url}${req.url}`, { headers: typeof header === 'string' ? { 'payment-signature': header } : {} });
+    const dropped = ['content-length', 'transfer-encoding', ...(options.dropSettlement ? ['payment-response', 'x-payment-response'] : [])];
+    for (const [name, value] of answer.headers) if (!dropped.includes(name)) res.setHeader(name, value);
+    res.status(answer.status).send(Buffer.from(await answer.arrayBuffer()));
+  });
+  return serve(proxy);
+}
+
 let rounds = 0;
 const sweep = () => server.app.payments.batchSettlement.channels.sweep(
   { everyMs: 1, idleRefundMs: 3_600_000, round: `buyer-usage-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
@@ -87,14 +104,7 @@ describe('payments_pay on a usage-priced channel route', () => {
   });
 
   it('a call whose answer was lost: the next call assumes its maximum, the seller says what it charged, and the lost call is settled for that', async () => {
-    // A proxy in front of the seller that drops the settlement header from paid answers.
-    const proxy = express();
-    proxy.get('/complete', async (req, res) => {
-      const answer = await fetch(`${shop.url}${req.url}`, { headers: Object.fromEntries(Object.entries(req.headers).filter(([name]) => name === 'payment-signature')) as Record<string, string> });
-      for (const [name, value] of answer.headers) if (!['payment-response', 'x-payment-response', 'content-length', 'transfer-encoding'].includes(name)) res.setHeader(name, value);
-      res.status(answer.status).send(Buffer.from(await answer.arrayBuffer()));
-    });
-    const front = await serve(proxy);
+    const front = await proxyOf({ dropSettlement: true });
     try {
       const agent = await fundedAgent(server, '1');
       await createMandate(server, agent.key);
@@ -121,15 +131,7 @@ describe('payments_pay on a usage-priced channel route', () => {
   it('a voucher paid with twice (after a call charged nothing, the next voucher repeats it): the next call builds on the seller\'s total and is paid; the log says so', async () => {
     // A proxy that keeps the payment headers the wallet sends, as anyone on the path could.
     const seen: string[] = [];
-    const proxy = express();
-    proxy.get('/complete', async (req, res) => {
-      const header = req.headers['payment-signature'];
-      if (typeof header === 'string') seen.push(header);
-      const answer = await fetch(`${shop.url}${req.url}`, { headers: typeof header === 'string' ? { 'payment-signature': header } : {} });
-      for (const [name, value] of answer.headers) if (!['content-length', 'transfer-encoding'].includes(name)) res.setHeader(name, value);
-      res.status(answer.status).send(Buffer.from(await answer.arrayBuffer()));
-    });
-    const front = await serve(proxy);
+    const front = await proxyOf({ seen });
     try {
       const agent = await fundedAgent(server, '1');
       await createMandate(server, agent.key);
