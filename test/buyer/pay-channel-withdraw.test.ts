@@ -201,9 +201,17 @@ describe('taking a channel back from a seller that does not refund', () => {
     const second = await backendOnChain({ MONGODB_DB: server.config.MONGODB_DB });
     try {
       const answers = await Promise.all([withdraw(agent.key, channelId, server), withdraw(agent.key, channelId, second)]);
-      expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
-      const loser = answers.find((a) => a.status === 409)!;
-      expect(loser.body).toMatchObject({ error: 'withdrawal_pending', status: 409 });
+      // Each answer is the start, a refusal because the other is starting it, or, from a process that
+      // cannot send transactions yet (it has just started and holds no relayer lease), a clear 503 that
+      // started nothing. Never two starts.
+      for (const a of answers) {
+        expect([200, 409, 503]).toContain(a.status);
+        if (a.status === 409) expect(a.body).toMatchObject({ error: 'withdrawal_pending', status: 409 });
+        if (a.status === 503) expect(['relayer_unavailable', 'wallet_unavailable']).toContain(a.body.error);
+      }
+      expect(answers.filter((a) => a.status === 200).length).toBeLessThanOrEqual(1);
+      // A 503 that won the insert gave the start back: asked again of the process that can send, it starts.
+      if (!answers.some((a) => a.status === 200)) expect((await withdraw(agent.key, channelId, server)).status).toBe(200);
     } finally {
       await second.stop();
     }

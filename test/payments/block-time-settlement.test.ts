@@ -57,7 +57,14 @@ describe('one process on a 1 s chain', () => {
     const blocks = await Promise.all(hashes.map(async (hash) => (await rpc('eth_getTransactionReceipt', [hash])).blockNumber as string));
     const perBlock = new Map<string, number>();
     for (const block of blocks) perBlock.set(block, (perBlock.get(block) ?? 0) + 1);
-    expect(Math.max(...perBlock.values())).toBeLessThanOrEqual(2);
+    // A main batch and at most one late one per block that came on time. A block the chain mined late
+    // (anvil's timer slips on a loaded machine) also takes the batches sent for the blocks it skipped.
+    for (const [block, count] of perBlock) {
+      if (count <= 2) continue;
+      const [mined, before] = await Promise.all([rpc('eth_getBlockByNumber', [block, false]), rpc('eth_getBlockByNumber', [toHex(BigInt(block) - 1n), false])]);
+      const seconds = Number(BigInt(mined.timestamp) - BigInt(before.timestamp));
+      expect(count).toBeLessThanOrEqual(2 * seconds);
+    }
     expect(hashes.length).toBeLessThan(24 / 3);
     expect(await balanceOf(seller.payTo)).toBe(before + 24n * 10_000n);
     // The chain had a cadence to plan for: the clock found it.
