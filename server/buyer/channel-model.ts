@@ -89,6 +89,12 @@ export const buyerVoucherSchema = new Schema<BuyerVoucherDoc>({
 buyerVoucherSchema.index({ channelId: 1, _id: -1 });
 
 export const buyerVoucherId = (channelId: string, seq: number) => `${channelId.toLowerCase()}:s${seq.toString().padStart(20, '0')}`;
+/** What a channel holds that no voucher commits yet: its balance above the larger of what was charged and what was claimed. */
+export function availableOf(balance: bigint, charged: bigint, claimed: bigint): bigint {
+  const committed = charged > claimed ? charged : claimed;
+  return balance > committed ? balance - committed : 0n;
+}
+
 /** The channel's charged total after this voucher's call (a lost answer counts its whole maximum until the seller says otherwise). */
 export const chargedTotalOf = (v: Pick<BuyerVoucherDoc, 'cumulative' | 'chargedTotal'>) => BigInt(v.chargedTotal ?? v.cumulative);
 /** The highest amount signed on the channel up to this voucher. */

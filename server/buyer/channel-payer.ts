@@ -12,9 +12,10 @@ import type { MandateDoc } from './mandate-model.js';
 import type { PayRefusal } from './pay-result.js';
 import { paymentHeaderFor, readChallenge, readChannelRefusal, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
 import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
-import { buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, chargedTotalOf, commitsOf, signedHighOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
+import { availableOf, buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, chargedTotalOf, commitsOf, signedHighOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
 import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
 import { startRounds } from '../platform/rounds.js';
+import { Turns } from '../platform/turns.js';
 import { signChannelDeposit, type SignedDeposit } from './channel-deposit.js';
 import { AppError } from '../platform/errors.js';
 import { ChannelWithdrawals, presentWithdrawal } from './channel-withdrawal.js';
@@ -84,7 +85,7 @@ export class ChannelPayer {
   readonly withdrawals: ChannelWithdrawals;
   private readonly rounds: Model<{ _id: string; at: Date }>;
   /** This process's calls on a channel, one after the other (the database orders them across processes). */
-  private readonly turns = new Map<string, Promise<unknown>>();
+  private readonly turns = new Turns();
 
   constructor(
     conn: Connection,
@@ -118,20 +119,7 @@ export class ChannelPayer {
       _id: channelId, orgId: call.owner.orgId, identityId: call.owner.identityId, walletAddress: call.wallet.address, network: chain.network,
       chainId: chain.chainId, config, resourceUrl: call.resourceUrl, requestUrl: call.url, createdAt: new Date(),
     }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
-    // The seller refuses vouchers on a withdrawing channel; a deposit would only be withdrawn with it.
-    const withdrawing = await this.withdrawals.underway(channelId);
-    if (withdrawing) {
-      const when = withdrawing.finalizableAt ? `; it finishes after ${withdrawing.finalizableAt.toISOString()}, then the channel takes deposits again` : '';
-      return refuse('channel_withdrawal_pending', `the wallet is withdrawing its channel ${channelId} with this seller${when}`);
-    }
-    const previous = this.turns.get(channelId) ?? Promise.resolve();
-    const mine = previous.catch(() => undefined).then(() => this.payInTurn(call, config, channelId));
-    this.turns.set(channelId, mine);
-    try {
-      return await mine;
-    } finally {
-      if (this.turns.get(channelId) === mine) this.turns.delete(channelId);
-    }
+    return this.turns.run(channelId, () => this.payInTurn(call, config, channelId));
   }
 
   private async payInTurn(call: ChannelCall, config: ChannelConfig, channelId: string) {
@@ -171,10 +159,11 @@ export class ChannelPayer {
       const cumulative = base + call.amount;
       const highBefore = last ? signedHighOf(last) : 0n;
       const signedHigh = cumulative > highBefore ? cumulative : highBefore;
-      const voucherId = buyerVoucherId(channelId, (last?.seq ?? 0) + 1);
+      const seq = (last?.seq ?? 0) + 1;
+      const voucherId = buyerVoucherId(channelId, seq);
       try {
         await this.vouchers.create({
-          _id: voucherId, channelId, identityId: call.owner.identityId, seq: (last?.seq ?? 0) + 1, cumulative: cumulative.toString(), price: call.amount.toString(),
+          _id: voucherId, channelId, identityId: call.owner.identityId, seq, cumulative: cumulative.toString(), price: call.amount.toString(),
           signedHigh: signedHigh.toString(), commits: (signedHigh - highBefore).toString(), status: 'pending', paymentId, reservation: call.reservation, createdAt: new Date(),
         });
         return { base, cumulative, commits: signedHigh - highBefore, voucherId };
@@ -193,11 +182,14 @@ export class ChannelPayer {
     if (!taken) return { kind: 'done', result: refuse('settle_failed', `another call on the channel ${channelId} has been out for ${TURN_WAIT_MS / 1000} s; try again`) };
     const { base, cumulative, commits, voucherId } = taken;
     const dropAmount = () => this.vouchers.deleteOne({ _id: voucherId, status: { $in: ['pending', 'unknown'] } });
-    // A withdrawal started in another process since pay() looked: it withdraws what no voucher commits, so
-    // this call gives way (the start checks the calls after its own insert: one of the two sees the other).
-    if (await this.withdrawals.recorded(channelId)) {
+    // No voucher or deposit on a channel being withdrawn (the seller refuses them; a deposit would only be
+    // withdrawn with it). Asked once the turn is taken: a start checks the calls after its own insert, so
+    // a call and a start in two processes never both go ahead.
+    const withdrawing = await this.withdrawals.underway(channelId);
+    if (withdrawing) {
       await dropAmount();
-      return { kind: 'done', result: refuse('channel_withdrawal_pending', `the wallet started withdrawing its channel ${channelId} with this seller; pay again once it is finalized`) };
+      const when = withdrawing.finalizableAt ? `; it finishes after ${withdrawing.finalizableAt.toISOString()}, then the channel takes deposits again` : '';
+      return { kind: 'done', result: refuse('channel_withdrawal_pending', `the wallet is withdrawing its channel ${channelId} with this seller${when}`) };
     }
 
     // The balance is the chain's (a deposit made by an earlier call, a refund the seller made since).
@@ -510,10 +502,4 @@ export class ChannelPayer {
       };
     }));
   }
-}
-
-/** What a channel holds that no voucher commits yet: its balance above the larger of what was charged and what was claimed. */
-function availableOf(balance: bigint, charged: bigint, claimed: bigint): bigint {
-  const committed = charged > claimed ? charged : claimed;
-  return balance > committed ? balance - committed : 0n;
 }

@@ -6,7 +6,7 @@ import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, contractChannelConfig, re
 import { formatUsdc } from '../../middleware/price.js';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { MandateOwner } from './mandate-service.js';
-import { chargedTotalOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
+import { availableOf, chargedTotalOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
 import { channelWithdrawalSchema, type ChannelWithdrawalDoc } from './channel-withdrawal-model.js';
 
 /** A start still `starting` after this long lost its process (an owner transaction is mined in seconds). */
@@ -51,14 +51,6 @@ export class ChannelWithdrawals {
   }
 
   /**
-   * Whether a withdrawal of the channel is recorded as starting or pending (the database alone): a call
-   * asks after taking its turn, as a start checks the calls after its insert, so one of the two sees the other.
-   */
-  async recorded(channelId: string): Promise<boolean> {
-    return (await this.records.exists({ channelId, status: { $in: ['starting', 'pending'] } })) !== null;
-  }
-
-  /**
    * The channel's withdrawal under way, if any. A pending one the chain no longer has (a cooperative refund
    * ended it, or it was finalized by a process that died before recording it) is closed first.
    */
@@ -97,10 +89,9 @@ export class ChannelWithdrawals {
     const state = await readChannelState(this.chain().publicClient, channel._id as Hex);
     // What the calls were charged (a usage-priced call less than the maximum its voucher signed), as the cooperative refund counts it.
     const charged = last ? chargedTotalOf(last) : 0n;
-    const committed = charged > state.totalClaimed ? charged : state.totalClaimed;
-    const amount = state.balance > committed ? state.balance - committed : 0n;
+    const amount = availableOf(state.balance, charged, state.totalClaimed);
     if (state.withdrawRequestedAt === 0 && amount === 0n) {
-      throw new AppError(422, 'nothing_to_withdraw', `the channel holds ${formatUsdc(state.balance)} USDC, all of it committed to the seller by accepted vouchers (${formatUsdc(committed)} USDC)`);
+      throw new AppError(422, 'nothing_to_withdraw', `the channel holds ${formatUsdc(state.balance)} USDC, all of it committed to the seller by accepted vouchers or claimed`);
     }
 
     // Every process starting one now inserts this id: one of them sends.

@@ -14,6 +14,7 @@ import { smartAccountFactoryAbi } from './smart-account-abi.js';
 import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit, exactTypedData, type ExactPermit } from '../chain/permit2.js';
 import { depositPermit2TypedData, voucherTypedData, type ChannelDepositPermit } from '../chain/batch-settlement.js';
 import { walletSchema, type WalletDoc } from './wallet-model.js';
+import { Turns } from '../platform/turns.js';
 
 export interface WalletOwner { orgId: string; identityId: string }
 
@@ -46,7 +47,7 @@ export class WalletService {
   /** One Permit2 approval in flight per account in this process. */
   private readonly approving = new Map<string, Promise<void>>();
   /** One owner-key transaction at a time per owner in this process (its nonce sequence). */
-  private readonly ownerSends = new Map<string, Promise<unknown>>();
+  private readonly ownerSends = new Turns();
 
   constructor(
     conn: Connection,
@@ -300,14 +301,7 @@ export class WalletService {
    * `onSigned` sees the hash before it is broadcast, so a caller can record it first.
    */
   async sendAsOwner(wallet: WalletDoc, tx: { to: Address; data: Hex }, label: Record<string, unknown>, onSigned?: (hash: Hex) => Promise<void>): Promise<OwnerSent> {
-    const previous = this.ownerSends.get(wallet.ownerAddress) ?? Promise.resolve();
-    const mine = previous.catch(() => undefined).then(() => this.sendAsOwnerNow(wallet, tx, label, onSigned));
-    this.ownerSends.set(wallet.ownerAddress, mine);
-    try {
-      return await mine;
-    } finally {
-      if (this.ownerSends.get(wallet.ownerAddress) === mine) this.ownerSends.delete(wallet.ownerAddress);
-    }
+    return this.ownerSends.run(wallet.ownerAddress, () => this.sendAsOwnerNow(wallet, tx, label, onSigned));
   }
 
   private async sendAsOwnerNow(wallet: WalletDoc, tx: { to: Address; data: Hex }, label: Record<string, unknown>, onSigned?: (hash: Hex) => Promise<void>): Promise<OwnerSent> {
