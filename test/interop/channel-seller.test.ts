@@ -284,10 +284,8 @@ describe('the sweep and the guarantees (Express)', () => {
       watching = false;
       expect(filters.length).toBeGreaterThan(0);
       for (const filter of filters) expect(filter).toEqual({ _id: expect.any(String) });
-      await vouchersOnceCaptured(channelId);
-      const vouchers = await server.app.db.collection('channel_vouchers').find({ channelId }).toArray();
-      expect(vouchers.map((v) => [v.seq, v.cumulative, v.status]).sort((a, b) => a[0] - b[0]))
-        .toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => [n, String(BigInt(n) * PRICE), 'captured']));
+      const vouchers = await vouchersLanded(server.app.db, channelId);
+      expect(vouchers.map((v) => [v.seq, v.cumulative, v.status])).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => [n, String(BigInt(n) * PRICE), 'captured']));
     } finally {
       await second.stop();
     }
@@ -367,10 +365,45 @@ describe('the sweep and the guarantees (Express)', () => {
       failCaptures = 0;
       // That call was free: once its hold has expired, the channel stands at 2000, and the buyer's client,
       // told so by a corrective 402, pays its next call from there.
-      while ((await server.app.db.collection('channel_vouchers').findOne({ _id: `${channelId}:${'3'.padStart(12, '0')}` as never }))?.holdExpiresAt > new Date()) await new Promise((r) => setTimeout(r, 100));
+      const lapsed = (await vouchersLanded(server.app.db, channelId, 1)).at(-1)!;
+      while (lapsed.holdExpiresAt > new Date()) await new Promise((r) => setTimeout(r, 100));
+      // Its capture, arriving now that the hold has ended, is refused: the call stays free.
+      const late = await server.request('POST', `/v0/payments/channels/vouchers/${encodeURIComponent(`${lapsed._id}:${lapsed.holdToken}`)}/capture`, { key: seller.sellerKey });
+      expect([late.status, late.body.error]).toEqual([409, 'hold_expired']);
       expect((await pay()).channelState.chargedCumulativeAmount).toBe('3000');
       expect(await vouchersOnceCaptured(channelId)).toEqual([['1000', 'captured'], ['2000', 'captured'], ['3000', 'captured']]);
     }, undefined, { route: { holdSeconds: 2 }, fetch: cutting, warn: (message) => warnings.push(message) });
+  });
+
+  it('a hold another process took as run out while its call was answered (their clocks apart): the capture puts the voucher back, the call stays charged; a release after the capture changes nothing', async () => {
+    const buyer = await fundedBuyer('1');
+    const { paying } = channelClient(buyer);
+    await withShop('Express', async (url) => {
+      const channelId = await payCalls(url, paying, 1);
+      const answering = paying(`${url}/weather?gate=skewed`);
+      while (!gates.has('skewed')) await new Promise((r) => setTimeout(r, 10));
+      const held = (await vouchersLanded(server.app.db, channelId, 1)).at(-1)!;
+      expect([held.seq, held.status]).toEqual([2, 'held']);
+      // What a process whose clock runs ahead does with a hold it takes as run out: its voucher deleted.
+      expect((await server.app.db.collection('channel_vouchers').deleteOne({ _id: held._id as never })).deletedCount).toBe(1);
+      gates.get('skewed')!();
+      const res = await answering;
+      expect(res.status).toBe(200);
+      expect(decodePaymentResponseHeader(res.headers.get('payment-response')!)).toMatchObject({ extra: { channelState: { chargedCumulativeAmount: '2000' } } });
+      // Written so close to its hold's end, the capture (sent after the answer) looked for its voucher and put it back.
+      let vouchers = await vouchersLanded(server.app.db, channelId);
+      for (const deadline = Date.now() + 30_000; vouchers.length < 2 && Date.now() < deadline;) {
+        await new Promise((r) => setTimeout(r, 20));
+        vouchers = await vouchersLanded(server.app.db, channelId);
+      }
+      expect(vouchers.map((v) => [v.cumulative, v.status])).toEqual([['1000', 'captured'], ['2000', 'captured']]);
+      const release = await server.request('POST', `/v0/payments/channels/vouchers/${encodeURIComponent(`${held._id}:${held.holdToken}`)}/release`, { key: seller.sellerKey });
+      expect([release.status, release.body]).toEqual([200, { released: false }]);
+      expect((await paying(`${url}/weather`)).status).toBe(200);
+      expect((await vouchersLanded(server.app.db, channelId)).map((v) => [v.cumulative, v.status])).toEqual([['1000', 'captured'], ['2000', 'captured'], ['3000', 'captured']]);
+      await sweep();
+      expect((await channelState(channelId)).totalClaimed).toBe(3n * PRICE);
+    }, undefined, { route: { holdSeconds: 5 } });
   });
 
   it('a payer who starts withdrawing: the next round claims every accepted call before the withdrawal can complete', async () => {

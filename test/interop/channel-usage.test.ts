@@ -16,7 +16,7 @@ import { formatUsdc } from '../../middleware/price.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { readChannelState, voucherTypedData } from '../../server/chain/batch-settlement.js';
 import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
-import { vouchersOnceCaptured } from '../support/channel-captures.js';
+import { channelVouchers, heldVoucher, vouchersOnceCaptured } from '../support/channel-captures.js';
 import { consoleGet, signIn } from '../console/http-client.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -176,11 +176,9 @@ describe('a route priced by usage sold through a channel', () => {
     const { paying } = channelClient(buyer);
     // The client's new storage starts from the chain's claimed total (a corrective 402), then the call is held at the gate.
     const answering = paying(`${shop.url}/complete?gate=capture&used=4000`);
-    let held: any;
-    for (const deadline = Date.now() + 30_000; !(held = await server.app.db.collection('channel_vouchers').findOne({ channelId: channelId.toLowerCase(), status: 'held' })) || !gates.has('capture');) {
-      if (Date.now() > deadline) throw new Error('the call was never held');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    // Held at the gate: by then its voucher is the channel's newest.
+    while (!gates.has('capture')) await new Promise((r) => setTimeout(r, 20));
+    const held = await heldVoucher(server.app.db, channelId);
     const capture = (body: unknown) => server.request('POST', `/v0/payments/channels/vouchers/${held._id}:${held.holdToken}/capture`, { key: seller.sellerKey, body });
     const over = await capture({ amount: '0.010001' });
     expect([over.status, over.body.error]).toEqual([400, 'settlement_exceeds_amount']);
@@ -188,15 +186,14 @@ describe('a route priced by usage sold through a channel', () => {
     expect([malformed.status, malformed.body.error]).toEqual([400, 'validation_error']);
     const extra = await capture({ amount: '0.001', also: 1 });
     expect(extra.status).toBe(400);
-    expect((await server.app.db.collection('channel_vouchers').findOne({ _id: held._id }))?.status).toBe('held');
+    expect((await channelVouchers(server.app.db, channelId)).find((v) => v._id === held._id)?.status).toBe('held');
 
     gates.get('capture')!();
     const res = await answering;
     expect(res.status).toBe(200);
     const total = charged.reduce((a, b) => a + b, 0n);
     expect(decodePaymentResponseHeader(res.headers.get('payment-response')!).extra).toMatchObject({ chargedAmount: '4000', channelState: { chargedCumulativeAmount: String(total + 4_000n) } });
-    await vouchersOnceCaptured(server.app.db, channelId);
-    const record = await server.app.db.collection('channel_vouchers').findOne({ _id: held._id });
+    const record = (await vouchersOnceCaptured(server.app.db, channelId)).find((v) => v._id === held._id);
     expect(record).toMatchObject({ status: 'captured', amount: '4000', charged: String(total + 4_000n), cumulative: String(total + MAX) });
   });
 
@@ -224,11 +221,9 @@ describe('a route priced by usage sold through a channel', () => {
 
       // A call held on the first process, captured through the second (which reads the hold from the database).
       const answering = paying(`${shop.url}/complete?gate=elsewhere&used=4000`);
-      let held: any;
-      for (const deadline = Date.now() + 30_000; !(held = await server.app.db.collection('channel_vouchers').findOne({ channelId: id!.toLowerCase(), status: 'held' })) || !gates.has('elsewhere');) {
-        if (Date.now() > deadline) throw new Error('the call was never held');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      // Held at the gate: by then its voucher is the channel's newest.
+      while (!gates.has('elsewhere')) await new Promise((r) => setTimeout(r, 20));
+      const held = await heldVoucher(server.app.db, id!);
       const captured = await second.request('POST', `/v0/payments/channels/vouchers/${held._id}:${held.holdToken}/capture`, { key: seller.sellerKey, body: { amount: '0.004' } });
       expect(captured.status).toBe(200);
       expect(captured.body.paymentResponse.extra).toMatchObject({ chargedAmount: '4000', channelState: { chargedCumulativeAmount: String(total + 4_000n) } });
@@ -237,7 +232,7 @@ describe('a route priced by usage sold through a channel', () => {
       total += 4_000n;
       const landed = await vouchersOnceCaptured(server.app.db, id!);
       expect(landed).toHaveLength(used.length + 1);
-      const record = await server.app.db.collection('channel_vouchers').findOne({ _id: held._id });
+      const record = landed.find((v) => v._id === held._id);
       expect(record).toMatchObject({ status: 'captured', amount: '4000', charged: String(total), signedReceipt: { body: { amountUsdcRaw: '4000', cumulativeAmountUsdcRaw: String(total) } } });
 
       expect(await sweep()).toMatchObject({ claimed: 1 });

@@ -7,12 +7,14 @@ import type { ChannelActionDoc, WireClaim } from './actions.js';
 import type { ChannelDoc, VoucherDoc } from './channels.js';
 import { callIdOf } from './call-id.js';
 import { chargedCumulativeOf } from './voucher-amounts.js';
+import { voucherId } from './voucher-sequence.js';
+import type { VoucherCaptures } from './captures.js';
 
 // What people see of channels sold through our middleware: each channel with what it holds, and each paid
 // call (one accepted voucher) as a record with its signed receipt and, once claimed, the claim that carried
 // it. Nothing here writes: a call's claim is derived when it is read, from the claim (and refund) actions
-// the sweep recorded with their transactions (actions.ts). The voucher is never updated after its capture,
-// so the background sweep and a reader never race over it.
+// the sweep recorded with their transactions (actions.ts). A voucher is never updated (a held call's
+// capture is a document of its own, captures.ts), so the background sweep and a reader never race over it.
 //
 // A call with cumulative amount C was claimed by the first successful action that brought the channel's
 // claimed total to C or above: claims only go up, so that is the transaction that moved its value.
@@ -89,6 +91,7 @@ export class ChannelCalls {
   constructor(
     private readonly channels: Model<ChannelDoc>,
     private readonly vouchers: Model<VoucherDoc>,
+    private readonly captures: VoucherCaptures,
     private readonly actions: () => Model<ChannelActionDoc>,
   ) {}
 
@@ -121,12 +124,17 @@ export class ChannelCalls {
     return this.summarize(await this.channel(orgId, channelId));
   }
 
+  /** The channel's newest captured voucher (the newest, or the one before it when that is still held). */
+  private async latestCaptured(channelId: string): Promise<VoucherDoc | null> {
+    const newest = await this.captures.view(await this.vouchers.findOne({ _id: voucherRange(channelId) }).sort({ _id: -1 }).lean());
+    if (newest?.status !== 'held') return newest;
+    return newest.seq > 1 ? this.captures.view(await this.vouchers.findById(voucherId(channelId, newest.seq - 1)).lean()) : null;
+  }
+
   private async summarize(channel: ChannelDoc): Promise<ChannelSummary> {
-    const [actions, latest, callCount] = await Promise.all([
-      this.actionsOf(channel._id),
-      this.vouchers.findOne({ _id: voucherRange(channel._id), status: 'captured' }).sort({ _id: -1 }).lean(),
-      this.vouchers.countDocuments({ _id: voucherRange(channel._id), status: 'captured' }),
-    ]);
+    const [actions, latest] = await Promise.all([this.actionsOf(channel._id), this.latestCaptured(channel._id)]);
+    // Vouchers are numbered 1, 2, 3, ... with no gaps, and only the newest can be held: the newest captured one's number counts them.
+    const callCount = latest?.seq ?? 0;
     const sum = (kind: ChannelActionDoc['kind']) => actions.filter((a) => a.kind === kind).reduce((total, a) => total + BigInt(a.amount ?? '0'), 0n);
     const coverages = coveragesOf(channel, actions);
     const claimedByUs = coverages.at(-1)?.total ?? 0n;
@@ -151,12 +159,13 @@ export class ChannelCalls {
     ]);
     const coverages = coveragesOf(channel, actions);
     const page = pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
-    return { items: page.items.map((voucher) => this.call(voucher, channel, coverages)), ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+    const vouchers = await this.captures.views(page.items);
+    return { items: vouchers.map((voucher) => this.call(voucher, channel, coverages)), ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   }
 
   /** One call of the org by its record id (`chc_…`); null when there is none (or it is another org's). */
   async find(orgId: string, callId: string): Promise<ChannelCall | null> {
-    const voucher = await this.vouchers.findOne({ callId, orgId }).lean();
+    const voucher = await this.captures.view(await this.vouchers.findOne({ callId, orgId }).lean());
     if (!voucher) return null;
     const channel = await this.channels.findOne({ _id: voucher.channelId, orgId }).lean();
     if (!channel) return null;
@@ -181,9 +190,12 @@ export class ChannelCalls {
       // Newest first, down to the previous claim's total: a channel's charged total only grows with its
       // sequence, so what lies below was claimed before, and a long-lived channel's older calls are not read.
       const claimed: ChannelCall[] = [];
-      const cursor = this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId, status: 'captured' }).sort({ _id: -1 }).lean().cursor({ batchSize: 256 });
+      const cursor = this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId }).sort({ _id: -1 }).lean().cursor({ batchSize: 256 });
       try {
-        for await (const voucher of cursor) {
+        for await (const stored of cursor) {
+          // Only the newest can be held; claimed only if captured.
+          const voucher = (await this.captures.view(stored))!;
+          if (voucher.status === 'held') continue;
           const cumulative = chargedCumulativeOf(voucher);
           if (cumulative <= from) break;
           if (cumulative <= upTo) claimed.push(this.call(voucher, channel, coverages));

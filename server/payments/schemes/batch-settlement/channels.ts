@@ -22,6 +22,7 @@ import { callIdOf } from './call-id.js';
 import { decodeChannelPayload, R, type ChannelRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 import { seqOf, voucherId, VoucherSequence } from './voucher-sequence.js';
 import { startRounds } from '../../../platform/rounds.js';
+import { capturedCopy, VoucherCaptures, type CaptureCharges } from './captures.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
 // database, shared by every seller process and every backend process, never in a process's memory. A paid
@@ -49,6 +50,11 @@ const STALE_ACTION_MS = 5 * 60_000;
  */
 const CAPTURE_WAIT_MS = 1_000;
 const CAPTURE_POLL_MS = 5;
+/**
+ * How far apart two processes' clocks may be. A capture written this close to its hold's end (or after
+ * it) checks that its voucher is still there: another process may have taken the hold as run out.
+ */
+const CLOCK_SKEW_MS = 5_000;
 /** Held vouchers a process keeps while their calls are answered (their capture writes no read first). */
 const HELD_KEPT = 10_000;
 
@@ -91,9 +97,10 @@ export interface VoucherDoc {
   signature: string;
   resource: string;
   /**
-   * `held` while the seller's handler runs (charged only if it succeeds: captured), then `captured`; a
-   * released hold is deleted (the buyer signs the same amount for its next call). Only captured vouchers
-   * are claimed.
+   * As accepted: `held` while the seller's handler runs (charged only if it succeeds), `captured` for a
+   * call charged at once. A held voucher is captured by a document of its own (captures.ts), so a stored
+   * voucher never changes; readers see it `captured` through `VoucherCaptures.view`. A released hold is
+   * deleted (the buyer signs the same amount for its next call). Only captured vouchers are claimed.
    */
   status: 'held' | 'captured';
   holdExpiresAt?: Date;
@@ -149,6 +156,8 @@ export interface ChannelBookDeps {
 export class ChannelBook {
   readonly channels: Model<ChannelDoc>;
   readonly vouchers: Model<VoucherDoc>;
+  /** Held vouchers' captures: read a voucher through `captures.view` to see whether it was captured. */
+  readonly captures: VoucherCaptures;
   private readonly sweeps: Model<{ _id: string; at: Date }>;
   private readonly lastClaims: Model<{ _id: string; at: Date }>;
   /**
@@ -176,7 +185,8 @@ export class ChannelBook {
     this.vouchers = (conn.models.ChannelVoucher as Model<VoucherDoc>) ?? conn.model<VoucherDoc>('ChannelVoucher', voucherSchema, 'channel_vouchers');
     this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
     this.lastClaims = (conn.models.ChannelLastClaim as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelLastClaim', claimedAtSchema, 'channel_last_claims');
-    this.sequence = new VoucherSequence((id) => this.vouchers.findById(id).lean());
+    this.captures = new VoucherCaptures(conn);
+    this.sequence = new VoucherSequence((id) => this.load(id));
     this.voucherInserts = new GroupedInserts(() => this.vouchers.collection as unknown as Collection<VoucherDoc>);
   }
 
@@ -213,9 +223,14 @@ export class ChannelBook {
     return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
   }
 
+  /** A voucher by its id, as captured if its capture exists. */
+  private async load(id: string): Promise<VoucherDoc | null> {
+    return this.captures.view(await this.vouchers.findById(id).lean());
+  }
+
   /** The voucher before `doc` in its channel (captured: only the newest can be held), null for the first. */
   private previous(doc: VoucherDoc): Promise<VoucherDoc | null> {
-    return doc.seq > 1 ? this.vouchers.findById(voucherId(doc.channelId, doc.seq - 1)).lean() : Promise.resolve(null);
+    return doc.seq > 1 ? this.load(voucherId(doc.channelId, doc.seq - 1)) : Promise.resolve(null);
   }
 
   /**
@@ -240,7 +255,7 @@ export class ChannelBook {
       const id = newest._id;
       const until = Date.now() + (buildsOn?.(newest) ? CAPTURE_WAIT_MS : 4 * CAPTURE_POLL_MS);
       for (let wait = CAPTURE_POLL_MS; ; wait = Math.min(100, wait * 2)) {
-        newest = this.capturing.get(id) ?? await this.vouchers.findById(id).lean();
+        newest = this.capturing.get(id) ?? await this.load(id);
         if (newest?.status !== 'held' || Date.now() >= until) break;
         await new Promise((r) => setTimeout(r, wait));
       }
@@ -248,9 +263,39 @@ export class ChannelBook {
       // Released meanwhile (or captured, then superseded): found again from the start.
       return newest === null ? this.current(channelId, true) : newest.status === 'held' ? 'busy' : newest;
     }
-    await this.vouchers.deleteOne({ _id: newest._id, status: 'held', holdToken: newest.holdToken });
+    // Its hold ran out (its process died before capturing or releasing it): released, unless captured meanwhile.
+    if (!(await this.dropHold(newest._id, newest.orgId, newest.holdToken!))) return this.current(channelId, true);
     this.sequence.remember(channelId, newest.seq - 1);
     return this.previous(newest);
+  }
+
+  /**
+   * Deletes a held voucher (released, or its hold ran out) unless it was captured; whether it went. A
+   * capture written while it was being deleted puts it back: the capture and the delete each look for the
+   * other after writing, so at least one of them sees it.
+   */
+  private async dropHold(id: string, orgId: string, holdToken: string): Promise<boolean> {
+    const holdId = `${id}:${holdToken}`;
+    if (await this.captures.find(holdId)) return false;
+    const gone = await this.vouchers.findOneAndDelete({ _id: id, orgId, holdToken, status: 'held' }).lean();
+    if (!gone) return false;
+    if (!(await this.captures.find(holdId))) return true;
+    await this.restore(gone);
+    return false;
+  }
+
+  /** A captured call's voucher deleted as its hold ran out, inserted again; false if another voucher took its number meanwhile. */
+  private async restore(held: VoucherDoc): Promise<boolean> {
+    try {
+      await this.vouchers.collection.insertOne(held as never);
+      return true;
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      const there = await this.vouchers.findById(held._id).lean();
+      if (there?.holdToken === held.holdToken) return true; // put back by the other side
+      this.deps.log.error({ voucherId: held._id, event: 'payments.channel_capture_lost' }, 'a call was captured as its hold ran out, and another call took its voucher\'s place: its charge is not claimable');
+      return false;
+    }
   }
 
   /**
@@ -261,35 +306,58 @@ export class ChannelBook {
   async capture(orgId: string, holdId: string, usage?: bigint): Promise<ChannelPayOutcome> {
     const [voucherId, holdToken] = splitHoldId(holdId);
     const kept = this.takeHeld(voucherId, orgId, holdToken);
-    // The held voucher (this process's hold, else the database's) says whether the call is priced by usage;
-    // its usage charge is checked first: a refused charge leaves the hold as it is, for a release.
-    const held = kept?.doc ?? await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'held' }).lean();
+    // The held voucher (this process's hold, else the database's) says whether the call is priced by usage.
+    const found = kept?.doc ?? await this.load(voucherId);
+    const held = found?.orgId === orgId && found.holdToken === holdToken ? found : null;
+    // A capture asked again (its answer lost) finds the call captured already.
+    if (held?.status === 'captured') {
+      kept?.decide();
+      return paid(held);
+    }
+    // Its usage charge is checked first: a refused charge leaves the hold as it is, for a release.
     const bad = held ? usageRefusal(held, usage) : undefined;
     if (bad) {
       if (kept) this.heldHere.set(kept.doc.channelId, kept);
       throw bad;
     }
-    const charges = held?.byUsage ? await this.usageCharge(held, usage ?? 0n) : undefined;
-    const mine = kept ? capturedCopy(kept.doc, charges) : undefined;
+    if (!held || !held.holdExpiresAt || held.holdExpiresAt.getTime() <= Date.now()) {
+      kept?.decide();
+      return holdExpired();
+    }
+    const charges = held.byUsage ? await this.usageCharge(held, usage ?? 0n) : undefined;
+    const captured = capturedCopy(held, charges);
     // Taken as captured here while the write is under way: the channel's next call on this process reads nothing.
-    if (mine) {
-      this.capturing.set(voucherId, mine);
-      this.sequence.captured(mine.channelId, mine);
+    if (kept) {
+      this.capturing.set(voucherId, captured);
+      this.sequence.captured(captured.channelId, captured);
     }
     kept?.decide();
     let doc: VoucherDoc | null = null;
     try {
-      const { modifiedCount } = await this.vouchers.updateOne({ _id: voucherId, orgId, holdToken, status: 'held' }, { $set: { status: 'captured', ...charges }, $unset: { holdExpiresAt: '' } });
-      // A capture asked again (its answer lost) finds the voucher captured already.
-      const written = mine ?? (held ? capturedCopy(held, charges) : undefined);
-      doc = modifiedCount === 1 && written ? written : await this.vouchers.findOne({ _id: voucherId, orgId, holdToken, status: 'captured' }).lean();
+      if ((await this.captures.record({ _id: holdId, orgId, ...charges, createdAt: new Date() })) === 'duplicate') {
+        const first = await this.captures.find(holdId);
+        doc = first && capturedCopy(held, first);
+      } else {
+        doc = (await this.stillHeld(held)) ? captured : null;
+      }
     } finally {
       this.capturing.delete(voucherId);
-      if (mine && !doc) this.sequence.forget(mine.channelId, mine.seq);
+      if (kept && !doc) this.sequence.forget(captured.channelId, captured.seq);
     }
-    if (!doc) return { ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' };
+    if (!doc) return holdExpired();
     this.sequence.captured(doc.channelId, doc);
-    return { ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] };
+    return paid(doc);
+  }
+
+  /**
+   * Whether a voucher whose capture was just written is still there. A capture written well before its
+   * hold's end is safe (no process takes the hold as run out before then); one written near or after it
+   * looks, and puts the voucher back if a process deleted it meanwhile (dropHold looks the other way).
+   */
+  private async stillHeld(held: VoucherDoc): Promise<boolean> {
+    if (Date.now() < held.holdExpiresAt!.getTime() - CLOCK_SKEW_MS) return true;
+    const there = await this.vouchers.findById(held._id).lean();
+    return there ? there.holdToken === held.holdToken : this.restore(held);
   }
 
   /**
@@ -297,7 +365,7 @@ export class ChannelBook {
    * after it, the answer saying both (the buyer's client bases its next voucher on that total), and its
    * receipt, signed now that the charge is known.
    */
-  private async usageCharge(held: VoucherDoc, used: bigint): Promise<Pick<VoucherDoc, 'charged' | 'amount' | 'response' | 'signedReceipt'>> {
+  private async usageCharge(held: VoucherDoc, used: bigint): Promise<CaptureCharges> {
     const charged = chargedBeforeOf(held) + used;
     const response = held.response as { payer?: string; extra?: { channelState?: Record<string, unknown> } };
     const channel = await this.stored(held.channelId);
@@ -316,9 +384,10 @@ export class ChannelBook {
   async release(orgId: string, holdId: string): Promise<{ released: boolean }> {
     const [voucherId, holdToken] = splitHoldId(holdId);
     this.takeHeld(voucherId, orgId, holdToken)?.decide();
-    const gone = await this.vouchers.deleteOne({ _id: voucherId, orgId, holdToken, status: 'held' });
-    if (gone.deletedCount === 1) this.sequence.remember(voucherId.slice(0, voucherId.indexOf(':')), seqOf(voucherId) - 1);
-    return { released: gone.deletedCount === 1 };
+    // A captured call stays charged: its release changes nothing.
+    const released = await this.dropHold(voucherId, orgId, holdToken);
+    if (released) this.sequence.remember(voucherId.slice(0, voucherId.indexOf(':')), seqOf(voucherId) - 1);
+    return { released };
   }
 
   /** The channel's record: the one this process keeps while its chain state is fresh, else the database's. */
@@ -628,11 +697,10 @@ async function atMost(promise: Promise<void>, ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
-/** A held voucher as its capture leaves it (a call priced by usage: with what it was charged). */
-function capturedCopy(held: VoucherDoc, charges?: Partial<VoucherDoc>): VoucherDoc {
-  const { holdExpiresAt: _expiry, ...rest } = held;
-  return { ...rest, ...charges, status: 'captured' };
-}
+/** A captured call's answer (given again to a capture asked twice). */
+const paid = (doc: VoucherDoc): ChannelPayOutcome => ({ ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] });
+
+const holdExpired = (): ChannelPayOutcome => ({ ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' });
 
 /** A usage charge the held voucher does not allow: above the call's maximum, or named for a fixed-price call. */
 function usageRefusal(held: VoucherDoc, usage: bigint | undefined): AppError | undefined {

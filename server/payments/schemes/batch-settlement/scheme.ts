@@ -68,7 +68,7 @@ export class BatchSettlementScheme implements PaymentScheme {
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
     });
     this.channels = new ChannelBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer: () => this.receiverAuthorizer(), signer, log });
-    this.calls = new ChannelCalls(this.channels.channels, this.channels.vouchers, actions);
+    this.calls = new ChannelCalls(this.channels.channels, this.channels.vouchers, this.channels.captures, actions);
     if (chain) this.loadAuthorizer();
   }
 
