@@ -272,4 +272,16 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
     expect([bad.status, bad.body.error]).toEqual([400, 'validation_error']);
     expect(bad.body.message).toContain('channelId');
   });
+
+  it('a claim of more calls than the webhook reads at once (300 on one channel) lists each call once, in parts of 100', async () => {
+    const many = officialChannelClient(await fundedBuyer('1'), 400).paying;
+    const id = await pay(many, 300);
+    const before = receiver.received.length;
+    expect(await sweep()).toMatchObject({ claimed: 1 });
+    await receiver.next(before + 3);
+    const events = receiver.received.slice(before).map((r) => r.json).filter((e) => e.calls.some((c: any) => c.channelId === id));
+    expect(events.map((e) => [e.part, e.parts]).sort()).toEqual([[1, 3], [2, 3], [3, 3]]);
+    const cumulative = events.flatMap((e) => e.calls.map((c: any) => BigInt(c.cumulativeAmountUsdcRaw))).sort((a, b) => (a < b ? -1 : 1));
+    expect(cumulative).toEqual(Array.from({ length: 300 }, (_, i) => BigInt(i + 1) * PRICE));
+  });
 });

@@ -10,12 +10,12 @@ export const CHANNEL_NETWORK = 'eip155:84532';
 
 /**
  * The official batch-settlement buyer of `buyer` (`@x402/fetch` with `@x402/evm`'s channel client, its
- * in-memory channel storage, deposits of ten calls), allowed to pay our dev USDC: `paying` is its fetch,
+ * in-memory channel storage, deposits of `depositMultiplier` calls), allowed to pay our dev USDC: `paying` is its fetch,
  * `sent` every PAYMENT-SIGNATURE header it sent, `scheme` the client scheme (its channel config).
  */
-export function officialChannelClient(buyer: PrivateKeyAccount) {
+export function officialChannelClient(buyer: PrivateKeyAccount, depositMultiplier = 10) {
   const storage = new InMemoryClientChannelStorage();
-  const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier: 10 }, storage });
+  const scheme = new ChannelClientScheme(toClientEvmSigner(buyer, testChain().publicClient as never), { depositPolicy: { depositMultiplier }, storage });
   const sent: string[] = [];
   const recording: typeof fetch = async (input, init) => {
     const header = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get('payment-signature');

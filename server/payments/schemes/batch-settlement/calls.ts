@@ -190,15 +190,18 @@ export class ChannelCalls {
       // Newest first, down to the previous claim's total: a channel's charged total only grows with its
       // sequence, so what lies below was claimed before, and a long-lived channel's older calls are not read.
       const claimed: ChannelCall[] = [];
-      const cursor = this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId }).sort({ _id: -1 }).lean().cursor({ batchSize: 256 });
+      const cursor = this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId }).sort({ _id: -1 }).lean().cursor({ batchSize: CLAIM_PAGE });
       try {
-        for await (const stored of cursor) {
-          // Only the newest can be held; claimed only if captured.
-          const voucher = (await this.captures.view(stored))!;
-          if (voucher.status === 'held') continue;
-          const cumulative = chargedCumulativeOf(voucher);
-          if (cumulative <= from) break;
-          if (cumulative <= upTo) claimed.push(this.call(voucher, channel, coverages));
+        // A page at a time, its held vouchers' captures looked up together (a held one is claimed only if captured).
+        for (let page = await nextPage(cursor); page.length > 0; page = await nextPage(cursor)) {
+          let below = false;
+          for (const voucher of await this.captures.views(page)) {
+            if (voucher.status === 'held') continue;
+            const cumulative = chargedCumulativeOf(voucher);
+            if (cumulative <= from) { below = true; break; }
+            if (cumulative <= upTo) claimed.push(this.call(voucher, channel, coverages));
+          }
+          if (below) break;
         }
       } finally {
         await cursor.close();
@@ -207,4 +210,18 @@ export class ChannelCalls {
     }
     return calls;
   }
+}
+
+/** Vouchers a claim webhook reads at a time. */
+const CLAIM_PAGE = 256;
+
+/** The cursor's next vouchers, up to CLAIM_PAGE (none at its end). */
+async function nextPage(cursor: { next(): Promise<VoucherDoc | null> }): Promise<VoucherDoc[]> {
+  const page: VoucherDoc[] = [];
+  while (page.length < CLAIM_PAGE) {
+    const doc = await cursor.next();
+    if (!doc) break;
+    page.push(doc);
+  }
+  return page;
 }
