@@ -7,6 +7,8 @@
  * database recorded, what the chain moved and which webhooks arrived.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { parseAbiItem, parseEther, toHex, type Address, type Hex, type PublicClient } from 'viem';
@@ -250,6 +252,38 @@ export class Balancer {
       if (ok) this.ready.add(s); else this.ready.delete(s);
     }));
   }
+}
+
+/**
+ * The balancer as an HTTP address, for a client that takes one URL (a seller middleware's `backendUrl`):
+ * each request goes to the serve `balancer` picks; a connection refused tries the next one, as nginx's
+ * `proxy_next_upstream error` does. A connection lost mid-request is a 502, as a proxy answers it.
+ */
+export async function balancerProxy(balancer: Balancer): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    const forward = (attempt: number) => {
+      const target = balancer.pick();
+      const upstream = httpRequest(`${target.url}${req.url}`, { method: req.method, headers: { ...req.headers, host: new URL(target.url!).host } }, (answer: IncomingMessage) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      upstream.on('error', (err: NodeJS.ErrnoException) => {
+        if (res.headersSent) { res.destroy(); return; }
+        if (err.code === 'ECONNREFUSED' && attempt + 1 < balancer.size) { forward(attempt + 1); return; }
+        res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'bad_gateway', message: `upstream ${target.name}: ${err.message}`, status: 502 }));
+      });
+      upstream.end(body);
+    };
+    forward(0);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+  };
 }
 
 export interface Seller { platformKey: string; sellerKey: string; payTo: Address; resource: string }
