@@ -12,7 +12,7 @@ import express from 'express';
 import { createPublicClient, http, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
-import { decodePaymentResponseHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { paymentMiddleware } from '../../adapters/express.js';
 import { readChannelState } from '../../server/chain/batch-settlement.js';
 import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
@@ -89,7 +89,8 @@ it('3 serve (1 without keys) + 1 worker, 1 s blocks, a plain round-robin balance
           // What the seller's answer says the channel has charged: every call this buyer was answered for, no more.
           if (BigInt(channelState.chargedCumulativeAmount) !== answered.get(channelState.channelId.toLowerCase() as Hex)) failures.push(`buyer ${n + 1}: charged ${channelState.chargedCumulativeAmount} after ${answered.get(channelState.channelId.toLowerCase() as Hex)} answered`);
         } else {
-          const why = res.status === 402 ? `402 ${JSON.parse(Buffer.from(res.headers.get('payment-required') ?? 'e30=', 'base64').toString()).error ?? ''}` : `${res.status}`;
+          const required = res.status === 402 ? res.headers.get('payment-required') : null;
+          const why = required ? `402 ${decodePaymentRequiredHeader(required).error ?? ''}` : String(res.status);
           refusals.set(why, (refusals.get(why) ?? 0) + 1);
           await new Promise((r) => setTimeout(r, 500));
         }
