@@ -15,12 +15,10 @@ import { baseSepolia } from 'viem/chains';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { paymentMiddleware } from '../../adapters/express.js';
 import { readChannelState } from '../../server/chain/batch-settlement.js';
-import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
-import { provideMongoServer, type MongoServer } from '../../server/dev/database/mongo-server.js';
 import { Balancer, balancerProxy, clusterSeller, eventually, moveBaseFee, startCluster, type Cluster } from '../support/cluster.js';
+import { clusterServices, type ClusterServices } from '../support/cluster-services.js';
 import { officialChannelClient } from '../support/official-channel-client.js';
-import { takeMachine } from '../support/machine-share.js';
 
 const BUYERS = 6;
 /** A call's price, atomic USDC ($0.01, the registered endpoint's price). */
@@ -28,23 +26,13 @@ const PRICE = 10_000n;
 /** A held call whose answer was lost keeps its channel busy this long (the route's holdSeconds). */
 const HOLD_SECONDS = 10;
 
-let chain: DevChain;
-let mongo: MongoServer;
+let services: ClusterServices;
 let cluster: Cluster | undefined;
-let releaseMachine = () => {};
-beforeAll(async () => {
-  // This file has the machine to itself (test/support/machine-share.ts), and a database of its own: it is restarted mid-run.
-  releaseMachine = await takeMachine();
-  [chain, mongo] = await Promise.all([startDevChain({ blockTime: 1, mintAmountUsdc: '100000' }), provideMongoServer({ env: { ...process.env, MONGODB_URI: '' } })]);
-}, 20 * 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-  await chain?.stop();
-  await mongo?.stop();
-  releaseMachine();
-}, 5 * 60_000);
+beforeAll(async () => { services = await clusterServices(); }, 20 * 60_000);
+afterAll(async () => { await services?.stop(cluster); }, 5 * 60_000);
 
 it('3 serve (1 without keys) + 1 worker, 1 s blocks, a plain round-robin balancer, two seller processes: every serve restarts in turn, one is killed, the database restarts; every channel claimed exactly what its buyer was answered for', async () => {
+  const { chain, mongo } = services;
   const client = createPublicClient({ chain: { ...baseSepolia, rpcUrls: { default: { http: [chain.rpcUrl] } } }, transport: http(chain.rpcUrl), pollingInterval: 100 }) as PublicClient;
   cluster = await startCluster({
     mongoUri: mongo.uri, chain, serves: 2, keylessServes: 1, workers: 1, pool: [generatePrivateKey(), generatePrivateKey()],

@@ -10,37 +10,22 @@
 import { createPublicClient, http, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { MongoClient } from 'mongodb';
-import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
-import { provideMongoServer, type MongoServer } from '../../server/dev/database/mongo-server.js';
 import { audit, Balancer, clusterSeller, eventually, moveBaseFee, preparePayments, runLoad, startCluster, type Cluster, type ClusterProcess } from '../support/cluster.js';
+import { clusterServices, type ClusterServices } from '../support/cluster-services.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { takeMachine } from '../support/machine-share.js';
 
 const PAYMENTS = Number(process.env.CLUSTER_PAYMENTS ?? 500);
 const CONCURRENCY = Number(process.env.CLUSTER_CONCURRENCY ?? 48);
 
-let chain: DevChain;
-let mongo: MongoServer;
+let services: ClusterServices;
 let cluster: Cluster | undefined;
-let releaseMachine = () => {};
-beforeAll(async () => {
-  // This file has the machine to itself (test/support/machine-share.ts): the rest of the suite waits.
-  releaseMachine = await takeMachine();
-  // A database server of its own: it is restarted mid-run, and six busy processes on the suite's shared
-  // one would slow every other test file (and be slowed by them).
-  [chain, mongo] = await Promise.all([startDevChain({ blockTime: 1, mintAmountUsdc: '100000' }), provideMongoServer({ env: { ...process.env, MONGODB_URI: '' } })]);
-}, 20 * 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-  await chain?.stop();
-  await mongo?.stop();
-  releaseMachine();
-}, 5 * 60_000);
+beforeAll(async () => { services = await clusterServices(); }, 20 * 60_000);
+afterAll(async () => { await services?.stop(cluster); }, 5 * 60_000);
 
 /** The live processes holding a relayer lane now, as the registry shows them. */
 async function laneHolders(db: string): Promise<Array<{ pid: number; lanes: string[] }>> {
-  const client = await MongoClient.connect(mongo.uri);
+  const client = await MongoClient.connect(services.mongo.uri);
   try {
     const docs = await client.db(db).collection('settlement_processes').find({ expiresAt: { $gt: new Date() } }).toArray();
     return docs.filter((d) => d.lanes.length > 0).map((d) => ({ pid: Number(String(d._id).split(':')[1]), lanes: d.lanes.map((l: { address: string }) => l.address) }));
@@ -50,6 +35,7 @@ async function laneHolders(db: string): Promise<Array<{ pid: number; lanes: stri
 }
 
 it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks, a plain round-robin balancer: a serve joins, every serve restarts in turn, the lane holder is killed, the database restarts; every payment paid, nothing recorded twice, one webhook each', async () => {
+  const { chain, mongo } = services;
   const receiver = await startReceiver();
   const client = createPublicClient({ transport: http(chain.rpcUrl) }) as PublicClient;
   cluster = await startCluster({
