@@ -9,10 +9,10 @@ import type { SignedReceipt } from '../../models.js';
 // nearly every voucher: as an update, it was the costliest write of a paid call (the embedded engine runs
 // each statement of an update command one after the other, a few at a time: each capture waited 40-60 ms
 // in that queue at 64 buyers, and the whole bench spent 9.1 ms of CPU per paid call against 4.6 ms with
-// inserts, bench/channels.ts part 2). As an insert, captures written
-// at the same time leave together in one insertMany, and the unique `_id` keeps a capture asked twice (its
-// answer lost) a single capture. The voucher document stays as it was accepted: `held` in its `status`,
-// captured when its capture exists. Readers see the two together through `view` / `views`.
+// inserts, bench/channels.ts part 2). As an insert, captures written at the same time leave together in
+// one insertMany, and the unique `_id` keeps a capture asked twice (its answer lost) a single capture. The
+// voucher document stays as it was accepted: `held` in its `status`, captured when its capture exists.
+// Readers see the two together through `view` / `views`.
 
 export interface CaptureDoc {
   /** The hold id, `<voucher id>:<hold token>`: a later hold of the same number (after a release) is another capture. */
