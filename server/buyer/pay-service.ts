@@ -5,7 +5,7 @@ import type { Config } from '../platform/config.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
-import { guardedFetch, GuardedFetchError, type GuardedResponse } from '../platform/ssrf.js';
+import { guardedFetch, GuardedFetchError, outboundPolicy, type GuardedResponse } from '../platform/ssrf.js';
 import { authorizationState, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from '../../middleware/price.js';
 import type { WalletService } from '../wallet/wallet-service.js';
@@ -364,7 +364,7 @@ export class PayService {
     try {
       const response = await guardedFetch(url, {
         ...request, timeoutMs: FETCH_TIMEOUT_MS, maxBytes: MAX_RESPONSE_BYTES, maxRedirects: 3,
-        allowLoopback: this.config.mode === 'dev',
+        ...outboundPolicy(this.config),
       });
       return { ok: true, response };
     } catch (err) {

@@ -6,7 +6,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import type { ServiceKey } from './service-key.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
-import { guardedFetch, GuardedFetchError } from '../platform/ssrf.js';
+import { guardedFetch, GuardedFetchError, outboundPolicy } from '../platform/ssrf.js';
 import { assertionKeys, didDocument, didWebLocation, identityDid, type DidDocument } from './did-document.js';
 import { IDENTITY_KEYS_COLLECTION, identityKeySchema, type IdentityKeyDoc } from './identity-key-model.js';
 
@@ -140,7 +140,7 @@ export class DidService {
     let response;
     try {
       response = await guardedFetch(`${scheme}://${location.host}${location.path}`, {
-        allowLoopback: dev, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 2, headers: { accept: 'application/did+json, application/json' },
+        ...outboundPolicy(this.config), timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 2, headers: { accept: 'application/did+json, application/json' },
       });
     } catch (err) {
       if (err instanceof GuardedFetchError) throw unresolvable(did, err.message);

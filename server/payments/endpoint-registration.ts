@@ -3,7 +3,9 @@ import { AppError } from '../platform/errors.js';
 import type { Mode } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import { parsePrice } from '../../middleware/price.js';
-import { assertAllowedUrl, guardedFetch } from '../platform/ssrf.js';
+import { assertAllowedUrl, guardedFetch, type AddressPolicy, type GuardedResponse } from '../platform/ssrf.js';
+import { toCaip2Network } from '../../middleware/networks.js';
+import { offersOf402, type OfferedPayment } from './offers-of-402.js';
 import { webhookSecretContext, type EndpointDoc } from './models.js';
 import { isMcpResource, normalizeResource } from './resource-url.js';
 import { newId } from '../platform/ids.js';
@@ -20,7 +22,7 @@ export type NewEndpointInput = { url: string; priceUsdc?: string; maxPriceUsdc?:
 export type EndpointChangeInput = { priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string | null } & DiscoveryInput;
 
 export class EndpointRegistration {
-  constructor(private readonly endpoints: Endpoints, private readonly acceptance: SellerAcceptance, private readonly secrets: SecretBox, private readonly mode: Mode) {}
+  constructor(private readonly endpoints: Endpoints, private readonly acceptance: SellerAcceptance, private readonly secrets: SecretBox, private readonly mode: Mode, private readonly policy: AddressPolicy) {}
 
   /**
    * Registers an endpoint. Its URL is fetched through the SSRF guard and must answer 402 with our
@@ -29,10 +31,11 @@ export class EndpointRegistration {
    * A webhook URL gets a fresh `whsec_` secret, returned this once.
    */
   async register(orgId: string, input: NewEndpointInput): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
-    const allowLoopback = this.mode === 'dev';
-    if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, allowLoopback, 'webhookUrl');
+    if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, this.policy, 'webhookUrl');
     const url = normalizeResource(input.url);
-    if (!input.skipUrlCheck && !isMcpResource(url)) await this.checkChallenge(orgId, url, input.maxPriceUsdc !== undefined ? { upTo: input.maxPriceUsdc } : { exactly: input.priceUsdc! }, allowLoopback);
+    // skipUrlCheck is refused outside dev mode by the route's schema; this is the second lock on that door.
+    const skip = input.skipUrlCheck === true && this.mode === 'dev';
+    if (!skip && !isMcpResource(url)) await this.checkChallenge(orgId, url, input.maxPriceUsdc !== undefined ? { upTo: input.maxPriceUsdc } : { exactly: input.priceUsdc! });
     const id = newId('ep');
     const webhookSecret = input.webhookUrl ? newWebhookSecret() : undefined;
     const endpoint = await this.endpoints.create(orgId, {
@@ -48,7 +51,7 @@ export class EndpointRegistration {
    * its middleware and here in either order. A new webhook URL gets a new secret, returned this once.
    */
   async update(orgId: string, id: string, change: EndpointChangeInput): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
-    if (change.webhookUrl) await assertPublicTarget(change.webhookUrl, this.mode === 'dev', 'webhookUrl');
+    if (change.webhookUrl) await assertPublicTarget(change.webhookUrl, this.policy, 'webhookUrl');
     const current = await this.endpoints.get(orgId, id);
     const webhookSecret = change.webhookUrl && change.webhookUrl !== current.webhookUrl ? newWebhookSecret() : undefined;
     const { discoverable: _d, inputSchema: _i, outputSchema: _o, ...rest } = change;
@@ -68,26 +71,43 @@ export class EndpointRegistration {
     return { id, webhookSecret };
   }
 
-  private async checkChallenge(orgId: string, url: string, price: { exactly: string } | { upTo: string }, allowLoopback: boolean): Promise<void> {
+  /**
+   * The URL must answer 402 with an offer to this seller (its payTo or one of its payees), on the network
+   * and in the asset this backend settles, at the registered price: the exact price, or for a dynamic or
+   * usage price a maximum within the registered one. Offers of both x402 generations count (a v2-only
+   * scheme offers in PAYMENT-REQUIRED alone), in any scheme, among any number of other offers.
+   */
+  private async checkChallenge(orgId: string, url: string, price: { exactly: string } | { upTo: string }): Promise<void> {
     const refuse = (why: string) => new AppError(400, 'endpoint_check_failed', `body.url: ${url} ${why}`);
-    let response: { status: number; text: string };
+    let response: GuardedResponse;
     try {
-      const res = await guardedFetch(url, { allowLoopback, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
-      response = { status: res.status, text: res.bodyText ?? '' };
+      response = await guardedFetch(url, { ...this.policy, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
     } catch (err) {
       throw refuse(`could not be fetched: ${(err as Error).message}`);
     }
     if (response.status !== 402) throw refuse(`answered ${response.status}, not 402 from the agentgate middleware`);
-    let body: { x402Version?: number; accepts?: Array<{ payTo?: string; maxAmountRequired?: string }> };
-    try { body = JSON.parse(response.text); } catch { throw refuse('answered 402 without an x402 JSON body'); }
+    const { offers, spoken } = offersOf402(response);
+    if (spoken.length === 0) throw refuse('answered 402 with neither an x402 v1 JSON body nor an x402 v2 PAYMENT-REQUIRED header');
     const settings = await this.acceptance.settingsFor(orgId);
     const seller = (await this.acceptance.get(orgId))!;
-    const offer = body.accepts?.find((a) => a.payTo !== undefined && acceptsPayee(seller, a.payTo));
-    if (body.x402Version !== 1 || !offer) throw refuse(`does not ask for payment to this seller's address ${settings.payTo} (or one of its payees)`);
-    const asked = BigInt(offer.maxAmountRequired ?? '0');
-    if ('exactly' in price && asked !== parsePrice(price.exactly)) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not the price ${price.exactly}`);
-    if ('upTo' in price && (asked <= 0n || asked > parsePrice(price.upTo))) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not a dynamic price of at most ${price.upTo}`);
+    const network = toCaip2Network(settings.network);
+    const ours = offers.filter((o) => acceptsPayee(seller, o.payTo));
+    if (ours.length === 0) throw refuse(`does not ask for payment to this seller's address ${settings.payTo} (or one of its payees)`);
+    const served = ours.filter((o) => o.network === network && o.asset.toLowerCase() === settings.asset.toLowerCase());
+    if (served.length === 0) throw refuse(`asks for payment on ${describe(ours)}, none of it on ${network} in ${settings.asset}, the network and asset this backend settles`);
+    const fits = (amount: bigint) => ('exactly' in price ? amount === parsePrice(price.exactly) : amount > 0n && amount <= parsePrice(price.upTo));
+    const misfit = served.find((o) => !fits(o.amount));
+    if (misfit) {
+      throw refuse('exactly' in price
+        ? `asks for ${misfit.amount} atomic units (${misfit.scheme}), not the price ${price.exactly}`
+        : `asks for ${misfit.amount} atomic units (${misfit.scheme}), not a dynamic price of at most ${price.upTo}`);
+    }
   }
+}
+
+/** `exact on eip155:1 in 0x…, upto on …`: what a 402 offered, for a refusal. */
+function describe(offers: OfferedPayment[]): string {
+  return [...new Set(offers.map((o) => `${o.scheme} on ${o.network} in ${o.asset}`))].join(', ');
 }
 
 export interface DiscoveryInput { discoverable?: boolean; inputSchema?: Record<string, unknown> | null; outputSchema?: Record<string, unknown> | null }
@@ -102,9 +122,9 @@ function discoveryFields(input: DiscoveryInput) {
   };
 }
 
-async function assertPublicTarget(url: string, allowLoopback: boolean, field: string): Promise<void> {
+async function assertPublicTarget(url: string, policy: AddressPolicy, field: string): Promise<void> {
   try {
-    await assertAllowedUrl(url, { allowLoopback });
+    await assertAllowedUrl(url, policy);
   } catch (err) {
     throw new AppError(400, 'url_not_allowed', `body.${field}: ${(err as Error).message}`);
   }

@@ -1,3 +1,4 @@
+import { outboundPolicy } from '../platform/ssrf.js';
 import type { Connection } from 'mongoose';
 import { SignInWithX } from './sign-in-with-x.js';
 import type { ChainService } from '../chain/chain-service.js';
@@ -82,7 +83,7 @@ export class PaymentService {
     this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings());
     this.endpoints = new Endpoints(conn, config.mode, changes, logs, config.SELLER_CACHE_TTL_MS);
     this.catalog = new BazaarCatalog(conn);
-    this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode);
+    this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode, outboundPolicy(config));
     this.records = new PaymentRecords(conn, signer, logs, log, metrics, updateGrouping);
     this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, metrics);
     this.schemes = new PaymentSchemes(this.settlement);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseAddressRanges } from './ssrf.js';
 
 /** How the server treats loopback and test-only features: `dev` allows loopback targets and the faucet. */
 export type Mode = 'dev' | 'production';
@@ -41,6 +42,12 @@ const schema = z.object({
   METRICS_TOKEN: z.string().regex(/^[\x21-\x7e]{16,256}$/, 'must be 16 to 256 printable characters, no spaces').optional(),
   METRICS_PORT: port.optional(),
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  // URLs that users give (an endpoint's URL checked at registration, webhook receivers, payments_pay's
+  // sellers, DID documents) are fetched only at public addresses. These private ones are let through too:
+  // IPs or CIDR ranges, comma-separated ("10.0.5.0/24,127.0.0.1"), for sellers and receivers on the
+  // operator's own network. Cloud metadata host names stay refused.
+  ALLOWED_PRIVATE_ADDRESSES: z.string().refine((text) => { try { parseAddressRanges(text); return true; } catch { return false; } },
+    'must be IP addresses or CIDR ranges, comma-separated').optional(),
   SIGNUP_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(10),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   // The chain payments settle on. Without CHAIN_RPC_URL the payment routes answer 503.

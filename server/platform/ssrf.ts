@@ -25,7 +25,37 @@ export type HostResolver = (hostname: string) => Promise<Array<{ address: string
 export interface AddressPolicy {
   /** Lets 127.0.0.0/8 and ::1 through; only ever true in dev mode (`app.config.mode === 'dev'`). */
   allowLoopback?: boolean;
+  /**
+   * Private addresses the operator lets through (ALLOWED_PRIVATE_ADDRESSES): sellers and webhook receivers
+   * on its own network. Parsed by parseAddressRanges.
+   */
+  allowedRanges?: readonly AddressRange[];
   resolve?: HostResolver;
+}
+
+/** An IP range the operator allows: its family, network and prefix length. */
+export interface AddressRange { family: 4 | 6; range: Range }
+
+/**
+ * `10.0.5.0/24,127.0.0.1,fd00::/8`: IPs or CIDR ranges, comma-separated. Throws a TypeError naming the
+ * first entry that is neither.
+ */
+export function parseAddressRanges(text: string): AddressRange[] {
+  return text.split(',').map((entry) => entry.trim()).filter(Boolean).map((entry) => {
+    const [ip, length, extra] = entry.split('/');
+    const family = isIP(ip ?? '');
+    const bits = family === 6 ? 128 : 32;
+    const prefix = length === undefined ? bits : Number(length);
+    if (!family || extra !== undefined || !Number.isInteger(prefix) || prefix < 0 || prefix > bits || (length !== undefined && !/^\d+$/.test(length))) {
+      throw new TypeError(`"${entry}" is not an IP address or a CIDR range`);
+    }
+    return { family: family === 6 ? 6 : 4, range: [family === 6 ? v6ToBigint(ip!) : v4ToBigint(ip!), prefix] };
+  });
+}
+
+/** The address policy of a process: loopback in dev mode, and the private ranges its operator allows. */
+export function outboundPolicy(config: { mode: 'dev' | 'production'; ALLOWED_PRIVATE_ADDRESSES?: string }): AddressPolicy {
+  return { allowLoopback: config.mode === 'dev', allowedRanges: parseAddressRanges(config.ALLOWED_PRIVATE_ADDRESSES ?? '') };
 }
 
 export interface GuardedFetchOptions extends AddressPolicy {
@@ -107,10 +137,11 @@ function classifyV4(value: bigint, allowLoopback: boolean): string | null {
   return V4_BLOCKED.some((r) => inRange(value, 32, r)) ? 'a private, loopback, link-local or reserved IPv4 address' : null;
 }
 
-/** Why `address` may not be contacted, or null when it is a public unicast address. */
-export function blockedReason(address: string, options: { allowLoopback?: boolean } = {}): string | null {
+/** Why `address` may not be contacted, or null when it is a public unicast address or one the operator allows. */
+export function blockedReason(address: string, options: { allowLoopback?: boolean; allowedRanges?: readonly AddressRange[] } = {}): string | null {
   const allowLoopback = options.allowLoopback ?? false;
   const family = isIP(address.split('%')[0]!);
+  if (options.allowedRanges?.some((r) => r.family === family && inRange(family === 6 ? v6ToBigint(address) : v4ToBigint(address), family === 6 ? 128 : 32, r.range))) return null;
   if (family === 4) return classifyV4(v4ToBigint(address), allowLoopback);
   if (family !== 6) return 'not an IP address';
   const value = v6ToBigint(address);

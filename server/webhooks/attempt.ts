@@ -1,4 +1,4 @@
-import { guardedFetch, GuardedFetchError } from '../platform/ssrf.js';
+import { guardedFetch, GuardedFetchError, type AddressPolicy } from '../platform/ssrf.js';
 import { WEBHOOK_HEADERS, webhookSignature } from '../../middleware/webhook.js';
 import type { DeliveryAttempt } from './models.js';
 
@@ -24,7 +24,8 @@ export async function postWebhook(input: {
   event: string;
   idempotencyKey: string;
   timeoutMs: number;
-  allowLoopback: boolean;
+  /** The process's outbound address policy (outboundPolicy): loopback in dev, the operator's private ranges. */
+  policy: AddressPolicy;
 }): Promise<AttemptResult> {
   const at = new Date();
   const started = performance.now();
@@ -42,7 +43,7 @@ export async function postWebhook(input: {
       timeoutMs: input.timeoutMs,
       maxBytes: 64 * 1024,
       maxRedirects: 0,
-      allowLoopback: input.allowLoopback,
+      ...input.policy,
     });
     const record = { at, url: input.url, statusCode: response.status, durationMs: durationMs() };
     if (response.status >= 200 && response.status < 300) return { verdict: 'delivered', record };

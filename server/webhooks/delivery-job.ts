@@ -12,6 +12,7 @@ import { webhookSecretContext } from '../payments/models.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { retryWhileDatabaseAway } from '../platform/database-outage.js';
+import { outboundPolicy } from '../platform/ssrf.js';
 import type { DeliveryDoc, DeliveryStatus } from './models.js';
 import { postWebhook } from './attempt.js';
 
@@ -148,7 +149,7 @@ export class DeliveryJobs {
     }
     const result = await postWebhook({
       url: target.url, body: delivery.body, secret: target.secret, event: delivery.event, idempotencyKey: delivery.eventId,
-      timeoutMs: this.config.WEBHOOK_TIMEOUT_MS, allowLoopback: this.config.mode === 'dev',
+      timeoutMs: this.config.WEBHOOK_TIMEOUT_MS, policy: outboundPolicy(this.config),
     });
     const retry = result.verdict === 'retry' && made < this.retryDelaysMs.length;
     const status: DeliveryStatus = result.verdict === 'delivered' ? 'delivered' : retry ? 'pending' : 'failed';

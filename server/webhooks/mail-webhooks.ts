@@ -5,7 +5,7 @@ import type { Config } from '../platform/config.js';
 import type { SecretBox, SealedSecret } from '../platform/secret-box.js';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, notFound } from '../platform/errors.js';
-import { assertAllowedUrl } from '../platform/ssrf.js';
+import { assertAllowedUrl, outboundPolicy } from '../platform/ssrf.js';
 import { randomHex } from '../platform/ids.js';
 import { MAIL_EVENT_TYPES, presentEvent, type MailEventDoc, type MailEventLog, type MailEventType } from '../mail/mail-events.js';
 import type { WebhookService } from './webhook-service.js';
@@ -65,7 +65,7 @@ export class MailWebhooks {
 
   async create(owner: { orgId: string; identityId: string }, input: { url: string; events: MailEventType[] }) {
     try {
-      await assertAllowedUrl(input.url, { allowLoopback: this.config.mode === 'dev' });
+      await assertAllowedUrl(input.url, outboundPolicy(this.config));
     } catch (err) {
       throw new AppError(400, 'url_not_allowed', `body.url: ${(err as Error).message}`);
     }
