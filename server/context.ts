@@ -37,6 +37,8 @@ import { ChatService } from './chat/chat-service.js';
 import { adminCheck } from './accounts/admins.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { Metrics } from './platform/metrics.js';
+import { ShutdownSteps } from './platform/shutdown.js';
+import { ProcessRegistry } from './platform/process-registry.js';
 import { updateGroupingFor } from './platform/group-commit.js';
 
 /**
@@ -97,8 +99,13 @@ export interface AppContext {
    * the platform view show them without the identities module knowing those areas.
    */
   identityDetail: Array<(identity: IdentityDoc) => Promise<Record<string, unknown>> | Record<string, unknown>>;
-  /** Called on shutdown, last registered first. */
-  onClose: Array<() => Promise<void>>;
+  /**
+   * The deployment's live processes: this one joins when it starts background work, and what it holds
+   * for a while (job locks, webhook attempt claims) is taken over by others as soon as it is gone.
+   */
+  processes: ProcessRegistry;
+  /** What close() stops, named and timed, last added first. */
+  shutdown: ShutdownSteps;
   /** Set when a graceful stop begins: /ready answers 503 so a balancer stops sending requests here. */
   stopping: boolean;
   close(): Promise<void>;
@@ -143,8 +150,15 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   });
   const keys = new ApiKeyService(db, usage, changes, config.AUTH_CACHE_TTL_MS);
   const secrets = new SecretBox(keyringFrom(config));
-  const onClose: Array<() => Promise<void>> = [];
-  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, log: log.child({ area: 'jobs' }) });
+  const shutdown = new ShutdownSteps();
+  // Added first, so run last: what the areas' steps may still write, then the queue and the connection.
+  shutdown.add('database connection', () => db.close());
+  shutdown.add('job queue', () => jobs.stop());
+  shutdown.add('usage and activity log writes', async () => { await Promise.all([usage.flush(), logs.flush()]); });
+  shutdown.add('payment record writes', () => payments.records.recordsWritten());
+  // Who is live: what a process holds for a while (a job's lock, a webhook attempt's claim) names it.
+  const processes = new ProcessRegistry(db);
+  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }) });
   const identities = new IdentityService(db, config, keys, logs, usage, changes);
   const chain = await createChainService(config, {
     onFailover: ({ url, method, reason }) => log.warn({ rpcUrl: url, method, reason }, 'chain RPC URL failed a request (it goes on to the next URL, if any)'),
@@ -154,7 +168,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   }
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
-  const settlement = chain && new SettlementEngine(db, config, chain, log, metrics);
+  const settlement = chain && new SettlementEngine(db, config, chain, log, metrics, processes.id);
   const payments = new PaymentService(db, config, chain, settlement, () => ctx.serviceKey, secrets, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
   const wallets = new WalletService(db, config, chain, settlement?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
@@ -193,6 +207,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     events,
     identities,
     jobs,
+    processes,
     mail,
     vault: new VaultService(db, secrets, logs, usage),
     chain,
@@ -210,15 +225,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     chat: new ChatService(db, config, secrets, identities, logs, isAdmin),
     identityDetail: [walletDetail(wallets), didDetail(did)],
     usage,
-    onClose,
+    shutdown,
     stopping: false,
-    async close() {
-      for (const fn of [...onClose].reverse()) await fn();
-      await payments.records.recordsWritten();
-      await Promise.all([usage.flush(), logs.flush()]);
-      await jobs.stop();
-      await db.close();
-    },
+    close: () => shutdown.run(log),
   };
   // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
   await Promise.all(Object.values(db.models).map((model) => model.init()));
@@ -227,7 +236,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   void ctx.mail.indexUnsearched().catch((err) => log.warn({ err }, 'search backfill stopped; it runs again at the next start'));
   // Before anything is cached; stopped before the connection closes.
   await changes.start();
-  onClose.push(() => changes.stop());
+  shutdown.add('change feed', () => changes.stop());
   return ctx;
 }
 

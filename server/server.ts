@@ -31,9 +31,9 @@ export async function startServer(config: Config, options: { extension?: AppExte
     // its lanes' work is finished and handed over after everything else has stopped asking for it.
     await startSettlement(app, { role: 'serve', accepts: true });
     smtp = await startSmtpListener(app);
-    app.onClose.push(() => smtp.close());
+    app.shutdown.add('SMTP listener', () => smtp.close());
     // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
-    if (options.workers ?? true) await startBackgroundWork(app);
+    if (options.workers ?? true) await startBackgroundWork(app, 'serve');
     const koa = createApp(app, options.extension);
     http = koa.listen(config.PORT, config.HOST);
     await new Promise<void>((resolve, reject) => {
@@ -79,6 +79,8 @@ export async function startServer(config: Config, options: { extension?: AppExte
  */
 async function drainHttp(app: AppContext, http: Server): Promise<void> {
   app.stopping = true;
+  const started = Date.now();
+  app.log.info('stopping: draining HTTP requests');
   // A request that still comes on a kept-alive connection is answered, and the connection closed after it.
   http.on('request', (_req, res) => { if (!res.headersSent) res.setHeader('Connection', 'close'); });
   const closed = new Promise<void>((resolve) => http.close(() => resolve()));
@@ -93,6 +95,7 @@ async function drainHttp(app: AppContext, http: Server): Promise<void> {
   if (!drained) app.log.warn({ waitedMs: app.config.SETTLEMENT_TIMEOUT_MS + 5_000 }, 'stopping: requests still open after the drain time were cut');
   http.closeAllConnections();
   await closed;
+  app.log.info({ durationMs: Date.now() - started }, 'stopping: HTTP drained');
 }
 
 /** Joins the deployment's settlement (serve and worker); stopped when the process stops. */
@@ -100,34 +103,38 @@ async function startSettlement(app: AppContext, role: { role: 'serve' | 'worker'
   const settlement = app.settlement;
   if (!settlement) return;
   await settlement.start(role);
-  app.onClose.push(() => settlement.stop());
+  app.shutdown.add('settlement (lanes, desk, registry)', () => settlement.stop());
 }
 
 /** Job workers plus the sweeps that feed them (payment reconciliation, the webhook outbox). */
-async function startBackgroundWork(app: AppContext): Promise<void> {
+async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): Promise<void> {
+  // Joined before the workers start and left after they stop: whatever this process still holds then
+  // (a job it locked, a webhook attempt it claimed) is taken over by the others at once.
+  await app.processes.join(role);
+  app.shutdown.add('process registry', () => app.processes.leave());
   await app.jobs.start();
-  app.onClose.push(() => app.jobs.stop());
-  app.onClose.push(app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+  app.shutdown.add('job workers', () => app.jobs.stop());
+  app.shutdown.add('payment hold expiry sweep', app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
   const reconciler = startReconciler(app.payments, {
     everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
     log: app.log.child({ area: 'reconciliation' }), metrics: app.metrics,
   });
-  app.onClose.push(() => reconciler.stop());
+  app.shutdown.add('payment reconciliation', () => reconciler.stop());
   if (app.chain) {
     // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
-    app.onClose.push(app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+    app.shutdown.add('escrow operation sweep', app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
     // exact refunds from the org's wallets whose sender stopped (the token says whether they moved), and their webhooks.
-    if (app.payments.refunds.exact) app.onClose.push(app.payments.refunds.exact.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+    if (app.payments.refunds.exact) app.shutdown.add('exact refund sweep', app.payments.refunds.exact.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
     // Channels sold through our middleware: claimed, settled and refunded when idle, one process a round.
     const channels = app.payments.batchSettlement.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
-    app.onClose.push(() => channels.stop());
+    app.shutdown.add('channel sweep', () => channels.stop());
   }
   if (app.wallets.available) {
     // Channels agents' wallets pay through: an idle one's remainder is asked back from its seller.
     const log = app.log.child({ area: 'buyer-channels' });
-    app.onClose.push(app.buyer.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleMs: app.config.BUYER_CHANNEL_IDLE_REFUND_MS }, (err) => log.error({ err: err.message }, 'idle channel refunds failed')));
+    app.shutdown.add('buyer channel sweep', app.buyer.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleMs: app.config.BUYER_CHANNEL_IDLE_REFUND_MS }, (err) => log.error({ err: err.message }, 'idle channel refunds failed')));
   }
-  app.onClose.push(await app.webhooks.startOutboxSweep());
+  app.shutdown.add('webhook outbox sweep', await app.webhooks.startOutboxSweep());
 }
 
 /**
@@ -140,7 +147,7 @@ export async function startWorker(config: Config, options: { log?: Logger } = {}
   try {
     // A worker given relayer keys sends settlements that serve processes accepted (and reconciliation's).
     await startSettlement(app, { role: 'worker', accepts: false });
-    await startBackgroundWork(app);
+    await startBackgroundWork(app, 'worker');
   } catch (err) {
     await app.close().catch(() => {});
     throw err;
@@ -160,6 +167,6 @@ function watchJobQueue(app: AppContext): void {
 async function serveMetrics(app: AppContext): Promise<string | undefined> {
   if (app.config.METRICS_PORT === undefined) return undefined;
   const listener = await startMetricsListener(app.metrics, { host: app.config.METRICS_HOST, port: app.config.METRICS_PORT, log: app.log.child({ area: 'metrics' }) });
-  app.onClose.push(() => listener.close());
+  app.shutdown.add('metrics listener', () => listener.close());
   return listener.url;
 }

@@ -3,6 +3,7 @@ import { MongoBackend } from '@agendajs/mongo-backend';
 import { ObjectId, type Db, type Document } from 'mongodb';
 import { isDuplicateKey } from './errors.js';
 import { shuffled } from './random-order.js';
+import type { ProcessRegistry } from './process-registry.js';
 
 /**
  * Agenda locks a job with one findOneAndUpdate, which MongoDB runs atomically but FerretDB 1.x does not:
@@ -12,13 +13,14 @@ import { shuffled } from './random-order.js';
  * time, failure count): exactly one worker can insert it. A retry or a new run changes that state and so
  * needs a new claim; an expired claim (its worker died) is taken over by a claim of the next generation.
  */
-export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number | ((jobName: string) => number) }): AgendaBackend {
+export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number | ((jobName: string) => number); registry: ProcessRegistry }): AgendaBackend {
   // A claim lasts as long as Agenda's lock of that job would: a worker that claimed a job and died before
   // marking it locked leaves it runnable by another once that much time passed, as a locked one would be.
   const lifetimeOf = typeof options.lockLifetimeMs === 'number' ? (() => options.lockLifetimeMs as number) : options.lockLifetimeMs;
   const inner = new MongoBackend({ mongo: db, collection: options.collection });
   const jobs = db.collection(options.collection);
-  const claims = db.collection<{ _id: string; jobId: string; expiresAt: Date }>(`${options.collection}_claims`);
+  const claims = db.collection<{ _id: string; jobId: string; owner?: string; expiresAt: Date }>(`${options.collection}_claims`);
+  const { registry } = options;
   let repository: JobRepository | undefined;
 
   const claim = async (job: Document): Promise<boolean> => {
@@ -30,12 +32,13 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
     for (let tries = 0; tries < 6; tries++) {
       const id = generation ? `${key}#${generation}` : key;
       try {
-        await claims.insertOne({ _id: id, jobId: job._id.toHexString(), expiresAt: new Date(Date.now() + lifetimeOf(String(job.name))) });
+        await claims.insertOne({ _id: id, jobId: job._id.toHexString(), owner: registry.id, expiresAt: new Date(Date.now() + lifetimeOf(String(job.name))) });
         return true;
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
         const holder = await claims.findOne({ _id: id });
-        if (holder && holder.expiresAt.getTime() > Date.now()) return false;
+        // A live claim of a live process stands; one whose process is gone is as good as expired.
+        if (holder && holder.expiresAt.getTime() > Date.now() && (!holder.owner || await registry.isLive(holder.owner))) return false;
         // Expired: the next generation. Gone (unlockJobs released the job meanwhile): the same one again.
         if (holder) generation++;
       }
@@ -61,10 +64,15 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
   const wrap = (repo: JobRepository): JobRepository => new Proxy(repo, {
     get(target, prop, receiver) {
       if (prop === 'getNextJobToRun') {
-        return (name: string, nextScanAt: Date, lockDeadline: Date, now: Date | undefined, opts: { lastModifiedBy?: string } | undefined) =>
+        return async (name: string, nextScanAt: Date, lockDeadline: Date, now: Date | undefined, opts: { lastModifiedBy?: string } | undefined) =>
           lockFirst({
             name, disabled: { $ne: true },
-            $or: [{ lockedAt: { $eq: null }, nextRunAt: { $lte: nextScanAt } }, { lockedAt: { $lte: lockDeadline } }],
+            $or: [
+              { lockedAt: { $eq: null }, nextRunAt: { $lte: nextScanAt } },
+              // Given up by its worker (ran past its lock lifetime), or locked by a process that is gone.
+              { lockedAt: { $lte: lockDeadline } },
+              { lockedAt: { $ne: null }, lastModifiedBy: { $nin: [...await registry.liveIds()] } },
+            ],
           }, now ?? new Date(), opts?.lastModifiedBy);
       }
       if (prop === 'lockJob') {

@@ -3,6 +3,7 @@ import { claimingMongoBackend } from './job-locking.js';
 import type { Db } from 'mongodb';
 import type { Connection } from 'mongoose';
 import { outsideRequest, type Logger } from './logger.js';
+import type { ProcessRegistry } from './process-registry.js';
 
 /** Thrown by a handler when retrying cannot help (a 5xx SMTP reply, a 4xx from a webhook receiver). */
 export class PermanentJobError extends Error {}
@@ -20,7 +21,10 @@ export interface JobOptions<T> {
   /** Runs once when the job stops for good: a permanent error or the last retry failed. */
   onGiveUp?: (data: T, error: Error, run: JobRun) => Promise<void>;
   concurrency?: number;
-  /** A worker that dies holding a job releases it after this long; another worker then runs it. */
+  /**
+   * A job running this long is given up by its worker, and another may run it. A worker that dies holding
+   * a job releases it at once (the process registry says it is gone), not after this.
+   */
   lockLifetimeMs?: number;
 }
 
@@ -40,7 +44,7 @@ export interface JobQueue {
   has(name: string, data: Record<string, string | number>): Promise<boolean>;
   /** Starts this process's workers. Enqueueing works without it (another process may be the worker). */
   start(): Promise<void>;
-  /** Waits briefly for running jobs, then releases the rest for another worker. Idempotent. */
+  /** Waits briefly for running jobs, then stops taking more (the process's leaving the registry frees the rest). Idempotent. */
   stop(): Promise<void>;
   /**
    * Jobs waiting to run (due, scheduled, or waiting for a retry), by name, across every process on the
@@ -52,16 +56,24 @@ export interface JobQueue {
 
 const DEFAULT_LOCK_LIFETIME_MS = 5 * 60_000;
 
-export function createJobQueue(conn: Connection, options: { processEveryMs: number; name?: string; log: Logger }): JobQueue {
+/** How long a stopping process waits for its running jobs; what is still running then is taken over by others. */
+const DRAIN_MS = 3_000;
+
+/**
+ * `registry`: who is live. A job locked by a process that is not live any more (it crashed, or stopped
+ * while the job ran) is runnable again at once, not after its lock lifetime.
+ */
+export function createJobQueue(conn: Connection, options: { processEveryMs: number; registry: ProcessRegistry; log: Logger }): JobQueue {
   // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
   const db = conn.db as unknown as Db;
   const defined = new Set<string>();
   /** Each job's lock lifetime: its claims last as long (see claimingMongoBackend). */
   const lockLifetimes = new Map<string, number>();
   const agenda = new Agenda({
-    backend: claimingMongoBackend(db, { collection: JOBS_COLLECTION, lockLifetimeMs: (name) => lockLifetimes.get(name) ?? DEFAULT_LOCK_LIFETIME_MS }),
+    backend: claimingMongoBackend(db, { collection: JOBS_COLLECTION, lockLifetimeMs: (name) => lockLifetimes.get(name) ?? DEFAULT_LOCK_LIFETIME_MS, registry: options.registry }),
     processEvery: options.processEveryMs,
-    name: options.name ?? `agentgate-${process.pid}`,
+    // The registry's id: a job's lastModifiedBy names the process that locked it, which the others look up.
+    name: options.registry.id,
     removeOnComplete: true,
     // A job enqueued in this process starts at once instead of at the next poll (webhook latency drops
     // from ~processEvery to milliseconds). Other processes still find it by polling.
@@ -121,8 +133,10 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
     async stop() {
       if (state !== 'started') { state = 'stopped'; return; }
       state = 'stopped';
-      const result = await agenda.drain({ timeout: 5_000, closeConnection: false });
-      if (result.running > 0) await agenda.stop(false);
+      // Jobs still running after the drain time, and jobs this process locked but did not start, stay
+      // locked in its name: the process leaves the registry when it stops, and others take them over then.
+      // (agenda.stop after a drain would do nothing: drain has already let go of the job processor.)
+      await agenda.drain({ timeout: DRAIN_MS, closeConnection: false });
     },
     async depth() {
       const counts = new Map([...defined].map((name) => [name, 0]));

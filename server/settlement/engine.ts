@@ -7,7 +7,8 @@ import type { Metrics } from '../platform/metrics.js';
 import { BlockClock } from './block-clock.js';
 import { SettlementDesk } from './desk.js';
 import { Mailbox } from './mailbox.js';
-import { newProcessId, SettlementRegistry, type ProcessRole, type RegistryView } from './registry.js';
+import { SettlementRegistry, type ProcessRole, type RegistryView } from './registry.js';
+import { newProcessId } from '../platform/process-registry.js';
 import { shortReason } from './relayer-lane.js';
 import { RelayerLeases } from './relayer-leases.js';
 import { RelayerPool } from './relayer-pool.js';
@@ -44,7 +45,7 @@ export interface SettlementRoleStatus {
  * here: `agentgate serve` and `worker` call `start`; a CLI command never does.
  */
 export class SettlementEngine {
-  readonly me = newProcessId();
+  readonly me: string;
   readonly clock: BlockClock;
   readonly registry: SettlementRegistry;
   readonly mailbox: Mailbox;
@@ -55,7 +56,9 @@ export class SettlementEngine {
   private role: { role: ProcessRole; accepts: boolean } | undefined;
   private housekeeping: NodeJS.Timeout | undefined;
 
-  constructor(db: Connection, private readonly config: Config, readonly chain: ChainService, private readonly log: Logger, private readonly metrics: Metrics) {
+  constructor(db: Connection, private readonly config: Config, readonly chain: ChainService, private readonly log: Logger, private readonly metrics: Metrics, me: string = newProcessId()) {
+    // The process registry's id (platform/process-registry.ts): one name per process in every registry and lease.
+    this.me = me;
     const settlementLog = log.child({ area: 'settlement' });
     const ttlMs = config.RELAYER_LEASE_TTL_MS;
     const skewMs = Math.min(2_000, Math.floor(ttlMs / 5));

@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import type { Collection, Connection } from 'mongoose';
 
 /** How a relayer lane is doing, as its holder reports it. */
@@ -63,8 +61,6 @@ export interface RegistryOptions {
 /** Registrations of processes gone this long are deleted (their inboxes were drained long before). */
 const PRUNE_AFTER_MS = 60 * 60_000;
 
-/** This process's name in the registry, the relayer leases and the logs: host, pid and a random part (pids repeat across hosts). */
-export const newProcessId = () => `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
 
 /**
  * The deployment's processes, as they say themselves, in one small collection each process reads whole:

@@ -1,12 +1,17 @@
 import { createContext, type AppContext } from '../../server/context.js';
 import { createJobQueue, JOBS_COLLECTION, PermanentJobError, type JobQueue } from '../../server/platform/jobs.js';
+import { ProcessRegistry } from '../../server/platform/process-registry.js';
 import { testConfig } from '../support/server.js';
 import { eventually } from './mail-support.js';
 
 let app: AppContext;
 const queues: JobQueue[] = [];
-const queue = () => {
-  const q = createJobQueue(app.db, { processEveryMs: 100, log: app.log });
+const registries: ProcessRegistry[] = [];
+/** A job queue as one process of the deployment has it: registered in the process registry (heartbeats every 100 ms, gone after 500 ms of silence). */
+const queue = async (registry = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 })) => {
+  await registry.join('worker');
+  registries.push(registry);
+  const q = createJobQueue(app.db, { processEveryMs: 100, registry, log: app.log });
   queues.push(q);
   return q;
 };
@@ -14,13 +19,14 @@ const queue = () => {
 beforeAll(async () => { app = await createContext(await testConfig()); });
 afterAll(async () => {
   for (const q of queues) await q.stop();
+  for (const r of registries) await r.leave();
   await app.db.dropDatabase().catch(() => {});
   await app.close();
 });
 
 describe('JobQueue (Agenda on the test database)', () => {
   it('runs a job enqueued with now() and one scheduled for later', async () => {
-    const q = queue();
+    const q = await queue();
     const seen: string[] = [];
     q.define<{ word: string }>('test.record', async ({ word }) => { seen.push(word); });
     await q.start();
@@ -30,7 +36,7 @@ describe('JobQueue (Agenda on the test database)', () => {
   });
 
   it('retries a failing job on its schedule and gives up after the last retry', async () => {
-    const q = queue();
+    const q = await queue();
     const attempts: number[] = [];
     const gaveUp: Array<{ attempt: number; message: string }> = [];
     q.define<{ n: number }>('test.flaky', async (_data, run) => {
@@ -44,7 +50,7 @@ describe('JobQueue (Agenda on the test database)', () => {
   });
 
   it('does not retry after a PermanentJobError', async () => {
-    const q = queue();
+    const q = await queue();
     const attempts: number[] = [];
     const gaveUp: number[] = [];
     q.define('test.permanent', async (_data, run) => {
@@ -62,7 +68,7 @@ describe('JobQueue (Agenda on the test database)', () => {
     // The claim (a unique insert naming the job's state) is made before the job is marked locked; a worker
     // killed in between leaves the job unlocked and claimed. Its claim must expire with the job's own lock
     // lifetime (webhook deliveries: seconds), not a fixed ten minutes during which nobody could run it.
-    const q = queue();
+    const q = await queue();
     let ran = 0;
     q.define('test.short-lock', async () => { ran++; }, { lockLifetimeMs: 2_000 });
     const claims = app.db.collection<{ _id: string; expiresAt: Date }>(`${JOBS_COLLECTION}_claims`);
@@ -78,8 +84,8 @@ describe('JobQueue (Agenda on the test database)', () => {
 
   it('runs each job exactly once when two workers share the database (locking)', async () => {
     const runs = new Map<number, number>();
-    const workers = [queue(), queue()];
-    const enqueuer = queue();
+    const workers = [await queue(), await queue()];
+    const enqueuer = await queue();
     for (const w of [...workers, enqueuer]) {
       w.define<{ i: number }>('test.once', async ({ i }) => {
         runs.set(i, (runs.get(i) ?? 0) + 1);
@@ -91,5 +97,31 @@ describe('JobQueue (Agenda on the test database)', () => {
     await eventually(() => expect(runs.size).toBe(30), 20_000);
     await new Promise((r) => setTimeout(r, 500));
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it.each([
+    ['stopped and left the registry', (r: ProcessRegistry) => r.leave()],
+    ['died: its heartbeats stopped', async (r: ProcessRegistry) => { (r as unknown as { timer: NodeJS.Timeout }).timer.close(); }],
+  ])('a job locked by a process that %s is run by another within seconds, not after its lock lifetime', async (_how, end) => {
+    const firstRegistry = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 });
+    const first = await queue(firstRegistry);
+    const second = await queue();
+    const name = `test.takeover-${registries.length}`;
+    let started: () => void = () => {};
+    const firstStarted = new Promise<void>((resolve) => { started = resolve; });
+    const ranBy: string[] = [];
+    // The first process's run never ends (a worker wedged, or killed mid-job); the lock lifetime is a minute.
+    first.define(name, async () => { ranBy.push('first'); started(); await new Promise(() => {}); }, { lockLifetimeMs: 60_000 });
+    second.define(name, async () => { ranBy.push('second'); }, { lockLifetimeMs: 60_000 });
+    await first.start();
+    await first.now(name, {});
+    await firstStarted;
+    await second.start();
+    await new Promise((r) => setTimeout(r, 800));
+    expect(ranBy).toEqual(['first']); // held by a live process: nobody else runs it
+    const ended = Date.now();
+    await end(firstRegistry);
+    await eventually(() => expect(ranBy).toEqual(['first', 'second']), 10_000);
+    expect(Date.now() - ended).toBeLessThan(5_000);
   });
 });

@@ -499,22 +499,25 @@ export async function audit(input: {
 
     // Webhooks: every settled payment of the registered endpoint has exactly one delivered delivery.
     const deliveries = await db.collection('webhook_deliveries').find({}).toArray();
+    // Listed first (the printed problems are cut at 20): a delivery still pending at the end, where its job
+    // stands (the queue's record and its claims), so a failure says whether the job was never made, never
+    // claimed, claimed and lost, or is waiting a retry.
+    for (const d of deliveries.filter((x) => x.status === 'pending').slice(0, 5)) {
+      const jobs = await db.collection('jobs').find({ 'data.deliveryId': d._id }).toArray();
+      const claims = jobs.length ? await db.collection('jobs_claims').find({ jobId: { $in: jobs.map((j) => String(j._id)) } }).toArray() : [];
+      const attemptClaims = await db.collection('webhook_attempt_claims').find({ _id: { $regex: `^${d._id}:` } } as never).toArray();
+      const at = (v: unknown) => (v instanceof Date ? v.toISOString().slice(11, 23) : String(v ?? '-'));
+      problems.push(`pending delivery ${d._id} (attempts ${d.attemptCount}, round ${d.round}, next ${at(d.nextAttemptAt)}, created ${at(d.createdAt)}): `
+        + (jobs.length ? jobs.map((j) => `job next ${at(j.nextRunAt)} locked ${at(j.lockedAt)} by ${j.lastModifiedBy ?? '-'} ran ${at(j.lastRunAt)} finished ${at(j.lastFinishedAt)} fails ${j.failCount ?? 0}${j.failReason ? ` (${String(j.failReason).slice(0, 80)})` : ''}`).join('; ') : 'no job')
+        + `; claims ${claims.map((c) => `${String(c._id).split(':').slice(1).join(':')} until ${at(c.expiresAt)}`).join(', ') || 'none'}`
+        + `; attempt claims ${attemptClaims.map((c) => `${String(c._id).split(':').slice(1).join(':')} until ${at(c.expiresAt)}`).join(', ') || 'none'}`);
+    }
     let delivered = 0;
     for (const r of input.received ? records.filter((x) => x.status === 'settled') : []) {
       const mine = deliveries.filter((d) => d.paymentId === r._id);
       const ok = mine.filter((d) => d.status === 'delivered').length;
       if (mine.length !== 1 || ok !== 1) problems.push(`payment ${r._id}: ${mine.length} deliveries, ${ok} delivered`);
       else delivered++;
-    }
-    // A delivery still pending at the end: where its job stands (the queue's record and its claims), so a
-    // failure says whether the job was never made, never claimed, claimed and lost, or is waiting a retry.
-    for (const d of deliveries.filter((x) => x.status === 'pending').slice(0, 3)) {
-      const jobs = await db.collection('jobs').find({ 'data.deliveryId': d._id }).toArray();
-      const claims = jobs.length ? await db.collection('jobs_claims').find({ jobId: { $in: jobs.map((j) => String(j._id)) } }).toArray() : [];
-      const at = (v: unknown) => (v instanceof Date ? v.toISOString().slice(11, 23) : String(v ?? '-'));
-      problems.push(`pending delivery ${d._id} (attempts ${d.attemptCount}, round ${d.round}, next ${at(d.nextAttemptAt)}, created ${at(d.createdAt)}): `
-        + (jobs.length ? jobs.map((j) => `job next ${at(j.nextRunAt)} locked ${at(j.lockedAt)} by ${j.lastModifiedBy ?? '-'} ran ${at(j.lastRunAt)} finished ${at(j.lastFinishedAt)} fails ${j.failCount ?? 0}${j.failReason ? ` (${String(j.failReason).slice(0, 80)})` : ''}`).join('; ') : 'no job')
-        + `; claims ${claims.map((c) => `${String(c._id).split(':').slice(1).join(':')} until ${at(c.expiresAt)}`).join(', ') || 'none'}`);
     }
     const seen = new Map<string, number>();
     for (const request of input.received ?? []) {

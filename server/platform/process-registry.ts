@@ -1,0 +1,106 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Collection, Connection } from 'mongoose';
+
+/** This process's name in the registries, the job locks, the relayer leases and the logs: host, pid and a random part (pids repeat across hosts). */
+export const newProcessId = () => `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+
+export interface ProcessHeartbeatDoc {
+  _id: string;
+  role: string;
+  startedAt: Date;
+  heartbeatAt: Date;
+  expiresAt: Date;
+}
+
+export interface ProcessRegistryOptions {
+  /** How often this process says it is alive. */
+  heartbeatMs: number;
+  /** A process silent this long is gone: what it held (job locks, attempt claims) is taken over. */
+  ttlMs: number;
+  /** Margin for clock skew between hosts, added before another process's registration counts as expired. */
+  skewMs: number;
+}
+
+export const PROCESS_REGISTRY_DEFAULTS: ProcessRegistryOptions = { heartbeatMs: 1_000, ttlMs: 5_000, skewMs: 1_000 };
+
+/** Registrations gone this long are deleted: nothing they held is still waiting for them. */
+const PRUNE_AFTER_MS = 60 * 60_000;
+
+/**
+ * Every live process of the deployment (serve, worker, a one-off command), each writing its own small
+ * document every second. What one process holds for a while (a job's lock, a webhook attempt's claim) names
+ * its holder; another process takes it over as soon as the holder is not live here any more: within seconds
+ * after a crash, at once after a graceful stop (which leaves the registry first), and never while the
+ * holder is merely slow. The view of who is live is read once a second, in the background.
+ */
+export class ProcessRegistry {
+  private readonly docs: Collection<ProcessHeartbeatDoc>;
+  private readonly startedAt = new Date();
+  private timer: NodeJS.Timeout | undefined;
+  private live: { at: number; ids: ReadonlySet<string> } | undefined;
+  private reading: Promise<ReadonlySet<string>> | undefined;
+  private joined = false;
+
+  constructor(
+    conn: Connection,
+    readonly id: string = newProcessId(),
+    private readonly options: ProcessRegistryOptions = PROCESS_REGISTRY_DEFAULTS,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.docs = conn.collection<ProcessHeartbeatDoc>('processes') as unknown as Collection<ProcessHeartbeatDoc>;
+  }
+
+  /** Registers this process and keeps it registered until `leave`. */
+  async join(role: string): Promise<void> {
+    this.joined = true;
+    await this.beat(role);
+    this.timer = setInterval(() => { void this.beat(role).catch(() => { /* the next beat tries again */ }); }, this.options.heartbeatMs);
+    this.timer.unref();
+  }
+
+  private async beat(role: string): Promise<void> {
+    const now = this.now();
+    await this.docs.updateOne({ _id: this.id }, { $set: { role, startedAt: this.startedAt, heartbeatAt: new Date(now), expiresAt: new Date(now + this.options.ttlMs) } }, { upsert: true });
+  }
+
+  /** Leaves at once (a graceful stop): from now on, every process takes over what this one held. */
+  async leave(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    if (!this.joined) return;
+    this.joined = false;
+    await this.docs.updateOne({ _id: this.id }, { $set: { expiresAt: new Date(this.now() - this.options.skewMs - 1) } }).catch(() => {});
+  }
+
+  /**
+   * The ids of the live processes (this one always among them while it is registered), read again in the
+   * background once the view is a heartbeat old; a view older than ten heartbeats is read before it is used.
+   */
+  async liveIds(): Promise<ReadonlySet<string>> {
+    const age = this.live ? this.now() - this.live.at : Infinity;
+    if (age > this.options.heartbeatMs * 10) return this.read();
+    if (age > this.options.heartbeatMs) void this.read().catch(() => {});
+    return this.live!.ids;
+  }
+
+  /** Whether `id` is a live process now, as far as this process knows. */
+  async isLive(id: string): Promise<boolean> {
+    return id === this.id ? this.joined : (await this.liveIds()).has(id);
+  }
+
+  private read(): Promise<ReadonlySet<string>> {
+    this.reading ??= (async () => {
+      const now = this.now();
+      const all = await this.docs.find({}, { projection: { _id: 1, expiresAt: 1 } }).toArray();
+      if (all.some((d) => d.expiresAt.getTime() < now - PRUNE_AFTER_MS)) {
+        void this.docs.deleteMany({ expiresAt: { $lt: new Date(now - PRUNE_AFTER_MS) } }).catch(() => {});
+      }
+      const ids = new Set(all.filter((d) => d.expiresAt.getTime() + this.options.skewMs > now).map((d) => d._id));
+      if (this.joined) ids.add(this.id);
+      this.live = { at: now, ids };
+      return ids;
+    })().finally(() => { this.reading = undefined; });
+    return this.reading;
+  }
+}
