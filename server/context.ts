@@ -177,7 +177,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const isAdmin = adminCheck(config, accounts);
   const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }),
     new MailEventLog(db, changes, log.child({ area: 'mail-events' })), events);
-  const webhooks = new WebhookService(db, config, jobs, payments, secrets, logs, { log: log.child({ area: 'webhooks' }), metrics, events });
+  const webhooks = new WebhookService(db, config, jobs, payments, secrets, logs, processes, { log: log.child({ area: 'webhooks' }), metrics, events });
   // auth-capture refunds and voids are delivered as payment.refunded / payment.voided.
   payments.authCapture.operations.onEvent.push(escrowEventDispatcher({ enqueue: (input) => webhooks.enqueue(input), markWebhook: (id, webhook) => payments.authCapture.operations.markWebhook(id, webhook) }));
   if (chain && wallets.available) {

@@ -26,7 +26,7 @@ export async function startServer(config: Config, options: { extension?: AppExte
   let smtp: Awaited<ReturnType<typeof startSmtpListener>>;
   let http: Server;
   try {
-    watchJobQueue(app);
+    watchQueues(app);
     // A server accepts payments and, given relayer keys, takes its share of the pool's lanes. Stopped last:
     // its lanes' work is finished and handed over after everything else has stopped asking for it.
     await startSettlement(app, { role: 'serve', accepts: true });
@@ -143,7 +143,7 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
  */
 export async function startWorker(config: Config, options: { log?: Logger } = {}): Promise<{ app: AppContext; metricsUrl?: string; close(): Promise<void> }> {
   const app = await createContext(config, { log: options.log });
-  watchJobQueue(app);
+  watchQueues(app);
   try {
     // A worker given relayer keys sends settlements that serve processes accepted (and reconciliation's).
     await startSettlement(app, { role: 'worker', accepts: false });
@@ -156,10 +156,14 @@ export async function startWorker(config: Config, options: { log?: Logger } = {}
   return { app, ...(metricsUrl ? { metricsUrl } : {}), close: () => app.close() };
 }
 
-/** Queue depth is read from the database at scrape time, so any process (server or worker) reports it. */
-function watchJobQueue(app: AppContext): void {
+/**
+ * Queue depth and the oldest due webhook delivery are read from the database at scrape time, so any
+ * process (server or worker) reports the deployment's figures.
+ */
+function watchQueues(app: AppContext): void {
   app.metrics.onCollect(async () => {
     for (const [name, depth] of await app.jobs.depth()) app.metrics.jobQueueDepth.set({ name }, depth);
+    app.metrics.webhookOldestDue.set((await app.webhooks.oldestDueMs()) / 1000);
   });
 }
 

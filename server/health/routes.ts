@@ -27,7 +27,12 @@ export interface HealthRouteDeps {
   mail: Pick<MailService, 'delivery'>;
   /** Whether a graceful stop has begun: asked per request, it turns true while the process drains. */
   isStopping: () => boolean;
+  /** How long the deployment's oldest due webhook delivery has waited, in ms. */
+  webhookBacklogMs: () => Promise<number>;
 }
+
+/** A due webhook delivery waiting longer than this makes /ready say `degraded` (deliveries are stuck somewhere). */
+export const WEBHOOK_BACKLOG_DEGRADED_MS = 60_000;
 
 /**
  * Probes for orchestrators: GET /health (liveness: the process answers HTTP) and GET /ready (readiness:
@@ -35,7 +40,7 @@ export interface HealthRouteDeps {
  * does not; 200 `degraded` naming why when settlements would fail: no relayer lane of the deployment can
  * send). The answer also says what this process does in settlement and who holds which lane.
  */
-export function healthRoutes({ db, chain, settlement, mail, isStopping }: HealthRouteDeps): Router {
+export function healthRoutes({ db, chain, settlement, mail, isStopping, webhookBacklogMs }: HealthRouteDeps): Router {
   const router = new Router();
   router.get('/health', (ctx) => {
     ctx.body = { status: 'ok' };
@@ -68,13 +73,23 @@ export function healthRoutes({ db, chain, settlement, mail, isStopping }: Health
       relayer = problems.length ? `degraded: ${problems.join('; ')}` : 'ok';
       detail = { settlement: { ...mine, lanes } };
     }
-    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}), ...(isStopping() ? { process: 'down: stopping' } : {}) };
+    // Webhooks: a deployment-wide backlog, not this process's fault, so never `down` (a balancer would take
+    // every process out at once): `degraded`, naming the wait, once the oldest due delivery waits too long.
+    const backlogMs = await within(webhookBacklogMs()).catch(() => undefined);
+    const webhooks = backlogMs === undefined ? undefined
+      : backlogMs > WEBHOOK_BACKLOG_DEGRADED_MS ? `degraded: the oldest due webhook delivery has waited ${Math.round(backlogMs / 1000)} s` : 'ok';
+    detail = { ...detail, ...(backlogMs === undefined ? {} : { webhooks: { oldestDueSeconds: Math.round(backlogMs / 100) / 10 } }) };
+    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}), ...(webhooks ? { webhooks } : {}), ...(isStopping() ? { process: 'down: stopping' } : {}) };
     const down = Object.entries(answers).filter(([, state]) => state.startsWith('down')).map(([name]) => name);
-    const degraded = relayer?.startsWith('degraded');
+    const why = [
+      ...(relayer?.startsWith('degraded') ? [`payments may fail here: ${relayer.slice('degraded: '.length)}`] : []),
+      ...(webhooks?.startsWith('degraded') ? [`webhooks are behind: ${webhooks.slice('degraded: '.length)}`] : []),
+    ];
+    const degraded = why.length > 0;
     ctx.status = down.length ? 503 : 200;
     ctx.body = down.length
       ? { error: 'not_ready', message: `not ready: ${down.join(', ')}`, status: 503, checks: answers, ...detail }
-      : { status: degraded ? 'degraded' : 'ready', checks: answers, ...(degraded ? { message: `payments may fail here: ${relayer!.slice('degraded: '.length)}` } : {}), ...detail };
+      : { status: degraded ? 'degraded' : 'ready', checks: answers, ...(degraded ? { message: why.join('; ') } : {}), ...detail };
   });
   return router;
 }

@@ -209,7 +209,7 @@ export const OPERATIONS: readonly Operation[] = [
 
   // Probes
   { method: 'get', path: '/health', tag: 'Probes', summary: 'Liveness: the process answers', auth: 'none', ok: json('{status: "ok"}', answers.health) },
-  { method: 'get', path: '/ready', tag: 'Probes', summary: 'Readiness: the database, the chain and the SMTP listener answer and the process is not stopping; degraded when no relayer lane of the deployment can send. Also what this process does in settlement and who holds which lane', auth: 'none', ok: json('{status: "ready" | "degraded", checks, settlement}', answers.ready), also: { 503: 'Something it needs does not answer; `checks` says what' } },
+  { method: 'get', path: '/ready', tag: 'Probes', summary: 'Readiness: the database, the chain and the SMTP listener answer and the process is not stopping; degraded when no relayer lane of the deployment can send, or when the oldest due webhook delivery has waited over 60 s. Also what this process does in settlement, who holds which lane, and the webhook backlog', auth: 'none', ok: json('{status: "ready" | "degraded", checks, settlement, webhooks}', answers.ready), also: { 503: 'Something it needs does not answer; `checks` says what' } },
 
   // This document and its reference page
   { method: 'get', path: '/openapi.json', tag: 'Docs', summary: 'This OpenAPI 3.1 document', auth: 'none', ok: json('The document') },

@@ -145,6 +145,11 @@ export interface PaymentDoc {
   offerReceipt?: JwsReceipt;
   /** payment.received outbox entry, written with the settlement (server/webhooks dispatches it). */
   webhook?: { status: 'pending' | 'dispatched' | 'skipped'; eventId: string; deliveryId?: string };
+  /**
+   * Set (true) while the outbox entry waits to be dispatched, and removed when it is: the outbox sweep
+   * finds pending entries by this field's small index instead of reading every payment.
+   */
+  webhookUndispatched?: true;
   createdAt: Date;
   /** A held claim not captured by then is released (the buyer was not charged). */
   holdExpiresAt?: Date;
@@ -184,6 +189,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   signedReceipt: Schema.Types.Mixed,
   offerReceipt: Schema.Types.Mixed,
   webhook: Schema.Types.Mixed,
+  webhookUndispatched: Boolean,
   createdAt: { type: Date, required: true },
   holdExpiresAt: Date,
   submittedAt: Date,
@@ -191,5 +197,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
 }, { versionKey: false, minimize: false });
 paymentSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 paymentSchema.index({ status: 1, createdAt: 1 });
+// The webhook outbox sweep (webhooks/payment-outbox.ts): only payments whose entry waits are in it.
+paymentSchema.index({ webhookUndispatched: 1, settledAt: 1 }, { sparse: true });
 // Sign-In-With-X: a payer's settled payments for a resource (records.ts latestSettled).
 paymentSchema.index({ orgId: 1, payerAddress: 1, resourceUrl: 1, createdAt: -1 });

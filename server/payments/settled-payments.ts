@@ -72,10 +72,11 @@ export function settledRecord(payment: PaymentDoc, entry: SettledPaymentDoc): Pa
 }
 
 /** What a settlement sets on the payment record. */
-export function settlementFields(entry: SettledPaymentDoc): Pick<PaymentDoc, 'status' | 'txHash' | 'settledAt' | 'signedReceipt' | 'offerReceipt' | 'webhook'> {
+export function settlementFields(entry: SettledPaymentDoc): Pick<PaymentDoc, 'status' | 'txHash' | 'settledAt' | 'signedReceipt' | 'offerReceipt' | 'webhook' | 'webhookUndispatched'> {
   return {
     status: 'settled', txHash: entry.txHash, settledAt: entry.settledAt, signedReceipt: entry.signedReceipt,
     ...(entry.offerReceipt ? { offerReceipt: entry.offerReceipt } : {}),
     ...(entry.webhook ? { webhook: entry.webhook } : {}),
+    ...(entry.webhook?.status === 'pending' ? { webhookUndispatched: true as const } : {}),
   };
 }

@@ -52,6 +52,9 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
    * and taking them in the same order made most claims collide (an insert and a read each, for nothing).
    */
   const lockFirst = async (filter: Document, lockedAt: Date, lastModifiedBy: string | undefined): Promise<JobParameters | undefined> => {
+    // A process the others count as gone (its heartbeats fail, or it left while stopping) takes nothing:
+    // they take over what it holds, and it must not compete with them.
+    if (!registry.active) return undefined;
     const candidates = shuffled(await jobs.find(filter).sort({ nextRunAt: 1, priority: -1 }).limit(5).toArray());
     for (const candidate of candidates) {
       if (!(await claim(candidate))) continue;

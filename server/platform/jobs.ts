@@ -42,6 +42,11 @@ export interface JobQueue {
   schedule<T>(at: Date, name: string, data: T): Promise<void>;
   /** Whether a job `name` whose data has these fields is queued or running (a sweep's "is it in hand?"). */
   has(name: string, data: Record<string, string | number>): Promise<boolean>;
+  /**
+   * The values of `data[field]` over the jobs `name` that are queued or running, in one read: a sweep asks
+   * this once for a whole round instead of `has` per item.
+   */
+  liveKeys(name: string, field: string): Promise<Set<string>>;
   /** Starts this process's workers. Enqueueing works without it (another process may be the worker). */
   start(): Promise<void>;
   /** Waits briefly for running jobs, then stops taking more (the process's leaving the registry frees the rest). Idempotent. */
@@ -55,6 +60,9 @@ export interface JobQueue {
 }
 
 const DEFAULT_LOCK_LIFETIME_MS = 5 * 60_000;
+
+/** Jobs queued or running. One that failed for good stays in the collection with neither a next run nor a lock. */
+const LIVE = { disabled: { $ne: true }, $or: [{ nextRunAt: { $ne: null } }, { lockedAt: { $ne: null } }] };
 
 /** How long a stopping process waits for its running jobs; what is still running then is taken over by others. */
 const DRAIN_MS = 3_000;
@@ -121,9 +129,11 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
     },
     async has(name, data) {
       const filter = Object.fromEntries(Object.entries(data).map(([field, value]) => [`data.${field}`, value]));
-      // A job that failed for good stays in the collection with neither a next run nor a lock.
-      const live = { disabled: { $ne: true }, $or: [{ nextRunAt: { $ne: null } }, { lockedAt: { $ne: null } }] };
-      return (await db.collection(JOBS_COLLECTION).countDocuments({ name, ...filter, ...live }, { limit: 1 })) > 0;
+      return (await db.collection(JOBS_COLLECTION).countDocuments({ name, ...filter, ...LIVE }, { limit: 1 })) > 0;
+    },
+    async liveKeys(name, field) {
+      const rows = await db.collection(JOBS_COLLECTION).find({ name, ...LIVE }, { projection: { [`data.${field}`]: 1 } }).toArray();
+      return new Set(rows.map((row) => row.data?.[field]).filter((value): value is string => typeof value === 'string'));
     },
     async start() {
       if (state !== 'idle') return;

@@ -79,6 +79,11 @@ export class Metrics {
     name: 'agentgate_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome',
     labelNames: ['outcome'] as const, registers: [this.registry],
   });
+  /** Read from the database at scrape time: any process reports the deployment's figure. */
+  readonly webhookOldestDue = new Gauge({
+    name: 'agentgate_webhook_oldest_due_seconds', help: 'How long the oldest webhook delivery whose attempt is due has waited for it (0: none waits)',
+    registers: [this.registry],
+  });
   readonly httpRequests = new Histogram({
     name: 'agentgate_http_request_duration_seconds', help: 'HTTP requests by method, route and status class',
     labelNames: ['method', 'route', 'status'] as const, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [this.registry],

@@ -41,6 +41,8 @@ export class ProcessRegistry {
   private live: { at: number; ids: ReadonlySet<string> } | undefined;
   private reading: Promise<ReadonlySet<string>> | undefined;
   private joined = false;
+  /** When this process's last heartbeat was written. */
+  private lastBeatAt = 0;
 
   constructor(
     conn: Connection,
@@ -62,9 +64,20 @@ export class ProcessRegistry {
   private async beat(role: string): Promise<void> {
     const now = this.now();
     await this.docs.updateOne({ _id: this.id }, { $set: { role, startedAt: this.startedAt, heartbeatAt: new Date(now), expiresAt: new Date(now + this.options.ttlMs) } }, { upsert: true });
+    this.lastBeatAt = now;
   }
 
-  /** Leaves at once (a graceful stop): from now on, every process takes over what this one held. */
+  /**
+   * Whether this process may take work that others take over from the processes that are gone: joined,
+   * and its last heartbeat written within the time-to-live. A process whose heartbeats cannot be written
+   * (the database away, the event loop stalled) counts as gone to the others by then, so it must stop
+   * taking work itself, or two processes would do the same job.
+   */
+  get active(): boolean {
+    return this.joined && this.now() - this.lastBeatAt < this.options.ttlMs;
+  }
+
+  /** Leaves at once (a graceful stop): from now on, every process takes over what this one held, and this one takes nothing more. */
   async leave(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
@@ -74,7 +87,7 @@ export class ProcessRegistry {
   }
 
   /**
-   * The ids of the live processes (this one always among them while it is registered), read again in the
+   * The ids of the live processes (this one among them while it is active), read again in the
    * background once the view is a heartbeat old; a view older than ten heartbeats is read before it is used.
    */
   async liveIds(): Promise<ReadonlySet<string>> {
@@ -86,7 +99,7 @@ export class ProcessRegistry {
 
   /** Whether `id` is a live process now, as far as this process knows. */
   async isLive(id: string): Promise<boolean> {
-    return id === this.id ? this.joined : (await this.liveIds()).has(id);
+    return id === this.id ? this.active : (await this.liveIds()).has(id);
   }
 
   private read(): Promise<ReadonlySet<string>> {
@@ -96,8 +109,8 @@ export class ProcessRegistry {
       if (all.some((d) => d.expiresAt.getTime() < now - PRUNE_AFTER_MS)) {
         void this.docs.deleteMany({ expiresAt: { $lt: new Date(now - PRUNE_AFTER_MS) } }).catch(() => {});
       }
-      const ids = new Set(all.filter((d) => d.expiresAt.getTime() + this.options.skewMs > now).map((d) => d._id));
-      if (this.joined) ids.add(this.id);
+      const ids = new Set(all.filter((d) => d.expiresAt.getTime() + this.options.skewMs > now && d._id !== this.id).map((d) => d._id));
+      if (this.active) ids.add(this.id);
       this.live = { at: now, ids };
       return ids;
     })().finally(() => { this.reading = undefined; });

@@ -13,6 +13,7 @@ import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { retryWhileDatabaseAway } from '../platform/database-outage.js';
 import { outboundPolicy } from '../platform/ssrf.js';
+import type { ProcessRegistry } from '../platform/process-registry.js';
 import type { DeliveryDoc, DeliveryStatus } from './models.js';
 import { postWebhook } from './attempt.js';
 
@@ -42,10 +43,16 @@ export type DeliveryTarget = { url: string; secret: string } | { error: string }
 /** A source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
 export type TargetSource = (endpointId: string) => Promise<DeliveryTarget | undefined>;
 
-/** An attempt's claims and a round's: unique ids in one collection, each with its lease. */
-export type AttemptClaims = Collection<{ _id: string; expiresAt: Date }>;
+/** An attempt's claims and a round's: unique ids in one collection, each with the process making it and a lease. */
+export type AttemptClaims = Collection<{ _id: string; owner?: string; expiresAt: Date }>;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Takeovers of one attempt tried in a row before the job gives up (the stall sweep brings it back). */
+const MAX_CLAIM_TRIES = 8;
+
+/** A stalled delivery (due, no job) is enqueued again once it is this much (and two polls) overdue. */
+const STALL_GRACE_MS = 3_000;
+/** Stalled deliveries looked at per sweep round, oldest first. */
+const STALL_BATCH = 200;
 
 /** The claim ids of one attempt up to takeover `generation`: `<attempt>`, `<attempt>#1`, ... */
 export const claimIds = (attempt: string) => (generation: number) => [attempt, ...Array.from({ length: generation }, (_, i) => `${attempt}#${i + 1}`)];
@@ -66,6 +73,8 @@ export class DeliveryJobs {
     private readonly endpoints: Model<EndpointDoc>,
     private readonly secrets: SecretBox,
     private readonly logs: ActivityLog,
+    /** Who is live: an attempt claimed by a process that is gone is taken over at once. */
+    private readonly processes: ProcessRegistry,
     /**
      * One line and one counted outcome per attempt (the operator's view; the seller's is the delivery
      * log), and one readable line per attempt for `agentgate dev`'s terminal (events).
@@ -98,6 +107,11 @@ export class DeliveryJobs {
     return this.jobs.has(DELIVER_JOB, { deliveryId });
   }
 
+  /** The deliveries whose job is queued or running, in one read (a sweep round's). */
+  queuedDeliveries(): Promise<Set<string>> {
+    return this.jobs.liveKeys(DELIVER_JOB, 'deliveryId');
+  }
+
   /**
    * Creates the delivery of one event to one endpoint and its first attempt, on the same schedule, claims
    * and delivery log as payment.received. Idempotent per `eventId` (unique): a second call is a no-op.
@@ -115,23 +129,34 @@ export class DeliveryJobs {
   }
 
   /**
-   * Re-enqueues deliveries whose next attempt is overdue while no job for them exists: the worker that
-   * recorded a failed attempt died before it scheduled the next one, or a job failed unexpectedly. Such a
-   * delivery would otherwise stay pending forever. A job that exists (queued, or locked by a dead worker
-   * until its lock expires) runs in time by itself, so it is left alone and nothing is multiplied.
+   * Re-enqueues deliveries whose next attempt is overdue while no job for them is queued or running: the
+   * process that recorded a failed attempt died before it scheduled the next one, a job failed unexpectedly,
+   * or a database outage lost the enqueue. Such a delivery would otherwise stay pending forever. A job that
+   * exists runs by itself (one locked by a process that is gone is taken over at once), so it is left alone
+   * and nothing is multiplied. One read of the live jobs for the whole round.
    */
-  async resumeStalled(): Promise<number> {
-    // Overdue by more than a dead worker's lock lifetime and a few polls: its job, if any, had its chance.
-    const overdue = new Date(Date.now() - (this.leaseMs + 1_000 + 3 * this.config.JOBS_PROCESS_EVERY_MS));
-    const stalled = await this.deliveries.find({ status: 'pending', nextAttemptAt: { $lt: overdue } }).sort({ nextAttemptAt: 1 }).limit(200).lean();
+  async resumeStalled(shouldStop: () => boolean = () => false): Promise<number> {
+    // Overdue by a few polls: a delivery's job runs within one poll of its time (at once in the process that enqueued it).
+    const overdue = new Date(Date.now() - (STALL_GRACE_MS + 2 * this.config.JOBS_PROCESS_EVERY_MS));
+    const stalled = await this.deliveries.find({ status: 'pending', nextAttemptAt: { $lt: overdue } }).sort({ nextAttemptAt: 1 }).limit(STALL_BATCH).lean();
+    if (stalled.length === 0) return 0;
+    const queued = await this.queuedDeliveries();
     let resumed = 0;
     for (const delivery of stalled) {
-      if (await this.has(delivery._id)) continue;
+      if (shouldStop()) break;
+      if (queued.has(delivery._id)) continue;
       const roundBase = delivery.roundBase ?? 0;
       await this.now({ deliveryId: delivery._id, round: delivery.round, roundBase, made: delivery.attemptCount - roundBase });
+      this.observe.log.warn({ deliveryId: delivery._id, overdueMs: Date.now() - (delivery.nextAttemptAt?.getTime() ?? Date.now()) }, 'webhook delivery had no job; enqueued again');
       resumed++;
     }
     return resumed;
+  }
+
+  /** The oldest delivery whose attempt is due and not yet made: how far behind delivery is (/metrics, /ready). */
+  async oldestDueMs(): Promise<number> {
+    const [oldest] = await this.deliveries.find({ status: 'pending', nextAttemptAt: { $lte: new Date() } }, { nextAttemptAt: 1 }).sort({ nextAttemptAt: 1 }).limit(1).lean();
+    return oldest?.nextAttemptAt ? Math.max(0, Date.now() - oldest.nextAttemptAt.getTime()) : 0;
   }
 
   // --- one attempt (the job) -------------------------------------------------------------------
@@ -162,31 +187,31 @@ export class DeliveryJobs {
 
   /**
    * Claims attempt `expectedCount + 1` of this round by inserting its claim under a unique _id: the one
-   * guarantee that holds on FerretDB 1.x too (its findOneAndUpdate is not atomic under concurrency). A
-   * live claim is waited out (it ends within the lease). An expired one (its worker died) is not deleted
-   * and inserted again: on FerretDB two workers can both do that and both win (a delete that matched the
-   * dead worker's claim removes the claim another worker has just put in its place; measured: 3 of 60
-   * rounds of 12 claimers). The takeover is a new claim instead, `<attempt>#1`, then `#2`, ..., which
-   * only one worker can insert. Whoever holds the claim then checks the attempt was not already recorded.
+   * guarantee that holds on FerretDB 1.x too (its findOneAndUpdate is not atomic under concurrency). A claim
+   * held by a live process stands: this job ends, and that process records the attempt (if it dies first,
+   * its own job is taken over and comes back here). A claim whose process is gone, or whose lease ran out,
+   * is not deleted and inserted again: on FerretDB two workers can both do that and both win (a delete
+   * that matched the dead worker's claim removes the claim another worker has just put in its place;
+   * measured: 3 of 60 rounds of 12 claimers). The takeover is a new claim instead, `<attempt>#1`, then
+   * `#2`, ..., which only one worker can insert. Whoever holds the claim then checks the attempt was not
+   * already recorded.
    */
   private async claim(job: DeliverJob, expectedCount: number): Promise<{ delivery: DeliveryDoc; claimIds: string[] } | null> {
+    // A process the others count as gone takes no attempt: they may be taking over its claims right now.
+    if (!this.processes.active) return null;
     const ids = claimIds(`${job.deliveryId}:${job.round}:${expectedCount + 1}`);
     let generation = 0;
-    // A holder ends within its lease; two leases is room for one takeover after a death.
-    const giveUpAt = Date.now() + 2 * this.leaseMs;
-    while (Date.now() < giveUpAt) {
+    for (let tries = 0; tries < MAX_CLAIM_TRIES; tries++) {
       const id = ids(generation).at(-1)!;
       try {
-        await this.claims.insertOne({ _id: id, expiresAt: new Date(Date.now() + this.leaseMs) });
+        await this.claims.insertOne({ _id: id, owner: this.processes.id, expiresAt: new Date(Date.now() + this.leaseMs) });
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
-        if (!(await this.stillDue(job, expectedCount))) return null;
         const holder = await this.claims.findOne({ _id: id });
-        const wait = holder ? holder.expiresAt.getTime() - Date.now() : 0;
-        // A live holder: look again shortly (it usually finishes long before its lease ends, and then
-        // this attempt is no longer due). An expired one: take over with the next generation.
-        if (wait > 0) await sleep(Math.min(wait + 50, 1_000));
-        else if (holder) generation++;
+        if (!holder) continue; // released meanwhile: the same id again
+        const held = holder.expiresAt.getTime() > Date.now() && (!holder.owner || await this.processes.isLive(holder.owner));
+        if (held) return null;
+        generation++;
         continue;
       }
       const delivery = await this.deliveries.findById(job.deliveryId).lean();
@@ -199,11 +224,6 @@ export class DeliveryJobs {
 
   private isDue(delivery: DeliveryDoc, job: DeliverJob, expectedCount: number): boolean {
     return delivery.status === 'pending' && delivery.round === job.round && delivery.attemptCount === expectedCount;
-  }
-
-  private async stillDue(job: DeliverJob, expectedCount: number): Promise<boolean> {
-    const delivery = await this.deliveries.findById(job.deliveryId).lean();
-    return !!delivery && this.isDue(delivery, job, expectedCount);
   }
 
   private async targetFor(endpointId: string): Promise<DeliveryTarget> {

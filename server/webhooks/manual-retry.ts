@@ -24,7 +24,7 @@ export class ManualRetry {
    * "Retry now": a pending or failing delivery gets its due attempt at once instead of at nextAttemptAt;
    * a finished one (failed or delivered) starts a new round, as retry does. The early job carries the same
    * round and attempt number as the scheduled one, so the attempt claim lets only one of them send; the
-   * other finds the attempt made (or, if an attempt is running now, it waits and then finds it made).
+   * other finds the attempt made (or being made by a live process, which records it).
    * Nothing here writes the delivery, so no conditional update is relied on. `seen` is the round and
    * attempt count the person was shown: when the delivery has moved on since (the attempt they meant to
    * hurry was made, perhaps delivered), nothing is sent again.

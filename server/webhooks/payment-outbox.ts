@@ -14,6 +14,8 @@ import type { DeliveryJobs } from './delivery-job.js';
 // attempt's job, right after the settlement and again from the sweep for whatever a crash interrupted.
 
 const EVENT = 'payment.received' as const;
+/** Outbox entries dispatched per sweep round, oldest first. */
+const SWEEP_BATCH = 100;
 
 /** The outbox entry markSettled writes onto the payment in the same update that settles it. */
 export type PaymentOutbox = NonNullable<PaymentDoc['webhook']>;
@@ -32,8 +34,11 @@ export class PaymentReceivedOutbox {
     });
   }
 
-  /** Idempotent: safe to call again for the same payment (the sweep does after a crash). */
-  async dispatch(payment: PaymentDoc): Promise<void> {
+  /**
+   * Idempotent: safe to call again for the same payment (the sweep does after a crash). `queued`: the
+   * deliveries whose job is queued or running, when the caller has read them (a sweep, once per round).
+   */
+  async dispatch(payment: PaymentDoc, queued?: ReadonlySet<string>): Promise<void> {
     const outbox = payment.webhook;
     if (!outbox || outbox.status !== 'pending' || !payment.signedReceipt || !payment.settledAt) return;
     // Served from the seller caches (invalidated everywhere when the endpoint changes): a settled batch
@@ -63,21 +68,31 @@ export class PaymentReceivedOutbox {
     // holds it: under load, sweeps of every process finding it still unattempted would each add a job,
     // and a job queue that grows makes every poll of it slower (FerretDB reads the whole queue per poll).
     if (delivery.status === 'pending' && delivery.round === 0 && delivery.attemptCount === 0
-      && (created || !(await this.deliveryJobs.has(delivery._id)))) {
+      && (created || !(queued ? queued.has(delivery._id) : await this.deliveryJobs.has(delivery._id)))) {
       await this.deliveryJobs.now({ deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
     }
     await this.markOutbox(payment._id, { ...outbox, status: 'dispatched', deliveryId: delivery._id });
   }
 
   private async markOutbox(paymentId: string, outbox: PaymentOutbox): Promise<void> {
-    await this.records.payments.updateOne({ _id: paymentId, 'webhook.eventId': outbox.eventId }, { $set: { webhook: outbox } });
+    await this.records.payments.updateOne({ _id: paymentId, 'webhook.eventId': outbox.eventId }, { $set: { webhook: outbox }, $unset: { webhookUndispatched: 1 } });
   }
 
-  /** Dispatches outbox entries left pending (a crash between settling and enqueueing). */
-  async sweep(olderThanMs: number): Promise<number> {
-    const stale = await this.records.payments.find({ 'webhook.status': 'pending', settledAt: { $lt: new Date(Date.now() - olderThanMs) } } as never)
-      .sort({ settledAt: 1 }).limit(200).lean() as PaymentDoc[];
-    for (const payment of stale) await this.dispatch(payment);
-    return stale.length;
+  /**
+   * Dispatches outbox entries left pending (a crash between settling and enqueueing, a database outage),
+   * oldest first, found by their own small index (webhookUndispatched), not by reading every payment.
+   */
+  async sweep(olderThanMs: number, shouldStop: () => boolean = () => false): Promise<number> {
+    const stale = await this.records.payments.find({ webhookUndispatched: true, settledAt: { $lt: new Date(Date.now() - olderThanMs) } })
+      .sort({ settledAt: 1 }).limit(SWEEP_BATCH).lean() as PaymentDoc[];
+    if (stale.length === 0) return 0;
+    const queued = await this.deliveryJobs.queuedDeliveries();
+    let done = 0;
+    for (const payment of stale) {
+      if (shouldStop()) break;
+      await this.dispatch(payment, queued);
+      done++;
+    }
+    return done;
   }
 }

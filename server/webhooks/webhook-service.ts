@@ -15,6 +15,9 @@ import { DeliveryJobs, type AttemptClaims, type TargetSource } from './delivery-
 import { PaymentReceivedOutbox } from './payment-outbox.js';
 import { DeliveryLog, type DeliveryFilter } from './delivery-log.js';
 import { ManualRetry } from './manual-retry.js';
+import { startRounds } from '../platform/rounds.js';
+import { runOnce } from '../platform/once.js';
+import type { ProcessRegistry } from '../platform/process-registry.js';
 
 export { DELIVER_JOB, RETRY_SCHEDULE_UNITS } from './delivery-job.js';
 export type { PaymentOutbox } from './payment-outbox.js';
@@ -34,6 +37,7 @@ export class WebhookService {
   private readonly paymentOutbox: PaymentReceivedOutbox;
   private readonly log: DeliveryLog;
   private readonly retries: ManualRetry;
+  private readonly paymentRecords: PaymentRecords;
 
   /**
    * Other outboxes the sweep drains (mail events not yet told to their webhooks): each is given the age
@@ -42,12 +46,13 @@ export class WebhookService {
   readonly outboxes: Array<(olderThanMs: number) => Promise<number>> = [];
 
   constructor(
-    conn: Connection,
+    private readonly conn: Connection,
     private readonly config: Config,
     jobs: JobQueue,
     payments: { records: PaymentRecords; endpoints: Endpoints },
     secrets: SecretBox,
     logs: ActivityLog,
+    processes: ProcessRegistry,
     /**
      * One line and one counted outcome per attempt (the operator's view; the seller's is the delivery
      * log), and one readable line per attempt for `agentgate dev`'s terminal (events).
@@ -56,8 +61,9 @@ export class WebhookService {
   ) {
     this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
     const claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as AttemptClaims;
-    this.jobs = new DeliveryJobs(this.deliveries, claims, config, jobs, payments.endpoints.endpoints, secrets, logs, observe);
+    this.jobs = new DeliveryJobs(this.deliveries, claims, config, jobs, payments.endpoints.endpoints, secrets, logs, processes, observe);
     this.retryDelaysMs = this.jobs.retryDelaysMs;
+    this.paymentRecords = payments.records;
     this.paymentOutbox = new PaymentReceivedOutbox(this.deliveries, this.jobs, payments.records, payments.endpoints, observe.log);
     this.log = new DeliveryLog(this.deliveries);
     this.retries = new ManualRetry(this.deliveries, claims, this.log, this.jobs, logs, observe.log);
@@ -79,32 +85,55 @@ export class WebhookService {
   }
 
   /** Dispatches outbox entries left pending (a crash between settling and enqueueing). */
-  sweepOutbox(olderThanMs: number): Promise<number> {
-    return this.paymentOutbox.sweep(olderThanMs);
+  sweepOutbox(olderThanMs: number, shouldStop?: () => boolean): Promise<number> {
+    return this.paymentOutbox.sweep(olderThanMs, shouldStop);
   }
 
   /** Re-enqueues deliveries whose next attempt is overdue while no job for them exists. */
-  resumeStalled(): Promise<number> {
-    return this.jobs.resumeStalled();
+  resumeStalled(shouldStop?: () => boolean): Promise<number> {
+    return this.jobs.resumeStalled(shouldStop);
+  }
+
+  /** How long the oldest due delivery has waited for its attempt, in ms (0: none waits). */
+  oldestDueMs(): Promise<number> {
+    return this.jobs.oldestDueMs();
   }
 
   /**
-   * Sweeps once now and then every WEBHOOK_OUTBOX_SWEEP_MS; returns the stop function. The first sweep runs
-   * in the background: a process that starts while the deployment is busy (a rolling restart under load)
-   * may find hundreds of pending entries, and serving must not wait for them.
+   * Sweeps at once and then every WEBHOOK_OUTBOX_SWEEP_MS, one round at a time (a round still running when
+   * the next is due is not stacked with it: after a database outage every process finds a backlog, and
+   * rounds piling up on each other were what kept the database busy); returns the stop function, which
+   * ends the round under way after the item in hand. The first round runs in the background: a process
+   * that starts while the deployment is busy (a rolling restart under load) must not wait for it to serve.
    */
-  async startOutboxSweep(): Promise<() => Promise<void>> {
-    const failed = (err: unknown) => this.observe.log.error({ err }, 'webhook outbox sweep failed');
-    const sweep = (olderThanMs: number) => Promise.all([this.sweepOutbox(olderThanMs), this.resumeStalled(), ...this.outboxes.map((o) => o(olderThanMs))]).catch(failed);
-    let running: Promise<unknown> = sweep(0);
-    const timer = setInterval(() => {
-      // Entries younger than this are still being dispatched by the settling request itself.
-      running = sweep(10_000);
-    }, this.config.WEBHOOK_OUTBOX_SWEEP_MS);
-    timer.unref();
+  startOutboxSweep(): () => Promise<void> {
+    // Payments settled before the outbox had its own index (webhookUndispatched) join it, once per database.
+    let upgraded = false;
+    const upgrade = async () => {
+      if (upgraded) return;
+      await runOnce(this.conn, 'payments.webhookUndispatched', async () => {
+        await this.paymentRecords.payments.updateMany({ 'webhook.status': 'pending', webhookUndispatched: { $exists: false } } as never, { $set: { webhookUndispatched: true } });
+      });
+      upgraded = true;
+    };
+    let stopped = false;
+    const shouldStop = () => stopped;
+    let first = true;
+    const stop = startRounds({
+      everyMs: this.config.WEBHOOK_OUTBOX_SWEEP_MS,
+      runNow: true,
+      round: async () => {
+        await upgrade();
+        // Entries younger than this are still being dispatched by the settling request itself (none at start).
+        const olderThanMs = first ? 0 : 10_000;
+        first = false;
+        await Promise.all([this.sweepOutbox(olderThanMs, shouldStop), this.resumeStalled(shouldStop), ...this.outboxes.map((o) => o(olderThanMs))]);
+      },
+      onError: (err) => this.observe.log.error({ err }, 'webhook outbox sweep failed'),
+    });
     return async () => {
-      clearInterval(timer);
-      await running;
+      stopped = true;
+      await stop();
     };
   }
 

@@ -5,6 +5,8 @@ import { readFileSync } from 'node:fs';
 import { Metrics } from '../../server/platform/metrics.js';
 
 const dashboard = JSON.parse(readFileSync('docs/operators/grafana-dashboard.json', 'utf8'));
+const rulesFile = JSON.parse(readFileSync('docs/operators/grafana-alert-rules.json', 'utf8'));
+const alertRules: any[] = rulesFile.groups.flatMap((g: any) => g.rules);
 const panels: any[] = dashboard.panels.filter((p: any) => p.type !== 'row');
 const targets: Array<{ panel: string; expr: string }> = panels.flatMap((p) => p.targets.map((t: any) => ({ panel: p.title, expr: t.expr })));
 
@@ -57,5 +59,29 @@ describe('docs/operators/grafana-dashboard.json', () => {
     const gas = panels.find((p) => p.targets.some((t: any) => t.expr.includes('agentgate_relayer_gas_balance_eth')));
     expect(gas.fieldConfig.defaults.thresholds.steps.some((s: any) => s.color === 'red')).toBe(true);
     expect(gas.description).toMatch(/alert/i);
+  });
+
+  it('shows the oldest due webhook delivery with a red line at 30 s, the threshold the alert rule fires on', () => {
+    const backlog = panels.find((p) => p.targets.some((t: any) => t.expr.includes('agentgate_webhook_oldest_due_seconds')));
+    expect(backlog.fieldConfig.defaults.unit).toBe('s');
+    expect(backlog.fieldConfig.defaults.thresholds.steps).toContainEqual({ color: 'red', value: 30 });
+    const rule = alertRules.find((r) => r.uid === 'agentgate-webhook-backlog');
+    expect(rule.data[0].model.expr).toBe('max(agentgate_webhook_oldest_due_seconds)');
+    expect(rule.data.find((d: any) => d.model.type === 'threshold').model.conditions[0].evaluator).toEqual({ type: 'gt', params: [30] });
+  });
+});
+
+describe('docs/operators/grafana-alert-rules.json', () => {
+  it('is a Grafana alerting provisioning file whose rules query metrics agentgate exports and end in a condition', () => {
+    expect(rulesFile.apiVersion).toBe(1);
+    expect(alertRules.length).toBeGreaterThanOrEqual(2);
+    for (const rule of alertRules) {
+      const refs = new Set(rule.data.map((d: any) => d.refId));
+      expect([rule.uid, refs.has(rule.condition)]).toEqual([rule.uid, true]);
+      const queries = rule.data.filter((d: any) => d.datasourceUid !== '__expr__');
+      expect(queries.length).toBeGreaterThan(0);
+      for (const q of queries) for (const series of metricsIn(q.model.expr)) expect([rule.uid, series, exported.has(baseOf(series))]).toEqual([rule.uid, series, true]);
+      expect(rule.annotations.summary).toMatch(/\S/);
+    }
   });
 });
