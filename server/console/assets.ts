@@ -143,6 +143,16 @@ td .button, td .button-quiet, td .button-danger { white-space: nowrap; }
 td code[title] { white-space: nowrap; }
 .date-button svg { display: block; width: 1.1rem; height: 1.1rem; }
 .activity .target { min-width: 10rem; }
+/* Approvals: one card per held send; the decision gets a row of its own that wraps, never a clipped column. */
+.draft-head { margin-bottom: .5rem; }
+.draft-head p { margin: .15rem 0 0; }
+.draft-subject { font-size: 1.05rem; margin: 0; overflow-wrap: anywhere; }
+.fields.draft-fields { grid-template-columns: repeat(auto-fit, minmax(min(20rem, 100%), 1fr)); gap: 0 1.5rem; }
+.draft-text { max-height: 20rem; overflow-y: auto; margin: .75rem 0; }
+.draft-actions { display: flex; flex-wrap: wrap; align-items: flex-end; gap: .75rem 1.5rem; margin-top: 1rem; padding-top: 1rem; border-top: 1px solid var(--line); }
+.draft-actions form { margin: 0; }
+.reject-form { display: flex; flex-wrap: wrap; align-items: flex-end; gap: .5rem .75rem; flex: 1 1 20rem; min-width: 0; }
+.reject-form .field { flex: 1 1 14rem; min-width: 0; }
 @media (max-width: 720px) {
   main { padding: 1rem .75rem; }
   .card { padding: 1rem; }
