@@ -42,6 +42,9 @@ h3 { font-size: 1rem; margin: 1.5rem 0 .5rem; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 1.25rem 1.5rem; margin-bottom: 1.25rem; box-shadow: 0 1px 2px rgba(20,27,45,.04); }
 .card.narrow { max-width: 460px; margin: 3rem auto; }
 .table-card { padding: 0; overflow-x: auto; position: relative; } /* relative: an sr-only label in a cell is clipped with the table, not left to widen the page */
+/* A heading or a line of text in a table's card (which has no padding, so the table meets its edges) keeps the card's inset. */
+.table-card > h2 { padding: 1.25rem 1.5rem 0; }
+.table-card > p { padding: 0 1.5rem; }
 table { width: 100%; border-collapse: collapse; }
 th, td { text-align: left; padding: .65rem 1rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); background: #fafbfc; }
@@ -143,6 +146,20 @@ td .button, td .button-quiet, td .button-danger { white-space: nowrap; }
 td code[title] { white-space: nowrap; }
 .date-button svg { display: block; width: 1.1rem; height: 1.1rem; }
 .activity .target { min-width: 10rem; }
+/* The refund form: each label over its field, the amount's help under it, at most a readable width. */
+.refund-form { display: flex; flex-direction: column; align-items: flex-start; gap: .4rem; max-width: 32rem; margin-top: 1rem; }
+.refund-form label { display: flex; flex-direction: column; gap: .3rem; width: 100%; }
+.refund-form label + .muted { font-size: .85em; margin-bottom: .4rem; }
+/* Approvals: one card per held send; the decision gets a row of its own that wraps, never a clipped column. */
+.draft-head { margin-bottom: .5rem; }
+.draft-head p { margin: .15rem 0 0; }
+.draft-subject { font-size: 1.05rem; margin: 0; overflow-wrap: anywhere; }
+.fields.draft-fields { grid-template-columns: repeat(auto-fit, minmax(min(20rem, 100%), 1fr)); gap: 0 1.5rem; }
+.draft-text { max-height: 20rem; overflow-y: auto; margin: .75rem 0; }
+.draft-actions { display: flex; flex-wrap: wrap; align-items: flex-end; gap: .75rem 1.5rem; margin-top: 1rem; padding-top: 1rem; border-top: 1px solid var(--line); }
+.draft-actions form { margin: 0; }
+.reject-form { display: flex; flex-wrap: wrap; align-items: flex-end; gap: .5rem .75rem; flex: 1 1 20rem; min-width: 0; }
+.reject-form .field { flex: 1 1 14rem; min-width: 0; }
 @media (max-width: 720px) {
   main { padding: 1rem .75rem; }
   .card { padding: 1rem; }
@@ -150,6 +167,8 @@ td code[title] { white-space: nowrap; }
   .nav ul { order: 3; flex-basis: 100%; }
   td.resource { min-width: 0; }
   .table-card { padding: 0; }
+  .table-card > h2 { padding: 1rem 1rem 0; }
+  .table-card > p { padding: 0 1rem; }
   table.stack-narrow thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
   table.stack-narrow tr { display: block; border-bottom: 1px solid var(--line); padding: .5rem 0; }
   table.stack-narrow td { display: block; border: 0; padding: .2rem 1rem; text-align: left; }

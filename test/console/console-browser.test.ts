@@ -6,11 +6,12 @@
 // CONSOLE_SCREENSHOTS=docs/images npm test -- test/console/console-browser refreshes the pictures of docs/sellers/console.md.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { pay, sellerWithWebhook, waitForDelivery, type WebhookSeller } from '../webhooks/seller.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { launchChromium } from './browser.js';
+import { launchChromium, signedInPage as signedInAs } from './browser.js';
+import { CONSOLE_TIME, flushHeadings, overflowing, scrollsSideways } from './geometry.js';
 import { consoleGet } from './http-client.js';
 import { capturedPayment, fundedOperator } from '../support/auth-capture.js';
 import { usdcBalance } from '../support/chain.js';
@@ -111,6 +112,12 @@ test('refunds an auth-capture payment: the Refund button asks for confirmation, 
     await p.goto(`${server.url}/console/payments/${id}`);
     await p.getByRole('heading', { name: 'Refunds' }).waitFor();
     const before = await usdcBalance(buyer.address);
+    // The form's labels stand one over the other, each over its field: the word "Reason" starts where
+    // "Amount" does, not run on after the amount's help text (the words' own boxes, not their labels').
+    const wordAt = (n: number) => p.evaluate(`(() => { const r = document.createRange(); r.selectNodeContents(document.querySelectorAll('.refund-form label')[${n}].firstChild);
+      const b = r.getBoundingClientRect(); return [Math.round(b.left), Math.round(b.top)]; })()`) as Promise<[number, number]>;
+    const [[amountX, amountY], [reasonX, reasonY]] = await Promise.all([wordAt(0), wordAt(1)]);
+    expect([reasonX, reasonY > amountY]).toEqual([amountX, true]);
 
     // The form leads to a confirmation; Cancel goes back with nothing refunded.
     await p.getByLabel('Amount (USDC)').fill('0.4');
@@ -146,25 +153,8 @@ test('refunds an auth-capture payment: the Refund button asks for confirmation, 
   }
 }, 120_000);
 
-/** Signs a fresh browser context in through the form; the clipboard is granted, as a person's click would. */
-async function signedInPage(width: number): Promise<{ context: BrowserContext; page: Page; notFound: string[] }> {
-  const context = await browser.newContext({ viewport: { width, height: 900 } });
-  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
-  const p = await context.newPage();
-  // Every request the pages make is answered (the favicon included): no 404 in the walk.
-  const notFound: string[] = [];
-  p.on('response', (res) => { if (res.status() === 404) notFound.push(res.url()); });
-  await p.goto(`${server.url}/console/sign-in`);
-  await p.getByLabel('Platform key').fill(seller.platformKey);
-  await p.getByRole('button', { name: 'Sign in' }).click();
-  await p.getByRole('heading', { name: 'Payments' }).waitFor();
-  return { context, page: p, notFound };
-}
-
-const scrollsSideways = (p: Page) => p.evaluate('document.scrollingElement.scrollWidth > window.innerWidth') as Promise<boolean>;
-/** What sticks out past the right edge, when something does (for the failure message). */
-const overflowing = (p: Page) => p.evaluate(`Array.from(document.querySelectorAll('body *')).filter((el) => el.getBoundingClientRect().right > window.innerWidth + 0.5 && !(el.parentElement && el.parentElement.closest('.table-card, .table-scroll')))
-  .slice(0, 5).map((el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '') + ' ' + Math.round(el.getBoundingClientRect().right))`) as Promise<string[]>;
+/** A fresh browser context `width` px wide, signed in with the seller's platform key. */
+const signedInPage = (width: number) => signedInAs(browser, server, seller.platformKey, width);
 
 /** Old settled payments for the chart in the docs' pictures only (the real ones all settle today). */
 async function illustrationHistory(): Promise<void> {
@@ -273,7 +263,9 @@ test('the ops pages at 1280 px: totals, chart, search, CSV, webhooks, delete, re
 
     // The payment: human dates, the endpoint as a link, the JWS decoded, nothing running off the page.
     await p.goto(`${server.url}/console/payments/${paymentId}`);
-    await expect(p.locator('dt:text-is("Valid before") + dd time').textContent()).resolves.toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+    await expect(p.locator('dt:text-is("Valid before") + dd time').textContent()).resolves.toMatch(CONSOLE_TIME);
+    // Signed with a lower bound (a minute ago): that is a time too (a validAfter of 0 reads "no lower bound": console-pages-browser.test.ts).
+    await expect(p.locator('dt:text-is("Valid after") + dd time').textContent()).resolves.toMatch(CONSOLE_TIME);
     await expect(p.getByRole('link', { name: seller.resource }).getAttribute('href')).resolves.toBe(`/console/endpoints#${seller.endpointId}`);
     await expect(p.getByLabel('JWS claims').textContent()).resolves.toContain('"resourceUrl"');
     expect(await scrollsSideways(p)).toBe(false);
@@ -288,13 +280,18 @@ test('at 390 px nothing scrolls sideways and URLs keep the width of the screen',
   const paymentId = await pay(server, seller);
   const { context, page: p, notFound } = await signedInPage(390);
   try {
-    for (const path of ['/console/payments', '/console/webhooks', '/console/endpoints', '/console/seller-keys', `/console/payments/${paymentId}`, '/console/activity']) {
+    await p.goto(`${server.url}/console/seller-keys`);
+    const revoke = await p.getByRole('link', { name: /^Revoke key / }).first().getAttribute('href');
+    // Every page of the nav, and the pages behind a link or a button: the edit form, the confirmations.
+    const pages = ['/console/payments', '/console/channels', '/console/webhooks', '/console/endpoints', '/console/seller-keys', '/console/drafts', '/console/activity',
+      `/console/payments/${paymentId}`, `/console/endpoints/${seller.endpointId}/edit`, `/console/endpoints/${seller.endpointId}/delete`, revoke!];
+    for (const path of pages) {
       await p.goto(server.url + path);
-      expect([path, await scrollsSideways(p), await overflowing(p)]).toEqual([path, false, []]);
+      expect([path, await scrollsSideways(p), await overflowing(p), await flushHeadings(p)]).toEqual([path, false, [], []]);
     }
     // Tables become one block per row: nothing scrolls inside its card either, and a resource URL gets the
     // card's width rather than a narrow column that wraps it a few letters at a time.
-    for (const path of ['/console/payments', '/console/webhooks', '/console/activity', `/console/payments/${paymentId}`]) {
+    for (const path of ['/console/payments', '/console/channels', '/console/webhooks', '/console/seller-keys', '/console/activity', `/console/payments/${paymentId}`]) {
       await p.goto(server.url + path);
       const cards = await p.locator('.table-card, .table-scroll').evaluateAll((els) => els.map((el) => el.scrollWidth <= el.clientWidth));
       expect([path, cards.every(Boolean)]).toEqual([path, true]);
@@ -311,6 +308,18 @@ test('at 390 px nothing scrolls sideways and URLs keep the width of the screen',
     const jws = await p.getByLabel('JWS claims').boundingBox();
     expect(jws!.x + jws!.width).toBeLessThanOrEqual(390);
     expect(notFound).toEqual([]);
+    // An error page (here a 404), and the sign-in page of a browser that is not signed in.
+    await p.goto(`${server.url}/console/no-such-page`);
+    await p.getByRole('heading', { name: 'Not found' }).waitFor();
+    expect([await scrollsSideways(p), await overflowing(p)]).toEqual([false, []]);
+    const outsider = await browser.newPage({ viewport: { width: 390, height: 900 } });
+    try {
+      await outsider.goto(`${server.url}/console/sign-in`);
+      await outsider.getByLabel('Platform key').waitFor();
+      expect([await scrollsSideways(outsider), await overflowing(outsider)]).toEqual([false, []]);
+    } finally {
+      await outsider.close();
+    }
   } finally {
     await context.close();
   }

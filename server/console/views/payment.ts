@@ -6,6 +6,7 @@ import type { LiveSession } from '../sessions.js';
 import type { ReceiptCheck } from '../receipt-check.js';
 import { csrfField, page } from './layout.js';
 import { badge, time, unixTime, usdc } from './format.js';
+import { escrowRows, maximumRows, nonceOf, schemeOf, validAfter } from './payment-terms.js';
 
 /** A refund as the payment page lists it. */
 export interface RefundRow { id: string; amountUsdcRaw: string; reason: string; status: string; txHash: string | null; createdAt: string }
@@ -87,6 +88,7 @@ export function deliverySection(session: LiveSession, payment: PaymentDoc, deliv
 
 export function paymentPage(view: PaymentView): SafeHtml {
   const p = view.payment;
+  const nonce = nonceOf(p);
   return page({
     title: `Payment ${p._id}`, section: 'payments', session: view.session,
     body: html`<p class="crumbs"><a href="/console/payments">← Payments</a></p>
@@ -98,7 +100,9 @@ export function paymentPage(view: PaymentView): SafeHtml {
       <h2 id="fields-title">Payment</h2>
       <dl class="fields">
         ${row('Status', badge(p.status))}
+        ${row('Scheme', schemeOf(p))}
         ${row('Amount', `${usdc(p.amountUsdcRaw)} USDC (${p.amountUsdcRaw} atomic units)`)}
+        ${maximumRows(p).map(([label, value]) => row(label, value))}
         ${row('Payer', html`<code class="break">${p.payerAddress}</code> <a href="/console/payments?payer=${p.payerAddress}">its payments</a>`)}
         ${row('Recipient', html`<code class="break">${p.recipientAddress}</code>`)}
         ${row('Resource', html`<span class="break">${p.resourceUrl}</span>`)}
@@ -107,12 +111,14 @@ export function paymentPage(view: PaymentView): SafeHtml {
           : html`<code>${p.endpointId}</code> <span class="muted">(deleted)</span>`)}
         ${row('Network', `${p.network} (chain ${p.chainId})`)}
         ${row('Asset', html`<code class="break">${p.asset}</code>`)}
-        ${row('Transaction', p.txHash ? html`<code class="break">${p.txHash}</code>${view.explorerUrl ? html` <a href="${view.explorerUrl}" rel="noopener noreferrer">View on explorer</a>` : html` <span class="muted">(local chain: no explorer)</span>`}` : null)}
+        ${row(p.scheme === 'auth-capture' ? 'Capture transaction' : 'Transaction', p.txHash ? html`<code class="break">${p.txHash}</code>${view.explorerUrl ? html` <a href="${view.explorerUrl}" rel="noopener noreferrer">View on explorer</a>` : html` <span class="muted">(local chain: no explorer)</span>`}` : null)}
+        ${escrowRows(p).map(([label, value]) => row(label, value))}
         ${row('Failure reason', p.failureReason)}
         ${row('x402 version', p.x402Version)}
-        ${row('Authorization nonce', html`<code class="break">${p.authorizationNonce}</code>`)}
-        ${row('Valid after', unixTime(p.authorization.validAfter))}
+        ${row(nonce.label, nonce.value)}
+        ${row('Valid after', validAfter(p.authorization.validAfter))}
         ${row('Valid before', unixTime(p.authorization.validBefore))}
+        ${p.status === 'held' && p.holdExpiresAt ? row('Hold expires', time(p.holdExpiresAt)) : ''}
         ${row('Created', time(p.createdAt))}
         ${row('Submitted', p.submittedAt ? time(p.submittedAt) : null)}
         ${row('Settled', p.settledAt ? time(p.settledAt) : null)}
