@@ -3,7 +3,8 @@ import { AppError } from '../platform/errors.js';
 import type { Mode } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import { parsePrice } from '../../middleware/price.js';
-import { assertAllowedUrl, guardedFetch } from '../platform/ssrf.js';
+import { assertAllowedUrl, guardedFetch, type GuardedResponse } from '../platform/ssrf.js';
+import { decodeBase64Json } from '../../middleware/protocol/base64-json.js';
 import { webhookSecretContext, type EndpointDoc } from './models.js';
 import { isMcpResource, normalizeResource } from './resource-url.js';
 import { newId } from '../platform/ids.js';
@@ -70,24 +71,53 @@ export class EndpointRegistration {
 
   private async checkChallenge(orgId: string, url: string, price: { exactly: string } | { upTo: string }, allowLoopback: boolean): Promise<void> {
     const refuse = (why: string) => new AppError(400, 'endpoint_check_failed', `body.url: ${url} ${why}`);
-    let response: { status: number; text: string };
+    let response: GuardedResponse;
     try {
-      const res = await guardedFetch(url, { allowLoopback, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
-      response = { status: res.status, text: res.bodyText ?? '' };
+      response = await guardedFetch(url, { allowLoopback, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
     } catch (err) {
       throw refuse(`could not be fetched: ${(err as Error).message}`);
     }
     if (response.status !== 402) throw refuse(`answered ${response.status}, not 402 from the agentgate middleware`);
-    let body: { x402Version?: number; accepts?: Array<{ payTo?: string; maxAmountRequired?: string }> };
-    try { body = JSON.parse(response.text); } catch { throw refuse('answered 402 without an x402 JSON body'); }
+    const offers = challengeOffers(response);
+    if (!offers) throw refuse('answered 402 without an x402 challenge (a v1 JSON body or a PAYMENT-REQUIRED header)');
     const settings = await this.acceptance.settingsFor(orgId);
     const seller = (await this.acceptance.get(orgId))!;
-    const offer = body.accepts?.find((a) => a.payTo !== undefined && acceptsPayee(seller, a.payTo));
-    if (body.x402Version !== 1 || !offer) throw refuse(`does not ask for payment to this seller's address ${settings.payTo} (or one of its payees)`);
-    const asked = BigInt(offer.maxAmountRequired ?? '0');
-    if ('exactly' in price && asked !== parsePrice(price.exactly)) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not the price ${price.exactly}`);
-    if ('upTo' in price && (asked <= 0n || asked > parsePrice(price.upTo))) throw refuse(`asks for ${offer.maxAmountRequired} atomic units, not a dynamic price of at most ${price.upTo}`);
+    const offer = offers.find((o) => acceptsPayee(seller, o.payTo));
+    if (!offer) throw refuse(`does not ask for payment to this seller's address ${settings.payTo} (or one of its payees)`);
+    const asked = /^\d{1,30}$/.test(offer.amount) ? BigInt(offer.amount) : 0n;
+    if ('exactly' in price && asked !== parsePrice(price.exactly)) throw refuse(`asks for ${offer.amount} atomic units, not the price ${price.exactly}`);
+    if ('upTo' in price && (asked <= 0n || asked > parsePrice(price.upTo))) throw refuse(`asks for ${offer.amount} atomic units, not a dynamic price of at most ${price.upTo}`);
   }
+}
+
+/**
+ * What a 402 offers: the v1 body's `accepts` (maxAmountRequired) and the v2 PAYMENT-REQUIRED header's
+ * (amount). A route sold only over v2 (auth-capture, upto, exact through Permit2, batch-settlement) offers
+ * nothing in its v1 body. Undefined when the 402 carries neither.
+ */
+function challengeOffers(response: GuardedResponse): Array<{ payTo: string; amount: string }> | undefined {
+  const offers: Array<{ payTo: string; amount: string }> = [];
+  let challenged = false;
+  const add = (accepts: unknown, amountField: 'maxAmountRequired' | 'amount') => {
+    if (!Array.isArray(accepts)) return;
+    challenged = true;
+    for (const a of accepts as Array<Record<string, unknown>>) {
+      if (typeof a?.payTo === 'string') offers.push({ payTo: a.payTo, amount: String(a[amountField] ?? '0') });
+    }
+  };
+  try {
+    const body = JSON.parse(response.bodyText) as { x402Version?: number; accepts?: unknown };
+    if (body.x402Version === 1) add(body.accepts, 'maxAmountRequired');
+  } catch {
+    // no v1 body: the header may still carry the challenge
+  }
+  const header = response.headers['payment-required'];
+  const decoded = typeof header === 'string' ? decodeBase64Json(header) : undefined;
+  if (decoded?.ok) {
+    const v2 = decoded.value as { x402Version?: number; accepts?: unknown } | null;
+    if (v2?.x402Version === 2) add(v2.accepts, 'amount');
+  }
+  return challenged ? offers : undefined;
 }
 
 export interface DiscoveryInput { discoverable?: boolean; inputSchema?: Record<string, unknown> | null; outputSchema?: Record<string, unknown> | null }
