@@ -1,13 +1,12 @@
-// The last step of the backend's build (`npm run build`). In the sources the backend imports the seller
-// library by relative path (`../../middleware/price.js`), so the checkout runs without a build. The
-// published backend (agentgate-x402-server) instead depends on the seller package (agentgate-x402) and
-// must load the library from there, not from a second copy of its own: this rewrites every import of
-// dist/middleware/ in the compiled backend to `agentgate-x402/internal/…`, then deletes the compiled copy
-// (dist/middleware/, dist/adapters/), so a missed import fails loudly instead of loading a duplicate.
-// Any other import that leaves the backend's own folders stops the build.
+// The last step of the backend's build (scripts/build.ts runs it on the staged dist/). In the sources the
+// backend imports the seller library by relative path (`../../middleware/price.js`), so the checkout runs
+// without a build. The published backend (agentgate-x402-server) instead depends on the seller package
+// (agentgate-x402) and must load the library from there, not from a second copy of its own: this rewrites
+// every import of dist/middleware/ in the compiled backend to `agentgate-x402/internal/…`, then deletes the
+// compiled copy (dist/middleware/, dist/adapters/), so a missed import fails loudly instead of loading a
+// duplicate. Any other import that leaves the backend's own folders stops the build.
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 export const SELLER_PACKAGE = 'agentgate-x402';
 /** The folders of dist/ that make up the backend package. */
@@ -55,12 +54,4 @@ export function pointBackendAtSellerPackage(dist: string): { rewritten: number; 
   }
   for (const copy of ['middleware', 'adapters']) rmSync(join(dist, copy), { recursive: true, force: true });
   return { rewritten, stray };
-}
-
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const dist = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
-  const { rewritten, stray } = pointBackendAtSellerPackage(dist);
-  for (const line of stray) console.error(`the backend imports outside itself and ${SELLER_PACKAGE}: ${line}`);
-  console.log(`backend build: ${rewritten} files import the seller library from ${SELLER_PACKAGE}`);
-  process.exitCode = stray.length ? 1 : 0;
 }

@@ -16,8 +16,10 @@ import type { Settler } from '../settlement/settler.js';
 import { devTokenAbi } from '../wallet/smart-account-abi.js';
 
 /**
- * Dev-mode test USDC. The faucet key transfers from its own balance; when that is short and the key is a
- * minter of the token (the dev chain's deployer is), it mints instead. Never mounted in production mode.
+ * Dev-mode test USDC. A faucet key that is a minter of the token (the dev chain's deployer is) mints;
+ * another transfers from its own balance. Minting first matters in `agentgate dev`: the faucet key is
+ * also the relayer, the escrow operator whose own USDC funds auth-capture refunds, and a faucet that
+ * paid from that balance would empty it. Never mounted in production mode.
  */
 export class DevFaucet {
   private readonly wallet: WalletClient<Transport, Chain, Account>;
@@ -33,10 +35,15 @@ export class DevFaucet {
 
   async fund(to: Address, amount: bigint): Promise<Hex> {
     const { publicClient, usdc } = this.chain;
-    const held = await balanceOf({ client: publicClient, token: usdc.address, account: this.wallet.account.address });
-    const data = held >= amount
-      ? encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [to, amount] })
-      : encodeFunctionData({ abi: devTokenAbi, functionName: 'mint', args: [to, amount] });
+    const self = this.wallet.account.address;
+    const [minter, held] = await Promise.all([
+      publicClient.readContract({ address: usdc.address, abi: devTokenAbi, functionName: 'isMinter', args: [self] }),
+      balanceOf({ client: publicClient, token: usdc.address, account: self }),
+    ]);
+    if (!minter && held < amount) throw new AppError(503, 'faucet_empty', `the faucet ${self} holds ${formatUsdc(held)} USDC and cannot mint; ${formatUsdc(amount)} were asked`);
+    const data = minter
+      ? encodeFunctionData({ abi: devTokenAbi, functionName: 'mint', args: [to, amount] })
+      : encodeFunctionData({ abi: usdcAbi, functionName: 'transfer', args: [to, amount] });
     let hash: Hex;
     try {
       if (this.relayer) {

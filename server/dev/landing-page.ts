@@ -39,7 +39,7 @@ ${link('/health', '/health', '— liveness')} ${link('/ready', '/ready', '— da
 <p>Sign up an agent: <code>curl -s -X POST ${escapeHtml(base)}/v0/agent-signup -H 'content-type: application/json' -d '{}'</code></p>
 <p>The dev seller's keys and example endpoints are in <code>.agentgate/dev-seller.json</code>.</p>
 <h2>Dev accounts</h2>
-<p>Anvil's well-known test accounts (public keys, local chains only); 1 to 9 hold test USDC.</p>
+<p>Anvil's well-known test accounts (public keys, local chains only); 1 to 9 are funded buyers; 0 is the relayer, whose test USDC funds auth-capture refunds.</p>
 <table><thead><tr><th>#</th><th>address</th></tr></thead><tbody>
 ${DEV_ACCOUNTS.map((a) => `<tr><td>${a.index}</td><td><code>${a.address}</code></td></tr>`).join('\n')}
 </tbody></table>

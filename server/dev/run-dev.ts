@@ -20,8 +20,9 @@ const DEV_SMTP_PORT = 2525;
 
 /**
  * `agentgate dev`: the backend on embedded defaults — a local MongoDB-wire database, a local chain
- * (anvil) with Circle's USDC contract (FiatTokenV2_2), test USDC for dev accounts 1 to 9, and a dev seller for the
- * examples. Every value can still be overridden from the environment. State lives in `.agentgate/`.
+ * (anvil) with Circle's USDC contract (FiatTokenV2_2), test USDC for dev accounts 1 to 9 and for the
+ * relayer (account 0, which funds escrow refunds), and a dev seller for the examples. Every value can
+ * still be overridden from the environment. State lives in `.agentgate/`.
  */
 export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ stop(): Promise<void> }> {
   const stateDir = devStateDir(env);
@@ -112,7 +113,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   if (chain) {
     const seller = await ensureDevSeller(server, stateDir, chain);
     log(`local chain ${chain.rpcUrl} (chain id ${chain.chainId}, "${DEV_NETWORK}"), USDC ${chain.usdcAddress}${chain.freshlyDeployed ? ' (deployed now)' : ''}`);
-    log(`dev accounts 1-9 hold test USDC; buyer = account 1 ${DEV_ACCOUNTS[1]!.address}`);
+    log(`dev accounts 1-9 hold test USDC; buyer = account 1 ${DEV_ACCOUNTS[1]!.address}; account 0 relays and funds auth-capture refunds`);
     log(`dev seller org ${seller.orgId}, paid to ${seller.payTo}; keys and endpoints in ${join(stateDir, 'dev-seller.json')}`);
   }
   if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);

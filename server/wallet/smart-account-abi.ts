@@ -19,13 +19,20 @@ export const smartAccountFactoryAbi = [
   },
 ] as const;
 
-/** The token function the dev faucet uses beyond usdc.ts's EIP-3009 subset: FiatTokenV2_2's `mint`, for configured minters only. */
+/** The token functions the dev faucet uses beyond usdc.ts's EIP-3009 subset: FiatTokenV2_2's `mint`, for configured minters only, and `isMinter`. */
 export const devTokenAbi = [
   {
     type: 'function',
     name: 'mint',
     stateMutability: 'nonpayable',
     inputs: [{ name: 'to', type: 'address' }, { name: 'amount', type: 'uint256' }],
+    outputs: [{ type: 'bool' }],
+  },
+  {
+    type: 'function',
+    name: 'isMinter',
+    stateMutability: 'view',
+    inputs: [{ name: 'account', type: 'address' }],
     outputs: [{ type: 'bool' }],
   },
 ] as const;

@@ -54,8 +54,12 @@ const officialFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, 
 
 async function withSeller(framework: Framework, outcome: () => Outcome, run: (url: string, webhookSecret?: string) => Promise<void>, webhookUrl?: string) {
   const running = await serve(app(framework, { price: '$0.25', scheme: 'auth-capture', description: 'Quarterly report' }, outcome));
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, priceUsdc: '0.25', skipUrlCheck: true, ...(webhookUrl ? { webhookUrl } : {}) } });
-  expect(registered.status).toBe(201);
+  // Checked against the route's 402, whose offer is in the v2 PAYMENT-REQUIRED header only (x402 v1 has
+  // no auth-capture): a wrong price is refused, the right one registered.
+  const register = (priceUsdc: string) => server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, priceUsdc, ...(webhookUrl ? { webhookUrl } : {}) } });
+  expect((await register('0.30')).body).toMatchObject({ error: 'endpoint_check_failed', message: expect.stringContaining('asks for 250000 atomic units, not the price 0.30') });
+  const registered = await register('0.25');
+  expect([registered.status, registered.text]).toEqual([201, expect.anything()]);
   try {
     await run(running.url, registered.body.webhookSecret);
   } finally {

@@ -6,7 +6,8 @@
  * Roles in agentgate's dev chain:
  *   - index 0 deploys Circle's FiatTokenV2_2 (behind its FiatTokenProxy) and the factory, holds every
  *     role of the token (owner, master minter, minter, pauser, blacklister, lost-and-found) and is the
- *     facilitator's relayer that submits `transferWithAuthorization`;
+ *     facilitator's relayer that submits `transferWithAuthorization`, so also the auth-capture escrow's
+ *     operator, whose own test USDC (minted by `startDevChain`) funds refunds;
  *   - indexes 1..9 are buyers, funded with test USDC by `deployDevChain`;
  *   - index 10 (not funded by anvil, never sends a transaction) is the token proxy's admin.
  */

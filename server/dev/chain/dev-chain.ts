@@ -1,11 +1,13 @@
+import { createPublicClient, createWalletClient, http, parseUnits, type Address } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { startAnvil } from './anvil.js';
-import { deployDevChain, installMulticall3 } from './deploy.js';
+import { deployDevChain, installMulticall3, localChain } from './deploy.js';
 import { installPermit2Contracts } from './permit2-contracts.js';
 import { installEscrowContracts } from './escrow.js';
 import { installChannelContracts } from './channel-contracts.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
-import { USDC_METADATA } from './fiat-token.js';
-import type { Address } from 'viem';
+import { mint, USDC_METADATA } from './fiat-token.js';
+import { balanceOf, USDC_DECIMALS } from '../../chain/usdc.js';
 
 /**
  * The local chain of `agentgate dev` and the tests: Circle's USDC (FiatTokenV2_2 behind FiatTokenProxy)
@@ -37,15 +39,16 @@ export interface DevChain {
 export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address }; blockTime?: number } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {
   // blockTime: seconds between blocks, as on Base (2); default: a block per transaction, the instant a test wants.
   const node = await startAnvil({ chainId: DEV_CHAIN_ID, stateFile: options.stateFile, blockTime: options.blockTime });
+  const mintAmountUsdc = options.mintAmountUsdc ?? '10000';
   try {
     // Settlement batches go through Multicall3, as on Base; a chain state saved before it existed gets it now.
     await installMulticall3({ rpcUrl: node.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
     if (options.deployed) {
-      const { createPublicClient, http } = await import('viem');
       const client = createPublicClient({ transport: http(node.rpcUrl) });
       const code = await client.getCode({ address: options.deployed.usdcAddress });
       if (code && code !== '0x') {
         await installX402Contracts(node.rpcUrl);
+        await fundRelayer(node.rpcUrl, options.deployed.usdcAddress, mintAmountUsdc);
         return { ...node, ...options.deployed, freshlyDeployed: false };
       }
     }
@@ -53,15 +56,33 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       rpcUrl: node.rpcUrl,
       deployerKey: DEV_DEPLOYER.privateKey,
       mintTo: DEV_BUYERS.map((b) => b.address),
-      mintAmountUsdc: options.mintAmountUsdc ?? '10000',
+      mintAmountUsdc,
     });
     // After the deployment, so USDC and the factory keep the addresses the deployer's nonces give them.
     await installX402Contracts(node.rpcUrl);
+    await fundRelayer(node.rpcUrl, deployment.usdcAddress, mintAmountUsdc);
     return { ...node, usdcAddress: deployment.usdcAddress, factoryAddress: deployment.factoryAddress, freshlyDeployed: true };
   } catch (err) {
     await node.stop();
     throw err;
   }
+}
+
+/**
+ * Test USDC for account 0, the relayer `agentgate dev` sends with and so the auth-capture escrow's
+ * operator: the escrow's refund collector pulls refunds from the operator, and an operator holding
+ * nothing refuses every refund (503 refund_funding_unavailable). Minted at a start that finds it holding
+ * none: a fresh chain, a chain saved by a version that did not fund it, one whose refunds used it up.
+ * Last, so the deployments before it keep the addresses the deployer's nonces give them.
+ */
+async function fundRelayer(rpcUrl: string, usdcAddress: Address, amountUsdc: string): Promise<void> {
+  const chain = localChain({ chainId: DEV_CHAIN_ID, rpcUrl });
+  const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 100 });
+  if (await balanceOf({ client: publicClient, token: usdcAddress, account: DEV_DEPLOYER.address }) > 0n) return;
+  const minter = createWalletClient({ chain, account: privateKeyToAccount(DEV_DEPLOYER.privateKey), transport: http(rpcUrl) });
+  const hash = await mint({ minter, token: usdcAddress, to: DEV_DEPLOYER.address, amount: parseUnits(amountUsdc, USDC_DECIMALS) });
+  const receipt = await publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== 'success') throw new Error(`minting test USDC to the relayer (${hash}) reverted`);
 }
 
 /**

@@ -1,0 +1,87 @@
+// `npm run build` (also run by `prepare` and `prepack`): the seller package into seller/dist/, the backend
+// into dist/ (its imports of the seller library pointed at agentgate-x402: seller-imports.ts).
+//
+// Both are compiled into a staging folder of this build (.building/<pid>/) and moved into place only once
+// everything compiled, each with two renames. A build that fails or is interrupted (a timed-out install
+// that runs `prepare`, Ctrl-C) leaves the previous dist/ and seller/dist/ as they were: deleting them first
+// and compiling in place left an empty seller/dist/ for the minute the next build took.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pointBackendAtSellerPackage, SELLER_PACKAGE } from './seller-imports.js';
+
+export const STAGING_ROOT = '.building';
+
+/** The staging folders of builds whose process is gone (killed mid-build), removed so they do not pile up. */
+export function removeAbandonedStaging(root: string): void {
+  const staging = join(root, STAGING_ROOT);
+  if (!existsSync(staging)) return;
+  for (const name of readdirSync(staging)) {
+    const pid = Number(name);
+    if (Number.isInteger(pid) && pid !== process.pid && alive(pid)) continue;
+    rmSync(join(staging, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Puts `built` where `target` is. rename() cannot replace a folder that has files, so the old one is moved
+ * aside first (into `aside`, on the same file system) and removed after: only the instant between the two
+ * renames has no `target`.
+ */
+export function swapIn(built: string, target: string, aside: string): void {
+  rmSync(aside, { recursive: true, force: true });
+  if (existsSync(target)) renameSync(target, aside);
+  renameSync(built, target);
+  rmSync(aside, { recursive: true, force: true });
+}
+
+function compile(root: string, project: string, outDir: string): void {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const result = spawnSync(process.execPath, [tsc, '-p', project, '--outDir', outDir], { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) throw new Error(`tsc -p ${project} failed${result.signal ? ` (${result.signal})` : ''}`);
+}
+
+export function build(root: string): void {
+  removeAbandonedStaging(root);
+  const staging = join(root, STAGING_ROOT, String(process.pid));
+  rmSync(staging, { recursive: true, force: true });
+  mkdirSync(staging, { recursive: true });
+  try {
+    const outputs = [
+      { project: 'seller/tsconfig.json', built: join(staging, 'seller-dist'), target: join(root, 'seller', 'dist') },
+      { project: 'tsconfig.build.json', built: join(staging, 'dist'), target: join(root, 'dist') },
+    ];
+    for (const output of outputs) compile(root, output.project, output.built);
+    const { rewritten, stray } = pointBackendAtSellerPackage(join(staging, 'dist'));
+    if (stray.length) throw new Error(stray.map((line) => `the backend imports outside itself and ${SELLER_PACKAGE}: ${line}`).join('\n'));
+    for (const output of outputs) swapIn(output.built, output.target, join(staging, 'previous'));
+    console.log(`backend build: ${rewritten} files import the seller library from ${SELLER_PACKAGE}`);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+    try {
+      rmdirSync(join(root, STAGING_ROOT));
+    } catch {
+      // another build's staging is still in there
+    }
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    build(resolve(dirname(fileURLToPath(import.meta.url)), '..'));
+  } catch (err) {
+    console.error(`build failed, dist/ and seller/dist/ left as they were: ${(err as Error).message}`);
+    process.exitCode = 1;
+  }
+}
