@@ -1,14 +1,12 @@
-// ESM all the way: several dependencies (@noble/ed25519 3.x, agenda 6) ship only ES modules, so jest
-// runs under --experimental-vm-modules (see the "test" script) and swc compiles our TypeScript to ESM.
+// CommonJS all the way: jest's ES-module mode (--experimental-vm-modules) keeps every test file's modules
+// alive after the file ends, so a worker grew until it ran out of memory (test/support/jest-transform.cjs
+// says how it was measured). swc compiles our TypeScript, and the dependencies that ship only ES modules,
+// to CommonJS; the other dependencies load as they are.
 export default {
   testEnvironment: 'node',
-  extensionsToTreatAsEsm: ['.ts'],
-  transform: {
-    '^.+\\.ts$': ['@swc/jest', {
-      jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
-      module: { type: 'es6' },
-    }],
-  },
+  transform: { '^.+\\.(ts|js|mjs)$': '<rootDir>/test/support/jest-transform.cjs' },
+  // node_modules too: the transform compiles only packages of ES modules ("type": "module", .mjs).
+  transformIgnorePatterns: [],
   // Our sources import siblings as "./x.js" (NodeNext); jest resolves the .ts file behind it.
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   testMatch: ['<rootDir>/test/**/*.test.ts'],

@@ -47,7 +47,7 @@ const EndpointListSchema = z.object({ endpoints: z.array(EndpointSchema) });
 type Endpoint = z.infer<typeof EndpointSchema>;
 
 /** What a URL should be registered at: a fixed price, or (dynamic) the most a request may cost. */
-interface Target { url: string; amountAtomic: bigint; dynamic: boolean; description: string | undefined; patterns: string[] }
+interface Target { url: string; amountAtomic: bigint; dynamic: boolean; description: string | undefined; patterns: string[]; methods: Array<string | undefined> }
 
 /**
  * Brings the backend's endpoint registry in line with the seller's route table, at start-up: a literal
@@ -80,7 +80,8 @@ export async function syncEndpoints(options: SyncEndpointsOptions): Promise<Endp
     const found = existing.get(matchKey(target.url));
     const priceField = target.dynamic ? 'maxPriceUsdc' : 'priceUsdc';
     if (!found) {
-      const body = { url: target.url, [priceField]: formatUsdc(target.amountAtomic), ...(target.description !== undefined ? { description: target.description } : {}), ...(skipUrlCheck ? { skipUrlCheck: true } : {}) };
+      const method = checkMethod(target.methods);
+      const body = { url: target.url, [priceField]: formatUsdc(target.amountAtomic), ...(method !== 'GET' ? { method } : {}), ...(target.description !== undefined ? { description: target.description } : {}), ...(skipUrlCheck ? { skipUrlCheck: true } : {}) };
       created.push(synced(await send(call, 'POST', '/v0/payments/endpoints', body, 201, target.url), target));
       continue;
     }
@@ -95,6 +96,14 @@ export async function syncEndpoints(options: SyncEndpointsOptions): Promise<Endp
     updated.push(synced(await send(call, 'PATCH', `/v0/payments/endpoints/${encodeURIComponent(found.id)}`, change, 200, target.url), target));
   }
   return { created, updated, unchanged, skipped };
+}
+
+/**
+ * The method the backend checks a URL's 402 with: GET where a route answers it (or any method), else the
+ * route's own (a route that answers only POST answers GET with whatever the app does, not our 402).
+ */
+function checkMethod(methods: Array<string | undefined>): string {
+  return methods.some((m) => m === undefined || m === 'GET') ? 'GET' : methods[0]!;
 }
 
 /** One endpoint per URL; two patterns on one path (GET and POST /x) must agree on the price, which the backend keeps per URL. */
@@ -122,8 +131,8 @@ function targetsOf(origin: string, routes: Readonly<Record<string, RouteConfig>>
     if (same && (same.amountAtomic !== amountAtomic || same.dynamic !== dynamic)) {
       throw new TypeError(`routes ${same.patterns.join(', ')} and ${pattern} share ${url} at different prices; the backend keeps one price per URL`);
     }
-    if (same) same.patterns.push(pattern);
-    else byUrl.set(matchKey(url), { url, amountAtomic, dynamic, description: config.description, patterns: [pattern] });
+    if (same) { same.patterns.push(pattern); same.methods.push(route.method); }
+    else byUrl.set(matchKey(url), { url, amountAtomic, dynamic, description: config.description, patterns: [pattern], methods: [route.method] });
   }
   return { targets: [...byUrl.values()], skipped };
 }

@@ -35,7 +35,7 @@ import { MandateService } from './buyer/mandate-service.js';
 import { PayService } from './buyer/pay-service.js';
 import { ChatService } from './chat/chat-service.js';
 import { adminCheck } from './accounts/admins.js';
-import { createLogger, type Logger } from './platform/logger.js';
+import { createLogger, endLogger, type Logger } from './platform/logger.js';
 import { Metrics } from './platform/metrics.js';
 import { ShutdownSteps } from './platform/shutdown.js';
 import { ProcessRegistry } from './platform/process-registry.js';
@@ -108,7 +108,8 @@ export interface AppContext {
   shutdown: ShutdownSteps;
   /** Set when a graceful stop begins: /ready answers 503 so a balancer stops sending requests here. */
   stopping: boolean;
-  close(): Promise<void>;
+  /** Stops everything; `stoppingSince`: when the process began to stop, for its 'stopped' line. */
+  close(options?: { stoppingSince?: number }): Promise<void>;
 }
 
 export function keyringFrom(config: Config): MasterKeyring {
@@ -227,7 +228,13 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     usage,
     shutdown,
     stopping: false,
-    close: () => shutdown.run(log),
+    async close(how = {}) {
+      const { slowest } = await shutdown.run(log);
+      // A serve or worker says it has stopped, and how long it took since it began to (SIGTERM).
+      if (how.stoppingSince !== undefined) log.info({ durationMs: Date.now() - how.stoppingSince, slowest }, 'stopped');
+      // The logger this context made itself, last (a logger passed in is the caller's).
+      if (!options.log) await endLogger(log);
+    },
   };
   // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
   await Promise.all(Object.values(db.models).map((model) => model.init()));

@@ -66,8 +66,9 @@ export async function startServer(config: Config, options: { extension?: AppExte
     app,
     http,
     async close() {
+      const stoppingSince = Date.now();
       await drainHttp(app, http);
-      await app.close();
+      await app.close({ stoppingSince });
     },
   };
 }
@@ -153,7 +154,10 @@ export async function startWorker(config: Config, options: { log?: Logger } = {}
     throw err;
   }
   const metricsUrl = await serveMetrics(app).catch(async (err: unknown) => { await app.close(); throw err; });
-  return { app, ...(metricsUrl ? { metricsUrl } : {}), close: () => app.close() };
+  return {
+    app, ...(metricsUrl ? { metricsUrl } : {}),
+    close: () => app.close({ stoppingSince: Date.now() }),
+  };
 }
 
 /**

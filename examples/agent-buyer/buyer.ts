@@ -68,7 +68,8 @@ export async function runAgentBuyer(backend: string, url: string, log: (line: st
   return result;
 }
 
-if (isMain(import.meta.url)) {
+// Run as a program (not when a test imports it): an async main, since the module itself is also a library.
+if (isMain(import.meta.url)) void (async () => {
   const dev = loadDevSeller();
   const backend = (dev.backendUrl ?? 'http://localhost:3000').replace(/\/+$/, '');
   const url = process.argv.slice(2).find((a) => !a.startsWith('--')) ?? process.env.PAY_URL ?? dev.endpoints?.express ?? 'http://localhost:4021/weather';
@@ -81,4 +82,4 @@ if (isMain(import.meta.url)) {
     console.error(`agent-buyer: ${(error as Error).message} (is \`npm run dev\` running at ${backend}?)`);
     process.exitCode = 1;
   }
-}
+})();

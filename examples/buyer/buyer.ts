@@ -73,7 +73,8 @@ async function read(response: Response, settlementHeader: string): Promise<PaidR
   return { status: response.status, body, settlement };
 }
 
-if (isMain(import.meta.url)) {
+// Run as a program (not when a test imports it): an async main, since the module itself is also a library.
+if (isMain(import.meta.url)) void (async () => {
   const args = process.argv.slice(2);
   const dev = loadDevSeller();
   const url = args.find((a) => !a.startsWith('--')) ?? process.env.PAY_URL ?? dev.endpoints?.express;
@@ -114,4 +115,4 @@ if (isMain(import.meta.url)) {
     console.error(`could not reach ${url}${code ? ` (${code})` : ''}: is the seller running? (npm run example:express-seller, or the port you started it on)`);
     process.exit(1);
   }
-}
+})();

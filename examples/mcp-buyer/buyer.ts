@@ -125,7 +125,8 @@ async function signPayment(privateKey: Hex, requirement: Requirement) {
   };
 }
 
-if (isMain(import.meta.url)) {
+// Run as a program (not when a test imports it): an async main, since the module itself is also a library.
+if (isMain(import.meta.url)) void (async () => {
   const [url = process.env.MCP_URL ?? 'http://127.0.0.1:4040/mcp', tool = 'forecast', args = '{"city":"Oslo"}'] = process.argv.slice(2);
   const privateKey = (loadDevSeller().buyerPrivateKey ?? DEV_BUYERS[0]!.privateKey) as Hex;
   console.log(`MCP buyer ${privateKeyToAccount(privateKey).address} -> ${tool} at ${url}`);
@@ -139,4 +140,4 @@ if (isMain(import.meta.url)) {
     console.error(`could not pay ${tool} at ${url}: ${(error as Error).message} (is \`npm run example:mcp-paid-tool\` running?)`);
     process.exitCode = 1;
   }
-}
+})();

@@ -65,7 +65,8 @@ export async function startWeatherMcp(options: McpPaywallOptions & { port?: numb
   };
 }
 
-if (isMain(import.meta.url)) {
+// Run as a program (not when a test imports it): an async main, since the module itself is also a library.
+if (isMain(import.meta.url)) void (async () => {
   const dev = loadDevSeller();
   const port = Number(process.env.PORT ?? 4040);
   const running = await startWeatherMcp({
@@ -74,4 +75,4 @@ if (isMain(import.meta.url)) {
     port,
   }).catch((error: NodeJS.ErrnoException) => listenFailed(port, error));
   console.log(`weather MCP server on ${running.url}: tool "${PAID_TOOL}" costs ${WEATHER_PRICE} (resource mcp://tool/${PAID_TOOL}), "cities" is free`);
-}
+})();

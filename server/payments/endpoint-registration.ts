@@ -18,7 +18,7 @@ import { acceptsPayee, type SellerAcceptance } from './acceptance.js';
 
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
 
-export type NewEndpointInput = { url: string; priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string; skipUrlCheck?: boolean } & DiscoveryInput;
+export type NewEndpointInput = { url: string; priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string; method?: string; skipUrlCheck?: boolean } & DiscoveryInput;
 export type EndpointChangeInput = { priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string | null } & DiscoveryInput;
 
 export class EndpointRegistration {
@@ -35,7 +35,7 @@ export class EndpointRegistration {
     const url = normalizeResource(input.url);
     // skipUrlCheck is refused outside dev mode by the route's schema; this is the second lock on that door.
     const skip = input.skipUrlCheck === true && this.mode === 'dev';
-    if (!skip && !isMcpResource(url)) await this.checkChallenge(orgId, url, input.maxPriceUsdc !== undefined ? { upTo: input.maxPriceUsdc } : { exactly: input.priceUsdc! });
+    if (!skip && !isMcpResource(url)) await this.checkChallenge(orgId, url, input.maxPriceUsdc !== undefined ? { upTo: input.maxPriceUsdc } : { exactly: input.priceUsdc! }, input.method ?? 'GET');
     const id = newId('ep');
     const webhookSecret = input.webhookUrl ? newWebhookSecret() : undefined;
     const endpoint = await this.endpoints.create(orgId, {
@@ -77,15 +77,15 @@ export class EndpointRegistration {
    * usage price a maximum within the registered one. Offers of both x402 generations count (a v2-only
    * scheme offers in PAYMENT-REQUIRED alone), in any scheme, among any number of other offers.
    */
-  private async checkChallenge(orgId: string, url: string, price: { exactly: string } | { upTo: string }): Promise<void> {
+  private async checkChallenge(orgId: string, url: string, price: { exactly: string } | { upTo: string }, method: string): Promise<void> {
     const refuse = (why: string) => new AppError(400, 'endpoint_check_failed', `body.url: ${url} ${why}`);
     let response: GuardedResponse;
     try {
-      response = await guardedFetch(url, { ...this.policy, timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
+      response = await guardedFetch(url, { ...this.policy, method, ...(method === 'GET' ? {} : { body: '' }), timeoutMs: 5_000, maxBytes: 64 * 1024, maxRedirects: 3 });
     } catch (err) {
       throw refuse(`could not be fetched: ${(err as Error).message}`);
     }
-    if (response.status !== 402) throw refuse(`answered ${response.status}, not 402 from the agentgate middleware`);
+    if (response.status !== 402) throw refuse(`answered ${response.status} to ${method}, not 402 from the agentgate middleware${method === 'GET' ? ' (a route that answers only POST: give its method)' : ''}`);
     const { offers, spoken } = offersOf402(response);
     if (spoken.length === 0) throw refuse('answered 402 with neither an x402 v1 JSON body nor an x402 v2 PAYMENT-REQUIRED header');
     const settings = await this.acceptance.settingsFor(orgId);
@@ -99,8 +99,8 @@ export class EndpointRegistration {
     const misfit = served.find((o) => !fits(o.amount));
     if (misfit) {
       throw refuse('exactly' in price
-        ? `asks for ${misfit.amount} atomic units (${misfit.scheme}), not the price ${price.exactly}`
-        : `asks for ${misfit.amount} atomic units (${misfit.scheme}), not a dynamic price of at most ${price.upTo}`);
+        ? `asks for ${misfit.amount} atomic units, not the price ${price.exactly} (${misfit.scheme})`
+        : `asks for ${misfit.amount} atomic units, not a dynamic price of at most ${price.upTo} (${misfit.scheme})`);
     }
   }
 }

@@ -52,6 +52,8 @@ export const endpointBody = z.object({
   maxPriceUsdc: price.optional(),
   description: z.string().max(500).optional(),
   webhookUrl: z.url({ protocol: /^https?$/ }).max(2048).optional(),
+  // The method the URL is checked with (its 402): a route that answers only POST is asked by POST, with no body.
+  method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']).optional(),
   ...discovery,
   // Dev mode only: register before the seller's server is up (agentgate dev, tests).
   skipUrlCheck: z.boolean().optional(),

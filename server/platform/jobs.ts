@@ -75,6 +75,8 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
   // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
   const db = conn.db as unknown as Db;
   const defined = new Set<string>();
+  /** The jobs this process runs now (what a stop leaves behind, for its log line). */
+  const inHand = new Set<{ name: string; since: number }>();
   /** Each job's lock lifetime: its claims last as long (see claimingMongoBackend). */
   const lockLifetimes = new Map<string, number>();
   const agenda = new Agenda({
@@ -103,6 +105,8 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
       agenda.define<T>(name, async (job: Job<T>) => {
         const attempt = (job.attrs.failCount ?? 0) + 1;
         const run = { attempt, lastAttempt: attempt > delays.length };
+        const running = { name, since: Date.now() };
+        inHand.add(running);
         try {
           // A job enqueued by a request may be started from inside it (the in-process notification): its
           // lines must not carry that request's id, nor would the next job's that the same loop picks up.
@@ -113,6 +117,8 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
             await jobOptions.onGiveUp(job.attrs.data, error, run);
           }
           throw error;
+        } finally {
+          inHand.delete(running);
         }
       }, {
         concurrency: jobOptions.concurrency,
@@ -146,7 +152,10 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
       // Jobs still running after the drain time, and jobs this process locked but did not start, stay
       // locked in its name: the process leaves the registry when it stops, and others take them over then.
       // (agenda.stop after a drain would do nothing: drain has already let go of the job processor.)
-      await agenda.drain({ timeout: DRAIN_MS, closeConnection: false });
+      const drained = await agenda.drain({ timeout: DRAIN_MS, closeConnection: false });
+      if (drained.timedOut) {
+        options.log.info({ running: [...inHand].map((j) => ({ name: j.name, runningMs: Date.now() - j.since })) }, 'stopping: jobs still running are left to other processes');
+      }
     },
     async depth() {
       const counts = new Map([...defined].map((name) => [name, 0]));

@@ -42,3 +42,18 @@ export function createLogger(options: { level: LevelWithSilent; name?: string; d
     },
   }, options.destination ?? pino.destination({ sync: false }));
 }
+
+/**
+ * Ends the logger's own stdout stream (after writing what it holds): pino's asynchronous destination
+ * registers a process 'exit' handler that only its end removes, so a context that is closed (a test's
+ * backend, a CLI command) and never ends it would stay reachable from the process for good.
+ */
+export async function endLogger(log: Logger): Promise<void> {
+  const stream = (log as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as { end?: () => void; flushSync?: () => void; destroyed?: boolean; once?: (event: string, fn: () => void) => void } | undefined;
+  if (!stream?.end || stream.destroyed) return;
+  await new Promise<void>((resolve) => {
+    stream.once?.('close', resolve);
+    stream.end!();
+  });
+}
+

@@ -1,3 +1,4 @@
+import perfHooks from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
@@ -112,11 +113,16 @@ export class Metrics {
 
   private readonly collectors: Array<() => Promise<void> | void> = [];
 
+  /** prom-client's own metrics of this OS process (process_*, nodejs_*), shared by every context in it. */
+  private readonly processDefaults: Registry | undefined;
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics ?? true) {
-      // prom-client's own names (process_*, nodejs_*) under our prefix: agentgate_process_cpu_seconds_total, ...
-      collectDefaultMetrics({ register: this.registry, prefix: 'agentgate_' });
-    }
+    this.processDefaults = (options.defaultMetrics ?? true) ? processDefaultMetrics() : undefined;
+  }
+
+  /** Every metric this process exposes: its own and the process's defaults. */
+  exposed(): Registry {
+    return this.processDefaults ? Registry.merge([this.registry, this.processDefaults]) : this.registry;
   }
 
   /** Runs before every scrape: for gauges whose truth lives elsewhere (the database, the chain). */
@@ -127,10 +133,29 @@ export class Metrics {
   /** The text exposition format; a failing collector leaves its gauges at their last value. */
   async render(): Promise<string> {
     await Promise.all(this.collectors.map(async (collect) => { try { await collect(); } catch { /* stale beats missing */ } }));
-    return this.registry.metrics();
+    return this.exposed().metrics();
   }
 
   get contentType(): string {
     return this.registry.contentType;
   }
+}
+
+const PROCESS_DEFAULTS = Symbol.for('agentgate.processDefaultMetrics');
+
+/**
+ * prom-client's default metrics under our prefix (agentgate_process_cpu_seconds_total, ...), made once per
+ * OS process: its GC metric registers a performance observer that nothing can remove, so one per context
+ * (a test process builds hundreds) would keep every one of them alive. Kept on the perf_hooks module,
+ * where the observers themselves live: the one object every context of a process shares (a test
+ * runner gives each test file its own `globalThis` and `process`, not its own built-in modules).
+ */
+function processDefaultMetrics(): Registry {
+  const holder = perfHooks as unknown as Record<symbol, Registry | undefined>;
+  if (!holder[PROCESS_DEFAULTS]) {
+    const registry = new Registry();
+    collectDefaultMetrics({ register: registry, prefix: 'agentgate_' });
+    holder[PROCESS_DEFAULTS] = registry;
+  }
+  return holder[PROCESS_DEFAULTS]!;
 }

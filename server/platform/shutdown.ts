@@ -16,8 +16,11 @@ export class ShutdownSteps {
     this.steps.push({ name, stop });
   }
 
-  /** Runs every step once, last added first; a failing step is logged and the others still run. */
-  async run(log: Logger): Promise<void> {
+  /**
+   * Runs every step once, last added first; a failing step is logged and the others still run. Returns
+   * how long it took and the slowest steps (a long-running process logs them as it stops).
+   */
+  async run(log: Logger): Promise<{ durationMs: number; slowest: Array<{ step: string; ms: number }> }> {
     const started = Date.now();
     const took: Array<{ step: string; ms: number }> = [];
     for (const { name, stop } of this.steps.splice(0).reverse()) {
@@ -36,7 +39,6 @@ export class ShutdownSteps {
       took.push({ step: name, ms });
       if (ms >= SLOW_STEP_MS) log.info({ step: name, durationMs: ms }, 'stopping: slow step');
     }
-    const slowest = took.filter((t) => t.ms >= 50).sort((a, b) => b.ms - a.ms).slice(0, 5);
-    log.info({ durationMs: Date.now() - started, slowest }, 'stopped');
+    return { durationMs: Date.now() - started, slowest: took.filter((t) => t.ms >= 50).sort((a, b) => b.ms - a.ms).slice(0, 5) };
   }
 }

@@ -10,7 +10,7 @@ const alertRules: any[] = rulesFile.groups.flatMap((g: any) => g.rules);
 const panels: any[] = dashboard.panels.filter((p: any) => p.type !== 'row');
 const targets: Array<{ panel: string; expr: string }> = panels.flatMap((p) => p.targets.map((t: any) => ({ panel: p.title, expr: t.expr })));
 
-const registry = new Metrics().registry;
+const registry = new Metrics().exposed();
 const exported = new Map(registry.getMetricsAsArray().map((m) => [m.name, m as unknown as { name: string; labelNames: string[]; type?: unknown }]));
 /** The metrics agentgate defines itself (prom-client's process and Node.js defaults aside). */
 const own = [...exported.keys()].filter((name) => !/^agentgate_(process|nodejs)_/.test(name));

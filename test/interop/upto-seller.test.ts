@@ -49,7 +49,7 @@ const officialUptoFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fet
 async function withSeller(framework: Framework, route: RouteConfig, report: () => Report, run: (url: string) => Promise<void>) {
   const running = await serve(app(framework, route, report));
   const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.50' } });
-  expect(registered.status).toBe(201);
+  expect([registered.status, registered.text]).toEqual([201, expect.any(String)]);
   try {
     await run(running.url);
   } finally {
