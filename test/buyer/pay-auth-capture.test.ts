@@ -26,7 +26,7 @@ beforeAll(async () => {
     else res.json({ report: 'ok', paymentId: res.locals.x402.paymentId });
   });
   shop = { ...(await serve(app)), payTo: seller.payTo, platformKey: seller.platformKey };
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/report`, priceUsdc: '0.30', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/report`, priceUsdc: '0.30' } });
   expect(registered.status).toBe(201);
 });
 afterAll(async () => {

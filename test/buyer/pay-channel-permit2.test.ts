@@ -34,7 +34,7 @@ beforeAll(async () => {
   app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': channelRoute, 'GET /unlisted': channelRoute, 'GET /unlisted-erc3009': erc3009Route } }));
   app.get(['/weather', '/unlisted', '/unlisted-erc3009'], (_req, res) => { res.json({ weather: 'sunny' }); });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
   // Observes the deposit authorizations the wallet signs, signing them as always.
   const wallets = server.app.wallets;

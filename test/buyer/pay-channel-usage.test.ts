@@ -36,7 +36,7 @@ beforeAll(async () => {
     res.json({ text: 'done' });
   });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.005', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.005' } });
   expect(registered.status).toBe(201);
 }, 60_000);
 afterAll(async () => {

@@ -47,7 +47,7 @@ async function channelShop() {
   app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' } } }));
   app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
   const running = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
   return running;
 }

@@ -37,7 +37,7 @@ beforeAll(async () => {
     else res.json({ weather: 'sunny' });
   });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
 }, 60_000);
 afterAll(async () => {

@@ -24,7 +24,7 @@ beforeAll(async () => {
   app.use(ourPaymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /report': { price: '$0.01', assetTransferMethod: 'permit2' } } }));
   app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
   ours = { ...(await serve(app)), payTo: seller.payTo, platformKey: seller.platformKey };
-  expect((await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/report`, priceUsdc: '0.01', skipUrlCheck: true })).status).toBe(201);
+  expect((await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/report`, priceUsdc: '0.01' })).status).toBe(201);
 });
 afterAll(async () => {
   await Promise.all([official?.close(), ours?.close()]);

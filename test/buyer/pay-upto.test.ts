@@ -54,7 +54,7 @@ beforeAll(async () => {
     res.json({ text: 'Hello', usage: { tokens: Number(req.query.tokens ?? 0) } });
   });
   ours = { ...(await serve(ourApp)), payTo: ourSeller.payTo };
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: ourSeller.platformKey, body: { url: `${ours.url}/complete`, maxPriceUsdc: '0.50', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: ourSeller.platformKey, body: { url: `${ours.url}/complete`, maxPriceUsdc: '0.50' } });
   expect(registered.status).toBe(201);
 });
 afterAll(async () => {

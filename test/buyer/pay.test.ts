@@ -274,7 +274,7 @@ describe('GET /v0/payments/activity', () => {
     const { createWeatherApp } = await import('../../examples/express-seller/server.js');
     const shop = await serve(createWeatherApp({ backendUrl: server.url, apiKey: sellerKey }));
     extras.push(shop);
-    expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: `${shop.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true } })).status).toBe(201);
+    expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: `${shop.url}/weather`, priceUsdc: '0.01' } })).status).toBe(201);
     const customer = await fundedAgent(server, '1');
     await createMandate(server, customer.key);
 

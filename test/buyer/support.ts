@@ -42,7 +42,7 @@ export async function ourExpressSeller(server: TestServer) {
   const seller = await setUpSeller(server);
   const app = createWeatherApp({ backendUrl: server.url, apiKey: seller.sellerKey });
   const running = await serve(app);
-  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
+  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/weather`, priceUsdc: '0.01' });
   if (registered.status !== 201) throw new Error(`endpoint: ${registered.status} ${registered.text}`);
   return { ...seller, ...running, priceAtomic: 10_000n };
 }

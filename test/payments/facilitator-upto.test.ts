@@ -118,7 +118,7 @@ describe('/supported', () => {
 describe('the official upto client pays the official @x402/express upto seller through agentgate', () => {
   it('charges what the handler named, not the maximum; the records, receipts and webhook carry both', async () => {
     const endpoint = await server.request('POST', '/v0/payments/endpoints', {
-      key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.50', webhookUrl: `${hooks.url}/hook`, skipUrlCheck: true },
+      key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.50', webhookUrl: `${hooks.url}/hook` },
     });
     expect(endpoint.status).toBe(201);
     const buyer = await uptoBuyer();
