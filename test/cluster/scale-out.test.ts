@@ -11,7 +11,7 @@ import { createPublicClient, http, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { MongoClient } from 'mongodb';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
-import { audit, Balancer, clusterSeller, eventually, moveBaseFee, preparePayments, runLoad, startCluster, type Cluster, type ClusterProcess } from '../support/cluster.js';
+import { audit, Balancer, clusterSeller, eventually, moveBaseFee, preparePayments, runLoad, startCluster, type Cluster, type ClusterProcess, type Seller } from '../support/cluster.js';
 import { clusterServices, type ClusterServices } from '../support/cluster-services.js';
 import { startReceiver } from '../webhooks/receiver.js';
 
@@ -50,10 +50,12 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
   const events: string[] = [];
   const failures: string[] = [];
   const note = (line: string) => { events.push(`${new Date().toISOString().slice(11, 23)} ${line}`); };
+  let seller: Seller | undefined;
   try {
     // Both keys are held, whoever holds them.
     expect(await eventually(async () => (await laneHolders(cluster!.db)).flatMap((h) => h.lanes).length === 2, 60_000)).toBe(true);
-    const seller = await clusterSeller(cluster.serves[0]!.url!, receiver.url);
+    // An official @x402/express seller with the cluster as its facilitator: the load is its settle calls.
+    seller = await clusterSeller(cluster.serves[0]!.url!, chain, receiver.url);
     const buyers = DEV_BUYERS.map((b) => privateKeyToAccount(b.privateKey));
     const payments = await preparePayments(PAYMENTS, seller, buyers, chain);
     const fromBlock = await client.getBlockNumber();
@@ -143,6 +145,7 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
   } finally {
     stopFees();
     balancer.stop();
+    await seller?.close();
     await receiver.close();
   }
 }, 900_000);
