@@ -16,7 +16,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { openStorefront } from '../support/storefront.js';
-import { faucetConfig, fundedBuyer, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { verifyWebhook } from '../../middleware/webhook.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
@@ -35,7 +35,7 @@ const hookServer = createServer((req, res) => {
 let hookUrl: string;
 
 beforeAll(async () => {
-  server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('100')) });
+  server = await startTestServer({ TRUST_PROXY: 'true' });
   hookServer.listen(0, '127.0.0.1');
   await once(hookServer, 'listening');
   hookUrl = `http://127.0.0.1:${(hookServer.address() as AddressInfo).port}/hook`;
