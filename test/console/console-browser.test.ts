@@ -279,6 +279,8 @@ test('the ops pages at 1280 px: totals, chart, search, CSV, webhooks, delete, re
 
 test('at 390 px nothing scrolls sideways and URLs keep the width of the screen', async () => {
   const paymentId = await pay(server, seller);
+  // A URL longer than a phone's line: it must wrap across the card's width, not a narrow column.
+  const longUrl = (await openStorefront(server, seller, { 'GET /reports/weather/north-atlantic/daily-summary': { price: '$0.01' } })).resource('/reports/weather/north-atlantic/daily-summary');
   const { context, page: p, notFound } = await signedInPage(390);
   try {
     await p.goto(`${server.url}/console/seller-keys`);
@@ -301,7 +303,7 @@ test('at 390 px nothing scrolls sideways and URLs keep the width of the screen',
     expect((await p.locator(`tr[data-payment-id="${paymentId}"] td.resource`).boundingBox())!.width).toBeGreaterThan(280);
     // An endpoint's URL has a line of its own, not a narrow column that wraps it a few letters at a time.
     await p.goto(`${server.url}/console/endpoints`);
-    const url = await p.locator('.endpoint-url').first().boundingBox();
+    const url = await p.locator('.endpoint-url', { hasText: longUrl }).boundingBox();
     expect(url!.width).toBeGreaterThan(280);
     await shot(p, 'console-mobile.png');
     // The payment page's resource and the JWS wrap inside the card.

@@ -391,6 +391,8 @@ describe('a payment page', () => {
     const payment = (await server.request('GET', `/v0/payments/${paymentId}`, { key: seller.sellerKey })).body;
     const res = await consoleGet(server, `/console/payments/${paymentId}`, session.cookie);
     expect(res.status).toBe(200);
+    // The record is written just after the payment's answer: read it once that write is done.
+    await server.app.payments.records.recordsWritten();
     const stored = await server.app.payments.records.payments.findById(paymentId).lean();
     const validBefore = new Date(Number(stored!.authorization.validBefore) * 1000).toISOString();
     expect(res.text).toContain(`<time datetime="${validBefore}" title="unix ${stored!.authorization.validBefore}">${validBefore.slice(0, 10)} ${validBefore.slice(11, 19)} UTC</time>`);
