@@ -73,7 +73,9 @@ beforeAll(async () => {
   const resourceServer = new x402ResourceServer(facilitatorClient(seller.sellerKey)).register(NETWORK, new UptoServerScheme());
   const app = express();
   app.use(officialPaymentMiddleware({
-    'POST /complete': {
+    // Every method, though buyers POST: the backend's check at registration fetches the URL with GET, and a
+    // POST-only route would answer that 404.
+    '/complete': {
       accepts: { scheme: 'upto', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: MAX.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
       description: 'LLM completion, billed by tokens', mimeType: 'application/json',
     },
