@@ -1,12 +1,12 @@
 // A deployment as an operator runs one, in production mode, as separate OS processes on one database: 4
 // `agentgate serve` (2 of them given no relayer keys: they accept and leave sending to others) and 2
-// `agentgate worker`, a pool of 2 keys for the processes that have keys, a chain with 1 s blocks and a base fee that moves every
-// block, and a plain round-robin balancer that does not look at /ready. 500 payments at concurrency 48,
-// buyers arriving at arbitrary moments and trying again (same payment, same payment-identifier) after no
-// answer, a 503 or `settlement_pending`, as a client of the payment-identifier extension does. Meanwhile a
-// fifth serve joins, every serve is restarted in turn (SIGTERM, then started again), the process holding
-// a relayer lane is killed with SIGKILL, and the database (PostgreSQL under the embedded FerretDB) is
-// restarted. Then the books are checked against the chain and the webhook receiver.
+// `agentgate worker`, a pool of 2 keys for the processes that have keys, a chain with 1 s blocks and a base
+// fee that moves every block, and a plain round-robin balancer that does not look at /ready. 500 payments at
+// concurrency 48, buyers arriving at arbitrary moments and trying again (same payment, same
+// payment-identifier) after no answer, a 503 or `settlement_pending`, as a client of the payment-identifier
+// extension does. Meanwhile a fifth serve joins, every serve is restarted in turn (SIGTERM, then started
+// again), the process holding a relayer lane is killed with SIGKILL, and the database (PostgreSQL under the
+// embedded FerretDB) is restarted. Then the books are checked against the chain and the webhook receiver.
 import { createPublicClient, http, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { MongoClient } from 'mongodb';
