@@ -51,11 +51,12 @@ async function main() {
         await balancer.start();
         // Every process has joined the registry and the pool is divided.
         await new Promise((r) => setTimeout(r, 3_000));
-        const seller = await clusterSeller(cluster.serves[0]!.url!);
+        const seller = await clusterSeller(cluster.serves[0]!.url!, chain);
         const prepared = await preparePayments(payments, seller, buyers, chain);
         const fromBlock = await client.getBlockNumber();
         const { answers, seconds } = await runLoad(prepared, balancer, seller, { concurrency: row.concurrency });
         balancer.stop();
+        await seller.close();
         const report = await audit({ payments: prepared, answers, mongoUri: mongo.uri, db: cluster.db, client, chain, fromBlock });
         const failed = payments - report.answered.paid;
         table.push(`| ${row.processes} | ${row.keys} key${row.keys > 1 ? 's' : ''} | ${payments} @ ${row.concurrency} | ${failed} | ${(report.latency.p50 / 1000).toFixed(1)} s | ${(report.latency.p95 / 1000).toFixed(1)} s | ${(payments / seconds).toFixed(1)} | ${report.transactions} | ${(report.gasPerPayment / 1000).toFixed(1)}k |`);

@@ -9,7 +9,7 @@ import { offersOf402, type OfferedPayment } from './offers-of-402.js';
 import { webhookSecretContext, type EndpointDoc } from './models.js';
 import { isMcpResource, normalizeResource } from './resource-url.js';
 import { newId } from '../platform/ids.js';
-import type { Endpoints } from './endpoints.js';
+import { priceOf, type Endpoints } from './endpoints.js';
 import { acceptsPayee, type SellerAcceptance } from './acceptance.js';
 
 // What a seller's endpoint must pass before it is stored (endpoints.ts stores it): its URL answers our
@@ -33,6 +33,9 @@ export class EndpointRegistration {
   async register(orgId: string, input: NewEndpointInput): Promise<{ endpoint: EndpointDoc; webhookSecret?: string }> {
     if (input.webhookUrl) await assertPublicTarget(input.webhookUrl, this.policy, 'webhookUrl');
     const url = normalizeResource(input.url);
+    // A price that is no price is refused before the URL is fetched, as an invalid URL is.
+    if (input.maxPriceUsdc !== undefined) priceOf(input.maxPriceUsdc, 'maxPriceUsdc');
+    else priceOf(input.priceUsdc!);
     // skipUrlCheck is refused outside dev mode by the route's schema; this is the second lock on that door.
     const skip = input.skipUrlCheck === true && this.mode === 'dev';
     if (!skip && !isMcpResource(url)) await this.checkChallenge(orgId, url, input.maxPriceUsdc !== undefined ? { upTo: input.maxPriceUsdc } : { exactly: input.priceUsdc! }, input.method ?? 'GET');

@@ -131,7 +131,8 @@ export class Endpoints {
   }
 }
 
-function priceOf(priceUsdc: string, field: 'priceUsdc' | 'maxPriceUsdc' = 'priceUsdc'): bigint {
+/** A price an endpoint is registered at, in atomic units; anything else is a 400 naming the field. */
+export function priceOf(priceUsdc: string, field: 'priceUsdc' | 'maxPriceUsdc' = 'priceUsdc'): bigint {
   try {
     const atomic = parsePrice(priceUsdc);
     if (atomic <= 0n) throw new Error('must be greater than zero');

@@ -10,6 +10,7 @@ import canonicalizeModule from 'canonicalize';
 import { base64url, decodeProtectedHeader, flattenedVerify, importJWK, type JWK } from 'jose';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
+import { openStorefront } from '../support/storefront.js';
 import { parseEd25519PublicKey } from '../../middleware/multikey.js';
 
 // canonicalize is CommonJS whose typings claim an ES default export: at run time the import is the function.
@@ -186,11 +187,11 @@ describe("an org's card at /.well-known/agents/<orgId>", () => {
     expect(second.status).toBe(201);
     const payTo = privateKeyToAccount(generatePrivateKey()).address;
     expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
-    const listed = 'https://shop.example/forecast';
-    for (const body of [
-      { url: listed, priceUsdc: '0.05', description: 'Forecast', skipUrlCheck: true, discoverable: true },
-      { url: 'https://shop.example/private', priceUsdc: '0.05', skipUrlCheck: true },
-    ]) expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body })).status).toBe(201);
+    const shop = await openStorefront(server, { platformKey: agent.platform_key }, {
+      'GET /forecast': { price: '$0.05', endpoint: { description: 'Forecast', discoverable: true } },
+      'GET /private': { price: '$0.05' },
+    });
+    const listed = shop.resource('/forecast');
 
     const card = await server.request('GET', url);
     expect(validateCard(card.body) ? [] : validateCard.errors).toEqual([]);
@@ -202,7 +203,7 @@ describe("an org's card at /.well-known/agents/<orgId>", () => {
     expect(card.body.supportedInterfaces.filter((i: any) => A2A_BINDINGS.includes(i.protocolBinding))).toEqual([]);
     const paid = card.body.skills.filter((s: any) => s.tags.includes('x402'));
     expect(paid).toEqual([expect.objectContaining({ name: 'Forecast', examples: [listed] })]);
-    expect(JSON.stringify(card.body)).not.toContain('shop.example/private');
+    expect(JSON.stringify(card.body)).not.toContain(shop.resource('/private'));
     expect(await verifySignatures(card.body, didDocument)).toEqual([{ kid: `did:web:${server.config.DID_DOMAIN}#key-1`, valid: true }]);
 
     // The card changed, so did its ETag: the old one no longer gets a 304, the new one does.

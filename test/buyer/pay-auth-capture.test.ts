@@ -5,7 +5,7 @@
 import express from 'express';
 import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { faucetConfig, usdcBalance } from '../support/chain.js';
+import { usdcBalance } from '../support/chain.js';
 import { fundedOperator } from '../support/auth-capture.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { paymentMiddleware } from '../../adapters/express.js';
@@ -16,7 +16,7 @@ let shop: RunningApp & { payTo: Address; platformKey: string };
 let failNext = false;
 
 beforeAll(async () => {
-  server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ TRUST_PROXY: 'true' });
   await fundedOperator(server);
   const seller = await setUpSeller(server);
   const app = express();
@@ -26,7 +26,7 @@ beforeAll(async () => {
     else res.json({ report: 'ok', paymentId: res.locals.x402.paymentId });
   });
   shop = { ...(await serve(app)), payTo: seller.payTo, platformKey: seller.platformKey };
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/report`, priceUsdc: '0.30', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/report`, priceUsdc: '0.30' } });
   expect(registered.status).toBe(201);
 });
 afterAll(async () => {

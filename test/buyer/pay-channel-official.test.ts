@@ -17,7 +17,7 @@ import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { TOOLS } from '../../server/mcp/registry.js';
 import { ToolRefusal } from '../../server/mcp/tool.js';
 import { signUp } from '../support/agents.js';
-import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
+import { testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { createMandate, fundedAgent, pay } from './support.js';
 
@@ -32,7 +32,7 @@ let sellerApp: express.Express;
 let openSeller: () => express.Express;
 
 beforeAll(async () => {
-  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000' });
   const seller = await signUp(server);
   payTo = privateKeyToAccount(generatePrivateKey()).address;
   expect((await server.request('PUT', '/v0/payments/acceptance', { key: seller.platform_key, body: { enabled: true, payTo } })).status).toBe(200);

@@ -11,7 +11,7 @@ import { permit2Allowance, permit2NonceUsed } from '../../server/chain/permit2.j
 import { authorizationState, type Authorization } from '../../server/chain/usdc.js';
 import { chooseOffer, readChallenge } from '../../server/buyer/challenge.js';
 import { decodeBase64Json, encodeBase64Json } from '../../middleware/protocol/base64-json.js';
-import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
+import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';
@@ -25,7 +25,7 @@ let shop: RunningApp;
 let permits: ChannelDepositPermit[] = [];
 let receiveAuthorizations: Authorization[] = [];
 beforeAll(async () => {
-  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ CHANNEL_SWEEP_EVERY_MS: '600000' });
   seller = await setUpSeller(server);
   const app = express();
   const channelRoute = { price: '$0.001', scheme: 'batch-settlement' as const, assetTransferMethod: 'permit2' as const, description: 'Weather, per call' };
@@ -34,7 +34,7 @@ beforeAll(async () => {
   app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': channelRoute, 'GET /unlisted': channelRoute, 'GET /unlisted-erc3009': erc3009Route } }));
   app.get(['/weather', '/unlisted', '/unlisted-erc3009'], (_req, res) => { res.json({ weather: 'sunny' }); });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
   // Observes the deposit authorizations the wallet signs, signing them as always.
   const wallets = server.app.wallets;
@@ -132,7 +132,7 @@ describe('payments_pay through a channel whose seller asks for Permit2 deposits'
     expect((await pay(server, agent.key, { url: weather() })).status).toBe(200);
     expect((await pay(server, agent.key, { url: weather() })).body).toMatchObject({ ok: false, error: 'balance_insufficient' });
 
-    expect((await server.request('POST', '/v0/dev/faucet', { key: agent.key, body: { amountUsdc: '1' } })).status).toBe(200);
+    await sendUsdc(agent.address, 1_000_000n); // the owner tops the wallet up
     const topUp = await pay(server, agent.key, { url: weather() });
     expect(topUp.body).toMatchObject({ txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/), cost: { channel: { channelId, cumulativeUsdc: '0.003', depositUsdc: '0.01' } } });
     expect(await collectorOf(topUp.body.txHash)).toBe(PERMIT2_DEPOSIT_COLLECTOR_ADDRESS);

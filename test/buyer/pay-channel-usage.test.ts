@@ -12,7 +12,7 @@ import { paymentMiddleware } from '../../adapters/express.js';
 import type { RequestPayment } from '../../middleware/index.js';
 import { formatUsdc } from '../../middleware/price.js';
 import { readChannelState } from '../../server/chain/batch-settlement.js';
-import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
+import { testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';
@@ -26,7 +26,7 @@ let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let shop: RunningApp;
 beforeAll(async () => {
   // The seller's sweep runs when a test asks for it, never on its own.
-  server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
   seller = await setUpSeller(server);
   const app = express();
   app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /complete': { price: { upto: '$0.005', unreported: '$0.001' }, scheme: 'batch-settlement', description: 'A completion, by tokens' } } }));
@@ -36,7 +36,7 @@ beforeAll(async () => {
     res.json({ text: 'done' });
   });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.005', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.005' } });
   expect(registered.status).toBe(201);
 }, 60_000);
 afterAll(async () => {

@@ -6,12 +6,12 @@
 // 15 minutes per withdrawal), with our seller middleware's route sold by channel on the same backend.
 import { randomBytes } from 'node:crypto';
 import express from 'express';
-import { createPublicClient, http, parseUnits, toHex, type Address, type Hex, type PublicClient } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address, type Hex, type PublicClient } from 'viem';
+import { generatePrivateKey, nonceManager, privateKeyToAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
 import { paymentMiddleware } from '../../adapters/express.js';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, readChannelState } from '../../server/chain/batch-settlement.js';
-import { balanceOf } from '../../server/chain/usdc.js';
+import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
 import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
 import { TOOLS } from '../../server/mcp/registry.js';
@@ -31,6 +31,7 @@ let client: PublicClient;
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let shop: RunningApp;
+const ownerAccount = privateKeyToAccount(DEV_BUYERS[1]!.privateKey, { nonceManager });
 
 async function fundedRelayer(): Promise<Hex> {
   const key = generatePrivateKey();
@@ -39,15 +40,21 @@ async function fundedRelayer(): Promise<Hex> {
 }
 const backendOnChain = async (overrides: Record<string, string> = {}) => startTestServer({
   MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000', CHAIN_RPC_URL: chain.rpcUrl, USDC_ADDRESS: chain.usdcAddress, WALLET_FACTORY_ADDRESS: chain.factoryAddress,
-  RELAYER_PRIVATE_KEY: await fundedRelayer(), FAUCET_PRIVATE_KEY: DEV_BUYERS[1]!.privateKey, ...overrides,
+  RELAYER_PRIVATE_KEY: await fundedRelayer(), ...overrides,
 });
+/** A wallet's owner sends it USDC on this test's chain, from a dev account that holds some. */
+async function sendOnChain(to: Address, amount: bigint): Promise<void> {
+  const owner = createWalletClient({ account: ownerAccount, chain: { ...baseSepolia, rpcUrls: { default: { http: [chain.rpcUrl] } } }, transport: http(chain.rpcUrl) });
+  const hash = await owner.writeContract({ address: chain.usdcAddress, abi: usdcAbi, functionName: 'transfer', args: [to, amount] });
+  expect((await client.waitForTransactionReceipt({ hash })).status).toBe('success');
+}
 /** Our middleware selling GET /weather by channel, paid through this backend (registered with the seller's org). */
 async function channelShop() {
   const app = express();
   app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' } } }));
   app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
   const running = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
   return running;
 }
@@ -96,7 +103,7 @@ const sellerSweep = () => server.app.payments.batchSettlement.channels.sweep(
 
 /** An agent that paid `calls` calls through a new channel (ten calls deposited): its channel id. */
 async function agentWithChannel(calls: number, url = `${shop.url}/weather`, usdc = '1') {
-  const agent = await fundedAgent(server, usdc);
+  const agent = await fundedAgent(server, usdc, sendOnChain);
   await createMandate(server, agent.key);
   const before = await usdcBalance(agent.address);
   const first = await pay(server, agent.key, { url });
@@ -228,7 +235,7 @@ describe('taking a channel back from a seller that does not refund', () => {
 
   it('refuses clearly: another identity\'s channel (404), a malformed id (400), no payments:spend (403), a call still out (409), nothing left above the vouchers (422); the MCP tool starts one', async () => {
     const { agent, channelId } = await agentWithChannel(1);
-    const other = await fundedAgent(server, '0');
+    const other = await fundedAgent(server, '0', sendOnChain);
     expect((await withdraw(other.key, channelId)).status).toBe(404);
     const malformed = await withdraw(agent.key, '0x1234');
     expect([malformed.status, malformed.body.error]).toEqual([400, 'validation_error']);

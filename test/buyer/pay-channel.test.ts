@@ -12,7 +12,7 @@ import { chooseOffer, readChallenge } from '../../server/buyer/challenge.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 import { TOOLS } from '../../server/mcp/registry.js';
 import { ToolRefusal } from '../../server/mcp/tool.js';
-import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
+import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';
@@ -28,7 +28,7 @@ let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let shop: RunningApp;
 beforeAll(async () => {
   // The seller's sweep runs when a test asks for it, never on its own.
-  server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
   seller = await setUpSeller(server);
   const app = express();
   app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' } } }));
@@ -37,7 +37,7 @@ beforeAll(async () => {
     else res.json({ weather: 'sunny' });
   });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
 }, 60_000);
 afterAll(async () => {
@@ -133,7 +133,7 @@ describe('payments_pay through a batch-settlement channel', () => {
     const mandates = await server.request('GET', '/v0/payments/mandates', { key: agent.key });
     expect(mandates.body.mandates[0]).toMatchObject({ spentTodayUsdc: '0.002', callCount: 2 });
 
-    expect((await server.request('POST', '/v0/dev/faucet', { key: agent.key, body: { amountUsdc: '1' } })).status).toBe(200);
+    await sendUsdc(agent.address, 1_000_000n); // the owner tops the wallet up
     const topUp = await pay(server, agent.key, { url: weather() });
     expect(topUp.status).toBe(200);
     expect(topUp.body).toMatchObject({ txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/), cost: { channel: { channelId, cumulativeUsdc: '0.003', depositUsdc: '0.01' } } });
@@ -163,7 +163,7 @@ describe('payments_pay through a batch-settlement channel', () => {
     await createMandate(server, agent.key);
     const first = await pay(server, agent.key, { url: weather() });
     const channelId: string = first.body.cost.channel.channelId;
-    const second = await startTestServer({ MONGODB_DB: server.config.MONGODB_DB, MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000', ...(await faucetConfig('1000')) });
+    const second = await startTestServer({ MONGODB_DB: server.config.MONGODB_DB, MASTER_KEY, CHANNEL_SWEEP_EVERY_MS: '600000' });
     try {
       const tool = TOOLS.find((t) => t.name === 'payments_pay')!;
       const principal = { tier: 'identity' as const, keyId: 'k', orgId: agent.org_id, identityId: agent.identity.identityId, scopes: new Set(['payments:spend']) };

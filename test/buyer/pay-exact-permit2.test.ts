@@ -6,7 +6,7 @@
 import express from 'express';
 import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
+import { testChain, usdcBalance } from '../support/chain.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { paymentMiddleware as ourPaymentMiddleware } from '../../adapters/express.js';
 import { EXACT_PROXY_ADDRESS } from '../../server/chain/permit2.js';
@@ -17,14 +17,14 @@ let official: Awaited<ReturnType<typeof officialExpressSeller>>;
 let ours: RunningApp & { payTo: Address; platformKey: string };
 
 beforeAll(async () => {
-  server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ TRUST_PROXY: 'true' });
   official = await officialExpressSeller({ assetTransferMethod: 'permit2' });
   const seller = await setUpSeller(server);
   const app = express();
   app.use(ourPaymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /report': { price: '$0.01', assetTransferMethod: 'permit2' } } }));
   app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
   ours = { ...(await serve(app)), payTo: seller.payTo, platformKey: seller.platformKey };
-  expect((await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/report`, priceUsdc: '0.01', skipUrlCheck: true })).status).toBe(201);
+  expect((await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/report`, priceUsdc: '0.01' })).status).toBe(201);
 });
 afterAll(async () => {
   await Promise.all([official?.close(), ours?.close()]);

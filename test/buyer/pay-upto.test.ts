@@ -8,7 +8,7 @@ import { UptoEvmScheme as UptoServerScheme } from '@x402/evm/upto/server';
 import { paymentMiddleware as officialPaymentMiddleware, setSettlementOverrides } from '@x402/express';
 import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
+import { testChain, usdcBalance } from '../support/chain.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { paymentMiddleware as ourPaymentMiddleware } from '../../adapters/express.js';
 import { permit2Allowance } from '../../server/chain/permit2.js';
@@ -23,7 +23,7 @@ let official: RunningApp & { payTo: Address };
 let ours: RunningApp & { payTo: Address };
 
 beforeAll(async () => {
-  server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ TRUST_PROXY: 'true' });
 
   // The official stack: @x402/express with an upto route, agentgate (this backend) as its facilitator.
   const officialSeller = await setUpSeller(server);
@@ -54,7 +54,7 @@ beforeAll(async () => {
     res.json({ text: 'Hello', usage: { tokens: Number(req.query.tokens ?? 0) } });
   });
   ours = { ...(await serve(ourApp)), payTo: ourSeller.payTo };
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: ourSeller.platformKey, body: { url: `${ours.url}/complete`, maxPriceUsdc: '0.50', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: ourSeller.platformKey, body: { url: `${ours.url}/complete`, maxPriceUsdc: '0.50' } });
   expect(registered.status).toBe(201);
 });
 afterAll(async () => {

@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import express from 'express';
 import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { faucetConfig, testChain, usdcBalance } from '../support/chain.js';
+import { testChain, usdcBalance } from '../support/chain.js';
 import { serve, type RunningApp } from '../interop/seller.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
@@ -17,7 +16,7 @@ let official: Awaited<ReturnType<typeof officialExpressSeller>>;
 const extras: RunningApp[] = [];
 
 beforeAll(async () => {
-  server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('1000')) });
+  server = await startTestServer({ TRUST_PROXY: 'true' });
   [ours, official] = await Promise.all([ourExpressSeller(server), officialExpressSeller()]);
 });
 afterAll(async () => {
@@ -250,7 +249,7 @@ describe('outbound requests go through the SSRF guard', () => {
   });
 
   it('refuses loopback in production mode', async () => {
-    const prod = await startTestServer({ TRUST_PROXY: 'true', AGENTGATE_MODE: 'production', SERVICE_SIGNING_KEY: randomBytes(32).toString('hex') });
+    const prod = await startTestServer({ TRUST_PROXY: 'true', AGENTGATE_MODE: 'production' });
     try {
       const { signUp } = await import('../support/agents.js');
       const agent = await signUp(prod);
@@ -274,7 +273,7 @@ describe('GET /v0/payments/activity', () => {
     const { createWeatherApp } = await import('../../examples/express-seller/server.js');
     const shop = await serve(createWeatherApp({ backendUrl: server.url, apiKey: sellerKey }));
     extras.push(shop);
-    expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: `${shop.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true } })).status).toBe(201);
+    expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: `${shop.url}/weather`, priceUsdc: '0.01' } })).status).toBe(201);
     const customer = await fundedAgent(server, '1');
     await createMandate(server, customer.key);
 

@@ -9,23 +9,26 @@ import { x402Facilitator } from '@x402/core/facilitator';
 import type { FacilitatorClient } from '@x402/core/server';
 import type { TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { setEthBalance, testChain } from '../support/chain.js';
+import { sendUsdc, setEthBalance, testChain } from '../support/chain.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createWeatherApp } from '../../examples/express-seller/server.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 
 export const inDays = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();
 
-/** A signed-up agent whose wallet holds `usdc` test USDC from the dev faucet. */
-export async function fundedAgent(server: TestServer, usdc = '1') {
+/**
+ * A signed-up agent whose wallet holds `usdc` USDC, sent to the wallet's address on chain as its owner
+ * funds it in production (not the dev faucet): by `send`, the suite's chain treasury unless the test runs
+ * its own chain.
+ */
+export async function fundedAgent(server: TestServer, usdc = '1', send: (to: Address, amount: bigint) => Promise<void> = sendUsdc) {
   const agent = await signUp(server);
   const key = agent.identity.rawKey;
-  if (Number(usdc) > 0) {
-    const faucet = await server.request('POST', '/v0/dev/faucet', { key, body: { amountUsdc: usdc } });
-    if (faucet.status !== 200) throw new Error(`faucet: ${faucet.status} ${faucet.text}`);
-  }
   const wallet = await server.request('GET', '/v0/wallet', { key });
-  return { ...agent, key, owner: { orgId: agent.org_id, identityId: agent.identity.identityId }, address: wallet.body.address as Address };
+  if (wallet.status !== 200) throw new Error(`wallet: ${wallet.status} ${wallet.text}`);
+  const address = wallet.body.address as Address;
+  if (Number(usdc) > 0) await send(address, parseUnits(usdc, 6));
+  return { ...agent, key, owner: { orgId: agent.org_id, identityId: agent.identity.identityId }, address };
 }
 
 export async function createMandate(server: TestServer, key: string, body: Record<string, unknown> = {}) {
@@ -42,7 +45,7 @@ export async function ourExpressSeller(server: TestServer) {
   const seller = await setUpSeller(server);
   const app = createWeatherApp({ backendUrl: server.url, apiKey: seller.sellerKey });
   const running = await serve(app);
-  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true });
+  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/weather`, priceUsdc: '0.01' });
   if (registered.status !== 201) throw new Error(`endpoint: ${registered.status} ${registered.text}`);
   return { ...seller, ...running, priceAtomic: 10_000n };
 }

@@ -20,6 +20,7 @@ import { standaloneSettler } from '../support/settlement.js';
 import { fundedBuyer, paymentHeaderV1, randomNonce, sendUsdc, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, testConfig } from '../support/server.js';
 import { signUp } from '../support/agents.js';
+import { openStorefront } from '../support/storefront.js';
 import { revertReason } from './dev-chain.js';
 
 const PRICE = 10_000n; // 0.01 USDC
@@ -278,10 +279,9 @@ describe('a blacklisted payer through POST /v0/payments/redeem', () => {
     try {
       const agent = await signUp(server);
       const payTo = aPayee();
-      const resource = 'https://api.example.com/fiat-token';
       expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
       const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey as string;
-      expect((await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: resource, priceUsdc: '0.01', skipUrlCheck: true } })).status).toBe(201);
+      const resource = (await openStorefront(server, { platformKey: agent.platform_key, sellerKey }, { 'GET /fiat-token': { price: '$0.01' } })).resource('/fiat-token');
 
       const payer = await fundedBuyer('1');
       await asRoleHolder('blacklist', [payer.address]);

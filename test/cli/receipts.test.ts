@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
+import { openStorefront } from '../support/storefront.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization } from '../support/chain.js';
 import { freePort } from '../../server/platform/net.js';
 import { verifyReceiptSignatureJWS } from '@x402/extensions/offer-receipt';
@@ -14,6 +15,7 @@ const run = promisify(execFile);
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
 let server: TestServer;
 let dir: string;
+let report: string;
 let platformKey: string;
 let paymentId: string;
 
@@ -28,26 +30,26 @@ async function cli(args: string[]) {
 }
 
 /** A new org on `on` that sells one endpoint and has been paid for it once: its platform key and the payment. */
-async function paidOnce(on: TestServer): Promise<{ platformKey: string; paymentId: string; payAgain(): Promise<string> }> {
+async function paidOnce(on: TestServer): Promise<{ platformKey: string; paymentId: string; report: string; payAgain(): Promise<string> }> {
   const agent = await signUp(on);
   const payTo = privateKeyToAccount(generatePrivateKey()).address;
   await on.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } });
-  await on.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: 'https://api.example.com/report', priceUsdc: '0.25', skipUrlCheck: true } });
   const sellerKey = (await on.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} })).body.apiKey;
+  const report = (await openStorefront(on, { platformKey: agent.platform_key, sellerKey }, { 'GET /report': { price: '$0.25' } })).resource('/report');
   const buyer = await fundedBuyer('1');
   const pay = async () => {
     const header = paymentHeaderV1(await signAuthorization(buyer, { to: payTo, value: 250_000n }));
-    const redeemed = await on.request('POST', '/v0/payments/redeem', { key: sellerKey, body: { paymentHeader: header, resource: 'https://api.example.com/report', amount: '0.25' } });
+    const redeemed = await on.request('POST', '/v0/payments/redeem', { key: sellerKey, body: { paymentHeader: header, resource: report, amount: '0.25' } });
     expect(redeemed.status).toBe(200);
     return redeemed.body.paymentId as string;
   };
-  return { platformKey: agent.platform_key, paymentId: await pay(), payAgain: pay };
+  return { platformKey: agent.platform_key, paymentId: await pay(), report, payAgain: pay };
 }
 
 beforeAll(async () => {
   server = await startTestServer();
   dir = mkdtempSync(join(tmpdir(), 'agentgate-receipts-'));
-  ({ platformKey, paymentId } = await paidOnce(server));
+  ({ platformKey, paymentId, report } = await paidOnce(server));
 });
 afterAll(async () => {
   await server.close();
@@ -73,7 +75,7 @@ describe('agentgate receipts', () => {
     expect(res.stdout).toContain(paymentId);
     expect(res.stdout).toContain('settled');
     expect(res.stdout).toContain('0.25 USDC');
-    expect(res.stdout).toContain('https://api.example.com/report'); // the resource paid for
+    expect(res.stdout).toContain(report); // the resource paid for
   });
 
   it('pages through payments with --cursor or --all, prints JSON with --json, and explains a --limit out of range', async () => {
@@ -84,7 +86,7 @@ describe('agentgate receipts', () => {
     expect(first.code).toBe(0);
     const page1 = JSON.parse(first.stdout);
     expect(page1.payments.map((p: any) => p.id)).toEqual(ids.slice(0, 2));
-    expect(page1.payments[0]).toMatchObject({ resourceUrl: 'https://api.example.com/report', status: 'settled' });
+    expect(page1.payments[0]).toMatchObject({ resourceUrl: org.report, status: 'settled' });
     expect(page1.nextCursor).toEqual(expect.any(String));
     const next = await cli([...base, '--limit', '2', '--cursor', page1.nextCursor]);
     expect(next.code).toBe(0);

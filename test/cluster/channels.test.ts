@@ -16,7 +16,7 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/
 import { paymentMiddleware } from '../../adapters/express.js';
 import { readChannelState } from '../../server/chain/batch-settlement.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
-import { Balancer, balancerProxy, clusterSeller, eventually, moveBaseFee, startCluster, type Cluster } from '../support/cluster.js';
+import { Balancer, balancerProxy, clusterSellerAccount, eventually, moveBaseFee, registerClusterEndpoint, startCluster, type Cluster } from '../support/cluster.js';
 import { clusterServices, type ClusterServices } from '../support/cluster-services.js';
 import { officialChannelClient } from '../support/official-channel-client.js';
 
@@ -47,20 +47,27 @@ it('3 serve (1 without keys) + 1 worker, 1 s blocks, a plain round-robin balance
   const failures: string[] = [];
   const note = (line: string) => { events.push(`${new Date().toISOString().slice(11, 23)} ${line}`); };
   try {
-    const seller = await clusterSeller(cluster.serves[0]!.url!);
-    // Two seller processes, each its own middleware, both selling the registered endpoint.
+    const seller = await clusterSellerAccount(cluster.serves[0]!.url!);
+    // Two seller processes, each its own middleware, both selling the endpoint registered at the first one's
+    // URL, as two replicas behind one public origin do: each builds its resources from that origin.
     for (let i = 0; i < 2; i++) {
-      const app = express();
-      app.use(paymentMiddleware({
-        backendUrl: backend.url, apiKey: seller.sellerKey, publicOrigin: new URL(seller.resource).origin, warn: (m) => note(`seller ${i + 1}: ${m}`),
-        routes: { 'GET /weather': { price: '$0.01', scheme: 'batch-settlement', holdSeconds: HOLD_SECONDS, description: 'Weather, per call' } },
-      }));
-      app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
-      const shop = createServer(app);
+      const shop = createServer();
       await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
       shops.push(shop);
     }
     const shopUrl = (i: number) => `http://127.0.0.1:${(shops[i % 2]!.address() as AddressInfo).port}/weather`;
+    const publicOrigin = new URL(shopUrl(0)).origin;
+    for (const [i, shop] of shops.entries()) {
+      const app = express();
+      app.use(paymentMiddleware({
+        backendUrl: backend.url, apiKey: seller.sellerKey, publicOrigin, warn: (m) => note(`seller ${i + 1}: ${m}`),
+        routes: { 'GET /weather': { price: '$0.01', scheme: 'batch-settlement', holdSeconds: HOLD_SECONDS, description: 'Weather, per call' } },
+      }));
+      app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
+      shop.on('request', app);
+    }
+    // The backend fetches the first seller's 402 ($0.01 on the cluster's network, to this seller) and registers it.
+    await registerClusterEndpoint(cluster.serves[0]!.url!, seller, shopUrl(0));
 
     // Each buyer: the official client, deposits of 100 calls (it tops up as it goes), calls with a pause of up to 300 ms between them.
     let running = true;

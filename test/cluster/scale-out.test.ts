@@ -1,17 +1,17 @@
-// A deployment as an operator runs one, as separate OS processes on one database: 4 `agentgate serve` (2
-// of them given no relayer keys: they accept and leave sending to others) and 2 `agentgate worker`, a pool
-// of 2 keys for the processes that have keys, a chain with 1 s blocks and a base fee that moves every
-// block, and a plain round-robin balancer that does not look at /ready. 500 payments at concurrency 48,
-// buyers arriving at arbitrary moments and trying again (same payment, same payment-identifier) after no
-// answer, a 503 or `settlement_pending`, as a client of the payment-identifier extension does. Meanwhile a
-// fifth serve joins, every serve is restarted in turn (SIGTERM, then started again), the process holding
-// a relayer lane is killed with SIGKILL, and the database (PostgreSQL under the embedded FerretDB) is
-// restarted. Then the books are checked against the chain and the webhook receiver.
+// A deployment as an operator runs one, in production mode, as separate OS processes on one database: 4
+// `agentgate serve` (2 of them given no relayer keys: they accept and leave sending to others) and 2
+// `agentgate worker`, a pool of 2 keys for the processes that have keys, a chain with 1 s blocks and a base
+// fee that moves every block, and a plain round-robin balancer that does not look at /ready. 500 payments at
+// concurrency 48, buyers arriving at arbitrary moments and trying again (same payment, same
+// payment-identifier) after no answer, a 503 or `settlement_pending`, as a client of the payment-identifier
+// extension does. Meanwhile a fifth serve joins, every serve is restarted in turn (SIGTERM, then started
+// again), the process holding a relayer lane is killed with SIGKILL, and the database (PostgreSQL under the
+// embedded FerretDB) is restarted. Then the books are checked against the chain and the webhook receiver.
 import { createPublicClient, http, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { MongoClient } from 'mongodb';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
-import { audit, Balancer, clusterSeller, eventually, moveBaseFee, preparePayments, runLoad, startCluster, type Cluster, type ClusterProcess } from '../support/cluster.js';
+import { audit, Balancer, clusterSeller, eventually, moveBaseFee, preparePayments, runLoad, startCluster, type Cluster, type ClusterProcess, type Seller } from '../support/cluster.js';
 import { clusterServices, type ClusterServices } from '../support/cluster-services.js';
 import { startReceiver } from '../webhooks/receiver.js';
 
@@ -51,10 +51,12 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
   const restarts: Array<{ name: string; seconds: number }> = [];
   const failures: string[] = [];
   const note = (line: string) => { events.push(`${new Date().toISOString().slice(11, 23)} ${line}`); };
+  let seller: Seller | undefined;
   try {
     // Both keys are held, whoever holds them.
     expect(await eventually(async () => (await laneHolders(cluster!.db)).flatMap((h) => h.lanes).length === 2, 60_000)).toBe(true);
-    const seller = await clusterSeller(cluster.serves[0]!.url!, receiver.url);
+    // An official @x402/express seller with the cluster as its facilitator: the load is its settle calls.
+    seller = await clusterSeller(cluster.serves[0]!.url!, chain, receiver.url);
     const buyers = DEV_BUYERS.map((b) => privateKeyToAccount(b.privateKey));
     const payments = await preparePayments(PAYMENTS, seller, buyers, chain);
     const fromBlock = await client.getBlockNumber();
@@ -152,6 +154,7 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
   } finally {
     stopFees();
     balancer.stop();
+    await seller?.close();
     await receiver.close();
   }
 }, 900_000);

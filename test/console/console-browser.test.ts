@@ -10,6 +10,7 @@ import type { Browser, Page } from 'playwright-core';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { pay, sellerWithWebhook, waitForDelivery, type WebhookSeller } from '../webhooks/seller.js';
 import { startReceiver } from '../webhooks/receiver.js';
+import { openStorefront } from '../support/storefront.js';
 import { launchChromium, signedInPage as signedInAs } from './browser.js';
 import { CONSOLE_TIME, flushHeadings, overflowing, scrollsSideways } from './geometry.js';
 import { consoleGet } from './http-client.js';
@@ -245,13 +246,13 @@ test('the ops pages at 1280 px: totals, chart, search, CSV, webhooks, delete, re
     expect(await p.getByRole('link', { name: `Revoke key ${secret.slice(0, 12)}` }).count()).toBe(0);
 
     // Deleting an endpoint asks first.
-    const doomed = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `https://api.example.com/doomed/${Date.now()}`, priceUsdc: '0.02', skipUrlCheck: true } });
+    const doomed = (await openStorefront(server, seller, { 'GET /doomed': { price: '$0.02' } })).endpoint('/doomed');
     await p.goto(`${server.url}/console/endpoints`);
-    await p.getByRole('link', { name: `Delete ${doomed.body.url}` }).click();
+    await p.getByRole('link', { name: `Delete ${doomed.url}` }).click();
     await p.getByRole('heading', { name: 'Delete this endpoint?' }).waitFor();
     await p.getByRole('button', { name: 'Delete endpoint' }).click();
     await p.getByText('Endpoint deleted.').waitFor();
-    expect(await p.getByText(doomed.body.url).count()).toBe(0);
+    expect(await p.getByText(doomed.url).count()).toBe(0);
 
     // Activity: the Target column is on screen at 1280 px, without scrolling the table.
     await p.goto(`${server.url}/console/activity`);
@@ -278,6 +279,8 @@ test('the ops pages at 1280 px: totals, chart, search, CSV, webhooks, delete, re
 
 test('at 390 px nothing scrolls sideways and URLs keep the width of the screen', async () => {
   const paymentId = await pay(server, seller);
+  // A URL longer than a phone's line: it must wrap across the card's width, not a narrow column.
+  const longUrl = (await openStorefront(server, seller, { 'GET /reports/weather/north-atlantic/daily-summary': { price: '$0.01' } })).resource('/reports/weather/north-atlantic/daily-summary');
   const { context, page: p, notFound } = await signedInPage(390);
   try {
     await p.goto(`${server.url}/console/seller-keys`);
@@ -300,7 +303,7 @@ test('at 390 px nothing scrolls sideways and URLs keep the width of the screen',
     expect((await p.locator(`tr[data-payment-id="${paymentId}"] td.resource`).boundingBox())!.width).toBeGreaterThan(280);
     // An endpoint's URL has a line of its own, not a narrow column that wraps it a few letters at a time.
     await p.goto(`${server.url}/console/endpoints`);
-    const url = await p.locator('.endpoint-url').first().boundingBox();
+    const url = await p.locator('.endpoint-url', { hasText: longUrl }).boundingBox();
     expect(url!.width).toBeGreaterThan(280);
     await shot(p, 'console-mobile.png');
     // The payment page's resource and the JWS wrap inside the card.

@@ -152,7 +152,7 @@ describe('a seller-key session is read-only', () => {
     const delivery = (await server.request('GET', `/v0/webhooks/deliveries?endpointId=${seller.endpointId}`, { key: seller.sellerKey })).body.deliveries[0];
     const keyId = (await server.request('GET', '/v0/payments/seller-keys', { key: seller.platformKey })).body.keys[0].keyId;
     const actions: Array<[string, Record<string, string>]> = [
-      ['/console/endpoints', { url: 'https://api.example.com/x', priceUsdc: '0.02', skipUrlCheck: 'on' }],
+      ['/console/endpoints', { url: 'https://api.example.com/x', priceUsdc: '0.02' }],
       [`/console/endpoints/${seller.endpointId}`, { priceUsdc: '5' }],
       ['/console/seller-keys', { name: 'nope' }],
       [`/console/seller-keys/${keyId}/revoke`, {}],
@@ -220,7 +220,7 @@ it('answers bad input with a 4xx page that names the field, never a 500', async 
     expect(res.text).toContain(text);
     expect(res.headers.get('content-type')).toContain('text/html');
   }
-  const badPrice = await consolePost(server, '/console/endpoints', { url: 'https://api.example.com/y', priceUsdc: 'free', skipUrlCheck: 'on', _csrf: session.csrf }, { cookie: session.cookie });
+  const badPrice = await consolePost(server, '/console/endpoints', { url: 'https://api.example.com/y', priceUsdc: 'free', _csrf: session.csrf }, { cookie: session.cookie });
   expect(badPrice.status).toBe(400);
   expect(badPrice.text).toContain('priceUsdc');
   const json = await fetch(`${server.url}/console/seller-keys`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/json', origin: server.url, cookie: session.cookie }, body: '{}' });

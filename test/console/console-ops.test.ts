@@ -11,6 +11,7 @@ import { signUp } from '../support/agents.js';
 import { pay, sellerWithWebhook, waitForDelivery } from '../webhooks/seller.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { consoleGet, consolePost, signIn, type SignedIn } from './http-client.js';
+import { startStorefront } from '../support/storefront.js';
 
 let server: TestServer;
 const receivers: Array<Awaited<ReturnType<typeof startReceiver>>> = [];
@@ -367,8 +368,12 @@ describe('endpoints and keys', () => {
   it('shows a new webhook secret whole, with a copy button', async () => {
     const org = await signUp(server);
     const session = await signIn(server, org.platform_key);
-    const res = await consolePost(server, '/console/endpoints', { url: 'https://api.example.com/copy', priceUsdc: '0.02', webhookUrl: quietHook, skipUrlCheck: 'on', _csrf: session.csrf }, { cookie: session.cookie });
-    expect(res.status).toBe(201); // test servers run in dev mode, where skipUrlCheck is allowed
+    // The org sells /copy from its storefront; the form registers it (the backend checks the storefront's 402).
+    expect((await server.request('PUT', '/v0/payments/acceptance', { key: org.platform_key, body: { enabled: true, payTo: privateKeyToAccount(generatePrivateKey()).address } })).status).toBe(200);
+    const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key: org.platform_key, body: {} })).body.apiKey;
+    const shop = await startStorefront(server.url, sellerKey, { 'GET /copy': { price: '$0.02' } });
+    const res = await consolePost(server, '/console/endpoints', { url: shop.resource('/copy'), priceUsdc: '0.02', webhookUrl: quietHook, _csrf: session.csrf }, { cookie: session.cookie });
+    expect([res.status, res.status === 201 ? '' : res.text]).toEqual([201, '']);
     const secret = /<code id="secret" class="secret" data-secret>([^<]+)<\/code>/.exec(res.text)?.[1];
     expect(secret).toMatch(/^whsec_[A-Za-z0-9_-]{20,}$/);
     expect(res.text).toContain('data-copy="secret"');
@@ -386,6 +391,8 @@ describe('a payment page', () => {
     const payment = (await server.request('GET', `/v0/payments/${paymentId}`, { key: seller.sellerKey })).body;
     const res = await consoleGet(server, `/console/payments/${paymentId}`, session.cookie);
     expect(res.status).toBe(200);
+    // The record is written just after the payment's answer: read it once that write is done.
+    await server.app.payments.records.recordsWritten();
     const stored = await server.app.payments.records.payments.findById(paymentId).lean();
     const validBefore = new Date(Number(stored!.authorization.validBefore) * 1000).toISOString();
     expect(res.text).toContain(`<time datetime="${validBefore}" title="unix ${stored!.authorization.validBefore}">${validBefore.slice(0, 10)} ${validBefore.slice(11, 19)} UTC</time>`);
@@ -393,7 +400,8 @@ describe('a payment page', () => {
     expect(res.text).toContain(`<a href="/console/endpoints#${seller.endpointId}" class="break">${seller.resource}</a>`);
     expect(res.text).toContain('aria-label="JWS header"');
     expect(res.text).toMatch(/aria-label="JWS header">\{\n {2}&#34;alg&#34;: &#34;EdDSA&#34;/);
-    expect(res.text).toMatch(/aria-label="JWS claims">[\s\S]*&#34;resourceUrl&#34;: &#34;https:\/\/api\.example\.com/);
+    const claims = /aria-label="JWS claims">([\s\S]*?)<\/pre>/.exec(res.text)?.[1];
+    expect(claims).toContain(`&#34;resourceUrl&#34;: &#34;${seller.resource}&#34;`);
     expect(payment.offerReceipt?.signature ?? stored!.offerReceipt!.signature).toBeDefined();
     expect(res.text).toContain(stored!.offerReceipt!.signature);
   }, 60_000);

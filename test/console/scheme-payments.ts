@@ -64,7 +64,7 @@ export async function channelWithCalls(server: TestServer, seller: SchemeSeller 
   app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
   const shop = await serve(app);
   try {
-    const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+    const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001' } });
     if (registered.status !== 201) throw new Error(`endpoint: ${registered.status} ${registered.text}`);
     const paying = officialChannelClient(await fundedBuyer('1')).paying;
     let channelId: Hex | undefined;

@@ -5,7 +5,6 @@
  * and the example buyer pays it at http://127.0.0.1:<port>/weather and http://localhost:<port>/weather.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -112,8 +111,9 @@ describe('the Koa example on an arbitrary port', () => {
 });
 
 test('in dev mode another loopback spelling of a registered URL is the same endpoint: 409 endpoint_exists', async () => {
+  // Each spelling reaches the running example and passes the URL check; it is the endpoint registered already.
   for (const url of [`http://127.0.0.1:${port}/weather`, `http://[::1]:${port}/weather/`]) {
-    const again = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url, priceUsdc: '0.03', skipUrlCheck: true } });
+    const again = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url, priceUsdc: '0.01' } });
     expect(again).toMatchObject({ status: 409, body: { error: 'endpoint_exists', status: 409 } });
   }
 });
@@ -161,7 +161,7 @@ describe('syncEndpoints against a production-mode backend', () => {
   let prod: TestServer;
   let platformKey: string;
   beforeAll(async () => {
-    prod = await startTestServer({ AGENTGATE_MODE: 'production', SERVICE_SIGNING_KEY: randomBytes(32).toString('hex'), TRUST_PROXY: 'true' });
+    prod = await startTestServer({ AGENTGATE_MODE: 'production', TRUST_PROXY: 'true' });
     platformKey = (await setUpSeller(prod)).platformKey;
   });
   afterAll(async () => { await prod?.close(); });
@@ -173,9 +173,19 @@ describe('syncEndpoints against a production-mode backend', () => {
     expect((await prod.request('GET', '/v0/payments/endpoints', { key: platformKey })).body.endpoints).toEqual([]);
   });
 
-  test('skipUrlCheck is passed only when asked for, and production refuses it', async () => {
-    const attempt = syncEndpoints({ backendUrl: prod.url, platformKey, publicOrigin: 'https://api.example.com', routes: WEATHER_ROUTES, skipUrlCheck: true });
+  // The one test of the dev-only flag: every other test registers a URL that answers its 402.
+  test('skipUrlCheck, when asked for: a dev backend registers a URL nothing serves yet; production refuses the flag and registers nothing', async () => {
+    const routes = { 'GET /later': { price: '$0.01' } };
+    const nothingThere = `http://127.0.0.1:${await freePort()}`;
+    const devSeller = await setUpSeller(server);
+    const devSync = (skipUrlCheck?: boolean) => syncEndpoints({ backendUrl: server.url, platformKey: devSeller.platformKey, publicOrigin: nothingThere, routes, ...(skipUrlCheck ? { skipUrlCheck } : {}) });
+    // Not sent unless asked for: the backend fetches the URL, and nothing answers there.
+    await expect(devSync()).rejects.toMatchObject({ status: 400, error: 'endpoint_check_failed', message: expect.stringContaining('could not be fetched') });
+    expect((await devSync(true)).created).toEqual([expect.objectContaining({ url: `${nothingThere}/later`, priceUsdc: '0.01' })]);
+
+    const attempt = syncEndpoints({ backendUrl: prod.url, platformKey, publicOrigin: 'https://api.example.com', routes, skipUrlCheck: true });
     await expect(attempt).rejects.toMatchObject({ status: 400, error: 'validation_error', message: expect.stringContaining('skipUrlCheck') });
+    expect((await prod.request('GET', '/v0/payments/endpoints', { key: platformKey })).body.endpoints).toEqual([]);
   });
 });
 

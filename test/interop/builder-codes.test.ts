@@ -66,7 +66,7 @@ beforeAll(async () => {
   mine.get('/permit2', (_req, res) => { res.json({ city: 'Bergen' }); });
   ours = await serve(mine);
   for (const path of ['/weather', '/permit2']) {
-    expect(await registerEndpoint(server, seller.platformKey, { url: `${ours.url}${path}`, priceUsdc: '0.01', skipUrlCheck: true })).toMatchObject({ status: 201 });
+    expect(await registerEndpoint(server, seller.platformKey, { url: `${ours.url}${path}`, priceUsdc: '0.01' })).toMatchObject({ status: 201 });
   }
 }, 60_000);
 

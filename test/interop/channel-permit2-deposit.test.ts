@@ -24,7 +24,7 @@ beforeAll(async () => {
   app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.001', scheme: 'batch-settlement', assetTransferMethod: 'permit2', description: 'Weather, per call' } } }));
   app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
 }, 60_000);
 afterAll(async () => {

@@ -49,7 +49,7 @@ beforeAll(async () => {
   app.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' } } }));
   app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
   shop = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true, webhookUrl: receiver.url } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.001', webhookUrl: receiver.url } });
   expect(registered.status).toBe(201);
   ({ webhookSecret, id: endpointId } = registered.body);
   dir = mkdtempSync(join(tmpdir(), 'agentgate-channels-'));

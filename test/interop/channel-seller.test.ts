@@ -86,7 +86,7 @@ function app(framework: Framework, backendUrl = server.url, shop: ShopOptions = 
 
 async function withShop<T>(framework: Framework, run: (url: string) => Promise<T>, backendUrl?: string, shop?: ShopOptions): Promise<T> {
   const running = await serve(app(framework, backendUrl, shop) as never);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001', skipUrlCheck: true } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/weather`, priceUsdc: '0.001' } });
   expect(registered.status).toBe(201);
   try {
     return await run(running.url);
@@ -564,7 +564,7 @@ describe('the sweep and the guarantees (Express)', () => {
       return a;
     })() as never);
     try {
-      expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, maxPriceUsdc: '0.005', skipUrlCheck: true } })).status).toBe(201);
+      expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/report`, maxPriceUsdc: '0.005' } })).status).toBe(201);
       const buyer = await fundedBuyer('1');
       const { paying } = channelClient(buyer);
       const charged: string[] = [];

@@ -66,7 +66,7 @@ async function openShop(backendUrl: string, webhookUrl?: string): Promise<Runnin
     res.json({ text: 'done', maxAtomic: String(payment.maxAmountAtomic), scheme: payment.scheme });
   });
   const running = await serve(app);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.01', skipUrlCheck: true, ...(webhookUrl ? { webhookUrl } : {}) } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.01', ...(webhookUrl ? { webhookUrl } : {}) } });
   expect(registered.status).toBe(201);
   return running;
 }

@@ -13,6 +13,7 @@ import { WEATHER_ROUTES } from '../../examples/weather.js';
 import { payWithV2 } from '../../examples/buyer/buyer.js';
 import { paymentMiddleware } from '../../adapters/express.js';
 import { syncEndpoints } from '../../middleware/index.js';
+import type { PricingRequest } from '../../middleware/paywall.js';
 import { DEV_CHAIN_ID } from '../../server/dev/chain/dev-chain.js';
 import { fundedBuyer, paymentHeaderV1, sendUsdc, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -124,6 +125,7 @@ it('a price function that returns more than its maxPrice is the seller\'s error:
 
 describe('payees per request', () => {
   const vendors = { a: privateKeyToAccount(generatePrivateKey()).address, b: privateKeyToAccount(generatePrivateKey()).address };
+  const STRANGER = '0x000000000000000000000000000000000000dEaD';
   let market: RunningApp;
   beforeAll(async () => {
     // The seller lists the vendors it may pay besides its own payTo.
@@ -133,14 +135,15 @@ describe('payees per request', () => {
     const routes = {
       'GET /item/a': { price: '$0.02', payTo: () => vendors.a },
       'GET /item/b': { price: '$0.02', payTo: () => vendors.b },
-      // Misconfigured: pays an address the seller never listed.
-      'GET /item/stranger': { price: '$0.02', payTo: () => '0x000000000000000000000000000000000000dEaD' },
+      // Misconfigured for some requests: ?batch=1 pays an address the seller never listed. The 402 the backend
+      // checks at registration (no query) asks for vendor a; the backend still refuses the stranger's payment.
+      'GET /item/stranger': { price: '$0.02', payTo: (req: PricingRequest) => (req.query.has('batch') ? STRANGER : vendors.a) },
     };
     app.use(paymentMiddleware({ backendUrl: server.url, apiKey: seller.sellerKey, routes }));
     app.get('/item/:id', (req, res) => { res.json({ item: req.params.id }); });
     market = await serve(app);
     for (const id of ['a', 'b', 'stranger']) {
-      expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${market.url}/item/${id}`, priceUsdc: '0.02', skipUrlCheck: true } })).status).toBe(201);
+      expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${market.url}/item/${id}`, priceUsdc: '0.02' } })).status).toBe(201);
     }
   });
   afterAll(async () => { await market?.close(); });
@@ -158,7 +161,8 @@ describe('payees per request', () => {
 
   it('a payee the seller did not list is refused by the backend: nothing moves', async () => {
     const buyer = await fundedBuyer('1');
-    const res = await fetch(`${market.url}/item/stranger`, { headers: { 'X-Payment': paymentHeaderV1(await signAuthorization(buyer, { to: '0x000000000000000000000000000000000000dEaD', value: 20_000n })) } });
+    expect((await challenge(`${market.url}/item/stranger?batch=1`)).accepts[0]!.payTo).toBe(STRANGER);
+    const res = await fetch(`${market.url}/item/stranger?batch=1`, { headers: { 'X-Payment': paymentHeaderV1(await signAuthorization(buyer, { to: STRANGER, value: 20_000n })) } });
     expect(res.status).toBe(402);
     expect(((await res.json()) as { error: string }).error).toBe('recipient_not_allowed');
     expect(await usdcBalance(buyer.address)).toBe(1_000_000n);

@@ -62,7 +62,7 @@ async function recordOf(buyer: Address) {
 async function ourSeller(framework: Framework, settle: 'after-handler' | 'before-handler' = 'after-handler', status = 200) {
   const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /report': { price: '$0.01', assetTransferMethod: 'permit2' as const, description: 'Report', settle } } };
   const running = await serve(paidApp(framework, options, 'GET', '/report', () => ({ status, body: status === 200 ? { report: 'done' } : { error: 'report_unavailable' } })));
-  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/report`, priceUsdc: '0.01', skipUrlCheck: true });
+  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/report`, priceUsdc: '0.01' });
   expect(registered.status).toBe(201);
   return running;
 }

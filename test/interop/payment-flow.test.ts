@@ -80,7 +80,7 @@ const APPS: Record<Framework, () => Parameters<typeof serve>[0]> = {
 async function sellerApp(framework: Framework): Promise<RunningApp> {
   const running = await serve(APPS[framework]());
   for (const path of ['/after', '/before']) {
-    const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}${path}`, priceUsdc: '0.01', skipUrlCheck: true });
+    const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}${path}`, priceUsdc: '0.01' });
     if (registered.status !== 201) throw new Error(`register: ${registered.status} ${registered.text}`);
   }
   return running;

@@ -43,7 +43,7 @@ beforeAll(async () => {
   app.get('/forecast', (_req, res) => { res.json({ forecast: 'rain' }); });
   shop = await serve(app);
   for (const path of ['/weather', '/forecast']) {
-    const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}${path}`, priceUsdc: '0.001', skipUrlCheck: true } });
+    const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${shop.url}${path}`, priceUsdc: '0.001' } });
     expect(registered.status).toBe(201);
   }
 }, 300_000);

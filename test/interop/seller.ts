@@ -29,7 +29,8 @@ export async function setUpSeller(server: TestServer) {
   return { platformKey, sellerKey: key.body.apiKey as string, payTo, orgId: orgId as string };
 }
 
-export async function registerEndpoint(server: TestServer, platformKey: string, body: { url: string; priceUsdc: string; skipUrlCheck?: boolean }) {
+/** POST /v0/payments/endpoints: the backend fetches `url` and checks its 402 before it registers it. */
+export async function registerEndpoint(server: TestServer, platformKey: string, body: { url: string; priceUsdc: string }) {
   return server.request('POST', '/v0/payments/endpoints', { key: platformKey, body });
 }
 

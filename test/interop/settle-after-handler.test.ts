@@ -168,7 +168,7 @@ function* bigBody() {
 /** A seller app on a free port, registered at the backend for its /paid route. */
 async function sellerApp(framework: Framework, behaviour: Behaviour, route: RouteConfig = { price: '$0.01' }): Promise<RunningApp> {
   const running = await serve(APPS[framework](route, behaviour));
-  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/paid`, priceUsdc: '0.01', skipUrlCheck: true });
+  const registered = await registerEndpoint(server, seller.platformKey, { url: `${running.url}/paid`, priceUsdc: '0.01' });
   if (registered.status !== 201) throw new Error(`register: ${registered.status} ${registered.text}`);
   return running;
 }

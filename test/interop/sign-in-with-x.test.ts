@@ -69,7 +69,7 @@ beforeAll(async () => {
   seller = await setUpSeller(server);
   for (const framework of ['Express', 'Koa', 'Hono', 'Fastify'] as const) {
     apps[framework] = await serve(app(framework, server.url) as never);
-    expect(await registerEndpoint(server, seller.platformKey, { url: `${apps[framework]!.url}/report`, priceUsdc: '0.01', skipUrlCheck: true })).toMatchObject({ status: 201 });
+    expect(await registerEndpoint(server, seller.platformKey, { url: `${apps[framework]!.url}/report`, priceUsdc: '0.01' })).toMatchObject({ status: 201 });
   }
 }, 60_000);
 

@@ -39,7 +39,9 @@ function completion(tokensParam: string | undefined, report: Report, payment: Re
 }
 
 function app(framework: Framework, route: RouteConfig, report: () => Report) {
-  const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'POST /complete': route } };
+  // Priced for every method, though buyers POST: the backend's check at registration fetches the URL with
+  // GET, and a POST-only route would answer that 404.
+  const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { '/complete': route } };
   return paidApp(framework, options, 'POST', '/complete', (query, payment) => completion(query.tokens, report(), payment));
 }
 

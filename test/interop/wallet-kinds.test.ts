@@ -60,7 +60,7 @@ beforeAll(async () => {
   mine.use(expressPayments({ backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /weather': { price: '$0.01' } } }));
   mine.get('/weather', (_req, res) => { res.json({ city: 'Oslo', paidBy: res.locals.payment.payer }); });
   ours = await serve(mine);
-  expect(await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/weather`, priceUsdc: '0.01', skipUrlCheck: true })).toMatchObject({ status: 201 });
+  expect(await registerEndpoint(server, seller.platformKey, { url: `${ours.url}/weather`, priceUsdc: '0.01' })).toMatchObject({ status: 201 });
 }, 60_000);
 
 afterAll(async () => {

@@ -161,7 +161,7 @@ describe('the seller package (agentgate-x402)', () => {
     const expected = new Set(['agentgate-x402', 'express', ...Object.keys(seller.manifest.dependencies!)].map((name) => name.split('/')[0]!));
     expect(readdirSync(join(app, 'node_modules')).sort()).toEqual([...expected].sort());
 
-    const registered = await server.request('POST', '/v0/payments/endpoints', { key: account.platformKey, body: { url, priceUsdc: '0.01', skipUrlCheck: true } });
+    const registered = await server.request('POST', '/v0/payments/endpoints', { key: account.platformKey, body: { url, priceUsdc: '0.01' } });
     expect(registered.status).toBe(201);
     const buyerKey = generatePrivateKey();
     await sendUsdc(privateKeyToAccount(buyerKey).address, 100_000n);

@@ -19,6 +19,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { fundedBuyer, testChain } from '../support/chain.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { setUpSeller } from '../interop/seller.js';
+import { openStorefront } from '../support/storefront.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = '10000';
@@ -110,20 +111,20 @@ describe('bazaar search with the official discovery client', () => {
   });
 
   it('searches registered discoverable endpoints too, ranked by the words they match, with cursor pages', async () => {
-    for (const [path, description] of [['/tide-alerts', 'Tide alerts by SMS'], ['/ocean-temps', 'Ocean temperatures'], ['/secret', 'Tide secrets']] as const) {
-      const res = await server.request('POST', '/v0/payments/endpoints', {
-        key: seller.platformKey, body: { url: `https://fjord.example${path}`, priceUsdc: '0.02', description, skipUrlCheck: true, discoverable: path !== '/secret' },
-      });
-      expect(res.status).toBe(201);
-    }
+    // Another storefront of the seller's, its routes registered in this order; /secret is not discoverable.
+    const fjord = await openStorefront(server, seller, {
+      'GET /tide-alerts': { price: '$0.02', endpoint: { description: 'Tide alerts by SMS', discoverable: true } },
+      'GET /ocean-temps': { price: '$0.02', endpoint: { description: 'Ocean temperatures', discoverable: true } },
+      'GET /secret': { price: '$0.02', endpoint: { description: 'Tide secrets', discoverable: false } },
+    });
     const all = await discovery().search({ query: 'ocean tide' });
     // /tides matches both words (its tags); the others one each, in list order; the undiscoverable one never.
-    expect(all.resources.map((r) => r.resource)).toEqual([`${shop.url}/tides`, 'https://fjord.example/tide-alerts', 'https://fjord.example/ocean-temps']);
+    expect(all.resources.map((r) => r.resource)).toEqual([`${shop.url}/tides`, fjord.resource('/tide-alerts'), fjord.resource('/ocean-temps')]);
     const first = await discovery().search({ query: 'ocean tide', limit: 2 });
     expect(first.resources.map((r) => r.resource)).toEqual(all.resources.slice(0, 2).map((r) => r.resource));
     expect(first.pagination?.cursor).toEqual(expect.any(String));
     const second = await discovery().search({ query: 'ocean tide', limit: 2, cursor: first.pagination!.cursor! });
-    expect(second.resources.map((r) => r.resource)).toEqual(['https://fjord.example/ocean-temps']);
+    expect(second.resources.map((r) => r.resource)).toEqual([fjord.resource('/ocean-temps')]);
     expect(second.pagination).toEqual({ limit: 2, cursor: null });
   });
 

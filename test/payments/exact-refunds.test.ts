@@ -15,7 +15,8 @@ import type { Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { faucetConfig, fundedBuyer, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
+import { openStorefront } from '../support/storefront.js';
+import { fundedBuyer, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { verifyWebhook } from '../../middleware/webhook.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
@@ -34,7 +35,7 @@ const hookServer = createServer((req, res) => {
 let hookUrl: string;
 
 beforeAll(async () => {
-  server = await startTestServer({ TRUST_PROXY: 'true', ...(await faucetConfig('100')) });
+  server = await startTestServer({ TRUST_PROXY: 'true' });
   hookServer.listen(0, '127.0.0.1');
   await once(hookServer, 'listening');
   hookUrl = `http://127.0.0.1:${(hookServer.address() as AddressInfo).port}/hook`;
@@ -46,7 +47,6 @@ afterAll(async () => {
 });
 
 type Seller = { platformKey: string; sellerKey: string; identityKey: string; payTo: Address; resource: string; webhookSecret: string };
-let sellers = 0;
 
 /**
  * A seller org taking exact payments to `payTo` (default: its identity's agentgate wallet), with an
@@ -60,15 +60,14 @@ async function seller(options: { mandate?: { maxPerCallUsdc: string; dailyCapUsd
   const payTo = options.payTo ?? wallet.body.address as Address;
   expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
   const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
-  const resource = `https://shop${++sellers}.example/report`;
-  const endpoint = await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: resource, priceUsdc: '1', skipUrlCheck: true, webhookUrl: hookUrl } });
-  expect(endpoint.status).toBe(201);
+  const shop = await openStorefront(server, { platformKey: agent.platform_key, sellerKey: key.body.apiKey }, { 'GET /report': { price: '$1', endpoint: { webhookUrl: hookUrl } } });
+  const resource = shop.resource('/report');
   const mandate = options.mandate === undefined ? { maxPerCallUsdc: '5', dailyCapUsdc: '50' } : options.mandate;
   if (mandate) {
     const created = await server.request('POST', '/v0/payments/mandates', { key: identityKey, body: { ...mandate, validUntil: new Date(Date.now() + 86_400_000).toISOString() } });
     expect(created.status).toBe(201);
   }
-  return { platformKey: agent.platform_key, sellerKey: key.body.apiKey, identityKey, payTo, resource, webhookSecret: endpoint.body.webhookSecret };
+  return { platformKey: agent.platform_key, sellerKey: key.body.apiKey, identityKey, payTo, resource, webhookSecret: shop.endpoint('/report').webhookSecret! };
 }
 
 /** A buyer (a plain account) pays the seller's exact route through the facilitator API; the payment's id. */

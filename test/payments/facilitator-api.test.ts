@@ -25,6 +25,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, randomNonce, sendUsdc, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
+import { openStorefront } from '../support/storefront.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import type { Authorization } from '../../server/chain/usdc.js';
 
@@ -134,7 +135,7 @@ describe('the official x402 stack with agentgate as facilitator', () => {
 
   it('delivers payment.received when the resource is a registered endpoint with a webhook', async () => {
     const endpoint = await server.request('POST', '/v0/payments/endpoints', {
-      key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.01', webhookUrl: `${hooks.url}/hook`, skipUrlCheck: true },
+      key: seller.platformKey, body: { url: `${shop.url}/weather`, priceUsdc: '0.01', webhookUrl: `${hooks.url}/hook` },
     });
     expect(endpoint.status).toBe(201);
     const buyer = await fundedBuyer('1');
@@ -299,29 +300,30 @@ describe('bazaar discovery', () => {
   it('lists opted-in endpoints with price, network and the schemas the seller declared; opted-out ones stay hidden', async () => {
     const inputSchema = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
     const outputSchema = { type: 'object', properties: { temperatureC: { type: 'number' } } };
-    const listed = await server.request('POST', '/v0/payments/endpoints', {
-      key: seller.platformKey, body: { url: 'https://shop.example/forecast', priceUsdc: '0.05', description: 'Forecast', skipUrlCheck: true, discoverable: true, inputSchema, outputSchema },
+    // The seller's storefront sells both; only the forecast is opted in to discovery.
+    const store = await openStorefront(server, seller, {
+      'GET /forecast': { price: '$0.05', endpoint: { description: 'Forecast', discoverable: true, inputSchema, outputSchema } },
+      'GET /private': { price: '$0.05' },
     });
-    expect(listed.status).toBe(201);
+    const [forecast, hidden] = [store.resource('/forecast'), store.resource('/private')];
+    const listed = await server.request('GET', `/v0/payments/endpoints/${store.endpoint('/forecast').id}`, { key: seller.platformKey });
     expect(listed.body).toMatchObject({ discoverable: true, inputSchema, outputSchema });
-    const hidden = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'https://shop.example/private', priceUsdc: '0.05', skipUrlCheck: true } });
-    expect(hidden.status).toBe(201);
 
     const page = await server.request('GET', '/v0/x402/discovery/resources?type=http&limit=10');
     expect(page.status).toBe(200);
-    const item = page.body.items.find((i: any) => i.resource === 'https://shop.example/forecast');
+    const item = page.body.items.find((i: any) => i.resource === forecast);
     expect(item).toMatchObject({
       type: 'http', x402Version: 2,
       accepts: [expect.objectContaining({ scheme: 'exact', network: NETWORK, amount: '50000', payTo: seller.payTo })],
       metadata: { description: 'Forecast', priceUsdc: '0.05', inputSchema, outputSchema },
     });
-    expect(page.body.items.some((i: any) => i.resource === 'https://shop.example/private')).toBe(false);
+    expect(page.body.items.some((i: any) => i.resource === hidden)).toBe(false);
     expect(page.body.pagination).toMatchObject({ limit: 10, offset: 0, total: page.body.items.length });
 
     // Opting out removes it; paging past the end is an empty page.
     expect((await server.request('PATCH', `/v0/payments/endpoints/${listed.body.id}`, { key: seller.platformKey, body: { discoverable: false } })).body.discoverable).toBe(false);
     const after = await server.request('GET', '/v0/x402/discovery/resources');
-    expect(after.body.items.some((i: any) => i.resource === 'https://shop.example/forecast')).toBe(false);
+    expect(after.body.items.some((i: any) => i.resource === forecast)).toBe(false);
     expect((await server.request('GET', '/v0/x402/discovery/resources?offset=1000')).body.items).toEqual([]);
     // An empty or non-number offset is refused, not read as 0.
     for (const offset of ['', 'x', '-1', '1.5']) expect((await server.request('GET', `/v0/x402/discovery/resources?offset=${offset}`)).status).toBe(400);

@@ -73,7 +73,9 @@ beforeAll(async () => {
   const resourceServer = new x402ResourceServer(facilitatorClient(seller.sellerKey)).register(NETWORK, new UptoServerScheme());
   const app = express();
   app.use(officialPaymentMiddleware({
-    'POST /complete': {
+    // Every method, though buyers POST: the backend's check at registration fetches the URL with GET, and a
+    // POST-only route would answer that 404.
+    '/complete': {
       accepts: { scheme: 'upto', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: MAX.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
       description: 'LLM completion, billed by tokens', mimeType: 'application/json',
     },
@@ -118,7 +120,7 @@ describe('/supported', () => {
 describe('the official upto client pays the official @x402/express upto seller through agentgate', () => {
   it('charges what the handler named, not the maximum; the records, receipts and webhook carry both', async () => {
     const endpoint = await server.request('POST', '/v0/payments/endpoints', {
-      key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.50', webhookUrl: `${hooks.url}/hook`, skipUrlCheck: true },
+      key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.50', webhookUrl: `${hooks.url}/hook` },
     });
     expect(endpoint.status).toBe(201);
     const buyer = await uptoBuyer();

@@ -6,10 +6,12 @@ import { fundedBuyer, paymentHeaderV1, signAuthorization, usdcBalance, testChain
 import { AUTH_CAPTURE_ESCROW_ADDRESS } from '../../server/chain/auth-capture.js';
 import { verifyReceipt } from '../../middleware/receipt.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { openStorefront } from '../support/storefront.js';
 
 let server: TestServer;
 let seller: { platformKey: string; sellerKey: string; payTo: Address; orgId: string };
-const RESOURCE = 'https://api.example.com/weather';
+/** The seller's storefront's weather route, registered in beforeAll. */
+let RESOURCE: string;
 const PRICE = 10_000n; // $0.01
 
 beforeAll(async () => {
@@ -19,9 +21,8 @@ beforeAll(async () => {
   expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);
   const key = await server.request('POST', '/v0/payments/seller-keys', { key: agent.platform_key, body: {} });
   expect(key.status).toBe(201);
-  const endpoint = await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: RESOURCE, priceUsdc: '0.01', description: 'weather', skipUrlCheck: true } });
-  expect(endpoint.status).toBe(201);
   seller = { platformKey: agent.platform_key, sellerKey: key.body.apiKey, payTo, orgId: agent.org_id };
+  RESOURCE = (await openStorefront(server, seller, { 'GET /weather': { price: '$0.01', endpoint: { description: 'weather' } } })).resource('/weather');
 });
 afterAll(async () => { await server.close(); });
 
@@ -57,12 +58,14 @@ describe('seller set-up', () => {
   });
 
   it('validates endpoints: price, URL, duplicates, and another org sees 404', async () => {
-    const bad = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'https://x.example/a', priceUsdc: '-1', skipUrlCheck: true } });
-    expect(bad.status).toBe(400);
+    const bad = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'https://x.example/a', priceUsdc: '-1' } });
+    expect([bad.status, bad.body.error]).toEqual([400, 'validation_error']);
     expect(bad.body.message).toContain('priceUsdc');
-    const notUrl = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'ftp://x', priceUsdc: '1', skipUrlCheck: true } });
-    expect(notUrl.status).toBe(400);
-    const dup = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: RESOURCE, priceUsdc: '0.01', skipUrlCheck: true } });
+    const notUrl = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'ftp://x', priceUsdc: '1' } });
+    // Refused for what it is, before any fetch of the URL.
+    expect([notUrl.status, notUrl.body.error]).toEqual([400, 'invalid_resource']);
+    // The URL answers this seller's 402 (the check passes); it is registered already.
+    const dup = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: RESOURCE, priceUsdc: '0.01' } });
     expect(dup.status).toBe(409);
     const other = await signUp(server);
     const mine = await server.request('GET', '/v0/payments/endpoints', { key: seller.platformKey });
@@ -74,9 +77,11 @@ describe('seller set-up', () => {
 
 describe('endpoint updates', () => {
   it('changes the price without fetching the URL again, and redeem follows the new price', async () => {
-    const url = 'https://unreachable.example.invalid/report';
-    const created = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url, priceUsdc: '0.02', skipUrlCheck: true } });
-    const patched = await server.request('PATCH', `/v0/payments/endpoints/${created.body.id}`, { key: seller.platformKey, body: { priceUsdc: '0.03' } });
+    const shop = await openStorefront(server, seller, { 'GET /report': { price: '$0.02' } });
+    const [url, id] = [shop.resource('/report'), shop.endpoint('/report').id];
+    // The storefront is gone: a PATCH that fetched the URL again would fail.
+    await shop.close();
+    const patched = await server.request('PATCH', `/v0/payments/endpoints/${id}`, { key: seller.platformKey, body: { priceUsdc: '0.03' } });
     expect(patched.status).toBe(200);
     expect(patched.body.priceUsdc).toBe('0.03');
     const buyer = await fundedBuyer('1');

@@ -7,10 +7,12 @@ import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { setEthBalance, testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { setUpSeller } from '../interop/seller.js';
+import { openStorefront } from '../support/storefront.js';
 import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 
-const RESOURCE = 'https://llm.example/complete';
+/** The seller's storefront's route priced by usage, registered in beforeAll. */
+let RESOURCE: string;
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
 let facilitatorAddress: Address;
@@ -18,7 +20,8 @@ let facilitatorAddress: Address;
 beforeAll(async () => {
   server = await startTestServer();
   seller = await setUpSeller(server);
-  expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: RESOURCE, maxPriceUsdc: '0.50', skipUrlCheck: true } })).status).toBe(201);
+  // GET: the backend's check at registration fetches the URL with GET.
+  RESOURCE = (await openStorefront(server, seller, { 'GET /complete': { price: { upto: '$0.50' } } })).resource('/complete');
   facilitatorAddress = (await server.request('GET', '/v0/payments/settings', { key: seller.sellerKey })).body.uptoFacilitator;
 });
 afterAll(async () => { await server?.close(); });

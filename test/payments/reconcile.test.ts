@@ -2,6 +2,7 @@ import { encodeFunctionData, getAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
+import { openStorefront } from '../support/storefront.js';
 import { fundedBuyer, signAuthorization, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { transferWithAuthorizationArgs, usdcAbi } from '../../server/chain/usdc.js';
@@ -11,7 +12,8 @@ let server: TestServer;
 let orgId: string;
 let endpointId: string;
 let payTo: Address;
-const RESOURCE = 'https://shop.example/report';
+/** The seller's storefront's report route, registered in beforeAll. */
+let RESOURCE: string;
 
 beforeAll(async () => {
   server = await startTestServer();
@@ -19,8 +21,9 @@ beforeAll(async () => {
   orgId = agent.org_id;
   payTo = privateKeyToAccount(generatePrivateKey()).address;
   await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } });
-  const ep = await server.request('POST', '/v0/payments/endpoints', { key: agent.platform_key, body: { url: RESOURCE, priceUsdc: '0.05', skipUrlCheck: true } });
-  endpointId = ep.body.id;
+  const shop = await openStorefront(server, { platformKey: agent.platform_key }, { 'GET /report': { price: '$0.05' } });
+  RESOURCE = shop.resource('/report');
+  endpointId = shop.endpoint('/report').id;
 });
 afterAll(async () => { await server.close(); });
 

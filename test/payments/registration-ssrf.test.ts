@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
@@ -7,7 +6,7 @@ import { signUp } from '../support/agents.js';
 let server: TestServer;
 let platformKey: string;
 beforeAll(async () => {
-  server = await startTestServer({ AGENTGATE_MODE: 'production', SERVICE_SIGNING_KEY: randomBytes(32).toString('hex'), TRUST_PROXY: 'true' });
+  server = await startTestServer({ AGENTGATE_MODE: 'production', TRUST_PROXY: 'true' });
   platformKey = (await signUp(server)).platform_key;
   await server.request('PUT', '/v0/payments/acceptance', { key: platformKey, body: { enabled: true, payTo: privateKeyToAccount(generatePrivateKey()).address } });
 });
@@ -29,11 +28,5 @@ describe('endpoint registration in production mode', () => {
     const res = await server.request('POST', '/v0/payments/endpoints', { key: platformKey, body: { url: 'mcp://tool/report', priceUsdc: '0.01', webhookUrl: 'http://192.168.1.10/hook' } });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('url_not_allowed');
-  });
-
-  it('does not offer the dev-only skipUrlCheck', async () => {
-    const res = await server.request('POST', '/v0/payments/endpoints', { key: platformKey, body: { url: 'https://api.example.com/x', priceUsdc: '0.01', skipUrlCheck: true } });
-    expect(res.status).toBe(400);
-    expect(res.body.message).toContain('skipUrlCheck');
   });
 });

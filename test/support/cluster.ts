@@ -14,6 +14,10 @@ import { join } from 'node:path';
 import { parseAbiItem, parseEther, toHex, type Address, type Hex, type PublicClient } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { MongoClient } from 'mongodb';
+import express from 'express';
+import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
+import { registerExactEvmScheme } from '@x402/evm/exact/server';
+import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { freePort } from '../../server/platform/net.js';
 import { DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { signAuthorization } from './chain.js';
@@ -78,10 +82,12 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const db = `cluster_${randomBytes(4).toString('hex')}`;
   // One deployment's configuration: the same for every process but its port and whether it has keys.
   const env: Record<string, string> = {
-    // Dev mode only so that endpoints and webhooks on loopback (this machine) may be registered.
-    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', MAIL_DOMAIN: 'cluster.test', DID_DOMAIN: 'cluster.test',
-    MASTER_KEY: randomBytes(32).toString('hex'), SERVICE_SIGNING_KEY: randomBytes(32).toString('hex'),
-    MONGODB_URI: options.mongoUri, MONGODB_DB: db, SMTP_PORT: '0', TRUST_PROXY: 'true',
+    // Production mode, as an operator whose sellers and webhook receivers are on its own network runs it:
+    // those (here on this machine) are let through by ALLOWED_PRIVATE_ADDRESSES. The service signing key is
+    // made once by the first process on the database and shared through it (sealed under MASTER_KEY).
+    AGENTGATE_MODE: 'production', ALLOWED_PRIVATE_ADDRESSES: '127.0.0.1', HOST: '127.0.0.1', MAIL_DOMAIN: 'cluster.test', DID_DOMAIN: 'cluster.test',
+    MASTER_KEY: randomBytes(32).toString('hex'),
+    MONGODB_URI: options.mongoUri, MONGODB_DB: db, SMTP_HOST: '127.0.0.1', SMTP_PORT: '0', TRUST_PROXY: 'true',
     CHAIN_RPC_URL: options.chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: options.chain.usdcAddress,
     USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION, WALLET_FACTORY_ADDRESS: options.chain.factoryAddress,
     LOG_LEVEL: 'info',
@@ -286,23 +292,64 @@ export async function balancerProxy(balancer: Balancer): Promise<{ url: string; 
   };
 }
 
-export interface Seller { platformKey: string; sellerKey: string; payTo: Address; resource: string }
+export interface SellerAccount { platformKey: string; sellerKey: string; payTo: Address }
+export interface Seller extends SellerAccount {
+  /** The registered URL the load pays for: its storefront's paid route. */
+  resource: string;
+  /** Stops the storefront. */
+  close(): Promise<void>;
+}
 
-/** Signs up a seller through one process and registers `resource`, with a webhook to `webhookUrl` if given. */
-export async function clusterSeller(url: string, webhookUrl?: string): Promise<Seller> {
-  const call = async (method: string, path: string, key: string | undefined, body: unknown) => {
-    const res = await fetch(url + path, { method, headers: { 'content-type': 'application/json', 'x-forwarded-for': `10.9.${Math.floor(Math.random() * 250)}.1`, ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) });
-    const json = await res.json() as any;
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
-  const signup = await call('POST', '/v0/agent-signup', undefined, {});
+/** A JSON call to one serve process, from a client address of its own (signup is limited per address). */
+async function clusterCall(url: string, method: string, path: string, key: string | undefined, body: unknown) {
+  const res = await fetch(url + path, { method, headers: { 'content-type': 'application/json', 'x-forwarded-for': `10.9.${Math.floor(Math.random() * 250)}.1`, ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(body) });
+  const json = await res.json() as any;
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** Signs up a seller through one serve process: acceptance on with a fresh payTo, and a seller key. */
+export async function clusterSellerAccount(url: string): Promise<SellerAccount> {
+  const signup = await clusterCall(url, 'POST', '/v0/agent-signup', undefined, {});
   const payTo = privateKeyToAccount(`0x${randomBytes(32).toString('hex')}`).address;
-  await call('PUT', '/v0/payments/acceptance', signup.platform_key, { enabled: true, payTo });
-  const sellerKey = (await call('POST', '/v0/payments/seller-keys', signup.platform_key, {})).apiKey as string;
-  const resource = 'https://api.cluster.test/weather';
-  await call('POST', '/v0/payments/endpoints', signup.platform_key, { url: resource, priceUsdc: '0.01', skipUrlCheck: true, ...(webhookUrl ? { webhookUrl } : {}) });
-  return { platformKey: signup.platform_key, sellerKey, payTo, resource };
+  await clusterCall(url, 'PUT', '/v0/payments/acceptance', signup.platform_key, { enabled: true, payTo });
+  const sellerKey = (await clusterCall(url, 'POST', '/v0/payments/seller-keys', signup.platform_key, {})).apiKey as string;
+  return { platformKey: signup.platform_key, sellerKey, payTo };
+}
+
+/** Registers `resource` at $0.01 (the backend fetches it and checks its 402), with a webhook to `webhookUrl` if given. */
+export async function registerClusterEndpoint(url: string, seller: SellerAccount, resource: string, webhookUrl?: string): Promise<void> {
+  await clusterCall(url, 'POST', '/v0/payments/endpoints', seller.platformKey, { url: resource, priceUsdc: '0.01', ...(webhookUrl ? { webhookUrl } : {}) });
+}
+
+/**
+ * A seller whose storefront is an official `@x402/express` seller using the cluster as its facilitator
+ * (HTTPFacilitatorClient at `<url>/v0/x402` with the seller key), asking $0.01 in exact on eip155:84532:
+ * the seller the load's POST /v0/x402/settle calls stand for. Its URL is registered through `url`.
+ */
+export async function clusterSeller(url: string, chain: ClusterChain, webhookUrl?: string): Promise<Seller> {
+  const seller = await clusterSellerAccount(url);
+  const auth = { Authorization: `Bearer ${seller.sellerKey}` };
+  const facilitator = new HTTPFacilitatorClient({ url: `${url}/v0/x402`, createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }) });
+  const app = express();
+  app.use(officialPaymentMiddleware({
+    'GET /weather': {
+      accepts: { scheme: 'exact', network: 'eip155:84532', payTo: seller.payTo, price: { amount: '10000', asset: chain.usdcAddress, extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION } } },
+      description: 'Weather', mimeType: 'application/json',
+    },
+  }, registerExactEvmScheme(new x402ResourceServer(facilitator), { networks: ['eip155:84532'] })));
+  app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
+  const shop = createServer(app);
+  await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
+  const resource = `http://127.0.0.1:${(shop.address() as AddressInfo).port}/weather`;
+  const close = () => new Promise<void>((resolve) => { shop.closeAllConnections(); shop.close(() => resolve()); });
+  try {
+    await registerClusterEndpoint(url, seller, resource, webhookUrl);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { ...seller, resource, close };
 }
 
 export interface PreparedPayment { index: number; authorization: Authorization; body: unknown }

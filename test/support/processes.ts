@@ -4,10 +4,13 @@ import type { Config } from '../../server/platform/config.js';
 
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
 
-/** The settings of `config` an `agentgate serve|worker` process needs to share its database, key and timings. */
+/**
+ * The settings of `config` an `agentgate serve|worker` process needs to share its database, key and
+ * timings; it runs in the mode of the deployment it joins.
+ */
 export function processEnv(config: Config, extra: Record<string, string> = {}): Record<string, string> {
   return {
-    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', PORT: '0', SMTP_PORT: '0', BASE_URL: config.BASE_URL, MAIL_DOMAIN: config.MAIL_DOMAIN, DID_DOMAIN: config.DID_DOMAIN,
+    AGENTGATE_MODE: config.mode, HOST: '127.0.0.1', PORT: '0', SMTP_PORT: '0', BASE_URL: config.BASE_URL, MAIL_DOMAIN: config.MAIL_DOMAIN, DID_DOMAIN: config.DID_DOMAIN,
     MASTER_KEY: config.MASTER_KEY.toString('hex'), MONGODB_URI: config.MONGODB_URI, MONGODB_DB: config.MONGODB_DB,
     // The start line is an info line of the JSON log.
     TRUST_PROXY: String(config.TRUST_PROXY), LOG_LEVEL: 'info',

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { getAddress, parseUnits, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -123,7 +122,7 @@ describe('POST /v0/dev/faucet (dev mode)', () => {
 
 describe('production mode', () => {
   it('has no faucet route', async () => {
-    const prod = await startTestServer({ TRUST_PROXY: 'true', AGENTGATE_MODE: 'production', SERVICE_SIGNING_KEY: randomBytes(32).toString('hex') });
+    const prod = await startTestServer({ TRUST_PROXY: 'true', AGENTGATE_MODE: 'production' });
     try {
       const agent = await signUp(prod);
       const res = await prod.request('POST', '/v0/dev/faucet', { key: agent.identity.rawKey, body: { amountUsdc: '1' } });

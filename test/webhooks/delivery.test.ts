@@ -196,10 +196,10 @@ describe('payment.received delivery', () => {
     const agent = await signUp(server);
     const key = agent.platform_key;
     await server.request('PUT', '/v0/payments/acceptance', { key, body: { enabled: true, payTo: '0x000000000000000000000000000000000000dEaD' } });
-    const metadata = await server.request('POST', '/v0/payments/endpoints', { key, body: { url: 'https://api.example.com/x', priceUsdc: '0.01', webhookUrl: 'http://169.254.169.254/latest', skipUrlCheck: true } });
+    const metadata = await server.request('POST', '/v0/payments/endpoints', { key, body: { url: 'https://api.example.com/x', priceUsdc: '0.01', webhookUrl: 'http://169.254.169.254/latest' } });
     expect(metadata.status).toBe(400);
     expect(metadata.body.error).toBe('url_not_allowed');
-    const privateNet = await server.request('POST', '/v0/payments/endpoints', { key, body: { url: 'https://api.example.com/y', priceUsdc: '0.01', webhookUrl: 'http://10.0.0.5/hook', skipUrlCheck: true } });
+    const privateNet = await server.request('POST', '/v0/payments/endpoints', { key, body: { url: 'https://api.example.com/y', priceUsdc: '0.01', webhookUrl: 'http://10.0.0.5/hook' } });
     expect(privateNet.status).toBe(400);
 
     // A target that is blocked by the time of delivery (here: the stored URL changed under us) is checked

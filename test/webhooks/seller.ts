@@ -3,6 +3,7 @@ import type { Address } from 'viem';
 import type { TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization } from '../support/chain.js';
+import { openStorefront } from '../support/storefront.js';
 
 export interface WebhookSeller {
   platformKey: string;
@@ -14,21 +15,20 @@ export interface WebhookSeller {
   webhookSecret: string;
 }
 
-let counter = 0;
-
-/** A seller with payments on, a seller key, and one endpoint ($0.01) whose webhook goes to `webhookUrl`. */
+/**
+ * A seller with payments on, a seller key, and one endpoint ($0.01, its storefront's `GET /hooked`) whose
+ * webhook goes to `webhookUrl`.
+ */
 export async function sellerWithWebhook(server: TestServer, webhookUrl: string): Promise<WebhookSeller> {
   const agent = await signUp(server);
   const payTo = privateKeyToAccount(generatePrivateKey()).address;
   const key = agent.platform_key;
   const acceptance = await server.request('PUT', '/v0/payments/acceptance', { key, body: { enabled: true, payTo } });
   if (acceptance.status !== 200) throw new Error(`acceptance: ${acceptance.text}`);
-  const sellerKey = await server.request('POST', '/v0/payments/seller-keys', { key, body: {} });
-  counter += 1;
-  const resource = `https://api.example.com/hooked/${process.pid}/${counter}`;
-  const endpoint = await server.request('POST', '/v0/payments/endpoints', { key, body: { url: resource, priceUsdc: '0.01', webhookUrl, skipUrlCheck: true } });
-  if (endpoint.status !== 201) throw new Error(`endpoint: ${endpoint.status} ${endpoint.text}`);
-  return { platformKey: key, sellerKey: sellerKey.body.apiKey, orgId: agent.org_id, payTo, endpointId: endpoint.body.id, resource, webhookSecret: endpoint.body.webhookSecret };
+  const sellerKey = (await server.request('POST', '/v0/payments/seller-keys', { key, body: {} })).body.apiKey as string;
+  const shop = await openStorefront(server, { platformKey: key, sellerKey }, { 'GET /hooked': { price: '$0.01', endpoint: { webhookUrl } } });
+  const endpoint = shop.endpoint('/hooked');
+  return { platformKey: key, sellerKey, orgId: agent.org_id, payTo, endpointId: endpoint.id, resource: shop.resource('/hooked'), webhookSecret: endpoint.webhookSecret! };
 }
 
 /** Settles one real payment for the seller's endpoint; returns the payment id. */
