@@ -88,7 +88,10 @@ export class EndpointRegistration {
     } catch (err) {
       throw refuse(`could not be fetched: ${(err as Error).message}`);
     }
-    if (response.status !== 402) throw refuse(`answered ${response.status} to ${method}, not 402 from the agentgate middleware${method === 'GET' ? ' (a route that answers only POST: give its method)' : ''}`);
+    if (response.status !== 402) {
+      const hint = method === 'GET' && (response.status === 404 || response.status === 405) ? ' (a route that answers only another method: give it as body.method)' : '';
+      throw refuse(`answered ${response.status} to ${method}, not 402 from the agentgate middleware${hint}`);
+    }
     const { offers, spoken } = offersOf402(response);
     if (spoken.length === 0) throw refuse('answered 402 with neither an x402 v1 JSON body nor an x402 v2 PAYMENT-REQUIRED header');
     const settings = await this.acceptance.settingsFor(orgId);

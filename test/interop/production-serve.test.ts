@@ -32,7 +32,8 @@ const DATABASE = testDbName();
 const ROUTES: Record<string, RouteConfig> = {
   'GET /exact': { price: '$0.01', description: 'exact, EIP-3009' },
   'GET /exact-permit2': { price: '$0.01', assetTransferMethod: 'permit2', description: 'exact through Permit2' },
-  'GET /upto': { price: { upto: '$0.50' }, description: 'upto, charged by usage' },
+  // POST only, as an LLM API is: syncEndpoints has the backend check its 402 with POST.
+  'POST /upto': { price: { upto: '$0.50' }, description: 'upto, charged by usage' },
   'GET /channel': { price: '$0.001', scheme: 'batch-settlement', description: 'batch-settlement, per call' },
   'GET /channel-usage': { price: { upto: '$0.01' }, scheme: 'batch-settlement', description: 'batch-settlement, by usage' },
   'GET /auth-capture': { price: '$0.25', scheme: 'auth-capture', description: 'auth-capture, refundable' },
@@ -72,8 +73,8 @@ beforeAll(async () => {
   const app = express();
   app.use(paymentMiddleware({ backendUrl: backend.url!, apiKey: seller.sellerKey, routes: ROUTES }));
   for (const pattern of Object.keys(ROUTES)) {
-    const path = pattern.split(' ')[1]!;
-    app.get(path, (_req, res) => {
+    const [method, path] = pattern.split(' ') as ['GET' | 'POST', string];
+    app[method === 'POST' ? 'post' : 'get'](path, (_req, res) => {
       const payment = res.locals.payment as RequestPayment;
       if (USED[path]) payment.charge(USED[path]);
       res.json({ path, scheme: payment.scheme, paymentId: payment.paymentId });
@@ -143,8 +144,8 @@ it('registers a route of every scheme with syncEndpoints, the official client pa
   const pay = officialClient(buyer);
   const paid: Array<{ path: string; scheme: string; paymentId: string; settlement: ReturnType<typeof decodePaymentResponseHeader> }> = [];
   for (const pattern of Object.keys(ROUTES)) {
-    const path = pattern.split(' ')[1]!;
-    const res = await pay(`${shop.url}${path}`);
+    const [method, path] = pattern.split(' ') as [string, string];
+    const res = await pay(`${shop.url}${path}`, { method });
     const body = await res.json() as { path: string; scheme: string; paymentId: string };
     expect([path, res.status]).toEqual([path, 200]);
     const settlement = decodePaymentResponseHeader(res.headers.get('payment-response')!);

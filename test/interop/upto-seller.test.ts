@@ -39,9 +39,7 @@ function completion(tokensParam: string | undefined, report: Report, payment: Re
 }
 
 function app(framework: Framework, route: RouteConfig, report: () => Report) {
-  // Priced for every method, though buyers POST: the backend's check at registration fetches the URL with
-  // GET, and a POST-only route would answer that 404.
-  const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { '/complete': route } };
+  const options = { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'POST /complete': route } };
   return paidApp(framework, options, 'POST', '/complete', (query, payment) => completion(query.tokens, report(), payment));
 }
 
@@ -50,7 +48,10 @@ const officialUptoFetch = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fet
 
 async function withSeller(framework: Framework, route: RouteConfig, report: () => Report, run: (url: string) => Promise<void>) {
   const running = await serve(app(framework, route, report));
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.50' } });
+  // A route that answers only POST answers GET with the app's 404: checked with GET, it is refused, saying why.
+  const byGet = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.50' } });
+  expect(byGet.body).toMatchObject({ error: 'endpoint_check_failed', message: expect.stringContaining('answered 404 to GET, not 402 from the agentgate middleware (a route that answers only another method: give it as body.method)') });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/complete`, maxPriceUsdc: '0.50', method: 'POST' } });
   expect([registered.status, registered.text]).toEqual([201, expect.any(String)]);
   try {
     await run(running.url);

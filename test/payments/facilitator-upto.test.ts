@@ -73,9 +73,7 @@ beforeAll(async () => {
   const resourceServer = new x402ResourceServer(facilitatorClient(seller.sellerKey)).register(NETWORK, new UptoServerScheme());
   const app = express();
   app.use(officialPaymentMiddleware({
-    // Every method, though buyers POST: the backend's check at registration fetches the URL with GET, and a
-    // POST-only route would answer that 404.
-    '/complete': {
+    'POST /complete': {
       accepts: { scheme: 'upto', network: NETWORK, payTo, price: { asset: testChain().usdc, amount: MAX.toString(), extra: { name: DEV_USDC_NAME, version: '2' } } },
       description: 'LLM completion, billed by tokens', mimeType: 'application/json',
     },
@@ -120,7 +118,7 @@ describe('/supported', () => {
 describe('the official upto client pays the official @x402/express upto seller through agentgate', () => {
   it('charges what the handler named, not the maximum; the records, receipts and webhook carry both', async () => {
     const endpoint = await server.request('POST', '/v0/payments/endpoints', {
-      key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.50', webhookUrl: `${hooks.url}/hook` },
+      key: seller.platformKey, body: { url: `${shop.url}/complete`, maxPriceUsdc: '0.50', webhookUrl: `${hooks.url}/hook`, method: 'POST' },
     });
     expect(endpoint.status).toBe(201);
     const buyer = await uptoBuyer();

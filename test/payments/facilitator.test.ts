@@ -94,7 +94,7 @@ describe('endpoint updates', () => {
     const res = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${server.url}/v0/identity-types`, priceUsdc: '0.01' } });
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ error: 'endpoint_check_failed' });
-    expect(res.body.message).toContain('answered 200, not 402');
+    expect(res.body.message).toContain('answered 200 to GET, not 402');
   });
 });
 
