@@ -149,11 +149,14 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
     async stop() {
       if (state !== 'started') { state = 'stopped'; return; }
       state = 'stopped';
-      // Jobs still running after the drain time, and jobs this process locked but did not start, stay
-      // locked in its name: the process leaves the registry when it stops, and others take them over then.
-      // (agenda.stop after a drain would do nothing: drain has already let go of the job processor.)
-      const drained = await agenda.drain({ timeout: DRAIN_MS, closeConnection: false });
-      if (drained.timedOut) {
+      // No new job starts from now on. Agenda's own drain is not waited for: it listens for each job's
+      // 'complete' event, which Agenda emits before it removes the finished job, so the last job of a drain
+      // always looked unfinished and every stop waited out the whole drain time. The handlers are waited for
+      // instead. Jobs still running after the drain time, and jobs this process locked but did not start,
+      // stay locked in its name: the process leaves the registry when it stops, and others take them over.
+      await agenda.drain({ timeout: 0, closeConnection: false });
+      for (const until = Date.now() + DRAIN_MS; inHand.size > 0 && Date.now() < until;) await new Promise((resolve) => setTimeout(resolve, 20));
+      if (inHand.size > 0) {
         options.log.info({ running: [...inHand].map((j) => ({ name: j.name, runningMs: Date.now() - j.since })) }, 'stopping: jobs still running are left to other processes');
       }
     },
