@@ -73,19 +73,26 @@ export async function startServer(config: Config, options: { extension?: AppExte
   };
 }
 
+/** How long a stopping process lets paid requests wait for their block before answering them pending. */
+const STOP_PAYMENT_GRACE_MS = 8_000;
+
 /**
  * A graceful stop: /ready answers 503 and no new connection is taken; requests under way (a paid request
- * waits for its block) are answered, each with `Connection: close`, for up to the settlement timeout and a
- * few seconds more; then whatever is left is cut. A balancer retries a refused connection elsewhere.
+ * waits for its block) are answered, each with `Connection: close`. A paid request still waiting after
+ * STOP_PAYMENT_GRACE_MS is answered pending (its settlement goes on; the buyer's retry with the same
+ * payment-identifier gets its result from any process); a few seconds later whatever is left is cut. A
+ * balancer retries a refused connection elsewhere.
  */
 async function drainHttp(app: AppContext, http: Server): Promise<void> {
   app.stopping = true;
   const started = Date.now();
   app.log.info('stopping: draining HTTP requests');
+  app.payments.settlement.answerPendingAfter(Math.min(STOP_PAYMENT_GRACE_MS, app.config.SETTLEMENT_TIMEOUT_MS));
   // A request that still comes on a kept-alive connection is answered, and the connection closed after it.
   http.on('request', (_req, res) => { if (!res.headersSent) res.setHeader('Connection', 'close'); });
   const closed = new Promise<void>((resolve) => http.close(() => resolve()));
-  const deadline = Date.now() + app.config.SETTLEMENT_TIMEOUT_MS + 5_000;
+  const drainMs = Math.min(STOP_PAYMENT_GRACE_MS, app.config.SETTLEMENT_TIMEOUT_MS) + 5_000;
+  const deadline = Date.now() + drainMs;
   let drained = false;
   while (!drained && Date.now() < deadline) {
     // A connection whose request was answered is idle now: closed at once, so the server's close callback
@@ -93,7 +100,7 @@ async function drainHttp(app: AppContext, http: Server): Promise<void> {
     http.closeIdleConnections();
     drained = await Promise.race([closed.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 100))]);
   }
-  if (!drained) app.log.warn({ waitedMs: app.config.SETTLEMENT_TIMEOUT_MS + 5_000 }, 'stopping: requests still open after the drain time were cut');
+  if (!drained) app.log.warn({ waitedMs: drainMs }, 'stopping: requests still open after the drain time were cut');
   http.closeAllConnections();
   await closed;
   app.log.info({ durationMs: Date.now() - started }, 'stopping: HTTP drained');

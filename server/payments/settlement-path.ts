@@ -93,7 +93,22 @@ export class PaymentSettlement {
     private readonly metrics: Metrics,
   ) {
     this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
+    this.stoppingDue = new Promise((resolve) => { this.answerStopping = resolve; });
     this.claims = new GroupedInserts(() => records.payments.collection as unknown as Collection<PaymentDoc>, { onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_claims' }, size) });
+  }
+
+  /** Resolves once this process, stopping, has waited long enough for the blocks its paid requests wait for. */
+  private readonly stoppingDue: Promise<void>;
+  private answerStopping!: () => void;
+
+  /**
+   * A stopping process (a rolling restart) answers the paid requests still waiting for their block after
+   * `graceMs` as pending, instead of holding its stop for up to SETTLEMENT_TIMEOUT_MS: the settlement goes
+   * on (lanes of other processes send and record it), and the buyer's retry with the same
+   * payment-identifier is answered its result by any process.
+   */
+  answerPendingAfter(graceMs: number): void {
+    setTimeout(() => this.answerStopping(), graceMs).unref();
   }
 
   /** A scheme's settlement work: run by whichever process holds the lane given the work. */
@@ -276,8 +291,13 @@ export class PaymentSettlement {
       ok: false, reason: 'settle_unconfirmed', payer: payment.payerAddress,
       message: `the settlement is not confirmed on chain after ${this.config.SETTLEMENT_TIMEOUT_MS / 1000} s; it goes on: retry with the same payment-identifier for the final result`,
     };
-    return withDeadline(final, this.config.SETTLEMENT_TIMEOUT_MS, pending).then((answer) => {
+    const stopping: SettlementResult = {
+      ok: false, reason: 'settle_unconfirmed', payer: payment.payerAddress,
+      message: 'this server is restarting and the settlement is not confirmed yet; it goes on: retry with the same payment-identifier for the final result',
+    };
+    return withDeadline(Promise.race([final, this.stoppingDue.then(() => stopping)]), this.config.SETTLEMENT_TIMEOUT_MS, pending).then((answer) => {
       if (answer === pending) this.log.warn({ paymentId: payment._id, timeoutMs: this.config.SETTLEMENT_TIMEOUT_MS }, 'settlement answer timed out; the settlement goes on');
+      if (answer === stopping) this.log.info({ paymentId: payment._id }, 'settlement answered pending: this process is stopping; the settlement goes on');
       return { answer, final };
     });
   }

@@ -199,3 +199,48 @@ describe('processes sharing one relayer account', () => {
   }, 90_000);
 });
 
+
+describe('a process stopping while a paid request waits for its block', () => {
+  it('answers it pending after the stop grace, not after the settlement timeout; the settlement goes on, recorded by the process that stayed', async () => {
+    // Drains and reconciliation short: the stopping process does not wait for blocks that never come.
+    const quick = { RELAYER_DRAIN_MS: '1000', RECONCILE_AFTER_MS: '3000', RECONCILE_EVERY_MS: '1000', SETTLEMENT_TIMEOUT_MS: '60000' };
+    const first = await serverOnChain(quick);
+    const second = await serverOnChain({ ...quick, MONGODB_DB: first.config.MONGODB_DB }, first.relayerKey);
+    let mining = true;
+    try {
+      const seller = await setUpSeller(first);
+      const paid = await payment(seller);
+      const before = await balanceOf(seller.payTo);
+      // No block comes: the request waits for one.
+      await rpc('evm_setIntervalMining', [0]);
+      mining = false;
+      const answer = redeem(first.url, seller, paid.header);
+      await new Promise((r) => setTimeout(r, 1_500));
+      const stopStarted = Date.now();
+      const stopping = first.stop();
+      const pending = await answer;
+      const answeredAfter = Date.now() - stopStarted;
+      expect(pending.body).toMatchObject({ error: 'settle_unconfirmed', message: expect.stringContaining('restarting') });
+      // Answered after the grace (8 s), well before the 60 s settlement timeout.
+      expect(answeredAfter).toBeGreaterThanOrEqual(7_000);
+      expect(answeredAfter).toBeLessThan(20_000);
+      await rpc('evm_setIntervalMining', [1]);
+      mining = true;
+      await stopping;
+      // The settlement went on: the seller's record of it is settled (written by the process that stayed),
+      // and the money moved once.
+      let record: any;
+      for (const until = Date.now() + 45_000; Date.now() < until; await new Promise((r) => setTimeout(r, 500))) {
+        const list = await second.request('GET', '/v0/payments', { key: seller.platformKey });
+        record = list.body.payments.find((p: any) => p.payerAddress === paid.payer);
+        if (record?.status === 'settled') break;
+      }
+      expect(record).toMatchObject({ status: 'settled', txHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+      expect(await balanceOf(seller.payTo)).toBe(before + 10_000n);
+    } finally {
+      if (!mining) await rpc('evm_setIntervalMining', [1]).catch(() => {});
+      await first.stop().catch(() => {});
+      await second.close();
+    }
+  }, 120_000);
+});
