@@ -16,6 +16,8 @@ export interface ReconcileOptions {
   olderThanMs: number;
   log?: Logger;
   metrics?: Metrics;
+  /** Set when the process stops: the round takes no more payments and does not wait for the ones it sent. */
+  stopping?: { stopped: boolean; signal: Promise<void> };
 }
 
 /** What reconciliation works with: the payments area's records, endpoints, settlement path and schemes. */
@@ -74,6 +76,8 @@ export async function reconcilePayments(service: ReconcilablePayments, options: 
   };
   const endpointOf = (payment: PaymentDoc) => (payment.endpointId ? service.endpoints.endpoints.findById(payment.endpointId).lean() : Promise.resolve(null));
   for (const payment of stale) {
+    // A stopping process takes no more payments this round; another process's next round does.
+    if (options.stopping?.stopped) break;
     const log = options.log?.child({ paymentId: payment._id });
     const entry = settled.get(payment._id);
     if (entry) {
@@ -100,7 +104,9 @@ export async function reconcilePayments(service: ReconcilablePayments, options: 
     if (typeof result === 'object') resends.push(result.sending.then(count));
     else count(result);
   }
-  await Promise.all(resends);
+  // The payments sent again settle whether or not this process waits (their lane's holder records them):
+  // a stopping process does not hold its stop for their blocks.
+  await Promise.race([Promise.all(resends), options.stopping?.signal ?? new Promise(() => {})]);
   await records.recordsWritten();
   // Housekeeping (FerretDB 1.x has no TTL indexes).
   await claims.deleteMany({ expiresAt: { $lt: new Date() } }).catch(() => {});
@@ -139,14 +145,22 @@ async function resend(settlement: PaymentSettlement, payment: PaymentDoc, log: L
  * the per-payment claims keep them from doing the same work twice.
  */
 export function startReconciler(service: ReconcilablePayments, options: { everyMs: number; olderThanMs: number; log: Logger; metrics: Metrics }): { stop(): Promise<void> } {
-  const stop = startRounds({
+  let end!: () => void;
+  const stopping = { stopped: false, signal: new Promise<void>((resolve) => { end = resolve; }) };
+  const stopRounds = startRounds({
     everyMs: options.everyMs,
     runNow: true,
     round: async () => {
-      const totals = await reconcilePayments(service, options);
+      const totals = await reconcilePayments(service, { ...options, stopping });
       if (totals.settled + totals.failed + totals.resent > 0) options.log.info(totals, 'reconciliation round');
     },
     onError: (err) => options.log.error({ err: err.message }, 'payment reconciliation failed'),
   });
-  return { stop };
+  return {
+    async stop() {
+      stopping.stopped = true;
+      end();
+      await stopRounds();
+    },
+  };
 }
