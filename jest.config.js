@@ -8,7 +8,8 @@ export default {
   // node_modules too: the transform compiles only packages of ES modules ("type": "module", .mjs).
   transformIgnorePatterns: [],
   // Our sources import siblings as "./x.js" (NodeNext); jest resolves the .ts file behind it.
-  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  // The wire package from its sources, as tsconfig.json's paths has it.
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1', '^agentgate-x402-wire$': '<rootDir>/packages/x402-wire/src/index.ts' },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.mjs',
   // The machine as a shared resource: a load test of several OS processes (test/cluster/) runs alone.

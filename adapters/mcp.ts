@@ -26,7 +26,7 @@ import {
   type SellerSettings,
   type SettleMode,
 } from '../middleware/index.js';
-import type { PaymentRequiredV2, PaymentRequirementsV2 } from '../middleware/protocol/v2.js';
+import type { PaymentRequiredV2, PaymentRequirementsV2 } from 'agentgate-x402-wire';
 
 /**
  * Paid MCP tools, following the x402 MCP transport:

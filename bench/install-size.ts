@@ -1,5 +1,5 @@
 /**
- * What a seller installs: our seller package (packed from this checkout, as npm would publish it) with
+ * What a seller installs: our seller package and the wire package it depends on (packed from this checkout, as npm would publish them) with
  * Express, against the official x402 v2 seller stack (`@x402/express`, `@x402/core`, `@x402/evm`) with
  * Express, each installed by `npm install` from the registry into its own empty folder under the temp
  * directory. Versions are the ones this repository uses (its devDependencies). Size is `du -sk` of
@@ -52,9 +52,14 @@ const root = mkdtempSync(join(tmpdir(), 'agentgate-install-size-'));
 try {
   // The seller package as it would be published: `npm pack` runs its prepack build (its output is kept
   // out of the report; a failure throws with it).
-  const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', root], { cwd: join(repo, 'seller'), encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  const [{ filename }] = JSON.parse(packed.slice(packed.indexOf('\n[') + 1)) as Array<{ filename: string }>;
-  const ours = install(root, 'agentgate', [join(root, filename), versionOf('express')]);
+  // The wire package it depends on is packed beside it (it is not on the registry from a checkout).
+  const pack = (dir: string) => {
+    const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', root], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return join(root, (JSON.parse(packed.slice(packed.indexOf('\n[') + 1)) as Array<{ filename: string }>)[0]!.filename);
+  };
+  const seller = pack(join(repo, 'seller'));
+  const wire = pack(join(repo, 'packages', 'x402-wire'));
+  const ours = install(root, 'agentgate', [seller, wire, versionOf('express')]);
   const official = install(root, 'official', [versionOf('@x402/express'), versionOf('@x402/core'), versionOf('@x402/evm'), versionOf('express')]);
   console.log(`seller install: agentgate ${ours.megabytes.toFixed(1)} MB / ${ours.packages} packages, official ${official.megabytes.toFixed(1)} MB / ${official.packages} packages`);
   console.log(`ratio agentgate/official: size ${(ours.megabytes / official.megabytes).toFixed(2)}, packages ${(ours.packages / official.packages).toFixed(2)} (target: below 1)`);

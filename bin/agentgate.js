@@ -26,8 +26,10 @@ if (major < MINIMUM_MAJOR) {
 } else {
   const checkout = existsSync(fileURLToPath(new URL('../tsconfig.json', import.meta.url)))
     && existsSync(fileURLToPath(new URL('../server/cli/main.ts', import.meta.url)));
+  // The checkout's tsconfig.json, wherever the command is run from: its paths point the wire package
+  // (agentgate-x402-wire) at its sources.
   const started = checkout
-    ? import('tsx/esm/api').then((tsx) => tsx.tsImport('../server/cli/main.ts', import.meta.url))
+    ? import('tsx/esm/api').then((tsx) => tsx.tsImport('../server/cli/main.ts', { parentURL: import.meta.url, tsconfig: fileURLToPath(new URL('../tsconfig.json', import.meta.url)) }))
     : import(new URL('../dist/server/cli/main.js', import.meta.url).href);
   started.catch((err) => {
     console.error(err);

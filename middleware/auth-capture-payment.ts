@@ -1,5 +1,5 @@
 import type { PaymentRequiredOutcome, PaywallOutcome } from './paywall-types.js';
-import { collectTerms, decodeAuthCapturePaymentHeader } from './protocol/auth-capture-evm.js';
+import { collectTerms, decodeAuthCapturePaymentHeader } from 'agentgate-x402-wire';
 import type { Charge } from './route-pricing.js';
 import { exactCharge, paidOutcome } from './settlement-response.js';
 import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from './seller-scheme.js';

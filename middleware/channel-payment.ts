@@ -1,9 +1,9 @@
 import type { HeldPayment, PaidOutcome, PaymentRequiredOutcome, PaywallOutcome, UnavailableOutcome } from './paywall-types.js';
 import { unavailable } from './paywall-types.js';
 import type { CaptureUsage, ChannelPayResult, Facilitator, PaymentResponse } from './facilitator.js';
-import type { ChannelPaymentRequiredResponse } from './challenge.js';
-import { decodeBase64Json } from './protocol/base64-json.js';
-import { parseCharge, type Price } from './price.js';
+import type { ChannelPaymentRequiredResponse } from 'agentgate-x402-wire';
+import { decodeBase64Json } from 'agentgate-x402-wire';
+import { parseCharge, type Price } from 'agentgate-x402-wire';
 import type { Charge } from './route-pricing.js';
 import { paidOutcome } from './settlement-response.js';
 import type { SellerScheme, SellerSchemeDeps } from './seller-scheme.js';

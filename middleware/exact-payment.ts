@@ -2,9 +2,9 @@ import type { PaymentRequiredOutcome, PaywallOutcome } from './paywall-types.js'
 import { unavailable } from './paywall-types.js';
 import type { RedeemRequest } from './facilitator.js';
 import { checkPaymentAgainstRequirements, checkPermitAgainstRequirement } from './payment-checks.js';
-import { decodeExactPermit2PaymentHeader } from './protocol/exact-permit2-evm.js';
-import { decodePaymentHeader } from './protocol/payment-header.js';
-import type { PaymentRequirementsV2 } from './protocol/v2.js';
+import { decodeExactPermit2PaymentHeader } from 'agentgate-x402-wire';
+import { decodePaymentHeader } from 'agentgate-x402-wire';
+import type { PaymentRequirementsV2 } from 'agentgate-x402-wire';
 import type { Charge } from './route-pricing.js';
 import { exactCharge, paidOutcome } from './settlement-response.js';
 import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from './seller-scheme.js';

@@ -1,8 +1,8 @@
-import type { PaymentRequirementsV1 } from './protocol/v1.js';
-import type { PaymentRequirementsV2 } from './protocol/v2.js';
-import type { AuthCaptureRequirements } from './protocol/auth-capture-evm.js';
-import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
-import type { ChannelRequirementsV2 } from './challenge.js';
+import type { PaymentRequirementsV1 } from 'agentgate-x402-wire';
+import type { PaymentRequirementsV2 } from 'agentgate-x402-wire';
+import type { AuthCaptureRequirements } from 'agentgate-x402-wire';
+import type { UptoRequirementsV2 } from 'agentgate-x402-wire';
+import type { ChannelRequirementsV2 } from 'agentgate-x402-wire';
 
 /**
  * What the Paywall needs from whoever verifies and settles payments. The production one is the

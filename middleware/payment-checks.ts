@@ -1,7 +1,7 @@
-import type { DecodedPaymentHeader } from './protocol/payment-header.js';
-import type { PaymentRequirementsV1 } from './protocol/v1.js';
-import type { PaymentRequirementsV2 } from './protocol/v2.js';
-import { readPaymentFlow } from './payment-flow.js';
+import type { DecodedPaymentHeader } from 'agentgate-x402-wire';
+import type { PaymentRequirementsV1 } from 'agentgate-x402-wire';
+import type { PaymentRequirementsV2 } from 'agentgate-x402-wire';
+import { readPaymentFlow } from 'agentgate-x402-wire';
 
 /**
  * Cheap checks of a decoded payment against what we asked for, before any network round trip. They

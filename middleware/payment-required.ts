@@ -1,6 +1,6 @@
-import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired } from './challenge.js';
-import { decodeBase64Json, encodeBase64Json } from './protocol/base64-json.js';
-import type { SellerSettings } from './seller-settings.js';
+import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired } from 'agentgate-x402-wire';
+import { decodeBase64Json, encodeBase64Json } from 'agentgate-x402-wire';
+import type { SellerSettings } from 'agentgate-x402-wire';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 

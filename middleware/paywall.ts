@@ -1,9 +1,9 @@
 import { canonicalizePath, type PathRejection } from './canonical-path.js';
 import type { Facilitator } from './facilitator.js';
-import { toV1Network } from './networks.js';
+import { toV1Network } from 'agentgate-x402-wire';
 import { parsePublicOrigin, resolveOrigin } from './request-origin.js';
 import { RouteTable } from './routes.js';
-import { parseSellerSettings, type SellerSettings } from './seller-settings.js';
+import { parseSellerSettings, type SellerSettings } from 'agentgate-x402-wire';
 import { PASS, reject, unavailable, type PaywallOutcome, type PaywallRequest } from './paywall-types.js';
 import { chargeFor, fixedCharge, pricedRoute, type PricedRoute, type RouteConfig } from './route-pricing.js';
 import { PaymentChallenges } from './payment-required.js';

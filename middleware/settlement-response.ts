@@ -1,8 +1,8 @@
-import { toCaip2Network, toV1Network } from './networks.js';
+import { toCaip2Network, toV1Network } from 'agentgate-x402-wire';
 import type { RedeemResult } from './facilitator.js';
-import type { Price } from './price.js';
-import { encodePaymentResponseV1 } from './protocol/v1.js';
-import { encodePaymentResponseV2 } from './protocol/v2.js';
+import type { Price } from 'agentgate-x402-wire';
+import { encodePaymentResponseV1 } from 'agentgate-x402-wire';
+import { encodePaymentResponseV2 } from 'agentgate-x402-wire';
 import type { PaidOutcome, SettleMode } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 

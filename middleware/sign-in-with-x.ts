@@ -1,4 +1,4 @@
-import { toCaip2Network, toV1Network } from './networks.js';
+import { toCaip2Network, toV1Network } from 'agentgate-x402-wire';
 import type { Facilitator } from './facilitator.js';
 import type { PaidOutcome, PaymentRequiredOutcome } from './paywall-types.js';
 import { withExtensions } from './payment-required.js';

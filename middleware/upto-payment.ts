@@ -1,7 +1,7 @@
 import type { PaywallOutcome } from './paywall-types.js';
-import type { UptoPaymentRequiredResponse } from './challenge.js';
-import { parseCharge, type Price } from './price.js';
-import { decodeUptoPaymentHeader } from './protocol/upto-evm.js';
+import type { UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
+import { parseCharge, type Price } from 'agentgate-x402-wire';
+import { decodeUptoPaymentHeader } from 'agentgate-x402-wire';
 import { checkPermitAgainstRequirement } from './payment-checks.js';
 import type { Charge } from './route-pricing.js';
 import { paidOutcome } from './settlement-response.js';

@@ -1,18 +1,21 @@
-// `npm run build` (also run by `prepare` and `prepack`): the seller package into seller/dist/, the backend
-// into dist/ (its imports of the seller library pointed at agentgate-x402: seller-imports.ts).
+// `npm run build` (also run by `prepare` and `prepack`): the wire package into packages/x402-wire/dist/,
+// the seller package into seller/dist/ and the backend into dist/. The seller library and the backend
+// import the wire package by its name (`agentgate-x402-wire`), which their builds leave as it is: the
+// published packages depend on the published wire package, and neither ships a copy of it.
 //
-// Both are compiled into a staging folder of this build (.building/<pid>/) and moved into place only once
+// All are compiled into a staging folder of this build (.building/<pid>/) and moved into place only once
 // everything compiled, each with two renames. A build that fails or is interrupted (a timed-out install
 // that runs `prepare`, Ctrl-C) leaves the previous dist/ and seller/dist/ as they were: deleting them first
 // and compiling in place left an empty seller/dist/ for the minute the next build took.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pointBackendAtSellerPackage, SELLER_PACKAGE } from './seller-imports.js';
 
 export const STAGING_ROOT = '.building';
+/** The wire package's name, as the seller library and the backend import it. */
+export const WIRE_PACKAGE = 'agentgate-x402-wire';
 
 /** The staging folders of builds whose process is gone (killed mid-build), removed so they do not pile up. */
 export function removeAbandonedStaging(root: string): void {
@@ -58,15 +61,21 @@ export function build(root: string): void {
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
   try {
+    const wire = { project: 'packages/x402-wire/tsconfig.json', built: join(staging, 'wire-dist'), target: join(root, 'packages', 'x402-wire', 'dist') };
+    compile(root, wire.project, wire.built);
+    // The seller package and the backend compile against the wire package just built (its declarations),
+    // not its sources: what they emit imports it by name, and none of its files are emitted with them.
+    const againstWire = (project: string) => {
+      const config = join(staging, `${project.replace(/[/.]/g, '-')}.json`);
+      writeFileSync(config, JSON.stringify({ extends: join(root, project), compilerOptions: { paths: { [WIRE_PACKAGE]: [join(wire.built, 'index.d.ts')] } } }));
+      return config;
+    };
     const outputs = [
-      { project: 'seller/tsconfig.json', built: join(staging, 'seller-dist'), target: join(root, 'seller', 'dist') },
-      { project: 'tsconfig.build.json', built: join(staging, 'dist'), target: join(root, 'dist') },
+      { project: againstWire('seller/tsconfig.json'), built: join(staging, 'seller-dist'), target: join(root, 'seller', 'dist') },
+      { project: againstWire('tsconfig.build.json'), built: join(staging, 'dist'), target: join(root, 'dist') },
     ];
     for (const output of outputs) compile(root, output.project, output.built);
-    const { rewritten, stray } = pointBackendAtSellerPackage(join(staging, 'dist'));
-    if (stray.length) throw new Error(stray.map((line) => `the backend imports outside itself and ${SELLER_PACKAGE}: ${line}`).join('\n'));
-    for (const output of outputs) swapIn(output.built, output.target, join(staging, 'previous'));
-    console.log(`backend build: ${rewritten} files import the seller library from ${SELLER_PACKAGE}`);
+    for (const output of [wire, ...outputs]) swapIn(output.built, output.target, join(staging, 'previous'));
   } finally {
     rmSync(staging, { recursive: true, force: true });
     try {
@@ -81,7 +90,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   try {
     build(resolve(dirname(fileURLToPath(import.meta.url)), '..'));
   } catch (err) {
-    console.error(`build failed, dist/ and seller/dist/ left as they were: ${(err as Error).message}`);
+    console.error(`build failed, dist/, seller/dist/ and packages/x402-wire/dist/ left as they were: ${(err as Error).message}`);
     process.exitCode = 1;
   }
 }

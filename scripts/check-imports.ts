@@ -5,11 +5,13 @@
 //   3. Production code never loads the dev harness (server/dev/): nothing outside it imports it, except
 //      the CLI's `dev` command through a dynamic import.
 //   4. The middleware and adapters (the seller package) never import the backend.
-//   5. Each package declares what its code imports: the seller package (seller/package.json) what
+//   7. The wire package (packages/x402-wire/, agentgate-x402-wire) imports nothing of ours; the seller
+//      library and the backend import it by its name only; the backend imports nothing of the seller library.
+//   5. Each package declares what its code imports: the wire package what its sources import; the seller package (seller/package.json) what
 //      middleware/ and adapters/ import, as dependencies or optional peer dependencies (the frameworks),
 //      with no dependency that nothing imports (a seller installs every one of them); the backend (the
 //      root package.json) what server/ and contracts/ import, in dependencies or optionalDependencies
-//      (devDependencies are not installed with it), and the seller package itself.
+//      (devDependencies are not installed with it), and the wire package.
 //   6. Areas name what they use: only the composition root (server/context.ts, app.ts, server.ts) and the
 //      entry points (server/cli/, server/dev/) import the composition root. An area's route, job or tool
 //      set takes the services it uses as parameters, so it never imports AppContext (nor app.ts or
@@ -22,7 +24,11 @@ import { fileURLToPath } from 'node:url';
 
 export interface ImportEdge { from: string; to: string; dynamic: boolean }
 
-const ROOTS = ['middleware', 'adapters', 'server'];
+const WIRE_DIR = 'packages/x402-wire/src';
+/** The wire package's name; its one entry point is its index. */
+export const WIRE_PACKAGE = 'agentgate-x402-wire';
+const WIRE_ENTRY = `${WIRE_DIR}/index.ts`;
+const ROOTS = [WIRE_DIR, 'middleware', 'adapters', 'server'];
 const SPECIFIER = /(?:^|[^\w$.])(?:import|export)\s[^'";]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|(?:^|[^\w$.])import\s*['"](\.{1,2}\/[^'"]+)['"]|(?:^|[^\w$.])import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/gm;
 
 const PACKAGE_SPECIFIER = /(?:^|[^\w$.])(?:import|export)\s[^'";]*?from\s*['"]([^'"./][^'"]*)['"]|(?:^|[^\w$.])import\s*['"]([^'"./][^'"]*)['"]|(?:^|[^\w$.])import\(\s*['"]([^'"./][^'"]*)['"]\s*\)/gm;
@@ -43,12 +49,16 @@ function sourceFiles(root: string, dir: string): string[] {
 /** Every relative import between our TypeScript files, `a.ts -> b.ts`, paths relative to the repository. */
 export function importGraph(root: string): ImportEdge[] {
   const edges: ImportEdge[] = [];
-  for (const file of ROOTS.flatMap((dir) => sourceFiles(root, dir))) {
+  for (const file of ROOTS.filter((dir) => existsSync(join(root, dir))).flatMap((dir) => sourceFiles(root, dir))) {
     const code = codeOf(root, file);
     for (const match of code.matchAll(SPECIFIER)) {
       const specifier = match[1] ?? match[2] ?? match[3]!;
       const target = relative(root, resolve(root, dirname(file), specifier.replace(/\.js$/, '.ts')));
       if (existsSync(join(root, target))) edges.push({ from: file, to: target, dynamic: match[3] !== undefined });
+    }
+    // The wire package by its name: an edge to its entry point.
+    for (const match of code.matchAll(PACKAGE_SPECIFIER)) {
+      if ((match[1] ?? match[2] ?? match[3]) === WIRE_PACKAGE) edges.push({ from: file, to: WIRE_ENTRY, dynamic: match[3] !== undefined });
     }
   }
   return edges;
@@ -90,12 +100,22 @@ function knowsTheContext(file: string): boolean {
   return COMPOSITION_ROOT.includes(file) || file.startsWith('server/cli/') || file.startsWith('server/dev/');
 }
 
-/** Imports that break rules 2 to 4 and 6, each as `from -> to: why`. */
+/** Imports that break rules 2 to 4, 6 and 7, each as `from -> to: why`. */
 export function layerViolations(edges: ImportEdge[]): string[] {
   const broken: string[] = [];
+  const inWire = (file: string) => file.startsWith(`${WIRE_DIR}/`);
   for (const { from, to, dynamic } of edges) {
-    if (from.startsWith('server/platform/') && !to.startsWith('server/platform/') && !to.startsWith('middleware/')) {
+    if (from.startsWith('server/platform/') && !to.startsWith('server/platform/') && !inWire(to)) {
       broken.push(`${from} -> ${to}: server/platform/ is infrastructure and imports no area`);
+    }
+    if (inWire(from) && !inWire(to)) {
+      broken.push(`${from} -> ${to}: the wire package imports nothing of the seller library or the backend`);
+    }
+    if (!inWire(from) && inWire(to) && to !== WIRE_ENTRY) {
+      broken.push(`${from} -> ${to}: the wire package is imported by its name (${WIRE_PACKAGE}), not by a path into its sources`);
+    }
+    if (from.startsWith('server/') && (to.startsWith('middleware/') || to.startsWith('adapters/'))) {
+      broken.push(`${from} -> ${to}: the backend does not import the seller library; what both speak is in ${WIRE_PACKAGE}`);
     }
     if (to.startsWith('server/dev/') && !from.startsWith('server/dev/') && !(from === 'server/cli/main.ts' && dynamic)) {
       broken.push(`${from} -> ${to}: production code never imports the dev harness`);
@@ -136,7 +156,16 @@ interface Manifest {
 export function dependencyViolations(root: string): string[] {
   const seller = JSON.parse(readFileSync(join(root, 'seller', 'package.json'), 'utf8')) as Manifest;
   const backend = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Manifest;
+  const wireManifest = join(root, 'packages', 'x402-wire', 'package.json');
+  const wire = (existsSync(wireManifest) ? JSON.parse(readFileSync(wireManifest, 'utf8')) : { name: WIRE_PACKAGE }) as Manifest;
   const broken: string[] = [];
+  const wireImports = packageImports(root, [WIRE_DIR]);
+  for (const [name, file] of wireImports) {
+    if (!wire.dependencies?.[name]) broken.push(`${file} imports ${name}: not in packages/x402-wire/package.json`);
+  }
+  for (const name of Object.keys(wire.dependencies ?? {})) {
+    if (!wireImports.has(name)) broken.push(`packages/x402-wire/package.json depends on ${name}, which its sources do not import`);
+  }
   const sellerImports = packageImports(root, ['middleware', 'adapters']);
   for (const [name, file] of sellerImports) {
     if (!seller.dependencies?.[name] && !seller.peerDependencies?.[name]) broken.push(`${file} imports ${name}: not in seller/package.json`);
@@ -150,7 +179,7 @@ export function dependencyViolations(root: string): string[] {
   for (const [name, file] of packageImports(root, ['server', 'contracts'])) {
     if (!backend.dependencies?.[name] && !backend.optionalDependencies?.[name]) broken.push(`${file} imports ${name}: not in the dependencies of package.json`);
   }
-  if (backend.dependencies?.[seller.name] === undefined) broken.push(`package.json does not depend on the seller package ${seller.name}`);
+  if (backend.dependencies?.[wire.name] === undefined) broken.push(`package.json does not depend on the wire package ${wire.name}`);
   return broken;
 }
 

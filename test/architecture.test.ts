@@ -70,6 +70,47 @@ test('the checker finds a circle and each kind of layering violation', () => {
   ])).toHaveLength(4);
 });
 
+test('the checker holds the wire package apart: imported by its name only, importing nothing of ours, and the backend off the seller library', () => {
+  const edge = (from: string, to: string): ImportEdge => ({ from, to, dynamic: false });
+  expect(layerViolations([
+    edge('server/payments/receipts.ts', 'middleware/paywall.ts'),
+    edge('server/buyer/pay-service.ts', 'adapters/express.ts'),
+    edge('server/payments/receipts.ts', 'packages/x402-wire/src/receipt.ts'),
+    edge('middleware/paywall.ts', 'packages/x402-wire/src/codec/v2.ts'),
+    edge('packages/x402-wire/src/challenge.ts', 'middleware/route-pricing.ts'),
+    edge('packages/x402-wire/src/price.ts', 'server/platform/errors.ts'),
+    // What is allowed: the name (its entry point), and the wire package's own files among themselves.
+    edge('server/payments/receipts.ts', 'packages/x402-wire/src/index.ts'),
+    edge('middleware/paywall.ts', 'packages/x402-wire/src/index.ts'),
+    edge('packages/x402-wire/src/challenge.ts', 'packages/x402-wire/src/codec/v2.ts'),
+  ])).toEqual([
+    'server/payments/receipts.ts -> middleware/paywall.ts: the backend does not import the seller library; what both speak is in agentgate-x402-wire',
+    'server/buyer/pay-service.ts -> adapters/express.ts: the backend does not import the seller library; what both speak is in agentgate-x402-wire',
+    'server/payments/receipts.ts -> packages/x402-wire/src/receipt.ts: the wire package is imported by its name (agentgate-x402-wire), not by a path into its sources',
+    'middleware/paywall.ts -> packages/x402-wire/src/codec/v2.ts: the wire package is imported by its name (agentgate-x402-wire), not by a path into its sources',
+    'packages/x402-wire/src/challenge.ts -> middleware/route-pricing.ts: the wire package imports nothing of the seller library or the backend',
+    'packages/x402-wire/src/price.ts -> server/platform/errors.ts: the wire package imports nothing of the seller library or the backend',
+  ]);
+});
+
+test('a planted import of the seller library from the backend, or a path into the wire package, fails the check of real files', () => {
+  const root = mkdtempSync(join(tmpdir(), 'agentgate-wire-'));
+  const write = (file: string, text: string) => { mkdirSync(dirname(join(root, file)), { recursive: true }); writeFileSync(join(root, file), text); };
+  try {
+    write('packages/x402-wire/src/index.ts', "export * from './price.js';\n");
+    write('packages/x402-wire/src/price.ts', 'export const parsePrice = (s: string) => BigInt(s);\n');
+    write('middleware/price-view.ts', "export { parsePrice } from 'agentgate-x402-wire';\n");
+    write('server/payments/amounts.ts', "import { parsePrice } from 'agentgate-x402-wire';\nexport const cents = parsePrice('1');\n");
+    write('server/payments/planted.ts', "import { parsePrice } from '../../middleware/price-view.js';\nimport { parsePrice as p } from '../../packages/x402-wire/src/price.js';\nexport const both = [parsePrice, p];\n");
+    expect(layerViolations(importGraph(root))).toEqual([
+      'server/payments/planted.ts -> middleware/price-view.ts: the backend does not import the seller library; what both speak is in agentgate-x402-wire',
+      'server/payments/planted.ts -> packages/x402-wire/src/price.ts: the wire package is imported by its name (agentgate-x402-wire), not by a path into its sources',
+    ]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
 test('each package declares what its code imports', () => {
   expect(dependencyViolations(process.cwd())).toEqual([]);
 });
@@ -83,9 +124,13 @@ test('the dependency check finds an undeclared import, an unused or required-pee
     write('server/app.ts', "import Koa from 'koa';\nimport { Schema } from 'mongoose';\nimport '@scope/side-effect/register';\n");
     write('seller/package.json', JSON.stringify({ name: 'seller-pkg', dependencies: { zod: '^4', 'left-pad': '^1' }, peerDependencies: { hono: '^4' } }));
     write('package.json', JSON.stringify({ name: 'backend-pkg', dependencies: { koa: '3', '@scope/side-effect': '1' }, devDependencies: { mongoose: '9' } }));
+    write('packages/x402-wire/src/index.ts', "import { z } from 'zod';\nimport { ed25519 } from '@noble/curves/ed25519';\n");
+    write('packages/x402-wire/package.json', JSON.stringify({ name: 'agentgate-x402-wire', dependencies: { zod: '^4', '@noble/hashes': '^2' } }));
     expect(dependencyViolations(root).sort()).toEqual([
       'middleware/core.ts imports viem: not in seller/package.json',
-      'package.json does not depend on the seller package seller-pkg',
+      'package.json does not depend on the wire package agentgate-x402-wire',
+      'packages/x402-wire/package.json depends on @noble/hashes, which its sources do not import',
+      'packages/x402-wire/src/index.ts imports @noble/curves: not in packages/x402-wire/package.json',
       'seller/package.json depends on left-pad, which middleware/ and adapters/ do not import',
       'seller/package.json: the peer dependency hono is not optional',
       'server/app.ts imports mongoose: not in the dependencies of package.json',

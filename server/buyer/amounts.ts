@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parsePrice } from '../../middleware/price.js';
+import { parsePrice } from 'agentgate-x402-wire';
 
 /**
  * USDC amounts at the API edge: decimal strings with at most 6 decimals ("0.01", "25"), never numbers,

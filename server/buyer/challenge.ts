@@ -1,17 +1,17 @@
 import { isAddressEqual, type Address } from 'viem';
-import { decodeBase64Json, encodeBase64Json } from '../../middleware/protocol/base64-json.js';
-import { PaymentRequirementsV1Schema, type PaymentRequirementsV1 } from '../../middleware/protocol/v1.js';
-import { PaymentRequirementsV2Schema, ResourceInfoSchema, type PaymentRequirementsV2, type ResourceInfo } from '../../middleware/protocol/v2.js';
-import type { ExactEvmPayload } from '../../middleware/protocol/exact-evm.js';
-import { toCaip2Network, toV1Network } from '../../middleware/networks.js';
-import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
-import { readPaymentFlow } from '../../middleware/payment-flow.js';
+import { decodeBase64Json, encodeBase64Json } from 'agentgate-x402-wire';
+import { PaymentRequirementsV1Schema, type PaymentRequirementsV1 } from 'agentgate-x402-wire';
+import { PaymentRequirementsV2Schema, ResourceInfoSchema, type PaymentRequirementsV2, type ResourceInfo } from 'agentgate-x402-wire';
+import type { ExactEvmPayload } from 'agentgate-x402-wire';
+import { toCaip2Network, toV1Network } from 'agentgate-x402-wire';
+import { parseJsonWithin } from 'agentgate-x402-wire';
+import { readPaymentFlow } from 'agentgate-x402-wire';
 import type { GuardedResponse } from '../platform/ssrf.js';
-import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from '../../middleware/offer-receipt.js';
-import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from '../../middleware/protocol/upto-evm.js';
-import type { ExactPermit2Authorization } from '../../middleware/protocol/exact-permit2-evm.js';
-import { AuthCaptureRequirementsSchema, type AuthCaptureCollectPayload, type AuthCaptureRequirements } from '../../middleware/protocol/auth-capture-evm.js';
-import { ChannelRequirementsV2Schema, ChannelStandingSchema, type ChannelRequirementsV2Buyer } from '../../middleware/protocol/batch-settlement-evm.js';
+import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from 'agentgate-x402-wire';
+import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from 'agentgate-x402-wire';
+import type { ExactPermit2Authorization } from 'agentgate-x402-wire';
+import { AuthCaptureRequirementsSchema, type AuthCaptureCollectPayload, type AuthCaptureRequirements } from 'agentgate-x402-wire';
+import { ChannelRequirementsV2Schema, ChannelStandingSchema, type ChannelRequirementsV2Buyer } from 'agentgate-x402-wire';
 
 /** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
 export const MAX_REMOTE_JSON_DEPTH = 64;

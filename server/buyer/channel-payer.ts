@@ -4,7 +4,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../chain/batch-settlement.js';
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService, Reservation } from './mandate-service.js';

@@ -3,7 +3,7 @@ import type { Connection, Model } from 'mongoose';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, contractChannelConfig, readChannelState, revertName, type ChannelState } from '../chain/batch-settlement.js';
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { MandateOwner } from './mandate-service.js';
 import { availableOf, chargedTotalOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';

@@ -2,7 +2,7 @@ import type { Connection, Model } from 'mongoose';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import { mandateLedgerSchema, mandateSchema, mandateSpendSchema, type MandateDoc, type MandateLedgerDoc, type MandateSpendDoc } from './mandate-model.js';
 import type { PayRefusal } from './pay-result.js';
 

@@ -1,5 +1,5 @@
 import type { GuardedResponse } from '../platform/ssrf.js';
-import { parseJsonWithin } from '../../middleware/protocol/json-depth.js';
+import { parseJsonWithin } from 'agentgate-x402-wire';
 import { MAX_REMOTE_JSON_DEPTH, type SettlementResponse } from './challenge.js';
 import type { PayCode, PayRefusal } from './pay-result.js';
 

@@ -2,7 +2,7 @@ import { createPublicClient, type Address, type Chain, type PublicClient, type P
 import { privateKeyToAccount } from 'viem/accounts';
 import { base, baseSepolia } from 'viem/chains';
 import type { Config } from '../platform/config.js';
-import { networkByName } from '../../middleware/networks.js';
+import { networkByName } from 'agentgate-x402-wire';
 import { createRpcTransport, type RpcFailover } from './rpc-transport.js';
 import { checkRpcUrls, type RpcUrlCheck } from './rpc-check.js';
 

@@ -1,5 +1,5 @@
 import { didWebLocation } from '../did/did-document.js';
-import type { DidDocument } from '../../middleware/receipt.js';
+import type { DidDocument } from 'agentgate-x402-wire';
 
 export type DidResolution =
   | { ok: true; url: string; document: DidDocument }

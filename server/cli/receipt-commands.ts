@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { verifyReceipt, type DidDocument, type Receipt } from '../../middleware/receipt.js';
-import { verifyJwsReceipt } from '../../middleware/offer-receipt.js';
+import { verifyReceipt, type DidDocument, type Receipt } from 'agentgate-x402-wire';
+import { verifyJwsReceipt } from 'agentgate-x402-wire';
 import { backendUrl, callBackend, commandKey } from './backend.js';
 import { resolveDidWeb } from './did-resolution.js';
 import type { CommandIO } from './account-commands.js';

@@ -1,5 +1,5 @@
-import { verifyReceipt } from '../../middleware/receipt.js';
-import { verifyJwsReceipt } from '../../middleware/offer-receipt.js';
+import { verifyReceipt } from 'agentgate-x402-wire';
+import { verifyJwsReceipt } from 'agentgate-x402-wire';
 import type { DidDocument } from '../did/did-document.js';
 import type { PaymentDoc } from '../payments/models.js';
 

@@ -6,7 +6,7 @@ import type { AppContext } from '../context.js';
 import { authenticatedRouter, identityIdOf, principalOf, requireScope } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { AppError } from '../platform/errors.js';
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import { usdcAmount } from '../buyer/amounts.js';
 import type { Operation } from '../openapi/operations.js';
 import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';

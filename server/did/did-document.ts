@@ -1,4 +1,4 @@
-import { ed25519ToMultibase, parseEd25519PublicKey } from '../../middleware/multikey.js';
+import { ed25519ToMultibase, parseEd25519PublicKey } from 'agentgate-x402-wire';
 
 export const DID_CONTEXT = ['https://www.w3.org/ns/did/v1', 'https://w3id.org/security/multikey/v1'];
 

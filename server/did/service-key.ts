@@ -4,7 +4,7 @@ import { Schema, type Connection } from 'mongoose';
 import { ConfigError, type Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { SealedSecret, SecretBox } from '../platform/secret-box.js';
-import { ed25519ToMultibase } from '../../middleware/multikey.js';
+import { ed25519ToMultibase } from 'agentgate-x402-wire';
 import { isDuplicateKey } from '../platform/errors.js';
 
 /** The service's own did:web key: published at /.well-known/did.json, signs payment receipts. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { JwsReceiptSchema } from '../../middleware/offer-receipt.js';
+import { JwsReceiptSchema } from 'agentgate-x402-wire';
 
 /**
  * The shapes of the answers integrators build on (payments, receipts, the facilitator API), for the

@@ -1,5 +1,5 @@
 import type { Connection, Model } from 'mongoose';
-import { formatUsdc, parsePrice } from '../../middleware/price.js';
+import { formatUsdc, parsePrice } from 'agentgate-x402-wire';
 import { AppError, notFound } from '../platform/errors.js';
 import { TtlCache } from '../platform/ttl-cache.js';
 import type { ChangeFeed } from '../platform/change-feed.js';

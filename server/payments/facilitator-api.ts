@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { isAddressEqual, type Address } from 'viem';
 import type { SellerAccountDoc } from './models.js';
 import { normalizeResource } from './resource-url.js';
-import { readPaymentFlow, type PaymentFlow } from '../../middleware/payment-flow.js';
+import { readPaymentFlow, type PaymentFlow } from 'agentgate-x402-wire';
 
 // The standard x402 facilitator API's request and answer shapes (`/verify`, `/settle`), shared by the
 // route (facilitator-routes.ts) and every scheme's facilitator (schemes/<name>/facilitator.ts), which

@@ -5,7 +5,7 @@ import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import { parseInput } from '../platform/validate.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { PAYMENT_IDENTIFIER } from './payment-identifier.js';
-import { OFFER_RECEIPT } from '../../middleware/offer-receipt.js';
+import { OFFER_RECEIPT } from 'agentgate-x402-wire';
 import { facilitatorBody, settleRefused, verifyRefused, type Refusal } from './facilitator-api.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';

@@ -1,6 +1,6 @@
 import { Schema } from 'mongoose';
 import type { SealedSecret } from '../platform/secret-box.js';
-import type { JwsReceipt } from '../../middleware/offer-receipt.js';
+import type { JwsReceipt } from 'agentgate-x402-wire';
 import type { StoredPaymentInfo } from '../chain/auth-capture.js';
 
 /** Per org: whether it accepts payments, and where they go. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Schema, type Connection, type Model } from 'mongoose';
-import type { DecodedPaymentHeader } from '../../middleware/protocol/payment-header.js';
+import type { DecodedPaymentHeader } from 'agentgate-x402-wire';
 import { isDuplicateKey } from '../platform/errors.js';
 import type { SettlementResult } from './settlement.js';
 

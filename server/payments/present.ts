@@ -1,4 +1,4 @@
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import type { EndpointDoc, PaymentDoc } from './models.js';
 
 /** What money in and money out have in common; both lists, and the merged activity feed, show it alike. */

@@ -1,7 +1,7 @@
 import { getAddress } from 'viem';
 import type { Collection } from 'mongodb';
 import type { Connection, Model } from 'mongoose';
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';

@@ -1,9 +1,9 @@
 import { getAddress } from 'viem';
-import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
-import { decodeExactPermit2PaymentHeader, isExactPermit2PaymentHeader } from '../../middleware/protocol/exact-permit2-evm.js';
-import { buildRequirementV1 } from '../../middleware/challenge.js';
-import { parsePrice } from '../../middleware/price.js';
-import { offerReceiptExtension } from '../../middleware/offer-receipt.js';
+import { decodePaymentHeader } from 'agentgate-x402-wire';
+import { decodeExactPermit2PaymentHeader, isExactPermit2PaymentHeader } from 'agentgate-x402-wire';
+import { buildRequirementV1 } from 'agentgate-x402-wire';
+import { parsePrice } from 'agentgate-x402-wire';
+import { offerReceiptExtension } from 'agentgate-x402-wire';
 import type { ChainService } from '../chain/chain-service.js';
 import type { SellerAccountDoc } from './models.js';
 import { acceptsPayee, offerSettings, type SellerAcceptance } from './acceptance.js';

@@ -1,4 +1,4 @@
-import { formatUsdc, parseCharge } from '../../middleware/price.js';
+import { formatUsdc, parseCharge } from 'agentgate-x402-wire';
 import { AppError } from '../platform/errors.js';
 import type { PaymentDoc } from './models.js';
 import type { PaymentRecords } from './records.js';

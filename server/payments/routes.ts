@@ -8,7 +8,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
-import { parseCharge } from '../../middleware/price.js';
+import { parseCharge } from 'agentgate-x402-wire';
 import { presentEndpoint, presentPayment } from './present.js';
 import { keyUsage } from '../platform/usage.js';
 import type { EndpointRegistration } from './endpoint-registration.js';

@@ -2,7 +2,7 @@ import { Schema, type Connection, type Model } from 'mongoose';
 import type { Collection } from 'mongodb';
 import { GroupedInserts } from '../platform/group-commit.js';
 import { findByIds } from '../platform/find-by-ids.js';
-import type { JwsReceipt } from '../../middleware/offer-receipt.js';
+import type { JwsReceipt } from 'agentgate-x402-wire';
 import type { PaymentDoc, SignedReceipt } from './models.js';
 
 /**

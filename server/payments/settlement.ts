@@ -1,4 +1,4 @@
-import type { JwsReceipt } from '../../middleware/offer-receipt.js';
+import type { JwsReceipt } from 'agentgate-x402-wire';
 
 /** How one payment's settlement ended, for either door (redeem, the facilitator API), whatever its scheme. */
 export type SettlementResult =

@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa';
 import { AppError, badRequest } from './errors.js';
 import { nulPath } from './nul-input.js';
 import { MAX_JSON_DEPTH } from './json-input.js';
-import { exceedsJsonDepth } from '../../middleware/protocol/json-depth.js';
+import { exceedsJsonDepth } from 'agentgate-x402-wire';
 
 declare module 'koa' {
   interface Request {

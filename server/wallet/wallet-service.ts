@@ -9,7 +9,7 @@ import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, receiveWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
 import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit, exactTypedData, type ExactPermit } from '../chain/permit2.js';
 import { depositPermit2TypedData, voucherTypedData, type ChannelDepositPermit } from '../chain/batch-settlement.js';

@@ -1,5 +1,5 @@
 import { guardedFetch, GuardedFetchError, type AddressPolicy } from '../platform/ssrf.js';
-import { WEBHOOK_HEADERS, webhookSignature } from '../../middleware/webhook.js';
+import { WEBHOOK_HEADERS, webhookSignature } from 'agentgate-x402-wire';
 import type { DeliveryAttempt } from './models.js';
 
 /** What one POST to a receiver came to: delivered, worth retrying, or never going to work. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Schema, type Connection, type Model } from 'mongoose';
-import type { ChannelClaimedEvent } from '../../middleware/webhook.js';
+import type { ChannelClaimedEvent } from 'agentgate-x402-wire';
 import { isDuplicateKey } from '../platform/errors.js';
 import { findByIds } from '../platform/find-by-ids.js';
 import type { Endpoints } from '../payments/endpoints.js';

@@ -1,4 +1,4 @@
-import type { PaymentRefundedEvent, PaymentVoidedEvent } from '../../middleware/webhook.js';
+import type { PaymentRefundedEvent, PaymentVoidedEvent } from 'agentgate-x402-wire';
 import type { EscrowOpDoc } from '../payments/schemes/auth-capture/escrow-ops.js';
 import type { PaymentDoc } from '../payments/models.js';
 

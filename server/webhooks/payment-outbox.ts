@@ -5,7 +5,7 @@ import { newId } from '../platform/ids.js';
 import type { PaymentDoc } from '../payments/models.js';
 import type { PaymentRecords } from '../payments/records.js';
 import type { Endpoints } from '../payments/endpoints.js';
-import type { PaymentReceivedEvent } from '../../middleware/webhook.js';
+import type { PaymentReceivedEvent } from 'agentgate-x402-wire';
 import type { DeliveryDoc } from './models.js';
 import type { DeliveryJobs } from './delivery-job.js';
 

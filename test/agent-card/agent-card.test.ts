@@ -11,7 +11,7 @@ import { base64url, decodeProtectedHeader, flattenedVerify, importJWK, type JWK 
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { openStorefront } from '../support/storefront.js';
-import { parseEd25519PublicKey } from '../../middleware/multikey.js';
+import { parseEd25519PublicKey } from 'agentgate-x402-wire';
 
 // canonicalize is CommonJS whose typings claim an ES default export: at run time the import is the function.
 const canonicalize = canonicalizeModule as unknown as (input: unknown) => string | undefined;

@@ -10,7 +10,7 @@ import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, PERMIT2_DEPOSIT_COLLECTOR
 import { permit2Allowance, permit2NonceUsed } from '../../server/chain/permit2.js';
 import { authorizationState, type Authorization } from '../../server/chain/usdc.js';
 import { chooseOffer, readChallenge } from '../../server/buyer/challenge.js';
-import { decodeBase64Json, encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { decodeBase64Json, encodeBase64Json } from 'agentgate-x402-wire';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';

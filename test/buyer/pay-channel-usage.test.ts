@@ -10,7 +10,7 @@ import express from 'express';
 import type { Hex } from 'viem';
 import { paymentMiddleware } from '../../adapters/express.js';
 import type { RequestPayment } from '../../middleware/index.js';
-import { formatUsdc } from '../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import { readChannelState } from '../../server/chain/batch-settlement.js';
 import { testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';

@@ -9,7 +9,7 @@ import type { Hex } from 'viem';
 import { paymentMiddleware } from '../../adapters/express.js';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, readChannelState } from '../../server/chain/batch-settlement.js';
 import { chooseOffer, readChallenge } from '../../server/buyer/challenge.js';
-import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { encodeBase64Json } from 'agentgate-x402-wire';
 import { TOOLS } from '../../server/mcp/registry.js';
 import { ToolRefusal } from '../../server/mcp/tool.js';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';

@@ -1,7 +1,7 @@
 import * as ed from '@noble/ed25519';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { parseEd25519PublicKey } from '../../middleware/multikey.js';
+import { parseEd25519PublicKey } from 'agentgate-x402-wire';
 
 let a: TestServer;
 let b: TestServer;

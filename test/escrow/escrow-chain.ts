@@ -37,7 +37,7 @@ import {
   paymentInfoOf,
   type PaymentInfo,
 } from '../../server/chain/auth-capture.js';
-import { AUTH_CAPTURE } from '../../middleware/protocol/auth-capture-evm.js';
+import { AUTH_CAPTURE } from 'agentgate-x402-wire';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
 import { localChain } from '../../server/dev/chain/deploy.js';

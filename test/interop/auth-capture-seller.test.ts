@@ -18,8 +18,8 @@ import { paidApp, serve, setUpSeller, type Framework } from './seller.js';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { verifyWebhook } from '../../middleware/webhook.js';
-import { verifyReceipt } from '../../middleware/receipt.js';
+import { verifyWebhook } from 'agentgate-x402-wire';
+import { verifyReceipt } from 'agentgate-x402-wire';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 250_000n; // $0.25

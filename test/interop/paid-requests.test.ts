@@ -13,7 +13,7 @@ import { createWeatherApp as createKoaApp } from '../../examples/koa-seller/serv
 import { createWeatherApp as createHonoApp } from '../../examples/hono-seller/server.js';
 import { createWeatherApp as createFastifyApp } from '../../examples/fastify-seller/server.js';
 import { verifyReceipt, type PaymentRecord } from '../../middleware/index.js';
-import type { DidDocument } from '../../middleware/receipt.js';
+import type { DidDocument } from 'agentgate-x402-wire';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';

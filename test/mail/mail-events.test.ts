@@ -2,7 +2,7 @@
 // delivery machinery: signature, idempotency key, retries, attempts on record) for received, sent,
 // delivered and bounced mail (a DSN returned by the dev mail catcher, linked to the original), silence for
 // blocked senders, and the SSE stream resuming from Last-Event-ID, also from another process.
-import { verifyWebhook, WEBHOOK_HEADERS } from '../../middleware/webhook.js';
+import { verifyWebhook, WEBHOOK_HEADERS } from 'agentgate-x402-wire';
 import { MailCatcher } from '../../server/dev/mail-catcher.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';

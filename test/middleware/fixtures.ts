@@ -1,6 +1,6 @@
 import type { Facilitator, RedeemRequest, RedeemResult } from '../../middleware/facilitator.js';
 import type { PaywallRequest } from '../../middleware/paywall.js';
-import type { SellerSettings } from '../../middleware/seller-settings.js';
+import type { SellerSettings } from 'agentgate-x402-wire';
 
 export const PAY_TO = '0x1111111111111111111111111111111111111111';
 export const LOCAL_TOKEN = '0x5FbDB2315678afecb367f032d93F642f64180aa3';

@@ -1,4 +1,4 @@
-import { canonicalLoopback, loopbackSpellings } from '../../middleware/loopback.js';
+import { canonicalLoopback, loopbackSpellings } from 'agentgate-x402-wire';
 
 // The rule the backend applies in dev mode and syncEndpoints applies when matching the backend's list.
 describe('loopback spellings', () => {

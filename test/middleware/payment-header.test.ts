@@ -1,5 +1,5 @@
-import { decodePaymentHeader } from '../../middleware/protocol/payment-header.js';
-import { decodeBase64Json, encodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from '../../middleware/protocol/base64-json.js';
+import { decodePaymentHeader } from 'agentgate-x402-wire';
+import { decodeBase64Json, encodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from 'agentgate-x402-wire';
 import { anvilRequirementV2, b64, PAY_TO } from './fixtures.js';
 
 const authorization = {

@@ -1,4 +1,4 @@
-import { formatUsdc, InvalidPriceError, parsePrice } from '../../middleware/price.js';
+import { formatUsdc, InvalidPriceError, parsePrice } from 'agentgate-x402-wire';
 
 describe('parsePrice', () => {
   test.each<[Parameters<typeof parsePrice>[0], bigint]>([

@@ -1,6 +1,6 @@
 // `npm run build` never leaves the packages half-deleted: it compiles into a staging folder and swaps the
 // result in only when everything compiled. Interrupted (a timed-out `npx`/`npm ci` running `prepare`,
-// Ctrl-C), the previous dist/ and seller/dist/ stay as they were. The build runs here on a copy of the
+// Ctrl-C), the previous dist/, seller/dist/ and packages/x402-wire/dist/ stay as they were. The build runs here on a copy of the
 // sources (this checkout's node_modules linked in), so it never touches the checkout's own dist/, which
 // other test files (the packaging test's `npm pack`) may be rebuilding at the same moment.
 import { spawn } from 'node:child_process';
@@ -13,14 +13,14 @@ let scratch: string;
 beforeAll(() => { scratch = mkdtempSync(join(tmpdir(), 'agentgate-build-')); });
 afterAll(() => { rmSync(scratch, { recursive: true, force: true }); });
 
-/** A copy of what the build reads, with a previous build's output in dist/ and seller/dist/. */
+/** A copy of what the build reads, with a previous build's output in dist/, seller/dist/ and packages/x402-wire/dist/. */
 function checkoutCopy(): string {
   const root = join(scratch, 'checkout');
-  for (const path of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'seller/package.json', 'seller/tsconfig.json', 'middleware', 'adapters', 'server', 'contracts', 'scripts']) {
+  for (const path of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'seller/package.json', 'seller/tsconfig.json', 'packages/x402-wire/package.json', 'packages/x402-wire/tsconfig.json', 'packages/x402-wire/src', 'middleware', 'adapters', 'server', 'contracts', 'scripts']) {
     cpSync(path, join(root, path), { recursive: true });
   }
   symlinkSync(join(process.cwd(), 'node_modules'), join(root, 'node_modules'));
-  for (const file of ['dist/server/cli/main.js', 'seller/dist/middleware/index.js']) {
+  for (const file of ['dist/server/cli/main.js', 'seller/dist/middleware/index.js', 'packages/x402-wire/dist/index.js']) {
     mkdirSync(dirname(join(root, file)), { recursive: true });
     writeFileSync(join(root, file), '// the previous build\n');
   }
@@ -29,9 +29,10 @@ function checkoutCopy(): string {
 
 const files = (dir: string): string[] => readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name)).sort();
 
-test('`npm run build` killed while it compiles leaves the previous dist/ and seller/dist/ as they were', async () => {
+test('`npm run build` killed while it compiles leaves the previous dist/, seller/dist/ and packages/x402-wire/dist/ as they were', async () => {
   const root = checkoutCopy();
-  const before = [...files(join(root, 'dist')), ...files(join(root, 'seller', 'dist'))];
+  const outputs = () => [...files(join(root, 'dist')), ...files(join(root, 'seller', 'dist')), ...files(join(root, 'packages', 'x402-wire', 'dist'))];
+  const before = outputs();
   // The package's build script as npm runs it, in a process group of its own, so the compiler dies with it
   // as under a terminal's Ctrl-C or a timeout's kill.
   const script = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { build: string } }).scripts.build;
@@ -45,7 +46,7 @@ test('`npm run build` killed while it compiles leaves the previous dist/ and sel
   process.kill(-build.pid!, 'SIGKILL');
   expect(await exited).toBe('SIGKILL'); // interrupted, not finished
 
-  expect([...files(join(root, 'dist')), ...files(join(root, 'seller', 'dist'))]).toEqual(before);
+  expect(outputs()).toEqual(before);
   expect(readFileSync(join(root, 'seller', 'dist', 'middleware', 'index.js'), 'utf8')).toBe('// the previous build\n');
   // What the killed build left is cleared by the next one, once its process is gone (reaped).
   const [pid] = readdirSync(join(root, STAGING_ROOT));

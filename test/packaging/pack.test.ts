@@ -1,10 +1,11 @@
-// The two packages as npm publishes them. `npm pack` builds each (prepack) into a tarball; each is
+// The three packages as npm publishes them. `npm pack` builds each (prepack) into a tarball; each is
 // unpacked into a scratch project's node_modules as npm would place it, next to symlinks to exactly the
 // dependencies its manifest declares (taken from this checkout's node_modules, so nothing downloads):
-// - the seller package (agentgate-x402) with express and nothing else: the README's seller snippet,
-//   run from that project, answers 402 and is paid by the example buyer against a test backend;
-// - the backend package (agentgate-x402-server) with the seller package and its own dependencies: its
-//   `agentgate` command runs, and every module of it loads the seller library from agentgate-x402.
+// - the wire package (agentgate-x402-wire): what the other two both speak, built, with its own dependencies;
+// - the seller package (agentgate-x402) with the wire package and express and nothing else: the README's
+//   seller snippet, run from that project, answers 402 and is paid by the example buyer against a test backend;
+// - the backend package (agentgate-x402-server) with the wire package and its own dependencies: its
+//   `agentgate` command runs, and its modules load the wire code from agentgate-x402-wire, not a copy.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,6 +39,7 @@ let scratch: string;
 let server: TestServer;
 let seller: Packed;
 let backend: Packed;
+let wire: Packed;
 const children: ChildProcess[] = [];
 
 /** `npm pack` in `dir` (prepack builds it), and the manifest as it ships. */
@@ -82,6 +84,7 @@ beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), 'agentgate-pack-'));
   backend = await pack(repo);
   seller = await pack(join(repo, 'seller'));
+  wire = await pack(join(repo, 'packages', 'x402-wire'));
   server = await startTestServer();
 }, 240_000);
 afterAll(async () => {
@@ -90,11 +93,22 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
+describe('the wire package (agentgate-x402-wire)', () => {
+  test('ships its built code and declarations only, one entry point, and depends on what its sources import', () => {
+    expect(wire.manifest.name).toBe('agentgate-x402-wire');
+    expect(wire.shipped).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/codec/v2.js', 'dist/schemes/exact/evm/wire.js', 'README.md', 'package.json']));
+    expect(wire.shipped.filter((f) => !['package.json', 'README.md'].includes(f) && !/^dist\/.+\.(js|d\.ts)$/.test(f))).toEqual([]);
+    expect(wire.manifest.exports).toEqual({ '.': { types: './dist/index.d.ts', default: './dist/index.js' }, './package.json': './package.json' });
+    expect(Object.keys(wire.manifest.dependencies!).sort()).toEqual([...packageImports(repo, ['packages/x402-wire/src']).keys()].sort());
+  });
+});
+
 describe('the seller package (agentgate-x402)', () => {
   test('ships the built middleware and adapters only, with an export for each adapter', () => {
     expect(seller.manifest.name).toBe('agentgate-x402');
     expect(seller.shipped).toEqual(expect.arrayContaining(['dist/middleware/index.js', 'dist/middleware/index.d.ts', 'dist/adapters/express.js', 'dist/adapters/express.d.ts', 'dist/adapters/koa.js', 'dist/adapters/mcp.js', 'README.md', 'package.json']));
     // Nothing of the backend, no tests, no sources (only declarations), no source maps of unshipped sources.
+    // Nor a copy of the wire package: it is a dependency.
     const stray = seller.shipped.filter((f) => !['package.json', 'README.md'].includes(f) && !/^dist\/(middleware|adapters)\/.+(?<!\.map)$/.test(f));
     expect(stray).toEqual([]);
     expect(seller.shipped.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
@@ -121,14 +135,16 @@ describe('the seller package (agentgate-x402)', () => {
     const { dependencies = {}, peerDependencies = {}, peerDependenciesMeta = {} } = seller.manifest;
     const imported = [...packageImports(repo, ['middleware', 'adapters']).keys()];
     expect(Object.keys(dependencies).sort()).toEqual(imported.filter((name) => !(name in peerDependencies)).sort());
-    expect(Object.keys(dependencies).sort()).toEqual(['@noble/ed25519', '@noble/hashes', 'zod']);
+    expect(Object.keys(dependencies).sort()).toEqual(['agentgate-x402-wire', 'zod']);
+    expect(dependencies['agentgate-x402-wire']).toBe(wire.manifest.version);
+    expect(Object.keys(seller.manifest.exports!).filter((subpath) => subpath.includes('internal') || subpath.includes('*'))).toEqual([]);
     expect(Object.keys(peerDependencies).sort()).toEqual(['@modelcontextprotocol/sdk', 'express', 'fastify', 'hono', 'koa']);
     for (const name of Object.keys(peerDependencies)) expect(peerDependenciesMeta[name]).toEqual({ optional: true });
   });
 
   test('installed with express alone, the README snippet serves a 402 and the example buyer pays it', async () => {
     // The snippet a seller reads on npm is the one in the tarball, and the same as the repository README's.
-    const app = await project('seller-app', [seller], Object.keys(seller.manifest.dependencies!));
+    const app = await project('seller-app', [seller, wire], [...Object.keys(seller.manifest.dependencies!), ...Object.keys(wire.manifest.dependencies!)].filter((name) => name !== wire.manifest.name));
     const snippet = sellerSnippet(readFileSync(join(app, 'node_modules', 'agentgate-x402', 'README.md'), 'utf8'));
     expect(snippet).toBe(sellerSnippet(readFileSync(join(repo, 'README.md'), 'utf8')));
 
@@ -157,8 +173,8 @@ describe('the seller package (agentgate-x402)', () => {
       if (Date.now() > deadline || shop.exitCode !== null) throw new Error(`the snippet did not start: ${output}`);
       await new Promise((r) => setTimeout(r, 200));
     }
-    // Nothing else was there: the seller package, express, and the seller package's own dependencies.
-    const expected = new Set(['agentgate-x402', 'express', ...Object.keys(seller.manifest.dependencies!)].map((name) => name.split('/')[0]!));
+    // Nothing else was there: the seller package, express, and the dependencies of the seller and wire packages.
+    const expected = new Set(['agentgate-x402', 'express', ...Object.keys(seller.manifest.dependencies!), ...Object.keys(wire.manifest.dependencies!)].map((name) => name.split('/')[0]!));
     expect(readdirSync(join(app, 'node_modules')).sort()).toEqual([...expected].sort());
 
     const registered = await server.request('POST', '/v0/payments/endpoints', { key: account.platformKey, body: { url, priceUsdc: '0.01' } });
@@ -179,7 +195,7 @@ describe('the seller package (agentgate-x402)', () => {
 });
 
 describe('the backend package (agentgate-x402-server)', () => {
-  test('ships the compiled backend and the agentgate command, without the seller library or any test', () => {
+  test('ships the compiled backend and the agentgate command, without the seller library, the wire package or any test', () => {
     expect(backend.manifest.name).toBe('agentgate-x402-server');
     expect(backend.manifest.bin).toEqual({ agentgate: 'bin/agentgate.js' });
     expect(backend.shipped).toEqual(expect.arrayContaining(['bin/agentgate.js', 'bin/supported-node.js', 'dist/server/cli/main.js', 'dist/server/server.js', 'dist/contracts/compile.js', 'contracts/SmartAccount.sol', 'README.md', 'package.json']));
@@ -188,26 +204,27 @@ describe('the backend package (agentgate-x402-server)', () => {
     expect(backend.shipped.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
   });
 
-  test('depends on the seller package at its exact version', () => {
-    expect(backend.manifest.dependencies!['agentgate-x402']).toBe(seller.manifest.version);
+  test('depends on the wire package at its exact version, and not on the seller library', () => {
+    expect(backend.manifest.dependencies!['agentgate-x402-wire']).toBe(wire.manifest.version);
+    expect(backend.manifest.dependencies!['agentgate-x402']).toBeUndefined();
     for (const name of Object.keys(seller.manifest.peerDependencies!)) {
       // A framework the backend needs itself is its own dependency, never left to a peer range.
       if (backend.manifest.dependencies![name] !== undefined) expect(backend.manifest.dependencies![name]).toMatch(/^\d/);
     }
   });
 
-  test('installed with its dependencies, `agentgate --version` runs and every module loads the seller library from agentgate-x402', async () => {
+  test('installed with its dependencies, `agentgate --version` runs and every module loads, the wire code from agentgate-x402-wire', async () => {
     const platformBinaries = Object.keys(backend.manifest.optionalDependencies ?? {}).filter((name) => existsSync(join(repo, 'node_modules', name)));
-    const dependencies = Object.keys(backend.manifest.dependencies!).filter((name) => name !== 'agentgate-x402');
-    const app = await project('backend-app', [backend, seller], [...dependencies, ...platformBinaries, ...Object.keys(seller.manifest.dependencies!)]);
+    const dependencies = Object.keys(backend.manifest.dependencies!).filter((name) => name !== wire.manifest.name);
+    const app = await project('backend-app', [backend, wire], [...dependencies, ...platformBinaries, ...Object.keys(wire.manifest.dependencies!)]);
     const installed = join(app, 'node_modules', 'agentgate-x402-server');
 
     const version = await run(process.execPath, [join(installed, backend.manifest.bin!.agentgate!), '--version'], { cwd: app });
     expect(version.stdout.trim()).toBe(backend.manifest.version);
 
     const compiled = backend.shipped.filter((f) => f.startsWith('dist/') && f.endsWith('.js') && f !== 'dist/server/cli/main.js');
-    const fromSeller = compiled.filter((f) => readFileSync(join(installed, f), 'utf8').includes("from 'agentgate-x402/internal/"));
-    expect(fromSeller.length).toBeGreaterThan(10);
+    const fromWire = compiled.filter((f) => readFileSync(join(installed, f), 'utf8').includes("from 'agentgate-x402-wire'"));
+    expect(fromWire.length).toBeGreaterThan(10);
     // cli/main.js runs the command line when loaded; every other module only defines things.
     const script = `for (const f of ${JSON.stringify(compiled)}) await import(${JSON.stringify(pathToFileURL(installed).href + '/')} + f);\nconsole.log('loaded');`;
     const loaded = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: app, maxBuffer: 16 * 1024 * 1024 });

@@ -24,7 +24,7 @@ import type { Address } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, randomNonce, sendUsdc, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
-import { verifyReceipt } from '../../middleware/receipt.js';
+import { verifyReceipt } from 'agentgate-x402-wire';
 import { openStorefront } from '../support/storefront.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import type { Authorization } from '../../server/chain/usdc.js';

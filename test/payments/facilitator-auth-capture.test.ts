@@ -14,7 +14,7 @@ import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, sendUsdc, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
-import { verifyReceipt } from '../../middleware/receipt.js';
+import { verifyReceipt } from 'agentgate-x402-wire';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState, paymentInfoHash, paymentInfoOf } from '../../server/chain/auth-capture.js';
 

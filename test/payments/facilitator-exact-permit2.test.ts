@@ -7,7 +7,7 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { createWalletClient, encodeFunctionData, http, maxUint256, parseUnits, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { erc20AllowanceAbi, EXACT_PROXY_ADDRESS, exactPermitOf, PERMIT2_ADDRESS, permit2NonceUsed } from '../../server/chain/permit2.js';
-import { decodeExactPermit2Payload } from '../../middleware/protocol/exact-permit2-evm.js';
+import { decodeExactPermit2Payload } from 'agentgate-x402-wire';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { exactSettleCalldata } from '../../server/payments/schemes/exact/permit2-verify.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';

@@ -21,7 +21,7 @@ import { createWalletClient, http, maxUint256, parseUnits, type Address, type He
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
-import { verifyReceipt } from '../../middleware/receipt.js';
+import { verifyReceipt } from 'agentgate-x402-wire';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS, permit2NonceUsed, uptoPermitOf, uptoTypedData } from '../../server/chain/permit2.js';
 

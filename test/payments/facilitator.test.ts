@@ -4,8 +4,8 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization, usdcBalance, testChain } from '../support/chain.js';
 import { AUTH_CAPTURE_ESCROW_ADDRESS } from '../../server/chain/auth-capture.js';
-import { verifyReceipt } from '../../middleware/receipt.js';
-import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { verifyReceipt } from 'agentgate-x402-wire';
+import { encodeBase64Json } from 'agentgate-x402-wire';
 import { openStorefront } from '../support/storefront.js';
 
 let server: TestServer;

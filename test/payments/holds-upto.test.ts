@@ -8,7 +8,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { setEthBalance, testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { setUpSeller } from '../interop/seller.js';
 import { openStorefront } from '../support/storefront.js';
-import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { encodeBase64Json } from 'agentgate-x402-wire';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 
 /** The seller's storefront's route priced by usage, registered in beforeAll. */

@@ -9,7 +9,7 @@ import { signUp } from '../support/agents.js';
 import { testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { permit2Abi, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/chain/permit2.js';
-import { decodeUptoPayload } from '../../middleware/protocol/upto-evm.js';
+import { decodeUptoPayload } from 'agentgate-x402-wire';
 import { uptoPermitOfRecord } from '../../server/payments/schemes/upto/settle.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import type { Hex } from 'viem';

@@ -4,7 +4,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { readSettlement } from '../../server/buyer/challenge.js';
-import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { encodeBase64Json } from 'agentgate-x402-wire';
 
 let server: TestServer;
 let key: string;

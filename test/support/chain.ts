@@ -6,7 +6,7 @@ import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_CHAIN_ID, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { transferWithAuthorizationTypes, usdcAbi, usdcDomain, type Authorization } from '../../server/chain/usdc.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
-import { encodeBase64Json } from '../../middleware/protocol/base64-json.js';
+import { encodeBase64Json } from 'agentgate-x402-wire';
 
 /**
  * The shared test chain (started by the global setup). Each jest worker pays from its own treasury

@@ -10,7 +10,7 @@
 import express, { type RequestHandler } from 'express';
 import { paymentMiddleware } from '../../adapters/express.js';
 import { isUsagePrice, type RouteConfig } from '../../middleware/paywall.js';
-import { formatUsdc, parsePrice, type Price } from '../../middleware/price.js';
+import { formatUsdc, parsePrice, type Price } from 'agentgate-x402-wire';
 import { serve, type RunningApp } from '../interop/seller.js';
 import type { TestServer } from './server.js';
 

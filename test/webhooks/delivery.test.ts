@@ -3,7 +3,7 @@ import { createHmac } from 'node:crypto';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { freePort } from '../../server/platform/net.js';
-import { verifyReceipt } from '../../middleware/receipt.js';
+import { verifyReceipt } from 'agentgate-x402-wire';
 import { verifyWebhook } from '../../middleware/index.js';
 import { createReceiverApp } from '../../examples/webhook-receiver/express.js';
 import { startReceiver } from './receiver.js';

@@ -1,4 +1,4 @@
-import { formatUsdc } from '../../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import { html, type SafeHtml } from '../html.js';
 
 /** Times in UTC, as the API gives them, in a <time> element a screen reader and a script can read. */

@@ -1,6 +1,6 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { encodeFunctionData, maxUint256, type Address, type Hex } from 'viem';
-import { formatUsdc } from '../../../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import {
   AUTH_CAPTURE_ESCROW_ADDRESS,
   OPERATOR_REFUND_COLLECTOR_ADDRESS,

@@ -9,8 +9,8 @@ import {
   isAuthCapturePaymentHeader,
   type AuthCapturePaymentPayload,
   type AuthCaptureRequirements,
-} from '../../../../middleware/protocol/auth-capture-evm.js';
-import { formatUsdc, parseCharge } from '../../../../middleware/price.js';
+} from 'agentgate-x402-wire';
+import { formatUsdc, parseCharge } from 'agentgate-x402-wire';
 import {
   AUTH_CAPTURE_ESCROW_ADDRESS,
   authCaptureEscrowAbi,

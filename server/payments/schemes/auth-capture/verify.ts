@@ -1,5 +1,5 @@
 import { isAddressEqual, zeroAddress, type Address, type Hex } from 'viem';
-import { AUTH_CAPTURE, collectTerms, type AuthCapturePaymentPayload, type AuthCaptureRequirements } from '../../../../middleware/protocol/auth-capture-evm.js';
+import { AUTH_CAPTURE, collectTerms, type AuthCapturePaymentPayload, type AuthCaptureRequirements } from 'agentgate-x402-wire';
 import {
   AUTH_CAPTURE_ESCROW_ADDRESS,
   authCaptureEscrowAbi,

@@ -1,4 +1,4 @@
-import { formatUsdc } from '../../../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import type { ChannelCall, ChannelSummary } from './calls.js';
 import { callChargeOf, chargedCumulativeOf } from './voucher-amounts.js';
 

@@ -1,9 +1,9 @@
 import { isAddressEqual, type Address } from 'viem';
-import { decodePaymentPayload, type DecodedPaymentHeader } from '../../../../middleware/protocol/payment-header.js';
-import { PaymentRequirementsV1Schema } from '../../../../middleware/protocol/v1.js';
-import { PaymentRequirementsV2Schema } from '../../../../middleware/protocol/v2.js';
-import { toCaip2Network, toV1Network } from '../../../../middleware/networks.js';
-import { offerReceiptExtension } from '../../../../middleware/offer-receipt.js';
+import { decodePaymentPayload, type DecodedPaymentHeader } from 'agentgate-x402-wire';
+import { PaymentRequirementsV1Schema } from 'agentgate-x402-wire';
+import { PaymentRequirementsV2Schema } from 'agentgate-x402-wire';
+import { toCaip2Network, toV1Network } from 'agentgate-x402-wire';
+import { offerReceiptExtension } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../chain/chain-service.js';
 import type { SellerAccountDoc } from '../../models.js';
 import type { Endpoints } from '../../endpoints.js';
@@ -11,7 +11,7 @@ import type { SettleTerms } from '../../settlement-path.js';
 import type { SettlementResult } from '../../settlement.js';
 import { payeeRefusal, paymentFlowRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../facilitator-api.js';
 import type { Refused, Verified } from './verify.js';
-import { decodeExactPermit2Payload, isExactPermit2Payload, type ExactPermit2PaymentPayloadV2 } from '../../../../middleware/protocol/exact-permit2-evm.js';
+import { decodeExactPermit2Payload, isExactPermit2Payload, type ExactPermit2PaymentPayloadV2 } from 'agentgate-x402-wire';
 import type { ExactPermit2Refused, ExactPermit2Verified } from './permit2-verify.js';
 
 // The facilitator API (`/verify`, `/settle`) for `exact` payments, v1 and v2: the request read into a

@@ -1,6 +1,6 @@
 import { decodeFunctionData, encodeFunctionData, isAddressEqual, keccak256, parseErc6492Signature, parseTransaction, recoverTransactionAddress, type Address, type Hex } from 'viem';
-import type { ExactPermit2PaymentPayloadV2 } from '../../../../middleware/protocol/exact-permit2-evm.js';
-import { toCaip2Network } from '../../../../middleware/networks.js';
+import type { ExactPermit2PaymentPayloadV2 } from 'agentgate-x402-wire';
+import { toCaip2Network } from 'agentgate-x402-wire';
 import { balanceOf } from '../../../chain/usdc.js';
 import {
   erc20AllowanceAbi,

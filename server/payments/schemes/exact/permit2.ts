@@ -1,5 +1,5 @@
 import { concatHex, getAddress, parseTransaction, type Hex } from 'viem';
-import { decodeExactPermit2PaymentHeader, type ExactPermit2PaymentPayloadV2 } from '../../../../middleware/protocol/exact-permit2-evm.js';
+import { decodeExactPermit2PaymentHeader, type ExactPermit2PaymentPayloadV2 } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../chain/chain-service.js';
 import { EXACT_PROXY_ADDRESS, exactPermitOf, permit2Allowance, permit2NonceUsed, type ExactPermit } from '../../../chain/permit2.js';
 import { blockBefore } from '../../../chain/authorization-events.js';

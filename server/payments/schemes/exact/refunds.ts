@@ -1,6 +1,6 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { getAddress, keccak256, toHex, type Address, type Hex } from 'viem';
-import { formatUsdc } from '../../../../middleware/price.js';
+import { formatUsdc } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../chain/chain-service.js';
 import { authorizationState, type Authorization } from '../../../chain/usdc.js';
 import { blockBefore, findSettlementTx } from '../../../chain/authorization-events.js';

@@ -1,6 +1,6 @@
 import { getAddress, isAddressEqual, isErc6492Signature, parseErc6492Signature, type Address, type Hex } from 'viem';
-import { decodePaymentHeader, type DecodedPaymentHeader } from '../../../../middleware/protocol/payment-header.js';
-import { parsePrice } from '../../../../middleware/price.js';
+import { decodePaymentHeader, type DecodedPaymentHeader } from 'agentgate-x402-wire';
+import { parsePrice } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../chain/chain-service.js';
 import type { Authorization } from '../../../chain/usdc.js';
 import { authorizationState } from '../../../chain/usdc.js';
@@ -26,7 +26,7 @@ import { verifyPayment } from './verify.js';
 import { builderCodeSuffix, settlementBuilderCodes } from '../../../chain/builder-code.js';
 import { ExactFacilitator } from './facilitator.js';
 import { ExactPermit2Payments, isPermit2Record } from './permit2.js';
-import { isExactPermit2PaymentHeader } from '../../../../middleware/protocol/exact-permit2-evm.js';
+import { isExactPermit2PaymentHeader } from 'agentgate-x402-wire';
 
 // The x402 `exact` scheme on EVM: the buyer signs an EIP-3009 transferWithAuthorization of USDC for the
 // price; settlement sends it, batched with other payments into the next block's transaction (settler.ts).

@@ -1,8 +1,8 @@
 import { getAddress, isAddressEqual, isErc6492Signature, parseErc6492Signature, type Address, type Hex } from 'viem';
 import { transferAuthorizationDigest } from '../../../chain/authorization-digest.js';
-import type { DecodedPaymentHeader } from '../../../../middleware/protocol/payment-header.js';
-import type { ExactEvmAuthorization } from '../../../../middleware/protocol/exact-evm.js';
-import { toCaip2Network, toV1Network } from '../../../../middleware/networks.js';
+import type { DecodedPaymentHeader } from 'agentgate-x402-wire';
+import type { ExactEvmAuthorization } from 'agentgate-x402-wire';
+import { toCaip2Network, toV1Network } from 'agentgate-x402-wire';
 import { authorizationState, balanceOf, transferWithAuthorizationTypes, usdcDomain } from '../../../chain/usdc.js';
 import type { ChainService } from '../../../chain/chain-service.js';
 import { askErc1271, type PayerReads } from '../../../chain/payer-reads.js';

@@ -1,7 +1,7 @@
 import { isAddressEqual, type Address } from 'viem';
-import { toCaip2Network } from '../../../../middleware/networks.js';
-import { offerReceiptExtension } from '../../../../middleware/offer-receipt.js';
-import { decodeUptoPayload, isUptoPayload, UptoRequirementsV2Schema, type UptoPaymentPayloadV2 } from '../../../../middleware/protocol/upto-evm.js';
+import { toCaip2Network } from 'agentgate-x402-wire';
+import { offerReceiptExtension } from 'agentgate-x402-wire';
+import { decodeUptoPayload, isUptoPayload, UptoRequirementsV2Schema, type UptoPaymentPayloadV2 } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../chain/chain-service.js';
 import type { SellerAccountDoc } from '../../models.js';
 import type { Endpoints } from '../../endpoints.js';

@@ -1,6 +1,6 @@
 import type { Address, Hex } from 'viem';
-import { decodeUptoPaymentHeader, isUptoPayload, isUptoPaymentHeader, type UptoPaymentPayloadV2 } from '../../../../middleware/protocol/upto-evm.js';
-import { formatUsdc, parseCharge } from '../../../../middleware/price.js';
+import { decodeUptoPaymentHeader, isUptoPayload, isUptoPaymentHeader, type UptoPaymentPayloadV2 } from 'agentgate-x402-wire';
+import { formatUsdc, parseCharge } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../chain/chain-service.js';
 import { permit2NonceUsed } from '../../../chain/permit2.js';
 import { blockBefore } from '../../../chain/authorization-events.js';

@@ -1,6 +1,6 @@
 import { encodeFunctionData, isAddressEqual, type Address, type Hex } from 'viem';
-import type { UptoPaymentPayloadV2 } from '../../../../middleware/protocol/upto-evm.js';
-import { toCaip2Network } from '../../../../middleware/networks.js';
+import type { UptoPaymentPayloadV2 } from 'agentgate-x402-wire';
+import { toCaip2Network } from 'agentgate-x402-wire';
 import { balanceOf } from '../../../chain/usdc.js';
 import {
   permit2Allowance,

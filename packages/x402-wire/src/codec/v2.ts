@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { encodeBase64Json } from './base64-json.js';
-import { EvmAddress, ExactEvmPayloadSchema, TokenDomainExtraSchema } from './exact-evm.js';
+import { EvmAddress, ExactEvmPayloadSchema, TokenDomainExtraSchema } from '../schemes/exact/evm/wire.js';
 
 /**
  * x402 v2 wire shapes (field names from `@x402/core` 2.27 `schemas/index`): the `PAYMENT-REQUIRED`

@@ -1,9 +1,9 @@
 import { caip2FromChainId } from './networks.js';
-import { encodeBase64Json } from './protocol/base64-json.js';
-import { X402_V1, type PaymentRequirementsV1 } from './protocol/v1.js';
-import { X402_V2, type PaymentRequiredV2, type PaymentRequirementsV2 } from './protocol/v2.js';
-import type { UptoRequirementsV2 } from './protocol/upto-evm.js';
-import type { AuthCaptureRequirements } from './protocol/auth-capture-evm.js';
+import { encodeBase64Json } from './codec/base64-json.js';
+import { X402_V1, type PaymentRequirementsV1 } from './codec/v1.js';
+import { X402_V2, type PaymentRequiredV2, type PaymentRequirementsV2 } from './codec/v2.js';
+import type { UptoRequirementsV2 } from './schemes/upto/evm/wire.js';
+import type { AuthCaptureRequirements } from './schemes/auth-capture/evm/wire.js';
 import { DEFAULT_MAX_TIMEOUT_SECONDS, type SellerSettings } from './seller-settings.js';
 import { DEFAULT_PAYMENT_FLOW, withPaymentFlow, type PaymentFlow } from './payment-flow.js';
 

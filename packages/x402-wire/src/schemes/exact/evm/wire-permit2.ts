@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { decodeBase64Json } from './base64-json.js';
-import { EvmAddress, SignatureHex, Uint256String } from './exact-evm.js';
-import { Permit2Nonce } from './upto-evm.js';
-import { PaymentRequirementsV2Schema, ResourceInfoSchema } from './v2.js';
+import { decodeBase64Json } from '../../../codec/base64-json.js';
+import { EvmAddress, SignatureHex, Uint256String } from './wire.js';
+import { Permit2Nonce } from '../../upto/evm/wire.js';
+import { PaymentRequirementsV2Schema, ResourceInfoSchema } from '../../../codec/v2.js';
 
 /**
  * The x402 `exact` scheme on EVM through Permit2 (v2; requirements with `extra.assetTransferMethod:

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { encodeBase64Json } from './base64-json.js';
-import { EvmAddress, ExactEvmPayloadSchema, TokenDomainExtraSchema } from './exact-evm.js';
+import { EvmAddress, ExactEvmPayloadSchema, TokenDomainExtraSchema } from '../schemes/exact/evm/wire.js';
 
 /**
  * x402 v1 wire shapes (field names from `x402` 1.2.0 `types/verify/x402Specs`): the 402 body

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { EvmAddress, TokenDomainExtraSchema } from './exact-evm.js';
-import { Caip2NetworkSchema } from './v2.js';
+import { EvmAddress, TokenDomainExtraSchema } from '../../exact/evm/wire.js';
+import { Caip2NetworkSchema } from '../../../codec/v2.js';
 
 /**
  * The x402 `batch-settlement` scheme's requirements on EVM (v2 only), as a buyer reads them (field names

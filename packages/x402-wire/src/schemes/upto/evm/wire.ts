@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { decodeBase64Json } from './base64-json.js';
-import { Bytes32Hex, EvmAddress, SignatureHex, TokenDomainExtraSchema, Uint256String } from './exact-evm.js';
-import { Caip2NetworkSchema, ResourceInfoSchema } from './v2.js';
+import { decodeBase64Json } from '../../../codec/base64-json.js';
+import { Bytes32Hex, EvmAddress, SignatureHex, TokenDomainExtraSchema, Uint256String } from '../../exact/evm/wire.js';
+import { Caip2NetworkSchema, ResourceInfoSchema } from '../../../codec/v2.js';
 
 /**
  * The x402 `upto` scheme on EVM (v2 only), field names from specs/schemes/upto/scheme_upto_evm.md and
