@@ -4,7 +4,7 @@ import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/
 import {
   buildAuthCaptureRequirementV2,
   buildRequirementV2,
-  buildChannelRequirementV2,
+  buildBatchSettlementRequirementV2,
   buildPermit2RequirementV2,
   DEFAULT_CAPTURE_SECONDS,
   PERMIT2_GAS_SPONSORING_EXTENSIONS,
@@ -138,7 +138,7 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         const offer = { amountAtomic, resource, description: config.description };
         const requirement = escrow
           ? buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })
-          : channel ? buildChannelRequirementV2(settings, offer)
+          : channel ? buildBatchSettlementRequirementV2(settings, offer)
             : usage ? buildUptoRequirementV2(settings, offer)
               : permit2 ? buildPermit2RequirementV2(settings, { ...offer, paymentFlow: flow })
                 : buildRequirementV2(settings, { ...offer, paymentFlow: flow });

@@ -44,7 +44,7 @@ import { baseSepolia } from 'viem/chains';
 import { jsonRpc } from 'viem/nonce';
 import { paymentMiddleware } from '../adapters/express.js';
 import type { RouteConfig } from '../middleware/index.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../server/chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi } from '../server/payments/schemes/batch-settlement/evm/chain.js';
 import { DEV_ACCOUNTS } from '../server/dev/chain/dev-accounts.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION, startDevChain, type DevChain } from '../server/dev/chain/dev-chain.js';
 import { provideMongoServer } from '../server/dev/database/mongo-server.js';

@@ -53,7 +53,7 @@ import { jsonRpc } from 'viem/nonce';
 import { baseSepolia } from 'viem/chains';
 import { paymentMiddleware } from '../adapters/express.js';
 import { createBackendPaywall, decodePaymentHeader, type PaywallRequest } from '../middleware/index.js';
-import { verifyPayment } from '../server/payments/schemes/exact/verify.js';
+import { verifyPayment } from '../server/payments/schemes/exact/evm/verify.js';
 import { DEV_ACCOUNTS } from '../server/dev/chain/dev-accounts.js';
 import { startDevChain, DEV_USDC_NAME, DEV_USDC_VERSION } from '../server/dev/chain/dev-chain.js';
 import { loadConfig } from '../server/platform/config.js';

@@ -1,8 +1,6 @@
 import { z } from 'zod';
 import { FacilitatorUnavailable, type Facilitator, type HoldRequest, type HoldResult, type RedeemRequest, type RedeemResult } from './facilitator.js';
-import { formatUsdc } from 'agentgate-x402-wire';
-import { parseSellerSettings, type SellerSettings } from 'agentgate-x402-wire';
-import { JwsReceiptSchema } from 'agentgate-x402-wire';
+import { formatUsdc, JwsReceiptSchema, parseSellerSettings, type SellerSettings } from 'agentgate-x402-wire';
 import { backendCall, unexpectedAnswer, type BackendConnection } from './backend-http.js';
 
 export { BackendRequestError } from './backend-http.js';

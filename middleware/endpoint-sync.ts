@@ -1,9 +1,7 @@
 import { z } from 'zod';
 import { backendCall, unexpectedAnswer, type BackendConnection } from './backend-http.js';
-import { canonicalLoopback } from 'agentgate-x402-wire';
-import { parseResource } from 'agentgate-x402-wire';
+import { canonicalLoopback, formatUsdc, parsePrice, parseResource, type Price } from 'agentgate-x402-wire';
 import { isUsagePrice, type RouteConfig } from './paywall.js';
-import { formatUsdc, parsePrice, type Price } from 'agentgate-x402-wire';
 import { parsePublicOrigin } from './request-origin.js';
 import { compileRoute } from './routes.js';
 

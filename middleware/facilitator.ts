@@ -1,8 +1,4 @@
-import type { PaymentRequirementsV1 } from 'agentgate-x402-wire';
-import type { PaymentRequirementsV2 } from 'agentgate-x402-wire';
-import type { AuthCaptureRequirements } from 'agentgate-x402-wire';
-import type { UptoRequirementsV2 } from 'agentgate-x402-wire';
-import type { ChannelRequirementsV2 } from 'agentgate-x402-wire';
+import { type AuthCaptureRequirements, type BatchSettlementRequirementsV2, type PaymentRequirementsV1, type PaymentRequirementsV2, type UptoRequirementsV2 } from 'agentgate-x402-wire';
 
 /**
  * What the Paywall needs from whoever verifies and settles payments. The production one is the
@@ -80,7 +76,7 @@ export interface RedeemRequest {
   readonly resource: string;
   readonly amountAtomic: bigint;
   /** The requirement the buyer was asked to satisfy, in the payload's protocol version. */
-  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | AuthCaptureRequirements | ChannelRequirementsV2;
+  readonly requirement: PaymentRequirementsV1 | PaymentRequirementsV2 | UptoRequirementsV2 | AuthCaptureRequirements | BatchSettlementRequirementsV2;
 }
 
 export interface PaymentResponse {

@@ -33,8 +33,8 @@ export type { SellerSettings } from 'agentgate-x402-wire';
 
 export { DEFAULT_PAYMENT_FLOW, PAYMENT_FLOWS, paymentFlowOf, readPaymentFlow, withPaymentFlow } from 'agentgate-x402-wire';
 export type { PaymentFlow } from 'agentgate-x402-wire';
-export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildChannelPaymentRequired, buildChannelRequirementV2, buildPaymentRequired, buildPermit2PaymentRequired, buildPermit2RequirementV2, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2, PERMIT2_GAS_SPONSORING_EXTENSIONS } from 'agentgate-x402-wire';
-export type { AuthCapturePaymentRequiredResponse, ChannelRequirementsV2, EscrowWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
+export { buildAuthCapturePaymentRequired, buildAuthCaptureRequirementV2, buildBatchSettlementPaymentRequired, buildBatchSettlementRequirementV2, buildPaymentRequired, buildPermit2PaymentRequired, buildPermit2RequirementV2, buildRequirementV1, buildRequirementV2, buildUptoPaymentRequired, buildUptoRequirementV2, PERMIT2_GAS_SPONSORING_EXTENSIONS } from 'agentgate-x402-wire';
+export type { AuthCapturePaymentRequiredResponse, BatchSettlementRequirementsV2, AuthCaptureWindows, Offer, PaymentRequiredBody, PaymentRequiredResponse, UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
 export { DEFAULT_CAPTURE_SECONDS, DEFAULT_REFUND_SECONDS } from './payment-required.js';
 
 export { formatUsdc, InvalidPriceError, MAX_PRICE_ATOMIC, parseCharge, parsePrice, USDC_DECIMALS } from 'agentgate-x402-wire';

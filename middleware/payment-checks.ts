@@ -1,7 +1,4 @@
-import type { DecodedPaymentHeader } from 'agentgate-x402-wire';
-import type { PaymentRequirementsV1 } from 'agentgate-x402-wire';
-import type { PaymentRequirementsV2 } from 'agentgate-x402-wire';
-import { readPaymentFlow } from 'agentgate-x402-wire';
+import { type DecodedPaymentHeader, type PaymentRequirementsV1, type PaymentRequirementsV2, readPaymentFlow } from 'agentgate-x402-wire';
 
 /**
  * Cheap checks of a decoded payment against what we asked for, before any network round trip. They

@@ -1,6 +1,4 @@
-import { buildAuthCapturePaymentRequired, buildChannelPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired } from 'agentgate-x402-wire';
-import { decodeBase64Json, encodeBase64Json } from 'agentgate-x402-wire';
-import type { SellerSettings } from 'agentgate-x402-wire';
+import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, decodeBase64Json, encodeBase64Json, type SellerSettings } from 'agentgate-x402-wire';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 
@@ -14,7 +12,7 @@ export const DEFAULT_CAPTURE_SECONDS = 600;
 export const DEFAULT_REFUND_SECONDS = 7 * 86_400;
 
 /** Each scheme's 402 builder. */
-const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired, 'batch-settlement': buildChannelPaymentRequired } as const;
+const BUILDERS = { exact: buildPaymentRequired, upto: buildUptoPaymentRequired, 'batch-settlement': buildBatchSettlementPaymentRequired } as const;
 /** A route's 402 builder: its scheme's, or exact's through Permit2 when an exact route asks for it (a channel's offer names its deposit method itself). */
 const builderOf = (route: Charge['route']) => (route.value.scheme === 'exact' && route.value.config.assetTransferMethod === 'permit2' ? buildPermit2PaymentRequired : BUILDERS[route.value.scheme as keyof typeof BUILDERS]);
 

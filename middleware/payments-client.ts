@@ -1,8 +1,5 @@
 import { createBackendClient, type BackendClientOptions, type BackendRedeemResponse, type PaymentList, type PaymentRecord } from './backend-client.js';
-import { buildPaymentRequired, type PaymentRequiredBody } from 'agentgate-x402-wire';
-import { formatUsdc, parsePrice, type Price } from 'agentgate-x402-wire';
-import { verifyReceipt, type Receipt, type ReceiptVerification, type TrustedKey } from 'agentgate-x402-wire';
-import type { SellerSettings } from 'agentgate-x402-wire';
+import { buildPaymentRequired, formatUsdc, parsePrice, type PaymentRequiredBody, type Price, type Receipt, type ReceiptVerification, type SellerSettings, type TrustedKey, verifyReceipt } from 'agentgate-x402-wire';
 
 /**
  * The seller SDK (`payments.*` in the spec): build a 402 challenge, redeem a payment header, list and

@@ -1,13 +1,11 @@
-import type { AuthCapturePaymentRequiredResponse, ChannelPaymentRequiredResponse, PaymentRequiredResponse, Permit2PaymentRequiredResponse, UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
+import { type AuthCapturePaymentRequiredResponse, type BatchSettlementPaymentRequiredResponse, type PaymentRequiredResponse, type Permit2PaymentRequiredResponse, type Price, type SettleMode, type UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
 import { FacilitatorUnavailable } from './facilitator.js';
-import type { Price } from 'agentgate-x402-wire';
 
 // What passes between a framework adapter and the Paywall: the request as every framework can describe
 // it, and the outcomes the adapter acts on (pass, refuse, ask for payment, serve as paid, run the handler
 // on a held payment, or fail because the facilitator could not be asked). No framework is imported here.
 
 export type { SettleMode } from 'agentgate-x402-wire';
-import type { SettleMode } from 'agentgate-x402-wire';
 
 /** A request as every framework can describe it. Header names are lower-case (as Node gives them). */
 export interface PaywallRequest {
@@ -89,7 +87,7 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | Permit2PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | ChannelPaymentRequiredResponse);
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | Permit2PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | BatchSettlementPaymentRequiredResponse);
 
 export const PASS: PaywallOutcome = Object.freeze({ kind: 'pass' });
 

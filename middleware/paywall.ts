@@ -1,18 +1,17 @@
 import { canonicalizePath, type PathRejection } from './canonical-path.js';
 import type { Facilitator } from './facilitator.js';
-import { toV1Network } from 'agentgate-x402-wire';
+import { parseSellerSettings, type SellerSettings, toV1Network } from 'agentgate-x402-wire';
 import { parsePublicOrigin, resolveOrigin } from './request-origin.js';
 import { RouteTable } from './routes.js';
-import { parseSellerSettings, type SellerSettings } from 'agentgate-x402-wire';
 import { PASS, reject, unavailable, type PaywallOutcome, type PaywallRequest } from './paywall-types.js';
 import { chargeFor, fixedCharge, pricedRoute, type PricedRoute, type RouteConfig } from './route-pricing.js';
 import { PaymentChallenges } from './payment-required.js';
-import type { SellerScheme } from './seller-scheme.js';
-import { ExactPayment } from './exact-payment.js';
-import { UptoPayment } from './upto-payment.js';
+import type { SellerScheme } from './schemes/seller-scheme.js';
+import { ExactPayment } from './schemes/exact/evm/seller.js';
+import { UptoPayment } from './schemes/upto/evm/seller.js';
 import { SIWX_HEADER, signIn, withSignInChallenge } from './sign-in-with-x.js';
-import { AuthCapturePayment } from './auth-capture-payment.js';
-import { ChannelPayment } from './channel-payment.js';
+import { AuthCapturePayment } from './schemes/auth-capture/evm/seller.js';
+import { BatchSettlementPayment } from './schemes/batch-settlement/evm/seller.js';
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
@@ -86,7 +85,7 @@ export class Paywall {
     const warn = options.warn ?? ((message: string) => console.warn(message));
     this.challenges = new PaymentChallenges(this.settings, warn, options.now ?? Date.now);
     const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now, warn };
-    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps), 'batch-settlement': new ChannelPayment(deps) };
+    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps), 'batch-settlement': new BatchSettlementPayment(deps) };
     this.facilitator = options.facilitator;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => [pattern, pricedRoute(pattern, config, options.facilitator)] as const),

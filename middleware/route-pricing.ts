@@ -1,8 +1,7 @@
 import type { Facilitator } from './facilitator.js';
-import { parseCharge, parsePrice, type Price } from 'agentgate-x402-wire';
+import { parseCharge, parsePrice, paymentFlowOf, type Price } from 'agentgate-x402-wire';
 import type { CompiledRoute } from './routes.js';
 import type { PaymentRequiredOutcome, PaywallRequest, SettleMode } from './paywall-types.js';
-import { paymentFlowOf } from 'agentgate-x402-wire';
 
 // What a request to a paid route costs and to whom: the seller's route configuration, checked once at
 // start-up into a priced route (a fixed price computed once, a usage price's bounds), and per request

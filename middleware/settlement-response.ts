@@ -1,8 +1,5 @@
-import { toCaip2Network, toV1Network } from 'agentgate-x402-wire';
+import { encodePaymentResponseV1, encodePaymentResponseV2, type Price, toCaip2Network, toV1Network } from 'agentgate-x402-wire';
 import type { RedeemResult } from './facilitator.js';
-import type { Price } from 'agentgate-x402-wire';
-import { encodePaymentResponseV1 } from 'agentgate-x402-wire';
-import { encodePaymentResponseV2 } from 'agentgate-x402-wire';
 import type { PaidOutcome, SettleMode } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 

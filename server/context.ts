@@ -20,7 +20,7 @@ import { createChainService, type ChainService } from './chain/chain-service.js'
 import { PaymentService } from './payments/payment-service.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
-import { EXACT_REFUND_WORK_KIND, ExactRefunds } from './payments/schemes/exact/refunds.js';
+import { EXACT_REFUND_WORK_KIND, ExactRefunds } from './payments/schemes/exact/evm/refunds.js';
 import { escrowEventDispatcher } from './webhooks/escrow-outbox.js';
 import { ChannelClaimOutbox } from './webhooks/channel-claim-outbox.js';
 import { WebhookService } from './webhooks/webhook-service.js';

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { canonicalJson } from 'agentgate-x402-wire';
-import { encodeBase64Url } from 'agentgate-x402-wire';
+import { canonicalJson, encodeBase64Url } from 'agentgate-x402-wire';
 
 /**
  * The A2A v1.0 AgentCard as JSON (a2a.proto, package lf.a2a.v1, in ProtoJSON camelCase), the part of it

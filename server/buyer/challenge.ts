@@ -1,17 +1,6 @@
 import { isAddressEqual, type Address } from 'viem';
-import { decodeBase64Json, encodeBase64Json } from 'agentgate-x402-wire';
-import { PaymentRequirementsV1Schema, type PaymentRequirementsV1 } from 'agentgate-x402-wire';
-import { PaymentRequirementsV2Schema, ResourceInfoSchema, type PaymentRequirementsV2, type ResourceInfo } from 'agentgate-x402-wire';
-import type { ExactEvmPayload } from 'agentgate-x402-wire';
-import { toCaip2Network, toV1Network } from 'agentgate-x402-wire';
-import { parseJsonWithin } from 'agentgate-x402-wire';
-import { readPaymentFlow } from 'agentgate-x402-wire';
+import { type AuthCaptureCollectPayload, type AuthCaptureRequirements, AuthCaptureRequirementsSchema, type BatchSettlementRequirementsV2Buyer, BatchSettlementRequirementsV2Schema, CHANNEL_WITHDRAW_DELAY, ChannelStandingSchema, decodeBase64Json, encodeBase64Json, type ExactEvmPayload, type ExactPermit2Authorization, type JwsReceipt, JwsReceiptSchema, OFFER_RECEIPT, parseJsonWithin, type PaymentRequirementsV1, PaymentRequirementsV1Schema, type PaymentRequirementsV2, PaymentRequirementsV2Schema, readPaymentFlow, type ResourceInfo, ResourceInfoSchema, toCaip2Network, toV1Network, type UptoPermit2Authorization, type UptoRequirementsV2, UptoRequirementsV2Schema } from 'agentgate-x402-wire';
 import type { GuardedResponse } from '../platform/ssrf.js';
-import { JwsReceiptSchema, OFFER_RECEIPT, type JwsReceipt } from 'agentgate-x402-wire';
-import { UptoRequirementsV2Schema, type UptoPermit2Authorization, type UptoRequirementsV2 } from 'agentgate-x402-wire';
-import type { ExactPermit2Authorization } from 'agentgate-x402-wire';
-import { AuthCaptureRequirementsSchema, type AuthCaptureCollectPayload, type AuthCaptureRequirements } from 'agentgate-x402-wire';
-import { ChannelRequirementsV2Schema, ChannelStandingSchema, type ChannelRequirementsV2Buyer } from 'agentgate-x402-wire';
 
 /** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
 export const MAX_REMOTE_JSON_DEPTH = 64;
@@ -25,7 +14,7 @@ export type Offer =
   /** x402 `auth-capture`: the amount is authorized into escrow; the seller captures it (or voids it) and may refund it. */
   | { version: 2; scheme: 'auth-capture'; requirement: AuthCaptureRequirements; raw: unknown; resource: ResourceInfo }
   /** x402 `batch-settlement`: the price of one call, paid by a voucher on a channel the wallet deposits into. */
-  | { version: 2; scheme: 'batch-settlement'; requirement: ChannelRequirementsV2Buyer; raw: unknown; resource: ResourceInfo };
+  | { version: 2; scheme: 'batch-settlement'; requirement: BatchSettlementRequirementsV2Buyer; raw: unknown; resource: ResourceInfo };
 
 /** A channel's withdrawal delay we accept: the longest a seller that vanished can keep the wallet's deposit locked. */
 const MAX_CHANNEL_WITHDRAW_DELAY = 86_400;
@@ -70,9 +59,9 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
         const upto = UptoRequirementsV2Schema.safeParse(raw);
         if (upto.success && upto.data.extra.facilitatorAddress) challenge.offers.push({ version: 2, scheme: 'upto', requirement: upto.data, raw, resource: resource.data });
         const escrow = AuthCaptureRequirementsSchema.safeParse(raw);
-        if (escrow.success && payableEscrowOffer(escrow.data)) challenge.offers.push({ version: 2, scheme: 'auth-capture', requirement: escrow.data, raw, resource: resource.data });
-        const channel = ChannelRequirementsV2Schema.safeParse(raw);
-        if (channel.success && payableChannelOffer(channel.data)) challenge.offers.push({ version: 2, scheme: 'batch-settlement', requirement: channel.data, raw, resource: resource.data });
+        if (escrow.success && payableAuthCaptureOffer(escrow.data)) challenge.offers.push({ version: 2, scheme: 'auth-capture', requirement: escrow.data, raw, resource: resource.data });
+        const channel = BatchSettlementRequirementsV2Schema.safeParse(raw);
+        if (channel.success && payableBatchSettlementOffer(channel.data)) challenge.offers.push({ version: 2, scheme: 'batch-settlement', requirement: channel.data, raw, resource: resource.data });
       }
     }
   }
@@ -99,7 +88,7 @@ const isOurUsdc = (asset: unknown, ours: OurAsset) =>
 function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | 'channel' | undefined {
   if (offer.scheme === 'batch-settlement') return 'channel';
   // auth-capture's flow is escrow (authorized into the escrow, captured later), checked with its offer
-  // (payableEscrowOffer).
+  // (payableAuthCaptureOffer).
   if (offer.scheme === 'auth-capture') return 'escrow';
   const read = readPaymentFlow(offer.requirement.extra);
   // exact and upto settle by authorization or upfront; escrow is another scheme's.
@@ -205,7 +194,7 @@ export function readSettlement(res: GuardedResponse): SettlementResponse | undef
  * the delegated operator without a receiver authorizer or policy (collect only: `authorize`), in escrow
  * no longer than a day (what is held is the buyer's money), refundable at least until it can be captured.
  */
-function payableEscrowOffer(r: AuthCaptureRequirements): boolean {
+function payableAuthCaptureOffer(r: AuthCaptureRequirements): boolean {
   const zero = (a: string | undefined) => a === undefined || /^0x0{40}$/i.test(a);
   const now = Math.floor(Date.now() / 1000);
   return (r.extra.assetTransferMethod ?? 'eip3009') === 'eip3009' && (r.extra.operatorType ?? 'delegated') === 'delegated' && (r.extra.paymentFlow ?? 'escrow') === 'escrow'
@@ -218,8 +207,8 @@ function payableEscrowOffer(r: AuthCaptureRequirements): boolean {
  * approves Permit2 once, relayer-paid, as for upto), and a withdrawal delay of at most a day (how long a
  * deposit stays locked if the seller disappears). chooseOffer prefers an ERC-3009 one when a route offers both.
  */
-function payableChannelOffer(r: ChannelRequirementsV2Buyer): boolean {
-  return ['eip3009', 'permit2'].includes(r.extra.assetTransferMethod ?? 'eip3009') && (r.extra.withdrawDelay ?? 900) <= MAX_CHANNEL_WITHDRAW_DELAY;
+function payableBatchSettlementOffer(r: BatchSettlementRequirementsV2Buyer): boolean {
+  return ['eip3009', 'permit2'].includes(r.extra.assetTransferMethod ?? 'eip3009') && (r.extra.withdrawDelay ?? CHANNEL_WITHDRAW_DELAY) <= MAX_CHANNEL_WITHDRAW_DELAY;
 }
 
 /** A channel offer deposited into by ERC-3009: no Permit2 approval to send first. */

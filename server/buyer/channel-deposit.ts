@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { getAddress, toHex, type Address, type Hex } from 'viem';
 import { authorizationState, type Authorization } from '../chain/usdc.js';
-import { erc3009DepositNonce, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, type ChannelDepositPermit } from '../chain/batch-settlement.js';
+import { erc3009DepositNonce, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, type ChannelDepositPermit } from '../payments/schemes/batch-settlement/evm/chain.js';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 

@@ -3,7 +3,7 @@ import { Schema, type Connection, type Model } from 'mongoose';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
-import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../chain/batch-settlement.js';
+import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../payments/schemes/batch-settlement/evm/chain.js';
 import { formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
@@ -78,7 +78,7 @@ export interface ChannelCall {
  * voucher is signed and keeps what the voucher commits (channel-model.ts); a deposit is not spending, but
  * is sized within what the mandate still allows today.
  */
-export class ChannelPayer {
+export class BatchSettlementPayer {
   readonly channels: Model<BuyerChannelDoc>;
   readonly vouchers: Model<BuyerVoucherDoc>;
   /** Timed withdrawals of channels whose seller does not refund (channel-withdrawal.ts). */

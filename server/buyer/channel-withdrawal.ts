@@ -2,7 +2,7 @@ import { decodeEventLog, encodeFunctionData, type Hex, type TransactionReceipt }
 import type { Connection, Model } from 'mongoose';
 import type { ActivityLog } from '../logs/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, contractChannelConfig, readChannelState, revertName, type ChannelState } from '../chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, contractChannelConfig, readChannelState, revertName, type ChannelState } from '../payments/schemes/batch-settlement/evm/chain.js';
 import { formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { MandateOwner } from './mandate-service.js';

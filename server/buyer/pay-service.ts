@@ -11,14 +11,17 @@ import { formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
-import { chooseOffer, MAX_REMOTE_JSON_DEPTH, paymentHeaderFor, readChallenge, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
-import { EXACT_PROXY_ADDRESS, permit2NonceUsed, UPTO_PROXY_ADDRESS, proxySettlementAmount, type ExactPermit, type UptoPermit } from '../chain/permit2.js';
-import { EIP3009_TOKEN_COLLECTOR_ADDRESS, escrowOf, escrowState, payerAgnosticNonce, paymentInfoHash, paymentInfoOf } from '../chain/auth-capture.js';
+import { chooseOffer, paymentHeaderFor, readChallenge, readSettlement, type Offer } from './challenge.js';
+import { permit2NonceUsed } from '../chain/permit2.js';
+import { proxySettlementAmount } from '../payments/schemes/permit2-proxy.js';
+import { EXACT_PROXY_ADDRESS, type ExactPermit } from '../payments/schemes/exact/evm/chain.js';
+import { UPTO_PROXY_ADDRESS, type UptoPermit } from '../payments/schemes/upto/evm/chain.js';
+import { EIP3009_TOKEN_COLLECTOR_ADDRESS, escrowOf, escrowState, payerAgnosticNonce, paymentInfoHash, paymentInfoOf } from '../payments/schemes/auth-capture/evm/chain.js';
 import type { Reservation } from './mandate-service.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import type { PayRefusal } from './pay-result.js';
 import { contentOf, refuse, settlementFailure } from './seller-answer.js';
-import { ChannelPayer } from './channel-payer.js';
+import { BatchSettlementPayer } from './channel-payer.js';
 
 export interface PayInput {
   url: string;
@@ -48,7 +51,7 @@ const RESERVED_HEADERS = new Set(['host', 'content-length', 'connection', 'trans
  */
 export class PayService {
   readonly outgoing: Model<OutgoingPaymentDoc>;
-  readonly channels: ChannelPayer;
+  readonly channels: BatchSettlementPayer;
 
   constructor(
     conn: Connection,
@@ -58,7 +61,7 @@ export class PayService {
     private readonly logs: ActivityLog,
   ) {
     this.outgoing = conn.models.OutgoingPayment ?? conn.model<OutgoingPaymentDoc>('OutgoingPayment', outgoingPaymentSchema, 'outgoing_payments');
-    this.channels = new ChannelPayer(conn, wallets, mandates, logs, this.outgoing, (url, request) => this.fetch(url, request));
+    this.channels = new BatchSettlementPayer(conn, wallets, mandates, logs, this.outgoing, (url, request) => this.fetch(url, request));
   }
 
   async pay(owner: MandateOwner, input: PayInput) {
@@ -93,7 +96,7 @@ export class PayService {
     try {
       const wallet = await this.wallets.forIdentity(owner);
       const balance = await this.wallets.balance(wallet.address as Address);
-      // A channel's call is paid from its deposit: the wallet's balance matters only for a deposit (ChannelPayer checks it then).
+      // A channel's call is paid from its deposit: the wallet's balance matters only for a deposit (BatchSettlementPayer checks it then).
       if (balance < amount && offer.scheme !== 'batch-settlement') {
         // A dev server mounts the faucet (server/dev/faucet.ts): say so, so an agent can fund itself.
         const hint = this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : '';

@@ -1,6 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { verifyReceipt, type DidDocument, type Receipt } from 'agentgate-x402-wire';
-import { verifyJwsReceipt } from 'agentgate-x402-wire';
+import { type DidDocument, type Receipt, verifyJwsReceipt, verifyReceipt } from 'agentgate-x402-wire';
 import { backendUrl, callBackend, commandKey } from './backend.js';
 import { resolveDidWeb } from './did-resolution.js';
 import type { CommandIO } from './account-commands.js';

@@ -5,7 +5,7 @@ import { serviceKeySealedFields } from '../did/service-key.js';
 import { identityKeySealedFields } from '../did/identity-key-model.js';
 import { calendarSealedFields } from '../calendar/calendar-model.js';
 import { chatSealedFields } from '../chat/chat-model.js';
-import { receiverAuthorizerSealedFields } from '../payments/schemes/batch-settlement/receiver-authorizer.js';
+import { receiverAuthorizerSealedFields } from '../payments/schemes/batch-settlement/evm/receiver-authorizer.js';
 import { idempotencySealedFields } from '../platform/idempotency.js';
 
 /**

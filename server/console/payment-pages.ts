@@ -12,7 +12,7 @@ import type { PaymentDoc } from '../payments/models.js';
 import type { DeliveryDoc } from '../webhooks/models.js';
 import type { WebhookService } from '../webhooks/webhook-service.js';
 import { deliveryState } from '../webhooks/state.js';
-import { formatUsdc } from 'agentgate-x402-wire';
+import { formatUsdc, parseCharge } from 'agentgate-x402-wire';
 import { sessionOf, type ConsoleGuards } from './access.js';
 import { classifySearch, dayBounds, DAY_MS, idParam, PAGE_SIZE, paymentsQuery, rawFilters, type PaymentsQuery } from './schemas.js';
 import { checkOfferReceipt, checkSignedReceipt } from './receipt-check.js';
@@ -23,7 +23,6 @@ import { deliverySection, paymentPage, refundConfirmPage } from './views/payment
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { AppError } from '../platform/errors.js';
-import { parseCharge } from 'agentgate-x402-wire';
 import { errorsByField } from './views/filters.js';
 import { offsetOf } from './views/pager.js';
 import { isoDay } from './views/format.js';

@@ -1,5 +1,4 @@
-import { verifyReceipt } from 'agentgate-x402-wire';
-import { verifyJwsReceipt } from 'agentgate-x402-wire';
+import { verifyJwsReceipt, verifyReceipt } from 'agentgate-x402-wire';
 import type { DidDocument } from '../did/did-document.js';
 import type { PaymentDoc } from '../payments/models.js';
 

@@ -1,7 +1,7 @@
 import { Schema } from 'mongoose';
 import type { SealedSecret } from '../platform/secret-box.js';
 import type { JwsReceipt } from 'agentgate-x402-wire';
-import type { StoredPaymentInfo } from '../chain/auth-capture.js';
+import type { StoredPaymentInfo } from './schemes/auth-capture/evm/chain.js';
 
 /** Per org: whether it accepts payments, and where they go. */
 export interface SellerAccountDoc {

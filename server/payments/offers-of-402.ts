@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { decodeBase64Json } from 'agentgate-x402-wire';
-import { toCaip2Network } from 'agentgate-x402-wire';
+import { decodeBase64Json, toCaip2Network } from 'agentgate-x402-wire';
 
 // What a 402 offers, whatever the x402 generation that speaks it: the v1 JSON body's `accepts` and the v2
 // `PAYMENT-REQUIRED` header's. A route of a v2-only scheme (upto, batch-settlement, auth-capture, exact

@@ -19,13 +19,13 @@ import { PaymentRecords } from './records.js';
 import { PaymentSettlement } from './settlement-path.js';
 import { Redemption } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
-import { ExactScheme } from './schemes/exact/scheme.js';
-import { UptoScheme } from './schemes/upto/scheme.js';
-import { AuthCaptureScheme } from './schemes/auth-capture/scheme.js';
-import { EscrowOperations } from './schemes/auth-capture/escrow-ops.js';
+import { ExactScheme } from './schemes/exact/evm/scheme.js';
+import { UptoScheme } from './schemes/upto/evm/scheme.js';
+import { AuthCaptureScheme } from './schemes/auth-capture/evm/scheme.js';
+import { AuthCaptureOperations } from './schemes/auth-capture/evm/escrow-ops.js';
 import { requireChain } from './chain-required.js';
 import { PaymentRefunds } from './refunds.js';
-import { BatchSettlementScheme } from './schemes/batch-settlement/scheme.js';
+import { BatchSettlementScheme } from './schemes/batch-settlement/evm/scheme.js';
 
 /**
  * The payments area, wired: each room is its own module, and this only builds them in order and hands
@@ -92,7 +92,7 @@ export class PaymentService {
     this.upto = new UptoScheme(chain, config, this.settlement, this.endpoints);
     this.schemes.register(this.exact);
     this.schemes.register(this.upto);
-    const operations = new EscrowOperations(conn, () => requireChain(chain), this.settlement, this.records, this.endpoints, signer, logs, log);
+    const operations = new AuthCaptureOperations(conn, () => requireChain(chain), this.settlement, this.records, this.endpoints, signer, logs, log);
     this.authCapture = new AuthCaptureScheme(chain, config, this.settlement, this.endpoints, operations);
     this.schemes.register(this.authCapture);
     this.refunds = new PaymentRefunds(this.records, this.authCapture);

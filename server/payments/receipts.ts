@@ -1,5 +1,4 @@
-import { canonicalJson } from 'agentgate-x402-wire';
-import { OFFER_RECEIPT_VERSION, signJwsReceipt, type JwsReceipt } from 'agentgate-x402-wire';
+import { canonicalJson, type JwsReceipt, OFFER_RECEIPT_VERSION, signJwsReceipt } from 'agentgate-x402-wire';
 import type { PaymentDoc, SignedReceipt } from './models.js';
 
 /** The service key that signs receipts: the key published in `/.well-known/did.json`. */

@@ -1,9 +1,5 @@
 import { getAddress } from 'viem';
-import { decodePaymentHeader } from 'agentgate-x402-wire';
-import { decodeExactPermit2PaymentHeader, isExactPermit2PaymentHeader } from 'agentgate-x402-wire';
-import { buildRequirementV1 } from 'agentgate-x402-wire';
-import { parsePrice } from 'agentgate-x402-wire';
-import { offerReceiptExtension } from 'agentgate-x402-wire';
+import { buildRequirementV1, decodeExactPermit2PaymentHeader, decodePaymentHeader, isExactPermit2PaymentHeader, offerReceiptExtension, parsePrice } from 'agentgate-x402-wire';
 import type { ChainService } from '../chain/chain-service.js';
 import type { SellerAccountDoc } from './models.js';
 import { acceptsPayee, offerSettings, type SellerAcceptance } from './acceptance.js';
@@ -13,7 +9,7 @@ import type { SettlementResult } from './settlement.js';
 import { normalizeResource } from './resource-url.js';
 import { requireChain } from './chain-required.js';
 import type { PaymentScheme } from './schemes/scheme.js';
-import type { ExactScheme } from './schemes/exact/scheme.js';
+import type { ExactScheme } from './schemes/exact/evm/scheme.js';
 
 // Our seller middleware's door (POST /v0/payments/redeem, and holds.ts): the seller-side checks a paid
 // request must pass before any scheme verifies it (the seller accepts payments, the resource is one of

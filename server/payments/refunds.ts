@@ -2,9 +2,9 @@ import { formatUsdc, parseCharge } from 'agentgate-x402-wire';
 import { AppError } from '../platform/errors.js';
 import type { PaymentDoc } from './models.js';
 import type { PaymentRecords } from './records.js';
-import type { AuthCaptureScheme } from './schemes/auth-capture/scheme.js';
-import type { EscrowOpDoc } from './schemes/auth-capture/escrow-ops.js';
-import type { ExactRefunds } from './schemes/exact/refunds.js';
+import type { AuthCaptureScheme } from './schemes/auth-capture/evm/scheme.js';
+import type { AuthCaptureOperationDoc } from './schemes/auth-capture/evm/escrow-ops.js';
+import type { ExactRefunds } from './schemes/exact/evm/refunds.js';
 
 // Refunds a seller gives (POST /v0/payments/{id}/refund, the console's Refund button, `agentgate
 // payments refund`, the payments_refund MCP tool), each one decided once:
@@ -17,7 +17,7 @@ import type { ExactRefunds } from './schemes/exact/refunds.js';
 export interface RefundRequest { amount?: string; reason: string; idempotencyKey?: string }
 
 /** What a refund answer shows of a refund, whichever kind recorded it. */
-export type RefundView = Pick<EscrowOpDoc, '_id' | 'paymentId' | 'amountRaw' | 'reason' | 'status' | 'txHash' | 'failureReason' | 'receipt' | 'createdAt' | 'doneAt'>;
+export type RefundView = Pick<AuthCaptureOperationDoc, '_id' | 'paymentId' | 'amountRaw' | 'reason' | 'status' | 'txHash' | 'failureReason' | 'receipt' | 'createdAt' | 'doneAt'>;
 
 export class PaymentRefunds {
   /** Refunds of exact payments from the org's wallets: set by the composition root, which has the wallets and mandates. */

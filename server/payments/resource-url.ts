@@ -1,7 +1,6 @@
 import { AppError } from '../platform/errors.js';
 import type { Mode } from '../platform/config.js';
-import { loopbackSpellings } from 'agentgate-x402-wire';
-import { parseResource } from 'agentgate-x402-wire';
+import { loopbackSpellings, parseResource } from 'agentgate-x402-wire';
 
 /** The resource a payment is bound to (middleware/resource-url.ts), or a 400 saying why the input is not one. */
 export function normalizeResource(input: string): string {

@@ -56,7 +56,7 @@ export class SettlementEngine {
   private role: { role: ProcessRole; accepts: boolean } | undefined;
   private housekeeping: NodeJS.Timeout | undefined;
 
-  constructor(db: Connection, private readonly config: Config, readonly chain: ChainService, private readonly log: Logger, private readonly metrics: Metrics, me: string = newProcessId()) {
+  constructor(db: Connection, config: Config, readonly chain: ChainService, private readonly log: Logger, metrics: Metrics, me: string = newProcessId()) {
     // The process registry's id (platform/process-registry.ts): one name per process in every registry and lease.
     this.me = me;
     const settlementLog = log.child({ area: 'settlement' });

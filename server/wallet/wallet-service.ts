@@ -11,8 +11,10 @@ import { newId } from '../platform/ids.js';
 import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, receiveWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from 'agentgate-x402-wire';
 import { smartAccountFactoryAbi } from './smart-account-abi.js';
-import { permit2Allowance, PERMIT2_ADDRESS, uptoTypedData, type UptoPermit, exactTypedData, type ExactPermit } from '../chain/permit2.js';
-import { depositPermit2TypedData, voucherTypedData, type ChannelDepositPermit } from '../chain/batch-settlement.js';
+import { permit2Allowance, PERMIT2_ADDRESS } from '../chain/permit2.js';
+import { exactTypedData, type ExactPermit } from '../payments/schemes/exact/evm/chain.js';
+import { uptoTypedData, type UptoPermit } from '../payments/schemes/upto/evm/chain.js';
+import { depositPermit2TypedData, voucherTypedData, type ChannelDepositPermit } from '../payments/schemes/batch-settlement/evm/chain.js';
 import { walletSchema, type WalletDoc } from './wallet-model.js';
 import { Turns } from '../platform/turns.js';
 
@@ -143,7 +145,7 @@ export class WalletService {
   }
 
   private async deploy(wallet: WalletDoc): Promise<void> {
-    const chain = this.requireChain();
+    this.requireChain();
     if (!(await this.isDeployed(wallet.address as Address))) {
       const receipt = await this.send({
         to: wallet.factoryAddress as Address,

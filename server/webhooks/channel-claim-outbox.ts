@@ -4,9 +4,9 @@ import type { ChannelClaimedEvent } from 'agentgate-x402-wire';
 import { isDuplicateKey } from '../platform/errors.js';
 import { findByIds } from '../platform/find-by-ids.js';
 import type { Endpoints } from '../payments/endpoints.js';
-import type { ChannelActionDoc } from '../payments/schemes/batch-settlement/actions.js';
-import type { ChannelCall, ChannelCalls } from '../payments/schemes/batch-settlement/calls.js';
-import { callChargeOf, chargedCumulativeOf } from '../payments/schemes/batch-settlement/voucher-amounts.js';
+import type { ChannelActionDoc } from '../payments/schemes/batch-settlement/evm/actions.js';
+import type { ChannelCall, ChannelCalls } from '../payments/schemes/batch-settlement/evm/calls.js';
+import { callChargeOf, chargedCumulativeOf } from '../payments/schemes/batch-settlement/evm/voucher-amounts.js';
 
 // `channel.claimed`: the webhook that lets a seller reconcile calls paid through batch-settlement channels.
 //

@@ -1,5 +1,5 @@
 import type { PaymentRefundedEvent, PaymentVoidedEvent } from 'agentgate-x402-wire';
-import type { EscrowOpDoc } from '../payments/schemes/auth-capture/escrow-ops.js';
+import type { AuthCaptureOperationDoc } from '../payments/schemes/auth-capture/evm/escrow-ops.js';
 import type { PaymentDoc } from '../payments/models.js';
 
 // `payment.refunded` and `payment.voided`: an auth-capture payment's refund or void, once the chain did it,
@@ -9,9 +9,9 @@ import type { PaymentDoc } from '../payments/models.js';
 // same retries), and the escrow sweep calls this again for whatever a crash interrupted.
 
 /** What this needs of the webhooks area and of the escrow operations. */
-export interface EscrowEventSinks {
+export interface AuthCaptureEventSinks {
   enqueue(input: { eventId: string; event: string; orgId: string; endpointId: string; body: string }): Promise<void>;
-  markWebhook(opId: string, webhook: NonNullable<EscrowOpDoc['webhook']>): Promise<void>;
+  markWebhook(opId: string, webhook: NonNullable<AuthCaptureOperationDoc['webhook']>): Promise<void>;
 }
 
 /** A refund or void, as either kind of refund records it. */
@@ -19,10 +19,10 @@ export interface PaymentOperationEvent {
   event: 'payment.refunded' | 'payment.voided';
   eventId: string;
   payment: PaymentDoc;
-  op: Pick<EscrowOpDoc, '_id' | 'amountRaw' | 'reason' | 'txHash' | 'receipt' | 'doneAt'>;
+  op: Pick<AuthCaptureOperationDoc, '_id' | 'amountRaw' | 'reason' | 'txHash' | 'receipt' | 'doneAt'>;
 }
 
-export function escrowEventDispatcher(sinks: EscrowEventSinks): (event: PaymentOperationEvent) => Promise<void> {
+export function escrowEventDispatcher(sinks: AuthCaptureEventSinks): (event: PaymentOperationEvent) => Promise<void> {
   return async ({ event, eventId, payment, op }) => {
     if (!payment.endpointId) {
       await sinks.markWebhook(op._id, { status: 'skipped', eventId });

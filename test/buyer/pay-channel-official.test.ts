@@ -12,7 +12,7 @@ import { BatchSettlementEvmScheme as ChannelServerScheme } from '@x402/evm/batch
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { readChannelState } from '../../server/chain/batch-settlement.js';
+import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { TOOLS } from '../../server/mcp/registry.js';
 import { ToolRefusal } from '../../server/mcp/tool.js';

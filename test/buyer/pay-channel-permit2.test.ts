@@ -6,7 +6,7 @@
 import express from 'express';
 import { decodeFunctionData, getAddress, type Hex } from 'viem';
 import { paymentMiddleware } from '../../adapters/express.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, readChannelState, type ChannelDepositPermit } from '../../server/chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, readChannelState, type ChannelDepositPermit } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { permit2Allowance, permit2NonceUsed } from '../../server/chain/permit2.js';
 import { authorizationState, type Authorization } from '../../server/chain/usdc.js';
 import { chooseOffer, readChallenge } from '../../server/buyer/challenge.js';

@@ -11,7 +11,7 @@ import type { Hex } from 'viem';
 import { paymentMiddleware } from '../../adapters/express.js';
 import type { RequestPayment } from '../../middleware/index.js';
 import { formatUsdc } from 'agentgate-x402-wire';
-import { readChannelState } from '../../server/chain/batch-settlement.js';
+import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';

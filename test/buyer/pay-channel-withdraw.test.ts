@@ -4,13 +4,14 @@
 // vouchers did not commit, the seller's sweep claims its vouchers meanwhile, and once the channel's delay
 // has passed on chain the buyer's idle round finalizes it. The chain is this file's own (its clock moves
 // 15 minutes per withdrawal), with our seller middleware's route sold by channel on the same backend.
+import { CHANNEL_WITHDRAW_DELAY } from 'agentgate-x402-wire';
 import { randomBytes } from 'node:crypto';
 import express from 'express';
 import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, nonceManager, privateKeyToAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
 import { paymentMiddleware } from '../../adapters/express.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, readChannelState } from '../../server/chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
 import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
@@ -22,7 +23,7 @@ import { createMandate, fundedAgent, pay } from './support.js';
 import { vouchersOnceCaptured } from '../support/channel-captures.js';
 
 const PRICE = 1_000n; // $0.001 a call
-const WITHDRAW_DELAY = 900; // what our middleware offers (the contract's minimum)
+const WITHDRAW_DELAY = CHANNEL_WITHDRAW_DELAY; // what our middleware offers (the contract's minimum)
 /** Shared with the second backend process (wallet keys are sealed under it). */
 const MASTER_KEY = randomBytes(32).toString('hex');
 

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import express from 'express';
 import type { Hex } from 'viem';
 import { paymentMiddleware } from '../../adapters/express.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, readChannelState } from '../../server/chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { chooseOffer, readChallenge } from '../../server/buyer/challenge.js';
 import { encodeBase64Json } from 'agentgate-x402-wire';
 import { TOOLS } from '../../server/mcp/registry.js';

@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { testChain, usdcBalance } from '../support/chain.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { paymentMiddleware as ourPaymentMiddleware } from '../../adapters/express.js';
-import { EXACT_PROXY_ADDRESS } from '../../server/chain/permit2.js';
+import { EXACT_PROXY_ADDRESS } from '../../server/payments/schemes/exact/evm/chain.js';
 import { createMandate, fundedAgent, officialExpressSeller, pay } from './support.js';
 
 let server: TestServer;

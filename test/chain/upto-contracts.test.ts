@@ -18,18 +18,8 @@ import {
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { loadArtifacts } from '../../contracts/compile.js';
 import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
-import {
-  erc20AllowanceAbi,
-  permit2Abi,
-  permit2NonceUsed,
-  PERMIT2_ADDRESS,
-  UPTO_PROXY_ADDRESS,
-  uptoPermitOf,
-  uptoProxyAbi,
-  uptoSettleArgs,
-  uptoTypedData,
-  type UptoPermit,
-} from '../../server/chain/permit2.js';
+import { erc20AllowanceAbi, permit2Abi, permit2NonceUsed, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
+import { UPTO_PROXY_ADDRESS, uptoPermitOf, uptoProxyAbi, uptoSettleArgs, uptoTypedData, type UptoPermit } from '../../server/payments/schemes/upto/evm/chain.js';
 import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { ONE_USDC, startDevChain, type DevChain } from './dev-chain.js';

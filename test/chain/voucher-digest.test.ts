@@ -3,7 +3,7 @@
 // channel id, remembered per config, is the hash of that config and of nothing else.
 import { randomBytes } from 'node:crypto';
 import { getAddress, hashTypedData, type Hex } from 'viem';
-import { batchSettlementDomain, channelConfigTypes, channelIdOf, voucherDigest, voucherTypedData, type ChannelConfig } from '../../server/chain/batch-settlement.js';
+import { batchSettlementDomain, channelConfigTypes, channelIdOf, voucherDigest, voucherTypedData, type ChannelConfig } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 
 const hex = (bytes: number) => `0x${randomBytes(bytes).toString('hex')}` as Hex;
 const address = () => getAddress(hex(20));

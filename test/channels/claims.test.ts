@@ -10,7 +10,7 @@ import type { PaymentRequirements } from '@x402/core/types';
 import { keccak256, parseEventLogs, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { toClientEvmSigner } from '@x402/evm';
-import { ERC3009_DEPOSIT_COLLECTOR_ADDRESS } from '../../server/chain/batch-settlement.js';
+import { ERC3009_DEPOSIT_COLLECTOR_ADDRESS } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { usdcAbi } from '../../server/chain/usdc.js';
 import {
   BATCH_SETTLEMENT_ADDRESS,

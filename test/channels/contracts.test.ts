@@ -30,7 +30,7 @@ import {
   channelIdOf,
   depositCollectorAbi,
   type ChannelConfig,
-} from '../../server/chain/batch-settlement.js';
+} from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { startDevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';

@@ -16,7 +16,7 @@ import {
   PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
   batchSettlementAbi,
   depositCollectorAbi,
-} from '../../server/chain/batch-settlement.js';
+} from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { usdcAbi } from '../../server/chain/usdc.js';
 import { deployDevChain } from '../../server/dev/chain/deploy.js';

@@ -9,7 +9,7 @@ import { refundTypes } from '@x402/evm';
 import type { PaymentRequirements } from '@x402/core/types';
 import { encodeFunctionData, parseUnits, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { batchSettlementDomain } from '../../server/chain/batch-settlement.js';
+import { batchSettlementDomain } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import {
   BATCH_SETTLEMENT_ADDRESS,
   ONE_USDC,

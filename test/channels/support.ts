@@ -4,6 +4,7 @@
  * as `agentgate dev`), the official @x402/evm batch-settlement client to sign deposits and vouchers, and the
  * official facilitator to verify and to send deposits, claims, settlements and refunds.
  */
+import { CHANNEL_WITHDRAW_DELAY } from 'agentgate-x402-wire';
 import { BatchSettlementEvmScheme as OfficialChannelClient, signVoucher } from '@x402/evm/batch-settlement/client';
 import { BatchSettlementEvmScheme as OfficialChannelFacilitator } from '@x402/evm/batch-settlement/facilitator';
 import {
@@ -38,7 +39,7 @@ import {
   batchSettlementAbi,
   channelIdOf,
   type ChannelConfig,
-} from '../../server/chain/batch-settlement.js';
+} from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
 import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
@@ -47,7 +48,7 @@ import { startDevChain, type DevChain } from '../chain/dev-chain.js';
 
 export { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, OfficialChannelClient, type ChannelConfig };
 export const ONE_USDC = parseUnits('1', 6);
-export const WITHDRAW_DELAY = 900;
+export const WITHDRAW_DELAY = CHANNEL_WITHDRAW_DELAY;
 
 /** A chain with the channel contracts, the official facilitator (relayer + its own receiver authorizer), and a seller. */
 export interface ChannelWorld {

@@ -14,7 +14,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { paymentMiddleware } from '../../adapters/express.js';
-import { readChannelState } from '../../server/chain/batch-settlement.js';
+import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
 import { Balancer, balancerProxy, clusterSellerAccount, eventually, moveBaseFee, registerClusterEndpoint, startCluster, type Cluster } from '../support/cluster.js';
 import { clusterServices, type ClusterServices } from '../support/cluster-services.js';

@@ -11,7 +11,6 @@ import {
   ContractFunctionRevertedError,
   createPublicClient,
   createWalletClient,
-  getAddress,
   http,
   maxUint256,
   parseAbi,
@@ -36,7 +35,7 @@ import {
   paymentInfoHash,
   paymentInfoOf,
   type PaymentInfo,
-} from '../../server/chain/auth-capture.js';
+} from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import { AUTH_CAPTURE } from 'agentgate-x402-wire';
 import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';

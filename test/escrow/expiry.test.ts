@@ -6,7 +6,7 @@
  * after, since the client signs with the wall clock.
  */
 import { isAddressEqual, parseEventLogs, type TransactionReceipt } from 'viem';
-import { AUTH_CAPTURE_ESCROW_ADDRESS, authCaptureEscrowAbi } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS, authCaptureEscrowAbi } from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import {
   ONE_USDC,
   args,

@@ -7,7 +7,7 @@
 import { concatHex, encodeFunctionData, hashTypedData, isAddressEqual, parseEventLogs, serializeErc6492Signature, type Address, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { loadArtifacts } from '../../contracts/compile.js';
-import { AUTH_CAPTURE_ESCROW_ADDRESS, EIP3009_TOKEN_COLLECTOR_ADDRESS, OPERATOR_REFUND_COLLECTOR_ADDRESS, PERMIT2_TOKEN_COLLECTOR_ADDRESS, authCaptureEscrowAbi } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS, EIP3009_TOKEN_COLLECTOR_ADDRESS, OPERATOR_REFUND_COLLECTOR_ADDRESS, PERMIT2_TOKEN_COLLECTOR_ADDRESS, authCaptureEscrowAbi } from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import { usdcAbi } from '../../server/chain/usdc.js';
 import {
   ONE_USDC,

@@ -23,7 +23,7 @@ import {
   payerAgnosticNonce,
   paymentInfoHash,
   tokenCollectorAbi,
-} from '../../server/chain/auth-capture.js';
+} from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import { PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { MULTICALL3_ADDRESS } from '../../server/dev/chain/deploy.js';
 import { DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';

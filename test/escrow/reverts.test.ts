@@ -15,7 +15,7 @@ import {
   PERMIT2_TOKEN_COLLECTOR_ADDRESS,
   authCaptureEscrowAbi,
   type PaymentInfo,
-} from '../../server/chain/auth-capture.js';
+} from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import {
   ONE_USDC,
   args,

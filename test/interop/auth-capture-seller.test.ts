@@ -11,15 +11,14 @@ import { parseUnits, type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import type { RequestPayment, RouteConfig } from '../../middleware/index.js';
-import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import { fundedBuyer, sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, serve, setUpSeller, type Framework } from './seller.js';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { verifyWebhook } from 'agentgate-x402-wire';
-import { verifyReceipt } from 'agentgate-x402-wire';
+import { verifyReceipt, verifyWebhook } from 'agentgate-x402-wire';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 250_000n; // $0.25

@@ -19,7 +19,7 @@ import type { Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { builderCodeSuffix } from '../../server/chain/builder-code.js';
-import { EXACT_PROXY_ADDRESS } from '../../server/chain/permit2.js';
+import { EXACT_PROXY_ADDRESS } from '../../server/payments/schemes/exact/evm/chain.js';
 import { toClientEvmSigner } from '@x402/evm';
 import { fundedBuyer, testChain } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';

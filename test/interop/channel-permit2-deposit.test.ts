@@ -6,7 +6,7 @@ import express from 'express';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { parseEventLogs, type Hex } from 'viem';
 import { paymentMiddleware } from '../../adapters/express.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, readChannelState } from '../../server/chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { permit2NonceUsed } from '../../server/chain/permit2.js';
 import { permit2ApprovedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { officialChannelClient } from '../support/official-channel-client.js';

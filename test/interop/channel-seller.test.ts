@@ -18,7 +18,7 @@ import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
 import { paymentMiddleware as honoPayments } from '../../adapters/hono.js';
 import { paymentMiddleware as fastifyPayments } from '../../adapters/fastify.js';
 import type { RouteConfig } from '../../middleware/index.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, readChannelState, voucherTypedData, type ChannelConfig } from '../../server/chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, readChannelState, voucherTypedData, type ChannelConfig } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
 import { vouchersOnceCaptured as vouchersLanded } from '../support/channel-captures.js';
 import { startTestServer, type TestServer } from '../support/server.js';

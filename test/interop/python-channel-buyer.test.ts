@@ -11,7 +11,7 @@ import express from 'express';
 import { parseUnits, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
-import { readChannelState } from '../../server/chain/batch-settlement.js';
+import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { x402Python } from '../support/python-sdk.js';
 import { startTestServer, type TestServer } from '../support/server.js';

@@ -22,7 +22,6 @@ afterAll(async () => {
   await catcher?.stop();
 });
 
-const enc = encodeURIComponent;
 
 async function mailFrom(from: string, to: string, subject: string) {
   const human = smtpClient(server);

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import type { Address, Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mcpPaywall, type ToolUsage } from '../../adapters/mcp.js';
-import { readChannelState } from '../../server/chain/batch-settlement.js';
+import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';

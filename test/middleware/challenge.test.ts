@@ -1,8 +1,7 @@
 import { PaymentRequiredV2Schema, PaymentRequiredV1Schema } from '@x402/core/schemas';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { PaymentRequirementsSchema as OfficialV1Requirements } from 'x402/types';
-import { buildPaymentRequired } from 'agentgate-x402-wire';
-import { parseSellerSettings } from 'agentgate-x402-wire';
+import { buildPaymentRequired, parseSellerSettings } from 'agentgate-x402-wire';
 import { anvilSettings, baseSepoliaSettings, fromB64, LOCAL_TOKEN, PAY_TO } from './fixtures.js';
 
 const offer = {

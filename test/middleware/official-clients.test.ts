@@ -11,8 +11,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { wrapFetchWithPayment as wrapFetchV1 } from 'x402-fetch';
 import type { RedeemRequest, RedeemResult } from '../../middleware/facilitator.js';
 import { Paywall } from '../../middleware/paywall.js';
-import { decodePaymentHeader } from 'agentgate-x402-wire';
-import type { SellerSettings } from 'agentgate-x402-wire';
+import { decodePaymentHeader, type SellerSettings } from 'agentgate-x402-wire';
 import { transferWithAuthorizationTypes } from '../../server/chain/usdc.js';
 import { anvilSettings, baseSepoliaSettings, FakeFacilitator, fromB64 } from './fixtures.js';
 

@@ -1,5 +1,4 @@
-import { decodePaymentHeader } from 'agentgate-x402-wire';
-import { decodeBase64Json, encodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from 'agentgate-x402-wire';
+import { decodeBase64Json, decodePaymentHeader, encodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from 'agentgate-x402-wire';
 import { anvilRequirementV2, b64, PAY_TO } from './fixtures.js';
 
 const authorization = {

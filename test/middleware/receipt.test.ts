@@ -1,7 +1,5 @@
 import * as ed from '@noble/ed25519';
-import { canonicalJson, CanonicalJsonError } from 'agentgate-x402-wire';
-import { ed25519ToMultibase, encodeBase64Url, parseEd25519PublicKey } from 'agentgate-x402-wire';
-import { verifyReceipt, type Receipt } from 'agentgate-x402-wire';
+import { canonicalJson, CanonicalJsonError, ed25519ToMultibase, encodeBase64Url, parseEd25519PublicKey, type Receipt, verifyReceipt } from 'agentgate-x402-wire';
 
 describe('canonicalJson', () => {
   test('sorts keys recursively, no whitespace', () => {

@@ -2,8 +2,7 @@
 // transaction, a bad authorization inside a batch fails alone, copies of one header settle once, a crash
 // between sending a batch and recording it is reconciled from the chain, and two server processes on one
 // database never settle one authorization twice.
-import { parseEventLogs, type Address, type Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { parseEventLogs, type Hex } from 'viem';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { redeem, setUpSeller, type TestSeller } from '../support/payments.js';
 import { fundedBuyer, paymentHeaderV1, setEthBalance, signAuthorization, testChain, usdcBalance } from '../support/chain.js';

@@ -9,7 +9,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
-import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';

@@ -16,7 +16,7 @@ import { signUp } from '../support/agents.js';
 import { fundedBuyer, sendUsdc, signAuthorization, testChain, usdcBalance } from '../support/chain.js';
 import { verifyReceipt } from 'agentgate-x402-wire';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
-import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState, paymentInfoHash, paymentInfoOf } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState, paymentInfoHash, paymentInfoOf } from '../../server/payments/schemes/auth-capture/evm/chain.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000_000n; // $1

@@ -32,7 +32,7 @@ import {
   readChannelState,
   voucherTypedData,
   type ChannelConfig,
-} from '../../server/chain/batch-settlement.js';
+} from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 
 const NETWORK = 'eip155:84532';
 /** Shared by the backend processes of a deployment (the receiver authorizer is sealed under it). */

@@ -23,7 +23,8 @@ import { signUp } from '../support/agents.js';
 import { fundedBuyer, setEthBalance, testChain, usdcBalance } from '../support/chain.js';
 import { verifyReceipt } from 'agentgate-x402-wire';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
-import { erc20AllowanceAbi, PERMIT2_ADDRESS, permit2NonceUsed, uptoPermitOf, uptoTypedData } from '../../server/chain/permit2.js';
+import { erc20AllowanceAbi, PERMIT2_ADDRESS, permit2NonceUsed } from '../../server/chain/permit2.js';
+import { uptoPermitOf, uptoTypedData } from '../../server/payments/schemes/upto/evm/chain.js';
 
 const NETWORK = 'eip155:84532';
 const MAX = 500_000n; // $0.50

@@ -3,9 +3,8 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization, usdcBalance, testChain } from '../support/chain.js';
-import { AUTH_CAPTURE_ESCROW_ADDRESS } from '../../server/chain/auth-capture.js';
-import { verifyReceipt } from 'agentgate-x402-wire';
-import { encodeBase64Json } from 'agentgate-x402-wire';
+import { AUTH_CAPTURE_ESCROW_ADDRESS } from '../../server/payments/schemes/auth-capture/evm/chain.js';
+import { encodeBase64Json, verifyReceipt } from 'agentgate-x402-wire';
 import { openStorefront } from '../support/storefront.js';
 
 let server: TestServer;

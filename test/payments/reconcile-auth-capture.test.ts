@@ -10,7 +10,7 @@ import { signUp } from '../support/agents.js';
 import { fundedBuyer, sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
-import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState } from '../../server/payments/schemes/auth-capture/evm/chain.js';
 
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000_000n;

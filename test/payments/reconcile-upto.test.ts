@@ -8,9 +8,10 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { testChain, usdcBalance, permit2ApprovedBuyer } from '../support/chain.js';
 import { reconcilePayments } from '../../server/payments/reconcile.js';
-import { permit2Abi, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/chain/permit2.js';
+import { permit2Abi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
+import { UPTO_PROXY_ADDRESS, uptoProxyAbi, uptoSettleArgs } from '../../server/payments/schemes/upto/evm/chain.js';
 import { decodeUptoPayload } from 'agentgate-x402-wire';
-import { uptoPermitOfRecord } from '../../server/payments/schemes/upto/settle.js';
+import { uptoPermitOfRecord } from '../../server/payments/schemes/upto/evm/settle.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import type { Hex } from 'viem';
 

@@ -1,7 +1,7 @@
 import { AuthCaptureEvmScheme } from '@x402/evm/auth-capture/client';
 import { parseUnits, type Address } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
-import { AUTH_CAPTURE_ESCROW_ADDRESS } from '../../server/chain/auth-capture.js';
+import { AUTH_CAPTURE_ESCROW_ADDRESS } from '../../server/payments/schemes/auth-capture/evm/chain.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
 import { fundedBuyer, sendUsdc, testChain } from './chain.js';
 import type { TestServer } from './server.js';

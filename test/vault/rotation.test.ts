@@ -1,4 +1,4 @@
-import { receiverAuthorizerSealedFields } from '../../server/payments/schemes/batch-settlement/receiver-authorizer.js';
+import { receiverAuthorizerSealedFields } from '../../server/payments/schemes/batch-settlement/evm/receiver-authorizer.js';
 import { randomBytes } from 'node:crypto';
 import { startTestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';

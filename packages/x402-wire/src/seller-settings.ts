@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { networkByName } from './networks.js';
-import { EvmAddress } from './schemes/exact/evm/wire.js';
+import { EvmAddress } from './evm.js';
 
 /**
  * Where and in what a seller is paid: fetched once from the backend at start-up

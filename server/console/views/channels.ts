@@ -1,6 +1,6 @@
 import { html, type SafeHtml } from '../html.js';
-import type { ChannelCall, ChannelSummary } from '../../payments/schemes/batch-settlement/calls.js';
-import { callChargeOf, chargedCumulativeOf } from '../../payments/schemes/batch-settlement/voucher-amounts.js';
+import type { ChannelCall, ChannelSummary } from '../../payments/schemes/batch-settlement/evm/calls.js';
+import { callChargeOf, chargedCumulativeOf } from '../../payments/schemes/batch-settlement/evm/voucher-amounts.js';
 import type { LiveSession } from '../sessions.js';
 import type { ReceiptCheck } from '../receipt-check.js';
 import { page } from './layout.js';

@@ -8,7 +8,7 @@
  * Idempotent. Nothing of this runs against a real network: there the real contracts are already deployed.
  */
 import type { Hex } from 'viem';
-import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../../chain/batch-settlement.js';
+import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS } from '../../payments/schemes/batch-settlement/evm/chain.js';
 import { PERMIT2_ADDRESS } from '../../chain/permit2.js';
 import { placeAtCanonicalAddresses } from './canonical-placement.js';
 

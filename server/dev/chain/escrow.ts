@@ -19,7 +19,7 @@ import {
   OPERATOR_REFUND_COLLECTOR_ADDRESS,
   PERMIT2_TOKEN_COLLECTOR_ADDRESS,
   authCaptureEscrowAbi,
-} from '../../chain/auth-capture.js';
+} from '../../payments/schemes/auth-capture/evm/chain.js';
 import { PERMIT2_ADDRESS } from '../../chain/permit2.js';
 import { MULTICALL3_ADDRESS } from './deploy.js';
 import { placeAtCanonicalAddresses, type Placement } from './canonical-placement.js';

@@ -7,7 +7,9 @@
  * contracts are already deployed.
  */
 import type { Address, Hex } from 'viem';
-import { EXACT_PROXY_ADDRESS, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS } from '../../chain/permit2.js';
+import { PERMIT2_ADDRESS } from '../../chain/permit2.js';
+import { EXACT_PROXY_ADDRESS } from '../../payments/schemes/exact/evm/chain.js';
+import { UPTO_PROXY_ADDRESS } from '../../payments/schemes/upto/evm/chain.js';
 import { placeAtCanonicalAddresses } from './canonical-placement.js';
 
 export async function installPermit2Contracts(node: { rpcUrl: string; deployerKey: Hex }): Promise<{ permit2: Address; uptoProxy: Address; exactProxy: Address }> {

@@ -1,7 +1,9 @@
-import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import { decodeFunctionData, getAddress, isAddressEqual, parseEventLogs, type Address, type Hex, type PublicClient } from 'viem';
 import type { ChainService } from '../../chain/chain-service.js';
 import { usdcAbi } from '../../chain/usdc.js';
-import { PERMIT2_ADDRESS, permit2NonceUsed, proxySettlementAmount, type Eip2612Permit } from '../../chain/permit2.js';
+import { PERMIT2_ADDRESS, permit2NonceUsed, type Eip2612Permit } from '../../chain/permit2.js';
+import { UPTO_PROXY_ADDRESS, uptoProxyAbi } from './upto/evm/chain.js';
+import { EXACT_PROXY_ADDRESS, exactProxyAbi } from './exact/evm/chain.js';
 import { blockBefore } from '../../chain/authorization-events.js';
 import { RelayerUnavailableError, shortReason, type SentTx, type TxRequest } from '../../settlement/relayer-lane.js';
 import type { SettleOutcome } from '../../settlement/settler.js';
@@ -116,3 +118,29 @@ export async function sendProxySettlement(chain: ChainService, settlement: Proxy
   const why = fate.kind === 'replaced' ? 'was replaced by another transaction' : `was not confirmed (${fate.reason})`;
   return { ok: false, reason: 'settle_unconfirmed', message: `the settlement transaction ${sent.hash} ${why}`, txHash: sent.hash, unconfirmed: true };
 }
+
+/**
+ * What the transaction `hash` moved of `token` from the permit's owner to its payee, if it is a successful
+ * settle(WithPermit) of that owner's permit with that Permit2 nonce, sent to the `kind` proxy; undefined
+ * for anything else (not mined, reverted, another contract, another permit). The proxies' Settled event
+ * carries nothing, and one buyer often pays one seller the same amount twice: only the call tells whose
+ * permit it settled.
+ */
+export async function proxySettlementAmount(client: PublicClient, kind: 'upto' | 'exact', token: Address, hash: Hex, permit: { owner: Address; nonce: bigint; to: Address }): Promise<bigint | undefined> {
+  const proxy = kind === 'upto' ? UPTO_PROXY_ADDRESS : EXACT_PROXY_ADDRESS;
+  const [receipt, tx] = await Promise.all([client.getTransactionReceipt({ hash }).catch(() => undefined), client.getTransaction({ hash }).catch(() => undefined)]);
+  if (!receipt || !tx || receipt.status !== 'success' || !receipt.to || !isAddressEqual(receipt.to, proxy)) return undefined;
+  let call: { functionName: string; args?: readonly unknown[] };
+  try { call = decodeFunctionData({ abi: kind === 'upto' ? uptoProxyAbi : exactProxyAbi, data: tx.input }); } catch { return undefined; }
+  // settleWithPermit's arguments are settle's after the EIP-2612 permit; upto's settle names the amount before the owner.
+  const args = call.functionName === 'settle' ? call.args : call.functionName === 'settleWithPermit' ? call.args?.slice(1) : undefined;
+  const settled = args?.[0] as { nonce: bigint } | undefined;
+  const owner = args?.[kind === 'upto' ? 2 : 1] as Address | undefined;
+  if (!settled || !owner || !isAddressEqual(owner, permit.owner) || settled.nonce !== permit.nonce) return undefined;
+  const transfers = parseEventLogs({ abi: usdcAbi, logs: receipt.logs.filter((l) => isAddressEqual(l.address, token)), eventName: 'Transfer' });
+  return transfers.reduce((sum, t) => {
+    const { from, to, value } = t.args as { from: Address; to: Address; value: bigint };
+    return isAddressEqual(from, permit.owner) && isAddressEqual(to, permit.to) ? sum + value : sum;
+  }, 0n);
+}
+

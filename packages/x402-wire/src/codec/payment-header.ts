@@ -1,6 +1,5 @@
 import { decodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from './base64-json.js';
-import { PaymentPayloadV1Schema, type PaymentPayloadV1 } from './v1.js';
-import { PaymentPayloadV2Schema, type PaymentPayloadV2 } from './v2.js';
+import { PaymentPayloadV1Schema, PaymentPayloadV2Schema, type PaymentPayloadV1, type PaymentPayloadV2 } from '../schemes/exact/evm/wire.js';
 
 /** Why a payment header could not be read; each is a distinct machine code for the 402 `error`. */
 export type PaymentHeaderFailure =

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { encodeBase64Json } from './base64-json.js';
-import { EvmAddress, ExactEvmPayloadSchema, TokenDomainExtraSchema } from '../schemes/exact/evm/wire.js';
+import { EvmAddress, TokenDomainExtraSchema } from '../evm.js';
 
 /**
  * x402 v1 wire shapes (field names from `x402` 1.2.0 `types/verify/x402Specs`): the 402 body
@@ -33,14 +33,6 @@ export const PaymentRequiredV1Schema = z.object({
   accepts: z.array(PaymentRequirementsV1Schema).min(1),
 });
 export type PaymentRequiredV1 = z.infer<typeof PaymentRequiredV1Schema>;
-
-export const PaymentPayloadV1Schema = z.object({
-  x402Version: z.literal(X402_V1),
-  scheme: z.literal('exact'),
-  network: z.string().min(1).max(64),
-  payload: ExactEvmPayloadSchema,
-});
-export type PaymentPayloadV1 = z.infer<typeof PaymentPayloadV1Schema>;
 
 export const SettlementResponseV1Schema = z.object({
   success: z.boolean(),

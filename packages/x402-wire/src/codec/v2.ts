@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { encodeBase64Json } from './base64-json.js';
-import { EvmAddress, ExactEvmPayloadSchema, TokenDomainExtraSchema } from '../schemes/exact/evm/wire.js';
+import { EvmAddress, TokenDomainExtraSchema } from '../evm.js';
 
 /**
  * x402 v2 wire shapes (field names from `@x402/core` 2.27 `schemas/index`): the `PAYMENT-REQUIRED`
@@ -40,15 +40,6 @@ export const PaymentRequiredV2Schema = z.object({
   extensions: z.record(z.string(), z.unknown()).nullish(),
 });
 export type PaymentRequiredV2 = z.infer<typeof PaymentRequiredV2Schema>;
-
-export const PaymentPayloadV2Schema = z.object({
-  x402Version: z.literal(X402_V2),
-  resource: ResourceInfoSchema.nullish(),
-  accepted: PaymentRequirementsV2Schema,
-  payload: ExactEvmPayloadSchema,
-  extensions: z.record(z.string(), z.unknown()).nullish(),
-});
-export type PaymentPayloadV2 = z.infer<typeof PaymentPayloadV2Schema>;
 
 export const SettlementResponseV2Schema = z.object({
   success: z.boolean(),

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { decodeBase64Json } from '../../../codec/base64-json.js';
-import { Bytes32Hex, EvmAddress, ExactEvmAuthorizationSchema, SignatureHex, TokenDomainExtraSchema, Uint256String } from '../../exact/evm/wire.js';
+import { Bytes32Hex, EvmAddress, SignatureHex, TokenDomainExtraSchema, Uint256String } from '../../../evm.js';
+import { ExactEvmAuthorizationSchema } from '../../exact/evm/wire.js';
+import { Permit2TransferSchema } from '../../../permit2.js';
 import { Caip2NetworkSchema, ResourceInfoSchema } from '../../../codec/v2.js';
 
 /**
@@ -46,13 +48,8 @@ export const AuthCaptureRequirementsSchema = z.object({
 }).loose();
 export type AuthCaptureRequirements = z.infer<typeof AuthCaptureRequirementsSchema>;
 
-const Permit2Authorization = z.object({
-  from: EvmAddress,
-  permitted: z.object({ token: EvmAddress, amount: Uint256String }),
-  spender: EvmAddress,
-  nonce: Uint256String,
-  deadline: Uint256String,
-});
+/** Collected by the escrow's Permit2 collector: a plain transfer (no witness), its nonce a decimal uint256. */
+const Permit2Authorization = Permit2TransferSchema.extend({ nonce: Uint256String });
 
 /** The collect payload: exactly one of the two shapes, `salt` always, `saltNonce` only when bound. */
 export const AuthCaptureEip3009PayloadSchema = z.object({ authorization: ExactEvmAuthorizationSchema, signature: SignatureHex, salt: Bytes32Hex, saltNonce: Bytes32Hex.optional() }).strict();

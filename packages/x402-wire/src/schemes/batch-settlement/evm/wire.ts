@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EvmAddress, TokenDomainExtraSchema } from '../../exact/evm/wire.js';
+import { EvmAddress, TokenDomainExtraSchema } from '../../../evm.js';
 import { Caip2NetworkSchema } from '../../../codec/v2.js';
 
 /**
@@ -8,13 +8,13 @@ import { Caip2NetworkSchema } from '../../../codec/v2.js';
  * call, the receiver authorizer the channel must name (never zero), the channel's withdrawal delay, and
  * how a deposit pays in (ERC-3009 unless the seller says Permit2).
  */
-export const ChannelRequirementsExtraSchema = TokenDomainExtraSchema.extend({
+export const BatchSettlementRequirementsExtraSchema = TokenDomainExtraSchema.extend({
   receiverAuthorizer: EvmAddress.refine((a) => !/^0x0{40}$/i.test(a), 'must not be the zero address'),
   withdrawDelay: z.number().int().positive().optional(),
   assetTransferMethod: z.enum(['eip3009', 'permit2']).optional(),
 }).loose();
 
-export const ChannelRequirementsV2Schema = z.object({
+export const BatchSettlementRequirementsV2Schema = z.object({
   scheme: z.literal('batch-settlement'),
   network: Caip2NetworkSchema,
   /** The price of this call, atomic units. */
@@ -22,9 +22,9 @@ export const ChannelRequirementsV2Schema = z.object({
   asset: EvmAddress,
   payTo: EvmAddress,
   maxTimeoutSeconds: z.number().int().positive(),
-  extra: ChannelRequirementsExtraSchema,
+  extra: BatchSettlementRequirementsExtraSchema,
 });
-export type ChannelRequirementsV2Buyer = z.infer<typeof ChannelRequirementsV2Schema>;
+export type BatchSettlementRequirementsV2Buyer = z.infer<typeof BatchSettlementRequirementsV2Schema>;
 
 /** Where a seller's corrective 402 says the channel stands (extra.channelState), as far as a buyer reads it. */
 export const ChannelStandingSchema = z.object({

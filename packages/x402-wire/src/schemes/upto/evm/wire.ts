@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { decodeBase64Json } from '../../../codec/base64-json.js';
-import { Bytes32Hex, EvmAddress, SignatureHex, TokenDomainExtraSchema, Uint256String } from '../../exact/evm/wire.js';
+import { EvmAddress, SignatureHex, TokenDomainExtraSchema, Uint256String } from '../../../evm.js';
+import { Permit2TransferSchema } from '../../../permit2.js';
 import { Caip2NetworkSchema, ResourceInfoSchema } from '../../../codec/v2.js';
 
 /**
@@ -11,9 +12,6 @@ import { Caip2NetworkSchema, ResourceInfoSchema } from '../../../codec/v2.js';
  * `amount` in the requirements is phase-dependent between seller and facilitator: the maximum at verify
  * time, the amount to charge at settle time. The payload's `accepted.amount` is always the maximum.
  */
-
-/** A Permit2 nonce: the official client writes a decimal uint256; the spec's example a 0x hex one. */
-export const Permit2Nonce = z.union([Uint256String, Bytes32Hex, z.string().regex(/^0x[0-9a-fA-F]{1,64}$/)]);
 
 export const UptoRequirementsExtraSchema = TokenDomainExtraSchema.extend({
   /** The facilitator account that will send the settlement: the buyer binds it into the witness. */
@@ -32,12 +30,7 @@ export const UptoRequirementsV2Schema = z.object({
 });
 export type UptoRequirementsV2 = z.infer<typeof UptoRequirementsV2Schema>;
 
-export const UptoPermit2AuthorizationSchema = z.object({
-  from: EvmAddress,
-  permitted: z.object({ token: EvmAddress, amount: Uint256String }),
-  spender: EvmAddress,
-  nonce: Permit2Nonce,
-  deadline: Uint256String,
+export const UptoPermit2AuthorizationSchema = Permit2TransferSchema.extend({
   witness: z.object({ to: EvmAddress, facilitator: EvmAddress, validAfter: Uint256String }),
 });
 export type UptoPermit2Authorization = z.infer<typeof UptoPermit2AuthorizationSchema>;

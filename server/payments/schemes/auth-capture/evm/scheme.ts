@@ -1,0 +1,302 @@
+import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import { AUTH_CAPTURE, type AuthCapturePaymentPayload, authCaptureReason, type AuthCaptureRequirements, AuthCaptureRequirementsSchema, collectTerms, decodeAuthCapturePayload, decodeAuthCapturePaymentHeader, formatUsdc, isAuthCapturePayload, isAuthCapturePaymentHeader, parseCharge } from 'agentgate-x402-wire';
+import {
+  AUTH_CAPTURE_ESCROW_ADDRESS,
+  authCaptureEscrowAbi,
+  escrowCalldata,
+  escrowState,
+  paymentInfoOfStored,
+  storedPaymentInfo,
+} from './chain.js';
+import { blockBefore } from '../../../../chain/authorization-events.js';
+import type { ChainService } from '../../../../chain/chain-service.js';
+import { AppError } from '../../../../platform/errors.js';
+import { newId } from '../../../../platform/ids.js';
+import type { Config } from '../../../../platform/config.js';
+import type { SendTools } from '../../../../settlement/work.js';
+import type { SettleOutcome } from '../../../../settlement/settler.js';
+import { RelayerUnavailableError, shortReason } from '../../../../settlement/relayer-lane.js';
+import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
+import type { Endpoints } from '../../../endpoints.js';
+import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../settlement-path.js';
+import type { SettlementResult } from '../../../settlement.js';
+import { requireChain } from '../../../chain-required.js';
+import { payeeRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest } from '../../../facilitator-api.js';
+import { RESEND_MARGIN_SECONDS, type HoldablePayment, type PaymentScheme, type ReconcileRound, type Reconciled, type SupportedKind } from '../../scheme.js';
+import { simulateEscrow, verifyAuthCapture, type AuthCaptureRefused, type AuthCaptureVerified } from './verify.js';
+import { OP_WORK_KIND, type AuthCaptureOperations } from './escrow-ops.js';
+
+// The x402 `auth-capture` scheme on EVM (v2): the buyer authorizes a payment into Base's Commerce
+// Payments escrow (AuthCaptureEscrow); we are its operator (the `captureAuthorizer`, one of our relayers),
+// so the payment's settlement is the escrow's `authorize`, sent from that relayer's lane: the buyer's money
+// is then held in escrow. What follows is decided by the seller through our API (out of band, as the spec
+// puts a delegated operator without a receiver authorizer): capture after the handler succeeded, void
+// after it failed or when the hold expires, refunds of what was captured (escrow-ops.ts).
+
+const R = authCaptureReason;
+/** Gas for one authorize: the collector's signature check (ERC-1271/6492 for smart accounts) and the pull. */
+const AUTHORIZE_GAS = 450_000n;
+
+export class AuthCaptureScheme implements PaymentScheme {
+  readonly name = AUTH_CAPTURE;
+  readonly pricedByUsage = false;
+  readonly paidInV1 = false;
+  readonly extensions = [];
+  readonly otherWork;
+
+  constructor(
+    private readonly chain: ChainService | undefined,
+    private readonly config: Config,
+    private readonly path: PaymentSettlement,
+    private readonly endpoints: Endpoints,
+    readonly operations: AuthCaptureOperations,
+  ) {
+    this.otherWork = { [OP_WORK_KIND]: operations.execute };
+  }
+
+  /** The accounts we submit from: any of them can be a payment's operator. */
+  operators(): Promise<Address[]> {
+    requireChain(this.chain);
+    return this.path.signers();
+  }
+
+  /** The operator /supported and the seller settings offer: the pool's first relayer, while a process with keys runs. */
+  supportedKinds(chain: ChainService, signers: readonly Address[]): SupportedKind[] {
+    return signers[0] ? [{ x402Version: 2, scheme: AUTH_CAPTURE, network: chain.caip2, extra: { captureAuthorizer: signers[0], authCaptureEscrow: AUTH_CAPTURE_ESCROW_ADDRESS, minFeeBps: 0, maxFeeBps: 0, operators: [] } }] : [];
+  }
+
+  async sellerSettings(): Promise<Record<string, unknown>> {
+    const [operator] = await this.operators();
+    return operator ? { authCaptureOperator: operator, authCaptureEscrow: AUTH_CAPTURE_ESCROW_ADDRESS } : {};
+  }
+
+  // --- verify, claim, authorize ----------------------------------------------------------------
+
+  async verify(payload: AuthCapturePaymentPayload, requirements: AuthCaptureRequirements): Promise<AuthCaptureVerified | AuthCaptureRefused> {
+    return verifyAuthCapture(payload, requirements, requireChain(this.chain), await this.operators(), {
+      nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
+    });
+  }
+
+  /**
+   * Verifies and claims the payment (a unique insert of the escrow's payment hash: of replayed or
+   * concurrent copies one gets through), then authorizes it on chain; the answer is the authorization's.
+   * `until`: when a hold nobody decides is voided.
+   */
+  async authorize(seller: SellerAccountDoc, payload: AuthCapturePaymentPayload, requirements: AuthCaptureRequirements, terms: SettleTerms, until: Date): Promise<{ claimed: ClaimOutcome; answer?: SettlementResult }> {
+    const chain = requireChain(this.chain);
+    const verified = await this.verify(payload, requirements);
+    if (!verified.ok) return { claimed: this.path.refused(terms.door, verified) };
+    await this.path.ensureCanSendFrom(verified.paymentInfo.operator, terms.door);
+    const wire = payload.payload;
+    const t = collectTerms(wire);
+    const payment: PaymentDoc = {
+      _id: newId('pay'), orgId: seller._id, direction: 'in', endpointId: terms.endpoint?._id ?? null, network: chain.network, chainId: chain.chainId,
+      asset: chain.usdc.address, payerAddress: verified.payer, recipientAddress: verified.paymentInfo.receiver, amountUsdcRaw: t.amount.toString(),
+      maxAmountUsdcRaw: t.amount.toString(), scheme: AUTH_CAPTURE, resourceUrl: terms.resource, x402Version: 2,
+      authorizationKey: `${chain.chainId}:auth-capture:${verified.hash}`.toLowerCase(),
+      authorizationNonce: t.nonce.toString(),
+      authorization: { from: verified.payer, to: verified.collector, value: t.amount.toString(), validAfter: '0', validBefore: t.expiry.toString(), nonce: t.nonce.toString() },
+      signature: wire.signature, status: 'verified', createdAt: new Date(), holdExpiresAt: until,
+      escrow: { hash: verified.hash, paymentInfo: storedPaymentInfo(verified.paymentInfo), method: verified.method, collector: verified.collector },
+    };
+    const claimed = await this.path.insertClaim(payment, terms.door, 'this authorization was already presented');
+    if (!claimed.ok) return { claimed };
+    const { answer } = await this.path.settleClaimed(payment, terms);
+    if (!answer.ok) return { claimed: { ok: false, refused: answer }, answer };
+    return { claimed: { ok: true, payment: { ...payment, status: 'held', txHash: answer.txHash } }, answer };
+  }
+
+  // --- settlement work: the authorize, from the operator's lane ---------------------------------
+
+  laneOf(payment: PaymentDoc): string {
+    return payment.escrow!.paymentInfo.operator.toLowerCase();
+  }
+
+  async send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
+    const chain = requireChain(this.chain);
+    const escrow = payment.escrow!;
+    const info = paymentInfoOfStored(escrow.paymentInfo);
+    // Run again (a lane taken over), the escrow says whether it was collected: then that is the answer.
+    const state = await escrowState(chain.publicClient, escrow.hash as Hex);
+    if (state.hasCollectedPayment) {
+      const txHash = await this.findAuthorizeTx(chain, payment);
+      return txHash ? { ok: true, txHash, batchSize: 1 } : { ok: false, reason: R('payment_already_collected'), message: 'the escrow payment was already collected, not by this authorization' };
+    }
+    const data = escrowCalldata.authorize(info, info.maxAmount, escrow.collector as Address, payment.signature as Hex);
+    const simulated = await simulateEscrow(chain, info.operator, data);
+    if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
+    let sent;
+    try {
+      sent = await tools.submitFrom(info.operator, { to: AUTH_CAPTURE_ESCROW_ADDRESS, data, gas: AUTHORIZE_GAS }, { scheme: AUTH_CAPTURE, operation: 'authorize', paymentIds: [payment._id] });
+    } catch (err) {
+      const message = err instanceof RelayerUnavailableError ? err.message : `the authorization could not be sent: ${shortReason(err)}`;
+      return { ok: false, reason: 'relayer_unavailable', message, unavailable: true };
+    }
+    const fate = await sent.fate;
+    if (fate.kind === 'mined' && fate.receipt.status === 'success') return { ok: true, txHash: fate.receipt.transactionHash, batchSize: 1 };
+    if (fate.kind === 'mined') return { ok: false, reason: R('transaction_reverted'), message: `the authorize transaction ${fate.receipt.transactionHash} reverted`, txHash: fate.receipt.transactionHash };
+    const why = fate.kind === 'replaced' ? 'was replaced by another transaction' : `was not confirmed (${fate.reason})`;
+    return { ok: false, reason: 'settle_unconfirmed', message: `the authorize transaction ${sent.hash} ${why}`, txHash: sent.hash, unconfirmed: true };
+  }
+
+  /**
+   * An authorized payment is held, not settled: the record keeps its authorize transaction and waits for
+   * the seller's capture (its settlement, with the receipts and payment.received) or void.
+   */
+  async recordSent(payment: PaymentDoc, txHash: string): Promise<SettlementResult> {
+    await this.path.records.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'held', 'escrow.authorizeTx': txHash } });
+    return { ok: true, paymentId: payment._id, txHash, payer: payment.payerAddress, amount: payment.amountUsdcRaw };
+  }
+
+  private async findAuthorizeTx(chain: ChainService, payment: PaymentDoc): Promise<Hex | undefined> {
+    if (payment.escrow?.authorizeTx) return payment.escrow.authorizeTx as Hex;
+    const logs = await chain.publicClient.getContractEvents({ address: AUTH_CAPTURE_ESCROW_ADDRESS, abi: authCaptureEscrowAbi, eventName: 'PaymentAuthorized', args: { paymentInfoHash: payment.escrow!.hash as Hex }, fromBlock: await blockBefore(chain, payment.createdAt), toBlock: 'latest' });
+    return logs[0]?.transactionHash;
+  }
+
+  // --- the facilitator API ---------------------------------------------------------------------
+
+  handlesRequest(request: FacilitatorRequest): boolean {
+    return request.paymentRequirements.scheme === AUTH_CAPTURE || isAuthCapturePayload(request.paymentPayload);
+  }
+
+  private termsOf(request: FacilitatorRequest, seller: SellerAccountDoc) {
+    if (request.x402Version !== 2) return { reason: 'invalid_x402_version', message: 'the auth-capture scheme is x402 v2 only' };
+    if ((request.paymentPayload as { payload?: { type?: unknown } }).payload?.type !== undefined) {
+      return { reason: R('lifecycle_not_relayed'), message: 'capture, void and refund are not relayed through /settle (no receiver authorizer): the seller asks them of this backend\'s payments API' };
+    }
+    const decoded = decodeAuthCapturePayload(request.paymentPayload);
+    if (!decoded.ok) return { reason: decoded.reason === 'invalid_payload_format' ? R('payload_format') : R('scheme'), message: decoded.message };
+    const requirement = AuthCaptureRequirementsSchema.safeParse(request.paymentRequirements);
+    if (!requirement.success) {
+      const issue = requirementsIssue(requirement.error);
+      return { reason: requirement.error.issues.some((i) => i.path[0] === 'extra') ? R('extra') : request.paymentRequirements.scheme !== AUTH_CAPTURE ? R('scheme') : issue.reason, message: issue.message };
+    }
+    const payee = payeeRefusal(seller, requirement.data.payTo);
+    if (payee) return payee;
+    return { payload: decoded.payload, requirements: requirement.data, resource: resourceOf(decoded.payload.resource?.url) };
+  }
+
+  async verifyRequest(request: FacilitatorRequest, seller: SellerAccountDoc): Promise<FacilitatorAnswer> {
+    const terms = this.termsOf(request, seller);
+    if ('reason' in terms) return { body: verifyRefused((r) => r, terms) };
+    const verified = await this.verify(terms.payload, terms.requirements);
+    if (!verified.ok) return { body: { ...verifyRefused((r) => r, verified), ...(verified.payer ? { payer: verified.payer } : {}) } };
+    return { body: { isValid: true, payer: verified.payer } };
+  }
+
+  /**
+   * The facilitator's settle of a collect payload: the escrow's authorize (paymentFlow escrow). The
+   * payment is then held for the seller, who captures or voids it through POST /v0/payments/holds/{id}/
+   * capture|release with its key (or it is voided by itself just before its capture deadline).
+   */
+  async settleRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer> {
+    const terms = this.termsOf(request, seller);
+    if ('reason' in terms) return { body: settleRefused((r) => r, network, terms) };
+    const endpoint = await this.endpoints.forResource(seller._id, terms.resource);
+    const until = new Date((terms.requirements.extra.captureDeadline - RESEND_MARGIN_SECONDS - this.config.PAYMENT_VALIDITY_MARGIN_SECONDS) * 1000);
+    const { claimed, answer } = await this.authorize(seller, terms.payload, terms.requirements, { resource: terms.resource, amountAtomic: BigInt(terms.requirements.amount), endpoint, door: 'facilitator', payTo: terms.requirements.payTo }, until);
+    if (!claimed.ok) {
+      const reason = claimed.refused.reason === 'nonce_already_used' ? R('payment_already_collected') : claimed.refused.reason === 'settle_unconfirmed' ? 'settlement_pending' : claimed.refused.reason;
+      return { body: settleRefused((r) => r, network, { ...claimed.refused, reason }) };
+    }
+    return { body: { success: true, transaction: answer!.ok ? answer!.txHash : '', network, payer: claimed.payment.payerAddress, amount: terms.requirements.amount, extensions: { authCapture: { paymentId: claimed.payment._id, paymentInfoHash: claimed.payment.escrow!.hash, status: 'authorized' } } } };
+  }
+
+  // --- holds: authorize before the handler, capture after a success, void after a failure -------
+
+  handlesHeader(paymentHeader: string): boolean {
+    return isAuthCapturePaymentHeader(paymentHeader);
+  }
+
+  /**
+   * Our middleware's hold: the payload checked against the seller's own terms (its payee, price, the
+   * operator we offered), then authorized into escrow before the handler runs. The capture deadline is
+   * what bounds the hold.
+   */
+  holdable(paymentHeader: string): HoldablePayment {
+    const decoded = decodeAuthCapturePaymentHeader(paymentHeader);
+    if (!decoded.ok) return { ok: false, reason: decoded.reason === 'invalid_payload_format' ? R('payload_format') : 'invalid_payload', message: decoded.message };
+    const payload = decoded.payload;
+    return {
+      ok: true, validBefore: payload.accepted.extra.captureDeadline, instrument: 'capture deadline',
+      claim: async (seller, terms, until) => {
+        const accepted = payload.accepted;
+        if (BigInt(accepted.amount) !== terms.amountAtomic) return this.path.refused(terms.door, { reason: R('amount_mismatch'), message: `the payment is for ${accepted.amount}; this route costs ${terms.amountAtomic}` });
+        if (!isAddressEqual(accepted.payTo as Address, (terms.payTo ?? seller.payTo) as Address)) return this.path.refused(terms.door, { reason: 'recipient_mismatch', message: `the payment pays ${accepted.payTo}, not ${terms.payTo ?? seller.payTo}` });
+        const { claimed } = await this.authorize(seller, payload, accepted, terms, until);
+        return claimed;
+      },
+    };
+  }
+
+  /** Up to what was authorized (USDC, "0.0123"); absent: all of it. */
+  captureCharge(payment: PaymentDoc, amount: string | undefined): bigint | undefined {
+    if (amount === undefined) return undefined;
+    let charge: bigint;
+    try { charge = parseCharge(amount); } catch (err) { throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
+    const max = BigInt(payment.maxAmountUsdcRaw!);
+    if (charge <= 0n || charge > max) throw new AppError(400, 'settlement_exceeds_amount', `a capture is more than 0 and at most the ${formatUsdc(max)} USDC authorized`);
+    return charge;
+  }
+
+  async ensureCanSettle(payment: PaymentDoc): Promise<void> {
+    await this.path.ensureCanSendFrom(getAddress(payment.escrow!.paymentInfo.operator), 'redeem');
+  }
+
+  /** The capture (holds.ts decided it): the escrow's capture, recorded as the payment's settlement. */
+  async captureHold(payment: PaymentDoc, charge: bigint | undefined): Promise<SettlementResult> {
+    const amount = charge ?? BigInt(payment.maxAmountUsdcRaw ?? payment.amountUsdcRaw);
+    // What is captured is on the record before anything is sent (reconciliation captures what it says).
+    if (amount.toString() !== payment.amountUsdcRaw) await this.path.records.payments.updateOne({ _id: payment._id, status: 'held' }, { $set: { amountUsdcRaw: amount.toString() } });
+    const outcome = await this.operations.capture({ ...payment, amountUsdcRaw: amount.toString() }, amount);
+    if (!outcome.ok) {
+      if (outcome.pending) return { ok: false, reason: 'settle_unconfirmed', message: outcome.message, payer: payment.payerAddress };
+      return { ok: false, reason: outcome.reason, message: outcome.message, payer: payment.payerAddress };
+    }
+    const record = await this.path.records.record(payment._id);
+    return { ok: true, paymentId: payment._id, txHash: outcome.op.txHash ?? '', payer: payment.payerAddress, amount: outcome.op.amountRaw, ...(record?.offerReceipt ? { offerReceipt: record.offerReceipt } : {}) };
+  }
+
+  /** A release (the handler failed, or the hold expired): the authorization is voided, the buyer made whole. */
+  async releaseHold(payment: PaymentDoc): Promise<void> {
+    const outcome = await this.operations.void(payment);
+    if (!outcome.ok && !outcome.pending && outcome.reason !== 'nothing_to_void' && outcome.reason !== 'reclaimed_by_payer') throw new AppError(502, outcome.reason, outcome.message);
+  }
+
+  // --- reconciliation --------------------------------------------------------------------------
+
+  /**
+   * `verified`: the authorize was sent and not recorded. Collected: the payment is held (and, its buyer
+   * not served, voided by the expiry sweep). Not collected: sent again while the signature is valid,
+   * else failed. `held` with a capture decision: the capture is run (again): its unique operation and
+   * the escrow state check keep it to one.
+   */
+  async reconcile(payment: PaymentDoc, round: ReconcileRound): Promise<Reconciled> {
+    const escrow = payment.escrow!;
+    if (payment.status === 'held') {
+      if (!(await round.canSettle(escrow.paymentInfo.operator))) return undefined;
+      if (!(await round.claim(payment))) return undefined;
+      const outcome = await this.operations.capture(payment, BigInt(payment.amountUsdcRaw));
+      return outcome.ok ? 'settled' : outcome.pending ? 'resent' : 'failed';
+    }
+    const state = await escrowState(round.chain.publicClient, escrow.hash as Hex);
+    if (state.hasCollectedPayment) {
+      if (!(await round.claim(payment))) return undefined;
+      const txHash = await this.findAuthorizeTx(round.chain, payment);
+      await this.path.records.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'held', holdExpiresAt: new Date(), ...(txHash ? { 'escrow.authorizeTx': txHash } : {}) } });
+      round.log?.info({ txHash }, 'reconciliation found an auth-capture payment authorized on chain: held, to be voided');
+      return 'settled';
+    }
+    const expiry = Number(payment.authorization.validBefore);
+    if (expiry <= Math.floor(Date.now() / 1000) + RESEND_MARGIN_SECONDS) {
+      if (!(await round.claim(payment))) return undefined;
+      await round.fail(payment, R('authorization_expired'), ['verified']);
+      return 'failed';
+    }
+    if (!(await round.canSettle(escrow.paymentInfo.operator))) return undefined;
+    if (!(await round.claim(payment))) return undefined;
+    return round.resend(payment);
+  }
+}

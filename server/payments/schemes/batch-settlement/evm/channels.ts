@@ -1,0 +1,733 @@
+import { randomBytes } from 'node:crypto';
+import type { Collection } from 'mongodb';
+import { Schema, type Connection, type Model } from 'mongoose';
+import { z } from 'zod';
+import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
+import { BATCH_SETTLEMENT_REASONS as R, CHANNEL_WITHDRAW_DELAY, decodeBase64Json, formatUsdc } from 'agentgate-x402-wire';
+import type { ChainService } from '../../../../chain/chain-service.js';
+import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from './chain.js';
+import { AppError, isDuplicateKey } from '../../../../platform/errors.js';
+import { chargedBeforeOf, chargedCumulativeOf } from './voucher-amounts.js';
+import { GroupedInserts } from '../../../../platform/group-commit.js';
+import type { Logger } from '../../../../platform/logger.js';
+import type { SellerAccountDoc, SignedReceipt } from '../../../models.js';
+import { signChannelCallReceipt, type ReceiptSigner } from '../../../receipts.js';
+import type { SettleTerms } from '../../../settlement-path.js';
+import type { RedeemOutcome } from '../../../redemption.js';
+import type { ChannelActionDoc } from './actions.js';
+import type { BatchSettlementFacilitator } from './facilitator.js';
+import { channelConfigRefusal, voucherSigned } from './verify.js';
+import { callIdOf } from './call-id.js';
+import {decodeBatchSettlementPayload, type BatchSettlementRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
+import { seqOf, voucherId, VoucherSequence } from './voucher-sequence.js';
+import { startRounds } from '../../../../platform/rounds.js';
+import { capturedCopy, VoucherCaptures, type CaptureCharges } from './captures.js';
+
+// Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
+// database, shared by every seller process and every backend process, never in a process's memory. A paid
+// call's voucher is checked against it and accepted by a unique insert keyed by (channel, number of the
+// voucher in the channel): of two copies sent to two processes at the same instant one is accepted. A
+// voucher is accepted only as the last accepted one plus the call's price, so every accepted voucher is one
+// paid call and the newest is what the channel owes. The vouchers are read by `_id` alone
+// (voucher-sequence.ts). The sweep (one process per round, a unique insert) claims what the vouchers allow,
+// many channels in one transaction, settles it to the seller, and refunds idle channels.
+
+/** A channel's state read from the chain is trusted this long for a voucher's balance check. */
+const CHAIN_STATE_TTL_MS = 30_000;
+/** Channels whose record a process keeps (its chain state trusted for CHAIN_STATE_TTL_MS, as the database's). */
+const CHANNELS_KEPT = 100_000;
+/** An action still `sending` after this long lost its process: the sweep finishes it from the chain. */
+const STALE_ACTION_MS = 5 * 60_000;
+/**
+ * A call coming in while the voucher before it is held waits this long for its capture (our middleware
+ * answers its buyer before the capture is written, so the buyer's next call can overtake it; on a loaded
+ * machine the capture can take a good part of a second to arrive); the hold of another process is read
+ * again after CAPTURE_POLL_MS, then twice as long each time up to 100 ms. Still held after that: a call
+ * still being answered (the channel is busy).
+ */
+const CAPTURE_WAIT_MS = 1_000;
+const CAPTURE_POLL_MS = 5;
+/**
+ * How far apart two processes' clocks may be. A capture written this close to its hold's end (or after
+ * it) checks that its voucher is still there: another process may have taken the hold as run out.
+ */
+const CLOCK_SKEW_MS = 5_000;
+/** Held vouchers a process keeps while their calls are answered (their capture writes no read first). */
+const HELD_KEPT = 10_000;
+
+export interface ChannelDoc {
+  _id: string; // the channel id
+  orgId: string;
+  chainId: number;
+  config: ChannelConfig;
+  payer: string;
+  receiver: string;
+  /** The chain's state at `syncedAt` (amounts as decimal strings). */
+  balance: string;
+  totalClaimed: string;
+  withdrawRequestedAt: number;
+  refundNonce: string;
+  syncedAt: Date;
+  createdAt: Date;
+}
+
+export interface VoucherDoc {
+  /** `<channelId>:<seq, 12 digits>` (voucher-sequence.ts): unique, so one voucher follows each. */
+  _id: string;
+  /** 1 for the channel's first accepted voucher, then one more for each; no gaps (only the newest is ever released). */
+  seq: number;
+  channelId: string;
+  orgId: string;
+  /** The voucher's maxClaimableAmount as the payer signed it. */
+  cumulative: string;
+  /** The call's price (what the 402 asked; a route priced by usage: its maximum). */
+  price: string;
+  /**
+   * A call priced by usage (`byUsage`), once captured: what the channel has charged after it (the charged
+   * total before it plus `amount`, at most `cumulative`). Absent: `cumulative` (voucher-amounts.ts).
+   */
+  charged?: string;
+  /** A call priced by usage, once captured: what its handler reported (at most `price`). Absent: `price`. */
+  amount?: string;
+  /** Held for a route priced by usage: its capture names what the call used, and its receipt is signed then. */
+  byUsage?: boolean;
+  signature: string;
+  resource: string;
+  /**
+   * As accepted: `held` while the seller's handler runs (charged only if it succeeds), `captured` for a
+   * call charged at once. A held voucher is captured by a document of its own (captures.ts), so a stored
+   * voucher never changes; readers see it `captured` through `VoucherCaptures.view`. A released hold is
+   * deleted (the buyer signs the same amount for its next call). Only captured vouchers are claimed.
+   */
+  status: 'held' | 'captured';
+  holdExpiresAt?: Date;
+  /** Names the hold that inserted it: a capture arriving after its hold expired (and another call took the same amount) matches nothing. */
+  holdToken?: string;
+  /** The paid call's answer, given again by its capture. */
+  response: Record<string, unknown>;
+  /** The call's record id (`chc_…`, from the voucher id): GET /v0/payments/{id} and the receipt name it. */
+  callId?: string;
+  /** The registered endpoint the call paid for (its webhook hears of the claim). */
+  endpointId?: string | null;
+  /** Signed when the voucher is accepted (a call priced by usage: when it is captured, with its charge); never rewritten. */
+  signedReceipt?: SignedReceipt;
+  /** When the voucher was accepted: the call was paid. */
+  createdAt: Date;
+}
+
+const channelSchema = new Schema<ChannelDoc>({
+  _id: String, orgId: { type: String, index: true }, chainId: Number, config: Schema.Types.Mixed, payer: String, receiver: String,
+  balance: String, totalClaimed: String, withdrawRequestedAt: Number, refundNonce: String, syncedAt: Date, createdAt: Date,
+}, { versionKey: false });
+const voucherSchema = new Schema<VoucherDoc>({
+  _id: String, seq: Number, channelId: String, orgId: String, cumulative: String, price: String, charged: String, amount: String, byUsage: Boolean, signature: String, resource: String,
+  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, callId: String, endpointId: String, signedReceipt: Schema.Types.Mixed, createdAt: Date,
+}, { versionKey: false, minimize: false });
+// A call's record by its id (GET /v0/payments/chc_…).
+voucherSchema.index({ callId: 1 });
+// A seller's channels, newest first (the channel list).
+channelSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
+const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
+/** When the sweep last claimed a seller's channels (its org id): the seller's schedule counts from there. Written by the sweep alone. */
+const claimedAtSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
+
+const paymentHeaderSchema = z.object({
+  x402Version: z.literal(2),
+  accepted: z.object({ scheme: z.literal('batch-settlement'), network: z.string(), asset: z.string(), payTo: z.string(), amount: z.string() }).passthrough(),
+  payload: z.unknown(),
+}).passthrough();
+
+type Refused = Extract<RedeemOutcome, { ok: false }> & { channelState?: Record<string, unknown>; voucherState?: Record<string, unknown> };
+export type ChannelPayOutcome = Extract<RedeemOutcome, { ok: true }> | Refused;
+
+export interface ChannelBookDeps {
+  conn: Connection;
+  chain: () => ChainService;
+  facilitator: BatchSettlementFacilitator;
+  receiverAuthorizer: () => Promise<Address>;
+  /** Signs each accepted call's receipt (the service DID key, as for exact payments). */
+  signer: () => ReceiptSigner;
+  log: Logger;
+}
+
+export class ChannelBook {
+  readonly channels: Model<ChannelDoc>;
+  readonly vouchers: Model<VoucherDoc>;
+  /** Held vouchers' captures: read a voucher through `captures.view` to see whether it was captured. */
+  readonly captures: VoucherCaptures;
+  private readonly sweeps: Model<{ _id: string; at: Date }>;
+  private readonly lastClaims: Model<{ _id: string; at: Date }>;
+  /**
+   * Run after a round that claimed or refunded (the claim webhooks plug in here: webhooks/channel-claim-outbox.ts).
+   * A failure is logged, never the round's: the webhook outbox sweep dispatches what a hook missed.
+   */
+  readonly onClaimed: Array<() => Promise<unknown>> = [];
+  private readonly sequence: VoucherSequence<VoucherDoc>;
+  /** Vouchers accepted at the same time leave in one insertMany (unordered: a duplicate fails only itself). */
+  private readonly voucherInserts: GroupedInserts<VoucherDoc>;
+  /**
+   * Channel records this process read or wrote: a config never changes, and its chain state is trusted
+   * for CHAIN_STATE_TTL_MS from when it was read from the chain, whoever holds the record; so a paid call
+   * reads the database for it only when the state is that old (and the chain then).
+   */
+  private readonly channelsKept = new Map<string, ChannelDoc>();
+  /** Per channel, the voucher this process accepted on hold, until its capture or release starts here. */
+  private readonly heldHere = new Map<string, HeldHere>();
+  /** The captures this process is writing (by voucher id, the voucher as captured): a call that builds on one need not wait for it. */
+  private readonly capturing = new Map<string, VoucherDoc>();
+
+  constructor(private readonly deps: ChannelBookDeps) {
+    const { conn } = deps;
+    this.channels = (conn.models.Channel as Model<ChannelDoc>) ?? conn.model<ChannelDoc>('Channel', channelSchema, 'channels');
+    this.vouchers = (conn.models.ChannelVoucher as Model<VoucherDoc>) ?? conn.model<VoucherDoc>('ChannelVoucher', voucherSchema, 'channel_vouchers');
+    this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
+    this.lastClaims = (conn.models.ChannelLastClaim as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelLastClaim', claimedAtSchema, 'channel_last_claims');
+    this.captures = new VoucherCaptures(conn);
+    this.sequence = new VoucherSequence((id) => this.load(id));
+    this.voucherInserts = new GroupedInserts(() => this.vouchers.collection as unknown as Collection<VoucherDoc>);
+  }
+
+  /** The requirements our middleware's 402 offers for this call (what the buyer's voucher must meet). */
+  private async requirementsFor(terms: SettleTerms): Promise<BatchSettlementRequirements> {
+    const chain = this.deps.chain();
+    return {
+      scheme: 'batch-settlement', network: chain.caip2, asset: chain.usdc.address, amount: terms.amountAtomic.toString(), payTo: getAddress(terms.payTo!),
+      extra: { receiverAuthorizer: await this.deps.receiverAuthorizer(), withdrawDelay: CHANNEL_WITHDRAW_DELAY, name: chain.usdc.name, version: chain.usdc.version },
+    };
+  }
+
+  /**
+   * A paid call through our middleware (terms: the seller-side checks passed, redemption.ts): a deposit
+   * with its first voucher (the deposit sent, then the voucher accepted), or a voucher alone (accepted in
+   * milliseconds, nothing sent).
+   */
+  async pay(seller: SellerAccountDoc, terms: SettleTerms, paymentHeader: string, hold?: ChannelHold): Promise<ChannelPayOutcome> {
+    const refuse = (error: string, message: string, more: Partial<Refused> = {}): Refused => ({ ok: false, error, message, ...more });
+    const raw = decodeBase64Json(paymentHeader);
+    if (!raw.ok) return refuse('invalid_payload', `the payment header is not base64 JSON (${raw.reason})`);
+    const header = paymentHeaderSchema.safeParse(raw.value);
+    if (!header.success) return refuse(R.payloadType, `the payment header is not an x402 v2 batch-settlement payment: ${header.error.issues[0]?.path.join('.')} ${header.error.issues[0]?.message}`);
+    const requirements = await this.requirementsFor(terms);
+    const accepted = header.data.accepted;
+    if (accepted.network !== requirements.network || BigInt(accepted.amount) !== terms.amountAtomic || !isAddressEqual(accepted.payTo as Address, requirements.payTo!) || !isAddressEqual(accepted.asset as Address, requirements.asset)) {
+      return refuse('invalid_payment_requirements', 'the payment was accepted for other requirements (network, amount, payTo or asset)');
+    }
+    const decoded = decodeBatchSettlementPayload(header.data.payload);
+    if (!decoded.ok) return refuse(R.payloadType, decoded.message);
+    const payload = decoded.payload;
+    if (payload.type === 'deposit') return this.deposit(seller, terms, requirements, payload, hold);
+    if (payload.type === 'voucher') return this.voucher(seller, terms, requirements, payload, hold);
+    return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
+  }
+
+  /** A voucher by its id, as captured if its capture exists. */
+  private async load(id: string): Promise<VoucherDoc | null> {
+    return this.captures.view(await this.vouchers.findById(id).lean());
+  }
+
+  /** The voucher before `doc` in its channel (captured: only the newest can be held), null for the first. */
+  private previous(doc: VoucherDoc): Promise<VoucherDoc | null> {
+    return doc.seq > 1 ? this.load(voucherId(doc.channelId, doc.seq - 1)) : Promise.resolve(null);
+  }
+
+  /**
+   * The channel's last voucher as a new call sees it (`fresh`: found again, not the one this process saw
+   * last). Our middleware answers its buyer before its capture is written, so a call may come in while the
+   * voucher before it is still held: a hold of this process is waited for until its capture or release
+   * starts here, and one whose capture another process is writing is read again for up to CAPTURE_WAIT_MS
+   * when the call builds on it (`buildsOn`: its voucher is that one's plus this call's price, so the buyer
+   * had its paid answer). A hold still running then makes the channel busy (one call at a time on a
+   * channel, as the official server has it); one that expired (its process died) is released first.
+   */
+  private async current(channelId: string, fresh = false, buildsOn?: (doc: VoucherDoc) => boolean): Promise<VoucherDoc | null | 'busy'> {
+    const here = this.heldHere.get(channelId.toLowerCase());
+    if (here) await atMost(here.decided, CAPTURE_WAIT_MS);
+    let newest = fresh ? await this.sequence.newest(channelId) : await this.sequence.lastSeen(channelId);
+    if (newest?.status !== 'held') return newest;
+    const capturing = this.capturing.get(newest._id);
+    if (capturing) return capturing;
+    if (newest.holdExpiresAt && newest.holdExpiresAt.getTime() > Date.now()) {
+      // Read again: it may have been captured since it was read (by a capture written here meanwhile, too);
+      // a call building on it waits for that up to CAPTURE_WAIT_MS, any other a moment.
+      const id = newest._id;
+      const until = Date.now() + (buildsOn?.(newest) ? CAPTURE_WAIT_MS : 4 * CAPTURE_POLL_MS);
+      for (let wait = CAPTURE_POLL_MS; ; wait = Math.min(100, wait * 2)) {
+        newest = this.capturing.get(id) ?? await this.load(id);
+        if (newest?.status !== 'held' || Date.now() >= until) break;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+      if (newest?.status === 'captured') this.sequence.captured(channelId, newest);
+      // Released meanwhile (or captured, then superseded): found again from the start.
+      return newest === null ? this.current(channelId, true) : newest.status === 'held' ? 'busy' : newest;
+    }
+    // Its hold ran out (its process died before capturing or releasing it): released, unless captured meanwhile.
+    if (!(await this.dropHold(newest._id, newest.orgId, newest.holdToken!))) return this.current(channelId, true);
+    this.sequence.remember(channelId, newest.seq - 1);
+    return this.previous(newest);
+  }
+
+  /**
+   * Deletes a held voucher (released, or its hold ran out) unless it was captured; whether it went. A
+   * capture written while it was being deleted puts it back: the capture and the delete each look for the
+   * other after writing, so at least one of them sees it.
+   */
+  private async dropHold(id: string, orgId: string, holdToken: string): Promise<boolean> {
+    const holdId = `${id}:${holdToken}`;
+    if (await this.captures.find(holdId)) return false;
+    const gone = await this.vouchers.findOneAndDelete({ _id: id, orgId, holdToken, status: 'held' }).lean();
+    if (!gone) return false;
+    if (!(await this.captures.find(holdId))) return true;
+    await this.restore(gone);
+    return false;
+  }
+
+  /** A captured call's voucher deleted as its hold ran out, inserted again; false if another voucher took its number meanwhile. */
+  private async restore(held: VoucherDoc): Promise<boolean> {
+    try {
+      await this.vouchers.collection.insertOne(held as never);
+      return true;
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      const there = await this.vouchers.findById(held._id).lean();
+      if (there?.holdToken === held.holdToken) return true; // put back by the other side
+      this.deps.log.error({ voucherId: held._id, event: 'payments.channel_capture_lost' }, 'a call was captured as its hold ran out, and another call took its voucher\'s place: its charge is not claimable');
+      return false;
+    }
+  }
+
+  /**
+   * Captures a held voucher once the handler succeeded: its call is charged. Our middleware answers its
+   * buyer without waiting for this (channel-payment.ts): while the write is under way, a call of this
+   * process building on the voucher takes it as captured.
+   */
+  async capture(orgId: string, holdId: string, usage?: bigint): Promise<ChannelPayOutcome> {
+    const [voucherId, holdToken] = splitHoldId(holdId);
+    const kept = this.takeHeld(voucherId, orgId, holdToken);
+    // The held voucher (this process's hold, else the database's) says whether the call is priced by usage.
+    const found = kept?.doc ?? await this.load(voucherId);
+    const held = found?.orgId === orgId && found.holdToken === holdToken ? found : null;
+    // A capture asked again (its answer lost) finds the call captured already.
+    if (held?.status === 'captured') {
+      kept?.decide();
+      return paid(held);
+    }
+    // Its usage charge is checked first: a refused charge leaves the hold as it is, for a release.
+    const bad = held ? usageRefusal(held, usage) : undefined;
+    if (bad) {
+      if (kept) this.heldHere.set(kept.doc.channelId, kept);
+      throw bad;
+    }
+    if (!held || !held.holdExpiresAt || held.holdExpiresAt.getTime() <= Date.now()) {
+      kept?.decide();
+      return holdExpired();
+    }
+    const charges = held.byUsage ? await this.usageCharge(held, usage ?? 0n) : undefined;
+    const captured = capturedCopy(held, charges);
+    // Taken as captured here while the write is under way: the channel's next call on this process reads nothing.
+    if (kept) {
+      this.capturing.set(voucherId, captured);
+      this.sequence.captured(captured.channelId, captured);
+    }
+    kept?.decide();
+    let doc: VoucherDoc | null = null;
+    try {
+      if ((await this.captures.record({ _id: holdId, orgId, ...charges, createdAt: new Date() })) === 'duplicate') {
+        const first = await this.captures.find(holdId);
+        doc = first && capturedCopy(held, first);
+      } else {
+        doc = (await this.stillHeld(held)) ? captured : null;
+      }
+    } finally {
+      this.capturing.delete(voucherId);
+      if (kept && !doc) this.sequence.forget(captured.channelId, captured.seq);
+    }
+    if (!doc) return holdExpired();
+    this.sequence.captured(doc.channelId, doc);
+    return paid(doc);
+  }
+
+  /**
+   * Whether a voucher whose capture was just written is still there. A capture written well before its
+   * hold's end is safe (no process takes the hold as run out before then); one written near or after it
+   * looks, and puts the voucher back if a process deleted it meanwhile (dropHold looks the other way).
+   */
+  private async stillHeld(held: VoucherDoc): Promise<boolean> {
+    if (Date.now() < held.holdExpiresAt!.getTime() - CLOCK_SKEW_MS) return true;
+    const there = await this.vouchers.findById(held._id).lean();
+    return there ? there.holdToken === held.holdToken : this.restore(held);
+  }
+
+  /**
+   * A call priced by usage as its capture leaves it: charged what it used, the channel's charged total
+   * after it, the answer saying both (the buyer's client bases its next voucher on that total), and its
+   * receipt, signed now that the charge is known.
+   */
+  private async usageCharge(held: VoucherDoc, used: bigint): Promise<CaptureCharges> {
+    const charged = chargedBeforeOf(held) + used;
+    const response = held.response as { payer?: string; extra?: { channelState?: Record<string, unknown> } };
+    const channel = await this.stored(held.channelId);
+    const signedReceipt = await signChannelCallReceipt(this.deps.signer(), {
+      callId: held.callId ?? callIdOf(held._id), endpointId: held.endpointId ?? null, payerAddress: channel?.payer ?? response.payer ?? '', recipientAddress: channel?.receiver ?? '',
+      amountUsdcRaw: used.toString(), cumulativeAmountUsdcRaw: charged.toString(), maxClaimableAmountUsdcRaw: held.cumulative,
+      channelId: held.channelId, voucherSignature: held.signature, network: this.deps.chain().caip2, resourceUrl: held.resource, acceptedAt: held.createdAt,
+    });
+    return {
+      charged: charged.toString(), amount: used.toString(), signedReceipt,
+      response: { ...held.response, extra: { ...response.extra, chargedAmount: used.toString(), channelState: { ...response.extra?.channelState, chargedCumulativeAmount: charged.toString() } } },
+    };
+  }
+
+  /** Releases a held voucher (the handler failed): nothing is charged, and the buyer's next voucher may be for the same amount. */
+  async release(orgId: string, holdId: string): Promise<{ released: boolean }> {
+    const [voucherId, holdToken] = splitHoldId(holdId);
+    this.takeHeld(voucherId, orgId, holdToken)?.decide();
+    // A captured call stays charged: its release changes nothing.
+    const released = await this.dropHold(voucherId, orgId, holdToken);
+    if (released) this.sequence.remember(voucherId.slice(0, voucherId.indexOf(':')), seqOf(voucherId) - 1);
+    return { released };
+  }
+
+  /** The channel's record: the one this process keeps while its chain state is fresh, else the database's. */
+  private async stored(channelId: string): Promise<ChannelDoc | null> {
+    const id = channelId.toLowerCase();
+    const kept = this.channelsKept.get(id);
+    if (kept && isFresh(kept)) return kept;
+    const doc = await this.channels.findById(id).lean();
+    if (doc) this.keep(doc);
+    return doc;
+  }
+
+  private keep(doc: ChannelDoc): void {
+    this.channelsKept.delete(doc._id);
+    this.channelsKept.set(doc._id, doc);
+    // Oldest first: a Map keeps insertion order.
+    if (this.channelsKept.size > CHANNELS_KEPT) this.channelsKept.delete(this.channelsKept.keys().next().value!);
+  }
+
+  /** The chain's state of a channel, written on its record (by the paid call that read it). */
+  private async sync(channel: ChannelDoc | null, seller: SellerAccountDoc, config: ChannelConfig, channelId: Hex): Promise<ChannelDoc> {
+    const chain = this.deps.chain();
+    const state = await readChannelState(chain.publicClient, channelId);
+    const fields = stateFields(state);
+    if (channel) {
+      await this.channels.updateOne({ _id: channel._id }, { $set: fields });
+      const synced = { ...channel, ...fields };
+      this.keep(synced);
+      return synced;
+    }
+    const doc: ChannelDoc = {
+      _id: channelId.toLowerCase(), orgId: seller._id, chainId: chain.chainId, config, payer: getAddress(config.payer), receiver: getAddress(config.receiver), ...fields, createdAt: new Date(),
+    };
+    await this.channels.create(doc).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    this.keep(doc);
+    return doc;
+  }
+
+  /**
+   * What every paid call checks first, a deposit's as a voucher's: the channel config against the 402, the
+   * channel not busy, the voucher this call's amount and signed by the payer. A deposit presented again
+   * (its deposit went through already, answered from the action's record) brings a voucher like any call.
+   */
+  private async admit(terms: SettleTerms, requirements: BatchSettlementRequirements, payload: DepositPayload | VoucherPayload): Promise<Refused | { stored: ChannelDoc | null; latest: VoucherDoc | null }> {
+    const chain = this.deps.chain();
+    const { channelConfig: config, voucher } = payload;
+    const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
+    if (bad) return { ok: false, error: bad.reason, message: bad.message };
+    // The buyer's voucher builds on the newest when it is that one's charged total plus this call's price: it
+    // had that call's paid answer. A held call priced by usage is charged between nothing and its price.
+    const buildsOn = (doc: VoucherDoc) => {
+      const base = voucher.maxClaimableAmount - terms.amountAtomic;
+      return doc.status === 'held' && doc.byUsage ? base >= chargedBeforeOf(doc) && base <= BigInt(doc.cumulative) : base === chargedCumulativeOf(doc);
+    };
+    const [stored, seen] = await Promise.all([this.stored(voucher.channelId), this.current(voucher.channelId, false, buildsOn)]);
+    let latest = seen;
+    if (latest === 'busy') return busy();
+    // The voucher must be this call's before anything is deposited; a refusal is checked against the
+    // channel's newest voucher found again (this process's may be behind another process's).
+    if (this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic)) {
+      latest = await this.current(voucher.channelId, true, buildsOn);
+      if (latest === 'busy') return busy();
+      const mismatch = this.cumulativeMismatch(stored, latest, voucher.maxClaimableAmount, terms.amountAtomic);
+      if (mismatch) return mismatch;
+    }
+    if (!(await voucherSigned(chain, config, voucher.channelId, voucher.maxClaimableAmount, voucher.signature))) {
+      return { ok: false, error: R.voucherSignature, message: 'the voucher is not signed by the channel\'s payer (or its payerAuthorizer)' };
+    }
+    return { stored, latest };
+  }
+
+  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: BatchSettlementRequirements, payload: DepositPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
+    const chain = this.deps.chain();
+    const admitted = await this.admit(terms, requirements, payload);
+    if ('ok' in admitted) return admitted;
+    // Sent once: the same deposit presented again after it went through (its answer lost: a timeout, a
+    // process that died after sending it) is not sent again, and the voucher is accepted as this call's.
+    const answer = (await this.deps.facilitator.deposit(seller, payload, requirements, chain.caip2)).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
+    if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
+    const synced = await this.sync(admitted.stored, seller, payload.channelConfig as ChannelConfig, payload.voucher.channelId);
+    return this.accept(seller, terms, synced, admitted.latest, payload.voucher, String(answer.transaction ?? ''), hold);
+  }
+
+  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: BatchSettlementRequirements, payload: VoucherPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
+    const admitted = await this.admit(terms, requirements, payload);
+    if ('ok' in admitted) return admitted;
+    const { channelConfig: config, voucher } = payload;
+    let channel = admitted.stored;
+    // The chain's word on the balance is fresh enough, or asked again (a deposit made elsewhere, a refund, a withdrawal).
+    if (!channel || !isFresh(channel) || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
+    if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
+    return this.accept(seller, terms, channel, admitted.latest, voucher, '', hold);
+  }
+
+  /** The voucher must be the last accepted one plus this call's price (a corrective 402 says where the channel stands). */
+  private cumulativeMismatch(channel: ChannelDoc | null, latest: VoucherDoc | null, max: bigint, price: bigint): Refused | undefined {
+    const base = latest ? chargedCumulativeOf(latest) : BigInt(channel?.totalClaimed ?? '0');
+    if (max === base + price) return undefined;
+    return {
+      ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch', message: `the voucher is for ${max}; the channel has ${base} charged and this call costs ${price}`,
+      ...(channel ? { channelState: { ...snapshot(channel), chargedCumulativeAmount: base.toString() } } : {}),
+      ...(latest ? { voucherState: { signedMaxClaimable: latest.cumulative, signature: latest.signature } } : {}),
+    };
+  }
+
+  /** The voucher accepted once: a unique insert of (channel, the number after the newest's): one voucher follows each. */
+  private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: ChannelHold): Promise<ChannelPayOutcome> {
+    const chain = this.deps.chain();
+    const max = voucher.maxClaimableAmount;
+    if (max > BigInt(channel.balance)) return { ok: false, error: R.exceedsBalance, message: `the voucher's ${max} is above the channel's balance ${channel.balance}` };
+    if (max <= BigInt(channel.totalClaimed)) return { ok: false, error: R.belowClaimed, message: `the voucher's ${max} is not above the ${channel.totalClaimed} claimed already` };
+    if (channel.withdrawRequestedAt !== 0) return { ok: false, error: 'channel_withdrawal_pending', message: 'the payer started withdrawing this channel: deposit into a new channel' };
+    const seq = (latest?.seq ?? 0) + 1;
+    const id = voucherId(voucher.channelId, seq);
+    const paymentResponse = {
+      success: true as const, transaction, network: chain.caip2, payer: channel.payer,
+      extra: { chargedAmount: terms.amountAtomic.toString(), channelState: { ...snapshot(channel), chargedCumulativeAmount: max.toString() } },
+    };
+    const holdToken = hold ? randomBytes(8).toString('hex') : undefined;
+    const acceptedAt = new Date();
+    const callId = callIdOf(id);
+    const endpointId = terms.endpoint?._id ?? null;
+    // Signed before the insert (a local Ed25519 signature, well under a millisecond), so the record is whole
+    // from its one write: no later update of the voucher, which its capture and the sweep also read.
+    // A call priced by usage is signed for when its capture says what it was charged.
+    const signedReceipt = hold?.byUsage ? undefined : await signChannelCallReceipt(this.deps.signer(), {
+      callId, endpointId, payerAddress: channel.payer, recipientAddress: channel.receiver, amountUsdcRaw: terms.amountAtomic.toString(), cumulativeAmountUsdcRaw: max.toString(),
+      channelId: voucher.channelId.toLowerCase(), voucherSignature: voucher.signature, network: chain.caip2, resourceUrl: terms.resource, acceptedAt,
+    });
+    const doc: VoucherDoc = {
+      _id: id, seq, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
+      status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(acceptedAt.getTime() + hold.seconds * 1000), holdToken } : {}), ...(hold?.byUsage ? { byUsage: true } : {}), response: paymentResponse,
+      callId, endpointId, ...(signedReceipt ? { signedReceipt } : {}), createdAt: acceptedAt,
+    };
+    if ((await this.voucherInserts.insert(doc)) === 'duplicate') {
+      // Another voucher follows the same one: this one at another process at the same instant, or another
+      // call's (this process had not seen it). Refused with where the channel stands now.
+      const now = await this.current(voucher.channelId, true);
+      if (now === 'busy') return busy();
+      // This process's view was behind, and the voucher builds on the newest found again: after a call priced
+      // by usage that charged nothing, the next voucher is for the same amount as that call's, so the amount
+      // alone did not tell which call it follows. Accepted after the newest (the number only grows: this ends).
+      if (now && now.seq > (latest?.seq ?? 0) && !this.cumulativeMismatch(channel, now, max, terms.amountAtomic)) return this.accept(seller, terms, channel, now, voucher, transaction, hold);
+      const already = !!now && BigInt(now.cumulative) >= max;
+      return {
+        ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch',
+        ...this.cumulativeMismatch(channel, now, max, terms.amountAtomic),
+        message: already ? 'this voucher was accepted already' : 'another call on this channel was accepted first',
+      };
+    }
+    this.sequence.remember(voucher.channelId, seq, doc);
+    if (hold) this.holdHere(doc);
+    // A held call is captured or released by its hold id (the voucher and the hold's token).
+    return { ok: true, paymentId: holdToken ? `${id}:${holdToken}` : id, paymentResponse };
+  }
+
+  /** Notes a voucher this process holds: the channel's next call here waits for its capture to start. */
+  private holdHere(doc: VoucherDoc): void {
+    let decide!: () => void;
+    const decided = new Promise<void>((resolve) => { decide = resolve; });
+    this.heldHere.get(doc.channelId)?.decide();
+    this.heldHere.delete(doc.channelId);
+    this.heldHere.set(doc.channelId, { doc, decided, decide });
+    // Oldest first: a Map keeps insertion order.
+    if (this.heldHere.size > HELD_KEPT) this.heldHere.delete(this.heldHere.keys().next().value!);
+  }
+
+  /** The hold this process noted for this voucher, no longer noted (its capture or release is starting). */
+  private takeHeld(voucherId: string, orgId: string, holdToken: string): HeldHere | undefined {
+    const channelId = voucherId.slice(0, voucherId.indexOf(':'));
+    const here = this.heldHere.get(channelId);
+    if (here?.doc._id !== voucherId || here.doc.orgId !== orgId || here.doc.holdToken !== holdToken) return undefined;
+    this.heldHere.delete(channelId);
+    return here;
+  }
+
+  // --- the sweep: claim, settle, refund idle channels ------------------------------------------------
+
+  /**
+   * One round, run by one process (a unique insert of the round): every channel whose last accepted
+   * voucher is above what the chain has claimed is claimed (many channels, one transaction per seller),
+   * a withdrawal started or not, long before it can complete (the delay is at least 15 minutes and a round
+   * comes every `everyMs`); then each seller's claimed funds are settled to it; channels idle for
+   * `idleRefundMs` give the payer the rest back (claiming the last voucher in the same transaction).
+   */
+  async sweep(options: { everyMs: number; idleRefundMs: number; /** The round's name (default: the current period of everyMs). */ round?: string; /** An action still sending after this long is finished from the chain. */ staleAfterMs?: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): Promise<{ claimed: number; refunded: number; settled: number; finished: number } | undefined> {
+    const now = Date.now();
+    const round = `sweep:${options.round ?? Math.floor(now / options.everyMs)}`;
+    try {
+      await this.sweeps.create({ _id: round, at: new Date(now) });
+    } catch (err) {
+      if (isDuplicateKey(err)) return undefined; // another process has this round
+      throw err;
+    }
+    const chain = this.deps.chain();
+    const totals = { claimed: 0, refunded: 0, settled: 0, finished: 0 };
+    // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
+    totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
+    const channels = await this.channels.find({ chainId: chain.chainId }).lean();
+    // The channels with a captured voucher (the newest voucher, and the newest captured one when that is a hold)...
+    const candidates: Array<{ channel: ChannelDoc; latest: VoucherDoc; answering: boolean }> = [];
+    for (const channel of channels) {
+      const newest = await this.sequence.newest(channel._id);
+      if (!newest) continue;
+      const latest = newest.status === 'captured' ? newest : await this.previous(newest);
+      if (!latest) continue;
+      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
+      const answering = newest.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
+      candidates.push({ channel, latest, answering });
+    }
+    // ...read from the chain together (one Multicall3 call, not one call per channel).
+    const states = await readChannelStates(chain.publicClient, candidates.map((c) => c.channel._id as Hex));
+    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
+    candidates.forEach((c, i) => {
+      const state = states[i]!;
+      if (chargedCumulativeOf(c.latest) <= state.totalClaimed && state.balance <= state.totalClaimed) return;
+      const list = byOrg.get(c.channel.orgId) ?? [];
+      list.push({ ...c, state });
+      byOrg.set(c.channel.orgId, list);
+    });
+    const ours = await this.deps.receiverAuthorizer();
+    for (const [orgId, list] of byOrg) {
+      const seller = await sellers(orgId);
+      if (!seller) continue;
+      const due = list.filter((c) => chargedCumulativeOf(c.latest) > c.state.totalClaimed && isAddressEqual(c.channel.config.receiverAuthorizer, ours));
+      const idle = list.filter((c) => !c.answering && now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > chargedCumulativeOf(c.latest) && c.state.balance > c.state.totalClaimed);
+      const idleIds = new Set(idle.map((c) => c.channel._id));
+      // On the seller's schedule, or now for a channel whose payer started withdrawing (whatever the schedule).
+      const onSchedule = await this.claimDue(seller, now, options.everyMs);
+      const claimNow = due.filter((c) => !idleIds.has(c.channel._id) && (onSchedule || c.state.withdrawRequestedAt !== 0));
+      let claimed = false;
+      for (let i = 0; i < claimNow.length; i += 100) {
+        const batch = claimNow.slice(i, i + 100);
+        const answer = (await this.deps.facilitator.claimRows(seller, batch.map(rowOf), undefined, chain.caip2)).body;
+        if (answer.success) {
+          totals.claimed += batch.length;
+          claimed = true;
+        } else {
+          this.deps.log.warn({ orgId, answer }, 'channel claim failed; the next round tries again');
+        }
+      }
+      if (claimed && onSchedule) await this.lastClaims.updateOne({ _id: orgId }, { $set: { at: new Date(now) } }, { upsert: true });
+      for (const c of idle) {
+        const charged = chargedCumulativeOf(c.latest);
+        const amount = c.state.balance - (charged > c.state.totalClaimed ? charged : c.state.totalClaimed);
+        const claims = charged > c.state.totalClaimed ? [rowOf(c)] : [];
+        const answer = (await this.deps.facilitator.refund(seller, {
+          type: 'refund', channelConfig: c.channel.config as never, voucher: { channelId: c.channel._id as Hex, maxClaimableAmount: BigInt(c.latest.cumulative), signature: c.latest.signature as Hex },
+          amount, refundNonce: c.state.refundNonce, claims,
+        }, chain.caip2)).body;
+        if (answer.success) totals.refunded++;
+        else this.deps.log.warn({ orgId, channelId: c.channel._id, answer }, 'idle channel refund failed; the next round tries again');
+      }
+      for (const receiver of new Set(list.map((c) => c.channel.receiver))) {
+        const answer = (await this.deps.facilitator.sweep(seller, { receiver: receiver as Address, token: chain.usdc.address }, chain.caip2)).body;
+        if (answer.success) totals.settled++;
+      }
+    }
+    if (totals.claimed + totals.refunded + totals.finished > 0) {
+      for (const hook of this.onClaimed) await hook().catch((err) => this.deps.log.warn({ err: (err as Error).message }, 'channel claim webhooks deferred to the outbox sweep'));
+    }
+    return totals;
+  }
+
+  /**
+   * Whether the seller's channels are due for a claim this round: every round, or every
+   * `channelClaimEverySeconds` from its last claim (a round early by less than half a round counts: rounds
+   * come every `everyMs`, not on the second).
+   */
+  private async claimDue(seller: SellerAccountDoc, now: number, everyMs: number): Promise<boolean> {
+    if (!seller.channelClaimEverySeconds) return true;
+    const last = await this.lastClaims.findById(seller._id).lean();
+    return !last || now - last.at.getTime() >= seller.channelClaimEverySeconds * 1000 - everyMs / 2;
+  }
+
+  /** Starts the rounds (every process; one of them runs each round). */
+  start(options: { everyMs: number; idleRefundMs: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): { stop(): Promise<void> } {
+    const stop = startRounds({
+      everyMs: options.everyMs,
+      round: async () => {
+        const totals = await this.sweep(options, sellers);
+        if (totals && totals.claimed + totals.refunded + totals.settled + totals.finished > 0) this.deps.log.info(totals, 'channel sweep');
+      },
+      onError: (err) => this.deps.log.error({ err: err.message }, 'channel sweep failed'),
+    });
+    return { stop };
+  }
+}
+
+/** A hold id: `<voucher id>:<hold token>` (the route checks its shape). */
+function splitHoldId(holdId: string): [string, string] {
+  const at = holdId.lastIndexOf(':');
+  return [holdId.slice(0, at), holdId.slice(at + 1)];
+}
+
+interface HeldHere {
+  doc: VoucherDoc;
+  /** Settles when its capture or release starts here. */
+  decided: Promise<void>;
+  decide(): void;
+}
+
+/** Waits for `promise`, or `ms` at most. */
+async function atMost(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); })]);
+  clearTimeout(timer);
+}
+
+/** A captured call's answer (given again to a capture asked twice). */
+const paid = (doc: VoucherDoc): ChannelPayOutcome => ({ ok: true, paymentId: doc._id, paymentResponse: doc.response as Extract<ChannelPayOutcome, { ok: true }>['paymentResponse'] });
+
+const holdExpired = (): ChannelPayOutcome => ({ ok: false, error: 'hold_expired', message: 'this call\'s voucher is no longer held (it expired or was released): nothing was charged' });
+
+/** A usage charge the held voucher does not allow: above the call's maximum, or named for a fixed-price call. */
+function usageRefusal(held: VoucherDoc, usage: bigint | undefined): AppError | undefined {
+  if (usage === undefined) return undefined;
+  if (!held.byUsage) return new AppError(400, 'validation_error', 'body.amount: this call has a fixed price; an amount is captured only for a call priced by usage');
+  if (usage > BigInt(held.price)) return new AppError(400, 'settlement_exceeds_amount', `the charge ${formatUsdc(usage)} USDC is above the ${formatUsdc(BigInt(held.price))} USDC the buyer allowed for this call; nothing was charged`);
+  return undefined;
+}
+
+/** How a call's voucher is held while the seller's handler runs; `byUsage`: its route is priced by usage. */
+export interface ChannelHold {
+  seconds: number;
+  byUsage?: boolean;
+}
+
+const isFresh = (channel: ChannelDoc) => Date.now() - new Date(channel.syncedAt).getTime() < CHAIN_STATE_TTL_MS;
+
+const busy = (): Refused => ({ ok: false, error: 'invalid_batch_settlement_evm_channel_busy', message: 'a call on this channel is still being answered: one call at a time per channel (open another channel for parallel calls)' });
+
+const stateFields = (state: ChannelState) => ({
+  balance: state.balance.toString(), totalClaimed: state.totalClaimed.toString(), withdrawRequestedAt: state.withdrawRequestedAt, refundNonce: state.refundNonce.toString(), syncedAt: new Date(),
+});
+
+const snapshot = (channel: ChannelDoc) => ({
+  channelId: channel._id, balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
+});
+
+/** A claim of the channel's charged total, under the voucher the payer signed (which may allow more). */
+const rowOf = (c: { channel: ChannelDoc; latest: VoucherDoc }) => ({
+  voucher: { channel: c.channel.config, maxClaimableAmount: BigInt(c.latest.cumulative) }, signature: c.latest.signature as Hex, totalClaimed: chargedCumulativeOf(c.latest),
+});
+
+export type { ChannelActionDoc };

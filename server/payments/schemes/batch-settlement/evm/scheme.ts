@@ -1,0 +1,150 @@
+import type { Address } from 'viem';
+import type { Connection, Model } from 'mongoose';
+import type { ChainService } from '../../../../chain/chain-service.js';
+import { AppError } from '../../../../platform/errors.js';
+import type { Config } from '../../../../platform/config.js';
+import type { Logger } from '../../../../platform/logger.js';
+import type { SecretBox } from '../../../../platform/secret-box.js';
+import type { SettleOutcome } from '../../../../settlement/settler.js';
+import type { WorkExecutor } from '../../../../settlement/work.js';
+import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
+import type { PaymentSettlement } from '../../../settlement-path.js';
+import type { ReceiptSigner } from '../../../receipts.js';
+import { requireChain } from '../../../chain-required.js';
+import type { FacilitatorAnswer, FacilitatorRequest } from '../../../facilitator-api.js';
+import type { HoldablePayment, PaymentScheme, Reconciled, SupportedKind } from '../../scheme.js';
+import { ReceiverAuthorizer } from './receiver-authorizer.js';
+import { actionExecutors, channelActionModel, type ChannelActionDoc } from './actions.js';
+import { BatchSettlementFacilitator } from './facilitator.js';
+import { ChannelBook } from './channels.js';
+import { ChannelCalls } from './calls.js';
+import { isBatchSettlementPayload } from './wire.js';
+
+// The x402 `batch-settlement` scheme on EVM (v2): payment channels on the x402BatchSettlement contract. A
+// buyer deposits once into a channel and signs a cumulative voucher per call, which the seller checks off
+// chain; the seller claims many channels' vouchers in one transaction, sweeps them with `settle`, and
+// refunds what is left. As a facilitator, agentgate verifies deposits and vouchers, sends deposits, claims,
+// settles and refunds (actions.ts, as settlement work of the engine), and signs claims and refunds with
+// its receiver authorizer for sellers that delegate it (what /supported advertises).
+//
+// Its on-chain work is not payments of the shared path: a deposit moves the buyer's money into the
+// channel, not to the seller, so it is no payment record. Each call paid with a voucher has a record of its
+// own with a signed receipt (calls.ts), read from the accepted voucher and the claim that carried it.
+
+export class BatchSettlementScheme implements PaymentScheme {
+  readonly name = 'batch-settlement';
+  readonly pricedByUsage = false;
+  readonly paidInV1 = false;
+  readonly extensions: readonly string[] = [];
+  readonly otherWork: Readonly<Record<string, WorkExecutor>>;
+  readonly authorizer: ReceiverAuthorizer;
+  private readonly facilitator: BatchSettlementFacilitator;
+  /** Channels sold through our own middleware: their state and accepted vouchers, and the sweep that claims them. */
+  readonly channels: ChannelBook;
+  /** Those channels and their paid calls as records (read-only: the API, the console, the CLI, the claim webhooks). */
+  readonly calls: ChannelCalls;
+  /** The recorded deposits, claims, settles and refunds (read by the claim webhooks' outbox). */
+  readonly actions: () => Model<ChannelActionDoc>;
+  /** The receiver authorizer's address once loaded (/supported is answered synchronously). */
+  private authorizerAddress?: Address;
+
+  constructor(
+    conn: Connection,
+    private readonly chain: ChainService | undefined,
+    config: Config,
+    secrets: SecretBox,
+    path: PaymentSettlement,
+    private readonly log: Logger,
+    /** Signs each channel call's receipt, as exact payments' are signed. */
+    signer: () => ReceiptSigner,
+  ) {
+    this.authorizer = new ReceiverAuthorizer(conn, config, secrets);
+    const actions = () => channelActionModel(conn);
+    this.actions = actions;
+    const chainOf = () => requireChain(this.chain);
+    this.otherWork = actionExecutors(chainOf, actions, log);
+    this.facilitator = new BatchSettlementFacilitator({
+      chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submit(work),
+      ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
+    });
+    this.channels = new ChannelBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer: () => this.receiverAuthorizer(), signer, log });
+    this.calls = new ChannelCalls(this.channels.channels, this.channels.vouchers, this.channels.captures, actions);
+    if (chain) this.loadAuthorizer();
+  }
+
+  private loadAuthorizer(): void {
+    this.authorizer.address().then((a) => { this.authorizerAddress = a; }, (err) => this.log.warn({ err: (err as Error).message }, 'the batch-settlement receiver authorizer could not be loaded yet'));
+  }
+
+  /** The receiver authorizer's address (loading it if need be). */
+  async receiverAuthorizer(): Promise<Address> {
+    this.authorizerAddress ??= await this.authorizer.address();
+    return this.authorizerAddress;
+  }
+
+  /** /supported offers the scheme once the key is loaded; a key that cannot be loaded leaves it out (and says why in the log). */
+  async ready(): Promise<void> {
+    if (this.chain) await this.receiverAuthorizer().catch((err) => this.log.error({ err: (err as Error).message }, 'the batch-settlement receiver authorizer cannot be loaded: /supported leaves the scheme out'));
+  }
+
+  /** Offered with agentgate's receiver authorizer, which sellers name in their channels to delegate claims and refunds. */
+  supportedKinds(chain: ChainService): SupportedKind[] {
+    if (!this.authorizerAddress) return [];
+    return [{ x402Version: 2, scheme: 'batch-settlement', network: chain.caip2, extra: { receiverAuthorizer: this.authorizerAddress } }];
+  }
+
+  /** Our middleware names agentgate's receiver authorizer in a batch-settlement 402. */
+  async sellerSettings(): Promise<Record<string, unknown>> {
+    if (!this.chain) return {};
+    try {
+      return { channelReceiverAuthorizer: await this.receiverAuthorizer() };
+    } catch {
+      return {};
+    }
+  }
+
+  // --- the facilitator API ---------------------------------------------------------------------
+
+  handlesRequest(request: FacilitatorRequest): boolean {
+    const accepted = request.paymentPayload.accepted as { scheme?: unknown } | undefined;
+    return request.paymentRequirements.scheme === 'batch-settlement' || accepted?.scheme === 'batch-settlement' || isBatchSettlementPayload(request.paymentPayload.payload);
+  }
+
+  verifyRequest(request: FacilitatorRequest, seller: SellerAccountDoc): Promise<FacilitatorAnswer> {
+    requireChain(this.chain);
+    return this.facilitator.verify(request, seller);
+  }
+
+  settleRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer> {
+    requireChain(this.chain);
+    return this.facilitator.settle(request, seller, network);
+  }
+
+  // --- payments of the shared path: none yet (our middleware's channel calls will be) -----------
+
+  laneOf(): undefined {
+    return undefined;
+  }
+
+  async send(payment: PaymentDoc): Promise<SettleOutcome> {
+    return { ok: false, reason: 'settle_failed', message: `payment ${payment._id}: batch-settlement calls are claimed with their channel, not settled one by one` };
+  }
+
+  handlesHeader(): boolean {
+    return false;
+  }
+
+  holdable(): HoldablePayment {
+    return { ok: false, reason: 'unsupported_scheme', message: 'a batch-settlement voucher is not held' };
+  }
+
+  captureCharge(): bigint | undefined {
+    throw new AppError(400, 'unsupported_scheme', 'a batch-settlement voucher is not captured');
+  }
+
+  async ensureCanSettle(): Promise<void> {}
+
+  async reconcile(): Promise<Reconciled> {
+    return undefined;
+  }
+}
