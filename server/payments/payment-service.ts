@@ -22,7 +22,7 @@ import { PaymentSchemes } from './schemes/scheme.js';
 import { ExactScheme } from './schemes/exact/evm/scheme.js';
 import { UptoScheme } from './schemes/upto/evm/scheme.js';
 import { AuthCaptureScheme } from './schemes/auth-capture/evm/scheme.js';
-import { AuthCaptureOperations } from './schemes/auth-capture/evm/escrow-ops.js';
+import { AuthCaptureOperations } from './schemes/auth-capture/evm/operations.js';
 import { requireChain } from './chain-required.js';
 import { PaymentRefunds } from './refunds.js';
 import { BatchSettlementScheme } from './schemes/batch-settlement/evm/scheme.js';

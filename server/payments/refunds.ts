@@ -3,7 +3,7 @@ import { AppError } from '../platform/errors.js';
 import type { PaymentDoc } from './models.js';
 import type { PaymentRecords } from './records.js';
 import type { AuthCaptureScheme } from './schemes/auth-capture/evm/scheme.js';
-import type { AuthCaptureOperationDoc } from './schemes/auth-capture/evm/escrow-ops.js';
+import type { AuthCaptureOperationDoc } from './schemes/auth-capture/evm/operations.js';
 import type { ExactRefunds } from './schemes/exact/evm/refunds.js';
 
 // Refunds a seller gives (POST /v0/payments/{id}/refund, the console's Refund button, `agentgate

@@ -1,5 +1,5 @@
 import type { PaymentRefundedEvent, PaymentVoidedEvent } from 'agentgate-x402-wire';
-import type { AuthCaptureOperationDoc } from '../payments/schemes/auth-capture/evm/escrow-ops.js';
+import type { AuthCaptureOperationDoc } from '../payments/schemes/auth-capture/evm/operations.js';
 import type { PaymentDoc } from '../payments/models.js';
 
 // `payment.refunded` and `payment.voided`: an auth-capture payment's refund or void, once the chain did it,

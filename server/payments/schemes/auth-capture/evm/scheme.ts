@@ -1,30 +1,23 @@
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
-import { AUTH_CAPTURE, type AuthCapturePaymentPayload, authCaptureReason, type AuthCaptureRequirements, AuthCaptureRequirementsSchema, collectTerms, decodeAuthCapturePayload, decodeAuthCapturePaymentHeader, formatUsdc, isAuthCapturePayload, isAuthCapturePaymentHeader, parseCharge } from 'agentgate-x402-wire';
-import {
-  AUTH_CAPTURE_ESCROW_ADDRESS,
-  authCaptureEscrowAbi,
-  escrowCalldata,
-  escrowState,
-  paymentInfoOfStored,
-  storedPaymentInfo,
-} from './chain.js';
-import { blockBefore } from '../../../../chain/authorization-events.js';
+import { AUTH_CAPTURE, type AuthCapturePaymentPayload, authCaptureReason, type AuthCaptureRequirements, collectTerms, decodeAuthCapturePaymentHeader, formatUsdc, isAuthCapturePayload, isAuthCapturePaymentHeader, parseCharge } from 'agentgate-x402-wire';
+import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState, storedPaymentInfo } from './chain.js';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { AppError } from '../../../../platform/errors.js';
 import { newId } from '../../../../platform/ids.js';
 import type { Config } from '../../../../platform/config.js';
 import type { SendTools } from '../../../../settlement/work.js';
 import type { SettleOutcome } from '../../../../settlement/settler.js';
-import { RelayerUnavailableError, shortReason } from '../../../../settlement/relayer-lane.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import type { Endpoints } from '../../../endpoints.js';
 import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../settlement-path.js';
 import type { SettlementResult } from '../../../settlement.js';
 import { requireChain } from '../../../chain-required.js';
-import { payeeRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest } from '../../../facilitator-api.js';
+import type { FacilitatorAnswer, FacilitatorRequest } from '../../../facilitator-api.js';
 import { RESEND_MARGIN_SECONDS, type HoldablePayment, type PaymentScheme, type ReconcileRound, type Reconciled, type SupportedKind } from '../../scheme.js';
-import { simulateEscrow, verifyAuthCapture, type AuthCaptureRefused, type AuthCaptureVerified } from './verify.js';
-import { OP_WORK_KIND, type AuthCaptureOperations } from './escrow-ops.js';
+import { verifyAuthCapture, type AuthCaptureRefused, type AuthCaptureVerified } from './verify.js';
+import { OP_WORK_KIND, type AuthCaptureOperations } from './operations.js';
+import { AuthCaptureFacilitator } from './facilitator.js';
+import { findAuthorizeTx, sendAuthorize } from './settle.js';
 
 // The x402 `auth-capture` scheme on EVM (v2): the buyer authorizes a payment into Base's Commerce
 // Payments escrow (AuthCaptureEscrow); we are its operator (the `captureAuthorizer`, one of our relayers),
@@ -34,8 +27,6 @@ import { OP_WORK_KIND, type AuthCaptureOperations } from './escrow-ops.js';
 // after it failed or when the hold expires, refunds of what was captured (escrow-ops.ts).
 
 const R = authCaptureReason;
-/** Gas for one authorize: the collector's signature check (ERC-1271/6492 for smart accounts) and the pull. */
-const AUTHORIZE_GAS = 450_000n;
 
 export class AuthCaptureScheme implements PaymentScheme {
   readonly name = AUTH_CAPTURE;
@@ -43,12 +34,14 @@ export class AuthCaptureScheme implements PaymentScheme {
   readonly paidInV1 = false;
   readonly extensions = [];
   readonly otherWork;
+  /** The facilitator API's /verify and /settle of this scheme (facilitator.ts). */
+  private readonly facilitator = new AuthCaptureFacilitator(this);
 
   constructor(
     private readonly chain: ChainService | undefined,
-    private readonly config: Config,
+    readonly config: Config,
     private readonly path: PaymentSettlement,
-    private readonly endpoints: Endpoints,
+    readonly endpoints: Endpoints,
     readonly operations: AuthCaptureOperations,
   ) {
     this.otherWork = { [OP_WORK_KIND]: operations.execute };
@@ -113,31 +106,9 @@ export class AuthCaptureScheme implements PaymentScheme {
     return payment.escrow!.paymentInfo.operator.toLowerCase();
   }
 
-  async send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
-    const chain = requireChain(this.chain);
-    const escrow = payment.escrow!;
-    const info = paymentInfoOfStored(escrow.paymentInfo);
-    // Run again (a lane taken over), the escrow says whether it was collected: then that is the answer.
-    const state = await escrowState(chain.publicClient, escrow.hash as Hex);
-    if (state.hasCollectedPayment) {
-      const txHash = await this.findAuthorizeTx(chain, payment);
-      return txHash ? { ok: true, txHash, batchSize: 1 } : { ok: false, reason: R('payment_already_collected'), message: 'the escrow payment was already collected, not by this authorization' };
-    }
-    const data = escrowCalldata.authorize(info, info.maxAmount, escrow.collector as Address, payment.signature as Hex);
-    const simulated = await simulateEscrow(chain, info.operator, data);
-    if (!simulated.ok) return { ok: false, reason: simulated.reason, message: simulated.message };
-    let sent;
-    try {
-      sent = await tools.submitFrom(info.operator, { to: AUTH_CAPTURE_ESCROW_ADDRESS, data, gas: AUTHORIZE_GAS }, { scheme: AUTH_CAPTURE, operation: 'authorize', paymentIds: [payment._id] });
-    } catch (err) {
-      const message = err instanceof RelayerUnavailableError ? err.message : `the authorization could not be sent: ${shortReason(err)}`;
-      return { ok: false, reason: 'relayer_unavailable', message, unavailable: true };
-    }
-    const fate = await sent.fate;
-    if (fate.kind === 'mined' && fate.receipt.status === 'success') return { ok: true, txHash: fate.receipt.transactionHash, batchSize: 1 };
-    if (fate.kind === 'mined') return { ok: false, reason: R('transaction_reverted'), message: `the authorize transaction ${fate.receipt.transactionHash} reverted`, txHash: fate.receipt.transactionHash };
-    const why = fate.kind === 'replaced' ? 'was replaced by another transaction' : `was not confirmed (${fate.reason})`;
-    return { ok: false, reason: 'settle_unconfirmed', message: `the authorize transaction ${sent.hash} ${why}`, txHash: sent.hash, unconfirmed: true };
+  /** The escrow's authorize, from the operator's lane (settle.ts). */
+  send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
+    return sendAuthorize(requireChain(this.chain), payment, tools);
   }
 
   /**
@@ -149,59 +120,18 @@ export class AuthCaptureScheme implements PaymentScheme {
     return { ok: true, paymentId: payment._id, txHash, payer: payment.payerAddress, amount: payment.amountUsdcRaw };
   }
 
-  private async findAuthorizeTx(chain: ChainService, payment: PaymentDoc): Promise<Hex | undefined> {
-    if (payment.escrow?.authorizeTx) return payment.escrow.authorizeTx as Hex;
-    const logs = await chain.publicClient.getContractEvents({ address: AUTH_CAPTURE_ESCROW_ADDRESS, abi: authCaptureEscrowAbi, eventName: 'PaymentAuthorized', args: { paymentInfoHash: payment.escrow!.hash as Hex }, fromBlock: await blockBefore(chain, payment.createdAt), toBlock: 'latest' });
-    return logs[0]?.transactionHash;
-  }
-
   // --- the facilitator API ---------------------------------------------------------------------
 
   handlesRequest(request: FacilitatorRequest): boolean {
     return request.paymentRequirements.scheme === AUTH_CAPTURE || isAuthCapturePayload(request.paymentPayload);
   }
 
-  private termsOf(request: FacilitatorRequest, seller: SellerAccountDoc) {
-    if (request.x402Version !== 2) return { reason: 'invalid_x402_version', message: 'the auth-capture scheme is x402 v2 only' };
-    if ((request.paymentPayload as { payload?: { type?: unknown } }).payload?.type !== undefined) {
-      return { reason: R('lifecycle_not_relayed'), message: 'capture, void and refund are not relayed through /settle (no receiver authorizer): the seller asks them of this backend\'s payments API' };
-    }
-    const decoded = decodeAuthCapturePayload(request.paymentPayload);
-    if (!decoded.ok) return { reason: decoded.reason === 'invalid_payload_format' ? R('payload_format') : R('scheme'), message: decoded.message };
-    const requirement = AuthCaptureRequirementsSchema.safeParse(request.paymentRequirements);
-    if (!requirement.success) {
-      const issue = requirementsIssue(requirement.error);
-      return { reason: requirement.error.issues.some((i) => i.path[0] === 'extra') ? R('extra') : request.paymentRequirements.scheme !== AUTH_CAPTURE ? R('scheme') : issue.reason, message: issue.message };
-    }
-    const payee = payeeRefusal(seller, requirement.data.payTo);
-    if (payee) return payee;
-    return { payload: decoded.payload, requirements: requirement.data, resource: resourceOf(decoded.payload.resource?.url) };
+  verifyRequest(request: FacilitatorRequest, seller: SellerAccountDoc): Promise<FacilitatorAnswer> {
+    return this.facilitator.verifyRequest(request, seller);
   }
 
-  async verifyRequest(request: FacilitatorRequest, seller: SellerAccountDoc): Promise<FacilitatorAnswer> {
-    const terms = this.termsOf(request, seller);
-    if ('reason' in terms) return { body: verifyRefused((r) => r, terms) };
-    const verified = await this.verify(terms.payload, terms.requirements);
-    if (!verified.ok) return { body: { ...verifyRefused((r) => r, verified), ...(verified.payer ? { payer: verified.payer } : {}) } };
-    return { body: { isValid: true, payer: verified.payer } };
-  }
-
-  /**
-   * The facilitator's settle of a collect payload: the escrow's authorize (paymentFlow escrow). The
-   * payment is then held for the seller, who captures or voids it through POST /v0/payments/holds/{id}/
-   * capture|release with its key (or it is voided by itself just before its capture deadline).
-   */
-  async settleRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer> {
-    const terms = this.termsOf(request, seller);
-    if ('reason' in terms) return { body: settleRefused((r) => r, network, terms) };
-    const endpoint = await this.endpoints.forResource(seller._id, terms.resource);
-    const until = new Date((terms.requirements.extra.captureDeadline - RESEND_MARGIN_SECONDS - this.config.PAYMENT_VALIDITY_MARGIN_SECONDS) * 1000);
-    const { claimed, answer } = await this.authorize(seller, terms.payload, terms.requirements, { resource: terms.resource, amountAtomic: BigInt(terms.requirements.amount), endpoint, door: 'facilitator', payTo: terms.requirements.payTo }, until);
-    if (!claimed.ok) {
-      const reason = claimed.refused.reason === 'nonce_already_used' ? R('payment_already_collected') : claimed.refused.reason === 'settle_unconfirmed' ? 'settlement_pending' : claimed.refused.reason;
-      return { body: settleRefused((r) => r, network, { ...claimed.refused, reason }) };
-    }
-    return { body: { success: true, transaction: answer!.ok ? answer!.txHash : '', network, payer: claimed.payment.payerAddress, amount: terms.requirements.amount, extensions: { authCapture: { paymentId: claimed.payment._id, paymentInfoHash: claimed.payment.escrow!.hash, status: 'authorized' } } } };
+  settleRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer> {
+    return this.facilitator.settleRequest(request, seller, network);
   }
 
   // --- holds: authorize before the handler, capture after a success, void after a failure -------
@@ -284,7 +214,7 @@ export class AuthCaptureScheme implements PaymentScheme {
     const state = await escrowState(round.chain.publicClient, escrow.hash as Hex);
     if (state.hasCollectedPayment) {
       if (!(await round.claim(payment))) return undefined;
-      const txHash = await this.findAuthorizeTx(round.chain, payment);
+      const txHash = await findAuthorizeTx(round.chain, payment);
       await this.path.records.payments.updateOne({ _id: payment._id, status: 'verified' }, { $set: { status: 'held', holdExpiresAt: new Date(), ...(txHash ? { 'escrow.authorizeTx': txHash } : {}) } });
       round.log?.info({ txHash }, 'reconciliation found an auth-capture payment authorized on chain: held, to be voided');
       return 'settled';

@@ -1,14 +1,11 @@
-import { concatHex, getAddress, parseTransaction, type Hex } from 'viem';
+import { getAddress } from 'viem';
 import { decodeExactPermit2PaymentHeader, type ExactPermit2PaymentPayloadV2 } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../../chain/chain-service.js';
-import { permit2Allowance, permit2NonceUsed } from '../../../../chain/permit2.js';
-import { EXACT_PROXY_ADDRESS, exactPermitOf, type ExactPermit } from './chain.js';
+import { permit2NonceUsed } from '../../../../chain/permit2.js';
+import { exactPermitOf, type ExactPermit } from './chain.js';
 import { blockBefore } from '../../../../chain/authorization-events.js';
 import { newId } from '../../../../platform/ids.js';
 import type { Config } from '../../../../platform/config.js';
-import type { SendTools } from '../../../../settlement/work.js';
-import type { SettleOutcome } from '../../../../settlement/settler.js';
-import { RelayerUnavailableError, shortReason } from '../../../../settlement/relayer-lane.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import { OPEN } from '../../../records.js';
 import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../settlement-path.js';
@@ -16,8 +13,8 @@ import type { SettlementResult } from '../../../settlement.js';
 import type { IdentifiedPayment } from '../../../payment-identifier.js';
 import { requireChain } from '../../../chain-required.js';
 import { RESEND_MARGIN_SECONDS, type HoldablePayment, type ReconcileRound, type Reconciled } from '../../scheme.js';
-import { eip2612PermitOfRecord, eip2612PermitRecord, findProxySettlementTx, sendProxySettlement } from '../../permit2-proxy.js';
-import { exactSettleCalldata, signedTransactionHash, simulateExactSettle, verifyExactPermit2Payment, type ExactPermit2Refused, type ExactPermit2Verified } from './permit2-verify.js';
+import { eip2612PermitRecord, findProxySettlementTx } from '../../permit2-proxy.js';
+import { verifyExactPermit2Payment, type ExactPermit2Refused, type ExactPermit2Verified } from './permit2-verify.js';
 
 // The x402 `exact` scheme through Permit2 (requirements with `extra.assetTransferMethod: "permit2"`): the
 // buyer signs a Permit2 witness transfer of the price to the x402ExactPermit2Proxy; any relayer sends the
@@ -27,8 +24,6 @@ import { exactSettleCalldata, signedTransactionHash, simulateExactSettle, verify
 // its gas funded if need be, broadcast, then settle). Records are the exact scheme's, marked
 // `assetTransferMethod: "permit2"`; ExactScheme hands them here.
 
-/** Gas for one settle: Permit2's signature check (ERC-1271 for smart accounts), the token transfer, and an EIP-2612 permit. */
-export const EXACT_PERMIT2_SETTLE_GAS = 250_000n;
 
 /** The unique claim of a Permit2 payment: one per Permit2 nonce of the payer (shared with upto: the nonce moves money once, whichever proxy spends it). */
 export const permit2ClaimKey = (chainId: number, from: string, nonce: bigint | string) => `${chainId}:permit2:${from}:${BigInt(nonce)}`.toLowerCase();
@@ -91,54 +86,6 @@ export class ExactPermit2Payments {
       ok: true, validBefore: Number(decoded.payload.payload.permit2Authorization.deadline), instrument: 'permit',
       claim: (seller, terms, until) => this.claim(seller, decoded.payload, terms, { status: 'held', until }),
     };
-  }
-
-  // --- settlement work -------------------------------------------------------------------------
-
-  /** The approval first when the buyer sent one and Permit2 still lacks the allowance, then the proxy's settle from any relayer. */
-  async send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
-    const chain = requireChain(this.chain);
-    const permit = permitOfRecord(payment);
-    const signature = payment.signature as Hex;
-    const permit2612 = eip2612PermitOfRecord(payment);
-    if (payment.erc20Approval) {
-      const approved = await this.sponsorApproval(chain, tools, payment, permit);
-      if (approved) return approved;
-    }
-    return sendProxySettlement(chain, {
-      kind: 'exact', owner: permit.from, nonce: permit.nonce, payment,
-      // The attribution rides after the call's arguments, which the proxy ignores (ERC-8021).
-      tx: { to: EXACT_PROXY_ADDRESS, data: concatHex([exactSettleCalldata(permit, signature, permit2612), (payment.dataSuffix ?? '0x') as Hex]), gas: EXACT_PERMIT2_SETTLE_GAS },
-      simulate: () => simulateExactSettle(chain, permit, signature, permit2612),
-      submit: (tx) => tools.submit(tx, { scheme: 'exact', assetTransferMethod: 'permit2', paymentIds: [payment._id] }),
-    });
-  }
-
-  /**
-   * erc20ApprovalGasSponsoring (specs/extensions/erc20_gas_sponsoring.md): the buyer's gas for its signed
-   * approve(Permit2) funded when it lacks it (no more than the transaction's own gas limit and fee cap
-   * allow), the transaction broadcast and waited for. Undefined when the allowance is there (now, or
-   * from a previous run of this work); else the failure, and nothing was settled. Not one atomic bundle
-   * (a plain node has none): what can be lost is the funded gas, at most MAX_SPONSORED_APPROVAL_GAS worth.
-   */
-  private async sponsorApproval(chain: ChainService, tools: SendTools, payment: PaymentDoc, permit: ExactPermit): Promise<SettleOutcome | undefined> {
-    const approved = async () => (await permit2Allowance(chain.publicClient, chain.usdc.address, permit.from)) >= permit.amount;
-    if (await approved()) return undefined;
-    const signed = payment.erc20Approval!.signedTransaction as Hex;
-    const tx = parseTransaction(signed);
-    const cost = tx.gas! * (tx.maxFeePerGas ?? tx.gasPrice ?? 0n);
-    const balance = await chain.publicClient.getBalance({ address: permit.from });
-    try {
-      if (balance < cost) await tools.sendTransaction({ to: permit.from, data: '0x', value: cost - balance, gas: 21_000n }, { scheme: 'exact', sponsor: 'erc20Approval', paymentIds: [payment._id] });
-    } catch (err) {
-      if (err instanceof RelayerUnavailableError) return { ok: false, reason: 'relayer_unavailable', message: err.message, unavailable: true };
-      return { ok: false, reason: 'erc20_approval_broadcast_failed', message: `the buyer's gas for its approval could not be funded: ${shortReason(err)}` };
-    }
-    // Sent before by an earlier run of this work, the node may say it knows it or its nonce is used: the receipt decides.
-    await chain.publicClient.sendRawTransaction({ serializedTransaction: signed }).catch(() => undefined);
-    const receipt = await chain.publicClient.waitForTransactionReceipt({ hash: signedTransactionHash(signed), timeout: 30_000, pollingInterval: 250 }).catch(() => undefined);
-    if (await approved()) return undefined;
-    return { ok: false, reason: receipt ? 'erc20_approval_tx_failed' : 'erc20_approval_broadcast_failed', message: receipt ? `the buyer's approval transaction ${receipt.transactionHash} reverted` : 'the buyer\'s approval transaction was not mined (its nonce used by another, or its fee too low)' };
   }
 
   // --- reconciliation --------------------------------------------------------------------------

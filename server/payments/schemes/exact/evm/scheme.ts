@@ -1,7 +1,6 @@
-import { getAddress, isAddressEqual, isErc6492Signature, parseErc6492Signature, type Address, type Hex } from 'viem';
+import { getAddress, type Address } from 'viem';
 import { type DecodedPaymentHeader, decodePaymentHeader, isExactPermit2PaymentHeader, parsePrice } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../../chain/chain-service.js';
-import type { Authorization } from '../../../../chain/usdc.js';
 import { authorizationState } from '../../../../chain/usdc.js';
 import { blockBefore, findSettlementTx } from '../../../../chain/authorization-events.js';
 import { PayerReads } from '../../../../chain/payer-reads.js';
@@ -12,7 +11,6 @@ import type { Logger } from '../../../../platform/logger.js';
 import type { Metrics } from '../../../../platform/metrics.js';
 import type { SendTools } from '../../../../settlement/work.js';
 import type { SettleOutcome } from '../../../../settlement/settler.js';
-import { RelayerUnavailableError } from '../../../../settlement/relayer-lane.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import type { Endpoints } from '../../../endpoints.js';
 import { OPEN } from '../../../records.js';
@@ -25,22 +23,13 @@ import { verifyPayment } from './verify.js';
 import { builderCodeSuffix, settlementBuilderCodes } from '../../../../chain/builder-code.js';
 import { ExactFacilitator } from './facilitator.js';
 import { ExactPermit2Payments, isPermit2Record } from './permit2.js';
+import { authorizationOf, sendExactPermit2Settlement, sendExactTransfer } from './settle.js';
 
 // The x402 `exact` scheme on EVM: the buyer signs an EIP-3009 transferWithAuthorization of USDC for the
 // price; settlement sends it, batched with other payments into the next block's transaction (settler.ts).
 // v1 and v2 payloads alike. The default scheme: a payment that names no other is read as this one. A v2
 // payment through Permit2 (assetTransferMethod "permit2", with its gas sponsoring extensions) is the same
 // scheme, verified, claimed, sent and reconciled by permit2.ts.
-
-/** The EIP-3009 authorization a record keeps. */
-export const authorizationOf = (doc: Pick<PaymentDoc, 'authorization'>): Authorization => ({
-  from: getAddress(doc.authorization.from),
-  to: getAddress(doc.authorization.to),
-  value: BigInt(doc.authorization.value),
-  validAfter: BigInt(doc.authorization.validAfter),
-  validBefore: BigInt(doc.authorization.validBefore),
-  nonce: doc.authorization.nonce as Hex,
-});
 
 export class ExactScheme implements PaymentScheme {
   readonly name = 'exact';
@@ -148,37 +137,10 @@ export class ExactScheme implements PaymentScheme {
     return undefined;
   }
 
-  /** A transfer with authorization, batched with the others of the next block. */
-  async send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
-    if (isPermit2Record(payment)) return this.permit2.send(payment, tools);
-    let signature = payment.signature as Hex;
-    // ERC-6492 (verify.ts): the record keeps what the buyer signed; a wallet not deployed yet is deployed
-    // through its allowed factory first (a factory's deployment is idempotent: a second copy of this work
-    // or another payment of the same wallet deploys nothing), and the token checks the inner signature.
-    if (isErc6492Signature(signature)) {
-      const { address: factory, data, signature: inner } = parseErc6492Signature(signature);
-      const from = getAddress(payment.authorization.from);
-      const code = await requireChain(this.chain).publicClient.getCode({ address: from });
-      if ((!code || code === '0x') && factory && data) {
-        if (!this.allowedFactories.some((a) => isAddressEqual(a as Address, factory))) {
-          return { ok: false, reason: 'factory_not_allowed', message: `the factory ${factory} of the wallet ${from} is not allowed` };
-        }
-        let deployed: boolean;
-        try {
-          deployed = (await tools.sendTransaction({ to: factory, data }, { paymentId: payment._id, deploy: from })).status === 'success';
-        } catch (err) {
-          // No relayer here: nothing was sent, another process's relayer may.
-          if (err instanceof RelayerUnavailableError) return { ok: false, reason: 'relayer_unavailable', message: err.message, unavailable: true };
-          deployed = false;
-        }
-        const after = await requireChain(this.chain).publicClient.getCode({ address: from });
-        if (!deployed && (!after || after === '0x')) {
-          return { ok: false, reason: 'smart_wallet_deployment_failed', message: `the wallet ${from} could not be deployed through its factory ${factory}` };
-        }
-      }
-      signature = inner;
-    }
-    return tools.transfer({ authorization: authorizationOf(payment), signature, paymentId: payment._id, ...(payment.dataSuffix ? { dataSuffix: payment.dataSuffix as Hex } : {}) });
+  /** A transfer with authorization, batched with the others of the next block; or the Permit2 proxy's settle (settle.ts). */
+  send(payment: PaymentDoc, tools: SendTools): Promise<SettleOutcome> {
+    const chain = requireChain(this.chain);
+    return isPermit2Record(payment) ? sendExactPermit2Settlement(chain, payment, tools) : sendExactTransfer(chain, this.allowedFactories, payment, tools);
   }
 
   // --- the facilitator API ---------------------------------------------------------------------
