@@ -12,7 +12,7 @@ import { accountRoutes } from './accounts/routes.js';
 import { identityRoutes } from './identities/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { agentCardRoutes } from './agent-card/routes.js';
-import { paymentRoutes } from './payments/routes.js';
+import { endpointWebhookRoutes, paymentRoutes } from './payments/routes.js';
 import { facilitatorRoutes } from './payments/facilitator-routes.js';
 import { walletRoutes } from './wallet/routes.js';
 import { buyerRoutes } from './buyer/routes.js';
@@ -27,6 +27,7 @@ import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
 import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
+import { mailWebhookRoutes } from './mail/webhook-routes.js';
 import { chatPlatformRoutes, chatRoutes } from './chat/routes.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { healthRoutes } from './health/routes.js';
@@ -62,6 +63,8 @@ export const ROUTES: RouteFactory[] = [
   calendarFeedRoutes,
   calendarRoutes,
   webhookRoutes,
+  (app) => endpointWebhookRoutes({ keys: app.keys, identities: app.identities, registration: app.payments.registration }),
+  mailWebhookRoutes,
   // Before chatRoutes: the install link, OAuth callback and events endpoint take no API key.
   chatPlatformRoutes,
   chatRoutes,
@@ -71,7 +74,7 @@ export const ROUTES: RouteFactory[] = [
   (app) => paymentRoutes({
     keys: app.keys, identities: app.identities, usage: app.usage, logs: app.logs, holds: app.holds, devMode: app.config.mode === 'dev',
     acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, registration: app.payments.registration, redemption: app.payments.redemption, records: app.payments.records, refunds: app.payments.refunds,
-    signInWithX: app.payments.signInWithX, channels: app.payments.batchSettlement.channels, channelCalls: app.payments.batchSettlement.calls,
+    signInWithX: app.payments.signInWithX, channels: app.payments.batchSettlement.book, channelCalls: app.payments.batchSettlement.calls,
   }),
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,

@@ -6,7 +6,7 @@ import { ApiKeyService } from './platform/auth/api-keys.js';
 import { UsageTracker } from './platform/usage.js';
 import { RateLimiter } from './platform/rate-limit.js';
 import { ChangeFeed } from './platform/change-feed.js';
-import { ActivityLog } from './logs/activity-log.js';
+import { ActivityLog } from './platform/activity-log.js';
 import { ServiceEvents } from './platform/events.js';
 import { AccountService } from './accounts/account-service.js';
 import { IdentityService } from './identities/identity-service.js';
@@ -20,11 +20,8 @@ import { createChainService, type ChainService } from './chain/chain-service.js'
 import { PaymentService } from './payments/payment-service.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
-import { EXACT_REFUND_WORK_KIND, ExactRefunds } from './payments/schemes/exact/evm/refunds.js';
-import { escrowEventDispatcher } from './webhooks/escrow-outbox.js';
-import { ChannelClaimOutbox } from './webhooks/channel-claim-outbox.js';
 import { WebhookService } from './webhooks/webhook-service.js';
-import { MailWebhooks } from './webhooks/mail-webhooks.js';
+import { MailWebhooks } from './mail/webhooks.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
 import { DidService } from './did/did-service.js';
 import { didDetail } from './did/identity-detail.js';
@@ -76,7 +73,7 @@ export interface AppContext {
   payments: PaymentService;
   /** Payments held while a seller's handler runs (capture settles, release charges nothing). */
   holds: HoldService;
-  /** payment.received deliveries (outbox on the payment, Agenda jobs, delivery log). */
+  /** The webhook engine: deliveries of every area's events (Agenda jobs, attempt claims, the delivery log). */
   webhooks: WebhookService;
   /** Identities' webhooks for their mail events, delivered by `webhooks`. */
   mailWebhooks: MailWebhooks;
@@ -170,29 +167,25 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settlement = chain && new SettlementEngine(db, config, chain, log, metrics, processes.id);
-  const payments = new PaymentService(db, config, chain, settlement, () => ctx.serviceKey, secrets, logs, log.child({ area: 'payments' }), metrics, changes, await updateGroupingFor(db.db as unknown as Db));
   const wallets = new WalletService(db, config, chain, settlement?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
+  // The webhook engine knows no area: each area hands it its events (payment.received, refunds, voids,
+  // channel claims, mail events), says where its endpoints' deliveries go, and keeps its own outbox,
+  // which the engine's sweep drains. Asked only once the areas below exist (at a delivery, a sweep).
+  const webhooks: WebhookService = new WebhookService(db, config, jobs, {
+    targets: async (endpointId) => (await mailWebhooks.target(endpointId)) ?? payments.webhookTargets(endpointId),
+    outboxes: () => [...payments.outboxes, { sweep: (olderThanMs) => mailEvents.redispatch(olderThanMs) }],
+  }, logs, processes, { log: log.child({ area: 'webhooks' }), metrics, events });
+  const payments: PaymentService = new PaymentService({
+    conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
+    deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db),
+  });
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const accounts = new AccountService(db, changes);
   const isAdmin = adminCheck(config, accounts);
-  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }),
-    new MailEventLog(db, changes, log.child({ area: 'mail-events' })), events);
-  const webhooks = new WebhookService(db, config, jobs, payments, secrets, logs, processes, { log: log.child({ area: 'webhooks' }), metrics, events });
-  // auth-capture refunds and voids are delivered as payment.refunded / payment.voided.
-  payments.authCapture.operations.onEvent.push(escrowEventDispatcher({ enqueue: (input) => webhooks.enqueue(input), markWebhook: (id, webhook) => payments.authCapture.operations.markWebhook(id, webhook) }));
-  if (chain && wallets.available) {
-    // exact payments to an org's own wallet are refunded from it, under its owner's mandate, and told as payment.refunded.
-    const exactRefunds = new ExactRefunds(db, () => chain, payments.settlement, payments.records, payments.endpoints, wallets, mandates, () => ctx.serviceKey, logs, log.child({ area: 'payments' }));
-    payments.settlement.registerWork(EXACT_REFUND_WORK_KIND, exactRefunds.execute);
-    payments.refunds.exact = exactRefunds;
-    exactRefunds.onEvent.push(escrowEventDispatcher({ enqueue: (input) => webhooks.enqueue(input), markWebhook: (id, webhook) => exactRefunds.markWebhook(id, webhook) }));
-  }
-  // batch-settlement calls are told to sellers per claim transaction (channel.claimed): right after a sweep
-  // round that claimed, and from the outbox sweep for whatever a crash left undispatched.
-  const channelClaims = new ChannelClaimOutbox({ conn: db, actions: payments.batchSettlement.actions, calls: payments.batchSettlement.calls, endpoints: payments.endpoints, enqueue: (input) => webhooks.enqueue(input) });
-  payments.batchSettlement.channels.onClaimed.push(() => channelClaims.sweep(0));
-  webhooks.outboxes.push((olderThanMs) => channelClaims.sweep(olderThanMs));
+  const mailWebhooks = new MailWebhooks(db, config, secrets, webhooks, logs);
+  const mailEvents = new MailEventLog(db, changes, log.child({ area: 'mail-events' }), (event) => mailWebhooks.dispatch(event));
+  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, events);
   const ctx: AppContext = {
     config,
     log,
@@ -219,7 +212,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     payments,
     holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' }), metrics),
     webhooks,
-    mailWebhooks: new MailWebhooks(db, config, secrets, webhooks, mail.events, logs),
+    mailWebhooks,
     wallets,
     mandates,
     buyer: new PayService(db, config, wallets, mandates, logs),

@@ -1,6 +1,6 @@
 import { getAddress, type Address, type Hex } from 'viem';
 import { Schema, type Connection, type Model } from 'mongoose';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../payments/schemes/batch-settlement/evm/chain.js';

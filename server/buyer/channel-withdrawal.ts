@@ -1,6 +1,6 @@
 import { decodeEventLog, encodeFunctionData, type Hex, type TransactionReceipt } from 'viem';
 import type { Connection, Model } from 'mongoose';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, contractChannelConfig, readChannelState, revertName, type ChannelState } from '../payments/schemes/batch-settlement/evm/chain.js';
 import { formatUsdc } from 'agentgate-x402-wire';

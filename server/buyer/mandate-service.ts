@@ -1,5 +1,5 @@
 import type { Connection, Model } from 'mongoose';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { formatUsdc } from 'agentgate-x402-wire';

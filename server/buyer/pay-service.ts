@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { getAddress, toHex, type Address, type Hex } from 'viem';
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { newId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { guardedFetch, GuardedFetchError, outboundPolicy, type GuardedResponse } from '../platform/ssrf.js';

@@ -3,7 +3,7 @@ import { sha256Hex } from '../platform/keys.js';
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Connection } from 'mongoose';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import { formBody } from '../platform/http-body.js';

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import type { RateLimiter } from '../platform/rate-limit.js';
 import { AppError } from '../platform/errors.js';

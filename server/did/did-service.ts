@@ -2,7 +2,7 @@ import { getPublicKeyAsync, signAsync, utils, verifyAsync } from '@noble/ed25519
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import type { ServiceKey } from './service-key.js';
 import { AppError, notFound, isDuplicateKey } from '../platform/errors.js';

@@ -4,7 +4,7 @@ import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import { DEFAULT_IDENTITY_SCOPES } from '../platform/auth/scopes.js';
 import { newIdentityId } from '../platform/ids.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { identityUsage, type UsageTracker } from '../platform/usage.js';
 import { conflict, notFound, isDuplicateKey } from '../platform/errors.js';
 import { identitySchema, type IdentityDoc } from './identity-model.js';

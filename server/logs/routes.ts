@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { z } from 'zod';
 import { authenticatedRouter, principalOf, requireScope, requireTier, type AuthDeps } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
-import { presentLog, type ActivityLog } from './activity-log.js';
+import { presentLog, type ActivityLog } from '../platform/activity-log.js';
 
 export const logsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50) });
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, isDuplicateKey, notFound } from '../platform/errors.js';
 import { randomHex } from '../platform/ids.js';
 import type { JobQueue } from '../platform/jobs.js';

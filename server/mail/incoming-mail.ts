@@ -1,4 +1,4 @@
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId, newThreadId } from '../platform/ids.js';

@@ -64,12 +64,16 @@ export class MailEventLog {
   private readonly sequence: InboxSequence;
   private readonly keys: Collection<{ _id: string; at: Date }>;
   private readonly claims: Collection<ClaimDoc>;
-  /** Called with every event (webhook dispatch); a failure is logged, never thrown at the mail path. */
-  readonly subscribers: MailEventSubscriber[] = [];
   private readonly waiters = new Map<string, Set<() => void>>();
   private lastTrim = 0;
 
-  constructor(conn: Connection, private readonly changes: ChangeFeed, private readonly log: Logger) {
+  constructor(
+    conn: Connection,
+    private readonly changes: ChangeFeed,
+    private readonly log: Logger,
+    /** Told of every event (the identities' mail webhooks); a failure is logged, never thrown at the mail path, and the sweep tells it again. */
+    private readonly onEvent: MailEventSubscriber,
+  ) {
     this.events = conn.models.MailEvent ?? conn.model<MailEventDoc>('MailEvent', schema, 'mail_events');
     const claims = conn.collection<ClaimDoc>('mail_event_sequence');
     this.claims = claims as unknown as Collection<ClaimDoc>;
@@ -110,8 +114,8 @@ export class MailEventLog {
   }
 
   /**
-   * Tells the subscribers again of events stored more than `olderThanMs` ago and never marked told: their
-   * process died between storing and telling, or a subscriber failed. Subscribers are idempotent per event
+   * Tells again (onEvent) of events stored more than `olderThanMs` ago and never marked told: their
+   * process died between storing and telling, or telling failed. Telling is idempotent per event
    * (a webhook delivery's id is unique), so two processes sweeping at once deliver nothing twice.
    */
   async redispatch(olderThanMs: number): Promise<number> {
@@ -122,12 +126,10 @@ export class MailEventLog {
 
   private async tell(event: MailEventDoc): Promise<void> {
     let told = true;
-    for (const subscriber of this.subscribers) {
-      await subscriber(event).catch((err) => {
-        told = false;
-        this.log.error({ err, type: event.type, identityId: event.identityId }, 'mail event subscriber failed; the outbox sweep tries again');
-      });
-    }
+    await this.onEvent(event).catch((err) => {
+      told = false;
+      this.log.error({ err, type: event.type, identityId: event.identityId }, 'mail event subscriber failed; the outbox sweep tries again');
+    });
     if (told) await this.events.updateOne({ _id: event._id }, { $unset: { undispatched: 1 } }).catch((err) => this.log.warn({ err }, 'mail event not marked told; the sweep tells it again (idempotent)'));
   }
 

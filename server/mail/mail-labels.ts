@@ -1,4 +1,4 @@
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, badRequest } from '../platform/errors.js';
 import type { MessageDoc } from './message-model.js';
 import { MAX_LABELS_PER_MESSAGE, type LabelsInput } from './mail-schemas.js';

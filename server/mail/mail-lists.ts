@@ -1,7 +1,7 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import { AppError, isDuplicateKey, notFound } from '../platform/errors.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 
 /**
  * Allow and block lists: who an identity takes mail from and sends mail to. Each list belongs to one

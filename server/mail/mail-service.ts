@@ -2,7 +2,7 @@ import type { Connection, Model } from 'mongoose';
 import type { Readable } from 'node:stream';
 import type { ServiceEvents } from '../platform/events.js';
 import type { Config } from '../platform/config.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
 import type { JobQueue } from '../platform/jobs.js';

@@ -1,6 +1,6 @@
 import { AppError, badRequest } from '../platform/errors.js';
 import type { Config } from '../platform/config.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { IdentityDoc } from '../identities/identity-model.js';
 import type { IdentityService } from '../identities/identity-service.js';
 import type { JobQueue } from '../platform/jobs.js';

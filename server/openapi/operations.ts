@@ -15,8 +15,9 @@ import { activityQuery, channelIdParam as walletChannelParam, mandateBody, manda
 import { logsQuery } from '../logs/routes.js';
 import { signupBody } from '../signup/routes.js';
 import { acceptanceBody, captureBody, channelPayBody, endpointBody, endpointPatch, holdBody, idParam as paymentIdParam, listQuery as paymentListQuery, redeemBody, refundBody, sellerKeyBody, signInBody, voucherIdParam, channelIdParam } from '../payments/routes.js';
-import { idParam as deliveryIdParam, listQuery as deliveryListQuery, mailDeliveriesQuery } from '../webhooks/routes.js';
-import { createMailWebhookBody, mailWebhookParams } from '../webhooks/mail-webhooks.js';
+import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../webhooks/routes.js';
+import { createMailWebhookBody, mailWebhookParams } from '../mail/webhooks.js';
+import { mailDeliveriesQuery } from '../mail/webhook-routes.js';
 import { eventStreamQuery } from '../mail/event-routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
 import { orgCardParams } from '../agent-card/routes.js';

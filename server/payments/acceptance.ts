@@ -3,7 +3,7 @@ import type { Connection, Model } from 'mongoose';
 import { AppError } from '../platform/errors.js';
 import { TtlCache } from '../platform/ttl-cache.js';
 import type { ChangeFeed } from '../platform/change-feed.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { sellerAccountSchema, type SellerAccountDoc } from './models.js';
 import { requireChain } from './chain-required.js';

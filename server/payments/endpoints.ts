@@ -4,7 +4,7 @@ import { AppError, notFound } from '../platform/errors.js';
 import { TtlCache } from '../platform/ttl-cache.js';
 import type { ChangeFeed } from '../platform/change-feed.js';
 import type { Mode } from '../platform/config.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { endpointSchema, type EndpointDoc, type SellerAccountDoc } from './models.js';
 import { endpointUrlsFor, normalizeResource } from './resource-url.js';
 

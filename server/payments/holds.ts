@@ -1,6 +1,6 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { AppError, notFound } from '../platform/errors.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
 import type { Config } from '../platform/config.js';
 import type { PaymentDoc } from './models.js';

@@ -197,7 +197,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
 }, { versionKey: false, minimize: false });
 paymentSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 paymentSchema.index({ status: 1, createdAt: 1 });
-// The webhook outbox sweep (webhooks/payment-outbox.ts): only payments whose entry waits are in it.
+// The webhook outbox sweep (webhook-outbox.ts): only payments whose entry waits are in it.
 paymentSchema.index({ webhookUndispatched: 1, settledAt: 1 }, { sparse: true });
 // Sign-In-With-X: a payer's settled payments for a resource (records.ts latestSettled).
 paymentSchema.index({ orgId: 1, payerAddress: 1, resourceUrl: 1, createdAt: -1 });

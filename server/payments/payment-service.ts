@@ -2,7 +2,7 @@ import { outboundPolicy } from '../platform/ssrf.js';
 import type { Connection } from 'mongoose';
 import { SignInWithX } from './sign-in-with-x.js';
 import type { ChainService } from '../chain/chain-service.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -26,6 +26,35 @@ import { AuthCaptureOperations } from './schemes/auth-capture/evm/operations.js'
 import { requireChain } from './chain-required.js';
 import { PaymentRefunds } from './refunds.js';
 import { BatchSettlementScheme } from './schemes/batch-settlement/evm/scheme.js';
+import { EXACT_REFUND_WORK_KIND, ExactRefunds, type RefundMandates, type RefundWallets } from './schemes/exact/evm/refunds.js';
+import { PaymentReceivedOutbox } from './webhook-outbox.js';
+import { endpointWebhookTargets } from './webhook-targets.js';
+import type { DeliveryQueue, DeliveryTargets, Outbox } from '../webhooks/webhook-service.js';
+
+/** What the payments area is built from. */
+export interface PaymentServiceDeps {
+  conn: Connection;
+  config: Config;
+  chain: ChainService | undefined;
+  /**
+   * The settlement engine: the desk this process hands claimed payments to, and, in a process holding
+   * relayer lanes, the schemes' executors run there for payments accepted anywhere; undefined without a chain.
+   */
+  engine: SettlementEngine | undefined;
+  signer: () => ReceiptSigner;
+  secrets: SecretBox;
+  logs: ActivityLog;
+  log: Logger;
+  metrics: Metrics;
+  /** Seller settings and endpoints changed in any process reach this one's caches within a poll. */
+  changes: ChangeFeed;
+  /** The webhook engine: where the area's events (payment.received, refunds, voids, channel claims) go. */
+  deliveries: DeliveryQueue;
+  /** The org wallets and their owners' mandates that exact payments paid to a wallet are refunded from. */
+  refundsFrom?: { wallets: RefundWallets & { readonly available: boolean }; mandates: RefundMandates };
+  /** How record updates are grouped on this database (platform/group-commit.ts updateGroupingFor). */
+  updateGrouping?: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>;
+}
 
 /**
  * The payments area, wired: each room is its own module, and this only builds them in order and hands
@@ -61,44 +90,45 @@ export class PaymentService {
   readonly redemption: Redemption;
   readonly signInWithX: SignInWithX;
 
-  constructor(
-    conn: Connection,
-    config: Config,
-    readonly chain: ChainService | undefined,
-    /**
-     * The settlement engine: the desk this process hands claimed payments to, and, in a process holding
-     * relayer lanes, the schemes' executors run there for payments accepted anywhere; undefined without a chain.
-     */
-    engine: SettlementEngine | undefined,
-    signer: () => ReceiptSigner,
-    secrets: SecretBox,
-    logs: ActivityLog,
-    log: Logger,
-    metrics: Metrics,
-    /** Seller settings and endpoints changed in any process reach this one's caches within a poll. */
-    changes: ChangeFeed,
-    /** How record updates are grouped on this database (platform/group-commit.ts updateGroupingFor). */
-    updateGrouping: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'> = {},
-  ) {
+  /** payment.received: each settled payment's event, handed to the webhook engine (webhook-outbox.ts). */
+  readonly webhooks: PaymentReceivedOutbox;
+  /** The payment area's outboxes, for the webhook engine's sweep: payment.received, refunds and voids, channel claims. */
+  readonly outboxes: readonly Outbox[];
+
+  readonly chain: ChainService | undefined;
+
+  constructor(deps: PaymentServiceDeps) {
+    const { conn, config, chain, engine, signer, secrets, logs, log, metrics, changes, deliveries } = deps;
+    this.chain = chain;
     this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings());
     this.endpoints = new Endpoints(conn, config.mode, changes, logs, config.SELLER_CACHE_TTL_MS);
     this.catalog = new BazaarCatalog(conn);
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode, outboundPolicy(config));
-    this.records = new PaymentRecords(conn, signer, logs, log, metrics, updateGrouping);
+    this.records = new PaymentRecords(conn, signer, logs, log, metrics, deps.updateGrouping ?? {}, (payment) => this.webhooks.settled(payment));
+    this.webhooks = new PaymentReceivedOutbox(conn, deliveries, this.records, this.endpoints, log);
     this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, metrics);
     this.schemes = new PaymentSchemes(this.settlement);
-    // The first registered is the default scheme (a payment that names no other is read as it).
     this.exact = new ExactScheme(chain, config, this.settlement, this.endpoints, log, metrics);
     this.upto = new UptoScheme(chain, config, this.settlement, this.endpoints);
     this.schemes.register(this.exact);
     this.schemes.register(this.upto);
-    const operations = new AuthCaptureOperations(conn, () => requireChain(chain), this.settlement, this.records, this.endpoints, signer, logs, log);
+    const operations = new AuthCaptureOperations(conn, () => requireChain(chain), this.settlement, this.records, this.endpoints, deliveries, signer, logs, log);
     this.authCapture = new AuthCaptureScheme(chain, config, this.settlement, this.endpoints, operations);
     this.schemes.register(this.authCapture);
-    this.refunds = new PaymentRefunds(this.records, this.authCapture);
-    this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log, signer);
+    // exact payments to an org's own wallet are refunded from it, under its owner's mandate.
+    const exactRefunds = chain && deps.refundsFrom?.wallets.available
+      ? new ExactRefunds(conn, () => chain, this.settlement, this.records, this.endpoints, deliveries, deps.refundsFrom.wallets, deps.refundsFrom.mandates, signer, logs, log)
+      : undefined;
+    if (exactRefunds) this.settlement.registerWork(EXACT_REFUND_WORK_KIND, exactRefunds.execute);
+    this.refunds = new PaymentRefunds(this.records, this.authCapture, exactRefunds);
+    this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log, signer, this.endpoints, deliveries);
     this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
+    this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
+    this.outboxes = [this.webhooks, this.batchSettlement.claimWebhooks];
   }
+
+  /** Where a payment endpoint's deliveries go (its URL and secret, read at each attempt); undefined: not a payment endpoint. */
+  readonly webhookTargets: DeliveryTargets;
 }

@@ -49,7 +49,7 @@ export async function signRefundReceipt(signer: ReceiptSigner, payment: PaymentD
   return { body, signature: Buffer.from(signature).toString('base64url'), publicKey: signer.publicKeyMultibase, did: signer.did };
 }
 
-/** What a batch-settlement call's receipt says (channels.ts signs it when the call's voucher is accepted, or a call priced by usage when it is captured). */
+/** What a batch-settlement call's receipt says (voucher-book.ts signs it when the call's voucher is accepted, or a call priced by usage when it is captured). */
 export interface ChannelCallReceiptInput {
   callId: string;
   endpointId: string | null;

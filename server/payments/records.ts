@@ -5,7 +5,7 @@ import { formatUsdc } from 'agentgate-x402-wire';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import { paymentSchema, type EndpointDoc, type PaymentDoc } from './models.js';
@@ -79,8 +79,6 @@ export function settledResultOf(record: PaymentDoc): Extract<SettlementResult, {
  */
 export class PaymentRecords {
   readonly payments: Model<PaymentDoc>;
-  /** Called once a settled payment's record is written (the webhook outbox dispatch plugs in here). */
-  readonly onSettled: SettledHook[] = [];
   /** Updates of payment records to settled, grouped into bulkWrite commands. */
   readonly recordUpdates: GroupedUpdates<PaymentDoc>;
   /** Settlements as their buyers were told them: the unique insert a settled answer waits for. */
@@ -95,7 +93,9 @@ export class PaymentRecords {
     private readonly log: Logger,
     metrics: Metrics,
     /** How record updates are grouped on this database (platform/group-commit.ts updateGroupingFor). */
-    updateGrouping: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'> = {},
+    updateGrouping: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>,
+    /** Told once a settled payment's record is written, with its endpoint (the payment.received outbox). */
+    private readonly onSettled: SettledHook,
   ) {
     this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
@@ -146,7 +146,7 @@ export class PaymentRecords {
     const done = settledRecord(payment, entry);
     // The outbox entry is already in the record: the hooks (webhook dispatch) need not hold up anything;
     // the outbox sweep finishes whatever a crash interrupts.
-    if (endpoint) for (const hook of this.onSettled) void hook(done, endpoint).catch((err) => this.log.error({ paymentId: done._id, err: (err as Error).message }, 'settled hook failed'));
+    if (endpoint) void this.onSettled(done, endpoint).catch((err) => this.log.error({ paymentId: done._id, err: (err as Error).message }, 'settled hook failed'));
     this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.settled', category: 'payments', description: `Received ${formatUsdc(BigInt(payment.amountUsdcRaw))} USDC from ${payment.payerAddress}`, targetType: 'payment', targetId: payment._id, metadata: { txHash: entry.txHash, endpointId: payment.endpointId } });
   }
 

@@ -8,7 +8,7 @@ import type { ExactRefunds } from './schemes/exact/evm/refunds.js';
 
 // Refunds a seller gives (POST /v0/payments/{id}/refund, the console's Refund button, `agentgate
 // payments refund`, the payments_refund MCP tool), each one decided once:
-// - of an auth-capture payment, from the escrow, at most what was captured (schemes/auth-capture/escrow-ops.ts);
+// - of an auth-capture payment, from the escrow, at most what was captured (schemes/auth-capture/evm/operations.ts);
 // - of an exact payment whose payTo is an agentgate wallet of the org, from that wallet under its owner's
 //   mandate, at most what was paid (schemes/exact/refunds.ts).
 // Any other payment (an exact one to an address agentgate holds no key of, an upto one) went straight to
@@ -20,10 +20,12 @@ export interface RefundRequest { amount?: string; reason: string; idempotencyKey
 export type RefundView = Pick<AuthCaptureOperationDoc, '_id' | 'paymentId' | 'amountRaw' | 'reason' | 'status' | 'txHash' | 'failureReason' | 'receipt' | 'createdAt' | 'doneAt'>;
 
 export class PaymentRefunds {
-  /** Refunds of exact payments from the org's wallets: set by the composition root, which has the wallets and mandates. */
-  exact: ExactRefunds | undefined;
-
-  constructor(private readonly records: PaymentRecords, private readonly authCapture: AuthCaptureScheme) {}
+  constructor(
+    private readonly records: PaymentRecords,
+    private readonly authCapture: AuthCaptureScheme,
+    /** Refunds of exact payments from the org's wallets; undefined where wallets are not configured. */
+    readonly exact: ExactRefunds | undefined,
+  ) {}
 
   /** The org's payment refunded (in part or in full); another org's payment is a 404. */
   async refund(orgId: string, paymentId: string, request: RefundRequest) {

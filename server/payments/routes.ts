@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { authenticatedRouter, principalOf, requireTier, type IdentityScopeSource } from '../platform/auth/authenticate.js';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import type { UsageTracker } from '../platform/usage.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { parseInput } from '../platform/validate.js';
 import { decodeCursor } from '../platform/pagination.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
@@ -17,7 +17,7 @@ import { MAX_HOLD_SECONDS, type HoldService } from './holds.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { SellerAccountDoc } from './models.js';
 import type { Endpoints } from './endpoints.js';
-import type { ChannelBook } from './schemes/batch-settlement/evm/channels.js';
+import type { VoucherBook } from './schemes/batch-settlement/evm/voucher-book.js';
 import type { ChannelCalls } from './schemes/batch-settlement/evm/calls.js';
 import { presentChannel, presentChannelCall } from './schemes/batch-settlement/evm/present.js';
 import { VOUCHER_ID_PATTERN } from './schemes/batch-settlement/evm/voucher-sequence.js';
@@ -102,7 +102,7 @@ export interface PaymentRouteServices {
   holds: HoldService;
   records: PaymentRecords;
   /** batch-settlement calls through our middleware: channel state and vouchers in the database. */
-  channels: ChannelBook;
+  channels: VoucherBook;
   /** Those channels and their calls as records (the seller's and ops' view). */
   channelCalls: ChannelCalls;
   signInWithX: SignInWithX;
@@ -308,6 +308,20 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
       return;
     }
     ctx.body = presentPayment(await records.get(orgOf(ctx), id), true);
+  });
+  return router;
+}
+
+/**
+ * POST /v0/webhooks/endpoints/{id}/rotate-secret: the same operation as POST /v0/payments/endpoints/{id}/
+ * rotate-webhook-secret, where a webhook user looks for it (mounted before the identities' mail webhook
+ * routes, whose /v0/webhooks/{webhookId} would otherwise see it).
+ */
+export function endpointWebhookRoutes(services: Pick<PaymentRouteServices, 'keys' | 'identities' | 'registration'>): Router {
+  const router = authenticatedRouter(services, { prefix: '/v0/webhooks' });
+  router.post('/endpoints/:id/rotate-secret', requireTier('platform'), async (ctx) => {
+    const { id } = parseInput(idParam, ctx.params, 'params');
+    ctx.body = await services.registration.rotateWebhookSecret(principalOf(ctx).orgId, id);
   });
   return router;
 }

@@ -1,5 +1,5 @@
 import type { ApiKeyService, IssuedKey } from '../platform/auth/api-keys.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { notFound } from '../platform/errors.js';
 
 // Seller keys are issued and revoked from two doors (POST/DELETE /v0/payments/seller-keys and the

@@ -4,7 +4,7 @@ import type { Connection } from 'mongoose';
 import { AppError } from '../platform/errors.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { Metrics } from '../platform/metrics.js';
 import { GroupedInserts } from '../platform/group-commit.js';
 import { isDatabaseUnavailable, retryWhileDatabaseAway } from '../platform/database-outage.js';

@@ -1,6 +1,6 @@
 import type { AccountService } from '../accounts/account-service.js';
 import type { IdentityService } from '../identities/identity-service.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import type { Config } from '../platform/config.js';
 

@@ -1,7 +1,7 @@
 import type { Connection, Model } from 'mongoose';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { UsageTracker } from '../platform/usage.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, fromZodError, notFound, isDuplicateKey } from '../platform/errors.js';
 import { newId, randomHex } from '../platform/ids.js';
 import { backupClaimSchema, credentialSchema, VAULT_COLLECTION, type BackupClaimDoc, type VaultCredentialDoc } from './credential-model.js';

@@ -5,7 +5,7 @@ import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ChainService } from '../chain/chain-service.js';
 import type { Settler } from '../settlement/settler.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, receiveWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';

@@ -2,13 +2,10 @@ import type { Model } from 'mongoose';
 import type { Collection } from 'mongodb';
 import type { Config } from '../platform/config.js';
 import type { JobQueue, JobRun } from '../platform/jobs.js';
-import type { SecretBox } from '../platform/secret-box.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { ServiceEvents } from '../platform/events.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
-import type { EndpointDoc } from '../payments/models.js';
-import { webhookSecretContext } from '../payments/models.js';
 import { isDuplicateKey } from '../platform/errors.js';
 import { newId } from '../platform/ids.js';
 import { retryWhileDatabaseAway } from '../platform/database-outage.js';
@@ -20,7 +17,8 @@ import { postWebhook } from './attempt.js';
 // The delivery job: one attempt of one delivery per run, on the retry schedule, each attempt claimed
 // before it is sent so that duplicate jobs (a re-dispatch after a crash, two workers) never send the same
 // attempt twice, and a lease lets another worker finish the attempt of one that died. Whatever made the
-// delivery (a settled payment's outbox, an identity's mail event) hands it here.
+// delivery (an area's outbox: a settled payment, a refund, a channel claim, an identity's mail event)
+// hands it here; where it goes is asked of the area that owns its endpoint, at every attempt.
 
 /** SPEC 6.1 / 8: retries 1 s, 4 s, 16 s, 64 s and 300 s after the failed attempt, in units of WEBHOOK_RETRY_BASE_MS. */
 export const RETRY_SCHEDULE_UNITS = [1, 4, 16, 64, 300] as const;
@@ -40,8 +38,33 @@ export interface DeliverJob {
 
 /** Where a delivery goes: its URL and signing secret, or why it cannot go any more. */
 export type DeliveryTarget = { url: string; secret: string } | { error: string };
-/** A source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
-export type TargetSource = (endpointId: string) => Promise<DeliveryTarget | undefined>;
+/** Where the delivery to an endpoint goes, asked at every attempt (a rotated secret applies at once); undefined: no such endpoint. */
+export type DeliveryTargets = (endpointId: string) => Promise<DeliveryTarget | undefined>;
+
+/** One event for one endpoint, as an area's outbox hands it over; `eventId` makes it once. */
+export interface DeliveryInput {
+  eventId: string;
+  event: string;
+  orgId: string;
+  endpointId: string;
+  /** What the event is about, for the delivery log's filters: a payment, or an identity and its message. */
+  paymentId?: string;
+  identityId?: string;
+  subjectId?: string;
+  body: string;
+}
+
+/** What an area's outbox needs of the engine. */
+export interface DeliveryQueue {
+  /**
+   * The delivery of one event to one endpoint and its first attempt; idempotent per `eventId` (unique).
+   * Returns the delivery's id. `queued`: the deliveries whose job is queued or running, when the caller
+   * has read them (a sweep, once per round).
+   */
+  enqueue(input: DeliveryInput, queued?: ReadonlySet<string>): Promise<string>;
+  /** The deliveries whose job is queued or running, in one read. */
+  queuedDeliveries(): Promise<Set<string>>;
+}
 
 /** An attempt's claims and a round's: unique ids in one collection, each with the process making it and a lease. */
 export type AttemptClaims = Collection<{ _id: string; owner?: string; expiresAt: Date }>;
@@ -57,21 +80,17 @@ const STALL_BATCH = 200;
 /** The claim ids of one attempt up to takeover `generation`: `<attempt>`, `<attempt>#1`, ... */
 export const claimIds = (attempt: string) => (generation: number) => [attempt, ...Array.from({ length: generation }, (_, i) => `${attempt}#${i + 1}`)];
 
-export class DeliveryJobs {
+export class DeliveryJobs implements DeliveryQueue {
   readonly retryDelaysMs: number[];
   /** How long one attempt may hold its claim: the request timeout plus room for the database writes. */
   readonly leaseMs: number;
-  /** Where deliveries to endpoints other than payment endpoints go (identity mail webhooks register here). */
-  private readonly targetSources: TargetSource[] = [];
 
   constructor(
     private readonly deliveries: Model<DeliveryDoc>,
     private readonly claims: AttemptClaims,
     private readonly config: Config,
     private readonly jobs: JobQueue,
-    /** Payment endpoints: the targets of payment.received deliveries. */
-    private readonly endpoints: Model<EndpointDoc>,
-    private readonly secrets: SecretBox,
+    private readonly targets: DeliveryTargets,
     private readonly logs: ActivityLog,
     /** Who is live: an attempt claimed by a process that is gone is taken over at once. */
     private readonly processes: ProcessRegistry,
@@ -92,11 +111,6 @@ export class DeliveryJobs {
     });
   }
 
-  /** Adds a source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
-  addTargets(source: TargetSource): void {
-    this.targetSources.push(source);
-  }
-
   /** Queues the attempt of a delivery that `job` names, to run now. */
   async now(job: DeliverJob): Promise<void> {
     await this.jobs.now<DeliverJob>(DELIVER_JOB, job);
@@ -113,19 +127,31 @@ export class DeliveryJobs {
   }
 
   /**
-   * Creates the delivery of one event to one endpoint and its first attempt, on the same schedule, claims
-   * and delivery log as payment.received. Idempotent per `eventId` (unique): a second call is a no-op.
+   * Creates the delivery of one event to one endpoint and its first attempt's job. Idempotent per
+   * `eventId` (unique): a second call finds the first one's delivery, and queues its first attempt again
+   * only if no attempt was made and no job holds it (its maker died between the two), so sweeps of many
+   * processes finding it add no jobs: a job queue that grows makes every poll of it slower (FerretDB reads
+   * the whole queue per poll). A second job for one attempt would be harmless anyway: the attempt's claim.
    */
-  async enqueue(input: { eventId: string; event: string; orgId: string; endpointId: string; identityId?: string; subjectId?: string; body: string }): Promise<void> {
+  async enqueue(input: DeliveryInput, queued?: ReadonlySet<string>): Promise<string> {
     const now = new Date();
+    let delivery: DeliveryDoc | null;
     try {
-      const delivery = await this.deliveries.create({
+      delivery = (await this.deliveries.create({
         _id: newId('whd'), ...input, status: 'pending', attempts: [], attemptCount: 0, round: 0, nextAttemptAt: now, createdAt: now, updatedAt: now,
-      });
+      })).toObject();
       await this.now({ deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
+      return delivery._id;
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
     }
+    delivery = await this.deliveries.findOne({ eventId: input.eventId }).lean();
+    if (!delivery) throw new Error(`webhook delivery of event ${input.eventId}: a duplicate that cannot be found`);
+    if (delivery.status === 'pending' && delivery.round === 0 && delivery.attemptCount === 0
+      && !(queued ? queued.has(delivery._id) : await this.has(delivery._id))) {
+      await this.now({ deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
+    }
+    return delivery._id;
   }
 
   /**
@@ -227,19 +253,7 @@ export class DeliveryJobs {
   }
 
   private async targetFor(endpointId: string): Promise<DeliveryTarget> {
-    for (const source of this.targetSources) {
-      const target = await source(endpointId);
-      if (target) return target;
-    }
-    const endpoint = await this.endpoints.findById(endpointId).lean();
-    return endpoint ? this.targetOf(endpoint) : { error: 'endpoint_deleted: the endpoint was deleted' };
-  }
-
-  private targetOf(endpoint: EndpointDoc): DeliveryTarget {
-    if (endpoint.deletedAt) return { error: 'endpoint_deleted: the endpoint was deleted' };
-    if (!endpoint.webhookUrl || !endpoint.webhookSecret) return { error: 'webhook_removed: the endpoint no longer has a webhookUrl' };
-    // Read at every attempt, so a rotated secret or a corrected URL applies to the retries that follow.
-    return { url: endpoint.webhookUrl, secret: this.secrets.openText(endpoint.webhookSecret, webhookSecretContext(endpoint._id)) };
+    return (await this.targets(endpointId)) ?? { error: 'endpoint_deleted: the endpoint was deleted' };
   }
 
   private async finish(claimed: { delivery: DeliveryDoc; claimIds: string[] }, expectedCount: number, status: DeliveryStatus, record: DeliveryDoc['attempts'][number] | undefined, error: string | undefined, nextAttemptAt: Date | null = null): Promise<void> {

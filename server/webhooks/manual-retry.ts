@@ -1,6 +1,6 @@
 import type { Model } from 'mongoose';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
 import type { DeliveryDoc } from './models.js';
 import type { DeliveryLog } from './delivery-log.js';

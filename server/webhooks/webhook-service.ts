@@ -1,56 +1,56 @@
 import type { Connection, Model } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { JobQueue } from '../platform/jobs.js';
-import type { SecretBox } from '../platform/secret-box.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import type { ServiceEvents } from '../platform/events.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { Cursor } from '../platform/pagination.js';
-import type { PaymentDoc } from '../payments/models.js';
-import type { PaymentRecords } from '../payments/records.js';
-import type { Endpoints } from '../payments/endpoints.js';
 import { deliverySchema, type DeliveryDoc } from './models.js';
-import { DeliveryJobs, type AttemptClaims, type TargetSource } from './delivery-job.js';
-import { PaymentReceivedOutbox } from './payment-outbox.js';
+import { DeliveryJobs, type AttemptClaims, type DeliveryInput, type DeliveryQueue, type DeliveryTargets } from './delivery-job.js';
 import { DeliveryLog, type DeliveryFilter } from './delivery-log.js';
 import { ManualRetry } from './manual-retry.js';
 import { startRounds } from '../platform/rounds.js';
-import { runOnce } from '../platform/once.js';
 import type { ProcessRegistry } from '../platform/process-registry.js';
 
 export { DELIVER_JOB, RETRY_SCHEDULE_UNITS } from './delivery-job.js';
-export type { PaymentOutbox } from './payment-outbox.js';
+export type { DeliveryInput, DeliveryQueue, DeliveryTarget, DeliveryTargets } from './delivery-job.js';
 export type { DeliveryFilter } from './delivery-log.js';
 
 /**
- * Webhook deliveries, as the routes, the console and the other areas use them: one object over the rooms
- * that do the work. payment.received deliveries come from settled payments' outbox (payment-outbox.ts),
- * other events are enqueued by their areas (mail-webhooks.ts); each attempt is one run of the delivery
- * job (delivery-job.ts); the delivery log is read through delivery-log.ts and retried by hand through
- * manual-retry.ts; the sweep below finishes what a crash interrupted.
+ * An area's outbox: the events it recorded and did not hand over yet (its process died between the two,
+ * or the database was away), handed over again, oldest first. Entries younger than `olderThanMs` are
+ * still being handed over by the process that recorded them.
  */
-export class WebhookService {
+export interface Outbox {
+  sweep(olderThanMs: number, shouldStop: () => boolean): Promise<number>;
+}
+
+/** What the engine asks of the areas: where an endpoint's deliveries go, and their outboxes to sweep. */
+export interface WebhookSources {
+  targets: DeliveryTargets;
+  outboxes: () => readonly Outbox[];
+}
+
+/**
+ * Webhook deliveries, a generic engine: it knows no area. An area's outbox (a settled payment, a refund,
+ * a channel claim, a mail event) hands it one delivery per event and endpoint (`enqueue`); each attempt
+ * is one run of the delivery job (delivery-job.ts), sent where the endpoint's area says (`targets`); the
+ * delivery log is read through delivery-log.ts and retried by hand through manual-retry.ts; the sweep
+ * below drains the areas' outboxes and resumes deliveries whose job a crash lost.
+ */
+export class WebhookService implements DeliveryQueue {
   readonly deliveries: Model<DeliveryDoc>;
   readonly retryDelaysMs: number[];
   private readonly jobs: DeliveryJobs;
-  private readonly paymentOutbox: PaymentReceivedOutbox;
   private readonly log: DeliveryLog;
   private readonly retries: ManualRetry;
-  private readonly paymentRecords: PaymentRecords;
-
-  /**
-   * Other outboxes the sweep drains (mail events not yet told to their webhooks): each is given the age
-   * below which its entries are still being dispatched by the request that made them.
-   */
-  readonly outboxes: Array<(olderThanMs: number) => Promise<number>> = [];
 
   constructor(
-    private readonly conn: Connection,
+    conn: Connection,
     private readonly config: Config,
     jobs: JobQueue,
-    payments: { records: PaymentRecords; endpoints: Endpoints },
-    secrets: SecretBox,
+    private readonly sources: WebhookSources,
     logs: ActivityLog,
     processes: ProcessRegistry,
     /**
@@ -61,32 +61,25 @@ export class WebhookService {
   ) {
     this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
     const claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as AttemptClaims;
-    this.jobs = new DeliveryJobs(this.deliveries, claims, config, jobs, payments.endpoints.endpoints, secrets, logs, processes, observe);
+    this.jobs = new DeliveryJobs(this.deliveries, claims, config, jobs, sources.targets, logs, processes, observe);
     this.retryDelaysMs = this.jobs.retryDelaysMs;
-    this.paymentRecords = payments.records;
-    this.paymentOutbox = new PaymentReceivedOutbox(this.deliveries, this.jobs, payments.records, payments.endpoints, observe.log);
     this.log = new DeliveryLog(this.deliveries);
     this.retries = new ManualRetry(this.deliveries, claims, this.log, this.jobs, logs, observe.log);
   }
 
-  /** Adds a source of delivery targets: it answers for the endpoint ids it owns, undefined for others. */
-  addTargets(source: TargetSource): void {
-    this.jobs.addTargets(source);
+  /** A delivery of one event to one endpoint, and its first attempt; idempotent per `eventId`. Returns its id. */
+  enqueue(input: DeliveryInput, queued?: ReadonlySet<string>): Promise<string> {
+    return this.jobs.enqueue(input, queued);
   }
 
-  /** A delivery of one event to one endpoint, and its first attempt; idempotent per `eventId`. */
-  enqueue(input: Parameters<DeliveryJobs['enqueue']>[0]): Promise<void> {
-    return this.jobs.enqueue(input);
+  queuedDeliveries(): Promise<Set<string>> {
+    return this.jobs.queuedDeliveries();
   }
 
-  /** A settled payment's payment.received outbox entry, dispatched; idempotent. */
-  dispatch(payment: PaymentDoc): Promise<void> {
-    return this.paymentOutbox.dispatch(payment);
-  }
-
-  /** Dispatches outbox entries left pending (a crash between settling and enqueueing). */
-  sweepOutbox(olderThanMs: number, shouldStop?: () => boolean): Promise<number> {
-    return this.paymentOutbox.sweep(olderThanMs, shouldStop);
+  /** One pass over every area's outbox: what each left undispatched, handed over. */
+  async sweepOutboxes(olderThanMs: number, shouldStop: () => boolean = () => false): Promise<number> {
+    const counts = await Promise.all(this.sources.outboxes().map((outbox) => outbox.sweep(olderThanMs, shouldStop)));
+    return counts.reduce((a, b) => a + b, 0);
   }
 
   /** Re-enqueues deliveries whose next attempt is overdue while no job for them exists. */
@@ -107,15 +100,6 @@ export class WebhookService {
    * that starts while the deployment is busy (a rolling restart under load) must not wait for it to serve.
    */
   startOutboxSweep(): () => Promise<void> {
-    // Payments settled before the outbox had its own index (webhookUndispatched) join it, once per database.
-    let upgraded = false;
-    const upgrade = async () => {
-      if (upgraded) return;
-      await runOnce(this.conn, 'payments.webhookUndispatched', async () => {
-        await this.paymentRecords.payments.updateMany({ 'webhook.status': 'pending', webhookUndispatched: { $exists: false } } as never, { $set: { webhookUndispatched: true } });
-      });
-      upgraded = true;
-    };
     let stopped = false;
     const shouldStop = () => stopped;
     let first = true;
@@ -123,11 +107,10 @@ export class WebhookService {
       everyMs: this.config.WEBHOOK_OUTBOX_SWEEP_MS,
       runNow: true,
       round: async () => {
-        await upgrade();
-        // Entries younger than this are still being dispatched by the settling request itself (none at start).
+        // Entries younger than this are still being dispatched by the process that recorded them (none at start).
         const olderThanMs = first ? 0 : 10_000;
         first = false;
-        await Promise.all([this.sweepOutbox(olderThanMs, shouldStop), this.resumeStalled(shouldStop), ...this.outboxes.map((o) => o(olderThanMs))]);
+        await Promise.all([this.sweepOutboxes(olderThanMs, shouldStop), this.resumeStalled(shouldStop)]);
       },
       onError: (err) => this.observe.log.error({ err }, 'webhook outbox sweep failed'),
     });

@@ -66,7 +66,7 @@ async function proxyOf(options: { dropSettlement?: boolean; seen?: string[] }): 
 }
 
 let rounds = 0;
-const sweep = () => server.app.payments.batchSettlement.channels.sweep(
+const sweep = () => server.app.payments.batchSettlement.sweep.run(
   { everyMs: 1, idleRefundMs: 3_600_000, round: `buyer-usage-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
 const spentToday = async (key: string) => (await server.request('GET', '/v0/payments/mandates', { key })).body.mandates[0].spentTodayUsdc;
 

@@ -99,7 +99,7 @@ async function withChainTimeAhead<T>(seconds: number, during: () => Promise<T>):
 let rounds = 0;
 const buyerRound = (idleMs = 3_600_000) => server.app.buyer.channels.refundIdle({ idleMs, round: `withdraw-test-${process.pid}-${Date.now()}-${++rounds}` });
 /** The seller's sweep, claiming (its idle refund far off, so a withdrawing channel is claimed, not refunded). */
-const sellerSweep = () => server.app.payments.batchSettlement.channels.sweep(
+const sellerSweep = () => server.app.payments.batchSettlement.sweep.run(
   { everyMs: 1, idleRefundMs: 10 * 86_400_000, round: `seller-test-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
 
 /** An agent that paid `calls` calls through a new channel (ten calls deposited): its channel id. */

@@ -51,7 +51,7 @@ const sellerVouchers = async (channelId: string) => (await server.app.db.collect
 const buyerVouchers = async (channelId: string) => (await server.app.db.collection('buyer_channel_vouchers').find({ channelId }).toArray()).map((v) => [BigInt(v.cumulative), v.status] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
 const amounts = (n: number, from = 1) => Array.from({ length: n }, (_, i) => BigInt(from + i) * PRICE);
 let rounds = 0;
-const sweep = (idleRefundMs: number) => server.app.payments.batchSettlement.channels.sweep(
+const sweep = (idleRefundMs: number) => server.app.payments.batchSettlement.sweep.run(
   { everyMs: 1, idleRefundMs, round: `buyer-test-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
 
 describe('payments_pay through a batch-settlement channel', () => {

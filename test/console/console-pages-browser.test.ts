@@ -152,7 +152,7 @@ describe('each kind of payment on its page', () => {
     };
     ({ shop, channelId } = await channelWithCalls(server, seller, 2));
     // One sweep round claims the calls on chain, so a call's page has its claim.
-    await server.app.payments.batchSettlement.channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `console-${process.pid}-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+    await server.app.payments.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `console-${process.pid}-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
     const calls = await server.request('GET', `/v0/payments/channels/${channelId}/calls`, { key: org.sellerKey });
     expect(calls.body.calls.map((c: any) => typeof c.txHash)).toEqual(['string', 'string']);
     callId = calls.body.calls[0].id;

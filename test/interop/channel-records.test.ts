@@ -76,7 +76,7 @@ async function pay(paying: ReturnType<typeof channelClient>, calls: number): Pro
 
 let rounds = 0;
 async function sweep() {
-  return server.app.payments.batchSettlement.channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `records-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+  return server.app.payments.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `records-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
 }
 
 /** Waits for a condition the system reaches by itself (a delivery recorded), failing after 30 s. */
@@ -180,8 +180,8 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
 
     // Dispatched again (the outbox sweep of every process, another round's hook): still one delivery.
     await until('the delivery recorded as delivered', async () => (await channelDeliveries())[0]?.status === 'delivered');
-    for (const outbox of server.app.webhooks.outboxes) await outbox(0);
-    for (const hook of server.app.payments.batchSettlement.channels.onClaimed) await hook();
+    await server.app.webhooks.sweepOutboxes(0);
+    await server.app.payments.batchSettlement.claimWebhooks.sweep(0);
     expect((await channelDeliveries()).map((d) => d.status)).toEqual(['delivered']);
     expect(receiver.received).toHaveLength(1);
   });
@@ -202,18 +202,19 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
   });
 
   it('a claim whose events its process never dispatched (it died after the claim) is dispatched by the webhook outbox sweep', async () => {
-    const hooks = server.app.payments.batchSettlement.channels.onClaimed;
-    const kept = hooks.splice(0); // the round's own dispatch does not happen, as if its process died after the claim
+    // The round's own dispatch does not happen, as if its process died after the claim.
+    const dispatch = jest.spyOn(server.app.payments.batchSettlement.claimWebhooks, 'sweep').mockResolvedValue(0);
     try {
       await pay(paying, 1);
       expect(await sweep()).toMatchObject({ claimed: 1 });
+      expect(dispatch).toHaveBeenCalled();
     } finally {
-      hooks.push(...kept);
+      dispatch.mockRestore();
     }
     const claimTx = (await calls(channelId)).body.calls[0].txHash;
     expect(claimTx).toMatch(/^0x[0-9a-f]{64}$/);
     expect(await channelDeliveries()).toHaveLength(2);
-    for (const outbox of server.app.webhooks.outboxes) await outbox(0);
+    await server.app.webhooks.sweepOutboxes(0);
     await receiver.next(3);
     expect(receiver.received[2]!.json).toMatchObject({ txHash: claimTx, calls: [expect.objectContaining({ cumulativeAmountUsdcRaw: '6000' })] });
     await until('the deliveries recorded as delivered', async () => (await channelDeliveries()).every((d) => d.status === 'delivered'));

@@ -132,8 +132,7 @@ const vouchersOnceCaptured = async (channelId: string, heldStill = 0) =>
 /** One sweep round now (its own round id: the sweep runs each round once across processes). */
 let rounds = 0;
 async function sweep(options: { idleRefundMs?: number } = {}) {
-  const channels = server.app.payments.batchSettlement.channels;
-  return channels.sweep({ everyMs: 1, idleRefundMs: options.idleRefundMs ?? 24 * 3_600_000, round: `test-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+  return server.app.payments.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: options.idleRefundMs ?? 24 * 3_600_000, round: `test-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
 }
 
 describe.each(['Express', 'Koa', 'Hono', 'Fastify'] as const)('%s: a route sold by batch-settlement', (framework) => {

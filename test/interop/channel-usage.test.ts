@@ -77,7 +77,7 @@ const signedMax = (header: string) => BigInt(JSON.parse(Buffer.from(header, 'bas
 
 let rounds = 0;
 async function sweep(options: { idleRefundMs?: number } = {}) {
-  return server.app.payments.batchSettlement.channels.sweep({ everyMs: 1, idleRefundMs: options.idleRefundMs ?? 24 * 3_600_000, round: `usage-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+  return server.app.payments.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: options.idleRefundMs ?? 24 * 3_600_000, round: `usage-${process.pid}-${Date.now()}-${++rounds}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
 }
 
 describe('a route priced by usage sold through a channel', () => {

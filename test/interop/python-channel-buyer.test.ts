@@ -121,7 +121,7 @@ describe('the x402 Python SDK pays our routes', () => {
     );
 
     // The sweep claims the calls on chain: the seller is paid what the vouchers allow.
-    const totals = await server.app.payments.batchSettlement.channels.sweep(
+    const totals = await server.app.payments.batchSettlement.sweep.run(
       { everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `python-${process.pid}-${Date.now()}` },
       (orgId) => server.app.payments.acceptance.accepting(orgId),
     );

@@ -298,8 +298,8 @@ test('a stream resuming from an id long trimmed jumps over the trimmed events in
 test('in production a webhook URL on loopback is refused too (dev allows it for local receivers)', async () => {
   // The service as a production process would build it, on this test database; nothing is dispatched
   // through it (it is the last test here), only its registration check is used.
-  const { MailWebhooks } = await import('../../server/webhooks/mail-webhooks.js');
-  const production = new MailWebhooks(server.app.db, { ...server.app.config, mode: 'production' }, server.app.secrets, server.app.webhooks, server.app.mail.events, server.app.logs);
+  const { MailWebhooks } = await import('../../server/mail/webhooks.js');
+  const production = new MailWebhooks(server.app.db, { ...server.app.config, mode: 'production' }, server.app.secrets, server.app.webhooks, server.app.logs);
   const agent = await signUp(server);
   const owner = { orgId: agent.org_id, identityId: agent.identity.identityId };
   for (const url of ['http://127.0.0.1:8080/hook', 'http://localhost/hook', 'http://[::1]/hook', 'http://192.168.1.10/hook']) {

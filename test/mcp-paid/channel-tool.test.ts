@@ -102,9 +102,8 @@ it('the official client deposits with the first call and pays the next ones with
   expect(replay.structuredContent).toMatchObject({ error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch', accepts: [{ extra: { channelState: { chargedCumulativeAmount: '3000' } } }] });
   expect(runs).toBe(3);
 
-  const channels = server.app.payments.batchSettlement.channels;
   await vouchersOnceCaptured(server.app.db, channelId!);
-  await channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `mcp-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+  await server.app.payments.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `mcp-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
   expect(await readChannelState(testChain().publicClient as never, channelId!)).toMatchObject({ totalClaimed: 3000n, balance: 10_000n });
   expect(await usdcBalance(payTo)).toBe(3000n);
 });
@@ -137,6 +136,6 @@ it('a tool priced by usage: each call is charged what the tool reported, the cli
     total += charged;
   }
   await vouchersOnceCaptured(server.app.db, channelId!);
-  await server.app.payments.batchSettlement.channels.sweep({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `mcp-usage-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
+  await server.app.payments.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `mcp-usage-${Date.now()}` }, (orgId) => server.app.payments.acceptance.accepting(orgId));
   expect((await readChannelState(testChain().publicClient as never, channelId!)).totalClaimed).toBe(total);
 });

@@ -70,11 +70,11 @@ describe('workers on one database', () => {
     try {
       const seller = await sellerWithWebhook(api, receiver.url);
       // Simulate the crash: the settle hook that would enqueue never runs.
-      const hooks = api.app.payments.records.onSettled.splice(0);
+      const dispatch = jest.spyOn(api.app.payments.webhooks, 'settled').mockResolvedValue();
       const paymentId = await pay(api, seller);
       // The record (with its outbox entry) is written after the answer; the hooks would run after it.
       await api.app.payments.records.recordsWritten();
-      api.app.payments.records.onSettled.push(...hooks);
+      dispatch.mockRestore();
       const stored = await api.app.db.collection('payments').findOne({ _id: paymentId as never });
       expect(stored).toMatchObject({ status: 'settled', webhook: { status: 'pending', eventId: expect.stringMatching(/^evt_/) } });
       expect(await api.app.db.collection('webhook_deliveries').countDocuments({ paymentId })).toBe(0);
@@ -139,15 +139,15 @@ describe('three workers (two of them OS processes), one SIGKILLed mid-run', () =
     try {
       const seller = await sellerWithWebhook(api, receiver.url);
       // Settled while no worker runs and before anything is enqueued (the settle hook is held back).
-      const hooks = api.app.payments.records.onSettled.splice(0);
+      const dispatch = jest.spyOn(api.app.payments.webhooks, 'settled').mockResolvedValue();
       const first: string[] = [];
       for (let i = 0; i < 14; i++) first.push(await pay(api, seller));
-      api.app.payments.records.onSettled.push(...hooks);
+      dispatch.mockRestore();
 
       // Worker 1 alone takes the jobs: 10 run at once (its concurrency), each held open by the receiver.
       const doomed = await spawnAgentgate('worker', processEnv(config));
       workers.push(doomed);
-      await api.app.webhooks.sweepOutbox(0);
+      await api.app.webhooks.sweepOutboxes(0);
       await receiver.next(10);
       await new Promise((r) => setTimeout(r, 300));
       expect(receiver.received).toHaveLength(10);
@@ -209,11 +209,11 @@ describe('claims of dead workers', () => {
     const workers: Array<Awaited<ReturnType<typeof startWorker>>> = [];
     try {
       const seller = await sellerWithWebhook(api, receiver.url);
-      const hooks = api.app.payments.records.onSettled.splice(0);
+      const dispatch = jest.spyOn(api.app.payments.webhooks, 'settled').mockResolvedValue();
       const paid: string[] = [];
       for (let i = 0; i < 12; i++) paid.push(await pay(api, seller));
-      api.app.payments.records.onSettled.push(...hooks);
-      await api.app.webhooks.sweepOutbox(0); // one delivery and one job each; no worker runs yet
+      dispatch.mockRestore();
+      await api.app.webhooks.sweepOutboxes(0); // one delivery and one job each; no worker runs yet
       const deliveries = await api.app.db.collection('webhook_deliveries').find({ paymentId: { $in: paid } }).toArray();
       expect(deliveries).toHaveLength(12);
       for (const d of deliveries) {

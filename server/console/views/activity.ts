@@ -1,5 +1,5 @@
 import { html, type SafeHtml } from '../html.js';
-import type { LogEntry } from '../../logs/activity-log.js';
+import type { LogEntry } from '../../platform/activity-log.js';
 import type { LiveSession } from '../sessions.js';
 import { page } from './layout.js';
 import { badge, time } from './format.js';

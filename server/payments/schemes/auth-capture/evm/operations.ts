@@ -16,7 +16,7 @@ import { erc20AllowanceAbi } from '../../../../chain/permit2.js';
 import { balanceOf } from '../../../../chain/usdc.js';
 import { blockBefore } from '../../../../chain/authorization-events.js';
 import { AppError, isDuplicateKey } from '../../../../platform/errors.js';
-import type { ActivityLog } from '../../../../logs/activity-log.js';
+import type { ActivityLog } from '../../../../platform/activity-log.js';
 import type { Logger } from '../../../../platform/logger.js';
 import { retryWhileDatabaseAway } from '../../../../platform/database-outage.js';
 import { RelayerUnavailableError, shortReason } from '../../../../settlement/relayer-lane.js';
@@ -28,6 +28,8 @@ import type { PaymentSettlement } from '../../../settlement-path.js';
 import type { ReceiptSigner } from '../../../receipts.js';
 import { signRefundReceipt } from '../../../receipts.js';
 import { startRounds } from '../../../../platform/rounds.js';
+import type { DeliveryQueue } from '../../../../webhooks/webhook-service.js';
+import { deliverRefundEvent, type PaymentOperationEvent } from '../../../refund-webhooks.js';
 
 /**
  * What happens to an auth-capture payment after its authorization: the operator's capture, void and
@@ -99,9 +101,6 @@ interface OpWork { op: AuthCaptureOperationDoc; info: StoredPaymentInfo; hash: H
 
 export type OpOutcome = { ok: true; op: AuthCaptureOperationDoc } | { ok: false; reason: string; message: string; op?: AuthCaptureOperationDoc; pending?: true };
 
-/** A payment.refunded / payment.voided event, as webhooks deliver it. */
-export interface AuthCaptureEvent { event: 'payment.refunded' | 'payment.voided'; eventId: string; payment: PaymentDoc; op: AuthCaptureOperationDoc }
-
 /** Gas for one escrow call (the token store's first use deploys a clone). */
 const ESCROW_GAS = 400_000n;
 /** How long a pending operation is left to its sender before the sweep gives it to a lane again. */
@@ -121,8 +120,6 @@ export class AuthCaptureOperations {
   readonly ops: Model<AuthCaptureOperationDoc>;
   /** Operations this process is sending now (it holds their lane). */
   private readonly inFlight = new Set<string>();
-  /** Called once an operation is done (webhooks plug in here); idempotent per event id. */
-  readonly onEvent: Array<(event: AuthCaptureEvent) => Promise<void>> = [];
 
   constructor(
     conn: Connection,
@@ -130,6 +127,8 @@ export class AuthCaptureOperations {
     private readonly path: PaymentSettlement,
     private readonly records: PaymentRecords,
     private readonly endpoints: Endpoints,
+    /** Where its payment.refunded and payment.voided events go (refund-webhooks.ts). */
+    private readonly deliveries: DeliveryQueue,
     private readonly signer: () => ReceiptSigner,
     private readonly logs: ActivityLog,
     private readonly log: Logger,
@@ -398,11 +397,15 @@ export class AuthCaptureOperations {
   }
 
   private async notify(op: AuthCaptureOperationDoc, payment: PaymentDoc): Promise<void> {
-    const event: AuthCaptureEvent = { event: op.kind === 'refund' ? 'payment.refunded' : 'payment.voided', eventId: op.webhook!.eventId, payment, op };
-    for (const hook of this.onEvent) await hook(event).catch((err) => this.log.warn({ err: (err as Error).message, operation: op._id }, 'escrow webhook dispatch deferred to the sweep'));
+    const event: PaymentOperationEvent = { event: op.kind === 'refund' ? 'payment.refunded' : 'payment.voided', eventId: op.webhook!.eventId, payment, op };
+    try {
+      await this.markWebhook(op._id, await deliverRefundEvent(this.deliveries, event));
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, operation: op._id }, 'escrow webhook dispatch deferred to the sweep');
+    }
   }
 
-  /** Marks an operation's webhook outbox entry (webhooks call this once the delivery exists). */
+  /** Marks an operation's webhook outbox entry (once its delivery exists). */
   async markWebhook(opId: string, webhook: NonNullable<AuthCaptureOperationDoc['webhook']>): Promise<void> {
     await this.ops.updateOne({ _id: opId }, { $set: { webhook } });
   }

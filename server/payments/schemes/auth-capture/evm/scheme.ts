@@ -24,7 +24,7 @@ import { findAuthorizeTx, sendAuthorize } from './settle.js';
 // so the payment's settlement is the escrow's `authorize`, sent from that relayer's lane: the buyer's money
 // is then held in escrow. What follows is decided by the seller through our API (out of band, as the spec
 // puts a delegated operator without a receiver authorizer): capture after the handler succeeded, void
-// after it failed or when the hold expires, refunds of what was captured (escrow-ops.ts).
+// after it failed or when the hold expires, refunds of what was captured (operations.ts).
 
 const R = authCaptureReason;
 

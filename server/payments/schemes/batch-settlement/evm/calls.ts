@@ -3,8 +3,8 @@ import { isAddressEqual, type Address } from 'viem';
 import { channelIdOf, type ChannelConfig } from './chain.js';
 import { notFound } from '../../../../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../../../../platform/pagination.js';
-import type { ChannelActionDoc, WireClaim } from './actions.js';
-import type { ChannelDoc, VoucherDoc } from './channels.js';
+import type { ChannelActionDoc, WireClaim } from './settle.js';
+import type { ChannelDoc, VoucherDoc } from './records.js';
 import { callIdOf } from './call-id.js';
 import { chargedCumulativeOf } from './voucher-amounts.js';
 import { voucherId } from './voucher-sequence.js';
@@ -13,7 +13,7 @@ import type { VoucherCaptures } from './captures.js';
 // What people see of channels sold through our middleware: each channel with what it holds, and each paid
 // call (one accepted voucher) as a record with its signed receipt and, once claimed, the claim that carried
 // it. Nothing here writes: a call's claim is derived when it is read, from the claim (and refund) actions
-// the sweep recorded with their transactions (actions.ts). A voucher is never updated (a held call's
+// the sweep recorded with their transactions (settle.ts). A voucher is never updated (a held call's
 // capture is a document of its own, captures.ts), so the background sweep and a reader never race over it.
 //
 // A call with cumulative amount C was claimed by the first successful action that brought the channel's

@@ -29,7 +29,7 @@ export interface CaptureDoc {
   createdAt: Date;
 }
 
-/** The fields of a voucher (channels.ts's VoucherDoc) a capture reads and adds to, named here by shape. */
+/** The fields of a voucher (records.ts's VoucherDoc) a capture reads and adds to, named here by shape. */
 interface Voucher {
   _id: string;
   status: 'held' | 'captured';

@@ -11,14 +11,14 @@ import type { SellerAccountDoc } from '../../../models.js';
 import { payeeRefusal, requirementsIssue, type FacilitatorAnswer, type FacilitatorRequest } from '../../../facilitator-api.js';
 import { chainUnavailable } from '../../chain-checks.js';
 import type { ReceiverAuthorizer } from './receiver-authorizer.js';
-import { runAction, wireClaim, type ActionAnswer, type ChannelActionDoc } from './actions.js';
+import { runAction, wireClaim, type ActionAnswer, type ChannelActionDoc } from './settle.js';
 import { depositAuthorization, depositKey, verifyDeposit, verifyVoucher } from './verify.js';
 import {channelRequirementsSchema, decodeBatchSettlementPayload, toClaim, type BatchSettlementPayload, type BatchSettlementRequirements, type ClaimPayload, type DepositPayload, type RefundPayload, type SettlePayload } from './wire.js';
 
 // The facilitator API (`/verify`, `/settle`) for the x402 `batch-settlement` scheme (v2): /verify takes
 // what a buyer signs (deposit, voucher, refund voucher) and answers the channel's snapshot; /settle takes
 // a deposit, a claim of many channels, a settle of a receiver's claimed funds, and a cooperative refund,
-// each sent once (actions.ts) through the settlement engine. agentgate signs claims and refunds with its
+// each sent once (settle.ts) through the settlement engine. agentgate signs claims and refunds with its
 // receiver authorizer for the seller whose key called, and only for channels paying that seller.
 
 /** What the facilitator needs around it: the chain, its receiver authorizer, the action records, and the engine's desk. */
@@ -99,7 +99,7 @@ export class BatchSettlementFacilitator {
     }
   }
 
-  /** Runs an action once (actions.ts) and answers its outcome; 503 when no lane could take it (nothing was sent). */
+  /** Runs an action once (settle.ts) and answers its outcome; 503 when no lane could take it (nothing was sent). */
   private async act(action: Parameters<typeof runAction>[1], work: Parameters<typeof runAction>[2]): Promise<FacilitatorAnswer> {
     const outcome = await runAction(this.deps.actions(), action, work, this.deps.submit, { waitMs: this.deps.settlementTimeoutMs, staleMs: this.deps.settlementTimeoutMs * 3, log: this.deps.log });
     if ('unavailable' in outcome) throw new AppError(503, 'relayer_unavailable', `${outcome.unavailable}; nothing was sent, the same request may be made again`, undefined, { 'Retry-After': '2' });
@@ -128,7 +128,7 @@ export class BatchSettlementFacilitator {
     return done?.status === 'succeeded' ? done.answer : undefined;
   }
 
-  /** Sends a deposit once (a deposit presented again answers the first one's outcome): /settle's, and the first paid call's of a channel (channels.ts). */
+  /** Sends a deposit once (a deposit presented again answers the first one's outcome): /settle's, and the first paid call's of a channel (voucher-book.ts). */
   async deposit(seller: SellerAccountDoc, payload: DepositPayload, requirements: BatchSettlementRequirements, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     const payer = getAddress(payload.channelConfig.payer);

@@ -14,9 +14,13 @@ import { requireChain } from '../../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../../facilitator-api.js';
 import type { HoldablePayment, PaymentScheme, Reconciled, SupportedKind } from '../../scheme.js';
 import { ReceiverAuthorizer } from './receiver-authorizer.js';
-import { actionExecutors, channelActionModel, type ChannelActionDoc } from './actions.js';
+import { actionExecutors, channelActionModel, type ChannelActionDoc } from './settle.js';
 import { BatchSettlementFacilitator } from './facilitator.js';
-import { ChannelBook } from './channels.js';
+import { VoucherBook } from './voucher-book.js';
+import { ChannelSweep } from './sweep.js';
+import { ChannelClaimOutbox } from './claim-webhooks.js';
+import type { Endpoints } from '../../../endpoints.js';
+import type { DeliveryQueue } from '../../../../webhooks/webhook-service.js';
 import { ChannelCalls } from './calls.js';
 import { isBatchSettlementPayload } from './wire.js';
 
@@ -24,7 +28,7 @@ import { isBatchSettlementPayload } from './wire.js';
 // buyer deposits once into a channel and signs a cumulative voucher per call, which the seller checks off
 // chain; the seller claims many channels' vouchers in one transaction, sweeps them with `settle`, and
 // refunds what is left. As a facilitator, agentgate verifies deposits and vouchers, sends deposits, claims,
-// settles and refunds (actions.ts, as settlement work of the engine), and signs claims and refunds with
+// settles and refunds (settle.ts, as settlement work of the engine), and signs claims and refunds with
 // its receiver authorizer for sellers that delegate it (what /supported advertises).
 //
 // Its on-chain work is not payments of the shared path: a deposit moves the buyer's money into the
@@ -39,8 +43,12 @@ export class BatchSettlementScheme implements PaymentScheme {
   readonly otherWork: Readonly<Record<string, WorkExecutor>>;
   readonly authorizer: ReceiverAuthorizer;
   private readonly facilitator: BatchSettlementFacilitator;
-  /** Channels sold through our own middleware: their state and accepted vouchers, and the sweep that claims them. */
-  readonly channels: ChannelBook;
+  /** Channels sold through our own middleware: their state and accepted vouchers (voucher-book.ts). */
+  readonly book: VoucherBook;
+  /** The rounds that claim, settle and refund those channels (sweep.ts). */
+  readonly sweep: ChannelSweep;
+  /** channel.claimed: what each claim carried, told to the sellers' webhooks (claim-webhooks.ts). */
+  readonly claimWebhooks: ChannelClaimOutbox;
   /** Those channels and their paid calls as records (read-only: the API, the console, the CLI, the claim webhooks). */
   readonly calls: ChannelCalls;
   /** The recorded deposits, claims, settles and refunds (read by the claim webhooks' outbox). */
@@ -57,6 +65,8 @@ export class BatchSettlementScheme implements PaymentScheme {
     private readonly log: Logger,
     /** Signs each channel call's receipt, as exact payments' are signed. */
     signer: () => ReceiptSigner,
+    endpoints: Endpoints,
+    deliveries: DeliveryQueue,
   ) {
     this.authorizer = new ReceiverAuthorizer(conn, config, secrets);
     const actions = () => channelActionModel(conn);
@@ -67,8 +77,12 @@ export class BatchSettlementScheme implements PaymentScheme {
       chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submit(work),
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
     });
-    this.channels = new ChannelBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer: () => this.receiverAuthorizer(), signer, log });
-    this.calls = new ChannelCalls(this.channels.channels, this.channels.vouchers, this.channels.captures, actions);
+    const receiverAuthorizer = () => this.receiverAuthorizer();
+    this.book = new VoucherBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer, signer, log });
+    this.calls = new ChannelCalls(this.book.channels, this.book.vouchers, this.book.captures, actions);
+    this.claimWebhooks = new ChannelClaimOutbox({ conn, actions, calls: this.calls, endpoints, deliveries });
+    // channel.claimed right after a round that claimed; the webhook outbox sweep dispatches what a crash left.
+    this.sweep = new ChannelSweep({ conn, chain: chainOf, book: this.book, facilitator: this.facilitator, receiverAuthorizer, log, onClaimed: () => this.claimWebhooks.sweep(0) });
     if (chain) this.loadAuthorizer();
   }
 

@@ -3,7 +3,7 @@
 // reported, at most that, so the channel's charged total after it (`charged`) may stay below what the
 // voucher allows (`cumulative`). A fixed-price call charges its price: `charged` is `cumulative`, and a
 // voucher written before usage pricing existed has no `charged`, which reads the same. (Fields of
-// channels.ts's VoucherDoc, named here by shape.)
+// records.ts's VoucherDoc, named here by shape.)
 
 interface VoucherAmounts {
   /** The voucher's maxClaimableAmount as signed. */

@@ -5,7 +5,7 @@ import type { ChainService } from '../../../../chain/chain-service.js';
 import { authorizationState, type Authorization } from '../../../../chain/usdc.js';
 import { blockBefore, findSettlementTx } from '../../../../chain/authorization-events.js';
 import { AppError, isDuplicateKey } from '../../../../platform/errors.js';
-import type { ActivityLog } from '../../../../logs/activity-log.js';
+import type { ActivityLog } from '../../../../platform/activity-log.js';
 import type { Logger } from '../../../../platform/logger.js';
 import { retryWhileDatabaseAway } from '../../../../platform/database-outage.js';
 import type { SendTools, SettlementWork, WorkOutcome } from '../../../../settlement/work.js';
@@ -17,6 +17,8 @@ import type { PaymentSettlement } from '../../../settlement-path.js';
 import { signRefundReceipt, type ReceiptSigner } from '../../../receipts.js';
 import { RESEND_MARGIN_SECONDS } from '../../scheme.js';
 import { startRounds } from '../../../../platform/rounds.js';
+import type { DeliveryQueue } from '../../../../webhooks/webhook-service.js';
+import { deliverRefundEvent, type PaymentOperationEvent } from '../../../refund-webhooks.js';
 
 /**
  * Refunds of `exact` payments (no escrow): possible where the payment's payTo is the smart-account wallet
@@ -25,7 +27,7 @@ import { startRounds } from '../../../../platform/rounds.js';
  * through the settlement engine like a payment's settlement. It is spending of that wallet: the owning
  * identity's mandate reserves it before anything is signed, and keeps it once it moved.
  *
- * As escrow refunds (schemes/auth-capture/escrow-ops.ts): refunds of one payment are numbered
+ * As escrow refunds (schemes/auth-capture/evm/operations.ts): refunds of one payment are numbered
  * (`<payment>:refund:<n>`), the next number claimed by a unique insert only once the one before it is
  * final, so their sum never passes what was paid; an Idempotency-Key finds the refund it first made. The
  * authorization's nonce is derived from the refund's id, so the token moves a refund at most once
@@ -109,8 +111,6 @@ export const EXACT_REFUND_WORK_KIND = 'exact.refund';
 
 export type ExactRefundOutcome = { ok: true; refund: ExactRefundDoc } | { ok: false; reason: string; message: string; refund?: ExactRefundDoc; pending?: true };
 
-export interface ExactRefundEvent { event: 'payment.refunded'; eventId: string; payment: PaymentDoc; op: ExactRefundDoc }
-
 /** How long a refund's authorization stays valid: the sweep may send it again until then. */
 const VALIDITY_SECONDS = 3600;
 /** How long a pending refund is left to its sender before the sweep gives it to a lane again. */
@@ -126,8 +126,6 @@ const authorizationOf = (a: ExactRefundDoc['authorization']): Authorization => (
 export class ExactRefunds {
   readonly refunds: Model<ExactRefundDoc>;
   private readonly outcomes: Model<RefundOutcomeDoc>;
-  /** Called once a refund is done (webhooks plug in here); idempotent per event id. */
-  readonly onEvent: Array<(event: ExactRefundEvent) => Promise<void>> = [];
 
   constructor(
     conn: Connection,
@@ -135,6 +133,8 @@ export class ExactRefunds {
     private readonly path: PaymentSettlement,
     private readonly records: PaymentRecords,
     private readonly endpoints: Endpoints,
+    /** Where its payment.refunded and payment.voided events go (refund-webhooks.ts). */
+    private readonly deliveries: DeliveryQueue,
     private readonly wallets: RefundWallets,
     private readonly mandates: RefundMandates,
     private readonly signer: () => ReceiptSigner,
@@ -325,11 +325,15 @@ export class ExactRefunds {
   }
 
   private async notify(refund: ExactRefundDoc, payment: PaymentDoc): Promise<void> {
-    const event: ExactRefundEvent = { event: 'payment.refunded', eventId: refund.webhook!.eventId, payment, op: refund };
-    for (const hook of this.onEvent) await hook(event).catch((err) => this.log.warn({ err: (err as Error).message, refundId: refund._id }, 'refund webhook dispatch deferred to the sweep'));
+    const event: PaymentOperationEvent = { event: 'payment.refunded', eventId: refund.webhook!.eventId, payment, op: refund };
+    try {
+      await this.markWebhook(refund._id, await deliverRefundEvent(this.deliveries, event));
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, refundId: refund._id }, 'refund webhook dispatch deferred to the sweep');
+    }
   }
 
-  /** Marks a refund's webhook outbox entry (webhooks call this once the delivery exists). */
+  /** Marks a refund's webhook outbox entry (once its delivery exists). */
   async markWebhook(refundId: string, webhook: NonNullable<ExactRefundDoc['webhook']>): Promise<void> {
     await this.refunds.updateOne({ _id: refundId }, { $set: { webhook } });
   }

@@ -3,12 +3,12 @@ import { Schema, type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import type { Config } from '../platform/config.js';
 import type { SecretBox, SealedSecret } from '../platform/secret-box.js';
-import type { ActivityLog } from '../logs/activity-log.js';
+import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, notFound } from '../platform/errors.js';
 import { assertAllowedUrl, outboundPolicy } from '../platform/ssrf.js';
 import { randomHex } from '../platform/ids.js';
-import { MAIL_EVENT_TYPES, presentEvent, type MailEventDoc, type MailEventLog, type MailEventType } from '../mail/mail-events.js';
-import type { WebhookService } from './webhook-service.js';
+import type { DeliveryQueue, DeliveryTarget, WebhookService } from '../webhooks/webhook-service.js';
+import { MAIL_EVENT_TYPES, presentEvent, type MailEventDoc, type MailEventType } from './mail-events.js';
 
 export const MAX_WEBHOOKS_PER_IDENTITY = 10;
 
@@ -17,7 +17,10 @@ export const createMailWebhookBody = z.object({
   events: z.array(z.enum(MAIL_EVENT_TYPES, { message: `must be among ${MAIL_EVENT_TYPES.join(', ')}` })).min(1).max(MAIL_EVENT_TYPES.length)
     .transform((events) => [...new Set(events)]),
 }).strict();
-export const mailWebhookParams = z.object({ webhookId: z.string().regex(/^mwh_[0-9a-f]{24}$/, 'must be a webhook id (mwh_ and 24 hex characters)') });
+/** A mail webhook's id: `mwh_` and 24 hex characters. */
+const MAIL_WEBHOOK_ID = /^mwh_[0-9a-f]{24}$/;
+
+export const mailWebhookParams = z.object({ webhookId: z.string().regex(MAIL_WEBHOOK_ID, 'must be a webhook id (mwh_ and 24 hex characters)') });
 
 interface MailWebhookDoc {
   _id: string;
@@ -47,8 +50,8 @@ export function presentMailWebhook(hook: MailWebhookDoc) {
 
 /**
  * An identity's webhooks for its mail events (`POST /v0/webhooks {url, events}`). Each event the identity's
- * event log records becomes one delivery per subscribed webhook, sent by the payment.received machinery
- * (WebhookService: HMAC-SHA256 `X-Service-Signature`, the event id as `X-Service-Idempotency-Key`, retries
+ * event log records becomes one delivery per subscribed webhook (`dispatch`, the event log's onEvent), sent
+ * by the webhook engine as payment.received is (HMAC-SHA256 `X-Service-Signature`, the event id as `X-Service-Idempotency-Key`, retries
  * after 1 s, 4 s, 16 s, 64 s and 300 s, the SSRF guard, every attempt on record). The secret is shown
  * once and kept sealed under the master key.
  */
@@ -56,11 +59,8 @@ export class MailWebhooks {
   readonly hooks: Model<MailWebhookDoc>;
 
   constructor(conn: Connection, private readonly config: Config, private readonly secrets: SecretBox,
-    private readonly webhooks: WebhookService, events: MailEventLog, private readonly logs: ActivityLog) {
+    private readonly webhooks: DeliveryQueue & Pick<WebhookService, 'listForEndpoint'>, private readonly logs: ActivityLog) {
     this.hooks = conn.models.MailWebhook ?? conn.model<MailWebhookDoc>('MailWebhook', schema, 'mail_webhooks');
-    events.subscribers.push((event) => this.dispatch(event));
-    webhooks.outboxes.push((olderThanMs) => events.redispatch(olderThanMs));
-    webhooks.addTargets(async (endpointId) => (endpointId.startsWith('mwh_') ? this.target(endpointId) : undefined));
   }
 
   async create(owner: { orgId: string; identityId: string }, input: { url: string; events: MailEventType[] }) {
@@ -104,7 +104,8 @@ export class MailWebhooks {
     return this.webhooks.listForEndpoint(id, limit);
   }
 
-  private async dispatch(event: MailEventDoc): Promise<void> {
+  /** One delivery per webhook of the identity subscribed to the event's type; idempotent per event. */
+  async dispatch(event: MailEventDoc): Promise<void> {
     const hooks = (await this.hooks.find({ identityId: event.identityId }).lean()).filter((h) => h.events.includes(event.type));
     if (!hooks.length) return;
     const body = JSON.stringify(presentEvent(event));
@@ -118,7 +119,9 @@ export class MailWebhooks {
     }
   }
 
-  private async target(id: string): Promise<{ url: string; secret: string } | { error: string }> {
+  /** Where a mail webhook's deliveries go; undefined for an id that is not a mail webhook's. */
+  async target(id: string): Promise<DeliveryTarget | undefined> {
+    if (!MAIL_WEBHOOK_ID.test(id)) return undefined;
     const hook = await this.hooks.findById(id).lean();
     if (!hook) return { error: 'webhook_deleted: the webhook was deleted' };
     return { url: hook.url, secret: this.secrets.openText(hook.secret, secretContext(hook._id)) };

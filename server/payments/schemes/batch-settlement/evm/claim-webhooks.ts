@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import { Schema, type Connection, type Model } from 'mongoose';
 import type { ChannelClaimedEvent } from 'agentgate-x402-wire';
-import { isDuplicateKey } from '../platform/errors.js';
-import { findByIds } from '../platform/find-by-ids.js';
-import type { Endpoints } from '../payments/endpoints.js';
-import type { ChannelActionDoc } from '../payments/schemes/batch-settlement/evm/actions.js';
-import type { ChannelCall, ChannelCalls } from '../payments/schemes/batch-settlement/evm/calls.js';
-import { callChargeOf, chargedCumulativeOf } from '../payments/schemes/batch-settlement/evm/voucher-amounts.js';
+import { isDuplicateKey } from '../../../../platform/errors.js';
+import { findByIds } from '../../../../platform/find-by-ids.js';
+import type { DeliveryQueue, Outbox } from '../../../../webhooks/webhook-service.js';
+import type { Endpoints } from '../../../endpoints.js';
+import type { ChannelActionDoc } from './settle.js';
+import type { ChannelCall, ChannelCalls } from './calls.js';
+import { callChargeOf, chargedCumulativeOf } from './voucher-amounts.js';
 
 // `channel.claimed`: the webhook that lets a seller reconcile calls paid through batch-settlement channels.
 //
@@ -19,7 +20,7 @@ import { callChargeOf, chargedCumulativeOf } from '../payments/schemes/batch-set
 // per endpoint (its URL and secret); more than 100 calls for one endpoint come in parts (`part`/`parts`).
 //
 // Exactly once: each event's id follows from the claim, the endpoint and the part, and the delivery is a
-// unique insert of that id (delivery-job.ts enqueue), so two processes dispatching one claim make one
+// unique insert of that id (the webhook engine's enqueue), so two processes dispatching one claim make one
 // delivery. What was dispatched is marked by a unique insert of its own (`channel_claim_webhooks`), never
 // by writing the claim action (which the settlement executor owns); the outbox sweep dispatches claims of
 // the last hour left unmarked (a process died between the claim and its events).
@@ -39,10 +40,10 @@ export interface ChannelClaimOutboxDeps {
   actions: () => Model<ChannelActionDoc>;
   calls: ChannelCalls;
   endpoints: Endpoints;
-  enqueue(input: { eventId: string; event: string; orgId: string; endpointId: string; subjectId?: string; body: string }): Promise<void>;
+  deliveries: DeliveryQueue;
 }
 
-export class ChannelClaimOutbox {
+export class ChannelClaimOutbox implements Outbox {
   private readonly dispatched: Model<DispatchedDoc>;
 
   constructor(private readonly deps: ChannelClaimOutboxDeps) {
@@ -76,7 +77,7 @@ export class ChannelClaimOutbox {
             resourceUrl: c.voucher.resource, acceptedAt: c.voucher.createdAt.toISOString(), receipt: c.voucher.signedReceipt ?? null,
           })),
         };
-        await this.deps.enqueue({ eventId: `evt_chcl_${claimKey}_${endpointId}_${part}`, event: CHANNEL_CLAIMED, orgId: action.orgId, endpointId, subjectId: claim.txHash ?? action._id, body: JSON.stringify(body) });
+        await this.deps.deliveries.enqueue({ eventId: `evt_chcl_${claimKey}_${endpointId}_${part}`, event: CHANNEL_CLAIMED, orgId: action.orgId, endpointId, subjectId: claim.txHash ?? action._id, body: JSON.stringify(body) });
         events++;
       }
     }
@@ -85,13 +86,14 @@ export class ChannelClaimOutbox {
   }
 
   /** Dispatches the claims of the last hour, older than `olderThanMs`, whose events are not marked dispatched. */
-  async sweep(olderThanMs: number): Promise<number> {
+  async sweep(olderThanMs: number, shouldStop: () => boolean = () => false): Promise<number> {
     const now = Date.now();
     const recent = await this.deps.actions().find({ kind: { $in: ['claim', 'refund'] }, status: 'succeeded', updatedAt: { $gte: new Date(now - SWEEP_WINDOW_MS), $lte: new Date(now - olderThanMs) } }).lean();
     if (recent.length === 0) return 0;
     const done = new Set((await findByIds(recent.map((a) => a._id), (id) => this.dispatched.findById(id).lean())).map((d) => d._id));
     let dispatched = 0;
     for (const action of recent) {
+      if (shouldStop()) break;
       if (done.has(action._id)) continue;
       await this.dispatch(action);
       dispatched++;

@@ -1,7 +1,7 @@
 import { Schema, type Connection, type Model } from 'mongoose';
-import { newId } from '../platform/ids.js';
-import type { ServiceEvents } from '../platform/events.js';
-import { outsideRequest, type Logger } from '../platform/logger.js';
+import { newId } from './ids.js';
+import type { ServiceEvents } from './events.js';
+import { outsideRequest, type Logger } from './logger.js';
 
 export interface LogEntry {
   _id: string;

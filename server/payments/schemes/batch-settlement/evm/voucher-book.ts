@@ -1,27 +1,26 @@
 import { randomBytes } from 'node:crypto';
 import type { Collection } from 'mongodb';
-import { Schema, type Connection, type Model } from 'mongoose';
+import { type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
 import { BATCH_SETTLEMENT_REASONS as R, CHANNEL_WITHDRAW_DELAY, decodeBase64Json, formatUsdc } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../../chain/chain-service.js';
-import { readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from './chain.js';
+import { readChannelState, type ChannelConfig, type ChannelState } from './chain.js';
 import { AppError, isDuplicateKey } from '../../../../platform/errors.js';
 import { chargedBeforeOf, chargedCumulativeOf } from './voucher-amounts.js';
 import { GroupedInserts } from '../../../../platform/group-commit.js';
 import type { Logger } from '../../../../platform/logger.js';
-import type { SellerAccountDoc, SignedReceipt } from '../../../models.js';
+import type { SellerAccountDoc } from '../../../models.js';
 import { signChannelCallReceipt, type ReceiptSigner } from '../../../receipts.js';
 import type { SettleTerms } from '../../../settlement-path.js';
 import type { RedeemOutcome } from '../../../redemption.js';
-import type { ChannelActionDoc } from './actions.js';
 import type { BatchSettlementFacilitator } from './facilitator.js';
 import { channelConfigRefusal, voucherSigned } from './verify.js';
 import { callIdOf } from './call-id.js';
 import {decodeBatchSettlementPayload, type BatchSettlementRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 import { seqOf, voucherId, VoucherSequence } from './voucher-sequence.js';
-import { startRounds } from '../../../../platform/rounds.js';
 import { capturedCopy, VoucherCaptures, type CaptureCharges } from './captures.js';
+import { channelModels, type ChannelDoc, type VoucherDoc } from './records.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
 // database, shared by every seller process and every backend process, never in a process's memory. A paid
@@ -29,15 +28,12 @@ import { capturedCopy, VoucherCaptures, type CaptureCharges } from './captures.j
 // voucher in the channel): of two copies sent to two processes at the same instant one is accepted. A
 // voucher is accepted only as the last accepted one plus the call's price, so every accepted voucher is one
 // paid call and the newest is what the channel owes. The vouchers are read by `_id` alone
-// (voucher-sequence.ts). The sweep (one process per round, a unique insert) claims what the vouchers allow,
-// many channels in one transaction, settles it to the seller, and refunds idle channels.
+// (voucher-sequence.ts). What the vouchers allow is claimed by the sweep (sweep.ts).
 
 /** A channel's state read from the chain is trusted this long for a voucher's balance check. */
 const CHAIN_STATE_TTL_MS = 30_000;
 /** Channels whose record a process keeps (its chain state trusted for CHAIN_STATE_TTL_MS, as the database's). */
 const CHANNELS_KEPT = 100_000;
-/** An action still `sending` after this long lost its process: the sweep finishes it from the chain. */
-const STALE_ACTION_MS = 5 * 60_000;
 /**
  * A call coming in while the voucher before it is held waits this long for its capture (our middleware
  * answers its buyer before the capture is written, so the buyer's next call can overtake it; on a loaded
@@ -55,82 +51,6 @@ const CLOCK_SKEW_MS = 5_000;
 /** Held vouchers a process keeps while their calls are answered (their capture writes no read first). */
 const HELD_KEPT = 10_000;
 
-export interface ChannelDoc {
-  _id: string; // the channel id
-  orgId: string;
-  chainId: number;
-  config: ChannelConfig;
-  payer: string;
-  receiver: string;
-  /** The chain's state at `syncedAt` (amounts as decimal strings). */
-  balance: string;
-  totalClaimed: string;
-  withdrawRequestedAt: number;
-  refundNonce: string;
-  syncedAt: Date;
-  createdAt: Date;
-}
-
-export interface VoucherDoc {
-  /** `<channelId>:<seq, 12 digits>` (voucher-sequence.ts): unique, so one voucher follows each. */
-  _id: string;
-  /** 1 for the channel's first accepted voucher, then one more for each; no gaps (only the newest is ever released). */
-  seq: number;
-  channelId: string;
-  orgId: string;
-  /** The voucher's maxClaimableAmount as the payer signed it. */
-  cumulative: string;
-  /** The call's price (what the 402 asked; a route priced by usage: its maximum). */
-  price: string;
-  /**
-   * A call priced by usage (`byUsage`), once captured: what the channel has charged after it (the charged
-   * total before it plus `amount`, at most `cumulative`). Absent: `cumulative` (voucher-amounts.ts).
-   */
-  charged?: string;
-  /** A call priced by usage, once captured: what its handler reported (at most `price`). Absent: `price`. */
-  amount?: string;
-  /** Held for a route priced by usage: its capture names what the call used, and its receipt is signed then. */
-  byUsage?: boolean;
-  signature: string;
-  resource: string;
-  /**
-   * As accepted: `held` while the seller's handler runs (charged only if it succeeds), `captured` for a
-   * call charged at once. A held voucher is captured by a document of its own (captures.ts), so a stored
-   * voucher never changes; readers see it `captured` through `VoucherCaptures.view`. A released hold is
-   * deleted (the buyer signs the same amount for its next call). Only captured vouchers are claimed.
-   */
-  status: 'held' | 'captured';
-  holdExpiresAt?: Date;
-  /** Names the hold that inserted it: a capture arriving after its hold expired (and another call took the same amount) matches nothing. */
-  holdToken?: string;
-  /** The paid call's answer, given again by its capture. */
-  response: Record<string, unknown>;
-  /** The call's record id (`chc_…`, from the voucher id): GET /v0/payments/{id} and the receipt name it. */
-  callId?: string;
-  /** The registered endpoint the call paid for (its webhook hears of the claim). */
-  endpointId?: string | null;
-  /** Signed when the voucher is accepted (a call priced by usage: when it is captured, with its charge); never rewritten. */
-  signedReceipt?: SignedReceipt;
-  /** When the voucher was accepted: the call was paid. */
-  createdAt: Date;
-}
-
-const channelSchema = new Schema<ChannelDoc>({
-  _id: String, orgId: { type: String, index: true }, chainId: Number, config: Schema.Types.Mixed, payer: String, receiver: String,
-  balance: String, totalClaimed: String, withdrawRequestedAt: Number, refundNonce: String, syncedAt: Date, createdAt: Date,
-}, { versionKey: false });
-const voucherSchema = new Schema<VoucherDoc>({
-  _id: String, seq: Number, channelId: String, orgId: String, cumulative: String, price: String, charged: String, amount: String, byUsage: Boolean, signature: String, resource: String,
-  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, callId: String, endpointId: String, signedReceipt: Schema.Types.Mixed, createdAt: Date,
-}, { versionKey: false, minimize: false });
-// A call's record by its id (GET /v0/payments/chc_…).
-voucherSchema.index({ callId: 1 });
-// A seller's channels, newest first (the channel list).
-channelSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
-const sweepSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
-/** When the sweep last claimed a seller's channels (its org id): the seller's schedule counts from there. Written by the sweep alone. */
-const claimedAtSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false });
-
 const paymentHeaderSchema = z.object({
   x402Version: z.literal(2),
   accepted: z.object({ scheme: z.literal('batch-settlement'), network: z.string(), asset: z.string(), payTo: z.string(), amount: z.string() }).passthrough(),
@@ -140,28 +60,22 @@ const paymentHeaderSchema = z.object({
 type Refused = Extract<RedeemOutcome, { ok: false }> & { channelState?: Record<string, unknown>; voucherState?: Record<string, unknown> };
 export type ChannelPayOutcome = Extract<RedeemOutcome, { ok: true }> | Refused;
 
-export interface ChannelBookDeps {
+export interface VoucherBookDeps {
   conn: Connection;
   chain: () => ChainService;
-  facilitator: BatchSettlementFacilitator;
+  /** Sends a channel's deposit (the first call's payload). */
+  facilitator: Pick<BatchSettlementFacilitator, 'deposit'>;
   receiverAuthorizer: () => Promise<Address>;
   /** Signs each accepted call's receipt (the service DID key, as for exact payments). */
   signer: () => ReceiptSigner;
   log: Logger;
 }
 
-export class ChannelBook {
+export class VoucherBook {
   readonly channels: Model<ChannelDoc>;
   readonly vouchers: Model<VoucherDoc>;
   /** Held vouchers' captures: read a voucher through `captures.view` to see whether it was captured. */
   readonly captures: VoucherCaptures;
-  private readonly sweeps: Model<{ _id: string; at: Date }>;
-  private readonly lastClaims: Model<{ _id: string; at: Date }>;
-  /**
-   * Run after a round that claimed or refunded (the claim webhooks plug in here: webhooks/channel-claim-outbox.ts).
-   * A failure is logged, never the round's: the webhook outbox sweep dispatches what a hook missed.
-   */
-  readonly onClaimed: Array<() => Promise<unknown>> = [];
   private readonly sequence: VoucherSequence<VoucherDoc>;
   /** Vouchers accepted at the same time leave in one insertMany (unordered: a duplicate fails only itself). */
   private readonly voucherInserts: GroupedInserts<VoucherDoc>;
@@ -176,12 +90,9 @@ export class ChannelBook {
   /** The captures this process is writing (by voucher id, the voucher as captured): a call that builds on one need not wait for it. */
   private readonly capturing = new Map<string, VoucherDoc>();
 
-  constructor(private readonly deps: ChannelBookDeps) {
+  constructor(private readonly deps: VoucherBookDeps) {
     const { conn } = deps;
-    this.channels = (conn.models.Channel as Model<ChannelDoc>) ?? conn.model<ChannelDoc>('Channel', channelSchema, 'channels');
-    this.vouchers = (conn.models.ChannelVoucher as Model<VoucherDoc>) ?? conn.model<VoucherDoc>('ChannelVoucher', voucherSchema, 'channel_vouchers');
-    this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
-    this.lastClaims = (conn.models.ChannelLastClaim as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelLastClaim', claimedAtSchema, 'channel_last_claims');
+    ({ channels: this.channels, vouchers: this.vouchers } = channelModels(conn));
     this.captures = new VoucherCaptures(conn);
     this.sequence = new VoucherSequence((id) => this.load(id));
     this.voucherInserts = new GroupedInserts(() => this.vouchers.collection as unknown as Collection<VoucherDoc>);
@@ -218,6 +129,18 @@ export class ChannelBook {
     if (payload.type === 'deposit') return this.deposit(seller, terms, requirements, payload, hold);
     if (payload.type === 'voucher') return this.voucher(seller, terms, requirements, payload, hold);
     return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
+  }
+
+  /**
+   * The channel's newest captured voucher (what a claim may take), and whether a call is being answered on
+   * the channel right now (its newest voucher held and not run out); undefined before its first capture.
+   */
+  async lastCaptured(channelId: string, now: number): Promise<{ latest: VoucherDoc; answering: boolean } | undefined> {
+    const newest = await this.sequence.newest(channelId);
+    if (!newest) return undefined;
+    const latest = newest.status === 'captured' ? newest : await this.previous(newest);
+    if (!latest) return undefined;
+    return { latest, answering: newest.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now };
   }
 
   /** A voucher by its id, as captured if its capture exists. */
@@ -560,118 +483,6 @@ export class ChannelBook {
     this.heldHere.delete(channelId);
     return here;
   }
-
-  // --- the sweep: claim, settle, refund idle channels ------------------------------------------------
-
-  /**
-   * One round, run by one process (a unique insert of the round): every channel whose last accepted
-   * voucher is above what the chain has claimed is claimed (many channels, one transaction per seller),
-   * a withdrawal started or not, long before it can complete (the delay is at least 15 minutes and a round
-   * comes every `everyMs`); then each seller's claimed funds are settled to it; channels idle for
-   * `idleRefundMs` give the payer the rest back (claiming the last voucher in the same transaction).
-   */
-  async sweep(options: { everyMs: number; idleRefundMs: number; /** The round's name (default: the current period of everyMs). */ round?: string; /** An action still sending after this long is finished from the chain. */ staleAfterMs?: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): Promise<{ claimed: number; refunded: number; settled: number; finished: number } | undefined> {
-    const now = Date.now();
-    const round = `sweep:${options.round ?? Math.floor(now / options.everyMs)}`;
-    try {
-      await this.sweeps.create({ _id: round, at: new Date(now) });
-    } catch (err) {
-      if (isDuplicateKey(err)) return undefined; // another process has this round
-      throw err;
-    }
-    const chain = this.deps.chain();
-    const totals = { claimed: 0, refunded: 0, settled: 0, finished: 0 };
-    // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
-    totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
-    const channels = await this.channels.find({ chainId: chain.chainId }).lean();
-    // The channels with a captured voucher (the newest voucher, and the newest captured one when that is a hold)...
-    const candidates: Array<{ channel: ChannelDoc; latest: VoucherDoc; answering: boolean }> = [];
-    for (const channel of channels) {
-      const newest = await this.sequence.newest(channel._id);
-      if (!newest) continue;
-      const latest = newest.status === 'captured' ? newest : await this.previous(newest);
-      if (!latest) continue;
-      // A call being answered right now (a held voucher) keeps the channel from counting as idle.
-      const answering = newest.status === 'held' && !!newest.holdExpiresAt && newest.holdExpiresAt.getTime() > now;
-      candidates.push({ channel, latest, answering });
-    }
-    // ...read from the chain together (one Multicall3 call, not one call per channel).
-    const states = await readChannelStates(chain.publicClient, candidates.map((c) => c.channel._id as Hex));
-    const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
-    candidates.forEach((c, i) => {
-      const state = states[i]!;
-      if (chargedCumulativeOf(c.latest) <= state.totalClaimed && state.balance <= state.totalClaimed) return;
-      const list = byOrg.get(c.channel.orgId) ?? [];
-      list.push({ ...c, state });
-      byOrg.set(c.channel.orgId, list);
-    });
-    const ours = await this.deps.receiverAuthorizer();
-    for (const [orgId, list] of byOrg) {
-      const seller = await sellers(orgId);
-      if (!seller) continue;
-      const due = list.filter((c) => chargedCumulativeOf(c.latest) > c.state.totalClaimed && isAddressEqual(c.channel.config.receiverAuthorizer, ours));
-      const idle = list.filter((c) => !c.answering && now - new Date(c.latest.createdAt).getTime() >= options.idleRefundMs && c.state.balance > chargedCumulativeOf(c.latest) && c.state.balance > c.state.totalClaimed);
-      const idleIds = new Set(idle.map((c) => c.channel._id));
-      // On the seller's schedule, or now for a channel whose payer started withdrawing (whatever the schedule).
-      const onSchedule = await this.claimDue(seller, now, options.everyMs);
-      const claimNow = due.filter((c) => !idleIds.has(c.channel._id) && (onSchedule || c.state.withdrawRequestedAt !== 0));
-      let claimed = false;
-      for (let i = 0; i < claimNow.length; i += 100) {
-        const batch = claimNow.slice(i, i + 100);
-        const answer = (await this.deps.facilitator.claimRows(seller, batch.map(rowOf), undefined, chain.caip2)).body;
-        if (answer.success) {
-          totals.claimed += batch.length;
-          claimed = true;
-        } else {
-          this.deps.log.warn({ orgId, answer }, 'channel claim failed; the next round tries again');
-        }
-      }
-      if (claimed && onSchedule) await this.lastClaims.updateOne({ _id: orgId }, { $set: { at: new Date(now) } }, { upsert: true });
-      for (const c of idle) {
-        const charged = chargedCumulativeOf(c.latest);
-        const amount = c.state.balance - (charged > c.state.totalClaimed ? charged : c.state.totalClaimed);
-        const claims = charged > c.state.totalClaimed ? [rowOf(c)] : [];
-        const answer = (await this.deps.facilitator.refund(seller, {
-          type: 'refund', channelConfig: c.channel.config as never, voucher: { channelId: c.channel._id as Hex, maxClaimableAmount: BigInt(c.latest.cumulative), signature: c.latest.signature as Hex },
-          amount, refundNonce: c.state.refundNonce, claims,
-        }, chain.caip2)).body;
-        if (answer.success) totals.refunded++;
-        else this.deps.log.warn({ orgId, channelId: c.channel._id, answer }, 'idle channel refund failed; the next round tries again');
-      }
-      for (const receiver of new Set(list.map((c) => c.channel.receiver))) {
-        const answer = (await this.deps.facilitator.sweep(seller, { receiver: receiver as Address, token: chain.usdc.address }, chain.caip2)).body;
-        if (answer.success) totals.settled++;
-      }
-    }
-    if (totals.claimed + totals.refunded + totals.finished > 0) {
-      for (const hook of this.onClaimed) await hook().catch((err) => this.deps.log.warn({ err: (err as Error).message }, 'channel claim webhooks deferred to the outbox sweep'));
-    }
-    return totals;
-  }
-
-  /**
-   * Whether the seller's channels are due for a claim this round: every round, or every
-   * `channelClaimEverySeconds` from its last claim (a round early by less than half a round counts: rounds
-   * come every `everyMs`, not on the second).
-   */
-  private async claimDue(seller: SellerAccountDoc, now: number, everyMs: number): Promise<boolean> {
-    if (!seller.channelClaimEverySeconds) return true;
-    const last = await this.lastClaims.findById(seller._id).lean();
-    return !last || now - last.at.getTime() >= seller.channelClaimEverySeconds * 1000 - everyMs / 2;
-  }
-
-  /** Starts the rounds (every process; one of them runs each round). */
-  start(options: { everyMs: number; idleRefundMs: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): { stop(): Promise<void> } {
-    const stop = startRounds({
-      everyMs: options.everyMs,
-      round: async () => {
-        const totals = await this.sweep(options, sellers);
-        if (totals && totals.claimed + totals.refunded + totals.settled + totals.finished > 0) this.deps.log.info(totals, 'channel sweep');
-      },
-      onError: (err) => this.deps.log.error({ err: err.message }, 'channel sweep failed'),
-    });
-    return { stop };
-  }
 }
 
 /** A hold id: `<voucher id>:<hold token>` (the route checks its shape). */
@@ -725,9 +536,3 @@ const snapshot = (channel: ChannelDoc) => ({
   channelId: channel._id, balance: channel.balance, totalClaimed: channel.totalClaimed, withdrawRequestedAt: channel.withdrawRequestedAt, refundNonce: channel.refundNonce,
 });
 
-/** A claim of the channel's charged total, under the voucher the payer signed (which may allow more). */
-const rowOf = (c: { channel: ChannelDoc; latest: VoucherDoc }) => ({
-  voucher: { channel: c.channel.config, maxClaimableAmount: BigInt(c.latest.cumulative) }, signature: c.latest.signature as Hex, totalClaimed: chargedCumulativeOf(c.latest),
-});
-
-export type { ChannelActionDoc };

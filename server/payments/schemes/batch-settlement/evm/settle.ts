@@ -81,7 +81,7 @@ const schema = new Schema<ChannelActionDoc>({
   createdAt: Date,
   updatedAt: Date,
 }, { versionKey: false, minimize: false });
-// The claim webhooks' outbox sweep reads the recent successful claims (webhooks/channel-claim-outbox.ts).
+// The claim webhooks' outbox sweep reads the recent successful claims (claim-webhooks.ts).
 schema.index({ status: 1, updatedAt: 1 });
 
 export const channelActionModel = (conn: Connection): Model<ChannelActionDoc> =>
