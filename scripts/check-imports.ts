@@ -5,8 +5,6 @@
 //   3. Production code never loads the dev harness (server/dev/): nothing outside it imports it, except
 //      the CLI's `dev` command through a dynamic import.
 //   4. The middleware and adapters (the seller package) never import the backend.
-//   7. The wire package (packages/x402-wire/, agentgate-x402-wire) imports nothing of ours; the seller
-//      library and the backend import it by its name only; the backend imports nothing of the seller library.
 //   5. Each package declares what its code imports: the wire package what its sources import; the seller package (seller/package.json) what
 //      middleware/ and adapters/ import, as dependencies or optional peer dependencies (the frameworks),
 //      with no dependency that nothing imports (a seller installs every one of them); the backend (the
@@ -16,6 +14,13 @@
 //      entry points (server/cli/, server/dev/) import the composition root. An area's route, job or tool
 //      set takes the services it uses as parameters, so it never imports AppContext (nor app.ts or
 //      server.ts, which hand it around).
+//   7. The wire package (packages/x402-wire/, agentgate-x402-wire) imports nothing of ours; the seller
+//      library and the backend import it by its name only; the backend imports nothing of the seller library.
+//   8. No import runs back up through MCP: the tool kit every area's tools.ts uses is in platform/
+//      (platform/mcp-tool.ts); the MCP server (server/mcp/) is imported by the composition root alone, and
+//      the registry of every area's tools (server/tools.ts) sits beside it and is imported by it alone.
+//   9. server/webhooks/ is a generic delivery engine: it imports no area (each area keeps its outbox and
+//      hands the engine its deliveries; the composition root tells it where an endpoint's deliveries go).
 // Run by `npm run lint` and by test/architecture.test.ts (so CI runs it with the suite).
 import { readFileSync, readdirSync, statSync, existsSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -100,7 +105,10 @@ function knowsTheContext(file: string): boolean {
   return COMPOSITION_ROOT.includes(file) || file.startsWith('server/cli/') || file.startsWith('server/dev/');
 }
 
-/** Imports that break rules 2 to 4, 6 and 7, each as `from -> to: why`. */
+/** The registry of every area's MCP tools (rule 8). */
+const TOOL_REGISTRY = 'server/tools.ts';
+
+/** Imports that break rules 2 to 4 and 6 to 9, each as `from -> to: why`. */
 export function layerViolations(edges: ImportEdge[]): string[] {
   const broken: string[] = [];
   const inWire = (file: string) => file.startsWith(`${WIRE_DIR}/`);
@@ -125,6 +133,15 @@ export function layerViolations(edges: ImportEdge[]): string[] {
     }
     if (from.startsWith('server/') && COMPOSITION_ROOT.includes(to) && !knowsTheContext(from)) {
       broken.push(`${from} -> ${to}: an area takes the services it uses as parameters and does not import the composition root`);
+    }
+    if (to.startsWith('server/mcp/') && !from.startsWith('server/mcp/') && !COMPOSITION_ROOT.includes(from)) {
+      broken.push(`${from} -> ${to}: only the composition root imports the MCP server; an area's tools use the kit (server/platform/mcp-tool.ts) and are gathered by ${TOOL_REGISTRY}`);
+    }
+    if (to === TOOL_REGISTRY && !knowsTheContext(from)) {
+      broken.push(`${from} -> ${to}: the tool registry is the composition root's; an area or the MCP server is handed the tools it serves`);
+    }
+    if (from.startsWith('server/webhooks/') && to.startsWith('server/') && !to.startsWith('server/webhooks/') && !to.startsWith('server/platform/')) {
+      broken.push(`${from} -> ${to}: server/webhooks/ is a generic delivery engine and imports no area (the area hands it deliveries through DeliveryQueue)`);
     }
   }
   return broken;

@@ -23,6 +23,7 @@ import { draftRoutes } from './mail/draft-routes.js';
 import { IDEMPOTENCY_COLLECTION, idempotency, type IdempotencyKeys } from './platform/idempotency.js';
 import { eventStreamRoutes } from './mail/event-routes.js';
 import { mcpRoutes } from './mcp/routes.js';
+import { TOOLS } from './tools.js';
 import { vaultRoutes } from './vault/routes.js';
 import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
 import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
@@ -33,7 +34,7 @@ import { openApiRoutes } from './openapi/routes.js';
 import { healthRoutes } from './health/routes.js';
 import { OPERATIONS, type Operation } from './openapi/operations.js';
 import { consoleRoutes } from './console/routes.js';
-import type { ToolDefinition } from './mcp/tool.js';
+import type { ToolDefinition } from './platform/mcp-tool.js';
 import { CONSOLE_PREFIX } from './console/access.js';
 
 /**
@@ -46,7 +47,7 @@ export const ROUTES: RouteFactory[] = [
   signupRoutes,
   (app) => agentCardRoutes({
     config: app.config, accounts: app.accounts, identities: app.identities, did: app.did, serviceKey: app.serviceKey,
-    endpoints: app.payments.endpoints, acceptance: app.payments.acceptance,
+    endpoints: app.payments.endpoints, acceptance: app.payments.acceptance, tools: TOOLS,
   }),
   accountRoutes,
   identityRoutes,
@@ -104,7 +105,7 @@ export interface AppExtension {
 export function appRouters(app: AppContext, extension?: AppExtension): Router[] {
   return [
     ...[...ROUTES, ...(extension?.routes ?? [])].map((factory) => factory(app)),
-    mcpRoutes(app, extension?.tools),
+    mcpRoutes(app, [...TOOLS, ...(extension?.tools ?? [])]),
     openApiRoutes(app, [...OPERATIONS, ...(extension?.operations ?? [])]),
   ];
 }

@@ -1,7 +1,8 @@
 // The layout's import rules (scripts/check-imports.ts), held by the suite so CI runs them: no import
 // circles in middleware/, adapters/ and server/; platform/ imports no area; production code never loads
 // the dev harness; the seller package never imports the backend; each package declares what it imports;
-// only the composition root and the entry points import the composition root (areas take what they use).
+// only the composition root and the entry points import the composition root (areas take what they use);
+// no import runs back up through MCP; the webhook engine imports no area.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -134,6 +135,36 @@ test('the dependency check finds an undeclared import, an unused or required-pee
       'seller/package.json depends on left-pad, which middleware/ and adapters/ do not import',
       'seller/package.json: the peer dependency hono is not optional',
       'server/app.ts imports mongoose: not in the dependencies of package.json',
+    ]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('planted imports back up through MCP, or from the webhook engine into an area, fail the check of real files', () => {
+  const root = mkdtempSync(join(tmpdir(), 'agentgate-upward-'));
+  const write = (file: string, text: string) => { mkdirSync(dirname(join(root, file)), { recursive: true }); writeFileSync(join(root, file), text); };
+  try {
+    write('server/platform/mcp-tool.ts', 'export interface ToolDefinition { name: string }\nexport const toolDefiner = () => (t: ToolDefinition) => t;\n');
+    write('server/mcp/routes.ts', "import type { ToolDefinition } from '../platform/mcp-tool.js';\nexport function mcpRoutes(tools: ToolDefinition[]) { return tools; }\n");
+    write('server/mail/tools.ts', "import { toolDefiner } from '../platform/mcp-tool.js';\nexport const mailTools = [toolDefiner()({ name: 'mail_send' })];\n");
+    write('server/tools.ts', "import { mailTools } from './mail/tools.js';\nexport const TOOLS = [...mailTools];\n");
+    write('server/app.ts', "import { mcpRoutes } from './mcp/routes.js';\nimport { TOOLS } from './tools.js';\nexport const mcp = mcpRoutes(TOOLS);\n");
+    write('server/payments/models.ts', 'export interface PaymentDoc { _id: string }\n');
+    write('server/webhooks/models.ts', 'export interface DeliveryDoc { _id: string }\n');
+    write('server/webhooks/webhook-service.ts', "import type { DeliveryDoc } from './models.js';\nimport { isDuplicateKey } from '../platform/errors.js';\nexport type D = DeliveryDoc; export const dup = isDuplicateKey;\n");
+    write('server/platform/errors.ts', 'export const isDuplicateKey = () => false;\n');
+    // What is allowed above; the violations planted below.
+    expect(layerViolations(importGraph(root))).toEqual([]);
+    write('server/calendar/tools.ts', "import { mcpRoutes } from '../mcp/routes.js';\nexport const calendarTools = mcpRoutes([]);\n");
+    write('server/agent-card/routes.ts', "import { TOOLS } from '../tools.js';\nexport const skills = TOOLS.map((t) => t.name);\n");
+    write('server/mcp/server.ts', "import { TOOLS } from '../tools.js';\nexport const served = TOOLS;\n");
+    write('server/webhooks/payment-outbox.ts', "import type { PaymentDoc } from '../payments/models.js';\nexport type Entry = PaymentDoc;\n");
+    expect(layerViolations(importGraph(root)).sort()).toEqual([
+      'server/agent-card/routes.ts -> server/tools.ts: the tool registry is the composition root\'s; an area or the MCP server is handed the tools it serves',
+      'server/calendar/tools.ts -> server/mcp/routes.ts: only the composition root imports the MCP server; an area\'s tools use the kit (server/platform/mcp-tool.ts) and are gathered by server/tools.ts',
+      'server/mcp/server.ts -> server/tools.ts: the tool registry is the composition root\'s; an area or the MCP server is handed the tools it serves',
+      'server/webhooks/payment-outbox.ts -> server/payments/models.ts: server/webhooks/ is a generic delivery engine and imports no area (the area hands it deliveries through DeliveryQueue)',
     ]);
   } finally {
     rmSync(root, { recursive: true, force: true });

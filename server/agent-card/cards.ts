@@ -1,6 +1,6 @@
 import type { IdentityDoc } from '../identities/identity-model.js';
 import type { EndpointDoc } from '../payments/models.js';
-import type { ToolDefinition } from '../mcp/tool.js';
+import type { ToolDefinition } from '../platform/mcp-tool.js';
 import { IDENTITY_TYPES } from '../signup/identity-types.js';
 import { BINDINGS, type AgentCard, type AgentInterface, type AgentSkill, type HttpAuthSecurityScheme, type SecurityRequirement } from './a2a.js';
 

@@ -9,7 +9,7 @@ import type { SellerAcceptance } from '../payments/acceptance.js';
 import type { Endpoints } from '../payments/endpoints.js';
 import type { Config } from '../platform/config.js';
 import { notFound } from '../platform/errors.js';
-import { TOOLS } from '../mcp/registry.js';
+import type { ToolDefinition } from '../platform/mcp-tool.js';
 import { etagOf, signCard, type AgentCard } from './a2a.js';
 import { orgCard, serviceCard } from './cards.js';
 
@@ -60,6 +60,8 @@ export interface AgentCardRouteDeps {
   serviceKey: ServiceKey;
   endpoints: Endpoints;
   acceptance: SellerAcceptance;
+  /** The MCP tools the service card lists as skills (the registry's, server/tools.ts). */
+  tools: ReadonlyArray<ToolDefinition<never>>;
 }
 
 /**
@@ -67,7 +69,7 @@ export interface AgentCardRouteDeps {
  * the service's at /.well-known/agent-card.json and each org's at /.well-known/agents/{orgId}, both
  * signed with the service's did:web key (A2A 8.4).
  */
-export function agentCardRoutes({ config, accounts, identities, did, serviceKey, endpoints, acceptance }: AgentCardRouteDeps): Router {
+export function agentCardRoutes({ config, accounts, identities, did, serviceKey, endpoints, acceptance, tools }: AgentCardRouteDeps): Router {
   const router = new Router();
   const base = config.BASE_URL;
   const jwksUrl = `${base}${JWKS_PATH}`;
@@ -80,7 +82,7 @@ export function agentCardRoutes({ config, accounts, identities, did, serviceKey,
   let publishedServiceCard: Promise<PublishedCard> | undefined;
 
   router.get('/.well-known/agent-card.json', async (ctx) => {
-    publishedServiceCard ??= published(serviceCard({ baseUrl: base, tools: TOOLS }));
+    publishedServiceCard ??= published(serviceCard({ baseUrl: base, tools }));
     publishCard(ctx, await publishedServiceCard);
   });
 

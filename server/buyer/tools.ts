@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolDefiner, ToolRefusal, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, ToolRefusal, type ToolDefinition } from '../platform/mcp-tool.js';
 import { activityQuery, channelIdParam, mandateBody, mandateIdParam, payBody } from './schemas.js';
 import { activityFor, createMandateFor, getMandateFor, listChannelsFor, listMandatesFor, payFor, refundChannelFor, revokeMandateFor, withdrawChannelFor, type BuyerDeps } from './calls.js';
 import { refusalBody } from './pay-result.js';

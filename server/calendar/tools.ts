@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import { presentEvent, type CalendarService } from './calendar-service.js';
 import { createEventBody, eventParams, listQuery } from './schemas.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import { presentChatMessage, type ChatService } from './chat-service.js';
 import { listMessagesQuery, sendBody } from './schemas.js';
 

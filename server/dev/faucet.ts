@@ -9,7 +9,7 @@ import { AppError } from '../platform/errors.js';
 import { formatUsdc } from 'agentgate-x402-wire';
 import { usdcAmount } from '../buyer/amounts.js';
 import type { Operation } from '../openapi/operations.js';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import { balanceOf, usdcAbi } from '../chain/usdc.js';
 import type { ChainService } from '../chain/chain-service.js';
 import type { Settler } from '../settlement/settler.js';

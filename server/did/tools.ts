@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { selfView, type SelfViewDeps } from '../identities/present.js';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import type { DidService } from './did-service.js';
 import { signBody, verifyBody } from './routes.js';
 

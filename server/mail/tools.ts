@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import type { MailService, Outcome } from './mail-service.js';
 import { createDraftInput, draftIdInput, listDraftsInput, presentDraft, sendDraftInput, updateDraftInput, DRAFT_STATUSES } from './drafts.js';
 import { MAX_ATTACHMENTS, MAX_LABELS_PER_MESSAGE, attachmentIdInput, forwardInput, labelsInput, listMessagesInput, listThreadsInput, messageIdInput, replyInput, sendInput, threadIdInput } from './mail-schemas.js';

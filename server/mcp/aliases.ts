@@ -1,4 +1,4 @@
-import type { ToolDefinition } from './tool.js';
+import type { ToolDefinition } from '../platform/mcp-tool.js';
 
 type Message = { method?: unknown; params?: { name?: unknown } & Record<string, unknown> } & Record<string, unknown>;
 

@@ -5,20 +5,18 @@ import { authenticate, identityIdOf, principalOf, requireTier, type AuthDeps } f
 import type { Logger } from '../platform/logger.js';
 import { createMcpServer } from './server.js';
 import { aliasResolver } from './aliases.js';
-import { TOOLS, type AreaToolDeps } from './registry.js';
-import type { ToolDefinition } from './tool.js';
+import type { ToolDefinition } from '../platform/mcp-tool.js';
 
-export type McpRouteDeps = AuthDeps & AreaToolDeps & { log: Logger };
+export type McpRouteDeps = AuthDeps & { log: Logger };
 
 /**
  * POST /mcp: the MCP server over Streamable HTTP, stateless (a fresh server and transport per request),
  * authenticated with the identity key as a bearer token. GET and DELETE exist for session streams,
  * which a stateless server does not have: they answer 405 as the transport spec asks.
- * `extraTools` are served next to the areas' TOOLS: the app extension's (the dev faucet in `agentgate dev`).
- * Every tool's run() gets `deps`, so they must hold what the extra tools use as well.
+ * `tools`: what it serves (the areas' tools, from the registry server/tools.ts, and the app extension's,
+ * such as the dev faucet in `agentgate dev`). Every tool's run() gets `deps`, so they hold what the tools use.
  */
-export function mcpRoutes<Deps extends McpRouteDeps>(deps: Deps, extraTools: ToolDefinition<Deps>[] = []): Router {
-  const tools: ToolDefinition<Deps>[] = [...TOOLS, ...extraTools];
+export function mcpRoutes<Deps extends McpRouteDeps>(deps: Deps, tools: ToolDefinition<Deps>[]): Router {
   const resolveAliases = aliasResolver(tools);
   const router = new Router({ prefix: '/mcp' });
   router.use(authenticate(deps.keys, deps.identities), requireTier('identity'));

@@ -4,7 +4,7 @@ import type { Principal } from '../platform/auth/authenticate.js';
 import type { Logger } from '../platform/logger.js';
 import { ZodError } from 'zod';
 import { AppError, fromZodError } from '../platform/errors.js';
-import { ToolRefusal, type ToolDefinition } from './tool.js';
+import { ToolRefusal, type ToolDefinition } from '../platform/mcp-tool.js';
 
 const asText = (value: unknown): CallToolResult['content'] => [{ type: 'text', text: JSON.stringify(value) }];
 

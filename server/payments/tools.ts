@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import type { PaymentRefunds } from './refunds.js';
 import { idParam, refundBody } from './routes.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import { presentCredential, type VaultService } from './vault-service.js';
 import { credentialName, putCredentialBody } from './schemas.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolDefiner, type ToolDefinition } from '../mcp/tool.js';
+import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import type { WalletService } from './wallet-service.js';
 
 export interface WalletToolDeps {

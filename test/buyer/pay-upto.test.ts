@@ -12,7 +12,7 @@ import { testChain, usdcBalance } from '../support/chain.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { paymentMiddleware as ourPaymentMiddleware } from '../../adapters/express.js';
 import { permit2Allowance } from '../../server/chain/permit2.js';
-import { TOOLS } from '../../server/mcp/registry.js';
+import { TOOLS } from '../../server/tools.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { createMandate, fundedAgent, pay } from './support.js';
 

@@ -5,8 +5,8 @@ import { testChain, usdcBalance } from '../support/chain.js';
 import { serve, type RunningApp } from '../interop/seller.js';
 import { encodeBase64Json, verifyReceipt } from 'agentgate-x402-wire';
 import { authorizationState } from '../../server/chain/usdc.js';
-import { TOOLS } from '../../server/mcp/registry.js';
-import { ToolRefusal } from '../../server/mcp/tool.js';
+import { TOOLS } from '../../server/tools.js';
+import { ToolRefusal } from '../../server/platform/mcp-tool.js';
 import { createMandate, fundedAgent, inDays, officialExpressSeller, ourExpressSeller, pay } from './support.js';
 
 let server: TestServer;

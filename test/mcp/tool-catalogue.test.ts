@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { TOOLS } from '../../server/mcp/registry.js';
+import { TOOLS } from '../../server/tools.js';
 import { DEV_EXTENSION } from '../../server/dev/routes.js';
 
 let server: TestServer;

@@ -11,7 +11,7 @@ import { faucetConfig } from '../support/chain.js';
 import { arbitraryOf, hostileString, jsonSchemaOf } from '../support/hostile.js';
 import { DevChatPlatform } from '../../server/dev/chat-platform.js';
 import { mountedRoutes } from '../support/routes.js';
-import { TOOLS } from '../../server/mcp/registry.js';
+import { TOOLS } from '../../server/tools.js';
 import { ALL_SCOPES } from '../../server/platform/auth/scopes.js';
 import { OPERATIONS, routeKey } from '../../server/openapi/operations.js';
 import { DEV_EXTENSION } from '../../server/dev/routes.js';

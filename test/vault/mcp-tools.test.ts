@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { TOOLS } from '../../server/mcp/registry.js';
-import type { ToolDefinition } from '../../server/mcp/tool.js';
+import { TOOLS } from '../../server/tools.js';
+import type { ToolDefinition } from '../../server/platform/mcp-tool.js';
 import type { AppError } from '../../server/platform/errors.js';
 
 // The identity-services tools as the MCP server runs them: input parsed by the tool's schema, then run()

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
-import type { Principal } from '../platform/auth/authenticate.js';
-import type { Scope } from '../platform/auth/scopes.js';
+import type { Principal } from './auth/authenticate.js';
+import type { Scope } from './auth/scopes.js';
 
 /**
  * One tool of the backend's MCP server. Each area exports a list of these (e.g. `mailTools`), each a thin
