@@ -166,7 +166,7 @@ export const discoverySearch = z.object({
   pagination: z.object({ limit: z.number().int(), cursor: z.string().nullable().describe('The next page\'s cursor; null at the end') }),
 });
 
-/** A wallet channel's timed withdrawal (server/buyer/channel-withdrawal.ts). */
+/** A wallet channel's timed withdrawal (server/buyer/schemes/batch-settlement/evm/withdrawal.ts). */
 const channelWithdrawal = z.object({
   status: z.enum(['starting', 'pending', 'finalized', 'ended']).describe('pending: started, waiting for its delay; finalized: paid out; ended: the seller\'s refund ended it first'),
   startedBy: z.enum(['request', 'idle_round']).describe('The identity, or the idle round after the seller did not refund'),

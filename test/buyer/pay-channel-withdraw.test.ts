@@ -16,7 +16,7 @@ import { balanceOf, usdcAbi } from '../../server/chain/usdc.js';
 import { startDevChain, type DevChain } from '../../server/dev/chain/dev-chain.js';
 import { DEV_BUYERS } from '../../server/dev/chain/dev-accounts.js';
 import { TOOLS } from '../../server/tools.js';
-import { buyerVoucherId } from '../../server/buyer/channel-model.js';
+import { buyerVoucherId } from '../../server/buyer/schemes/batch-settlement/evm/records.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';

@@ -17,7 +17,7 @@ import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { createMandate, fundedAgent, pay } from './support.js';
 import { vouchersOnceCaptured } from '../support/channel-captures.js';
-import { buyerVoucherId } from '../../server/buyer/channel-model.js';
+import { buyerVoucherId } from '../../server/buyer/schemes/batch-settlement/evm/records.js';
 
 const PRICE = 1_000n; // $0.001 a call
 /** Shared with the second backend process (wallet keys are sealed under it). */

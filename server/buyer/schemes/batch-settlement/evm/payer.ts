@@ -1,24 +1,24 @@
 import { getAddress, type Address, type Hex } from 'viem';
 import { Schema, type Connection, type Model } from 'mongoose';
-import type { ActivityLog } from '../platform/activity-log.js';
-import { isDuplicateKey } from '../platform/errors.js';
-import { newId } from '../platform/ids.js';
-import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../payments/schemes/batch-settlement/evm/chain.js';
+import type { ActivityLog } from '../../../../platform/activity-log.js';
+import { isDuplicateKey } from '../../../../platform/errors.js';
+import { newId } from '../../../../platform/ids.js';
+import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../../../../payments/schemes/batch-settlement/evm/chain.js';
 import { formatUsdc } from 'agentgate-x402-wire';
-import type { WalletService } from '../wallet/wallet-service.js';
-import type { WalletDoc } from '../wallet/wallet-model.js';
-import type { MandateOwner, MandateService, Reservation } from './mandate-service.js';
-import type { MandateDoc } from './mandate-model.js';
-import type { PayRefusal } from './pay-result.js';
-import { paymentHeaderFor, readChallenge, readChannelRefusal, readSettlement, type Offer, type SettlementResponse } from './challenge.js';
-import type { OutgoingPaymentDoc } from './outgoing-payment-model.js';
-import { availableOf, buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, chargedTotalOf, commitsOf, signedHighOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
-import { contentOf, refuse, settlementFailure, type OutgoingRequest, type PayFetch } from './seller-answer.js';
-import { startRounds } from '../platform/rounds.js';
-import { Turns } from '../platform/turns.js';
-import { signChannelDeposit, type SignedDeposit } from './channel-deposit.js';
-import { AppError } from '../platform/errors.js';
-import { ChannelWithdrawals, presentWithdrawal } from './channel-withdrawal.js';
+import type { WalletService } from '../../../../wallet/wallet-service.js';
+import type { WalletDoc } from '../../../../wallet/wallet-model.js';
+import type { MandateOwner, MandateService } from '../../../mandate-service.js';
+import type { PayRefusal } from '../../../pay-result.js';
+import { paymentHeaderFor, readChallenge, readChannelRefusal, readSettlement, type Offer } from '../../../challenge.js';
+import type { OutgoingPaymentDoc } from '../../../outgoing-payment-model.js';
+import { availableOf, buyerChannelSchema, buyerVoucherId, buyerVoucherSchema, chargedTotalOf, commitsOf, signedHighOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './records.js';
+import type { Paid, PayCall, PayerDeps, SchemePayer } from '../../payer.js';
+import { contentOf, refuse, settlementFailure, type PayFetch } from '../../../seller-answer.js';
+import { startRounds } from '../../../../platform/rounds.js';
+import { Turns } from '../../../../platform/turns.js';
+import { signChannelDeposit, type SignedDeposit } from './deposit.js';
+import { AppError } from '../../../../platform/errors.js';
+import { ChannelWithdrawals, presentWithdrawal } from './withdrawal.js';
 
 /** A new channel's deposit covers this many calls at this call's price (less when the mandate or the wallet allows less). */
 export const DEPOSIT_CALLS = 10n;
@@ -43,58 +43,44 @@ const BUSY = 'invalid_batch_settlement_evm_channel_busy';
 /** A cooperative refund's outcome: what came back to the wallet, in which transaction. */
 export interface ChannelRefund { ok: true; channelId: string; refundedUsdc: string; txHash: string | null; balanceUsdc: string }
 
-/** A paid channel call as payments_pay answers it. */
-export type ChannelPaid = ReturnType<typeof contentOf> & {
-  ok: true; paid: true; paymentId: string; cost: Record<string, unknown>; txHash: string | null; payer: Address; recipient: Address; resource: string;
-  mandate: Awaited<ReturnType<MandateService['present']>> | null; paymentResponse: SettlementResponse | null;
-};
-
-export interface ChannelCall {
-  owner: MandateOwner;
-  url: string;
-  request: OutgoingRequest;
-  method: string;
-  wallet: WalletDoc;
-  offer: Extract<Offer, { scheme: 'batch-settlement' }>;
-  amount: bigint;
-  payTo: Address;
-  resourceUrl: string;
-  reservation: Reservation;
-  mandate: MandateDoc;
-  cost: Record<string, unknown>;
-  state: { hold: 'held' | 'in_flight' | 'done' };
-}
+/** A call on a channel (payer.ts). */
+type ChannelCall = PayCall<'batch-settlement'>;
 
 /**
  * Pays x402 `batch-settlement` offers from an identity's wallet: the first call deposits into a channel
  * (ERC-3009 from the smart account, as its exact payments are signed, or Permit2 when the seller asks for
- * it: channel-deposit.ts) with its voucher, later calls send a
+ * it: deposit.ts) with its voucher, later calls send a
  * cumulative voucher only (signed by the owner key, the channel's payerAuthorizer: nothing is sent on
  * chain), a call the balance does not cover tops the channel up. The channel's state is in the database,
  * not a process's memory: each call takes the channel's next turn by a unique insert, one call at a time
  * per channel (the seller takes them in order), and the balance is the chain's. A voucher signs the
  * channel's charged total plus the call's price (a usage-priced route's maximum: the seller says what it
  * charged, and the next voucher builds on that). The mandate reserves each call's price before its
- * voucher is signed and keeps what the voucher commits (channel-model.ts); a deposit is not spending, but
+ * voucher is signed and keeps what the voucher commits (records.ts); a deposit is not spending, but
  * is sized within what the mandate still allows today.
  */
-export class BatchSettlementPayer {
+export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
   readonly channels: Model<BuyerChannelDoc>;
   readonly vouchers: Model<BuyerVoucherDoc>;
-  /** Timed withdrawals of channels whose seller does not refund (channel-withdrawal.ts). */
+  /** Timed withdrawals of channels whose seller does not refund (withdrawal.ts). */
   readonly withdrawals: ChannelWithdrawals;
   private readonly rounds: Model<{ _id: string; at: Date }>;
   /** This process's calls on a channel, one after the other (the database orders them across processes). */
   private readonly turns = new Turns();
 
-  constructor(
-    conn: Connection,
-    readonly wallets: WalletService,
-    private readonly mandates: MandateService,
-    private readonly logs: ActivityLog,
-    private readonly outgoing: Model<OutgoingPaymentDoc>,
-    private readonly fetch: PayFetch,
-  ) {
+  readonly wallets: WalletService;
+  private readonly mandates: MandateService;
+  private readonly logs: ActivityLog;
+  private readonly outgoing: Model<OutgoingPaymentDoc>;
+  private readonly fetch: PayFetch;
+
+  constructor(conn: Connection, deps: PayerDeps) {
+    const { wallets, mandates, logs, outgoing, fetch } = deps;
+    this.wallets = wallets;
+    this.mandates = mandates;
+    this.logs = logs;
+    this.outgoing = outgoing;
+    this.fetch = fetch;
     this.channels = conn.models.BuyerChannel ?? conn.model<BuyerChannelDoc>('BuyerChannel', buyerChannelSchema, 'buyer_channels');
     this.vouchers = conn.models.BuyerVoucher ?? conn.model<BuyerVoucherDoc>('BuyerVoucher', buyerVoucherSchema, 'buyer_channel_vouchers');
     this.withdrawals = new ChannelWithdrawals(conn, { wallets, logs, channels: this.channels, vouchers: this.vouchers });
@@ -112,7 +98,7 @@ export class BatchSettlementPayer {
     return { config, channelId: channelIdOf(config, chain.chainId).toLowerCase() };
   }
 
-  async pay(call: ChannelCall) {
+  async pay(call: ChannelCall): Promise<Paid | PayRefusal> {
     const chain = this.wallets.requireChain();
     const { config, channelId } = this.channelFor(call.wallet, call.offer);
     await this.channels.create({
@@ -174,7 +160,7 @@ export class BatchSettlementPayer {
     return undefined;
   }
 
-  private async attempt(call: ChannelCall, config: ChannelConfig, channelId: string): Promise<{ kind: 'done'; result: PayRefusal | ChannelPaid } | { kind: 'retry' | 'busy'; reason: string }> {
+  private async attempt(call: ChannelCall, config: ChannelConfig, channelId: string): Promise<{ kind: 'done'; result: PayRefusal | Paid } | { kind: 'retry' | 'busy'; reason: string }> {
     const { owner, wallet, offer, amount, reservation, state } = call;
     const chain = this.wallets.requireChain();
     const paymentId = newId('pay');
@@ -305,7 +291,7 @@ export class BatchSettlementPayer {
         },
         txHash: txHash ?? null, payer: getAddress(wallet.address), recipient: getAddress(call.payTo), resource: call.resourceUrl,
         mandate: mandate ? await this.mandates.present(mandate) : null, paymentResponse: settlement ?? null,
-      } satisfies ChannelPaid,
+      } satisfies Paid,
     };
   }
 

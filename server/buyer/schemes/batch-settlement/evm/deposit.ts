@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { getAddress, toHex, type Address, type Hex } from 'viem';
-import { authorizationState, type Authorization } from '../chain/usdc.js';
-import { erc3009DepositNonce, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, type ChannelDepositPermit } from '../payments/schemes/batch-settlement/evm/chain.js';
-import type { WalletService } from '../wallet/wallet-service.js';
-import type { WalletDoc } from '../wallet/wallet-model.js';
+import { authorizationState, type Authorization } from '../../../../chain/usdc.js';
+import { erc3009DepositNonce, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, type ChannelDepositPermit } from '../../../../payments/schemes/batch-settlement/evm/chain.js';
+import type { WalletService } from '../../../../wallet/wallet-service.js';
+import type { WalletDoc } from '../../../../wallet/wallet-model.js';
 
 // A channel deposit's signed authorization, as a batch-settlement `deposit` payload carries it
 // (specs/schemes/batch-settlement/scheme_batch_settlement_evm.md; the field names of @x402/evm's client):

@@ -1,13 +1,13 @@
 import { decodeEventLog, encodeFunctionData, type Hex, type TransactionReceipt } from 'viem';
 import type { Connection, Model } from 'mongoose';
-import type { ActivityLog } from '../platform/activity-log.js';
-import { AppError, isDuplicateKey } from '../platform/errors.js';
-import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, contractChannelConfig, readChannelState, revertName, type ChannelState } from '../payments/schemes/batch-settlement/evm/chain.js';
+import type { ActivityLog } from '../../../../platform/activity-log.js';
+import { AppError, isDuplicateKey } from '../../../../platform/errors.js';
+import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, contractChannelConfig, readChannelState, revertName, type ChannelState } from '../../../../payments/schemes/batch-settlement/evm/chain.js';
 import { formatUsdc } from 'agentgate-x402-wire';
-import type { WalletService } from '../wallet/wallet-service.js';
-import type { MandateOwner } from './mandate-service.js';
-import { availableOf, chargedTotalOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './channel-model.js';
-import { channelWithdrawalSchema, type ChannelWithdrawalDoc } from './channel-withdrawal-model.js';
+import type { WalletService } from '../../../../wallet/wallet-service.js';
+import type { MandateOwner } from '../../../mandate-service.js';
+import { availableOf, chargedTotalOf, type BuyerChannelDoc, type BuyerVoucherDoc } from './records.js';
+import { channelWithdrawalSchema, type ChannelWithdrawalDoc } from './withdrawal-records.js';
 
 /** A start still `starting` after this long lost its process (an owner transaction is mined in seconds). */
 const STALE_START_MS = 5 * 60_000;

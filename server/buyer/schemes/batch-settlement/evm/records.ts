@@ -1,5 +1,5 @@
 import { Schema } from 'mongoose';
-import type { ChannelConfig } from '../payments/schemes/batch-settlement/evm/chain.js';
+import type { ChannelConfig } from '../../../../payments/schemes/batch-settlement/evm/chain.js';
 
 /**
  * A payment channel an identity's wallet pays through (x402 `batch-settlement`), one per (wallet, seller's
