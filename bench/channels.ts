@@ -35,7 +35,7 @@ import { MongoClient } from 'mongodb';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import { toFacilitatorEvmSigner } from '@x402/evm';
-import { BatchSettlementEvmScheme as OfficialChannelFacilitator } from '@x402/evm/batch-settlement/facilitator';
+import { BatchSettlementEvmScheme as OfficialBatchSettlementFacilitator } from '@x402/evm/batch-settlement/facilitator';
 import { BatchSettlementEvmScheme as OfficialChannelServer } from '@x402/evm/batch-settlement/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { createNonceManager, createPublicClient, createWalletClient, erc20Abi, http, parseEventLogs, parseUnits, publicActions, type Address, type Hex, type PublicClient } from 'viem';
@@ -382,7 +382,7 @@ async function officialStack(chain: DevChain, payTo: Address, cleanup: Cleanup) 
   const viemChain = { ...baseSepolia, rpcUrls: { default: { http: [chain.rpcUrl] } } };
   const account = privateKeyToAccount(DEV_ACCOUNTS[8]!.privateKey, { nonceManager: createNonceManager({ source: jsonRpc() }) });
   const client = createWalletClient({ account, chain: viemChain, transport: http(chain.rpcUrl), pollingInterval: 100 }).extend(publicActions);
-  const facilitator = new x402Facilitator().register(NETWORK, new OfficialChannelFacilitator(toFacilitatorEvmSigner({ ...client, address: account.address } as never), privateKeyToAccount(generatePrivateKey())));
+  const facilitator = new x402Facilitator().register(NETWORK, new OfficialBatchSettlementFacilitator(toFacilitatorEvmSigner({ ...client, address: account.address } as never), privateKeyToAccount(generatePrivateKey())));
   const local: FacilitatorClient = {
     verify: (payload, requirements) => facilitator.verify(payload, requirements),
     settle: (payload, requirements) => facilitator.settle(payload, requirements),

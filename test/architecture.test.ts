@@ -2,11 +2,13 @@
 // circles in middleware/, adapters/ and server/; platform/ imports no area; production code never loads
 // the dev harness; the seller package never imports the backend; each package declares what it imports;
 // only the composition root and the entry points import the composition root (areas take what they use);
-// no import runs back up through MCP; the webhook engine imports no area.
+// no import runs back up through MCP; the webhook engine imports no area. And the scheme layout
+// (scripts/check-schemes.ts): one folder per scheme and side with the same files, one name per scheme.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { dependencyViolations, importCircles, importGraph, layerViolations, type ImportEdge } from '../scripts/check-imports.js';
+import { driftingSchemeNames, schemeLayoutProblems, SCHEMES, SIDES } from '../scripts/check-schemes.js';
 
 const edges = importGraph(process.cwd());
 
@@ -165,6 +167,40 @@ test('planted imports back up through MCP, or from the webhook engine into an ar
       'server/calendar/tools.ts -> server/mcp/routes.ts: only the composition root imports the MCP server; an area\'s tools use the kit (server/platform/mcp-tool.ts) and are gathered by server/tools.ts',
       'server/mcp/server.ts -> server/tools.ts: the tool registry is the composition root\'s; an area or the MCP server is handed the tools it serves',
       'server/webhooks/payment-outbox.ts -> server/payments/models.ts: server/webhooks/ is a generic delivery engine and imports no area (the area hands it deliveries through DeliveryQueue)',
+    ]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('every scheme has one folder per side with the same file names, and is called by its x402 name', () => {
+  expect(schemeLayoutProblems(process.cwd())).toEqual([]);
+  expect(driftingSchemeNames(process.cwd())).toEqual([]);
+});
+
+test('a scheme missing a side\'s file, a folder that is not a scheme, or a scheme called by a drifting name fails the check', () => {
+  const root = mkdtempSync(join(tmpdir(), 'schemes-'));
+  try {
+    for (const { dir, files } of SIDES) {
+      for (const scheme of SCHEMES) {
+        for (const file of files) {
+          const path = join(root, dir, scheme, 'evm', file);
+          mkdirSync(dirname(path), { recursive: true });
+          writeFileSync(path, 'export {};\n');
+        }
+      }
+    }
+    expect(schemeLayoutProblems(root)).toEqual([]);
+    rmSync(join(root, 'server/buyer/schemes/upto/evm/payer.ts'));
+    mkdirSync(join(root, 'server/payments/schemes/channel/evm'), { recursive: true });
+    writeFileSync(join(root, 'server/payments/schemes/auth-capture/evm/facilitator.ts'), 'export class EscrowFacilitator {}\nexport const channelPayer = 1;\nexport type ChannelConfig = {};\n');
+    expect(schemeLayoutProblems(root)).toEqual([
+      'server/payments/schemes/channel: not a scheme (exact, upto, auth-capture, batch-settlement); name it by its x402 scheme',
+      'server/buyer/schemes/upto/evm/payer.ts is missing: every scheme\'s buyer side has payer.ts',
+    ]);
+    expect(driftingSchemeNames(root)).toEqual([
+      'server/payments/schemes/auth-capture/evm/facilitator.ts: EscrowFacilitator',
+      'server/payments/schemes/auth-capture/evm/facilitator.ts: channelPayer',
     ]);
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -9,7 +9,7 @@ import { OFFER_RECEIPT } from 'agentgate-x402-wire';
 import { facilitatorBody, settleRefused, verifyRefused, type Refusal } from './facilitator-api.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
-import type { PaymentSettlement } from './settlement-path.js';
+import type { PaymentSettlement } from './payment-settlement.js';
 import type { PaymentSchemes } from './schemes/scheme.js';
 import { requireChain } from './chain-required.js';
 import { BAZAAR, EXTENSION_RESPONSES_HEADER, extensionResponsesHeader, readDeclaration, type BazaarCatalog, type BazaarStatus } from './bazaar.js';

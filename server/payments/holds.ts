@@ -10,7 +10,7 @@ import type { Collection } from 'mongodb';
 import type { Metrics } from '../platform/metrics.js';
 import type { RedeemInput, RedeemOutcome, Redemption } from './redemption.js';
 import { settledResultOf, type PaymentRecords } from './records.js';
-import type { PaymentSettlement } from './settlement-path.js';
+import type { PaymentSettlement } from './payment-settlement.js';
 import type { PaymentSchemes } from './schemes/scheme.js';
 import { startRounds } from '../platform/rounds.js';
 

@@ -16,7 +16,7 @@ import { BazaarCatalog } from './bazaar.js';
 import { Endpoints } from './endpoints.js';
 import { EndpointRegistration } from './endpoint-registration.js';
 import { PaymentRecords } from './records.js';
-import { PaymentSettlement } from './settlement-path.js';
+import { PaymentSettlement } from './payment-settlement.js';
 import { Redemption } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
 import { ExactScheme } from './schemes/exact/evm/scheme.js';
@@ -66,11 +66,14 @@ export interface PaymentServiceDeps {
  *   before storing one (endpoint-registration.ts);
  * - records: the payment records and their settlements, written and read (records.ts);
  * - settlement: the one path every scheme's payments take once verified: claim, hand-over to the
- *   settlement desk, record (settlement-path.ts);
- * - schemes: one module per x402 scheme over that path (schemes/exact, schemes/upto, schemes/auth-capture); adding a scheme is
- *   writing one and registering it below;
+ *   settlement desk, record (payment-settlement.ts);
+ * - schemes: one folder per x402 scheme over that path (schemes/<scheme>/evm/: exact, upto, auth-capture,
+ *   batch-settlement), each with the same files (scheme.ts, verify.ts, settle.ts, facilitator.ts, chain.ts);
+ *   adding a scheme is writing one and registering it below (docs/contributors/adding-a-scheme.md);
  * - redemption: our seller middleware's door, the seller-side checks before a scheme verifies (redemption.ts).
- * Holds (settle after the handler) are holds.ts, built on these by the context.
+ * Holds (settle after the handler) are holds.ts, built on these by the context. Every entry point picks a
+ * payment's scheme through `schemes`: a header by forHeader (redeem, holds), a facilitator request by
+ * forRequest, a record by of.
  */
 export class PaymentService {
   readonly acceptance: SellerAcceptance;
@@ -123,7 +126,7 @@ export class PaymentService {
     this.refunds = new PaymentRefunds(this.records, this.authCapture, exactRefunds);
     this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log, signer, this.endpoints, deliveries);
     this.schemes.register(this.batchSettlement);
-    this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.exact);
+    this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
     this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
     this.outboxes = [this.webhooks, this.batchSettlement.claimWebhooks];

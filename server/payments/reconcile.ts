@@ -7,7 +7,7 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { PaymentRecords } from './records.js';
 import type { Endpoints } from './endpoints.js';
-import type { PaymentSettlement } from './settlement-path.js';
+import type { PaymentSettlement } from './payment-settlement.js';
 import type { PaymentSchemes, ReconcileRound, Reconciled } from './schemes/scheme.js';
 import { startRounds } from '../platform/rounds.js';
 

@@ -1,15 +1,14 @@
 import { getAddress } from 'viem';
-import { buildRequirementV1, decodeExactPermit2PaymentHeader, decodePaymentHeader, isExactPermit2PaymentHeader, offerReceiptExtension, parsePrice } from 'agentgate-x402-wire';
+import { buildRequirementV1, offerReceiptExtension, parsePrice } from 'agentgate-x402-wire';
 import type { ChainService } from '../chain/chain-service.js';
 import type { SellerAccountDoc } from './models.js';
 import { acceptsPayee, offerSettings, type SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
-import type { SettleTerms } from './settlement-path.js';
+import type { SettleTerms } from './payment-settlement.js';
 import type { SettlementResult } from './settlement.js';
 import { normalizeResource } from './resource-url.js';
 import { requireChain } from './chain-required.js';
-import type { PaymentScheme } from './schemes/scheme.js';
-import type { ExactScheme } from './schemes/exact/evm/scheme.js';
+import type { PaymentScheme, PaymentSchemes } from './schemes/scheme.js';
 
 // Our seller middleware's door (POST /v0/payments/redeem, and holds.ts): the seller-side checks a paid
 // request must pass before any scheme verifies it (the seller accepts payments, the resource is one of
@@ -40,25 +39,26 @@ export class Redemption {
     private readonly chain: ChainService | undefined,
     private readonly acceptance: SellerAcceptance,
     private readonly endpoints: Endpoints,
-    /** Redeem settles before the handler: the exact scheme's door (upto is only ever held, holds.ts). */
-    private readonly exact: ExactScheme,
+    private readonly schemes: PaymentSchemes,
   ) {}
 
+  /**
+   * Settles a payment before the handler. The header's scheme is picked as a hold picks it
+   * (schemes.forHeader); only a scheme that settles before the handler (exact) can be redeemed, the
+   * others are held (holds.ts) and captured after.
+   */
   async redeem(orgId: string, input: RedeemInput): Promise<RedeemOutcome> {
-    const prepared = await this.prepareTerms(orgId, input, this.exact);
+    const scheme = this.schemes.forHeader(input.paymentHeader);
+    if (!scheme.redeemable) {
+      return { ok: false, error: 'unsupported_scheme', message: `a ${scheme.name} payment is settled after the handler: hold it (POST /v0/payments/holds) and capture it, as the seller middleware does` };
+    }
+    const prepared = await this.prepareTerms(orgId, input, scheme);
     if ('refused' in prepared) return prepared.refused;
     const { seller, terms, refuse } = prepared;
-    if (isExactPermit2PaymentHeader(input.paymentHeader)) {
-      const permit2 = decodeExactPermit2PaymentHeader(input.paymentHeader);
-      if (!permit2.ok) return refuse(permit2.reason, permit2.message);
-      const settled = await this.exact.permit2.settle(seller, permit2.payload, terms);
-      return settled.ok ? this.redeemed(settled, 2) : refuse(settled.reason, settled.message);
-    }
-    const decoded = decodePaymentHeader(input.paymentHeader);
-    if (!decoded.ok) return refuse(decoded.reason, decoded.message);
-    const outcome = await this.exact.settle(seller, decoded, terms);
-    if (!outcome.ok) return refuse(outcome.reason, outcome.message);
-    return this.redeemed(outcome, decoded.version);
+    const payment = scheme.redeemable(input.paymentHeader);
+    if (!payment.ok) return refuse(payment.reason, payment.message);
+    const outcome = await payment.settle(seller, terms);
+    return outcome.ok ? this.redeemed(outcome, payment.version) : refuse(outcome.reason, outcome.message);
   }
 
   /** The answer of a settled redeem, in the settlement header's form for the payload's version. */

@@ -6,7 +6,7 @@
  */
 import { CHANNEL_WITHDRAW_DELAY } from 'agentgate-x402-wire';
 import { BatchSettlementEvmScheme as OfficialChannelClient, signVoucher } from '@x402/evm/batch-settlement/client';
-import { BatchSettlementEvmScheme as OfficialChannelFacilitator } from '@x402/evm/batch-settlement/facilitator';
+import { BatchSettlementEvmScheme as OfficialBatchSettlementFacilitator } from '@x402/evm/batch-settlement/facilitator';
 import {
   toClientEvmSigner,
   toFacilitatorEvmSigner,
@@ -60,7 +60,7 @@ export interface ChannelWorld {
   relayer: PrivateKeyAccount;
   /** The receiver authorizer the facilitator signs claims and refunds with (it has gas, to call claim/refund itself). */
   authorizer: PrivateKeyAccount;
-  facilitator: OfficialChannelFacilitator;
+  facilitator: OfficialBatchSettlementFacilitator;
   /** The seller's payTo (a fresh address per world). */
   receiver: Address;
   stop(): Promise<void>;
@@ -88,7 +88,7 @@ export async function startChannelWorld(): Promise<ChannelWorld> {
     usdc: dev.deployment.usdcAddress,
     relayer,
     authorizer,
-    facilitator: new OfficialChannelFacilitator(signer, authorizer),
+    facilitator: new OfficialBatchSettlementFacilitator(signer, authorizer),
     receiver: privateKeyToAccount(generatePrivateKey()).address,
     stop: () => dev.stop(),
   };

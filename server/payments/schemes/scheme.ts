@@ -2,13 +2,13 @@ import type { Address } from 'viem';
 import type { ChainService } from '../../chain/chain-service.js';
 import type { Logger } from '../../platform/logger.js';
 import type { EndpointDoc, PaymentDoc, SellerAccountDoc } from '../models.js';
-import type { ClaimOutcome, PaymentSettlement, SchemeSettler, SettleTerms } from '../settlement-path.js';
+import type { ClaimOutcome, PaymentSettlement, SchemeSettler, SettleTerms } from '../payment-settlement.js';
 import type { SettlementResult } from '../settlement.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../facilitator-api.js';
 
 // What a payment scheme is to the rest of the payments area, and the registry that finds a request's
 // scheme. A scheme (schemes/<name>/) verifies its own payload kind, claims and settles over the shared
-// settlement path (settlement-path.ts), sends its settlement work, answers the facilitator API for its
+// settlement path (payment-settlement.ts), sends its settlement work, answers the facilitator API for its
 // kind, says what /supported offers of it, and finishes its payments left open (reconcile.ts). Adding a
 // scheme is writing such a module and registering it (payment-service.ts).
 
@@ -26,6 +26,17 @@ export type HoldablePayment =
     instrument: string;
     /** Verifies and claims it, held until `until`. */
     claim(seller: SellerAccountDoc, terms: SettleTerms, until: Date): Promise<ClaimOutcome>;
+  };
+
+/** A buyer's payment header read for a redeem (settled before the handler), or why it cannot be. */
+export type RedeemablePayment =
+  | { ok: false; reason: string; message: string }
+  | {
+    ok: true;
+    /** The x402 version of the payload: the settlement header answers in its form. */
+    version: 1 | 2;
+    /** Verifies, claims and settles it for the seller's terms. */
+    settle(seller: SellerAccountDoc, terms: SettleTerms): Promise<SettlementResult>;
   };
 
 /** What reconciliation did with an open payment; undefined: nothing this round (another process, or later). */
@@ -73,8 +84,13 @@ export interface PaymentScheme extends SchemeSettler {
   /** The facilitator's /settle of a request of this scheme. */
   settleRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer>;
 
-  /** Whether our middleware's payment header is of this scheme. */
+  /** Whether our middleware's payment header (redeem or hold) is of this scheme. */
   handlesHeader(paymentHeader: string): boolean;
+  /**
+   * The header read for a redeem (settle before the handler), or why it cannot be. A scheme without it
+   * (upto, auth-capture: the charge or the capture comes after the handler) is only ever held.
+   */
+  redeemable?(paymentHeader: string): RedeemablePayment;
   /** The header read for a hold (settle after the handler), or why it cannot be held. */
   holdable(paymentHeader: string): HoldablePayment;
   /**

@@ -2,7 +2,7 @@ import { AuthCaptureRequirementsSchema, AUTH_CAPTURE, authCaptureReason as R, de
 import type { Config } from '../../../../platform/config.js';
 import type { SellerAccountDoc } from '../../../models.js';
 import type { Endpoints } from '../../../endpoints.js';
-import type { SettleTerms, ClaimOutcome } from '../../../settlement-path.js';
+import type { SettleTerms, ClaimOutcome } from '../../../payment-settlement.js';
 import type { SettlementResult } from '../../../settlement.js';
 import { payeeRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest } from '../../../facilitator-api.js';
 import { RESEND_MARGIN_SECONDS } from '../../scheme.js';

@@ -24,7 +24,7 @@ import type { SendTools, SettlementWork, WorkOutcome } from '../../../../settlem
 import type { PaymentDoc, SignedReceipt } from '../../../models.js';
 import type { PaymentRecords } from '../../../records.js';
 import type { Endpoints } from '../../../endpoints.js';
-import type { PaymentSettlement } from '../../../settlement-path.js';
+import type { PaymentSettlement } from '../../../payment-settlement.js';
 import type { ReceiptSigner } from '../../../receipts.js';
 import { signRefundReceipt } from '../../../receipts.js';
 import { startRounds } from '../../../../platform/rounds.js';

@@ -9,7 +9,7 @@ import type { SendTools } from '../../../../settlement/work.js';
 import type { SettleOutcome } from '../../../../settlement/settler.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import type { Endpoints } from '../../../endpoints.js';
-import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../settlement-path.js';
+import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../payment-settlement.js';
 import type { SettlementResult } from '../../../settlement.js';
 import { requireChain } from '../../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../../facilitator-api.js';

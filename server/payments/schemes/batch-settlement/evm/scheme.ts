@@ -8,7 +8,7 @@ import type { SecretBox } from '../../../../platform/secret-box.js';
 import type { SettleOutcome } from '../../../../settlement/settler.js';
 import type { WorkExecutor } from '../../../../settlement/work.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
-import type { PaymentSettlement } from '../../../settlement-path.js';
+import type { PaymentSettlement } from '../../../payment-settlement.js';
 import type { ReceiptSigner } from '../../../receipts.js';
 import { requireChain } from '../../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../../facilitator-api.js';

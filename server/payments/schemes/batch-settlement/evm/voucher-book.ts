@@ -12,7 +12,7 @@ import { GroupedInserts } from '../../../../platform/group-commit.js';
 import type { Logger } from '../../../../platform/logger.js';
 import type { SellerAccountDoc } from '../../../models.js';
 import { signChannelCallReceipt, type ReceiptSigner } from '../../../receipts.js';
-import type { SettleTerms } from '../../../settlement-path.js';
+import type { SettleTerms } from '../../../payment-settlement.js';
 import type { RedeemOutcome } from '../../../redemption.js';
 import type { BatchSettlementFacilitator } from './facilitator.js';
 import { channelConfigRefusal, voucherSigned } from './verify.js';

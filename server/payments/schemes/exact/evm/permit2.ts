@@ -8,7 +8,7 @@ import { newId } from '../../../../platform/ids.js';
 import type { Config } from '../../../../platform/config.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import { OPEN } from '../../../records.js';
-import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../settlement-path.js';
+import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../payment-settlement.js';
 import type { SettlementResult } from '../../../settlement.js';
 import type { IdentifiedPayment } from '../../../payment-identifier.js';
 import { requireChain } from '../../../chain-required.js';

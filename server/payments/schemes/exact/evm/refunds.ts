@@ -13,7 +13,7 @@ import type { WalletDoc } from '../../../../wallet/wallet-model.js';
 import type { PaymentDoc, SignedReceipt } from '../../../models.js';
 import type { PaymentRecords } from '../../../records.js';
 import type { Endpoints } from '../../../endpoints.js';
-import type { PaymentSettlement } from '../../../settlement-path.js';
+import type { PaymentSettlement } from '../../../payment-settlement.js';
 import { signRefundReceipt, type ReceiptSigner } from '../../../receipts.js';
 import { RESEND_MARGIN_SECONDS } from '../../scheme.js';
 import { startRounds } from '../../../../platform/rounds.js';

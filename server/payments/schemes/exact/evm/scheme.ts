@@ -1,5 +1,5 @@
 import { getAddress, type Address } from 'viem';
-import { type DecodedPaymentHeader, decodePaymentHeader, isExactPermit2PaymentHeader, parsePrice } from 'agentgate-x402-wire';
+import { type DecodedPaymentHeader, decodePaymentHeader, decodeExactPermit2PaymentHeader, isExactPermit2PaymentHeader, parsePrice } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { authorizationState } from '../../../../chain/usdc.js';
 import { blockBefore, findSettlementTx } from '../../../../chain/authorization-events.js';
@@ -14,11 +14,11 @@ import type { SettleOutcome } from '../../../../settlement/settler.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import type { Endpoints } from '../../../endpoints.js';
 import { OPEN } from '../../../records.js';
-import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../settlement-path.js';
+import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../payment-settlement.js';
 import type { SettlementResult } from '../../../settlement.js';
 import { requireChain } from '../../../chain-required.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../../../facilitator-api.js';
-import { RESEND_MARGIN_SECONDS, type HoldablePayment, type PaymentScheme, type ReconcileRound, type Reconciled, type SupportedKind } from '../../scheme.js';
+import { RESEND_MARGIN_SECONDS, type HoldablePayment, type RedeemablePayment, type PaymentScheme, type ReconcileRound, type Reconciled, type SupportedKind } from '../../scheme.js';
 import { verifyPayment } from './verify.js';
 import { builderCodeSuffix, settlementBuilderCodes } from '../../../../chain/builder-code.js';
 import { ExactFacilitator } from './facilitator.js';
@@ -162,6 +162,17 @@ export class ExactScheme implements PaymentScheme {
   /** The default: a header no other scheme claims is read (or refused) as an exact payment. */
   handlesHeader(): boolean {
     return true;
+  }
+
+  redeemable(paymentHeader: string): RedeemablePayment {
+    if (isExactPermit2PaymentHeader(paymentHeader)) {
+      const permit2 = decodeExactPermit2PaymentHeader(paymentHeader);
+      if (!permit2.ok) return permit2;
+      return { ok: true, version: 2, settle: (seller, terms) => this.permit2.settle(seller, permit2.payload, terms) };
+    }
+    const decoded = decodePaymentHeader(paymentHeader);
+    if (!decoded.ok) return decoded;
+    return { ok: true, version: decoded.version, settle: (seller, terms) => this.settle(seller, decoded, terms) };
   }
 
   holdable(paymentHeader: string): HoldablePayment {

@@ -3,7 +3,7 @@ import { decodeUptoPayload, isUptoPayload, offerReceiptExtension, toCaip2Network
 import type { ChainService } from '../../../../chain/chain-service.js';
 import type { SellerAccountDoc } from '../../../models.js';
 import type { Endpoints } from '../../../endpoints.js';
-import type { SettleTerms } from '../../../settlement-path.js';
+import type { SettleTerms } from '../../../payment-settlement.js';
 import type { SettlementResult } from '../../../settlement.js';
 import { payeeRefusal, paymentFlowRefusal, requirementsIssue, resourceOf, settleRefused, verifyRefused, type FacilitatorAnswer, type FacilitatorRequest, type Refusal } from '../../../facilitator-api.js';
 import type { UptoRefused, UptoVerified } from './verify.js';

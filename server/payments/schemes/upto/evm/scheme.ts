@@ -10,7 +10,7 @@ import type { SendTools } from '../../../../settlement/work.js';
 import type { SettleOutcome } from '../../../../settlement/settler.js';
 import type { PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import type { Endpoints } from '../../../endpoints.js';
-import type { ClaimOutcome, PaymentSettlement } from '../../../settlement-path.js';
+import type { ClaimOutcome, PaymentSettlement } from '../../../payment-settlement.js';
 import type { SettlementResult } from '../../../settlement.js';
 import type { IdentifiedPayment } from '../../../payment-identifier.js';
 import { requireChain } from '../../../chain-required.js';
