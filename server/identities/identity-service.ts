@@ -83,7 +83,7 @@ export class IdentityService {
    * in flight cost one `findOne`, not one each (50 clients on one key sent 50 every AUTH_CACHE_TTL_MS,
    * queued behind each other in the bounded connection pool). A revoked or unknown identity is not kept.
    */
-  async getLive(identityId: string): Promise<IdentityDoc | null> {
+  getLive(identityId: string): Promise<IdentityDoc | null> {
     return this.live.through(identityId, async () => this.model.findOne({ _id: identityId, revokedAt: null }).lean(), (found) => found !== null);
   }
 
