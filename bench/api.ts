@@ -30,7 +30,7 @@ import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 // @ts-expect-error autocannon ships no type declarations; only its documented options and result fields are used.
@@ -130,6 +130,7 @@ async function main() {
     log(`identity ${identityId} with ${INBOX} messages; ${CONNECTIONS} connections; per route and round ${SECONDS} s in ${SLICES} slices, each after a slice of the reference; ${ROUNDS} round(s)`);
 
     const headers = { authorization: `Bearer ${key}` };
+    const loadBefore = loadavg()[0]!;
     // A short warm-up of everything (caches, JIT, connection pools) before anything is measured.
     await load(referenceUrl, 2, headers);
     for (const route of ROUTES) await load(server.url + route.path, 2, headers);
@@ -167,6 +168,10 @@ async function main() {
     })) as Record<RouteName, { ratio: number; reqPerSec: number; referenceReqPerSec: number; errors: number }>;
 
     const baseline = readBaseline();
+    // Other work on the machine slows the reference and the routes alike, but not the database's processes
+    // alike: under a load above the cores, a route that waits for the database (messages) reads low.
+    const busy = loadBefore > cpus().length;
+    log(`load average ${loadBefore.toFixed(2)} before the runs, ${loadavg()[0]!.toFixed(2)} after them (with this bench's own), ${cpus().length} cores${busy ? ': the machine was busy, and the ratio of messages, which waits for the database, reads low then (185dd25 and this code alike: 0.074 -> 0.050); compare on a quiet machine' : ''}`);
     log(`ratio to the reference (plain node:http in this process), median of ${ROUNDS} round(s)${baseline ? `, against bench/api-baseline.json (${baseline.measured.date}, ${baseline.measured.commit}; flagged below ${(1 - baseline.noise).toFixed(2)}x)` : ' (no bench/api-baseline.json to compare with)'}:`);
     for (const { name, path } of ROUTES) {
       const now = figures[name];
