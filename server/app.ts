@@ -122,10 +122,12 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
     if (err instanceof AppError) log.error({ method: ctx.method, route: routeOf(ctx), status: err.status, code: err.code }, err.message);
     else log.error({ err, method: ctx.method, route: routeOf(ctx) }, 'request failed');
   }));
-  koa.use(async (ctx, next) => {
+  // The middleware every request passes through return next()'s promise rather than awaiting it: an async
+  // step costs each request a promise and turns of the microtask queue, for nothing when it does no work after.
+  koa.use((ctx, next) => {
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Cache-Control', 'no-store');
-    await next();
+    return next();
   });
   if (app.config.METRICS_TOKEN) koa.use(metricsEndpoint(app.metrics, app.config.METRICS_TOKEN));
   koa.use(refuseNulInUrl());

@@ -24,7 +24,7 @@ export class AccountService {
   private readonly users: Model<UserDoc>;
   private readonly orgs: Model<OrgDoc>;
 
-  private readonly orgCache = new TtlCache<OrgDoc>(5_000);
+  private readonly orgCache = new TtlCache<OrgDoc | null>(5_000);
 
   constructor(conn: Connection, private readonly changes: ChangeFeed) {
     this.users = conn.models.User ?? conn.model<UserDoc>('User', userSchema, 'users');
@@ -49,13 +49,10 @@ export class AccountService {
    * An org (its plan, owner and role), served from memory for a few seconds: orgs are written only at
    * signup and by `agentgate admin`, which publishes the change to every server process.
    */
-  async getOrg(orgId: string): Promise<OrgDoc | null> {
-    const cached = this.orgCache.get(orgId);
-    if (cached) return cached;
-    const readAt = this.orgCache.generation;
-    const org = await this.orgs.findById(orgId).lean();
-    if (org) this.orgCache.set(orgId, org, readAt);
-    return org;
+  getOrg(orgId: string): Promise<OrgDoc | null> {
+    // Concurrent misses share one read, as the key and identity caches do; an unknown org is not kept.
+    // Not async itself: a promise returned from an async function costs every hit extra microtask turns.
+    return this.orgCache.through(orgId, async () => this.orgs.findById(orgId).lean(), (found) => found !== null);
   }
 
   /** The operator's `agentgate admin grant|revoke`. Returns null for an unknown org. */

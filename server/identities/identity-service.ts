@@ -25,7 +25,7 @@ export class IdentityService {
    * Live identities, read on every identity-key request (AUTH_CACHE_TTL_MS). A change is published on the
    * change feed, which drops the copy here at once and in every other process within one poll.
    */
-  private readonly live: TtlCache<IdentityDoc>;
+  private readonly live: TtlCache<IdentityDoc | null>;
 
   constructor(conn: Connection, private readonly config: Config, private readonly keys: ApiKeyService, private readonly logs: ActivityLog, private readonly usage: UsageTracker, private readonly changes: ChangeFeed) {
     this.model = conn.models.Identity ?? conn.model<IdentityDoc>('Identity', identitySchema, 'identities');
@@ -78,13 +78,13 @@ export class IdentityService {
     return identity;
   }
 
-  async getLive(identityId: string): Promise<IdentityDoc | null> {
-    const cached = this.live.get(identityId);
-    if (cached) return cached;
-    const readAt = this.live.generation;
-    const identity = await this.model.findOne({ _id: identityId, revokedAt: null }).lean();
-    if (identity) this.live.set(identityId, identity, readAt);
-    return identity;
+  /**
+   * Concurrent misses share one read (TtlCache.through): when the entry expires under load, the requests
+   * in flight cost one `findOne`, not one each (50 clients on one key sent 50 every AUTH_CACHE_TTL_MS,
+   * queued behind each other in the bounded connection pool). A revoked or unknown identity is not kept.
+   */
+  getLive(identityId: string): Promise<IdentityDoc | null> {
+    return this.live.through(identityId, async () => this.model.findOne({ _id: identityId, revokedAt: null }).lean(), (found) => found !== null);
   }
 
   async findLiveByEmail(emailAddress: string): Promise<IdentityDoc | null> {

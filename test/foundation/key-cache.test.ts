@@ -121,3 +121,23 @@ it('counts every use of an identity although no request writes it, once the coun
   const view = await a.request('GET', `/v0/platform/identities/${agent.identity.identityId}`, { key: agent.platform_key });
   expect(view.body.usageCount).toBe(5);
 });
+
+it('requests arriving together on a key none of the caches holds yet cost one read of the key, the identity and the org', async () => {
+  // When an entry expires under load, every request in flight misses at once: each used to send its own
+  // identity and org read (50 clients, 50 + 50 reads every AUTH_CACHE_TTL_MS, queued in the bounded pool).
+  const agent = await signUp(a);
+  const reads: Record<string, number> = {};
+  const count = (event: { commandName: string; command: Record<string, unknown> }) => {
+    const collection = event.command[event.commandName];
+    if (event.commandName === 'find' && typeof collection === 'string') reads[collection] = (reads[collection] ?? 0) + 1;
+  };
+  const client = b.app.db.getClient();
+  client.on('commandStarted', count);
+  try {
+    const answers = await Promise.all(Array.from({ length: 30 }, () => b.request('GET', '/v0/whoami', { key: agent.identity.rawKey })));
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+  } finally {
+    client.off('commandStarted', count);
+  }
+  expect({ api_keys: reads.api_keys, identities: reads.identities, orgs: reads.orgs }).toEqual({ api_keys: 1, identities: 1, orgs: 1 });
+});
