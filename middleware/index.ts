@@ -60,8 +60,7 @@ export type { Caip2Id, NetworkInfo } from 'agentgate-x402-wire';
 export { decodePaymentHeader } from 'agentgate-x402-wire';
 export type { DecodedPaymentHeader, PaymentHeaderFailure, PaymentHeaderResult } from 'agentgate-x402-wire';
 export { decodeBase64Json, encodeBase64Json, MAX_PAYMENT_HEADER_BYTES } from 'agentgate-x402-wire';
-export * as x402v1 from 'agentgate-x402-wire';
-export * as x402v2 from 'agentgate-x402-wire';
+export { x402v1, x402v2 } from 'agentgate-x402-wire';
 export { ExactEvmAuthorizationSchema, ExactEvmPayloadSchema } from 'agentgate-x402-wire';
 export type { ExactEvmAuthorization, ExactEvmPayload } from 'agentgate-x402-wire';
 

@@ -15,7 +15,7 @@ import { BatchSettlementPayment } from './schemes/batch-settlement/evm/seller.js
 
 // The x402 seller core's flow, the same for every framework: the request's path made canonical, its
 // route found, its price and payee worked out (route-pricing.ts), then the 402 (payment-required.ts) or
-// the payment through the route's scheme (exact-payment.ts, upto-payment.ts, auth-capture-payment.ts). An adapter turns a request
+// the payment through the route's scheme (schemes/<scheme>/evm/seller.ts). An adapter turns a request
 // into a PaywallRequest and acts on the PaywallOutcome (paywall-types.ts); nothing here knows a framework.
 
 export type {

@@ -7,8 +7,9 @@ import { fileURLToPath } from 'node:url';
 // A newcomer who knows where exact's verify is knows where upto's is.
 
 export const SCHEMES = ['exact', 'upto', 'auth-capture', 'batch-settlement'] as const;
-/** Chain families a scheme folder may hold; each side of a scheme has the same ones. */
-export const FAMILIES = ['evm'] as const;
+/** Chain families a scheme folder may hold. A scheme need not exist on every family (auth-capture and
+ * batch-settlement stand on EVM contracts), but a family it has is there on every side. */
+export const FAMILIES = ['evm', 'svm'] as const;
 
 /** Each side of a scheme: where its folders are, and the files every scheme has there. */
 export const SIDES = [
@@ -17,6 +18,17 @@ export const SIDES = [
   { side: 'facilitator', dir: 'server/payments/schemes', files: ['scheme.ts', 'verify.ts', 'settle.ts', 'facilitator.ts', 'chain.ts'] },
   { side: 'buyer', dir: 'server/buyer/schemes', files: ['payer.ts'] },
 ] as const;
+
+/** The chain families a scheme has on any side (evm at least: every scheme starts there). */
+function familiesOf(root: string, scheme: string): string[] {
+  const found = new Set<string>(['evm']);
+  for (const { dir } of SIDES) {
+    const base = join(root, dir, scheme);
+    if (!existsSync(base)) continue;
+    for (const name of readdirSync(base)) if ((FAMILIES as readonly string[]).includes(name)) found.add(name);
+  }
+  return [...found];
+}
 
 /** Missing scheme folders or files, and scheme folders that are not a scheme. */
 export function schemeLayoutProblems(root: string): string[] {
@@ -28,7 +40,7 @@ export function schemeLayoutProblems(root: string): string[] {
       if (!(SCHEMES as readonly string[]).includes(folder)) problems.push(`${dir}/${folder}: not a scheme (${SCHEMES.join(', ')}); name it by its x402 scheme`);
     }
     for (const scheme of SCHEMES) {
-      for (const family of FAMILIES) {
+      for (const family of familiesOf(root, scheme)) {
         for (const file of files) {
           if (!existsSync(join(base, scheme, family, file))) problems.push(`${dir}/${scheme}/${family}/${file} is missing: every scheme's ${side} side has ${files.join(', ')}`);
         }

@@ -192,10 +192,16 @@ test('a scheme missing a side\'s file, a folder that is not a scheme, or a schem
     }
     expect(schemeLayoutProblems(root)).toEqual([]);
     rmSync(join(root, 'server/buyer/schemes/upto/evm/payer.ts'));
+    // A second chain family for one scheme: its other sides must have it too.
+    mkdirSync(join(root, 'packages/x402-wire/src/schemes/exact/svm'), { recursive: true });
+    for (const file of ['wire.ts', 'challenge.ts', 'reasons.ts']) writeFileSync(join(root, 'packages/x402-wire/src/schemes/exact/svm', file), 'export {};\n');
     mkdirSync(join(root, 'server/payments/schemes/channel/evm'), { recursive: true });
     writeFileSync(join(root, 'server/payments/schemes/auth-capture/evm/facilitator.ts'), 'export class EscrowFacilitator {}\nexport const channelPayer = 1;\nexport type ChannelConfig = {};\n');
     expect(schemeLayoutProblems(root)).toEqual([
+      'middleware/schemes/exact/svm/seller.ts is missing: every scheme\'s seller side has seller.ts',
       'server/payments/schemes/channel: not a scheme (exact, upto, auth-capture, batch-settlement); name it by its x402 scheme',
+      ...['scheme.ts', 'verify.ts', 'settle.ts', 'facilitator.ts', 'chain.ts'].map((file) => `server/payments/schemes/exact/svm/${file} is missing: every scheme's facilitator side has scheme.ts, verify.ts, settle.ts, facilitator.ts, chain.ts`),
+      'server/buyer/schemes/exact/svm/payer.ts is missing: every scheme\'s buyer side has payer.ts',
       'server/buyer/schemes/upto/evm/payer.ts is missing: every scheme\'s buyer side has payer.ts',
     ]);
     expect(driftingSchemeNames(root)).toEqual([

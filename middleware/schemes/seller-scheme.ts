@@ -6,7 +6,7 @@ import type { Charge } from '../route-pricing.js';
 
 // What one x402 scheme is to the Paywall on the seller's side: given what a request costs and the
 // buyer's payment header, check the header against the 402 locally, then redeem it, or hold it while the
-// handler runs (exact-payment.ts, upto-payment.ts). A new scheme is one more such flow.
+// handler runs (schemes/<scheme>/evm/seller.ts). A new scheme is one more such flow.
 
 export interface SellerScheme {
   pay(charge: Charge, paymentHeader: string): Promise<PaywallOutcome>;

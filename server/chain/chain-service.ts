@@ -9,7 +9,7 @@ import { checkRpcUrls, type RpcUrlCheck } from './rpc-check.js';
 /**
  * The chain the facilitator settles on and the relayer accounts that may pay its gas. Built once at
  * start-up. Transactions from a relayer account are sent only through the relayer pool
- * (payments/relayer-pool.ts): it leases each account to one process and keeps its nonce sequence.
+ * (settlement/relayer-pool.ts): it leases each account to one process and keeps its nonce sequence.
  */
 export interface ChainService {
   /** v1 network name ("base", "base-sepolia"). */

@@ -5,7 +5,7 @@ import { normalizeResource } from './resource-url.js';
 import { readPaymentFlow, type PaymentFlow } from 'agentgate-x402-wire';
 
 // The standard x402 facilitator API's request and answer shapes (`/verify`, `/settle`), shared by the
-// route (facilitator-routes.ts) and every scheme's facilitator (schemes/<name>/facilitator.ts), which
+// route (facilitator-routes.ts) and every scheme's facilitator (schemes/<scheme>/evm/facilitator.ts), which
 // reads a request of its own kind and answers in its own reason codes.
 
 export const facilitatorBody = z.object({

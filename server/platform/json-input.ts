@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /**
  * How deep a request body may nest. Refused at the body parser, before any handler runs (see
- * middleware/protocol/json-depth.ts); MongoDB itself refuses documents nested past 100 levels.
+ * the wire package's codec/json-depth.ts); MongoDB itself refuses documents nested past 100 levels.
  */
 export const MAX_JSON_DEPTH = 32;
 

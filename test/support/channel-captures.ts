@@ -33,7 +33,7 @@ export async function heldVoucher(db: Db, channelId: string, timeoutMs = 30_000)
 
 /**
  * A channel's vouchers once no more than `heldStill` of them are held. Our seller middleware answers a paid
- * call without waiting for its capture's write (middleware/channel-payment.ts), which lands moments later:
+ * call without waiting for its capture's write (middleware/schemes/batch-settlement/evm/seller.ts), which lands moments later:
  * a test that reads the seller's records or runs the sweep right after its calls waits for it, as a
  * seller's own look a moment later would find it. Fails after `timeoutMs` saying what it saw.
  */

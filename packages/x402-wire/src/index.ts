@@ -38,3 +38,7 @@ export * from './offer-receipt.js';
 export * from './webhook.js';
 export * from './resource-url.js';
 export * from './loopback.js';
+
+// Each protocol version's codec as one namespace, as the seller package re-exports it (x402v1.PaymentRequirementsV1Schema, ...).
+export * as x402v1 from './codec/v1.js';
+export * as x402v2 from './codec/v2.js';

@@ -7,7 +7,7 @@ import type { SettlementResult } from '../settlement.js';
 import type { FacilitatorAnswer, FacilitatorRequest } from '../facilitator-api.js';
 
 // What a payment scheme is to the rest of the payments area, and the registry that finds a request's
-// scheme. A scheme (schemes/<name>/) verifies its own payload kind, claims and settles over the shared
+// scheme. A scheme (schemes/<scheme>/evm/) verifies its own payload kind, claims and settles over the shared
 // settlement path (payment-settlement.ts), sends its settlement work, answers the facilitator API for its
 // kind, says what /supported offers of it, and finishes its payments left open (reconcile.ts). Adding a
 // scheme is writing such a module and registering it (payment-service.ts).

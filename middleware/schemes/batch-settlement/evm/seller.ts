@@ -80,7 +80,7 @@ export class BatchSettlementPayment implements SellerScheme {
    * The capture sent, and the paid answer given without waiting for its write (a database round trip the
    * buyer would otherwise wait for on every call): the voucher is the channel's newest and held for its
    * call, so no other call can take its amount, and a buyer whose next voucher builds on it finds it
-   * captured (channels.ts). It is asked for before the answer goes out, and again while its hold lasts if
+   * captured (the backend's voucher-book.ts). It is asked for before the answer goes out, and again while its hold lasts if
    * the backend cannot be reached; a capture that never lands leaves the call uncharged, and says so.
    */
   private captureAfterAnswer(facilitator: Required<Facilitator>, voucherId: string, usage: CaptureUsage | undefined, holdEndsAt: number, resource: string): void {
@@ -124,7 +124,7 @@ export class BatchSettlementPayment implements SellerScheme {
  * A held call priced by usage as its capture charges it: the accepted voucher's answer said the maximum
  * (`chargedAmount`) and the voucher's total (`chargedCumulativeAmount`, the channel's charged total before
  * the call plus that maximum); charged `used`, the call says `used` and the total before it plus `used`,
- * as the backend writes it (channels.ts usageCharge).
+ * as the backend writes it (voucher-book.ts usageCharge).
  */
 function chargedFor(accepted: Extract<ChannelPayResult, { ok: true }>, max: bigint, used: bigint): Extract<ChannelPayResult, { ok: true }> {
   const extra = (accepted.paymentResponse.extra ?? {}) as { channelState?: Record<string, unknown> };

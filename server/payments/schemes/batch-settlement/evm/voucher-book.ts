@@ -220,7 +220,7 @@ export class VoucherBook {
 
   /**
    * Captures a held voucher once the handler succeeded: its call is charged. Our middleware answers its
-   * buyer without waiting for this (channel-payment.ts): while the write is under way, a call of this
+   * buyer without waiting for this (middleware/schemes/batch-settlement/evm/seller.ts): while the write is under way, a call of this
    * process building on the voucher takes it as captured.
    */
   async capture(orgId: string, holdId: string, usage?: bigint): Promise<ChannelPayOutcome> {
