@@ -125,6 +125,17 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
     const listed = await calls(channelId);
     expect(listed.status).toBe(200);
     expect(listed.body.calls.map((c: any) => [c.cumulativeAmountUsdcRaw, c.status, c.txHash])).toEqual([['3000', 'accepted', null], ['2000', 'accepted', null], ['1000', 'accepted', null]]);
+    // Paged: two, then the last one, and no token after it; a token of another channel's call lists nothing.
+    const first = await server.request('GET', `/v0/payments/channels/${channelId}/calls?limit=2`, { key: seller.sellerKey });
+    expect(first.body.calls.map((c: any) => c.cumulativeAmountUsdcRaw)).toEqual(['3000', '2000']);
+    const second = await server.request('GET', `/v0/payments/channels/${channelId}/calls?limit=2&pageToken=${encodeURIComponent(first.body.nextPageToken)}`, { key: seller.sellerKey });
+    expect(second.status).toBe(200);
+    expect(second.body.calls.map((c: any) => c.cumulativeAmountUsdcRaw)).toEqual(['1000']);
+    expect(second.body.nextPageToken).toBeUndefined();
+    const foreignToken = Buffer.from(`${new Date().toISOString()}|0x${'ab'.repeat(32)}:000000000009`).toString('base64url');
+    const foreign = await server.request('GET', `/v0/payments/channels/${channelId}/calls?limit=2&pageToken=${foreignToken}`, { key: seller.sellerKey });
+    expect(foreign.status).toBe(200);
+    expect(foreign.body.calls).toEqual([]);
 
     const document = await didDocument();
     for (const listedCall of listed.body.calls) {

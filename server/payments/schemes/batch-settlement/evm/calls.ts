@@ -7,7 +7,8 @@ import type { ChannelActionDoc, WireClaim } from './settle.js';
 import type { ChannelDoc, VoucherDoc } from './records.js';
 import { callIdOf } from './call-id.js';
 import { chargedCumulativeOf } from './voucher-amounts.js';
-import { voucherId } from './voucher-sequence.js';
+import { voucherId, VoucherSequence } from './voucher-sequence.js';
+import { findByIds } from '../../../../platform/find-by-ids.js';
 import type { VoucherCaptures } from './captures.js';
 
 // What people see of channels sold through our middleware: each channel with what it holds, and each paid
@@ -59,12 +60,8 @@ export interface ChannelSummary {
   state: ChannelState;
 }
 
-/**
- * The `_id` range of a channel's vouchers (ids are `<channel>:<number, 12 digits>`, voucher-sequence.ts;
- * the numbers and the cumulative amounts grow together). A range read, for the lists and the claim
- * webhooks only: a paid call never reads one.
- */
-const voucherRange = (channelId: string) => ({ $gte: `${channelId}:`, $lt: `${channelId};` });
+/** The number in a voucher id of this channel (`<channel>:<number>`, voucher-sequence.ts); NaN for another id. */
+const numberIn = (channelId: string, id: string) => (id.startsWith(`${channelId}:`) ? Number(id.slice(channelId.length + 1)) : Number.NaN);
 
 /** The channel's claimed total after each successful claim or refund of it, lowest first (ties: the earliest). */
 export function coveragesOf(channel: Pick<ChannelDoc, '_id' | 'payer' | 'chainId'>, actions: ChannelActionDoc[]): ClaimCoverage[] {
@@ -88,12 +85,33 @@ export function coveragesOf(channel: Pick<ChannelDoc, '_id' | 'payer' | 'chainId
 export const coverageFor = (coverages: ClaimCoverage[], cumulative: bigint) => coverages.find((c) => c.total >= cumulative);
 
 export class ChannelCalls {
+  /** A channel's newest voucher, found by `_id` lookups (voucher-sequence.ts). */
+  private readonly sequence: VoucherSequence<VoucherDoc>;
+
   constructor(
     private readonly channels: Model<ChannelDoc>,
     private readonly vouchers: Model<VoucherDoc>,
     private readonly captures: VoucherCaptures,
     private readonly actions: () => Model<ChannelActionDoc>,
-  ) {}
+  ) {
+    this.sequence = new VoucherSequence((id) => this.vouchers.findById(id).lean());
+  }
+
+  /**
+   * The org's vouchers of a channel numbered `from` down to `to`, newest first. Read by `_id` lookups,
+   * never by a range or a sort on `_id`: FerretDB answers those by scanning every channel's vouchers, so a
+   * claim of 64 channels read the whole collection 64 times and held a stopping process for minutes.
+   */
+  private async numbered(orgId: string, channelId: string, from: number, to: number): Promise<VoucherDoc[]> {
+    const ids: string[] = [];
+    for (let seq = from; seq >= Math.max(1, to); seq--) ids.push(voucherId(channelId, seq));
+    const found = await findByIds(ids, (id) => this.vouchers.findById(id).lean());
+    return found.filter((voucher) => voucher.orgId === orgId);
+  }
+
+  private async newestNumber(channelId: string): Promise<number> {
+    return (await this.sequence.newest(channelId))?.seq ?? 0;
+  }
 
   /** The channel's successful actions (deposits, claims, refunds), read by the channel id index. */
   private actionsOf(channelId: string): Promise<ChannelActionDoc[]> {
@@ -126,7 +144,7 @@ export class ChannelCalls {
 
   /** The channel's newest captured voucher (the newest, or the one before it when that is still held). */
   private async latestCaptured(channelId: string): Promise<VoucherDoc | null> {
-    const newest = await this.captures.view(await this.vouchers.findOne({ _id: voucherRange(channelId) }).sort({ _id: -1 }).lean());
+    const newest = await this.captures.view(await this.sequence.newest(channelId));
     if (newest?.status !== 'held') return newest;
     return newest.seq > 1 ? this.captures.view(await this.vouchers.findById(voucherId(channelId, newest.seq - 1)).lean()) : null;
   }
@@ -152,11 +170,10 @@ export class ChannelCalls {
   /** A channel's calls, newest (highest cumulative amount) first. */
   async calls(orgId: string, channelId: string, limit: number, cursor?: Cursor): Promise<{ items: ChannelCall[]; nextPageToken?: string }> {
     const channel = await this.channel(orgId, channelId);
-    const range = voucherRange(channel._id);
-    const [rows, actions] = await Promise.all([
-      this.vouchers.find({ _id: cursor ? { ...range, $lt: cursor.id } : range, orgId }).sort({ _id: -1 }).limit(limit + 1).lean(),
-      this.actionsOf(channel._id),
-    ]);
+    // One more than a page, to know whether another follows; a cursor names the last voucher shown.
+    const after = cursor ? numberIn(channel._id, cursor.id) : Number.NaN;
+    const top = cursor ? (Number.isSafeInteger(after) ? after - 1 : 0) : await this.newestNumber(channel._id);
+    const [rows, actions] = await Promise.all([this.numbered(orgId, channel._id, top, top - limit), this.actionsOf(channel._id)]);
     const coverages = coveragesOf(channel, actions);
     const page = pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
     const vouchers = await this.captures.views(page.items);
@@ -190,21 +207,14 @@ export class ChannelCalls {
       // Newest first, down to the previous claim's total: a channel's charged total only grows with its
       // sequence, so what lies below was claimed before, and a long-lived channel's older calls are not read.
       const claimed: ChannelCall[] = [];
-      const cursor = this.vouchers.find({ _id: voucherRange(channel._id), orgId: action.orgId }).sort({ _id: -1 }).lean().cursor({ batchSize: CLAIM_PAGE });
-      try {
-        // A page at a time, its held vouchers' captures looked up together (a held one is claimed only if captured).
-        for (let page = await nextPage(cursor); page.length > 0; page = await nextPage(cursor)) {
-          let below = false;
-          for (const voucher of await this.captures.views(page)) {
-            if (voucher.status === 'held') continue;
-            const cumulative = chargedCumulativeOf(voucher);
-            if (cumulative <= from) { below = true; break; }
-            if (cumulative <= upTo) claimed.push(this.call(voucher, channel, coverages));
-          }
-          if (below) break;
+      // A page at a time, its held vouchers' captures looked up together (a held one is claimed only if captured).
+      pages: for (let top = await this.newestNumber(channel._id); top >= 1; top -= CLAIM_PAGE) {
+        for (const voucher of await this.captures.views(await this.numbered(action.orgId, channel._id, top, top - CLAIM_PAGE + 1))) {
+          if (voucher.status === 'held') continue;
+          const cumulative = chargedCumulativeOf(voucher);
+          if (cumulative <= from) break pages;
+          if (cumulative <= upTo) claimed.push(this.call(voucher, channel, coverages));
         }
-      } finally {
-        await cursor.close();
       }
       calls.push(...claimed.reverse());
     }
@@ -215,13 +225,3 @@ export class ChannelCalls {
 /** Vouchers a claim webhook reads at a time. */
 const CLAIM_PAGE = 256;
 
-/** The cursor's next vouchers, up to CLAIM_PAGE (none at its end). */
-async function nextPage(cursor: { next(): Promise<VoucherDoc | null> }): Promise<VoucherDoc[]> {
-  const page: VoucherDoc[] = [];
-  while (page.length < CLAIM_PAGE) {
-    const doc = await cursor.next();
-    if (!doc) break;
-    page.push(doc);
-  }
-  return page;
-}

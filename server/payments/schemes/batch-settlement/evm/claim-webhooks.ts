@@ -52,7 +52,10 @@ export class ChannelClaimOutbox implements Outbox {
 
   /** The events of one successful claim (or refund with claims), enqueued; idempotent. Returns how many. */
   async dispatch(action: ChannelActionDoc): Promise<number> {
-    const calls = await this.deps.calls.claimedBy(action);
+    // A seller with no webhook on any endpoint is sent no event (as an endpoint without one is not):
+    // the calls a claim carried, one read per call, are not read for nobody.
+    const listening = (await this.deps.endpoints.list(action.orgId)).some((endpoint) => endpoint.webhookUrl);
+    const calls = listening ? await this.deps.calls.claimedBy(action) : [];
     const byEndpoint = new Map<string, ChannelCall[]>();
     for (const call of calls) {
       const endpointId = call.voucher.endpointId;
