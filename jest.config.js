@@ -3,7 +3,8 @@
 // says how it was measured). swc compiles our TypeScript, and the dependencies that ship only ES modules,
 // to CommonJS; the other dependencies load as they are.
 export default {
-  testEnvironment: 'node',
+  // Node's, and a test file's timers end with the file (test/support/test-environment.cjs says why).
+  testEnvironment: '<rootDir>/test/support/test-environment.cjs',
   transform: { '^.+\\.(ts|js|mjs)$': '<rootDir>/test/support/jest-transform.cjs' },
   // node_modules too: the transform compiles only packages of ES modules ("type": "module", .mjs).
   transformIgnorePatterns: [],
