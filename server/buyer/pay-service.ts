@@ -35,7 +35,6 @@ const MAX_RESPONSE_BYTES = 1024 * 1024;
 /** Headers the caller may not set: they belong to the transport or to the payment itself. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'connection', 'transfer-encoding', 'x-payment', 'payment-signature', 'upgrade', 'te', 'trailer', 'keep-alive', 'proxy-authorization']);
 
-
 /** One payer per scheme (schemes/<scheme>/evm/payer.ts): the offer's scheme picks it, and nothing else does. */
 type Payers = { [S in Offer['scheme']]: SchemePayer<S> };
 

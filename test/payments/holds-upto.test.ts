@@ -70,3 +70,12 @@ it('a buyer who never approved Permit2 is refused with permit2_allowance_require
   expect(refused.status).toBe(402);
   expect(refused.body).toMatchObject({ error: 'permit2_allowance_required' });
 });
+
+it('an upto payment sent to redeem (settle before the handler) is refused, naming the hold, and moves nothing', async () => {
+  const buyer = await permit2ApprovedBuyer();
+  const before = await usdcBalance(buyer.address);
+  const redeemed = await server.request('POST', '/v0/payments/redeem', { key: seller.sellerKey, body: { paymentHeader: await uptoHeader(buyer, '300000'), resource: RESOURCE, amount: '0.3' } });
+  expect(redeemed.status).toBe(402);
+  expect(redeemed.body).toMatchObject({ error: 'unsupported_scheme', message: expect.stringContaining('POST /v0/payments/holds') });
+  expect(await usdcBalance(buyer.address)).toBe(before);
+});
