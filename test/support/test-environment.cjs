@@ -6,6 +6,7 @@
 // for expiry after lockLifetime / 2 (6.5 s) and only then sees that the job ended, so a file whose last
 // webhook or mail job ran in its final seconds left such a timer behind. At teardown the file's pending
 // timers are cleared; an interval still running is named, since that one is a stop we forgot.
+const { promisify } = require('node:util');
 const { TestEnvironment } = require('jest-environment-node');
 
 class SuiteEnvironment extends TestEnvironment {
@@ -21,6 +22,8 @@ class SuiteEnvironment extends TestEnvironment {
       pending.add(timer);
       return timer;
     };
+    // util.promisify(setTimeout) keeps working as Node's (a promise after ms).
+    global.setTimeout[promisify.custom] = realSetTimeout[promisify.custom];
     global.setInterval = function setInterval(callback, ms, ...args) {
       const timer = realSetInterval(callback, ms, ...args);
       timer.isInterval = true;
