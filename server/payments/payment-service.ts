@@ -129,7 +129,7 @@ export class PaymentService {
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
     this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
-    this.outboxes = [this.webhooks, this.batchSettlement.claimWebhooks];
+    this.outboxes = [this.webhooks, operations.webhooks, ...(exactRefunds ? [exactRefunds.webhooks] : []), this.batchSettlement.claimWebhooks];
   }
 
   /** Where a payment endpoint's deliveries go (its URL and secret, read at each attempt); undefined: not a payment endpoint. */

@@ -190,6 +190,28 @@ describe('refunds of exact payments paid to the seller\'s agentgate wallet', () 
     expect([notOurs.status, notOurs.body.error]).toEqual([409, 'refund_not_possible']);
   });
 
+  it('a refund recorded while its payment.refunded was not handed over (a crash) is delivered by the webhook outbox sweep, once', async () => {
+    const s = await seller();
+    const { id } = await paid(s);
+    const exact = server.app.payments.refunds.exact!;
+    // The crash: the process stops between recording the refund and handing its event to the engine.
+    const lost = jest.spyOn(exact.webhooks, 'notify').mockResolvedValueOnce(undefined);
+    const done = await refund(s, id, { amount: '0.1', reason: 'lost event' });
+    expect(done.status).toBe(200);
+    lost.mockRestore();
+    expect(await exact.refunds.findById(done.body.id).lean()).toMatchObject({ webhook: { status: 'pending' } });
+    expect(hooks.some((h) => h.body.refundId === done.body.id)).toBe(false);
+
+    expect(await server.app.webhooks.sweepOutboxes(0)).toBeGreaterThanOrEqual(1);
+    const hook = await hookFor(done.body.id);
+    expect(hook.body).toMatchObject({ event: 'payment.refunded', paymentId: id, amountUsdcRaw: '100000', reason: 'lost event' });
+    expect(await exact.refunds.findById(done.body.id).lean()).toMatchObject({ webhook: { status: 'dispatched' } });
+    // Swept again: nothing more is sent for it.
+    await server.app.webhooks.sweepOutboxes(0);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(hooks.filter((h) => h.body.refundId === done.body.id)).toHaveLength(1);
+  });
+
   it('a refund sent but not recorded (a crash) is finished from the chain by the sweep: recorded once, nothing sent twice', async () => {
     const s = await seller();
     const { buyer, id } = await paid(s);

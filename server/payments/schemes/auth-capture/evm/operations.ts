@@ -29,7 +29,7 @@ import type { ReceiptSigner } from '../../../receipts.js';
 import { signRefundReceipt } from '../../../receipts.js';
 import { startRounds } from '../../../../platform/rounds.js';
 import type { DeliveryQueue } from '../../../../webhooks/webhook-service.js';
-import { deliverRefundEvent, type PaymentOperationEvent } from '../../../refund-webhooks.js';
+import { RefundWebhookOutbox, type RefundWebhookState } from '../../../refund-webhooks.js';
 
 /**
  * What happens to an auth-capture payment after its authorization: the operator's capture, void and
@@ -68,7 +68,7 @@ export interface AuthCaptureOperationDoc {
   reason?: string;
   receipt?: SignedReceipt;
   /** payment.refunded / payment.voided outbox entry (server/webhooks dispatches it). */
-  webhook?: { status: 'pending' | 'dispatched' | 'skipped'; eventId: string; deliveryId?: string };
+  webhook?: RefundWebhookState;
   createdAt: Date;
   doneAt?: Date;
 }
@@ -118,6 +118,8 @@ const stateOf = (doc: AuthCaptureOperationDoc['before']) => ({ capturable: BigIn
 
 export class AuthCaptureOperations {
   readonly ops: Model<AuthCaptureOperationDoc>;
+  /** payment.refunded and payment.voided: each recorded refund's or void's event (refund-webhooks.ts). */
+  readonly webhooks: RefundWebhookOutbox<AuthCaptureOperationDoc>;
   /** Operations this process is sending now (it holds their lane). */
   private readonly inFlight = new Set<string>();
 
@@ -128,12 +130,13 @@ export class AuthCaptureOperations {
     private readonly records: PaymentRecords,
     private readonly endpoints: Endpoints,
     /** Where its payment.refunded and payment.voided events go (refund-webhooks.ts). */
-    private readonly deliveries: DeliveryQueue,
+    deliveries: DeliveryQueue,
     private readonly signer: () => ReceiptSigner,
     private readonly logs: ActivityLog,
     private readonly log: Logger,
   ) {
     this.ops = conn.models.AuthCaptureOperation ?? conn.model<AuthCaptureOperationDoc>('AuthCaptureOperation', opSchema, 'escrow_operations');
+    this.webhooks = new RefundWebhookOutbox({ records: this.ops, payments: records, deliveries, log, eventOf: (op) => (op.kind === 'void' ? 'payment.voided' : 'payment.refunded') });
   }
 
   // --- deciding an operation (once) -----------------------------------------------------------
@@ -392,25 +395,11 @@ export class AuthCaptureOperations {
       await this.records.payments.updateOne({ _id: payment._id }, { $set: { refundedUsdcRaw: refunded.toString() } });
       this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.refunded', category: 'payments', description: `Refunded ${formatUsdc(BigInt(op.amountRaw))} USDC to ${payment.payerAddress}${op.reason ? `: ${op.reason}` : ''}`, targetType: 'payment', targetId: payment._id, metadata: { txHash: result.txHash, refundId: op._id } });
     }
-    if (stored.webhook?.status === 'pending') await this.notify(stored, payment);
+    await this.webhooks.notify(stored, payment);
     return { ok: true, op: stored };
   }
 
-  private async notify(op: AuthCaptureOperationDoc, payment: PaymentDoc): Promise<void> {
-    const event: PaymentOperationEvent = { event: op.kind === 'refund' ? 'payment.refunded' : 'payment.voided', eventId: op.webhook!.eventId, payment, op };
-    try {
-      await this.markWebhook(op._id, await deliverRefundEvent(this.deliveries, event));
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message, operation: op._id }, 'escrow webhook dispatch deferred to the sweep');
-    }
-  }
-
-  /** Marks an operation's webhook outbox entry (once its delivery exists). */
-  async markWebhook(opId: string, webhook: NonNullable<AuthCaptureOperationDoc['webhook']>): Promise<void> {
-    await this.ops.updateOne({ _id: opId }, { $set: { webhook } });
-  }
-
-  // --- the sweep: operations whose sender stopped, and webhooks a crash left pending -----------
+  // --- the sweep: operations whose sender stopped (the webhook engine sweeps their events) ----
 
   /** Gives pending operations older than STALE_MS to their lane again (the state check keeps a resend from moving money twice). */
   async sweep(): Promise<number> {
@@ -422,11 +411,6 @@ export class AuthCaptureOperations {
       if (!(await this.path.canSettle(payment.escrow.paymentInfo.operator))) continue;
       await this.run(payment, op).catch((err) => this.log.warn({ operation: op._id, err: (err as Error).message }, 'escrow operation not finished this round'));
       n++;
-    }
-    const undelivered = await this.ops.find({ 'webhook.status': 'pending', doneAt: { $lt: new Date(Date.now() - STALE_MS) } } as never).limit(50).lean() as AuthCaptureOperationDoc[];
-    for (const op of undelivered) {
-      const payment = await this.records.record(op.paymentId);
-      if (payment) await this.notify(op, payment);
     }
     return n;
   }

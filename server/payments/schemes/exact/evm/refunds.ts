@@ -18,7 +18,7 @@ import { signRefundReceipt, type ReceiptSigner } from '../../../receipts.js';
 import { RESEND_MARGIN_SECONDS } from '../../scheme.js';
 import { startRounds } from '../../../../platform/rounds.js';
 import type { DeliveryQueue } from '../../../../webhooks/webhook-service.js';
-import { deliverRefundEvent, type PaymentOperationEvent } from '../../../refund-webhooks.js';
+import { RefundWebhookOutbox, type RefundWebhookState } from '../../../refund-webhooks.js';
 
 /**
  * Refunds of `exact` payments (no escrow): possible where the payment's payTo is the smart-account wallet
@@ -75,7 +75,7 @@ export interface ExactRefundDoc {
   failureReason?: string;
   receipt?: SignedReceipt;
   /** payment.refunded outbox entry (server/webhooks dispatches it). */
-  webhook?: { status: 'pending' | 'dispatched' | 'skipped'; eventId: string; deliveryId?: string };
+  webhook?: RefundWebhookState;
   createdAt: Date;
   doneAt?: Date;
 }
@@ -125,6 +125,8 @@ const authorizationOf = (a: ExactRefundDoc['authorization']): Authorization => (
 
 export class ExactRefunds {
   readonly refunds: Model<ExactRefundDoc>;
+  /** payment.refunded: each recorded refund's event, handed to the webhook engine (refund-webhooks.ts). */
+  readonly webhooks: RefundWebhookOutbox<ExactRefundDoc>;
   private readonly outcomes: Model<RefundOutcomeDoc>;
 
   constructor(
@@ -134,7 +136,7 @@ export class ExactRefunds {
     private readonly records: PaymentRecords,
     private readonly endpoints: Endpoints,
     /** Where its payment.refunded and payment.voided events go (refund-webhooks.ts). */
-    private readonly deliveries: DeliveryQueue,
+    deliveries: DeliveryQueue,
     private readonly wallets: RefundWallets,
     private readonly mandates: RefundMandates,
     private readonly signer: () => ReceiptSigner,
@@ -143,6 +145,7 @@ export class ExactRefunds {
   ) {
     this.refunds = conn.models.ExactRefund ?? conn.model<ExactRefundDoc>('ExactRefund', refundSchema, 'exact_refunds');
     this.outcomes = conn.models.ExactRefundOutcome ?? conn.model<RefundOutcomeDoc>('ExactRefundOutcome', outcomeSchema, 'exact_refund_outcomes');
+    this.webhooks = new RefundWebhookOutbox({ records: this.refunds, payments: records, deliveries, log, eventOf: () => 'payment.refunded' });
   }
 
   /** The org's wallet the payment was paid to, or a refusal saying why there is none to refund from. */
@@ -319,26 +322,12 @@ export class ExactRefunds {
     await this.records.payments.updateOne({ _id: payment._id }, { $set: { refundedUsdcRaw: refunded.toString() } });
     if (first) {
       this.logs.recordSoon({ orgId: payment.orgId, action: 'payments.refunded', category: 'payments', description: `Refunded ${formatUsdc(BigInt(refund.amountRaw))} USDC to ${payment.payerAddress} from the wallet ${refund.wallet.address}${refund.reason ? `: ${refund.reason}` : ''}`, targetType: 'payment', targetId: payment._id, metadata: { txHash: decided.txHash ?? null, refundId: refund._id, mandateId: refund.reservation.mandateId } });
-      if (stored.webhook?.status === 'pending') await this.notify(stored, payment);
+      await this.webhooks.notify(stored, payment);
     }
     return { ok: true, refund: stored };
   }
 
-  private async notify(refund: ExactRefundDoc, payment: PaymentDoc): Promise<void> {
-    const event: PaymentOperationEvent = { event: 'payment.refunded', eventId: refund.webhook!.eventId, payment, op: refund };
-    try {
-      await this.markWebhook(refund._id, await deliverRefundEvent(this.deliveries, event));
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message, refundId: refund._id }, 'refund webhook dispatch deferred to the sweep');
-    }
-  }
-
-  /** Marks a refund's webhook outbox entry (once its delivery exists). */
-  async markWebhook(refundId: string, webhook: NonNullable<ExactRefundDoc['webhook']>): Promise<void> {
-    await this.refunds.updateOne({ _id: refundId }, { $set: { webhook } });
-  }
-
-  // --- the sweep: refunds whose sender stopped (a crash between sending and recording), webhooks left pending
+  // --- the sweep: refunds whose sender stopped (a crash between sending and recording); the webhook engine sweeps their events
 
   /** Gives pending refunds older than STALE_MS to a lane again: the executor asks the token first, so nothing moves twice. */
   async sweep(): Promise<number> {
@@ -349,11 +338,6 @@ export class ExactRefunds {
         await this.run(refund).catch((err) => this.log.warn({ refundId: refund._id, err: (err as Error).message }, 'refund not finished this round'));
         n++;
       }
-    }
-    const undelivered = await this.refunds.find({ 'webhook.status': 'pending', doneAt: { $lt: new Date(Date.now() - STALE_MS) } } as never).limit(50).lean() as ExactRefundDoc[];
-    for (const refund of undelivered) {
-      const payment = await this.records.record(refund.paymentId);
-      if (payment) await this.notify(refund, payment);
     }
     return n;
   }
