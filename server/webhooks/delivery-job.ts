@@ -42,17 +42,7 @@ export type DeliveryTarget = { url: string; secret: string } | { error: string }
 export type DeliveryTargets = (endpointId: string) => Promise<DeliveryTarget | undefined>;
 
 /** One event for one endpoint, as an area's outbox hands it over; `eventId` makes it once. */
-export interface DeliveryInput {
-  eventId: string;
-  event: string;
-  orgId: string;
-  endpointId: string;
-  /** What the event is about, for the delivery log's filters: a payment, or an identity and its message. */
-  paymentId?: string;
-  identityId?: string;
-  subjectId?: string;
-  body: string;
-}
+export type DeliveryInput = Pick<DeliveryDoc, 'eventId' | 'event' | 'orgId' | 'endpointId' | 'paymentId' | 'identityId' | 'subjectId' | 'body'>;
 
 /** What an area's outbox needs of the engine. */
 export interface DeliveryQueue {

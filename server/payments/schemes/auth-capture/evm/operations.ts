@@ -67,7 +67,7 @@ export interface AuthCaptureOperationDoc {
   /** refunds: why, as the seller said it. */
   reason?: string;
   receipt?: SignedReceipt;
-  /** payment.refunded / payment.voided outbox entry (server/webhooks dispatches it). */
+  /** payment.refunded / payment.voided outbox entry (refund-webhooks.ts hands it to the webhook engine). */
   webhook?: RefundWebhookState;
   createdAt: Date;
   doneAt?: Date;

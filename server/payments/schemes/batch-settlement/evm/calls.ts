@@ -7,9 +7,9 @@ import type { ChannelActionDoc, WireClaim } from './settle.js';
 import type { ChannelDoc, VoucherDoc } from './records.js';
 import { callIdOf } from './call-id.js';
 import { chargedCumulativeOf } from './voucher-amounts.js';
-import { voucherId, VoucherSequence } from './voucher-sequence.js';
+import { seqOf, voucherId } from './voucher-sequence.js';
 import { findByIds } from '../../../../platform/find-by-ids.js';
-import type { VoucherCaptures } from './captures.js';
+import type { VoucherBook } from './voucher-book.js';
 
 // What people see of channels sold through our middleware: each channel with what it holds, and each paid
 // call (one accepted voucher) as a record with its signed receipt and, once claimed, the claim that carried
@@ -60,8 +60,8 @@ export interface ChannelSummary {
   state: ChannelState;
 }
 
-/** The number in a voucher id of this channel (`<channel>:<number>`, voucher-sequence.ts); NaN for another id. */
-const numberIn = (channelId: string, id: string) => (id.startsWith(`${channelId}:`) ? Number(id.slice(channelId.length + 1)) : Number.NaN);
+/** The number in a voucher id of this channel; NaN for another channel's id. */
+const numberIn = (channelId: string, id: string) => (id.startsWith(`${channelId}:`) ? seqOf(id) : Number.NaN);
 
 /** The channel's claimed total after each successful claim or refund of it, lowest first (ties: the earliest). */
 export function coveragesOf(channel: Pick<ChannelDoc, '_id' | 'payer' | 'chainId'>, actions: ChannelActionDoc[]): ClaimCoverage[] {
@@ -85,17 +85,11 @@ export function coveragesOf(channel: Pick<ChannelDoc, '_id' | 'payer' | 'chainId
 export const coverageFor = (coverages: ClaimCoverage[], cumulative: bigint) => coverages.find((c) => c.total >= cumulative);
 
 export class ChannelCalls {
-  /** A channel's newest voucher, found by `_id` lookups (voucher-sequence.ts). */
-  private readonly sequence: VoucherSequence<VoucherDoc>;
-
   constructor(
-    private readonly channels: Model<ChannelDoc>,
-    private readonly vouchers: Model<VoucherDoc>,
-    private readonly captures: VoucherCaptures,
+    /** The voucher book: its records, and the newest voucher of a channel as a paid call finds it. */
+    private readonly book: Pick<VoucherBook, 'channels' | 'vouchers' | 'captures' | 'newestNumber' | 'lastCaptured'>,
     private readonly actions: () => Model<ChannelActionDoc>,
-  ) {
-    this.sequence = new VoucherSequence((id) => this.vouchers.findById(id).lean());
-  }
+  ) {}
 
   /**
    * The org's vouchers of a channel numbered `from` down to `to`, newest first. Read by `_id` lookups,
@@ -105,13 +99,10 @@ export class ChannelCalls {
   private async numbered(orgId: string, channelId: string, from: number, to: number): Promise<VoucherDoc[]> {
     const ids: string[] = [];
     for (let seq = from; seq >= Math.max(1, to); seq--) ids.push(voucherId(channelId, seq));
-    const found = await findByIds(ids, (id) => this.vouchers.findById(id).lean());
+    const found = await findByIds(ids, (id) => this.book.vouchers.findById(id).lean());
     return found.filter((voucher) => voucher.orgId === orgId);
   }
 
-  private async newestNumber(channelId: string): Promise<number> {
-    return (await this.sequence.newest(channelId))?.seq ?? 0;
-  }
 
   /** The channel's successful actions (deposits, claims, refunds), read by the channel id index. */
   private actionsOf(channelId: string): Promise<ChannelActionDoc[]> {
@@ -125,14 +116,14 @@ export class ChannelCalls {
 
   /** The org's channel, or a 404 (another org's channel is not found either). */
   async channel(orgId: string, channelId: string): Promise<ChannelDoc> {
-    const channel = await this.channels.findOne({ _id: channelId.toLowerCase(), orgId }).lean();
+    const channel = await this.book.channels.findOne({ _id: channelId.toLowerCase(), orgId }).lean();
     if (!channel) throw notFound('Channel not found');
     return channel;
   }
 
   /** The org's channels, newest first, with their sums. */
   async listChannels(orgId: string, limit: number, cursor?: Cursor): Promise<{ items: ChannelSummary[]; nextPageToken?: string }> {
-    const rows = await this.channels.find({ orgId, ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+    const rows = await this.book.channels.find({ orgId, ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
     const page = pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
     return { items: await Promise.all(page.items.map((channel) => this.summarize(channel))), ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   }
@@ -142,15 +133,10 @@ export class ChannelCalls {
     return this.summarize(await this.channel(orgId, channelId));
   }
 
-  /** The channel's newest captured voucher (the newest, or the one before it when that is still held). */
-  private async latestCaptured(channelId: string): Promise<VoucherDoc | null> {
-    const newest = await this.captures.view(await this.sequence.newest(channelId));
-    if (newest?.status !== 'held') return newest;
-    return newest.seq > 1 ? this.captures.view(await this.vouchers.findById(voucherId(channelId, newest.seq - 1)).lean()) : null;
-  }
 
   private async summarize(channel: ChannelDoc): Promise<ChannelSummary> {
-    const [actions, latest] = await Promise.all([this.actionsOf(channel._id), this.latestCaptured(channel._id)]);
+    const [actions, captured] = await Promise.all([this.actionsOf(channel._id), this.book.lastCaptured(channel._id, Date.now())]);
+    const latest = captured?.latest ?? null;
     // Vouchers are numbered 1, 2, 3, ... with no gaps, and only the newest can be held: the newest captured one's number counts them.
     const callCount = latest?.seq ?? 0;
     const sum = (kind: ChannelActionDoc['kind']) => actions.filter((a) => a.kind === kind).reduce((total, a) => total + BigInt(a.amount ?? '0'), 0n);
@@ -172,19 +158,19 @@ export class ChannelCalls {
     const channel = await this.channel(orgId, channelId);
     // One more than a page, to know whether another follows; a cursor names the last voucher shown.
     const after = cursor ? numberIn(channel._id, cursor.id) : Number.NaN;
-    const top = cursor ? (Number.isSafeInteger(after) ? after - 1 : 0) : await this.newestNumber(channel._id);
+    const top = cursor ? (Number.isSafeInteger(after) ? after - 1 : 0) : await this.book.newestNumber(channel._id);
     const [rows, actions] = await Promise.all([this.numbered(orgId, channel._id, top, top - limit), this.actionsOf(channel._id)]);
     const coverages = coveragesOf(channel, actions);
     const page = pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
-    const vouchers = await this.captures.views(page.items);
+    const vouchers = await this.book.captures.views(page.items);
     return { items: vouchers.map((voucher) => this.call(voucher, channel, coverages)), ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   }
 
   /** One call of the org by its record id (`chc_…`); null when there is none (or it is another org's). */
   async find(orgId: string, callId: string): Promise<ChannelCall | null> {
-    const voucher = await this.captures.view(await this.vouchers.findOne({ callId, orgId }).lean());
+    const voucher = await this.book.captures.view(await this.book.vouchers.findOne({ callId, orgId }).lean());
     if (!voucher) return null;
-    const channel = await this.channels.findOne({ _id: voucher.channelId, orgId }).lean();
+    const channel = await this.book.channels.findOne({ _id: voucher.channelId, orgId }).lean();
     if (!channel) return null;
     return this.call(voucher, channel, coveragesOf(channel, await this.actionsOf(channel._id)));
   }
@@ -197,7 +183,7 @@ export class ChannelCalls {
     const calls: ChannelCall[] = [];
     for (const channelId of action.channelIds) {
       // The claiming seller's own channels only: a claim is signed for one seller (facilitator.ts claimRows).
-      const channel = await this.channels.findOne({ _id: channelId.toLowerCase(), orgId: action.orgId }).lean();
+      const channel = await this.book.channels.findOne({ _id: channelId.toLowerCase(), orgId: action.orgId }).lean();
       if (!channel) continue; // a channel of an official seller using agentgate as its facilitator: no calls here
       const coverages = coveragesOf(channel, await this.actionsOf(channel._id));
       const at = coverages.findIndex((c) => c.actionId === action._id);
@@ -208,8 +194,8 @@ export class ChannelCalls {
       // sequence, so what lies below was claimed before, and a long-lived channel's older calls are not read.
       const claimed: ChannelCall[] = [];
       // A page at a time, its held vouchers' captures looked up together (a held one is claimed only if captured).
-      pages: for (let top = await this.newestNumber(channel._id); top >= 1; top -= CLAIM_PAGE) {
-        for (const voucher of await this.captures.views(await this.numbered(action.orgId, channel._id, top, top - CLAIM_PAGE + 1))) {
+      pages: for (let top = await this.book.newestNumber(channel._id); top >= 1; top -= CLAIM_PAGE) {
+        for (const voucher of await this.book.captures.views(await this.numbered(action.orgId, channel._id, top, top - CLAIM_PAGE + 1))) {
           if (voucher.status === 'held') continue;
           const cumulative = chargedCumulativeOf(voucher);
           if (cumulative <= from) break pages;

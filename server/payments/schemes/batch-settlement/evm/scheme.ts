@@ -79,7 +79,7 @@ export class BatchSettlementScheme implements PaymentScheme {
     });
     const receiverAuthorizer = () => this.receiverAuthorizer();
     this.book = new VoucherBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer, signer, log });
-    this.calls = new ChannelCalls(this.book.channels, this.book.vouchers, this.book.captures, actions);
+    this.calls = new ChannelCalls(this.book, actions);
     this.claimWebhooks = new ChannelClaimOutbox({ conn, actions, calls: this.calls, endpoints, deliveries });
     // channel.claimed right after a round that claimed; the webhook outbox sweep dispatches what a crash left.
     this.sweep = new ChannelSweep({ conn, chain: chainOf, book: this.book, facilitator: this.facilitator, receiverAuthorizer, log, onClaimed: () => this.claimWebhooks.sweep(0) });

@@ -131,6 +131,11 @@ export class VoucherBook {
     return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
   }
 
+  /** The number of the channel's newest voucher (0: none yet); numbers have no gaps (voucher-sequence.ts). */
+  async newestNumber(channelId: string): Promise<number> {
+    return (await this.sequence.newest(channelId))?.seq ?? 0;
+  }
+
   /**
    * The channel's newest captured voucher (what a claim may take), and whether a call is being answered on
    * the channel right now (its newest voucher held and not run out); undefined before its first capture.

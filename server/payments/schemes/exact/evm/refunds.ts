@@ -74,7 +74,7 @@ export interface ExactRefundDoc {
   txHash?: string;
   failureReason?: string;
   receipt?: SignedReceipt;
-  /** payment.refunded outbox entry (server/webhooks dispatches it). */
+  /** payment.refunded outbox entry (refund-webhooks.ts hands it to the webhook engine). */
   webhook?: RefundWebhookState;
   createdAt: Date;
   doneAt?: Date;
