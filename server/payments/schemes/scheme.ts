@@ -1,4 +1,5 @@
 import type { Address } from 'viem';
+import { decodeBase64Json } from 'agentgate-x402-wire';
 import type { ChainService } from '../../chain/chain-service.js';
 import type { Logger } from '../../platform/logger.js';
 import type { EndpointDoc, PaymentDoc, SellerAccountDoc } from '../models.js';
@@ -84,8 +85,8 @@ export interface PaymentScheme extends SchemeSettler {
   /** The facilitator's /settle of a request of this scheme. */
   settleRequest(request: FacilitatorRequest, seller: SellerAccountDoc, network: string): Promise<FacilitatorAnswer>;
 
-  /** Whether our middleware's payment header (redeem or hold) is of this scheme. */
-  handlesHeader(paymentHeader: string): boolean;
+  /** Whether our middleware's payment header (redeem or hold), decoded once by PaymentSchemes.forHeader, is of this scheme. */
+  handlesPayload(payload: unknown): boolean;
   /**
    * The header read for a redeem (settle before the handler), or why it cannot be. A scheme without it
    * (upto, auth-capture: the charge or the capture comes after the handler) is only ever held.
@@ -145,8 +146,11 @@ export class PaymentSchemes {
     return this.pick((scheme) => scheme.handlesRequest(request));
   }
 
+  /** The header's scheme: decoded once here, each scheme judging the JSON (a header that is not JSON is the default's to refuse). */
   forHeader(paymentHeader: string): PaymentScheme {
-    return this.pick((scheme) => scheme.handlesHeader(paymentHeader));
+    const decoded = decodeBase64Json(paymentHeader);
+    const payload = decoded.ok ? decoded.value : undefined;
+    return this.pick((scheme) => scheme.handlesPayload(payload));
   }
 
   /** The scheme of a payment record (absent on a record: the default, exact). */

@@ -1,5 +1,5 @@
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
-import { AUTH_CAPTURE, type AuthCapturePaymentPayload, authCaptureReason, type AuthCaptureRequirements, collectTerms, decodeAuthCapturePaymentHeader, formatUsdc, isAuthCapturePayload, isAuthCapturePaymentHeader, parseCharge } from 'agentgate-x402-wire';
+import { AUTH_CAPTURE, type AuthCapturePaymentPayload, authCaptureReason, type AuthCaptureRequirements, collectTerms, decodeAuthCapturePaymentHeader, formatUsdc, isAuthCapturePayload, parseCharge } from 'agentgate-x402-wire';
 import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState, storedPaymentInfo } from './chain.js';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { AppError } from '../../../../platform/errors.js';
@@ -136,8 +136,8 @@ export class AuthCaptureScheme implements PaymentScheme {
 
   // --- holds: authorize before the handler, capture after a success, void after a failure -------
 
-  handlesHeader(paymentHeader: string): boolean {
-    return isAuthCapturePaymentHeader(paymentHeader);
+  handlesPayload(payload: unknown): boolean {
+    return isAuthCapturePayload(payload);
   }
 
   /**

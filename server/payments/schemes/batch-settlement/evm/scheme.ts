@@ -144,7 +144,7 @@ export class BatchSettlementScheme implements PaymentScheme {
     return { ok: false, reason: 'settle_failed', message: `payment ${payment._id}: batch-settlement calls are claimed with their channel, not settled one by one` };
   }
 
-  handlesHeader(): boolean {
+  handlesPayload(): boolean {
     return false;
   }
 

@@ -160,7 +160,7 @@ export class ExactScheme implements PaymentScheme {
   // --- holds (settle after the handler) --------------------------------------------------------
 
   /** The default: a header no other scheme claims is read (or refused) as an exact payment. */
-  handlesHeader(): boolean {
+  handlesPayload(): boolean {
     return true;
   }
 

@@ -1,5 +1,5 @@
 import type { Address, Hex } from 'viem';
-import { decodeUptoPaymentHeader, formatUsdc, isUptoPayload, isUptoPaymentHeader, parseCharge, type UptoPaymentPayloadV2 } from 'agentgate-x402-wire';
+import { decodeUptoPaymentHeader, formatUsdc, isUptoPayload, parseCharge, type UptoPaymentPayloadV2 } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { permit2NonceUsed } from '../../../../chain/permit2.js';
 import { blockBefore } from '../../../../chain/authorization-events.js';
@@ -159,8 +159,8 @@ export class UptoScheme implements PaymentScheme {
 
   // --- holds: the registered endpoint sells by usage, and the charge is named at capture -------
 
-  handlesHeader(paymentHeader: string): boolean {
-    return isUptoPaymentHeader(paymentHeader);
+  handlesPayload(payload: unknown): boolean {
+    return isUptoPayload(payload);
   }
 
   /** Held for the maximum the middleware asked, which the permit must allow exactly. */

@@ -93,11 +93,6 @@ export function decodeAuthCapturePaymentHeader(header: string): AuthCaptureDecod
   return decodeAuthCapturePayload(decoded.value);
 }
 
-export function isAuthCapturePaymentHeader(header: string): boolean {
-  const decoded = decodeBase64Json(header);
-  return decoded.ok && isAuthCapturePayload(decoded.value);
-}
-
 /** The payer and the signature's expiry (the escrow's preApprovalExpiry) of a collect payload. */
 export function collectTerms(payload: AuthCaptureCollectPayload): { from: string; expiry: bigint; amount: bigint; nonce: bigint; method: 'eip3009' | 'permit2' } {
   if ('permit2Authorization' in payload) {

@@ -71,8 +71,3 @@ export function decodeUptoPaymentHeader(header: string): UptoDecoded {
   return decodeUptoPayload(decoded.value);
 }
 
-/** Whether a base64 payment header carries an upto payload (without validating it). */
-export function isUptoPaymentHeader(header: string): boolean {
-  const decoded = decodeBase64Json(header);
-  return decoded.ok && isUptoPayload(decoded.value);
-}
