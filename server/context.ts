@@ -16,7 +16,9 @@ import { MailService, type MessagePage } from './mail/mail-service.js';
 import { PageCache } from './mail/page-cache.js';
 import { MailEventLog } from './mail/mail-events.js';
 import { VaultService } from './vault/vault-service.js';
-import { createChainService, type ChainService } from './chain/chain-service.js';
+import type { Address } from 'viem';
+import { ChainConfigError, createChainService, type ChainService } from './chain/chain-service.js';
+import { describeContracts, type RequiredContract } from './chain/contract-code.js';
 import { PaymentService } from './payments/payment-service.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
@@ -180,6 +182,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
     deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db),
   });
+  if (chain) await checkChainContracts(chain, payments, config, { log, metrics }).catch(async (err) => { await db.close(); throw err; });
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const accounts = new AccountService(db, changes);
   const isAdmin = adminCheck(config, accounts);
@@ -238,6 +241,22 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   await changes.start();
   shutdown.add('change feed', () => changes.stop());
   return ctx;
+}
+
+/**
+ * The contracts settlement relies on, asked of the chain once at start: without the token or Multicall3
+ * every settlement would "succeed" moving nothing (a call to an address without code does), so the
+ * process refuses to start; a scheme whose own contracts are missing is refused on this network
+ * (PaymentSchemes.checkContracts), the others are served.
+ */
+async function checkChainContracts(chain: ChainService, payments: PaymentService, config: Config, observe: { log: Logger; metrics: Metrics }): Promise<void> {
+  const essential: RequiredContract[] = [
+    { name: 'the token (USDC_ADDRESS)', address: chain.usdc.address },
+    { name: 'Multicall3 (MULTICALL3_ADDRESS)', address: config.MULTICALL3_ADDRESS as Address },
+  ];
+  await payments.schemes.checkContracts(chain, observe, essential);
+  const missing = chain.code.missing(essential);
+  if (missing.length) throw new ChainConfigError(`configuration error: ${describeContracts(missing)} ${missing.length === 1 ? 'has' : 'have'} no code on ${chain.caip2}; settlements would move nothing`);
 }
 
 /** Models registered after the context was built (by later areas) call this to get their indexes. */

@@ -107,7 +107,10 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     const seller = await acceptance.accepting(principalOf(ctx).orgId);
     const network = request.x402Version === 1 ? chain.network : chain.caip2;
     if (!seller) return { network, refused: { reason: 'invalid_payment_requirements', message: 'payment acceptance is not turned on for this seller (PUT /v0/payments/acceptance)' } as Refusal };
-    return { network, request, seller, scheme: schemes.forRequest(request), refused: undefined };
+    const scheme = schemes.forRequest(request);
+    const unavailable = schemes.refusal(scheme);
+    if (unavailable) return { network, refused: { reason: 'unsupported_scheme', message: unavailable } as Refusal };
+    return { network, request, seller, scheme, refused: undefined };
   };
 
   router.post('/verify', ...sellerOnly, async (ctx) => {

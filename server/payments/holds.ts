@@ -84,6 +84,8 @@ export class HoldService {
 
   async hold(orgId: string, input: HoldInput): Promise<HoldOutcome> {
     const scheme = this.payments.schemes.forHeader(input.paymentHeader);
+    const refused = this.payments.schemes.refusal(scheme);
+    if (refused) return { ok: false, error: 'unsupported_scheme', message: refused };
     const prepared = await this.payments.redemption.prepareTerms(orgId, input, scheme);
     if ('refused' in prepared) return prepared.refused;
     const { seller, terms, refuse } = prepared;

@@ -49,6 +49,8 @@ export class Redemption {
    */
   async redeem(orgId: string, input: RedeemInput): Promise<RedeemOutcome> {
     const scheme = this.schemes.forHeader(input.paymentHeader);
+    const refused = this.schemes.refusal(scheme);
+    if (refused) return { ok: false, error: 'unsupported_scheme', message: refused };
     if (!scheme.redeemable) {
       return { ok: false, error: 'unsupported_scheme', message: `a ${scheme.name} payment is settled after the handler: hold it (POST /v0/payments/holds) and capture it, as the seller middleware does` };
     }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { chainIdFromCaip2, networkByChainId, networkByName, NETWORKS } from 'agentgate-x402-wire';
 import { parseAddressRanges } from './ssrf.js';
 
 /** How the server treats loopback and test-only features: `dev` allows loopback targets and the faucet. */
@@ -59,10 +60,16 @@ const schema = z.object({
     .pipe(z.array(z.url({ protocol: /^https?$/, message: 'must be comma-separated http(s) URLs' })))
     .optional(),
   CHAIN_RPC_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(5_000),
-  CHAIN_NETWORK: z.enum(['base', 'base-sepolia']).default('base'),
+  // Any EVM network of the table (packages/x402-wire/src/networks.ts), by v1 name or CAIP-2 id.
+  CHAIN_NETWORK: z.string().default('base').transform((value, ctx) => {
+    const network = networkByName(value) ?? networkByChainId(chainIdFromCaip2(value) ?? -1);
+    if (network) return network.name;
+    ctx.addIssue({ code: 'custom', message: `must be a network of the table, by name or CAIP-2 id (${NETWORKS.map((n) => n.name).join(', ')})` });
+    return z.NEVER;
+  }),
   USDC_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
   USDC_EIP712_NAME: z.string().min(1).optional(),
-  USDC_EIP712_VERSION: z.string().min(1).default('2'),
+  USDC_EIP712_VERSION: z.string().min(1).optional(),
   RELAYER_PRIVATE_KEY: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex key').optional(),
   // More relayer accounts for settlement, comma-separated: each sends its own transactions in parallel.
   RELAYER_PRIVATE_KEYS: z.string().regex(/^0x[0-9a-fA-F]{64}(,0x[0-9a-fA-F]{64})*$/, 'must be comma-separated 0x-prefixed 32-byte hex keys').optional(),

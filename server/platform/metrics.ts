@@ -67,6 +67,11 @@ export class Metrics {
     name: 'agentgate_settlement_role', help: 'What this process does in settlement now (1) or not (0)',
     labelNames: ['role'] as const, registers: [this.registry],
   });
+  /** 0: the scheme's contracts have no code on that network, and it is refused there (PaymentSchemes.checkContracts). */
+  readonly schemeAvailable = new Gauge({
+    name: 'agentgate_scheme_available', help: 'Whether a payment scheme is offered on a network (1) or refused there because its contracts are missing (0)',
+    labelNames: ['network', 'scheme'] as const, registers: [this.registry],
+  });
   readonly reconciled = new Counter({
     name: 'agentgate_reconciled_payments_total', help: 'Open payments closed by reconciliation, by result',
     labelNames: ['result'] as const, registers: [this.registry],

@@ -1,6 +1,8 @@
 import type { Address } from 'viem';
 import { decodeBase64Json } from 'agentgate-x402-wire';
 import type { ChainService } from '../../chain/chain-service.js';
+import { describeContracts, type RequiredContract } from '../../chain/contract-code.js';
+import type { Metrics } from '../../platform/metrics.js';
 import type { Logger } from '../../platform/logger.js';
 import type { EndpointDoc, PaymentDoc, SellerAccountDoc } from '../models.js';
 import type { ClaimOutcome, PaymentSettlement, SchemeSettler, SettleTerms } from '../payment-settlement.js';
@@ -71,6 +73,8 @@ export interface PaymentScheme extends SchemeSettler {
   readonly paidInV1: boolean;
   /** The facilitator extensions this scheme brings (beyond the facilitator's own). */
   readonly extensions: readonly string[];
+  /** The contracts it cannot work without: where one has no code, the scheme is refused on this chain (PaymentSchemes.checkContracts). */
+  readonly contracts: readonly RequiredContract[];
   /** The `/supported` kinds this scheme offers on this chain with this pool of relayers (`signers`). */
   supportedKinds(chain: ChainService, signers: readonly Address[]): SupportedKind[];
   /** Resolves once what the scheme offers in /supported is loaded (a key kept in the database). */
@@ -124,6 +128,8 @@ export interface PaymentScheme extends SchemeSettler {
  */
 export class PaymentSchemes {
   private readonly schemes: PaymentScheme[] = [];
+  /** Schemes refused on this chain, and why (their contracts have no code there). */
+  private readonly refused = new Map<string, string>();
 
   constructor(private readonly path: PaymentSettlement) {}
 
@@ -159,7 +165,31 @@ export class PaymentSchemes {
   }
 
   supportedKinds(chain: ChainService, signers: readonly Address[]): SupportedKind[] {
-    return this.schemes.flatMap((scheme) => scheme.supportedKinds(chain, signers));
+    return this.schemes.filter((scheme) => !this.refused.has(scheme.name)).flatMap((scheme) => scheme.supportedKinds(chain, signers));
+  }
+
+  /**
+   * Asks the chain, once at start-up, whether each scheme's contracts have code, and refuses on this
+   * chain the schemes whose contracts are missing: /supported leaves them out, and a payment of theirs is
+   * answered `unsupported_scheme`, naming what is missing. Said once in the log, and in
+   * `agentgate_scheme_available{network,scheme}`.
+   */
+  async checkContracts(chain: ChainService, observe: { log: Logger; metrics: Metrics }, extra: readonly RequiredContract[] = []): Promise<void> {
+    const unknown = await chain.code.check([...this.schemes.flatMap((scheme) => scheme.contracts), ...extra]);
+    if (unknown.length) observe.log.warn({ network: chain.caip2, contracts: describeContracts(unknown) }, 'could not ask the chain whether these contracts exist; their schemes stay offered');
+    for (const scheme of this.schemes) {
+      const missing = chain.code.missing(scheme.contracts);
+      if (missing.length) {
+        this.refused.set(scheme.name, `${scheme.name} is not offered on ${chain.caip2}: ${describeContracts(missing)} ${missing.length === 1 ? 'has' : 'have'} no code there`);
+        observe.log.error({ network: chain.caip2, scheme: scheme.name, missing: missing.map((c) => c.address) }, `scheme refused on this network: ${describeContracts(missing)} ${missing.length === 1 ? 'has' : 'have'} no code`);
+      }
+      observe.metrics.schemeAvailable.set({ network: chain.caip2, scheme: scheme.name }, missing.length ? 0 : 1);
+    }
+  }
+
+  /** Why this scheme is refused on this chain; undefined: it is offered. */
+  refusal(scheme: PaymentScheme): string | undefined {
+    return this.refused.get(scheme.name);
   }
 
   /** Once every scheme's /supported entry is loaded. */

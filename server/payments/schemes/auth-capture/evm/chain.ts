@@ -14,6 +14,7 @@
  * - the operator (`extra.captureAuthorizer`) alone calls authorize / charge / capture / void / refund;
  *   the payer alone calls reclaim, once the authorization has expired.
  */
+import type { RequiredContract } from '../../../../chain/contract-code.js';
 import { encodeAbiParameters, encodeFunctionData, getAddress, keccak256, parseAbi, toHex, zeroAddress, type Address, type Hex, type PublicClient } from 'viem';
 
 export const AUTH_CAPTURE_ESCROW_ADDRESS: Address = '0xf96815976523E00e65Be8f34cA5e64b4f41EB19c';
@@ -196,3 +197,10 @@ export const collectorFor = (method: 'eip3009' | 'permit2'): Address => (method 
  * signature to the token or to Permit2).
  */
 export const collectorDataOf = (signature: Hex): Hex => signature;
+
+/** What an auth-capture payment is authorized into, captured from, voided and refunded through. */
+export const AUTH_CAPTURE_CONTRACTS: readonly RequiredContract[] = [
+  { name: 'AuthCaptureEscrow', address: AUTH_CAPTURE_ESCROW_ADDRESS },
+  { name: 'ERC3009PaymentCollector', address: EIP3009_TOKEN_COLLECTOR_ADDRESS },
+  { name: 'OperatorRefundCollector', address: OPERATOR_REFUND_COLLECTOR_ADDRESS },
+];

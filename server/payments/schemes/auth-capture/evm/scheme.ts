@@ -1,6 +1,6 @@
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
 import { AUTH_CAPTURE, type AuthCapturePaymentPayload, authCaptureReason, type AuthCaptureRequirements, collectTerms, decodeAuthCapturePaymentHeader, formatUsdc, isAuthCapturePayload, parseCharge } from 'agentgate-x402-wire';
-import { AUTH_CAPTURE_ESCROW_ADDRESS, escrowState, storedPaymentInfo } from './chain.js';
+import { AUTH_CAPTURE_CONTRACTS, AUTH_CAPTURE_ESCROW_ADDRESS, escrowState, storedPaymentInfo } from './chain.js';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { AppError } from '../../../../platform/errors.js';
 import { newId } from '../../../../platform/ids.js';
@@ -33,6 +33,7 @@ export class AuthCaptureScheme implements PaymentScheme {
   readonly pricedByUsage = false;
   readonly paidInV1 = false;
   readonly extensions = [];
+  readonly contracts = AUTH_CAPTURE_CONTRACTS;
   readonly otherWork;
   /** The facilitator API's /verify and /settle of this scheme (facilitator.ts). */
   private readonly facilitator = new AuthCaptureFacilitator(this);

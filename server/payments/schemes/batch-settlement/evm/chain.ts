@@ -18,6 +18,7 @@
 import { permit2WitnessTypes } from 'agentgate-x402-wire';
 import { concat, decodeErrorResult, domainSeparator, encodeAbiParameters, encodeFunctionData, getAddress, hashTypedData, keccak256, numberToHex, pad, parseAbi, toHex, type Address, type Hex, type PublicClient, type TypedDataDomain } from 'viem';
 import { permit2Domain } from '../../../../chain/permit2.js';
+import type { RequiredContract } from '../../../../chain/contract-code.js';
 
 export const BATCH_SETTLEMENT_ADDRESS: Address = '0x4020074e9dF2ce1deE5A9C1b5c3f541D02a10003';
 export const ERC3009_DEPOSIT_COLLECTOR_ADDRESS: Address = '0x4020806089470a89826cB9fB1f4059150b550004';
@@ -352,3 +353,9 @@ function findRevertData(err: unknown): Hex | undefined {
   }
   return undefined;
 }
+
+/** What a channel is opened, deposited into, claimed and settled through. */
+export const BATCH_SETTLEMENT_CONTRACTS: readonly RequiredContract[] = [
+  { name: 'X402BatchSettlement', address: BATCH_SETTLEMENT_ADDRESS },
+  { name: 'ERC3009DepositCollector', address: ERC3009_DEPOSIT_COLLECTOR_ADDRESS },
+];

@@ -23,6 +23,7 @@ import type { Endpoints } from '../../../endpoints.js';
 import type { DeliveryQueue } from '../../../../webhooks/webhook-service.js';
 import { ChannelCalls } from './calls.js';
 import { isBatchSettlementPayload } from './wire.js';
+import { BATCH_SETTLEMENT_CONTRACTS } from './chain.js';
 
 // The x402 `batch-settlement` scheme on EVM (v2): payment channels on the x402BatchSettlement contract. A
 // buyer deposits once into a channel and signs a cumulative voucher per call, which the seller checks off
@@ -40,6 +41,7 @@ export class BatchSettlementScheme implements PaymentScheme {
   readonly pricedByUsage = false;
   readonly paidInV1 = false;
   readonly extensions: readonly string[] = [];
+  readonly contracts = BATCH_SETTLEMENT_CONTRACTS;
   readonly otherWork: Readonly<Record<string, WorkExecutor>>;
   readonly authorizer: ReceiverAuthorizer;
   private readonly facilitator: BatchSettlementFacilitator;

@@ -1,6 +1,7 @@
 import { getAddress, type Address, type Hex } from 'viem';
 import { permit2WitnessTypes } from 'agentgate-x402-wire';
-import { eip2612PermitTuple, permit2Domain, permitTransferFromTuple } from '../../../../chain/permit2.js';
+import { eip2612PermitTuple, PERMIT2_ADDRESS, permit2Domain, permitTransferFromTuple } from '../../../../chain/permit2.js';
+import type { RequiredContract } from '../../../../chain/contract-code.js';
 
 // The x402 exact scheme's contracts on EVM beyond the token itself (whose EIP-3009
 // transferWithAuthorization is chain/usdc.ts): the x402ExactPermit2Proxy, which settles an exact payment
@@ -91,3 +92,9 @@ export function exactSettleArgs(permit: ExactPermit, signature: Hex) {
     signature,
   ] as const;
 }
+
+/** What an exact payment through Permit2 settles through (an EIP-3009 one needs only the token). */
+export const EXACT_PERMIT2_CONTRACTS: readonly RequiredContract[] = [
+  { name: 'Permit2', address: PERMIT2_ADDRESS },
+  { name: 'X402ExactPermit2Proxy', address: EXACT_PROXY_ADDRESS },
+];

@@ -2,7 +2,8 @@ import { getAddress } from 'viem';
 import { decodeExactPermit2PaymentHeader, type ExactPermit2PaymentPayloadV2 } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { permit2NonceUsed } from '../../../../chain/permit2.js';
-import { exactPermitOf, type ExactPermit } from './chain.js';
+import { EXACT_PERMIT2_CONTRACTS, exactPermitOf, type ExactPermit } from './chain.js';
+import { describeContracts } from '../../../../chain/contract-code.js';
 import { blockBefore } from '../../../../chain/authorization-events.js';
 import { newId } from '../../../../platform/ids.js';
 import type { Config } from '../../../../platform/config.js';
@@ -38,8 +39,12 @@ export class ExactPermit2Payments {
   ) {}
 
   /** Checks a Permit2 exact payment against a seller's terms and the chain, moving nothing (the facilitator's /verify). */
-  verify(seller: SellerAccountDoc, payload: ExactPermit2PaymentPayloadV2, terms: { amountAtomic: bigint; payTo?: string }): Promise<ExactPermit2Verified | ExactPermit2Refused> {
-    return verifyExactPermit2Payment(payload, { payTo: getAddress(terms.payTo ?? seller.payTo), amountAtomic: terms.amountAtomic }, requireChain(this.chain), {
+  async verify(seller: SellerAccountDoc, payload: ExactPermit2PaymentPayloadV2, terms: { amountAtomic: bigint; payTo?: string }): Promise<ExactPermit2Verified | ExactPermit2Refused> {
+    const chain = requireChain(this.chain);
+    // Without them a settlement would "succeed" moving nothing (a call to an address without code does).
+    const missing = chain.code.missing(EXACT_PERMIT2_CONTRACTS);
+    if (missing.length) return { ok: false, reason: 'unsupported_scheme', message: `exact payments through Permit2 are not offered on ${chain.caip2}: ${describeContracts(missing)} ${missing.length === 1 ? 'has' : 'have'} no code there; pay with an EIP-3009 authorization` };
+    return verifyExactPermit2Payment(payload, { payTo: getAddress(terms.payTo ?? seller.payTo), amountAtomic: terms.amountAtomic }, chain, {
       nowSeconds: Math.floor(Date.now() / 1000), marginSeconds: this.config.PAYMENT_VALIDITY_MARGIN_SECONDS,
     });
   }

@@ -41,6 +41,8 @@ export class ExactScheme implements PaymentScheme {
    * or its signed approve transaction, with the payment.
    */
   readonly extensions = ['builder-code', 'eip2612GasSponsoring', 'erc20ApprovalGasSponsoring'];
+  /** None beyond the token: its Permit2 path checks its own (EXACT_PERMIT2_CONTRACTS, permit2.ts). */
+  readonly contracts = [];
   /** Payments through Permit2 (the x402ExactPermit2Proxy). */
   readonly permit2: ExactPermit2Payments;
   /** The chain reads of payments verified at the same time, in one Multicall3 call. */

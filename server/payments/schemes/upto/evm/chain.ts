@@ -1,6 +1,7 @@
 import { getAddress, type Address, type Hex } from 'viem';
 import { permit2WitnessTypes } from 'agentgate-x402-wire';
-import { eip2612PermitTuple, permit2Domain, permitTransferFromTuple, witnessTuple, type Eip2612Permit } from '../../../../chain/permit2.js';
+import { eip2612PermitTuple, PERMIT2_ADDRESS, permit2Domain, permitTransferFromTuple, witnessTuple, type Eip2612Permit } from '../../../../chain/permit2.js';
+import type { RequiredContract } from '../../../../chain/contract-code.js';
 
 // The x402 upto scheme's contracts on EVM: the x402UptoPermit2Proxy, which settles the amount charged
 // (at most what the buyer permitted) through Permit2, and the EIP-712 permit the buyer signs for it.
@@ -102,3 +103,9 @@ export function uptoSettleArgs(permit: UptoPermit, amount: bigint, signature: He
     signature,
   ] as const;
 }
+
+/** What every upto payment settles through. */
+export const UPTO_CONTRACTS: readonly RequiredContract[] = [
+  { name: 'Permit2', address: PERMIT2_ADDRESS },
+  { name: 'X402UptoPermit2Proxy', address: UPTO_PROXY_ADDRESS },
+];

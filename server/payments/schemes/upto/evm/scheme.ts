@@ -20,6 +20,7 @@ import { verifyUptoPayment } from './verify.js';
 import { sendUptoSettlement, uptoPermitOfRecord } from './settle.js';
 import { eip2612PermitOfRecord, eip2612PermitRecord, findProxySettlementTx } from '../../permit2-proxy.js';
 import { UptoFacilitator, type UptoSettleTerms } from './facilitator.js';
+import { UPTO_CONTRACTS } from './chain.js';
 
 // The x402 `upto` scheme on EVM (v2): the buyer signs a Permit2 witness transfer for at most a maximum,
 // naming the facilitator account that may settle it; the seller names the charge after the handler, and
@@ -33,6 +34,7 @@ export class UptoScheme implements PaymentScheme {
   readonly paidInV1 = false;
   /** A buyer without a Permit2 allowance may send its USDC permit with the payment. */
   readonly extensions = ['eip2612GasSponsoring'];
+  readonly contracts = UPTO_CONTRACTS;
   private readonly facilitator: UptoFacilitator;
 
   constructor(
