@@ -129,6 +129,15 @@ const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1
 export async function createContext(config: Config, options: { log?: Logger } = {}): Promise<AppContext> {
   const log = options.log ?? createLogger({ level: config.LOG_LEVEL });
   const metrics = new Metrics();
+  // The chain first: a start refused for its configuration (an RPC URL of another chain, a token or
+  // Multicall3 without code) has opened nothing to close.
+  const chain = await createChainService(config, {
+    onFailover: ({ url, method, reason }) => log.warn({ rpcUrl: url, method, reason }, 'chain RPC URL failed a request (it goes on to the next URL, if any)'),
+  });
+  for (const check of chain?.rpcCheck ?? []) {
+    if ('error' in check) log.warn({ rpcUrl: check.url, reason: check.error }, 'chain RPC URL did not answer at start-up');
+  }
+  if (chain) await checkEssentialContracts(chain, config);
   // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
   // milliseconds of CPU, so what each request path sends is something an operator must see.
   // A bounded pool: on the embedded engine every command costs CPU and memory in one FerretDB process, and
@@ -160,12 +169,6 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const processes = new ProcessRegistry(db);
   const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }) });
   const identities = new IdentityService(db, config, keys, logs, usage, changes);
-  const chain = await createChainService(config, {
-    onFailover: ({ url, method, reason }) => log.warn({ rpcUrl: url, method, reason }, 'chain RPC URL failed a request (it goes on to the next URL, if any)'),
-  });
-  for (const check of chain?.rpcCheck ?? []) {
-    if ('error' in check) log.warn({ rpcUrl: check.url, reason: check.error }, 'chain RPC URL did not answer at start-up');
-  }
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settlement = chain && new SettlementEngine(db, config, chain, log, metrics, processes.id);
@@ -182,7 +185,8 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
     deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db),
   });
-  if (chain) await checkChainContracts(chain, payments, config, { log, metrics }).catch(async (err) => { await db.close(); throw err; });
+  // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
+  if (chain) await payments.schemes.checkContracts(chain, { log, metrics });
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const accounts = new AccountService(db, changes);
   const isAdmin = adminCheck(config, accounts);
@@ -244,17 +248,17 @@ export async function createContext(config: Config, options: { log?: Logger } = 
 }
 
 /**
- * The contracts settlement relies on, asked of the chain once at start: without the token or Multicall3
- * every settlement would "succeed" moving nothing (a call to an address without code does), so the
- * process refuses to start; a scheme whose own contracts are missing is refused on this network
- * (PaymentSchemes.checkContracts), the others are served.
+ * The contracts every settlement relies on, asked of the chain once at start: without the token or
+ * Multicall3 every settlement would "succeed" moving nothing (a call to an address without code does),
+ * so the process refuses to start. (A scheme whose own contracts are missing is only refused on this
+ * network: PaymentSchemes.checkContracts.)
  */
-async function checkChainContracts(chain: ChainService, payments: PaymentService, config: Config, observe: { log: Logger; metrics: Metrics }): Promise<void> {
+async function checkEssentialContracts(chain: ChainService, config: Config): Promise<void> {
   const essential: RequiredContract[] = [
     { name: 'the token (USDC_ADDRESS)', address: chain.usdc.address },
     { name: 'Multicall3 (MULTICALL3_ADDRESS)', address: config.MULTICALL3_ADDRESS as Address },
   ];
-  await payments.schemes.checkContracts(chain, observe, essential);
+  await chain.code.check(essential);
   const missing = chain.code.missing(essential);
   if (missing.length) throw new ChainConfigError(`configuration error: ${describeContracts(missing)} ${missing.length === 1 ? 'has' : 'have'} no code on ${chain.caip2}; settlements would move nothing`);
 }

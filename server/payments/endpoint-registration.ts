@@ -21,7 +21,11 @@ export type NewEndpointInput = { url: string; priceUsdc?: string; maxPriceUsdc?:
 export type EndpointChangeInput = { priceUsdc?: string; maxPriceUsdc?: string; description?: string; webhookUrl?: string | null } & DiscoveryInput;
 
 export class EndpointRegistration {
-  constructor(private readonly endpoints: Endpoints, private readonly acceptance: SellerAcceptance, private readonly secrets: SecretBox, private readonly mode: Mode, private readonly policy: AddressPolicy) {}
+  constructor(
+    private readonly endpoints: Endpoints, private readonly acceptance: SellerAcceptance, private readonly secrets: SecretBox, private readonly mode: Mode, private readonly policy: AddressPolicy,
+    /** Why a scheme is refused on this backend's network (its contracts have no code there); undefined: offered. */
+    private readonly schemeRefusal: (scheme: string) => string | undefined = () => undefined,
+  ) {}
 
   /**
    * Registers an endpoint. Its URL is fetched through the SSRF guard and must answer 402 with our
@@ -100,6 +104,9 @@ export class EndpointRegistration {
     if (ours.length === 0) throw refuse(`does not ask for payment to this seller's address ${settings.payTo} (or one of its payees)`);
     const served = ours.filter((o) => o.network === network && o.asset.toLowerCase() === settings.asset.toLowerCase());
     if (served.length === 0) throw refuse(`asks for payment on ${describe(ours)}, none of it on ${network} in ${settings.asset}, the network and asset this backend settles`);
+    // A route whose every payment would be refused is not registered: the seller hears it now, not its buyers.
+    const refusedScheme = served.map((o) => this.schemeRefusal(o.scheme)).find(Boolean);
+    if (refusedScheme) throw refuse(`offers a scheme this backend cannot settle: ${refusedScheme}`);
     const fits = (amount: bigint) => ('exactly' in price ? amount === parsePrice(price.exactly) : amount > 0n && amount <= parsePrice(price.upTo));
     const misfit = served.find((o) => !fits(o.amount));
     if (misfit) {

@@ -17,6 +17,7 @@ import { balanceOf } from '../../server/chain/usdc.js';
 import { payWithV2 } from '../../examples/buyer/buyer.js';
 import { createWeatherApp } from '../../examples/express-seller/server.js';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { startStorefront } from '../support/storefront.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
 
 const NETWORK = networkByName('arbitrum-sepolia')!;
@@ -88,6 +89,13 @@ test('a payment of a scheme whose contracts are missing is refused at /verify an
       ? { isValid: false, invalidReason: 'unsupported_scheme', invalidMessage: expect.stringContaining('Permit2 at 0x000000000022D473030F116dDEE9F6B43aC78BA3') }
       : { success: false, errorReason: 'unsupported_scheme', errorMessage: expect.stringContaining('X402UptoPermit2Proxy') });
   }
+});
+
+test('a seller cannot register a route whose only offer is a scheme the network cannot settle', async () => {
+  const shop = await startStorefront(server.url, seller.sellerKey, { 'GET /completion': { price: { upto: '$0.50' } } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: shop.resource('/completion'), maxPriceUsdc: '0.50' } });
+  expect(registered).toMatchObject({ status: 400, body: { error: 'endpoint_check_failed', message: expect.stringContaining('upto is not offered on eip155:421614: Permit2 at 0x000000000022D473030F116dDEE9F6B43aC78BA3') } });
+  await shop.close();
 });
 
 test('the operator sees which schemes are off on the network: one log line each and agentgate_scheme_available', async () => {

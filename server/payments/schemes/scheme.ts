@@ -174,8 +174,8 @@ export class PaymentSchemes {
    * answered `unsupported_scheme`, naming what is missing. Said once in the log, and in
    * `agentgate_scheme_available{network,scheme}`.
    */
-  async checkContracts(chain: ChainService, observe: { log: Logger; metrics: Metrics }, extra: readonly RequiredContract[] = []): Promise<void> {
-    const unknown = await chain.code.check([...this.schemes.flatMap((scheme) => scheme.contracts), ...extra]);
+  async checkContracts(chain: ChainService, observe: { log: Logger; metrics: Metrics }): Promise<void> {
+    const unknown = await chain.code.check(this.schemes.flatMap((scheme) => scheme.contracts));
     if (unknown.length) observe.log.warn({ network: chain.caip2, contracts: describeContracts(unknown) }, 'could not ask the chain whether these contracts exist; their schemes stay offered');
     for (const scheme of this.schemes) {
       const missing = chain.code.missing(scheme.contracts);
@@ -187,9 +187,9 @@ export class PaymentSchemes {
     }
   }
 
-  /** Why this scheme is refused on this chain; undefined: it is offered. */
-  refusal(scheme: PaymentScheme): string | undefined {
-    return this.refused.get(scheme.name);
+  /** Why this scheme (or the scheme of this name) is refused on this chain; undefined: it is offered. */
+  refusal(scheme: PaymentScheme | string): string | undefined {
+    return this.refused.get(typeof scheme === 'string' ? scheme : scheme.name);
   }
 
   /** Once every scheme's /supported entry is loaded. */
