@@ -79,7 +79,7 @@ export const ROUTES: RouteFactory[] = [
   }),
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,
-    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, settlement: app.payments.settlement, schemes: app.payments.schemes,
+    acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, networks: app.payments.networks, schemes: app.payments.schemes,
     catalog: app.payments.catalog,
   }),
   // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).

@@ -17,7 +17,7 @@ import { PageCache } from './mail/page-cache.js';
 import { MailEventLog } from './mail/mail-events.js';
 import { VaultService } from './vault/vault-service.js';
 import type { Address } from 'viem';
-import { ChainConfigError, createChainService, type ChainService } from './chain/chain-service.js';
+import { ChainConfigError, createChainServices, type ChainService } from './chain/chain-service.js';
 import { describeContracts, type RequiredContract } from './chain/contract-code.js';
 import { PaymentService } from './payments/payment-service.js';
 import { SettlementEngine } from './settlement/engine.js';
@@ -70,8 +70,10 @@ export interface AppContext {
   vault: VaultService;
   /** The settlement chain; undefined when CHAIN_RPC_URL is not configured (payment routes answer 503). */
   chain: ChainService | undefined;
-  /** Who accepts and who sends settlements in this deployment, and this process's part (started by serve and worker). */
+  /** Who accepts and who sends settlements in this deployment, and this process's part (started by serve and worker): the default network's. */
   settlement: SettlementEngine | undefined;
+  /** Every network's settlement engine, the default one first. */
+  settlements: SettlementEngine[];
   payments: PaymentService;
   /** Payments held while a seller's handler runs (capture settles, release charges nothing). */
   holds: HoldService;
@@ -131,13 +133,14 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const metrics = new Metrics();
   // The chain first: a start refused for its configuration (an RPC URL of another chain, a token or
   // Multicall3 without code) has opened nothing to close.
-  const chain = await createChainService(config, {
+  const chains = await createChainServices(config, {
     onFailover: ({ url, method, reason }) => log.warn({ rpcUrl: url, method, reason }, 'chain RPC URL failed a request (it goes on to the next URL, if any)'),
   });
-  for (const check of chain?.rpcCheck ?? []) {
-    if ('error' in check) log.warn({ rpcUrl: check.url, reason: check.error }, 'chain RPC URL did not answer at start-up');
+  for (const check of chains.flatMap((c) => c.rpcCheck.map((rpc) => ({ ...rpc, network: c.caip2 })))) {
+    if ('error' in check) log.warn({ network: check.network, rpcUrl: check.url, reason: check.error }, 'chain RPC URL did not answer at start-up');
   }
-  if (chain) await checkEssentialContracts(chain, config);
+  await Promise.all(chains.map((c) => checkEssentialContracts(c, config)));
+  const [chain, ...moreChains] = chains as [ChainService | undefined, ...ChainService[]];
   // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
   // milliseconds of CPU, so what each request path sends is something an operator must see.
   // A bounded pool: on the embedded engine every command costs CPU and memory in one FerretDB process, and
@@ -172,6 +175,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.
   const settlement = chain && new SettlementEngine(db, config, chain, log, metrics, processes.id);
+  // Each other network its own engine (lanes, nonces, block clock, batches, mailboxes): a slow or dead
+  // RPC of one network holds up only its own settlements.
+  const moreNetworks = moreChains.map((other) => ({ chain: other, engine: new SettlementEngine(db, config, other, log, metrics, processes.id, false) }));
   const wallets = new WalletService(db, config, chain, settlement?.settler, secrets, logs);
   const mandates = new MandateService(db, logs);
   // The webhook engine knows no area: each area hands it its events (payment.received, refunds, voids,
@@ -183,10 +189,10 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   }, logs, processes, { log: log.child({ area: 'webhooks' }), metrics, events });
   const payments: PaymentService = new PaymentService({
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
-    deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db),
+    deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db), moreNetworks,
   });
   // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
-  if (chain) await payments.schemes.checkContracts(chain, { log, metrics });
+  await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const accounts = new AccountService(db, changes);
   const isAdmin = adminCheck(config, accounts);
@@ -213,6 +219,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     vault: new VaultService(db, secrets, logs, usage),
     chain,
     settlement,
+    settlements: [...(settlement ? [settlement] : []), ...moreNetworks.map((n) => n.engine)],
     serviceKey,
     did,
     calendar: new CalendarService(db, config, secrets, identities, logs),

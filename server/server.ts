@@ -87,7 +87,7 @@ async function drainHttp(app: AppContext, http: Server): Promise<void> {
   app.stopping = true;
   const started = Date.now();
   app.log.info('stopping: draining HTTP requests');
-  app.payments.settlement.answerPendingAfter(Math.min(STOP_PAYMENT_GRACE_MS, app.config.SETTLEMENT_TIMEOUT_MS));
+  for (const network of app.payments.networks) network.settlement.answerPendingAfter(Math.min(STOP_PAYMENT_GRACE_MS, app.config.SETTLEMENT_TIMEOUT_MS));
   // A request that still comes on a kept-alive connection is answered, and the connection closed after it.
   http.on('request', (_req, res) => { if (!res.headersSent) res.setHeader('Connection', 'close'); });
   const closed = new Promise<void>((resolve) => http.close(() => resolve()));
@@ -108,10 +108,11 @@ async function drainHttp(app: AppContext, http: Server): Promise<void> {
 
 /** Joins the deployment's settlement (serve and worker); stopped when the process stops. */
 async function startSettlement(app: AppContext, role: { role: 'serve' | 'worker'; accepts: boolean }): Promise<void> {
-  const settlement = app.settlement;
-  if (!settlement) return;
-  await settlement.start(role);
-  app.shutdown.add('settlement (lanes, desk, registry)', () => settlement.stop());
+  // Every network's engine, side by side: one network's slow start (its block clock, its leases) holds up none of the others'.
+  await Promise.all(app.settlements.map(async (settlement, i) => {
+    await settlement.start(role);
+    app.shutdown.add(i === 0 ? 'settlement (lanes, desk, registry)' : `settlement on ${settlement.chain.caip2}`, () => settlement.stop());
+  }));
 }
 
 /** Job workers plus the sweeps that feed them (payment reconciliation, the webhook outbox). */
@@ -123,11 +124,14 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
   await app.jobs.start();
   app.shutdown.add('job workers', () => app.jobs.stop());
   app.shutdown.add('payment hold expiry sweep', app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
-  const reconciler = startReconciler(app.payments, {
-    everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
-    log: app.log.child({ area: 'reconciliation' }), metrics: app.metrics,
-  });
-  app.shutdown.add('payment reconciliation', () => reconciler.stop());
+  // Each network's open payments, by its own chain.
+  for (const network of app.payments.networks) {
+    const reconciler = startReconciler({ ...network, records: app.payments.records, endpoints: app.payments.endpoints }, {
+      everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
+      log: app.log.child({ area: 'reconciliation', network: network.chain.caip2 }), metrics: app.metrics,
+    });
+    app.shutdown.add(network === app.payments.networks[0] ? 'payment reconciliation' : `payment reconciliation on ${network.chain.caip2}`, () => reconciler.stop());
+  }
   if (app.chain) {
     // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
     app.shutdown.add('escrow operation sweep', app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));

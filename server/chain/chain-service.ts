@@ -1,7 +1,7 @@
 import { createPublicClient, defineChain, type Address, type Chain, type PublicClient, type PrivateKeyAccount, type Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import * as viemChains from 'viem/chains';
-import type { Config } from '../platform/config.js';
+import type { Config, NetworkSettings } from '../platform/config.js';
 import { networkByName, type NetworkInfo } from 'agentgate-x402-wire';
 import { createRpcTransport, type RpcFailover } from './rpc-transport.js';
 import { checkRpcUrls, type RpcUrlCheck } from './rpc-check.js';
@@ -51,47 +51,59 @@ export interface ChainServiceOptions {
   onFailover?: (failover: RpcFailover) => void;
 }
 
+/** The default network's chain (the first of config.networks); undefined when it has no RPC URL (payments are off). */
 export async function createChainService(config: Config, options: ChainServiceOptions = {}): Promise<ChainService | undefined> {
-  if (!config.CHAIN_RPC_URL) return undefined;
-  const info = networkByName(config.CHAIN_NETWORK);
-  if (!info) throw new ChainConfigError(`configuration error: CHAIN_NETWORK ${config.CHAIN_NETWORK} is not supported`);
-  const usdcAddress = (config.USDC_ADDRESS ?? info.usdc?.address) as Address | undefined;
+  const [first] = config.networks;
+  return first?.rpcUrl ? chainServiceFor(first, config, options) : undefined;
+}
+
+/** Every network's chain, the default one first; none when the default one has no RPC URL (payments are off). */
+export async function createChainServices(config: Config, options: ChainServiceOptions = {}): Promise<ChainService[]> {
+  if (!config.networks[0]?.rpcUrl) return [];
+  // Side by side: a slow node of one network does not hold up the others' start.
+  return Promise.all(config.networks.map((settings) => chainServiceFor(settings, config, options)));
+}
+
+async function chainServiceFor(settings: NetworkSettings, config: Config, options: ChainServiceOptions): Promise<ChainService> {
+  const info = networkByName(settings.network);
+  if (!info) throw new ChainConfigError(`configuration error: network ${settings.network} is not supported`);
+  const usdcAddress = (settings.usdcAddress ?? info.usdc?.address) as Address | undefined;
   if (!usdcAddress) {
-    throw new ChainConfigError(`configuration error: ${info.label} has no 6-decimal EIP-3009 dollar token in the network table${info.assets.length ? ` (its ${info.assets.map((a) => a.symbol).join(', ')} move only through Permit2 or have ${info.assets[0]!.decimals} decimals)` : ''}: set USDC_ADDRESS, USDC_EIP712_NAME and USDC_EIP712_VERSION to the token to price in`);
+    const names = ['USDC_ADDRESS', 'USDC_EIP712_NAME', 'USDC_EIP712_VERSION'].map((n) => settings.variable('USDC_ADDRESS').replace('USDC_ADDRESS', n)).join(', ');
+    throw new ChainConfigError(`configuration error: ${info.label} has no 6-decimal EIP-3009 dollar token in the network table${info.assets.length ? ` (its ${info.assets.map((a) => a.symbol).join(', ')} move only through Permit2 or have ${info.assets[0]!.decimals} decimals)` : ''}: set ${names} to the token to price in`);
   }
   // The table's EIP-712 domain belongs to the table's token: a token of the operator's own is named by them.
   const tableToken = info.usdc && info.usdc.address.toLowerCase() === usdcAddress.toLowerCase() ? info.usdc : undefined;
-  const rpcUrls = distinctUrls([config.CHAIN_RPC_URL, ...(config.CHAIN_RPC_URLS ?? [])]);
+  const rpcUrl = settings.rpcUrl!;
+  const rpcUrls = distinctUrls([rpcUrl, ...settings.rpcUrls]);
   const rpcCheck = await checkRpcUrls(rpcUrls, config.CHAIN_RPC_TIMEOUT_MS);
   for (const check of rpcCheck) {
     if ('chainId' in check && check.chainId !== info.chainId) {
-      const variable = check.url === config.CHAIN_RPC_URL ? 'CHAIN_RPC_URL' : `CHAIN_RPC_URLS entry ${check.url}`;
-      throw new ChainConfigError(`configuration error: ${variable} serves chain ${check.chainId}, but CHAIN_NETWORK ${info.name} is chain ${info.chainId}`);
+      const variable = check.url === rpcUrl ? settings.variable('RPC_URL') : `${settings.variable('RPC_URLS')} entry ${check.url}`;
+      const named = settings.variable('RPC_URL') === 'CHAIN_RPC_URL' ? `CHAIN_NETWORK ${info.name}` : info.name;
+      throw new ChainConfigError(`configuration error: ${variable} serves chain ${check.chainId}, but ${named} is chain ${info.chainId}`);
     }
   }
   if (!rpcCheck.some((check) => 'chainId' in check)) {
-    throw new Error(`chain: no RPC URL answered: ${rpcCheck.map((check) => `${check.url} (${'error' in check ? check.error : ''})`).join(', ')}`);
+    throw new Error(`chain ${info.name}: no RPC URL answered: ${rpcCheck.map((check) => `${check.url} (${'error' in check ? check.error : ''})`).join(', ')}`);
   }
-  const chainId = info.chainId;
   const chain: Chain = { ...viemChain(info), rpcUrls: { default: { http: rpcUrls } } };
   const transport = createRpcTransport(rpcUrls, { timeoutMs: config.CHAIN_RPC_TIMEOUT_MS, onFailover: options.onFailover });
   const publicClient = createPublicClient({ chain, transport, pollingInterval: 100 }) as PublicClient<Transport, Chain>;
-  const keys = [config.RELAYER_PRIVATE_KEY, ...(config.RELAYER_PRIVATE_KEYS ?? '').split(',')].filter(Boolean).map((k) => k!.toLowerCase());
-  const relayerAccounts = [...new Set(keys)].map((key) => privateKeyToAccount(key as `0x${string}`));
   return {
     network: info.name,
-    chainId,
+    chainId: info.chainId,
     caip2: info.caip2,
-    rpcUrl: config.CHAIN_RPC_URL,
+    rpcUrl,
     rpcUrls,
     rpcCheck,
     usdc: {
       address: usdcAddress,
-      name: config.USDC_EIP712_NAME ?? tableToken?.eip712Name ?? 'USD Coin',
-      version: config.USDC_EIP712_VERSION ?? tableToken?.eip712Version ?? '2',
+      name: settings.usdcEip712Name ?? tableToken?.eip712Name ?? 'USD Coin',
+      version: settings.usdcEip712Version ?? tableToken?.eip712Version ?? '2',
     },
     publicClient,
-    relayerAccounts,
+    relayerAccounts: settings.relayerKeys.map((key) => privateKeyToAccount(key as `0x${string}`)),
     code: new ContractCode(publicClient),
   };
 }

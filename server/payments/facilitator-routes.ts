@@ -9,7 +9,7 @@ import { OFFER_RECEIPT } from 'agentgate-x402-wire';
 import { facilitatorBody, settleRefused, verifyRefused, type Refusal } from './facilitator-api.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
-import type { PaymentSettlement } from './payment-settlement.js';
+import type { NetworkPayments } from './payment-service.js';
 import type { PaymentSchemes } from './schemes/scheme.js';
 import { requireChain } from './chain-required.js';
 import { BAZAAR, EXTENSION_RESPONSES_HEADER, extensionResponsesHeader, readDeclaration, type BazaarCatalog, type BazaarStatus } from './bazaar.js';
@@ -34,29 +34,35 @@ const asIs = (reason: string) => reason;
 export interface FacilitatorRouteServices {
   keys: ApiKeyService;
   identities: IdentityScopeSource;
+  /** The default network's chain (the discovery catalog's prices are in its token). */
   chain: ChainService | undefined;
   acceptance: SellerAcceptance;
   endpoints: Endpoints;
-  settlement: PaymentSettlement;
+  /** Every network this facilitator settles on, the default one first: a request goes to its network's schemes. */
+  networks: readonly Pick<NetworkPayments, 'chain' | 'settlement' | 'schemes'>[];
+  /** The default network's schemes (the extensions /supported lists). */
   schemes: PaymentSchemes;
   catalog: BazaarCatalog;
 }
 
 export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
-  const { acceptance, endpoints, settlement, schemes, catalog } = services;
+  const { acceptance, endpoints, networks, schemes, catalog } = services;
   const router = new Router({ prefix: '/v0/x402' });
   const sellerOnly = [authenticate(services.keys, services.identities), requireTier('seller')] as const;
 
   // Public: what this facilitator settles. The official clients read it at start-up.
   router.get('/supported', async (ctx) => {
-    const chain = services.chain;
-    // The relayer pool (read from the registry by a process given no keys of its own).
-    const signers = chain ? await settlement.signers() : [];
-    if (chain) await schemes.ready();
+    // Each network's kinds, with its relayer pool (read from its registry by a process given no keys of its own).
+    const offered = await Promise.all(networks.map(async ({ chain, settlement, schemes: theirs }) => {
+      const signers = await settlement.signers();
+      await theirs.ready();
+      return { kinds: theirs.supportedKinds(chain, signers), signers };
+    }));
+    const signers = [...new Set(offered.flatMap((o) => o.signers))];
     ctx.body = {
-      kinds: chain ? schemes.supportedKinds(chain, signers) : [],
+      kinds: offered.flatMap((o) => o.kinds),
       extensions: [...new Set([PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT, ...schemes.extensions()])],
-      signers: chain ? { [`${chain.caip2.split(':')[0]}:*`]: signers } : {},
+      signers: networks.length ? { 'eip155:*': signers } : {},
     };
   });
 
@@ -102,13 +108,18 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
 
   /** The request, its network as answers name it, and the accepting seller and its scheme (or why not). */
   const prepare = async (ctx: Context) => {
-    const chain = requireChain(services.chain);
+    requireChain(services.chain);
     const request = parseInput(facilitatorBody, ctx.request.body, 'body');
+    // The request's network picks the chain, the engine and the schemes that answer it; a network this
+    // facilitator does not settle on is the default network's schemes' to refuse, in each scheme's own
+    // terms (invalid_exact_evm_network_mismatch, ...).
+    const asked = request.paymentRequirements.network;
+    const { chain, schemes: theirs } = networks.find((n) => n.chain.network === asked || n.chain.caip2 === asked) ?? networks[0]!;
     const seller = await acceptance.accepting(principalOf(ctx).orgId);
     const network = request.x402Version === 1 ? chain.network : chain.caip2;
     if (!seller) return { network, refused: { reason: 'invalid_payment_requirements', message: 'payment acceptance is not turned on for this seller (PUT /v0/payments/acceptance)' } as Refusal };
-    const scheme = schemes.forRequest(request);
-    const unavailable = schemes.refusal(scheme);
+    const scheme = theirs.forRequest(request);
+    const unavailable = theirs.refusal(scheme);
     if (unavailable) return { network, refused: { reason: 'unsupported_scheme', message: unavailable } as Refusal };
     return { network, request, seller, scheme, refused: undefined };
   };

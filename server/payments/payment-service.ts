@@ -54,6 +54,19 @@ export interface PaymentServiceDeps {
   refundsFrom?: { wallets: RefundWallets & { readonly available: boolean }; mandates: RefundMandates };
   /** How record updates are grouped on this database (platform/group-commit.ts updateGroupingFor). */
   updateGrouping?: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>;
+  /** The deployment's other networks (NETWORKS after the first), each with its chain and settlement engine. */
+  moreNetworks?: ReadonlyArray<{ chain: ChainService; engine: SettlementEngine }>;
+}
+
+/**
+ * What the payments area keeps per network: its chain, its settlement path (over that network's engine:
+ * lanes, nonces, batches) and its schemes bound to both. Records, endpoints and sellers are shared.
+ */
+export interface NetworkPayments {
+  readonly chain: ChainService;
+  readonly settlement: PaymentSettlement;
+  readonly schemes: PaymentSchemes;
+  readonly redemption: Redemption;
 }
 
 /**
@@ -92,6 +105,12 @@ export class PaymentService {
   readonly batchSettlement: BatchSettlementScheme;
   readonly redemption: Redemption;
   readonly signInWithX: SignInWithX;
+  /**
+   * Every network this deployment settles on, the default one first (its stack is the fields above).
+   * The others offer exact and upto; auth-capture and batch-settlement, whose sweeps do not tell
+   * networks apart yet, are the default network's alone.
+   */
+  readonly networks: readonly NetworkPayments[];
 
   /** payment.received: each settled payment's event, handed to the webhook engine (webhook-outbox.ts). */
   readonly webhooks: PaymentReceivedOutbox;
@@ -128,8 +147,23 @@ export class PaymentService {
     this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
+    this.networks = [
+      ...(chain ? [{ chain, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption }] : []),
+      ...(deps.moreNetworks ?? []).map(({ chain: other, engine: otherEngine }) => {
+        const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, log.child({ network: other.caip2 }), metrics);
+        const schemes = new PaymentSchemes(settlement);
+        schemes.register(new ExactScheme(other, config, settlement, this.endpoints, log.child({ network: other.caip2 }), metrics));
+        schemes.register(new UptoScheme(other, config, settlement, this.endpoints));
+        return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes) };
+      }),
+    ];
     this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
     this.outboxes = [this.webhooks, operations.webhooks, ...(exactRefunds ? [exactRefunds.webhooks] : []), this.batchSettlement.claimWebhooks];
+  }
+
+  /** The network's payments, by v1 name or CAIP-2 id; undefined: this deployment does not settle there. */
+  network(network: string): NetworkPayments | undefined {
+    return this.networks.find((n) => n.chain.network === network || n.chain.caip2 === network);
   }
 
   /** Where a payment endpoint's deliveries go (its URL and secret, read at each attempt); undefined: not a payment endpoint. */

@@ -48,8 +48,8 @@ export async function reconcilePayments(service: ReconcilablePayments, options: 
   if (!chain) return totals;
   const cutoff = new Date(Date.now() - options.olderThanMs);
   const stale = [
-    ...await records.payments.find({ status: 'verified', createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean(),
-    ...await capturedHolds(records, cutoff),
+    ...await records.payments.find({ status: 'verified', chainId: chain.chainId, createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean(),
+    ...await capturedHolds(records, cutoff, chain.chainId),
   ];
   if (stale.length === 0) return totals;
   const claims = records.payments.db.collection('reconcile_claims') as unknown as Collection<{ _id: string; expiresAt: Date }>;
@@ -118,8 +118,8 @@ export async function reconcilePayments(service: ReconcilablePayments, options: 
  * (holds.ts), so a process that died between the capture and the record leaves a `held` payment with a
  * capture decision. Held payments are few (holds not decided yet), and only their decisions are read.
  */
-async function capturedHolds(records: PaymentRecords, cutoff: Date): Promise<PaymentDoc[]> {
-  const held = await records.payments.find({ status: 'held', createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean();
+async function capturedHolds(records: PaymentRecords, cutoff: Date, chainId: number): Promise<PaymentDoc[]> {
+  const held = await records.payments.find({ status: 'held', chainId, createdAt: { $lt: cutoff } }).sort({ createdAt: 1 }).limit(200).lean();
   if (held.length === 0) return [];
   const decisions = records.payments.db.collection('payment_hold_decisions') as unknown as Collection<{ _id: string; decision: string; at: Date }>;
   const captured = await findByIds(held.map((p) => p._id), (id) => decisions.findOne({ _id: id, decision: 'capture', at: { $lt: cutoff } }));

@@ -67,6 +67,13 @@ const schema = z.object({
     ctx.addIssue({ code: 'custom', message: `must be a network of the table, by name or CAIP-2 id (${NETWORKS.map((n) => n.name).join(', ')})` });
     return z.NEVER;
   }),
+  // Several networks at once, comma-separated (v1 names or CAIP-2 ids), the first the default one (the
+  // seller settings' network, the buyer wallets'). The network CHAIN_NETWORK names reads CHAIN_RPC_URL(S),
+  // USDC_* and RELAYER_PRIVATE_KEY(S); every other one its own <NAME>_RPC_URL, <NAME>_RPC_URLS,
+  // <NAME>_USDC_ADDRESS, <NAME>_USDC_EIP712_NAME, <NAME>_USDC_EIP712_VERSION and <NAME>_RELAYER_PRIVATE_KEYS
+  // (NAME: the v1 name in capitals, POLYGON_AMOY; the relayer keys default to RELAYER_PRIVATE_KEY(S):
+  // one key may serve several networks). Unset: CHAIN_NETWORK alone.
+  NETWORKS: z.string().optional(),
   USDC_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
   USDC_EIP712_NAME: z.string().min(1).optional(),
   USDC_EIP712_VERSION: z.string().min(1).optional(),
@@ -186,7 +193,87 @@ const schema = z.object({
 });
 
 export type Env = z.input<typeof schema>;
-export type Config = z.output<typeof schema> & { mode: Mode };
+export type Config = z.output<typeof schema> & {
+  mode: Mode;
+  /** The networks this backend settles on, the default one first (NETWORKS, or CHAIN_NETWORK alone). */
+  networks: NetworkSettings[];
+};
+
+/** One network this backend settles on, read from its variables (see NETWORKS). */
+export interface NetworkSettings {
+  /** Its v1 name in the network table. */
+  network: string;
+  /** Undefined only for CHAIN_NETWORK without CHAIN_RPC_URL: payments are off. */
+  rpcUrl: string | undefined;
+  /** The further URLs asked in order when rpcUrl fails. */
+  rpcUrls: string[];
+  usdcAddress?: string;
+  usdcEip712Name?: string;
+  usdcEip712Version?: string;
+  /** Relayer keys, each once. */
+  relayerKeys: string[];
+  /** The variable each setting came from, for messages ("CHAIN_RPC_URL", "POLYGON_AMOY_RPC_URL"). */
+  variable(setting: 'RPC_URL' | 'RPC_URLS' | 'USDC_ADDRESS'): string;
+}
+
+const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
+const rpcUrlList = z.string()
+  .transform((value) => value.split(',').map((url) => url.trim()).filter(Boolean))
+  .pipe(z.array(z.url({ protocol: /^https?$/, message: 'must be comma-separated http(s) URLs' })));
+/** A network's own variables (<NAME>_*), the same rules as CHAIN_*'s. */
+const networkVariables = z.object({
+  RPC_URL: z.url({ protocol: /^(https?|wss?)$/ }),
+  RPC_URLS: rpcUrlList.optional(),
+  USDC_ADDRESS: address.optional(),
+  USDC_EIP712_NAME: z.string().min(1).optional(),
+  USDC_EIP712_VERSION: z.string().min(1).optional(),
+  RELAYER_PRIVATE_KEYS: z.string().regex(/^0x[0-9a-fA-F]{64}(,0x[0-9a-fA-F]{64})*$/, 'must be comma-separated 0x-prefixed 32-byte hex keys').optional(),
+});
+
+/** The prefix of a network's own variables: its v1 name in capitals ("polygon-amoy" -> POLYGON_AMOY). */
+export function networkVariablePrefix(network: string): string {
+  return network.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
+}
+
+function distinctKeys(keys: Array<string | undefined>): string[] {
+  return [...new Set(keys.filter((k): k is string => !!k).map((k) => k.toLowerCase()))];
+}
+
+/** NETWORKS (or CHAIN_NETWORK alone) read into one NetworkSettings each; problems are added to `problems`. */
+function networksOf(data: z.output<typeof schema>, input: Record<string, string | undefined>, problems: Map<string, string>): NetworkSettings[] {
+  const sharedKeys = distinctKeys([data.RELAYER_PRIVATE_KEY, ...(data.RELAYER_PRIVATE_KEYS ?? '').split(',')]);
+  const names: string[] = [];
+  for (const entry of (data.NETWORKS ?? data.CHAIN_NETWORK).split(',').map((n) => n.trim()).filter(Boolean)) {
+    const info = networkByName(entry) ?? networkByChainId(chainIdFromCaip2(entry) ?? -1);
+    if (!info) problems.set('NETWORKS', `names ${entry}, not a network of the table, by name or CAIP-2 id (${NETWORKS.map((n) => n.name).join(', ')})`);
+    else if (names.includes(info.name)) problems.set('NETWORKS', `names ${info.name} twice`);
+    else names.push(info.name);
+  }
+  return names.flatMap((network): NetworkSettings[] => {
+    if (network === data.CHAIN_NETWORK) {
+      return [{
+        network, rpcUrl: data.CHAIN_RPC_URL, rpcUrls: data.CHAIN_RPC_URLS ?? [], usdcAddress: data.USDC_ADDRESS, usdcEip712Name: data.USDC_EIP712_NAME,
+        usdcEip712Version: data.USDC_EIP712_VERSION, relayerKeys: sharedKeys, variable: (setting) => (setting.startsWith('RPC') ? `CHAIN_${setting}` : setting),
+      }];
+    }
+    const prefix = networkVariablePrefix(network);
+    const own = Object.fromEntries(Object.keys(networkVariables.shape).flatMap((key) => (input[`${prefix}_${key}`] ? [[key, input[`${prefix}_${key}`]]] : [])));
+    const parsed = networkVariables.safeParse(own);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        const name = `${prefix}_${String(issue.path[0])}`;
+        if (!problems.has(name)) problems.set(name, own[String(issue.path[0])] === undefined ? `is required: NETWORKS lists ${network}` : issue.message);
+      }
+      return [];
+    }
+    const v = parsed.data;
+    return [{
+      network, rpcUrl: v.RPC_URL, rpcUrls: v.RPC_URLS ?? [], usdcAddress: v.USDC_ADDRESS, usdcEip712Name: v.USDC_EIP712_NAME, usdcEip712Version: v.USDC_EIP712_VERSION,
+      relayerKeys: v.RELAYER_PRIVATE_KEYS ? distinctKeys(v.RELAYER_PRIVATE_KEYS.split(',')) : sharedKeys,
+      variable: (setting) => `${prefix}_${setting}`,
+    }];
+  });
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -204,5 +291,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
     throw new ConfigError(`configuration error: ${[...problems].map(([name, message]) => `${name} ${message}`).join('; ')}`);
   }
-  return { ...result.data, mode: result.data.AGENTGATE_MODE };
+  const problems = new Map<string, string>();
+  const networks = networksOf(result.data, input, problems);
+  if (problems.size) throw new ConfigError(`configuration error: ${[...problems].map(([name, message]) => `${name} ${message}`).join('; ')}`);
+  return { ...result.data, mode: result.data.AGENTGATE_MODE, networks };
 }

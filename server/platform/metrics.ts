@@ -45,14 +45,14 @@ export class Metrics {
   });
   /** Settlements in this process's queue for its next transaction, and the oldest one's wait. */
   readonly settlementQueued = new Gauge({
-    name: 'agentgate_settlement_queued', help: 'Settlements waiting in this process for their transaction', registers: [this.registry],
+    name: 'agentgate_settlement_queued', help: 'Settlements waiting in this process for their transaction', labelNames: ['network'] as const, registers: [this.registry],
   });
   readonly settlementOldestQueuedSeconds = new Gauge({
-    name: 'agentgate_settlement_oldest_queued_seconds', help: 'How long the oldest settlement waiting in this process has waited', registers: [this.registry],
+    name: 'agentgate_settlement_oldest_queued_seconds', help: 'How long the oldest settlement waiting in this process has waited', labelNames: ['network'] as const, registers: [this.registry],
   });
   /** Settlements this process handed to another process's lane, outcome not back yet. */
   readonly settlementAwaiting = new Gauge({
-    name: 'agentgate_settlement_awaiting_outcome', help: 'Settlements handed to other processes\' relayer lanes whose outcome has not come back', registers: [this.registry],
+    name: 'agentgate_settlement_awaiting_outcome', help: 'Settlements handed to other processes\' relayer lanes whose outcome has not come back', labelNames: ['network'] as const, registers: [this.registry],
   });
   /** local: a lane of this process took it; remote: another process's lane, through its inbox. */
   readonly settlementRouted = new Counter({
@@ -65,7 +65,7 @@ export class Metrics {
   /** accepts: answers buyers; sends: holds a relayer lane now. */
   readonly settlementRole = new Gauge({
     name: 'agentgate_settlement_role', help: 'What this process does in settlement now (1) or not (0)',
-    labelNames: ['role'] as const, registers: [this.registry],
+    labelNames: ['role', 'network'] as const, registers: [this.registry],
   });
   /** 0: the scheme's contracts have no code on that network, and it is refused there (PaymentSchemes.checkContracts). */
   readonly schemeAvailable = new Gauge({

@@ -56,18 +56,25 @@ export class SettlementEngine {
   private role: { role: ProcessRole; accepts: boolean } | undefined;
   private housekeeping: NodeJS.Timeout | undefined;
 
-  constructor(db: Connection, config: Config, readonly chain: ChainService, private readonly log: Logger, metrics: Metrics, me: string = newProcessId()) {
+  /**
+   * `primary`: the deployment's default network, whose collections keep their plain names (a deployment
+   * that adds networks keeps its state); every other network's lanes, leases, mailboxes and registry live
+   * in collections of its own (`relayer_leases_eip155_80002`): one relayer key serves each network with
+   * its own nonces, and one network's backlog is never read by another's.
+   */
+  constructor(db: Connection, config: Config, readonly chain: ChainService, private readonly log: Logger, metrics: Metrics, me: string = newProcessId(), primary = true) {
     // The process registry's id (platform/process-registry.ts): one name per process in every registry and lease.
     this.me = me;
-    const settlementLog = log.child({ area: 'settlement' });
+    const suffix = primary ? '' : `_${chain.caip2.replace(':', '_')}`;
+    const settlementLog = log.child({ area: 'settlement', ...(primary ? {} : { network: chain.caip2 }) });
     const ttlMs = config.RELAYER_LEASE_TTL_MS;
     const skewMs = Math.min(2_000, Math.floor(ttlMs / 5));
     this.clock = new BlockClock(chain.publicClient, { busyPollMs: config.CHAIN_POLL_MS, idlePollMs: config.CHAIN_POLL_MS * 10, busy: () => this.busy() });
-    this.registry = new SettlementRegistry(db, this.me, { ttlMs, skewMs, heartbeatMs: Math.min(1_000, Math.floor(ttlMs / 5)), refreshMs: 500 });
-    this.mailbox = new Mailbox(db);
+    this.registry = new SettlementRegistry(db, this.me, { ttlMs, skewMs, heartbeatMs: Math.min(1_000, Math.floor(ttlMs / 5)), refreshMs: 500 }, Date.now, suffix);
+    this.mailbox = new Mailbox(db, suffix);
     this.pool = new RelayerPool(chain, this.clock, {
       accounts: chain.relayerAccounts,
-      leases: new RelayerLeases(db, this.me, { ttlMs, skewMs }),
+      leases: new RelayerLeases(db, this.me, { ttlMs, skewMs }, Date.now, suffix),
       registry: this.registry,
       heartbeatMs: Math.floor(ttlMs / 3),
       rebalanceMs: Math.min(1_000, Math.floor(ttlMs / 3)),
@@ -99,11 +106,12 @@ export class SettlementEngine {
     this.pool.onChange.push(() => { this.settler.wake(); this.registry.publishSoon(); });
     metrics.onCollect(() => {
       const status = this.status();
-      metrics.settlementQueued.set(status.queued);
-      metrics.settlementOldestQueuedSeconds.set(status.oldestQueuedMs / 1000);
-      metrics.settlementAwaiting.set(status.awaiting);
-      metrics.settlementRole.set({ role: 'accepts' }, status.accepts ? 1 : 0);
-      metrics.settlementRole.set({ role: 'sends' }, status.sends.length ? 1 : 0);
+      const network = chain.caip2;
+      metrics.settlementQueued.set({ network }, status.queued);
+      metrics.settlementOldestQueuedSeconds.set({ network }, status.oldestQueuedMs / 1000);
+      metrics.settlementAwaiting.set({ network }, status.awaiting);
+      metrics.settlementRole.set({ role: 'accepts', network }, status.accepts ? 1 : 0);
+      metrics.settlementRole.set({ role: 'sends', network }, status.sends.length ? 1 : 0);
     });
   }
 

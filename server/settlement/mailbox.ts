@@ -32,10 +32,11 @@ export class Mailbox {
   private readonly outbox: Collection<OutboxEntry>;
   private readonly cursors: Collection<Cursor>;
 
-  constructor(conn: Connection) {
-    this.inbox = conn.collection<InboxEntry>('settlement_inbox') as unknown as Collection<InboxEntry>;
-    this.outbox = conn.collection<OutboxEntry>('settlement_outbox') as unknown as Collection<OutboxEntry>;
-    this.cursors = conn.collection<Cursor>('settlement_cursors') as unknown as Collection<Cursor>;
+  /** `suffix`: the network's, for a network other than the default one (engine.ts collectionSuffix). */
+  constructor(conn: Connection, suffix = '') {
+    this.inbox = conn.collection<InboxEntry>(`settlement_inbox${suffix}`) as unknown as Collection<InboxEntry>;
+    this.outbox = conn.collection<OutboxEntry>(`settlement_outbox${suffix}`) as unknown as Collection<OutboxEntry>;
+    this.cursors = conn.collection<Cursor>(`settlement_cursors${suffix}`) as unknown as Collection<Cursor>;
   }
 
   /**

@@ -79,8 +79,8 @@ export class SettlementRegistry {
   private writing: Promise<void> | undefined;
   private writeAgain = false;
 
-  constructor(conn: Connection, readonly me: string, private readonly options: RegistryOptions, private readonly now: () => number = Date.now) {
-    this.docs = conn.collection<ProcessDoc>('settlement_processes') as unknown as Collection<ProcessDoc>;
+  constructor(conn: Connection, readonly me: string, private readonly options: RegistryOptions, private readonly now: () => number = Date.now, suffix = '') {
+    this.docs = conn.collection<ProcessDoc>(`settlement_processes${suffix}`) as unknown as Collection<ProcessDoc>;
   }
 
   /** Registers this process and keeps its registration current until `leave`. */

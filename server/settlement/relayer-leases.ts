@@ -43,8 +43,8 @@ export class RelayerLeases {
   private indexed: Promise<unknown> | undefined;
 
   /** `holder`: this process, as named in lease documents, the registry and logs (registry.ts processId). */
-  constructor(conn: Connection, readonly holder: string, private readonly times: LeaseTimes, private readonly now: () => number = Date.now) {
-    this.leases = conn.collection<LeaseDoc>('relayer_leases') as unknown as Collection<LeaseDoc>;
+  constructor(conn: Connection, readonly holder: string, private readonly times: LeaseTimes, private readonly now: () => number = Date.now, suffix = '') {
+    this.leases = conn.collection<LeaseDoc>(`relayer_leases${suffix}`) as unknown as Collection<LeaseDoc>;
   }
 
   private ensureIndexes(): Promise<unknown> {

@@ -1,0 +1,145 @@
+/**
+ * One backend settling on two networks at once (NETWORKS=base-sepolia,polygon-amoy): the test chain and a
+ * second anvil node with Polygon Amoy's chain id, its own FiatToken, Multicall3 and the x402 contracts.
+ * An official @x402/express seller offers both networks, paid to a different address on each, with
+ * agentgate as its facilitator; official @x402/fetch buyers each holding USDC on one network pay it.
+ * What a seller and an operator would check: each payment moved money on its own chain to that
+ * network's payTo and nothing on the other, its record names its network, /supported lists every kind on
+ * both networks, and one relayer key serves both with a lease on each network.
+ */
+import express from 'express';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { x402Client } from '@x402/core/client';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
+import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
+import { ExactEvmScheme } from '@x402/evm/exact/client';
+import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
+import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { createPublicClient, http, parseUnits, toHex, type Address } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { networkByName } from 'agentgate-x402-wire';
+import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
+import { deployDevChain, installMulticall3 } from '../../server/dev/chain/deploy.js';
+import { installX402Contracts, DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
+import { DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';
+import { balanceOf } from '../../server/chain/usdc.js';
+import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { setUpSeller } from './seller.js';
+
+const AMOY = networkByName('polygon-amoy')!;
+const BASE_SEPOLIA = 'eip155:84532';
+const PRICE = 10_000n;
+let amoy: AnvilNode;
+let amoyUsdc: Address;
+let amoyBuyer: ReturnType<typeof privateKeyToAccount>;
+let server: TestServer;
+let seller: Awaited<ReturnType<typeof setUpSeller>>;
+const amoyPayTo = privateKeyToAccount(generatePrivateKey()).address;
+let shop: { url: string; close(): void };
+
+const amoyBalance = (account: Address) => balanceOf({ client: createPublicClient({ transport: http(amoy.rpcUrl) }) as never, token: amoyUsdc, account });
+
+beforeAll(async () => {
+  amoy = await startAnvil({ chainId: AMOY.chainId });
+  amoyBuyer = privateKeyToAccount(generatePrivateKey());
+  const deployment = await deployDevChain({ rpcUrl: amoy.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey, mintTo: [amoyBuyer.address], mintAmountUsdc: '5' });
+  await installMulticall3({ rpcUrl: amoy.rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+  await installX402Contracts(amoy.rpcUrl);
+  amoyUsdc = deployment.usdcAddress;
+  // Our token is not at Circle's Amoy address, so its EIP-712 domain is named.
+  server = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoy.rpcUrl, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin' });
+  // One relayer key for both networks: it needs gas on Amoy too.
+  const relayer = privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address;
+  await createPublicClient({ transport: http(amoy.rpcUrl) }).request({ method: 'anvil_setBalance' as never, params: [relayer, toHex(parseUnits('10', 18))] as never });
+  seller = await setUpSeller(server);
+  // Paid to another address on Amoy: the seller names it as one of its payees.
+  const acceptance = await server.request('PUT', '/v0/payments/acceptance', { key: seller.platformKey, body: { enabled: true, payTo: seller.payTo, payees: [amoyPayTo] } });
+  if (acceptance.status !== 200) throw new Error(`acceptance: ${acceptance.status} ${acceptance.text}`);
+  shop = await officialSeller();
+}, 120_000);
+
+afterAll(async () => {
+  shop?.close();
+  await server?.close();
+  await amoy?.stop();
+});
+
+/** An official @x402/express seller of GET /report on both networks, with agentgate as its facilitator. */
+async function officialSeller() {
+  const facilitator = new HTTPFacilitatorClient({
+    url: `${server.url}/v0/x402`,
+    createAuthHeaders: async () => { const h = { Authorization: `Bearer ${seller.sellerKey}` }; return { verify: h, settle: h, supported: h }; },
+  });
+  const resourceServer = registerServerEvm(new x402ResourceServer(facilitator), { networks: [BASE_SEPOLIA, AMOY.caip2] });
+  const app = express();
+  app.use(officialPaymentMiddleware({
+    'GET /report': {
+      accepts: [
+        { scheme: 'exact', network: BASE_SEPOLIA, payTo: seller.payTo, price: { asset: testChain().usdc, amount: String(PRICE), extra: { name: DEV_USDC_NAME, version: '2' } } },
+        { scheme: 'exact', network: AMOY.caip2, payTo: amoyPayTo, price: { asset: amoyUsdc, amount: String(PRICE), extra: { name: 'USD Coin', version: '2' } } },
+      ],
+      description: 'Report', mimeType: 'application/json',
+    },
+  }, resourceServer));
+  app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
+  const listening = createServer(app);
+  listening.listen(0, '127.0.0.1');
+  await once(listening, 'listening');
+  return { url: `http://127.0.0.1:${(listening.address() as AddressInfo).port}`, close: () => { listening.closeAllConnections(); listening.close(); } };
+}
+
+/** An official buyer that signs only on `network` (where it holds USDC), allowing that network's test token. */
+const buyerOn = (network: `eip155:${number}`, account: ReturnType<typeof privateKeyToAccount>) =>
+  wrapFetchWithPayment(fetch, new x402Client().register(network, new ExactEvmScheme(account)).setSpendControls({
+    allowedAssets: [{ network, asset: network === AMOY.caip2 ? amoyUsdc : testChain().usdc, maxAmountPerPayment: String(PRICE) }],
+  }));
+
+test('/supported lists every kind on both networks, with one signer pool', async () => {
+  const supported = await (await fetch(`${server.url}/v0/x402/supported`)).json() as { kinds: Array<{ x402Version: number; scheme: string; network: string }>; signers: Record<string, string[]> };
+  const kinds = supported.kinds.map((k) => `${k.scheme} ${k.network}`);
+  expect(kinds).toEqual(expect.arrayContaining(['exact base-sepolia', `exact ${BASE_SEPOLIA}`, 'exact polygon-amoy', `exact ${AMOY.caip2}`, `upto ${AMOY.caip2}`, `upto ${BASE_SEPOLIA}`]));
+  expect(supported.signers['eip155:*']).toEqual([privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address]);
+});
+
+test('the 402 offers both networks; a buyer holding USDC on Amoy pays there, to the Amoy payTo, and nothing moves on Base Sepolia', async () => {
+  const unpaid = await fetch(`${shop.url}/report`);
+  expect(decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!).accepts.map((a) => a.network)).toEqual([BASE_SEPOLIA, AMOY.caip2]);
+  const baseBefore = await usdcBalance(seller.payTo);
+  const [buyerBefore, payToBefore] = [await amoyBalance(amoyBuyer.address), await amoyBalance(amoyPayTo)];
+  const res = await buyerOn(AMOY.caip2, amoyBuyer)(`${shop.url}/report`);
+  expect({ status: res.status, refusal: res.status === 402 ? decodePaymentRequiredHeader(res.headers.get('payment-required')!).error : undefined }).toEqual({ status: 200, refusal: undefined });
+  expect(await res.json()).toEqual({ report: 'done' });
+  expect(await amoyBalance(amoyBuyer.address)).toBe(buyerBefore - PRICE);
+  expect(await amoyBalance(amoyPayTo)).toBe(payToBefore + PRICE);
+  expect(await usdcBalance(seller.payTo)).toBe(baseBefore);
+  const records = await server.request('GET', '/v0/payments', { key: seller.platformKey });
+  expect(records.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === amoyBuyer.address.toLowerCase()))
+    .toMatchObject({ status: 'settled', network: 'polygon-amoy', recipientAddress: amoyPayTo });
+});
+
+test('a buyer holding USDC on Base Sepolia pays the same route there', async () => {
+  const buyer = await fundedBuyer('1');
+  const before = await usdcBalance(seller.payTo);
+  const res = await buyerOn(BASE_SEPOLIA, buyer)(`${shop.url}/report`);
+  expect(res.status).toBe(200);
+  expect(await usdcBalance(seller.payTo)).toBe(before + PRICE);
+  const records = await server.request('GET', '/v0/payments', { key: seller.platformKey });
+  expect(records.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === buyer.address.toLowerCase())).toMatchObject({ status: 'settled', network: 'base-sepolia' });
+});
+
+test('one relayer key serves both networks: a lease on each, in each network\'s own collection', async () => {
+  const relayer = privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address.toLowerCase();
+  const db = server.app.db.db!;
+  // A lease's id is the relayer's address and its generation.
+  const leased = async (collection: string) => (await db.collection(collection).find({}).toArray()).map((l) => String(l._id).toLowerCase().split('#')[0]);
+  expect(await leased('relayer_leases')).toContain(relayer);
+  expect(await leased('relayer_leases_eip155_80002')).toContain(relayer);
+});
+
+test('a network listed without its RPC URL refuses the start, naming the variable', async () => {
+  await expect(startTestServer({ NETWORKS: 'base-sepolia,arbitrum-sepolia' })).rejects.toThrow('ARBITRUM_SEPOLIA_RPC_URL is required: NETWORKS lists arbitrum-sepolia');
+});
