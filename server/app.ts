@@ -83,7 +83,10 @@ export const ROUTES: RouteFactory[] = [
     catalog: app.payments.catalog,
   }),
   // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).
-  (app) => healthRoutes({ db: app.db, chain: app.chain, settlement: app.settlement, mail: app.mail, isStopping: () => app.stopping, webhookBacklogMs: () => app.webhooks.oldestDueMs() }),
+  (app) => healthRoutes({
+    db: app.db, chain: app.chain, settlement: app.settlement, mail: app.mail, isStopping: () => app.stopping, webhookBacklogMs: () => app.webhooks.oldestDueMs(),
+    moreNetworks: app.settlements.slice(1).map((settlement) => ({ chain: settlement.chain, settlement })),
+  }),
   // The ops console's HTML pages (cookie sessions, form posts) under /console.
   consoleRoutes,
 ];

@@ -23,6 +23,8 @@ export interface HealthRouteDeps {
   db: Connection;
   chain: ChainService | undefined;
   settlement: SettlementEngine | undefined;
+  /** The deployment's other networks (NETWORKS after the first), each with its engine. */
+  moreNetworks?: ReadonlyArray<{ chain: ChainService; settlement: SettlementEngine }>;
   /** Knows where the inbound SMTP listener listens. */
   mail: Pick<MailService, 'delivery'>;
   /** Whether a graceful stop has begun: asked per request, it turns true while the process drains. */
@@ -40,7 +42,7 @@ export const WEBHOOK_BACKLOG_DEGRADED_MS = 60_000;
  * does not; 200 `degraded` naming why when settlements would fail: no relayer lane of the deployment can
  * send). The answer also says what this process does in settlement and who holds which lane.
  */
-export function healthRoutes({ db, chain, settlement, mail, isStopping, webhookBacklogMs }: HealthRouteDeps): Router {
+export function healthRoutes({ db, chain, settlement, mail, isStopping, webhookBacklogMs, moreNetworks = [] }: HealthRouteDeps): Router {
   const router = new Router();
   router.get('/health', (ctx) => {
     ctx.body = { status: 'ok' };
@@ -75,15 +77,33 @@ export function healthRoutes({ db, chain, settlement, mail, isStopping, webhookB
     }
     // Webhooks: a deployment-wide backlog, not this process's fault, so never `down` (a balancer would take
     // every process out at once): `degraded`, naming the wait, once the oldest due delivery waits too long.
+    // Another network in trouble (its RPC down, none of its lanes able to send) degrades this process, never
+    // downs it: the other networks' payments go on here, and a balancer must not take every process out.
+    const networks = await Promise.all(moreNetworks.map(async (n) => {
+      const node = await within(n.chain.publicClient.getBlockNumber({ cacheTime: 0 })).then(() => undefined, (err: Error) => `its chain does not answer: ${err.message}`.slice(0, 200));
+      const mine = n.settlement.status();
+      const lanes = [...(n.settlement.deployment()?.lanes ?? [])].map(([address, l]) => ({ address, holder: l.holder, state: l.state, inFlight: l.inFlight }));
+      const sendable = mine.sends.length > 0 || lanes.some((l) => l.state === 'active');
+      const problems = [...(node ? [node] : []), ...mine.problems, ...(sendable ? [] : ['no relayer lane of this deployment can send now'])];
+      return { network: n.chain.caip2, state: problems.length ? `degraded: ${problems.join('; ')}` : 'ok', settlement: { ...mine, lanes } };
+    }));
     const backlogMs = await within(webhookBacklogMs()).catch(() => undefined);
     const webhooks = backlogMs === undefined ? undefined
       : backlogMs > WEBHOOK_BACKLOG_DEGRADED_MS ? `degraded: the oldest due webhook delivery has waited ${Math.round(backlogMs / 1000)} s` : 'ok';
-    detail = { ...detail, ...(backlogMs === undefined ? {} : { webhooks: { oldestDueSeconds: Math.round(backlogMs / 100) / 10 } }) };
-    const answers = { ...Object.fromEntries(results), ...(relayer ? { relayer } : {}), ...(webhooks ? { webhooks } : {}), ...(isStopping() ? { process: 'down: stopping' } : {}) };
+    detail = {
+      ...detail,
+      ...(backlogMs === undefined ? {} : { webhooks: { oldestDueSeconds: Math.round(backlogMs / 100) / 10 } }),
+      ...(networks.length ? { networks: Object.fromEntries(networks.map((n) => [n.network, { settlement: n.settlement }])) } : {}),
+    };
+    const answers = {
+      ...Object.fromEntries(results), ...(relayer ? { relayer } : {}), ...(webhooks ? { webhooks } : {}),
+      ...Object.fromEntries(networks.map((n) => [`network ${n.network}`, n.state])), ...(isStopping() ? { process: 'down: stopping' } : {}),
+    };
     const down = Object.entries(answers).filter(([, state]) => state.startsWith('down')).map(([name]) => name);
     const why = [
       ...(relayer?.startsWith('degraded') ? [`payments may fail here: ${relayer.slice('degraded: '.length)}`] : []),
       ...(webhooks?.startsWith('degraded') ? [`webhooks are behind: ${webhooks.slice('degraded: '.length)}`] : []),
+      ...networks.filter((n) => n.state.startsWith('degraded')).map((n) => `payments on ${n.network} may fail here: ${n.state.slice('degraded: '.length)}`),
     ];
     const degraded = why.length > 0;
     ctx.status = down.length ? 503 : 200;

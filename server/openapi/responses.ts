@@ -285,7 +285,11 @@ const settlementPart = z.object({
   problems: z.array(z.string()),
   lanes: z.array(z.object({ address: z.string(), holder: z.string(), state: z.enum(['active', 'starved', 'draining']), inFlight: z.number().int() })),
 });
-export const ready = z.object({ status: z.enum(['ready', 'degraded']), checks: z.record(z.string(), z.string()), message: z.string().optional(), settlement: settlementPart.optional(), webhooks: z.object({ oldestDueSeconds: z.number() }).optional() });
+export const ready = z.object({
+  status: z.enum(['ready', 'degraded']), checks: z.record(z.string(), z.string()), message: z.string().optional(), settlement: settlementPart.optional(), webhooks: z.object({ oldestDueSeconds: z.number() }).optional(),
+  /** The other networks' settlement, by CAIP-2 id (the default network's is `settlement`). */
+  networks: z.record(z.string(), z.object({ settlement: settlementPart })).optional(),
+});
 
 /** A refund (POST /v0/payments/{id}/refund, GET /v0/payments/{id}/refunds). */
 export const refund = z.object({

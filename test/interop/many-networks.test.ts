@@ -18,16 +18,18 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { createPublicClient, http, parseUnits, toHex, type Address } from 'viem';
+import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { networkByName } from 'agentgate-x402-wire';
 import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
-import { deployDevChain, installMulticall3 } from '../../server/dev/chain/deploy.js';
+import { deployDevChain, installMulticall3, localChain } from '../../server/dev/chain/deploy.js';
+import { mint } from '../../server/dev/chain/fiat-token.js';
 import { installX402Contracts, DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';
 import { balanceOf } from '../../server/chain/usdc.js';
 import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { setUpSeller } from './seller.js';
 
 const AMOY = networkByName('polygon-amoy')!;
@@ -35,11 +37,20 @@ const BASE_SEPOLIA = 'eip155:84532';
 const PRICE = 10_000n;
 let amoy: AnvilNode;
 let amoyUsdc: Address;
+let amoyRpc: RpcProxy;
 let amoyBuyer: ReturnType<typeof privateKeyToAccount>;
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
 const amoyPayTo = privateKeyToAccount(generatePrivateKey()).address;
 let shop: { url: string; close(): void };
+
+/** Test USDC on Amoy for `to`, from the deployer (the token's minter). */
+async function mintOnAmoy(to: Address, amount = parseUnits('1', 6)) {
+  const chain = localChain({ chainId: AMOY.chainId, rpcUrl: amoy.rpcUrl });
+  const minter = createWalletClient({ chain, account: privateKeyToAccount(DEV_DEPLOYER.privateKey), transport: http(amoy.rpcUrl) });
+  const hash = await mint({ minter, token: amoyUsdc, to, amount });
+  await createPublicClient({ chain, transport: http(amoy.rpcUrl) }).waitForTransactionReceipt({ hash });
+}
 
 const amoyBalance = (account: Address) => balanceOf({ client: createPublicClient({ transport: http(amoy.rpcUrl) }) as never, token: amoyUsdc, account });
 
@@ -51,7 +62,9 @@ beforeAll(async () => {
   await installX402Contracts(amoy.rpcUrl);
   amoyUsdc = deployment.usdcAddress;
   // Our token is not at Circle's Amoy address, so its EIP-712 domain is named.
-  server = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoy.rpcUrl, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin' });
+  // Amoy's node is reached through a proxy, so a test can take it away.
+  amoyRpc = await startRpcProxy(amoy.rpcUrl);
+  server = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoyRpc.url, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin' });
   // One relayer key for both networks: it needs gas on Amoy too.
   const relayer = privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address;
   await createPublicClient({ transport: http(amoy.rpcUrl) }).request({ method: 'anvil_setBalance' as never, params: [relayer, toHex(parseUnits('10', 18))] as never });
@@ -65,6 +78,7 @@ beforeAll(async () => {
 afterAll(async () => {
   shop?.close();
   await server?.close();
+  await amoyRpc?.close();
   await amoy?.stop();
 });
 
@@ -138,6 +152,29 @@ test('one relayer key serves both networks: a lease on each, in each network\'s 
   const leased = async (collection: string) => (await db.collection(collection).find({}).toArray()).map((l) => String(l._id).toLowerCase().split('#')[0]);
   expect(await leased('relayer_leases')).toContain(relayer);
   expect(await leased('relayer_leases_eip155_80002')).toContain(relayer);
+});
+
+test('with Amoy\'s RPC down, Base Sepolia payments go on, /ready says degraded (not down), and the Amoy payment refused meanwhile settles once the node is back, once', async () => {
+  const baseBuyer = await fundedBuyer('1');
+  const amoyPayer = privateKeyToAccount(generatePrivateKey());
+  await mintOnAmoy(amoyPayer.address);
+  await amoyRpc.down();
+  try {
+    const ready = await server.request('GET', '/ready');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'degraded', checks: { chain: 'ok', [`network ${AMOY.caip2}`]: expect.stringMatching(/^degraded: its chain does not answer/) } });
+    const base = await buyerOn(BASE_SEPOLIA, baseBuyer)(`${shop.url}/report`);
+    expect(base.status).toBe(200);
+    const refused = await buyerOn(AMOY.caip2, amoyPayer)(`${shop.url}/report`);
+    expect(refused.status).not.toBe(200);
+  } finally {
+    await amoyRpc.up();
+  }
+  const before = await amoyBalance(amoyPayer.address);
+  const paid = await buyerOn(AMOY.caip2, amoyPayer)(`${shop.url}/report`);
+  expect(paid.status).toBe(200);
+  expect(await amoyBalance(amoyPayer.address)).toBe(before - PRICE);
+  expect((await server.request('GET', '/ready')).body.status).toBe('ready');
 });
 
 test('a network listed without its RPC URL refuses the start, naming the variable', async () => {
