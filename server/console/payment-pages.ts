@@ -70,7 +70,7 @@ export interface PaymentPageDeps {
   webhooks: WebhookService;
   /** The service's DID document, which the receipts are checked against. */
   did: DidService;
-  /** For explorer links; undefined when no chain is configured. */
+  /** The default network's chain; undefined when no chain is configured. */
   chain: ChainService | undefined;
   log: Logger;
 }
@@ -163,7 +163,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
       payment.endpointId ? deps.payments.endpoints.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
     const [refunds, refundable] = await Promise.all([deps.payments.refunds.list(orgOf(ctx), id), deps.payments.refunds.refundable(payment)]);
-    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined, refunds, refundable }));
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.payments.network(payment.network)?.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined, refunds, refundable }));
   });
 
   // A refund: the form's submit shows what would go back to whom; only the confirmation page's button refunds.
