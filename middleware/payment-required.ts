@@ -1,4 +1,4 @@
-import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, decodeBase64Json, encodeBase64Json, type SellerSettings } from 'agentgate-x402-wire';
+import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, challengeResponse, decodeBase64Json, encodeBase64Json, networkByName, toCaip2Network, type PaymentRequiredBody, type SellerSettings } from 'agentgate-x402-wire';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 
@@ -33,11 +33,45 @@ export class PaymentChallenges {
     let challenge = cache.get(key);
     if (challenge === undefined) {
       const build = builderOf(route);
-      challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...build(this.settingsFor(charge), this.offer(charge)) }));
+      challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...offerEveryNetwork(this.networksOf(charge).map((settings) => build(settings, this.offer(charge)))) }));
       if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
       cache.set(key, challenge);
     }
     return challenge;
+  }
+
+  /**
+   * The challenge on the network a payment names (v1 name or CAIP-2 id), whose requirement the payment is
+   * checked against; the challenge itself (its requirement: the default network's) for the default network
+   * or one this route does not offer, which the checks then refuse as another network.
+   */
+  challengeOn(charge: Charge, network: unknown): PaymentRequiredOutcome {
+    const others = this.networksOf(charge).slice(1);
+    const chosen = typeof network === 'string' ? others.find((s) => s.network === network || toCaip2Network(s.network) === network) : undefined;
+    if (!chosen) return this.challengeFor(charge);
+    const cache = charge.route.value.challenges;
+    const key = `${charge.resource}\n${charge.amountAtomic}\n${charge.payTo}\n${chosen.network}`;
+    let challenge = cache.get(key);
+    if (challenge === undefined) {
+      challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...builderOf(charge.route)(chosen, this.offer(charge)) }));
+      if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
+      cache.set(key, challenge);
+    }
+    return challenge;
+  }
+
+  /**
+   * The settings of each network this charge is offered on: the default network first; every other network
+   * of the backend (its token, its upto facilitator) for an exact or upto route, the schemes the backend
+   * settles on all its networks.
+   */
+  private networksOf(charge: Charge): SellerSettings[] {
+    const main = this.settingsFor(charge);
+    const scheme = charge.route.value.scheme;
+    if (!this.settings.networks?.length || (scheme !== 'exact' && scheme !== 'upto')) return [main];
+    return [main, ...this.settings.networks.map((n) => ({
+      ...main, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator,
+    }))];
   }
 
   /** A 402 that says why the payment was refused, asking again for what this route takes. */
@@ -50,7 +84,7 @@ export class PaymentChallenges {
     const build = builderOf(charge.route);
     // An upto refusal names the maximum to authorize again, whatever was being charged.
     const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
-    return this.declared(charge, { kind: 'payment-required', ...build(this.settingsFor(charge), offer, { reason, message }, extra) });
+    return this.declared(charge, { kind: 'payment-required', ...offerEveryNetwork(this.networksOf(charge).map((settings) => build(settings, offer, { reason, message }, extra))) });
   }
 
   /**
@@ -85,6 +119,22 @@ export class PaymentChallenges {
       ...(config.assetTransferMethod ? { assetTransferMethod: config.assetTransferMethod } : {}),
     };
   }
+}
+
+/**
+ * One 402 offering the same charge on several networks: the first network's (its requirement is the one
+ * `requirementV1`/`requirementV2` name), with every network's requirement in the v2 header's `accepts` and,
+ * in the v1 body's, those of networks the official x402 1.x client knows by name (one it does not know
+ * makes it refuse the whole body).
+ */
+function offerEveryNetwork<T extends { headers: Readonly<Record<string, string>>; body: PaymentRequiredBody }>(challenges: T[]): T {
+  const [first, ...others] = challenges;
+  if (!others.length) return first!;
+  const decoded = challenges.map((c) => decodeBase64Json(c.headers['PAYMENT-REQUIRED']!, Infinity)).map((d) => (d.ok ? d.value as { accepts?: unknown[] } : {}));
+  const v2 = { ...decoded[0], accepts: decoded.flatMap((d) => d.accepts ?? []) };
+  const v1Accepts = [...first!.body.accepts, ...others.flatMap((c) => c.body.accepts.filter((a) => networkByName(a.network)?.knownToOfficialV1Client))];
+  const merged = challengeResponse(v2, { ...first!.body, accepts: v1Accepts });
+  return { ...first!, headers: Object.freeze({ ...first!.headers, 'PAYMENT-REQUIRED': merged.headers['PAYMENT-REQUIRED'] }), body: merged.body, bodyText: merged.bodyText };
 }
 
 /** A 402 with extensions added to its v2 PAYMENT-REQUIRED header (v1 has none). */

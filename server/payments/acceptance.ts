@@ -42,6 +42,8 @@ export class SellerAcceptance {
     cacheTtlMs: number,
     /** What the payment schemes add to a seller's settings (the upto facilitator), asked when they are read. */
     private readonly schemeSettings: () => Promise<Record<string, unknown>>,
+    /** The deployment's other networks as a seller's routes offer them (their token, their upto facilitator). */
+    private readonly otherNetworks: () => Promise<Array<Record<string, unknown>>> = async () => [],
   ) {
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
     this.cache = new TtlCache(cacheTtlMs);
@@ -77,6 +79,7 @@ export class SellerAcceptance {
   async settingsFor(orgId: string) {
     const seller = await this.get(orgId);
     if (!seller?.enabled) throw new AppError(409, 'payments_not_enabled', 'Payment acceptance is not turned on for this org (PUT /v0/payments/acceptance)');
-    return { ...offerSettings(requireChain(this.chain), seller), ...await this.schemeSettings() };
+    const others = await this.otherNetworks();
+    return { ...offerSettings(requireChain(this.chain), seller), ...await this.schemeSettings(), ...(others.length ? { networks: others } : {}) };
   }
 }

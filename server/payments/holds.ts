@@ -8,10 +8,9 @@ import { GroupedInserts } from '../platform/group-commit.js';
 import { findByIds } from '../platform/find-by-ids.js';
 import type { Collection } from 'mongodb';
 import type { Metrics } from '../platform/metrics.js';
-import type { RedeemInput, RedeemOutcome, Redemption } from './redemption.js';
-import { settledResultOf, type PaymentRecords } from './records.js';
-import type { PaymentSettlement } from './payment-settlement.js';
-import type { PaymentSchemes } from './schemes/scheme.js';
+import type { RedeemInput, RedeemOutcome } from './redemption.js';
+import { settledResultOf } from './records.js';
+import type { PaymentService } from './payment-service.js';
 import { startRounds } from '../platform/rounds.js';
 
 /**
@@ -71,7 +70,8 @@ export class HoldService {
   constructor(
     conn: Connection,
     private readonly config: Config,
-    private readonly payments: { records: PaymentRecords; redemption: Redemption; schemes: PaymentSchemes; settlement: PaymentSettlement },
+    /** The records, and each network's schemes, settlement and door: a hold is its payment's network's. */
+    private readonly payments: Pick<PaymentService, 'records' | 'forHeader' | 'of'>,
     private readonly logs: ActivityLog,
     private readonly log: Logger,
     metrics?: Metrics,
@@ -83,10 +83,12 @@ export class HoldService {
   }
 
   async hold(orgId: string, input: HoldInput): Promise<HoldOutcome> {
-    const scheme = this.payments.schemes.forHeader(input.paymentHeader);
-    const refused = this.payments.schemes.refusal(scheme);
+    // The header's network: its chain, its schemes, its settlement.
+    const network = this.payments.forHeader(input.paymentHeader);
+    const scheme = network.schemes.forHeader(input.paymentHeader);
+    const refused = network.schemes.refusal(scheme);
     if (refused) return { ok: false, error: 'unsupported_scheme', message: refused };
-    const prepared = await this.payments.redemption.prepareTerms(orgId, input, scheme);
+    const prepared = await network.redemption.prepareTerms(orgId, input, scheme);
     if ('refused' in prepared) return prepared.refused;
     const { seller, terms, refuse } = prepared;
     const holdable = scheme.holdable(input.paymentHeader);
@@ -115,7 +117,8 @@ export class HoldService {
   async capture(orgId: string, id: string, amount?: string): Promise<RedeemOutcome> {
     const payment = this.takeOpen(orgId, id) ?? await this.find(orgId, id);
     if (payment.status !== 'held') return this.outcomeOf(payment);
-    const scheme = this.payments.schemes.of(payment);
+    const network = this.payments.of(payment);
+    const scheme = network.schemes.of(payment);
     // Refused before the decision: the hold stays, so the seller's middleware can still release it. That
     // holds for a process that cannot send now too (no relayer lease, or not the one an upto permit names):
     // the hold stays for another try or a release.
@@ -135,16 +138,16 @@ export class HoldService {
     }
     if (scheme.captureHold) {
       const answer = await scheme.captureHold(payment, charge);
-      return answer.ok ? this.payments.redemption.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+      return answer.ok ? network.redemption.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
     }
     let settling = payment;
     if (charge !== undefined) {
       settling = { ...payment, status: 'verified', amountUsdcRaw: charge.toString() };
       await this.payments.records.payments.updateOne({ _id: payment._id }, { $set: { status: 'verified', amountUsdcRaw: charge.toString() }, $unset: { holdExpiresAt: 1 } });
     }
-    const { answer } = await this.payments.settlement.settleClaimed(settling, { door: 'redeem' });
+    const { answer } = await network.settlement.settleClaimed(settling, { door: 'redeem' });
     if (!answer.ok && answer.unavailable) throw new AppError(503, 'relayer_unavailable', `${answer.message}; nothing was charged`, undefined, { 'Retry-After': '2' });
-    return answer.ok ? this.payments.redemption.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
+    return answer.ok ? network.redemption.redeemed(answer, payment.x402Version) : { ok: false, error: answer.reason, message: answer.message };
   }
 
   /** Drops a held payment (the seller's handler failed): nothing is charged, the authorization is free again. */
@@ -226,7 +229,7 @@ export class HoldService {
 
   /** The claim goes: the same signed payment may be presented again. */
   private async drop(payment: PaymentDoc, why: 'released' | 'expired'): Promise<void> {
-    const scheme = this.payments.schemes.of(payment);
+    const scheme = this.payments.of(payment).schemes.of(payment);
     if (scheme.releaseHold) await scheme.releaseHold(payment, why);
     else await this.payments.records.payments.deleteOne({ _id: payment._id, status: 'held' });
     this.logs.recordSoon({
@@ -239,7 +242,7 @@ export class HoldService {
   /** A capture asked of a hold already decided: what it came to (or, while settling, its result when known). */
   private async outcomeOf(payment: PaymentDoc): Promise<RedeemOutcome> {
     if (payment.status === 'voided') throw new AppError(409, 'hold_released', 'This hold was released and its authorization voided: nothing was charged');
-    if (payment.status === 'settled') return this.payments.redemption.redeemed(settledResultOf(payment), payment.x402Version);
+    if (payment.status === 'settled') return this.payments.of(payment).redemption.redeemed(settledResultOf(payment), payment.x402Version);
     if (payment.status === 'failed') return { ok: false, error: payment.failureReason ?? 'settle_failed', message: `the hold was captured, and its settlement failed: ${payment.failureReason ?? 'unknown'}` };
     // Being settled by the capture that won (still `held` or `verified`): wait for its outcome, within the settlement timeout.
     const deadline = Date.now() + this.config.SETTLEMENT_TIMEOUT_MS;

@@ -1,4 +1,6 @@
+import { decodeBase64Json } from 'agentgate-x402-wire';
 import { outboundPolicy } from '../platform/ssrf.js';
+import type { PaymentDoc } from './models.js';
 import type { Connection } from 'mongoose';
 import { SignInWithX } from './sign-in-with-x.js';
 import type { ChainService } from '../chain/chain-service.js';
@@ -122,7 +124,10 @@ export class PaymentService {
   constructor(deps: PaymentServiceDeps) {
     const { conn, config, chain, engine, signer, secrets, logs, log, metrics, changes, deliveries } = deps;
     this.chain = chain;
-    this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings());
+    this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings(), () => Promise.all(this.networks.slice(1).map(async (n) => ({
+      network: n.chain.network, chainId: n.chain.chainId, asset: n.chain.usdc.address, assetName: n.chain.usdc.name, assetVersion: n.chain.usdc.version,
+      ...await n.schemes.sellerSettings(),
+    }))));
     this.endpoints = new Endpoints(conn, config.mode, changes, logs, config.SELLER_CACHE_TTL_MS);
     this.catalog = new BazaarCatalog(conn);
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode, outboundPolicy(config), (scheme) => this.schemes.refusal(scheme));
@@ -157,6 +162,7 @@ export class PaymentService {
         return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes) };
       }),
     ];
+    if (this.networks.length > 1) this.redemption.elsewhere = (paymentHeader) => this.forHeader(paymentHeader).redemption;
     this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
     this.outboxes = [this.webhooks, operations.webhooks, ...(exactRefunds ? [exactRefunds.webhooks] : []), this.batchSettlement.claimWebhooks];
   }
@@ -164,6 +170,24 @@ export class PaymentService {
   /** The network's payments, by v1 name or CAIP-2 id; undefined: this deployment does not settle there. */
   network(network: string): NetworkPayments | undefined {
     return this.networks.find((n) => n.chain.network === network || n.chain.caip2 === network);
+  }
+
+  /** The payments of a record's network (the default network's for a network no longer configured: its schemes refuse or reconcile it). */
+  of(payment: Pick<PaymentDoc, 'network'>): NetworkPayments {
+    return this.network(payment.network) ?? this.networks[0]!;
+  }
+
+  /**
+   * The payments of the network a buyer's payment header names (v1: `network`; v2: `accepted.network`),
+   * decoded only when this deployment has several; the default network's otherwise, whose schemes refuse
+   * a network they do not settle on in their own terms.
+   */
+  forHeader(paymentHeader: string): NetworkPayments {
+    if (this.networks.length < 2) return this.networks[0]!;
+    const decoded = decodeBase64Json(paymentHeader);
+    const payload = decoded.ok && decoded.value && typeof decoded.value === 'object' ? decoded.value as { network?: unknown; accepted?: { network?: unknown } } : undefined;
+    const named = payload?.accepted?.network ?? payload?.network;
+    return (typeof named === 'string' && this.network(named)) || this.networks[0]!;
   }
 
   /** Where a payment endpoint's deliveries go (its URL and secret, read at each attempt); undefined: not a payment endpoint. */

@@ -42,12 +42,17 @@ export class Redemption {
     private readonly schemes: PaymentSchemes,
   ) {}
 
+  /** The default network's door hands a header of another network to that network's (PaymentService.forHeader). */
+  elsewhere: ((paymentHeader: string) => Redemption) | undefined;
+
   /**
    * Settles a payment before the handler. The header's scheme is picked as a hold picks it
    * (schemes.forHeader); only a scheme that settles before the handler (exact) can be redeemed, the
    * others are held (holds.ts) and captured after.
    */
   async redeem(orgId: string, input: RedeemInput): Promise<RedeemOutcome> {
+    const door = this.elsewhere?.(input.paymentHeader);
+    if (door && door !== this) return door.redeem(orgId, input);
     const scheme = this.schemes.forHeader(input.paymentHeader);
     const refused = this.schemes.refusal(scheme);
     if (refused) return { ok: false, error: 'unsupported_scheme', message: refused };

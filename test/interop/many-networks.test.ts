@@ -15,10 +15,12 @@ import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
+import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { createPublicClient, createWalletClient, http, parseUnits, toHex, type Address } from 'viem';
+import { createPublicClient, createWalletClient, http, maxUint256, parseUnits, toHex, type Address } from 'viem';
+import { erc20AllowanceAbi, PERMIT2_ADDRESS } from '../../server/chain/permit2.js';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { networkByName } from 'agentgate-x402-wire';
 import { startAnvil, type AnvilNode } from '../../server/dev/chain/anvil.js';
@@ -30,6 +32,7 @@ import { balanceOf } from '../../server/chain/usdc.js';
 import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
+import { openStorefront } from '../support/storefront.js';
 import { setUpSeller } from './seller.js';
 
 const AMOY = networkByName('polygon-amoy')!;
@@ -50,6 +53,16 @@ async function mintOnAmoy(to: Address, amount = parseUnits('1', 6)) {
   const minter = createWalletClient({ chain, account: privateKeyToAccount(DEV_DEPLOYER.privateKey), transport: http(amoy.rpcUrl) });
   const hash = await mint({ minter, token: amoyUsdc, to, amount });
   await createPublicClient({ chain, transport: http(amoy.rpcUrl) }).waitForTransactionReceipt({ hash });
+}
+
+/** The buyer's Permit2 allowance on Amoy (an upto permit is spent through Permit2), with gas to send it. */
+async function approvePermit2OnAmoy(owner: ReturnType<typeof privateKeyToAccount>) {
+  const chain = localChain({ chainId: AMOY.chainId, rpcUrl: amoy.rpcUrl });
+  const client = createPublicClient({ chain, transport: http(amoy.rpcUrl) });
+  await client.request({ method: 'anvil_setBalance' as never, params: [owner.address, toHex(parseUnits('1', 18))] as never });
+  const wallet = createWalletClient({ chain, account: owner, transport: http(amoy.rpcUrl) });
+  const hash = await wallet.writeContract({ address: amoyUsdc, abi: erc20AllowanceAbi, functionName: 'approve', args: [PERMIT2_ADDRESS, maxUint256] });
+  await client.waitForTransactionReceipt({ hash });
 }
 
 const amoyBalance = (account: Address) => balanceOf({ client: createPublicClient({ transport: http(amoy.rpcUrl) }) as never, token: amoyUsdc, account });
@@ -175,6 +188,50 @@ test('with Amoy\'s RPC down, Base Sepolia payments go on, /ready says degraded (
   expect(paid.status).toBe(200);
   expect(await amoyBalance(amoyPayer.address)).toBe(before - PRICE);
   expect((await server.request('GET', '/ready')).body.status).toBe('ready');
+});
+
+describe('our middleware on a backend of two networks', () => {
+  test('an exact route offers both networks in one 402, and an official buyer holding USDC on Amoy pays it there', async () => {
+    const ours = await openStorefront(server, seller, { 'GET /weather': { price: '$0.01' } });
+    try {
+      const unpaid = await fetch(ours.resource('/weather'));
+      const required = decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!);
+      expect(required.accepts.map((a) => `${a.scheme} ${a.network} ${a.asset}`)).toEqual([`exact ${BASE_SEPOLIA} ${testChain().usdc}`, `exact ${AMOY.caip2} ${amoyUsdc}`]);
+      expect(required.accepts[1]!.extra).toMatchObject({ name: 'USD Coin', version: '2' });
+      // The v1 body too: the x402 1.x client knows polygon-amoy by name.
+      expect(((await unpaid.json()) as { accepts: Array<{ network: string }> }).accepts.map((a) => a.network)).toEqual(['base-sepolia', 'polygon-amoy']);
+
+      const payer = privateKeyToAccount(generatePrivateKey());
+      await mintOnAmoy(payer.address);
+      const before = await amoyBalance(seller.payTo);
+      const paid = await buyerOn(AMOY.caip2, payer)(ours.resource('/weather'));
+      expect(paid.status).toBe(200);
+      expect(await amoyBalance(seller.payTo)).toBe(before + PRICE);
+      const records = await server.request('GET', '/v0/payments', { key: seller.platformKey });
+      expect(records.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === payer.address.toLowerCase())).toMatchObject({ status: 'settled', network: 'polygon-amoy' });
+    } finally {
+      await ours.close();
+    }
+  });
+
+  test('an upto route offers both networks; a buyer pays by usage on Amoy', async () => {
+    const ours = await openStorefront(server, seller, { 'POST /completion': { price: { upto: '$0.05' }, endpoint: { method: 'POST' } } }, { handler: (_req, res) => { (res.locals.x402 as { charge(p: string): void }).charge('$0.02'); res.json({ tokens: 2 }); } });
+    try {
+      const unpaid = await fetch(ours.resource('/completion'), { method: 'POST' });
+      const required = decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!);
+      expect(required.accepts.map((a) => `${a.scheme} ${a.network}`)).toEqual([`upto ${BASE_SEPOLIA}`, `upto ${AMOY.caip2}`]);
+      const payer = privateKeyToAccount(generatePrivateKey());
+      await mintOnAmoy(payer.address);
+      await approvePermit2OnAmoy(payer);
+      const before = await amoyBalance(payer.address);
+      const client = new x402Client().register(AMOY.caip2, new UptoEvmScheme(payer)).setSpendControls({ allowedAssets: [{ network: AMOY.caip2, asset: amoyUsdc, maxAmountPerPayment: '50000' }] });
+      const paid = await wrapFetchWithPayment(fetch, client)(ours.resource('/completion'), { method: 'POST' });
+      expect(paid.status).toBe(200);
+      expect(await amoyBalance(payer.address)).toBe(before - 20_000n);
+    } finally {
+      await ours.close();
+    }
+  });
 });
 
 test('a network listed without its RPC URL refuses the start, naming the variable', async () => {

@@ -16,6 +16,8 @@ import type { TestServer } from './server.js';
 
 /** What a seller registers with a route besides its URL and price (the fields of POST /v0/payments/endpoints). */
 export interface EndpointFields {
+  /** The method the backend's URL check asks with (a route answering only POST). */
+  method?: string;
   description?: string;
   webhookUrl?: string;
   discoverable?: boolean;

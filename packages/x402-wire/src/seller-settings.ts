@@ -25,6 +25,18 @@ export const SellerSettingsSchema = z.object({
   authCaptureEscrow: EvmAddress.optional(),
   /** agentgate's batch-settlement receiver authorizer, which the channels of our middleware's routes name. */
   channelReceiverAuthorizer: EvmAddress.optional(),
+  /**
+   * The backend's other networks (its NETWORKS after the first): a route priced in exact or upto offers
+   * each of them too, in that network's token, besides the network above.
+   */
+  networks: z.array(z.object({
+    network: z.string().min(1),
+    chainId: z.number().int().positive(),
+    asset: EvmAddress,
+    assetName: z.string().min(1),
+    assetVersion: z.string().min(1),
+    uptoFacilitator: EvmAddress.optional(),
+  })).optional(),
 });
 export type SellerSettings = z.infer<typeof SellerSettingsSchema>;
 
@@ -37,12 +49,12 @@ export function parseSellerSettings(input: unknown): SellerSettings {
     const issue = parsed.error.issues[0]!;
     throw new TypeError(`invalid seller settings: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   }
-  const known = networkByName(parsed.data.network);
   // A v1 client derives the EIP-712 chain id from the network name, so name and chain must agree.
-  if (known && known.chainId !== parsed.data.chainId) {
-    throw new TypeError(
-      `invalid seller settings: network "${known.name}" is chain ${known.chainId}, not ${parsed.data.chainId}`,
-    );
+  for (const { network, chainId } of [parsed.data, ...(parsed.data.networks ?? [])]) {
+    const known = networkByName(network);
+    if (known && known.chainId !== chainId) {
+      throw new TypeError(`invalid seller settings: network "${known.name}" is chain ${known.chainId}, not ${chainId}`);
+    }
   }
   return parsed.data;
 }

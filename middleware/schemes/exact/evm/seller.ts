@@ -2,7 +2,7 @@ import type { PaymentRequiredOutcome, PaywallOutcome } from '../../../paywall-ty
 import { unavailable } from '../../../paywall-types.js';
 import type { RedeemRequest } from '../../../facilitator.js';
 import { checkPaymentAgainstRequirements, checkPermitAgainstRequirement } from '../../../payment-checks.js';
-import { decodeExactPermit2PaymentHeader, decodePaymentHeader, type PaymentRequirementsV2 } from 'agentgate-x402-wire';
+import { decodeExactPermit2PaymentHeader, decodePaymentHeader, toV1Network, type PaymentRequirementsV2 } from 'agentgate-x402-wire';
 import type { Charge } from '../../../route-pricing.js';
 import { exactCharge, paidOutcome } from '../../../settlement-response.js';
 import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from '../../seller-scheme.js';
@@ -35,10 +35,11 @@ export class ExactPayment implements SellerScheme {
 
   /** The cheap checks before asking the facilitator: the header decodes and matches what was asked. */
   private checkLocally(charge: Charge, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 1 | 2; request: RedeemRequest } {
-    const challenge = this.deps.challenges.challengeFor(charge);
-    if (charge.route.value.config.assetTransferMethod === 'permit2') return this.checkPermit2(charge, challenge, paymentHeader);
+    if (charge.route.value.config.assetTransferMethod === 'permit2') return this.checkPermit2(charge, paymentHeader);
     const decoded = decodePaymentHeader(paymentHeader);
     if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, decoded.message);
+    // Checked against the requirement of the network the payment names, among those the route offers.
+    const challenge = this.deps.challenges.challengeOn(charge, decoded.version === 1 ? decoded.payload.network : decoded.payload.accepted.network);
     const checked = checkPaymentAgainstRequirements(
       decoded,
       challenge.requirementV1!,
@@ -60,9 +61,9 @@ export class ExactPayment implements SellerScheme {
   }
 
   /** A route paid through Permit2: the permit against the 402 (the backend verifies the rest, and the gas sponsoring extensions). */
-  private checkPermit2(charge: Charge, challenge: PaymentRequiredOutcome, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 2; request: RedeemRequest } {
-    const requirement = challenge.requirementV2 as PaymentRequirementsV2;
+  private checkPermit2(charge: Charge, paymentHeader: string): PaymentRequiredOutcome | { kind: 'checked'; version: 2; request: RedeemRequest } {
     const decoded = decodeExactPermit2PaymentHeader(paymentHeader);
+    const requirement = this.deps.challenges.challengeOn(charge, decoded.ok ? decoded.payload.accepted.network : undefined).requirementV2 as PaymentRequirementsV2;
     if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, `${decoded.message} (this route is paid through Permit2: extra.assetTransferMethod "permit2")`);
     const checked = checkPermitAgainstRequirement(decoded.payload.accepted, decoded.payload.payload.permit2Authorization, requirement, Math.floor(this.deps.now() / 1000));
     if (!checked.ok) return this.deps.challenges.refuse(charge, checked.reason, checked.message);
@@ -72,7 +73,7 @@ export class ExactPayment implements SellerScheme {
   private hold(charge: Charge, version: 1 | 2, request: RedeemRequest): Promise<PaywallOutcome> {
     return holdWhileHandlerRuns(this.deps, charge, { ...request, holdSeconds: charge.route.value.config.holdSeconds }, ({ holdId, payer }) => ({
       payment: {
-        version, scheme: 'exact', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
+        version, scheme: 'exact', paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(request.requirement.network),
         amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern, charge: exactCharge(charge.route.pattern),
       },
       paid: (result) => paidOutcome(charge, version, result, 'after-handler'),

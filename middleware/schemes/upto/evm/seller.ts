@@ -1,5 +1,5 @@
 import type { PaywallOutcome } from '../../../paywall-types.js';
-import { decodeUptoPaymentHeader, parseCharge, type Price, type UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
+import { decodeUptoPaymentHeader, parseCharge, toV1Network, type Price, type UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
 import { checkPermitAgainstRequirement } from '../../../payment-checks.js';
 import type { Charge } from '../../../route-pricing.js';
 import { paidOutcome } from '../../../settlement-response.js';
@@ -17,10 +17,11 @@ export class UptoPayment implements SellerScheme {
    * hold for the maximum while the handler runs; capture charges what the handler reported.
    */
   async pay(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
-    const challenge = this.deps.challenges.challengeFor(charge) as UptoPaymentRequiredResponse & { kind: 'payment-required' };
-    const requirement = challenge.requirementV2;
     const decoded = decodeUptoPaymentHeader(paymentHeader);
     if (!decoded.ok) return this.deps.challenges.refuse(charge, decoded.reason, decoded.message);
+    // Checked against the requirement of the network the permit names, among those the route offers.
+    const challenge = this.deps.challenges.challengeOn(charge, decoded.payload.accepted.network) as UptoPaymentRequiredResponse & { kind: 'payment-required' };
+    const requirement = challenge.requirementV2;
     const { accepted, payload } = decoded.payload;
     const checked = checkPermitAgainstRequirement(accepted, payload.permit2Authorization, requirement, Math.floor(this.deps.now() / 1000));
     if (!checked.ok) return this.deps.challenges.refuse(charge, checked.reason, checked.message);
@@ -31,7 +32,7 @@ export class UptoPayment implements SellerScheme {
     const hold = { paymentHeader, version: 2 as const, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement, holdSeconds: charge.route.value.config.holdSeconds };
     return holdWhileHandlerRuns(this.deps, charge, hold, ({ holdId, payer }) => ({
       payment: {
-        version: 2, scheme: 'upto', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
+        version: 2, scheme: 'upto', paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(requirement.network),
         amountAtomic: max, maxAmountAtomic: max, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
         charge: (price: Price) => {
           if (captured !== undefined) throw new Error('this payment is already being settled: report usage before the response is sent');
