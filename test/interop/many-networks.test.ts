@@ -33,6 +33,7 @@ import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { openStorefront } from '../support/storefront.js';
+import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { setUpSeller } from './seller.js';
 
 const AMOY = networkByName('polygon-amoy')!;
@@ -213,6 +214,23 @@ describe('our middleware on a backend of two networks', () => {
       await ours.close();
     }
   });
+
+  test('the official Python SDK pays our exact route on Amoy', async () => {
+    const python = x402Python((line) => process.stderr.write(`[python-sdk] ${line}\n`));
+    const ours = await openStorefront(server, seller, { 'GET /forecast': { price: '$0.01' } });
+    try {
+      const key = generatePrivateKey();
+      const payer = privateKeyToAccount(key);
+      await mintOnAmoy(payer.address);
+      const before = await amoyBalance(seller.payTo);
+      const run = await runPythonBuyer(python, { BUYER_PRIVATE_KEY: key, RPC_URL: amoy.rpcUrl, NETWORK: AMOY.caip2, ASSET: amoyUsdc, EXACT_URL: ours.resource('/forecast') });
+      expect(run.exact).toMatchObject({ status: 200, settlement: { success: true, network: AMOY.caip2, payer: payer.address } });
+      expect(await amoyBalance(payer.address)).toBe(parseUnits('1', 6) - PRICE);
+      expect(await amoyBalance(seller.payTo)).toBe(before + PRICE);
+    } finally {
+      await ours.close();
+    }
+  }, 120_000);
 
   test('an upto route offers both networks; a buyer pays by usage on Amoy', async () => {
     const ours = await openStorefront(server, seller, { 'POST /completion': { price: { upto: '$0.05' }, endpoint: { method: 'POST' } } }, { handler: (_req, res) => { (res.locals.x402 as { charge(p: string): void }).charge('$0.02'); res.json({ tokens: 2 }); } });

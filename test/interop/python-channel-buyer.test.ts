@@ -4,16 +4,14 @@
 // with a voucher, against our Express middleware on the real backend and chain. The channel and its
 // vouchers are in the backend; the sweep claims them; the same voucher sent again is refused with its
 // reason. The SDK's `exact` client pays another route of the same seller once.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import express from 'express';
 import { parseUnits, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { sendUsdc, testChain, usdcBalance } from '../support/chain.js';
-import { x402Python } from '../support/python-sdk.js';
+import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
 import { vouchersOnceCaptured } from '../support/channel-captures.js';
@@ -22,7 +20,6 @@ import { vouchersOnceCaptured } from '../support/channel-captures.js';
 const NETWORK = 'eip155:84532';
 const PRICE = 1_000n; // $0.001 a call
 const CALLS = 4;
-const BUYER_SCRIPT = fileURLToPath(new URL('./python/buyer.py', import.meta.url));
 
 let python: string;
 let server: TestServer;
@@ -52,29 +49,7 @@ afterAll(async () => {
   await server?.close();
 });
 
-interface PaidCall { status: number; body: unknown; paymentType: string | null; settlement: { success: boolean; transaction: string; network: string; payer?: string; extra?: any } | null }
-interface BuyerRun {
-  buyer: string;
-  exact: PaidCall | null;
-  calls: PaidCall[];
-  replay: { status: number; error: string | null } | null;
-}
-
-/** Runs the Python buyer script (asynchronously: the backend and the shop answer it from this process). */
-function runBuyer(env: Record<string, string>): Promise<BuyerRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(python, [BUYER_SCRIPT], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => { stdout += chunk; });
-    child.stderr.on('data', (chunk) => { stderr += chunk; });
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) reject(new Error(`the Python buyer exited with ${code}:\n${stderr}`));
-      else resolve(JSON.parse(stdout) as BuyerRun);
-    });
-  });
-}
+const runBuyer = (env: Record<string, string>) => runPythonBuyer(python, env);
 
 /** A buyer key holding $1 of test USDC, and the environment the buyer script needs besides its routes. */
 async function pythonBuyer() {
