@@ -1,9 +1,9 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Address } from 'viem';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig, networkVariablePrefix } from '../platform/config.js';
 import { provideMongoServer } from './database/mongo-server.js';
-import { startDevChain, DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from './chain/dev-chain.js';
+import { startDevChain, DEV_NETWORK, DEV_NETWORKS, DEV_USDC_NAME, DEV_USDC_VERSION, type DevNetwork } from './chain/dev-chain.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from './chain/dev-accounts.js';
 import { startServer } from '../server.js';
 import { devExtension } from './routes.js';
@@ -43,15 +43,21 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   const smtpPort = Number(env.SMTP_PORT ?? DEV_SMTP_PORT);
   // The database starts first and draws free ports: none of those the servers below will bind.
   const ownPorts = [Number(port), chatPort, mailCatcherPort, smtpPort].filter((p) => Number.isInteger(p) && p > 0);
-  const [mongo, chain] = await Promise.all([
+  // One local chain per dev network (DEV_NETWORKS), side by side; the default network's keeps the files it
+  // always had, so a saved chain of an earlier version stays as it was.
+  const chainFiles = (dev: DevNetwork, i: number) => (i === 0
+    ? { state: join(stateDir, 'anvil-state.json'), saved: chainFile }
+    : { state: join(stateDir, `anvil-state-${dev.network}.json`), saved: join(stateDir, `chain-${dev.network}.json`) });
+  const [mongo, ...chains] = await Promise.all([
     provideMongoServer({ env, dataDir: join(stateDir, 'db'), avoidPorts: ownPorts, log }),
-    env.CHAIN_RPC_URL ? undefined : startDevChain({ stateFile: join(stateDir, 'anvil-state.json'), deployed: readJson<SavedChain>(chainFile) }),
+    ...(env.CHAIN_RPC_URL ? [] : DEV_NETWORKS.map((dev, i) => startDevChain({ network: dev, stateFile: chainFiles(dev, i).state, deployed: readJson<SavedChain>(chainFiles(dev, i).saved) }))),
   ]);
-  if (chain) writeJson(chainFile, { usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress });
+  const chain = chains[0];
+  chains.forEach((c, i) => writeJson(chainFiles(DEV_NETWORKS[i]!, i).saved, { usdcAddress: c.usdcAddress, factoryAddress: c.factoryAddress }));
   // A local Slack-compatible workspace for the chat integration, unless a real chat app is configured.
   // Either listener's port in use: stop what this start began, and name the variable that moves the port.
   const stopEarly = async (err: unknown): Promise<never> => {
-    await Promise.allSettled([mongo.stop(), chain?.stop()]);
+    await Promise.allSettled([mongo.stop(), ...chains.map((c) => c.stop())]);
     throw err;
   };
   const chat = env.CHAT_CLIENT_ID ? undefined : await new DevChatPlatform({
@@ -87,6 +93,12 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     ...(chain ? {
       CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
       RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
+      // The other local chains, each in its own token; one relayer key (account 0, which anvil funds on each).
+      NETWORKS: DEV_NETWORKS.map((dev) => dev.network).join(','),
+      ...Object.fromEntries(chains.slice(1).flatMap((other, i) => {
+        const prefix = networkVariablePrefix(DEV_NETWORKS[i + 1]!.network);
+        return [[`${prefix}_RPC_URL`, other.rpcUrl], [`${prefix}_USDC_ADDRESS`, other.usdcAddress], [`${prefix}_USDC_EIP712_NAME`, DEV_NETWORKS[i + 1]!.tokenName], [`${prefix}_USDC_EIP712_VERSION`, DEV_USDC_VERSION]];
+      })),
     } : {}),
     // The catcher's people answer as outside addresses whose domains publish no records here: their mail
     // is admitted, its verdict (unverified) shown; MAIL_ADMIT_UNVERIFIED=false in the environment keeps it out.
@@ -101,7 +113,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     server = await startServer(config, { extension: devExtension({ mailCatcher }) });
   } catch (err) {
     // Its port in use, say: stop what this start began, so the message is the last thing it does.
-    await Promise.allSettled([mongo.stop(), chain?.stop(), chat?.stop(), mailCatcher?.stop()]);
+    await Promise.allSettled([mongo.stop(), ...chains.map((c) => c.stop()), chat?.stop(), mailCatcher?.stop()]);
     throw err;
   }
   if (!env.DID_DOMAIN && fixedDidDomain === undefined) saveValue(stateDir, 'did-domain', portDidDomain);
@@ -112,7 +124,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
   if (chain) {
     const seller = await ensureDevSeller(server, stateDir, chain);
-    log(`local chain ${chain.rpcUrl} (chain id ${chain.chainId}, "${DEV_NETWORK}"), USDC ${chain.usdcAddress}${chain.freshlyDeployed ? ' (deployed now)' : ''}`);
+    chains.forEach((c, i) => log(`local chain ${c.rpcUrl} (chain id ${c.chainId}, "${DEV_NETWORKS[i]!.network}"${i === 0 ? ', the default' : ''}), USDC ${c.usdcAddress}${c.freshlyDeployed ? ' (deployed now)' : ''}`));
     log(`dev accounts 1-9 hold test USDC; buyer = account 1 ${DEV_ACCOUNTS[1]!.address}; account 0 relays and funds auth-capture refunds`);
     log(`dev seller org ${seller.orgId}, paid to ${seller.payTo}; keys and endpoints in ${join(stateDir, 'dev-seller.json')}`);
   }
@@ -129,11 +141,11 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   const stop = () => (stopping ??= (async () => {
     rmSync(record, { force: true });
     await server.close();
-    await Promise.all([mongo.stop(), chain?.stop(), chat?.stop(), mailCatcher?.stop()]);
+    await Promise.all([mongo.stop(), ...chains.map((c) => c.stop()), chat?.stop(), mailCatcher?.stop()]);
   })());
   exitWhenAChildDies([
     ...(mongo.exited ? [{ name: `the database (${mongo.engine})`, exited: mongo.exited }] : []),
-    ...(chain ? [{ name: 'the local chain (anvil)', exited: chain.exited }] : []),
+    ...chains.map((c, i) => ({ name: `the local chain of ${DEV_NETWORKS[i]!.network} (anvil)`, exited: c.exited })),
   ], () => stopping !== undefined, stop);
   return { stop };
 }

@@ -5,11 +5,10 @@
 // refund`, and the payments_refund MCP tool. The relayer (dev account 0) is the escrow's operator, which
 // funds refunds: on a fresh dev chain it must hold test USDC. An `exact` payment to an identity's agentgate
 // wallet is refunded from that wallet, which needs nothing of the relayer but gas.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import express from 'express';
@@ -26,43 +25,24 @@ import { syncEndpoints, type RouteConfig } from '../../middleware/index.js';
 import { balanceOf } from '../../server/chain/usdc.js';
 import { DEV_ACCOUNTS } from '../../server/dev/chain/dev-accounts.js';
 import type { DevSellerFile } from '../../server/dev/dev-seller.js';
-import { freePort } from '../../server/platform/net.js';
+import { startDevProcess, type DevProcess } from '../support/dev-process.js';
 
 const NETWORK = 'eip155:84532';
 const run = promisify(execFile);
 
 let state: string;
-let dev: ChildProcess;
+let dev: DevProcess;
 let seller: DevSellerFile;
 const closers: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
-  state = mkdtempSync(join(tmpdir(), 'agentgate-dev-refunds-'));
-  chmodSync(state, 0o755); // as root, PostgreSQL runs as nobody, who must reach its data in here
-  const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: String(await freePort()), SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()), AGENTGATE_QUIET: '1' };
-  dev = spawn(process.execPath, ['bin/agentgate.js', 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agentgate dev did not start: ${output}`)), 150_000);
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      if (output.includes('sign up an agent')) { clearTimeout(timer); resolve(); }
-    };
-    dev.stdout!.on('data', onData);
-    dev.stderr!.on('data', onData);
-    dev.once('exit', (code) => { clearTimeout(timer); reject(new Error(`agentgate dev exited with ${code}: ${output}`)); });
-  });
-  seller = JSON.parse(readFileSync(join(state, 'dev-seller.json'), 'utf8')) as DevSellerFile;
+  dev = await startDevProcess('refunds');
+  ({ state, seller } = dev);
 }, 180_000);
 
 afterAll(async () => {
   for (const close of closers) await close();
-  if (dev && dev.exitCode === null) {
-    const exited = once(dev, 'exit');
-    dev.kill('SIGTERM');
-    await exited;
-  }
-  rmSync(state, { recursive: true, force: true });
+  await dev?.stop();
 }, 60_000);
 
 const usdc = async (account: Address) => balanceOf({ client: createPublicClient({ transport: http(seller.rpcUrl) }), token: seller.usdcAddress, account });

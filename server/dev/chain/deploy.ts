@@ -21,7 +21,7 @@ import {
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadArtifacts } from '../../../contracts/compile.js';
 import { DEV_PROXY_ADMIN } from './dev-accounts.js';
-import { configureMinter, deployFiatToken, mint } from './fiat-token.js';
+import { configureMinter, deployFiatToken, mint, USDC_METADATA } from './fiat-token.js';
 import { USDC_DECIMALS } from '../../chain/usdc.js';
 
 export interface DeployDevChainParams {
@@ -35,6 +35,8 @@ export interface DeployDevChainParams {
   proxyAdmin?: Address;
   /** Addresses that receive `mintAmountUsdc` each. */
   mintTo: readonly Address[];
+  /** The token's name, which is its EIP-712 domain name (default "USD Coin", as on Base). */
+  tokenName?: string;
   /** Whole USDC per address, as a decimal ("10000", "0.5") or number. Default "10000". */
   mintAmountUsdc?: string | number;
 }
@@ -65,6 +67,7 @@ export async function deployDevChain({
   proxyAdmin = DEV_PROXY_ADMIN.address,
   mintTo,
   mintAmountUsdc = '10000',
+  tokenName,
 }: DeployDevChainParams): Promise<DevChainDeployment> {
   const artifacts = await loadArtifacts();
   const probe = createPublicClient({ transport: http(rpcUrl) });
@@ -81,6 +84,7 @@ export async function deployDevChain({
     deployer: wallet,
     nonce,
     roles: { owner: me, masterMinter: me, pauser: me, blacklister: me, lostAndFound: me, proxyAdmin },
+    ...(tokenName ? { metadata: { ...USDC_METADATA, name: tokenName } } : {}),
   });
   nonce += usdc.transactions.length;
   const pending: Hash[] = [...usdc.transactions];

@@ -26,6 +26,21 @@ export const DEV_NETWORK = 'base-sepolia';
 export const DEV_USDC_NAME = USDC_METADATA.name;
 export const DEV_USDC_VERSION = '2';
 
+/** A local chain of `agentgate dev`: the network it stands in for, and its token's EIP-712 name. */
+export interface DevNetwork { network: string; chainId: number; tokenName: string }
+
+/**
+ * The local chains `agentgate dev` runs, the first the default network. Each is anvil with the real
+ * network's chain id, Circle's FiatToken under that network's EIP-712 name (Polygon Amoy's signs as
+ * "USDC", Arbitrum Sepolia's as "USD Coin"; the Base Sepolia stand-in keeps "USD Coin", the name its saved
+ * chains were deployed with), and the x402 contracts at their canonical addresses.
+ */
+export const DEV_NETWORKS: readonly DevNetwork[] = Object.freeze([
+  { network: DEV_NETWORK, chainId: DEV_CHAIN_ID, tokenName: DEV_USDC_NAME },
+  { network: 'polygon-amoy', chainId: 80002, tokenName: 'USDC' },
+  { network: 'arbitrum-sepolia', chainId: 421614, tokenName: 'USD Coin' },
+]);
+
 export interface DevChain {
   rpcUrl: string;
   chainId: number;
@@ -36,9 +51,10 @@ export interface DevChain {
   exited: Promise<string>;
 }
 
-export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address }; blockTime?: number } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {
+export async function startDevChain(options: { stateFile?: string; mintAmountUsdc?: string; deployed?: { usdcAddress: Address; factoryAddress: Address }; blockTime?: number; network?: DevNetwork } = {}): Promise<DevChain & { freshlyDeployed: boolean }> {
+  const { chainId, tokenName } = options.network ?? DEV_NETWORKS[0]!;
   // blockTime: seconds between blocks, as on Base (2); default: a block per transaction, the instant a test wants.
-  const node = await startAnvil({ chainId: DEV_CHAIN_ID, stateFile: options.stateFile, blockTime: options.blockTime });
+  const node = await startAnvil({ chainId, stateFile: options.stateFile, blockTime: options.blockTime });
   const mintAmountUsdc = options.mintAmountUsdc ?? '10000';
   try {
     // Settlement batches go through Multicall3, as on Base; a chain state saved before it existed gets it now.
@@ -48,7 +64,7 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       const code = await client.getCode({ address: options.deployed.usdcAddress });
       if (code && code !== '0x') {
         await installX402Contracts(node.rpcUrl);
-        await fundRelayer(node.rpcUrl, options.deployed.usdcAddress, mintAmountUsdc);
+        await fundRelayer(node.rpcUrl, chainId, options.deployed.usdcAddress, mintAmountUsdc);
         return { ...node, ...options.deployed, freshlyDeployed: false };
       }
     }
@@ -57,10 +73,11 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
       deployerKey: DEV_DEPLOYER.privateKey,
       mintTo: DEV_BUYERS.map((b) => b.address),
       mintAmountUsdc,
+      tokenName,
     });
     // After the deployment, so USDC and the factory keep the addresses the deployer's nonces give them.
     await installX402Contracts(node.rpcUrl);
-    await fundRelayer(node.rpcUrl, deployment.usdcAddress, mintAmountUsdc);
+    await fundRelayer(node.rpcUrl, chainId, deployment.usdcAddress, mintAmountUsdc);
     return { ...node, usdcAddress: deployment.usdcAddress, factoryAddress: deployment.factoryAddress, freshlyDeployed: true };
   } catch (err) {
     await node.stop();
@@ -75,8 +92,8 @@ export async function startDevChain(options: { stateFile?: string; mintAmountUsd
  * none: a fresh chain, a chain saved by a version that did not fund it, one whose refunds used it up.
  * Last, so the deployments before it keep the addresses the deployer's nonces give them.
  */
-async function fundRelayer(rpcUrl: string, usdcAddress: Address, amountUsdc: string): Promise<void> {
-  const chain = localChain({ chainId: DEV_CHAIN_ID, rpcUrl });
+async function fundRelayer(rpcUrl: string, chainId: number, usdcAddress: Address, amountUsdc: string): Promise<void> {
+  const chain = localChain({ chainId, rpcUrl });
   const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 100 });
   if (await balanceOf({ client: publicClient, token: usdcAddress, account: DEV_DEPLOYER.address }) > 0n) return;
   const minter = createWalletClient({ chain, account: privateKeyToAccount(DEV_DEPLOYER.privateKey), transport: http(rpcUrl) });

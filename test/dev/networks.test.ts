@@ -1,0 +1,73 @@
+// `agentgate dev` runs three local chains with no extra step (Base Sepolia 84532, Polygon Amoy 80002,
+// Arbitrum Sepolia 421614), and a route of our middleware offers all three: the official @x402/fetch v2
+// client, set up for one network at a time as a buyer holding USDC there would be, pays it on each, and
+// the money moves on that network's chain, in that network's token under its own EIP-712 name.
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { x402Client } from '@x402/core/client';
+import { decodePaymentRequiredHeader } from '@x402/core/http';
+import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { createPublicClient, http, parseAbi, type Address } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { toCaip2Network } from 'agentgate-x402-wire';
+import { paymentMiddleware } from '../../adapters/express.js';
+import { syncEndpoints } from '../../middleware/index.js';
+import { balanceOf } from '../../server/chain/usdc.js';
+import { DEV_NETWORKS } from '../../server/dev/chain/dev-chain.js';
+import { startDevProcess, type DevProcess } from '../support/dev-process.js';
+
+let dev: DevProcess;
+/** Each dev network's RPC URL and token, as `agentgate dev` printed them. */
+const chains = new Map<string, { rpcUrl: string; usdc: Address }>();
+let url: string;
+let close: () => void;
+
+beforeAll(async () => {
+  dev = await startDevProcess('networks');
+  for (const line of dev.output.split('\n')) {
+    const printed = /local chain (\S+) \(chain id \d+, "([a-z-]+)".*USDC (0x[0-9a-fA-F]{40})/.exec(line);
+    if (printed) chains.set(printed[2]!, { rpcUrl: printed[1]!, usdc: printed[3] as Address });
+  }
+  const routes = { 'GET /report': { price: '$0.01', description: 'Report' } };
+  const app = express();
+  app.use(paymentMiddleware({ backendUrl: dev.seller.backendUrl, apiKey: dev.seller.sellerKey, routes }));
+  app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
+  const listening = app.listen(0, '127.0.0.1');
+  await once(listening, 'listening');
+  close = () => { listening.closeAllConnections(); listening.close(); };
+  const origin = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
+  await syncEndpoints({ backendUrl: dev.seller.backendUrl, platformKey: dev.seller.platformKey, publicOrigin: origin, routes });
+  url = `${origin}/report`;
+}, 180_000);
+
+afterAll(async () => {
+  close?.();
+  await dev?.stop();
+}, 60_000);
+
+test('agentgate dev prints three local chains, each token under its network\'s EIP-712 name', async () => {
+  expect([...chains.keys()]).toEqual(DEV_NETWORKS.map((n) => n.network));
+  for (const network of DEV_NETWORKS) {
+    const { rpcUrl, usdc } = chains.get(network.network)!;
+    const client = createPublicClient({ transport: http(rpcUrl) });
+    expect(await client.getChainId()).toBe(network.chainId);
+    expect(await client.readContract({ address: usdc, abi: parseAbi(['function name() view returns (string)']), functionName: 'name' })).toBe(network.tokenName);
+  }
+});
+
+test.each(DEV_NETWORKS.map((n) => [n.network] as const))('the official v2 client pays the route on %s', async (network) => {
+  const caip2 = toCaip2Network(network) as `eip155:${number}`;
+  const { rpcUrl, usdc } = chains.get(network)!;
+  const unpaid = await fetch(url);
+  expect(decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!).accepts.map((a) => a.network)).toEqual(DEV_NETWORKS.map((n) => toCaip2Network(n.network)));
+
+  const buyer = privateKeyToAccount(dev.seller.buyerPrivateKey);
+  const balance = (account: Address) => balanceOf({ client: createPublicClient({ transport: http(rpcUrl) }), token: usdc, account });
+  const before = await balance(buyer.address);
+  const client = registerExactEvmScheme(new x402Client(), { signer: buyer, networks: [caip2] }).setSpendControls({ allowedAssets: [{ network: caip2, asset: usdc, maxAmountPerPayment: '10000' }] });
+  const paid = await wrapFetchWithPayment(fetch, client)(url);
+  expect(paid.status).toBe(200);
+  expect(await balance(buyer.address)).toBe(before - 10_000n);
+});
