@@ -26,7 +26,7 @@ import {
   type SellerSettings,
   type SettleMode,
 } from '../middleware/index.js';
-import type { PaymentRequiredV2, PaymentRequirementsV2 } from 'agentgate-x402-wire';
+import { settingsOnEveryNetwork, type PaymentRequiredV2, type PaymentRequirementsV2 } from 'agentgate-x402-wire';
 
 /**
  * Paid MCP tools, following the x402 MCP transport:
@@ -136,16 +136,18 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           return failure('facilitator_unavailable', 'payment settings could not be loaded from the payment backend');
         }
         const offer = { amountAtomic, resource, description: config.description };
-        const requirement = escrow
-          ? buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })
-          : channel ? buildBatchSettlementRequirementV2(settings, offer)
-            : usage ? buildUptoRequirementV2(settings, offer)
-              : permit2 ? buildPermit2RequirementV2(settings, { ...offer, paymentFlow: flow })
-                : buildRequirementV2(settings, { ...offer, paymentFlow: flow });
+        // An exact or upto tool is offered on every network of the backend, the default one first.
+        const requirements = escrow
+          ? [buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })]
+          : channel ? [buildBatchSettlementRequirementV2(settings, offer)]
+            : settingsOnEveryNetwork(settings).map((on) => (usage ? buildUptoRequirementV2(on, offer)
+              : permit2 ? buildPermit2RequirementV2(on, { ...offer, paymentFlow: flow })
+                : buildRequirementV2(on, { ...offer, paymentFlow: flow })));
+        const requirement = requirements[0]!;
         const required = (error: string, extraFields: Record<string, unknown> = {}, offerExtra?: Record<string, unknown>) =>
           paymentRequiredResult({
             x402Version: 2, error, resource: { url: resource, description: config.description ?? '', mimeType: 'application/json' },
-            accepts: [(offerExtra ? { ...requirement, extra: { ...requirement.extra, ...offerExtra } } : requirement) as PaymentRequirementsV2],
+            accepts: requirements.map((r) => (offerExtra ? { ...r, extra: { ...r.extra, ...offerExtra } } : r) as PaymentRequirementsV2),
             ...(permit2 ? { extensions: PERMIT2_GAS_SPONSORING_EXTENSIONS } : {}),
           }, extraFields);
 
@@ -155,7 +157,10 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         const version = (payment as { x402Version?: unknown }).x402Version === 1 ? 1 : 2;
 
         const paymentHeader = encodeBase64Json(payment);
-        const request = { paymentHeader, version, resource, amountAtomic, requirement: requirement as PaymentRequirementsV2 } as const;
+        // The requirement of the network the payment names (another is the default's to refuse).
+        const named = (payment as { accepted?: { network?: unknown } }).accepted?.network;
+        const chosen = requirements.find((r) => r.network === named) ?? requirement;
+        const request = { paymentHeader, version, resource, amountAtomic, requirement: chosen as PaymentRequirementsV2 } as const;
         let reported: bigint | undefined;
         if (usage) {
           const x402: ToolUsage = {

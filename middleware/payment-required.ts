@@ -1,4 +1,4 @@
-import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, challengeResponse, decodeBase64Json, encodeBase64Json, networkByName, toCaip2Network, type PaymentRequiredBody, type SellerSettings } from 'agentgate-x402-wire';
+import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, challengeResponse, decodeBase64Json, encodeBase64Json, networkByName, settingsOnEveryNetwork, toCaip2Network, type PaymentRequiredBody, type SellerSettings } from 'agentgate-x402-wire';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 
@@ -68,10 +68,7 @@ export class PaymentChallenges {
   private networksOf(charge: Charge): SellerSettings[] {
     const main = this.settingsFor(charge);
     const scheme = charge.route.value.scheme;
-    if (!this.settings.networks?.length || (scheme !== 'exact' && scheme !== 'upto')) return [main];
-    return [main, ...this.settings.networks.map((n) => ({
-      ...main, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator,
-    }))];
+    return scheme === 'exact' || scheme === 'upto' ? settingsOnEveryNetwork(main) : [main];
   }
 
   /** A 402 that says why the payment was refused, asking again for what this route takes. */

@@ -33,6 +33,11 @@ import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { openStorefront } from '../support/storefront.js';
+import { signAuthorization } from '../support/chain.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import { mcpPaywall } from '../../adapters/mcp.js';
+import { serveMcp } from '../mcp-paid/support.js';
 import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { setUpSeller } from './seller.js';
 
@@ -231,6 +236,39 @@ describe('our middleware on a backend of two networks', () => {
       await ours.close();
     }
   }, 120_000);
+
+  test('a paid MCP tool offers both networks; a buyer pays its call on Amoy', async () => {
+    // The tool's resource is registered as a seller registers an MCP tool (no URL to fetch).
+    expect((await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: 'mcp://tool/forecast', priceUsdc: '0.01' } })).status).toBe(201);
+    const paid = mcpPaywall({ backendUrl: server.url, apiKey: seller.sellerKey });
+    const mcp = await serveMcp(() => {
+      const tools = new McpServer({ name: 'forecast', version: '1.0.0' });
+      paid.tool(tools, 'forecast', { price: '$0.01', inputSchema: { city: z.string() } }, async ({ city }) => ({ content: [{ type: 'text' as const, text: `rain in ${city}` }] }));
+      return tools;
+    });
+    try {
+      const call = (meta?: Record<string, unknown>) => mcp.client.callTool({ name: 'forecast', arguments: { city: 'Lyon' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
+      const unpaid = await call();
+      const accepts = unpaid.structuredContent.accepts as Array<{ network: string; asset: string; payTo: string; amount: string }>;
+      expect(accepts.map((a) => a.network)).toEqual([BASE_SEPOLIA, AMOY.caip2]);
+      const accepted = accepts[1]!;
+      const payer = privateKeyToAccount(generatePrivateKey());
+      await mintOnAmoy(payer.address);
+      const signed = await signAuthorization(payer, { to: accepted.payTo as Address, value: BigInt(accepted.amount) }, { name: 'USD Coin', chainId: AMOY.chainId, verifyingContract: amoyUsdc });
+      const a = signed.authorization;
+      const payment = {
+        x402Version: 2, resource: { url: 'mcp://tool/forecast' }, accepted,
+        payload: { signature: signed.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce } },
+      };
+      const before = await amoyBalance(payer.address);
+      const result = await call({ 'x402/payment': payment });
+      expect(result.content[0].text).toBe('rain in Lyon');
+      expect(result._meta['x402/payment-response']).toMatchObject({ success: true, network: AMOY.caip2 });
+      expect(await amoyBalance(payer.address)).toBe(before - PRICE);
+    } finally {
+      await mcp.close();
+    }
+  });
 
   test('an upto route offers both networks; a buyer pays by usage on Amoy', async () => {
     const ours = await openStorefront(server, seller, { 'POST /completion': { price: { upto: '$0.05' }, endpoint: { method: 'POST' } } }, { handler: (_req, res) => { (res.locals.x402 as { charge(p: string): void }).charge('$0.02'); res.json({ tokens: 2 }); } });

@@ -58,3 +58,14 @@ export function parseSellerSettings(input: unknown): SellerSettings {
   }
   return parsed.data;
 }
+
+/**
+ * The settings on each network the backend settles on: these first (the default network), then one per
+ * entry of `networks`, in that network's token and with its upto facilitator. What an exact or upto offer
+ * is made on (the schemes the backend settles on every network).
+ */
+export function settingsOnEveryNetwork(settings: SellerSettings): SellerSettings[] {
+  return [settings, ...(settings.networks ?? []).map((n) => ({
+    ...settings, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator,
+  }))];
+}
