@@ -60,11 +60,13 @@ export async function createChainService(config: Config, options: ChainServiceOp
 /** Every network's chain, the default one first; none when the default one has no RPC URL (payments are off). */
 export async function createChainServices(config: Config, options: ChainServiceOptions = {}): Promise<ChainService[]> {
   if (!config.networks[0]?.rpcUrl) return [];
-  // Side by side: a slow node of one network does not hold up the others' start.
-  return Promise.all(config.networks.map((settings) => chainServiceFor(settings, config, options)));
+  // Side by side: a slow node of one network does not hold up the others' start. Only the default
+  // network's nodes must answer: another network whose nodes are all down starts without them (its
+  // payments answer 503 until one answers, /ready says so), so a restart never waits on one network.
+  return Promise.all(config.networks.map((settings, i) => chainServiceFor(settings, config, { ...options, mayBeDown: i > 0 })));
 }
 
-async function chainServiceFor(settings: NetworkSettings, config: Config, options: ChainServiceOptions): Promise<ChainService> {
+async function chainServiceFor(settings: NetworkSettings, config: Config, options: ChainServiceOptions & { mayBeDown?: boolean }): Promise<ChainService> {
   const info = networkByName(settings.network);
   if (!info) throw new ChainConfigError(`configuration error: network ${settings.network} is not supported`);
   const usdcAddress = (settings.usdcAddress ?? info.usdc?.address) as Address | undefined;
@@ -84,7 +86,7 @@ async function chainServiceFor(settings: NetworkSettings, config: Config, option
       throw new ChainConfigError(`configuration error: ${variable} serves chain ${check.chainId}, but ${named} is chain ${info.chainId}`);
     }
   }
-  if (!rpcCheck.some((check) => 'chainId' in check)) {
+  if (!options.mayBeDown && !rpcCheck.some((check) => 'chainId' in check)) {
     throw new Error(`chain ${info.name}: no RPC URL answered: ${rpcCheck.map((check) => `${check.url} (${'error' in check ? check.error : ''})`).join(', ')}`);
   }
   const chain: Chain = { ...viemChain(info), rpcUrls: { default: { http: rpcUrls } } };

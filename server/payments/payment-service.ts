@@ -113,6 +113,7 @@ export class PaymentService {
    * networks apart yet, are the default network's alone.
    */
   readonly networks: readonly NetworkPayments[];
+  private readonly primary: NetworkPayments;
 
   /** payment.received: each settled payment's event, handed to the webhook engine (webhook-outbox.ts). */
   readonly webhooks: PaymentReceivedOutbox;
@@ -152,8 +153,10 @@ export class PaymentService {
     this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
+    // The default network's stack, also without a chain (payments off): its schemes answer 503 then.
+    this.primary = { chain: chain as ChainService, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption };
     this.networks = [
-      ...(chain ? [{ chain, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption }] : []),
+      ...(chain ? [this.primary] : []),
       ...(deps.moreNetworks ?? []).map(({ chain: other, engine: otherEngine }) => {
         const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, log.child({ network: other.caip2 }), metrics);
         const schemes = new PaymentSchemes(settlement);
@@ -174,7 +177,7 @@ export class PaymentService {
 
   /** The payments of a record's network (the default network's for a network no longer configured: its schemes refuse or reconcile it). */
   of(payment: Pick<PaymentDoc, 'network'>): NetworkPayments {
-    return this.network(payment.network) ?? this.networks[0]!;
+    return this.network(payment.network) ?? this.primary;
   }
 
   /**
@@ -183,11 +186,11 @@ export class PaymentService {
    * a network they do not settle on in their own terms.
    */
   forHeader(paymentHeader: string): NetworkPayments {
-    if (this.networks.length < 2) return this.networks[0]!;
+    if (this.networks.length < 2) return this.primary;
     const decoded = decodeBase64Json(paymentHeader);
     const payload = decoded.ok && decoded.value && typeof decoded.value === 'object' ? decoded.value as { network?: unknown; accepted?: { network?: unknown } } : undefined;
     const named = payload?.accepted?.network ?? payload?.network;
-    return (typeof named === 'string' && this.network(named)) || this.networks[0]!;
+    return (typeof named === 'string' && this.network(named)) || this.primary;
   }
 
   /** Where a payment endpoint's deliveries go (its URL and secret, read at each attempt); undefined: not a payment endpoint. */

@@ -290,6 +290,25 @@ describe('our middleware on a backend of two networks', () => {
   });
 });
 
+test('a backend started while Amoy\'s RPC is down starts (not refusing for one network), ready but degraded naming Amoy, and lists Amoy\'s kinds', async () => {
+  await amoyRpc.down();
+  let other: TestServer | undefined;
+  try {
+    other = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoyRpc.url, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin', MONGODB_DB: server.config.MONGODB_DB });
+    const ready = await other.request('GET', '/ready');
+    expect(ready.status).toBe(200);
+    expect(ready.body.checks[`network ${AMOY.caip2}`]).toMatch(/^degraded: its chain does not answer/);
+  } finally {
+    await amoyRpc.up();
+  }
+  try {
+    const supported = await other.request('GET', '/v0/x402/supported');
+    expect(supported.body.kinds.map((k: { network: string }) => k.network)).toContain(AMOY.caip2);
+  } finally {
+    await other.stop();
+  }
+});
+
 test('a network listed without its RPC URL refuses the start, naming the variable', async () => {
   await expect(startTestServer({ NETWORKS: 'base-sepolia,arbitrum-sepolia' })).rejects.toThrow('ARBITRUM_SEPOLIA_RPC_URL is required: NETWORKS lists arbitrum-sepolia');
 });
