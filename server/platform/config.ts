@@ -249,6 +249,10 @@ function networksOf(data: z.output<typeof schema>, input: Record<string, string 
     else if (names.includes(info.name)) problems.set('NETWORKS', `names ${info.name} twice`);
     else names.push(info.name);
   }
+  // CHAIN_* configure the network CHAIN_NETWORK names: set for a network NETWORKS leaves out, they would be ignored.
+  if (data.NETWORKS && data.CHAIN_RPC_URL && names.length && !names.includes(data.CHAIN_NETWORK)) {
+    problems.set('CHAIN_RPC_URL', `is for CHAIN_NETWORK ${data.CHAIN_NETWORK}, which NETWORKS (${names.join(', ')}) does not list: set CHAIN_NETWORK to the network it serves`);
+  }
   return names.flatMap((network): NetworkSettings[] => {
     if (network === data.CHAIN_NETWORK) {
       return [{

@@ -1,0 +1,41 @@
+// NETWORKS and each network's own variables, as an operator writes them: what the backend reads, and the
+// one-line refusal naming the variable when something is missing or contradicts itself.
+import { randomBytes } from 'node:crypto';
+import { generatePrivateKey } from 'viem/accounts';
+import { loadConfig } from '../../server/platform/config.js';
+
+const BASE_ENV = {
+  BASE_URL: 'https://pay.example.com', MAIL_DOMAIN: 'agents.example.com', DID_DOMAIN: 'pay.example.com',
+  MASTER_KEY: randomBytes(32).toString('hex'), MONGODB_URI: 'mongodb://127.0.0.1:27017',
+};
+const shared = generatePrivateKey();
+const own = generatePrivateKey();
+
+test('without NETWORKS, CHAIN_NETWORK alone, from today\'s variables', () => {
+  const config = loadConfig({ ...BASE_ENV, CHAIN_NETWORK: 'eip155:84532', CHAIN_RPC_URL: 'https://sepolia.base.example', RELAYER_PRIVATE_KEY: shared });
+  expect(config.networks.map((n) => ({ network: n.network, rpcUrl: n.rpcUrl, keys: n.relayerKeys }))).toEqual([{ network: 'base-sepolia', rpcUrl: 'https://sepolia.base.example', keys: [shared] }]);
+});
+
+test('several networks: CHAIN_NETWORK\'s reads CHAIN_*, each other its own <NAME>_* (keys shared unless it names its own)', () => {
+  const config = loadConfig({
+    ...BASE_ENV, NETWORKS: 'base,eip155:137,arbitrum', CHAIN_RPC_URL: 'https://base.example', RELAYER_PRIVATE_KEY: shared,
+    POLYGON_RPC_URL: 'https://polygon.example', POLYGON_RPC_URLS: 'https://polygon-2.example', POLYGON_RELAYER_PRIVATE_KEYS: own,
+    ARBITRUM_RPC_URL: 'https://arbitrum.example', ARBITRUM_USDC_EIP712_NAME: 'USD Coin',
+  });
+  expect(config.networks.map((n) => [n.network, n.rpcUrl, n.rpcUrls, n.relayerKeys, n.usdcEip712Name])).toEqual([
+    ['base', 'https://base.example', [], [shared], undefined],
+    ['polygon', 'https://polygon.example', ['https://polygon-2.example'], [own], undefined],
+    ['arbitrum', 'https://arbitrum.example', [], [shared], 'USD Coin'],
+  ]);
+  expect(config.networks[1]!.variable('RPC_URL')).toBe('POLYGON_RPC_URL');
+});
+
+test('refusals name the variable', () => {
+  const refusal = (env: Record<string, string>) => { try { loadConfig({ ...BASE_ENV, ...env }); return ''; } catch (err) { return (err as Error).message; } };
+  expect(refusal({ NETWORKS: 'base,polygon-amoy', CHAIN_RPC_URL: 'https://base.example' })).toBe('configuration error: POLYGON_AMOY_RPC_URL is required: NETWORKS lists polygon-amoy');
+  expect(refusal({ NETWORKS: 'base,solana', CHAIN_RPC_URL: 'https://base.example' })).toMatch(/^configuration error: NETWORKS names solana, not a network of the table/);
+  expect(refusal({ NETWORKS: 'base,eip155:8453', CHAIN_RPC_URL: 'https://base.example' })).toBe('configuration error: NETWORKS names base twice');
+  expect(refusal({ NETWORKS: 'polygon', POLYGON_RPC_URL: 'https://polygon.example', CHAIN_RPC_URL: 'https://base.example' }))
+    .toBe('configuration error: CHAIN_RPC_URL is for CHAIN_NETWORK base, which NETWORKS (polygon) does not list: set CHAIN_NETWORK to the network it serves');
+  expect(refusal({ NETWORKS: 'base,polygon', CHAIN_RPC_URL: 'https://base.example', POLYGON_RPC_URL: 'not a url' })).toMatch(/^configuration error: POLYGON_RPC_URL /);
+});
