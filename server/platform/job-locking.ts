@@ -72,9 +72,12 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
             name, disabled: { $ne: true },
             $or: [
               { lockedAt: { $eq: null }, nextRunAt: { $lte: nextScanAt } },
-              // Given up by its worker (ran past its lock lifetime), or locked by a process that is gone.
+              // Given up by its worker (ran past its lock lifetime), or locked by a process that is gone. Never
+              // one this process locked itself: while it runs, this process still runs it, even when a
+              // stalled event loop let its own registration lapse for a moment (a view of the live
+              // processes read then lacks it, and it would take its own job and run it twice).
               { lockedAt: { $lte: lockDeadline } },
-              { lockedAt: { $ne: null }, lastModifiedBy: { $nin: [...await registry.liveIds()] } },
+              { lockedAt: { $ne: null }, lastModifiedBy: { $nin: [...await registry.liveIds(), registry.id] } },
             ],
           }, now ?? new Date(), opts?.lastModifiedBy);
       }

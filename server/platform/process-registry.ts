@@ -87,14 +87,15 @@ export class ProcessRegistry {
   }
 
   /**
-   * The ids of the live processes (this one among them while it is active), read again in the
+   * The ids of the live processes (this one among them while it is active now), read again in the
    * background once the view is a heartbeat old; a view older than ten heartbeats is read before it is used.
    */
   async liveIds(): Promise<ReadonlySet<string>> {
     const age = this.live ? this.now() - this.live.at : Infinity;
-    if (age > this.options.heartbeatMs * 10) return this.read();
-    if (age > this.options.heartbeatMs) void this.read().catch(() => {});
-    return this.live!.ids;
+    const others = age > this.options.heartbeatMs * 10 ? await this.read() : this.live!.ids;
+    if (age > this.options.heartbeatMs && age <= this.options.heartbeatMs * 10) void this.read().catch(() => {});
+    // This process as it is now, not as it was when the view was read (a stall may have lapsed it then).
+    return this.active ? new Set([...others, this.id]) : others;
   }
 
   /** Whether `id` is a live process now, as far as this process knows. */
@@ -109,8 +110,8 @@ export class ProcessRegistry {
       if (all.some((d) => d.expiresAt.getTime() < now - PRUNE_AFTER_MS)) {
         void this.docs.deleteMany({ expiresAt: { $lt: new Date(now - PRUNE_AFTER_MS) } }).catch(() => {});
       }
+      // The others: this process is added by liveIds as it is at each call.
       const ids = new Set(all.filter((d) => d.expiresAt.getTime() + this.options.skewMs > now && d._id !== this.id).map((d) => d._id));
-      if (this.active) ids.add(this.id);
       this.live = { at: now, ids };
       return ids;
     })().finally(() => { this.reading = undefined; });
