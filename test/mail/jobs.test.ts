@@ -99,6 +99,23 @@ describe('JobQueue (Agenda on the test database)', () => {
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
   });
 
+  it('a process never takes back a job it is running, even when its view of the live processes lacks itself (read while a stall lapsed its registration)', async () => {
+    const registry = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 });
+    const worker = await queue(registry);
+    const name = `test.own-${registries.length}`;
+    let runs = 0;
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => { started = resolve; });
+    worker.define(name, async () => { runs++; started(); await new Promise(() => {}); }, { lockLifetimeMs: 60_000 });
+    await worker.start();
+    await worker.now(name, {});
+    await running;
+    // The view a stalled moment leaves behind: nobody live, this process included.
+    (registry as unknown as { liveIds: () => Promise<ReadonlySet<string>> }).liveIds = async () => new Set();
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(runs).toBe(1);
+  });
+
   it.each([
     ['stopped and left the registry', (r: ProcessRegistry) => r.leave()],
     ['died: its heartbeats stopped', async (r: ProcessRegistry) => { (r as unknown as { timer: NodeJS.Timeout }).timer.close(); }],
