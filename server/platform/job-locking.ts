@@ -51,12 +51,16 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
    * few due jobs are tried in a random order: every worker polling the queue finds the same ones first,
    * and taking them in the same order made most claims collide (an insert and a read each, for nothing).
    */
-  const lockFirst = async (filter: Document, lockedAt: Date, lastModifiedBy: string | undefined): Promise<JobParameters | undefined> => {
+  const lockFirst = async (filter: Document, lockedAt: Date, lastModifiedBy: string | undefined, lockDeadline?: Date): Promise<JobParameters | undefined> => {
     // A process the others count as gone (its heartbeats fail, or it left while stopping) takes nothing:
     // they take over what it holds, and it must not compete with them.
     if (!registry.active) return undefined;
     const candidates = shuffled(await jobs.find(filter).sort({ nextRunAt: 1, priority: -1 }).limit(5).toArray());
     for (const candidate of candidates) {
+      // A job locked within its lock lifetime is taken over only from a process that is gone, asked afresh:
+      // the view the query used may predate a process that has just joined.
+      const lockedAlive = candidate.lockedAt && (!lockDeadline || candidate.lockedAt > lockDeadline) && candidate.lastModifiedBy;
+      if (lockedAlive && await registry.isLive(String(candidate.lastModifiedBy))) continue;
       if (!(await claim(candidate))) continue;
       await jobs.updateOne({ _id: candidate._id }, { $set: { lockedAt, lastModifiedBy: lastModifiedBy ?? null } });
       return toJobParameters({ ...candidate, lockedAt, lastModifiedBy });
@@ -79,7 +83,7 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
               { lockedAt: { $lte: lockDeadline } },
               { lockedAt: { $ne: null }, lastModifiedBy: { $nin: [...await registry.liveIds(), registry.id] } },
             ],
-          }, now ?? new Date(), opts?.lastModifiedBy);
+          }, now ?? new Date(), opts?.lastModifiedBy, lockDeadline);
       }
       if (prop === 'lockJob') {
         return (job: JobParameters, opts: { lastModifiedBy?: string } | undefined) => job._id ? lockFirst({

@@ -98,9 +98,14 @@ export class ProcessRegistry {
     return this.active ? new Set([...others, this.id]) : others;
   }
 
-  /** Whether `id` is a live process now, as far as this process knows. */
+  /**
+   * Whether `id` is a live process now. A process missing from the view is looked up afresh before it is
+   * called gone: the view may be a second old, older than a process that has just joined, and what a
+   * live process holds must never be taken over (it would be done twice).
+   */
   async isLive(id: string): Promise<boolean> {
-    return id === this.id ? this.active : (await this.liveIds()).has(id);
+    if (id === this.id) return this.active;
+    return (await this.liveIds()).has(id) || (await this.read()).has(id);
   }
 
   private read(): Promise<ReadonlySet<string>> {

@@ -188,6 +188,9 @@ export class DeliveryJobs implements DeliveryQueue {
       await this.finish(claimed, expectedCount, 'failed', undefined, target.error);
       return;
     }
+    // A stall since the claim (the reads above, a busy event loop) may have made this process count as gone:
+    // another may be taking this attempt over right now, and both would send it. It sends nothing then.
+    if (!this.processes.active) return;
     const result = await postWebhook({
       url: target.url, body: delivery.body, secret: target.secret, event: delivery.event, idempotencyKey: delivery.eventId,
       timeoutMs: this.config.WEBHOOK_TIMEOUT_MS, policy: outboundPolicy(this.config),

@@ -116,6 +116,26 @@ describe('JobQueue (Agenda on the test database)', () => {
     expect(runs).toBe(1);
   });
 
+  it('a job held by a process that has just joined is not taken over by one whose view of the live processes predates it', async () => {
+    const holder = await queue();
+    const other = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 });
+    const taker = await queue(other);
+    const name = `test.joined-${registries.length}`;
+    const ranBy: string[] = [];
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => { started = resolve; });
+    holder.define(name, async () => { ranBy.push('holder'); started(); await new Promise(() => {}); }, { lockLifetimeMs: 60_000 });
+    taker.define(name, async () => { ranBy.push('taker'); }, { lockLifetimeMs: 60_000 });
+    // The taker's view was read before the holder joined: only itself.
+    (other as unknown as { liveIds: () => Promise<ReadonlySet<string>> }).liveIds = async () => new Set([other.id]);
+    await holder.start();
+    await holder.now(name, {});
+    await running;
+    await taker.start();
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(ranBy).toEqual(['holder']);
+  });
+
   it.each([
     ['stopped and left the registry', (r: ProcessRegistry) => r.leave()],
     ['died: its heartbeats stopped', async (r: ProcessRegistry) => { (r as unknown as { timer: NodeJS.Timeout }).timer.close(); }],
