@@ -49,7 +49,7 @@ function distinct(contracts: readonly RequiredContract[]): RequiredContract[] {
   return contracts.filter((c) => (seen.has(key(c.address)) ? false : (seen.add(key(c.address)), true)));
 }
 
-/** "Permit2 (0x0000…8BA3), x402UptoPermit2Proxy (0x4020…0002)": what a refusal names. */
+/** "Permit2 at 0x0000…8BA3, X402UptoPermit2Proxy at 0x4020…0002": what a refusal names. */
 export function describeContracts(contracts: readonly RequiredContract[]): string {
   return contracts.map((c) => `${c.name} at ${c.address}`).join(', ');
 }
