@@ -1,4 +1,4 @@
-import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, challengeResponse, decodeBase64Json, encodeBase64Json, networkByName, settingsOnEveryNetwork, toCaip2Network, type PaymentRequiredBody, type SellerSettings } from 'agentgate-x402-wire';
+import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, challengeResponse, decodeBase64Json, encodeBase64Json, findNetwork, networkByName, settingsOnEveryNetwork, type PaymentRequiredBody, type SellerSettings } from 'agentgate-x402-wire';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 
@@ -47,7 +47,8 @@ export class PaymentChallenges {
    */
   challengeOn(charge: Charge, network: unknown): PaymentRequiredOutcome {
     const others = this.networksOf(charge).slice(1);
-    const chosen = typeof network === 'string' ? others.find((s) => s.network === network || toCaip2Network(s.network) === network) : undefined;
+    const chainId = typeof network === 'string' ? findNetwork(network)?.chainId : undefined;
+    const chosen = others.find((s) => s.chainId === chainId);
     if (!chosen) return this.challengeFor(charge);
     const cache = charge.route.value.challenges;
     const key = `${charge.resource}\n${charge.amountAtomic}\n${charge.payTo}\n${chosen.network}`;

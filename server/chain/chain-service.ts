@@ -71,7 +71,7 @@ async function chainServiceFor(settings: NetworkSettings, config: Config, option
   if (!info) throw new ChainConfigError(`configuration error: network ${settings.network} is not supported`);
   const usdcAddress = (settings.usdcAddress ?? info.usdc?.address) as Address | undefined;
   if (!usdcAddress) {
-    const names = ['USDC_ADDRESS', 'USDC_EIP712_NAME', 'USDC_EIP712_VERSION'].map((n) => settings.variable('USDC_ADDRESS').replace('USDC_ADDRESS', n)).join(', ');
+    const names = (['USDC_ADDRESS', 'USDC_EIP712_NAME', 'USDC_EIP712_VERSION'] as const).map((n) => settings.variable(n)).join(', ');
     throw new ChainConfigError(`configuration error: ${info.label} has no 6-decimal EIP-3009 dollar token in the network table${info.assets.length ? ` (its ${info.assets.map((a) => a.symbol).join(', ')} move only through Permit2 or have ${info.assets[0]!.decimals} decimals)` : ''}: set ${names} to the token to price in`);
   }
   // The table's EIP-712 domain belongs to the table's token: a token of the operator's own is named by them.
@@ -82,7 +82,7 @@ async function chainServiceFor(settings: NetworkSettings, config: Config, option
   for (const check of rpcCheck) {
     if ('chainId' in check && check.chainId !== info.chainId) {
       const variable = check.url === rpcUrl ? settings.variable('RPC_URL') : `${settings.variable('RPC_URLS')} entry ${check.url}`;
-      const named = settings.variable('RPC_URL') === 'CHAIN_RPC_URL' ? `CHAIN_NETWORK ${info.name}` : info.name;
+      const named = variable.startsWith('CHAIN_') ? `CHAIN_NETWORK ${info.name}` : info.name;
       throw new ChainConfigError(`configuration error: ${variable} serves chain ${check.chainId}, but ${named} is chain ${info.chainId}`);
     }
   }

@@ -67,13 +67,9 @@ export function healthRoutes({ db, chain, settlement, mail, isStopping, webhookB
     let relayer: string | undefined;
     let detail: Record<string, unknown> = {};
     if (settlement) {
-      const mine = settlement.status();
-      const view = settlement.deployment();
-      const lanes = [...(view?.lanes ?? [])].map(([address, l]) => ({ address, holder: l.holder, state: l.state, inFlight: l.inFlight }));
-      const sendable = mine.sends.length > 0 || lanes.some((l) => l.state === 'active');
-      const problems = [...mine.problems, ...(sendable ? [] : ['no relayer lane of this deployment can send now'])];
-      relayer = problems.length ? `degraded: ${problems.join('; ')}` : 'ok';
-      detail = { settlement: { ...mine, lanes } };
+      const part = settlementPart(settlement);
+      relayer = part.problems.length ? `degraded: ${part.problems.join('; ')}` : 'ok';
+      detail = { settlement: part.settlement };
     }
     // Webhooks: a deployment-wide backlog, not this process's fault, so never `down` (a balancer would take
     // every process out at once): `degraded`, naming the wait, once the oldest due delivery waits too long.
@@ -81,11 +77,9 @@ export function healthRoutes({ db, chain, settlement, mail, isStopping, webhookB
     // downs it: the other networks' payments go on here, and a balancer must not take every process out.
     const networks = await Promise.all(moreNetworks.map(async (n) => {
       const node = await within(n.chain.publicClient.getBlockNumber({ cacheTime: 0 })).then(() => undefined, (err: Error) => `its chain does not answer: ${err.message}`.slice(0, 200));
-      const mine = n.settlement.status();
-      const lanes = [...(n.settlement.deployment()?.lanes ?? [])].map(([address, l]) => ({ address, holder: l.holder, state: l.state, inFlight: l.inFlight }));
-      const sendable = mine.sends.length > 0 || lanes.some((l) => l.state === 'active');
-      const problems = [...(node ? [node] : []), ...mine.problems, ...(sendable ? [] : ['no relayer lane of this deployment can send now'])];
-      return { network: n.chain.caip2, state: problems.length ? `degraded: ${problems.join('; ')}` : 'ok', settlement: { ...mine, lanes } };
+      const part = settlementPart(n.settlement);
+      const problems = [...(node ? [node] : []), ...part.problems];
+      return { network: n.chain.caip2, state: problems.length ? `degraded: ${problems.join('; ')}` : 'ok', settlement: part.settlement };
     }));
     const backlogMs = await within(webhookBacklogMs()).catch(() => undefined);
     const webhooks = backlogMs === undefined ? undefined
@@ -112,4 +106,15 @@ export function healthRoutes({ db, chain, settlement, mail, isStopping, webhookB
       : { status: degraded ? 'degraded' : 'ready', checks: answers, ...(degraded ? { message: why.join('; ') } : {}), ...detail };
   });
   return router;
+}
+
+/**
+ * One network's settlement as /ready shows it: this process's part and the deployment's lanes as the
+ * registry last showed them, and what would make its payments fail (no lane of the deployment can send).
+ */
+function settlementPart(engine: SettlementEngine) {
+  const mine = engine.status();
+  const lanes = [...(engine.deployment()?.lanes ?? [])].map(([address, l]) => ({ address, holder: l.holder, state: l.state, inFlight: l.inFlight }));
+  const sendable = mine.sends.length > 0 || lanes.some((l) => l.state === 'active');
+  return { settlement: { ...mine, lanes }, problems: [...mine.problems, ...(sendable ? [] : ['no relayer lane of this deployment can send now'])] };
 }

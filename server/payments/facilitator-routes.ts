@@ -5,7 +5,7 @@ import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import { parseInput } from '../platform/validate.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { PAYMENT_IDENTIFIER } from './payment-identifier.js';
-import { OFFER_RECEIPT } from 'agentgate-x402-wire';
+import { findNetwork, OFFER_RECEIPT } from 'agentgate-x402-wire';
 import { facilitatorBody, settleRefused, verifyRefused, type Refusal } from './facilitator-api.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
@@ -113,8 +113,8 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     // The request's network picks the chain, the engine and the schemes that answer it; a network this
     // facilitator does not settle on is the default network's schemes' to refuse, in each scheme's own
     // terms (invalid_exact_evm_network_mismatch, ...).
-    const asked = request.paymentRequirements.network;
-    const { chain, schemes: theirs } = networks.find((n) => n.chain.network === asked || n.chain.caip2 === asked) ?? networks[0]!;
+    const asked = typeof request.paymentRequirements.network === 'string' ? findNetwork(request.paymentRequirements.network)?.chainId : undefined;
+    const { chain, schemes: theirs } = networks.find((n) => n.chain.chainId === asked) ?? networks[0]!;
     const seller = await acceptance.accepting(principalOf(ctx).orgId);
     const network = request.x402Version === 1 ? chain.network : chain.caip2;
     if (!seller) return { network, refused: { reason: 'invalid_payment_requirements', message: 'payment acceptance is not turned on for this seller (PUT /v0/payments/acceptance)' } as Refusal };

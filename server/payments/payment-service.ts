@@ -1,4 +1,4 @@
-import { decodeBase64Json } from 'agentgate-x402-wire';
+import { decodeBase64Json, findNetwork } from 'agentgate-x402-wire';
 import { outboundPolicy } from '../platform/ssrf.js';
 import type { PaymentDoc } from './models.js';
 import type { Connection } from 'mongoose';
@@ -134,7 +134,8 @@ export class PaymentService {
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode, outboundPolicy(config), (scheme) => this.schemes.refusal(scheme));
     this.records = new PaymentRecords(conn, signer, logs, log, metrics, deps.updateGrouping ?? {}, (payment) => this.webhooks.settled(payment));
     this.webhooks = new PaymentReceivedOutbox(conn, deliveries, this.records, this.endpoints, log);
-    this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, metrics);
+    // Paid requests and settle times are counted per network.
+    this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, chain ? metrics.forNetwork(chain.caip2) : metrics);
     this.schemes = new PaymentSchemes(this.settlement);
     this.exact = new ExactScheme(chain, config, this.settlement, this.endpoints, log, metrics);
     this.upto = new UptoScheme(chain, config, this.settlement, this.endpoints);
@@ -158,7 +159,7 @@ export class PaymentService {
     this.networks = [
       ...(chain ? [this.primary] : []),
       ...(deps.moreNetworks ?? []).map(({ chain: other, engine: otherEngine }) => {
-        const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, log.child({ network: other.caip2 }), metrics);
+        const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, log.child({ network: other.caip2 }), metrics.forNetwork(other.caip2));
         const schemes = new PaymentSchemes(settlement);
         schemes.register(new ExactScheme(other, config, settlement, this.endpoints, log.child({ network: other.caip2 }), metrics));
         schemes.register(new UptoScheme(other, config, settlement, this.endpoints));
@@ -172,7 +173,8 @@ export class PaymentService {
 
   /** The network's payments, by v1 name or CAIP-2 id; undefined: this deployment does not settle there. */
   network(network: string): NetworkPayments | undefined {
-    return this.networks.find((n) => n.chain.network === network || n.chain.caip2 === network);
+    const chainId = findNetwork(network)?.chainId;
+    return this.networks.find((n) => n.chain.chainId === chainId);
   }
 
   /** The payments of a record's network (the default network's for a network no longer configured: its schemes refuse or reconcile it). */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { chainIdFromCaip2, networkByChainId, networkByName, NETWORKS } from 'agentgate-x402-wire';
+import { findNetwork, NETWORKS } from 'agentgate-x402-wire';
 import { parseAddressRanges } from './ssrf.js';
 
 /** How the server treats loopback and test-only features: `dev` allows loopback targets and the faucet. */
@@ -62,7 +62,7 @@ const schema = z.object({
   CHAIN_RPC_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(5_000),
   // Any EVM network of the table (packages/x402-wire/src/networks.ts), by v1 name or CAIP-2 id.
   CHAIN_NETWORK: z.string().default('base').transform((value, ctx) => {
-    const network = networkByName(value) ?? networkByChainId(chainIdFromCaip2(value) ?? -1);
+    const network = findNetwork(value);
     if (network) return network.name;
     ctx.addIssue({ code: 'custom', message: `must be a network of the table, by name or CAIP-2 id (${NETWORKS.map((n) => n.name).join(', ')})` });
     return z.NEVER;
@@ -213,7 +213,7 @@ export interface NetworkSettings {
   /** Relayer keys, each once. */
   relayerKeys: string[];
   /** The variable each setting came from, for messages ("CHAIN_RPC_URL", "POLYGON_AMOY_RPC_URL"). */
-  variable(setting: 'RPC_URL' | 'RPC_URLS' | 'USDC_ADDRESS'): string;
+  variable(setting: 'RPC_URL' | 'RPC_URLS' | 'USDC_ADDRESS' | 'USDC_EIP712_NAME' | 'USDC_EIP712_VERSION'): string;
 }
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address');
@@ -244,7 +244,7 @@ function networksOf(data: z.output<typeof schema>, input: Record<string, string 
   const sharedKeys = distinctKeys([data.RELAYER_PRIVATE_KEY, ...(data.RELAYER_PRIVATE_KEYS ?? '').split(',')]);
   const names: string[] = [];
   for (const entry of (data.NETWORKS ?? data.CHAIN_NETWORK).split(',').map((n) => n.trim()).filter(Boolean)) {
-    const info = networkByName(entry) ?? networkByChainId(chainIdFromCaip2(entry) ?? -1);
+    const info = findNetwork(entry);
     if (!info) problems.set('NETWORKS', `names ${entry}, not a network of the table, by name or CAIP-2 id (${NETWORKS.map((n) => n.name).join(', ')})`);
     else if (names.includes(info.name)) problems.set('NETWORKS', `names ${info.name} twice`);
     else names.push(info.name);

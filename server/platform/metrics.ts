@@ -7,41 +7,66 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * fields below; gauges whose value lives elsewhere (queue depth, gas balances) are read at scrape time
  * through `onCollect`.
  */
+/**
+ * The metrics one network's settlement records: every value carries that network's `network` label
+ * (Metrics.forNetwork). A relayer key serving several networks has a lane, a balance and transactions on
+ * each, so a value without its network would be overwritten by another network's.
+ */
+const PER_NETWORK: ReadonlySet<PropertyKey> = new Set([
+  'paidRequests', 'settleSeconds', 'batchSize', 'settlementTransactions', 'inFlight', 'gasBalance', 'leasesHeld', 'relayerPool',
+  'settlementQueued', 'settlementOldestQueuedSeconds', 'settlementAwaiting', 'settlementRouted', 'settlementInboxItems', 'settlementRole',
+]);
+const RECORDING: ReadonlySet<PropertyKey> = new Set(['set', 'inc', 'dec', 'observe']);
+
+/** A metric whose set/inc/dec/observe add `network` to the labels they are given (or give it alone). */
+function labelledWith<M extends object>(metric: M, network: string): M {
+  return new Proxy(metric, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop) as unknown;
+      if (typeof value !== 'function') return value;
+      if (!RECORDING.has(prop)) return value.bind(target);
+      return (labels?: unknown, amount?: unknown) => (labels !== null && typeof labels === 'object'
+        ? value.call(target, { ...labels, network }, amount)
+        : value.call(target, { network }, labels));
+    },
+  });
+}
+
 export class Metrics {
   readonly registry = new Registry();
 
   /** Paid requests by how they ended (settled, refused reason, pending, unavailable) and by door (redeem | facilitator). */
   readonly paidRequests = new Counter({
     name: 'agentgate_paid_requests_total', help: 'Payments presented for settlement, by outcome and door',
-    labelNames: ['outcome', 'door'] as const, registers: [this.registry],
+    labelNames: ['outcome', 'door', 'network'] as const, registers: [this.registry],
   });
   /** From the claim to the answer, settled or not. */
   readonly settleSeconds = new Histogram({
     name: 'agentgate_settle_duration_seconds', help: 'Time from claiming a payment to its settlement answer',
-    labelNames: ['outcome'] as const, buckets: [0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 20, 30, 60], registers: [this.registry],
+    labelNames: ['outcome', 'network'] as const, buckets: [0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 20, 30, 60], registers: [this.registry],
   });
   readonly batchSize = new Histogram({
     name: 'agentgate_settlement_batch_size', help: 'Authorizations per settlement transaction',
-    buckets: [1, 2, 4, 8, 16, 32, 50, 100], registers: [this.registry],
+    labelNames: ['network'] as const, buckets: [1, 2, 4, 8, 16, 32, 50, 100], registers: [this.registry],
   });
   /** sent, refused, replaced, fee_bumped, rebroadcast, mined, reverted, dropped. */
   readonly settlementTransactions = new Counter({
     name: 'agentgate_settlement_transactions_total', help: 'Settlement transaction events, by relayer',
-    labelNames: ['event', 'relayer'] as const, registers: [this.registry],
+    labelNames: ['event', 'relayer', 'network'] as const, registers: [this.registry],
   });
   readonly inFlight = new Gauge({
     name: 'agentgate_relayer_in_flight_transactions', help: 'Settlement transactions sent and not yet mined, by relayer',
-    labelNames: ['relayer'] as const, registers: [this.registry],
+    labelNames: ['relayer', 'network'] as const, registers: [this.registry],
   });
   readonly gasBalance = new Gauge({
     name: 'agentgate_relayer_gas_balance_eth', help: 'Native balance of each relayer account this process holds a lease on',
-    labelNames: ['relayer'] as const, registers: [this.registry],
+    labelNames: ['relayer', 'network'] as const, registers: [this.registry],
   });
   readonly leasesHeld = new Gauge({
-    name: 'agentgate_relayer_leases_held', help: 'Relayer accounts this process holds a lease on', registers: [this.registry],
+    name: 'agentgate_relayer_leases_held', help: 'Relayer accounts this process holds a lease on', labelNames: ['network'] as const, registers: [this.registry],
   });
   readonly relayerPool = new Gauge({
-    name: 'agentgate_relayer_pool_size', help: 'Relayer accounts configured for the deployment', registers: [this.registry],
+    name: 'agentgate_relayer_pool_size', help: 'Relayer accounts configured for the deployment', labelNames: ['network'] as const, registers: [this.registry],
   });
   /** Settlements in this process's queue for its next transaction, and the oldest one's wait. */
   readonly settlementQueued = new Gauge({
@@ -57,10 +82,10 @@ export class Metrics {
   /** local: a lane of this process took it; remote: another process's lane, through its inbox. */
   readonly settlementRouted = new Counter({
     name: 'agentgate_settlement_routed_total', help: 'Settlement work handed to a relayer lane, by where the lane is',
-    labelNames: ['route'] as const, registers: [this.registry],
+    labelNames: ['route', 'network'] as const, registers: [this.registry],
   });
   readonly settlementInboxItems = new Counter({
-    name: 'agentgate_settlement_inbox_items_total', help: 'Settlement work this process took from its lanes\' inboxes (accepted by other processes)', registers: [this.registry],
+    name: 'agentgate_settlement_inbox_items_total', help: 'Settlement work this process took from its lanes\' inboxes (accepted by other processes)', labelNames: ['network'] as const, registers: [this.registry],
   });
   /** accepts: answers buyers; sends: holds a relayer lane now. */
   readonly settlementRole = new Gauge({
@@ -131,6 +156,17 @@ export class Metrics {
   }
 
   /** Runs before every scrape: for gauges whose truth lives elsewhere (the database, the chain). */
+  /** These metrics as one network records them: the per-network ones carry its `network` label (CAIP-2 id). */
+  forNetwork(network: string): Metrics {
+    return new Proxy(this, {
+      get: (target, prop) => {
+        const value = Reflect.get(target, prop) as unknown;
+        if (PER_NETWORK.has(prop)) return labelledWith(value as object, network);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+  }
+
   onCollect(collector: () => Promise<void> | void): void {
     this.collectors.push(collector);
   }

@@ -62,7 +62,9 @@ export class SettlementEngine {
    * in collections of its own (`relayer_leases_eip155_80002`): one relayer key serves each network with
    * its own nonces, and one network's backlog is never read by another's.
    */
-  constructor(db: Connection, config: Config, readonly chain: ChainService, private readonly log: Logger, metrics: Metrics, me: string = newProcessId(), primary = true) {
+  constructor(db: Connection, config: Config, readonly chain: ChainService, private readonly log: Logger, allMetrics: Metrics, me: string = newProcessId(), primary = true) {
+    // Everything this engine records carries its network (a relayer key may serve several).
+    const metrics = allMetrics.forNetwork(chain.caip2);
     // The process registry's id (platform/process-registry.ts): one name per process in every registry and lease.
     this.me = me;
     const suffix = primary ? '' : `_${chain.caip2.replace(':', '_')}`;
@@ -106,12 +108,11 @@ export class SettlementEngine {
     this.pool.onChange.push(() => { this.settler.wake(); this.registry.publishSoon(); });
     metrics.onCollect(() => {
       const status = this.status();
-      const network = chain.caip2;
-      metrics.settlementQueued.set({ network }, status.queued);
-      metrics.settlementOldestQueuedSeconds.set({ network }, status.oldestQueuedMs / 1000);
-      metrics.settlementAwaiting.set({ network }, status.awaiting);
-      metrics.settlementRole.set({ role: 'accepts', network }, status.accepts ? 1 : 0);
-      metrics.settlementRole.set({ role: 'sends', network }, status.sends.length ? 1 : 0);
+      metrics.settlementQueued.set(status.queued);
+      metrics.settlementOldestQueuedSeconds.set(status.oldestQueuedMs / 1000);
+      metrics.settlementAwaiting.set(status.awaiting);
+      metrics.settlementRole.set({ role: 'accepts' }, status.accepts ? 1 : 0);
+      metrics.settlementRole.set({ role: 'sends' }, status.sends.length ? 1 : 0);
     });
   }
 

@@ -8,9 +8,6 @@
  * both networks, and one relayer key serves both with a lease on each network.
  */
 import express from 'express';
-import { once } from 'node:events';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
@@ -39,7 +36,7 @@ import { z } from 'zod';
 import { mcpPaywall } from '../../adapters/mcp.js';
 import { serveMcp } from '../mcp-paid/support.js';
 import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
-import { setUpSeller } from './seller.js';
+import { serve, setUpSeller, type RunningApp } from './seller.js';
 
 const AMOY = networkByName('polygon-amoy')!;
 const BASE_SEPOLIA = 'eip155:84532';
@@ -51,7 +48,7 @@ let amoyBuyer: ReturnType<typeof privateKeyToAccount>;
 let server: TestServer;
 let seller: Awaited<ReturnType<typeof setUpSeller>>;
 const amoyPayTo = privateKeyToAccount(generatePrivateKey()).address;
-let shop: { url: string; close(): void };
+let shop: RunningApp;
 
 /** Test USDC on Amoy for `to`, from the deployer (the token's minter). */
 async function mintOnAmoy(to: Address, amount = parseUnits('1', 6)) {
@@ -95,7 +92,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  shop?.close();
+  await shop?.close();
   await server?.close();
   await amoyRpc?.close();
   await amoy?.stop();
@@ -119,10 +116,7 @@ async function officialSeller() {
     },
   }, resourceServer));
   app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
-  const listening = createServer(app);
-  listening.listen(0, '127.0.0.1');
-  await once(listening, 'listening');
-  return { url: `http://127.0.0.1:${(listening.address() as AddressInfo).port}`, close: () => { listening.closeAllConnections(); listening.close(); } };
+  return serve(app);
 }
 
 /** An official buyer that signs only on `network` (where it holds USDC), allowing that network's test token. */
@@ -171,6 +165,15 @@ test('one relayer key serves both networks: a lease on each, in each network\'s 
   const leased = async (collection: string) => (await db.collection(collection).find({}).toArray()).map((l) => String(l._id).toLowerCase().split('#')[0]);
   expect(await leased('relayer_leases')).toContain(relayer);
   expect(await leased('relayer_leases_eip155_80002')).toContain(relayer);
+  // Its lane on each network is seen apart: a balance and transactions per network, not one overwriting the other.
+  const metrics = await server.app.metrics.registry.getMetricsAsJSON();
+  const values = (name: string) => metrics.find((m) => m.name === name)!.values as Array<{ labels: Record<string, string>; value: number }>;
+  expect(values('agentgate_relayer_gas_balance_eth').filter((v) => v.labels.relayer?.toLowerCase() === relayer).map((v) => v.labels.network).sort())
+    .toEqual([BASE_SEPOLIA, AMOY.caip2].sort());
+  const mined = (network: string) => values('agentgate_settlement_transactions_total').filter((v) => v.labels.event === 'mined' && v.labels.network === network).reduce((n, v) => n + v.value, 0);
+  expect(mined(AMOY.caip2)).toBeGreaterThanOrEqual(1);
+  expect(mined(BASE_SEPOLIA)).toBeGreaterThanOrEqual(1);
+  expect(values('agentgate_paid_requests_total').some((v) => v.labels.network === AMOY.caip2 && v.labels.outcome === 'settled')).toBe(true);
 });
 
 test('with Amoy\'s RPC down, Base Sepolia payments go on, /ready says degraded (not down), and the Amoy payment refused meanwhile settles once the node is back, once', async () => {

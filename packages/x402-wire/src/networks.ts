@@ -118,6 +118,11 @@ export function networkByChainId(chainId: number): NetworkInfo | undefined {
   return byChainId.get(chainId);
 }
 
+/** A network of the table named either way: its v1 name ("polygon-amoy") or its CAIP-2 id ("eip155:80002"). */
+export function findNetwork(network: string): NetworkInfo | undefined {
+  return byName.get(network) ?? byChainId.get(chainIdFromCaip2(network) ?? -1);
+}
+
 const CAIP2_EIP155 = /^eip155:(\d{1,15})$/;
 
 export function chainIdFromCaip2(id: string): number | undefined {
