@@ -1,6 +1,6 @@
 import type { Db } from 'mongodb';
 import mongoose, { type Connection } from 'mongoose';
-import type { Config } from './platform/config.js';
+import { configFor, type Config } from './platform/config.js';
 import { SecretBox, type MasterKeyring } from './platform/secret-box.js';
 import { ApiKeyService } from './platform/auth/api-keys.js';
 import { UsageTracker } from './platform/usage.js';
@@ -139,7 +139,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   for (const check of chains.flatMap((c) => c.rpcCheck.map((rpc) => ({ ...rpc, network: c.caip2 })))) {
     if ('error' in check) log.warn({ network: check.network, rpcUrl: check.url, reason: check.error }, 'chain RPC URL did not answer at start-up');
   }
-  await Promise.all(chains.map((c) => checkEssentialContracts(c, config)));
+  // Each network sees the global settings with its own (<NAME>_SETTLEMENT_STUCK_BLOCKS, ...; config.ts).
+  const configOf = (c: ChainService) => configFor(config, config.networks.find((n) => n.network === c.network));
+  await Promise.all(chains.map((c) => checkEssentialContracts(c, configOf(c))));
   const [chain, ...moreChains] = chains as [ChainService | undefined, ...ChainService[]];
   // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
   // milliseconds of CPU, so what each request path sends is something an operator must see.
@@ -177,8 +179,12 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const settlement = chain && new SettlementEngine(db, config, chain, log, metrics, processes.id);
   // Each other network its own engine (lanes, nonces, block clock, batches, mailboxes): a slow or dead
   // RPC of one network holds up only its own settlements.
-  const moreNetworks = moreChains.map((other) => ({ chain: other, engine: new SettlementEngine(db, config, other, log, metrics, processes.id, false) }));
-  const wallets = new WalletService(db, config, chain, settlement?.settler, secrets, logs);
+  const moreNetworks = moreChains.map((other) => ({ chain: other, engine: new SettlementEngine(db, configOf(other), other, log, metrics, processes.id, false) }));
+  // The wallets pay on every network, each network's deployments and approvals sent by its own relayers.
+  const wallets = new WalletService(db, [
+    ...(chain ? [{ chain, relayer: settlement?.settler, factory: config.WALLET_FACTORY_ADDRESS }] : []),
+    ...moreNetworks.map((n) => ({ chain: n.chain, relayer: n.engine.settler, factory: configOf(n.chain).WALLET_FACTORY_ADDRESS })),
+  ], secrets, logs);
   const mandates = new MandateService(db, logs);
   // The webhook engine knows no area: each area hands it its events (payment.received, refunds, voids,
   // channel claims, mail events), says where its endpoints' deliveries go, and keeps its own outbox,

@@ -41,7 +41,7 @@ export async function revokeMandateFor({ mandates }: Pick<BuyerDeps, 'mandates'>
 export async function payFor({ buyer }: Pick<BuyerDeps, 'buyer'>, owner: MandateOwner, body: PayBody) {
   return buyer.pay(owner, {
     url: body.url, method: body.method, headers: body.headers, body: body.body,
-    maxAmountAtomic: body.maxAmountUsdc ?? body.maxAmount, dryRun: body.dryRun, mandateId: body.mandateId,
+    maxAmountAtomic: body.maxAmountUsdc ?? body.maxAmount, dryRun: body.dryRun, mandateId: body.mandateId, network: body.network,
   });
 }
 

@@ -25,14 +25,18 @@ export interface Challenge {
   offers: Offer[];
 }
 
+/** A network the wallet pays on, its USDC, and the schemes it pays there (undefined: every scheme). */
 export interface OurAsset {
   network: string;
   caip2: string;
   usdc: Address;
+  schemes?: ReadonlySet<Offer['scheme']>;
 }
 
+export interface PayableOffer { ok: true; offer: Offer; amount: bigint; payTo: Address; maxTimeoutSeconds: number; resourceUrl: string; network: OurAsset }
+
 export type OfferChoice =
-  | { ok: true; offer: Offer; amount: bigint; payTo: Address; maxTimeoutSeconds: number; resourceUrl: string }
+  | PayableOffer
   | { ok: false; code: 'network_unsupported' | 'asset_unsupported'; message: string };
 
 const header = (res: GuardedResponse, name: string): string | undefined => {
@@ -96,31 +100,48 @@ function flowOf(offer: Offer): 'authorization' | 'upfront' | 'escrow' | 'channel
 }
 
 /**
- * An offer in our USDC on our network: `batch-settlement` first (a channel; deposited into by ERC-3009
- * before Permit2, which needs an approval first), then `auth-capture`, then
+ * Every offer in our USDC on one of our networks, best first: `batch-settlement` first (a channel;
+ * deposited into by ERC-3009 before Permit2, which needs an approval first), then `auth-capture`, then
  * `exact`, then `upto` (a maximum, of which the seller charges what the request used); within a scheme the
  * `authorization` flow before `upfront` (the spec's advice: a failed handler then charges nothing), then
- * v2 before v1, as the official client prefers it.
+ * v2 before v1, as the official client prefers it; then the order of our networks (the default one first).
  */
-export function chooseOffer(challenge: Challenge, ours: OurAsset): OfferChoice {
+export function payableOffers(challenge: Challenge, ours: OurAsset | readonly OurAsset[]): PayableOffer[] {
+  const networks = Array.isArray(ours) ? ours : [ours as OurAsset];
   // A channel first (a voucher per call: no transaction, no block to wait for), then auth-capture (the
   // money can be given back).
   const rank = (o: Offer) => (o.scheme === 'batch-settlement' ? 300 : o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (depositsByErc3009(o) ? 50 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
-  const usable = challenge.offers
-    .filter((o) => flowOf(o) !== undefined)
-    .filter((o) => onOurNetwork({ version: o.version, network: o.requirement.network }, ours) && isOurUsdc(o.requirement.asset, ours))
-    .sort((a, b) => rank(b) - rank(a));
-  const offer = usable[0];
-  if (offer) {
-    const amount = BigInt(offer.version === 1 ? offer.requirement.maxAmountRequired : offer.requirement.amount);
-    const resourceUrl = offer.version === 1 ? offer.requirement.resource : offer.resource.url;
-    return { ok: true, offer, amount, payTo: offer.requirement.payTo as Address, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds, resourceUrl };
-  }
+  const usable = challenge.offers.flatMap((offer) => {
+    if (flowOf(offer) === undefined) return [];
+    const index = networks.findIndex((n) => onOurNetwork({ version: offer.version, network: offer.requirement.network }, n) && isOurUsdc(offer.requirement.asset, n) && (n.schemes?.has(offer.scheme) ?? true));
+    return index < 0 ? [] : [{ offer, index }];
+  }).sort((a, b) => rank(b.offer) - rank(a.offer) || a.index - b.index);
+  return usable.map(({ offer, index }) => ({
+    ok: true as const, offer, network: networks[index]!,
+    amount: BigInt(offer.version === 1 ? offer.requirement.maxAmountRequired : offer.requirement.amount),
+    payTo: offer.requirement.payTo as Address, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds,
+    resourceUrl: offer.version === 1 ? offer.requirement.resource : offer.resource.url,
+  }));
+}
+
+/** The best offer we can pay (payableOffers), or why there is none. */
+export function chooseOffer(challenge: Challenge, ours: OurAsset | readonly OurAsset[]): OfferChoice {
+  const [best] = payableOffers(challenge, ours);
+  return best ?? whyNoOffer(challenge, Array.isArray(ours) ? ours : [ours as OurAsset]);
+}
+
+/** Why no offer of a challenge is payable: a network we pay on with another token, or no network of ours. */
+export function whyNoOffer(challenge: Challenge, ours: readonly OurAsset[]): Extract<OfferChoice, { ok: false }> {
   const offered = [...new Set(challenge.entries.map((e) => `${String(e.scheme)} on ${String(e.network)}`))].join(', ');
-  if (challenge.entries.some((e) => (e.scheme === 'exact' || e.scheme === 'upto' || e.scheme === 'auth-capture' || e.scheme === 'batch-settlement') && onOurNetwork(e, ours))) {
-    return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${ours.usdc}) on ${ours.network}` };
+  const known = ['exact', 'upto', 'auth-capture', 'batch-settlement'];
+  const notHere = ours.find((n) => n.schemes && challenge.entries.some((e) => known.includes(e.scheme as string) && onOurNetwork(e, n) && isOurUsdc(e.asset, n) && !n.schemes!.has(e.scheme as Offer['scheme'])));
+  if (notHere) {
+    return { ok: false, code: 'network_unsupported', message: `the seller offers ${offered}; on ${notHere.network} this wallet pays only ${[...notHere.schemes!].join(', ')}` };
   }
-  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact through ERC-3009 or Permit2, upto, auth-capture through ERC-3009, batch-settlement through ERC-3009 or Permit2) on ${ours.network} (${ours.caip2})` };
+  const onOurs = ours.find((n) => challenge.entries.some((e) => known.includes(e.scheme as string) && onOurNetwork(e, n)));
+  if (onOurs) return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${onOurs.usdc}) on ${onOurs.network}` };
+  const where = ours.map((n) => `${n.network} (${n.caip2})`).join(', ');
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact through ERC-3009 or Permit2, upto, auth-capture through ERC-3009, batch-settlement through ERC-3009 or Permit2) on ${where}` };
 }
 
 /** The request header that carries the payment, in the version of the offer. */

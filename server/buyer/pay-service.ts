@@ -7,7 +7,8 @@ import { guardedFetch, GuardedFetchError, outboundPolicy, type GuardedResponse }
 import { formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
-import { chooseOffer, readChallenge, type Offer } from './challenge.js';
+import { payableOffers, readChallenge, whyNoOffer, type Offer, type OurAsset, type PayableOffer } from './challenge.js';
+import { findNetwork } from 'agentgate-x402-wire';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import type { PayRefusal } from './pay-result.js';
 import { contentOf, refuse, type OutgoingRequest } from './seller-answer.js';
@@ -26,7 +27,16 @@ export interface PayInput {
   maxAmountAtomic?: bigint;
   dryRun?: boolean;
   mandateId?: string;
+  /** Pay only on this network (v1 name or CAIP-2 id); unset: the preference of choosePayable. */
+  network?: string;
 }
+
+/**
+ * What the wallet pays on a network other than the default one: exact (ERC-3009 or Permit2) and upto.
+ * auth-capture and batch-settlement keep state the backend follows on the default network's chain only
+ * (escrow syncs, channel sweeps and withdrawals).
+ */
+const SCHEMES_ON_OTHER_NETWORKS: ReadonlySet<Offer['scheme']> = new Set(['exact', 'upto']);
 
 /** Outbound limits for a URL someone else chose. */
 const FETCH_TIMEOUT_MS = 20_000;
@@ -78,16 +88,21 @@ export class PayService {
 
     const challenge = readChallenge(response);
     if (!challenge) return refuse('url_not_x402', `${input.url} answered 402 without an x402 challenge (no PAYMENT-REQUIRED header, no x402Version 1 body)`);
-    const chain = this.wallets.requireChain();
-    const choice = chooseOffer(challenge, { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address });
-    if (!choice.ok) return refuse(choice.code, choice.message);
+    const ours = this.ourNetworks(input.network);
+    if (!ours.ok) return ours;
+    const offers = payableOffers(challenge, ours.networks);
+    if (!offers.length) return whyNoOffer(challenge, ours.networks);
+    const wallet = await this.wallets.forIdentity(owner);
+    const chosen = await this.choosePayable(wallet.address as Address, offers, input.maxAmountAtomic);
+    if (!chosen.ok) return chosen;
+    const { offer: choice, shortfall } = chosen;
     const { amount, payTo, offer } = choice;
+    const wallets = this.wallets.on(choice.network.caip2)!;
+    const chain = wallets.requireChain();
     // upto: `amount` is the most the seller may charge. That maximum is what the caps and maxAmountUsdc
-    // judge, what is reserved and what is signed; the mandate keeps only what was charged.
-    const cost = { amountUsdc: formatUsdc(amount), amountUsdcRaw: amount.toString(), asset: chain.usdc.address, network: chain.network, ...(offer.scheme === 'upto' ? { scheme: 'upto' as const, maxAmountUsdc: formatUsdc(amount), maxAmountUsdcRaw: amount.toString() } : {}) };
-    if (input.maxAmountAtomic !== undefined && amount > input.maxAmountAtomic) {
-      return refuse('max_amount_exceeded', `the ${offer.scheme === 'upto' ? 'maximum' : 'price'} ${cost.amountUsdc} USDC is over maxAmountUsdc ${formatUsdc(input.maxAmountAtomic)}`);
-    }
+    // judge, what is reserved and what is signed; the mandate keeps only what was charged. Every network's
+    // token is a 6-decimal dollar token (chain-service.ts), so the mandate counts dollars on all of them.
+    const cost = { amountUsdc: formatUsdc(amount), amountUsdcRaw: amount.toString(), asset: chain.usdc.address, network: chain.network, caip2: chain.caip2, ...(offer.scheme === 'upto' ? { scheme: 'upto' as const, maxAmountUsdc: formatUsdc(amount), maxAmountUsdcRaw: amount.toString() } : {}) };
 
     const reserved = await this.mandates.reserve(owner, new URL(response.url), amount, { mandateId: input.mandateId });
     if (!reserved.ok) return reserved;
@@ -96,14 +111,8 @@ export class PayService {
     // reserved unless we know for certain that nothing moved.
     const state: HoldState = { hold: 'held' };
     try {
-      const wallet = await this.wallets.forIdentity(owner);
-      const balance = await this.wallets.balance(wallet.address as Address);
-      // A channel's call is paid from its deposit: the wallet's balance matters only for a deposit (BatchSettlementPayer checks it then).
-      if (balance < amount && offer.scheme !== 'batch-settlement') {
-        // A dev server mounts the faucet (server/dev/faucet.ts): say so, so an agent can fund itself.
-        const hint = this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : '';
-        return refuse('balance_insufficient', `the wallet ${wallet.address} holds ${formatUsdc(balance)} USDC; ${cost.amountUsdc} USDC are needed${hint}`);
-      }
+      // After the mandate's checks, as before many networks: a refusal names the mandate first.
+      if (shortfall) return shortfall;
       if (input.dryRun) {
         state.hold = 'done';
         await this.mandates.release(reservation);
@@ -113,9 +122,10 @@ export class PayService {
         };
       }
 
-      await this.wallets.ensureDeployed(wallet);
+      const here = await wallets.forIdentity(owner);
+      await wallets.ensureDeployed(here);
       const call: PayCall = {
-        owner, url: input.url, request, method, wallet, offer, amount, payTo, resourceUrl: choice.resourceUrl, maxTimeoutSeconds: choice.maxTimeoutSeconds,
+        owner, url: input.url, request, method, wallet: here, wallets, offer, amount, payTo, resourceUrl: choice.resourceUrl, maxTimeoutSeconds: choice.maxTimeoutSeconds,
         reservation, mandate: reserved.mandate, cost, state,
       };
       return await this.payByScheme(call);
@@ -125,6 +135,50 @@ export class PayService {
     }
   }
 
+  /** The networks the wallet pays on (only `network` when the caller names one), the default one first. */
+  private ourNetworks(network: string | undefined): { ok: true; networks: OurAsset[] } | PayRefusal {
+    const networks = this.wallets.everywhere.map((w, i): OurAsset => {
+      const chain = w.requireChain();
+      return { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address, ...(i > 0 ? { schemes: SCHEMES_ON_OTHER_NETWORKS } : {}) };
+    });
+    if (network === undefined) return { ok: true, networks };
+    const named = findNetwork(network);
+    const only = networks.filter((n) => n.caip2 === named?.caip2);
+    if (!only.length) return refuse('network_unsupported', `this wallet does not pay on ${network}; it pays on ${networks.map((n) => `${n.network} (${n.caip2})`).join(', ')}`);
+    return { ok: true, networks: only };
+  }
+
+  /**
+   * The offer to pay, following the documented preference (docs/buyers.md): of the offers within
+   * maxAmountUsdc, the best (payableOffers' order: scheme, flow, version, then our network order) on a
+   * network where the wallet holds the amount. A channel offer needs no balance when its deposit covers
+   * the call (its payer checks). Balances are read side by side; a network whose RPC does not answer counts
+   * as holding nothing, so a dead network never blocks paying on another. No network funded: the best
+   * offer, with the refusal that says what each network holds.
+   */
+  private async choosePayable(address: Address, offers: PayableOffer[], maxAmount: bigint | undefined): Promise<{ ok: true; offer: PayableOffer; shortfall?: PayRefusal } | PayRefusal> {
+    const within = offers.filter((o) => maxAmount === undefined || o.amount <= maxAmount);
+    if (!within.length) {
+      const best = offers[0]!;
+      return refuse('max_amount_exceeded', `the ${best.offer.scheme === 'upto' ? 'maximum' : 'price'} ${formatUsdc(best.amount)} USDC is over maxAmountUsdc ${formatUsdc(maxAmount!)}`);
+    }
+    const networks = [...new Set(within.filter((o) => o.offer.scheme !== 'batch-settlement').map((o) => o.network.caip2))];
+    const balances = new Map(await Promise.all(networks.map(async (caip2) => [caip2, await this.wallets.on(caip2)!.balance(address).catch((err: Error) => err)] as const)));
+    const funded = within.find((o) => {
+      const held = balances.get(o.network.caip2);
+      return o.offer.scheme === 'batch-settlement' || (typeof held === 'bigint' && held >= o.amount);
+    });
+    if (funded) return { ok: true, offer: funded };
+    const needed = formatUsdc(within[0]!.amount);
+    const held = networks.map((caip2) => {
+      const value = balances.get(caip2)!;
+      const name = within.find((o) => o.network.caip2 === caip2)!.network.network;
+      return typeof value === 'bigint' ? `${formatUsdc(value)} USDC${networks.length > 1 ? ` on ${name}` : ''}` : `an unknown balance on ${name} (its RPC did not answer)`;
+    }).join(', ');
+    // A dev server mounts the faucet (server/dev/faucet.ts): say so, so an agent can fund itself.
+    const hint = this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : '';
+    return { ok: true, offer: within[0]!, shortfall: refuse('balance_insufficient', `the wallet ${address} holds ${held}; ${needed} USDC are needed${hint}`) };
+  }
   /** The call, paid by its scheme's payer (the cast carries what `call.offer.scheme` already proved). */
   private payByScheme(call: PayCall) {
     return (this.payers[call.offer.scheme] as SchemePayer<Offer['scheme']>).pay(call);

@@ -1,7 +1,7 @@
 import { createPublicClient, defineChain, type Address, type Chain, type PublicClient, type PrivateKeyAccount, type Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import * as viemChains from 'viem/chains';
-import type { Config, NetworkSettings } from '../platform/config.js';
+import { configFor, type Config, type NetworkSettings } from '../platform/config.js';
 import { networkByName, type NetworkInfo } from 'agentgate-x402-wire';
 import { createRpcTransport, type RpcFailover } from './rpc-transport.js';
 import { checkRpcUrls, type RpcUrlCheck } from './rpc-check.js';
@@ -66,7 +66,8 @@ export async function createChainServices(config: Config, options: ChainServiceO
   return Promise.all(config.networks.map((settings, i) => chainServiceFor(settings, config, { ...options, mayBeDown: i > 0 })));
 }
 
-async function chainServiceFor(settings: NetworkSettings, config: Config, options: ChainServiceOptions & { mayBeDown?: boolean }): Promise<ChainService> {
+async function chainServiceFor(settings: NetworkSettings, global: Config, options: ChainServiceOptions & { mayBeDown?: boolean }): Promise<ChainService> {
+  const config = configFor(global, settings);
   const info = networkByName(settings.network);
   if (!info) throw new ChainConfigError(`configuration error: network ${settings.network} is not supported`);
   const usdcAddress = (settings.usdcAddress ?? info.usdc?.address) as Address | undefined;

@@ -8,6 +8,8 @@ import { parseInput } from '../platform/validate.js';
 import { AppError } from '../platform/errors.js';
 import { formatUsdc } from 'agentgate-x402-wire';
 import { usdcAmount } from '../buyer/amounts.js';
+import { networkName } from '../buyer/schemas.js';
+import { findNetwork } from 'agentgate-x402-wire';
 import type { Operation } from '../openapi/operations.js';
 import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import { balanceOf, usdcAbi } from '../chain/usdc.js';
@@ -66,34 +68,45 @@ export class DevFaucet {
 const MAX_FAUCET_ATOMIC = 1_000n * 1_000_000n;
 export const faucetBody = z.object({
   amountUsdc: usdcAmount.refine((a) => a > 0n && a <= MAX_FAUCET_ATOMIC, 'must be more than 0 and at most 1000'),
+  /** The dev chain to fund the wallet on (v1 name or CAIP-2 id); unset: the default network. */
+  network: networkName.optional(),
 }).strict();
 
-/** One faucet per app, shared by the route and the tool, so both send from one nonce sequence. */
-const faucets = new WeakMap<AppContext, DevFaucet>();
+/** One faucet per app and network, shared by the route and the tool, so both send from one nonce sequence. */
+const faucets = new WeakMap<AppContext, Map<string, DevFaucet>>();
 
-/** Sends `amount` test USDC to the identity's wallet: what POST /v0/dev/faucet and the tool wallet_faucet both run. */
-export async function fundFromFaucet(app: AppContext, owner: { orgId: string; identityId: string }, amount: bigint) {
-  const chain = app.wallets.requireChain();
+/**
+ * Sends `amount` test USDC to the identity's wallet on `network` (unset: the default one): what
+ * POST /v0/dev/faucet and the tool wallet_faucet both run.
+ */
+export async function fundFromFaucet(app: AppContext, owner: { orgId: string; identityId: string }, amount: bigint, network?: string) {
+  const caip2 = network === undefined ? app.wallets.requireChain().caip2 : findNetwork(network)?.caip2;
+  const wallets = caip2 ? app.wallets.on(caip2) : undefined;
+  if (!wallets) throw new AppError(404, 'network_not_found', `this server's wallets do not pay on ${network}; they pay on ${app.wallets.everywhere.map((w) => w.requireChain().network).join(', ')}`);
+  const chain = wallets.requireChain();
   if (!app.config.FAUCET_PRIVATE_KEY) throw new AppError(503, 'faucet_unavailable', 'The dev faucet has no key (FAUCET_PRIVATE_KEY)');
-  let faucet = faucets.get(app);
+  const byNetwork = faucets.get(app) ?? new Map<string, DevFaucet>();
+  faucets.set(app, byNetwork);
+  let faucet = byNetwork.get(chain.caip2);
   if (!faucet) {
     const key = app.config.FAUCET_PRIVATE_KEY as `0x${string}`;
     const isRelayer = chain.relayerAccounts.some((a) => a.address === privateKeyToAccount(key).address);
-    faucet = new DevFaucet(chain, key, isRelayer ? app.settlement?.settler : undefined);
-    faucets.set(app, faucet);
+    const relayer = app.settlements.find((engine) => engine.chain.chainId === chain.chainId)?.settler;
+    faucet = new DevFaucet(chain, key, isRelayer ? relayer : undefined);
+    byNetwork.set(chain.caip2, faucet);
   }
-  const wallet = await app.wallets.forIdentity(owner);
+  const wallet = await wallets.forIdentity(owner);
   const txHash = await faucet.fund(wallet.address as Address, amount);
-  await app.logs.record({ ...owner, action: 'wallet.faucet', category: 'wallet', description: `Dev faucet sent ${formatUsdc(amount)} USDC to ${wallet.address}`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash } });
-  return { txHash, amountUsdc: formatUsdc(amount), wallet: await app.wallets.view(owner) };
+  await app.logs.record({ ...owner, action: 'wallet.faucet', category: 'wallet', description: `Dev faucet sent ${formatUsdc(amount)} USDC to ${wallet.address} on ${chain.network}`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash, network: chain.caip2 } });
+  return { txHash, amountUsdc: formatUsdc(amount), network: chain.caip2, wallet: await app.wallets.view(owner) };
 }
 
 /** POST /v0/dev/faucet: test USDC into the calling identity's wallet. Mounted by `agentgate dev` and the tests only. */
 export function faucetRoutes(app: AppContext): Router {
   const router = authenticatedRouter(app);
   router.post('/v0/dev/faucet', requireScope('wallet:read'), async (ctx) => {
-    const { amountUsdc } = parseInput(faucetBody, ctx.request.body, 'body');
-    ctx.body = await fundFromFaucet(app, { orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) }, amountUsdc);
+    const { amountUsdc, network } = parseInput(faucetBody, ctx.request.body, 'body');
+    ctx.body = await fundFromFaucet(app, { orgId: principalOf(ctx).orgId, identityId: identityIdOf(ctx) }, amountUsdc, network);
   });
   return router;
 }
@@ -102,13 +115,13 @@ export function faucetRoutes(app: AppContext): Router {
 export const faucetTool: ToolDefinition<AppContext> = toolDefiner<AppContext>()({
   name: 'wallet_faucet',
   title: 'Dev faucet: test USDC',
-  description: 'Dev servers only: sends amountUsdc (a decimal string, at most "1000") test USDC to this identity\'s wallet and returns the transaction and the wallet. Same as POST /v0/dev/faucet.',
+  description: 'Dev servers only: sends amountUsdc (a decimal string, at most "1000") test USDC to this identity\'s wallet on `network` (a dev chain by name or CAIP-2 id; unset: the default one) and returns the transaction and the wallet. Same as POST /v0/dev/faucet.',
   scope: 'wallet:read',
   input: faucetBody,
-  run: (app, principal, input) => fundFromFaucet(app, { orgId: principal.orgId, identityId: principal.identityId }, input.amountUsdc),
+  run: (app, principal, input) => fundFromFaucet(app, { orgId: principal.orgId, identityId: principal.identityId }, input.amountUsdc, input.network),
 });
 
 export const faucetOperation: Operation = {
   method: 'post', path: '/v0/dev/faucet', tag: 'Wallet', summary: 'Test USDC into the wallet (agentgate dev only)', auth: ['identity'], scopes: ['wallet:read'],
-  body: faucetBody, ok: { status: 200, description: 'The transfer and the wallet' }, also: { 503: 'The faucet is empty' },
+  body: faucetBody, ok: { status: 200, description: 'The transfer and the wallet' }, also: { 404: 'The wallets do not pay on that network', 503: 'The faucet is empty' },
 };

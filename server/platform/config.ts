@@ -212,6 +212,11 @@ export interface NetworkSettings {
   usdcEip712Version?: string;
   /** Relayer keys, each once. */
   relayerKeys: string[];
+  /**
+   * This network's own values of the tunable settings (NETWORK_TUNABLES: fee ceiling, stuck blocks, polling,
+   * timeouts, batching, Multicall3, the wallet factory), from <NAME>_<SETTING>; the rest are the global ones.
+   */
+  overrides: Partial<Config>;
   /** The variable each setting came from, for messages ("CHAIN_RPC_URL", "POLYGON_AMOY_RPC_URL"). */
   variable(setting: 'RPC_URL' | 'RPC_URLS' | 'USDC_ADDRESS' | 'USDC_EIP712_NAME' | 'USDC_EIP712_VERSION'): string;
 }
@@ -220,6 +225,21 @@ const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed a
 const rpcUrlList = z.string()
   .transform((value) => value.split(',').map((url) => url.trim()).filter(Boolean))
   .pipe(z.array(z.url({ protocol: /^https?$/, message: 'must be comma-separated http(s) URLs' })));
+/**
+ * The settings a network may set for itself, <NAME>_<SETTING> (POLYGON_AMOY_SETTLEMENT_STUCK_BLOCKS=5):
+ * how a chain is paced and priced differs per chain (block time, fee market, RPC latency). The default
+ * network uses the global ones; another network falls back to them.
+ */
+export const NETWORK_TUNABLES = [
+  'CHAIN_RPC_TIMEOUT_MS', 'CHAIN_POLL_MS', 'RELAYER_MAX_FEE_GWEI', 'SETTLEMENT_STUCK_BLOCKS', 'SETTLEMENT_TIMEOUT_MS',
+  'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_SEND_MARGIN_MS', 'MULTICALL3_ADDRESS', 'WALLET_FACTORY_ADDRESS',
+] as const;
+
+/** The configuration as one network sees it: the global settings with that network's own (NETWORK_TUNABLES). */
+export function configFor(config: Config, settings: NetworkSettings | undefined): Config {
+  return settings && Object.keys(settings.overrides).length ? { ...config, ...settings.overrides } : config;
+}
+
 /** A network's own variables (<NAME>_*), the same rules as CHAIN_*'s. */
 const networkVariables = z.object({
   RPC_URL: z.url({ protocol: /^(https?|wss?)$/ }),
@@ -257,7 +277,7 @@ function networksOf(data: z.output<typeof schema>, input: Record<string, string 
     if (network === data.CHAIN_NETWORK) {
       return [{
         network, rpcUrl: data.CHAIN_RPC_URL, rpcUrls: data.CHAIN_RPC_URLS ?? [], usdcAddress: data.USDC_ADDRESS, usdcEip712Name: data.USDC_EIP712_NAME,
-        usdcEip712Version: data.USDC_EIP712_VERSION, relayerKeys: sharedKeys, variable: (setting) => (setting.startsWith('RPC') ? `CHAIN_${setting}` : setting),
+        usdcEip712Version: data.USDC_EIP712_VERSION, relayerKeys: sharedKeys, overrides: {}, variable: (setting) => (setting.startsWith('RPC') ? `CHAIN_${setting}` : setting),
       }];
     }
     const prefix = networkVariablePrefix(network);
@@ -271,10 +291,19 @@ function networksOf(data: z.output<typeof schema>, input: Record<string, string 
       return [];
     }
     const v = parsed.data;
+    // Only the tunables this network sets: parsed by the global rules, kept without their defaults.
+    const overrides: Record<string, unknown> = {};
+    for (const key of NETWORK_TUNABLES) {
+      const raw = input[`${prefix}_${key}`];
+      if (raw === undefined) continue;
+      const value = schema.shape[key].safeParse(raw);
+      if (value.success) overrides[key] = value.data;
+      else problems.set(`${prefix}_${key}`, value.error.issues[0]?.message ?? 'is not valid');
+    }
     return [{
       network, rpcUrl: v.RPC_URL, rpcUrls: v.RPC_URLS ?? [], usdcAddress: v.USDC_ADDRESS, usdcEip712Name: v.USDC_EIP712_NAME, usdcEip712Version: v.USDC_EIP712_VERSION,
       relayerKeys: v.RELAYER_PRIVATE_KEYS ? distinctKeys(v.RELAYER_PRIVATE_KEYS.split(',')) : sharedKeys,
-      variable: (setting) => `${prefix}_${setting}`,
+      overrides: overrides as Partial<Config>, variable: (setting) => `${prefix}_${setting}`,
     }];
   });
 }

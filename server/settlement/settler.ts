@@ -34,6 +34,8 @@ export interface LaneSource {
   allLanes(): RelayerLane[];
   /** Why no lane can send, for the refusal's message. */
   why?(): string;
+  /** Re-reads the gas of lanes found starved (a relayer funded a moment ago sends the next transaction). */
+  recheckStarved?(): Promise<void>;
 }
 
 export interface SettlerOptions {
@@ -139,7 +141,7 @@ export class Settler {
    * waits for it to be mined. Shares the lane's nonce sequence with settlements.
    */
   async sendTransaction(tx: Omit<TxRequest, 'gas'> & { gas?: bigint }, label: Record<string, unknown> = {}): Promise<TransactionReceipt> {
-    const lane = this.leastBusyLane();
+    const lane = await this.laneToSend();
     const gas = tx.gas ?? (await this.chain.publicClient.estimateGas({ account: lane.address, to: tx.to, data: tx.data, value: tx.value })) * 12n / 10n;
     const sent = await lane.submit({ ...tx, gas }, label);
     const fate = await sent.fate;
@@ -152,14 +154,20 @@ export class Settler {
    * settlement: any sender may call the exact proxy). Resolves once a node took it; its fate follows.
    */
   async submit(tx: TxRequest, label: Record<string, unknown> = {}): Promise<SentTx> {
-    const sent = await this.leastBusyLane().submit(tx, label);
+    const sent = await (await this.laneToSend()).submit(tx, label);
     this.metrics.batchSize.observe(1);
     return sent;
   }
 
-  private leastBusyLane(): RelayerLane {
-    const lane = this.relayers.lanes().filter((l) => l.state === 'active' && l.canSendNow()).sort((a, b) => a.inFlight - b.inFlight)[0];
-    if (!lane) throw new RelayerUnavailableError('no relayer account of this process can send now');
+  /** The least busy lane that can send now; with none, starved lanes are asked again once (one funded since may send). */
+  private async laneToSend(): Promise<RelayerLane> {
+    const pick = () => this.relayers.lanes().filter((l) => l.state === 'active' && l.canSendNow()).sort((a, b) => a.inFlight - b.inFlight)[0];
+    let lane = pick();
+    if (!lane) {
+      await this.relayers.recheckStarved?.();
+      lane = pick();
+    }
+    if (!lane) throw new RelayerUnavailableError(`no relayer account of this process can send now${this.relayers.why?.() ? `: ${this.relayers.why()}` : ''}`);
     return lane;
   }
 

@@ -18,7 +18,10 @@ export interface WalletDoc {
   network: string;
   chainId: number;
   createdAt: Date;
+  /** When the account was deployed on the default network (`network`). */
   deployedAt?: Date;
+  /** When it was deployed on each other network, by `eip155_<chain id>`. */
+  deployedOn?: Record<string, Date>;
   /** The one-time USDC approval of Permit2 (x402 `upto` payments), sent by the relayer: when, and its transaction. */
   permit2ApprovedAt?: Date;
   permit2ApprovalTx?: string;
@@ -37,6 +40,7 @@ export const walletSchema = new Schema<WalletDoc>({
   chainId: { type: Number, required: true },
   createdAt: { type: Date, required: true },
   deployedAt: Date,
+  deployedOn: { type: Schema.Types.Mixed },
   permit2ApprovedAt: Date,
   permit2ApprovalTx: String,
 }, { versionKey: false });

@@ -1,12 +1,12 @@
 import { encodeFunctionData, getAddress, keccak256, maxUint256, toHex, type Address, type Hex, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Connection, Model } from 'mongoose';
-import type { Config } from '../platform/config.js';
 import type { SecretBox } from '../platform/secret-box.js';
 import type { ChainService } from '../chain/chain-service.js';
 import type { Settler } from '../settlement/settler.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, isDuplicateKey } from '../platform/errors.js';
+import { networkVariablePrefix } from '../platform/config.js';
 import { newId } from '../platform/ids.js';
 import { balanceOf, cancelAuthorizationTypes, transferWithAuthorizationTypes, receiveWithAuthorizationTypes, usdcDomain, type Authorization } from '../chain/usdc.js';
 import { formatUsdc } from 'agentgate-x402-wire';
@@ -26,12 +26,34 @@ export interface OwnerSent { receipt: TransactionReceipt; fundingTxHash: Hex | n
 /** The owner key's transaction pays at most this many times the current max fee (the base fee may rise before it is mined). */
 const OWNER_FEE_MARGIN = 2n;
 
+/** One network the wallets pay on: its chain, the relayer that sends its deployments and approvals, its factory. */
+export interface WalletNetwork {
+  chain: ChainService;
+  /** Sends deployments and cancellations from a relayer this process leases (one nonce sequence per account). */
+  relayer: Pick<Settler, 'sendTransaction'> | undefined;
+  /** The SmartAccount factory on this network (WALLET_FACTORY_ADDRESS, or <NAME>_WALLET_FACTORY_ADDRESS). */
+  factory: string | undefined;
+}
+
+/** The wallet on one network: whether it is deployed there and what it holds (null: that network's RPC did not answer). */
+export interface NetworkBalance {
+  network: string;
+  caip2: string;
+  deployed: boolean | null;
+  balanceUsdc: string | null;
+  balanceUsdcRaw: string | null;
+  /** Why the balance is missing (the RPC's error), when it is. */
+  unavailable?: string;
+}
+
+/** The wallet: its address and, at the top level, the default network's balance; `networks`: every network's. */
 export interface WalletView {
   address: string;
   network: string;
   deployed: boolean;
   balanceUsdc: string;
   balanceUsdcRaw: string;
+  networks: NetworkBalance[];
 }
 
 
@@ -41,9 +63,20 @@ export const walletSalt = (identityId: string): Hex => keccak256(toHex(`agentgat
 /**
  * Server-held smart-account wallets. The agent sees an address and a balance, never a key: the owner
  * key is generated here, sealed at rest, and opened only to sign a payment authorization.
+ *
+ * One wallet per identity, on every configured network at one address: the address is CREATE2's of
+ * (factory, owner key, salt), so a network whose factory sits at the default network's factory address
+ * gives the same account, deployed there when first needed. The service is bound to one network (the
+ * default one); `on(network)` is the same wallets on another network.
  */
 export class WalletService {
   readonly wallets: Model<WalletDoc>;
+  /** The network this instance signs and sends on. */
+  private readonly here: WalletNetwork | undefined;
+  /** One instance per network, shared by every instance (the default network's is the first). */
+  private readonly siblings: Map<string, WalletService>;
+  /** Wallets whose address this network's factory was seen to give (so it is asked once per process). */
+  private readonly addressChecked = new Set<string>();
   /** One deployment in flight per account in this process; concurrent first payments share it. */
   private readonly deploying = new Map<string, Promise<void>>();
   /** One Permit2 approval in flight per account in this process. */
@@ -53,25 +86,55 @@ export class WalletService {
 
   constructor(
     conn: Connection,
-    private readonly config: Config,
-    private readonly chain: ChainService | undefined,
-    /** Sends deployments and cancellations from a relayer this process leases (one nonce sequence per account). */
-    private readonly relayer: Pick<Settler, 'sendTransaction'> | undefined,
+    /** Every network with a chain, the default one first. */
+    networks: WalletNetwork[],
     private readonly secrets: SecretBox,
     private readonly logs: ActivityLog,
+    bound?: { here: WalletNetwork; siblings: Map<string, WalletService> },
   ) {
     this.wallets = conn.models.Wallet ?? conn.model<WalletDoc>('Wallet', walletSchema, 'wallets');
+    if (bound) {
+      this.here = bound.here;
+      this.siblings = bound.siblings;
+      return;
+    }
+    this.here = networks[0];
+    this.siblings = new Map([[this.here?.chain.caip2 ?? '', this]]);
+    for (const other of networks.slice(1)) {
+      this.siblings.set(other.chain.caip2, new WalletService(conn, [], secrets, logs, { here: other, siblings: this.siblings }));
+    }
+  }
+
+  /** The default network's instance: wallets are created there. */
+  private get home(): WalletService {
+    return this.siblings.values().next().value!;
+  }
+
+  /** The same wallets on `caip2` (a configured network with a factory), or undefined. */
+  on(caip2: string): WalletService | undefined {
+    const sibling = this.siblings.get(caip2);
+    return sibling?.available ? sibling : undefined;
+  }
+
+  /** Every network the wallets pay on, the default one first. */
+  get everywhere(): WalletService[] {
+    return [...this.siblings.values()].filter((w) => w.available);
   }
 
   get available(): boolean {
-    return Boolean(this.chain && this.config.WALLET_FACTORY_ADDRESS);
+    return Boolean(this.here && this.here.factory);
   }
 
   requireChain(): ChainService & { factory: Address } {
-    if (!this.chain || !this.config.WALLET_FACTORY_ADDRESS) {
+    if (!this.here || !this.here.factory) {
       throw new AppError(503, 'wallet_unavailable', 'Wallets are not configured on this server (CHAIN_RPC_URL, WALLET_FACTORY_ADDRESS)');
     }
-    return { ...this.chain, factory: getAddress(this.config.WALLET_FACTORY_ADDRESS) };
+    return { ...this.here.chain, factory: getAddress(this.here.factory) };
+  }
+
+  /** Whether this instance is the default network's (where the wallet record names the deployment). */
+  private get isHome(): boolean {
+    return this.home === this;
   }
 
   /** The org's wallet at `address`, if it is one (a payment's payTo a refund would be paid from). */
@@ -89,7 +152,8 @@ export class WalletService {
    */
   async forIdentity(owner: WalletOwner): Promise<WalletDoc> {
     const existing = await this.find(owner.identityId);
-    if (existing) return existing;
+    if (existing) return this.here === undefined || this.isHome ? existing : this.checkAddressHere(existing);
+    if (!this.isHome) return this.checkAddressHere(await this.home.forIdentity(owner));
     const chain = this.requireChain();
     const ownerKey = generatePrivateKey();
     const ownerAddress = privateKeyToAccount(ownerKey).address;
@@ -114,10 +178,47 @@ export class WalletService {
     return doc;
   }
 
+  /**
+   * The wallet on this network is the default network's account: this network's factory must give the
+   * same address (the same factory address and code do), else a payment here would come from an account
+   * nobody controls as this one. Asked once per wallet and process.
+   */
+  private async checkAddressHere(wallet: WalletDoc): Promise<WalletDoc> {
+    if (this.addressChecked.has(wallet._id)) return wallet;
+    const chain = this.requireChain();
+    const code = await chain.publicClient.getCode({ address: chain.factory });
+    if (!code || code === '0x') throw new AppError(503, 'wallet_unavailable', `there is no wallet factory at ${chain.factory} on ${chain.network}: deploy it there at the default network's factory address (through the CREATE2 deployer), or set ${networkVariablePrefix(chain.network)}_WALLET_FACTORY_ADDRESS`);
+    const address = await chain.publicClient.readContract({
+      address: chain.factory, abi: smartAccountFactoryAbi, functionName: 'getAddress', args: [wallet.ownerAddress as Address, wallet.salt as Hex],
+    });
+    if (getAddress(address) !== getAddress(wallet.address)) {
+      throw new AppError(503, 'wallet_unavailable', `the wallet factory on ${chain.network} (${chain.factory}) gives this wallet another address (${address}, not ${wallet.address}): wallets pay there only from a factory at the default network's factory address`);
+    }
+    this.addressChecked.add(wallet._id);
+    return wallet;
+  }
+
+  /**
+   * The wallet's address with every network's deployment and balance; the top-level fields are the default
+   * network's. A network whose RPC does not answer shows nulls and why, and the others are still shown.
+   */
   async view(owner: WalletOwner): Promise<WalletView> {
-    const wallet = await this.forIdentity(owner);
-    const [deployed, balance] = await Promise.all([this.isDeployed(wallet.address as Address), this.balance(wallet.address as Address)]);
-    return { address: wallet.address, network: wallet.network, deployed, balanceUsdc: formatUsdc(balance), balanceUsdcRaw: balance.toString() };
+    const wallet = await this.home.forIdentity(owner);
+    const networks = await Promise.all(this.everywhere.map((w) => w.balanceHere(wallet)));
+    const home = networks[0]!;
+    if (home.unavailable) throw new AppError(503, 'chain_unavailable', `the wallet's balance on ${home.network} cannot be read: ${home.unavailable}`);
+    return { address: wallet.address, network: wallet.network, deployed: home.deployed!, balanceUsdc: home.balanceUsdc!, balanceUsdcRaw: home.balanceUsdcRaw!, networks };
+  }
+
+  private async balanceHere(wallet: WalletDoc): Promise<NetworkBalance> {
+    const chain = this.requireChain();
+    try {
+      const [deployed, balance] = await Promise.all([this.isDeployed(wallet.address as Address), this.balance(wallet.address as Address)]);
+      return { network: chain.network, caip2: chain.caip2, deployed, balanceUsdc: formatUsdc(balance), balanceUsdcRaw: balance.toString() };
+    } catch (err) {
+      const message = ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message).slice(0, 200);
+      return { network: chain.network, caip2: chain.caip2, deployed: null, balanceUsdc: null, balanceUsdcRaw: null, unavailable: message };
+    }
   }
 
   async balance(address: Address): Promise<bigint> {
@@ -135,7 +236,7 @@ export class WalletService {
    * ERC-1271 answer, and only a deployed account can give one.
    */
   async ensureDeployed(wallet: WalletDoc): Promise<void> {
-    if (wallet.deployedAt) return;
+    if (this.deployedAtHere(wallet)) return;
     let pending = this.deploying.get(wallet.address);
     if (!pending) {
       pending = this.deploy(wallet).finally(() => this.deploying.delete(wallet.address));
@@ -154,9 +255,16 @@ export class WalletService {
       const hash = receipt.transactionHash;
       // Another process may have deployed it meanwhile (CREATE2 reverts then): the code is what counts.
       if (receipt.status !== 'success' && !(await this.isDeployed(wallet.address as Address))) throw new AppError(502, 'wallet_deploy_failed', `deploying the wallet ${wallet.address} reverted (${hash})`);
-      await this.logs.record({ orgId: wallet.orgId, identityId: wallet.identityId, action: 'wallet.deployed', category: 'wallet', description: `Wallet ${wallet.address} deployed`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash: hash } });
+      const { network } = this.requireChain();
+      await this.logs.record({ orgId: wallet.orgId, identityId: wallet.identityId, action: 'wallet.deployed', category: 'wallet', description: `Wallet ${wallet.address} deployed on ${network}`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash: hash, network } });
     }
-    await this.wallets.updateOne({ _id: wallet._id, deployedAt: null }, { $set: { deployedAt: new Date() } });
+    // The default network's deployment is deployedAt (as before many networks); another's, deployedOn.eip155_<chain id> (a key, never a number an engine may read as an array index).
+    const field = this.isHome ? 'deployedAt' : `deployedOn.eip155_${this.requireChain().chainId}`;
+    await this.wallets.updateOne({ _id: wallet._id, [field]: null }, { $set: { [field]: new Date() } });
+  }
+
+  private deployedAtHere(wallet: WalletDoc): Date | undefined {
+    return this.isHome ? wallet.deployedAt : wallet.deployedOn?.[`eip155_${this.requireChain().chainId}`];
   }
 
   /**
@@ -335,9 +443,10 @@ export class WalletService {
   }
 
   private async send(tx: { to: Address; data: Hex; value?: bigint }, label: Record<string, unknown>) {
-    if (!this.relayer) throw new AppError(503, 'wallet_unavailable', 'This process sends no transactions (no chain configured)');
+    const relayer = this.here?.relayer;
+    if (!relayer) throw new AppError(503, 'wallet_unavailable', 'This process sends no transactions (no chain configured)');
     try {
-      return await this.relayer.sendTransaction(tx, label);
+      return await relayer.sendTransaction(tx, label);
     } catch (err) {
       if ((err as Error).name === 'RelayerUnavailableError') throw new AppError(503, 'relayer_unavailable', `This server cannot send transactions now: ${(err as Error).message}`);
       throw err;

@@ -26,7 +26,7 @@ import { mint } from '../../server/dev/chain/fiat-token.js';
 import { installX402Contracts, DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { DEV_DEPLOYER } from '../../server/dev/chain/dev-accounts.js';
 import { balanceOf } from '../../server/chain/usdc.js';
-import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, sendUsdc, testChain, usdcBalance } from '../support/chain.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { openStorefront } from '../support/storefront.js';
@@ -37,6 +37,7 @@ import { mcpPaywall } from '../../adapters/mcp.js';
 import { serveMcp } from '../mcp-paid/support.js';
 import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
+import { createMandate, fundedAgent, pay } from '../buyer/support.js';
 
 const AMOY = networkByName('polygon-amoy')!;
 const BASE_SEPOLIA = 'eip155:84532';
@@ -80,7 +81,8 @@ beforeAll(async () => {
   // Our token is not at Circle's Amoy address, so its EIP-712 domain is named.
   // Amoy's node is reached through a proxy, so a test can take it away.
   amoyRpc = await startRpcProxy(amoy.rpcUrl);
-  server = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoyRpc.url, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin' });
+  // The dev faucet's key is Amoy's token minter (the deployer), as in `agentgate dev`.
+  server = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoyRpc.url, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin', FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey });
   // One relayer key for both networks: it needs gas on Amoy too.
   const relayer = privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address;
   await createPublicClient({ transport: http(amoy.rpcUrl) }).request({ method: 'anvil_setBalance' as never, params: [relayer, toHex(parseUnits('10', 18))] as never });
@@ -116,6 +118,24 @@ async function officialSeller() {
     },
   }, resourceServer));
   app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
+  return serve(app);
+}
+
+/** An official @x402/express seller of GET /amoy-only on Polygon Amoy alone, with agentgate as its facilitator. */
+async function amoyOnlySeller() {
+  const facilitator = new HTTPFacilitatorClient({
+    url: `${server.url}/v0/x402`,
+    createAuthHeaders: async () => { const h = { Authorization: `Bearer ${seller.sellerKey}` }; return { verify: h, settle: h, supported: h }; },
+  });
+  const resourceServer = registerServerEvm(new x402ResourceServer(facilitator), { networks: [AMOY.caip2] });
+  const app = express();
+  app.use(officialPaymentMiddleware({
+    'GET /amoy-only': {
+      accepts: [{ scheme: 'exact', network: AMOY.caip2, payTo: amoyPayTo, price: { asset: amoyUsdc, amount: String(PRICE), extra: { name: 'USD Coin', version: '2' } } }],
+      description: 'Amoy only', mimeType: 'application/json',
+    },
+  }, resourceServer));
+  app.get('/amoy-only', (_req, res) => { res.json({ amoy: true }); });
   return serve(app);
 }
 
@@ -314,4 +334,71 @@ test('a backend started while Amoy\'s RPC is down starts (not refusing for one n
 
 test('a network listed without its RPC URL refuses the start, naming the variable', async () => {
   await expect(startTestServer({ NETWORKS: 'base-sepolia,arbitrum-sepolia' })).rejects.toThrow('ARBITRUM_SEPOLIA_RPC_URL is required: NETWORKS lists arbitrum-sepolia');
+});
+
+describe('payments_pay: the agent\'s wallet on every network', () => {
+  test('pays a seller that offers only Polygon Amoy from a wallet funded there: the same address, deployed on Amoy when first needed, the mandate counting it', async () => {
+    const amoyShop = await amoyOnlySeller();
+    try {
+      const agent = await fundedAgent(server, '0');
+      await mintOnAmoy(agent.address, parseUnits('0.5', 6));
+      await createMandate(server, agent.key, { dailyCapUsdc: '0.05' });
+      const wallet = await server.request('GET', '/v0/wallet', { key: agent.key });
+      expect(wallet.body.networks).toEqual([
+        { network: 'base-sepolia', caip2: BASE_SEPOLIA, deployed: false, balanceUsdc: '0', balanceUsdcRaw: '0' },
+        { network: 'polygon-amoy', caip2: AMOY.caip2, deployed: false, balanceUsdc: '0.5', balanceUsdcRaw: '500000' },
+      ]);
+      const payToBefore = await amoyBalance(amoyPayTo);
+      const paid = await pay(server, agent.key, { url: `${amoyShop.url}/amoy-only` });
+      expect({ status: paid.status, error: paid.body.error }).toEqual({ status: 200, error: undefined });
+      expect(paid.body).toMatchObject({ paid: true, content: { amoy: true }, payer: agent.address, recipient: amoyPayTo, cost: { network: 'polygon-amoy', caip2: AMOY.caip2, amountUsdc: '0.01' }, mandate: { spentTodayUsdc: '0.01' } });
+      expect(await amoyBalance(agent.address)).toBe(parseUnits('0.5', 6) - PRICE);
+      expect(await amoyBalance(amoyPayTo)).toBe(payToBefore + PRICE);
+      const after = await server.request('GET', '/v0/wallet', { key: agent.key });
+      expect(after.body.networks[1]).toMatchObject({ network: 'polygon-amoy', deployed: true, balanceUsdc: '0.49' });
+      expect(after.body.networks[0]).toMatchObject({ network: 'base-sepolia', deployed: false });
+      const records = await server.request('GET', '/v0/payments/activity', { key: agent.key });
+      expect(records.body.activity[0]).toMatchObject({ network: 'polygon-amoy', status: 'settled' });
+      // The seller's record names the network too.
+      const sold = await server.request('GET', '/v0/payments', { key: seller.platformKey });
+      expect(sold.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === agent.address.toLowerCase())).toMatchObject({ status: 'settled', network: 'polygon-amoy' });
+      // The daily cap counts every network: 0.05 a day, 0.01 spent on Amoy; a 0.05 price would now exceed it.
+      const mandate = (await server.request('GET', '/v0/payments/mandates', { key: agent.key })).body.mandates[0];
+      expect(mandate).toMatchObject({ spentTodayUsdc: '0.01', remainingTodayUsdc: '0.04' });
+    } finally {
+      await amoyShop.close();
+    }
+  });
+
+  test('of a route on two networks, pays on the one where the wallet holds the price; a network named by the caller is kept to', async () => {
+    const agent = await fundedAgent(server, '0');
+    await mintOnAmoy(agent.address, parseUnits('0.1', 6));
+    await createMandate(server, agent.key);
+    const onBase = await pay(server, agent.key, { url: `${shop.url}/report`, network: 'base-sepolia' });
+    expect({ status: onBase.status, error: onBase.body.error }).toEqual({ status: 402, error: 'balance_insufficient' });
+    expect(onBase.body.message).toContain(`the wallet ${agent.address} holds 0 USDC`);
+    const dry = await pay(server, agent.key, { url: `${shop.url}/report`, dryRun: true });
+    expect(dry.body).toMatchObject({ dryRun: true, cost: { network: 'polygon-amoy' } });
+    const paid = await pay(server, agent.key, { url: `${shop.url}/report` });
+    expect(paid.body).toMatchObject({ paid: true, cost: { network: 'polygon-amoy' }, recipient: amoyPayTo });
+    expect(await amoyBalance(agent.address)).toBe(parseUnits('0.1', 6) - PRICE);
+    // Funded on both: the default network first (the order of NETWORKS).
+    await sendUsdc(agent.address, parseUnits('0.1', 6));
+    const both = await pay(server, agent.key, { url: `${shop.url}/report` });
+    expect(both.body).toMatchObject({ paid: true, cost: { network: 'base-sepolia' } });
+    const unknown = await pay(server, agent.key, { url: `${shop.url}/report`, network: 'arbitrum-sepolia' });
+    expect({ status: unknown.status, error: unknown.body.error }).toEqual({ status: 422, error: 'network_unsupported' });
+    const bogus = await pay(server, agent.key, { url: `${shop.url}/report`, network: 'atlantis' });
+    expect({ status: bogus.status, error: bogus.body.error }).toEqual({ status: 400, error: 'validation_error' });
+  });
+
+  test('the dev faucet funds the wallet on the network named', async () => {
+    const agent = await fundedAgent(server, '0');
+    const funded = await server.request('POST', '/v0/dev/faucet', { key: agent.key, body: { amountUsdc: '2', network: 'eip155:80002' } });
+    expect({ status: funded.status, error: funded.body.error }).toEqual({ status: 200, error: undefined });
+    expect(funded.body).toMatchObject({ network: AMOY.caip2, wallet: { networks: [{ network: 'base-sepolia', balanceUsdc: '0' }, { network: 'polygon-amoy', balanceUsdc: '2' }] } });
+    expect(await amoyBalance(agent.address)).toBe(parseUnits('2', 6));
+    const elsewhere = await server.request('POST', '/v0/dev/faucet', { key: agent.key, body: { amountUsdc: '2', network: 'arbitrum-sepolia' } });
+    expect({ status: elsewhere.status, error: elsewhere.body.error }).toEqual({ status: 404, error: 'network_not_found' });
+  });
 });

@@ -19,7 +19,10 @@ describe('GET /v0/wallet', () => {
     const agent = await signUp(server);
     const res = await walletOf(agent.identity.rawKey);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ address: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/), network: 'base-sepolia', deployed: false, balanceUsdc: '0', balanceUsdcRaw: '0' });
+    expect(res.body).toEqual({
+      address: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/), network: 'base-sepolia', deployed: false, balanceUsdc: '0', balanceUsdcRaw: '0',
+      networks: [{ network: 'base-sepolia', caip2: 'eip155:84532', deployed: false, balanceUsdc: '0', balanceUsdcRaw: '0' }],
+    });
     expect(getAddress(res.body.address)).toBe(res.body.address);
 
     // The address is the factory's CREATE2 address for (owner, salt-from-identity-id), and nothing is there yet.

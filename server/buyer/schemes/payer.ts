@@ -30,6 +30,8 @@ export interface PayCall<S extends Offer['scheme'] = Offer['scheme']> {
   request: OutgoingRequest;
   method: string;
   wallet: WalletDoc;
+  /** The wallets on the offer's network: what signs and sends for this call. */
+  wallets: WalletService;
   offer: Extract<Offer, { scheme: S }>;
   /** The price, or the most a usage-priced offer may charge: what the mandate reserved. */
   amount: bigint;

@@ -28,8 +28,8 @@ export class Permit2Payer {
   constructor(private readonly deps: PayerDeps) {}
 
   async pay(call: Omit<PayCall, 'offer'> & { offer: Permit2Offer }): Promise<Paid | PayRefusal> {
-    const { wallets, mandates, logs, outgoing } = this.deps;
-    const { owner, wallet, offer, amount, reservation, state } = call;
+    const { mandates, logs, outgoing } = this.deps;
+    const { owner, wallet, wallets, offer, amount, reservation, state } = call;
     const kind = offer.scheme;
     const chain = wallets.requireChain();
     await wallets.ensurePermit2Allowance(wallet, amount);

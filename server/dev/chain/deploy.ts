@@ -1,12 +1,16 @@
 /**
  * Deploys agentgate's dev chain contracts to a local node: Circle's USDC (FiatTokenV2_2 behind its
  * FiatTokenProxy, as on Base) and our SmartAccount factory, and mints test USDC. Not idempotent: every
- * call deploys fresh contracts, so the caller keeps the returned addresses (e.g. next to the anvil state
- * file). On a fresh node the addresses follow from the deployer's nonces, so they come out the same
- * every time.
+ * call deploys a fresh token, so the caller keeps the returned addresses (e.g. next to the anvil state
+ * file). On a fresh node the token's addresses follow from the deployer's nonces, so they come out the
+ * same every time; the factory is at one CREATE2 address on every chain (deployed once per chain).
  */
 import {
+  concat,
   createPublicClient,
+  getContractAddress,
+  keccak256,
+  toHex,
   createWalletClient,
   defineChain,
   getAddress,
@@ -91,13 +95,16 @@ export async function deployDevChain({
   pending.push(await configureMinter({ masterMinter: wallet, token: usdc.token, minter: me, nonce: nonce++ }));
   const amount = parseUnits(String(mintAmountUsdc), USDC_DECIMALS);
   for (const to of mintTo) pending.push(await mint({ minter: wallet, token: usdc.token, to, amount, nonce: nonce++ }));
-  const factoryTx = await wallet.deployContract({
-    abi: artifacts.SmartAccountFactory.abi,
-    bytecode: artifacts.SmartAccountFactory.bytecode,
-    nonce: nonce++,
-  });
-  for (const hash of pending) await confirmed(publicClient, hash, 'USDC deployment step');
-  const factoryAddress = await deployedAddress(publicClient, factoryTx, 'SmartAccountFactory');
+  // The factory through the CREATE2 deployer: at one address on every chain, so a wallet (CREATE2 of the
+  // factory, its owner and salt) has one address on every network, as a production factory does.
+  const factoryAddress = getContractAddress({ opcode: 'CREATE2', from: CREATE2_DEPLOYER, salt: FACTORY_SALT, bytecode: artifacts.SmartAccountFactory.bytecode as Hex });
+  const factoryCode = await publicClient.getCode({ address: factoryAddress });
+  if (!factoryCode || factoryCode === '0x') {
+    pending.push(await wallet.sendTransaction({ to: CREATE2_DEPLOYER, data: concat([FACTORY_SALT, artifacts.SmartAccountFactory.bytecode as Hex]), nonce: nonce++, gas: 3_000_000n }));
+  }
+  for (const hash of pending) await confirmed(publicClient, hash, 'USDC and factory deployment step');
+  const deployed = await publicClient.getCode({ address: factoryAddress });
+  if (!deployed || deployed === '0x') throw new Error(`the SmartAccountFactory has no code at ${factoryAddress} after its deployment through ${CREATE2_DEPLOYER}`);
 
   return { usdcAddress: getAddress(usdc.token), usdcImplementation: getAddress(usdc.implementation), factoryAddress, chainId: chain.id };
 }
@@ -113,6 +120,10 @@ async function deployedAddress(client: PublicClient, hash: Hash, what: string): 
   if (!receipt.contractAddress) throw new Error(`${what} deployment ${hash} created no contract`);
   return getAddress(receipt.contractAddress);
 }
+
+/** The deterministic deployment proxy (Arachnid's) anvil and most EVM chains have: CREATE2 of (salt ++ init code). */
+export const CREATE2_DEPLOYER: Address = '0x4e59b44847b379578588920cA78FbF26c0B4956C';
+const FACTORY_SALT: Hex = keccak256(toHex('agentgate:SmartAccountFactory:v1'));
 
 /** Where Multicall3 lives on Base, Base Sepolia and most EVM chains (deployed by a pre-signed transaction). */
 export const MULTICALL3_ADDRESS: Address = '0xcA11bde05977b3631167028862bE2a173976CA11';

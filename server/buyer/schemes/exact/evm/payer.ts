@@ -4,6 +4,7 @@ import { formatUsdc } from 'agentgate-x402-wire';
 import { newId } from '../../../../platform/ids.js';
 import { authorizationState, type Authorization } from '../../../../chain/usdc.js';
 import type { WalletDoc } from '../../../../wallet/wallet-model.js';
+import type { WalletService } from '../../../../wallet/wallet-service.js';
 import { paymentHeaderFor, readSettlement } from '../../../challenge.js';
 import type { OutgoingPaymentDoc } from '../../../outgoing-payment-model.js';
 import type { PayRefusal } from '../../../pay-result.js';
@@ -23,7 +24,8 @@ export class ExactPayer implements SchemePayer<'exact'> {
   async pay(call: PayCall<'exact'>): Promise<Paid | PayRefusal> {
     const { owner, wallet, offer, amount, reservation, state } = call;
     if (offer.version === 2 && offer.requirement.extra.assetTransferMethod === 'permit2') return this.permit2.pay({ ...call, offer });
-    const { wallets, mandates, logs, outgoing } = this.deps;
+    const { mandates, logs, outgoing } = this.deps;
+    const { wallets } = call;
     const chain = wallets.requireChain();
     const now = Math.floor(Date.now() / 1000);
     const authorization: Authorization = {
@@ -49,11 +51,11 @@ export class ExactPayer implements SchemePayer<'exact'> {
 
     const paid = await this.deps.fetch(call.url, { ...call.request, headers: { ...call.request.headers, [payment.name]: payment.value } });
     const settlement = paid.ok ? readSettlement(paid.response) : undefined;
-    const moved = settlement?.success === true || await this.authorizationUsed(wallet, authorization.nonce);
+    const moved = settlement?.success === true || await this.authorizationUsed(wallets, wallet, authorization.nonce);
     if (!moved) {
       // Nothing settled: make sure the signature can never settle later, then give the cap back.
       const cancelled = await wallets.cancelAuthorization(wallet, authorization.nonce);
-      if (cancelled || !(await this.authorizationUsed(wallet, authorization.nonce))) {
+      if (cancelled || !(await this.authorizationUsed(wallets, wallet, authorization.nonce))) {
         const reason = !paid.ok ? paid.message : settlementFailure(paid.response, settlement);
         await outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: reason, ...(paid.ok ? { responseStatus: paid.response.status } : {}) } });
         state.hold = 'done';
@@ -78,8 +80,8 @@ export class ExactPayer implements SchemePayer<'exact'> {
     };
   }
 
-  private async authorizationUsed(wallet: WalletDoc, nonce: Hex): Promise<boolean> {
-    const chain = this.deps.wallets.requireChain();
+  private async authorizationUsed(wallets: WalletService, wallet: WalletDoc, nonce: Hex): Promise<boolean> {
+    const chain = wallets.requireChain();
     return authorizationState({ client: chain.publicClient, token: chain.usdc.address, authorizer: wallet.address as Address, nonce }).catch(() => false);
   }
 }
