@@ -19,13 +19,19 @@ import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
 import { registerExactEvmScheme } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { freePort } from '../../server/platform/net.js';
-import { DEV_NETWORK, DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chain.js';
+import { DEV_NETWORK, DEV_NETWORKS, DEV_USDC_NAME, DEV_USDC_VERSION, type DevNetwork } from '../../server/dev/chain/dev-chain.js';
+import { networkVariablePrefix } from '../../server/platform/config.js';
 import { signAuthorization } from './chain.js';
 import type { Authorization } from '../../server/chain/usdc.js';
 
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
 
 export interface ClusterChain { rpcUrl: string; usdcAddress: Address; factoryAddress: Address }
+
+/** A network a cluster settles on: its dev stand-in (chain id, token name) and its chain. The default: Base Sepolia's. */
+export interface ClusterNetwork { dev: DevNetwork; chain: ClusterChain }
+
+const caip2Of = (dev: DevNetwork) => `eip155:${dev.chainId}` as const;
 
 export interface ClusterProcess {
   name: string;
@@ -68,6 +74,11 @@ export interface ClusterOptions {
   /** The relayer pool every process with keys is given (RELAYER_PRIVATE_KEY + RELAYER_PRIVATE_KEYS). */
   pool: Hex[];
   env?: Record<string, string>;
+  /**
+   * Networks besides the default one (NETWORKS and each one's <NAME>_RPC_URL, _USDC_*), each reached at
+   * `rpcUrl` when given (a proxy a test can take away) else at its chain's own; the pool gets gas on each.
+   */
+  moreNetworks?: Array<ClusterNetwork & { rpcUrl?: string }>;
 }
 
 async function rpc(url: string, method: string, params: unknown[]) {
@@ -78,7 +89,10 @@ async function rpc(url: string, method: string, params: unknown[]) {
 }
 
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
-  for (const key of options.pool) await rpc(options.chain.rpcUrl, 'anvil_setBalance', [privateKeyToAccount(key).address, toHex(parseEther('1000'))]);
+  for (const chain of [options.chain, ...(options.moreNetworks ?? []).map((n) => n.chain)]) {
+    for (const key of options.pool) await rpc(chain.rpcUrl, 'anvil_setBalance', [privateKeyToAccount(key).address, toHex(parseEther('1000'))]);
+  }
+  const more = options.moreNetworks ?? [];
   const db = `cluster_${randomBytes(4).toString('hex')}`;
   // One deployment's configuration: the same for every process but its port and whether it has keys.
   const env: Record<string, string> = {
@@ -91,6 +105,11 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     CHAIN_RPC_URL: options.chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: options.chain.usdcAddress,
     USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION, WALLET_FACTORY_ADDRESS: options.chain.factoryAddress,
     LOG_LEVEL: 'info',
+    ...(more.length ? { NETWORKS: [DEV_NETWORK, ...more.map((n) => n.dev.network)].join(',') } : {}),
+    ...Object.fromEntries(more.flatMap(({ dev, chain, rpcUrl }) => {
+      const prefix = networkVariablePrefix(dev.network);
+      return [[`${prefix}_RPC_URL`, rpcUrl ?? chain.rpcUrl], [`${prefix}_USDC_ADDRESS`, chain.usdcAddress], [`${prefix}_USDC_EIP712_NAME`, dev.tokenName], [`${prefix}_USDC_EIP712_VERSION`, DEV_USDC_VERSION]];
+    })),
     ...options.env,
   };
   const keys: Record<string, string> = {
@@ -324,20 +343,22 @@ export async function registerClusterEndpoint(url: string, seller: SellerAccount
 
 /**
  * A seller whose storefront is an official `@x402/express` seller using the cluster as its facilitator
- * (HTTPFacilitatorClient at `<url>/v0/x402` with the seller key), asking $0.01 in exact on eip155:84532:
- * the seller the load's POST /v0/x402/settle calls stand for. Its URL is registered through `url`.
+ * (HTTPFacilitatorClient at `<url>/v0/x402` with the seller key), asking $0.01 in exact on eip155:84532
+ * (and on each of `moreNetworks`): the seller the load's POST /v0/x402/settle calls stand for. Its URL is
+ * registered through `url`.
  */
-export async function clusterSeller(url: string, chain: ClusterChain, webhookUrl?: string): Promise<Seller> {
+export async function clusterSeller(url: string, chain: ClusterChain, webhookUrl?: string, moreNetworks: ClusterNetwork[] = []): Promise<Seller> {
   const seller = await clusterSellerAccount(url);
   const auth = { Authorization: `Bearer ${seller.sellerKey}` };
   const facilitator = new HTTPFacilitatorClient({ url: `${url}/v0/x402`, createAuthHeaders: async () => ({ verify: auth, settle: auth, supported: auth }) });
+  const networks: ClusterNetwork[] = [{ dev: DEV_NETWORKS[0]!, chain }, ...moreNetworks];
   const app = express();
   app.use(officialPaymentMiddleware({
     'GET /weather': {
-      accepts: { scheme: 'exact', network: 'eip155:84532', payTo: seller.payTo, price: { amount: '10000', asset: chain.usdcAddress, extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION } } },
+      accepts: networks.map((n) => ({ scheme: 'exact', network: caip2Of(n.dev), payTo: seller.payTo, price: { amount: '10000', asset: n.chain.usdcAddress, extra: { name: n.dev.tokenName, version: DEV_USDC_VERSION } } })),
       description: 'Weather', mimeType: 'application/json',
     },
-  }, registerExactEvmScheme(new x402ResourceServer(facilitator), { networks: ['eip155:84532'] })));
+  }, registerExactEvmScheme(new x402ResourceServer(facilitator), { networks: networks.map((n) => caip2Of(n.dev)) })));
   app.get('/weather', (_req, res) => { res.json({ weather: 'sunny' }); });
   const shop = createServer(app);
   await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
@@ -352,29 +373,30 @@ export async function clusterSeller(url: string, chain: ClusterChain, webhookUrl
   return { ...seller, resource, close };
 }
 
-export interface PreparedPayment { index: number; authorization: Authorization; body: unknown }
+export interface PreparedPayment { index: number; authorization: Authorization; body: unknown; /** Its network's v1 name. */ network: string }
 
 /**
  * Signed v2 facilitator requests, one per payment, from `buyers` in turn (nonces are random: a buyer signs
- * any number). Each carries a payment-identifier, so a buyer who got no final answer may send it again.
+ * any number), on `network` (default: Base Sepolia's stand-in). Each carries a payment-identifier, so a
+ * buyer who got no final answer may send it again.
  */
-export async function preparePayments(count: number, seller: Seller, buyers: PrivateKeyAccount[], chain: ClusterChain): Promise<PreparedPayment[]> {
+export async function preparePayments(count: number, seller: Seller, buyers: PrivateKeyAccount[], chain: ClusterChain, network: DevNetwork = DEV_NETWORKS[0]!): Promise<PreparedPayment[]> {
   const requirements = {
-    scheme: 'exact', network: 'eip155:84532', amount: '10000', asset: chain.usdcAddress, payTo: seller.payTo, maxTimeoutSeconds: 300,
-    extra: { name: DEV_USDC_NAME, version: DEV_USDC_VERSION },
+    scheme: 'exact', network: caip2Of(network), amount: '10000', asset: chain.usdcAddress, payTo: seller.payTo, maxTimeoutSeconds: 300,
+    extra: { name: network.tokenName, version: DEV_USDC_VERSION },
   };
   const run = randomBytes(6).toString('hex');
   return Promise.all(Array.from({ length: count }, async (_, index) => {
-    const signed = await signAuthorization(buyers[index % buyers.length]!, { to: seller.payTo, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 900) }, { verifyingContract: chain.usdcAddress });
+    const signed = await signAuthorization(buyers[index % buyers.length]!, { to: seller.payTo, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 900) }, { verifyingContract: chain.usdcAddress, chainId: network.chainId, name: network.tokenName });
     const a = signed.authorization;
     return {
-      index, authorization: a,
+      index, authorization: a, network: network.network,
       body: {
         x402Version: 2, paymentRequirements: requirements,
         paymentPayload: {
           x402Version: 2, resource: { url: seller.resource }, accepted: requirements,
           payload: { signature: signed.signature, authorization: { from: a.from, to: a.to, value: a.value.toString(), validAfter: a.validAfter.toString(), validBefore: a.validBefore.toString(), nonce: a.nonce } },
-          extensions: { 'payment-identifier': { info: { id: `cluster-${run}-${index}` } } },
+          extensions: { 'payment-identifier': { info: { id: `cluster-${run}-${network.chainId}-${index}` } } },
         },
       },
     };
@@ -488,6 +510,8 @@ const RELAYER_REASONS = /relayer|settle_failed|settle_reverted|nonce too|underpr
 export async function audit(input: {
   payments: PreparedPayment[]; answers: Answer[]; mongoUri: string; db: string; client: PublicClient; chain: ClusterChain; fromBlock: bigint;
   received?: Array<{ headers: Record<string, unknown>; json: any }>;
+  /** Audit this network's records only (its v1 name): the chain is that network's. Default: every record. */
+  network?: string;
 }): Promise<Audit> {
   const problems: string[] = [];
   const key = (authorizer: string, nonce: string) => `${authorizer}:${nonce}`.toLowerCase();
@@ -502,15 +526,16 @@ export async function audit(input: {
   for (const [k, txs] of usedBy) if (txs.length > 1) problems.push(`authorization ${k} used ${txs.length} times on chain`);
 
   const mongo = await MongoClient.connect(input.mongoUri);
+  const scope = input.network ? { network: input.network } : {};
   try {
     const db = mongo.db(input.db);
     // A settled payment's record is written in the background after its answer (its settlement entry
     // already stands, and reads merge it): what is audited is the state once those writes are done.
     for (const deadline = Date.now() + 15_000; Date.now() < deadline;) {
-      if (await db.collection('payments').countDocuments({ status: 'verified' }) === 0) break;
+      if (await db.collection('payments').countDocuments({ status: 'verified', ...scope }) === 0) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    const records = await db.collection('payments').find({}).toArray();
+    const records = await db.collection('payments').find(scope).toArray();
     const byKey = new Map<string, any[]>();
     for (const r of records) {
       const k = key(r.authorization.from, r.authorization.nonce);
