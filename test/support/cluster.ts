@@ -535,7 +535,8 @@ export async function audit(input: {
       if (await db.collection('payments').countDocuments({ status: 'verified', ...scope }) === 0) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    const records = await db.collection('payments').find(scope).toArray();
+    // The records of these payments (a database may hold earlier loads' too).
+    const records = (await db.collection('payments').find(scope).toArray()).filter((r) => ours.has(key(r.authorization.from, r.authorization.nonce)));
     const byKey = new Map<string, any[]>();
     for (const r of records) {
       const k = key(r.authorization.from, r.authorization.nonce);
