@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_MANDATE_CAP_ATOMIC, usdcAmount } from './amounts.js';
 import { outgoingHeaderValue } from '../platform/json-input.js';
 import { limitParam } from '../platform/pagination.js';
-import { findNetwork } from 'agentgate-x402-wire';
+import { networkName } from '../platform/network-name.js';
 
 const cap = usdcAmount.refine((a) => a > 0n && a <= MAX_MANDATE_CAP_ATOMIC, 'must be more than 0 and at most 1000000');
 const hostRule = z.string().trim().toLowerCase().max(253)
@@ -20,9 +20,6 @@ export type MandateBody = z.output<typeof mandateBody>;
 export const mandateIdParam = z.object({ id: z.string().regex(/^mdt_[a-z0-9]{1,64}$/, 'malformed mandate id') });
 
 const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/, 'must be an HTTP header name');
-
-/** A network by v1 name ("polygon-amoy") or CAIP-2 id ("eip155:80002"), one of the table's. */
-export const networkName = z.string().max(64).refine((name) => findNetwork(name) !== undefined, 'must be an EVM network by v1 name or CAIP-2 id (polygon-amoy, eip155:80002)');
 
 /** POST /v0/payments/pay and the MCP tool `payments_pay` take the same input. */
 export const payBody = z.object({

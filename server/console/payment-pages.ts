@@ -36,7 +36,7 @@ const DEFAULT_CHART_DAYS = 30;
 function filterOf(query: PaymentsQuery): PaymentFilter {
   const search = query.q ? classifySearch(query.q) : undefined;
   return {
-    status: query.status, endpointId: query.endpoint, payerAddress: query.payer,
+    status: query.status, network: query.network, endpointId: query.endpoint, payerAddress: query.payer,
     ...dayBounds(query),
     ...(search?.kind === 'payment' ? { paymentId: search.value } : {}),
     ...(search?.kind === 'tx' ? { txHash: search.value } : {}),
@@ -81,6 +81,8 @@ export interface PaymentPageDeps {
  */
 export function paymentPages(router: Router, deps: PaymentPageDeps, guards: ConsoleGuards): void {
   const orgOf = (ctx: Context) => sessionOf(ctx).orgId;
+  /** The networks this backend settles on, for the filter (v1 names, the default one first). */
+  const networksOf = () => deps.payments.networks.map((n) => n.chain.network);
 
   router.get('/', guards.session, (ctx) => seeOther(ctx, '/console/payments'));
 
@@ -91,7 +93,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
     if (!parsed.success) {
       // A filter a person can fix (From after To, a malformed search) is shown on the form, not as an error page.
       const values = rawFilters(ctx.query) as PaymentFilterValues;
-      return sendHtml(ctx, paymentsPage({ session: sessionOf(ctx), values, errors: errorsByField(parsed.error.issues), endpoints, payments: [], deliveries: new Map(), window: { page: 1, pageSize: PAGE_SIZE, total: 0 } }), 400);
+      return sendHtml(ctx, paymentsPage({ session: sessionOf(ctx), values, errors: errorsByField(parsed.error.issues), endpoints, networks: networksOf(), payments: [], deliveries: new Map(), window: { page: 1, pageSize: PAGE_SIZE, total: 0 } }), 400);
     }
     const query = parsed.data;
     const filter = filterOf(query);
@@ -106,7 +108,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
     ]);
     const deliveries = await deps.webhooks.summaries(orgId, deliveryIds(payments));
     sendHtml(ctx, paymentsPage({
-      session: sessionOf(ctx), values: query, errors: {}, endpoints, payments, deliveries, totals,
+      session: sessionOf(ctx), values: query, errors: {}, endpoints, networks: networksOf(), payments, deliveries, totals,
       window: { page: pageNumber, pageSize: PAGE_SIZE, total: totals.count }, chart: { buckets, bucketDays: chart.bucketDays },
     }));
   });

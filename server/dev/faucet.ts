@@ -8,7 +8,7 @@ import { parseInput } from '../platform/validate.js';
 import { AppError } from '../platform/errors.js';
 import { formatUsdc } from 'agentgate-x402-wire';
 import { usdcAmount } from '../buyer/amounts.js';
-import { networkName } from '../buyer/schemas.js';
+import { networkName } from '../platform/network-name.js';
 import { findNetwork } from 'agentgate-x402-wire';
 import type { Operation } from '../openapi/operations.js';
 import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';

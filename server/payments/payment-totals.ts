@@ -8,11 +8,13 @@ export interface PaymentTotals {
   settled: number;
   failed: number;
   volumeAtomic: bigint;
+  /** The same per network (v1 name), the busiest first. */
+  byNetwork: Array<{ network: string; count: number; settled: number; failed: number; volumeAtomic: bigint }>;
 }
 
 export interface VolumeBucket { from: Date; until: Date; count: number; volumeAtomic: bigint }
 
-interface AmountGroup { _id: { status?: string; amount: string }; n: number }
+interface AmountGroup { _id: { status?: string; amount: string; network?: string }; n: number }
 
 /**
  * Totals computed by the database: one aggregation groups the matching payments by status and amount,
@@ -24,17 +26,24 @@ interface AmountGroup { _id: { status?: string; amount: string }; n: number }
 export async function paymentTotals(payments: Model<PaymentDoc>, orgId: string, filter: PaymentFilter): Promise<PaymentTotals> {
   const groups = await payments.aggregate<AmountGroup>([
     { $match: { orgId, ...filterQuery(filter) } },
-    { $group: { _id: { status: '$status', amount: '$amountUsdcRaw' }, n: { $sum: 1 } } },
+    { $group: { _id: { status: '$status', amount: '$amountUsdcRaw', network: '$network' }, n: { $sum: 1 } } },
   ]);
-  const totals: PaymentTotals = { count: 0, settled: 0, failed: 0, volumeAtomic: 0n };
+  const totals: PaymentTotals = { count: 0, settled: 0, failed: 0, volumeAtomic: 0n, byNetwork: [] };
+  const networks = new Map<string, PaymentTotals['byNetwork'][number]>();
   for (const group of groups) {
-    totals.count += group.n;
-    if (group._id.status === 'failed') totals.failed += group.n;
-    if (group._id.status === 'settled') {
-      totals.settled += group.n;
-      totals.volumeAtomic += BigInt(group._id.amount) * BigInt(group.n);
+    const name = group._id.network ?? '';
+    const network = networks.get(name) ?? { network: name, count: 0, settled: 0, failed: 0, volumeAtomic: 0n };
+    networks.set(name, network);
+    for (const sum of [totals, network]) {
+      sum.count += group.n;
+      if (group._id.status === 'failed') sum.failed += group.n;
+      if (group._id.status === 'settled') {
+        sum.settled += group.n;
+        sum.volumeAtomic += BigInt(group._id.amount) * BigInt(group.n);
+      }
     }
   }
+  totals.byNetwork = [...networks.values()].sort((a, b) => b.count - a.count || a.network.localeCompare(b.network));
   return totals;
 }
 

@@ -20,6 +20,8 @@ import type { SettlementResult } from './settlement.js';
 /** Narrows a payment list (the console's filters); every field optional, all given ones must hold. */
 export interface PaymentFilter {
   status?: PaymentDoc['status'];
+  /** The network's v1 name, as records name it ("polygon-amoy"). */
+  network?: string;
   endpointId?: string;
   payerAddress?: string;
   /** createdAt >= from */
@@ -38,6 +40,7 @@ const payerIn = (address: string) => ({ $in: [getAddress(address.toLowerCase()),
 export function filterQuery(filter: PaymentFilter): Record<string, unknown> {
   const query: Record<string, unknown> = {};
   if (filter.status) query.status = filter.status;
+  if (filter.network) query.network = filter.network;
   if (filter.endpointId) query.endpointId = filter.endpointId;
   if (filter.payerAddress) query.payerAddress = payerIn(filter.payerAddress);
   if (filter.from || filter.until) query.createdAt = { ...(filter.from ? { $gte: filter.from } : {}), ...(filter.until ? { $lt: filter.until } : {}) };

@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
+import { networkName } from '../platform/network-name.js';
 import { authenticatedRouter, principalOf, requireTier, type IdentityScopeSource } from '../platform/auth/authenticate.js';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import type { UsageTracker } from '../platform/usage.js';
@@ -87,6 +88,8 @@ export const refundBody = z.object({ amount: z.string().min(1).max(32).optional(
 /** Idempotency-Key: a repeat with the same key answers the first refund. */
 export const idempotencyKeyHeader = z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1 to 128 visible ASCII characters').optional();
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
+/** GET /v0/payments: a page, of one network's payments when `network` is given. */
+export const paymentListQuery = listQuery.extend({ network: networkName.optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
 
 /** What the payment routes use. */
@@ -281,8 +284,8 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
   });
 
   router.get('/', sellerOrOps, async (ctx) => {
-    const query = parseInput(listQuery, ctx.query, 'query');
-    const page = await records.list(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined);
+    const query = parseInput(paymentListQuery, ctx.query, 'query');
+    const page = await records.list(orgOf(ctx), query.limit, query.pageToken ? decodeCursor(query.pageToken) : undefined, query.network ? { network: query.network } : {});
     ctx.body = { payments: page.items.map((p) => presentPayment(p)), count: page.items.length, ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
   });
   // Refunds: platform keys (the console, the CLI) and seller keys (the seller's own code, its agents).

@@ -38,6 +38,7 @@ import { serveMcp } from '../mcp-paid/support.js';
 import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
 import { createMandate, fundedAgent, pay } from '../buyer/support.js';
+import { consoleGet, signIn } from '../console/http-client.js';
 
 const AMOY = networkByName('polygon-amoy')!;
 const BASE_SEPOLIA = 'eip155:84532';
@@ -401,4 +402,28 @@ describe('payments_pay: the agent\'s wallet on every network', () => {
     const elsewhere = await server.request('POST', '/v0/dev/faucet', { key: agent.key, body: { amountUsdc: '2', network: 'arbitrum-sepolia' } });
     expect({ status: elsewhere.status, error: elsewhere.body.error }).toEqual({ status: 404, error: 'network_not_found' });
   });
+});
+
+test('what the seller sees: GET /v0/payments and the console filter by network, the console shows each payment\'s network and totals per network', async () => {
+  const all = (await server.request('GET', '/v0/payments?limit=100', { key: seller.platformKey })).body.payments as Array<{ network: string }>;
+  const onAmoy = all.filter((p) => p.network === 'polygon-amoy').length;
+  expect({ amoy: onAmoy > 0, base: all.some((p) => p.network === 'base-sepolia') }).toEqual({ amoy: true, base: true });
+  const amoyOnly = await server.request('GET', `/v0/payments?limit=100&network=${AMOY.caip2}`, { key: seller.platformKey });
+  expect(amoyOnly.body.payments.map((p: { network: string }) => p.network)).toEqual(Array(onAmoy).fill('polygon-amoy'));
+  const unknown = await server.request('GET', '/v0/payments?network=atlantis', { key: seller.platformKey });
+  expect({ status: unknown.status, error: unknown.body.error }).toEqual({ status: 400, error: 'validation_error' });
+
+  const session = await signIn(server, seller.platformKey);
+  const page = await consoleGet(server, '/console/payments', session.cookie);
+  expect(page.status).toBe(200);
+  // The filter offers both networks; each row and the totals name theirs.
+  expect(page.text).toMatch(/<option value="polygon-amoy">Polygon Amoy<\/option>/);
+  expect(page.text).toMatch(/<td data-label="Network" class="nowrap">Polygon Amoy<\/td>/);
+  expect(page.text).toMatch(/<tr data-network="polygon-amoy"><th scope="row">Polygon Amoy<\/th><td class="num">\d+<\/td>/);
+  expect(page.text).toMatch(/<tr data-network="base-sepolia">/);
+  const filtered = await consoleGet(server, `/console/payments?network=${encodeURIComponent(AMOY.caip2)}`, session.cookie);
+  expect(filtered.text).toContain(`<dd data-total="count">${onAmoy}</dd>`);
+  expect(filtered.text).not.toMatch(/<td data-label="Network" class="nowrap">Base Sepolia<\/td>/);
+  const csv = await consoleGet(server, '/console/payments.csv?network=polygon-amoy', session.cookie);
+  expect(csv.text.trim().split('\n').slice(1).every((line) => line.includes(',polygon-amoy,'))).toBe(true);
 });

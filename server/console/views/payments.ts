@@ -10,11 +10,15 @@ import { dayInput, endpointSelect, fieldError, filterAlert, invalid, selected, t
 import { PAYMENT_STATUSES } from '../../payments/models.js';
 import { pager, queryString, showing, type PageWindow } from './pager.js';
 import { volumeChart } from './chart.js';
+import { findNetwork } from 'agentgate-x402-wire';
 
 /** The payments filters as the form sent them (strings; checked or not). */
-export interface PaymentFilterValues { status?: string; endpoint?: string; payer?: string; q?: string; from?: string; to?: string }
+export interface PaymentFilterValues { status?: string; network?: string; endpoint?: string; payer?: string; q?: string; from?: string; to?: string }
 
-const FILTER_NAMES = ['q', 'status', 'endpoint', 'payer', 'from', 'to'] as const;
+const FILTER_NAMES = ['q', 'status', 'network', 'endpoint', 'payer', 'from', 'to'] as const;
+
+/** A network as people read it ("Polygon Amoy"), from its v1 name. */
+const networkLabel = (name: string) => findNetwork(name)?.label ?? name;
 
 /** The filters as a query string, so paging, the live refresh and the CSV export keep them. */
 export function filterQueryString(values: PaymentFilterValues, extra: Record<string, string | number> = {}): string {
@@ -35,12 +39,13 @@ function webhookCell(p: PaymentDoc, deliveries: Map<string, DeliverySummary>): S
 
 /** The table body alone: the live refresh fetches and swaps exactly this. */
 export function paymentRows(payments: PaymentDoc[], deliveries: Map<string, DeliverySummary>): SafeHtml {
-  if (payments.length === 0) return html`<tr><td colspan="7" class="empty">No payments match.</td></tr>`;
+  if (payments.length === 0) return html`<tr><td colspan="8" class="empty">No payments match.</td></tr>`;
   return html`${payments.map((p) => html`<tr data-payment-id="${p._id}">
     <td data-label="Time" class="nowrap"><a href="/console/payments/${p._id}">${time(p.createdAt)}</a></td>
     <td data-label="Amount" class="num">${usdc(p.amountUsdcRaw)} <span class="unit">USDC</span></td>
     <td data-label="Payer">${shortHex(p.payerAddress)}</td>
     <td data-label="Resource" class="resource" title="${p.resourceUrl}">${p.resourceUrl}</td>
+    <td data-label="Network" class="nowrap">${networkLabel(p.network)}</td>
     <td data-label="Status">${badge(p.status)}</td>
     <td data-label="Webhook" data-webhook>${webhookCell(p, deliveries)}</td>
     <td data-label="Transaction">${shortHex(p.txHash)}</td>
@@ -52,6 +57,8 @@ export interface PaymentsPageInput {
   values: PaymentFilterValues;
   errors: FieldErrors;
   endpoints: EndpointDoc[];
+  /** The networks this backend settles on (v1 names): the filter's choices. */
+  networks: string[];
   payments: PaymentDoc[];
   deliveries: Map<string, DeliverySummary>;
   window: PageWindow;
@@ -80,6 +87,11 @@ export function paymentsPage(input: PaymentsPageInput): SafeHtml {
           <option value="">Any</option>
           ${PAYMENT_STATUSES.map((s) => html`<option value="${s}"${selected(values.status, s)}>${s}</option>`)}
         </select>${fieldError(errors, 'status')}</div>
+      <div class="field"><label for="f-network">Network</label>
+        <select id="f-network" name="network"${invalid(errors, 'network')}>
+          <option value="">Any</option>
+          ${[...new Set([...input.networks, ...(values.network ? [values.network] : [])])].map((n) => html`<option value="${n}"${selected(values.network, n)}>${networkLabel(n)}</option>`)}
+        </select>${fieldError(errors, 'network')}</div>
       ${endpointSelect({ id: 'f-endpoint', value: values.endpoint, endpoints: input.endpoints, errors })}
       <div class="field"><label for="f-payer">Payer address</label>
         <input id="f-payer" name="payer" value="${values.payer ?? ''}" placeholder="0x…" spellcheck="false" maxlength="42"${invalid(errors, 'payer')}>
@@ -95,6 +107,10 @@ export function paymentsPage(input: PaymentsPageInput): SafeHtml {
         <div><dt>Settled</dt><dd data-total="settled">${totals.settled}</dd></div>
         <div><dt>Failed</dt><dd data-total="failed">${totals.failed}</dd></div>
       </dl>
+      ${totals.byNetwork.length > 1 ? html`<table class="network-totals" aria-label="Totals per network">
+        <thead><tr><th scope="col">Network</th><th scope="col" class="num">Payments</th><th scope="col" class="num">Volume (settled)</th><th scope="col" class="num">Settled</th><th scope="col" class="num">Failed</th></tr></thead>
+        <tbody>${totals.byNetwork.map((n) => html`<tr data-network="${n.network}"><th scope="row">${networkLabel(n.network)}</th><td class="num">${n.count}</td><td class="num">${usdc(n.volumeAtomic.toString())} <span class="unit">USDC</span></td><td class="num">${n.settled}</td><td class="num">${n.failed}</td></tr>`)}</tbody>
+      </table>` : ''}
       ${input.chart ? volumeChart(input.chart.buckets, input.chart.bucketDays) : ''}
     </section>` : ''}
     <div class="list-head">
@@ -104,7 +120,7 @@ export function paymentsPage(input: PaymentsPageInput): SafeHtml {
     <div class="card table-card">
       <table class="stack-narrow">
         <caption class="sr-only">Payments, newest first</caption>
-        <thead><tr><th scope="col">Time</th><th scope="col" class="num">Amount</th><th scope="col">Payer</th><th scope="col">Resource</th><th scope="col">Status</th><th scope="col">Webhook</th><th scope="col">Transaction</th></tr></thead>
+        <thead><tr><th scope="col">Time</th><th scope="col" class="num">Amount</th><th scope="col">Payer</th><th scope="col">Resource</th><th scope="col">Network</th><th scope="col">Status</th><th scope="col">Webhook</th><th scope="col">Transaction</th></tr></thead>
         <tbody id="payment-rows"${firstPage && !refused ? html` data-live="/console/payments/rows${qs}" data-live-status="live-status"` : ''}>
           ${paymentRows(input.payments, input.deliveries)}
         </tbody>
