@@ -11,10 +11,10 @@ import { requireChain } from './chain-required.js';
 // Whether an org accepts payments, and where they go: set by its platform key, read on every paid
 // request (from memory), and turned into the settings a seller's middleware builds its 402s from.
 
-/** Whether a payment may go to `address`: the seller's payTo or one of its payees. */
+/** Whether a payment may go to `address`: the seller's payTo, one of its payees, or its payTo on another network. */
 export function acceptsPayee(seller: SellerAccountDoc, address: string): boolean {
   const a = address.toLowerCase();
-  return seller.payTo.toLowerCase() === a || (seller.payees ?? []).some((p) => p.toLowerCase() === a);
+  return seller.payTo.toLowerCase() === a || [...(seller.payees ?? []), ...Object.values(seller.payToByNetwork ?? {})].some((p) => p.toLowerCase() === a);
 }
 
 /** What a 402 for this seller names (the schemes' own settings aside: settingsFor adds them). */
@@ -51,16 +51,22 @@ export class SellerAcceptance {
     changes.onReset(() => this.cache.deleteWhere(() => true));
   }
 
-  async set(orgId: string, input: { enabled: boolean; payTo: string; payees?: string[]; channelClaimEverySeconds?: number }): Promise<SellerAccountDoc> {
+  async set(orgId: string, input: { enabled: boolean; payTo: string; payees?: string[]; payToByNetwork?: Record<string, string>; channelClaimEverySeconds?: number }): Promise<SellerAccountDoc> {
     const payTo = getAddress(input.payTo);
     const payees = [...new Set((input.payees ?? []).map((a) => getAddress(a)))].filter((a) => a !== payTo);
+    // Keys are v1 names (routes.ts reads either spelling); only another network this backend settles on.
+    const others = (await this.otherNetworks()).map((n) => n.network as string);
+    for (const network of Object.keys(input.payToByNetwork ?? {})) {
+      if (!others.includes(network)) throw new AppError(422, 'network_not_served', `payToByNetwork names ${network}, which is not one of this backend's other networks (${others.join(', ') || 'none'}); payTo is the default network's`);
+    }
+    const payToByNetwork = Object.fromEntries(Object.entries(input.payToByNetwork ?? {}).map(([network, address]) => [network, getAddress(address)]));
     // A PUT: what it leaves out goes back to the default.
-    const fields = { enabled: input.enabled, payTo, payees, updatedAt: new Date() };
+    const fields = { enabled: input.enabled, payTo, payees, payToByNetwork, updatedAt: new Date() };
     const every = input.channelClaimEverySeconds;
     const update = every === undefined ? { $set: fields, $unset: { channelClaimEverySeconds: '' } } : { $set: { ...fields, channelClaimEverySeconds: every } };
     const doc = await this.sellers.findOneAndUpdate({ _id: orgId }, update, { upsert: true, returnDocument: 'after' }).lean();
     await this.changes.publish('seller', orgId);
-    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo, payees, channelClaimEverySeconds: input.channelClaimEverySeconds ?? null } });
+    await this.logs.record({ orgId, action: 'payments.acceptance_updated', category: 'payments', description: `Payment acceptance ${input.enabled ? 'enabled' : 'disabled'}`, targetType: 'org', targetId: orgId, metadata: { payTo, payees, payToByNetwork, channelClaimEverySeconds: input.channelClaimEverySeconds ?? null } });
     return doc!;
   }
 
@@ -79,7 +85,10 @@ export class SellerAcceptance {
   async settingsFor(orgId: string) {
     const seller = await this.get(orgId);
     if (!seller?.enabled) throw new AppError(409, 'payments_not_enabled', 'Payment acceptance is not turned on for this org (PUT /v0/payments/acceptance)');
-    const others = await this.otherNetworks();
+    const others = (await this.otherNetworks()).map((n) => {
+      const payTo = seller.payToByNetwork?.[n.network as string];
+      return payTo ? { ...n, payTo } : n;
+    });
     return { ...offerSettings(requireChain(this.chain), seller), ...await this.schemeSettings(), ...(others.length ? { networks: others } : {}) };
   }
 }

@@ -10,6 +10,8 @@ export interface SellerAccountDoc {
   payTo: string; // checksummed address
   /** Other addresses a route may pay per request (the middleware's `payTo` function), checksummed. */
   payees?: string[];
+  /** Where another network's payments go, by the network's v1 name (absent: payTo), checksummed. */
+  payToByNetwork?: Record<string, string>;
   /** How often the backend claims this seller's channel calls on chain (absent: every sweep round, CHANNEL_SWEEP_EVERY_MS). */
   channelClaimEverySeconds?: number;
   updatedAt: Date;
@@ -20,6 +22,7 @@ export const sellerAccountSchema = new Schema<SellerAccountDoc>({
   enabled: { type: Boolean, required: true },
   payTo: { type: String, required: true },
   payees: [String],
+  payToByNetwork: { type: Schema.Types.Mixed },
   channelClaimEverySeconds: Number,
   updatedAt: { type: Date, required: true },
 }, { versionKey: false });

@@ -34,6 +34,17 @@ export const acceptanceBody = z.object({
   payTo: address,
   // Addresses a route may pay per request instead of payTo (the middleware's payTo function).
   payees: z.array(address).max(20).optional(),
+  // Where another network's payments go ({"polygon-amoy": "0x…"} or by CAIP-2 id); absent: payTo.
+  payToByNetwork: z.record(z.string().max(64), address).refine((m) => Object.keys(m).length <= 30, 'at most 30 networks')
+    .transform((m, ctx) => {
+      const out: Record<string, string> = {};
+      for (const [name, payTo] of Object.entries(m)) {
+        const network = networkName.safeParse(name);
+        if (!network.success) ctx.addIssue({ code: 'custom', message: `${name} must be an EVM network by v1 name or CAIP-2 id` });
+        else out[network.data] = payTo;
+      }
+      return out;
+    }).optional(),
   // How often the backend claims this seller's channel calls on chain (one transaction for all its
   // channels): longer saves gas, shorter gets the money sooner. Absent: every sweep round.
   channelClaimEverySeconds: z.number().int().min(10).max(86_400).optional(),
@@ -136,7 +147,7 @@ const isChannelCallId = (id: string) => id.startsWith('chc_');
 const CHANNEL_RULES = { pricedByUsage: false, paidInV1: false } as const;
 
 const presentAcceptance = (doc: SellerAccountDoc) => ({
-  enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], channelClaimEverySeconds: doc.channelClaimEverySeconds ?? null, updatedAt: doc.updatedAt.toISOString(),
+  enabled: doc.enabled, payTo: doc.payTo, payees: doc.payees ?? [], payToByNetwork: doc.payToByNetwork ?? {}, channelClaimEverySeconds: doc.channelClaimEverySeconds ?? null, updatedAt: doc.updatedAt.toISOString(),
 });
 
 export function paymentRoutes(services: PaymentRouteServices): Router {
@@ -154,7 +165,7 @@ export function paymentRoutes(services: PaymentRouteServices): Router {
   });
   router.get('/acceptance', sellerOrOps, async (ctx) => {
     const doc = await acceptance.get(orgOf(ctx));
-    ctx.body = doc ? presentAcceptance(doc) : { enabled: false, payTo: null, payees: [], channelClaimEverySeconds: null };
+    ctx.body = doc ? presentAcceptance(doc) : { enabled: false, payTo: null, payees: [], payToByNetwork: {}, channelClaimEverySeconds: null };
   });
 
   router.post('/seller-keys', platform, async (ctx) => {

@@ -244,6 +244,28 @@ describe('our middleware on a backend of two networks', () => {
     }
   });
 
+  test('a seller paid to another address on Amoy (payToByNetwork): the 402 names it on Amoy only, and an Amoy payment lands there', async () => {
+    const amoyTreasury = privateKeyToAccount(generatePrivateKey()).address;
+    const set = (body: Record<string, unknown>) => server.request('PUT', '/v0/payments/acceptance', { key: seller.platformKey, body: { enabled: true, payTo: seller.payTo, payees: [amoyPayTo], ...body } });
+    expect((await set({ payToByNetwork: { 'arbitrum-sepolia': amoyTreasury } })).body).toMatchObject({ status: 422, error: 'network_not_served' });
+    expect((await set({ payToByNetwork: { atlantis: amoyTreasury } })).body).toMatchObject({ status: 400, error: 'validation_error' });
+    const saved = await set({ payToByNetwork: { [AMOY.caip2]: amoyTreasury } });
+    expect(saved.body).toMatchObject({ payTo: seller.payTo, payToByNetwork: { 'polygon-amoy': amoyTreasury } });
+    const ours = await openStorefront(server, seller, { 'GET /treasury': { price: '$0.01' } });
+    try {
+      const required = decodePaymentRequiredHeader((await fetch(ours.resource('/treasury'))).headers.get('payment-required')!);
+      expect(required.accepts.map((a) => `${a.network} ${a.payTo}`)).toEqual([`${BASE_SEPOLIA} ${seller.payTo}`, `${AMOY.caip2} ${amoyTreasury}`]);
+      const payer = privateKeyToAccount(generatePrivateKey());
+      await mintOnAmoy(payer.address);
+      const paid = await buyerOn(AMOY.caip2, payer)(ours.resource('/treasury'));
+      expect(paid.status).toBe(200);
+      expect(await amoyBalance(amoyTreasury)).toBe(PRICE);
+    } finally {
+      await ours.close();
+      await set({});
+    }
+  });
+
   test('the official Python SDK pays our exact route on Amoy', async () => {
     const python = x402Python((line) => process.stderr.write(`[python-sdk] ${line}\n`));
     const ours = await openStorefront(server, seller, { 'GET /forecast': { price: '$0.01' } });

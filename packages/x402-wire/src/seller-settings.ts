@@ -36,6 +36,8 @@ export const SellerSettingsSchema = z.object({
     assetName: z.string().min(1),
     assetVersion: z.string().min(1),
     uptoFacilitator: EvmAddress.optional(),
+    /** Where this network's payments go (absent: payTo above). */
+    payTo: EvmAddress.optional(),
   })).optional(),
 });
 export type SellerSettings = z.infer<typeof SellerSettingsSchema>;
@@ -61,11 +63,11 @@ export function parseSellerSettings(input: unknown): SellerSettings {
 
 /**
  * The settings on each network the backend settles on: these first (the default network), then one per
- * entry of `networks`, in that network's token and with its upto facilitator. What an exact or upto offer
+ * entry of `networks`, in that network's token, to its payTo and with its upto facilitator. What an exact or upto offer
  * is made on (the schemes the backend settles on every network).
  */
 export function settingsOnEveryNetwork(settings: SellerSettings): SellerSettings[] {
   return [settings, ...(settings.networks ?? []).map((n) => ({
-    ...settings, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator,
+    ...settings, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator, payTo: n.payTo ?? settings.payTo,
   }))];
 }
