@@ -149,7 +149,7 @@ export class PayService {
   }
 
   /**
-   * The offer to pay, following the documented preference (docs/buyers.md): of the offers within
+   * The offer to pay, following the documented preference (docs/agents/wallet.md, "On several networks"): of the offers within
    * maxAmountUsdc, the best (payableOffers' order: scheme, flow, version, then our network order) on a
    * network where the wallet holds the amount. A channel offer needs no balance when its deposit covers
    * the call (its payer checks). Balances are read side by side; a network whose RPC does not answer counts

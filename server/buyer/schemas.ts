@@ -32,7 +32,7 @@ export const payBody = z.object({
   maxAmount: usdcAmount.optional(),
   dryRun: z.boolean().optional(),
   mandateId: z.string().regex(/^mdt_[a-z0-9]{1,64}$/, 'malformed mandate id').optional(),
-  /** Pay only on this network; unset: the best offer on a network where the wallet holds the price (docs/buyers.md). */
+  /** Pay only on this network; unset: the best offer on a network where the wallet holds the price (docs/agents/wallet.md, "On several networks"). */
   network: networkName.optional(),
 }).strict();
 

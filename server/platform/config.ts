@@ -101,6 +101,9 @@ const schema = z.object({
   SETTLEMENT_TIMEOUT_MS: z.coerce.number().int().min(1000).max(300_000).default(20_000),
   // On a chain that mines on a timer, a batch leaves this long before the next block is due.
   SETTLEMENT_SEND_MARGIN_MS: z.coerce.number().int().min(0).max(10_000).default(250),
+  // A settlement counts as done once its block has this many blocks on top, itself included (1: mined).
+  // More on a chain that reorganises: the buyer's answer waits for it, and a transaction a reorg drops is sent again.
+  SETTLEMENT_CONFIRMATIONS: z.coerce.number().int().min(1).max(64).default(1),
   // A settlement transaction unmined for this many blocks is resent with a higher fee.
   SETTLEMENT_STUCK_BLOCKS: z.coerce.number().int().min(1).max(100).default(3),
   // Never offer more than this per gas, in gwei (a ceiling through fee spikes); unset: follow the chain.
@@ -231,7 +234,7 @@ const rpcUrlList = z.string()
  * network uses the global ones; another network falls back to them.
  */
 export const NETWORK_TUNABLES = [
-  'CHAIN_RPC_TIMEOUT_MS', 'CHAIN_POLL_MS', 'RELAYER_MAX_FEE_GWEI', 'SETTLEMENT_STUCK_BLOCKS', 'SETTLEMENT_TIMEOUT_MS',
+  'CHAIN_RPC_TIMEOUT_MS', 'CHAIN_POLL_MS', 'RELAYER_MAX_FEE_GWEI', 'SETTLEMENT_CONFIRMATIONS', 'SETTLEMENT_STUCK_BLOCKS', 'SETTLEMENT_TIMEOUT_MS',
   'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_SEND_MARGIN_MS', 'MULTICALL3_ADDRESS', 'WALLET_FACTORY_ADDRESS',
 ] as const;
 

@@ -84,6 +84,7 @@ export class SettlementEngine {
       lane: {
         pipelineDepth: config.SETTLEMENT_PIPELINE_DEPTH,
         stuckBlocks: config.SETTLEMENT_STUCK_BLOCKS,
+        confirmations: config.SETTLEMENT_CONFIRMATIONS,
         maxFeePerGas: config.RELAYER_MAX_FEE_GWEI === undefined ? undefined : parseGwei(String(config.RELAYER_MAX_FEE_GWEI)),
         reserveGas: GAS_BASE + GAS_PER_TRANSFER * BigInt(config.SETTLEMENT_BATCH_MAX),
       },

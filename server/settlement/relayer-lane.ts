@@ -42,6 +42,12 @@ export interface LaneOptions {
   pipelineDepth: number;
   /** Blocks a transaction may wait unmined before its fee is bumped. */
   stuckBlocks: number;
+  /**
+   * Blocks a transaction's block must have on top of it, itself included, before it counts as mined (1:
+   * its receipt is enough). Until then it stays in flight: a reorg that drops it finds it unmined, and it
+   * is sent again.
+   */
+  confirmations?: number;
   /** Never offer more than this per gas (an operator's ceiling through a fee spike); undefined: no ceiling. */
   maxFeePerGas?: bigint;
   /** Gas of the largest transaction the lane sends: the lane is starved below enough for one at current fees. */
@@ -305,7 +311,8 @@ export class RelayerLane {
     const entries = [...this.pending.values()].sort((a, b) => a.nonce - b.nonce);
     for (const entry of entries) {
       const receipt = await this.firstReceipt(entry);
-      if (receipt) { this.settle(entry, receipt); continue; }
+      if (receipt && head - receipt.blockNumber + 1n >= BigInt(this.options.confirmations ?? 1)) { this.settle(entry, receipt); continue; }
+      if (receipt) continue; // mined, not yet as deep as SETTLEMENT_CONFIRMATIONS asks
       if (entry.nonce < confirmed) {
         // The nonce is used, and by none of our hashes. A node that has the block but not yet the receipt
         // gets one more round before we call it replaced.

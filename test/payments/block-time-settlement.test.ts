@@ -244,3 +244,24 @@ describe('a process stopping while a paid request waits for its block', () => {
     }
   }, 120_000);
 });
+
+describe('SETTLEMENT_CONFIRMATIONS', () => {
+  let server: Awaited<ReturnType<typeof serverOnChain>>;
+  let seller: TestSeller;
+  beforeAll(async () => {
+    server = await serverOnChain({ SETTLEMENT_CONFIRMATIONS: '3' });
+    seller = await setUpSeller(server);
+  }, 60_000);
+  afterAll(async () => { await server?.close(); });
+
+  it('a payment is answered settled only once its block has two more on top, and is recorded so', async () => {
+    const p = await payment(seller);
+    const res = await redeem(server.url, seller, p.header);
+    const answeredAt = BigInt(await rpc('eth_blockNumber', []));
+    expect(res.status).toBe(200);
+    const receipt = await rpc('eth_getTransactionReceipt', [res.body.paymentResponse.transaction]);
+    expect(answeredAt - BigInt(receipt.blockNumber)).toBeGreaterThanOrEqual(2n);
+    const record = await server.request('GET', `/v0/payments/${res.body.paymentId}`, { key: seller.platformKey });
+    expect(record.body).toMatchObject({ status: 'settled', txHash: res.body.paymentResponse.transaction });
+  });
+});

@@ -2,7 +2,7 @@
 // one-line refusal naming the variable when something is missing or contradicts itself.
 import { randomBytes } from 'node:crypto';
 import { generatePrivateKey } from 'viem/accounts';
-import { loadConfig } from '../../server/platform/config.js';
+import { configFor, loadConfig } from '../../server/platform/config.js';
 
 const BASE_ENV = {
   BASE_URL: 'https://pay.example.com', MAIL_DOMAIN: 'agents.example.com', DID_DOMAIN: 'pay.example.com',
@@ -38,4 +38,18 @@ test('refusals name the variable', () => {
   expect(refusal({ NETWORKS: 'polygon', POLYGON_RPC_URL: 'https://polygon.example', CHAIN_RPC_URL: 'https://base.example' }))
     .toBe('configuration error: CHAIN_RPC_URL is for CHAIN_NETWORK base, which NETWORKS (polygon) does not list: set CHAIN_NETWORK to the network it serves');
   expect(refusal({ NETWORKS: 'base,polygon', CHAIN_RPC_URL: 'https://base.example', POLYGON_RPC_URL: 'not a url' })).toMatch(/^configuration error: POLYGON_RPC_URL /);
+});
+
+test('a network sets its own pace and price (<NAME>_SETTLEMENT_CONFIRMATIONS, _RELAYER_MAX_FEE_GWEI, ...); the others keep the global settings', () => {
+  const config = loadConfig({
+    ...BASE_ENV, NETWORKS: 'base,polygon', CHAIN_RPC_URL: 'https://base.example', RELAYER_PRIVATE_KEY: shared, SETTLEMENT_STUCK_BLOCKS: '4',
+    POLYGON_RPC_URL: 'https://polygon.example', POLYGON_SETTLEMENT_CONFIRMATIONS: '5', POLYGON_RELAYER_MAX_FEE_GWEI: '300', POLYGON_CHAIN_POLL_MS: '500',
+    POLYGON_WALLET_FACTORY_ADDRESS: '0x00000000000000000000000000000000000000aa',
+  });
+  const [base, polygon] = config.networks.map((n) => configFor(config, n));
+  expect([base!.SETTLEMENT_CONFIRMATIONS, base!.RELAYER_MAX_FEE_GWEI, base!.CHAIN_POLL_MS, base!.SETTLEMENT_STUCK_BLOCKS]).toEqual([1, undefined, 100, 4]);
+  expect([polygon!.SETTLEMENT_CONFIRMATIONS, polygon!.RELAYER_MAX_FEE_GWEI, polygon!.CHAIN_POLL_MS, polygon!.SETTLEMENT_STUCK_BLOCKS, polygon!.WALLET_FACTORY_ADDRESS])
+    .toEqual([5, 300, 500, 4, '0x00000000000000000000000000000000000000aa']);
+  expect(() => loadConfig({ ...BASE_ENV, NETWORKS: 'base,polygon', CHAIN_RPC_URL: 'https://base.example', POLYGON_RPC_URL: 'https://polygon.example', POLYGON_SETTLEMENT_CONFIRMATIONS: '0' }))
+    .toThrow(/POLYGON_SETTLEMENT_CONFIRMATIONS/);
 });
