@@ -71,3 +71,30 @@ test.each(DEV_NETWORKS.map((n) => [n.network] as const))('the official v2 client
   expect(paid.status).toBe(200);
   expect(await balance(buyer.address)).toBe(before - 10_000n);
 });
+
+test('an agent funds its wallet from the dev faucet on each chain, and payments_pay pays the route on Polygon Amoy where it holds USDC', async () => {
+  const call = async (method: string, path: string, key?: string, body?: unknown) => {
+    const res = await fetch(`${dev.seller.backendUrl}${path}`, { method, headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.status, body: await res.json() as any };
+  };
+  const signup = await call('POST', '/v0/agent-signup', undefined, {});
+  expect(signup.status).toBe(201);
+  const key = signup.body.identity.rawKey as string;
+  // The faucet on every dev chain: the same wallet address on each.
+  for (const network of DEV_NETWORKS) {
+    const funded = await call('POST', '/v0/dev/faucet', key, { amountUsdc: '1', network: network.network });
+    expect({ network: network.network, status: funded.status }).toEqual({ network: network.network, status: 200 });
+  }
+  const wallet = await call('GET', '/v0/wallet', key);
+  expect(wallet.body.networks.map((n: { network: string; balanceUsdc: string }) => `${n.network} ${n.balanceUsdc}`)).toEqual(DEV_NETWORKS.map((n) => `${n.network} 1`));
+  for (const network of DEV_NETWORKS) {
+    const { rpcUrl, usdc } = chains.get(network.network)!;
+    expect(await balanceOf({ client: createPublicClient({ transport: http(rpcUrl) }), token: usdc, account: wallet.body.address })).toBe(1_000_000n);
+  }
+  expect((await call('POST', '/v0/payments/mandates', key, { maxPerCallUsdc: '0.05', dailyCapUsdc: '1', validUntil: new Date(Date.now() + 86_400_000).toISOString() })).status).toBe(201);
+  const paid = await call('POST', '/v0/payments/pay', key, { url, network: 'polygon-amoy' });
+  expect({ status: paid.status, error: paid.body.error }).toEqual({ status: 200, error: undefined });
+  expect(paid.body).toMatchObject({ paid: true, content: { report: 'done' }, cost: { network: 'polygon-amoy', amountUsdc: '0.01' } });
+  const amoy = chains.get('polygon-amoy')!;
+  expect(await balanceOf({ client: createPublicClient({ transport: http(amoy.rpcUrl) }), token: amoy.usdc, account: wallet.body.address })).toBe(990_000n);
+});
