@@ -100,8 +100,10 @@ export class PaymentChallenges {
     return { nowSeconds: Math.floor(this.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS };
   };
 
+  /** The settings this charge is offered with: a payee the route picked is paid on every network (over payToByNetwork). */
   private settingsFor(charge: Charge): SellerSettings {
-    return charge.payTo === this.settings.payTo ? this.settings : { ...this.settings, payTo: charge.payTo };
+    if (charge.payTo === this.settings.payTo) return this.settings;
+    return { ...this.settings, payTo: charge.payTo, ...(this.settings.networks ? { networks: this.settings.networks.map(({ payTo: _perNetwork, ...network }) => network) } : {}) };
   }
 
   private offer(charge: Charge) {

@@ -73,8 +73,13 @@ export async function startServer(config: Config, options: { extension?: AppExte
   };
 }
 
-/** How long a stopping process lets paid requests wait for their block before answering them pending. */
+/**
+ * How long a stopping process lets paid requests wait for their block before answering them pending: four
+ * of the network's blocks (a payment settles in one or two; one still waiting after four waits on something
+ * else, such as a lane whose holder died), within 3-8 s; 8 s where the cadence is unknown.
+ */
 const STOP_PAYMENT_GRACE_MS = 8_000;
+const stopPaymentGraceMs = (blockMs: number | undefined) => (blockMs ? Math.min(STOP_PAYMENT_GRACE_MS, Math.max(3_000, 4 * blockMs)) : STOP_PAYMENT_GRACE_MS);
 
 /**
  * A graceful stop: /ready answers 503 and no new connection is taken; requests under way (a paid request
@@ -87,11 +92,16 @@ async function drainHttp(app: AppContext, http: Server): Promise<void> {
   app.stopping = true;
   const started = Date.now();
   app.log.info('stopping: draining HTTP requests');
-  for (const network of app.payments.networks) network.settlement.answerPendingAfter(Math.min(STOP_PAYMENT_GRACE_MS, app.config.SETTLEMENT_TIMEOUT_MS));
+  const graces = app.payments.networks.map((network) => {
+    const clock = app.settlements.find((engine) => engine.chain.chainId === network.chain.chainId)?.clock;
+    const grace = Math.min(stopPaymentGraceMs(clock?.intervalMs), app.config.SETTLEMENT_TIMEOUT_MS);
+    network.settlement.answerPendingAfter(grace);
+    return grace;
+  });
   // A request that still comes on a kept-alive connection is answered, and the connection closed after it.
   http.on('request', (_req, res) => { if (!res.headersSent) res.setHeader('Connection', 'close'); });
   const closed = new Promise<void>((resolve) => http.close(() => resolve()));
-  const drainMs = Math.min(STOP_PAYMENT_GRACE_MS, app.config.SETTLEMENT_TIMEOUT_MS) + 5_000;
+  const drainMs = Math.max(Math.min(STOP_PAYMENT_GRACE_MS, app.config.SETTLEMENT_TIMEOUT_MS), ...graces) + 5_000;
   const deadline = Date.now() + drainMs;
   let drained = false;
   while (!drained && Date.now() < deadline) {

@@ -251,10 +251,13 @@ describe('our middleware on a backend of two networks', () => {
     expect((await set({ payToByNetwork: { atlantis: amoyTreasury } })).body).toMatchObject({ status: 400, error: 'validation_error' });
     const saved = await set({ payToByNetwork: { [AMOY.caip2]: amoyTreasury } });
     expect(saved.body).toMatchObject({ payTo: seller.payTo, payToByNetwork: { 'polygon-amoy': amoyTreasury } });
-    const ours = await openStorefront(server, seller, { 'GET /treasury': { price: '$0.01' } });
+    const ours = await openStorefront(server, seller, { 'GET /treasury': { price: '$0.01' }, 'GET /payee': { price: '$0.01', payTo: () => amoyPayTo } });
     try {
       const required = decodePaymentRequiredHeader((await fetch(ours.resource('/treasury'))).headers.get('payment-required')!);
       expect(required.accepts.map((a) => `${a.network} ${a.payTo}`)).toEqual([`${BASE_SEPOLIA} ${seller.payTo}`, `${AMOY.caip2} ${amoyTreasury}`]);
+      // A payee the route picks is paid on every network.
+      const payee = decodePaymentRequiredHeader((await fetch(ours.resource('/payee'))).headers.get('payment-required')!);
+      expect(payee.accepts.map((a) => `${a.network} ${a.payTo}`)).toEqual([`${BASE_SEPOLIA} ${amoyPayTo}`, `${AMOY.caip2} ${amoyPayTo}`]);
       const payer = privateKeyToAccount(generatePrivateKey());
       await mintOnAmoy(payer.address);
       const paid = await buyerOn(AMOY.caip2, payer)(ours.resource('/treasury'));
