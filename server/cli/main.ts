@@ -17,7 +17,7 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
   payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund a payment (auth-capture, or exact paid to an agentgate wallet), all that is left or --amount (at most what was paid)' },
   channels: { usage: 'agentgate channels list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate channels calls <channel id> [--limit N] [--cursor C | --all] [--json] [--key KEY] [--url URL]', summary: 'list the seller\'s batch-settlement channels, and a channel\'s paid calls with the claim transaction of each' },
-  receipts: { usage: 'agentgate receipts list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
+  receipts: { usage: 'agentgate receipts list [--network NAME] [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
 };
 
 const USAGE = `usage: agentgate <command> [options]
@@ -75,7 +75,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       args: rest,
       options: {
         url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' },
-        cursor: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' },
+        cursor: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' }, network: { type: 'string' },
         amount: { type: 'string' }, reason: { type: 'string' }, 'idempotency-key': { type: 'string' },
         port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
       },
@@ -86,7 +86,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     io.out(`agentgate ${command}: ${(err as Error).message}\nusage: ${COMMANDS[command]!.usage}`);
     return 2;
   }
-  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; port?: string; quiet?: boolean; help?: boolean; amount?: string; reason?: string; 'idempotency-key'?: string }; positionals: string[] };
+  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; network?: string; port?: string; quiet?: boolean; help?: boolean; amount?: string; reason?: string; 'idempotency-key'?: string }; positionals: string[] };
   // `--help` after a command answers with its usage and never runs it (a signup would create an org).
   if (values.help) {
     io.out(`usage: ${COMMANDS[command]!.usage}\n\n${COMMANDS[command]!.summary}`);

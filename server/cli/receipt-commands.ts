@@ -53,7 +53,7 @@ export const MAX_PAGE = 100;
  * `agentgate receipts list`: the org's payments, newest first, one line each, a page at a time
  * (`--cursor` for the next one) or all of them (`--all`); `--json` for a program.
  */
-export async function receiptsListCommand(io: CommandIO, options: { url?: string; key?: string; limit?: string; cursor?: string; all?: boolean; json?: boolean }): Promise<number> {
+export async function receiptsListCommand(io: CommandIO, options: { url?: string; key?: string; limit?: string; cursor?: string; all?: boolean; json?: boolean; network?: string }): Promise<number> {
   const limit = options.limit === undefined ? (options.all ? MAX_PAGE : 20) : Number(options.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
     io.out(`agentgate receipts list: --limit must be a whole number from 1 to ${MAX_PAGE} (a page); to list every payment, use --all, or follow --cursor from page to page`);
@@ -68,7 +68,7 @@ export async function receiptsListCommand(io: CommandIO, options: { url?: string
   const payments: any[] = [];
   let cursor = options.cursor;
   for (;;) {
-    const query = new URLSearchParams({ limit: String(limit), ...(cursor ? { pageToken: cursor } : {}) });
+    const query = new URLSearchParams({ limit: String(limit), ...(cursor ? { pageToken: cursor } : {}), ...(options.network ? { network: options.network } : {}) });
     const res = await getJson(`${t.url}/v0/payments?${query}`, t.key);
     if (res.status !== 200) {
       const badCursor = res.status === 400 && cursor && /pageToken/.test(JSON.stringify(res.body ?? {}));
@@ -84,10 +84,10 @@ export async function receiptsListCommand(io: CommandIO, options: { url?: string
     return 0;
   }
   for (const p of payments) {
-    io.out(`${p.id}  ${p.status.padEnd(8)}  ${p.amountUsdc.padStart(10)} USDC  ${p.resourceUrl}  from ${p.payerAddress}  ${p.createdAt}  ${p.txHash ?? '-'}`);
+    io.out(`${p.id}  ${p.status.padEnd(8)}  ${p.amountUsdc.padStart(10)} USDC  ${p.network}  ${p.resourceUrl}  from ${p.payerAddress}  ${p.createdAt}  ${p.txHash ?? '-'}`);
   }
   if (payments.length === 0) io.out(options.cursor ? 'no more payments' : 'no payments yet');
-  if (cursor && !options.all) io.out(`more: agentgate receipts list --cursor ${cursor}${options.limit ? ` --limit ${limit}` : ''}  (or --all)`);
+  if (cursor && !options.all) io.out(`more: agentgate receipts list --cursor ${cursor}${options.limit ? ` --limit ${limit}` : ''}${options.network ? ` --network ${options.network}` : ''}  (or --all)`);
   return 0;
 }
 

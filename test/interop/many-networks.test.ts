@@ -39,6 +39,7 @@ import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
 import { createMandate, fundedAgent, pay } from '../buyer/support.js';
 import { consoleGet, signIn } from '../console/http-client.js';
+import { runCli } from '../../server/cli/main.js';
 
 const AMOY = networkByName('polygon-amoy')!;
 const BASE_SEPOLIA = 'eip155:84532';
@@ -449,6 +450,11 @@ test('what the seller sees: GET /v0/payments and the console filter by network, 
   const filtered = await consoleGet(server, `/console/payments?network=${encodeURIComponent(AMOY.caip2)}`, session.cookie);
   expect(filtered.text).toContain(`<dd data-total="count">${onAmoy}</dd>`);
   expect(filtered.text).not.toMatch(/<td data-label="Network" class="nowrap">Base Sepolia<\/td>/);
+  // The CLI names each payment's network and lists one network's.
+  const lines: string[] = [];
+  expect(await runCli(['receipts', 'list', '--network', 'polygon-amoy', '--all', '--url', server.url, '--key', seller.platformKey], { out: (l) => lines.push(l), env: {} })).toBe(0);
+  expect(lines.length).toBe(onAmoy);
+  expect(lines.filter((l) => !/ USDC  polygon-amoy  (http|mcp):/.test(l))).toEqual([]);
   const csv = await consoleGet(server, '/console/payments.csv?network=polygon-amoy', session.cookie);
   expect(csv.text.trim().split('\n').slice(1).every((line) => line.includes(',polygon-amoy,'))).toBe(true);
 });
