@@ -26,7 +26,7 @@ export class PaymentChallenges {
   challengeFor(charge: Charge): PaymentRequiredOutcome {
     const { route, resource } = charge;
     // An escrow offer's deadlines are absolute times: built for each request.
-    if (route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge)) });
+    if (route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...offerEveryNetwork(this.networksOf(charge).map((settings) => buildAuthCapturePaymentRequired(settings, this.offer(charge), this.windows(charge)))) });
     const cache = route.value.challenges;
     // A fixed price and payee: one challenge per resource. Otherwise per amount and payee too.
     const key = route.value.fixedAmount !== undefined && typeof route.value.config.payTo !== 'function' ? resource : `${resource}\n${charge.amountAtomic}\n${charge.payTo}`;
@@ -50,6 +50,7 @@ export class PaymentChallenges {
     const chainId = typeof network === 'string' ? findNetwork(network)?.chainId : undefined;
     const chosen = others.find((s) => s.chainId === chainId);
     if (!chosen) return this.challengeFor(charge);
+    if (charge.route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...buildAuthCapturePaymentRequired(chosen, this.offer(charge), this.windows(charge)) });
     const cache = charge.route.value.challenges;
     const key = `${charge.resource}\n${charge.amountAtomic}\n${charge.payTo}\n${chosen.network}`;
     let challenge = cache.get(key);
@@ -63,12 +64,14 @@ export class PaymentChallenges {
 
   /**
    * The settings of each network this charge is offered on: the default network first; every other network
-   * of the backend (its token, its upto facilitator) for an exact or upto route, the schemes the backend
-   * settles on all its networks.
+   * of the backend (its token, its upto facilitator, its auth-capture operator) for an exact or upto route,
+   * and for an auth-capture route each one where the backend settles auth-capture. batch-settlement is the
+   * default network's.
    */
   private networksOf(charge: Charge): SellerSettings[] {
     const main = this.settingsFor(charge);
     const scheme = charge.route.value.scheme;
+    if (scheme === 'auth-capture') return settingsOnEveryNetwork(main).filter((s, i) => i === 0 || s.authCaptureOperator);
     return scheme === 'exact' || scheme === 'upto' ? settingsOnEveryNetwork(main) : [main];
   }
 
@@ -78,7 +81,7 @@ export class PaymentChallenges {
       this.warnedUnregistered.add(charge.resource);
       this.warn(`agentgate-x402: the backend refused a payment for ${charge.resource} (resource_not_registered): no endpoint of this seller is registered at that URL, so every buyer gets 402. Register it with syncEndpoints({ backendUrl, platformKey, publicOrigin, routes }) at start-up, or POST /v0/payments/endpoints with this exact URL (publicOrigin sets the origin buyers use).`);
     }
-    if (charge.route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...buildAuthCapturePaymentRequired(this.settingsFor(charge), this.offer(charge), this.windows(charge), { reason, message }) });
+    if (charge.route.value.scheme === 'auth-capture') return this.declared(charge, { kind: 'payment-required', ...offerEveryNetwork(this.networksOf(charge).map((settings) => buildAuthCapturePaymentRequired(settings, this.offer(charge), this.windows(charge), { reason, message }))) });
     const build = builderOf(charge.route);
     // An upto refusal names the maximum to authorize again, whatever was being charged.
     const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);

@@ -32,11 +32,11 @@ export interface PayInput {
 }
 
 /**
- * What the wallet pays on a network other than the default one: exact (ERC-3009 or Permit2) and upto.
- * auth-capture and batch-settlement keep state the backend follows on the default network's chain only
- * (escrow syncs, channel sweeps and withdrawals).
+ * What the wallet pays on a network other than the default one: exact (ERC-3009 or Permit2), upto and
+ * auth-capture (its escrow read on the payment's network). batch-settlement keeps channels the backend
+ * follows on the default network's chain only (channel sweeps, refunds, withdrawals).
  */
-const SCHEMES_ON_OTHER_NETWORKS: ReadonlySet<Offer['scheme']> = new Set(['exact', 'upto']);
+const SCHEMES_ON_OTHER_NETWORKS: ReadonlySet<Offer['scheme']> = new Set(['exact', 'upto', 'auth-capture']);
 
 /** Outbound limits for a URL someone else chose. */
 const FETCH_TIMEOUT_MS = 20_000;

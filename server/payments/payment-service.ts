@@ -69,6 +69,8 @@ export interface NetworkPayments {
   readonly settlement: PaymentSettlement;
   readonly schemes: PaymentSchemes;
   readonly redemption: Redemption;
+  /** Its auth-capture scheme: its escrow's operations (capture, void, refunds) go through this network. */
+  readonly authCapture: AuthCaptureScheme;
 }
 
 /**
@@ -109,8 +111,8 @@ export class PaymentService {
   readonly signInWithX: SignInWithX;
   /**
    * Every network this deployment settles on, the default one first (its stack is the fields above).
-   * The others offer exact and upto; auth-capture and batch-settlement, whose sweeps do not tell
-   * networks apart yet, are the default network's alone.
+   * The others offer exact, upto and auth-capture; batch-settlement, whose channel sweeps do not tell
+   * networks apart yet, is the default network's alone.
    */
   readonly networks: readonly NetworkPayments[];
   private readonly primary: NetworkPayments;
@@ -149,13 +151,13 @@ export class PaymentService {
       ? new ExactRefunds(conn, () => chain, this.settlement, this.records, this.endpoints, deliveries, deps.refundsFrom.wallets, deps.refundsFrom.mandates, signer, logs, log)
       : undefined;
     if (exactRefunds) this.settlement.registerWork(EXACT_REFUND_WORK_KIND, exactRefunds.execute);
-    this.refunds = new PaymentRefunds(this.records, this.authCapture, exactRefunds);
+    this.refunds = new PaymentRefunds(this.records, (payment) => this.of(payment).authCapture, exactRefunds);
     this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log, signer, this.endpoints, deliveries);
     this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
     // The default network's stack, also without a chain (payments off): its schemes answer 503 then.
-    this.primary = { chain: chain as ChainService, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption };
+    this.primary = { chain: chain as ChainService, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption, authCapture: this.authCapture };
     this.networks = [
       ...(chain ? [this.primary] : []),
       ...(deps.moreNetworks ?? []).map(({ chain: other, engine: otherEngine }) => {
@@ -163,9 +165,14 @@ export class PaymentService {
         const schemes = new PaymentSchemes(settlement);
         schemes.register(new ExactScheme(other, config, settlement, this.endpoints, log.child({ network: other.caip2 }), metrics));
         schemes.register(new UptoScheme(other, config, settlement, this.endpoints));
-        return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes) };
+        const otherLog = log.child({ network: other.caip2 });
+        const authCapture = new AuthCaptureScheme(other, config, settlement, this.endpoints, new AuthCaptureOperations(conn, () => other, settlement, this.records, this.endpoints, deliveries, signer, logs, otherLog));
+        schemes.register(authCapture);
+        return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes), authCapture };
       }),
     ];
+    // The default network's sweep finishes every network's stale escrow operations, each on its own chain.
+    operations.ownerOf = (payment) => this.of(payment).authCapture.operations;
     if (this.networks.length > 1) this.redemption.elsewhere = (paymentHeader) => this.forHeader(paymentHeader).redemption;
     this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
     this.outboxes = [this.webhooks, operations.webhooks, ...(exactRefunds ? [exactRefunds.webhooks] : []), this.batchSettlement.claimWebhooks];

@@ -22,7 +22,8 @@ export type RefundView = Pick<AuthCaptureOperationDoc, '_id' | 'paymentId' | 'am
 export class PaymentRefunds {
   constructor(
     private readonly records: PaymentRecords,
-    private readonly authCapture: AuthCaptureScheme,
+    /** The auth-capture scheme of a payment's network (its escrow, its operator's lane). */
+    private readonly authCaptureOf: (payment: PaymentDoc) => AuthCaptureScheme,
     /** Refunds of exact payments from the org's wallets; undefined where wallets are not configured. */
     readonly exact: ExactRefunds | undefined,
   ) {}
@@ -48,7 +49,7 @@ export class PaymentRefunds {
       throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was settled with the ${payment.scheme ?? 'exact'} scheme: the money went straight to ${payment.recipientAddress}, with no escrow agentgate could refund from. Refund the buyer (${payment.payerAddress}) from that address yourself, or sell with auth-capture (refundable) routes`);
     }
     if (payment.status !== 'settled') throw new AppError(409, 'refund_not_possible', `payment ${payment._id} is ${payment.status}: only a captured payment can be refunded${payment.status === 'held' ? ' (a held authorization is voided instead)' : ''}`);
-    const outcome = await this.authCapture.operations.refund(payment, amount, request.reason, request.idempotencyKey);
+    const outcome = await this.authCaptureOf(payment).operations.refund(payment, amount, request.reason, request.idempotencyKey);
     if (!outcome.ok) {
       if (outcome.op && outcome.pending) return presentRefund(outcome.op, await this.records.get(orgId, paymentId));
       throw new AppError(outcome.reason === 'relayer_unavailable' ? 503 : 502, outcome.reason, outcome.message);
@@ -71,7 +72,7 @@ export class PaymentRefunds {
     const payment = await this.records.get(orgId, paymentId);
     if ((payment.scheme ?? 'exact') === 'exact') return this.exact ? (await this.exact.list(payment._id)).map((refund) => presentRefund(refund, payment)) : [];
     if (payment.scheme !== 'auth-capture') return [];
-    return (await this.authCapture.operations.list(payment._id)).filter((op) => op.kind === 'refund').map((op) => presentRefund(op, payment));
+    return (await this.authCaptureOf(payment).operations.list(payment._id)).filter((op) => op.kind === 'refund').map((op) => presentRefund(op, payment));
   }
 }
 

@@ -9,10 +9,11 @@
  */
 import express from 'express';
 import { x402Client } from '@x402/core/client';
-import { decodePaymentRequiredHeader } from '@x402/core/http';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
 import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
+import { AuthCaptureEvmScheme } from '@x402/evm/auth-capture/client';
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
@@ -270,6 +271,34 @@ describe('our middleware on a backend of two networks', () => {
     }
   });
 
+  test('an auth-capture route offers both networks; an official buyer holding USDC on Amoy is authorized into Amoy\'s escrow, captured after the handler, and refunded there', async () => {
+    const ours = await openStorefront(server, seller, { 'GET /escrowed': { price: '$0.01', scheme: 'auth-capture' } });
+    try {
+      const required = decodePaymentRequiredHeader((await fetch(ours.resource('/escrowed'))).headers.get('payment-required')!);
+      expect(required.accepts.map((a) => `${a.scheme} ${a.network} ${a.asset}`)).toEqual([`auth-capture ${BASE_SEPOLIA} ${testChain().usdc}`, `auth-capture ${AMOY.caip2} ${amoyUsdc}`]);
+      const payer = privateKeyToAccount(generatePrivateKey());
+      await mintOnAmoy(payer.address);
+      const before = await amoyBalance(seller.payTo);
+      const official = wrapFetchWithPayment(fetch, new x402Client().register(AMOY.caip2, new AuthCaptureEvmScheme(payer))
+        .setSpendControls({ allowedAssets: [{ network: AMOY.caip2, asset: amoyUsdc, maxAmountPerPayment: String(PRICE) }] }));
+      const paid = await official(ours.resource('/escrowed'));
+      expect(paid.status).toBe(200);
+      expect(decodePaymentResponseHeader(paid.headers.get('payment-response')!)).toMatchObject({ success: true, network: AMOY.caip2 });
+      expect(await amoyBalance(seller.payTo)).toBe(before + PRICE);
+      expect(await amoyBalance(payer.address)).toBe(parseUnits('1', 6) - PRICE);
+      const records = await server.request('GET', `/v0/payments?network=${AMOY.caip2}`, { key: seller.platformKey });
+      const record = records.body.payments.find((p: { payerAddress: string }) => p.payerAddress === payer.address);
+      expect(record).toMatchObject({ scheme: 'auth-capture', status: 'settled', network: 'polygon-amoy' });
+      // Refunds are funded by the operator (our relayer) on the payment's network.
+      await mintOnAmoy(privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address);
+      const refund = await server.request('POST', `/v0/payments/${record.id}/refund`, { key: seller.platformKey, body: { reason: 'changed my mind' } });
+      expect(refund.body).toMatchObject({ status: 'refunded', amountUsdcRaw: String(PRICE) });
+      expect(await amoyBalance(payer.address)).toBe(parseUnits('1', 6));
+    } finally {
+      await ours.close();
+    }
+  });
+
   test('the official Python SDK pays our exact route on Amoy', async () => {
     const python = x402Python((line) => process.stderr.write(`[python-sdk] ${line}\n`));
     const ours = await openStorefront(server, seller, { 'GET /forecast': { price: '$0.01' } });
@@ -417,6 +446,30 @@ describe('payments_pay: the agent\'s wallet on every network', () => {
     expect({ status: unknown.status, error: unknown.body.error }).toEqual({ status: 422, error: 'network_unsupported' });
     const bogus = await pay(server, agent.key, { url: `${shop.url}/report`, network: 'atlantis' });
     expect({ status: bogus.status, error: bogus.body.error }).toEqual({ status: 400, error: 'validation_error' });
+  });
+
+  test('pays an auth-capture route on Amoy from a wallet funded there: into Amoy\'s escrow, captured, and the mandate given back what a refund returns', async () => {
+    const ours = await openStorefront(server, seller, { 'GET /escrowed-agent': { price: '$0.01', scheme: 'auth-capture' } });
+    try {
+      const agent = await fundedAgent(server, '0');
+      await mintOnAmoy(agent.address, parseUnits('0.2', 6));
+      await createMandate(server, agent.key);
+      const paid = await pay(server, agent.key, { url: ours.resource('/escrowed-agent') });
+      expect({ status: paid.status, error: paid.body.error }).toEqual({ status: 200, error: undefined });
+      expect(paid.body).toMatchObject({ paid: true, cost: { scheme: 'auth-capture', network: 'polygon-amoy', escrow: 'captured', amountUsdc: '0.01' }, mandate: { spentTodayUsdc: '0.01' } });
+      expect(await amoyBalance(agent.address)).toBe(parseUnits('0.2', 6) - PRICE);
+      const record = (await server.request('GET', `/v0/payments?network=${AMOY.caip2}`, { key: seller.platformKey })).body.payments.find((p: { payerAddress: string }) => p.payerAddress === agent.address);
+      await mintOnAmoy(privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address);
+      expect((await server.request('POST', `/v0/payments/${record.id}/refund`, { key: seller.platformKey, body: { reason: 'sorry' } })).body).toMatchObject({ status: 'refunded' });
+      // Reading the activity syncs the escrow on Amoy: the refund is given back to the mandate.
+      const activity = await server.request('GET', '/v0/payments/activity', { key: agent.key });
+      expect(activity.body.activity[0]).toMatchObject({ network: 'polygon-amoy' });
+      const mandate = (await server.request('GET', '/v0/payments/mandates', { key: agent.key })).body.mandates[0];
+      expect(mandate).toMatchObject({ spentTodayUsdc: '0' });
+      expect(await amoyBalance(agent.address)).toBe(parseUnits('0.2', 6));
+    } finally {
+      await ours.close();
+    }
   });
 
   test('the dev faucet funds the wallet on the network named', async () => {

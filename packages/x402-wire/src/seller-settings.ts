@@ -36,6 +36,9 @@ export const SellerSettingsSchema = z.object({
     assetName: z.string().min(1),
     assetVersion: z.string().min(1),
     uptoFacilitator: EvmAddress.optional(),
+    /** auth-capture's operator and escrow on this network (absent: the backend does not settle auth-capture there). */
+    authCaptureOperator: EvmAddress.optional(),
+    authCaptureEscrow: EvmAddress.optional(),
     /** Where this network's payments go (absent: payTo above). */
     payTo: EvmAddress.optional(),
   })).optional(),
@@ -63,11 +66,12 @@ export function parseSellerSettings(input: unknown): SellerSettings {
 
 /**
  * The settings on each network the backend settles on: these first (the default network), then one per
- * entry of `networks`, in that network's token, to its payTo and with its upto facilitator. What an exact or upto offer
- * is made on (the schemes the backend settles on every network).
+ * entry of `networks`, in that network's token, to its payTo and with its upto facilitator and auth-capture
+ * operator. What an exact, upto or auth-capture offer is made on.
  */
 export function settingsOnEveryNetwork(settings: SellerSettings): SellerSettings[] {
   return [settings, ...(settings.networks ?? []).map((n) => ({
-    ...settings, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator, payTo: n.payTo ?? settings.payTo,
+    ...settings, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator,
+    authCaptureOperator: n.authCaptureOperator, authCaptureEscrow: n.authCaptureEscrow, payTo: n.payTo ?? settings.payTo,
   }))];
 }

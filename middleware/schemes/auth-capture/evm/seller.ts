@@ -1,5 +1,5 @@
 import type { PaymentRequiredOutcome, PaywallOutcome } from '../../../paywall-types.js';
-import { collectTerms, decodeAuthCapturePaymentHeader } from 'agentgate-x402-wire';
+import { collectTerms, decodeAuthCapturePaymentHeader, toV1Network } from 'agentgate-x402-wire';
 import type { Charge } from '../../../route-pricing.js';
 import { exactCharge, paidOutcome } from '../../../settlement-response.js';
 import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from '../../seller-scheme.js';
@@ -18,7 +18,8 @@ export class AuthCapturePayment implements SellerScheme {
     const decoded = decodeAuthCapturePaymentHeader(paymentHeader);
     if (!decoded.ok) return challenges.refuse(charge, decoded.reason, decoded.message);
     const { accepted, payload } = decoded.payload;
-    const offered = (challenges.challengeFor(charge) as PaymentRequiredOutcome & { requirementV2: { network: string; asset: string; payTo: string; amount: string; extra: { captureAuthorizer: string } } }).requirementV2;
+    // Checked against the offer on the network the payment names, among those the route offers.
+    const offered = (challenges.challengeOn(charge, accepted.network) as PaymentRequiredOutcome & { requirementV2: { network: string; asset: string; payTo: string; amount: string; extra: { captureAuthorizer: string } } }).requirementV2;
     const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
     if (accepted.network !== offered.network) return challenges.refuse(charge, 'network_mismatch', `payment is for network "${accepted.network}", expected "${offered.network}"`);
     if (!same(accepted.asset, offered.asset)) return challenges.refuse(charge, 'asset_mismatch', 'payment is for another asset');
@@ -36,7 +37,7 @@ export class AuthCapturePayment implements SellerScheme {
     const hold = { paymentHeader, version: 2 as const, resource: charge.resource, amountAtomic: charge.amountAtomic, requirement: accepted, holdSeconds: charge.route.value.config.holdSeconds };
     return holdWhileHandlerRuns(this.deps, charge, hold, ({ holdId, payer }) => ({
       payment: {
-        version: 2, scheme: 'auth-capture', paymentId: holdId, payer, settle: 'after-handler', network: this.deps.network,
+        version: 2, scheme: 'auth-capture', paymentId: holdId, payer, settle: 'after-handler', network: toV1Network(accepted.network),
         amountAtomic: charge.amountAtomic, payTo: charge.payTo, resource: charge.resource, pattern: charge.route.pattern,
         charge: exactCharge(charge.route.pattern),
       },

@@ -23,8 +23,8 @@ export class AuthCapturePayer implements SchemePayer<'auth-capture'> {
   constructor(private readonly deps: PayerDeps) {}
 
   async pay(call: PayCall<'auth-capture'>): Promise<Paid | PayRefusal> {
-    const { wallets, mandates, logs, outgoing } = this.deps;
-    const { owner, wallet, offer, amount, reservation, state } = call;
+    const { mandates, logs, outgoing } = this.deps;
+    const { owner, wallet, wallets, offer, amount, reservation, state } = call;
     const chain = wallets.requireChain();
     const requirement = offer.requirement;
     if (!escrowOf(requirement.extra.authCaptureEscrow)) return refuse('network_unsupported', `the offer names escrow ${requirement.extra.authCaptureEscrow}, not the Commerce Payments escrow this wallet pays into`);
@@ -87,7 +87,10 @@ export class AuthCapturePayer implements SchemePayer<'auth-capture'> {
    */
   async syncEscrow(record: OutgoingPaymentDoc): Promise<OutgoingPaymentDoc> {
     if (record.scheme !== 'auth-capture' || !record.escrow || record.status !== 'settled') return record;
-    const chain = this.deps.wallets.requireChain();
+    // The escrow of the payment's network (a network no longer configured: nothing to read).
+    const wallets = this.deps.wallets.everywhere.find((w) => w.requireChain().network === record.network);
+    if (!wallets) return record;
+    const chain = wallets.requireChain();
     const state = await escrowState(chain.publicClient, record.escrow.hash as Hex).catch(() => undefined);
     if (!state?.hasCollectedPayment) return record;
     const counted = BigInt(record.escrow.countedUsdcRaw);

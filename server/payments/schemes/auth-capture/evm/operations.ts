@@ -122,6 +122,11 @@ export class AuthCaptureOperations {
   readonly webhooks: RefundWebhookOutbox<AuthCaptureOperationDoc>;
   /** Operations this process is sending now (it holds their lane). */
   private readonly inFlight = new Set<string>();
+  /**
+   * The operations of a payment's network: one sweep (the default network's) finishes every network's
+   * stale operations, each through its own network's chain and lanes. Set by the payment service.
+   */
+  ownerOf: (payment: PaymentDoc) => AuthCaptureOperations = () => this;
 
   constructor(
     conn: Connection,
@@ -408,8 +413,9 @@ export class AuthCaptureOperations {
     for (const op of stale) {
       const payment = await this.records.record(op.paymentId);
       if (!payment?.escrow) continue;
-      if (!(await this.path.canSettle(payment.escrow.paymentInfo.operator))) continue;
-      await this.run(payment, op).catch((err) => this.log.warn({ operation: op._id, err: (err as Error).message }, 'escrow operation not finished this round'));
+      const owner = this.ownerOf(payment);
+      if (!(await owner.path.canSettle(payment.escrow.paymentInfo.operator))) continue;
+      await owner.run(payment, op).catch((err) => this.log.warn({ operation: op._id, err: (err as Error).message }, 'escrow operation not finished this round'));
       n++;
     }
     return n;
