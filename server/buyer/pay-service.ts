@@ -4,11 +4,10 @@ import type { Config } from '../platform/config.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { guardedFetch, GuardedFetchError, outboundPolicy, type GuardedResponse } from '../platform/ssrf.js';
-import { formatUsdc } from 'agentgate-x402-wire';
+import { findNetwork, formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import { payableOffers, readChallenge, whyNoOffer, type Offer, type OurAsset, type PayableOffer } from './challenge.js';
-import { findNetwork } from 'agentgate-x402-wire';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import type { PayRefusal } from './pay-result.js';
 import { contentOf, refuse, type OutgoingRequest } from './seller-answer.js';
@@ -149,9 +148,9 @@ export class PayService {
   }
 
   /**
-   * The offer to pay, following the documented preference (docs/agents/wallet.md, "On several networks"): of the offers within
-   * maxAmountUsdc, the best (payableOffers' order: scheme, flow, version, then our network order) on a
-   * network where the wallet holds the amount. A channel offer needs no balance when its deposit covers
+   * The offer to pay, following the documented preference (docs/agents/wallet.md, "On several networks"):
+   * of the offers within maxAmountUsdc, the best (payableOffers' order: scheme, flow, version, then our
+   * network order) on a network where the wallet holds the amount. A channel offer needs no balance when its deposit covers
    * the call (its payer checks). Balances are read side by side; a network whose RPC does not answer counts
    * as holding nothing, so a dead network never blocks paying on another. No network funded: the best
    * offer, with the refusal that says what each network holds.
@@ -179,6 +178,7 @@ export class PayService {
     const hint = this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : '';
     return { ok: true, offer: within[0]!, shortfall: refuse('balance_insufficient', `the wallet ${address} holds ${held}; ${needed} USDC are needed${hint}`) };
   }
+
   /** The call, paid by its scheme's payer (the cast carries what `call.offer.scheme` already proved). */
   private payByScheme(call: PayCall) {
     return (this.payers[call.offer.scheme] as SchemePayer<Offer['scheme']>).pay(call);
