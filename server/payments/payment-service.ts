@@ -161,11 +161,11 @@ export class PaymentService {
     this.networks = [
       ...(chain ? [this.primary] : []),
       ...(deps.moreNetworks ?? []).map(({ chain: other, engine: otherEngine }) => {
-        const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, log.child({ network: other.caip2 }), metrics.forNetwork(other.caip2));
-        const schemes = new PaymentSchemes(settlement);
-        schemes.register(new ExactScheme(other, config, settlement, this.endpoints, log.child({ network: other.caip2 }), metrics));
-        schemes.register(new UptoScheme(other, config, settlement, this.endpoints));
         const otherLog = log.child({ network: other.caip2 });
+        const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, otherLog, metrics.forNetwork(other.caip2));
+        const schemes = new PaymentSchemes(settlement);
+        schemes.register(new ExactScheme(other, config, settlement, this.endpoints, otherLog, metrics));
+        schemes.register(new UptoScheme(other, config, settlement, this.endpoints));
         const authCapture = new AuthCaptureScheme(other, config, settlement, this.endpoints, new AuthCaptureOperations(conn, () => other, settlement, this.records, this.endpoints, deliveries, signer, logs, otherLog));
         schemes.register(authCapture);
         return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes), authCapture };
