@@ -64,15 +64,15 @@ export class PaymentChallenges {
 
   /**
    * The settings of each network this charge is offered on: the default network first; every other network
-   * of the backend (its token, its upto facilitator, its auth-capture operator) for an exact or upto route,
-   * and for an auth-capture route each one where the backend settles auth-capture. batch-settlement is the
-   * default network's.
+   * of the backend (its token, its upto facilitator) for an exact or upto route, and for an auth-capture or
+   * batch-settlement route each one where the backend names its escrow operator or channel receiver authorizer.
    */
   private networksOf(charge: Charge): SellerSettings[] {
     const main = this.settingsFor(charge);
     const scheme = charge.route.value.scheme;
     if (scheme === 'auth-capture') return settingsOnEveryNetwork(main).filter((s, i) => i === 0 || s.authCaptureOperator);
-    return scheme === 'exact' || scheme === 'upto' ? settingsOnEveryNetwork(main) : [main];
+    if (scheme === 'batch-settlement') return settingsOnEveryNetwork(main).filter((s, i) => i === 0 || s.channelReceiverAuthorizer);
+    return settingsOnEveryNetwork(main);
   }
 
   /** A 402 that says why the payment was refused, asking again for what this route takes. */

@@ -75,7 +75,7 @@ export const ROUTES: RouteFactory[] = [
   (app) => paymentRoutes({
     keys: app.keys, identities: app.identities, usage: app.usage, logs: app.logs, holds: app.holds, devMode: app.config.mode === 'dev',
     acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, registration: app.payments.registration, redemption: app.payments.redemption, records: app.payments.records, refunds: app.payments.refunds,
-    signInWithX: app.payments.signInWithX, channels: app.payments.batchSettlement.book, channelCalls: app.payments.batchSettlement.calls,
+    signInWithX: app.payments.signInWithX, channels: app.payments.channels.book, channelCalls: app.payments.channels.calls,
   }),
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,

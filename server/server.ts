@@ -147,9 +147,11 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
     app.shutdown.add('escrow operation sweep', app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
     // exact refunds from the org's wallets whose sender stopped (the token says whether they moved), and their webhooks.
     if (app.payments.refunds.exact) app.shutdown.add('exact refund sweep', app.payments.refunds.exact.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
-    // Channels sold through our middleware: claimed, settled and refunded when idle, one process a round.
-    const channels = app.payments.batchSettlement.sweep.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
-    app.shutdown.add('channel sweep', () => channels.stop());
+    // Channels sold through our middleware: claimed, settled and refunded when idle, one process a round, on each network.
+    for (const network of app.payments.networks) {
+      const channels = network.batchSettlement.sweep.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
+      app.shutdown.add(network === app.payments.networks[0] ? 'channel sweep' : `channel sweep on ${network.chain.caip2}`, () => channels.stop());
+    }
   }
   if (app.wallets.available) {
     // Channels agents' wallets pay through: an idle one's remainder is asked back from its seller.

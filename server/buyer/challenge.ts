@@ -25,12 +25,11 @@ export interface Challenge {
   offers: Offer[];
 }
 
-/** A network the wallet pays on, its USDC, and the schemes it pays there (undefined: every scheme). */
+/** A network the wallet pays on (every scheme), and its USDC. */
 export interface OurAsset {
   network: string;
   caip2: string;
   usdc: Address;
-  schemes?: ReadonlySet<Offer['scheme']>;
 }
 
 export interface PayableOffer { ok: true; offer: Offer; amount: bigint; payTo: Address; maxTimeoutSeconds: number; resourceUrl: string; network: OurAsset }
@@ -113,7 +112,7 @@ export function payableOffers(challenge: Challenge, ours: OurAsset | readonly Ou
   const rank = (o: Offer) => (o.scheme === 'batch-settlement' ? 300 : o.scheme === 'auth-capture' ? 200 : o.scheme === 'exact' ? 100 : 0) + (depositsByErc3009(o) ? 50 : 0) + (flowOf(o) === 'authorization' ? 10 : 0) + o.version;
   const usable = challenge.offers.flatMap((offer) => {
     if (flowOf(offer) === undefined) return [];
-    const index = networks.findIndex((n) => onOurNetwork({ version: offer.version, network: offer.requirement.network }, n) && isOurUsdc(offer.requirement.asset, n) && (n.schemes?.has(offer.scheme) ?? true));
+    const index = networks.findIndex((n) => onOurNetwork({ version: offer.version, network: offer.requirement.network }, n) && isOurUsdc(offer.requirement.asset, n));
     return index < 0 ? [] : [{ offer, index }];
   }).sort((a, b) => rank(b.offer) - rank(a.offer) || a.index - b.index);
   return usable.map(({ offer, index }) => ({
@@ -134,10 +133,6 @@ export function chooseOffer(challenge: Challenge, ours: OurAsset | readonly OurA
 export function whyNoOffer(challenge: Challenge, ours: readonly OurAsset[]): Extract<OfferChoice, { ok: false }> {
   const offered = [...new Set(challenge.entries.map((e) => `${String(e.scheme)} on ${String(e.network)}`))].join(', ');
   const known = ['exact', 'upto', 'auth-capture', 'batch-settlement'];
-  const notHere = ours.find((n) => n.schemes && challenge.entries.some((e) => known.includes(e.scheme as string) && onOurNetwork(e, n) && isOurUsdc(e.asset, n) && !n.schemes!.has(e.scheme as Offer['scheme'])));
-  if (notHere) {
-    return { ok: false, code: 'network_unsupported', message: `the seller offers ${offered}; on ${notHere.network} this wallet pays only ${[...notHere.schemes!].join(', ')}` };
-  }
   const onOurs = ours.find((n) => challenge.entries.some((e) => known.includes(e.scheme as string) && onOurNetwork(e, n)));
   if (onOurs) return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${onOurs.usdc}) on ${onOurs.network}` };
   const where = ours.map((n) => `${n.network} (${n.caip2})`).join(', ');

@@ -6,6 +6,7 @@ import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { guardedFetch, GuardedFetchError, outboundPolicy, type GuardedResponse } from '../platform/ssrf.js';
 import { findNetwork, formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
+import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import { payableOffers, readChallenge, whyNoOffer, type Offer, type OurAsset, type PayableOffer } from './challenge.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
@@ -29,13 +30,6 @@ export interface PayInput {
   /** Pay only on this network (v1 name or CAIP-2 id); unset: the preference of choosePayable. */
   network?: string;
 }
-
-/**
- * What the wallet pays on a network other than the default one: exact (ERC-3009 or Permit2), upto and
- * auth-capture (its escrow read on the payment's network). batch-settlement keeps channels the backend
- * follows on the default network's chain only (channel sweeps, refunds, withdrawals).
- */
-const SCHEMES_ON_OTHER_NETWORKS: ReadonlySet<Offer['scheme']> = new Set(['exact', 'upto', 'auth-capture']);
 
 /** Outbound limits for a URL someone else chose. */
 const FETCH_TIMEOUT_MS = 20_000;
@@ -92,7 +86,7 @@ export class PayService {
     const offers = payableOffers(challenge, ours.networks);
     if (!offers.length) return whyNoOffer(challenge, ours.networks);
     const wallet = await this.wallets.forIdentity(owner);
-    const chosen = await this.choosePayable(wallet.address as Address, offers, input.maxAmountAtomic);
+    const chosen = await this.choosePayable(wallet, offers, input.maxAmountAtomic);
     if (!chosen.ok) return chosen;
     const { offer: choice, shortfall } = chosen;
     const { amount, payTo, offer } = choice;
@@ -136,9 +130,9 @@ export class PayService {
 
   /** The networks the wallet pays on (only `network` when the caller names one), the default one first. */
   private ourNetworks(network: string | undefined): { ok: true; networks: OurAsset[] } | PayRefusal {
-    const networks = this.wallets.everywhere.map((w, i): OurAsset => {
+    const networks = this.wallets.everywhere.map((w): OurAsset => {
       const chain = w.requireChain();
-      return { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address, ...(i > 0 ? { schemes: SCHEMES_ON_OTHER_NETWORKS } : {}) };
+      return { network: chain.network, caip2: chain.caip2, usdc: chain.usdc.address };
     });
     if (network === undefined) return { ok: true, networks };
     const named = findNetwork(network);
@@ -150,24 +144,25 @@ export class PayService {
   /**
    * The offer to pay, following the documented preference (docs/agents/wallet.md, "On several networks"):
    * of the offers within maxAmountUsdc, the best (payableOffers' order: scheme, flow, version, then our
-   * network order) on a network where the wallet holds the amount. A channel offer needs no balance when its deposit covers
-   * the call (its payer checks). Balances are read side by side; a network whose RPC does not answer counts
-   * as holding nothing, so a dead network never blocks paying on another. No network funded: the best
-   * offer, with the refusal that says what each network holds.
+   * network order) on a network where the wallet holds the amount, or, for a channel offer, where the
+   * wallet's channel with that seller still holds it. Balances are read side by side; a network whose RPC
+   * does not answer counts as holding nothing, so a dead network never blocks paying on another. No network
+   * funded: the best offer, with the refusal that says what each network holds.
    */
-  private async choosePayable(address: Address, offers: PayableOffer[], maxAmount: bigint | undefined): Promise<{ ok: true; offer: PayableOffer; shortfall?: PayRefusal } | PayRefusal> {
+  private async choosePayable(wallet: WalletDoc, offers: PayableOffer[], maxAmount: bigint | undefined): Promise<{ ok: true; offer: PayableOffer; shortfall?: PayRefusal } | PayRefusal> {
+    const address = wallet.address as Address;
     const within = offers.filter((o) => maxAmount === undefined || o.amount <= maxAmount);
     if (!within.length) {
       const best = offers[0]!;
       return refuse('max_amount_exceeded', `the ${best.offer.scheme === 'upto' ? 'maximum' : 'price'} ${formatUsdc(best.amount)} USDC is over maxAmountUsdc ${formatUsdc(maxAmount!)}`);
     }
-    const networks = [...new Set(within.filter((o) => o.offer.scheme !== 'batch-settlement').map((o) => o.network.caip2))];
+    const networks = [...new Set(within.map((o) => o.network.caip2))];
     const balances = new Map(await Promise.all(networks.map(async (caip2) => [caip2, await this.wallets.on(caip2)!.balance(address).catch((err: Error) => err)] as const)));
-    const funded = within.find((o) => {
+    for (const o of within) {
       const held = balances.get(o.network.caip2);
-      return o.offer.scheme === 'batch-settlement' || (typeof held === 'bigint' && held >= o.amount);
-    });
-    if (funded) return { ok: true, offer: funded };
+      if (typeof held === 'bigint' && held >= o.amount) return { ok: true, offer: o };
+      if (o.offer.scheme === 'batch-settlement' && await this.channels.covers(wallet, o.offer, this.wallets.on(o.network.caip2)!, o.amount)) return { ok: true, offer: o };
+    }
     const needed = formatUsdc(within[0]!.amount);
     const held = networks.map((caip2) => {
       const value = balances.get(caip2)!;

@@ -27,7 +27,7 @@ export interface ChannelPageDeps {
  */
 export function channelPages(router: Router, deps: ChannelPageDeps, guards: ConsoleGuards): void {
   const orgOf = (ctx: Context) => sessionOf(ctx).orgId;
-  const calls = () => deps.payments.batchSettlement.calls;
+  const calls = () => deps.payments.channels.calls;
 
   router.get('/channels', guards.session, async (ctx) => {
     const { cursor } = parseInput(cursorQuery, ctx.query, 'query');

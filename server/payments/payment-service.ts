@@ -27,7 +27,7 @@ import { AuthCaptureScheme } from './schemes/auth-capture/evm/scheme.js';
 import { AuthCaptureOperations } from './schemes/auth-capture/evm/operations.js';
 import { requireChain } from './chain-required.js';
 import { PaymentRefunds } from './refunds.js';
-import { BatchSettlementScheme } from './schemes/batch-settlement/evm/scheme.js';
+import { BatchSettlementChannels, BatchSettlementScheme } from './schemes/batch-settlement/evm/scheme.js';
 import { EXACT_REFUND_WORK_KIND, ExactRefunds, type RefundMandates, type RefundWallets } from './schemes/exact/evm/refunds.js';
 import { PaymentReceivedOutbox } from './webhook-outbox.js';
 import { endpointWebhookTargets } from './webhook-targets.js';
@@ -71,6 +71,8 @@ export interface NetworkPayments {
   readonly redemption: Redemption;
   /** Its auth-capture scheme: its escrow's operations (capture, void, refunds) go through this network. */
   readonly authCapture: AuthCaptureScheme;
+  /** Its batch-settlement scheme: its channels' deposits, claims and refunds, and the sweep that claims them. */
+  readonly batchSettlement: BatchSettlementScheme;
 }
 
 /**
@@ -106,13 +108,15 @@ export class PaymentService {
   readonly authCapture: AuthCaptureScheme;
   /** Refunds a seller gives (refunds.ts): of auth-capture payments from the escrow, of exact ones from the org's wallet. */
   readonly refunds: PaymentRefunds;
+  /** The default network's batch-settlement scheme. */
   readonly batchSettlement: BatchSettlementScheme;
+  /** What every network's batch-settlement shares: the voucher book of the channels sold through our middleware, their call records, claim webhooks. */
+  readonly channels: BatchSettlementChannels;
   readonly redemption: Redemption;
   readonly signInWithX: SignInWithX;
   /**
-   * Every network this deployment settles on, the default one first (its stack is the fields above).
-   * The others offer exact, upto and auth-capture; batch-settlement, whose channel sweeps do not tell
-   * networks apart yet, is the default network's alone.
+   * Every network this deployment settles on, the default one first (its stack is the fields above),
+   * each with every scheme.
    */
   readonly networks: readonly NetworkPayments[];
   private readonly primary: NetworkPayments;
@@ -152,12 +156,14 @@ export class PaymentService {
       : undefined;
     if (exactRefunds) this.settlement.registerWork(EXACT_REFUND_WORK_KIND, exactRefunds.execute);
     this.refunds = new PaymentRefunds(this.records, (payment) => this.of(payment).authCapture, exactRefunds);
-    this.batchSettlement = new BatchSettlementScheme(conn, chain, config, secrets, this.settlement, log, signer, this.endpoints, deliveries);
+    this.channels = new BatchSettlementChannels(conn, config, secrets, log, signer, this.endpoints, deliveries);
+    if (chain) this.channels.load();
+    this.batchSettlement = new BatchSettlementScheme(this.channels, chain, config, this.settlement, log, true);
     this.schemes.register(this.batchSettlement);
     this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
     // The default network's stack, also without a chain (payments off): its schemes answer 503 then.
-    this.primary = { chain: chain as ChainService, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption, authCapture: this.authCapture };
+    this.primary = { chain: chain as ChainService, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption, authCapture: this.authCapture, batchSettlement: this.batchSettlement };
     this.networks = [
       ...(chain ? [this.primary] : []),
       ...(deps.moreNetworks ?? []).map(({ chain: other, engine: otherEngine }) => {
@@ -168,14 +174,16 @@ export class PaymentService {
         schemes.register(new UptoScheme(other, config, settlement, this.endpoints));
         const authCapture = new AuthCaptureScheme(other, config, settlement, this.endpoints, new AuthCaptureOperations(conn, () => other, settlement, this.records, this.endpoints, deliveries, signer, logs, otherLog));
         schemes.register(authCapture);
-        return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes), authCapture };
+        const batchSettlement = new BatchSettlementScheme(this.channels, other, config, settlement, otherLog, false);
+        schemes.register(batchSettlement);
+        return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes), authCapture, batchSettlement };
       }),
     ];
     // The default network's sweep finishes every network's stale escrow operations, each on its own chain.
     operations.ownerOf = (payment) => this.of(payment).authCapture.operations;
     if (this.networks.length > 1) this.redemption.elsewhere = (paymentHeader) => this.forHeader(paymentHeader).redemption;
     this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
-    this.outboxes = [this.webhooks, operations.webhooks, ...(exactRefunds ? [exactRefunds.webhooks] : []), this.batchSettlement.claimWebhooks];
+    this.outboxes = [this.webhooks, operations.webhooks, ...(exactRefunds ? [exactRefunds.webhooks] : []), this.channels.claimWebhooks];
   }
 
   /** The network's payments, by v1 name or CAIP-2 id; undefined: this deployment does not settle there. */

@@ -192,7 +192,7 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
     // Dispatched again (the outbox sweep of every process, another round's hook): still one delivery.
     await until('the delivery recorded as delivered', async () => (await channelDeliveries())[0]?.status === 'delivered');
     await server.app.webhooks.sweepOutboxes(0);
-    await server.app.payments.batchSettlement.claimWebhooks.sweep(0);
+    await server.app.payments.channels.claimWebhooks.sweep(0);
     expect((await channelDeliveries()).map((d) => d.status)).toEqual(['delivered']);
     expect(receiver.received).toHaveLength(1);
   });
@@ -214,7 +214,7 @@ describe('channel calls: records, receipts, claims, webhooks, console, CLI', () 
 
   it('a claim whose events its process never dispatched (it died after the claim) is dispatched by the webhook outbox sweep', async () => {
     // The round's own dispatch does not happen, as if its process died after the claim.
-    const dispatch = jest.spyOn(server.app.payments.batchSettlement.claimWebhooks, 'sweep').mockResolvedValue(0);
+    const dispatch = jest.spyOn(server.app.payments.channels.claimWebhooks, 'sweep').mockResolvedValue(0);
     try {
       await pay(paying, 1);
       expect(await sweep()).toMatchObject({ claimed: 1 });

@@ -38,6 +38,9 @@ import { mcpPaywall } from '../../adapters/mcp.js';
 import { serveMcp } from '../mcp-paid/support.js';
 import { runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { serve, setUpSeller, type RunningApp } from './seller.js';
+import { officialChannelClient } from '../support/official-channel-client.js';
+import { vouchersOnceCaptured } from '../support/channel-captures.js';
+import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
 import { createMandate, fundedAgent, pay } from '../buyer/support.js';
 import { consoleGet, signIn } from '../console/http-client.js';
 import { runCli } from '../../server/cli/main.js';
@@ -363,6 +366,46 @@ describe('our middleware on a backend of two networks', () => {
       const paid = await wrapFetchWithPayment(fetch, client)(ours.resource('/completion'), { method: 'POST' });
       expect(paid.status).toBe(200);
       expect(await amoyBalance(payer.address)).toBe(before - 20_000n);
+    } finally {
+      await ours.close();
+    }
+  });
+  test('a batch-settlement route offers both networks; the official channel client holding USDC on Amoy deposits and pays vouchers there, and Amoy\'s sweep claims them to the seller\'s Amoy address', async () => {
+    const ours = await openStorefront(server, seller, { 'GET /metered': { price: '$0.001', scheme: 'batch-settlement' } });
+    try {
+      const required = decodePaymentRequiredHeader((await fetch(ours.resource('/metered'))).headers.get('payment-required')!);
+      expect(required.accepts.map((a) => `${a.scheme} ${a.network} ${a.asset}`)).toEqual([`batch-settlement ${BASE_SEPOLIA} ${testChain().usdc}`, `batch-settlement ${AMOY.caip2} ${amoyUsdc}`]);
+      const receiverAuthorizer = await server.app.payments.channels.receiverAuthorizer();
+      expect(required.accepts.map((a) => a.extra.receiverAuthorizer)).toEqual([receiverAuthorizer, receiverAuthorizer]);
+      const amoyPayee = required.accepts[1]!.payTo as Address;
+
+      const payer = privateKeyToAccount(generatePrivateKey());
+      await mintOnAmoy(payer.address);
+      const amoyClient = createPublicClient({ chain: localChain({ chainId: AMOY.chainId, rpcUrl: amoy.rpcUrl }), transport: http(amoy.rpcUrl) });
+      const { paying } = officialChannelClient(payer, 10, { publicClient: amoyClient, usdc: amoyUsdc, network: AMOY.caip2 });
+      for (let call = 0; call < 3; call++) {
+        const res = await paying(ours.resource('/metered'));
+        expect({ call, status: res.status }).toEqual({ call, status: 200 });
+        expect(decodePaymentResponseHeader(res.headers.get('payment-response')!)).toMatchObject({ success: true, network: AMOY.caip2 });
+      }
+      // The first call deposited ten calls' worth on Amoy; nothing moved on Base Sepolia.
+      expect(await amoyBalance(payer.address)).toBe(parseUnits('1', 6) - 10_000n);
+      const listed = async () => ((await server.request('GET', '/v0/payments/channels', { key: seller.platformKey })).body.channels as Array<{ id: string; network: string; payerAddress: string; acceptedUsdcRaw: string }>).find((c) => c.payerAddress === payer.address)!;
+      await vouchersOnceCaptured(server.app.db as never, (await listed()).id);
+      const channel = await listed();
+      expect(channel).toMatchObject({ network: AMOY.caip2, acceptedUsdcRaw: '3000' });
+
+      // The default network's round leaves Amoy's channel alone; Amoy's claims it, and settles it to the seller's Amoy address.
+      const accepting = (orgId: string) => server.app.payments.acceptance.accepting(orgId);
+      const round = (network: number) => server.app.payments.networks[network]!.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `amoy-${Date.now()}-${network}` }, accepting);
+      const payeeBefore = await amoyBalance(amoyPayee);
+      await round(0);
+      expect((await readChannelState(amoyClient as never, channel.id as `0x${string}`)).totalClaimed).toBe(0n);
+      expect(await round(1)).toMatchObject({ claimed: 1, settled: 1 });
+      expect((await readChannelState(amoyClient as never, channel.id as `0x${string}`)).totalClaimed).toBe(3_000n);
+      expect(await amoyBalance(amoyPayee)).toBe(payeeBefore + 3_000n);
+      const calls = await server.request('GET', `/v0/payments/channels/${channel.id}/calls`, { key: seller.platformKey });
+      expect(calls.body.calls.map((c: { network: string; status: string }) => `${c.network} ${c.status}`)).toEqual(Array(3).fill(`${AMOY.caip2} claimed`));
     } finally {
       await ours.close();
     }

@@ -42,7 +42,7 @@ describe('seller set-up', () => {
       authCaptureOperator: server.app.chain!.relayerAccounts[0]!.address,
       authCaptureEscrow: AUTH_CAPTURE_ESCROW_ADDRESS,
       // batch-settlement: the key that signs claims and refunds, named in every channel the middleware offers.
-      channelReceiverAuthorizer: await server.app.payments.batchSettlement.receiverAuthorizer(),
+      channelReceiverAuthorizer: await server.app.payments.channels.receiverAuthorizer(),
     });
     const list = await server.request('GET', '/v0/payments/seller-keys', { key: seller.platformKey });
     expect(JSON.stringify(list.body)).not.toContain(seller.sellerKey);

@@ -26,8 +26,9 @@ export const SellerSettingsSchema = z.object({
   /** agentgate's batch-settlement receiver authorizer, which the channels of our middleware's routes name. */
   channelReceiverAuthorizer: EvmAddress.optional(),
   /**
-   * The backend's other networks (its NETWORKS after the first): a route priced in exact or upto offers
-   * each of them too, in that network's token, besides the network above.
+   * The backend's other networks (its NETWORKS after the first): a route offers each of them too, in that
+   * network's token, besides the network above (auth-capture and batch-settlement where the backend names
+   * their operator or receiver authorizer there).
    */
   networks: z.array(z.object({
     network: z.string().min(1),
@@ -39,6 +40,8 @@ export const SellerSettingsSchema = z.object({
     /** auth-capture's operator and escrow on this network (absent: the backend does not settle auth-capture there). */
     authCaptureOperator: EvmAddress.optional(),
     authCaptureEscrow: EvmAddress.optional(),
+    /** batch-settlement's receiver authorizer on this network (absent: the backend does not sell channels there). */
+    channelReceiverAuthorizer: EvmAddress.optional(),
     /** Where this network's payments go (absent: payTo above). */
     payTo: EvmAddress.optional(),
   })).optional(),
@@ -66,12 +69,12 @@ export function parseSellerSettings(input: unknown): SellerSettings {
 
 /**
  * The settings on each network the backend settles on: these first (the default network), then one per
- * entry of `networks`, in that network's token, to its payTo and with its upto facilitator and auth-capture
- * operator. What an exact, upto or auth-capture offer is made on.
+ * entry of `networks`, in that network's token, to its payTo and with its upto facilitator, auth-capture
+ * operator and channel receiver authorizer. What every scheme's offer is made on.
  */
 export function settingsOnEveryNetwork(settings: SellerSettings): SellerSettings[] {
   return [settings, ...(settings.networks ?? []).map((n) => ({
     ...settings, network: n.network, chainId: n.chainId, asset: n.asset, assetName: n.assetName, assetVersion: n.assetVersion, uptoFacilitator: n.uptoFacilitator,
-    authCaptureOperator: n.authCaptureOperator, authCaptureEscrow: n.authCaptureEscrow, payTo: n.payTo ?? settings.payTo,
+    authCaptureOperator: n.authCaptureOperator, authCaptureEscrow: n.authCaptureEscrow, channelReceiverAuthorizer: n.channelReceiverAuthorizer, payTo: n.payTo ?? settings.payTo,
   }))];
 }

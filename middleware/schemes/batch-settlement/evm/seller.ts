@@ -20,12 +20,13 @@ export class BatchSettlementPayment implements SellerScheme {
   constructor(private readonly deps: SellerSchemeDeps) {}
 
   async pay(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
-    const challenge = this.deps.challenges.challengeFor(charge) as BatchSettlementPaymentRequiredResponse & { kind: 'payment-required' };
-    const requirement = challenge.requirementV2;
     const decoded = decodeBase64Json(paymentHeader);
     if (!decoded.ok) return this.deps.challenges.refuse(charge, 'invalid_payload', `the payment header is not base64 JSON (${decoded.reason})`);
     const accepted = (decoded.value as { accepted?: { scheme?: unknown; network?: unknown; amount?: unknown; payTo?: unknown } } | null)?.accepted;
     if (accepted?.scheme !== 'batch-settlement') return this.deps.challenges.refuse(charge, 'unsupported_scheme', 'this route is paid through a batch-settlement channel');
+    // The offer on the network the buyer chose (the default network's for one the route does not offer: refused below).
+    const challenge = this.deps.challenges.challengeOn(charge, accepted.network) as BatchSettlementPaymentRequiredResponse & { kind: 'payment-required' };
+    const requirement = challenge.requirementV2;
     if (accepted.network !== requirement.network) return this.deps.challenges.refuse(charge, 'network_mismatch', `payment is for network "${String(accepted.network)}", expected "${requirement.network}"`);
     if (accepted.amount !== requirement.amount) return this.deps.challenges.refuse(charge, 'amount_mismatch', `payment is for ${String(accepted.amount)}; this call costs ${requirement.amount}`);
     if (typeof accepted.payTo !== 'string' || accepted.payTo.toLowerCase() !== requirement.payTo.toLowerCase()) return this.deps.challenges.refuse(charge, 'recipient_mismatch', 'payment is to another recipient');

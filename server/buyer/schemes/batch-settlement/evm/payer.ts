@@ -3,7 +3,8 @@ import { Schema, type Connection, type Model } from 'mongoose';
 import type { ActivityLog } from '../../../../platform/activity-log.js';
 import { isDuplicateKey } from '../../../../platform/errors.js';
 import { newId } from '../../../../platform/ids.js';
-import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig } from '../../../../payments/schemes/batch-settlement/evm/chain.js';
+import { channelIdOf, readChannelState, readChannelStates, type ChannelConfig, type ChannelState } from '../../../../payments/schemes/batch-settlement/evm/chain.js';
+import type { ChainService } from '../../../../chain/chain-service.js';
 import { formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../../../../wallet/wallet-service.js';
 import type { WalletDoc } from '../../../../wallet/wallet-model.js';
@@ -18,7 +19,7 @@ import { startRounds } from '../../../../platform/rounds.js';
 import { Turns } from '../../../../platform/turns.js';
 import { signChannelDeposit, type SignedDeposit } from './deposit.js';
 import { AppError } from '../../../../platform/errors.js';
-import { ChannelWithdrawals, presentWithdrawal } from './withdrawal.js';
+import { ChannelWithdrawals, presentWithdrawal, walletsOn } from './withdrawal.js';
 
 /** A new channel's deposit covers this many calls at this call's price (less when the mandate or the wallet allows less). */
 export const DEPOSIT_CALLS = 10n;
@@ -87,9 +88,8 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
     this.rounds = (conn.models.BuyerChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('BuyerChannelSweep', new Schema<{ _id: string; at: Date }>({ _id: String, at: Date }, { versionKey: false }), 'buyer_channel_sweeps');
   }
 
-  /** The wallet's channel for this offer (the same config, so the same channel, every call). */
-  channelFor(wallet: WalletDoc, offer: ChannelCall['offer']): { config: ChannelConfig; channelId: string } {
-    const chain = this.wallets.requireChain();
+  /** The wallet's channel for this offer on this chain (the same config, so the same channel, every call). */
+  channelFor(wallet: WalletDoc, offer: ChannelCall['offer'], chain: ChainService): { config: ChannelConfig; channelId: string } {
     const config: ChannelConfig = {
       payer: getAddress(wallet.address), payerAuthorizer: getAddress(wallet.ownerAddress), receiver: getAddress(offer.requirement.payTo),
       receiverAuthorizer: getAddress(offer.requirement.extra.receiverAuthorizer), token: chain.usdc.address,
@@ -98,9 +98,22 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
     return { config, channelId: channelIdOf(config, chain.chainId).toLowerCase() };
   }
 
+  /**
+   * Whether the wallet's channel for this offer already holds `amount` beyond what its calls committed (a
+   * call then needs no deposit, so no balance in the wallet); false when there is none, or its chain does not answer.
+   */
+  async covers(wallet: WalletDoc, offer: ChannelCall['offer'], wallets: WalletService, amount: bigint): Promise<boolean> {
+    const chain = wallets.requireChain();
+    const { channelId } = this.channelFor(wallet, offer, chain);
+    if (!(await this.channels.exists({ _id: channelId }))) return false;
+    const [last, state] = await Promise.all([this.vouchers.findOne({ channelId }).sort({ _id: -1 }).lean(), readChannelState(chain.publicClient, channelId as Hex).catch(() => undefined)]);
+    return !!state && state.withdrawRequestedAt === 0 && availableOf(state.balance, last ? chargedTotalOf(last) : 0n, state.totalClaimed) >= amount;
+  }
+
   async pay(call: ChannelCall): Promise<Paid | PayRefusal> {
-    const chain = this.wallets.requireChain();
-    const { config, channelId } = this.channelFor(call.wallet, call.offer);
+    // The wallets on the offer's network (pay-service.ts chose it): the channel lives on its chain.
+    const chain = call.wallets.requireChain();
+    const { config, channelId } = this.channelFor(call.wallet, call.offer, chain);
     await this.channels.create({
       _id: channelId, orgId: call.owner.orgId, identityId: call.owner.identityId, walletAddress: call.wallet.address, network: chain.network,
       chainId: chain.chainId, config, resourceUrl: call.resourceUrl, requestUrl: call.url, createdAt: new Date(),
@@ -161,8 +174,8 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
   }
 
   private async attempt(call: ChannelCall, config: ChannelConfig, channelId: string): Promise<{ kind: 'done'; result: PayRefusal | Paid } | { kind: 'retry' | 'busy'; reason: string }> {
-    const { owner, wallet, offer, amount, reservation, state } = call;
-    const chain = this.wallets.requireChain();
+    const { owner, wallet, wallets, offer, amount, reservation, state } = call;
+    const chain = wallets.requireChain();
     const paymentId = newId('pay');
     const taken = await this.takeAmount(channelId, call, paymentId);
     if (!taken) return { kind: 'done', result: refuse('settle_failed', `another call on the channel ${channelId} has been out for ${TURN_WAIT_MS / 1000} s; try again`) };
@@ -171,7 +184,7 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
     // No voucher or deposit on a channel being withdrawn (the seller refuses them; a deposit would only be
     // withdrawn with it). Asked once the turn is taken: a start checks the calls after its own insert, so
     // a call and a start in two processes never both go ahead.
-    const withdrawing = await this.withdrawals.underway(channelId);
+    const withdrawing = await this.withdrawals.underway({ _id: channelId, chainId: chain.chainId });
     if (withdrawing) {
       await dropAmount();
       const when = withdrawing.finalizableAt ? `; it finishes after ${withdrawing.finalizableAt.toISOString()}, then the channel takes deposits again` : '';
@@ -183,7 +196,7 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
     const needed = cumulative > onChain.balance ? cumulative - onChain.balance : 0n;
     let deposit = 0n;
     if (needed > 0n) {
-      const [walletBalance, usage] = await Promise.all([this.wallets.balance(wallet.address as Address), this.mandates.usage(call.mandate)]);
+      const [walletBalance, usage] = await Promise.all([wallets.balance(wallet.address as Address), this.mandates.usage(call.mandate)]);
       // What today's cap still allows, this call's price included (it was reserved already).
       const allowedToday = BigInt(Math.max(0, call.mandate.dailyCapAtomic - usage.spentToday)) + amount;
       const target = DEPOSIT_CALLS * amount;
@@ -208,12 +221,12 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
       status: 'pending', createdAt: new Date(),
     };
     await this.outgoing.create(record);
-    const voucher = { channelId, maxClaimableAmount: cumulative.toString(), signature: await this.wallets.signVoucher(wallet, channelId as Hex, cumulative) };
+    const voucher = { channelId, maxClaimableAmount: cumulative.toString(), signature: await wallets.signVoucher(wallet, channelId as Hex, cumulative) };
     let signedDeposit: SignedDeposit | undefined;
     let payload: Record<string, unknown> = { type: 'voucher', channelConfig: config, voucher };
     if (deposit > 0n) {
       const terms = { method: offer.requirement.extra.assetTransferMethod ?? 'eip3009', channelId: channelId as Hex, amount: deposit, maxTimeoutSeconds: offer.requirement.maxTimeoutSeconds } as const;
-      signedDeposit = await signChannelDeposit(this.wallets, wallet, terms).catch(async (err: unknown) => {
+      signedDeposit = await signChannelDeposit(wallets, wallet, terms).catch(async (err: unknown) => {
         // Nothing was sent (a Permit2 approval the relayer could not send): the amount is the next call's.
         await dropAmount();
         await this.outgoing.updateOne({ _id: record._id }, { $set: { status: 'failed', failureReason: `the deposit could not be signed: ${(err as Error).message}`.slice(0, 500) } });
@@ -374,8 +387,10 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
   async refund(owner: MandateOwner, channelId: string): Promise<ChannelRefund | PayRefusal | undefined> {
     const channel = await this.channels.findOne({ _id: channelId.toLowerCase(), identityId: owner.identityId }).lean();
     if (!channel) return undefined;
-    const chain = this.wallets.requireChain();
-    const wallet = await this.wallets.find(owner.identityId);
+    // The channel's own chain: its state is read, and its voucher signed, there.
+    const wallets = walletsOn(this.wallets, channel);
+    const chain = wallets.requireChain();
+    const wallet = await wallets.find(owner.identityId);
     if (!wallet) return undefined;
     const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
     if (last && last.status !== 'accepted') return refuse('settle_failed', 'a call on this channel is still out (or its answer was lost); pay once more, or try again in a minute');
@@ -386,9 +401,9 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
     const probe = await this.fetch(url, { method: 'GET', headers: {} });
     if (!probe.ok) return probe;
     const challenge = probe.response.status === 402 ? readChallenge(probe.response) : undefined;
-    const offer = challenge?.offers.find((o): o is Extract<Offer, { scheme: 'batch-settlement' }> => o.scheme === 'batch-settlement' && this.channelFor(wallet, o).channelId === channel._id);
+    const offer = challenge?.offers.find((o): o is Extract<Offer, { scheme: 'batch-settlement' }> => o.scheme === 'batch-settlement' && this.channelFor(wallet, o, chain).channelId === channel._id);
     if (!offer) return refuse('settle_failed', `${url} no longer offers this channel (answered ${probe.response.status})`);
-    const voucher = { channelId: channel._id, maxClaimableAmount: charged.toString(), signature: await this.wallets.signVoucher(wallet, channel._id as Hex, charged) };
+    const voucher = { channelId: channel._id, maxClaimableAmount: charged.toString(), signature: await wallets.signVoucher(wallet, channel._id as Hex, charged) };
     const payment = paymentHeaderFor(offer, { type: 'refund', channelConfig: channel.config, voucher });
     const answered = await this.fetch(url, { method: 'GET', headers: { [payment.name]: payment.value } });
     if (!answered.ok) return answered;
@@ -420,17 +435,24 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
       throw err;
     }
     const now = Date.now();
-    const chain = this.wallets.requireChain();
-    const channels = await this.channels.find({ chainId: chain.chainId, $or: [{ refundRefusedAt: null }, { refundRefusedAt: { $lt: new Date(now - REFUND_REFUSED_RETRY_MS) } }] } as never).lean() as BuyerChannelDoc[];
-    const idle: Array<{ channel: BuyerChannelDoc; charged: bigint }> = [];
-    for (const channel of channels) {
-      const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
-      if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: chargedTotalOf(last) });
+    const due: Array<{ channel: BuyerChannelDoc; charged: bigint }> = [];
+    const unread: string[] = [];
+    // Every network's idle channels, each network's states read from its chain together (a network whose
+    // node does not answer waits for the next round, and the round says so once the others are done).
+    for (const wallets of this.wallets.everywhere) {
+      const chain = wallets.requireChain();
+      const channels = await this.channels.find({ chainId: chain.chainId, $or: [{ refundRefusedAt: null }, { refundRefusedAt: { $lt: new Date(now - REFUND_REFUSED_RETRY_MS) } }] } as never).lean() as BuyerChannelDoc[];
+      const idle: Array<{ channel: BuyerChannelDoc; charged: bigint }> = [];
+      for (const channel of channels) {
+        const last = await this.vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
+        if (last?.status === 'accepted' && now - last.createdAt.getTime() >= options.idleMs) idle.push({ channel, charged: chargedTotalOf(last) });
+      }
+      if (idle.length === 0) continue;
+      const states = await readChannelStates(chain.publicClient, idle.map((c) => c.channel._id as Hex)).catch((err: Error) => { unread.push(`${chain.caip2}: ${err.message}`); return undefined; });
+      if (states) due.push(...idle.filter((c, i) => states[i]!.withdrawRequestedAt === 0 && availableOf(states[i]!.balance, c.charged, states[i]!.totalClaimed) > 0n));
     }
-    const states = await readChannelStates(chain.publicClient, idle.map((c) => c.channel._id as Hex));
-    const due = idle.filter((c, i) => states[i]!.withdrawRequestedAt === 0 && availableOf(states[i]!.balance, c.charged, states[i]!.totalClaimed) > 0n).slice(0, IDLE_REFUNDS_PER_ROUND);
     const totals = { refunded: 0, refused: 0, withdrawalsStarted: 0, withdrawalsFinished: 0 };
-    for (const { channel } of due) {
+    for (const { channel } of due.slice(0, IDLE_REFUNDS_PER_ROUND)) {
       const answer = await this.refund({ orgId: channel.orgId, identityId: channel.identityId }, channel._id).catch((err: Error) => refuse('settle_failed', err.message));
       if (answer?.ok) {
         totals.refunded++;
@@ -442,6 +464,7 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
       }
     }
     totals.withdrawalsFinished = await this.withdrawals.finishDue();
+    if (unread.length) throw new Error(`idle channels on ${unread.length} network(s) wait for the next round (their node did not answer): ${unread.join('; ')}`.slice(0, 2000));
     return totals;
   }
 
@@ -455,6 +478,17 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
     }
   }
 
+  /** The chain's state of each channel (in order), read together per network. */
+  private async statesOf(channels: readonly BuyerChannelDoc[]): Promise<ChannelState[]> {
+    const states: ChannelState[] = new Array(channels.length);
+    for (const chainId of new Set(channels.map((c) => c.chainId))) {
+      const indexes = channels.flatMap((c, i) => (c.chainId === chainId ? [i] : []));
+      const read = await readChannelStates(walletsOn(this.wallets, { chainId }).requireChain().publicClient, indexes.map((i) => channels[i]!._id as Hex));
+      indexes.forEach((index, k) => { states[index] = read[k]!; });
+    }
+    return states;
+  }
+
   /** Starts the idle rounds (every process; one of them runs each round). */
   start(options: { everyMs: number; idleMs: number }, onError: (err: Error) => void): () => Promise<void> {
     return startRounds({ everyMs: options.everyMs, round: () => this.refundIdle({ idleMs: options.idleMs, round: String(Math.floor(Date.now() / options.everyMs)) }), onError });
@@ -466,10 +500,11 @@ export class BatchSettlementPayer implements SchemePayer<'batch-settlement'> {
    * to the wallet (the seller's cooperative refund of an idle channel, or a withdrawal).
    */
   async list(owner: MandateOwner) {
-    const channels = await this.channels.find({ identityId: owner.identityId }).sort({ createdAt: -1, _id: -1 }).limit(100).lean();
+    const found = await this.channels.find({ identityId: owner.identityId }).sort({ createdAt: -1, _id: -1 }).limit(100).lean();
+    // A channel on a network this backend no longer pays on cannot be read from its chain: not listed.
+    const channels = found.filter((c) => this.wallets.on(`eip155:${c.chainId}`));
     if (channels.length === 0) return [];
-    const chain = this.wallets.requireChain();
-    const [states, withdrawals] = await Promise.all([readChannelStates(chain.publicClient, channels.map((c) => c._id as Hex)), this.withdrawals.latest(channels.map((c) => c._id))]);
+    const [states, withdrawals] = await Promise.all([this.statesOf(channels), this.withdrawals.latest(channels.map((c) => c._id))]);
     return Promise.all(channels.map(async (c, i) => {
       const state = states[i]!;
       const [calls, last] = await Promise.all([

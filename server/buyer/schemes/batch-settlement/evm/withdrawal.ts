@@ -1,4 +1,4 @@
-import { decodeEventLog, encodeFunctionData, type Hex, type TransactionReceipt } from 'viem';
+import { decodeEventLog, encodeFunctionData, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import type { Connection, Model } from 'mongoose';
 import type { ActivityLog } from '../../../../platform/activity-log.js';
 import { AppError, isDuplicateKey } from '../../../../platform/errors.js';
@@ -29,6 +29,7 @@ export function presentWithdrawal(w: ChannelWithdrawalDoc) {
 export type WithdrawalStarted = { ok: true; channelId: string } & ReturnType<typeof presentWithdrawal>;
 
 export interface ChannelWithdrawalDeps {
+  /** The wallets (the default network's instance; each channel is withdrawn on its own chain). */
   wallets: WalletService;
   logs: ActivityLog;
   channels: Model<BuyerChannelDoc>;
@@ -54,12 +55,13 @@ export class ChannelWithdrawals {
    * The channel's withdrawal under way, if any. A pending one the chain no longer has (a cooperative refund
    * ended it, or it was finalized by a process that died before recording it) is closed first.
    */
-  async underway(channelId: string): Promise<ChannelWithdrawalDoc | null> {
-    const found = await this.records.findOne({ channelId, status: { $in: ['starting', 'pending'] } }).lean();
+  async underway(channel: Pick<BuyerChannelDoc, '_id' | 'chainId'>): Promise<ChannelWithdrawalDoc | null> {
+    const found = await this.records.findOne({ channelId: channel._id, status: { $in: ['starting', 'pending'] } }).lean();
     if (found?.status !== 'pending') return found;
-    const state = await readChannelState(this.chain().publicClient, channelId as Hex);
+    const client = chainOf(this.deps.wallets, channel).publicClient;
+    const state = await readChannelState(client, channel._id as Hex);
     if (state.withdrawRequestedAt !== 0) return found;
-    await this.closeGone(found);
+    await this.closeGone(found, client);
     return null;
   }
 
@@ -77,16 +79,18 @@ export class ChannelWithdrawals {
    * decides what is committed), a 422 when nothing is left to withdraw.
    */
   async start(owner: MandateOwner, channelId: string, startedBy: ChannelWithdrawalDoc['startedBy']): Promise<WithdrawalStarted | undefined> {
-    const { channels, vouchers, wallets } = this.deps;
+    const { channels, vouchers } = this.deps;
     const channel = await channels.findOne({ _id: channelId, identityId: owner.identityId }).lean();
     if (!channel) return undefined;
+    // The wallets on the channel's chain: the owner key sends there.
+    const wallets = walletsOn(this.deps.wallets, channel);
     const wallet = await wallets.find(owner.identityId);
     if (!wallet) return undefined;
-    const underway = await this.underway(channel._id);
+    const underway = await this.underway(channel);
     if (underway) throw pendingError(underway);
     const last = await vouchers.findOne({ channelId: channel._id }).sort({ _id: -1 }).lean();
     if (last && last.status !== 'accepted') throw new AppError(409, 'channel_busy', 'a call on this channel is still out (or its answer was lost); pay once more, or try again in a minute');
-    const state = await readChannelState(this.chain().publicClient, channel._id as Hex);
+    const state = await readChannelState(wallets.requireChain().publicClient, channel._id as Hex);
     // What the calls were charged (a usage-priced call less than the maximum its voucher signed), as the cooperative refund counts it.
     const charged = last ? chargedTotalOf(last) : 0n;
     const amount = availableOf(state.balance, charged, state.totalClaimed);
@@ -153,16 +157,22 @@ export class ChannelWithdrawals {
    * delay has passed on the chain's clock, and settles starts whose process died. Returns how many finished.
    */
   async finishDue(): Promise<number> {
-    const chain = this.chain();
     await this.recoverStale();
-    const now = new Date(Number((await chain.publicClient.getBlock()).timestamp) * 1000);
-    const due = await this.records.find({ status: 'pending', finalizableAt: { $lte: now } }).sort({ finalizableAt: 1 }).limit(FINALIZE_PER_ROUND).lean();
+    // Each network's clock (a network whose node does not answer finalizes nothing this round).
+    const clocks = new Map((await Promise.all(this.deps.wallets.everywhere.map(async (w) => {
+      const chain = w.requireChain();
+      const block = await chain.publicClient.getBlock().catch(() => undefined);
+      return block ? [[chain.chainId, Number(block.timestamp) * 1000] as const] : [];
+    }))).flat());
+    if (clocks.size === 0) throw new Error('no network\'s node answered for its time: channel withdrawals wait for the next round');
+    const latest = Math.max(...clocks.values());
+    const due = await this.records.find({ status: 'pending', finalizableAt: { $lte: new Date(latest) } }).sort({ finalizableAt: 1 }).limit(FINALIZE_PER_ROUND).lean();
     let finished = 0;
     const failed: string[] = [];
     for (const withdrawal of due) {
       // One that fails (a node error, no relayer now) waits for the next round; the others go on.
       try {
-        if (await this.finalize(withdrawal)) finished++;
+        if (await this.finalize(withdrawal, clocks)) finished++;
       } catch (err) {
         failed.push(`${withdrawal.channelId}: ${(err as Error).message}`);
       }
@@ -171,14 +181,18 @@ export class ChannelWithdrawals {
     return finished;
   }
 
-  private async finalize(withdrawal: ChannelWithdrawalDoc): Promise<boolean> {
-    const { channels, wallets, logs } = this.deps;
+  /** Finalizes a withdrawal due on its channel's chain (`clocks`: each chain's time, by chain id); false: not due there, or its channel is gone. */
+  private async finalize(withdrawal: ChannelWithdrawalDoc, clocks: ReadonlyMap<number, number>): Promise<boolean> {
+    const { channels, logs } = this.deps;
     const channel = await channels.findOne({ _id: withdrawal.channelId }).lean();
-    const wallet = channel ? await wallets.find(channel.identityId) : null;
-    if (!channel || !wallet) return false;
-    const state = await readChannelState(this.chain().publicClient, channel._id as Hex);
+    if (!channel || withdrawal.finalizableAt!.getTime() > (clocks.get(channel.chainId) ?? 0)) return false;
+    const wallets = walletsOn(this.deps.wallets, channel);
+    const wallet = await wallets.find(channel.identityId);
+    if (!wallet) return false;
+    const client = wallets.requireChain().publicClient;
+    const state = await readChannelState(client, channel._id as Hex);
     if (state.withdrawRequestedAt === 0) {
-      await this.closeGone(withdrawal);
+      await this.closeGone(withdrawal, client);
       return true;
     }
     const sent = await wallets.sendAsOwner(wallet, {
@@ -205,7 +219,7 @@ export class ChannelWithdrawals {
     for (const record of stale) {
       const channel = await this.deps.channels.findOne({ _id: record.channelId }).lean();
       if (!channel) continue;
-      const state = await readChannelState(this.chain().publicClient, channel._id as Hex);
+      const state = await readChannelState(chainOf(this.deps.wallets, channel).publicClient, channel._id as Hex);
       if (state.withdrawRequestedAt !== 0) await this.adopt(record, channel, state);
       else await this.records.deleteOne({ _id: record._id, status: 'starting' });
     }
@@ -213,7 +227,7 @@ export class ChannelWithdrawals {
 
   /** A start the chain has (its transaction, if we know it, or one we did not record): pending from the chain's time. */
   private async adopt(record: ChannelWithdrawalDoc, channel: BuyerChannelDoc, state: ChannelState): Promise<ChannelWithdrawalDoc> {
-    const client = this.chain().publicClient;
+    const client = chainOf(this.deps.wallets, channel).publicClient;
     const receipt = record.startTx ? await client.getTransactionReceipt({ hash: record.startTx as Hex }).catch(() => undefined) : undefined;
     const [amount] = await client.readContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'pendingWithdrawals', args: [channel._id as Hex] });
     await this.records.updateOne({ _id: record._id, status: 'starting' }, { $set: { amountRaw: amount.toString() } });
@@ -221,7 +235,7 @@ export class ChannelWithdrawals {
   }
 
   private async markPending(record: ChannelWithdrawalDoc, channel: BuyerChannelDoc, block: bigint | undefined, sent: { startTx?: string; startFundingTx?: string | null }, startedAtSeconds?: number): Promise<ChannelWithdrawalDoc> {
-    const seconds = startedAtSeconds ?? (await readChannelState(this.chain().publicClient, channel._id as Hex)).withdrawRequestedAt;
+    const seconds = startedAtSeconds ?? (await readChannelState(chainOf(this.deps.wallets, channel).publicClient, channel._id as Hex)).withdrawRequestedAt;
     const startedAt = new Date(seconds * 1000);
     const finalizableAt = new Date((seconds + channel.config.withdrawDelay) * 1000);
     const update = { status: 'pending' as const, startedAt, finalizableAt, ...(block !== undefined ? { startBlock: Number(block) } : {}), ...sent };
@@ -233,8 +247,8 @@ export class ChannelWithdrawals {
    * A pending withdrawal the chain no longer has: finalized by a process that died before recording it
    * (its WithdrawFinalized event says so), or ended by the seller's cooperative refund of the same escrow.
    */
-  private async closeGone(withdrawal: ChannelWithdrawalDoc): Promise<void> {
-    const events = await this.chain().publicClient.getContractEvents({
+  private async closeGone(withdrawal: ChannelWithdrawalDoc, client: PublicClient): Promise<void> {
+    const events = await client.getContractEvents({
       address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, eventName: 'WithdrawFinalized', args: { channelId: withdrawal.channelId as Hex },
       fromBlock: BigInt(withdrawal.startBlock ?? 0),
     });
@@ -258,11 +272,16 @@ export class ChannelWithdrawals {
       });
     }
   }
-
-  private chain() {
-    return this.deps.wallets.requireChain();
-  }
 }
+
+/** The wallets on the chain a channel lives on (503: this backend no longer pays on that network). */
+export function walletsOn(wallets: WalletService, channel: Pick<BuyerChannelDoc, 'chainId'>): WalletService {
+  const on = wallets.on(`eip155:${channel.chainId}`);
+  if (!on) throw new AppError(503, 'wallet_unavailable', `this channel is on eip155:${channel.chainId}, where this backend's wallets no longer pay`);
+  return on;
+}
+
+const chainOf = (wallets: WalletService, channel: Pick<BuyerChannelDoc, 'chainId'>) => walletsOn(wallets, channel).requireChain();
 
 const pendingError = (w: ChannelWithdrawalDoc) => new AppError(409, 'withdrawal_pending',
   w.finalizableAt ? `a withdrawal of this channel is already pending; it can be finalized at ${w.finalizableAt.toISOString()}` : 'a withdrawal of this channel is being started',

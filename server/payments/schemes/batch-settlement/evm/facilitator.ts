@@ -39,8 +39,11 @@ type Request = { payload: BatchSettlementPayload; requirements: BatchSettlementR
 const verifyRefusal = (r: Refusal) => ({ isValid: false, invalidReason: r.reason, invalidMessage: r.message, ...(r.payer ? { payer: r.payer } : {}) });
 const settleRefusal = (network: string, r: Refusal) => ({ success: false, errorReason: r.reason, errorMessage: r.message, transaction: '', network, ...(r.payer ? { payer: r.payer } : {}) });
 
-/** Whether the channel pays this seller (its payTo or one of its payees). */
-const paysSeller = (seller: Pick<SellerAccountDoc, 'payTo' | 'payees'>, receiver: Address) => [seller.payTo, ...(seller.payees ?? [])].some((p) => isAddressEqual(p as Address, receiver));
+/** The seller as its channels' checks need it. */
+type Seller = Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees' | 'payToByNetwork'>;
+
+/** Whether the channel pays this seller (its payTo, one of its payees, or its payTo on another network). */
+const paysSeller = (seller: Seller, receiver: Address) => [seller.payTo, ...(seller.payees ?? []), ...Object.values(seller.payToByNetwork ?? {})].some((p) => isAddressEqual(p as Address, receiver));
 const notSellers = (what: string): Refusal => ({ reason: R.payee, message: `${what} pays someone other than this seller's accepting address (or its payees): agentgate signs and sends only for the seller a channel pays` });
 
 export class BatchSettlementFacilitator {
@@ -107,12 +110,12 @@ export class BatchSettlementFacilitator {
   }
 
   /**
-   * Actions still `sending` long after they were recorded (their process died between recording and
+   * This network's actions still `sending` long after they were recorded (their process died between recording and
    * sending, or between sending and recording): each handed to a lane again, whose executor asks the chain
    * first what became of it and records that (or sends it, if it never left).
    */
   async finishStale(olderThanMs: number): Promise<number> {
-    const stale = await this.deps.actions().find({ status: 'sending', createdAt: { $lt: new Date(Date.now() - olderThanMs) } }).limit(100).lean();
+    const stale = await this.deps.actions().find({ status: 'sending', chainId: this.deps.chain().chainId, createdAt: { $lt: new Date(Date.now() - olderThanMs) } }).limit(100).lean();
     let finished = 0;
     for (const action of stale) {
       const outcome = await this.deps.submit({ id: action._id, kind: `batch-settlement.${action.kind}`, data: action.work });
@@ -155,7 +158,7 @@ export class BatchSettlementFacilitator {
   }
 
   /** Claims these rows for the seller's channels in one transaction (what a claim payload asks, and the channel book's sweep). */
-  async claimRows(seller: Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees'>, claims: VoucherClaim[], given: Hex | undefined, network: string): Promise<FacilitatorAnswer> {
+  async claimRows(seller: Seller, claims: VoucherClaim[], given: Hex | undefined, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     const foreign = claims.find((c) => !paysSeller(seller, c.voucher.channel.receiver));
     if (foreign) return { body: settleRefusal(network, notSellers(`the channel ${channelIdOf(foreign.voucher.channel, chain.chainId)}`)) };
@@ -176,7 +179,7 @@ export class BatchSettlementFacilitator {
   }
 
   /** `settle(receiver, token)`: sweeps what was claimed for the receiver to it (permissionless on chain; here for the seller's own receivers). */
-  async sweep(seller: Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees'>, payload: Pick<SettlePayload, 'receiver' | 'token'>, network: string): Promise<FacilitatorAnswer> {
+  async sweep(seller: Seller, payload: Pick<SettlePayload, 'receiver' | 'token'>, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     if (!paysSeller(seller, payload.receiver)) return { body: settleRefusal(network, notSellers(`the receiver ${payload.receiver}`)) };
     if (!isAddressEqual(payload.token, chain.usdc.address)) return { body: settleRefusal(network, { reason: R.tokenMismatch, message: `this facilitator settles USDC at ${chain.usdc.address}` }) };
@@ -193,7 +196,7 @@ export class BatchSettlementFacilitator {
    * A cooperative refund of what the channel holds beyond what is claimed (after the claims the seller
    * sends with it): `refundWithSignature`, with those claims first in one `multicall`.
    */
-  async refund(seller: Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees'>, payload: RefundPayload, network: string): Promise<FacilitatorAnswer> {
+  async refund(seller: Seller, payload: RefundPayload, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     const config = payload.channelConfig;
     const payer = getAddress(config.payer);

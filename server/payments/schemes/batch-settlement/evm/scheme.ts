@@ -36,6 +36,46 @@ import { BATCH_SETTLEMENT_CONTRACTS } from './chain.js';
 // channel, not to the seller, so it is no payment record. Each call paid with a voucher has a record of its
 // own with a signed receipt (calls.ts), read from the accepted voucher and the claim that carried it.
 
+/**
+ * What every network's batch-settlement scheme shares, built once: the receiver authorizer (one key; its
+ * signatures name the chain), the action records, the voucher book that keeps every network's channels
+ * sold through our middleware (channel ids are per chain), those channels' calls as records, and the
+ * channel.claimed webhooks.
+ */
+export class BatchSettlementChannels {
+  readonly authorizer: ReceiverAuthorizer;
+  /** Channels sold through our own middleware, on every network: their state and accepted vouchers (voucher-book.ts). */
+  readonly book: VoucherBook;
+  /** channel.claimed: what each claim carried, told to the sellers' webhooks (claim-webhooks.ts). */
+  readonly claimWebhooks: ChannelClaimOutbox;
+  /** Those channels and their paid calls as records (read-only: the API, the console, the CLI, the claim webhooks). */
+  readonly calls: ChannelCalls;
+  /** The recorded deposits, claims, settles and refunds of every network (each names its chain). */
+  readonly actions: () => Model<ChannelActionDoc>;
+  /** The receiver authorizer's address once loaded (/supported is answered synchronously). */
+  address?: Address;
+
+  constructor(readonly conn: Connection, config: Config, secrets: SecretBox, private readonly log: Logger, signer: () => ReceiptSigner, endpoints: Endpoints, deliveries: DeliveryQueue) {
+    this.authorizer = new ReceiverAuthorizer(conn, config, secrets);
+    const actions = () => channelActionModel(conn);
+    this.actions = actions;
+    this.book = new VoucherBook({ conn, receiverAuthorizer: () => this.receiverAuthorizer(), signer, log });
+    this.calls = new ChannelCalls(this.book, actions);
+    this.claimWebhooks = new ChannelClaimOutbox({ conn, actions, calls: this.calls, endpoints, deliveries });
+  }
+
+  /** Loads the key in the background (a deployment with a chain). */
+  load(): void {
+    this.receiverAuthorizer().catch((err) => this.log.warn({ err: (err as Error).message }, 'the batch-settlement receiver authorizer could not be loaded yet'));
+  }
+
+  /** The receiver authorizer's address (loading it if need be). */
+  async receiverAuthorizer(): Promise<Address> {
+    this.address ??= await this.authorizer.address();
+    return this.address;
+  }
+}
+
 export class BatchSettlementScheme implements PaymentScheme {
   readonly name = 'batch-settlement';
   readonly pricedByUsage = false;
@@ -43,77 +83,57 @@ export class BatchSettlementScheme implements PaymentScheme {
   readonly extensions: readonly string[] = [];
   readonly contracts = BATCH_SETTLEMENT_CONTRACTS;
   readonly otherWork: Readonly<Record<string, WorkExecutor>>;
-  readonly authorizer: ReceiverAuthorizer;
   private readonly facilitator: BatchSettlementFacilitator;
-  /** Channels sold through our own middleware: their state and accepted vouchers (voucher-book.ts). */
-  readonly book: VoucherBook;
-  /** The rounds that claim, settle and refund those channels (sweep.ts). */
+  /** The rounds that claim, settle and refund this network's channels (sweep.ts). */
   readonly sweep: ChannelSweep;
-  /** channel.claimed: what each claim carried, told to the sellers' webhooks (claim-webhooks.ts). */
-  readonly claimWebhooks: ChannelClaimOutbox;
-  /** Those channels and their paid calls as records (read-only: the API, the console, the CLI, the claim webhooks). */
-  readonly calls: ChannelCalls;
-  /** The recorded deposits, claims, settles and refunds (read by the claim webhooks' outbox). */
-  readonly actions: () => Model<ChannelActionDoc>;
-  /** The receiver authorizer's address once loaded (/supported is answered synchronously). */
-  private authorizerAddress?: Address;
 
+  /** One per network (its chain, its settlement path), over the channels every network shares. */
   constructor(
-    conn: Connection,
+    readonly channels: BatchSettlementChannels,
     private readonly chain: ChainService | undefined,
     config: Config,
-    secrets: SecretBox,
     path: PaymentSettlement,
     private readonly log: Logger,
-    /** Signs each channel call's receipt, as exact payments' are signed. */
-    signer: () => ReceiptSigner,
-    endpoints: Endpoints,
-    deliveries: DeliveryQueue,
+    /** The default network's scheme names its rounds as before many networks (a rolling upgrade runs each round once). */
+    isDefault: boolean,
   ) {
-    this.authorizer = new ReceiverAuthorizer(conn, config, secrets);
-    const actions = () => channelActionModel(conn);
-    this.actions = actions;
+    const { actions, authorizer, book } = channels;
     const chainOf = () => requireChain(this.chain);
     this.otherWork = actionExecutors(chainOf, actions, log);
     this.facilitator = new BatchSettlementFacilitator({
-      chain: chainOf, authorizer: this.authorizer, actions, submit: (work) => path.submit(work),
+      chain: chainOf, authorizer, actions, submit: (work) => path.submit(work),
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
     });
-    const receiverAuthorizer = () => this.receiverAuthorizer();
-    this.book = new VoucherBook({ conn, chain: chainOf, facilitator: this.facilitator, receiverAuthorizer, signer, log });
-    this.calls = new ChannelCalls(this.book, actions);
-    this.claimWebhooks = new ChannelClaimOutbox({ conn, actions, calls: this.calls, endpoints, deliveries });
+    if (chain) book.serve({ chain, facilitator: this.facilitator });
     // channel.claimed right after a round that claimed; the webhook outbox sweep dispatches what a crash left.
-    this.sweep = new ChannelSweep({ conn, chain: chainOf, book: this.book, facilitator: this.facilitator, receiverAuthorizer, log, onClaimed: () => this.claimWebhooks.sweep(0) });
-    if (chain) this.loadAuthorizer();
+    this.sweep = new ChannelSweep({
+      conn: channels.conn, chain: chainOf, book, facilitator: this.facilitator, receiverAuthorizer: () => channels.receiverAuthorizer(), log,
+      onClaimed: () => channels.claimWebhooks.sweep(0), isDefault,
+    });
   }
 
-  private loadAuthorizer(): void {
-    this.authorizer.address().then((a) => { this.authorizerAddress = a; }, (err) => this.log.warn({ err: (err as Error).message }, 'the batch-settlement receiver authorizer could not be loaded yet'));
-  }
-
-  /** The receiver authorizer's address (loading it if need be). */
-  async receiverAuthorizer(): Promise<Address> {
-    this.authorizerAddress ??= await this.authorizer.address();
-    return this.authorizerAddress;
+  /** The voucher book of every network's channels (shared). */
+  get book(): VoucherBook {
+    return this.channels.book;
   }
 
   /** /supported offers the scheme once the key is loaded; a key that cannot be loaded leaves it out (and says why in the log). */
   async ready(): Promise<void> {
-    if (this.chain) await this.receiverAuthorizer().catch((err) => this.log.error({ err: (err as Error).message }, 'the batch-settlement receiver authorizer cannot be loaded: /supported leaves the scheme out'));
+    if (this.chain) await this.channels.receiverAuthorizer().catch((err) => this.log.error({ err: (err as Error).message }, 'the batch-settlement receiver authorizer cannot be loaded: /supported leaves the scheme out'));
   }
 
   /** Offered with agentgate's receiver authorizer, which sellers name in their channels to delegate claims and refunds. */
   supportedKinds(chain: ChainService): SupportedKind[] {
-    if (!this.authorizerAddress) return [];
-    return [{ x402Version: 2, scheme: 'batch-settlement', network: chain.caip2, extra: { receiverAuthorizer: this.authorizerAddress } }];
+    const address = this.channels.address;
+    if (!address) return [];
+    return [{ x402Version: 2, scheme: 'batch-settlement', network: chain.caip2, extra: { receiverAuthorizer: address } }];
   }
 
   /** Our middleware names agentgate's receiver authorizer in a batch-settlement 402. */
   async sellerSettings(): Promise<Record<string, unknown>> {
     if (!this.chain) return {};
     try {
-      return { channelReceiverAuthorizer: await this.receiverAuthorizer() };
+      return { channelReceiverAuthorizer: await this.channels.receiverAuthorizer() };
     } catch {
       return {};
     }

@@ -33,6 +33,11 @@ export interface ChannelSweepDeps {
   /** Run after a round that claimed or refunded; a failure is logged, never the round's (the outbox sweep dispatches what it missed). */
   onClaimed: () => Promise<unknown>;
   log: Logger;
+  /**
+   * The default network's sweep: its rounds and sellers' last claims keep their names from before many
+   * networks (old and new processes of a rolling upgrade share them); another network's are named after its chain.
+   */
+  isDefault: boolean;
 }
 
 export class ChannelSweep {
@@ -54,14 +59,14 @@ export class ChannelSweep {
    */
   async run(options: { everyMs: number; idleRefundMs: number; /** The round's name (default: the current period of everyMs). */ round?: string; /** An action still sending after this long is finished from the chain. */ staleAfterMs?: number }, sellers: (orgId: string) => Promise<SellerAccountDoc | null>): Promise<{ claimed: number; refunded: number; settled: number; finished: number } | undefined> {
     const now = Date.now();
-    const round = `sweep:${options.round ?? Math.floor(now / options.everyMs)}`;
+    const chain = this.deps.chain();
+    const round = `sweep:${this.deps.isDefault ? '' : `${chain.chainId}:`}${options.round ?? Math.floor(now / options.everyMs)}`;
     try {
       await this.sweeps.create({ _id: round, at: new Date(now) });
     } catch (err) {
       if (isDuplicateKey(err)) return undefined; // another process has this round
       throw err;
     }
-    const chain = this.deps.chain();
     const totals = { claimed: 0, refunded: 0, settled: 0, finished: 0 };
     // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
     totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
@@ -103,7 +108,7 @@ export class ChannelSweep {
           this.deps.log.warn({ orgId, answer }, 'channel claim failed; the next round tries again');
         }
       }
-      if (claimed && onSchedule) await this.lastClaims.updateOne({ _id: orgId }, { $set: { at: new Date(now) } }, { upsert: true });
+      if (claimed && onSchedule) await this.lastClaims.updateOne({ _id: this.lastClaimKey(orgId) }, { $set: { at: new Date(now) } }, { upsert: true });
       for (const c of idle) {
         const charged = chargedCumulativeOf(c.latest);
         const amount = c.state.balance - (charged > c.state.totalClaimed ? charged : c.state.totalClaimed);
@@ -133,8 +138,13 @@ export class ChannelSweep {
    */
   private async claimDue(seller: SellerAccountDoc, now: number, everyMs: number): Promise<boolean> {
     if (!seller.channelClaimEverySeconds) return true;
-    const last = await this.lastClaims.findById(seller._id).lean();
+    const last = await this.lastClaims.findById(this.lastClaimKey(seller._id)).lean();
     return !last || now - last.at.getTime() >= seller.channelClaimEverySeconds * 1000 - everyMs / 2;
+  }
+
+  /** Where the seller's last claim on this network is kept: its org id on the default network, `<org id>:<chain id>` on another. */
+  private lastClaimKey(orgId: string): string {
+    return this.deps.isDefault ? orgId : `${orgId}:${this.deps.chain().chainId}`;
   }
 
   /** Starts the rounds (every process; one of them runs each round). */
@@ -143,7 +153,7 @@ export class ChannelSweep {
       everyMs: options.everyMs,
       round: async () => {
         const totals = await this.run(options, sellers);
-        if (totals && totals.claimed + totals.refunded + totals.settled + totals.finished > 0) this.deps.log.info(totals, 'channel sweep');
+        if (totals && totals.claimed + totals.refunded + totals.settled + totals.finished > 0) this.deps.log.info({ ...totals, network: this.deps.chain().caip2 }, 'channel sweep');
       },
       onError: (err) => this.deps.log.error({ err: err.message }, 'channel sweep failed'),
     });

@@ -3,7 +3,7 @@ import type { Collection } from 'mongodb';
 import { type Connection, type Model } from 'mongoose';
 import { z } from 'zod';
 import { getAddress, isAddressEqual, type Address, type Hex } from 'viem';
-import { BATCH_SETTLEMENT_REASONS as R, CHANNEL_WITHDRAW_DELAY, decodeBase64Json, formatUsdc } from 'agentgate-x402-wire';
+import { BATCH_SETTLEMENT_REASONS as R, CHANNEL_WITHDRAW_DELAY, decodeBase64Json, findNetwork, formatUsdc } from 'agentgate-x402-wire';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { readChannelState, type ChannelConfig, type ChannelState } from './chain.js';
 import { AppError, isDuplicateKey } from '../../../../platform/errors.js';
@@ -14,6 +14,7 @@ import type { SellerAccountDoc } from '../../../models.js';
 import { signChannelCallReceipt, type ReceiptSigner } from '../../../receipts.js';
 import type { SettleTerms } from '../../../payment-settlement.js';
 import type { RedeemOutcome } from '../../../redemption.js';
+import { requireChain } from '../../../chain-required.js';
 import type { BatchSettlementFacilitator } from './facilitator.js';
 import { channelConfigRefusal, voucherSigned } from './verify.js';
 import { callIdOf } from './call-id.js';
@@ -60,11 +61,14 @@ const paymentHeaderSchema = z.object({
 type Refused = Extract<RedeemOutcome, { ok: false }> & { channelState?: Record<string, unknown>; voucherState?: Record<string, unknown> };
 export type ChannelPayOutcome = Extract<RedeemOutcome, { ok: true }> | Refused;
 
+/** A network the book sells channels on: its chain, and its facilitator, which sends a channel's deposit (the first call's payload). */
+export interface ChannelNetwork {
+  chain: ChainService;
+  facilitator: Pick<BatchSettlementFacilitator, 'deposit'>;
+}
+
 export interface VoucherBookDeps {
   conn: Connection;
-  chain: () => ChainService;
-  /** Sends a channel's deposit (the first call's payload). */
-  facilitator: Pick<BatchSettlementFacilitator, 'deposit'>;
   receiverAuthorizer: () => Promise<Address>;
   /** Signs each accepted call's receipt (the service DID key, as for exact payments). */
   signer: () => ReceiptSigner;
@@ -89,6 +93,8 @@ export class VoucherBook {
   private readonly heldHere = new Map<string, HeldHere>();
   /** The captures this process is writing (by voucher id, the voucher as captured): a call that builds on one need not wait for it. */
   private readonly capturing = new Map<string, VoucherDoc>();
+  /** The networks channels are sold on, by chain id. */
+  private readonly networks = new Map<number, ChannelNetwork>();
 
   constructor(private readonly deps: VoucherBookDeps) {
     const { conn } = deps;
@@ -98,9 +104,22 @@ export class VoucherBook {
     this.voucherInserts = new GroupedInserts(() => this.vouchers.collection as unknown as Collection<VoucherDoc>);
   }
 
-  /** The requirements our middleware's 402 offers for this call (what the buyer's voucher must meet). */
-  private async requirementsFor(terms: SettleTerms): Promise<BatchSettlementRequirements> {
-    const chain = this.deps.chain();
+  /**
+   * Sells channels on this network too (each network's scheme adds its own). Channel ids are per chain
+   * (the contract's EIP-712 domain names it), so one book keeps every network's channels and vouchers.
+   */
+  serve(network: ChannelNetwork): void {
+    this.networks.set(network.chain.chainId, network);
+  }
+
+  /** The network a payment names (v1 name or CAIP-2 id), if the book sells channels there. */
+  private networkOf(name: string): ChannelNetwork | undefined {
+    const chainId = findNetwork(name)?.chainId;
+    return chainId === undefined ? undefined : this.networks.get(chainId);
+  }
+
+  /** The requirements our middleware's 402 offers for this call on this chain (what the buyer's voucher must meet). */
+  private async requirementsFor(terms: SettleTerms, chain: ChainService): Promise<BatchSettlementRequirements> {
     return {
       scheme: 'batch-settlement', network: chain.caip2, asset: chain.usdc.address, amount: terms.amountAtomic.toString(), payTo: getAddress(terms.payTo!),
       extra: { receiverAuthorizer: await this.deps.receiverAuthorizer(), withdrawDelay: CHANNEL_WITHDRAW_DELAY, name: chain.usdc.name, version: chain.usdc.version },
@@ -118,16 +137,20 @@ export class VoucherBook {
     if (!raw.ok) return refuse('invalid_payload', `the payment header is not base64 JSON (${raw.reason})`);
     const header = paymentHeaderSchema.safeParse(raw.value);
     if (!header.success) return refuse(R.payloadType, `the payment header is not an x402 v2 batch-settlement payment: ${header.error.issues[0]?.path.join('.')} ${header.error.issues[0]?.message}`);
-    const requirements = await this.requirementsFor(terms);
     const accepted = header.data.accepted;
+    // No network at all: payments are off (503); a network this backend does not sell channels on: refused.
+    if (this.networks.size === 0) requireChain(undefined);
+    const network = this.networkOf(accepted.network);
+    if (!network) return refuse('invalid_payment_requirements', `this backend does not sell channels on ${accepted.network}; it does on ${[...this.networks.values()].map((n) => n.chain.caip2).join(', ')}`);
+    const requirements = await this.requirementsFor(terms, network.chain);
     if (accepted.network !== requirements.network || BigInt(accepted.amount) !== terms.amountAtomic || !isAddressEqual(accepted.payTo as Address, requirements.payTo!) || !isAddressEqual(accepted.asset as Address, requirements.asset)) {
       return refuse('invalid_payment_requirements', 'the payment was accepted for other requirements (network, amount, payTo or asset)');
     }
     const decoded = decodeBatchSettlementPayload(header.data.payload);
     if (!decoded.ok) return refuse(R.payloadType, decoded.message);
     const payload = decoded.payload;
-    if (payload.type === 'deposit') return this.deposit(seller, terms, requirements, payload, hold);
-    if (payload.type === 'voucher') return this.voucher(seller, terms, requirements, payload, hold);
+    if (payload.type === 'deposit') return this.deposit(network, seller, terms, requirements, payload, hold);
+    if (payload.type === 'voucher') return this.voucher(network.chain, seller, terms, requirements, payload, hold);
     return refuse(R.payloadType, `a ${payload.type} payload is not a paid call`);
   }
 
@@ -292,12 +315,13 @@ export class VoucherBook {
    */
   private async usageCharge(held: VoucherDoc, used: bigint): Promise<CaptureCharges> {
     const charged = chargedBeforeOf(held) + used;
-    const response = held.response as { payer?: string; extra?: { channelState?: Record<string, unknown> } };
+    // The accepted call's answer names its network (the channel's chain).
+    const response = held.response as { payer?: string; network?: string; extra?: { channelState?: Record<string, unknown> } };
     const channel = await this.stored(held.channelId);
     const signedReceipt = await signChannelCallReceipt(this.deps.signer(), {
       callId: held.callId ?? callIdOf(held._id), endpointId: held.endpointId ?? null, payerAddress: channel?.payer ?? response.payer ?? '', recipientAddress: channel?.receiver ?? '',
       amountUsdcRaw: used.toString(), cumulativeAmountUsdcRaw: charged.toString(), maxClaimableAmountUsdcRaw: held.cumulative,
-      channelId: held.channelId, voucherSignature: held.signature, network: this.deps.chain().caip2, resourceUrl: held.resource, acceptedAt: held.createdAt,
+      channelId: held.channelId, voucherSignature: held.signature, network: String(response.network ?? `eip155:${channel?.chainId}`), resourceUrl: held.resource, acceptedAt: held.createdAt,
     });
     return {
       charged: charged.toString(), amount: used.toString(), signedReceipt,
@@ -333,8 +357,7 @@ export class VoucherBook {
   }
 
   /** The chain's state of a channel, written on its record (by the paid call that read it). */
-  private async sync(channel: ChannelDoc | null, seller: SellerAccountDoc, config: ChannelConfig, channelId: Hex): Promise<ChannelDoc> {
-    const chain = this.deps.chain();
+  private async sync(chain: ChainService, channel: ChannelDoc | null, seller: SellerAccountDoc, config: ChannelConfig, channelId: Hex): Promise<ChannelDoc> {
     const state = await readChannelState(chain.publicClient, channelId);
     const fields = stateFields(state);
     if (channel) {
@@ -356,8 +379,7 @@ export class VoucherBook {
    * channel not busy, the voucher this call's amount and signed by the payer. A deposit presented again
    * (its deposit went through already, answered from the action's record) brings a voucher like any call.
    */
-  private async admit(terms: SettleTerms, requirements: BatchSettlementRequirements, payload: DepositPayload | VoucherPayload): Promise<Refused | { stored: ChannelDoc | null; latest: VoucherDoc | null }> {
-    const chain = this.deps.chain();
+  private async admit(chain: ChainService, terms: SettleTerms, requirements: BatchSettlementRequirements, payload: DepositPayload | VoucherPayload): Promise<Refused | { stored: ChannelDoc | null; latest: VoucherDoc | null }> {
     const { channelConfig: config, voucher } = payload;
     const bad = channelConfigRefusal(config, voucher.channelId, requirements, chain.chainId);
     if (bad) return { ok: false, error: bad.reason, message: bad.message };
@@ -384,27 +406,26 @@ export class VoucherBook {
     return { stored, latest };
   }
 
-  private async deposit(seller: SellerAccountDoc, terms: SettleTerms, requirements: BatchSettlementRequirements, payload: DepositPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
-    const chain = this.deps.chain();
-    const admitted = await this.admit(terms, requirements, payload);
+  private async deposit({ chain, facilitator }: ChannelNetwork, seller: SellerAccountDoc, terms: SettleTerms, requirements: BatchSettlementRequirements, payload: DepositPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
+    const admitted = await this.admit(chain, terms, requirements, payload);
     if ('ok' in admitted) return admitted;
     // Sent once: the same deposit presented again after it went through (its answer lost: a timeout, a
     // process that died after sending it) is not sent again, and the voucher is accepted as this call's.
-    const answer = (await this.deps.facilitator.deposit(seller, payload, requirements, chain.caip2)).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
+    const answer = (await facilitator.deposit(seller, payload, requirements, chain.caip2)).body as Record<string, unknown> & { success: boolean; transaction?: string; errorReason?: string; errorMessage?: string };
     if (!answer.success) return { ok: false, error: String(answer.errorReason), message: String(answer.errorMessage ?? answer.errorReason) };
-    const synced = await this.sync(admitted.stored, seller, payload.channelConfig as ChannelConfig, payload.voucher.channelId);
-    return this.accept(seller, terms, synced, admitted.latest, payload.voucher, String(answer.transaction ?? ''), hold);
+    const synced = await this.sync(chain, admitted.stored, seller, payload.channelConfig as ChannelConfig, payload.voucher.channelId);
+    return this.accept(chain, seller, terms, synced, admitted.latest, payload.voucher, String(answer.transaction ?? ''), hold);
   }
 
-  private async voucher(seller: SellerAccountDoc, terms: SettleTerms, requirements: BatchSettlementRequirements, payload: VoucherPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
-    const admitted = await this.admit(terms, requirements, payload);
+  private async voucher(chain: ChainService, seller: SellerAccountDoc, terms: SettleTerms, requirements: BatchSettlementRequirements, payload: VoucherPayload, hold?: ChannelHold): Promise<ChannelPayOutcome> {
+    const admitted = await this.admit(chain, terms, requirements, payload);
     if ('ok' in admitted) return admitted;
     const { channelConfig: config, voucher } = payload;
     let channel = admitted.stored;
     // The chain's word on the balance is fresh enough, or asked again (a deposit made elsewhere, a refund, a withdrawal).
-    if (!channel || !isFresh(channel) || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(channel, seller, config as ChannelConfig, voucher.channelId);
+    if (!channel || !isFresh(channel) || voucher.maxClaimableAmount > BigInt(channel.balance)) channel = await this.sync(chain, channel, seller, config as ChannelConfig, voucher.channelId);
     if (BigInt(channel.balance) === 0n) return { ok: false, error: R.channelNotFound, message: 'the channel has no deposit' };
-    return this.accept(seller, terms, channel, admitted.latest, voucher, '', hold);
+    return this.accept(chain, seller, terms, channel, admitted.latest, voucher, '', hold);
   }
 
   /** The voucher must be the last accepted one plus this call's price (a corrective 402 says where the channel stands). */
@@ -419,8 +440,7 @@ export class VoucherBook {
   }
 
   /** The voucher accepted once: a unique insert of (channel, the number after the newest's): one voucher follows each. */
-  private async accept(seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: ChannelHold): Promise<ChannelPayOutcome> {
-    const chain = this.deps.chain();
+  private async accept(chain: ChainService, seller: SellerAccountDoc, terms: SettleTerms, channel: ChannelDoc, latest: VoucherDoc | null, voucher: { channelId: Hex; maxClaimableAmount: bigint; signature: Hex }, transaction: string, hold?: ChannelHold): Promise<ChannelPayOutcome> {
     const max = voucher.maxClaimableAmount;
     if (max > BigInt(channel.balance)) return { ok: false, error: R.exceedsBalance, message: `the voucher's ${max} is above the channel's balance ${channel.balance}` };
     if (max <= BigInt(channel.totalClaimed)) return { ok: false, error: R.belowClaimed, message: `the voucher's ${max} is not above the ${channel.totalClaimed} claimed already` };
@@ -455,7 +475,7 @@ export class VoucherBook {
       // This process's view was behind, and the voucher builds on the newest found again: after a call priced
       // by usage that charged nothing, the next voucher is for the same amount as that call's, so the amount
       // alone did not tell which call it follows. Accepted after the newest (the number only grows: this ends).
-      if (now && now.seq > (latest?.seq ?? 0) && !this.cumulativeMismatch(channel, now, max, terms.amountAtomic)) return this.accept(seller, terms, channel, now, voucher, transaction, hold);
+      if (now && now.seq > (latest?.seq ?? 0) && !this.cumulativeMismatch(channel, now, max, terms.amountAtomic)) return this.accept(chain, seller, terms, channel, now, voucher, transaction, hold);
       const already = !!now && BigInt(now.cumulative) >= max;
       return {
         ok: false, error: 'invalid_batch_settlement_evm_cumulative_amount_mismatch',
