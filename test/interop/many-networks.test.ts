@@ -154,7 +154,7 @@ const buyerOn = (network: `eip155:${number}`, account: ReturnType<typeof private
 test('/supported lists every kind on both networks, with one signer pool', async () => {
   const supported = await (await fetch(`${server.url}/v0/x402/supported`)).json() as { kinds: Array<{ x402Version: number; scheme: string; network: string }>; signers: Record<string, string[]> };
   const kinds = supported.kinds.map((k) => `${k.scheme} ${k.network}`);
-  expect(kinds).toEqual(expect.arrayContaining(['exact base-sepolia', `exact ${BASE_SEPOLIA}`, 'exact polygon-amoy', `exact ${AMOY.caip2}`, `upto ${AMOY.caip2}`, `upto ${BASE_SEPOLIA}`]));
+  expect(kinds).toEqual(expect.arrayContaining(['exact base-sepolia', `exact ${BASE_SEPOLIA}`, 'exact polygon-amoy', `exact ${AMOY.caip2}`, `upto ${AMOY.caip2}`, `upto ${BASE_SEPOLIA}`, `auth-capture ${AMOY.caip2}`, `batch-settlement ${BASE_SEPOLIA}`, `batch-settlement ${AMOY.caip2}`]));
   expect(supported.signers['eip155:*']).toEqual([privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address]);
 });
 
@@ -400,9 +400,10 @@ describe('our middleware on a backend of two networks', () => {
       const round = (network: number) => server.app.payments.networks[network]!.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: 24 * 3_600_000, round: `amoy-${Date.now()}-${network}` }, accepting);
       const payeeBefore = await amoyBalance(amoyPayee);
       await round(0);
-      expect((await readChannelState(amoyClient as never, channel.id as `0x${string}`)).totalClaimed).toBe(0n);
+      const onAmoy = server.app.payments.networks[1]!.chain.publicClient;
+      expect((await readChannelState(onAmoy, channel.id as `0x${string}`)).totalClaimed).toBe(0n);
       expect(await round(1)).toMatchObject({ claimed: 1, settled: 1 });
-      expect((await readChannelState(amoyClient as never, channel.id as `0x${string}`)).totalClaimed).toBe(3_000n);
+      expect((await readChannelState(onAmoy, channel.id as `0x${string}`)).totalClaimed).toBe(3_000n);
       expect(await amoyBalance(amoyPayee)).toBe(payeeBefore + 3_000n);
       const calls = await server.request('GET', `/v0/payments/channels/${channel.id}/calls`, { key: seller.platformKey });
       expect(calls.body.calls.map((c: { network: string; status: string }) => `${c.network} ${c.status}`)).toEqual(Array(3).fill(`${AMOY.caip2} claimed`));
@@ -553,4 +554,48 @@ test('what the seller sees: GET /v0/payments and the console filter by network, 
   expect(lines.filter((l) => !/ USDC  polygon-amoy  (http|mcp):/.test(l))).toEqual([]);
   const csv = await consoleGet(server, '/console/payments.csv?network=polygon-amoy', session.cookie);
   expect(csv.text.trim().split('\n').slice(1).every((line) => line.includes(',polygon-amoy,'))).toBe(true);
+});
+
+// Last in the file: it moves Amoy's clock past a channel's withdraw delay.
+test('payments_pay pays a batch-settlement route on Amoy from a wallet funded there: its channel lives on Amoy, is listed with its network, refunded there when idle, and withdrawn on Amoy\'s clock', async () => {
+  const ours = await openStorefront(server, seller, { 'GET /metered-agent': { price: '$0.001', scheme: 'batch-settlement' } });
+  try {
+    const agent = await fundedAgent(server, '0');
+    await mintOnAmoy(agent.address, parseUnits('0.2', 6));
+    await createMandate(server, agent.key);
+    for (let call = 0; call < 2; call++) {
+      const paid = await pay(server, agent.key, { url: ours.resource('/metered-agent') });
+      expect({ call, status: paid.status, error: paid.body.error }).toEqual({ call, status: 200, error: undefined });
+      expect(paid.body).toMatchObject({ paid: true, cost: { scheme: 'batch-settlement', network: 'polygon-amoy', amountUsdc: '0.001' } });
+    }
+    // The first call deposited ten calls' worth into a channel on Amoy; the wallet holds nothing on Base Sepolia.
+    expect(await amoyBalance(agent.address)).toBe(parseUnits('0.2', 6) - 10_000n);
+    const channels = async () => (await server.request('GET', '/v0/wallet/channels', { key: agent.key })).body.channels;
+    const [channel] = await channels();
+    expect(channel).toMatchObject({ network: 'polygon-amoy', calls: 2, depositedUsdc: '0.01', chargedUsdc: '0.002', balanceUsdc: '0.01', availableUsdc: '0.008' });
+
+    // Idle: Amoy's sweep claims the two calls and refunds the rest to the wallet, on Amoy.
+    await vouchersOnceCaptured(server.app.db as never, channel.channelId);
+    const accepting = (orgId: string) => server.app.payments.acceptance.accepting(orgId);
+    // (It refunds every idle channel on Amoy: the earlier test's too.)
+    expect((await server.app.payments.networks[1]!.batchSettlement.sweep.run({ everyMs: 1, idleRefundMs: 0, round: `amoy-idle-${Date.now()}` }, accepting))!.refunded).toBeGreaterThanOrEqual(1);
+    expect(await amoyBalance(agent.address)).toBe(parseUnits('0.2', 6) - 2_000n);
+    expect((await channels())[0]).toMatchObject({ network: 'polygon-amoy', claimedUsdc: '0.002', balanceUsdc: '0.002', availableUsdc: '0', refundedUsdc: '0.008' });
+
+    // The next call deposits again; the wallet then withdraws the channel itself, on Amoy, and it is finalized once Amoy's clock has passed the delay.
+    expect((await pay(server, agent.key, { url: ours.resource('/metered-agent') })).body).toMatchObject({ paid: true, cost: { network: 'polygon-amoy' } });
+    await vouchersOnceCaptured(server.app.db as never, channel.channelId);
+    const started = await server.request('POST', `/v0/wallet/channels/${channel.channelId}/withdraw`, { key: agent.key });
+    expect({ status: started.status, error: started.body.error }).toEqual({ status: 200, error: undefined });
+    expect(started.body).toMatchObject({ status: 'pending', amountUsdc: '0.009' });
+    const amoyClient = createPublicClient({ transport: http(amoy.rpcUrl) });
+    await amoyClient.request({ method: 'evm_increaseTime' as never, params: [toHex(901)] as never });
+    await amoyClient.request({ method: 'evm_mine' as never, params: [] as never });
+    const before = await amoyBalance(agent.address);
+    expect(await server.app.buyer.channels.refundIdle({ idleMs: 24 * 3_600_000, round: `amoy-withdraw-${Date.now()}` })).toMatchObject({ withdrawalsFinished: 1 });
+    expect(await amoyBalance(agent.address)).toBe(before + 9_000n);
+    expect((await channels())[0]).toMatchObject({ network: 'polygon-amoy', withdrawal: { status: 'finalized', withdrawnUsdc: '0.009' } });
+  } finally {
+    await ours.close();
+  }
 });
