@@ -14,6 +14,7 @@ import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { AuthCaptureEvmScheme } from '@x402/evm/auth-capture/client';
+import { BatchSettlementChannelManager, BatchSettlementEvmScheme as ChannelServerScheme } from '@x402/evm/batch-settlement/server';
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
@@ -223,6 +224,41 @@ test('with Amoy\'s RPC down, Base Sepolia payments go on, /ready says degraded (
   expect(paid.status).toBe(200);
   expect(await amoyBalance(amoyPayer.address)).toBe(before - PRICE);
   expect((await server.request('GET', '/ready')).body.status).toBe('ready');
+});
+
+test('an official @x402/express batch-settlement seller on Amoy uses agentgate as its facilitator: deposit and vouchers from the official client, its channel manager claims and settles on Amoy', async () => {
+  const facilitator = new HTTPFacilitatorClient({
+    url: `${server.url}/v0/x402`,
+    createAuthHeaders: async () => { const h = { Authorization: `Bearer ${seller.sellerKey}` }; return { verify: h, settle: h, supported: h }; },
+  });
+  const serverScheme = new ChannelServerScheme(amoyPayTo);
+  const app = express();
+  app.use(officialPaymentMiddleware({
+    'GET /channel': {
+      accepts: { scheme: 'batch-settlement', network: AMOY.caip2, payTo: amoyPayTo, price: { asset: amoyUsdc, amount: '1000', extra: { name: 'USD Coin', version: '2' } } },
+      description: 'Per call on Amoy', mimeType: 'application/json',
+    },
+  }, new x402ResourceServer(facilitator).register(AMOY.caip2, serverScheme)));
+  app.get('/channel', (_req, res) => { res.json({ paid: true }); });
+  const official = await serve(app);
+  try {
+    const payer = privateKeyToAccount(generatePrivateKey());
+    await mintOnAmoy(payer.address);
+    const amoyClient = createPublicClient({ chain: localChain({ chainId: AMOY.chainId, rpcUrl: amoy.rpcUrl }), transport: http(amoy.rpcUrl) });
+    const { paying } = officialChannelClient(payer, 10, { publicClient: amoyClient, usdc: amoyUsdc, network: AMOY.caip2 });
+    for (let call = 0; call < 3; call++) {
+      const res = await paying(`${official.url}/channel`);
+      expect({ call, status: res.status }).toEqual({ call, status: 200 });
+    }
+    expect(await amoyBalance(payer.address)).toBe(parseUnits('1', 6) - 10_000n);
+    const manager = new BatchSettlementChannelManager({ scheme: serverScheme, facilitator, receiver: amoyPayTo, token: amoyUsdc, network: AMOY.caip2 });
+    expect(await manager.claim()).toEqual([{ vouchers: 1, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) }]);
+    const before = await amoyBalance(amoyPayTo);
+    expect((await manager.settle()).transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await amoyBalance(amoyPayTo)).toBe(before + 3_000n);
+  } finally {
+    await official.close();
+  }
 });
 
 describe('our middleware on a backend of two networks', () => {
