@@ -104,6 +104,9 @@ const schema = z.object({
   // A settlement counts as done once its block has this many blocks on top, itself included (1: mined).
   // More on a chain that reorganises: the buyer's answer waits for it, and a transaction a reorg drops is sent again.
   SETTLEMENT_CONFIRMATIONS: z.coerce.number().int().min(1).max(64).default(1),
+  // The gas limit of every transaction the relayers send, in percent of ours (fixed per kind of transaction,
+  // or an estimate): more on a chain that counts its L1 data in gas units (Arbitrum), where our limits fall short.
+  GAS_LIMIT_PERCENT: z.coerce.number().int().min(100).max(1000).default(100),
   // A settlement transaction unmined for this many blocks is resent with a higher fee.
   SETTLEMENT_STUCK_BLOCKS: z.coerce.number().int().min(1).max(100).default(3),
   // Never offer more than this per gas, in gwei (a ceiling through fee spikes); unset: follow the chain.
@@ -216,8 +219,8 @@ export interface NetworkSettings {
   /** Relayer keys, each once. */
   relayerKeys: string[];
   /**
-   * This network's own values of the tunable settings (NETWORK_TUNABLES: fee ceiling, stuck blocks, polling,
-   * timeouts, batching, Multicall3, the wallet factory), from <NAME>_<SETTING>; the rest are the global ones.
+   * This network's own values of the tunable settings (NETWORK_TUNABLES: fee ceiling, gas limits, stuck blocks,
+   * polling, timeouts, batching, Multicall3, the wallet factory), from <NAME>_<SETTING>; the rest are the global ones.
    */
   overrides: Partial<Config>;
   /** The variable each setting came from, for messages ("CHAIN_RPC_URL", "POLYGON_AMOY_RPC_URL"). */
@@ -235,7 +238,7 @@ const rpcUrlList = z.string()
  */
 export const NETWORK_TUNABLES = [
   'CHAIN_RPC_TIMEOUT_MS', 'CHAIN_POLL_MS', 'RELAYER_MAX_FEE_GWEI', 'SETTLEMENT_CONFIRMATIONS', 'SETTLEMENT_STUCK_BLOCKS', 'SETTLEMENT_TIMEOUT_MS',
-  'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_SEND_MARGIN_MS', 'MULTICALL3_ADDRESS', 'WALLET_FACTORY_ADDRESS',
+  'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_SEND_MARGIN_MS', 'MULTICALL3_ADDRESS', 'WALLET_FACTORY_ADDRESS', 'GAS_LIMIT_PERCENT',
 ] as const;
 
 /** The configuration as one network sees it: the global settings with that network's own (NETWORK_TUNABLES). */

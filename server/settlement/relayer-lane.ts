@@ -52,6 +52,8 @@ export interface LaneOptions {
   maxFeePerGas?: bigint;
   /** Gas of the largest transaction the lane sends: the lane is starved below enough for one at current fees. */
   reserveGas: bigint;
+  /** Every transaction's gas limit, in percent of the one it was given (GAS_LIMIT_PERCENT; absent: 100). */
+  gasLimitPercent?: number;
   /** Whether this process may send from the account now (its lease is valid). */
   mayRun: () => boolean;
   log: Logger;
@@ -437,7 +439,8 @@ export class RelayerLane {
   }
 
   private async sign(tx: TxRequest, nonce: number, fees: Fees): Promise<Hex> {
-    return this.account.signTransaction({ type: 'eip1559', chainId: this.chain.chainId, to: tx.to, data: tx.data, gas: tx.gas, value: tx.value ?? 0n, nonce, ...fees });
+    const gas = tx.gas * BigInt(this.options.gasLimitPercent ?? 100) / 100n;
+    return this.account.signTransaction({ type: 'eip1559', chainId: this.chain.chainId, to: tx.to, data: tx.data, gas, value: tx.value ?? 0n, nonce, ...fees });
   }
 
   /** Fees from the latest block, cached for that block: twice the base fee stays valid through several rising blocks. */

@@ -42,6 +42,7 @@ import { serve, setUpSeller, type RunningApp } from './seller.js';
 import { officialChannelClient } from '../support/official-channel-client.js';
 import { vouchersOnceCaptured } from '../support/channel-captures.js';
 import { readChannelState } from '../../server/payments/schemes/batch-settlement/evm/chain.js';
+import { GAS_BASE, GAS_PER_TRANSFER } from '../../server/settlement/settler.js';
 import { createMandate, fundedAgent, pay } from '../buyer/support.js';
 import { consoleGet, signIn } from '../console/http-client.js';
 import { runCli } from '../../server/cli/main.js';
@@ -89,7 +90,9 @@ beforeAll(async () => {
   // Amoy's node is reached through a proxy, so a test can take it away.
   amoyRpc = await startRpcProxy(amoy.rpcUrl);
   // The dev faucet's key is Amoy's token minter (the deployer), as in `agentgate dev`.
-  server = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoyRpc.url, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin', FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey });
+  server = await startTestServer({ NETWORKS: 'base-sepolia,eip155:80002', POLYGON_AMOY_RPC_URL: amoyRpc.url, POLYGON_AMOY_USDC_ADDRESS: amoyUsdc, POLYGON_AMOY_USDC_EIP712_NAME: 'USD Coin', FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
+    // Amoy's transactions carry 2.5 times our gas limits (as a chain that counts L1 data in gas would need).
+    POLYGON_AMOY_GAS_LIMIT_PERCENT: '250' });
   // One relayer key for both networks: it needs gas on Amoy too.
   const relayer = privateKeyToAccount(server.config.RELAYER_PRIVATE_KEY as `0x${string}`).address;
   await createPublicClient({ transport: http(amoy.rpcUrl) }).request({ method: 'anvil_setBalance' as never, params: [relayer, toHex(parseUnits('10', 18))] as never });
@@ -171,8 +174,11 @@ test('the 402 offers both networks; a buyer holding USDC on Amoy pays there, to 
   expect(await amoyBalance(amoyPayTo)).toBe(payToBefore + PRICE);
   expect(await usdcBalance(seller.payTo)).toBe(baseBefore);
   const records = await server.request('GET', '/v0/payments', { key: seller.platformKey });
-  expect(records.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === amoyBuyer.address.toLowerCase()))
-    .toMatchObject({ status: 'settled', network: 'polygon-amoy', recipientAddress: amoyPayTo });
+  const record = records.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === amoyBuyer.address.toLowerCase());
+  expect(record).toMatchObject({ status: 'settled', network: 'polygon-amoy', recipientAddress: amoyPayTo });
+  // Its transaction carried Amoy's gas limit: 2.5 times a lone transfer's (POLYGON_AMOY_GAS_LIMIT_PERCENT).
+  const sent = await createPublicClient({ transport: http(amoy.rpcUrl) }).getTransaction({ hash: record.txHash });
+  expect(sent.gas).toBe((GAS_BASE + GAS_PER_TRANSFER) * 5n / 2n);
 });
 
 test('a buyer holding USDC on Base Sepolia pays the same route there', async () => {
@@ -182,7 +188,10 @@ test('a buyer holding USDC on Base Sepolia pays the same route there', async () 
   expect(res.status).toBe(200);
   expect(await usdcBalance(seller.payTo)).toBe(before + PRICE);
   const records = await server.request('GET', '/v0/payments', { key: seller.platformKey });
-  expect(records.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === buyer.address.toLowerCase())).toMatchObject({ status: 'settled', network: 'base-sepolia' });
+  const record = records.body.payments.find((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === buyer.address.toLowerCase());
+  expect(record).toMatchObject({ status: 'settled', network: 'base-sepolia' });
+  // The default network keeps our gas limit (Amoy's own setting is Amoy's alone).
+  expect((await testChain().publicClient.getTransaction({ hash: record.txHash })).gas).toBe(GAS_BASE + GAS_PER_TRANSFER);
 });
 
 test('one relayer key serves both networks: a lease on each, in each network\'s own collection', async () => {
