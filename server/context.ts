@@ -39,6 +39,10 @@ import { Metrics } from './platform/metrics.js';
 import { ShutdownSteps } from './platform/shutdown.js';
 import { ProcessRegistry } from './platform/process-registry.js';
 import { updateGroupingFor } from './platform/group-commit.js';
+import { retryWhileDatabaseAway } from './platform/database-outage.js';
+
+/** How long a starting process waits for a database that is away before it gives up. */
+const START_DATABASE_WAIT_MS = 60_000;
 
 /**
  * Everything a route or job needs, built once at the entry point and passed down. No module reaches for
@@ -151,6 +155,10 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // collecting garbage for minutes. Requests beyond the pool wait in the driver instead.
   const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000, monitorCommands: true, maxPoolSize: config.MONGODB_MAX_POOL_SIZE });
   await db.asPromise();
+  // A process started while the database is away (a restart during its outage) waits for it instead of
+  // failing: the embedded engine accepts the connection while its PostgreSQL is down and fails the first
+  // query, and a failed start costs an orchestrator's relaunch and a new boot. Given up after a minute.
+  await retryWhileDatabaseAway(() => db.collection('processes').findOne({}, { projection: { _id: 1 } }), log, 'starting', Date.now() + START_DATABASE_WAIT_MS);
   db.getClient().on('commandStarted', (event) => {
     const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
     metrics.dbCommands.inc({ command: event.commandName, collection: typeof target === 'string' ? target : '' });

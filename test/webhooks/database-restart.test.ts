@@ -81,3 +81,29 @@ it('every payment settled around a database restart is delivered once, within se
     await receiver.close();
   }
 }, 240_000);
+
+it('a process started while the database is away waits for it and starts once it is back, instead of failing its start', async () => {
+  const api = await startTestServer({ MONGODB_URI: mongo.uri });
+  try {
+    let down!: () => void;
+    const away = new Promise<void>((resolve) => { down = resolve; });
+    // PostgreSQL under the engine stopped for 4 s; the worker starts a moment into it (the engine itself still accepts connections).
+    const outage = mongo.restartBackend!(4_000).finally(() => down());
+    await sleep(500);
+    let startedAt = 0;
+    const starting = startWorker(api.config).then((worker) => { startedAt = Date.now(); return worker; });
+    await away;
+    const back = Date.now();
+    const worker = await starting;
+    try {
+      await outage;
+      // It came up after the database did, and runs: it is registered as a live process.
+      expect(startedAt).toBeGreaterThanOrEqual(back);
+      expect(await worker.app.db.collection('processes').countDocuments({})).toBeGreaterThanOrEqual(2);
+    } finally {
+      await worker.close();
+    }
+  } finally {
+    await api.close();
+  }
+}, 120_000);

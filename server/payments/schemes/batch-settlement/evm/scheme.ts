@@ -32,6 +32,10 @@ import { BATCH_SETTLEMENT_CONTRACTS } from './chain.js';
 // settles and refunds (settle.ts, as settlement work of the engine), and signs claims and refunds with
 // its receiver authorizer for sellers that delegate it (what /supported advertises).
 //
+// Each network has a scheme of its own (its facilitator, its executors on that network's settlement engine,
+// its sweep rounds) over what every network shares (BatchSettlementChannels: one voucher book, since a
+// channel id is per chain, one receiver authorizer, one set of call records and claim webhooks).
+//
 // Its on-chain work is not payments of the shared path: a deposit moves the buyer's money into the
 // channel, not to the seller, so it is no payment record. Each call paid with a voucher has a record of its
 // own with a signed receipt (calls.ts), read from the accepted voucher and the claim that carried it.
@@ -110,11 +114,6 @@ export class BatchSettlementScheme implements PaymentScheme {
       conn: channels.conn, chain: chainOf, book, facilitator: this.facilitator, receiverAuthorizer: () => channels.receiverAuthorizer(), log,
       onClaimed: () => channels.claimWebhooks.sweep(0), isDefault,
     });
-  }
-
-  /** The voucher book of every network's channels (shared). */
-  get book(): VoucherBook {
-    return this.channels.book;
   }
 
   /** /supported offers the scheme once the key is loaded; a key that cannot be loaded leaves it out (and says why in the log). */
