@@ -137,7 +137,7 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
       + `  chain: ${report.onChain} moved in ${report.transactions} transactions (${lines(/"settlement transaction sent"/)} sends), ${report.gasPerPayment} gas/payment\n`
       + `  records: ${report.records.settled} settled, failed ${JSON.stringify(report.records.failed)}, ${report.records.open} open, ${report.records.duplicates} duplicated; ${lines(/reconciliation (recorded|settled|sends|wrote)/)} reconciliation actions\n`
       + `  lanes: ${lines(/"relayer lane acquired"/)} acquired, ${lines(/"relayer lane released"/)} released; ${lines(/"settlement work handed back unsent/)} handed back unsent\n`
-      + `  restarts (SIGTERM to answering /health again): ${restarts.map((r) => `${r.name} ${r.seconds.toFixed(1)} s`).join(', ')}\n`
+      + `  restarts (SIGTERM to answering /health again): ${restarts.map((r) => `${r.name} ${r.seconds.toFixed(1)} s`).join(', ')}; ${lines(/"what":"starting"/)} starts waited for the database, ${cluster.serves.reduce((n, s) => n + s.failedStarts, 0)} failed and were made again\n`
       + `  webhooks: oldest still pending ${oldestPendingSeconds.toFixed(1)} s; ${report.webhooks.delivered} delivered once each; ${report.webhooks.duplicatesAtReceiver} events seen twice at the receiver (same idempotency key); deliveries by status ${JSON.stringify(report.webhooks.byStatus)}${report.webhooks.lastErrors.length ? `, last errors: ${report.webhooks.lastErrors.join(' | ')}` : ''}\n`
       + `  problems: ${report.problems.length ? report.problems.slice(0, 20).join('; ') : 'none'}\n`);
 

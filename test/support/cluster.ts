@@ -47,6 +47,8 @@ export interface ClusterProcess {
   alive: boolean;
   /** How many times it was started. */
   starts: number;
+  /** Restarts whose start failed and was made again (a start that waited for the database does not fail). */
+  failedStarts: number;
 }
 
 export interface Cluster {
@@ -155,6 +157,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
           return;
         } catch (err) {
           if (Date.now() > deadline) throw err;
+          proc.failedStarts++;
           await new Promise((r) => setTimeout(r, 1_000));
         }
       }
@@ -190,7 +193,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
 }
 
 function launch(name: string, kind: 'serve' | 'worker', keys: boolean, env: Record<string, string>): ClusterProcess {
-  const proc = { name, kind, keys, env, output: [], alive: false, starts: 0 } as unknown as ClusterProcess;
+  const proc = { name, kind, keys, env, output: [], alive: false, starts: 0, failedStarts: 0 } as unknown as ClusterProcess;
   relaunch(proc);
   return proc;
 }
