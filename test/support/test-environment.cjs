@@ -5,7 +5,9 @@
 // ends its intervals), but a library may still hold a one-shot timer: Agenda checks every running job
 // for expiry after lockLifetime / 2 (6.5 s) and only then sees that the job ended, so a file whose last
 // webhook or mail job ran in its final seconds left such a timer behind. At teardown the file's pending
-// timers are cleared; an interval still running is named, since that one is a stop we forgot.
+// timers are cleared; an interval still running is named, since that one is a stop we forgot. So is any
+// other resource the file opened and left keeping the event loop alive (a socket, a server, a child
+// process): Node's own list of them (process.getActiveResourcesInfo) is compared with the file's start.
 const { promisify } = require('node:util');
 const { TestEnvironment } = require('jest-environment-node');
 
@@ -33,6 +35,7 @@ class SuiteEnvironment extends TestEnvironment {
     global.clearTimeout = function clearTimeout(timer) { pending.delete(timer); return realClearTimeout(timer); };
     global.clearInterval = function clearInterval(timer) { pending.delete(timer); return realClearInterval(timer); };
     this.testPath = context.testPath;
+    this.resourcesAtStart = resourceCounts();
   }
 
   async teardown() {
@@ -44,7 +47,29 @@ class SuiteEnvironment extends TestEnvironment {
     this.pendingTimers.clear();
     if (intervals > 0) process.stderr.write(`${this.testPath}: ${intervals} interval(s) still running after the file ended (a stop forgot to clear them)\n`);
     await super.teardown();
+    // A socket or server being closed goes within a few ticks: what is still there after a second was left open.
+    for (let waited = 0; ; waited += 50) {
+      const left = leftOpen(this.resourcesAtStart, resourceCounts());
+      if (!left) break;
+      if (waited >= 1_000) {
+        process.stderr.write(`${this.testPath}: left ${left} open after the file ended, keeping its jest worker alive (a close was forgotten)\n`);
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
+}
+
+/** What keeps the event loop alive now, by kind (timers aside: the teardown clears those). */
+function resourceCounts() {
+  const counts = new Map();
+  for (const kind of process.getActiveResourcesInfo()) if (kind !== 'Timeout' && kind !== 'Immediate') counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  return counts;
+}
+
+/** The kinds there are more of than at the start, as "TCPSocketWrap x2, ProcessWrap x1"; '' when none. */
+function leftOpen(before, after) {
+  return [...after].filter(([kind, n]) => n > (before.get(kind) ?? 0)).map(([kind, n]) => `${kind} x${n - (before.get(kind) ?? 0)}`).join(', ');
 }
 
 module.exports = SuiteEnvironment;
