@@ -157,6 +157,9 @@ export class PayService {
       return refuse('max_amount_exceeded', `the ${best.offer.scheme === 'upto' ? 'maximum' : 'price'} ${formatUsdc(best.amount)} USDC is over maxAmountUsdc ${formatUsdc(maxAmount!)}`);
     }
     const networks = [...new Set(within.map((o) => o.network.caip2))];
+    // One network and a channel first: nothing to choose, and the channel's payer reads what it needs (the
+    // channel's balance, the wallet's for a deposit), so a voucher-only call reads nothing more here.
+    if (networks.length === 1 && within[0]!.offer.scheme === 'batch-settlement') return { ok: true, offer: within[0]! };
     const balances = new Map(await Promise.all(networks.map(async (caip2) => [caip2, await this.wallets.on(caip2)!.balance(address).catch((err: Error) => err)] as const)));
     for (const o of within) {
       const held = balances.get(o.network.caip2);

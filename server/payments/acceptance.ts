@@ -12,7 +12,7 @@ import { requireChain } from './chain-required.js';
 // request (from memory), and turned into the settings a seller's middleware builds its 402s from.
 
 /** Whether a payment may go to `address`: the seller's payTo, one of its payees, or its payTo on another network. */
-export function acceptsPayee(seller: SellerAccountDoc, address: string): boolean {
+export function acceptsPayee(seller: Pick<SellerAccountDoc, 'payTo' | 'payees' | 'payToByNetwork'>, address: string): boolean {
   const a = address.toLowerCase();
   return seller.payTo.toLowerCase() === a || [...(seller.payees ?? []), ...Object.values(seller.payToByNetwork ?? {})].some((p) => p.toLowerCase() === a);
 }

@@ -86,7 +86,7 @@ export class SettlementEngine {
         stuckBlocks: config.SETTLEMENT_STUCK_BLOCKS,
         confirmations: config.SETTLEMENT_CONFIRMATIONS,
         maxFeePerGas: config.RELAYER_MAX_FEE_GWEI === undefined ? undefined : parseGwei(String(config.RELAYER_MAX_FEE_GWEI)),
-        reserveGas: (GAS_BASE + GAS_PER_TRANSFER * BigInt(config.SETTLEMENT_BATCH_MAX)) * BigInt(config.GAS_LIMIT_PERCENT) / 100n,
+        reserveGas: GAS_BASE + GAS_PER_TRANSFER * BigInt(config.SETTLEMENT_BATCH_MAX),
         gasLimitPercent: config.GAS_LIMIT_PERCENT,
       },
       log: settlementLog,

@@ -419,7 +419,7 @@ export class RelayerLane {
   async refreshBalance(): Promise<void> {
     this.balance = await this.chain.publicClient.getBalance({ address: this.address });
     this.options.metrics.gasBalance.set({ relayer: this.address }, Number(formatEther(this.balance)));
-    const needed = this.options.reserveGas * (await this.currentFees(false)).maxFeePerGas;
+    const needed = this.gasLimit(this.options.reserveGas) * (await this.currentFees(false)).maxFeePerGas;
     if (this.balance < needed) this.starve(`balance ${formatEther(this.balance)} ETH is below ${formatEther(needed)} ETH, one full batch at current fees`);
     else if (this.state === 'starved') {
       this.state = 'active';
@@ -439,8 +439,12 @@ export class RelayerLane {
   }
 
   private async sign(tx: TxRequest, nonce: number, fees: Fees): Promise<Hex> {
-    const gas = tx.gas * BigInt(this.options.gasLimitPercent ?? 100) / 100n;
-    return this.account.signTransaction({ type: 'eip1559', chainId: this.chain.chainId, to: tx.to, data: tx.data, gas, value: tx.value ?? 0n, nonce, ...fees });
+    return this.account.signTransaction({ type: 'eip1559', chainId: this.chain.chainId, to: tx.to, data: tx.data, gas: this.gasLimit(tx.gas), value: tx.value ?? 0n, nonce, ...fees });
+  }
+
+  /** A gas amount as this network sends it: scaled by gasLimitPercent (every transaction's limit, and the reserve a lane holds for a batch). */
+  private gasLimit(gas: bigint): bigint {
+    return gas * BigInt(this.options.gasLimitPercent ?? 100) / 100n;
   }
 
   /** Fees from the latest block, cached for that block: twice the base fee stays valid through several rising blocks. */

@@ -1,5 +1,5 @@
 import { BATCH_SETTLEMENT_REASONS as R } from 'agentgate-x402-wire';
-import { getAddress, isAddressEqual, keccak256, toHex, type Address, type Hex } from 'viem';
+import { getAddress, isAddressEqual, keccak256, toHex, type Hex } from 'viem';
 import type { Model } from 'mongoose';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { BATCH_SETTLEMENT_ADDRESS, batchSettlementAbi, channelIdOf, channelSnapshot, readChannelState, type VoucherClaim } from './chain.js';
@@ -10,6 +10,7 @@ import type { SettlementWork, WorkOutcome } from '../../../../settlement/work.js
 import type { SellerAccountDoc } from '../../../models.js';
 import { payeeRefusal, requirementsIssue, type FacilitatorAnswer, type FacilitatorRequest } from '../../../facilitator-api.js';
 import { chainUnavailable } from '../../chain-checks.js';
+import { acceptsPayee } from '../../../acceptance.js';
 import type { ReceiverAuthorizer } from './receiver-authorizer.js';
 import { runAction, wireClaim, type ActionAnswer, type ChannelActionDoc } from './settle.js';
 import { depositAuthorization, depositKey, verifyDeposit, verifyVoucher } from './verify.js';
@@ -42,8 +43,6 @@ const settleRefusal = (network: string, r: Refusal) => ({ success: false, errorR
 /** The seller as its channels' checks need it. */
 type Seller = Pick<SellerAccountDoc, '_id' | 'payTo' | 'payees' | 'payToByNetwork'>;
 
-/** Whether the channel pays this seller (its payTo, one of its payees, or its payTo on another network). */
-const paysSeller = (seller: Seller, receiver: Address) => [seller.payTo, ...(seller.payees ?? []), ...Object.values(seller.payToByNetwork ?? {})].some((p) => isAddressEqual(p as Address, receiver));
 const notSellers = (what: string): Refusal => ({ reason: R.payee, message: `${what} pays someone other than this seller's accepting address (or its payees): agentgate signs and sends only for the seller a channel pays` });
 
 export class BatchSettlementFacilitator {
@@ -160,7 +159,7 @@ export class BatchSettlementFacilitator {
   /** Claims these rows for the seller's channels in one transaction (what a claim payload asks, and the channel book's sweep). */
   async claimRows(seller: Seller, claims: VoucherClaim[], given: Hex | undefined, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
-    const foreign = claims.find((c) => !paysSeller(seller, c.voucher.channel.receiver));
+    const foreign = claims.find((c) => !acceptsPayee(seller, c.voucher.channel.receiver));
     if (foreign) return { body: settleRefusal(network, notSellers(`the channel ${channelIdOf(foreign.voucher.channel, chain.chainId)}`)) };
     const signature = await this.claimSignature(claims, given);
     if (typeof signature !== 'string') return { body: settleRefusal(network, signature) };
@@ -181,7 +180,7 @@ export class BatchSettlementFacilitator {
   /** `settle(receiver, token)`: sweeps what was claimed for the receiver to it (permissionless on chain; here for the seller's own receivers). */
   async sweep(seller: Seller, payload: Pick<SettlePayload, 'receiver' | 'token'>, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
-    if (!paysSeller(seller, payload.receiver)) return { body: settleRefusal(network, notSellers(`the receiver ${payload.receiver}`)) };
+    if (!acceptsPayee(seller, payload.receiver)) return { body: settleRefusal(network, notSellers(`the receiver ${payload.receiver}`)) };
     if (!isAddressEqual(payload.token, chain.usdc.address)) return { body: settleRefusal(network, { reason: R.tokenMismatch, message: `this facilitator settles USDC at ${chain.usdc.address}` }) };
     const [totalClaimed, totalSettled] = await chain.publicClient.readContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: 'receivers', args: [getAddress(payload.receiver), getAddress(payload.token)] });
     if (totalClaimed <= totalSettled) return { body: settleRefusal(network, { reason: R.nothingToSettle, message: 'nothing to settle for receiver and token' }) };
@@ -203,10 +202,10 @@ export class BatchSettlementFacilitator {
     if (payload.amount === undefined || payload.refundNonce === undefined || payload.claims === undefined) {
       return { body: settleRefusal(network, { reason: R.payloadType, message: 'a refund is settled with its amount, refundNonce and claims (the seller adds them to the buyer\'s refund)', payer }) };
     }
-    if (!paysSeller(seller, config.receiver)) return { body: settleRefusal(network, { ...notSellers('this channel'), payer }) };
+    if (!acceptsPayee(seller, config.receiver)) return { body: settleRefusal(network, { ...notSellers('this channel'), payer }) };
     const channelId = channelIdOf(config, chain.chainId);
     const claims = payload.claims.map(toClaim);
-    if (claims.some((c) => !paysSeller(seller, c.voucher.channel.receiver))) return { body: settleRefusal(network, { ...notSellers('a claim sent with the refund'), payer }) };
+    if (claims.some((c) => !acceptsPayee(seller, c.voucher.channel.receiver))) return { body: settleRefusal(network, { ...notSellers('a claim sent with the refund'), payer }) };
     const key = `refund:${chain.chainId}:${channelId}:${payload.refundNonce}`;
     const earlier = await this.answered(key);
     if (earlier) return { body: earlier };
