@@ -5,6 +5,7 @@
 // Amounts, networks and the x402 codecs of both generations.
 export * from './price.js';
 export * from './networks.js';
+export * from './svm-networks.js';
 export * from './codec/base64-json.js';
 export * from './codec/json-depth.js';
 export * from './codec/v1.js';
