@@ -211,7 +211,8 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
         paymentHeader: request.paymentHeader,
         resource: request.resource,
         amount: formatUsdc(request.amountAtomic),
-        payTo: request.requirement.payTo,
+        // A Solana payment's payee is the seller's address there, which the backend keeps (payToByNetwork).
+        ...(request.requirement.payTo.startsWith('0x') ? { payTo: request.requirement.payTo } : {}),
       });
       if (answer.ok) return { ok: true, paymentResponse: answer.paymentResponse, paymentId: answer.paymentId };
       return { ok: false, reason: answer.error, message: answer.message };

@@ -1,4 +1,4 @@
-import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, challengeResponse, decodeBase64Json, encodeBase64Json, findNetwork, networkByName, settingsOnEveryNetwork, type PaymentRequiredBody, type SellerSettings } from 'agentgate-x402-wire';
+import { buildAuthCapturePaymentRequired, buildBatchSettlementPaymentRequired, buildExactSvmPaymentRequired, isSolanaNetwork, buildPaymentRequired, buildPermit2PaymentRequired, buildUptoPaymentRequired, challengeResponse, decodeBase64Json, encodeBase64Json, findNetwork, networkByName, settingsOnEveryNetwork, type PaymentRequiredBody, type SellerSettings } from 'agentgate-x402-wire';
 import type { PaymentRequiredOutcome } from './paywall-types.js';
 import type { Charge } from './route-pricing.js';
 
@@ -33,11 +33,18 @@ export class PaymentChallenges {
     let challenge = cache.get(key);
     if (challenge === undefined) {
       const build = builderOf(route);
-      challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...offerEveryNetwork(this.networksOf(charge).map((settings) => build(settings, this.offer(charge)))) }));
+      const offer = this.offer(charge);
+      challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...offerEveryNetwork([...this.networksOf(charge).map((settings) => build(settings, offer)), ...this.solanaOf(charge).map((solana) => buildExactSvmPaymentRequired(solana, offer))]) }));
       if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
       cache.set(key, challenge);
     }
     return challenge;
+  }
+
+  /** The Solana networks an `exact` route is offered on besides its EVM ones (a Permit2 route is EVM only). */
+  private solanaOf(charge: Charge) {
+    const { scheme, config } = charge.route.value;
+    return scheme === 'exact' && config.assetTransferMethod !== 'permit2' ? this.settings.solanaNetworks ?? [] : [];
   }
 
   /**
@@ -46,6 +53,19 @@ export class PaymentChallenges {
    * or one this route does not offer, which the checks then refuse as another network.
    */
   challengeOn(charge: Charge, network: unknown): PaymentRequiredOutcome {
+    if (isSolanaNetwork(network)) {
+      const solana = this.solanaOf(charge).find((s) => s.network === network);
+      if (!solana) return this.challengeFor(charge);
+      const cache = charge.route.value.challenges;
+      const key = `${charge.resource}\n${charge.amountAtomic}\n${solana.network}`;
+      let challenge = cache.get(key);
+      if (challenge === undefined) {
+        challenge = Object.freeze(this.declared(charge, { kind: 'payment-required' as const, ...buildExactSvmPaymentRequired(solana, this.offer(charge)) }));
+        if (cache.size >= CHALLENGE_CACHE_LIMIT) cache.clear();
+        cache.set(key, challenge);
+      }
+      return challenge;
+    }
     const others = this.networksOf(charge).slice(1);
     const chainId = typeof network === 'string' ? findNetwork(network)?.chainId : undefined;
     const chosen = others.find((s) => s.chainId === chainId);
@@ -85,7 +105,7 @@ export class PaymentChallenges {
     const build = builderOf(charge.route);
     // An upto refusal names the maximum to authorize again, whatever was being charged.
     const offer = charge.route.value.usage ? { ...this.offer(charge), amountAtomic: charge.route.value.usage.max } : this.offer(charge);
-    return this.declared(charge, { kind: 'payment-required', ...offerEveryNetwork(this.networksOf(charge).map((settings) => build(settings, offer, { reason, message }, extra))) });
+    return this.declared(charge, { kind: 'payment-required', ...offerEveryNetwork([...this.networksOf(charge).map((settings) => build(settings, offer, { reason, message }, extra)), ...this.solanaOf(charge).map((solana) => buildExactSvmPaymentRequired(solana, offer, { reason, message }))]) });
   }
 
   /**

@@ -1,4 +1,4 @@
-import { type AuthCapturePaymentRequiredResponse, type BatchSettlementPaymentRequiredResponse, type PaymentRequiredResponse, type Permit2PaymentRequiredResponse, type Price, type SettleMode, type UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
+import { type AuthCapturePaymentRequiredResponse, type BatchSettlementPaymentRequiredResponse, type ExactSvmPaymentRequiredResponse, type PaymentRequiredResponse, type Permit2PaymentRequiredResponse, type Price, type SettleMode, type UptoPaymentRequiredResponse } from 'agentgate-x402-wire';
 import { FacilitatorUnavailable } from './facilitator.js';
 
 // What passes between a framework adapter and the Paywall: the request as every framework can describe
@@ -87,7 +87,7 @@ export type PaywallOutcome =
   | { readonly kind: 'held'; readonly hold: HeldPayment }
   | UnavailableOutcome;
 
-export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | Permit2PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | BatchSettlementPaymentRequiredResponse);
+export type PaymentRequiredOutcome = { readonly kind: 'payment-required' } & (PaymentRequiredResponse | Permit2PaymentRequiredResponse | UptoPaymentRequiredResponse | AuthCapturePaymentRequiredResponse | BatchSettlementPaymentRequiredResponse | ExactSvmPaymentRequiredResponse);
 
 export const PASS: PaywallOutcome = Object.freeze({ kind: 'pass' });
 

@@ -8,6 +8,7 @@ import { chargeFor, fixedCharge, pricedRoute, type PricedRoute, type RouteConfig
 import { PaymentChallenges } from './payment-required.js';
 import type { SellerScheme } from './schemes/seller-scheme.js';
 import { ExactPayment } from './schemes/exact/evm/seller.js';
+import { ExactSvmPayment } from './schemes/exact/svm/seller.js';
 import { UptoPayment } from './schemes/upto/evm/seller.js';
 import { SIWX_HEADER, signIn, withSignInChallenge } from './sign-in-with-x.js';
 import { AuthCapturePayment } from './schemes/auth-capture/evm/seller.js';
@@ -85,7 +86,7 @@ export class Paywall {
     const warn = options.warn ?? ((message: string) => console.warn(message));
     this.challenges = new PaymentChallenges(this.settings, warn, options.now ?? Date.now);
     const deps = { facilitator: options.facilitator, challenges: this.challenges, network: toV1Network(this.settings.network), now: options.now ?? Date.now, warn };
-    this.schemes = { exact: new ExactPayment(deps), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps), 'batch-settlement': new BatchSettlementPayment(deps) };
+    this.schemes = { exact: new ExactPayment(deps, this.settings.solanaNetworks?.length ? new ExactSvmPayment(deps) : undefined), upto: new UptoPayment(deps), 'auth-capture': new AuthCapturePayment(deps), 'batch-settlement': new BatchSettlementPayment(deps) };
     this.facilitator = options.facilitator;
     this.table = new RouteTable(
       Object.entries(options.routes).map(([pattern, config]) => [pattern, pricedRoute(pattern, config, options.facilitator)] as const),

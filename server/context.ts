@@ -20,6 +20,7 @@ import type { Address } from 'viem';
 import { ChainConfigError, createChainServices, type ChainService } from './chain/chain-service.js';
 import { describeContracts, type RequiredContract } from './chain/contract-code.js';
 import { PaymentService } from './payments/payment-service.js';
+import { SolanaChain } from './chain/solana/solana-chain.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
 import { WebhookService } from './webhooks/webhook-service.js';
@@ -204,6 +205,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const payments: PaymentService = new PaymentService({
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
     deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db), moreNetworks,
+    solanaChains: await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings))),
   });
   // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
   await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));

@@ -6,6 +6,7 @@ import type { ChangeFeed } from '../platform/change-feed.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { sellerAccountSchema, type SellerAccountDoc } from './models.js';
+import { isSolanaNetwork } from 'agentgate-x402-wire';
 import { requireChain } from './chain-required.js';
 
 // Whether an org accepts payments, and where they go: set by its platform key, read on every paid
@@ -44,6 +45,8 @@ export class SellerAcceptance {
     private readonly schemeSettings: () => Promise<Record<string, unknown>>,
     /** The deployment's other networks as a seller's routes offer them (their token, their upto facilitator). */
     private readonly otherNetworks: () => Promise<Array<Record<string, unknown>>> = async () => [],
+    /** The Solana networks the deployment settles on, as a seller's routes offer them (with a fee payer of its pool). */
+    private readonly solanaNetworks: () => Array<{ network: string; caip2: string; asset: string; feePayer: string }> = () => [],
   ) {
     this.sellers = conn.models.SellerAccount ?? conn.model<SellerAccountDoc>('SellerAccount', sellerAccountSchema, 'seller_accounts');
     this.cache = new TtlCache(cacheTtlMs);
@@ -55,11 +58,12 @@ export class SellerAcceptance {
     const payTo = getAddress(input.payTo);
     const payees = [...new Set((input.payees ?? []).map((a) => getAddress(a)))].filter((a) => a !== payTo);
     // Keys are v1 names (routes.ts reads either spelling); only another network this backend settles on.
-    const others = (await this.otherNetworks()).map((n) => n.network as string);
+    const others = [...(await this.otherNetworks()).map((n) => n.network as string), ...this.solanaNetworks().map((n) => n.network)];
     for (const network of Object.keys(input.payToByNetwork ?? {})) {
       if (!others.includes(network)) throw new AppError(422, 'network_not_served', `payToByNetwork names ${network}, which is not one of this backend's other networks (${others.join(', ') || 'none'}); payTo is the default network's`);
     }
-    const payToByNetwork = Object.fromEntries(Object.entries(input.payToByNetwork ?? {}).map(([network, address]) => [network, getAddress(address)]));
+    // A Solana address is case-sensitive base58 (kept as given); an EVM one is checksummed.
+    const payToByNetwork = Object.fromEntries(Object.entries(input.payToByNetwork ?? {}).map(([network, address]) => [network, isSolanaNetwork(network) ? address : getAddress(address)]));
     // A PUT: what it leaves out goes back to the default.
     const fields = { enabled: input.enabled, payTo, payees, payToByNetwork, updatedAt: new Date() };
     const every = input.channelClaimEverySeconds;
@@ -89,6 +93,11 @@ export class SellerAcceptance {
       const payTo = seller.payToByNetwork?.[n.network as string];
       return payTo ? { ...n, payTo } : n;
     });
-    return { ...offerSettings(requireChain(this.chain), seller), ...await this.schemeSettings(), ...(others.length ? { networks: others } : {}) };
+    // A Solana network is offered only where the seller has an address there (its EVM payTo is not one).
+    const solana = this.solanaNetworks().flatMap((n) => {
+      const payTo = seller.payToByNetwork?.[n.network];
+      return payTo ? [{ network: n.caip2, asset: n.asset, feePayer: n.feePayer, payTo }] : [];
+    });
+    return { ...offerSettings(requireChain(this.chain), seller), ...await this.schemeSettings(), ...(others.length ? { networks: others } : {}), ...(solana.length ? { solanaNetworks: solana } : {}) };
   }
 }

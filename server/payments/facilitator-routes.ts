@@ -5,13 +5,15 @@ import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import { parseInput } from '../platform/validate.js';
 import type { ChainService } from '../chain/chain-service.js';
 import { PAYMENT_IDENTIFIER } from './payment-identifier.js';
-import { findNetwork, OFFER_RECEIPT } from 'agentgate-x402-wire';
+import { findNetwork, isSolanaNetwork, OFFER_RECEIPT } from 'agentgate-x402-wire';
 import { facilitatorBody, settleRefused, verifyRefused, type Refusal } from './facilitator-api.js';
 import type { SellerAcceptance } from './acceptance.js';
 import type { Endpoints } from './endpoints.js';
 import type { NetworkPayments } from './payment-service.js';
 import type { PaymentSchemes } from './schemes/scheme.js';
 import { requireChain } from './chain-required.js';
+import type { SvmExactScheme } from './schemes/exact/svm/scheme.js';
+import type { SvmExactFacilitator } from './schemes/exact/svm/facilitator.js';
 import { BAZAAR, EXTENSION_RESPONSES_HEADER, extensionResponsesHeader, readDeclaration, type BazaarCatalog, type BazaarStatus } from './bazaar.js';
 import { catalogItem, discoveryQuery, endpointItem, matchesFilters, search, searchPage, searchQuery, type DiscoveryItem } from './discovery.js';
 
@@ -43,10 +45,13 @@ export interface FacilitatorRouteServices {
   /** The default network's schemes (the extensions /supported lists). */
   schemes: PaymentSchemes;
   catalog: BazaarCatalog;
+  /** exact on each Solana network this facilitator settles on. */
+  solana?: ReadonlyArray<{ scheme: SvmExactScheme; facilitator: SvmExactFacilitator }>;
 }
 
 export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
   const { acceptance, endpoints, networks, schemes, catalog } = services;
+  const solana = services.solana ?? [];
   const router = new Router({ prefix: '/v0/x402' });
   const sellerOnly = [authenticate(services.keys, services.identities), requireTier('seller')] as const;
 
@@ -59,10 +64,11 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
       return { kinds: theirs.supportedKinds(chain, signers), signers };
     }));
     const signers = [...new Set(offered.flatMap((o) => o.signers))];
+    const solanaSigners = [...new Set(solana.flatMap((s) => s.scheme.signers()))];
     ctx.body = {
-      kinds: offered.flatMap((o) => o.kinds),
+      kinds: [...offered.flatMap((o) => o.kinds), ...solana.flatMap((s) => s.scheme.supportedKinds())],
       extensions: [...new Set([PAYMENT_IDENTIFIER, 'bazaar', OFFER_RECEIPT, ...schemes.extensions()])],
-      signers: networks.length ? { 'eip155:*': signers } : {},
+      signers: { ...(networks.length ? { 'eip155:*': signers } : {}), ...(solanaSigners.length ? { 'solana:*': solanaSigners } : {}) },
     };
   });
 
@@ -124,7 +130,28 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     return { network, request, seller, scheme, refused: undefined };
   };
 
+  /**
+   * A request for a Solana network goes to that network's exact facilitator (a Solana network this
+   * facilitator does not settle on is refused here); undefined: an EVM request.
+   */
+  const solanaRequest = async (ctx: Context, answer: (facilitator: SvmExactFacilitator, request: ReturnType<typeof parseInput<typeof facilitatorBody>>, seller: NonNullable<Awaited<ReturnType<SellerAcceptance['accepting']>>>) => Promise<{ status?: number; body: Record<string, unknown> }>, refuse: (network: string, refusal: Refusal) => Record<string, unknown>) => {
+    const request = parseInput(facilitatorBody, ctx.request.body, 'body');
+    const named = request.paymentRequirements.network;
+    if (!isSolanaNetwork(named)) return false;
+    const served = solana.find((s) => s.scheme.chain.caip2 === named || s.scheme.chain.network === named);
+    const seller = await acceptance.accepting(principalOf(ctx).orgId);
+    if (!served) ctx.body = refuse(String(named), { reason: 'invalid_exact_svm_network_mismatch', message: `this facilitator does not settle on ${String(named)}${solana.length ? ` (it does on ${solana.map((s) => s.scheme.chain.caip2).join(', ')})` : ''}` });
+    else if (!seller) ctx.body = refuse(served.facilitator.networkOf(request), { reason: 'invalid_payment_requirements', message: 'payment acceptance is not turned on for this seller (PUT /v0/payments/acceptance)' });
+    else {
+      const answered = await answer(served.facilitator, request, seller);
+      if (answered.status) ctx.status = answered.status;
+      ctx.body = answered.body;
+    }
+    return true;
+  };
+
   router.post('/verify', ...sellerOnly, async (ctx) => {
+    if (await solanaRequest(ctx, (f, request, seller) => f.verify(request, seller), (_, refusal) => verifyRefused(asIs, refusal))) return;
     const prepared = await prepare(ctx);
     if (prepared.refused) {
       ctx.body = verifyRefused(asIs, prepared.refused);
@@ -142,6 +169,7 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
   });
 
   router.post('/settle', ...sellerOnly, async (ctx) => {
+    if (await solanaRequest(ctx, (f, request, seller) => f.settle(request, seller), (network, refusal) => settleRefused(asIs, network, refusal))) return;
     const prepared = await prepare(ctx);
     if (prepared.refused) {
       ctx.body = settleRefused(asIs, prepared.network, prepared.refused);

@@ -138,6 +138,11 @@ export interface PaymentDoc {
   /** upto and Permit2 exact: the signed Permit2 authorization as the buyer sent it (what settlement and reconciliation send); upto's witness names the facilitator. */
   permit2Authorization?: { from: string; permitted: { token: string; amount: string }; spender: string; nonce: string; deadline: string; witness: { to: string; facilitator?: string; validAfter: string } };
   signature: string;
+  /**
+   * exact on Solana: the complete transaction (base64, co-signed by our fee payer), its blockhash (it can
+   * land only while the blockhash lives) and its fee payer. `authorizationNonce` is its id (signature).
+   */
+  svm?: { transaction: string; blockhash: string; feePayer: string };
   /** ERC-8021 builder-code attribution appended to the settlement transaction's calldata (builder-code.ts). */
   dataSuffix?: string;
   status: PaymentStatus;
@@ -181,6 +186,7 @@ export const paymentSchema = new Schema<PaymentDoc>({
   eip2612Permit: Schema.Types.Mixed,
   assetTransferMethod: String,
   erc20Approval: Schema.Types.Mixed,
+  svm: Schema.Types.Mixed,
   authorizationKey: { type: String, required: true, unique: true },
   authorizationNonce: { type: String, required: true },
   authorization: { type: Schema.Types.Mixed, required: true },

@@ -1,4 +1,4 @@
-import { decodeBase64Json, findNetwork } from 'agentgate-x402-wire';
+import { decodeBase64Json, ExactSvmPaymentPayloadV2Schema, findNetwork, isSolanaNetwork } from 'agentgate-x402-wire';
 import { outboundPolicy } from '../platform/ssrf.js';
 import type { PaymentDoc } from './models.js';
 import type { Connection } from 'mongoose';
@@ -19,7 +19,7 @@ import { Endpoints } from './endpoints.js';
 import { EndpointRegistration } from './endpoint-registration.js';
 import { PaymentRecords } from './records.js';
 import { PaymentSettlement } from './payment-settlement.js';
-import { Redemption } from './redemption.js';
+import { Redemption, type RedeemInput, type RedeemOutcome } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
 import { ExactScheme } from './schemes/exact/evm/scheme.js';
 import { UptoScheme } from './schemes/upto/evm/scheme.js';
@@ -32,6 +32,9 @@ import { EXACT_REFUND_WORK_KIND, ExactRefunds, type RefundMandates, type RefundW
 import { PaymentReceivedOutbox } from './webhook-outbox.js';
 import { endpointWebhookTargets } from './webhook-targets.js';
 import type { DeliveryQueue, DeliveryTargets, Outbox } from '../webhooks/webhook-service.js';
+import type { SolanaChain } from '../chain/solana/solana-chain.js';
+import { SvmExactScheme } from './schemes/exact/svm/scheme.js';
+import { SvmExactFacilitator } from './schemes/exact/svm/facilitator.js';
 
 /** What the payments area is built from. */
 export interface PaymentServiceDeps {
@@ -58,6 +61,8 @@ export interface PaymentServiceDeps {
   updateGrouping?: Pick<GroupCommitOptions, 'maxBatch' | 'maxInFlight'>;
   /** The deployment's other networks (NETWORKS after the first), each with its chain and settlement engine. */
   moreNetworks?: ReadonlyArray<{ chain: ChainService; engine: SettlementEngine }>;
+  /** The Solana networks NETWORKS lists: exact on each, claimed and recorded on the default network's path. */
+  solanaChains?: readonly SolanaChain[];
 }
 
 /**
@@ -128,13 +133,16 @@ export class PaymentService {
 
   readonly chain: ChainService | undefined;
 
+  /** exact on each Solana network, and its facilitator API (the second chain family). */
+  readonly solana: ReadonlyArray<{ scheme: SvmExactScheme; facilitator: SvmExactFacilitator }>;
+
   constructor(deps: PaymentServiceDeps) {
     const { conn, config, chain, engine, signer, secrets, logs, log, metrics, changes, deliveries } = deps;
     this.chain = chain;
     this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings(), () => Promise.all(this.networks.slice(1).map(async (n) => ({
       network: n.chain.network, chainId: n.chain.chainId, asset: n.chain.usdc.address, assetName: n.chain.usdc.name, assetVersion: n.chain.usdc.version,
       ...await n.schemes.sellerSettings(),
-    }))));
+    }))), () => this.solana.map(({ scheme }) => ({ network: scheme.chain.network, caip2: scheme.chain.caip2, asset: scheme.chain.usdcMint, feePayer: scheme.chain.pickFeePayer().address })));
     this.endpoints = new Endpoints(conn, config.mode, changes, logs, config.SELLER_CACHE_TTL_MS);
     this.catalog = new BazaarCatalog(conn);
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode, outboundPolicy(config), (scheme) => this.schemes.refusal(scheme));
@@ -182,8 +190,29 @@ export class PaymentService {
     // The default network's sweep finishes every network's stale escrow operations, each on its own chain.
     operations.ownerOf = (payment) => this.of(payment).authCapture.operations;
     if (this.networks.length > 1) this.redemption.elsewhere = (paymentHeader) => this.forHeader(paymentHeader).redemption;
+    this.solana = (deps.solanaChains ?? []).map((solanaChain) => {
+      const scheme = new SvmExactScheme(solanaChain, this.settlement, log.child({ network: solanaChain.caip2 }), { settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS });
+      return { scheme, facilitator: new SvmExactFacilitator(scheme, this.endpoints) };
+    });
+    if (this.solana.length) this.redemption.solana = (orgId, input) => this.redeemOnSolana(orgId, input);
     this.webhookTargets = endpointWebhookTargets(this.endpoints.endpoints, secrets);
     this.outboxes = [this.webhooks, operations.webhooks, ...(exactRefunds ? [exactRefunds.webhooks] : []), this.channels.claimWebhooks];
+  }
+
+  /**
+   * Our middleware's redeem of a header naming a Solana network (v2 `accepted.network`): that network's
+   * exact settles it, or it is refused as a network this backend does not settle on. Undefined: the
+   * header names no Solana network.
+   */
+  private redeemOnSolana(orgId: string, input: RedeemInput): Promise<RedeemOutcome> | undefined {
+    const decoded = decodeBase64Json(input.paymentHeader);
+    const network = decoded.ok ? (decoded.value as { accepted?: { network?: unknown } } | null)?.accepted?.network : undefined;
+    if (!isSolanaNetwork(network)) return undefined;
+    const parsed = ExactSvmPaymentPayloadV2Schema.safeParse(decoded.ok ? decoded.value : undefined);
+    if (!parsed.success) return Promise.resolve({ ok: false, error: 'invalid_payload', message: `the Solana payment is not an exact v2 payload: ${parsed.error.issues[0]?.path.join('.')} ${parsed.error.issues[0]?.message}` });
+    const served = this.solana.find((s) => s.scheme.chain.caip2 === network);
+    if (!served) return Promise.resolve({ ok: false, error: 'invalid_exact_svm_network_mismatch', message: `this backend does not settle on ${String(network)}` });
+    return served.facilitator.redeem(orgId, input, parsed.data, this.redemption);
   }
 
   /** The network's payments, by v1 name or CAIP-2 id; undefined: this deployment does not settle there. */

@@ -40,8 +40,8 @@ export function presentPayment(p: PaymentDoc, detail = false) {
     // upto: amountUsdcRaw is the charge; this is the most the buyer allowed. exact: the same as amountUsdcRaw.
     scheme: p.scheme ?? 'exact',
     maxAmountUsdcRaw: p.maxAmountUsdcRaw ?? p.amountUsdcRaw,
-    // How the money moved: Permit2 for upto and for exact paid through Permit2, EIP-3009 otherwise (auth-capture: its escrow's collector).
-    assetTransferMethod: p.assetTransferMethod ?? (p.scheme === 'upto' ? 'permit2' : p.scheme === 'auth-capture' ? p.escrow?.method ?? 'eip3009' : 'eip3009'),
+    // How the money moved: Permit2 for upto and for exact paid through Permit2, EIP-3009 otherwise (auth-capture: its escrow's collector; Solana: an SPL TransferChecked).
+    assetTransferMethod: p.svm ? 'spl-transfer-checked' : p.assetTransferMethod ?? (p.scheme === 'upto' ? 'permit2' : p.scheme === 'auth-capture' ? p.escrow?.method ?? 'eip3009' : 'eip3009'),
     ...(p.scheme === 'auth-capture' ? { refundedUsdcRaw: p.refundedUsdcRaw ?? '0' } : {}),
     ...(detail ? { authorizationNonce: p.authorizationNonce, x402Version: p.x402Version, signedReceipt: p.signedReceipt ?? null, offerReceipt: p.offerReceipt ?? null } : {}),
   };

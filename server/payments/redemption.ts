@@ -45,12 +45,17 @@ export class Redemption {
   /** The default network's door hands a header of another network to that network's (PaymentService.forHeader). */
   elsewhere: ((paymentHeader: string) => Redemption) | undefined;
 
+  /** A header of a Solana network goes to that network's exact (PaymentService wires it); undefined: not a Solana payment. */
+  solana: ((orgId: string, input: RedeemInput) => Promise<RedeemOutcome> | undefined) | undefined;
+
   /**
    * Settles a payment before the handler. The header's scheme is picked as a hold picks it
    * (schemes.forHeader); only a scheme that settles before the handler (exact) can be redeemed, the
    * others are held (holds.ts) and captured after.
    */
   async redeem(orgId: string, input: RedeemInput): Promise<RedeemOutcome> {
+    const onSolana = this.solana?.(orgId, input);
+    if (onSolana) return onSolana;
     const door = this.elsewhere?.(input.paymentHeader);
     if (door && door !== this) return door.redeem(orgId, input);
     const scheme = this.schemes.forHeader(input.paymentHeader);

@@ -2,6 +2,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { networkName } from '../platform/network-name.js';
+import { findSolanaNetwork, SOLANA_ADDRESS } from 'agentgate-x402-wire';
 import { authenticatedRouter, principalOf, requireTier, type IdentityScopeSource } from '../platform/auth/authenticate.js';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import type { UsageTracker } from '../platform/usage.js';
@@ -34,13 +35,21 @@ export const acceptanceBody = z.object({
   payTo: address,
   // Addresses a route may pay per request instead of payTo (the middleware's payTo function).
   payees: z.array(address).max(20).optional(),
-  // Where another network's payments go ({"polygon-amoy": "0x…"} or by CAIP-2 id); absent: payTo.
-  payToByNetwork: z.record(z.string().max(64), address).refine((m) => Object.keys(m).length <= 30, 'at most 30 networks')
+  // Where another network's payments go ({"polygon-amoy": "0x…", "solana-devnet": "base58…"}, by v1 name
+  // or CAIP-2 id); absent: payTo. A Solana network has no default: its routes are offered only with one.
+  payToByNetwork: z.record(z.string().max(64), z.string().max(64)).refine((m) => Object.keys(m).length <= 30, 'at most 30 networks')
     .transform((m, ctx) => {
       const out: Record<string, string> = {};
       for (const [name, payTo] of Object.entries(m)) {
+        const solana = findSolanaNetwork(name);
+        if (solana) {
+          if (SOLANA_ADDRESS.test(payTo)) out[solana.name] = payTo;
+          else ctx.addIssue({ code: 'custom', path: [name], message: `${name}: must be a base58 Solana address` });
+          continue;
+        }
         const network = networkName.safeParse(name);
-        if (!network.success) ctx.addIssue({ code: 'custom', message: `${name} must be an EVM network by v1 name or CAIP-2 id` });
+        if (!network.success) ctx.addIssue({ code: 'custom', message: `${name} must be a network by v1 name or CAIP-2 id` });
+        else if (!address.safeParse(payTo).success) ctx.addIssue({ code: 'custom', path: [name], message: `${name}: must be a 0x-prefixed address` });
         else out[network.data] = payTo;
       }
       return out;

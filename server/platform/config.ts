@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { findNetwork, NETWORKS } from 'agentgate-x402-wire';
+import { findNetwork, findSolanaNetwork, NETWORKS, SOLANA_ADDRESS, SOLANA_NETWORKS } from 'agentgate-x402-wire';
 import { parseAddressRanges } from './ssrf.js';
 
 /** How the server treats loopback and test-only features: `dev` allows loopback targets and the faucet. */
@@ -203,7 +203,22 @@ export type Config = z.output<typeof schema> & {
   mode: Mode;
   /** The networks this backend settles on, the default one first (NETWORKS, or CHAIN_NETWORK alone). */
   networks: NetworkSettings[];
+  /** The Solana networks NETWORKS lists (after an EVM default): the second chain family. */
+  solanaNetworks: SolanaNetworkSettings[];
 };
+
+/**
+ * One Solana network this backend settles on: <NAME>_RPC_URL, <NAME>_FEE_PAYER_KEYS (comma-separated
+ * base58 64-byte secret keys, as `solana-keygen` writes them in bytes: the keys that co-sign and pay the
+ * fees of buyers' transfers) and, optionally, <NAME>_USDC_MINT (default: the network's USDC).
+ */
+export interface SolanaNetworkSettings {
+  /** Its v1 name ("solana-devnet"). */
+  network: string;
+  rpcUrl: string;
+  feePayerKeys: string[];
+  usdcMint: string;
+}
 
 /** One network this backend settles on, read from its variables (see NETWORKS). */
 export interface NetworkSettings {
@@ -271,7 +286,8 @@ function networksOf(data: z.output<typeof schema>, input: Record<string, string 
   const names: string[] = [];
   for (const entry of (data.NETWORKS ?? data.CHAIN_NETWORK).split(',').map((n) => n.trim()).filter(Boolean)) {
     const info = findNetwork(entry);
-    if (!info) problems.set('NETWORKS', `names ${entry}, not a network of the table, by name or CAIP-2 id (${NETWORKS.map((n) => n.name).join(', ')})`);
+    if (findSolanaNetwork(entry)) continue; // solanaNetworksOf reads it
+    if (!info) problems.set('NETWORKS', `names ${entry}, not a network of the table, by name or CAIP-2 id (${[...NETWORKS, ...SOLANA_NETWORKS].map((n) => n.name).join(', ')})`);
     else if (names.includes(info.name)) problems.set('NETWORKS', `names ${info.name} twice`);
     else names.push(info.name);
   }
@@ -314,6 +330,37 @@ function networksOf(data: z.output<typeof schema>, input: Record<string, string 
   });
 }
 
+const base58Key = z.string().regex(/^[1-9A-HJ-NP-Za-km-z]{86,90}$/, 'must be comma-separated base58 64-byte secret keys');
+const solanaVariables = z.object({
+  RPC_URL: z.url({ protocol: /^https?$/ }),
+  FEE_PAYER_KEYS: z.string().transform((v) => v.split(',').map((k) => k.trim()).filter(Boolean)).pipe(z.array(base58Key).min(1, 'must name at least one key')),
+  USDC_MINT: z.string().regex(SOLANA_ADDRESS, 'must be a base58 address').optional(),
+});
+
+/** The Solana networks NETWORKS lists, each read from its own variables (SOLANA_DEVNET_RPC_URL, ...). */
+function solanaNetworksOf(data: z.output<typeof schema>, input: Record<string, string | undefined>, problems: Map<string, string>): SolanaNetworkSettings[] {
+  const out: SolanaNetworkSettings[] = [];
+  const entries = (data.NETWORKS ?? '').split(',').map((n) => n.trim()).filter(Boolean);
+  entries.forEach((entry, i) => {
+    const info = findSolanaNetwork(entry);
+    if (!info) return;
+    if (i === 0) problems.set('NETWORKS', `starts with ${info.name}: the default network (the first) is an EVM network; list Solana networks after it`);
+    if (out.some((n) => n.network === info.name)) { problems.set('NETWORKS', `names ${info.name} twice`); return; }
+    const prefix = networkVariablePrefix(info.name);
+    const own = Object.fromEntries(Object.keys(solanaVariables.shape).flatMap((key) => (input[`${prefix}_${key}`] ? [[key, input[`${prefix}_${key}`]]] : [])));
+    const parsed = solanaVariables.safeParse(own);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        const name = `${prefix}_${String(issue.path[0])}`;
+        if (!problems.has(name)) problems.set(name, own[String(issue.path[0])] === undefined ? `is required: NETWORKS lists ${info.name}` : issue.message);
+      }
+      return;
+    }
+    out.push({ network: info.name, rpcUrl: parsed.data.RPC_URL, feePayerKeys: [...new Set(parsed.data.FEE_PAYER_KEYS)], usdcMint: parsed.data.USDC_MINT ?? info.usdcMint });
+  });
+  return out;
+}
+
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
@@ -332,6 +379,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   const problems = new Map<string, string>();
   const networks = networksOf(result.data, input, problems);
+  const solanaNetworks = solanaNetworksOf(result.data, input, problems);
   if (problems.size) throw new ConfigError(`configuration error: ${[...problems].map(([name, message]) => `${name} ${message}`).join('; ')}`);
-  return { ...result.data, mode: result.data.AGENTGATE_MODE, networks };
+  return { ...result.data, mode: result.data.AGENTGATE_MODE, networks, solanaNetworks };
 }

@@ -19,6 +19,7 @@ export * from './schemes/exact/evm/challenge.js';
 export * from './schemes/upto/evm/challenge.js';
 export * from './schemes/batch-settlement/evm/challenge.js';
 export * from './schemes/auth-capture/evm/challenge.js';
+export * from './schemes/exact/svm/challenge.js';
 // Each scheme's wire shapes.
 export * from './evm.js';
 export * from './permit2.js';
@@ -26,11 +27,13 @@ export * from './schemes/exact/evm/wire.js';
 export * from './schemes/upto/evm/wire.js';
 export * from './schemes/batch-settlement/evm/wire.js';
 export * from './schemes/auth-capture/evm/wire.js';
+export * from './schemes/exact/svm/wire.js';
 // Each scheme's failure reasons, and the names the spec gives them.
 export * from './schemes/exact/evm/reasons.js';
 export * from './schemes/upto/evm/reasons.js';
 export * from './schemes/batch-settlement/evm/reasons.js';
 export * from './schemes/auth-capture/evm/reasons.js';
+export * from './schemes/exact/svm/reasons.js';
 // Receipts (Ed25519 and offer-receipt JWS), webhook signatures, and how resource URLs compare.
 export * from './canonical-json.js';
 export * from './multikey.js';

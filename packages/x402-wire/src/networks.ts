@@ -7,6 +7,8 @@
  * holds this table to the installed SDKs. Our local dev chain has no official v1 name: "anvil" is ours.
  */
 
+import { findSolanaNetwork } from './svm-networks.js';
+
 export type Caip2Id = `eip155:${number}`;
 
 /** How a buyer's signature moves the token: its own EIP-3009 transferWithAuthorization, or Permit2. */
@@ -140,6 +142,7 @@ export function caip2FromChainId(chainId: number): Caip2Id {
  */
 export function toV1Network(network: string): string {
   if (byName.has(network)) return network;
+  if (network.startsWith('solana:')) return findSolanaNetwork(network)?.name ?? network;
   const chainId = chainIdFromCaip2(network);
   return chainId === undefined ? network : (byChainId.get(chainId)?.name ?? network);
 }
@@ -147,5 +150,5 @@ export function toV1Network(network: string): string {
 /** The CAIP-2 id for a network given in either spelling; unknown names are returned unchanged. */
 export function toCaip2Network(network: string): string {
   if (chainIdFromCaip2(network) !== undefined) return network;
-  return byName.get(network)?.caip2 ?? network;
+  return byName.get(network)?.caip2 ?? findSolanaNetwork(network)?.caip2 ?? network;
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { networkByName } from './networks.js';
 import { EvmAddress } from './evm.js';
+import { SOLANA_ADDRESS } from './svm-networks.js';
 
 /**
  * Where and in what a seller is paid: fetched once from the backend at start-up
@@ -45,7 +46,20 @@ export const SellerSettingsSchema = z.object({
     /** Where this network's payments go (absent: payTo above). */
     payTo: EvmAddress.optional(),
   })).optional(),
+  /**
+   * The Solana networks the backend settles `exact` on where this seller has an address: an exact route
+   * offers each of them too, with the fee payer that co-signs the buyer's transfer.
+   */
+  solanaNetworks: z.array(z.object({
+    /** CAIP-2 id ("solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"). */
+    network: z.string().regex(/^solana:/),
+    /** USDC's mint. */
+    asset: z.string().regex(SOLANA_ADDRESS),
+    feePayer: z.string().regex(SOLANA_ADDRESS),
+    payTo: z.string().regex(SOLANA_ADDRESS),
+  })).optional(),
 });
+export type SolanaOffer = NonNullable<z.infer<typeof SellerSettingsSchema>['solanaNetworks']>[number];
 export type SellerSettings = z.infer<typeof SellerSettingsSchema>;
 
 export const DEFAULT_MAX_TIMEOUT_SECONDS = 60;

@@ -13,10 +13,12 @@ import { holdWhileHandlerRuns, type SellerScheme, type SellerSchemeDeps } from '
 // a facilitator that cannot hold), or held while the handler runs and captured or released after it.
 
 export class ExactPayment implements SellerScheme {
-  constructor(private readonly deps: SellerSchemeDeps) {}
+  /** `solana`: the same scheme on the backend's Solana networks, when the seller is paid there too. */
+  constructor(private readonly deps: SellerSchemeDeps, private readonly solana?: SellerScheme & { names(paymentHeader: string): boolean }) {}
 
   /** Checked locally first, so a malformed or mismatched header costs the facilitator nothing. */
   async pay(charge: Charge, paymentHeader: string): Promise<PaywallOutcome> {
+    if (this.solana?.names(paymentHeader) && charge.route.value.config.assetTransferMethod !== 'permit2') return this.solana.pay(charge, paymentHeader);
     const checked = this.checkLocally(charge, paymentHeader);
     if (checked.kind === 'payment-required') return checked;
     const { version, request } = checked;

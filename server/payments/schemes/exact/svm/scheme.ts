@@ -1,0 +1,154 @@
+import { getBase64Decoder, type Signature, type Transaction } from '@solana/kit';
+import { EXACT_SVM_REASONS as R } from 'agentgate-x402-wire';
+import type { SolanaChain } from '../../../../chain/solana/solana-chain.js';
+import { newId } from '../../../../platform/ids.js';
+import type { Logger } from '../../../../platform/logger.js';
+import type { EndpointDoc, PaymentDoc, SellerAccountDoc } from '../../../models.js';
+import type { PaymentRecords } from '../../../records.js';
+import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../payment-settlement.js';
+import type { IdentifiedPayment } from '../../../payment-identifier.js';
+import type { SettlementResult } from '../../../settlement.js';
+import type { SettleOutcome } from '../../../../settlement/settler.js';
+import type { SupportedKind } from '../../scheme.js';
+import { getTransactionBytes, transactionId, verifySvmPayment, type SvmRefused, type SvmTerms, type SvmVerified } from './verify.js';
+
+// The x402 `exact` scheme on Solana: the buyer signs a TransferChecked of USDC to the seller's token
+// account, with our fee payer as the transaction's fee payer; settlement co-signs it and sends it. The
+// fee payer's signature is deterministic (Ed25519), so the transaction's id is known before it is sent:
+// it is the payment's claim (a unique insert), and a replayed transaction, in any process, is a duplicate
+// before anything is sent. The chain itself processes one signature once.
+
+/** How often a sent transaction's status is asked while its buyer waits. */
+const STATUS_POLL_MS = 150;
+const base64 = getBase64Decoder();
+
+export type SvmSettleTerms = SvmTerms & SettleTerms;
+
+export class SvmExactScheme {
+  readonly name = 'exact';
+
+  constructor(
+    readonly chain: SolanaChain,
+    private readonly path: PaymentSettlement,
+    private readonly log: Logger,
+    private readonly options: { settlementTimeoutMs: number },
+  ) {}
+
+  /** What /supported offers: exact on this network, v2 and v1, with a fee payer of the pool. */
+  supportedKinds(): SupportedKind[] {
+    const extra = { feePayer: this.chain.pickFeePayer().address };
+    return [
+      { x402Version: 2, scheme: 'exact', network: this.chain.caip2, extra },
+      { x402Version: 1, scheme: 'exact', network: this.chain.network, extra },
+    ];
+  }
+
+  signers(): string[] {
+    return this.chain.feePayers.map((signer) => signer.address);
+  }
+
+  verify(tx: Transaction, terms: SvmTerms): Promise<SvmVerified | SvmRefused> {
+    return verifySvmPayment(tx, terms, this.chain, { simulate: true });
+  }
+
+  /**
+   * Verify, co-sign, claim, send, confirm and record with a signed receipt: for both doors (our
+   * middleware's redeem and the facilitator API). A retry carrying the same payment-identifier is
+   * answered the first result.
+   */
+  async settle(seller: SellerAccountDoc, tx: Transaction, terms: SvmSettleTerms, identified: IdentifiedPayment, version: 1 | 2): Promise<SettlementResult> {
+    const verified = await this.verify(tx, terms);
+    if (!verified.ok) return (this.path.refused(terms.door, verified) as Extract<ClaimOutcome, { ok: false }>).refused;
+    const signed = await this.cosign(verified);
+    const id = transactionId(signed);
+    return this.path.settleIdempotently(seller, identified, this.claimKey(id), async () => {
+      const payment = this.paymentOf(seller, verified, signed, id, terms, version);
+      const claimed = await this.path.insertClaim(payment, terms.door, 'this transaction was already presented');
+      if (!claimed.ok) return { answer: { ...claimed.refused, reason: claimed.refused.reason === 'nonce_already_used' ? R.duplicateSettlement : claimed.refused.reason } };
+      const outcome = await this.sendAndConfirm(signed, id, verified.blockhash);
+      return { answer: await this.path.recordOutcome(payment, outcome, terms.endpoint) };
+    });
+  }
+
+  private claimKey(id: string): string {
+    return `svm:${this.chain.caip2}:${id}`;
+  }
+
+  /** The transaction with its fee payer's signature: complete, and named by it. */
+  private async cosign(verified: SvmVerified): Promise<Transaction> {
+    const [signatures] = await verified.feePayer.signTransactions([verified.transaction as never]);
+    return { ...verified.transaction, signatures: { ...verified.transaction.signatures, ...signatures } } as Transaction;
+  }
+
+  private paymentOf(seller: SellerAccountDoc, verified: SvmVerified, signed: Transaction, id: string, terms: SvmSettleTerms, version: 1 | 2): PaymentDoc {
+    const now = new Date();
+    return {
+      _id: newId('pay'), orgId: seller._id, direction: 'in', endpointId: terms.endpoint?._id ?? null, network: this.chain.network,
+      // chainId 0: no EVM chain's reconciliation reads it (reconcile() below finishes it).
+      chainId: 0, asset: terms.mint, payerAddress: verified.payer, recipientAddress: terms.payTo, amountUsdcRaw: terms.amountAtomic.toString(),
+      resourceUrl: terms.resource, x402Version: version, scheme: 'exact', authorizationKey: this.claimKey(id), authorizationNonce: id,
+      // The transfer as an authorization reads (who, to whom, how much); its validity is the blockhash's, about 90 s.
+      authorization: { from: verified.payer, to: terms.payTo, value: terms.amountAtomic.toString(), validAfter: '0', validBefore: String(Math.floor(now.getTime() / 1000) + 90), nonce: id },
+      signature: id, status: 'verified', createdAt: now,
+      svm: { transaction: base64.decode(getTransactionBytes(signed)), blockhash: verified.blockhash, feePayer: verified.feePayer.address },
+    };
+  }
+
+  /**
+   * Sends the complete transaction and waits for the chain to process it: `confirmed` settles, an error
+   * on chain fails (nothing moved), and a transaction whose blockhash expired without landing never will
+   * (nothing moved). Anything else stays open, and reconcile() finishes it from the chain.
+   */
+  private async sendAndConfirm(signed: Transaction, id: string, blockhash: string): Promise<SettleOutcome> {
+    const wire = base64.decode(getTransactionBytes(signed));
+    try {
+      await this.chain.rpc.sendTransaction(wire as never, { encoding: 'base64', skipPreflight: true, maxRetries: 0n }).send();
+    } catch (err) {
+      // It may have reached a node all the same: the status says.
+      this.log.warn({ network: this.chain.caip2, transaction: id, err: (err as Error).message }, 'sending a Solana payment failed; asking its status');
+    }
+    const deadline = Date.now() + this.options.settlementTimeoutMs;
+    while (Date.now() < deadline) {
+      const settled = await this.outcomeOf(id, blockhash).catch(() => undefined);
+      if (settled) return settled;
+      await new Promise((resolve) => setTimeout(resolve, STATUS_POLL_MS));
+    }
+    return { ok: false, reason: 'settle_unconfirmed', message: `the transaction ${id} was sent and is not confirmed yet`, txHash: id as never, unconfirmed: true };
+  }
+
+  /** What the chain did with a transaction: undefined while it may still land. */
+  async outcomeOf(id: string, blockhash: string): Promise<SettleOutcome | undefined> {
+    const { value } = await this.chain.rpc.getSignatureStatuses([id as Signature], { searchTransactionHistory: true }).send();
+    const status = value[0];
+    if (status && (status.confirmationStatus === 'confirmed' || status.confirmationStatus === 'finalized')) {
+      if (status.err) return { ok: false, reason: R.transactionFailed, message: `the transaction failed on chain: ${JSON.stringify(status.err, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}`, txHash: id as never };
+      return { ok: true, txHash: id as never, batchSize: 1 };
+    }
+    if (!status) {
+      const valid = await this.chain.rpc.isBlockhashValid(blockhash as never, { commitment: 'processed' }).send();
+      if (!valid.value) return { ok: false, reason: R.transactionFailed, message: "the transaction's blockhash expired before it landed; nothing moved", txHash: id as never };
+    }
+    return undefined;
+  }
+
+  /**
+   * Finishes this network's open payments from the chain (a process that died between sending and
+   * recording, an answer that timed out): settled or failed as the chain says, or sent again while its
+   * blockhash lives (the chain processes a signature once, so sending again never pays twice). Any number
+   * of processes may run it: each record is written once (markSettled's unique insert).
+   */
+  async reconcile(records: PaymentRecords, endpointOf: (payment: PaymentDoc) => Promise<EndpointDoc | null>, olderThanMs: number): Promise<number> {
+    const open = await records.payments.find({ network: this.chain.network, chainId: 0, status: 'verified', createdAt: { $lt: new Date(Date.now() - olderThanMs) } }).sort({ createdAt: 1 }).limit(100).lean();
+    for (const payment of open) {
+      const svm = payment.svm;
+      if (!svm) continue;
+      let outcome = await this.outcomeOf(payment.authorizationNonce, svm.blockhash).catch(() => undefined);
+      if (!outcome) {
+        await this.chain.rpc.sendTransaction(svm.transaction as never, { encoding: 'base64', skipPreflight: true, maxRetries: 0n }).send().catch(() => undefined);
+        outcome = await this.outcomeOf(payment.authorizationNonce, svm.blockhash).catch(() => undefined);
+      }
+      if (outcome) await this.path.recordOutcome(payment, outcome, await endpointOf(payment));
+    }
+    return open.length;
+  }
+}
