@@ -142,6 +142,16 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
     });
     app.shutdown.add(network === app.payments.networks[0] ? 'payment reconciliation' : `payment reconciliation on ${network.chain.caip2}`, () => reconciler.stop());
   }
+  // Each Solana network's open payments (a sender that died, an answer that timed out), from its chain.
+  for (const { scheme } of app.payments.solana) {
+    const log = app.log.child({ area: 'reconciliation', network: scheme.chain.caip2 });
+    const endpointOf = (payment: { endpointId: string | null }) => (payment.endpointId ? app.payments.endpoints.endpoints.findById(payment.endpointId).lean() : Promise.resolve(null));
+    const timer = setInterval(() => {
+      scheme.reconcile(app.payments.records, endpointOf, app.config.RECONCILE_AFTER_MS).catch((err: Error) => log.warn({ err: err.message }, 'Solana payment reconciliation failed; next round retries'));
+    }, app.config.RECONCILE_EVERY_MS);
+    timer.unref();
+    app.shutdown.add(`payment reconciliation on ${scheme.chain.caip2}`, async () => clearInterval(timer));
+  }
   if (app.chain) {
     // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
     app.shutdown.add('escrow operation sweep', app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));

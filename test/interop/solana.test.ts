@@ -18,6 +18,7 @@ import { wrapFetchWithPayment } from '@x402/fetch';
 import { AccountRole, address, type Address, type KeyPairSigner } from '@solana/kit';
 import { EXACT_SVM_REASONS as R, MEMO_PROGRAM_ADDRESS, verifyReceipt, type DidDocument } from 'agentgate-x402-wire';
 import { startTestServer, type TestServer } from '../support/server.js';
+import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { buildSolanaPayment, solanaAccount, solanaForTests, type PaymentTweaks } from '../support/solana.js';
 import type { DevSolana } from '../../server/dev/solana/dev-solana.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
@@ -140,6 +141,52 @@ test('a replayed transaction moves money once, even sent to two backends at the 
   } finally {
     await second.stop();
   }
+});
+
+describe('a settlement whose answer was lost is finished from the chain', () => {
+  let proxy: RpcProxy;
+  let backend: TestServer;
+  beforeAll(async () => {
+    // A backend reaching the chain through a proxy that can fail it, answering a buyer after 2 s at most and
+    // reconciling open payments older than 3 s every 0.5 s.
+    proxy = await startRpcProxy(chain.rpcUrl);
+    backend = await startTestServer({ NETWORKS: 'base-sepolia,solana-devnet', MONGODB_DB: server.config.MONGODB_DB, SOLANA_DEVNET_RPC_URL: proxy.url, SOLANA_DEVNET_FEE_PAYER_KEYS: server.config.solanaNetworks[0]!.feePayerKeys.join(','), SETTLEMENT_TIMEOUT_MS: '2000', RECONCILE_AFTER_MS: '3000', RECONCILE_EVERY_MS: '500' });
+  });
+  afterAll(async () => {
+    await backend?.stop();
+    await proxy?.close();
+  });
+
+  const settle = async (transaction: string) => {
+    const requirements = { scheme: 'exact', network: DEVNET, amount: String(PRICE), asset: chain.usdcMint, payTo: sellerSolana.address, maxTimeoutSeconds: 60, extra: { feePayer: feePayer.address } };
+    return backend.request('POST', '/v0/x402/settle', { key: seller.sellerKey, body: { x402Version: 2, paymentPayload: { x402Version: 2, accepted: requirements, payload: { transaction } }, paymentRequirements: requirements } });
+  };
+  const recordOf = async (txHash: string) => (await backend.app.payments.records.payments.findOne({ txHash }).lean());
+
+  test('a send the node took but whose answer was lost: settled in the same request, once', async () => {
+    const buyer = await solanaAccount(chain, 1_000_000n);
+    const sellerBefore = await chain.usdcBalance(sellerSolana.address);
+    proxy.afterForward.refuse({ method: 'sendTransaction', times: 1 });
+    const answer = await settle(await buildSolanaPayment(chain, buyer, feePayer.address, sellerSolana.address, PRICE));
+    expect(answer.body).toMatchObject({ success: true, payer: buyer.address });
+    expect(await chain.usdcBalance(sellerSolana.address)).toBe(sellerBefore + PRICE);
+  });
+
+  test('a send that never reached the chain: answered pending, then sent again and settled by reconciliation, once', async () => {
+    const buyer = await solanaAccount(chain, 1_000_000n);
+    const sellerBefore = await chain.usdcBalance(sellerSolana.address);
+    proxy.rpcError({ code: -32005, message: 'Node is behind' }, { method: 'sendTransaction', times: 1 });
+    const answer = await settle(await buildSolanaPayment(chain, buyer, feePayer.address, sellerSolana.address, PRICE));
+    expect(answer.body).toMatchObject({ success: false, errorReason: R.settlementPending });
+    const txHash = answer.body.transaction as string;
+    expect(await chain.usdcBalance(sellerSolana.address)).toBe(sellerBefore);
+    expect(await recordOf(txHash)).toMatchObject({ status: 'verified', txHash });
+    // Reconciliation sends it again while its blockhash lives, and records what the chain did.
+    const deadline = Date.now() + 15_000;
+    while ((await recordOf(txHash))?.status !== 'settled' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await recordOf(txHash)).toMatchObject({ status: 'settled', txHash, signedReceipt: expect.anything() });
+    expect(await chain.usdcBalance(sellerSolana.address)).toBe(sellerBefore + PRICE);
+  });
 });
 
 describe('a payment that cheats is refused with the reason, and nothing moves', () => {

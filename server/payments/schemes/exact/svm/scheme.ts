@@ -1,4 +1,4 @@
-import { getBase64Decoder, type Signature, type Transaction } from '@solana/kit';
+import type { Transaction } from '@solana/kit';
 import { EXACT_SVM_REASONS as R } from 'agentgate-x402-wire';
 import type { SolanaChain } from '../../../../chain/solana/solana-chain.js';
 import { newId } from '../../../../platform/ids.js';
@@ -8,9 +8,10 @@ import type { PaymentRecords } from '../../../records.js';
 import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../payment-settlement.js';
 import type { IdentifiedPayment } from '../../../payment-identifier.js';
 import type { SettlementResult } from '../../../settlement.js';
-import type { SettleOutcome } from '../../../../settlement/settler.js';
 import type { SupportedKind } from '../../scheme.js';
-import { getTransactionBytes, transactionId, verifySvmPayment, type SvmRefused, type SvmTerms, type SvmVerified } from './verify.js';
+import { transactionId, verifySvmPayment, type SvmRefused, type SvmTerms, type SvmVerified } from './verify.js';
+import { outcomeOnChain } from './chain.js';
+import { cosign, send, sendAndConfirm, wireBase64 } from './settle.js';
 
 // The x402 `exact` scheme on Solana: the buyer signs a TransferChecked of USDC to the seller's token
 // account, with our fee payer as the transaction's fee payer; settlement co-signs it and sends it. The
@@ -18,9 +19,6 @@ import { getTransactionBytes, transactionId, verifySvmPayment, type SvmRefused, 
 // it is the payment's claim (a unique insert), and a replayed transaction, in any process, is a duplicate
 // before anything is sent. The chain itself processes one signature once.
 
-/** How often a sent transaction's status is asked while its buyer waits. */
-const STATUS_POLL_MS = 150;
-const base64 = getBase64Decoder();
 
 export type SvmSettleTerms = SvmTerms & SettleTerms;
 
@@ -59,25 +57,21 @@ export class SvmExactScheme {
   async settle(seller: SellerAccountDoc, tx: Transaction, terms: SvmSettleTerms, identified: IdentifiedPayment, version: 1 | 2): Promise<SettlementResult> {
     const verified = await this.verify(tx, terms);
     if (!verified.ok) return (this.path.refused(terms.door, verified) as Extract<ClaimOutcome, { ok: false }>).refused;
-    const signed = await this.cosign(verified);
+    const signed = await cosign(verified);
     const id = transactionId(signed);
     return this.path.settleIdempotently(seller, identified, this.claimKey(id), async () => {
       const payment = this.paymentOf(seller, verified, signed, id, terms, version);
       const claimed = await this.path.insertClaim(payment, terms.door, 'this transaction was already presented');
       if (!claimed.ok) return { answer: { ...claimed.refused, reason: claimed.refused.reason === 'nonce_already_used' ? R.duplicateSettlement : claimed.refused.reason } };
-      const outcome = await this.sendAndConfirm(signed, id, verified.blockhash);
-      return { answer: await this.path.recordOutcome(payment, outcome, terms.endpoint) };
+      const outcome = await sendAndConfirm(this.chain, signed, id, verified.blockhash, this.log, this.options.settlementTimeoutMs);
+      const answer = await this.path.recordOutcome(payment, outcome, terms.endpoint);
+      // Still open (reconciliation finishes it): the spec's name for a settlement not confirmed yet.
+      return { answer: !answer.ok && answer.reason === 'settle_unconfirmed' ? { ...answer, reason: R.settlementPending } : answer };
     });
   }
 
   private claimKey(id: string): string {
     return `svm:${this.chain.caip2}:${id}`;
-  }
-
-  /** The transaction with its fee payer's signature: complete, and named by it. */
-  private async cosign(verified: SvmVerified): Promise<Transaction> {
-    const [signatures] = await verified.feePayer.signTransactions([verified.transaction as never]);
-    return { ...verified.transaction, signatures: { ...verified.transaction.signatures, ...signatures } } as Transaction;
   }
 
   private paymentOf(seller: SellerAccountDoc, verified: SvmVerified, signed: Transaction, id: string, terms: SvmSettleTerms, version: 1 | 2): PaymentDoc {
@@ -90,45 +84,8 @@ export class SvmExactScheme {
       // The transfer as an authorization reads (who, to whom, how much); its validity is the blockhash's, about 90 s.
       authorization: { from: verified.payer, to: terms.payTo, value: terms.amountAtomic.toString(), validAfter: '0', validBefore: String(Math.floor(now.getTime() / 1000) + 90), nonce: id },
       signature: id, status: 'verified', createdAt: now,
-      svm: { transaction: base64.decode(getTransactionBytes(signed)), blockhash: verified.blockhash, feePayer: verified.feePayer.address },
+      svm: { transaction: wireBase64(signed), blockhash: verified.blockhash, feePayer: verified.feePayer.address },
     };
-  }
-
-  /**
-   * Sends the complete transaction and waits for the chain to process it: `confirmed` settles, an error
-   * on chain fails (nothing moved), and a transaction whose blockhash expired without landing never will
-   * (nothing moved). Anything else stays open, and reconcile() finishes it from the chain.
-   */
-  private async sendAndConfirm(signed: Transaction, id: string, blockhash: string): Promise<SettleOutcome> {
-    const wire = base64.decode(getTransactionBytes(signed));
-    try {
-      await this.chain.rpc.sendTransaction(wire as never, { encoding: 'base64', skipPreflight: true, maxRetries: 0n }).send();
-    } catch (err) {
-      // It may have reached a node all the same: the status says.
-      this.log.warn({ network: this.chain.caip2, transaction: id, err: (err as Error).message }, 'sending a Solana payment failed; asking its status');
-    }
-    const deadline = Date.now() + this.options.settlementTimeoutMs;
-    while (Date.now() < deadline) {
-      const settled = await this.outcomeOf(id, blockhash).catch(() => undefined);
-      if (settled) return settled;
-      await new Promise((resolve) => setTimeout(resolve, STATUS_POLL_MS));
-    }
-    return { ok: false, reason: 'settle_unconfirmed', message: `the transaction ${id} was sent and is not confirmed yet`, txHash: id as never, unconfirmed: true };
-  }
-
-  /** What the chain did with a transaction: undefined while it may still land. */
-  async outcomeOf(id: string, blockhash: string): Promise<SettleOutcome | undefined> {
-    const { value } = await this.chain.rpc.getSignatureStatuses([id as Signature], { searchTransactionHistory: true }).send();
-    const status = value[0];
-    if (status && (status.confirmationStatus === 'confirmed' || status.confirmationStatus === 'finalized')) {
-      if (status.err) return { ok: false, reason: R.transactionFailed, message: `the transaction failed on chain: ${JSON.stringify(status.err, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}`, txHash: id as never };
-      return { ok: true, txHash: id as never, batchSize: 1 };
-    }
-    if (!status) {
-      const valid = await this.chain.rpc.isBlockhashValid(blockhash as never, { commitment: 'processed' }).send();
-      if (!valid.value) return { ok: false, reason: R.transactionFailed, message: "the transaction's blockhash expired before it landed; nothing moved", txHash: id as never };
-    }
-    return undefined;
   }
 
   /**
@@ -142,10 +99,10 @@ export class SvmExactScheme {
     for (const payment of open) {
       const svm = payment.svm;
       if (!svm) continue;
-      let outcome = await this.outcomeOf(payment.authorizationNonce, svm.blockhash).catch(() => undefined);
+      let outcome = await outcomeOnChain(this.chain, payment.authorizationNonce, svm.blockhash).catch(() => undefined);
       if (!outcome) {
-        await this.chain.rpc.sendTransaction(svm.transaction as never, { encoding: 'base64', skipPreflight: true, maxRetries: 0n }).send().catch(() => undefined);
-        outcome = await this.outcomeOf(payment.authorizationNonce, svm.blockhash).catch(() => undefined);
+        await send(this.chain, svm.transaction, this.log, payment.authorizationNonce);
+        outcome = await outcomeOnChain(this.chain, payment.authorizationNonce, svm.blockhash).catch(() => undefined);
       }
       if (outcome) await this.path.recordOutcome(payment, outcome, await endpointOf(payment));
     }

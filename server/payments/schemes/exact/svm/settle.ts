@@ -1,0 +1,48 @@
+import { getBase64Decoder, type Transaction } from '@solana/kit';
+import type { SolanaChain } from '../../../../chain/solana/solana-chain.js';
+import type { Logger } from '../../../../platform/logger.js';
+import type { SettleOutcome } from '../../../../settlement/settler.js';
+import { outcomeOnChain } from './chain.js';
+import { getTransactionBytes, type SvmVerified } from './verify.js';
+
+// Settling an `exact` payment on Solana: the buyer's transaction co-signed by the fee payer it names, sent,
+// and waited for. No lane, no nonce: a fee payer's transactions are not ordered, so any process sends.
+
+/** How often a sent transaction's status is asked while its buyer waits. */
+const STATUS_POLL_MS = 150;
+const base64 = getBase64Decoder();
+
+/** The transaction with its fee payer's signature: complete, and named by it (Ed25519 is deterministic). */
+export async function cosign(verified: SvmVerified): Promise<Transaction> {
+  const [signatures] = await verified.feePayer.signTransactions([verified.transaction as never]);
+  return { ...verified.transaction, signatures: { ...verified.transaction.signatures, ...signatures } } as Transaction;
+}
+
+/** base64 of a transaction's wire bytes (what sendTransaction takes, and what a record keeps). */
+export const wireBase64 = (tx: Transaction) => base64.decode(getTransactionBytes(tx));
+
+/** Sends a complete transaction without preflight (it was simulated when verified); an error is logged, the status decides. */
+export async function send(chain: SolanaChain, wire: string, log: Logger, id: string): Promise<void> {
+  try {
+    await chain.rpc.sendTransaction(wire as never, { encoding: 'base64', skipPreflight: true, maxRetries: 0n }).send();
+  } catch (err) {
+    // It may have reached a node all the same: the status says.
+    log.warn({ network: chain.caip2, transaction: id, err: (err as Error).message }, 'sending a Solana payment failed; asking its status');
+  }
+}
+
+/**
+ * Sends the complete transaction and waits for the chain to process it: `confirmed` settles, an error
+ * on chain fails (nothing moved), and one whose blockhash expired without landing never will (nothing
+ * moved). Past `timeoutMs` it is unconfirmed: the record stays open and reconciliation finishes it.
+ */
+export async function sendAndConfirm(chain: SolanaChain, signed: Transaction, id: string, blockhash: string, log: Logger, timeoutMs: number): Promise<SettleOutcome> {
+  await send(chain, wireBase64(signed), log, id);
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const settled = await outcomeOnChain(chain, id, blockhash).catch(() => undefined);
+    if (settled) return settled;
+    await new Promise((resolve) => setTimeout(resolve, STATUS_POLL_MS));
+  }
+  return { ok: false, reason: 'settle_unconfirmed', message: `the transaction ${id} was sent and is not confirmed yet`, txHash: id as never, unconfirmed: true };
+}
