@@ -21,6 +21,7 @@ import { ChainConfigError, createChainServices, type ChainService } from './chai
 import { describeContracts, type RequiredContract } from './chain/contract-code.js';
 import { PaymentService } from './payments/payment-service.js';
 import { SolanaChain } from './chain/solana/solana-chain.js';
+import { SolanaWallets } from './wallet/solana-wallets.js';
 import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
 import { WebhookService } from './webhooks/webhook-service.js';
@@ -195,6 +196,10 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     ...moreNetworks.map((n) => ({ chain: n.chain, relayer: n.engine.settler, factory: configOf(n.chain).WALLET_FACTORY_ADDRESS })),
   ], secrets, logs);
   const mandates = new MandateService(db, logs);
+  // Solana: each network's RPC and fee payers, and every identity's Solana wallet beside its EVM one.
+  const solanaChains = await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings)));
+  const solanaWallets = new SolanaWallets(db, solanaChains, secrets, logs);
+  if (solanaWallets.available) wallets.solana = solanaWallets;
   // The webhook engine knows no area: each area hands it its events (payment.received, refunds, voids,
   // channel claims, mail events), says where its endpoints' deliveries go, and keeps its own outbox,
   // which the engine's sweep drains. Asked only once the areas below exist (at a delivery, a sweep).
@@ -205,7 +210,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const payments: PaymentService = new PaymentService({
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
     deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db), moreNetworks,
-    solanaChains: await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings))),
+    solanaChains,
   });
   // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
   await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));
@@ -245,7 +250,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     mailWebhooks,
     wallets,
     mandates,
-    buyer: new PayService(db, config, wallets, mandates, logs),
+    buyer: new PayService(db, config, wallets, mandates, logs, solanaWallets),
     chat: new ChatService(db, config, secrets, identities, logs, isAdmin),
     identityDetail: [walletDetail(wallets), didDetail(did)],
     usage,

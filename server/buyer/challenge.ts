@@ -1,5 +1,5 @@
 import { isAddressEqual, type Address } from 'viem';
-import { type AuthCaptureCollectPayload, type AuthCaptureRequirements, AuthCaptureRequirementsSchema, type BatchSettlementRequirementsV2Buyer, BatchSettlementRequirementsV2Schema, CHANNEL_WITHDRAW_DELAY, ChannelStandingSchema, decodeBase64Json, encodeBase64Json, type ExactEvmPayload, type ExactPermit2Authorization, type JwsReceipt, JwsReceiptSchema, OFFER_RECEIPT, parseJsonWithin, type PaymentRequirementsV1, PaymentRequirementsV1Schema, type PaymentRequirementsV2, PaymentRequirementsV2Schema, readPaymentFlow, type ResourceInfo, ResourceInfoSchema, toCaip2Network, toV1Network, type UptoPermit2Authorization, type UptoRequirementsV2, UptoRequirementsV2Schema } from 'agentgate-x402-wire';
+import { ExactSvmRequirementsV2Schema, type ExactSvmRequirementsV2, type AuthCaptureCollectPayload, type AuthCaptureRequirements, AuthCaptureRequirementsSchema, type BatchSettlementRequirementsV2Buyer, BatchSettlementRequirementsV2Schema, CHANNEL_WITHDRAW_DELAY, ChannelStandingSchema, decodeBase64Json, encodeBase64Json, type ExactEvmPayload, type ExactPermit2Authorization, type JwsReceipt, JwsReceiptSchema, OFFER_RECEIPT, parseJsonWithin, type PaymentRequirementsV1, PaymentRequirementsV1Schema, type PaymentRequirementsV2, PaymentRequirementsV2Schema, readPaymentFlow, type ResourceInfo, ResourceInfoSchema, toCaip2Network, toV1Network, type UptoPermit2Authorization, type UptoRequirementsV2, UptoRequirementsV2Schema } from 'agentgate-x402-wire';
 import type { GuardedResponse } from '../platform/ssrf.js';
 
 /** How deep a seller's JSON may nest before we treat it as text: we walk it, store parts and answer with it. */
@@ -19,10 +19,15 @@ export type Offer =
 /** A channel's withdrawal delay we accept: the longest a seller that vanished can keep the wallet's deposit locked. */
 const MAX_CHANNEL_WITHDRAW_DELAY = 86_400;
 
+/** A seller's `exact` offer on a Solana network, as its 402 named it (`raw` is echoed back in the payment). */
+export interface SolanaOffer { requirement: ExactSvmRequirementsV2; raw: unknown; resource: ResourceInfo }
+
 export interface Challenge {
   /** Every `accepts` entry in the 402, parsed or not (to tell "not our network" from "not x402"). */
   entries: Array<{ version: 1 | 2; scheme: unknown; network: unknown; asset: unknown }>;
   offers: Offer[];
+  /** `exact` offers on Solana networks (v2): paid from the identity's Solana wallet (schemes/exact/svm/payer.ts). */
+  solanaOffers: SolanaOffer[];
 }
 
 /** A network the wallet pays on (every scheme), and its USDC. */
@@ -48,7 +53,7 @@ const header = (res: GuardedResponse, name: string): string | undefined => {
  * JSON body. Returns undefined when neither is there (the URL is not x402).
  */
 export function readChallenge(res: GuardedResponse): Challenge | undefined {
-  const challenge: Challenge = { entries: [], offers: [] };
+  const challenge: Challenge = { entries: [], offers: [], solanaOffers: [] };
   const v2Header = header(res, 'payment-required');
   if (v2Header) {
     const decoded = decodeBase64Json(v2Header, 64 * 1024, MAX_REMOTE_JSON_DEPTH);
@@ -65,6 +70,8 @@ export function readChallenge(res: GuardedResponse): Challenge | undefined {
         if (escrow.success && payableAuthCaptureOffer(escrow.data)) challenge.offers.push({ version: 2, scheme: 'auth-capture', requirement: escrow.data, raw, resource: resource.data });
         const channel = BatchSettlementRequirementsV2Schema.safeParse(raw);
         if (channel.success && payableBatchSettlementOffer(channel.data)) challenge.offers.push({ version: 2, scheme: 'batch-settlement', requirement: channel.data, raw, resource: resource.data });
+        const solana = ExactSvmRequirementsV2Schema.safeParse(raw);
+        if (solana.success) challenge.solanaOffers.push({ requirement: solana.data, raw, resource: resource.data });
       }
     }
   }
@@ -130,13 +137,14 @@ export function chooseOffer(challenge: Challenge, ours: OurAsset | readonly OurA
 }
 
 /** Why no offer of a challenge is payable: a network we pay on with another token, or no network of ours. */
-export function whyNoOffer(challenge: Challenge, ours: readonly OurAsset[]): Extract<OfferChoice, { ok: false }> {
+export function whyNoOffer(challenge: Challenge, ours: readonly OurAsset[], solana: ReadonlyArray<{ network: string; caip2: string }> = []): Extract<OfferChoice, { ok: false }> {
   const offered = [...new Set(challenge.entries.map((e) => `${String(e.scheme)} on ${String(e.network)}`))].join(', ');
   const known = ['exact', 'upto', 'auth-capture', 'batch-settlement'];
   const onOurs = ours.find((n) => challenge.entries.some((e) => known.includes(e.scheme as string) && onOurNetwork(e, n)));
   if (onOurs) return { ok: false, code: 'asset_unsupported', message: `the seller asks for a token other than USDC (${onOurs.usdc}) on ${onOurs.network}` };
   const where = ours.map((n) => `${n.network} (${n.caip2})`).join(', ');
-  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact through ERC-3009 or Permit2, upto, auth-capture through ERC-3009, batch-settlement through ERC-3009 or Permit2) on ${where}` };
+  const onSolana = solana.length ? `, and USDC by exact on ${solana.map((n) => `${n.network} (${n.caip2})`).join(', ')}` : '';
+  return { ok: false, code: 'network_unsupported', message: `the seller accepts ${offered}; this wallet pays USDC (exact through ERC-3009 or Permit2, upto, auth-capture through ERC-3009, batch-settlement through ERC-3009 or Permit2) on ${where || 'no EVM network'}${onSolana}` };
 }
 
 /** The request header that carries the payment, in the version of the offer. */

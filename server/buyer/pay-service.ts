@@ -4,11 +4,11 @@ import type { Config } from '../platform/config.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { guardedFetch, GuardedFetchError, outboundPolicy, type GuardedResponse } from '../platform/ssrf.js';
-import { findNetwork, formatUsdc } from 'agentgate-x402-wire';
+import { findNetwork, findSolanaNetwork, formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
-import { payableOffers, readChallenge, whyNoOffer, type Offer, type OurAsset, type PayableOffer } from './challenge.js';
+import { payableOffers, readChallenge, whyNoOffer, type Offer, type OurAsset, type PayableOffer, type SolanaOffer } from './challenge.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
 import type { PayRefusal } from './pay-result.js';
 import { contentOf, refuse, type OutgoingRequest } from './seller-answer.js';
@@ -18,6 +18,9 @@ import { ExactPayer } from './schemes/exact/evm/payer.js';
 import { UptoPayer } from './schemes/upto/evm/payer.js';
 import { AuthCapturePayer } from './schemes/auth-capture/evm/payer.js';
 import { BatchSettlementPayer } from './schemes/batch-settlement/evm/payer.js';
+import { ExactSvmPayer } from './schemes/exact/svm/payer.js';
+import type { SolanaWallets } from '../wallet/solana-wallets.js';
+import type { SolanaChain } from '../chain/solana/solana-chain.js';
 
 export interface PayInput {
   url: string;
@@ -53,6 +56,8 @@ export class PayService {
   readonly channels: BatchSettlementPayer;
   readonly authCapture: AuthCapturePayer;
   private readonly payers: Payers;
+  /** exact on Solana, from the identity's Solana wallet; undefined: this deployment pays on no Solana network. */
+  private readonly solanaPayer: ExactSvmPayer | undefined;
 
   constructor(
     conn: Connection,
@@ -60,6 +65,7 @@ export class PayService {
     private readonly wallets: WalletService,
     private readonly mandates: MandateService,
     logs: ActivityLog,
+    private readonly solana?: SolanaWallets,
   ) {
     this.outgoing = conn.models.OutgoingPayment ?? conn.model<OutgoingPaymentDoc>('OutgoingPayment', outgoingPaymentSchema, 'outgoing_payments');
     const deps: PayerDeps = { wallets, mandates, logs, outgoing: this.outgoing, fetch: (url, request) => this.fetch(url, request) };
@@ -67,6 +73,7 @@ export class PayService {
     this.channels = new BatchSettlementPayer(conn, deps);
     this.authCapture = new AuthCapturePayer(deps);
     this.payers = { exact: new ExactPayer(deps, permit2), upto: new UptoPayer(permit2), 'auth-capture': this.authCapture, 'batch-settlement': this.channels };
+    this.solanaPayer = solana?.available ? new ExactSvmPayer(deps, solana) : undefined;
   }
 
   async pay(owner: MandateOwner, input: PayInput) {
@@ -81,12 +88,20 @@ export class PayService {
 
     const challenge = readChallenge(response);
     if (!challenge) return refuse('url_not_x402', `${input.url} answered 402 without an x402 challenge (no PAYMENT-REQUIRED header, no x402Version 1 body)`);
-    const ours = this.ourNetworks(input.network);
+    // A Solana network named: only there. Otherwise the EVM offers first, then Solana's where the wallet is funded.
+    const solanaNamed = input.network !== undefined && findSolanaNetwork(input.network) !== undefined;
+    const ours = solanaNamed ? { ok: true as const, networks: [] } : this.ourNetworks(input.network);
     if (!ours.ok) return ours;
     const offers = payableOffers(challenge, ours.networks);
-    if (!offers.length) return whyNoOffer(challenge, ours.networks);
-    const wallet = await this.wallets.forIdentity(owner);
-    const chosen = await this.choosePayable(wallet, offers, input.maxAmountAtomic);
+    const onSolana = this.solanaOffers(challenge, input.network);
+    if (!offers.length && !onSolana.length) return solanaNamed ? refuse('network_unsupported', `this wallet does not pay on ${input.network} here, or the seller does not offer it`) : whyNoOffer(challenge, ours.networks, this.solana?.networks ?? []);
+    const wallet = offers.length ? await this.wallets.forIdentity(owner) : undefined;
+    const chosen = wallet ? await this.choosePayable(wallet, offers, input.maxAmountAtomic) : undefined;
+    if (onSolana.length && (!chosen?.ok || chosen.shortfall)) {
+      const paidOnSolana = await this.payOnSolana(owner, input, request, method, response.url, onSolana, chosen);
+      if (paidOnSolana) return paidOnSolana;
+    }
+    if (!wallet || !chosen) return refuse('network_unsupported', 'no offer of this seller is payable by this wallet');
     if (!chosen.ok) return chosen;
     const { offer: choice, shortfall } = chosen;
     const { amount, payTo, offer } = choice;
@@ -125,6 +140,50 @@ export class PayService {
     } finally {
       // Refusals, dry runs and errors before signing give the cap back.
       if (state.hold === 'held') await this.mandates.release(reservation);
+    }
+  }
+
+  /** The seller's exact offers on our Solana networks in our USDC, within the caller's network if it names one. */
+  private solanaOffers(challenge: NonNullable<ReturnType<typeof readChallenge>>, network: string | undefined): Array<{ offer: SolanaOffer; chain: SolanaChain; amount: bigint }> {
+    if (!this.solanaPayer || !this.solana) return [];
+    const named = network === undefined ? undefined : findSolanaNetwork(network);
+    if (network !== undefined && !named) return [];
+    return challenge.solanaOffers.flatMap((offer) => {
+      const chain = this.solana!.on(offer.requirement.network);
+      if (!chain || (named && chain.caip2 !== named.caip2) || offer.requirement.asset !== chain.usdcMint) return [];
+      return [{ offer, chain, amount: BigInt(offer.requirement.amount) }];
+    });
+  }
+
+  /**
+   * Pays a Solana offer when one is within maxAmountUsdc and funded (or when Solana is all the seller
+   * offers us: then with the refusal that says what the wallet holds), under the same mandate, caps and
+   * dry run as any payment. Undefined: an EVM offer should be tried instead.
+   */
+  private async payOnSolana(owner: MandateOwner, input: PayInput, request: OutgoingRequest, method: string, responseUrl: string, candidates: Array<{ offer: SolanaOffer; chain: SolanaChain; amount: bigint }>, evm: Awaited<ReturnType<PayService['choosePayable']>> | undefined) {
+    const solana = this.solana!;
+    const within = candidates.filter((c) => input.maxAmountAtomic === undefined || c.amount <= input.maxAmountAtomic);
+    if (!within.length) return evm ? undefined : refuse('max_amount_exceeded', `the price ${formatUsdc(candidates[0]!.amount)} USDC is over maxAmountUsdc ${formatUsdc(input.maxAmountAtomic!)}`);
+    const wallet = await solana.forIdentity(owner);
+    const balances = await Promise.all(within.map((c) => solana.balance(c.chain, wallet.address).catch(() => -1n)));
+    const funded = within.findIndex((c, i) => balances[i]! >= c.amount);
+    if (funded < 0 && evm) return undefined;
+    const choice = within[funded < 0 ? 0 : funded]!;
+    const shortfall = funded < 0 ? refuse('balance_insufficient', `the Solana wallet ${wallet.address} holds ${balances[0]! < 0n ? 'an unknown balance (its RPC did not answer)' : `${formatUsdc(balances[0]!)} USDC`} on ${choice.chain.network}; ${formatUsdc(choice.amount)} USDC are needed${this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : ''}`) : undefined;
+    const cost = { amountUsdc: formatUsdc(choice.amount), amountUsdcRaw: choice.amount.toString(), asset: choice.chain.usdcMint, network: choice.chain.network, caip2: choice.chain.caip2 };
+    const reserved = await this.mandates.reserve(owner, new URL(responseUrl), choice.amount, { mandateId: input.mandateId });
+    if (!reserved.ok) return reserved;
+    const state: HoldState = { hold: 'held' };
+    try {
+      if (shortfall) return shortfall;
+      if (input.dryRun) {
+        state.hold = 'done';
+        await this.mandates.release(reserved.reservation);
+        return { ok: true as const, paid: false as const, dryRun: true as const, status: 402, cost, payer: wallet.address, recipient: choice.offer.requirement.payTo, resource: choice.offer.resource.url, mandate: await this.mandates.present(reserved.mandate) };
+      }
+      return await this.solanaPayer!.pay({ owner, url: input.url, request, method, chain: choice.chain, wallet, offer: choice.offer, amount: choice.amount, reservation: reserved.reservation, mandate: reserved.mandate, cost, state });
+    } finally {
+      if (state.hold === 'held') await this.mandates.release(reserved.reservation);
     }
   }
 

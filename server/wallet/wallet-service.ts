@@ -1,3 +1,4 @@
+import type { SolanaWallets } from './solana-wallets.js';
 import { encodeFunctionData, getAddress, keccak256, maxUint256, toHex, type Address, type Hex, type TransactionReceipt } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { Connection, Model } from 'mongoose';
@@ -39,6 +40,8 @@ export interface WalletNetwork {
 export interface NetworkBalance {
   network: string;
   caip2: string;
+  /** On a Solana network: the wallet's Solana address (a Solana account needs no deployment: `deployed` is true). */
+  address?: string;
   deployed: boolean | null;
   balanceUsdc: string | null;
   balanceUsdcRaw: string | null;
@@ -71,6 +74,8 @@ export const walletSalt = (identityId: string): Hex => keccak256(toHex(`agentgat
  */
 export class WalletService {
   readonly wallets: Model<WalletDoc>;
+  /** The identities' Solana wallets (solana-wallets.ts), shown with the rest; undefined: no Solana network. */
+  solana: SolanaWallets | undefined;
   /** The network this instance signs and sends on. */
   private readonly here: WalletNetwork | undefined;
   /** One instance per network, shared by every instance (the default network's is the first). */
@@ -204,10 +209,13 @@ export class WalletService {
    */
   async view(owner: WalletOwner): Promise<WalletView> {
     const wallet = await this.home.forIdentity(owner);
-    const networks = await Promise.all(this.everywhere.map((w) => w.balanceHere(wallet)));
+    const [networks, solana] = await Promise.all([
+      Promise.all(this.everywhere.map((w) => w.balanceHere(wallet))),
+      this.solana?.available ? this.solana.forIdentity(owner).then((w) => this.solana!.balances(w)) : [],
+    ]);
     const home = networks[0]!;
     if (home.unavailable) throw new AppError(503, 'chain_unavailable', `the wallet's balance on ${home.network} cannot be read: ${home.unavailable}`);
-    return { address: wallet.address, network: wallet.network, deployed: home.deployed!, balanceUsdc: home.balanceUsdc!, balanceUsdcRaw: home.balanceUsdcRaw!, networks };
+    return { address: wallet.address, network: wallet.network, deployed: home.deployed!, balanceUsdc: home.balanceUsdc!, balanceUsdcRaw: home.balanceUsdcRaw!, networks: [...networks, ...solana] };
   }
 
   private async balanceHere(wallet: WalletDoc): Promise<NetworkBalance> {
