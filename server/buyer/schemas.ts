@@ -2,8 +2,7 @@ import { z } from 'zod';
 import { MAX_MANDATE_CAP_ATOMIC, usdcAmount } from './amounts.js';
 import { outgoingHeaderValue } from '../platform/json-input.js';
 import { limitParam } from '../platform/pagination.js';
-import { networkName } from '../platform/network-name.js';
-import { findSolanaNetwork } from 'agentgate-x402-wire';
+import { anyNetworkName } from '../platform/network-name.js';
 
 const cap = usdcAmount.refine((a) => a > 0n && a <= MAX_MANDATE_CAP_ATOMIC, 'must be more than 0 and at most 1000000');
 const hostRule = z.string().trim().toLowerCase().max(253)
@@ -34,7 +33,7 @@ export const payBody = z.object({
   dryRun: z.boolean().optional(),
   mandateId: z.string().regex(/^mdt_[a-z0-9]{1,64}$/, 'malformed mandate id').optional(),
   /** Pay only on this network; unset: the best offer on a network where the wallet holds the price (docs/agents/wallet.md, "On several networks"). */
-  network: networkName.or(z.string().max(64).refine((name) => findSolanaNetwork(name) !== undefined, 'must be a network by v1 name or CAIP-2 id (polygon-amoy, eip155:80002, solana-devnet)')).optional(),
+  network: anyNetworkName.optional(),
 }).strict();
 
 export type PayBody = z.output<typeof payBody>;

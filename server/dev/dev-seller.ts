@@ -27,7 +27,7 @@ export const EXAMPLE_PORTS = { express: 4021, koa: 4022, mcp: 4023 } as const;
  * The dev seller: an org with payment acceptance on (paid to dev account 9), a seller key and the
  * example endpoints registered. Created on the first `agentgate dev` and reused while its keys work.
  */
-export async function ensureDevSeller(server: RunningServer, stateDir: string, chain: { rpcUrl: string; usdcAddress: Address; factoryAddress: Address }): Promise<DevSellerFile> {
+export async function ensureDevSeller(server: RunningServer, stateDir: string, chain: { rpcUrl: string; usdcAddress: Address; factoryAddress: Address }, solanaPayTo?: string): Promise<DevSellerFile> {
   const file = join(stateDir, 'dev-seller.json');
   const base = server.app.config.BASE_URL;
   const saved = readJson<DevSellerFile>(file);
@@ -57,7 +57,10 @@ export async function ensureDevSeller(server: RunningServer, stateDir: string, c
       if (res.status !== 201) throw new Error(`registering ${registration.url} failed: ${JSON.stringify(res.body)}`);
     }
   };
+  // Paid on the local Solana too (its dev seller key's address), when it runs.
+  const acceptance = (payTo: string) => ({ enabled: true, payTo, ...(solanaPayTo ? { payToByNetwork: { 'solana-devnet': solanaPayTo } } : {}) });
   if (saved && (await call('GET', '/v0/payments/settings', saved.sellerKey)).status === 200) {
+    await call('PUT', '/v0/payments/acceptance', saved.platformKey, acceptance(saved.payTo));
     await registerExamples(saved.platformKey);
     const refreshed = { ...saved, backendUrl: base, rpcUrl: chain.rpcUrl, usdcAddress: chain.usdcAddress, factoryAddress: chain.factoryAddress, endpoints };
     writeJson(file, refreshed);
@@ -67,7 +70,7 @@ export async function ensureDevSeller(server: RunningServer, stateDir: string, c
   if (signup.status !== 201) throw new Error(`dev seller signup failed: ${signup.status} ${JSON.stringify(signup.body)}`);
   const platformKey = signup.body.platform_key as string;
   const payTo = DEV_ACCOUNTS[9]!.address;
-  await call('PUT', '/v0/payments/acceptance', platformKey, { enabled: true, payTo });
+  await call('PUT', '/v0/payments/acceptance', platformKey, acceptance(payTo));
   const sellerKey = (await call('POST', '/v0/payments/seller-keys', platformKey, { name: 'dev examples' })).body.apiKey as string;
   await registerExamples(platformKey);
   const chainId = server.app.chain!.chainId;

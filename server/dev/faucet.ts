@@ -8,7 +8,10 @@ import { parseInput } from '../platform/validate.js';
 import { AppError } from '../platform/errors.js';
 import { findNetwork, formatUsdc } from 'agentgate-x402-wire';
 import { usdcAmount } from '../buyer/amounts.js';
-import { networkName } from '../platform/network-name.js';
+import { anyNetworkName } from '../platform/network-name.js';
+import { address } from '@solana/kit';
+import type { SolanaChain } from '../chain/solana/solana-chain.js';
+import { devMintTransaction } from './solana/dev-solana.js';
 import type { Operation } from '../openapi/operations.js';
 import { toolDefiner, type ToolDefinition } from '../platform/mcp-tool.js';
 import { balanceOf, usdcAbi } from '../chain/usdc.js';
@@ -68,8 +71,27 @@ const MAX_FAUCET_ATOMIC = 1_000n * 1_000_000n;
 export const faucetBody = z.object({
   amountUsdc: usdcAmount.refine((a) => a > 0n && a <= MAX_FAUCET_ATOMIC, 'must be more than 0 and at most 1000'),
   /** The dev chain to fund the wallet on (v1 name or CAIP-2 id); unset: the default network. */
-  network: networkName.optional(),
+  network: anyNetworkName.optional(),
 }).strict();
+
+/**
+ * The local Solana's faucet: dev USDC minted into the identity's Solana wallet by the dev mint authority
+ * (dev-solana.ts), which only the local Solana honours.
+ */
+async function fundOnSolana(app: AppContext, owner: { orgId: string; identityId: string }, amount: bigint, chain: SolanaChain) {
+  const wallets = app.wallets.solana!;
+  const wallet = await wallets.forIdentity(owner);
+  const { value: lifetime } = await chain.rpc.getLatestBlockhash().send();
+  const wire = await devMintTransaction(chain.usdcMint, address(wallet.address), amount, lifetime);
+  let txHash: string;
+  try {
+    txHash = await chain.rpc.sendTransaction(wire as never, { encoding: 'base64' }).send();
+  } catch (err) {
+    throw new AppError(503, 'faucet_unavailable', `The dev faucet cannot mint on ${chain.network}: ${(err as Error).message} (it mints only on the local Solana of agentgate dev)`);
+  }
+  await app.logs.record({ ...owner, action: 'wallet.faucet', category: 'wallet', description: `Dev faucet sent ${formatUsdc(amount)} USDC to ${wallet.address} on ${chain.network}`, targetType: 'wallet', targetId: wallet._id, metadata: { txHash, network: chain.caip2 } });
+  return { txHash, amountUsdc: formatUsdc(amount), network: chain.caip2, wallet: await app.wallets.view(owner) };
+}
 
 /** One faucet per app and network, shared by the route and the tool, so both send from one nonce sequence. */
 const faucets = new WeakMap<AppContext, Map<string, DevFaucet>>();
@@ -79,6 +101,8 @@ const faucets = new WeakMap<AppContext, Map<string, DevFaucet>>();
  * POST /v0/dev/faucet and the tool wallet_faucet both run.
  */
 export async function fundFromFaucet(app: AppContext, owner: { orgId: string; identityId: string }, amount: bigint, network?: string) {
+  const solana = network === undefined ? undefined : app.wallets.solana?.on(network);
+  if (solana) return fundOnSolana(app, owner, amount, solana);
   const caip2 = network === undefined ? app.wallets.requireChain().caip2 : findNetwork(network)?.caip2;
   const wallets = caip2 ? app.wallets.on(caip2) : undefined;
   if (!wallets) throw new AppError(404, 'network_not_found', `this server's wallets do not pay on ${network}; they pay on ${app.wallets.everywhere.map((w) => w.requireChain().network).join(', ')}`);

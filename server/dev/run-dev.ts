@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import type { Address } from 'viem';
 import { loadConfig, networkVariablePrefix } from '../platform/config.js';
 import { provideMongoServer } from './database/mongo-server.js';
+import { devSolanaSecretKey, devSolanaSigner, startDevSolana } from './solana/dev-solana.js';
+import { getBase58Decoder } from '@solana/kit';
 import { startDevChain, DEV_NETWORK, DEV_NETWORKS, DEV_USDC_NAME, DEV_USDC_VERSION, type DevNetwork } from './chain/dev-chain.js';
 import { DEV_ACCOUNTS, DEV_DEPLOYER } from './chain/dev-accounts.js';
 import { startServer } from '../server.js';
@@ -53,6 +55,20 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     ...(env.CHAIN_RPC_URL ? [] : DEV_NETWORKS.map((dev, i) => startDevChain({ network: dev, stateFile: chainFiles(dev, i).state, deployed: readJson<SavedChain>(chainFiles(dev, i).saved) }))),
   ]);
   const chain = chains[0];
+  // The local Solana (LiteSVM behind the Solana JSON-RPC API, standing in for Devnet), unless a Solana RPC
+  // is configured. Its ledger lives in memory: it starts fresh each time.
+  const solanaPort = Number(env.SOLANA_DEV_PORT ?? 8899);
+  const solana = env.SOLANA_DEVNET_RPC_URL || env.CHAIN_RPC_URL ? undefined : await startDevSolana({ port: solanaPort })
+    .catch(nameThePortSetting('the local Solana', solanaPort, 'SOLANA_DEV_PORT'))
+    .catch(async (err: unknown) => { await Promise.allSettled([mongo.stop(), ...chains.map((c) => c.stop())]); throw err; });
+  const solanaFeePayer = solana && await devSolanaSigner('fee-payer');
+  const solanaSeller = solana && await devSolanaSigner('seller');
+  if (solana) {
+    solana.ledger.airdrop(solanaFeePayer!.address, 1_000n * 1_000_000_000n);
+    // The dev seller's USDC account (a transfer needs it), and test USDC for the dev buyer.
+    await solana.fund(solanaSeller!.address, 0n, 0n);
+    await solana.fund((await devSolanaSigner('buyer')).address, 1_000_000_000n);
+  }
   chains.forEach((c, i) => writeJson(chainFiles(DEV_NETWORKS[i]!, i).saved, { usdcAddress: c.usdcAddress, factoryAddress: c.factoryAddress }));
   // A local Slack-compatible workspace for the chat integration, unless a real chat app is configured.
   // Either listener's port in use: stop what this start began, and name the variable that moves the port.
@@ -94,7 +110,8 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
       CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
       RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
       // The other local chains, each in its own token; one relayer key (account 0, which anvil funds on each).
-      NETWORKS: DEV_NETWORKS.map((dev) => dev.network).join(','),
+      NETWORKS: [...DEV_NETWORKS.map((dev) => dev.network), ...(solana ? ['solana-devnet'] : [])].join(','),
+      ...(solana ? { SOLANA_DEVNET_RPC_URL: solana.rpcUrl, SOLANA_DEVNET_FEE_PAYER_KEYS: getBase58Decoder().decode(await devSolanaSecretKey('fee-payer')) } : {}),
       ...Object.fromEntries(chains.slice(1).flatMap((other, i) => {
         const prefix = networkVariablePrefix(DEV_NETWORKS[i + 1]!.network);
         return [[`${prefix}_RPC_URL`, other.rpcUrl], [`${prefix}_USDC_ADDRESS`, other.usdcAddress], [`${prefix}_USDC_EIP712_NAME`, DEV_NETWORKS[i + 1]!.tokenName], [`${prefix}_USDC_EIP712_VERSION`, DEV_USDC_VERSION]];
@@ -113,7 +130,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     server = await startServer(config, { extension: devExtension({ mailCatcher }) });
   } catch (err) {
     // Its port in use, say: stop what this start began, so the message is the last thing it does.
-    await Promise.allSettled([mongo.stop(), ...chains.map((c) => c.stop()), chat?.stop(), mailCatcher?.stop()]);
+    await Promise.allSettled([mongo.stop(), ...chains.map((c) => c.stop()), chat?.stop(), mailCatcher?.stop(), solana?.stop()]);
     throw err;
   }
   if (!env.DID_DOMAIN && fixedDidDomain === undefined) saveValue(stateDir, 'did-domain', portDidDomain);
@@ -123,10 +140,11 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   if (!['1', 'true', 'yes'].includes(env.AGENTGATE_QUIET ?? '')) server.app.events.on((event) => log(event.line));
   log(`dev backend on ${config.BASE_URL} (database: ${mongo.engine}; SMTP on 127.0.0.1:${server.smtpPort})`);
   if (chain) {
-    const seller = await ensureDevSeller(server, stateDir, chain);
+    const seller = await ensureDevSeller(server, stateDir, chain, solanaSeller?.address);
     chains.forEach((c, i) => log(`local chain ${c.rpcUrl} (chain id ${c.chainId}, "${DEV_NETWORKS[i]!.network}"${i === 0 ? ', the default' : ''}), USDC ${c.usdcAddress}${c.freshlyDeployed ? ' (deployed now)' : ''}`));
     log(`dev accounts 1-9 hold test USDC; buyer = account 1 ${DEV_ACCOUNTS[1]!.address}; account 0 relays and funds auth-capture refunds`);
     log(`dev seller org ${seller.orgId}, paid to ${seller.payTo}; keys and endpoints in ${join(stateDir, 'dev-seller.json')}`);
+    if (solana) log(`local Solana ${solana.rpcUrl} ("solana-devnet", ${solana.network.caip2}, fresh each start), USDC ${solana.usdcMint}; the dev seller is paid there at ${solanaSeller!.address}; fund a wallet with wallet_faucet {"network":"solana-devnet"}`);
   }
   if (chat) log(`local chat workspace on ${chat.url} (invite the bot and post as a person there)`);
   if (mailCatcher) log(`mail to outside addresses is caught on 127.0.0.1:${mailCatcher.port}: read and answer it on ${config.BASE_URL}/dev/mail (mail to bounce@... or *.invalid bounces)`);
@@ -141,7 +159,7 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
   const stop = () => (stopping ??= (async () => {
     rmSync(record, { force: true });
     await server.close();
-    await Promise.all([mongo.stop(), ...chains.map((c) => c.stop()), chat?.stop(), mailCatcher?.stop()]);
+    await Promise.all([mongo.stop(), ...chains.map((c) => c.stop()), chat?.stop(), mailCatcher?.stop(), solana?.stop()]);
   })());
   exitWhenAChildDies([
     ...(mongo.exited ? [{ name: `the database (${mongo.engine})`, exited: mongo.exited }] : []),

@@ -217,7 +217,7 @@ describe('agentgate dev', () => {
     const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
     chmodSync(state, 0o755); // as root, PostgreSQL runs as nobody, who must reach its data in here
     let port = String(await freePort());
-    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()) };
+    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()), SOLANA_DEV_PORT: String(await freePort()) };
     const startDev = async () => {
       const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
@@ -337,7 +337,7 @@ describe('agentgate dev after a SIGKILL', () => {
     const state = mkdtempSync(join(tmpdir(), 'agentgate-devstate-'));
     chmodSync(state, 0o755);
     let port = String(await freePort());
-    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()) };
+    const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: port, SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()), SOLANA_DEV_PORT: String(await freePort()) };
     const start = () => new Promise<{ child: ReturnType<typeof spawn>; output: () => string }>((resolve, reject) => {
       const child = spawn('node', [CLI, 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';

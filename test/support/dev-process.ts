@@ -21,7 +21,7 @@ export interface DevProcess {
 export async function startDevProcess(name: string): Promise<DevProcess> {
   const state = mkdtempSync(join(tmpdir(), `agentgate-dev-${name}-`));
   chmodSync(state, 0o755); // as root, PostgreSQL runs as nobody, who must reach its data in here
-  const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: String(await freePort()), SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()), AGENTGATE_QUIET: '1' };
+  const env = { ...process.env, AGENTGATE_STATE_DIR: state, PORT: String(await freePort()), SMTP_PORT: '0', MONGODB_URI: '', CHAT_DEV_PORT: String(await freePort()), SOLANA_DEV_PORT: String(await freePort()), AGENTGATE_QUIET: '1' };
   const dev: ChildProcess = spawn(process.execPath, ['bin/agentgate.js', 'dev'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   await new Promise<void>((resolve, reject) => {

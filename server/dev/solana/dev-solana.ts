@@ -36,6 +36,26 @@ export async function devSolanaSecretKey(role: 'fee-payer' | 'buyer' | 'seller',
   return bytes;
 }
 
+/**
+ * A transaction that gives `owner` `usdcAtomic` dev USDC: its token account made if missing, then a
+ * MintToChecked signed by the dev mint authority (which also pays the fee). base64 wire bytes. Only the
+ * local Solana honours it: elsewhere the mint has another authority.
+ */
+export async function devMintTransaction(mint: Address, owner: Address, usdcAtomic: bigint, lifetime: { blockhash: string; lastValidBlockHeight: bigint | number }): Promise<string> {
+  const authority = await devSolanaSigner('mint-authority');
+  const [ata] = await findAssociatedTokenPda({ mint, owner, tokenProgram: TOKEN_PROGRAM_ADDRESS });
+  const message = pipe(
+    createTransactionMessage({ version: 0 }),
+    (m) => setTransactionMessageFeePayerSigner(authority, m),
+    (m) => setTransactionMessageLifetimeUsingBlockhash({ blockhash: lifetime.blockhash as Blockhash, lastValidBlockHeight: BigInt(lifetime.lastValidBlockHeight) }, m),
+    (m) => appendTransactionMessageInstructions([
+      getCreateAssociatedTokenIdempotentInstruction({ payer: authority, ata, owner, mint, tokenProgram: TOKEN_PROGRAM_ADDRESS }),
+      ...(usdcAtomic > 0n ? [getMintToCheckedInstruction({ mint, token: ata, mintAuthority: authority, amount: usdcAtomic, decimals: 6 })] : []),
+    ], m),
+  );
+  return getBase64EncodedWireTransaction(await signTransactionMessageWithSigners(message));
+}
+
 export interface DevSolana {
   rpcUrl: string;
   network: SolanaNetworkInfo;
@@ -66,19 +86,8 @@ export async function startDevSolana(options: { port?: number; slotMs?: number; 
 
   const fund = async (owner: Address, usdcAtomic: bigint, solLamports = SOL) => {
     if (solLamports > 0n) ledger.airdrop(owner, solLamports);
-    const ata = await tokenAccountOf(owner);
-    const { blockhash, lastValidBlockHeight } = ledger.latestBlockhash();
-    const message = pipe(
-      createTransactionMessage({ version: 0 }),
-      (m) => setTransactionMessageFeePayerSigner(authority, m),
-      (m) => setTransactionMessageLifetimeUsingBlockhash({ blockhash: blockhash as Blockhash, lastValidBlockHeight: BigInt(lastValidBlockHeight) }, m),
-      (m) => appendTransactionMessageInstructions([
-        getCreateAssociatedTokenIdempotentInstruction({ payer: authority, ata, owner, mint: usdcMint, tokenProgram: TOKEN_PROGRAM_ADDRESS }),
-        ...(usdcAtomic > 0n ? [getMintToCheckedInstruction({ mint: usdcMint, token: ata, mintAuthority: authority, amount: usdcAtomic, decimals: 6 })] : []),
-      ], m),
-    );
-    const signed = await signTransactionMessageWithSigners(message);
-    const outcome = ledger.process(new Uint8Array(getBase64Encoder().encode(getBase64EncodedWireTransaction(signed))));
+    const wire = await devMintTransaction(usdcMint, owner, usdcAtomic, ledger.latestBlockhash());
+    const outcome = ledger.process(new Uint8Array(getBase64Encoder().encode(wire)));
     if (outcome.dropped || outcome.landed?.err) throw new Error(`funding ${owner} failed: ${JSON.stringify(outcome.dropped ?? outcome.landed?.err)}`);
   };
 

@@ -206,7 +206,10 @@ export class LocalSolanaRpc {
         void done.then((out) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(out)));
       });
     });
-    await new Promise<void>((resolve) => this.server!.listen(port, host, resolve));
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(port, host, () => { this.server!.off('error', reject); resolve(); });
+    });
     return `http://${host}:${(this.server.address() as AddressInfo).port}`;
   }
 
