@@ -16,7 +16,7 @@ import { formatUsdc, parseCharge } from 'agentgate-x402-wire';
 import { sessionOf, type ConsoleGuards } from './access.js';
 import { classifySearch, dayBounds, DAY_MS, idParam, PAGE_SIZE, paymentsQuery, rawFilters, type PaymentsQuery } from './schemas.js';
 import { checkOfferReceipt, checkSignedReceipt } from './receipt-check.js';
-import { explorerTxUrl } from './explorer.js';
+import { explorerTxUrl, solanaExplorerTxUrl } from './explorer.js';
 import { csvLine } from './csv.js';
 import { paymentRows, paymentsPage, type PaymentFilterValues } from './views/payments.js';
 import { deliverySection, paymentPage, refundConfirmPage } from './views/payment.js';
@@ -165,7 +165,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
       payment.endpointId ? deps.payments.endpoints.endpoints.findOne({ _id: payment.endpointId, orgId: payment.orgId }).lean() : null,
     ]);
     const [refunds, refundable] = await Promise.all([deps.payments.refunds.list(orgOf(ctx), id), deps.payments.refunds.refundable(payment)]);
-    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: explorerTxUrl(deps.payments.network(payment.network)?.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined, refunds, refundable }));
+    sendHtml(ctx, paymentPage({ session: sessionOf(ctx), payment, explorerUrl: payment.svm ? solanaExplorerTxUrl(deps.payments.solana.find((s) => s.scheme.chain.network === payment.network)?.scheme.chain, payment.txHash) : explorerTxUrl(deps.payments.network(payment.network)?.chain, payment.txHash), receiptCheck, offerReceiptCheck, delivery, endpoint: endpoint ?? undefined, refunds, refundable }));
   });
 
   // A refund: the form's submit shows what would go back to whom; only the confirmation page's button refunds.

@@ -36,6 +36,9 @@ export class PaymentRefunds {
       try { amount = parseCharge(request.amount); } catch (err) { throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
       if (amount <= 0n) throw new AppError(400, 'validation_error', 'body.amount: a refund is more than 0');
     }
+    if (payment.svm) {
+      throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was paid on ${payment.network}: the USDC went straight to ${payment.recipientAddress}, and agentgate refunds only from the org's EVM wallets and the auth-capture escrow. Refund the buyer (${payment.payerAddress}) from that address yourself`);
+    }
     if ((payment.scheme ?? 'exact') === 'exact' && this.exact) {
       if (payment.status !== 'settled') throw new AppError(409, 'refund_not_possible', `payment ${payment._id} is ${payment.status}: only a settled payment can be refunded`);
       const outcome = await this.exact.refund(payment, amount, request.reason, request.idempotencyKey);
@@ -60,7 +63,7 @@ export class PaymentRefunds {
   /** Whether agentgate can refund this payment at all (auth-capture; exact paid to an agentgate wallet of the org). */
   async refundable(payment: PaymentDoc): Promise<boolean> {
     if (payment.scheme === 'auth-capture') return true;
-    if ((payment.scheme ?? 'exact') !== 'exact' || !this.exact) return false;
+    if ((payment.scheme ?? 'exact') !== 'exact' || !this.exact || payment.svm) return false;
     return this.exact.walletOf(payment).then(() => true, (err) => {
       if (err instanceof AppError) return false;
       throw err;

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { networkName } from '../platform/network-name.js';
+import { anyNetworkName, networkName } from '../platform/network-name.js';
 import { findSolanaNetwork, SOLANA_ADDRESS } from 'agentgate-x402-wire';
 import { authenticatedRouter, principalOf, requireTier, type IdentityScopeSource } from '../platform/auth/authenticate.js';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
@@ -109,7 +109,7 @@ export const refundBody = z.object({ amount: z.string().min(1).max(32).optional(
 export const idempotencyKeyHeader = z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1 to 128 visible ASCII characters').optional();
 export const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(50), pageToken: z.string().optional() });
 /** GET /v0/payments: a page, of one network's payments when `network` is given. */
-export const paymentListQuery = listQuery.extend({ network: networkName.optional() });
+export const paymentListQuery = listQuery.extend({ network: anyNetworkName.optional() });
 export const idParam = z.object({ id: z.string().regex(/^[a-z]+_[a-z0-9]{1,64}$/, 'malformed id') });
 
 /** What the payment routes use. */

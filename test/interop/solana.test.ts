@@ -19,6 +19,7 @@ import { AccountRole, address, type Address, type KeyPairSigner } from '@solana/
 import { EXACT_SVM_REASONS as R, MEMO_PROGRAM_ADDRESS, verifyReceipt, type DidDocument } from 'agentgate-x402-wire';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
+import { consoleGet, signIn } from '../console/http-client.js';
 import { buildSolanaPayment, solanaAccount, solanaForTests, type PaymentTweaks } from '../support/solana.js';
 import type { DevSolana } from '../../server/dev/solana/dev-solana.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
@@ -104,7 +105,7 @@ test('an official buyer pays an official seller on Solana through agentgate: USD
 
   // The seller's records name the network and the transaction, with a receipt that verifies.
   await server.app.payments.records.recordsWritten();
-  const list = await server.request('GET', '/v0/payments?limit=5', { key: seller.platformKey });
+  const list = await server.request('GET', '/v0/payments?limit=5&network=solana-devnet', { key: seller.platformKey });
   const record = (list.body.payments as Array<Record<string, unknown>>).find((p) => p.txHash === settled.transaction);
   expect(record).toMatchObject({ network: 'solana-devnet', status: 'settled', payerAddress: buyer.address, recipientAddress: sellerSolana.address, amountUsdcRaw: String(PRICE), assetTransferMethod: 'spl-transfer-checked' });
   // As an ops person would: its receipt against the service's DID document.
@@ -112,6 +113,15 @@ test('an official buyer pays an official seller on Solana through agentgate: USD
   const didDocument = await (await fetch(`${server.url}/.well-known/did.json`)).json() as DidDocument;
   expect(payment!.signedReceipt).toMatchObject({ body: { network: 'solana-devnet', txHash: settled.transaction, payerAddress: buyer.address, amountUsdcRaw: String(PRICE) } });
   expect(await verifyReceipt(payment!.signedReceipt!, didDocument)).toEqual({ ok: true });
+  // And in the console, as an ops person looks at it.
+  const { cookie } = await signIn(server, seller.platformKey);
+  const page = await consoleGet(server, `/console/payments/${record!.id as string}`, cookie);
+  expect(page.status).toBe(200);
+  expect(page.text).toContain(settled.transaction);
+  expect(page.text).toContain('solana-devnet');
+  // A refund is not agentgate's to make here (the USDC went straight to the seller's address): said clearly.
+  const refund = await server.request('POST', `/v0/payments/${record!.id as string}/refund`, { key: seller.platformKey, body: { reason: 'not delivered' } });
+  expect(refund).toMatchObject({ status: 409, body: { error: 'refund_not_possible' } });
 });
 
 /** A facilitator /settle (or /verify) of a hand-made payment, as a seller's resource server sends it. */
