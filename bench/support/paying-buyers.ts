@@ -16,13 +16,16 @@ import { toClientEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme as ChannelClientScheme, InMemoryClientChannelStorage } from '@x402/evm/batch-settlement/client';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { ExactSvmScheme } from '@x402/svm/exact/client';
+import { createKeyPairSignerFromPrivateKeyBytes } from '@solana/kit';
 import { createPublicClient, http, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 
 export interface BuyersOptions {
   /** The paid route. */
   url: string;
-  scheme: 'batch-settlement' | 'exact';
+  /** exact-svm: `exact` on Solana (`@x402/svm`'s client), each key a 32-byte Ed25519 seed (hex). */
+  scheme: 'batch-settlement' | 'exact' | 'exact-svm';
   keys: Hex[];
   rpcUrl: string;
   network: string;
@@ -77,14 +80,18 @@ export function startBuyers(options: BuyersOptions) {
 // --- inside the worker -------------------------------------------------------------------------------
 
 function buyer(options: BuyersOptions, key: Hex) {
-  const account = privateKeyToAccount(key);
   const publicClient = createPublicClient({ transport: http(options.rpcUrl) });
   const client = new x402Client().setSpendControls({ allowedAssets: [{ network: options.network as `${string}:${string}`, asset: options.usdc, maxAmountPerPayment: '1000000' }] });
-  if (options.scheme === 'batch-settlement') {
+  if (options.scheme === 'exact-svm') {
+    // The signer is made asynchronously: the scheme (with its mint cache) once, on the first payment.
+    const scheme = createKeyPairSignerFromPrivateKeyBytes(Buffer.from(key.slice(2), 'hex')).then((signer) => new ExactSvmScheme(signer, { rpcUrl: options.rpcUrl }));
+    client.register(options.network as `${string}:${string}`, { scheme: 'exact', createPaymentPayload: async (version: number, requirements: never) => (await scheme).createPaymentPayload(version, requirements) } as never);
+  } else if (options.scheme === 'batch-settlement') {
+    const account = privateKeyToAccount(key);
     const scheme = new ChannelClientScheme(toClientEvmSigner(account, publicClient as never), { depositPolicy: { depositMultiplier: options.depositCalls ?? 20_000 }, storage: new InMemoryClientChannelStorage() });
     client.register(options.network as `${string}:${string}`, scheme);
   } else {
-    registerExactEvmScheme(client, { signer: account });
+    registerExactEvmScheme(client, { signer: privateKeyToAccount(key) });
   }
   let paidMs = 0;
   // The paid request alone, timed from under the client: it is the one that carries the payment.
