@@ -43,7 +43,7 @@ import { startBuyers, type RunResult } from './support/paying-buyers.js';
 const ROUNDS = Number(process.env.SOLANA_ROUNDS ?? 3);
 const RAMP_MS = Number(process.env.SOLANA_RAMP_MS ?? 1_000);
 const WINDOW_MS = Number(process.env.SOLANA_WINDOW_MS ?? 4_000);
-const CONCURRENCIES = [1, 16];
+const CONCURRENCIES = (process.env.SOLANA_CONCURRENCIES ?? '1,16').split(',').map(Number);
 const PRICE_ATOMIC = 1_000n;
 const DEVNET = 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1';
 
@@ -129,6 +129,11 @@ async function ourStack(mongoUri: string, evm: Awaited<ReturnType<typeof startDe
     NETWORKS: 'base-sepolia,solana-devnet', SOLANA_DEVNET_RPC_URL: solana.rpcUrl, SOLANA_DEVNET_FEE_PAYER_KEYS: getBase58Decoder().decode(await devSolanaSecretKey('fee-payer')),
   };
   const backend = await startServer(loadConfig(env));
+  if (process.env.SOLANA_COUNT_COMMANDS) {
+    const counts = new Map<string, number>();
+    (backend.app.db.getClient() as any).on('commandStarted', (e: { commandName: string; command: Record<string, unknown> }) => { const k = `${e.commandName} ${String(e.command[e.commandName] ?? '')}`; counts.set(k, (counts.get(k) ?? 0) + 1); });
+    process.on('exit', () => console.error('COMMANDS', JSON.stringify([...counts].sort((a, b) => b[1] - a[1]).slice(0, 25))));
+  }
   cleanup.push(async () => {
     await backend.close();
     const client = await new MongoClient(mongoUri).connect();

@@ -222,6 +222,11 @@ export class PaymentSettlement {
     return { ok: true, payment };
   }
 
+  /** Lets go of a claim that will not be sent (its last check failed): the payment may be presented again. */
+  async release(payment: PaymentDoc): Promise<void> {
+    await retryWhileDatabaseAway(() => this.records.payments.deleteOne({ _id: payment._id, status: { $in: OPEN } }), this.log, 'releasing an unsent claim');
+  }
+
   /** Deletes an unsettled claim once the database answers again, however long that takes (this process lives). */
   private releaseWhenBack(payment: PaymentDoc): void {
     void retryWhileDatabaseAway(() => this.records.payments.deleteOne({ _id: payment._id, status: { $in: OPEN } }), this.log, 'releasing a claim the buyer was told to retry')

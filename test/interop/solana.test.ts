@@ -237,6 +237,19 @@ describe('a payment that cheats is refused with the reason, and nothing moves', 
     expect(await chain.usdcBalance(buyer.address)).toBe(before);
   });
 
+  test("a transfer the chain would refuse (the buyer lacks the USDC) is refused with the chain's reason and its claim let go: once funded, the same transaction settles", async () => {
+    const poor = await solanaAccount(chain);
+    const transaction = await buildSolanaPayment(chain, poor, feePayer.address, sellerSolana.address, PRICE);
+    const feesBefore = chain.ledger.balance(feePayer.address);
+    const refused = await facilitate('settle', transaction);
+    expect(refused.body).toMatchObject({ success: false, errorReason: R.simulationFailed, transaction: '' });
+    expect(chain.ledger.balance(feePayer.address)).toBe(feesBefore);
+    await chain.fund(poor.address, PRICE, 0n);
+    const settled = await facilitate('settle', transaction);
+    expect(settled.body).toMatchObject({ success: true, payer: poor.address });
+    expect(await chain.usdcBalance(poor.address)).toBe(0n);
+  });
+
   test("a fee payer that is not this facilitator's, or a payTo that is not the seller's, is refused before anything is read", async () => {
     const stranger = await solanaAccount(chain);
     const transaction = await buildSolanaPayment(chain, buyer, stranger.address, sellerSolana.address, PRICE);

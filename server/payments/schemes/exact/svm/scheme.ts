@@ -55,8 +55,10 @@ export class SvmExactScheme {
    * answered the first result.
    */
   async settle(seller: SellerAccountDoc, tx: Transaction, terms: SvmSettleTerms, identified: IdentifiedPayment, version: 1 | 2): Promise<SettlementResult> {
-    const verified = await this.verify(tx, terms);
-    if (!verified.ok) return (this.path.refused(terms.door, verified) as Extract<ClaimOutcome, { ok: false }>).refused;
+    // The checks that need no chain; the chain's simulation is the node's preflight of the send (one
+    // round trip, not two), after the claim: a claim whose preflight fails is let go, nothing sent.
+    const verified = await verifySvmPayment(tx, terms, this.chain, { simulate: false });
+    if (!verified.ok) return this.refused(terms.door, verified);
     const signed = await cosign(verified);
     const id = transactionId(signed);
     return this.path.settleIdempotently(seller, identified, this.claimKey(id), async () => {
@@ -64,10 +66,18 @@ export class SvmExactScheme {
       const claimed = await this.path.insertClaim(payment, terms.door, 'this transaction was already presented');
       if (!claimed.ok) return { answer: { ...claimed.refused, reason: claimed.refused.reason === 'nonce_already_used' ? R.duplicateSettlement : claimed.refused.reason } };
       const outcome = await sendAndConfirm(this.chain, signed, id, verified.blockhash, this.log, this.options.settlementTimeoutMs);
+      if ('refused' in outcome) {
+        await this.path.release(payment);
+        return { answer: this.refused(terms.door, outcome.refused) };
+      }
       const answer = await this.path.recordOutcome(payment, outcome, terms.endpoint);
       // Still open (reconciliation finishes it): the spec's name for a settlement not confirmed yet.
       return { answer: !answer.ok && answer.reason === 'settle_unconfirmed' ? { ...answer, reason: R.settlementPending } : answer };
     });
+  }
+
+  private refused(door: SvmSettleTerms['door'], refusal: SvmRefused): Extract<SettlementResult, { ok: false }> {
+    return (this.path.refused(door, refusal) as Extract<ClaimOutcome, { ok: false }>).refused;
   }
 
   private claimKey(id: string): string {

@@ -3,7 +3,7 @@ import type { SolanaChain } from '../../../../chain/solana/solana-chain.js';
 import type { Logger } from '../../../../platform/logger.js';
 import type { SettleOutcome } from '../../../../settlement/settler.js';
 import { outcomeOnChain } from './chain.js';
-import { getTransactionBytes, type SvmVerified } from './verify.js';
+import { getTransactionBytes, simulationFailure, type SvmRefused, type SvmVerified } from './verify.js';
 
 // Settling an `exact` payment on Solana: the buyer's transaction co-signed by the fee payer it names, sent,
 // and waited for. No lane, no nonce: a fee payer's transactions are not ordered, so any process sends.
@@ -32,12 +32,21 @@ export async function send(chain: SolanaChain, wire: string, log: Logger, id: st
 }
 
 /**
- * Sends the complete transaction and waits for the chain to process it: `confirmed` settles, an error
- * on chain fails (nothing moved), and one whose blockhash expired without landing never will (nothing
- * moved). Past `timeoutMs` it is unconfirmed: the record stays open and reconciliation finishes it.
+ * Sends the complete transaction with the node's preflight (it simulates it first and forwards it only if
+ * it would succeed, so a failing transaction costs the fee payer nothing) and waits for the chain to
+ * process it: `confirmed` settles, an error on chain fails (nothing moved), and one whose blockhash expired
+ * without landing never will (nothing moved). A preflight refusal comes back as `refused`: nothing was
+ * sent. Past `timeoutMs` it is unconfirmed: the record stays open and reconciliation finishes it.
  */
-export async function sendAndConfirm(chain: SolanaChain, signed: Transaction, id: string, blockhash: string, log: Logger, timeoutMs: number): Promise<SettleOutcome> {
-  await send(chain, wireBase64(signed), log, id);
+export async function sendAndConfirm(chain: SolanaChain, signed: Transaction, id: string, blockhash: string, log: Logger, timeoutMs: number): Promise<SettleOutcome | { refused: SvmRefused }> {
+  try {
+    await chain.rpc.sendTransaction(wireBase64(signed) as never, { encoding: 'base64', preflightCommitment: 'confirmed', maxRetries: 0n }).send();
+  } catch (err) {
+    const preflight = preflightError(err);
+    if (preflight !== undefined) return { refused: simulationRefusal(preflight, signed) };
+    // It may have reached a node all the same: the status says.
+    log.warn({ network: chain.caip2, transaction: id, err: (err as Error).message }, 'sending a Solana payment failed; asking its status');
+  }
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const settled = await outcomeOnChain(chain, id, blockhash).catch(() => undefined);
@@ -45,4 +54,19 @@ export async function sendAndConfirm(chain: SolanaChain, signed: Transaction, id
     await new Promise((resolve) => setTimeout(resolve, STATUS_POLL_MS));
   }
   return { ok: false, reason: 'settle_unconfirmed', message: `the transaction ${id} was sent and is not confirmed yet`, txHash: id as never, unconfirmed: true };
+}
+
+/**
+ * A node's preflight refusal (JSON-RPC -32002: the transaction failed simulation, nothing was forwarded),
+ * as @solana/kit raises it: the transaction error is its cause. Undefined: not one.
+ */
+function preflightError(err: unknown): unknown {
+  const e = err as { context?: { __code?: number }; cause?: { message?: string; context?: { __code?: number } } } | undefined;
+  if (e?.context?.__code !== -32002) return undefined;
+  const cause = e.cause?.message ?? 'the transaction failed simulation';
+  return /blockhash not found/i.test(cause) ? 'BlockhashNotFound' : cause;
+}
+
+function simulationRefusal(err: unknown, tx: Transaction): SvmRefused {
+  return simulationFailure(err, Object.keys(tx.signatures)[1] ?? '');
 }

@@ -109,18 +109,31 @@ export async function verifySvmPayment(tx: Transaction, terms: SvmTerms, chain: 
 
   const blockhash = message.lifetimeConstraint && 'blockhash' in message.lifetimeConstraint ? message.lifetimeConstraint.blockhash : '';
   if (options.simulate) {
-    const wire = Buffer.from(new Uint8Array(getTransactionBytes(tx))).toString('base64');
-    let simulated;
-    try {
-      simulated = await chain.rpc.simulateTransaction(wire as never, { encoding: 'base64', sigVerify: false, replaceRecentBlockhash: false, commitment: 'confirmed' }).send();
-    } catch (err) {
-      return refuse(R.simulationFailed, `the chain could not simulate the transaction: ${(err as Error).message}`, payer);
-    }
-    const err = simulated.value.err;
-    if (err === 'BlockhashNotFound') return refuse(R.simulationFailed, "the transaction's blockhash has expired (a blockhash lives about 60-90 s): sign a new payment", payer);
-    if (err) return refuse(R.simulationFailed, `the transaction fails on chain: ${JSON.stringify(err, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}`, payer);
+    const simulated = await simulateSvmPayment(tx, chain, payer);
+    if (simulated) return simulated;
   }
   return { ok: true, payer, transaction: tx, feePayer, blockhash };
+}
+
+/**
+ * The scheme's last check: the chain runs the transaction (without the fee payer's signature) and
+ * changes nothing. Undefined: it would succeed; else why not (an expired blockhash said as such).
+ */
+export async function simulateSvmPayment(tx: Transaction, chain: SolanaChain, payer: string): Promise<SvmRefused | undefined> {
+  const wire = Buffer.from(getTransactionBytes(tx)).toString('base64');
+  let simulated;
+  try {
+    simulated = await chain.rpc.simulateTransaction(wire as never, { encoding: 'base64', sigVerify: false, replaceRecentBlockhash: false, commitment: 'confirmed' }).send();
+  } catch (err) {
+    return refuse(R.simulationFailed, `the chain could not simulate the transaction: ${(err as Error).message}`, payer);
+  }
+  return simulated.value.err ? simulationFailure(simulated.value.err, payer) : undefined;
+}
+
+/** A simulation's (or a node's preflight's) transaction error as the refusal; an expired blockhash said as such. */
+export function simulationFailure(err: unknown, payer: string): SvmRefused {
+  if (err === 'BlockhashNotFound') return refuse(R.simulationFailed, "the transaction's blockhash has expired (a blockhash lives about 60-90 s): sign a new payment", payer);
+  return refuse(R.simulationFailed, `the transaction fails on chain: ${JSON.stringify(err, (_, v) => (typeof v === 'bigint' ? v.toString() : v))}`, payer);
 }
 
 /** The wire bytes of a transaction. */
