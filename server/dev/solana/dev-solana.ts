@@ -68,9 +68,13 @@ export interface DevSolana {
   stop(): Promise<void>;
 }
 
-export async function startDevSolana(options: { port?: number; slotMs?: number; network?: SolanaNetworkInfo } = {}): Promise<DevSolana> {
+/**
+ * `landAtSlot`: sent transactions land when their slot closes (every `slotMs`), as on Solana; by default
+ * they land on arrival, the instant tests and local development want.
+ */
+export async function startDevSolana(options: { port?: number; slotMs?: number; network?: SolanaNetworkInfo; landAtSlot?: boolean } = {}): Promise<DevSolana> {
   const network = options.network ?? DEV_SOLANA_NETWORK;
-  const ledger = new LocalLedger();
+  const ledger = new LocalLedger({ landAtSlot: options.landAtSlot });
   const usdcMint = address(network.usdcMint);
   const authority = await devSolanaSigner('mint-authority');
   // The mint, at the real network's USDC address, with our authority.

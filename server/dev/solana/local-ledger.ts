@@ -67,8 +67,15 @@ export class LocalLedger {
   private readonly landed = new Map<string, LandedTransaction>();
   private timer: NodeJS.Timeout | undefined;
   private transactionCount = 0;
+  /** Transactions sent in this slot, landing when it closes (landAtSlot). */
+  private queued: Uint8Array[] = [];
 
-  constructor() {
+  /**
+   * `landAtSlot`: a sent transaction lands when its slot closes (every `slotMs`, as on Solana, where a
+   * leader packs a block per slot), its status visible only then; otherwise it lands on arrival, the
+   * instant a test wants.
+   */
+  constructor(private readonly options: { landAtSlot?: boolean } = {}) {
     // Blockhashes are checked here (150 blocks, as on Solana); LiteSVM alone would accept its latest only.
     this.svm = new LiteSVM().withBlockhashCheck(false).withTransactionHistory(0n);
     this.latest = this.newBlockhash();
@@ -84,8 +91,11 @@ export class LocalLedger {
     if (this.timer) clearInterval(this.timer);
   }
 
-  /** Moves `slots` slots ahead (a test expiring a blockhash moves 151). */
+  /** Moves `slots` slots ahead (a test expiring a blockhash moves 151); the closing slot's transactions land first. */
   advance(slots: number): void {
+    const closing = this.queued;
+    this.queued = [];
+    for (const wire of closing) this.process(wire);
     this.slotNow += slots;
     this.svm.warpToSlot(BigInt(this.slotNow));
     this.latest = this.newBlockhash();
@@ -179,6 +189,13 @@ export class LocalLedger {
     this.landed.set(signature, landed);
     this.transactionCount += 1;
     return { signature, landed };
+  }
+
+  /** A transaction sent to the leader: landed now, or queued for the slot's close (landAtSlot). */
+  submit(wire: Uint8Array): { signature: string } {
+    if (!this.options.landAtSlot) return this.process(wire);
+    this.queued.push(wire);
+    return { signature: signatureOf(this.decode(wire)) };
   }
 
   status(signature: string): LandedTransaction | undefined {

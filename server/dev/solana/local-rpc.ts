@@ -146,7 +146,7 @@ export class LocalSolanaRpc {
         }
         // Without preflight, a transaction that cannot land (expired blockhash, already processed) is
         // dropped silently: its signature comes back, and it never gets a status.
-        return ledger.process(wire).signature;
+        return ledger.submit(wire).signature;
       }
       case 'getSignatureStatuses': {
         if (!Array.isArray(params[0]) || params[0].length > 256) throw invalidParams('a list of at most 256 signatures');
