@@ -212,7 +212,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
         resource: request.resource,
         amount: formatUsdc(request.amountAtomic),
         // A Solana payment's payee is the seller's address there, which the backend keeps (payToByNetwork).
-        ...(request.requirement.payTo.startsWith('0x') ? { payTo: request.requirement.payTo } : {}),
+        ...(typeof request.requirement.payTo === 'string' && !request.requirement.payTo.startsWith('0x') ? {} : { payTo: request.requirement.payTo }),
       });
       if (answer.ok) return { ok: true, paymentResponse: answer.paymentResponse, paymentId: answer.paymentId };
       return { ok: false, reason: answer.error, message: answer.message };

@@ -33,7 +33,11 @@ test('several networks: CHAIN_NETWORK\'s reads CHAIN_*, each other its own <NAME
 test('refusals name the variable', () => {
   const refusal = (env: Record<string, string>) => { try { loadConfig({ ...BASE_ENV, ...env }); return ''; } catch (err) { return (err as Error).message; } };
   expect(refusal({ NETWORKS: 'base,polygon-amoy', CHAIN_RPC_URL: 'https://base.example' })).toBe('configuration error: POLYGON_AMOY_RPC_URL is required: NETWORKS lists polygon-amoy');
-  expect(refusal({ NETWORKS: 'base,solana', CHAIN_RPC_URL: 'https://base.example' })).toMatch(/^configuration error: NETWORKS names solana, not a network of the table/);
+  expect(refusal({ NETWORKS: 'base,starknet', CHAIN_RPC_URL: 'https://base.example' })).toMatch(/^configuration error: NETWORKS names starknet, not a network of the table/);
+  // A Solana network needs its RPC and fee payers, and comes after an EVM default.
+  expect(refusal({ NETWORKS: 'base,solana', CHAIN_RPC_URL: 'https://base.example' })).toBe('configuration error: SOLANA_RPC_URL is required: NETWORKS lists solana; SOLANA_FEE_PAYER_KEYS is required: NETWORKS lists solana');
+  expect(refusal({ NETWORKS: 'base,solana', CHAIN_RPC_URL: 'https://base.example', SOLANA_RPC_URL: 'https://sol.example', SOLANA_FEE_PAYER_KEYS: 'not-a-key' })).toBe('configuration error: SOLANA_FEE_PAYER_KEYS must be comma-separated base58 64-byte secret keys');
+  expect(refusal({ NETWORKS: 'solana-devnet,base', CHAIN_RPC_URL: 'https://base.example', SOLANA_DEVNET_RPC_URL: 'https://sol.example', SOLANA_DEVNET_FEE_PAYER_KEYS: '4'.repeat(88) })).toMatch(/NETWORKS starts with solana-devnet: the default network \(the first\) is an EVM network/);
   expect(refusal({ NETWORKS: 'base,eip155:8453', CHAIN_RPC_URL: 'https://base.example' })).toBe('configuration error: NETWORKS names base twice');
   expect(refusal({ NETWORKS: 'polygon', POLYGON_RPC_URL: 'https://polygon.example', CHAIN_RPC_URL: 'https://base.example' }))
     .toBe('configuration error: CHAIN_RPC_URL is for CHAIN_NETWORK base, which NETWORKS (polygon) does not list: set CHAIN_NETWORK to the network it serves');
