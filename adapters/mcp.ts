@@ -26,7 +26,7 @@ import {
   type SellerSettings,
   type SettleMode,
 } from '../middleware/index.js';
-import { settingsOnEveryNetwork, type PaymentRequiredV2, type PaymentRequirementsV2 } from 'agentgate-x402-wire';
+import { exactSvmRequirements, isSolanaNetwork, settingsOnEveryNetwork, type PaymentRequiredV2, type PaymentRequirementsV2 } from 'agentgate-x402-wire';
 
 /**
  * Paid MCP tools, following the x402 MCP transport:
@@ -140,9 +140,13 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
         const requirements = escrow
           ? [buildAuthCaptureRequirementV2(settings, offer, { nowSeconds: Math.floor(Date.now() / 1000), captureSeconds: config.captureSeconds ?? DEFAULT_CAPTURE_SECONDS, refundSeconds: config.refundSeconds ?? DEFAULT_REFUND_SECONDS })]
           : channel ? [buildBatchSettlementRequirementV2(settings, offer)]
-            : settingsOnEveryNetwork(settings).map((on) => (usage ? buildUptoRequirementV2(on, offer)
-              : permit2 ? buildPermit2RequirementV2(on, { ...offer, paymentFlow: flow })
-                : buildRequirementV2(on, { ...offer, paymentFlow: flow })));
+            : [
+              ...settingsOnEveryNetwork(settings).map((on) => (usage ? buildUptoRequirementV2(on, offer)
+                : permit2 ? buildPermit2RequirementV2(on, { ...offer, paymentFlow: flow })
+                  : buildRequirementV2(on, { ...offer, paymentFlow: flow }))),
+              // A plain exact tool is offered on the backend's Solana networks too, where the seller has an address.
+              ...(usage || permit2 ? [] : (settings.solanaNetworks ?? []).map((solana) => exactSvmRequirements({ network: solana.network, amountAtomic, mint: solana.asset, payTo: solana.payTo, feePayer: solana.feePayer }))),
+            ];
         const requirement = requirements[0]!;
         const required = (error: string, extraFields: Record<string, unknown> = {}, offerExtra?: Record<string, unknown>) =>
           paymentRequiredResult({
@@ -222,7 +226,8 @@ export function mcpPaywall(options: McpPaywallOptions): McpPaywall {
           return captured.ok ? paidResult(result, captured) : channelRefused(captured);
         }
 
-        if (flow === 'authorization') {
+        // A Solana payment is redeemed before the tool runs: its transaction lives only as long as its blockhash.
+        if (flow === 'authorization' && !isSolanaNetwork(chosen.network)) {
           const holder = facilitator as Required<Facilitator>;
           let held;
           try {

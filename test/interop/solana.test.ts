@@ -20,6 +20,9 @@ import { EXACT_SVM_REASONS as R, MEMO_PROGRAM_ADDRESS, verifyReceipt, type DidDo
 import { startTestServer, type TestServer } from '../support/server.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
 import { consoleGet, signIn } from '../console/http-client.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { PAID_TOOL, startWeatherMcp } from '../../examples/mcp-paid-tool/server.js';
 import { buildSolanaPayment, solanaAccount, solanaForTests, type PaymentTweaks } from '../support/solana.js';
 import type { DevSolana } from '../../server/dev/solana/dev-solana.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
@@ -290,6 +293,35 @@ describe.each([['Express', createExpressApp], ['Koa', createKoaApp], ['Hono', cr
     expect(record).toMatchObject({ network: 'solana-devnet', status: 'settled', payerAddress: buyer.address, resourceUrl: `${app.url}/weather` });
     expect(record!.endpointId).toEqual(expect.stringMatching(/^ep_/));
   });
+});
+
+test('a paid MCP tool offers Solana too: a payment the official SVM client makes for it is redeemed before the tool runs, recorded for the tool', async () => {
+  const endpoint = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `mcp://tool/${PAID_TOOL}`, priceUsdc: '0.01', description: 'forecast tool' } });
+  expect(endpoint.status).toBe(201);
+  const calls: string[] = [];
+  const mcp = await startWeatherMcp({ backendUrl: server.url, apiKey: seller.sellerKey, onPaidCall: (city) => calls.push(city) });
+  const client = new Client({ name: 'solana-buyer', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(mcp.url)));
+  try {
+    const call = (meta?: Record<string, unknown>) => client.callTool({ name: PAID_TOOL, arguments: { city: 'Oslo' }, ...(meta ? { _meta: meta } : {}) }) as Promise<any>;
+    const required = (await call()).structuredContent;
+    const onSolana = required.accepts.find((a: { network: string }) => a.network === DEVNET);
+    expect(onSolana).toMatchObject({ scheme: 'exact', amount: String(PRICE), asset: chain.usdcMint, payTo: sellerSolana.address, extra: { feePayer: feePayer.address } });
+    const buyer = await solanaAccount(chain, 1_000_000n);
+    const built = await new ExactSvmClient(buyer, { rpcUrl: chain.rpcUrl }).createPaymentPayload(2, onSolana);
+    const before = await chain.usdcBalance(sellerSolana.address);
+    const paid = await call({ 'x402/payment': { ...built, accepted: onSolana, resource: required.resource } });
+    expect(paid.isError).toBeFalsy();
+    expect(paid._meta['x402/payment-response']).toMatchObject({ success: true, network: DEVNET, payer: buyer.address });
+    expect(calls).toEqual(['Oslo']);
+    expect(await chain.usdcBalance(sellerSolana.address)).toBe(before + PRICE);
+    await server.app.payments.records.recordsWritten();
+    const record = await server.app.payments.records.payments.findOne({ txHash: paid._meta['x402/payment-response'].transaction }).lean();
+    expect(record).toMatchObject({ network: 'solana-devnet', status: 'settled', resourceUrl: `mcp://tool/${PAID_TOOL}`, endpointId: endpoint.body.id });
+  } finally {
+    await client.close();
+    await mcp.close();
+  }
 });
 
 export type { Address };
