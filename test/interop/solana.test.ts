@@ -15,7 +15,8 @@ import { ExactSvmScheme as ExactSvmClient } from '@x402/svm/exact/client';
 import { registerExactSvmScheme as registerServerSvm } from '@x402/svm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { AccountRole, address, type Address, type KeyPairSigner } from '@solana/kit';
+import { AccountRole, address, createKeyPairSignerFromPrivateKeyBytes, getAddressEncoder, type Address, type KeyPairSigner } from '@solana/kit';
+import { PYTHON_SVM_BUYER_SCRIPT, runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { EXACT_SVM_REASONS as R, MEMO_PROGRAM_ADDRESS, verifyReceipt, type DidDocument } from 'agentgate-x402-wire';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { startRpcProxy, type RpcProxy } from '../support/rpc-proxy.js';
@@ -294,6 +295,27 @@ describe.each([['Express', createExpressApp], ['Koa', createKoaApp], ['Hono', cr
     expect(record!.endpointId).toEqual(expect.stringMatching(/^ep_/));
   });
 });
+
+test("the official Python SDK's Solana client pays our Express seller's Solana offer", async () => {
+  const python = x402Python((line) => process.stderr.write(`[python-sdk] ${line}\n`));
+  const app = await serve(createExpressApp({ backendUrl: server.url, apiKey: seller.sellerKey }));
+  try {
+    const registered = await registerEndpoint(server, seller.platformKey, { url: `${app.url}/weather`, priceUsdc: '0.01' });
+    expect(registered.status).toBe(201);
+    const seed = crypto.getRandomValues(new Uint8Array(32));
+    const buyer = await createKeyPairSignerFromPrivateKeyBytes(seed);
+    await chain.fund(buyer.address, 1_000_000n, 0n);
+    const secretKey = Buffer.concat([Buffer.from(seed), Buffer.from(getAddressEncoder().encode(buyer.address))]).toString('hex');
+    const before = await chain.usdcBalance(sellerSolana.address);
+    const run = await runPythonBuyer<{ status: number; body: string; settlement: { success: boolean; network: string; payer: string } | null }>(python, { BUYER_SECRET_KEY: secretKey, RPC_URL: chain.rpcUrl, NETWORK: DEVNET, EXACT_URL: `${app.url}/weather?city=Oslo` }, PYTHON_SVM_BUYER_SCRIPT);
+    expect(run).toMatchObject({ status: 200, settlement: { success: true, network: DEVNET, payer: buyer.address } });
+    expect(JSON.parse(run.body)).toMatchObject({ city: 'Oslo' });
+    expect(await chain.usdcBalance(sellerSolana.address)).toBe(before + PRICE);
+    expect(await chain.usdcBalance(buyer.address)).toBe(1_000_000n - PRICE);
+  } finally {
+    await app.close();
+  }
+}, 120_000);
 
 test('a paid MCP tool offers Solana too: a payment the official SVM client makes for it is redeemed before the tool runs, recorded for the tool', async () => {
   const endpoint = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `mcp://tool/${PAID_TOOL}`, priceUsdc: '0.01', description: 'forecast tool' } });

@@ -8,11 +8,11 @@ import { pythonVenv } from './python-venv.js';
 export const X402_PYTHON_VERSION = '2.25.0';
 
 /**
- * `evm` (eth-account, web3: signing and the RPC reads of its channel client) and `requests` (its HTTP
- * client integration) are the extras a buyer script uses; the packages it imports are pinned to the
+ * `evm` (eth-account, web3: signing and the RPC reads of its channel client), `svm` (solana, solders: its
+ * Solana client) and `requests` (its HTTP client integration) are the extras a buyer script uses; the packages it imports are pinned to the
  * versions this was written against.
  */
-const REQUIREMENTS = [`x402[evm,requests]==${X402_PYTHON_VERSION}`, 'eth-account==0.14.0', 'web3==8.0.0', 'requests==2.34.2'];
+const REQUIREMENTS = [`x402[evm,svm,requests]==${X402_PYTHON_VERSION}`, 'eth-account==0.14.0', 'web3==8.0.0', 'requests==2.34.2', 'solana==0.39.0', 'solders==0.27.1'];
 
 /** The virtualenv's python, with the SDK installed first if it is not there yet. */
 export function x402Python(log: (line: string) => void = () => {}, env: NodeJS.ProcessEnv = process.env): string {
@@ -32,9 +32,12 @@ export interface PythonBuyerRun {
 }
 
 /** Runs the Python buyer script (asynchronously: the backend and the shop answer it from this process). */
-export function runPythonBuyer(python: string, env: Record<string, string>): Promise<PythonBuyerRun> {
+/** The Solana buyer script (test/interop/python/svm_buyer.py). */
+export const PYTHON_SVM_BUYER_SCRIPT = fileURLToPath(new URL('../interop/python/svm_buyer.py', import.meta.url));
+
+export function runPythonBuyer<T = PythonBuyerRun>(python: string, env: Record<string, string>, script = PYTHON_BUYER_SCRIPT): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(python, [PYTHON_BUYER_SCRIPT], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(python, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => { stdout += chunk; });
@@ -42,7 +45,7 @@ export function runPythonBuyer(python: string, env: Record<string, string>): Pro
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`the Python buyer exited with ${code}:\n${stderr}`));
-      else resolve(JSON.parse(stdout) as PythonBuyerRun);
+      else resolve(JSON.parse(stdout) as T);
     });
   });
 }
