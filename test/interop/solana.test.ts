@@ -24,6 +24,8 @@ import { consoleGet, signIn } from '../console/http-client.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { PAID_TOOL, startWeatherMcp } from '../../examples/mcp-paid-tool/server.js';
+import { startReceiver } from '../webhooks/receiver.js';
+import { verifyWebhook } from '../../middleware/index.js';
 import { buildSolanaPayment, solanaAccount, solanaForTests, type PaymentTweaks } from '../support/solana.js';
 import type { DevSolana } from '../../server/dev/solana/dev-solana.js';
 import { registerEndpoint, serve, setUpSeller, type RunningApp } from './seller.js';
@@ -269,8 +271,19 @@ describe.each([['Express', createExpressApp], ['Koa', createKoaApp], ['Hono', cr
     app = await serve(create({ backendUrl: server.url, apiKey: seller.sellerKey }));
     const registered = await registerEndpoint(server, seller.platformKey, { url: `${app.url}/weather`, priceUsdc: '0.01' });
     if (registered.status !== 201) throw new Error(`registration: ${registered.status} ${JSON.stringify(registered.body)}`);
+    const dynamic = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${app.url}/forecast`, maxPriceUsdc: '0.07' } });
+    if (dynamic.status !== 201) throw new Error(`registration: ${dynamic.status} ${JSON.stringify(dynamic.body)}`);
   });
   afterAll(() => app?.close());
+
+  test('a price computed per request is asked and paid on Solana too ($0.01 a day: 3 days, $0.03)', async () => {
+    const unpaid = await fetch(`${app.url}/forecast?city=Oslo&days=3`);
+    expect(decodePaymentRequiredHeader(unpaid.headers.get('payment-required')!).accepts.find((a) => a.network === DEVNET)).toMatchObject({ amount: '30000', payTo: sellerSolana.address });
+    const buyer = await solanaAccount(chain, 1_000_000n);
+    const res = await officialBuyer(buyer)(`${app.url}/forecast?city=Oslo&days=3`);
+    expect(res.status).toBe(200);
+    expect(await chain.usdcBalance(buyer.address)).toBe(1_000_000n - 30_000n);
+  });
 
   test('offers Solana beside Base; the official Solana client pays it, settled before the handler, recorded for the endpoint', async () => {
     const unpaid = await fetch(`${app.url}/weather?city=Oslo`);
@@ -317,8 +330,9 @@ test("the official Python SDK's Solana client pays our Express seller's Solana o
   }
 }, 120_000);
 
-test('a paid MCP tool offers Solana too: a payment the official SVM client makes for it is redeemed before the tool runs, recorded for the tool', async () => {
-  const endpoint = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `mcp://tool/${PAID_TOOL}`, priceUsdc: '0.01', description: 'forecast tool' } });
+test('a paid MCP tool offers Solana too: a payment the official SVM client makes for it is redeemed before the tool runs, recorded for the tool, and its payment.received webhook sent', async () => {
+  const receiver = await startReceiver();
+  const endpoint = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `mcp://tool/${PAID_TOOL}`, priceUsdc: '0.01', description: 'forecast tool', webhookUrl: receiver.url } });
   expect(endpoint.status).toBe(201);
   const calls: string[] = [];
   const mcp = await startWeatherMcp({ backendUrl: server.url, apiKey: seller.sellerKey, onPaidCall: (city) => calls.push(city) });
@@ -340,9 +354,15 @@ test('a paid MCP tool offers Solana too: a payment the official SVM client makes
     await server.app.payments.records.recordsWritten();
     const record = await server.app.payments.records.payments.findOne({ txHash: paid._meta['x402/payment-response'].transaction }).lean();
     expect(record).toMatchObject({ network: 'solana-devnet', status: 'settled', resourceUrl: `mcp://tool/${PAID_TOOL}`, endpointId: endpoint.body.id });
+    // The seller's webhook, signed with the endpoint's secret, as for an EVM payment.
+    await receiver.next(1);
+    const hook = receiver.received[0]!;
+    expect(verifyWebhook(hook.raw, hook.headers['x-service-signature'] as string, endpoint.body.webhookSecret)).toBe(true);
+    expect(hook.json).toMatchObject({ event: 'payment.received', paymentId: record!._id, body: { txHash: record!.txHash, resourceUrl: `mcp://tool/${PAID_TOOL}` } });
   } finally {
     await client.close();
     await mcp.close();
+    await receiver.close();
   }
 });
 
