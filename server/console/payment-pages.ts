@@ -82,7 +82,7 @@ export interface PaymentPageDeps {
 export function paymentPages(router: Router, deps: PaymentPageDeps, guards: ConsoleGuards): void {
   const orgOf = (ctx: Context) => sessionOf(ctx).orgId;
   /** The networks this backend settles on, for the filter (v1 names, the default one first). */
-  const networksOf = () => deps.payments.networks.map((n) => n.chain.network);
+  const networksOf = () => [...deps.payments.networks.map((n) => n.chain.network), ...deps.payments.solana.map((s) => s.scheme.chain.network)];
 
   router.get('/', guards.session, (ctx) => seeOther(ctx, '/console/payments'));
 

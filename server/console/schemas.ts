@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { PAYMENT_STATUSES } from '../payments/models.js';
-import { networkName } from '../platform/network-name.js';
+import { anyNetworkName } from '../platform/network-name.js';
 import { DELIVERY_STATES } from '../webhooks/state.js';
 
 /** An HTML form sends every field, empty ones as "": those mean "not given". */
@@ -45,7 +45,7 @@ const rangeMessage = { message: 'must not be before "From"', path: ['to'] };
 
 export const paymentsQuery = z.object({
   status: optional(z.enum(PAYMENT_STATUSES)),
-  network: optional(networkName),
+  network: optional(anyNetworkName),
   endpoint: optional(id),
   payer: optional(z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address')),
   q: optional(z.string().trim().max(100, 'is too long').refine((text) => text === '' || !!classifySearch(text), 'enter a payment id (pay_…), a transaction hash (0x + 64 hex digits) or a payer address (0x + 40 hex digits)')),

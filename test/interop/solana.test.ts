@@ -125,6 +125,9 @@ test('an official buyer pays an official seller on Solana through agentgate: USD
   expect(page.status).toBe(200);
   expect(page.text).toContain(settled.transaction);
   expect(page.text).toContain('solana-devnet');
+  const filtered = await consoleGet(server, '/console/payments?network=solana-devnet', cookie);
+  expect(filtered.status).toBe(200);
+  expect(filtered.text).toContain(record!.id as string);
   // A refund is not agentgate's to make here (the USDC went straight to the seller's address): said clearly.
   const refund = await server.request('POST', `/v0/payments/${record!.id as string}/refund`, { key: seller.platformKey, body: { reason: 'not delivered' } });
   expect(refund).toMatchObject({ status: 409, body: { error: 'refund_not_possible' } });

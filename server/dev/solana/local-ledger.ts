@@ -1,7 +1,7 @@
 import { LiteSVM, TransactionMetadata, FailedTransactionMetadata } from 'litesvm';
 import {
-  address, getBase58Decoder, getCompiledTransactionMessageDecoder, getTransactionDecoder, lamports,
-  type Address, type Blockhash, type EncodedAccount, type Transaction,
+  getBase58Decoder, getCompiledTransactionMessageDecoder, getTransactionDecoder, lamports,
+  type Address, type EncodedAccount, type Transaction,
 } from '@solana/kit';
 
 // A Solana ledger in this process: LiteSVM (the real runtime and the SPL programs) with what a validator
@@ -202,6 +202,3 @@ export class LocalLedger {
     return this.landed.get(signature);
   }
 }
-
-export const asAddress = (value: string): Address => address(value);
-export type { Blockhash };
