@@ -19,12 +19,9 @@ import { cosign, send, sendAndConfirm, wireBase64 } from './settle.js';
 // it is the payment's claim (a unique insert), and a replayed transaction, in any process, is a duplicate
 // before anything is sent. The chain itself processes one signature once.
 
-
 export type SvmSettleTerms = SvmTerms & SettleTerms;
 
 export class SvmExactScheme {
-  readonly name = 'exact';
-
   constructor(
     readonly chain: SolanaChain,
     private readonly path: PaymentSettlement,
