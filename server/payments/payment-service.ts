@@ -33,7 +33,7 @@ import { PaymentReceivedOutbox } from './webhook-outbox.js';
 import { endpointWebhookTargets } from './webhook-targets.js';
 import type { DeliveryQueue, DeliveryTargets, Outbox } from '../webhooks/webhook-service.js';
 import type { SolanaChain } from '../chain/solana/solana-chain.js';
-import { SvmExactScheme } from './schemes/exact/svm/scheme.js';
+import { SVM_EXACT_SETTLER, SvmExactScheme } from './schemes/exact/svm/scheme.js';
 import { SvmExactFacilitator } from './schemes/exact/svm/facilitator.js';
 
 /** What the payments area is built from. */
@@ -191,7 +191,11 @@ export class PaymentService {
     operations.ownerOf = (payment) => this.of(payment).authCapture.operations;
     if (this.networks.length > 1) this.redemption.elsewhere = (paymentHeader) => this.forHeader(paymentHeader).redemption;
     this.solana = (deps.solanaChains ?? []).map((solanaChain) => {
-      const scheme = new SvmExactScheme(solanaChain, this.settlement, log.child({ network: solanaChain.caip2 }), { settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS });
+      // Its own path (no engine: a Solana payment is sent by its scheme), counted under its own network.
+      const solanaLog = log.child({ network: solanaChain.caip2 });
+      const path = new PaymentSettlement(conn, config, undefined, this.records, this.endpoints, logs, solanaLog, metrics.forNetwork(solanaChain.caip2));
+      path.register(SVM_EXACT_SETTLER);
+      const scheme = new SvmExactScheme(solanaChain, path, solanaLog, { settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS });
       return { scheme, facilitator: new SvmExactFacilitator(scheme, this.endpoints) };
     });
     if (this.solana.length) this.redemption.solana = (orgId, input) => this.redeemOnSolana(orgId, input);

@@ -276,6 +276,13 @@ export class PaymentSettlement {
 
   // --- settling --------------------------------------------------------------------------------
 
+  /** Counts a claimed payment's outcome, and how long it took from its claim (this path's network's metrics). */
+  countOutcome(result: SettlementResult, door: Door, claimedAt: number): void {
+    this.metrics.paidRequests.inc({ outcome: result.ok ? 'settled' : result.reason, door });
+    const kind = result.ok ? 'settled' : result.unavailable ? 'unavailable' : isPending(result) ? 'pending' : 'failed';
+    this.metrics.settleSeconds.observe({ outcome: kind }, (Date.now() - claimedAt) / 1000);
+  }
+
   /**
    * Settles a claimed payment: hands it to the settlement desk, which gives it to a relayer lane of this
    * process or of another one, whose holder sends it and records the outcome. The answer waits at most
@@ -286,10 +293,7 @@ export class PaymentSettlement {
     const claimedAt = Date.now();
     const final = this.handOver(payment)
       .then((result) => {
-        const outcome = result.ok ? 'settled' : result.reason;
-        this.metrics.paidRequests.inc({ outcome, door: terms.door });
-        const kind = result.ok ? 'settled' : result.unavailable ? 'unavailable' : isPending(result) ? 'pending' : 'failed';
-        this.metrics.settleSeconds.observe({ outcome: kind }, (Date.now() - claimedAt) / 1000);
+        this.countOutcome(result, terms.door, claimedAt);
         return result;
       });
     const pending: SettlementResult = {

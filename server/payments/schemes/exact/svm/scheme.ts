@@ -5,7 +5,7 @@ import { newId } from '../../../../platform/ids.js';
 import type { Logger } from '../../../../platform/logger.js';
 import type { EndpointDoc, PaymentDoc, SellerAccountDoc } from '../../../models.js';
 import type { PaymentRecords } from '../../../records.js';
-import type { ClaimOutcome, PaymentSettlement, SettleTerms } from '../../../payment-settlement.js';
+import type { ClaimOutcome, PaymentSettlement, SchemeSettler, SettleTerms } from '../../../payment-settlement.js';
 import type { IdentifiedPayment } from '../../../payment-identifier.js';
 import type { SettlementResult } from '../../../settlement.js';
 import type { SupportedKind } from '../../scheme.js';
@@ -21,7 +21,18 @@ import { cosign, send, sendAndConfirm, wireBase64 } from './settle.js';
 
 export type SvmSettleTerms = SvmTerms & SettleTerms;
 
+/**
+ * What the shared settlement path asks of a scheme's payments: a Solana payment is sent by its scheme
+ * (settle.ts), never handed to an EVM relayer lane, so its path has no engine and this settler sends nothing.
+ */
+export const SVM_EXACT_SETTLER: SchemeSettler = {
+  name: 'exact',
+  laneOf: () => undefined,
+  send: () => Promise.reject(new Error('a Solana payment is sent by its scheme, not by a relayer lane')),
+};
+
 export class SvmExactScheme {
+  /** `path`: this network's own settlement path (its claims, records and metrics labelled with this network). */
   constructor(
     readonly chain: SolanaChain,
     private readonly path: PaymentSettlement,
@@ -62,12 +73,14 @@ export class SvmExactScheme {
       const payment = this.paymentOf(seller, verified, signed, id, terms, version);
       const claimed = await this.path.insertClaim(payment, terms.door, 'this transaction was already presented');
       if (!claimed.ok) return { answer: { ...claimed.refused, reason: claimed.refused.reason === 'nonce_already_used' ? R.duplicateSettlement : claimed.refused.reason } };
+      const claimedAt = Date.now();
       const outcome = await sendAndConfirm(this.chain, signed, id, verified.blockhash, this.log, this.options.settlementTimeoutMs);
       if ('refused' in outcome) {
         await this.path.release(payment);
         return { answer: this.refused(terms.door, outcome.refused) };
       }
       const answer = await this.path.recordOutcome(payment, outcome, terms.endpoint);
+      this.path.countOutcome(answer, terms.door, claimedAt);
       // Still open (reconciliation finishes it): the spec's name for a settlement not confirmed yet.
       return { answer: !answer.ok && answer.reason === 'settle_unconfirmed' ? { ...answer, reason: R.settlementPending } : answer };
     });
