@@ -196,6 +196,12 @@ export class PaymentService {
       const path = new PaymentSettlement(conn, config, undefined, this.records, this.endpoints, logs, solanaLog, metrics.forNetwork(solanaChain.caip2));
       path.register(SVM_EXACT_SETTLER);
       const scheme = new SvmExactScheme(solanaChain, path, solanaLog, { settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS });
+      // A fee payer out of SOL fails every settlement on its network: each scrape reads their balances.
+      const networkMetrics = metrics.forNetwork(solanaChain.caip2);
+      metrics.onCollect(() => Promise.all(solanaChain.feePayers.map(async (feePayer) => {
+        const { value } = await solanaChain.rpc.getBalance(feePayer.address).send({ abortSignal: AbortSignal.timeout(2_000) });
+        networkMetrics.feePayerBalance.set({ fee_payer: feePayer.address }, Number(value) / 1e9);
+      })).then(() => {}));
       return { scheme, facilitator: new SvmExactFacilitator(scheme, this.endpoints) };
     });
     if (this.solana.length) this.redemption.solana = (orgId, input) => this.redeemOnSolana(orgId, input);

@@ -13,7 +13,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * each, so a value without its network would be overwritten by another network's.
  */
 const PER_NETWORK: ReadonlySet<PropertyKey> = new Set([
-  'paidRequests', 'settleSeconds', 'batchSize', 'settlementTransactions', 'inFlight', 'gasBalance', 'leasesHeld', 'relayerPool',
+  'paidRequests', 'settleSeconds', 'batchSize', 'settlementTransactions', 'inFlight', 'gasBalance', 'feePayerBalance', 'leasesHeld', 'relayerPool',
   'settlementQueued', 'settlementOldestQueuedSeconds', 'settlementAwaiting', 'settlementRouted', 'settlementInboxItems', 'settlementRole',
 ]);
 const RECORDING: ReadonlySet<PropertyKey> = new Set(['set', 'inc', 'dec', 'observe']);
@@ -61,6 +61,10 @@ export class Metrics {
   readonly gasBalance = new Gauge({
     name: 'agentgate_relayer_gas_balance_eth', help: 'Native balance of each relayer account this process holds a lease on',
     labelNames: ['relayer', 'network'] as const, registers: [this.registry],
+  });
+  readonly feePayerBalance = new Gauge({
+    name: 'agentgate_solana_fee_payer_balance_sol', help: 'SOL balance of each Solana fee payer (it pays every settlement fee on its network), read at each scrape',
+    labelNames: ['fee_payer', 'network'] as const, registers: [this.registry],
   });
   readonly leasesHeld = new Gauge({
     name: 'agentgate_relayer_leases_held', help: 'Relayer accounts this process holds a lease on', labelNames: ['network'] as const, registers: [this.registry],

@@ -120,9 +120,12 @@ test('an official buyer pays an official seller on Solana through agentgate: USD
   expect(payment!.signedReceipt).toMatchObject({ body: { network: 'solana-devnet', txHash: settled.transaction, payerAddress: buyer.address, amountUsdcRaw: String(PRICE) } });
   expect(await verifyReceipt(payment!.signedReceipt!, didDocument)).toEqual({ ok: true });
   // Counted under its own network, as an operator's dashboard reads it.
+  await server.app.metrics.render();
   const metrics = await server.app.metrics.registry.getMetricsAsJSON();
   const values = (name: string) => metrics.find((m) => m.name === name)!.values as Array<{ labels: Record<string, string>; value: number }>;
   expect(values('agentgate_paid_requests_total').some((v) => v.labels.network === DEVNET && v.labels.outcome === 'settled' && v.labels.door === 'facilitator')).toBe(true);
+  // And what its fee payer has left to pay fees with, read at the scrape.
+  expect(values('agentgate_solana_fee_payer_balance_sol')).toContainEqual(expect.objectContaining({ labels: { fee_payer: feePayer.address, network: DEVNET }, value: Number(chain.ledger.balance(feePayer.address)) / 1e9 }));
   // And in the console, as an ops person looks at it.
   const { cookie } = await signIn(server, seller.platformKey);
   const page = await consoleGet(server, `/console/payments/${record!.id as string}`, cookie);
