@@ -15,7 +15,7 @@ import { ExactSvmScheme as ExactSvmClient } from '@x402/svm/exact/client';
 import { registerExactSvmScheme as registerServerSvm } from '@x402/svm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { AccountRole, address, createKeyPairSignerFromPrivateKeyBytes, getAddressEncoder, type Address, type KeyPairSigner } from '@solana/kit';
+import { AccountRole, address, createKeyPairSignerFromPrivateKeyBytes, getAddressEncoder, getBase64EncodedWireTransaction, getBase64Encoder, getTransactionDecoder, type Address, type KeyPairSigner } from '@solana/kit';
 import { PYTHON_SVM_BUYER_SCRIPT, runPythonBuyer, x402Python } from '../support/python-sdk.js';
 import { EXACT_SVM_REASONS as R, MEMO_PROGRAM_ADDRESS, verifyReceipt, type DidDocument } from 'agentgate-x402-wire';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -264,6 +264,19 @@ describe('a payment that cheats is refused with the reason, and nothing moves', 
     const settled = await facilitate('settle', transaction);
     expect(settled.body).toMatchObject({ success: true, payer: poor.address });
     expect(await chain.usdcBalance(poor.address)).toBe(0n);
+  });
+
+  test('a transaction that already landed (a send whose answer was lost) is settled as landed, not refused, and moves money once', async () => {
+    const transaction = await buildSolanaPayment(chain, buyer, feePayer.address, sellerSolana.address, PRICE);
+    // The co-signed transaction reaches the chain before this facilitator claims it (the test holds the fee payer's key).
+    const [signatures] = await feePayer.signTransactions([getTransactionDecoder().decode(getBase64Encoder().encode(transaction)) as never]);
+    const decoded = getTransactionDecoder().decode(getBase64Encoder().encode(transaction));
+    const complete = getBase64EncodedWireTransaction({ ...decoded, signatures: { ...decoded.signatures, ...signatures } } as never);
+    const before = [await chain.usdcBalance(buyer.address), await chain.usdcBalance(sellerSolana.address)];
+    chain.ledger.process(new Uint8Array(getBase64Encoder().encode(complete)));
+    const settled = await facilitate('settle', transaction);
+    expect(settled.body).toMatchObject({ success: true, payer: buyer.address });
+    expect([await chain.usdcBalance(buyer.address), await chain.usdcBalance(sellerSolana.address)]).toEqual([before[0]! - PRICE, before[1]! + PRICE]);
   });
 
   test("a fee payer that is not this facilitator's, or a payTo that is not the seller's, is refused before anything is read", async () => {

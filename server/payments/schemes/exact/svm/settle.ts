@@ -64,6 +64,8 @@ function preflightError(err: unknown): unknown {
   const e = err as { context?: { __code?: number }; cause?: { message?: string; context?: { __code?: number } } } | undefined;
   if (e?.context?.__code !== -32002) return undefined;
   const cause = e.cause?.message ?? 'the transaction failed simulation';
+  // Already processed: it landed (a send whose answer was lost); its status, not a refusal, says how.
+  if (/already been processed/i.test(cause)) return undefined;
   return /blockhash not found/i.test(cause) ? 'BlockhashNotFound' : cause;
 }
 
