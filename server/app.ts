@@ -80,7 +80,7 @@ export const ROUTES: RouteFactory[] = [
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,
     acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, networks: app.payments.networks, schemes: app.payments.schemes,
-    catalog: app.payments.catalog, solana: app.payments.solana,
+    catalog: app.payments.catalog, solana: app.payments.solana, screening: app.payments.screening,
   }),
   // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).
   (app) => healthRoutes({

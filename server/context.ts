@@ -18,6 +18,7 @@ import { MailEventLog } from './mail/mail-events.js';
 import { VaultService } from './vault/vault-service.js';
 import type { Address } from 'viem';
 import { ChainConfigError, createChainServices, type ChainService } from './chain/chain-service.js';
+import { createScreening, loadScreeningList } from './screening/index.js';
 import { describeContracts, type RequiredContract } from './chain/contract-code.js';
 import { PaymentService } from './payments/payment-service.js';
 import { SolanaChain } from './chain/solana/solana-chain.js';
@@ -149,6 +150,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const configOf = (c: ChainService) => configFor(config, config.networks.find((n) => n.network === c.network));
   await Promise.all(chains.map((c) => checkEssentialContracts(c, configOf(c))));
   const [chain, ...moreChains] = chains as [ChainService | undefined, ...ChainService[]];
+  const screeningList = await loadScreeningList(config, log);
   // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
   // milliseconds of CPU, so what each request path sends is something an operator must see.
   // A bounded pool: on the embedded engine every command costs CPU and memory in one FerretDB process, and
@@ -177,6 +179,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const shutdown = new ShutdownSteps();
   // Added first, so run last: what the areas' steps may still write, then the queue and the connection.
   shutdown.add('database connection', () => db.close());
+  shutdown.add('screening list', async () => screeningList?.stop());
   shutdown.add('job queue', () => jobs.stop());
   shutdown.add('usage and activity log writes', async () => { await Promise.all([usage.flush(), logs.flush()]); });
   shutdown.add('payment record writes', () => payments.records.recordsWritten());
@@ -199,6 +202,8 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // Solana: each network's RPC and fee payers, and every identity's Solana wallet beside its EVM one.
   const solanaChains = await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings)));
   const solanaWallets = new SolanaWallets(db, solanaChains, secrets, logs);
+  // Sanctions screening of every payment's parties and every paying wallet (server/screening).
+  const screening = createScreening({ conn: db, config, list: screeningList, chains, configOf, logs, log, metrics });
   if (solanaWallets.available) wallets.solana = solanaWallets;
   // The webhook engine knows no area: each area hands it its events (payment.received, refunds, voids,
   // channel claims, mail events), says where its endpoints' deliveries go, and keeps its own outbox,
@@ -210,7 +215,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const payments: PaymentService = new PaymentService({
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
     deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db), moreNetworks,
-    solanaChains,
+    solanaChains, screening,
   });
   // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
   await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));
@@ -250,7 +255,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     mailWebhooks,
     wallets,
     mandates,
-    buyer: new PayService(db, config, wallets, mandates, logs, solanaWallets),
+    buyer: new PayService(db, config, wallets, mandates, logs, screening, solanaWallets),
     chat: new ChatService(db, config, secrets, identities, logs, isAdmin),
     identityDetail: [walletDetail(wallets), didDetail(did)],
     usage,

@@ -16,7 +16,9 @@ export type PayCode =
   | 'asset_unsupported'
   | 'settle_failed'
   | 'channel_withdrawal_pending'
-  | 'wallet_unavailable';
+  | 'wallet_unavailable'
+  | 'sanctioned_address'
+  | 'screening_unavailable';
 
 export interface PayRefusal {
   ok: false;
@@ -30,6 +32,7 @@ const REFUSAL_STATUS: Record<PayCode, number> = {
   mandate_per_call_exceeded: 403, mandate_daily_cap_exceeded: 403, max_amount_exceeded: 403,
   balance_insufficient: 402, url_blocked: 400, url_invalid: 400, fetch_failed: 502, url_not_x402: 422,
   network_unsupported: 422, asset_unsupported: 422, settle_failed: 502, channel_withdrawal_pending: 409, wallet_unavailable: 503,
+  sanctioned_address: 403, screening_unavailable: 403,
 };
 
 /** A refusal in the API error shape (`error`, `message`, `status`) as POST /v0/payments/pay and `payments_pay` answer it. */

@@ -7,6 +7,8 @@ import { guardedFetch, GuardedFetchError, outboundPolicy, type GuardedResponse }
 import { findNetwork, findSolanaNetwork, formatUsdc } from 'agentgate-x402-wire';
 import type { WalletService } from '../wallet/wallet-service.js';
 import type { WalletDoc } from '../wallet/wallet-model.js';
+import type { Screening } from '../screening/index.js';
+import { screenedNetwork } from '../screening/sources.js';
 import type { MandateOwner, MandateService } from './mandate-service.js';
 import { payableOffers, readChallenge, whyNoOffer, type Offer, type OurAsset, type PayableOffer, type SolanaOffer } from './challenge.js';
 import { outgoingPaymentSchema, type OutgoingPaymentDoc } from './outgoing-payment-model.js';
@@ -65,6 +67,8 @@ export class PayService {
     private readonly wallets: WalletService,
     private readonly mandates: MandateService,
     logs: ActivityLog,
+    /** Sanctions screening: the paying wallet and the seller's payTo, before anything is reserved or signed. */
+    private readonly screening: Screening,
     private readonly solana?: SolanaWallets,
   ) {
     this.outgoing = conn.models.OutgoingPayment ?? conn.model<OutgoingPaymentDoc>('OutgoingPayment', outgoingPaymentSchema, 'outgoing_payments');
@@ -112,6 +116,8 @@ export class PayService {
     // token is a 6-decimal dollar token (chain-service.ts), so the mandate counts dollars on all of them.
     const cost = { amountUsdc: formatUsdc(amount), amountUsdcRaw: amount.toString(), asset: chain.usdc.address, network: chain.network, caip2: chain.caip2, ...(offer.scheme === 'upto' ? { scheme: 'upto' as const, maxAmountUsdc: formatUsdc(amount), maxAmountUsdcRaw: amount.toString() } : {}) };
 
+    const screened = await this.screened(owner, wallet.address, payTo, chain.network, offer.scheme);
+    if (screened) return screened;
     const reserved = await this.mandates.reserve(owner, new URL(response.url), amount, { mandateId: input.mandateId });
     if (!reserved.ok) return reserved;
     const { reservation } = reserved;
@@ -143,6 +149,15 @@ export class PayService {
     }
   }
 
+  /** Why this wallet may not pay this payTo (sanctions screening), or undefined: it may. */
+  private async screened(owner: MandateOwner, walletAddress: string, payTo: string, network: string, scheme: string) {
+    const refusal = await this.screening.screen(
+      [{ role: 'wallet', address: walletAddress }, { role: 'payTo', address: payTo }],
+      { orgId: owner.orgId, network: screenedNetwork(network), scheme, door: 'payments_pay' },
+    );
+    return refusal && refuse(refusal.reason, refusal.message.replace('nothing was charged', 'nothing was paid'));
+  }
+
   /** The seller's exact offers on our Solana networks in our USDC, within the caller's network if it names one. */
   private solanaOffers(challenge: NonNullable<ReturnType<typeof readChallenge>>, network: string | undefined): Array<{ offer: SolanaOffer; chain: SolanaChain; amount: bigint }> {
     if (!this.solanaPayer || !this.solana) return [];
@@ -171,6 +186,8 @@ export class PayService {
     const choice = within[funded < 0 ? 0 : funded]!;
     const shortfall = funded < 0 ? refuse('balance_insufficient', `the Solana wallet ${wallet.address} holds ${balances[0]! < 0n ? 'an unknown balance (its RPC did not answer)' : `${formatUsdc(balances[0]!)} USDC`} on ${choice.chain.network}; ${formatUsdc(choice.amount)} USDC are needed${this.config.mode === 'dev' ? '; a dev server funds it with wallet_faucet (POST /v0/dev/faucet)' : ''}`) : undefined;
     const cost = { amountUsdc: formatUsdc(choice.amount), amountUsdcRaw: choice.amount.toString(), asset: choice.chain.usdcMint, network: choice.chain.network, caip2: choice.chain.caip2 };
+    const screened = await this.screened(owner, wallet.address, choice.offer.requirement.payTo, choice.chain.network, 'exact');
+    if (screened) return screened;
     const reserved = await this.mandates.reserve(owner, new URL(responseUrl), choice.amount, { mandateId: input.mandateId });
     if (!reserved.ok) return reserved;
     const state: HoldState = { hold: 'held' };

@@ -14,6 +14,8 @@ import type { PaymentSchemes } from './schemes/scheme.js';
 import { requireChain } from './chain-required.js';
 import type { SvmExactScheme } from './schemes/exact/svm/scheme.js';
 import type { SvmExactFacilitator } from './schemes/exact/svm/facilitator.js';
+import type { Screening } from '../screening/index.js';
+import { screenedNetwork } from '../screening/sources.js';
 import { BAZAAR, EXTENSION_RESPONSES_HEADER, extensionResponsesHeader, readDeclaration, type BazaarCatalog, type BazaarStatus } from './bazaar.js';
 import { catalogItem, discoveryQuery, endpointItem, matchesFilters, search, searchPage, searchQuery, type DiscoveryItem } from './discovery.js';
 
@@ -47,12 +49,26 @@ export interface FacilitatorRouteServices {
   catalog: BazaarCatalog;
   /** exact on each Solana network this facilitator settles on. */
   solana?: ReadonlyArray<{ scheme: SvmExactScheme; facilitator: SvmExactFacilitator }>;
+  /** Sanctions screening: a payment /verify finds valid is screened too (/settle screens when it claims). */
+  screening: Screening;
 }
 
 export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
   const { acceptance, endpoints, networks, schemes, catalog } = services;
   const solana = services.solana ?? [];
   const router = new Router({ prefix: '/v0/x402' });
+
+  /** A valid verify answer whose payer or payTo screening refuses becomes invalid, for the screening's reason. */
+  const screened = async (answer: { status?: number; body: Record<string, unknown> }, request: { paymentRequirements: Record<string, unknown>; paymentPayload: Record<string, unknown> }, orgId: string) => {
+    if (answer.body.isValid !== true || !services.screening.enabled) return answer;
+    const requirements = request.paymentRequirements as { payTo?: unknown; network?: unknown; scheme?: unknown };
+    const payer = typeof answer.body.payer === 'string' ? answer.body.payer : '';
+    const refusal = await services.screening.screen(
+      [{ role: 'payer', address: payer }, ...(typeof requirements.payTo === 'string' ? [{ role: 'payTo' as const, address: requirements.payTo }] : [])],
+      { orgId, network: screenedNetwork(String(requirements.network)), scheme: String(requirements.scheme), door: 'facilitator' },
+    );
+    return refusal ? { body: { isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer } } : answer;
+  };
   const sellerOnly = [authenticate(services.keys, services.identities), requireTier('seller')] as const;
 
   // Public: what this facilitator settles. The official clients read it at start-up.
@@ -151,13 +167,13 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
   };
 
   router.post('/verify', ...sellerOnly, async (ctx) => {
-    if (await solanaRequest(ctx, (f, request, seller) => f.verify(request, seller), (_, refusal) => verifyRefused(asIs, refusal))) return;
+    if (await solanaRequest(ctx, async (f, request, seller) => screened(await f.verify(request, seller), request, seller._id), (_, refusal) => verifyRefused(asIs, refusal))) return;
     const prepared = await prepare(ctx);
     if (prepared.refused) {
       ctx.body = verifyRefused(asIs, prepared.refused);
       return;
     }
-    const answer = await prepared.scheme.verifyRequest(prepared.request, prepared.seller, prepared.network);
+    const answer = await screened(await prepared.scheme.verifyRequest(prepared.request, prepared.seller, prepared.network), prepared.request, prepared.seller._id);
     const declared = declarationOf(prepared.request);
     // Verify catalogs nothing: a valid declaration on a valid payment is cataloged when it settles.
     if (declared) {

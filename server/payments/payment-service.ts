@@ -32,6 +32,7 @@ import { EXACT_REFUND_WORK_KIND, ExactRefunds, type RefundMandates, type RefundW
 import { PaymentReceivedOutbox } from './webhook-outbox.js';
 import { endpointWebhookTargets } from './webhook-targets.js';
 import type { DeliveryQueue, DeliveryTargets, Outbox } from '../webhooks/webhook-service.js';
+import type { Screening } from '../screening/index.js';
 import type { SolanaChain } from '../chain/solana/solana-chain.js';
 import { SVM_EXACT_SETTLER, SvmExactScheme } from './schemes/exact/svm/scheme.js';
 import { SvmExactFacilitator } from './schemes/exact/svm/facilitator.js';
@@ -63,6 +64,8 @@ export interface PaymentServiceDeps {
   moreNetworks?: ReadonlyArray<{ chain: ChainService; engine: SettlementEngine }>;
   /** The Solana networks NETWORKS lists: exact on each, claimed and recorded on the default network's path. */
   solanaChains?: readonly SolanaChain[];
+  /** Sanctions screening of every payment's payer and payTo before it is claimed (server/screening). */
+  screening: Screening;
 }
 
 /**
@@ -132,13 +135,16 @@ export class PaymentService {
   readonly outboxes: readonly Outbox[];
 
   readonly chain: ChainService | undefined;
+  /** Sanctions screening (server/screening): claims screen through the settlement paths; the facilitator's /verify through this. */
+  readonly screening: Screening;
 
   /** exact on each Solana network, and its facilitator API (the second chain family). */
   readonly solana: ReadonlyArray<{ scheme: SvmExactScheme; facilitator: SvmExactFacilitator }>;
 
   constructor(deps: PaymentServiceDeps) {
-    const { conn, config, chain, engine, signer, secrets, logs, log, metrics, changes, deliveries } = deps;
+    const { conn, config, chain, engine, signer, secrets, logs, log, metrics, changes, deliveries, screening } = deps;
     this.chain = chain;
+    this.screening = screening;
     this.acceptance = new SellerAcceptance(conn, chain, changes, logs, config.SELLER_CACHE_TTL_MS, () => this.schemes.sellerSettings(), () => Promise.all(this.networks.slice(1).map(async (n) => ({
       network: n.chain.network, chainId: n.chain.chainId, asset: n.chain.usdc.address, assetName: n.chain.usdc.name, assetVersion: n.chain.usdc.version,
       ...await n.schemes.sellerSettings(),
@@ -149,7 +155,7 @@ export class PaymentService {
     this.records = new PaymentRecords(conn, signer, logs, log, metrics, deps.updateGrouping ?? {}, (payment) => this.webhooks.settled(payment));
     this.webhooks = new PaymentReceivedOutbox(conn, deliveries, this.records, this.endpoints, log);
     // Paid requests and settle times are counted per network.
-    this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, chain ? metrics.forNetwork(chain.caip2) : metrics);
+    this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, chain ? metrics.forNetwork(chain.caip2) : metrics, screening);
     this.schemes = new PaymentSchemes(this.settlement);
     this.exact = new ExactScheme(chain, config, this.settlement, this.endpoints, log, metrics);
     this.upto = new UptoScheme(chain, config, this.settlement, this.endpoints);
@@ -163,7 +169,7 @@ export class PaymentService {
       ? new ExactRefunds(conn, () => chain, this.settlement, this.records, this.endpoints, deliveries, deps.refundsFrom.wallets, deps.refundsFrom.mandates, signer, logs, log)
       : undefined;
     if (exactRefunds) this.settlement.registerWork(EXACT_REFUND_WORK_KIND, exactRefunds.execute);
-    this.refunds = new PaymentRefunds(this.records, (payment) => this.of(payment).authCapture, exactRefunds);
+    this.refunds = new PaymentRefunds(this.records, (payment) => this.of(payment).authCapture, exactRefunds, screening);
     this.channels = new BatchSettlementChannels(conn, config, secrets, log, signer, this.endpoints, deliveries);
     if (chain) this.channels.load();
     this.batchSettlement = new BatchSettlementScheme(this.channels, chain, config, this.settlement, log, true);
@@ -176,7 +182,7 @@ export class PaymentService {
       ...(chain ? [this.primary] : []),
       ...(deps.moreNetworks ?? []).map(({ chain: other, engine: otherEngine }) => {
         const otherLog = log.child({ network: other.caip2 });
-        const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, otherLog, metrics.forNetwork(other.caip2));
+        const settlement = new PaymentSettlement(conn, config, otherEngine, this.records, this.endpoints, logs, otherLog, metrics.forNetwork(other.caip2), screening);
         const schemes = new PaymentSchemes(settlement);
         schemes.register(new ExactScheme(other, config, settlement, this.endpoints, otherLog, metrics));
         schemes.register(new UptoScheme(other, config, settlement, this.endpoints));
@@ -193,7 +199,7 @@ export class PaymentService {
     this.solana = (deps.solanaChains ?? []).map((solanaChain) => {
       // Its own path (no engine: a Solana payment is sent by its scheme), counted under its own network.
       const solanaLog = log.child({ network: solanaChain.caip2 });
-      const path = new PaymentSettlement(conn, config, undefined, this.records, this.endpoints, logs, solanaLog, metrics.forNetwork(solanaChain.caip2));
+      const path = new PaymentSettlement(conn, config, undefined, this.records, this.endpoints, logs, solanaLog, metrics.forNetwork(solanaChain.caip2), screening);
       path.register(SVM_EXACT_SETTLER);
       const scheme = new SvmExactScheme(solanaChain, path, solanaLog, { settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS });
       // A fee payer out of SOL fails every settlement on its network: each scrape reads their balances.

@@ -8,6 +8,8 @@ import type { ActivityLog } from '../platform/activity-log.js';
 import type { Metrics } from '../platform/metrics.js';
 import { GroupedInserts } from '../platform/group-commit.js';
 import { isDatabaseUnavailable, retryWhileDatabaseAway } from '../platform/database-outage.js';
+import type { Party, Screening } from '../screening/index.js';
+import { screenedNetwork } from '../screening/sources.js';
 import type { SettleOutcome } from '../settlement/settler.js';
 import type { SettlementEngine } from '../settlement/engine.js';
 import type { SendTools, SettlementWork, WorkExecutor, WorkOutcome } from '../settlement/work.js';
@@ -91,6 +93,8 @@ export class PaymentSettlement {
     private readonly logs: ActivityLog,
     private readonly log: Logger,
     private readonly metrics: Metrics,
+    /** Sanctions screening: a claim's payer and payTo are screened before it is inserted (server/screening). */
+    private readonly screening: Screening,
   ) {
     this.identifiers = new PaymentIdentifiers(conn, config.SETTLEMENT_TIMEOUT_MS);
     this.stoppingDue = new Promise((resolve) => { this.answerStopping = resolve; });
@@ -191,6 +195,9 @@ export class PaymentSettlement {
    * inserted and the others are duplicates.
    */
   async insertClaim(payment: PaymentDoc, door: Door, duplicateMessage: string): Promise<ClaimOutcome> {
+    // Screened before anything is claimed or sent: a listed party's payment leaves no record but the refusal's.
+    const screened = await this.screen(payment, door);
+    if (screened) return screened;
     // A database away for a moment is waited for (within the settlement timeout). An insert that failed
     // that way may have landed all the same: a duplicate then may be our own claim.
     let uncertain = false;
@@ -220,6 +227,25 @@ export class PaymentSettlement {
       return { ok: false, refused: { ok: false, reason: 'nonce_already_used', message: duplicateMessage, payer: payment.payerAddress } };
     }
     return { ok: true, payment };
+  }
+
+  /**
+   * The payment's payer and payTo screened (server/screening): undefined if they may pay and be paid,
+   * else the refusal, counted as a paid request refused for its reason. Claims screen themselves
+   * (insertClaim); what moves a claimed payment's money later (an escrow capture, a refund) screens again.
+   */
+  async screen(payment: Pick<PaymentDoc, 'orgId' | 'payerAddress' | 'recipientAddress' | 'network' | 'scheme'>, door: Door): Promise<Extract<ClaimOutcome, { ok: false }> | undefined> {
+    const refusal = await this.screenParties([{ role: 'payer', address: payment.payerAddress }, { role: 'payTo', address: payment.recipientAddress }], { orgId: payment.orgId, network: payment.network, scheme: payment.scheme ?? 'exact', door });
+    return refusal && { ok: false, refused: { ok: false, ...refusal } };
+  }
+
+  /** Any parties' screening (a channel's payer and receiver), counted as a paid request refused when it refuses. */
+  async screenParties(parties: Party[], at: { orgId: string; network: string; scheme: string; door: Door }): Promise<{ reason: string; message: string; payer?: string } | undefined> {
+    const refusal = await this.screening.screen(parties, { ...at, network: screenedNetwork(at.network) });
+    if (!refusal) return undefined;
+    this.metrics.paidRequests.inc({ outcome: refusal.reason, door: at.door });
+    const payer = parties.find((p) => p.role === 'payer')?.address;
+    return { reason: refusal.reason, message: refusal.message, ...(payer ? { payer } : {}) };
   }
 
   /** Lets go of a claim that will not be sent (its last check failed): the payment may be presented again. */

@@ -1,4 +1,6 @@
 import { formatUsdc, parseCharge } from 'agentgate-x402-wire';
+import type { Screening } from '../screening/index.js';
+import { screenedNetwork } from '../screening/sources.js';
 import { AppError } from '../platform/errors.js';
 import type { PaymentDoc } from './models.js';
 import type { PaymentRecords } from './records.js';
@@ -26,6 +28,8 @@ export class PaymentRefunds {
     private readonly authCaptureOf: (payment: PaymentDoc) => AuthCaptureScheme,
     /** Refunds of exact payments from the org's wallets; undefined where wallets are not configured. */
     readonly exact: ExactRefunds | undefined,
+    /** Sanctions screening: no refund goes to, nor comes from, a listed address. */
+    private readonly screening: Screening,
   ) {}
 
   /** The org's payment refunded (in part or in full); another org's payment is a 404. */
@@ -36,6 +40,11 @@ export class PaymentRefunds {
       try { amount = parseCharge(request.amount); } catch (err) { throw new AppError(400, 'validation_error', `body.amount: ${(err as Error).message}`); }
       if (amount <= 0n) throw new AppError(400, 'validation_error', 'body.amount: a refund is more than 0');
     }
+    const screened = await this.screening.screen(
+      [{ role: 'payer', address: payment.payerAddress }, { role: 'payTo', address: payment.recipientAddress }],
+      { orgId, network: screenedNetwork(payment.network), scheme: payment.scheme ?? 'exact', door: 'refund' },
+    );
+    if (screened) throw new AppError(403, screened.reason, screened.message.replace('nothing was charged', 'nothing was refunded'));
     if (payment.svm) {
       throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was paid on ${payment.network}: the USDC went straight to ${payment.recipientAddress}, and agentgate refunds only from the org's EVM wallets and the auth-capture escrow. Refund the buyer (${payment.payerAddress}) from that address yourself`);
     }

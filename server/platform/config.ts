@@ -121,6 +121,21 @@ const schema = z.object({
   RECONCILE_AFTER_MS: z.coerce.number().int().min(0).default(60_000),
   RECONCILE_EVERY_MS: z.coerce.number().int().min(100).default(30_000),
   MULTICALL3_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').default('0xcA11bde05977b3631167028862bE2a173976CA11'),
+  // Sanctions screening (docs/operators/screening.md): every payment's payer and payTo, and every paying
+  // wallet, checked before anything moves against the sources set here (none set: no screening).
+  // A file of listed addresses, one per line (or a JSON array), read again whenever it changes.
+  SCREENING_LIST_FILE: z.string().min(1).optional(),
+  SCREENING_LIST_RELOAD_MS: z.coerce.number().int().min(100).max(3_600_000).default(5_000),
+  // The chain's sanctions oracle (isSanctioned(address)); per network <NAME>_SANCTIONS_ORACLE_ADDRESS.
+  SANCTIONS_ORACLE_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').optional(),
+  // An HTTP screening provider: POST { address, network, caip2 } -> { sanctioned: boolean, reason? }.
+  SCREENING_PROVIDER_URL: z.url({ protocol: /^https?$/ }).optional(),
+  SCREENING_PROVIDER_TOKEN: z.string().min(1).optional(),
+  SCREENING_PROVIDER_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(2_000),
+  // What a source that cannot answer (provider down or slow, oracle's RPC failing) means: refuse or allow.
+  SCREENING_ON_ERROR: z.enum(['refuse', 'allow']).default('refuse'),
+  // How long the oracle's and the provider's verdicts are kept, shared by every process.
+  SCREENING_CACHE_TTL_MS: z.coerce.number().int().min(0).max(86_400_000).default(60_000),
   // How long a server process serves resolved API keys (with their identity's scopes), and a seller's
   // settings and endpoints, from memory. A revocation, rotation or scope change reaches every process
   // through the change feed within CHANGE_FEED_POLL_MS; the TTL bounds it when the feed cannot be read.
@@ -254,6 +269,7 @@ const rpcUrlList = z.string()
 export const NETWORK_TUNABLES = [
   'CHAIN_RPC_TIMEOUT_MS', 'CHAIN_POLL_MS', 'RELAYER_MAX_FEE_GWEI', 'SETTLEMENT_CONFIRMATIONS', 'SETTLEMENT_STUCK_BLOCKS', 'SETTLEMENT_TIMEOUT_MS',
   'SETTLEMENT_BATCH_MAX', 'SETTLEMENT_PIPELINE_DEPTH', 'SETTLEMENT_SEND_MARGIN_MS', 'MULTICALL3_ADDRESS', 'WALLET_FACTORY_ADDRESS', 'GAS_LIMIT_PERCENT',
+  'SANCTIONS_ORACLE_ADDRESS',
 ] as const;
 
 /** The configuration as one network sees it: the global settings with that network's own (NETWORK_TUNABLES). */

@@ -58,6 +58,15 @@ export class Metrics {
     name: 'agentgate_relayer_in_flight_transactions', help: 'Settlement transactions sent and not yet mined, by relayer',
     labelNames: ['relayer', 'network'] as const, registers: [this.registry],
   });
+  /** Payments refused by sanctions screening (server/screening): why, which source, whose address. */
+  readonly screeningRefusals = new Counter({
+    name: 'agentgate_screening_refusals_total', help: 'Payments refused by sanctions screening, by reason, the source that refused, the party and the network',
+    labelNames: ['reason', 'source', 'role', 'network'] as const, registers: [this.registry],
+  });
+  readonly screeningSourceErrors = new Counter({
+    name: 'agentgate_screening_source_errors_total', help: 'Screenings a source could not answer (SCREENING_ON_ERROR decides the payment)',
+    labelNames: ['source', 'network'] as const, registers: [this.registry],
+  });
   readonly gasBalance = new Gauge({
     name: 'agentgate_relayer_gas_balance_eth', help: 'Native balance of each relayer account this process holds a lease on',
     labelNames: ['relayer', 'network'] as const, registers: [this.registry],

@@ -178,6 +178,9 @@ export class AuthCaptureScheme implements PaymentScheme {
 
   /** The capture (holds.ts decided it): the escrow's capture, recorded as the payment's settlement. */
   async captureHold(payment: PaymentDoc, charge: bigint | undefined): Promise<SettlementResult> {
+    // Screened again: the parties may have been listed since the authorization was held; nothing is captured then.
+    const screened = await this.path.screen(payment, 'redeem');
+    if (screened) return screened.refused;
     const amount = charge ?? BigInt(payment.maxAmountUsdcRaw ?? payment.amountUsdcRaw);
     // What is captured is on the record before anything is sent (reconciliation captures what it says).
     if (amount.toString() !== payment.amountUsdcRaw) await this.path.records.payments.updateOne({ _id: payment._id, status: 'held' }, { $set: { amountUsdcRaw: amount.toString() } });

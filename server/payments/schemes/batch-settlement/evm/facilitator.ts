@@ -32,6 +32,8 @@ export interface BatchSettlementFacilitatorDeps {
   ensureCanSend: () => Promise<void>;
   settlementTimeoutMs: number;
   log: Logger;
+  /** Sanctions screening of a channel's payer and receiver before a deposit or a claim is sent (undefined: they may). */
+  screen: (payer: string, receiver: string, orgId: string) => Promise<Refusal | undefined>;
 }
 
 type Refusal = { reason: string; message: string; payer?: string };
@@ -80,6 +82,8 @@ export class BatchSettlementFacilitator {
       : payload.type === 'voucher' || payload.type === 'refund' ? await verifyVoucher(chain, payload, requirements)
         : { ok: false as const, reason: R.payloadType, message: `a ${payload.type} payload is settled, not verified` };
     if (!verdict.ok) return { body: verifyRefusal(verdict) };
+    const screened = await this.deps.screen(verdict.payer, requirements.payTo ?? '', seller._id);
+    if (screened) return { body: verifyRefusal(screened) };
     return { body: { isValid: true, payer: verdict.payer, extra: channelSnapshot(verdict.channelId, verdict.state) } };
   }
 
@@ -139,6 +143,9 @@ export class BatchSettlementFacilitator {
     if (earlier) return { body: earlier };
     const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
     if (!verdict.ok) return { body: settleRefusal(network, verdict) };
+    // Nothing is recorded or sent for a listed payer or receiver.
+    const screened = await this.deps.screen(payer, payload.channelConfig.receiver, seller._id);
+    if (screened) return { body: settleRefusal(network, screened) };
     await this.deps.ensureCanSend();
     return this.act(
       { _id: `deposit:${depositKey(chain.chainId, payer, verdict.authorization)}`, kind: 'deposit', orgId: seller._id, chainId: chain.chainId, channelIds: [verdict.channelId], receiver: getAddress(payload.channelConfig.receiver), payer, amount: verdict.amount.toString() },
@@ -161,6 +168,11 @@ export class BatchSettlementFacilitator {
     const chain = this.deps.chain();
     const foreign = claims.find((c) => !acceptsPayee(seller, c.voucher.channel.receiver));
     if (foreign) return { body: settleRefusal(network, notSellers(`the channel ${channelIdOf(foreign.voucher.channel, chain.chainId)}`)) };
+    // A channel whose payer or receiver is listed now is not claimed (its payer gets the deposit back by the channel's refund).
+    for (const { voucher: { channel } } of claims) {
+      const screened = await this.deps.screen(channel.payer, channel.receiver, seller._id);
+      if (screened) return { body: settleRefusal(network, screened) };
+    }
     const signature = await this.claimSignature(claims, given);
     if (typeof signature !== 'string') return { body: settleRefusal(network, signature) };
     await this.deps.ensureCanSend();

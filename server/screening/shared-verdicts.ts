@@ -1,0 +1,61 @@
+import { Schema, type Connection, type Model } from 'mongoose';
+import type { SourceVerdict } from './sources.js';
+
+interface VerdictDoc { _id: string; listed: boolean; detail?: string; expiresAt: Date }
+
+const schema = new Schema<VerdictDoc>({ _id: String, listed: { type: Boolean, required: true }, detail: String, expiresAt: { type: Date, required: true } }, { versionKey: false });
+schema.index({ expiresAt: 1 }, { expireAfterSeconds: 0 });
+
+/** Most verdicts one process keeps in memory (the oldest go first). */
+const MAX_IN_MEMORY = 100_000;
+
+/**
+ * Verdicts of the sources that cost a call (the oracle's eth_call, the provider's HTTP request), kept for
+ * SCREENING_CACHE_TTL_MS in this process and in the database, so N processes ask a source once per address
+ * and TTL, not N times. Every copy keeps the expiry of the answer it came from: however many processes
+ * pass a verdict along, none is used past TTL after the source gave it (a newly listed address is refused
+ * everywhere within one TTL). Answers that failed are not kept. An entry is one document written whole
+ * (no conditional update): two processes writing one key at once both write a fresh answer.
+ */
+export class SharedVerdicts {
+  private readonly model: Model<VerdictDoc>;
+  private readonly memory = new Map<string, { verdict: SourceVerdict; expiresAt: number }>();
+  private readonly loading = new Map<string, Promise<SourceVerdict>>();
+
+  constructor(conn: Connection, private readonly ttlMs: number) {
+    this.model = conn.models.ScreeningVerdict ?? conn.model<VerdictDoc>('ScreeningVerdict', schema, 'screening_verdicts');
+  }
+
+  /** The verdict kept for `key`, or `ask()`'s, then kept. Concurrent misses of one key share one ask. */
+  through(key: string, ask: () => Promise<SourceVerdict>): Promise<SourceVerdict> {
+    const kept = this.memory.get(key);
+    if (kept && kept.expiresAt > Date.now()) return Promise.resolve(kept.verdict);
+    const pending = this.loading.get(key);
+    if (pending) return pending;
+    const load = this.load(key, ask).finally(() => this.loading.delete(key));
+    this.loading.set(key, load);
+    return load;
+  }
+
+  private async load(key: string, ask: () => Promise<SourceVerdict>): Promise<SourceVerdict> {
+    // The database's copy is a cache too: when it cannot be read, the source is asked.
+    const shared = await this.model.findById(key).lean().catch(() => null);
+    if (shared && shared.expiresAt.getTime() > Date.now()) {
+      const verdict = { listed: shared.listed, ...(shared.detail ? { detail: shared.detail } : {}) };
+      this.remember(key, verdict, shared.expiresAt.getTime());
+      return verdict;
+    }
+    const verdict = await ask();
+    const expiresAt = Date.now() + this.ttlMs;
+    this.remember(key, verdict, expiresAt);
+    void this.model.replaceOne({ _id: key }, { listed: verdict.listed, ...(verdict.detail ? { detail: verdict.detail } : {}), expiresAt: new Date(expiresAt) }, { upsert: true }).catch(() => {});
+    return verdict;
+  }
+
+  private remember(key: string, verdict: SourceVerdict, expiresAt: number): void {
+    if (this.ttlMs <= 0) return;
+    this.memory.delete(key);
+    if (this.memory.size >= MAX_IN_MEMORY) this.memory.delete(this.memory.keys().next().value!);
+    this.memory.set(key, { verdict, expiresAt });
+  }
+}
