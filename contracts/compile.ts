@@ -26,12 +26,13 @@ export interface ContractArtifact {
  * addresses the real ones have on every network: Permit2, X402UptoPermit2Proxy and X402ExactPermit2Proxy
  * (server/dev/chain/permit2-contracts.ts), Commerce Payments' escrow, its token store and its token collectors
  * (server/dev/chain/escrow.ts), X402BatchSettlement and its two deposit collectors
- * (server/dev/chain/channel-contracts.ts).
+ * (server/dev/chain/channel-contracts.ts), and a sanctions oracle at the public oracle's address
+ * (server/dev/chain/sanctions-oracle.ts).
  */
 export const CONTRACT_NAMES = [
   'SmartAccount', 'SmartAccountFactory', 'Permit2', 'X402UptoPermit2Proxy', 'X402ExactPermit2Proxy',
   'AuthCaptureEscrow', 'TokenStore', 'ERC3009PaymentCollector', 'Permit2PaymentCollector', 'OperatorRefundCollector',
-  'X402BatchSettlement', 'ERC3009DepositCollector', 'Permit2DepositCollector',
+  'X402BatchSettlement', 'ERC3009DepositCollector', 'Permit2DepositCollector', 'SanctionsOracle',
 ] as const;
 export type ContractName = (typeof CONTRACT_NAMES)[number];
 export type Artifacts = Record<ContractName, ContractArtifact>;

@@ -1,3 +1,4 @@
+import { PUBLIC_SANCTIONS_ORACLE_ADDRESS } from '../screening/oracle-source.js';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Address } from 'viem';
@@ -109,6 +110,8 @@ export async function runDev(env: NodeJS.ProcessEnv = process.env): Promise<{ st
     ...(chain ? {
       CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: DEV_NETWORK, USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
       RELAYER_PRIVATE_KEY: DEV_DEPLOYER.privateKey, WALLET_FACTORY_ADDRESS: chain.factoryAddress, FAUCET_PRIVATE_KEY: DEV_DEPLOYER.privateKey,
+      // Screening asks each local chain's sanctions oracle (server/dev/chain/sanctions-oracle.ts), as a deployment would its chain's.
+      SANCTIONS_ORACLE_ADDRESS: PUBLIC_SANCTIONS_ORACLE_ADDRESS,
       // The other local chains, each in its own token; one relayer key (account 0, which anvil funds on each).
       NETWORKS: [...DEV_NETWORKS.map((dev) => dev.network), ...(solana ? ['solana-devnet'] : [])].join(','),
       ...(solana ? { SOLANA_DEVNET_RPC_URL: solana.rpcUrl, SOLANA_DEVNET_FEE_PAYER_KEYS: getBase58Decoder().decode(await devSolanaSecretKey('fee-payer')) } : {}),

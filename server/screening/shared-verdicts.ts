@@ -4,7 +4,10 @@ import type { SourceVerdict } from './sources.js';
 interface VerdictDoc { _id: string; listed: boolean; detail?: string; expiresAt: Date }
 
 const schema = new Schema<VerdictDoc>({ _id: String, listed: { type: Boolean, required: true }, detail: String, expiresAt: { type: Date, required: true } }, { versionKey: false });
-schema.index({ expiresAt: 1 }, { expireAfterSeconds: 0 });
+// Swept by the processes (FerretDB 1.x has no TTL indexes): see sweep().
+schema.index({ expiresAt: 1 });
+
+const SWEEP_EVERY_MS = 60_000;
 
 /** Most verdicts one process keeps in memory (the oldest go first). */
 const MAX_IN_MEMORY = 100_000;
@@ -21,6 +24,7 @@ export class SharedVerdicts {
   private readonly model: Model<VerdictDoc>;
   private readonly memory = new Map<string, { verdict: SourceVerdict; expiresAt: number }>();
   private readonly loading = new Map<string, Promise<SourceVerdict>>();
+  private lastSweep = Date.now();
 
   constructor(conn: Connection, private readonly ttlMs: number) {
     this.model = conn.models.ScreeningVerdict ?? conn.model<VerdictDoc>('ScreeningVerdict', schema, 'screening_verdicts');
@@ -49,7 +53,15 @@ export class SharedVerdicts {
     const expiresAt = Date.now() + this.ttlMs;
     this.remember(key, verdict, expiresAt);
     void this.model.replaceOne({ _id: key }, { listed: verdict.listed, ...(verdict.detail ? { detail: verdict.detail } : {}), expiresAt: new Date(expiresAt) }, { upsert: true }).catch(() => {});
+    this.sweep();
     return verdict;
+  }
+
+  /** Housekeeping, at most once a minute per process: expired verdicts are never read, only kept. */
+  private sweep(): void {
+    if (Date.now() - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = Date.now();
+    this.model.deleteMany({ expiresAt: { $lt: new Date() } }).catch(() => {});
   }
 
   private remember(key: string, verdict: SourceVerdict, expiresAt: number): void {

@@ -5,6 +5,7 @@ import { deployDevChain, installMulticall3, localChain } from './deploy.js';
 import { installPermit2Contracts } from './permit2-contracts.js';
 import { installEscrowContracts } from './escrow.js';
 import { installChannelContracts } from './channel-contracts.js';
+import { installSanctionsOracle } from './sanctions-oracle.js';
 import { DEV_BUYERS, DEV_DEPLOYER } from './dev-accounts.js';
 import { mint, USDC_METADATA } from './fiat-token.js';
 import { balanceOf, USDC_DECIMALS } from '../../chain/usdc.js';
@@ -105,11 +106,13 @@ async function fundRelayer(rpcUrl: string, chainId: number, usdcAddress: Address
 /**
  * The x402 contracts the official SDKs expect at fixed addresses, as on Base: `upto` and Permit2 `exact`
  * settle through Permit2 and the x402 upto and exact proxies, `auth-capture` holds payments in Commerce Payments' escrow (v1.1 addresses),
- * `batch-settlement` goes through x402BatchSettlement and its two deposit collectors. A chain state saved
+ * `batch-settlement` goes through x402BatchSettlement and its two deposit collectors, and screening asks a
+ * sanctions oracle at the public oracle's address. A chain state saved
  * before one of them existed gets it now.
  */
 export async function installX402Contracts(rpcUrl: string): Promise<void> {
   await installPermit2Contracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
   await installEscrowContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
   await installChannelContracts({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
+  await installSanctionsOracle({ rpcUrl, deployerKey: DEV_DEPLOYER.privateKey });
 }
