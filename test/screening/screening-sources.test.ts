@@ -1,0 +1,81 @@
+// Screening's parts on their own: the list file's formats; verdicts shared by two processes (two
+// connections to one database), each answer kept no longer than one TTL after its source gave it; and
+// the operator's policy for a source that cannot answer, with the provider as a real HTTP server.
+import mongoose, { type Connection } from 'mongoose';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ActivityLog } from '../../server/platform/activity-log.js';
+import { createLogger } from '../../server/platform/logger.js';
+import { Metrics } from '../../server/platform/metrics.js';
+import { parseAddressList } from '../../server/screening/address-list.js';
+import { ScreeningProvider } from '../../server/screening/provider-source.js';
+import { Screening } from '../../server/screening/screening.js';
+import { SharedVerdicts } from '../../server/screening/shared-verdicts.js';
+import { screenedNetwork } from '../../server/screening/sources.js';
+import { testDbName } from '../support/server.js';
+
+const dbName = testDbName();
+let conns: Connection[];
+beforeAll(async () => {
+  conns = await Promise.all([0, 1].map(() => mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName }).asPromise()));
+});
+afterAll(async () => {
+  await conns[0]?.dropDatabase().catch(() => {});
+  await Promise.all(conns.map((c) => c.close()));
+});
+
+it('reads a list file one address per line with notes and comments, or as JSON; EVM addresses in any case, Solana as written', () => {
+  const text = '# OFAC SDN, ETH\n0x8589427373D6D84E98730D7795D8f6f8731FDA16 Tornado Cash\n\n0x722122dF12D4e14e13Ac3b6895a86e84145b6967,Tornado Router\nFepMTtLpvUc1zNZhR5yUJNtkxrYSeFJkUXT2w2Wd1Kf8\n';
+  const list = parseAddressList(text);
+  expect([...list]).toEqual([
+    ['0x8589427373d6d84e98730d7795d8f6f8731fda16', 'Tornado Cash'],
+    ['0x722122df12d4e14e13ac3b6895a86e84145b6967', 'Tornado Router'],
+    ['FepMTtLpvUc1zNZhR5yUJNtkxrYSeFJkUXT2w2Wd1Kf8', ''],
+  ]);
+  expect([...parseAddressList('["0xABCDEF0123456789abcdef0123456789ABCDEF01", { "address": "0x0000000000000000000000000000000000000001", "note": "test" }]')]).toEqual([
+    ['0xabcdef0123456789abcdef0123456789abcdef01', ''], ['0x0000000000000000000000000000000000000001', 'test'],
+  ]);
+  expect(() => parseAddressList('[{ "note": "no address" }]')).toThrow('each entry of a JSON screening list must be an address');
+});
+
+it('a verdict one process asked its source for is used by another without asking, until its TTL from the source\'s answer', async () => {
+  const [first, second] = [new SharedVerdicts(conns[0]!, 400), new SharedVerdicts(conns[1]!, 400)];
+  let asked = 0;
+  const source = async () => { asked++; return { listed: true, detail: 'from the source' }; };
+  expect(await first.through('provider|base|0xabc', source)).toEqual({ listed: true, detail: 'from the source' });
+  // The first process's write is on its way (a request does not wait for it): once it has landed, the
+  // second process reads the verdict instead of asking.
+  for (let i = 0; i < 50 && !(await conns[1]!.collection('screening_verdicts').findOne({ _id: 'provider|base|0xabc' as never })); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(await second.through('provider|base|0xabc', source)).toEqual({ listed: true, detail: 'from the source' });
+  expect(asked).toBe(1);
+  // Concurrent misses in one process share one ask.
+  await Promise.all([second.through('provider|base|0xdef', source), second.through('provider|base|0xdef', source)]);
+  expect(asked).toBe(2);
+  // Past the TTL of the source's answer, every process asks again.
+  await new Promise((r) => setTimeout(r, 450));
+  await second.through('provider|base|0xabc', source);
+  expect(asked).toBe(3);
+});
+
+it('a provider that is down refuses payments (screening_unavailable) under the default policy and lets them through under SCREENING_ON_ERROR=allow, counted either way', async () => {
+  const http = createServer((_req, res) => res.writeHead(502).end('bad gateway'));
+  http.listen(0, '127.0.0.1');
+  await once(http, 'listening');
+  try {
+    const provider = new ScreeningProvider({ url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/`, timeoutMs: 500 });
+    const metrics = new Metrics();
+    const log = createLogger({ level: 'silent' });
+    const logs = new ActivityLog(conns[0]!, log);
+    const parties = [{ role: 'payer' as const, address: '0x0000000000000000000000000000000000000abc' }];
+    const at = { orgId: 'org_screening_test', network: screenedNetwork('base-sepolia'), door: 'redeem' };
+    const refusing = new Screening([provider], undefined, 'refuse', { logs, log, metrics });
+    expect(await refusing.screen(parties, at)).toMatchObject({ reason: 'screening_unavailable', source: 'provider', role: 'payer' });
+    const allowing = new Screening([provider], undefined, 'allow', { logs, log, metrics });
+    expect(await allowing.screen(parties, at)).toBeUndefined();
+    expect((await metrics.screeningSourceErrors.get()).values).toEqual([expect.objectContaining({ labels: { source: 'provider', network: 'base-sepolia' }, value: 2 })]);
+    await logs.flush();
+  } finally {
+    http.close();
+  }
+});
