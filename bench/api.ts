@@ -110,6 +110,10 @@ async function main() {
   try {
     const signup = await (await fetch(`${server.url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json() as any;
     const { rawKey: key, emailAddress: inbox, identityId } = signup.identity;
+    // One key at thousands of requests a second, far over the default per-key limit: the operator gives
+    // this org its own limits (agentgate limits set), high enough that every request is counted (what the
+    // limits cost is in the figures) and none refused.
+    await server.app.limits.orgLimits.set(signup.org_id, { perKey: 1_000_000_000, perOrg: 1_000_000_000 });
 
     // The inbox, inserted directly: the API's read path is what is measured, not SMTP.
     const firstSeq = (await server.app.mail.sequence.top(inbox)) + 1;

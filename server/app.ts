@@ -2,6 +2,7 @@ import Koa from 'koa';
 import type Router from '@koa/router';
 import type { AppContext } from './context.js';
 import { errorHandler } from './platform/error-handler.js';
+import { requestLimits } from './platform/limits/request-limits.js';
 import { AppError } from './platform/errors.js';
 import { jsonBody } from './platform/http-body.js';
 import { refuseNulInUrl } from './platform/nul-input.js';
@@ -134,6 +135,11 @@ export function createApp(app: AppContext, extension?: AppExtension): Koa {
   });
   if (app.config.METRICS_TOKEN) koa.use(metricsEndpoint(app.metrics, app.config.METRICS_TOKEN));
   koa.use(refuseNulInUrl());
+  // Before bodies are read: a request over its limit costs nothing more.
+  koa.use(requestLimits({
+    counts: app.limits.counts, keys: app.keys, orgLimits: app.limits.orgLimits, metrics: app.metrics,
+    defaults: { perKey: app.config.RATE_LIMIT_PER_KEY, perSellerKey: app.config.RATE_LIMIT_PER_SELLER_KEY, perOrg: app.config.RATE_LIMIT_PER_ORG, perAnonymous: app.config.RATE_LIMIT_PER_ANONYMOUS, windowMs: app.config.RATE_LIMIT_WINDOW_MS },
+  }));
   // Pages that post HTML forms parse them themselves: the console (server/console/routes.ts) and agentgate
   // dev's mail page (server/dev/mail-page.ts). Everything else is JSON.
   const json = jsonBody(app.config.MAX_BODY_BYTES);

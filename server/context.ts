@@ -19,6 +19,8 @@ import { VaultService } from './vault/vault-service.js';
 import type { Address } from 'viem';
 import { ChainConfigError, createChainServices, type ChainService } from './chain/chain-service.js';
 import { createScreening, loadScreeningList } from './screening/index.js';
+import { OrgLimits } from './platform/limits/org-limits.js';
+import { WindowCounts } from './platform/limits/window-counts.js';
 import { describeContracts, type RequiredContract } from './chain/contract-code.js';
 import { PaymentService } from './payments/payment-service.js';
 import { SolanaChain } from './chain/solana/solana-chain.js';
@@ -112,6 +114,8 @@ export interface AppContext {
    * for a while (job locks, webhook attempt claims) is taken over by others as soon as it is gone.
    */
   processes: ProcessRegistry;
+  /** Request limits: the counts shared by the deployment's processes, and the orgs' own limits. */
+  limits: { counts: WindowCounts; orgLimits: OrgLimits };
   /** What close() stops, named and timed, last added first. */
   shutdown: ShutdownSteps;
   /** Set when a graceful stop begins: /ready answers 503 so a balancer stops sending requests here. */
@@ -185,6 +189,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   shutdown.add('payment record writes', () => payments.records.recordsWritten());
   // Who is live: what a process holds for a while (a job's lock, a webhook attempt's claim) names it.
   const processes = new ProcessRegistry(db);
+  // Request limits per key, org and anonymous client, counted across the deployment (server/platform/limits).
+  const limits = { counts: new WindowCounts(db, processes.id, config.RATE_LIMIT_WINDOW_MS), orgLimits: new OrgLimits(db, config.AUTH_CACHE_TTL_MS) };
+  shutdown.add('request limit counts', () => limits.counts.stop());
   const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }) });
   const identities = new IdentityService(db, config, keys, logs, usage, changes);
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
@@ -240,7 +247,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     events,
     identities,
     jobs,
-    processes,
+    processes, limits,
     mail,
     vault: new VaultService(db, secrets, logs, usage),
     chain,

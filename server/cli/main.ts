@@ -14,6 +14,7 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   login: { usage: 'agentgate login --key KEY --org ORG [--url URL]', summary: 'save an identity key (kept beside the saved platform key of the same org)' },
   whoami: { usage: 'agentgate whoami [--key KEY] [--url URL]', summary: 'show who the key (--key, AGENTGATE_KEY, else the saved one) belongs to' },
   admin: { usage: 'agentgate admin grant <orgId> | revoke <orgId> | list', summary: 'make an org an admin account, or not (team chat is an admin preview)' },
+  limits: { usage: 'agentgate limits set <orgId> [--per-key N] [--per-seller-key N] [--per-org N] | clear <orgId> | list', summary: 'an org\'s own request limits per RATE_LIMIT_WINDOW_MS (0: none), in place of the RATE_LIMIT_* defaults' },
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
   payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund a payment (auth-capture, or exact paid to an agentgate wallet), all that is left or --amount (at most what was paid)' },
   channels: { usage: 'agentgate channels list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate channels calls <channel id> [--limit N] [--cursor C | --all] [--json] [--key KEY] [--url URL]', summary: 'list the seller\'s batch-settlement channels, and a channel\'s paid calls with the claim transaction of each' },
@@ -77,6 +78,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
         url: { type: 'string' }, key: { type: 'string' }, org: { type: 'string' }, limit: { type: 'string' }, 'did-document': { type: 'string' },
         cursor: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' }, network: { type: 'string' },
         amount: { type: 'string' }, reason: { type: 'string' }, 'idempotency-key': { type: 'string' },
+        'per-key': { type: 'string' }, 'per-seller-key': { type: 'string' }, 'per-org': { type: 'string' },
         port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
       },
       allowPositionals: true,
@@ -136,6 +138,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       }
     }
     case 'admin': return (await import('./admin-commands.js')).adminCommand(io, positionals[0], positionals[1]);
+    case 'limits': return (await import('./limits-commands.js')).limitsCommand(io, positionals[0], positionals[1], values);
     case 'signup': return (await import('./account-commands.js')).signupCommand(io, values);
     case 'login': return (await import('./account-commands.js')).loginCommand(io, values);
     case 'whoami': return (await import('./account-commands.js')).whoamiCommand(io, values);

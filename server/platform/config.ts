@@ -121,6 +121,14 @@ const schema = z.object({
   RECONCILE_AFTER_MS: z.coerce.number().int().min(0).default(60_000),
   RECONCILE_EVERY_MS: z.coerce.number().int().min(100).default(30_000),
   MULTICALL3_ADDRESS: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed address').default('0xcA11bde05977b3631167028862bE2a173976CA11'),
+  // Request limits (docs/operators/limits.md), per RATE_LIMIT_WINDOW_MS, counted across every process: per
+  // API key (seller keys, which carry paid traffic, their own), per org (all its keys), per anonymous client
+  // address. 0 turns one off; an org's own limits (agentgate limits set) replace the defaults for it.
+  RATE_LIMIT_WINDOW_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(60_000),
+  RATE_LIMIT_PER_KEY: z.coerce.number().int().min(0).default(1_200),
+  RATE_LIMIT_PER_SELLER_KEY: z.coerce.number().int().min(0).default(60_000),
+  RATE_LIMIT_PER_ORG: z.coerce.number().int().min(0).default(120_000),
+  RATE_LIMIT_PER_ANONYMOUS: z.coerce.number().int().min(0).default(600),
   // Sanctions screening (docs/operators/screening.md): every payment's payer and payTo, and every paying
   // wallet, checked before anything moves against the sources set here (none set: no screening).
   // A file of listed addresses, one per line (or a JSON array), read again whenever it changes.

@@ -58,6 +58,11 @@ export class Metrics {
     name: 'agentgate_relayer_in_flight_transactions', help: 'Settlement transactions sent and not yet mined, by relayer',
     labelNames: ['relayer', 'network'] as const, registers: [this.registry],
   });
+  /** Requests refused by a request limit (server/platform/limits), by which limit: key, org, anonymous. */
+  readonly rateLimited = new Counter({
+    name: 'agentgate_rate_limited_total', help: 'Requests answered 429 by a request limit, by the limit (key, org, anonymous)',
+    labelNames: ['limit'] as const, registers: [this.registry],
+  });
   /** Payments refused by sanctions screening (server/screening): why, which source, whose address. */
   readonly screeningRefusals = new Counter({
     name: 'agentgate_screening_refusals_total', help: 'Payments refused by sanctions screening, by reason, the source that refused, the party and the network',

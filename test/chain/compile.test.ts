@@ -8,11 +8,11 @@ import { CONTRACT_NAMES, loadArtifacts } from '../../contracts/compile.js';
 const contractsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../contracts');
 
 describe('loadArtifacts', () => {
-  it('returns ABI and creation bytecode for SmartAccount, its factory, and the dev chain\'s Permit2, upto proxy, escrow and its collectors, and batch-settlement contracts (USDC is Circle\'s, not compiled here)', async () => {
+  it('returns ABI and creation bytecode for SmartAccount, its factory, and the dev chain\'s Permit2, upto proxy, escrow and its collectors, batch-settlement contracts and sanctions oracle (USDC is Circle\'s, not compiled here)', async () => {
     const artifacts = await loadArtifacts();
     expect(Object.keys(artifacts).sort()).toEqual([
       'AuthCaptureEscrow', 'ERC3009DepositCollector', 'ERC3009PaymentCollector', 'OperatorRefundCollector', 'Permit2', 'Permit2DepositCollector',
-      'Permit2PaymentCollector', 'SmartAccount', 'SmartAccountFactory', 'TokenStore', 'X402BatchSettlement', 'X402ExactPermit2Proxy', 'X402UptoPermit2Proxy',
+      'Permit2PaymentCollector', 'SanctionsOracle', 'SmartAccount', 'SmartAccountFactory', 'TokenStore', 'X402BatchSettlement', 'X402ExactPermit2Proxy', 'X402UptoPermit2Proxy',
     ]);
     for (const name of CONTRACT_NAMES) expect(artifacts[name].bytecode).toMatch(/^0x[0-9a-f]{200,}$/);
     const selectors = (name: (typeof CONTRACT_NAMES)[number]) =>

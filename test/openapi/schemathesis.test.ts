@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startTestServer, type TestServer } from '../support/server.js';
+import { NO_REQUEST_LIMITS, startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { faucetConfig } from '../support/chain.js';
 import { schemathesisCommand } from '../support/schemathesis.js';
@@ -26,7 +26,9 @@ beforeAll(async () => {
   st = schemathesisCommand((line) => process.stderr.write(`[schemathesis] ${line}\n`));
   platform = await new DevChatPlatform().start();
   // TRUST_PROXY off: every request comes from 127.0.0.1, so rate limits apply to the fuzzer as to anyone.
-  server = await startTestServer({ ...platform.backendConfig(), ...(await faucetConfig('200000')) });
+  // Thousands of generated requests from a few keys: request limits off, or they would answer most of them
+  // 429 before any reached the operation under test (test/platform/request-limits.test.ts tests the limits).
+  server = await startTestServer({ ...NO_REQUEST_LIMITS, ...platform.backendConfig(), ...(await faucetConfig('200000')) });
   platform.setEventsUrl(`${server.url}/v0/chat/events`);
   const agent = await signUp(server);
   await server.request('PATCH', `/v0/platform/identities/${agent.identity.identityId}`, { key: agent.platform_key, body: { addScopes: [...ALL_SCOPES] } });

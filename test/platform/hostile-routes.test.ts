@@ -5,7 +5,7 @@
 // route cannot escape the fuzzing.
 import fc from 'fast-check';
 import type { z } from 'zod';
-import { startTestServer, type TestServer } from '../support/server.js';
+import { NO_REQUEST_LIMITS, startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { faucetConfig } from '../support/chain.js';
 import { arbitraryOf, hostileString, jsonSchemaOf } from '../support/hostile.js';
@@ -67,7 +67,9 @@ let sent = 0;
 
 beforeAll(async () => {
   platform = await new DevChatPlatform().start();
-  server = await startTestServer({ TRUST_PROXY: 'true', ...platform.backendConfig(), ...(await faucetConfig('1000')) });
+  // Thousands of requests from one key in seconds: request limits off, or they would answer most of them
+  // 429 before any reached the route under test (test/platform/request-limits.test.ts tests the limits).
+  server = await startTestServer({ TRUST_PROXY: 'true', ...NO_REQUEST_LIMITS, ...platform.backendConfig(), ...(await faucetConfig('1000')) });
   platform.setEventsUrl(`${server.url}/v0/chat/events`);
   const agent = await signUp(server);
   // Every scope, so requests reach each route's validation rather than stopping at the scope check.

@@ -29,6 +29,9 @@ export function useTestConnection(): () => Connection {
 }
 
 /** Test configuration: dev mode, a throw-away master key, the shared test MongoDB and a fresh database. */
+/** A server's request limits turned off: for tests that send thousands of requests to exercise routes, not limits. */
+export const NO_REQUEST_LIMITS = { RATE_LIMIT_PER_KEY: '0', RATE_LIMIT_PER_SELLER_KEY: '0', RATE_LIMIT_PER_ORG: '0', RATE_LIMIT_PER_ANONYMOUS: '0' } as const;
+
 export async function testConfig(overrides: Record<string, string> = {}): Promise<Config> {
   const uri = process.env.AGENTGATE_TEST_MONGODB_URI;
   if (!uri) throw new Error('AGENTGATE_TEST_MONGODB_URI is not set: run the tests with `npm test`');

@@ -1,0 +1,60 @@
+import type { Context, Next } from 'koa';
+import { bearerToken } from '../auth/authenticate.js';
+import type { ApiKeyService } from '../auth/api-keys.js';
+import { AppError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { OrgLimits } from './org-limits.js';
+import type { Take, WindowCounts } from './window-counts.js';
+
+/** The deployment's default limits, requests per window (RATE_LIMIT_*); 0 turns one off. */
+export interface LimitDefaults { perKey: number; perSellerKey: number; perOrg: number; perAnonymous: number; windowMs: number }
+
+/**
+ * Routes a limit never answers 429: probes and metrics, and the calls that finish a payment already taken
+ * (the facilitator's /settle after /verify, a hold's capture or release after the seller's handler ran).
+ * Refusing those would leave a buyer's payment taken without an answer; the calls that start a payment
+ * (redeem, /verify, a hold) are limited, since refusing them takes nothing.
+ */
+const NEVER_LIMITED = [/^\/(health|ready|metrics)$/, /^\/v0\/x402\/settle$/, /^\/v0\/payments\/holds\/[^/]+\/(capture|release)$/];
+
+/**
+ * Request limits for every key, its org and every anonymous client (by address), counted across the
+ * deployment's processes (window-counts.ts), with the IETF RateLimit headers on every limited answer:
+ * `RateLimit-Policy` (each limit that applies: its quota `q` per window `w` seconds) and `RateLimit` (the
+ * limit nearest to running out: `r` requests remaining, `t` seconds until the window resets). Over a limit
+ * the answer is 429 `rate_limited` with `Retry-After`. A key that does not resolve counts as anonymous
+ * (guessing keys is limited by address).
+ */
+export function requestLimits(deps: { counts: WindowCounts; keys: ApiKeyService; orgLimits: OrgLimits; defaults: LimitDefaults; metrics: Metrics }) {
+  const { counts, keys, orgLimits, defaults, metrics } = deps;
+  const windowSeconds = Math.round(defaults.windowMs / 1000);
+  return async (ctx: Context, next: Next) => {
+    if (NEVER_LIMITED.some((path) => path.test(ctx.path))) return next();
+    const token = bearerToken(ctx);
+    const key = token ? await keys.resolve(token).catch(() => null) : null;
+    const applied: Array<{ name: string; bucket: string; limit: number }> = [];
+    if (key) {
+      const own = await orgLimits.of(key.orgId).catch(() => null);
+      const perKey = key.tier === 'seller' ? own?.perSellerKey ?? defaults.perSellerKey : own?.perKey ?? defaults.perKey;
+      applied.push({ name: 'key', bucket: `key:${key._id}`, limit: perKey }, { name: 'org', bucket: `org:${key.orgId}`, limit: own?.perOrg ?? defaults.perOrg });
+    } else {
+      applied.push({ name: 'anonymous', bucket: `ip:${ctx.ip}`, limit: defaults.perAnonymous });
+    }
+    const active = applied.filter((a) => a.limit > 0);
+    if (!active.length) return next();
+    ctx.set('RateLimit-Policy', active.map((a) => `"${a.name}";q=${a.limit};w=${windowSeconds}`).join(', '));
+    let nearest: { name: string; take: Take } | undefined;
+    for (const limit of active) {
+      const counted = counts.take(limit.bucket, limit.limit);
+      const take = counted instanceof Promise ? await counted : counted;
+      if (!take.ok) {
+        ctx.set('RateLimit', `"${limit.name}";r=0;t=${take.resetSeconds}`);
+        metrics.rateLimited.inc({ limit: limit.name });
+        throw new AppError(429, 'rate_limited', `Too many requests for this ${limit.name === 'anonymous' ? 'client' : limit.name}: ${limit.limit} per ${windowSeconds} s; retry in ${take.resetSeconds} s`, { limit: limit.name, quota: limit.limit, windowSeconds, retryAfter: take.resetSeconds }, { 'Retry-After': String(take.resetSeconds) });
+      }
+      if (!nearest || take.remaining < nearest.take.remaining) nearest = { name: limit.name, take };
+    }
+    ctx.set('RateLimit', `"${nearest!.name}";r=${nearest!.take.remaining};t=${nearest!.take.resetSeconds}`);
+    return next();
+  };
+}

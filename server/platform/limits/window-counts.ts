@@ -1,0 +1,143 @@
+import { Schema, type Connection, type Model } from 'mongoose';
+
+/**
+ * One process's count of one bucket (a key, an org, a client address) in one window. Only the process
+ * that owns a document writes it (its id is in the `_id`), so no update ever races another: a plain
+ * `$set` of the process's own total is exact on any engine, FerretDB included.
+ */
+interface CountDoc { _id: string; bucket: string; window: number; process: string; count: number; until: Date }
+
+const schema = new Schema<CountDoc>({
+  _id: String, bucket: { type: String, required: true }, window: { type: Number, required: true }, process: { type: String, required: true },
+  count: { type: Number, required: true }, until: { type: Date, required: true },
+}, { versionKey: false });
+schema.index({ window: 1, bucket: 1 });
+schema.index({ until: 1 });
+
+/** A bucket this close to its limit (in its share of the limit) is counted exactly: its requests wait for the database. */
+const EXACT_FROM = 0.5;
+/** How fresh the other processes' counts of a bucket near its limit must be. */
+const EXACT_READ_MS = 25;
+
+export interface Take {
+  ok: boolean;
+  limit: number;
+  /** Requests left in the window after this one (0 when refused). */
+  remaining: number;
+  /** Seconds until the window ends (when a refused request may try again). */
+  resetSeconds: number;
+}
+
+interface Entry { bucket: string; window: number; mine: number; written: number; others: number; othersAt: number }
+
+/**
+ * Requests per fixed window, counted across every process of the deployment through the database.
+ *
+ * Each process counts its own requests in memory and writes its own total per bucket and window
+ * (window-counts documents, one per process: nothing races). Far from a limit a request costs no database
+ * round trip: the counts are written, and the other processes' read, every `syncEveryMs` in two commands
+ * for every bucket at once. Once a bucket's count passes half its limit, each of its requests writes this
+ * process's count and reads the others' before it is answered, so the deployment admits at most the
+ * limit, give or take the requests that other processes admit in the same few milliseconds. A window is
+ * fixed (it starts at a multiple of its length): a client may spend its limit at the end of one window and
+ * again at the start of the next, as with any fixed window.
+ */
+export class WindowCounts {
+  private readonly model: Model<CountDoc>;
+  private readonly entries = new Map<string, Entry>();
+  private timer: NodeJS.Timeout | undefined;
+  private syncing: Promise<void> = Promise.resolve();
+  private lastSweep = Date.now();
+
+  constructor(conn: Connection, private readonly processId: string, private readonly windowMs: number, private readonly syncEveryMs = 250) {
+    this.model = conn.models.WindowCount ?? conn.model<CountDoc>('WindowCount', schema, 'rate_limit_counts');
+  }
+
+  /**
+   * Counts one request of `bucket` if the window has room for it under `limit`. Far from the limit the
+   * answer is at hand (no promise: a request's middleware pays nothing for it); near it, a promise of it.
+   */
+  take(bucket: string, limit: number): Take | Promise<Take> {
+    const now = Date.now();
+    const window = Math.floor(now / this.windowMs);
+    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * this.windowMs - now) / 1000));
+    const key = `${bucket}|${window}`;
+    let entry = this.entries.get(key);
+    if (!entry) {
+      entry = { bucket, window, mine: 0, written: 0, others: 0, othersAt: 0 };
+      this.entries.set(key, entry);
+    }
+    entry.mine++;
+    // Near the limit: this process's count written, the others' read, before the answer. A database that
+    // cannot be reached leaves the counts last read: the limit is kept as well as they tell it.
+    if (entry.mine + entry.others > limit * EXACT_FROM) return this.exact(entry, now).catch(() => {}).then(() => this.decide(entry, limit, resetSeconds));
+    return this.decide(entry, limit, resetSeconds);
+  }
+
+  private decide(entry: Entry, limit: number, resetSeconds: number): Take {
+    if (entry.mine + entry.others > limit) {
+      entry.mine--;
+      this.scheduleSync();
+      return { ok: false, limit, remaining: 0, resetSeconds };
+    }
+    this.scheduleSync();
+    return { ok: true, limit, remaining: Math.max(0, limit - entry.mine - entry.others), resetSeconds };
+  }
+
+  private async exact(entry: Entry, now: number): Promise<void> {
+    const own = this.idOf(entry);
+    await this.model.updateOne({ _id: own }, { $set: this.docOf(entry) }, { upsert: true });
+    entry.written = entry.mine;
+    if (now - entry.othersAt < EXACT_READ_MS) return;
+    const docs = await this.model.find({ window: entry.window, bucket: entry.bucket }, { _id: 1, count: 1 }).lean();
+    entry.others = docs.filter((d) => d._id !== own).reduce((sum, d) => sum + d.count, 0);
+    entry.othersAt = Date.now();
+  }
+
+  private scheduleSync(): void {
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      this.syncing = this.syncing.then(() => this.sync()).catch(() => {});
+    }, this.syncEveryMs).unref();
+  }
+
+  /** Writes this process's changed counts and reads every other process's counts of the current window. */
+  async sync(): Promise<void> {
+    const window = Math.floor(Date.now() / this.windowMs);
+    for (const [key, entry] of this.entries) if (entry.window < window) this.entries.delete(key);
+    const dirty = [...this.entries.values()].filter((e) => e.mine !== e.written);
+    if (dirty.length) {
+      await this.model.bulkWrite(dirty.map((e) => ({ updateOne: { filter: { _id: this.idOf(e) }, update: { $set: this.docOf(e) }, upsert: true } })), { ordered: false });
+      for (const e of dirty) e.written = e.mine;
+    }
+    if (this.entries.size) {
+      const docs = await this.model.find({ window, process: { $ne: this.processId } }, { bucket: 1, count: 1 }).lean();
+      const others = new Map<string, number>();
+      for (const d of docs) others.set(d.bucket, (others.get(d.bucket) ?? 0) + d.count);
+      const at = Date.now();
+      for (const entry of this.entries.values()) {
+        if (entry.window !== window) continue;
+        entry.others = others.get(entry.bucket) ?? 0;
+        entry.othersAt = at;
+      }
+    }
+    if (Date.now() - this.lastSweep > 60_000) {
+      this.lastSweep = Date.now();
+      await this.model.deleteMany({ until: { $lt: new Date(Date.now() - this.windowMs) } });
+    }
+  }
+
+  stop(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    return this.syncing;
+  }
+
+  private idOf(entry: Entry): string {
+    return `${entry.bucket}|${entry.window}|${this.processId}`;
+  }
+
+  private docOf(entry: Entry): Omit<CountDoc, '_id'> {
+    return { bucket: entry.bucket, window: entry.window, process: this.processId, count: entry.mine, until: new Date((entry.window + 1) * this.windowMs) };
+  }
+}
