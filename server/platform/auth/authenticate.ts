@@ -38,7 +38,9 @@ export function authenticate(keys: ApiKeyService, identities: IdentityScopeSourc
   return async (ctx: Context, next: Next) => {
     const token = bearerToken(ctx);
     if (!token) throw unauthorized();
-    const key = await keys.resolve(token);
+    // The request limits (platform/limits) resolved this token already, moments ago.
+    const resolved = ctx.state.resolvedKey as { token: string; key: Awaited<ReturnType<ApiKeyService['resolve']>> } | undefined;
+    const key = resolved?.token === token ? resolved.key : await keys.resolve(token);
     if (!key) throw unauthorized('API key is invalid or revoked');
     let scopes: string[] = [];
     if (key.tier === 'identity') {

@@ -28,13 +28,25 @@ const NEVER_LIMITED = [/^\/(health|ready|metrics)$/, /^\/v0\/x402\/settle$/, /^\
 export function requestLimits(deps: { counts: WindowCounts; keys: ApiKeyService; orgLimits: OrgLimits; defaults: LimitDefaults; metrics: Metrics }) {
   const { counts, keys, orgLimits, defaults, metrics } = deps;
   const windowSeconds = Math.round(defaults.windowMs / 1000);
+  /** The RateLimit-Policy header of each combination of limits seen: the same few strings for almost every request. */
+  const policies = new Map<string, string>();
   return async (ctx: Context, next: Next) => {
     if (NEVER_LIMITED.some((path) => path.test(ctx.path))) return next();
     const token = bearerToken(ctx);
-    const key = token ? await keys.resolve(token).catch(() => null) : null;
+    let key: Awaited<ReturnType<ApiKeyService['resolve']>> = null;
+    if (token) {
+      try {
+        key = await keys.resolve(token);
+        // authenticate() takes the key from here rather than resolving the token again.
+        ctx.state.resolvedKey = { token, key };
+      } catch {
+        // The database cannot tell (an outage): counted as anonymous here; authenticate() answers the outage.
+      }
+    }
     const applied: Array<{ name: string; bucket: string; limit: number }> = [];
     if (key) {
-      const own = await orgLimits.of(key.orgId).catch(() => null);
+      const found = orgLimits.of(key.orgId);
+      const own = found instanceof Promise ? await found.catch(() => null) : found;
       const perKey = key.tier === 'seller' ? own?.perSellerKey ?? defaults.perSellerKey : own?.perKey ?? defaults.perKey;
       applied.push({ name: 'key', bucket: `key:${key._id}`, limit: perKey }, { name: 'org', bucket: `org:${key.orgId}`, limit: own?.perOrg ?? defaults.perOrg });
     } else {
@@ -42,7 +54,14 @@ export function requestLimits(deps: { counts: WindowCounts; keys: ApiKeyService;
     }
     const active = applied.filter((a) => a.limit > 0);
     if (!active.length) return next();
-    ctx.set('RateLimit-Policy', active.map((a) => `"${a.name}";q=${a.limit};w=${windowSeconds}`).join(', '));
+    const policyKey = active.map((a) => `${a.name}=${a.limit}`).join('|');
+    let policy = policies.get(policyKey);
+    if (policy === undefined) {
+      policy = active.map((a) => `"${a.name}";q=${a.limit};w=${windowSeconds}`).join(', ');
+      if (policies.size > 1_000) policies.clear();
+      policies.set(policyKey, policy);
+    }
+    ctx.set('RateLimit-Policy', policy);
     let nearest: { name: string; take: Take } | undefined;
     for (const limit of active) {
       const counted = counts.take(limit.bucket, limit.limit);
