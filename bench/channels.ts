@@ -31,7 +31,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import express, { type Express } from 'express';
-import { MongoClient } from 'mongodb';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
 import { toFacilitatorEvmSigner } from '@x402/evm';
@@ -53,6 +52,7 @@ import type { Metrics } from '../server/platform/metrics.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 import { cpuOfProcessTree } from './support/cpu.js';
+import { backendCaller, closeBackend } from './support/backend-calls.js';
 import { startBuyers, type RunResult } from './support/paying-buyers.js';
 
 const PARTS = new Set((process.env.CHANNELS_PARTS ?? '1,2,3').split(',').map((p) => p.trim()));
@@ -303,18 +303,8 @@ async function ourStack(mongoUri: string, chain: DevChain, cleanup: Cleanup, opt
     ...options.env,
   };
   const backend = await startServer(loadConfig(env));
-  cleanup.push(async () => {
-    // Closed first: its last record writes (exact's, after their blocks) land before the database goes.
-    await backend.close();
-    const client = await new MongoClient(mongoUri).connect();
-    await client.db(env.MONGODB_DB).dropDatabase().catch(() => {}).finally(() => client.close());
-  });
-  const call = async (method: string, path: string, key: string | undefined, body?: unknown) => {
-    const res = await fetch(backend.url + path, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) } });
-    const json = (await res.json()) as Record<string, any>;
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  cleanup.push(closeBackend(backend, mongoUri, env.MONGODB_DB!));
+  const call = backendCaller(backend.url);
   const platformKey = (await call('POST', '/v0/agent-signup', undefined, {})).platform_key as string;
   const payTo = privateKeyToAccount(generatePrivateKey()).address;
   await call('PUT', '/v0/payments/acceptance', platformKey, { enabled: true, payTo });

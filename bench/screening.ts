@@ -19,7 +19,6 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
-import { MongoClient } from 'mongodb';
 import { createWalletClient, erc20Abi, http, parseUnits, publicActions, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
@@ -33,6 +32,7 @@ import { PUBLIC_SANCTIONS_ORACLE_ADDRESS } from '../server/screening/oracle-sour
 import type { Screening } from '../server/screening/index.js';
 import { screenedNetwork } from '../server/screening/sources.js';
 import { startServer } from '../server/server.js';
+import { backendCaller, closeBackend } from './support/backend-calls.js';
 import { startBuyers, type RunResult } from './support/paying-buyers.js';
 
 const ROUNDS = Number(process.env.SCREENING_ROUNDS ?? 3);
@@ -109,17 +109,8 @@ async function ourStack(mongoUri: string, chain: DevChain, relayer: Hex, screeni
   };
   const backend = await startServer(loadConfig(env));
   screenings.push(backend.app.payments.screening);
-  cleanup.push(async () => {
-    await backend.close();
-    const client = await new MongoClient(mongoUri).connect();
-    await client.db(env.MONGODB_DB).dropDatabase().catch(() => {}).finally(() => client.close());
-  });
-  const call = async (method: string, path: string, key: string | undefined, body?: unknown) => {
-    const res = await fetch(backend.url + path, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) } });
-    const json = (await res.json()) as Record<string, any>;
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  cleanup.push(closeBackend(backend, mongoUri, env.MONGODB_DB!));
+  const call = backendCaller(backend.url);
   const platformKey = (await call('POST', '/v0/agent-signup', undefined, {})).platform_key as string;
   await call('PUT', '/v0/payments/acceptance', platformKey, { enabled: true, payTo: privateKeyToAccount(generatePrivateKey()).address });
   const sellerKey = (await call('POST', '/v0/payments/seller-keys', platformKey, {})).apiKey as string;

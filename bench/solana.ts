@@ -24,7 +24,6 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
-import { MongoClient } from 'mongodb';
 import { createKeyPairSignerFromPrivateKeyBytes, generateKeyPairSigner, getBase58Decoder } from '@solana/kit';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { x402ResourceServer, type FacilitatorClient } from '@x402/core/server';
@@ -42,6 +41,7 @@ import { devSolanaSecretKey, devSolanaSigner, startDevSolana, type DevSolana } f
 import { loadConfig } from '../server/platform/config.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
+import { backendCaller, closeBackend } from './support/backend-calls.js';
 import { startBuyers, type RunResult } from './support/paying-buyers.js';
 
 const ROUNDS = Number(process.env.SOLANA_ROUNDS ?? 3);
@@ -159,17 +159,8 @@ async function ourStack(mongoUri: string, evm: Awaited<ReturnType<typeof startDe
     (backend.app.db.getClient() as any).on('commandStarted', (e: { commandName: string; command: Record<string, unknown> }) => { const k = `${e.commandName} ${String(e.command[e.commandName] ?? '')}`; counts.set(k, (counts.get(k) ?? 0) + 1); });
     process.on('exit', () => console.error('COMMANDS', JSON.stringify([...counts].sort((a, b) => b[1] - a[1]).slice(0, 25))));
   }
-  cleanup.push(async () => {
-    await backend.close();
-    const client = await new MongoClient(mongoUri).connect();
-    await client.db(env.MONGODB_DB).dropDatabase().catch(() => {}).finally(() => client.close());
-  });
-  const call = async (method: string, path: string, key: string | undefined, body?: unknown) => {
-    const res = await fetch(backend.url + path, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) } });
-    const json = (await res.json()) as Record<string, any>;
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  cleanup.push(closeBackend(backend, mongoUri, env.MONGODB_DB!));
+  const call = backendCaller(backend.url);
   const payTo = await generateKeyPairSigner();
   await solana.fund(payTo.address, 0n, 0n);
   const platformKey = (await call('POST', '/v0/agent-signup', undefined, {})).platform_key as string;
