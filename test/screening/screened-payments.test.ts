@@ -27,6 +27,7 @@ import { listOnDevOracle } from '../../server/dev/chain/sanctions-oracle.js';
 import { PUBLIC_SANCTIONS_ORACLE_ADDRESS } from '../../server/screening/oracle-source.js';
 import { fundedBuyer, permit2ApprovedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { officialChannelClient } from '../support/official-channel-client.js';
+import { createMandate, fundedAgent, pay } from '../buyer/support.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 
@@ -110,9 +111,9 @@ async function paymentsOf(payer: Address) {
 }
 
 /** The org's activity log entry of a screening refusal of `address`, once it is written (entries are batched). */
-async function refusalLogged(address: Address) {
+async function refusalLogged(address: Address, key = seller.platformKey) {
   for (let i = 0; i < 50; i++) {
-    const logs = await server.request('GET', '/v0/logs?limit=100', { key: seller.platformKey });
+    const logs = await server.request('GET', '/v0/logs?limit=100', { key });
     const entry = logs.body.logs.find((l: { action: string; metadata?: { address?: string } }) => l.action === 'payments.screening_refused' && l.metadata?.address?.toLowerCase() === address.toLowerCase());
     if (entry) return entry;
     await new Promise((r) => setTimeout(r, 100));
@@ -220,4 +221,17 @@ it('the facilitator API: /verify answers a listed payer isValid false with sanct
   const payload = await client.createPaymentPayload(required);
   const verified = await server.request('POST', '/v0/x402/verify', { key: seller.sellerKey, body: { x402Version: 2, paymentPayload: payload, paymentRequirements: required.accepts[0] } });
   expect(verified.body).toMatchObject({ isValid: false, invalidReason: 'sanctioned_address', payer: buyers.listed.address });
+});
+
+it('payments_pay: an agent wallet the oracle lists is refused (403) before anything is reserved or signed', async () => {
+  const url = await shop({ price: '$0.01', description: 'Report' }, { priceUsdc: '0.01' });
+  const agent = await fundedAgent(server, '1');
+  await createMandate(server, agent.key);
+  await listOnDevOracle(testChain().rpcUrl, [agent.address]);
+  const before = await usdcBalance(agent.address);
+  const refused = await pay(server, agent.key, { url });
+  expect(refused.status).toBe(403);
+  expect(refused.body).toMatchObject({ ok: false, error: 'sanctioned_address', code: 'sanctioned_address', status: 403, message: expect.stringContaining('paying wallet') });
+  expect(await usdcBalance(agent.address)).toBe(before);
+  expect(await refusalLogged(agent.address, agent.platform_key)).toMatchObject({ metadata: { role: 'wallet', source: 'oracle', door: 'payments_pay' } });
 });
