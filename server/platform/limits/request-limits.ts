@@ -1,9 +1,9 @@
 import type { Context, Next } from 'koa';
 import { bearerToken } from '../auth/authenticate.js';
-import type { ApiKeyService } from '../auth/api-keys.js';
+import type { ApiKeyDoc, ApiKeyService } from '../auth/api-keys.js';
 import { AppError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
-import type { OrgLimits } from './org-limits.js';
+import type { OrgLimits, OrgLimitsDoc } from './org-limits.js';
 import type { Take, WindowCounts } from './window-counts.js';
 
 /** The deployment's default limits, requests per window (RATE_LIMIT_*); 0 turns one off. */
@@ -25,15 +25,36 @@ const NEVER_LIMITED = [/^\/(health|ready|metrics)$/, /^\/v0\/x402\/settle$/, /^\
  * the answer is 429 `rate_limited` with `Retry-After`. A key that does not resolve counts as anonymous
  * (guessing keys is limited by address).
  */
+interface Limit { name: string; bucket: string; limit: number }
+/** What applies to one key (or one anonymous client): its limits in force and their RateLimit-Policy header. */
+interface Plan { limits: Limit[]; policy: string }
+
 export function requestLimits(deps: { counts: WindowCounts; keys: ApiKeyService; orgLimits: OrgLimits; defaults: LimitDefaults; metrics: Metrics }) {
   const { counts, keys, orgLimits, defaults, metrics } = deps;
   const windowSeconds = Math.round(defaults.windowMs / 1000);
-  /** The RateLimit-Policy header of each combination of limits seen: the same few strings for almost every request. */
-  const policies = new Map<string, string>();
+  const planOf = (limits: Limit[]): Plan => {
+    const active = limits.filter((l) => l.limit > 0);
+    return { limits: active, policy: active.map((l) => `"${l.name}";q=${l.limit};w=${windowSeconds}`).join(', ') };
+  };
+  /**
+   * Each key's plan, kept while the org's own limits (the cached document, or none) stay the same object:
+   * a request then does one lookup, not the strings and arrays of its limits.
+   */
+  const plans = new Map<string, { own: OrgLimitsDoc | null; plan: Plan }>();
+  const keyPlan = (key: ApiKeyDoc, own: OrgLimitsDoc | null): Plan => {
+    const kept = plans.get(key._id);
+    if (kept && kept.own === own) return kept.plan;
+    const perKey = key.tier === 'seller' ? own?.perSellerKey ?? defaults.perSellerKey : own?.perKey ?? defaults.perKey;
+    const plan = planOf([{ name: 'key', bucket: `key:${key._id}`, limit: perKey }, { name: 'org', bucket: `org:${key.orgId}`, limit: own?.perOrg ?? defaults.perOrg }]);
+    if (plans.size >= 50_000) plans.clear();
+    plans.set(key._id, { own, plan });
+    return plan;
+  };
+  const anonymousPolicy = planOf([{ name: 'anonymous', bucket: '', limit: defaults.perAnonymous }]).policy;
   return async (ctx: Context, next: Next) => {
     if (NEVER_LIMITED.some((path) => path.test(ctx.path))) return next();
     const token = bearerToken(ctx);
-    let key: Awaited<ReturnType<ApiKeyService['resolve']>> = null;
+    let key: ApiKeyDoc | null = null;
     if (token) {
       try {
         key = await keys.resolve(token);
@@ -43,27 +64,18 @@ export function requestLimits(deps: { counts: WindowCounts; keys: ApiKeyService;
         // The database cannot tell (an outage): counted as anonymous here; authenticate() answers the outage.
       }
     }
-    const applied: Array<{ name: string; bucket: string; limit: number }> = [];
+    let plan: Plan;
     if (key) {
       const found = orgLimits.of(key.orgId);
-      const own = found instanceof Promise ? await found.catch(() => null) : found;
-      const perKey = key.tier === 'seller' ? own?.perSellerKey ?? defaults.perSellerKey : own?.perKey ?? defaults.perKey;
-      applied.push({ name: 'key', bucket: `key:${key._id}`, limit: perKey }, { name: 'org', bucket: `org:${key.orgId}`, limit: own?.perOrg ?? defaults.perOrg });
+      plan = keyPlan(key, found instanceof Promise ? await found.catch(() => null) : found);
     } else {
-      applied.push({ name: 'anonymous', bucket: `ip:${ctx.ip}`, limit: defaults.perAnonymous });
+      if (defaults.perAnonymous <= 0) return next();
+      plan = { limits: [{ name: 'anonymous', bucket: `ip:${ctx.ip}`, limit: defaults.perAnonymous }], policy: anonymousPolicy };
     }
-    const active = applied.filter((a) => a.limit > 0);
-    if (!active.length) return next();
-    const policyKey = active.map((a) => `${a.name}=${a.limit}`).join('|');
-    let policy = policies.get(policyKey);
-    if (policy === undefined) {
-      policy = active.map((a) => `"${a.name}";q=${a.limit};w=${windowSeconds}`).join(', ');
-      if (policies.size > 1_000) policies.clear();
-      policies.set(policyKey, policy);
-    }
-    ctx.set('RateLimit-Policy', policy);
+    if (!plan.limits.length) return next();
+    ctx.set('RateLimit-Policy', plan.policy);
     let nearest: { name: string; take: Take } | undefined;
-    for (const limit of active) {
+    for (const limit of plan.limits) {
       const counted = counts.take(limit.bucket, limit.limit);
       const take = counted instanceof Promise ? await counted : counted;
       if (!take.ok) {

@@ -44,6 +44,7 @@ interface Entry { bucket: string; window: number; mine: number; written: number;
  */
 export class WindowCounts {
   private readonly model: Model<CountDoc>;
+  /** This process's counts, by bucket. */
   private readonly entries = new Map<string, Entry>();
   private timer: NodeJS.Timeout | undefined;
   private syncing: Promise<void> = Promise.resolve();
@@ -61,11 +62,12 @@ export class WindowCounts {
     const now = Date.now();
     const window = Math.floor(now / this.windowMs);
     const resetSeconds = Math.max(1, Math.ceil(((window + 1) * this.windowMs - now) / 1000));
-    const key = `${bucket}|${window}`;
-    let entry = this.entries.get(key);
-    if (!entry) {
+    // One entry per bucket, for its current window: a new window starts it afresh (what was not written of
+    // the last one no longer limits anything).
+    let entry = this.entries.get(bucket);
+    if (!entry || entry.window !== window) {
       entry = { bucket, window, mine: 0, written: 0, others: 0, othersAt: 0 };
-      this.entries.set(key, entry);
+      this.entries.set(bucket, entry);
     }
     entry.mine++;
     // Near the limit: this process's count written, the others' read, before the answer. A database that
