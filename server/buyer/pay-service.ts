@@ -155,7 +155,7 @@ export class PayService {
       [{ role: 'wallet', address: walletAddress }, { role: 'payTo', address: payTo }],
       { orgId: owner.orgId, network: screenedNetwork(network), scheme, door: 'payments_pay' },
     );
-    return refusal && refuse(refusal.reason, refusal.message.replace('nothing was charged', 'nothing was paid'));
+    return refusal && refuse(refusal.reason, `${refusal.message}; nothing was paid`);
   }
 
   /** The seller's exact offers on our Solana networks in our USDC, within the caller's network if it names one. */

@@ -196,7 +196,7 @@ export class PaymentSettlement {
    */
   async insertClaim(payment: PaymentDoc, door: Door, duplicateMessage: string): Promise<ClaimOutcome> {
     // Screened before anything is claimed or sent: a listed party's payment leaves no record but the refusal's.
-    const screened = await this.screen(payment, door);
+    const screened = this.screening.enabled ? await this.screen(payment, door) : undefined;
     if (screened) return screened;
     // A database away for a moment is waited for (within the settlement timeout). An insert that failed
     // that way may have landed all the same: a duplicate then may be our own claim.
@@ -239,13 +239,17 @@ export class PaymentSettlement {
     return refusal && { ok: false, refused: { ok: false, ...refusal } };
   }
 
-  /** Any parties' screening (a channel's payer and receiver), counted as a paid request refused when it refuses. */
-  async screenParties(parties: Party[], at: { orgId: string; network: string; scheme: string; door: Door }): Promise<{ reason: string; message: string; payer?: string } | undefined> {
+  /**
+   * Any parties' screening (a channel's payer and receiver). A refusal of what would have moved money is
+   * counted as a paid request refused (`counted`: not a /verify, which moves nothing).
+   */
+  async screenParties(parties: Party[], at: { orgId: string; network: string; scheme: string; door: Door }, counted = true): Promise<{ reason: string; message: string; payer?: string } | undefined> {
+    if (!this.screening.enabled) return undefined;
     const refusal = await this.screening.screen(parties, { ...at, network: screenedNetwork(at.network) });
     if (!refusal) return undefined;
-    this.metrics.paidRequests.inc({ outcome: refusal.reason, door: at.door });
+    if (counted) this.metrics.paidRequests.inc({ outcome: refusal.reason, door: at.door });
     const payer = parties.find((p) => p.role === 'payer')?.address;
-    return { reason: refusal.reason, message: refusal.message, ...(payer ? { payer } : {}) };
+    return { reason: refusal.reason, message: `${refusal.message}; nothing was charged`, ...(payer ? { payer } : {}) };
   }
 
   /** Lets go of a claim that will not be sent (its last check failed): the payment may be presented again. */

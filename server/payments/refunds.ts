@@ -44,7 +44,7 @@ export class PaymentRefunds {
       [{ role: 'payer', address: payment.payerAddress }, { role: 'payTo', address: payment.recipientAddress }],
       { orgId, network: screenedNetwork(payment.network), scheme: payment.scheme ?? 'exact', door: 'refund' },
     );
-    if (screened) throw new AppError(403, screened.reason, screened.message.replace('nothing was charged', 'nothing was refunded'));
+    if (screened) throw new AppError(403, screened.reason, `${screened.message}; nothing was refunded`);
     if (payment.svm) {
       throw new AppError(409, 'refund_not_possible', `payment ${payment._id} was paid on ${payment.network}: the USDC went straight to ${payment.recipientAddress}, and agentgate refunds only from the org's EVM wallets and the auth-capture escrow. Refund the buyer (${payment.payerAddress}) from that address yourself`);
     }

@@ -35,6 +35,10 @@ export class AddressList implements ScreeningSource {
     clearInterval(this.timer);
   }
 
+  covers(): boolean {
+    return true;
+  }
+
   get size(): number {
     return this.entries.size;
   }
@@ -45,11 +49,9 @@ export class AddressList implements ScreeningSource {
   }
 
   /** Reads the file again if it changed since it was last read. */
-  async reloadIfChanged(): Promise<boolean> {
+  async reloadIfChanged(): Promise<void> {
     const { mtimeMs } = await stat(this.file);
-    if (mtimeMs === this.loadedMtimeMs) return false;
-    await this.reload();
-    return true;
+    if (mtimeMs !== this.loadedMtimeMs) await this.reload();
   }
 
   private async reload(): Promise<void> {

@@ -22,13 +22,14 @@ export class SanctionsOracles implements ScreeningSource {
 
   constructor(private readonly byNetwork: ReadonlyMap<string, { client: PublicClient; address: Address }>) {}
 
-  get networks(): string[] {
-    return [...this.byNetwork.keys()];
+  covers(network: ScreenedNetwork): boolean {
+    return this.byNetwork.has(network.name);
   }
 
-  async check(address: string, network: ScreenedNetwork): Promise<SourceVerdict | undefined> {
+  async check(address: string, network: ScreenedNetwork): Promise<SourceVerdict> {
     const oracle = this.byNetwork.get(network.name);
-    if (!oracle || !isAddress(address, { strict: false })) return undefined;
+    // An address the contract cannot take (not an EVM address) is not on its list.
+    if (!oracle || !isAddress(address, { strict: false })) return { listed: false };
     const listed = await oracle.client.readContract({ address: oracle.address, abi: SANCTIONS_ORACLE_ABI, functionName: 'isSanctioned', args: [address as Address] });
     return { listed };
   }

@@ -18,6 +18,11 @@ export class ScreeningProvider implements ScreeningSource {
 
   constructor(private readonly options: { url: string; token?: string; timeoutMs: number; fetch?: typeof fetch }) {}
 
+  /** A provider is asked of every network: it is the operator's to answer for each. */
+  covers(): boolean {
+    return true;
+  }
+
   async check(address: string, network: ScreenedNetwork): Promise<SourceVerdict> {
     const res = await (this.options.fetch ?? fetch)(this.options.url, {
       method: 'POST',

@@ -55,45 +55,43 @@ export class Screening {
     return this.sources.map((s) => s.name);
   }
 
-  /** Why these parties may not pay or be paid on this network, or undefined: they may. */
+  /**
+   * Why these parties may not pay or be paid on this network, or undefined: they may. The message says
+   * why and names the source; the caller adds what its refusal left undone ("nothing was charged").
+   */
   async screen(parties: readonly Party[], at: ScreeningAt): Promise<ScreeningRefusal | undefined> {
-    if (!this.sources.length) return undefined;
+    const sources = this.sources.filter((source) => source.covers(at.network));
+    if (!sources.length) return undefined;
     const distinct = new Map<string, Party>();
-    for (const party of parties) if (party.address && !distinct.has(`${party.role}:${addressKey(party.address)}`)) distinct.set(`${party.role}:${addressKey(party.address)}`, party);
-    const answers = await Promise.all([...distinct.values()].flatMap((party) => this.sources.map((source) => this.ask(source, party, at.network))));
+    for (const party of parties) if (party.address) distinct.set(`${party.role}:${addressKey(party.address)}`, party);
+    const answers = await Promise.all([...distinct.values()].flatMap((party) => sources.map((source) => this.ask(source, party, at.network))));
     const listed = answers.find((a) => a.verdict?.listed);
-    const failed = answers.find((a) => a.error !== undefined);
     if (listed) return this.refuse(at, listed, 'sanctioned_address');
-    if (failed) {
-      this.deps.metrics.screeningSourceErrors.inc({ source: failed.source, network: at.network.name });
-      this.deps.log.warn({ source: failed.source, network: at.network.name, address: failed.party.address, err: failed.error, policy: this.onError }, this.onError === 'refuse' ? 'a screening source could not answer; the payment is refused (SCREENING_ON_ERROR=refuse)' : 'a screening source could not answer; the payment is allowed (SCREENING_ON_ERROR=allow)');
-      if (this.onError === 'refuse') return this.refuse(at, failed, 'screening_unavailable');
-    }
-    return undefined;
+    const failed = answers.find((a) => a.error !== undefined);
+    if (!failed) return undefined;
+    this.deps.metrics.screeningSourceErrors.inc({ source: failed.source, network: at.network.name });
+    this.deps.log.warn({ source: failed.source, network: at.network.name, address: failed.party.address, err: failed.error, policy: this.onError }, `a screening source could not answer; the payment is ${this.onError === 'refuse' ? 'refused' : 'allowed'} (SCREENING_ON_ERROR=${this.onError})`);
+    return this.onError === 'refuse' ? this.refuse(at, failed, 'screening_unavailable') : undefined;
   }
 
+  /** The list is a lookup in memory; the sources that cost a call are asked through the shared verdicts. */
   private async ask(source: ScreeningSource, party: Party, network: ScreenedNetwork): Promise<Answer> {
     try {
       const verdict = source.name === 'list' || !this.verdicts
         ? await source.check(party.address, network)
-        : await this.cached(source, party.address, network);
-      return { party, source: source.name, ...(verdict ? { verdict } : {}) };
+        : await this.verdicts.through(`${source.name}|${network.name}|${addressKey(party.address)}`, () => source.check(party.address, network));
+      return { party, source: source.name, verdict };
     } catch (err) {
       return { party, source: source.name, error: (err as Error).message };
     }
-  }
-
-  /** A source that says nothing of a network is kept as "not listed": its answer will not change. */
-  private cached(source: ScreeningSource, address: string, network: ScreenedNetwork): Promise<SourceVerdict> {
-    return this.verdicts!.through(`${source.name}|${network.name}|${addressKey(address)}`, async () => (await source.check(address, network)) ?? { listed: false });
   }
 
   private refuse(at: ScreeningAt, answer: Answer, reason: ScreeningRefusal['reason']): ScreeningRefusal {
     const { party, source } = answer;
     const who = `the ${ROLE_WORDS[party.role]} ${party.address}`;
     const message = reason === 'sanctioned_address'
-      ? `${who} is on a sanctions list this facilitator screens against (source: ${source}${answer.verdict?.detail ? `, ${answer.verdict.detail}` : ''}); nothing was charged`
-      : `${who} could not be screened (source ${source} did not answer) and this facilitator refuses what it cannot screen; nothing was charged, try again later`;
+      ? `${who} is on a sanctions list this facilitator screens against (source: ${source}${answer.verdict?.detail ? `, ${answer.verdict.detail}` : ''})`
+      : `${who} could not be screened (source ${source} did not answer), and this facilitator refuses what it cannot screen: try again later`;
     this.deps.metrics.screeningRefusals.inc({ reason, source, role: party.role, network: at.network.name });
     this.deps.log.warn({ orgId: at.orgId, reason, source, role: party.role, address: party.address, network: at.network.name, scheme: at.scheme, door: at.door }, 'payment refused by screening');
     this.deps.logs.recordSoon({

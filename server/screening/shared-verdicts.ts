@@ -32,6 +32,8 @@ export class SharedVerdicts {
 
   /** The verdict kept for `key`, or `ask()`'s, then kept. Concurrent misses of one key share one ask. */
   through(key: string, ask: () => Promise<SourceVerdict>): Promise<SourceVerdict> {
+    // Nothing is kept: every screening asks its source, and nothing is read or written here.
+    if (this.ttlMs <= 0) return ask();
     const kept = this.memory.get(key);
     if (kept && kept.expiresAt > Date.now()) return Promise.resolve(kept.verdict);
     const pending = this.loading.get(key);
@@ -65,7 +67,6 @@ export class SharedVerdicts {
   }
 
   private remember(key: string, verdict: SourceVerdict, expiresAt: number): void {
-    if (this.ttlMs <= 0) return;
     this.memory.delete(key);
     if (this.memory.size >= MAX_IN_MEMORY) this.memory.delete(this.memory.keys().next().value!);
     this.memory.set(key, { verdict, expiresAt });

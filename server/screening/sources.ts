@@ -17,12 +17,13 @@ export interface ScreenedNetwork { name: string; caip2: string; family: 'evm' | 
 
 export interface ScreeningSource {
   readonly name: SourceName;
+  /** Whether this source says anything of addresses on this network (an oracle only of the chains it is on). */
+  covers(network: ScreenedNetwork): boolean;
   /**
-   * Whether the address is listed. Undefined: this source says nothing of this network (an oracle on a
-   * chain without one). Throws when it cannot answer now (a provider down, an RPC fault): screening.ts
-   * applies the operator's policy for that.
+   * Whether the address is listed. Throws when it cannot answer now (a provider down, an RPC fault):
+   * screening.ts applies the operator's policy for that.
    */
-  check(address: string, network: ScreenedNetwork): Promise<SourceVerdict | undefined>;
+  check(address: string, network: ScreenedNetwork): Promise<SourceVerdict>;
 }
 
 /** One form per address: EVM addresses in lower case (checksums differ in case only), others as given (base58 is case-sensitive). */

@@ -9,6 +9,7 @@ import { ActivityLog } from '../../server/platform/activity-log.js';
 import { createLogger } from '../../server/platform/logger.js';
 import { Metrics } from '../../server/platform/metrics.js';
 import { parseAddressList } from '../../server/screening/address-list.js';
+import { SanctionsOracles } from '../../server/screening/oracle-source.js';
 import { ScreeningProvider } from '../../server/screening/provider-source.js';
 import { Screening } from '../../server/screening/screening.js';
 import { SharedVerdicts } from '../../server/screening/shared-verdicts.js';
@@ -78,4 +79,15 @@ it('a provider that is down refuses payments (screening_unavailable) under the d
   } finally {
     http.close();
   }
+});
+
+it('a network no source covers (an oracle only on other chains) is not screened at all: its source is not asked', async () => {
+  const metrics = new Metrics();
+  const log = createLogger({ level: 'silent' });
+  let asked = 0;
+  const oracle = new (class extends SanctionsOracles { override check(...args: Parameters<SanctionsOracles['check']>) { asked++; return super.check(...args); } })(new Map());
+  const screening = new Screening([oracle], new SharedVerdicts(conns[0]!, 60_000), 'refuse', { logs: new ActivityLog(conns[0]!, log), log, metrics });
+  const at = { orgId: 'org_screening_test', network: screenedNetwork('solana-devnet'), door: 'redeem' };
+  expect(await screening.screen([{ role: 'payer', address: 'FepMTtLpvUc1zNZhR5yUJNtkxrYSeFJkUXT2w2Wd1Kf8' }], at)).toBeUndefined();
+  expect(asked).toBe(0);
 });

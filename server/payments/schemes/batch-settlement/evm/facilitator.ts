@@ -32,8 +32,11 @@ export interface BatchSettlementFacilitatorDeps {
   ensureCanSend: () => Promise<void>;
   settlementTimeoutMs: number;
   log: Logger;
-  /** Sanctions screening of a channel's payer and receiver before a deposit or a claim is sent (undefined: they may). */
-  screen: (payer: string, receiver: string, orgId: string) => Promise<Refusal | undefined>;
+  /**
+   * Sanctions screening of a channel's payer and receiver before a deposit or a claim is sent, and at
+   * /verify (`counted` false: it moves nothing). Undefined: they may.
+   */
+  screen: (payer: string, receiver: string, orgId: string, counted?: boolean) => Promise<Refusal | undefined>;
 }
 
 type Refusal = { reason: string; message: string; payer?: string };
@@ -82,7 +85,7 @@ export class BatchSettlementFacilitator {
       : payload.type === 'voucher' || payload.type === 'refund' ? await verifyVoucher(chain, payload, requirements)
         : { ok: false as const, reason: R.payloadType, message: `a ${payload.type} payload is settled, not verified` };
     if (!verdict.ok) return { body: verifyRefusal(verdict) };
-    const screened = await this.deps.screen(verdict.payer, requirements.payTo ?? '', seller._id);
+    const screened = await this.deps.screen(verdict.payer, requirements.payTo ?? '', seller._id, false);
     if (screened) return { body: verifyRefusal(screened) };
     return { body: { isValid: true, payer: verdict.payer, extra: channelSnapshot(verdict.channelId, verdict.state) } };
   }

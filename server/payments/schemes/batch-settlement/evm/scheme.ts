@@ -107,7 +107,7 @@ export class BatchSettlementScheme implements PaymentScheme {
     this.facilitator = new BatchSettlementFacilitator({
       chain: chainOf, authorizer, actions, submit: (work) => path.submit(work),
       ensureCanSend: () => path.ensureCanSend('facilitator'), settlementTimeoutMs: config.SETTLEMENT_TIMEOUT_MS, log,
-      screen: (payer, receiver, orgId) => path.screenParties([{ role: 'payer', address: payer }, { role: 'payTo', address: receiver }], { orgId, network: chainOf().network, scheme: 'batch-settlement', door: 'facilitator' }),
+      screen: (payer, receiver, orgId, counted) => path.screenParties([{ role: 'payer', address: payer }, { role: 'payTo', address: receiver }], { orgId, network: chainOf().network, scheme: 'batch-settlement', door: 'facilitator' }, counted),
     });
     if (chain) book.serve({ chain, facilitator: this.facilitator });
     // channel.claimed right after a round that claimed; the webhook outbox sweep dispatches what a crash left.
