@@ -9,7 +9,12 @@ import { ActivityLog } from '../../server/platform/activity-log.js';
 import { createLogger } from '../../server/platform/logger.js';
 import { Metrics } from '../../server/platform/metrics.js';
 import { parseAddressList } from '../../server/screening/address-list.js';
-import { SanctionsOracles } from '../../server/screening/oracle-source.js';
+import { createPublicClient, http } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { listOnDevOracle } from '../../server/dev/chain/sanctions-oracle.js';
+import { freePort } from '../../server/platform/net.js';
+import { PUBLIC_SANCTIONS_ORACLE_ADDRESS, SanctionsOracles } from '../../server/screening/oracle-source.js';
+import { testChain } from '../support/chain.js';
 import { ScreeningProvider } from '../../server/screening/provider-source.js';
 import { Screening } from '../../server/screening/screening.js';
 import { SharedVerdicts } from '../../server/screening/shared-verdicts.js';
@@ -90,4 +95,22 @@ it('a network no source covers (an oracle only on other chains) is not screened 
   const at = { orgId: 'org_screening_test', network: screenedNetwork('solana-devnet'), door: 'redeem' };
   expect(await screening.screen([{ role: 'payer', address: 'FepMTtLpvUc1zNZhR5yUJNtkxrYSeFJkUXT2w2Wd1Kf8' }], at)).toBeUndefined();
   expect(asked).toBe(0);
+});
+
+it('each network asks its own chain\'s oracle: with one network\'s RPC dead, its payments are refused as unscreened and the other network\'s are screened as usual', async () => {
+  const log = createLogger({ level: 'silent' });
+  const dead = createPublicClient({ transport: http(`http://127.0.0.1:${await freePort()}`, { retryCount: 0, timeout: 1_000 }) });
+  const oracles = new SanctionsOracles(new Map([
+    ['polygon-amoy', { client: dead as never, address: PUBLIC_SANCTIONS_ORACLE_ADDRESS }],
+    ['base-sepolia', { client: testChain().publicClient as never, address: PUBLIC_SANCTIONS_ORACLE_ADDRESS }],
+  ]));
+  const screening = new Screening([oracles], new SharedVerdicts(conns[0]!, 60_000), 'refuse', { logs: new ActivityLog(conns[0]!, log), log, metrics: new Metrics() });
+  const payer = [{ role: 'payer' as const, address: privateKeyToAccount(generatePrivateKey()).address }];
+  const on = (network: string) => screening.screen(payer, { orgId: 'org_screening_test', network: screenedNetwork(network), door: 'redeem' });
+  expect(await on('polygon-amoy')).toMatchObject({ reason: 'screening_unavailable', source: 'oracle' });
+  expect(await on('base-sepolia')).toBeUndefined();
+  await listOnDevOracle(testChain().rpcUrl, [payer[0]!.address]);
+  expect(await screening.screen(payer, { orgId: 'org_screening_test', network: screenedNetwork('base-sepolia'), door: 'redeem' })).toBeUndefined(); // cached clear verdict, within its TTL
+  const fresh = new Screening([oracles], new SharedVerdicts(conns[1]!, 0), 'refuse', { logs: new ActivityLog(conns[0]!, log), log, metrics: new Metrics() });
+  expect(await fresh.screen(payer, { orgId: 'org_screening_test', network: screenedNetwork('base-sepolia'), door: 'redeem' })).toMatchObject({ reason: 'sanctioned_address', source: 'oracle' });
 });
