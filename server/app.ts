@@ -12,6 +12,7 @@ import { signupRoutes } from './signup/routes.js';
 import { accountRoutes } from './accounts/routes.js';
 import { identityRoutes } from './identities/routes.js';
 import { logRoutes } from './logs/routes.js';
+import { usageRoutes } from './usage/routes.js';
 import { agentCardRoutes } from './agent-card/routes.js';
 import { endpointWebhookRoutes, paymentRoutes } from './payments/routes.js';
 import { facilitatorRoutes } from './payments/facilitator-routes.js';
@@ -53,6 +54,7 @@ export const ROUTES: RouteFactory[] = [
   accountRoutes,
   identityRoutes,
   logRoutes,
+  (app) => usageRoutes({ keys: app.keys, identities: app.identities, meter: app.meter }),
   messageRoutes,
   threadRoutes,
   mailListRoutes,
@@ -81,7 +83,7 @@ export const ROUTES: RouteFactory[] = [
   (app) => facilitatorRoutes({
     keys: app.keys, identities: app.identities, chain: app.chain,
     acceptance: app.payments.acceptance, endpoints: app.payments.endpoints, networks: app.payments.networks, schemes: app.payments.schemes,
-    catalog: app.payments.catalog, solana: app.payments.solana, screening: app.payments.screening,
+    catalog: app.payments.catalog, solana: app.payments.solana, screening: app.payments.screening, meter: app.meter,
   }),
   // The readiness probe asks whether the process is stopping on each request (drainHttp sets the flag).
   (app) => healthRoutes({

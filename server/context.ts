@@ -21,6 +21,7 @@ import { ChainConfigError, createChainServices, type ChainService } from './chai
 import { createScreening, loadScreeningList } from './screening/index.js';
 import { OrgLimits } from './platform/limits/org-limits.js';
 import { WindowCounts } from './platform/limits/window-counts.js';
+import { createUsageMeter, type UsageMeter } from './usage/index.js';
 import { describeContracts, type RequiredContract } from './chain/contract-code.js';
 import { PaymentService } from './payments/payment-service.js';
 import { SolanaChain } from './chain/solana/solana-chain.js';
@@ -116,6 +117,8 @@ export interface AppContext {
   processes: ProcessRegistry;
   /** Request limits: the counts shared by the deployment's processes, and the orgs' own limits. */
   limits: { counts: WindowCounts; orgLimits: OrgLimits };
+  /** Usage per org and month (settlements, facilitator calls, mail, storage) and the plans' quotas. */
+  meter: UsageMeter;
   /** What close() stops, named and timed, last added first. */
   shutdown: ShutdownSteps;
   /** Set when a graceful stop begins: /ready answers 503 so a balancer stops sending requests here. */
@@ -192,6 +195,10 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // Request limits per key, org and anonymous client, counted across the deployment (server/platform/limits).
   const limits = { counts: new WindowCounts(db, processes.id, config.RATE_LIMIT_WINDOW_MS), orgLimits: new OrgLimits(db, config.AUTH_CACHE_TTL_MS) };
   shutdown.add('request limit counts', () => limits.counts.stop());
+  const accounts = new AccountService(db, changes);
+  // Usage per org and month, checked against the plan quotas the operator sets (server/usage).
+  const meter = createUsageMeter({ conn: db, config, processId: processes.id, planOf: async (orgId) => (await accounts.getOrg(orgId))?.plan, logs, metrics });
+  shutdown.add('usage counts', () => meter.flush());
   const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }) });
   const identities = new IdentityService(db, config, keys, logs, usage, changes);
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
@@ -222,16 +229,15 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const payments: PaymentService = new PaymentService({
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
     deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db), moreNetworks,
-    solanaChains, screening,
+    solanaChains, screening, meter,
   });
   // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
   await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
-  const accounts = new AccountService(db, changes);
   const isAdmin = adminCheck(config, accounts);
   const mailWebhooks = new MailWebhooks(db, config, secrets, webhooks, logs);
   const mailEvents = new MailEventLog(db, changes, log.child({ area: 'mail-events' }), (event) => mailWebhooks.dispatch(event));
-  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, events);
+  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, meter, events);
   const ctx: AppContext = {
     config,
     log,
@@ -247,9 +253,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     events,
     identities,
     jobs,
-    processes, limits,
+    processes, limits, meter,
     mail,
-    vault: new VaultService(db, secrets, logs, usage),
+    vault: new VaultService(db, secrets, logs, usage, meter),
     chain,
     settlement,
     settlements: [...(settlement ? [settlement] : []), ...moreNetworks.map((n) => n.engine)],

@@ -47,7 +47,7 @@ export class AccountService {
 
   /**
    * An org (its plan, owner and role), served from memory for a few seconds: orgs are written only at
-   * signup and by `agentgate admin`, which publishes the change to every server process.
+   * signup and by `agentgate admin` and `agentgate usage plan`, which publishes the change to every server process.
    */
   getOrg(orgId: string): Promise<OrgDoc | null> {
     // Concurrent misses share one read, as the key and identity caches do; an unknown org is not kept.
@@ -58,6 +58,13 @@ export class AccountService {
   /** The operator's `agentgate admin grant|revoke`. Returns null for an unknown org. */
   async setRole(orgId: string, role: OrgRole): Promise<OrgDoc | null> {
     const org = await this.orgs.findByIdAndUpdate(orgId, { $set: { role } }, { new: true }).lean();
+    if (org) await this.changes.publish('org', orgId);
+    return org;
+  }
+
+  /** The operator's `agentgate usage plan`: the plan whose quotas (USAGE_PLANS) apply to the org. Null for an unknown org. */
+  async setPlan(orgId: string, plan: string): Promise<OrgDoc | null> {
+    const org = await this.orgs.findByIdAndUpdate(orgId, { $set: { plan } }, { new: true }).lean();
     if (org) await this.changes.publish('org', orgId);
     return org;
   }

@@ -15,6 +15,7 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   whoami: { usage: 'agentgate whoami [--key KEY] [--url URL]', summary: 'show who the key (--key, AGENTGATE_KEY, else the saved one) belongs to' },
   admin: { usage: 'agentgate admin grant <orgId> | revoke <orgId> | list', summary: 'make an org an admin account, or not (team chat is an admin preview)' },
   limits: { usage: 'agentgate limits set <orgId> [--per-key N] [--per-seller-key N] [--per-org N] | clear <orgId> | list', summary: 'an org\'s own request limits per RATE_LIMIT_WINDOW_MS (0: none), in place of the RATE_LIMIT_* defaults' },
+  usage: { usage: 'agentgate usage show <orgId> [--month YYYY-MM] [--json] | plan <orgId> <PLAN> | plans', summary: 'an org\'s usage in a month against its plan\'s quotas (USAGE_PLANS), and the plan an org is on' },
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
   payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund a payment (auth-capture, or exact paid to an agentgate wallet), all that is left or --amount (at most what was paid)' },
   channels: { usage: 'agentgate channels list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate channels calls <channel id> [--limit N] [--cursor C | --all] [--json] [--key KEY] [--url URL]', summary: 'list the seller\'s batch-settlement channels, and a channel\'s paid calls with the claim transaction of each' },
@@ -79,7 +80,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
         cursor: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' }, network: { type: 'string' },
         amount: { type: 'string' }, reason: { type: 'string' }, 'idempotency-key': { type: 'string' },
         'per-key': { type: 'string' }, 'per-seller-key': { type: 'string' }, 'per-org': { type: 'string' },
-        port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
+        month: { type: 'string' }, port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
       },
       allowPositionals: true,
       strict: true,
@@ -88,7 +89,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     io.out(`agentgate ${command}: ${(err as Error).message}\nusage: ${COMMANDS[command]!.usage}`);
     return 2;
   }
-  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; network?: string; port?: string; quiet?: boolean; help?: boolean; amount?: string; reason?: string; 'idempotency-key'?: string }; positionals: string[] };
+  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; network?: string; month?: string; port?: string; quiet?: boolean; help?: boolean; amount?: string; reason?: string; 'idempotency-key'?: string }; positionals: string[] };
   // `--help` after a command answers with its usage and never runs it (a signup would create an org).
   if (values.help) {
     io.out(`usage: ${COMMANDS[command]!.usage}\n\n${COMMANDS[command]!.summary}`);
@@ -138,6 +139,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       }
     }
     case 'admin': return (await import('./admin-commands.js')).adminCommand(io, positionals[0], positionals[1]);
+    case 'usage': return (await import('./usage-commands.js')).usageCommand(io, positionals[0], positionals.slice(1), values);
     case 'limits': return (await import('./limits-commands.js')).limitsCommand(io, positionals[0], positionals[1], values);
     case 'signup': return (await import('./account-commands.js')).signupCommand(io, values);
     case 'login': return (await import('./account-commands.js')).loginCommand(io, values);

@@ -17,7 +17,7 @@ import { sessionOf, type ConsoleGuards } from './access.js';
 import { classifySearch, dayBounds, DAY_MS, idParam, PAGE_SIZE, paymentsQuery, rawFilters, type PaymentsQuery } from './schemas.js';
 import { checkOfferReceipt, checkSignedReceipt } from './receipt-check.js';
 import { explorerTxUrl, solanaExplorerTxUrl } from './explorer.js';
-import { csvLine } from './csv.js';
+import { csvLine } from '../platform/csv.js';
 import { paymentRows, paymentsPage, type PaymentFilterValues } from './views/payments.js';
 import { deliverySection, paymentPage, refundConfirmPage } from './views/payment.js';
 import { randomUUID } from 'node:crypto';

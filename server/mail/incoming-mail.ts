@@ -11,7 +11,7 @@ import type { MailEventLog } from './mail-events.js';
 import { presentMessage } from './present.js';
 import type { Authentication } from './mail-auth.js';
 import type { MailSettingsStore } from './mail-settings.js';
-import { LIST_FIELDS, logSubject, unique, type MailStore } from './mail-store.js';
+import { LIST_FIELDS, logSubject, storedBytes, unique, type MailStore } from './mail-store.js';
 
 // Mail that arrives for a local inbox over SMTP (smtp-listener.ts parses it, inbound.ts reads it): stored
 // once per Message-ID, filed into the thread it answers, kept out of sight when its sender is blocked, and
@@ -121,6 +121,8 @@ export class IncomingMail {
       if (isDuplicateKey(err)) return { stored: false, threadId, blocked, unauthenticated };
       throw err;
     }
+    this.store.meter.record(identity.orgId, 'mailReceived');
+    this.store.meter.record(identity.orgId, 'storageBytes', storedBytes(mail));
     await this.store.noteChange(inboxId);
     await this.store.search.index(stored);
     if (!hidden) await this.store.touchThread(identity, threadId, mail.subject, createdAt);

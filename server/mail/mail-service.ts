@@ -27,6 +27,7 @@ import { MailDrafts, type DraftView } from './drafts.js';
 import { loadMessages, type MailSearch, type SearchHit, type SearchInput } from './mail-search.js';
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
 import { indexUnsearched } from './search-backfill.js';
+import type { Meter } from '../usage/index.js';
 
 export type { MessagePage } from './mail-reader.js';
 
@@ -68,8 +69,8 @@ export class MailService {
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see MailReader.listMessages). */
   constructor(conn: Connection, config: Config, identities: IdentityService,
     logs: ActivityLog, jobs: JobQueue, pages: PageCache<MessagePage>,
-    private readonly log: Logger, readonly events: MailEventLog, serviceEvents?: ServiceEvents) {
-    this.store = new MailStore(conn, identities, log);
+    private readonly log: Logger, readonly events: MailEventLog, meter: Meter, serviceEvents?: ServiceEvents) {
+    this.store = new MailStore(conn, identities, log, meter);
     this.lists = new MailLists(conn, logs);
     this.authenticator = new MailAuthenticator(config, log);
     this.settings = new MailSettingsStore(conn, logs, config.MAIL_ADMIT_UNVERIFIED);
@@ -86,6 +87,15 @@ export class MailService {
     this.attachments = this.store.attachments;
     this.searchIndex = this.store.search;
     this.delivery = this.outgoing.delivery;
+  }
+
+  /**
+   * Why an inbox of the org takes no more mail now: its plan's quota of mail received this month, or of
+   * storage, is reached (the SMTP listener answers RCPT with a temporary refusal, so the sender retries).
+   */
+  async receivingRefusal(orgId: string): Promise<string | undefined> {
+    const refusal = (await this.store.meter.refusal(orgId, 'mailReceived')) ?? (await this.store.meter.refusal(orgId, 'storageBytes', 1));
+    return refusal && (refusal.metric === 'mailReceived' ? 'mailbox quota reached: mail received this month' : 'mailbox quota reached: storage full');
   }
 
   /** A live identity (its inbox); 404 otherwise. */

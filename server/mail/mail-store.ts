@@ -9,6 +9,7 @@ import { InboxChanges } from './inbox-changes.js';
 import { InboxSequence, listPosition, type ClaimDoc } from './inbox-sequence.js';
 import { AttachmentStore } from './attachment-store.js';
 import { MailSearch } from './mail-search.js';
+import type { Meter } from '../usage/index.js';
 
 // Where mail is kept, and the steps every path that stores or changes a message shares (sending,
 // receiving, labelling): finding the caller's inbox, giving a message its list position, telling the
@@ -24,6 +25,12 @@ export function unique<T>(items: T[]): T[] {
 /** A subject as the activity log shows it: at most 80 characters. */
 export const logSubject = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}...` : text);
 
+/** What a message keeps in storage, as usage counts it: its bodies and its attachments. */
+export function storedBytes(mail: { text: string; html?: string; attachments: ReadonlyArray<{ content: Buffer } | { size: number }> }): number {
+  return Buffer.byteLength(mail.text) + (mail.html ? Buffer.byteLength(mail.html) : 0)
+    + mail.attachments.reduce((sum, a) => sum + ('size' in a ? a.size : a.content.length), 0);
+}
+
 export class MailStore {
   readonly messages: Model<MessageDoc>;
   readonly threads: Model<ThreadDoc>;
@@ -34,7 +41,11 @@ export class MailStore {
   /** The word index of every stored message (mail-search.ts). */
   readonly search: MailSearch;
 
-  constructor(conn: Connection, private readonly identities: IdentityService, private readonly log: Logger) {
+  /**
+   * @param meter usage of the org: mail sent and received, and the bytes kept (messages and their
+   *   attachments), checked against its plan's quotas (server/usage).
+   */
+  constructor(conn: Connection, private readonly identities: IdentityService, private readonly log: Logger, readonly meter: Meter) {
     this.messages = conn.models.Message ?? conn.model<MessageDoc>('Message', messageSchema, 'messages');
     this.threads = conn.models.Thread ?? conn.model<ThreadDoc>('Thread', threadSchema, 'threads');
     this.outbound = conn.models.MailOutbound ?? conn.model<OutboundDoc>('MailOutbound', outboundSchema, 'mail_outbound');

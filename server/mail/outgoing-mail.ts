@@ -17,7 +17,7 @@ import type { MailLists } from './mail-lists.js';
 import type { MailEventLog } from './mail-events.js';
 import type { MailAuthenticator } from './mail-auth.js';
 import { presentSent } from './present.js';
-import { LIST_FIELDS, logSubject, unique, type MailStore } from './mail-store.js';
+import { LIST_FIELDS, logSubject, storedBytes, unique, type MailStore } from './mail-store.js';
 
 // Mail an identity sends: a new message, a reply (to the sender, or to all) and a forward with its
 // attachments, each composed, stored as the sender's copy and queued for SMTP delivery (delivery.ts), and
@@ -190,6 +190,10 @@ export class OutgoingMail {
       throw badRequest(`A message can have at most ${this.config.SMTP_MAX_RECIPIENTS} recipients (to, cc and bcc together)`);
     }
     await this.refuseBlockedRecipients(identity, recipients, mail.subject);
+    // The org's plan quotas (429 quota_exceeded), before anything is stored or sent.
+    const bytes = storedBytes(mail);
+    await this.store.meter.enforce(identity.orgId, 'mailSent');
+    await this.store.meter.enforce(identity.orgId, 'storageBytes', bytes);
     const id = options.id ?? newId('msg');
     const position = await this.store.nextPosition(identity.emailAddress, id);
     const createdAt = new Date();
@@ -212,6 +216,8 @@ export class OutgoingMail {
     // The outbound record first: a crash before the message is stored leaves only an orphan nobody sends.
     await this.store.outbound.create({ _id: id, from: identity.emailAddress, ...(rawFileId ? { raw: '', rawFileId } : { raw }), ...delivery });
     await this.store.messages.create(doc);
+    this.store.meter.record(identity.orgId, 'mailSent');
+    this.store.meter.record(identity.orgId, 'storageBytes', bytes);
     await this.store.noteChange(doc.inboxId);
     await this.store.search.index(doc);
     await this.store.touchThread(identity, mail.threadId, mail.subject, createdAt);

@@ -69,10 +69,12 @@ export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpLis
       if (recipient.slice(recipient.lastIndexOf('@') + 1) !== domain) {
         return callback(smtpError(550, `Relaying denied: ${recipient} is not a ${domain} address`));
       }
-      identities.findLiveByEmail(recipient).then(
-        (identity) => callback(identity ? null : smtpError(550, `No such mailbox: ${recipient}`)),
-        () => callback(smtpError(451, 'Temporary failure looking up the mailbox, try again later')),
-      );
+      identities.findLiveByEmail(recipient).then(async (identity) => {
+        if (!identity) return callback(smtpError(550, `No such mailbox: ${recipient}`));
+        // Over its org's quota the mailbox is full (RFC 3463 4.2.2): a temporary refusal, retried by the sender.
+        const full = await mail.receivingRefusal(identity.orgId);
+        callback(full ? smtpError(452, `4.2.2 ${recipient}: ${full}, try again later`) : null);
+      }).catch(() => callback(smtpError(451, 'Temporary failure looking up the mailbox, try again later')));
     },
 
     onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback) {

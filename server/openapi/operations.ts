@@ -13,6 +13,7 @@ import { nameParams, putCredentialBody } from '../vault/schemas.js';
 import { callbackQuery, installParams, listMessagesQuery as chatListQuery, sendBody as chatSendBody } from '../chat/schemas.js';
 import { activityQuery, channelIdParam as walletChannelParam, mandateBody, mandateIdParam, payBody } from '../buyer/schemas.js';
 import { logsQuery } from '../logs/routes.js';
+import { usageExportQuery, usageQuery } from '../usage/routes.js';
 import { signupBody } from '../signup/routes.js';
 import { acceptanceBody, captureBody, channelPayBody, endpointBody, endpointPatch, holdBody, idParam as paymentIdParam, listQuery as paymentPageQuery, paymentListQuery, redeemBody, refundBody, sellerKeyBody, signInBody, voucherIdParam, channelIdParam } from '../payments/routes.js';
 import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../webhooks/routes.js';
@@ -87,6 +88,8 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'delete', path: '/v0/platform/identities/:id', tag: 'Identities', summary: 'Delete an identity and revoke its keys', auth: platform, params: identityIdParams, ok: json('The deleted identity') },
   { method: 'post', path: '/v0/platform/identities/:id/rotate-key', tag: 'Identities', summary: "Replace an identity's key (the new one is shown once)", auth: platform, params: identityIdParams, ok: json('The new key') },
   { method: 'get', path: '/v0/logs', tag: 'Activity', summary: "The org's activity log (platform key), or the identity's own entries (scope logs:read)", auth: ['platform', 'identity'], scopes: ['logs:read'], query: logsQuery, ok: json('Log entries, newest first') },
+  { method: 'get', path: '/v0/usage', tag: 'Activity', summary: "The org's usage in a month (default: this one, UTC) against its plan's quotas: settlements by scheme and network, facilitator calls, mail sent and received, storage", auth: sellerOrOps, query: usageQuery, ok: json('Usage, quotas and what is left', answers.usage) },
+  { method: 'get', path: '/v0/usage/export', tag: 'Activity', summary: "The org's usage per month as CSV, from..to (at most 24 months; default: this month)", auth: sellerOrOps, query: usageExportQuery, ok: { status: 200, description: 'CSV: month, plan, metric, scheme, network, used, quota', type: 'text/csv' } },
 
   // Mail
   { method: 'get', path: '/v0/messages', tag: 'Mail', summary: 'List messages, newest first', auth: identity, scopes: ['mail:read'], query: listMessagesInput, ok: json('A page of messages') },

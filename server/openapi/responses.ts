@@ -307,3 +307,20 @@ export const refund = z.object({
   payment: z.object({ capturedUsdcRaw: z.string(), refundedUsdcRaw: z.string() }),
 });
 export const refundList = z.object({ refunds: z.array(refund) });
+
+const usageMetric = z.object({
+  used: z.number().int().describe('This month so far (storageBytes: kept now)'),
+  quota: z.number().int().nullable().describe("The plan's quota; null: not limited"),
+  remaining: z.number().int().nullable().describe('What is left of the quota; null: not limited'),
+});
+
+/** GET /v0/usage. */
+export const usage = z.object({
+  orgId: z.string(),
+  month: z.string().describe('YYYY-MM, UTC'),
+  plan: z.string().describe("The org's plan, whose quotas the operator sets (USAGE_PLANS)"),
+  metrics: z.object({
+    settlements: usageMetric, facilitatorCalls: usageMetric, mailSent: usageMetric, mailReceived: usageMetric, storageBytes: usageMetric,
+  }),
+  settlements: z.array(z.object({ scheme: z.string(), network: z.string(), count: z.number().int() })).describe('Settlements by scheme and network, the most first'),
+});

@@ -16,6 +16,7 @@ import type { SvmExactScheme } from './schemes/exact/svm/scheme.js';
 import type { SvmExactFacilitator } from './schemes/exact/svm/facilitator.js';
 import type { Screening } from '../screening/index.js';
 import { screenedNetwork } from '../screening/sources.js';
+import type { UsageMeter } from '../usage/index.js';
 import { BAZAAR, EXTENSION_RESPONSES_HEADER, extensionResponsesHeader, readDeclaration, type BazaarCatalog, type BazaarStatus } from './bazaar.js';
 import { catalogItem, discoveryQuery, endpointItem, matchesFilters, search, searchPage, searchQuery, type DiscoveryItem } from './discovery.js';
 
@@ -51,6 +52,8 @@ export interface FacilitatorRouteServices {
   solana?: ReadonlyArray<{ scheme: SvmExactScheme; facilitator: SvmExactFacilitator }>;
   /** Sanctions screening: a payment /verify finds valid is screened too (/settle screens when it claims). */
   screening: Screening;
+  /** Usage: each /verify and /settle is a facilitator call of the seller's org, checked against its plan's quotas. */
+  meter: UsageMeter;
 }
 
 export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
@@ -68,6 +71,26 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
       { orgId, network: screenedNetwork(String(requirements.network)), scheme: String(requirements.scheme), door: 'facilitator' },
     );
     return refusal ? { body: { isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer } } : answer;
+  };
+  /**
+   * Each call is counted for the seller's org. Quotas are checked at /verify only, before anything is
+   * read: refusing the /settle of a payment already verified would leave a seller that has served the
+   * buyer unpaid (the request limits spare /settle for the same reason). Over the plan's quota of calls a
+   * /verify is a 429 quota_exceeded; over its quota of settlements the payment is invalid, for that reason.
+   */
+  const metered = (checked: boolean) => async (ctx: Context, next: () => Promise<unknown>) => {
+    const { orgId } = principalOf(ctx);
+    if (checked) await services.meter.enforce(orgId, 'facilitatorCalls');
+    services.meter.record(orgId, 'facilitatorCalls');
+    if (checked) {
+      parseInput(facilitatorBody, ctx.request.body, 'body');
+      const refusal = await services.meter.refusal(orgId, 'settlements');
+      if (refusal) {
+        ctx.body = verifyRefused(asIs, { reason: 'quota_exceeded', message: refusal.message });
+        return;
+      }
+    }
+    await next();
   };
   const sellerOnly = [authenticate(services.keys, services.identities), requireTier('seller')] as const;
 
@@ -166,7 +189,7 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     return true;
   };
 
-  router.post('/verify', ...sellerOnly, async (ctx) => {
+  router.post('/verify', ...sellerOnly, metered(true), async (ctx) => {
     if (await solanaRequest(ctx, async (f, request, seller) => screened(await f.verify(request, seller), request, seller._id), (_, refusal) => verifyRefused(asIs, refusal))) return;
     const prepared = await prepare(ctx);
     if (prepared.refused) {
@@ -184,7 +207,7 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     ctx.body = answer.body;
   });
 
-  router.post('/settle', ...sellerOnly, async (ctx) => {
+  router.post('/settle', ...sellerOnly, metered(false), async (ctx) => {
     if (await solanaRequest(ctx, (f, request, seller) => f.settle(request, seller), (network, refusal) => settleRefused(asIs, network, refusal))) return;
     const prepared = await prepare(ctx);
     if (prepared.refused) {

@@ -33,6 +33,7 @@ import { PaymentReceivedOutbox } from './webhook-outbox.js';
 import { endpointWebhookTargets } from './webhook-targets.js';
 import type { DeliveryQueue, DeliveryTargets, Outbox } from '../webhooks/webhook-service.js';
 import type { Screening } from '../screening/index.js';
+import type { UsageMeter } from '../usage/index.js';
 import type { SolanaChain } from '../chain/solana/solana-chain.js';
 import { SVM_EXACT_SETTLER, SvmExactScheme } from './schemes/exact/svm/scheme.js';
 import { SvmExactFacilitator } from './schemes/exact/svm/facilitator.js';
@@ -66,6 +67,8 @@ export interface PaymentServiceDeps {
   solanaChains?: readonly SolanaChain[];
   /** Sanctions screening of every payment's payer and payTo before it is claimed (server/screening). */
   screening: Screening;
+  /** The sellers' plan quotas (server/usage): over its quota of settlements, a seller's redeem is refused. */
+  meter: Pick<UsageMeter, 'refusal'>;
 }
 
 /**
@@ -174,7 +177,7 @@ export class PaymentService {
     if (chain) this.channels.load();
     this.batchSettlement = new BatchSettlementScheme(this.channels, chain, config, this.settlement, log, true);
     this.schemes.register(this.batchSettlement);
-    this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes);
+    this.redemption = new Redemption(chain, this.acceptance, this.endpoints, this.schemes, deps.meter);
     this.signInWithX = new SignInWithX(conn, chain, this.records);
     // The default network's stack, also without a chain (payments off): its schemes answer 503 then.
     this.primary = { chain: chain as ChainService, settlement: this.settlement, schemes: this.schemes, redemption: this.redemption, authCapture: this.authCapture, batchSettlement: this.batchSettlement };
@@ -190,7 +193,7 @@ export class PaymentService {
         schemes.register(authCapture);
         const batchSettlement = new BatchSettlementScheme(this.channels, other, config, settlement, otherLog, false);
         schemes.register(batchSettlement);
-        return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes), authCapture, batchSettlement };
+        return { chain: other, settlement, schemes, redemption: new Redemption(other, this.acceptance, this.endpoints, schemes, deps.meter), authCapture, batchSettlement };
       }),
     ];
     // The default network's sweep finishes every network's stale escrow operations, each on its own chain.

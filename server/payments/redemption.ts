@@ -9,6 +9,7 @@ import type { SettlementResult } from './settlement.js';
 import { normalizeResource } from './resource-url.js';
 import { requireChain } from './chain-required.js';
 import type { PaymentScheme, PaymentSchemes } from './schemes/scheme.js';
+import type { UsageMeter } from '../usage/index.js';
 
 // Our seller middleware's door (POST /v0/payments/redeem, and holds.ts): the seller-side checks a paid
 // request must pass before any scheme verifies it (the seller accepts payments, the resource is one of
@@ -40,6 +41,8 @@ export class Redemption {
     private readonly acceptance: SellerAcceptance,
     private readonly endpoints: Endpoints,
     private readonly schemes: PaymentSchemes,
+    /** The seller's plan quota of settlements: over it, a payment is refused before anything is claimed. */
+    private readonly meter: Pick<UsageMeter, 'refusal'>,
   ) {}
 
   /** The default network's door hands a header of another network to that network's (PaymentService.forHeader). */
@@ -96,6 +99,8 @@ export class Redemption {
     const chain = requireChain(this.chain);
     const seller = await this.acceptance.accepting(orgId);
     if (!seller) return { refused: { ok: false, error: 'payments_not_enabled', message: 'Payment acceptance is not turned on for this org' } };
+    const quota = await this.meter.refusal(orgId, 'settlements');
+    if (quota) return { refused: { ok: false, error: 'quota_exceeded', message: quota.message } };
     const resource = normalizeResource(input.resource);
     const endpoint = await this.endpoints.forResource(orgId, resource);
     if (!endpoint) return { refused: { ok: false, error: 'resource_not_registered', message: `${resource} is not a registered endpoint of this seller` } };

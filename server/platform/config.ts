@@ -144,6 +144,23 @@ const schema = z.object({
   SCREENING_ON_ERROR: z.enum(['refuse', 'allow']).default('refuse'),
   // How long the oracle's and the provider's verdicts are kept, shared by every process.
   SCREENING_CACHE_TTL_MS: z.coerce.number().int().min(0).max(86_400_000).default(60_000),
+  // Usage quotas (docs/operators/quotas.md): each plan's monthly quotas by metric, as JSON, e.g.
+  // {"FREE":{"settlements":1000,"mailSent":500},"PRO":{}}. An org is on the plan its record names (new
+  // orgs: FREE; agentgate usage plan sets another); a plan or metric not set here is not limited.
+  USAGE_PLANS: z.string().default('{}').transform((value, ctx) => {
+    try { return JSON.parse(value) as unknown; } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be JSON: {"PLAN": {"settlements": N, ...}}' });
+      return z.NEVER;
+    }
+  }).pipe(z.record(z.string().min(1).max(64), z.strictObject({
+    settlements: z.number().int().min(0).optional(),
+    facilitatorCalls: z.number().int().min(0).optional(),
+    mailSent: z.number().int().min(0).optional(),
+    mailReceived: z.number().int().min(0).optional(),
+    storageBytes: z.number().int().min(0).optional(),
+  }))),
+  // How long quota checks reuse the deployment's usage totals: how far past a quota N processes may go.
+  USAGE_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   // How long a server process serves resolved API keys (with their identity's scopes), and a seller's
   // settings and endpoints, from memory. A revocation, rotation or scope change reaches every process
   // through the change feed within CHANGE_FEED_POLL_MS; the TTL bounds it when the feed cannot be read.

@@ -64,6 +64,10 @@ export class Metrics {
     labelNames: ['limit'] as const, registers: [this.registry],
   });
   /** Payments refused by sanctions screening (server/screening): why, which source, whose address. */
+  readonly quotaRefusals = new Counter({
+    name: 'agentgate_quota_refusals_total', help: 'Requests refused because the org reached a monthly quota of its plan, by metric',
+    labelNames: ['metric'] as const, registers: [this.registry],
+  });
   readonly screeningRefusals = new Counter({
     name: 'agentgate_screening_refusals_total', help: 'Payments refused by sanctions screening, by reason, the source that refused, the party and the network',
     labelNames: ['reason', 'source', 'role', 'network'] as const, registers: [this.registry],

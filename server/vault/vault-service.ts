@@ -1,5 +1,6 @@
 import type { Connection, Model } from 'mongoose';
-import type { SecretBox } from '../platform/secret-box.js';
+import type { SealedSecret, SecretBox } from '../platform/secret-box.js';
+import type { Meter } from '../usage/index.js';
 import type { UsageTracker } from '../platform/usage.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import { AppError, fromZodError, notFound, isDuplicateKey } from '../platform/errors.js';
@@ -42,11 +43,15 @@ export function presentCredential(doc: VaultCredentialDoc) {
  */
 const vaultUsage = (credentialId: string) => `vault:${credentialId}`;
 
+/** What a credential keeps in storage, as usage counts it: its sealed data. */
+const sealedBytes = (sealed: SealedSecret): number => Buffer.byteLength(sealed.ciphertext, 'base64');
+
 export class VaultService {
   readonly model: Model<VaultCredentialDoc>;
   private readonly claims: Model<BackupClaimDoc>;
 
-  constructor(conn: Connection, private readonly secrets: SecretBox, private readonly logs: ActivityLog, private readonly usage: UsageTracker) {
+  /** @param meter the org's storage usage: a credential's sealed bytes count, and its plan's storage quota holds. */
+  constructor(conn: Connection, private readonly secrets: SecretBox, private readonly logs: ActivityLog, private readonly usage: UsageTracker, private readonly meter: Meter) {
     this.model = conn.models.VaultCredential ?? conn.model<VaultCredentialDoc>('VaultCredential', credentialSchema, VAULT_COLLECTION);
     this.claims = conn.models.VaultBackupClaim ?? conn.model<BackupClaimDoc>('VaultBackupClaim', backupClaimSchema, 'vault_backup_claims');
   }
@@ -89,11 +94,14 @@ export class VaultService {
       if (!existing) {
         if (input.data === undefined) throw new AppError(400, 'validation_error', 'body.data: is required to create a credential', { issues: [{ path: 'body.data', message: 'is required to create a credential' }] });
         const credentialId = newId('cred');
+        const sealed = this.seal(owner, credentialId, input.type, input.data);
+        await this.meter.enforce(owner.orgId, 'storageBytes', sealedBytes(sealed.sealed));
         try {
           const created = await this.model.create({
-            _id: credentialId, ...owner, name, type: input.type, ...this.seal(owner, credentialId, input.type, input.data),
+            _id: credentialId, ...owner, name, type: input.type, ...sealed,
             metadata: input.metadata ?? {}, expiresAt: input.expiresAt ?? null, lastRotatedAt: null, createdAt: now, updatedAt: now,
           });
+          this.meter.record(owner.orgId, 'storageBytes', sealedBytes(sealed.sealed));
           await this.log(owner, 'vault.created', name, input.type, { description: `Credential ${name} stored` });
           return { credential: { ...created.toObject(), lastUsedAt: null }, created: true };
         } catch (err) {
@@ -105,12 +113,18 @@ export class VaultService {
         throw new AppError(400, 'validation_error', `body.data: changing the type from ${existing.type} to ${input.type} needs new data`, { issues: [{ path: 'body.data', message: 'required when the type changes' }] });
       }
       const set: Record<string, unknown> = { type: input.type, updatedAt: now };
-      if (input.data !== undefined) Object.assign(set, this.seal(owner, existing._id, input.type, input.data), { lastRotatedAt: now });
+      const resealed = input.data !== undefined ? this.seal(owner, existing._id, input.type, input.data) : undefined;
+      const grown = resealed ? sealedBytes(resealed.sealed) - sealedBytes(existing.sealed) : 0;
+      if (resealed) {
+        await this.meter.enforce(owner.orgId, 'storageBytes', grown);
+        Object.assign(set, resealed, { lastRotatedAt: now });
+      }
       if (input.metadata !== undefined) set.metadata = input.metadata;
       if (input.expiresAt !== undefined) set.expiresAt = input.expiresAt;
       if (input.data !== undefined) this.forgetClaims(existing.backupGeneration);
       const updated = await this.model.findOneAndUpdate({ _id: existing._id, identityId: owner.identityId }, { $set: set }, { returnDocument: 'after' }).lean();
       if (!updated) continue; // deleted meanwhile: create afresh
+      this.meter.record(owner.orgId, 'storageBytes', grown);
       await this.log(owner, 'vault.updated', name, input.type, {
         description: input.data !== undefined ? `Credential ${name} replaced` : `Credential ${name} metadata updated`,
         metadata: { dataReplaced: input.data !== undefined },
@@ -153,6 +167,7 @@ export class VaultService {
   async delete(owner: VaultOwner, name: string): Promise<void> {
     const doc = await this.model.findOneAndDelete({ identityId: owner.identityId, name }).lean();
     if (!doc) throw credentialNotFound();
+    this.meter.record(owner.orgId, 'storageBytes', -sealedBytes(doc.sealed));
     this.forgetClaims(doc.backupGeneration);
     await this.log(owner, 'vault.deleted', name, doc.type, { description: `Credential ${name} deleted` });
   }
