@@ -36,23 +36,32 @@ export interface UsageMeterDeps {
 
 interface Snapshot { counted: Record<CountedMetric, number>; ownAt: Record<CountedMetric, number>; settlements: number }
 
+/**
+ * How close to a quota (what is left) its counts are exact: read afresh at each check and written at
+ * once. Far from it a check reads the totals at most once per `cacheMs`.
+ */
+const nearMargin = (quota: number) => Math.max(50, Math.ceil(quota * 0.02));
+
 /** How often a refused org's activity log gets a line for the same quota (a refused burst is one line). */
 const LOG_REFUSAL_EVERY_MS = 60_000;
 
 /**
  * Usage per org and month, and the plan quotas it is checked against (docs/operators/quotas.md).
  *
- * Counting costs a request a map update (MonthlyCounts). A quota check costs nothing for an org whose
- * plan has no quota for the metric; otherwise it reads the deployment's totals at most once per
- * `cacheMs`, adding what this process counted since, so N processes admit at most what the others
- * counted in the last `cacheMs` beyond a quota. Settlements are counted from the records (exact), so a
- * settlements quota lets through what is settling at the moment it is reached.
+ * Counting costs a request a map update (MonthlyCounts). A quota check costs nothing for a metric no
+ * plan limits; otherwise it reads the deployment's totals at most once per `cacheMs`, adding what this
+ * process counted since. Within `nearMargin` of a quota the counts are exact: each check reads them afresh
+ * and each count is written at once, so N processes go past a quota only by the requests in flight.
+ * Settlements are counted from the records (exact, but an aggregation: always through the cache), so a
+ * settlements quota lets through what settles within `cacheMs` of reaching it.
  */
 export class UsageMeter {
   private readonly snapshots: TtlCache<Snapshot>;
   private readonly loggedAt = new Map<string, number>();
   /** The metrics some plan limits: a check of any other costs nothing (not even the org's plan). */
   private readonly limited: ReadonlySet<UsageMetric>;
+  /** `org|metric` pairs whose last check found them near their quota (counted exactly: see current). */
+  private readonly near = new Set<string>();
 
   constructor(private readonly deps: UsageMeterDeps) {
     this.snapshots = new TtlCache(deps.cacheMs, 50_000);
@@ -67,6 +76,7 @@ export class UsageMeter {
   /** Counts what happened (a facilitator call, a mail, bytes stored or freed). Never waits. */
   record(orgId: string, metric: CountedMetric, n = 1): void {
     this.deps.counts.add(orgId, metric, n);
+    if (this.near.has(`${orgId}|${metric}`)) void this.deps.counts.flush();
   }
 
   async report(orgId: string, month: Month = monthOf()): Promise<UsageReport> {
@@ -91,7 +101,7 @@ export class UsageMeter {
     const plan = await this.deps.planOf(orgId);
     const quota = this.quotasOf(plan)[metric];
     if (quota === undefined) return undefined;
-    const used = await this.current(orgId, metric);
+    const used = await this.current(orgId, metric, quota);
     if (adding <= 0 || used + adding <= quota) return undefined;
     const label = METRIC_LABELS[metric];
     const monthly = metric !== 'storageBytes';
@@ -114,14 +124,33 @@ export class UsageMeter {
     if (refusal) throw quotaError(refusal);
   }
 
-  private async current(orgId: string, metric: UsageMetric): Promise<number> {
-    const snapshot = await this.snapshots.through(`${orgId}|${monthOf()}`, async () => {
-      const month = monthOf();
-      const ownAt = Object.fromEntries(COUNTED.map((m) => [m, this.deps.counts.own(orgId, m)])) as Record<CountedMetric, number>;
-      const [counted, settlements] = await Promise.all([this.deps.counts.totals(orgId, month), this.deps.settlements.of(orgId, month)]);
-      return { counted, ownAt, settlements: settlements.reduce((sum, s) => sum + s.count, 0) };
-    });
+  private async current(orgId: string, metric: UsageMetric, quota: number): Promise<number> {
+    const key = `${orgId}|${monthOf()}`;
+    const snapshot = await this.snapshots.through(key, () => this.snapshot(orgId));
     if (metric === 'settlements') return snapshot.settlements;
+    const used = this.usedOf(snapshot, orgId, metric);
+    if (quota - used > nearMargin(quota)) {
+      this.near.delete(`${orgId}|${metric}`);
+      return used;
+    }
+    // Near the quota: the totals read afresh, and what this process counts written at once (record), so
+    // the processes together go past the quota only by the requests in flight at the moment it is reached.
+    if (this.near.size >= 50_000) this.near.delete(this.near.values().next().value!);
+    this.near.add(`${orgId}|${metric}`);
+    const fresh = await this.snapshot(orgId);
+    this.snapshots.set(key, fresh);
+    return this.usedOf(fresh, orgId, metric);
+  }
+
+  private async snapshot(orgId: string): Promise<Snapshot> {
+    const month = monthOf();
+    const ownAt = Object.fromEntries(COUNTED.map((m) => [m, this.deps.counts.own(orgId, m)])) as Record<CountedMetric, number>;
+    const [counted, settlements] = await Promise.all([this.deps.counts.totals(orgId, month), this.deps.settlements.of(orgId, month)]);
+    return { counted, ownAt, settlements: settlements.reduce((sum, s) => sum + s.count, 0) };
+  }
+
+  /** The snapshot's total plus what this process counted since it was read. */
+  private usedOf(snapshot: Snapshot, orgId: string, metric: CountedMetric): number {
     return snapshot.counted[metric] + this.deps.counts.own(orgId, metric) - snapshot.ownAt[metric];
   }
 
