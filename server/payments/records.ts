@@ -121,7 +121,7 @@ export class PaymentRecords {
     // The event id follows from the payment, so two processes recording one settlement name the same
     // event, and the delivery's unique event id keeps it to one.
     const webhook = endpoint?.webhookUrl ? { status: 'pending' as const, eventId: `evt_${payment._id}` } : undefined;
-    const entry = await this.settlements.record({ _id: payment._id, orgId: payment.orgId, txHash, settledAt, signedReceipt, offerReceipt, ...(webhook ? { webhook } : {}) });
+    const entry = await this.settlements.record({ _id: payment._id, orgId: payment.orgId, scheme: payment.scheme ?? 'exact', network: payment.network, txHash, settledAt, signedReceipt, offerReceipt, ...(webhook ? { webhook } : {}) });
     const done = settledRecord(payment, entry);
     const write = this.writeRecord(payment, entry, endpoint)
       .catch((err) => this.log.error({ paymentId: payment._id, err: (err as Error).message }, 'payment record not updated from its settlement; reconciliation will write it'))

@@ -23,6 +23,9 @@ import type { PaymentDoc, SignedReceipt } from './models.js';
 export interface SettledPaymentDoc {
   _id: string; // the payment id
   orgId: string;
+  /** The payment's scheme and network (v1 name): what usage counts settlements by (server/usage). Absent on entries written before. */
+  scheme?: string;
+  network?: string;
   txHash: string;
   settledAt: Date;
   signedReceipt: SignedReceipt;
@@ -34,19 +37,26 @@ export interface SettledPaymentDoc {
 const settledPaymentSchema = new Schema<SettledPaymentDoc>({
   _id: String,
   orgId: { type: String, required: true },
+  scheme: String,
+  network: String,
   txHash: { type: String, default: '' }, // an upto zero charge has no transaction
   settledAt: { type: Date, required: true },
   signedReceipt: { type: Schema.Types.Mixed, required: true },
   offerReceipt: Schema.Types.Mixed,
   webhook: Schema.Types.Mixed,
 }, { versionKey: false });
+// An org's settlements in a month (usage: server/usage/settlement-counts.ts).
+settledPaymentSchema.index({ orgId: 1, settledAt: 1 });
+
+export const settledPaymentModel = (conn: Connection): Model<SettledPaymentDoc> =>
+  (conn.models.SettledPayment as Model<SettledPaymentDoc>) ?? conn.model<SettledPaymentDoc>('SettledPayment', settledPaymentSchema, 'payment_settlements');
 
 export class SettledPayments {
   private readonly model: Model<SettledPaymentDoc>;
   private readonly inserts: GroupedInserts<SettledPaymentDoc>;
 
   constructor(conn: Connection, onCommand?: (size: number) => void) {
-    this.model = conn.models.SettledPayment ?? conn.model<SettledPaymentDoc>('SettledPayment', settledPaymentSchema, 'payment_settlements');
+    this.model = settledPaymentModel(conn);
     this.inserts = new GroupedInserts(() => this.model.collection as unknown as Collection<SettledPaymentDoc>, { onCommand });
   }
 

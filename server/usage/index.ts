@@ -2,7 +2,7 @@ import type { Connection } from 'mongoose';
 import type { Config } from '../platform/config.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import type { Metrics } from '../platform/metrics.js';
-import { paymentModel } from '../payments/models.js';
+import { settledPaymentModel } from '../payments/settled-payments.js';
 import { channelActionModel } from '../payments/schemes/batch-settlement/evm/settle.js';
 import { MonthlyCounts } from './monthly-counts.js';
 import { SettlementCounts } from './settlement-counts.js';
@@ -25,7 +25,7 @@ export interface UsageDeps {
 export function createUsageMeter({ conn, config, processId, planOf, logs, metrics }: UsageDeps): UsageMeter {
   return new UsageMeter({
     counts: new MonthlyCounts(conn, processId),
-    settlements: new SettlementCounts(paymentModel(conn), channelActionModel(conn)),
+    settlements: new SettlementCounts(settledPaymentModel(conn), channelActionModel(conn)),
     plans: config.USAGE_PLANS, planOf, cacheMs: config.USAGE_CACHE_MS, logs, metrics,
   });
 }

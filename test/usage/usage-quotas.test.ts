@@ -17,11 +17,15 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { AuthCaptureEvmScheme } from '@x402/evm/auth-capture/client';
+import { UptoEvmScheme } from '@x402/evm/upto/client';
+import type { RouteConfig } from '../../middleware/index.js';
+import { officialChannelClient } from '../support/official-channel-client.js';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { runCli } from '../../server/cli/main.js';
 import { monthOf } from '../../server/usage/months.js';
 import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
-import { fundedBuyer, testChain, usdcBalance } from '../support/chain.js';
+import { fundedBuyer, permit2ApprovedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { signUp } from '../support/agents.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
@@ -67,11 +71,14 @@ const usageOf = async (key: string, month?: string) => (await server.request('GE
 const limits = () => [{ network: NETWORK, asset: testChain().usdc, maxAmountPerPayment: '1000000' }];
 const exactClient = (buyer: PrivateKeyAccount) => wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new ExactEvmScheme(toClientEvmSigner(buyer, testChain().publicClient as never))).setSpendControls({ allowedAssets: limits() }));
 
-/** Our Express middleware selling GET /paid at $0.01, registered as a seller does. */
-async function ourShop(seller: Awaited<ReturnType<typeof setUpSeller>>): Promise<string> {
-  const running: RunningApp = await serve(paidApp('Express', { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /paid': { price: '$0.01' } } }, 'GET', '/paid', () => ({ status: 200, body: { served: true } })));
+/** Our Express middleware selling GET /paid (at $0.01 unless `route` says otherwise), registered as a seller does. */
+async function ourShop(seller: Awaited<ReturnType<typeof setUpSeller>>, route: RouteConfig = { price: '$0.01' }, register: Record<string, string> = { priceUsdc: '0.01' }): Promise<string> {
+  const running: RunningApp = await serve(paidApp('Express', { backendUrl: server.url, apiKey: seller.sellerKey, routes: { 'GET /paid': route } }, 'GET', '/paid', (_q, payment) => {
+    if (payment.scheme === 'upto') payment.charge('$0.01');
+    return { status: 200, body: { served: true } };
+  }));
   apps.push(running);
-  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/paid`, priceUsdc: '0.01' } });
+  const registered = await server.request('POST', '/v0/payments/endpoints', { key: seller.platformKey, body: { url: `${running.url}/paid`, ...register } });
   expect([registered.status, registered.text]).toEqual([201, expect.any(String)]);
   return `${running.url}/paid`;
 }
@@ -157,6 +164,21 @@ describe('settlements', () => {
     expect(usage.metrics.settlements.used).toBe(2);
     // Two paid requests are a /verify and a /settle each, and the refused one a /verify.
     expect(usage.metrics.facilitatorCalls.used).toBe(5);
+  });
+  it('every scheme counts, by scheme and network: upto, an auth-capture capture, a channel deposit (one transaction each)', async () => {
+    const seller = await setUpSeller(server);
+    const upto = await ourShop(seller, { price: { upto: '$0.05' }, description: 'Completion' }, { maxPriceUsdc: '0.05' });
+    expect((await wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new UptoEvmScheme(await permit2ApprovedBuyer())).setSpendControls({ allowedAssets: limits() }))(upto)).status).toBe(200);
+    const escrow = await ourShop(seller, { price: '$0.25', scheme: 'auth-capture', description: 'Quarterly report' }, { priceUsdc: '0.25' });
+    expect((await wrapFetchWithPayment(fetch, new x402Client().register(NETWORK, new AuthCaptureEvmScheme(await fundedBuyer('1'))).setSpendControls({ allowedAssets: limits() }))(escrow)).status).toBe(200);
+    const channel = await ourShop(seller, { price: '$0.001', scheme: 'batch-settlement', description: 'Weather, per call' }, { priceUsdc: '0.001' });
+    expect((await officialChannelClient(await fundedBuyer('1')).paying(channel)).status).toBe(200);
+    await eventually(async () => expect((await usageOf(seller.platformKey)).settlements).toEqual(expect.arrayContaining([
+      { scheme: 'upto', network: 'base-sepolia', count: 1 },
+      { scheme: 'auth-capture', network: 'base-sepolia', count: 1 },
+      { scheme: 'batch-settlement', network: 'base-sepolia', count: 1 },
+    ])));
+    expect((await usageOf(seller.platformKey)).metrics.settlements.used).toBe(3);
   });
 });
 
