@@ -68,6 +68,16 @@ export class ApiKeyService {
     return key && !key.revokedAt ? key : null;
   }
 
+  /**
+   * The live key behind a token when this process has it cached (null: the token cannot be a key);
+   * undefined when only `resolve` can tell. Lets a hot path answer without a promise.
+   */
+  atHand(rawKey: string): ApiKeyDoc | null | undefined {
+    if (!tierOf(rawKey) || rawKey.length > 200) return null;
+    const key = this.live.get(hashApiKey(rawKey));
+    return key && !key.revokedAt ? key : undefined;
+  }
+
   /** Records use outside the key document (see UsageTracker), at most once a minute per key and process. */
   touch(keyId: string): void {
     const now = Date.now();
