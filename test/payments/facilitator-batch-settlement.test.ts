@@ -375,8 +375,11 @@ describe('deposits through /verify and /settle', () => {
     const verified = await post('verify', seller.sellerKey, payload, req);
     expect(verified.body).toEqual({ isValid: true, payer: buyer.address, extra: { channelId, balance: '0', totalClaimed: '0', withdrawRequestedAt: 0, refundNonce: '0' } });
     const [a, b] = await Promise.all([post('settle', seller.sellerKey, payload, req), post('settle', seller.sellerKey, payload, req)]);
-    expect(a.body).toMatchObject({ success: true, payer: buyer.address, amount: '50000', network: NETWORK, extra: { channelState: { channelId, balance: '50000', totalClaimed: '0' } } });
-    expect(b.body.transaction).toBe(a.body.transaction);
+    // Both answers in one assertion: a failure shows the one that lost, with its errorReason and errorMessage.
+    expect({ a: a.body, b: b.body }).toMatchObject({
+      a: { success: true, payer: buyer.address, amount: '50000', network: NETWORK, extra: { channelState: { channelId, balance: '50000', totalClaimed: '0' } } },
+      b: { success: true, transaction: a.body.transaction },
+    });
     expect((await post('settle', seller.sellerKey, payload, req)).body.transaction).toBe(a.body.transaction);
     expect(await usdcBalance(buyer.address)).toBe(before - 50_000n);
     expect(await channelState(channelId)).toMatchObject({ balance: 50_000n });
