@@ -2,7 +2,7 @@
  * Sanctions screening as an operator turns it on (SCREENING_LIST_FILE, SANCTIONS_ORACLE_ADDRESS,
  * SCREENING_PROVIDER_URL) and as buyers meet it through the official clients: a payer or a payTo that a
  * source lists is refused with `sanctioned_address` on exact (EIP-3009 and Permit2), upto, auth-capture
- * and a channel deposit; nothing is claimed and nothing moves on chain; the refusal is in the org's
+ * and a channel deposit, and a refund to a payer listed after it paid; nothing is claimed and nothing moves on chain; the refusal is in the org's
  * activity log and the metrics, naming the source. A provider that is down or slow refuses
  * (`screening_unavailable`, the default policy). Unlisted payments pass. The list is read again when
  * its file changes, without a restart.
@@ -28,6 +28,7 @@ import { PUBLIC_SANCTIONS_ORACLE_ADDRESS } from '../../server/screening/oracle-s
 import { fundedBuyer, permit2ApprovedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { officialChannelClient } from '../support/official-channel-client.js';
 import { createMandate, fundedAgent, pay } from '../buyer/support.js';
+import { fundedOperator } from '../support/auth-capture.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 
@@ -173,6 +174,42 @@ it('upto: a payTo added to the list file is refused once the file is read again 
     await new Promise((r) => setTimeout(r, 600));
   }
 });
+
+it('refunds: a refund to a payer listed after it paid is refused (403 sanctioned_address) and nothing moves; once delisted, it goes through', async () => {
+  const url = await shop({ price: '$0.25', scheme: 'auth-capture', description: 'Annual report' }, { priceUsdc: '0.25' });
+  const buyer = await fundedBuyer('1');
+  expect((await escrowClient(buyer)(url)).status).toBe(200);
+  const [payment] = await eventuallySettled(buyer.address);
+  appendFileSync(listFile, `${buyer.address}\n`);
+  try {
+    await new Promise((r) => setTimeout(r, 600));
+    const before = await usdcBalance(buyer.address);
+    const refused = await server.request('POST', `/v0/payments/${payment.id}/refund`, { key: seller.platformKey, body: { reason: 'not delivered' } });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ error: 'sanctioned_address', message: expect.stringContaining(buyer.address) });
+    expect(await usdcBalance(buyer.address)).toBe(before);
+    expect(await refusalLogged(buyer.address)).toMatchObject({ metadata: { source: 'list', role: 'payer' } });
+  } finally {
+    writeFileSync(listFile, `${buyers.listed.address}\n${buyers.escrow.address} SDN test entry\n`);
+    await new Promise((r) => setTimeout(r, 600));
+  }
+  // Delisted: refunded from the operator account that funds auth-capture refunds (which the operator keeps funded).
+  await fundedOperator(server, '1');
+  const before = await usdcBalance(buyer.address);
+  const refunded = await server.request('POST', `/v0/payments/${payment.id}/refund`, { key: seller.platformKey, body: { reason: 'not delivered' } });
+  expect([refunded.status, refunded.body.status]).toEqual([200, 'refunded']);
+  expect(await usdcBalance(buyer.address)).toBe(before + 250_000n);
+});
+
+/** The buyer's payments once the capture is recorded (the record is written a moment after the answer). */
+async function eventuallySettled(payer: Address) {
+  for (let i = 0; i < 50; i++) {
+    const found = await paymentsOf(payer);
+    if (found.length && found.every((p: { status: string }) => p.status === 'settled')) return found;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no settled payment of ${payer}`);
+}
 
 it('auth-capture: a listed payer\'s authorization is refused; nothing is held in the escrow', async () => {
   const url = await shop({ price: '$0.25', scheme: 'auth-capture', description: 'Quarterly report' }, { priceUsdc: '0.25' });
