@@ -1,9 +1,9 @@
 /**
  * Sanctions screening as an operator turns it on (SCREENING_LIST_FILE, SANCTIONS_ORACLE_ADDRESS,
  * SCREENING_PROVIDER_URL) and as buyers meet it through the official clients: a payer or a payTo that a
- * source lists is refused with `sanctioned_address` on exact (EIP-3009 and Permit2), upto, auth-capture
- * and a channel deposit, and a refund to a payer listed after it paid; nothing is claimed and nothing moves on chain; the refusal is in the org's
- * activity log and the metrics, naming the source. A provider that is down or slow refuses
+ * source lists is refused with `sanctioned_address` on exact (EIP-3009 and Permit2), upto, auth-capture,
+ * a channel deposit and a refund to a payer listed after it paid; nothing is claimed and nothing moves
+ * on chain; the refusal is in the org's activity log and the metrics, naming the source. A provider that is down or slow refuses
  * (`screening_unavailable`, the default policy). Unlisted payments pass. The list is read again when
  * its file changes, without a restart.
  */
