@@ -23,10 +23,9 @@ import { activityPage } from './views/activity.js';
 import { sendHtml } from './render.js';
 import { usagePage } from './views/usage.js';
 import type { UsageMeter } from '../usage/index.js';
-import { monthInput, monthOf, monthRange } from '../usage/months.js';
-import { presentUsage, USAGE_CSV_HEADER, usageCsvRows } from '../usage/report.js';
-import { csvLine } from '../platform/csv.js';
-import { z } from 'zod';
+import { lastMonths, monthOf } from '../usage/months.js';
+import { presentUsage, usageCsv } from '../usage/report.js';
+import { usageQuery } from '../usage/routes.js';
 
 const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
   'console.css': { type: 'text/css; charset=utf-8', text: CONSOLE_CSS, etag: assetEtag(CONSOLE_CSS) },
@@ -45,14 +44,8 @@ export type ConsoleDeps = SignInDeps & PaymentPageDeps & ChannelPageDeps & Webho
   meter: UsageMeter;
 };
 
-/** The months the usage page offers: this one and the eleven before it, newest first. */
-function recentMonths(count = 12): string[] {
-  const months = [monthOf()];
-  while (months.length < count) months.push(monthOf(new Date(monthRange(months[months.length - 1]!).from.getTime() - 1)));
-  return months;
-}
-
-const usageQuery = z.object({ month: monthInput.optional() });
+/** The months the usage page offers and its CSV covers. */
+const USAGE_MONTHS = 12;
 
 /** The ops console (docs/sellers/console.md): server-rendered pages under /console, signed in with a cookie session. */
 export function consoleRoutes(deps: ConsoleDeps): Router {
@@ -96,18 +89,16 @@ export function consoleRoutes(deps: ConsoleDeps): Router {
   router.get('/usage', guards.session, async (ctx) => {
     const { month } = parseInput(usageQuery, ctx.query, 'query');
     const usage = presentUsage(await deps.meter.report(sessionOf(ctx).orgId, month ?? monthOf()));
-    const months = recentMonths();
+    const months = lastMonths(USAGE_MONTHS);
     sendHtml(ctx, usagePage({ session: sessionOf(ctx), usage, months: months.includes(usage.month) ? months : [usage.month, ...months] }));
   });
 
   // The last twelve months as CSV (GET /v0/usage/export serves any range).
   router.get('/usage.csv', guards.session, async (ctx) => {
     const orgId = sessionOf(ctx).orgId;
-    let csv = csvLine(USAGE_CSV_HEADER);
-    for (const month of recentMonths().reverse()) csv += usageCsvRows(await deps.meter.report(orgId, month));
     ctx.type = 'text/csv; charset=utf-8';
     ctx.set('Content-Disposition', `attachment; filename="usage-${orgId}.csv"`);
-    ctx.body = csv;
+    ctx.body = await usageCsv(deps.meter, orgId, lastMonths(USAGE_MONTHS).reverse());
   });
 
   // Anything else under /console is a 404 page rather than the API's JSON 404.

@@ -82,13 +82,11 @@ export function facilitatorRoutes(services: FacilitatorRouteServices): Router {
     const { orgId } = principalOf(ctx);
     if (checked) await services.meter.enforce(orgId, 'facilitatorCalls');
     services.meter.record(orgId, 'facilitatorCalls');
-    if (checked) {
-      parseInput(facilitatorBody, ctx.request.body, 'body');
-      const refusal = await services.meter.refusal(orgId, 'settlements');
-      if (refusal) {
-        ctx.body = verifyRefused(asIs, { reason: 'quota_exceeded', message: refusal.message });
-        return;
-      }
+    const refusal = checked ? await services.meter.refusal(orgId, 'settlements') : undefined;
+    if (refusal) {
+      parseInput(facilitatorBody, ctx.request.body, 'body'); // bad input is still a 400 first
+      ctx.body = verifyRefused(asIs, { reason: 'quota_exceeded', message: refusal.message });
+      return;
     }
     await next();
   };

@@ -1,4 +1,4 @@
-import { Schema, type Connection, type Model } from 'mongoose';
+import { Schema } from 'mongoose';
 import type { SealedSecret } from '../platform/secret-box.js';
 import type { JwsReceipt } from 'agentgate-x402-wire';
 import type { StoredPaymentInfo } from './schemes/auth-capture/evm/chain.js';
@@ -204,9 +204,6 @@ export const paymentSchema = new Schema<PaymentDoc>({
   submittedAt: Date,
   settledAt: Date,
 }, { versionKey: false, minimize: false });
-export const paymentModel = (conn: Connection): Model<PaymentDoc> =>
-  (conn.models.Payment as Model<PaymentDoc>) ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
-
 paymentSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 paymentSchema.index({ status: 1, createdAt: 1 });
 // The webhook outbox sweep (webhook-outbox.ts): only payments whose entry waits are in it.

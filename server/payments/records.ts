@@ -8,7 +8,7 @@ import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commi
 import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
-import { paymentModel, type EndpointDoc, type PaymentDoc } from './models.js';
+import { paymentSchema, type EndpointDoc, type PaymentDoc } from './models.js';
 import { signOfferReceipt, signReceipt, type ReceiptSigner } from './receipts.js';
 import { SettledPayments, settledRecord, settlementFields, type SettledPaymentDoc } from './settled-payments.js';
 import type { SettlementResult } from './settlement.js';
@@ -100,7 +100,7 @@ export class PaymentRecords {
     /** Told once a settled payment's record is written, with its endpoint (the payment.received outbox). */
     private readonly onSettled: SettledHook,
   ) {
-    this.payments = paymentModel(conn);
+    this.payments = conn.models.Payment ?? conn.model<PaymentDoc>('Payment', paymentSchema, 'payments');
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
     this.settlements = new SettledPayments(conn, (size) => metrics.groupCommitSize.observe({ write: 'payment_settlements' }, size));

@@ -35,6 +35,8 @@ export class MonthlyCounts {
   private readonly entries = new Map<string, Entry>();
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> = Promise.resolve();
+  /** A write waiting for the one under way. */
+  private queued: Promise<void> | undefined;
 
   constructor(conn: Connection, private readonly processId: string, private readonly flushEveryMs = 1_000) {
     this.model = conn.models.UsageCount ?? conn.model<CountDoc>('UsageCount', schema, 'usage_counts');
@@ -55,12 +57,20 @@ export class MonthlyCounts {
     this.timer ??= setTimeout(() => { void this.flush(); }, this.flushEveryMs).unref();
   }
 
-  /** Writes this process's totals that changed; called by the timer, before reads and on shutdown. */
+  /**
+   * Writes this process's totals that changed; called by the timer, near a quota and on shutdown. Calls
+   * while a write waits for its turn share it (it writes the totals as they are when it starts), so a
+   * burst of calls costs one write after the one under way, not one each.
+   */
   flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.writing = this.writing.then(() => this.write());
-    return this.writing;
+    this.queued ??= this.writing.then(() => {
+      this.queued = undefined;
+      return this.write();
+    });
+    this.writing = this.queued;
+    return this.queued;
   }
 
   private async write(): Promise<void> {

@@ -22,3 +22,10 @@ export function monthsFrom(first: Month, last: Month): Month[] {
 
 /** Seconds until the next month begins: when a refused quota opens again (Retry-After). */
 export const secondsToNextMonth = (now: Date = new Date()): number => Math.max(1, Math.ceil((monthRange(monthOf(now)).until.getTime() - now.getTime()) / 1000));
+
+/** This month and the `count - 1` before it, newest first. */
+export function lastMonths(count: number, now: Date = new Date()): Month[] {
+  const months = [monthOf(now)];
+  while (months.length < count) months.push(monthOf(new Date(monthRange(months[months.length - 1]!).from.getTime() - 1)));
+  return months;
+}

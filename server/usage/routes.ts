@@ -2,9 +2,8 @@ import { z } from 'zod';
 import { authenticatedRouter, principalOf, requireTier, type AuthDeps } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { badRequest } from '../platform/errors.js';
-import { csvLine } from '../platform/csv.js';
 import { monthInput, monthOf, monthsFrom } from './months.js';
-import { presentUsage, USAGE_CSV_HEADER, usageCsvRows } from './report.js';
+import { presentUsage, usageCsv } from './report.js';
 import type { UsageMeter } from './usage-meter.js';
 
 /** The longest range one export covers. */
@@ -38,11 +37,9 @@ export function usageRoutes({ keys, identities, meter }: UsageRouteDeps) {
     const months = monthsFrom(from, to);
     if (months.length > MAX_EXPORT_MONTHS) throw badRequest(`query: at most ${MAX_EXPORT_MONTHS} months per export (${from} to ${to} is ${months.length})`);
     const orgId = principalOf(ctx).orgId;
-    let csv = csvLine(USAGE_CSV_HEADER);
-    for (const month of months) csv += usageCsvRows(await meter.report(orgId, month));
     ctx.type = 'text/csv; charset=utf-8';
     ctx.set('Content-Disposition', `attachment; filename="usage-${orgId}-${from}-${to}.csv"`);
-    ctx.body = csv;
+    ctx.body = await usageCsv(meter, orgId, months);
   });
   return router;
 }

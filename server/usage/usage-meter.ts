@@ -34,7 +34,9 @@ export interface UsageMeterDeps {
   metrics: Metrics;
 }
 
-interface Snapshot { counted: Record<CountedMetric, number>; ownAt: Record<CountedMetric, number>; settlements: number }
+interface Snapshot { counted: Record<CountedMetric, number>; ownAt: Record<CountedMetric, number> }
+
+const sum = (rows: SettlementCount[]) => rows.reduce((total, row) => total + row.count, 0);
 
 /**
  * How close to a quota (what is left) its counts are exact: read afresh at each check and written at
@@ -56,7 +58,11 @@ const LOG_REFUSAL_EVERY_MS = 60_000;
  * settlements quota lets through what settles within `cacheMs` of reaching it.
  */
 export class UsageMeter {
+  /** The counted totals, and the settlements (an aggregation of the records), each reused for `cacheMs`. */
   private readonly snapshots: TtlCache<Snapshot>;
+  private readonly settled: TtlCache<number>;
+  /** Fresh reads of the counted totals under way, by org and month (near a quota). */
+  private readonly reading = new Map<string, Promise<Snapshot>>();
   private readonly loggedAt = new Map<string, number>();
   /** The metrics some plan limits: a check of any other costs nothing (not even the org's plan). */
   private readonly limited: ReadonlySet<UsageMetric>;
@@ -65,6 +71,7 @@ export class UsageMeter {
 
   constructor(private readonly deps: UsageMeterDeps) {
     this.snapshots = new TtlCache(deps.cacheMs, 50_000);
+    this.settled = new TtlCache(deps.cacheMs, 50_000);
     this.limited = new Set(USAGE_METRICS.filter((m) => Object.values(deps.plans).some((quotas) => quotas[m] !== undefined)));
   }
 
@@ -83,7 +90,7 @@ export class UsageMeter {
     const [plan, counted, settlements] = await Promise.all([this.deps.planOf(orgId), this.deps.counts.totals(orgId, month), this.deps.settlements.of(orgId, month)]);
     return {
       orgId, month, plan: plan ?? '',
-      usage: { settlements: settlements.reduce((sum, s) => sum + s.count, 0), ...counted },
+      usage: { settlements: sum(settlements), ...counted },
       quotas: this.quotasOf(plan), settlements,
     };
   }
@@ -126,27 +133,31 @@ export class UsageMeter {
 
   private async current(orgId: string, metric: UsageMetric, quota: number): Promise<number> {
     const key = `${orgId}|${monthOf()}`;
-    const snapshot = await this.snapshots.through(key, () => this.snapshot(orgId));
-    if (metric === 'settlements') return snapshot.settlements;
-    const used = this.usedOf(snapshot, orgId, metric);
+    if (metric === 'settlements') return this.settled.through(key, async () => sum(await this.deps.settlements.of(orgId, monthOf())));
+    const used = this.usedOf(await this.snapshots.through(key, () => this.snapshot(orgId)), orgId, metric);
     if (quota - used > nearMargin(quota)) {
       this.near.delete(`${orgId}|${metric}`);
       return used;
     }
-    // Near the quota: the totals read afresh, and what this process counts written at once (record), so
-    // the processes together go past the quota only by the requests in flight at the moment it is reached.
+    // Near the quota: the totals read afresh (requests checking at once share one read), and what this
+    // process counts written at once (record), so the processes together go past the quota only by the
+    // requests in flight at the moment it is reached.
     if (this.near.size >= 50_000) this.near.delete(this.near.values().next().value!);
     this.near.add(`${orgId}|${metric}`);
-    const fresh = await this.snapshot(orgId);
-    this.snapshots.set(key, fresh);
-    return this.usedOf(fresh, orgId, metric);
+    let fresh = this.reading.get(key);
+    if (!fresh) {
+      fresh = this.snapshot(orgId).finally(() => this.reading.delete(key));
+      this.reading.set(key, fresh);
+    }
+    const snapshot = await fresh;
+    this.snapshots.set(key, snapshot);
+    return this.usedOf(snapshot, orgId, metric);
   }
 
+  /** The deployment's counted totals this month, with what this process had counted when they were read. */
   private async snapshot(orgId: string): Promise<Snapshot> {
-    const month = monthOf();
     const ownAt = Object.fromEntries(COUNTED.map((m) => [m, this.deps.counts.own(orgId, m)])) as Record<CountedMetric, number>;
-    const [counted, settlements] = await Promise.all([this.deps.counts.totals(orgId, month), this.deps.settlements.of(orgId, month)]);
-    return { counted, ownAt, settlements: settlements.reduce((sum, s) => sum + s.count, 0) };
+    return { counted: await this.deps.counts.totals(orgId, monthOf()), ownAt };
   }
 
   /** The snapshot's total plus what this process counted since it was read. */

@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
 import { once } from 'node:events';
+import { HTTPFacilitatorClient } from '@x402/core/server';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Address } from 'viem';
@@ -27,6 +28,12 @@ export async function setUpSeller(server: TestServer) {
   const key = await server.request('POST', '/v0/payments/seller-keys', { key: platformKey, body: {} });
   if (key.status !== 201) throw new Error(`seller key: ${key.status} ${key.text}`);
   return { platformKey, sellerKey: key.body.apiKey as string, payTo, orgId: orgId as string };
+}
+
+/** The official HTTPFacilitatorClient pointed at our /v0/x402 with a seller key, as an official SDK seller sets it up. */
+export function ourFacilitator(server: TestServer, sellerKey: string): HTTPFacilitatorClient {
+  const h = { Authorization: `Bearer ${sellerKey}` };
+  return new HTTPFacilitatorClient({ url: `${server.url}/v0/x402`, createAuthHeaders: async () => ({ verify: h, settle: h, supported: h }) });
 }
 
 /** POST /v0/payments/endpoints: the backend fetches `url` and checks its 402 before it registers it. */

@@ -29,6 +29,7 @@ import { fundedBuyer, permit2ApprovedBuyer, testChain, usdcBalance } from '../su
 import { officialChannelClient } from '../support/official-channel-client.js';
 import { createMandate, fundedAgent, pay } from '../buyer/support.js';
 import { fundedOperator } from '../support/auth-capture.js';
+import { screeningRefusalLogged } from './refusal-log.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 
@@ -111,16 +112,8 @@ async function paymentsOf(payer: Address) {
   return list.body.payments.filter((p: { payerAddress: string }) => p.payerAddress.toLowerCase() === payer.toLowerCase());
 }
 
-/** The org's activity log entry of a screening refusal of `address`, once it is written (entries are batched). */
-async function refusalLogged(address: Address, key = seller.platformKey) {
-  for (let i = 0; i < 50; i++) {
-    const logs = await server.request('GET', '/v0/logs?limit=100', { key });
-    const entry = logs.body.logs.find((l: { action: string; metadata?: { address?: string } }) => l.action === 'payments.screening_refused' && l.metadata?.address?.toLowerCase() === address.toLowerCase());
-    if (entry) return entry;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`no screening refusal logged for ${address}`);
-}
+/** The org's activity log entry of a screening refusal of `address`, once it is written. */
+const refusalLogged = (address: Address, key = seller.platformKey) => screeningRefusalLogged(server, key, address);
 
 async function refusalsCounted(source: string, role: string): Promise<number> {
   const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
-import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
+import { x402ResourceServer } from '@x402/core/server';
 import { ExactSvmScheme as ExactSvmClient } from '@x402/svm/exact/client';
 import { registerExactSvmScheme as registerServerSvm } from '@x402/svm/exact/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
@@ -20,7 +20,8 @@ import type { KeyPairSigner } from '@solana/kit';
 import { solanaAccount, solanaForTests } from '../support/solana.js';
 import type { DevSolana } from '../../server/dev/solana/dev-solana.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { serve, setUpSeller, type RunningApp } from '../interop/seller.js';
+import { ourFacilitator, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
+import { screeningRefusalLogged } from './refusal-log.js';
 
 const PRICE = 10_000n;
 const DEVNET = 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1';
@@ -51,12 +52,10 @@ async function officialShop(payTo: KeyPairSigner) {
   const seller = await setUpSeller(server);
   const acceptance = await server.request('PUT', '/v0/payments/acceptance', { key: seller.platformKey, body: { enabled: true, payTo: seller.payTo, payToByNetwork: { [DEVNET]: payTo.address } } });
   expect(acceptance.status).toBe(200);
-  const h = { Authorization: `Bearer ${seller.sellerKey}` };
-  const facilitator = new HTTPFacilitatorClient({ url: `${server.url}/v0/x402`, createAuthHeaders: async () => ({ verify: h, settle: h, supported: h }) });
   const app = express();
   app.use(officialPaymentMiddleware({
     'GET /report': { accepts: [{ scheme: 'exact', network: DEVNET, payTo: payTo.address, price: { asset: chain.usdcMint, amount: String(PRICE) } }], description: 'Report', mimeType: 'application/json' },
-  }, registerServerSvm(new x402ResourceServer(facilitator), { networks: [DEVNET] })));
+  }, registerServerSvm(new x402ResourceServer(ourFacilitator(server, seller.sellerKey)), { networks: [DEVNET] })));
   app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
   const shop = await serve(app);
   shops.push(shop);
@@ -64,16 +63,6 @@ async function officialShop(payTo: KeyPairSigner) {
 }
 
 const pay = (buyer: KeyPairSigner, url: string) => wrapFetchWithPayment(fetch, new x402Client().register(DEVNET, new ExactSvmClient(buyer, { rpcUrl: chain.rpcUrl })))(url);
-
-async function refusalLogged(key: string, address: string) {
-  for (let i = 0; i < 50; i++) {
-    const logs = await server.request('GET', '/v0/logs?limit=100', { key });
-    const entry = logs.body.logs.find((l: { action: string; metadata?: { address?: string } }) => l.action === 'payments.screening_refused' && l.metadata?.address === address);
-    if (entry) return entry;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`no screening refusal of ${address} in the activity log`);
-}
 
 it('a payer the list names is refused (sanctioned_address): no USDC moves, the refusal is logged with the list as its source', async () => {
   const payTo = await solanaAccount(chain);
@@ -83,7 +72,7 @@ it('a payer the list names is refused (sanctioned_address): no USDC moves, the r
   expect(decodePaymentRequiredHeader(res.headers.get('payment-required')!).error).toContain('sanctioned_address');
   expect(await chain.usdcBalance(listed.address)).toBe(1_000_000n);
   expect(await chain.usdcBalance(payTo.address)).toBe(0n);
-  expect(await refusalLogged(seller.platformKey, listed.address)).toMatchObject({ metadata: { source: 'list', role: 'payer', network: 'solana-devnet' } });
+  expect(await screeningRefusalLogged(server, seller.platformKey, listed.address)).toMatchObject({ metadata: { source: 'list', role: 'payer', network: 'solana-devnet' } });
 });
 
 it('a seller whose Solana payTo the list names is refused; an unlisted buyer and payTo pay, counted in usage under solana-devnet', async () => {
@@ -93,7 +82,7 @@ it('a seller whose Solana payTo the list names is refused; an unlisted buyer and
   expect(res.status).toBe(402);
   expect(decodePaymentRequiredHeader(res.headers.get('payment-required')!).error).toContain('sanctioned_address');
   expect(await chain.usdcBalance(buyer.address)).toBe(1_000_000n);
-  expect(await refusalLogged(refused.seller.platformKey, listedPayTo.address)).toMatchObject({ metadata: { source: 'list', role: 'payTo' } });
+  expect(await screeningRefusalLogged(server, refused.seller.platformKey, listedPayTo.address)).toMatchObject({ metadata: { source: 'list', role: 'payTo' } });
 
   const payTo = await solanaAccount(chain);
   const clean = await officialShop(payTo);

@@ -6,12 +6,9 @@
  * org, and an org on a plan without that quota, are not affected.
  */
 import express from 'express';
-import { once } from 'node:events';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
-import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
+import { x402ResourceServer } from '@x402/core/server';
 import { toClientEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { registerExactEvmScheme as registerServerEvm } from '@x402/evm/exact/server';
@@ -28,7 +25,7 @@ import { DEV_USDC_NAME } from '../../server/dev/chain/dev-chain.js';
 import { fundedBuyer, permit2ApprovedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { signUp } from '../support/agents.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { paidApp, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
+import { ourFacilitator, paidApp, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
 import { consoleGet, signIn } from '../console/http-client.js';
 import { eventually, smtpClient } from '../mail/mail-support.js';
 
@@ -42,7 +39,7 @@ const PLANS = {
 };
 
 let server: TestServer;
-const apps: Array<{ close(): unknown }> = [];
+const apps: RunningApp[] = [];
 beforeAll(async () => {
   // USAGE_CACHE_MS 0: every check reads the totals, so a test can say exactly where a quota starts.
   server = await startTestServer({ USAGE_PLANS: JSON.stringify(PLANS), USAGE_CACHE_MS: '0', METRICS_TOKEN: 'usage-test-metrics' });
@@ -85,9 +82,7 @@ async function ourShop(seller: Awaited<ReturnType<typeof setUpSeller>>, route: R
 
 /** An official @x402/express seller with us as its facilitator (HTTPFacilitatorClient, its seller key). */
 async function officialShop(seller: Awaited<ReturnType<typeof setUpSeller>>): Promise<string> {
-  const h = { Authorization: `Bearer ${seller.sellerKey}` };
-  const facilitator = new HTTPFacilitatorClient({ url: `${server.url}/v0/x402`, createAuthHeaders: async () => ({ verify: h, settle: h, supported: h }) });
-  const resourceServer = registerServerEvm(new x402ResourceServer(facilitator), { networks: [NETWORK] });
+  const resourceServer = registerServerEvm(new x402ResourceServer(ourFacilitator(server, seller.sellerKey)), { networks: [NETWORK] });
   const app = express();
   app.use(officialPaymentMiddleware({
     'GET /report': {
@@ -96,11 +91,9 @@ async function officialShop(seller: Awaited<ReturnType<typeof setUpSeller>>): Pr
     },
   }, resourceServer));
   app.get('/report', (_req, res) => { res.json({ report: 'done' }); });
-  const listening = createServer(app);
-  listening.listen(0, '127.0.0.1');
-  await once(listening, 'listening');
-  apps.push({ close: () => { listening.closeAllConnections(); listening.close(); } });
-  return `http://127.0.0.1:${(listening.address() as AddressInfo).port}/report`;
+  const running = await serve(app);
+  apps.push(running);
+  return `${running.url}/report`;
 }
 
 async function loggedRefusal(key: string, metric: string) {
