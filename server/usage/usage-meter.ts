@@ -61,8 +61,6 @@ export class UsageMeter {
   /** The counted totals, and the settlements (an aggregation of the records), each reused for `cacheMs`. */
   private readonly snapshots: TtlCache<Snapshot>;
   private readonly settled: TtlCache<number>;
-  /** Fresh reads of the counted totals under way, by org and month (near a quota). */
-  private readonly reading = new Map<string, Promise<Snapshot>>();
   private readonly loggedAt = new Map<string, number>();
   /** The metrics some plan limits: a check of any other costs nothing (not even the org's plan). */
   private readonly limited: ReadonlySet<UsageMetric>;
@@ -139,17 +137,13 @@ export class UsageMeter {
       this.near.delete(`${orgId}|${metric}`);
       return used;
     }
-    // Near the quota: the totals read afresh (requests checking at once share one read), and what this
-    // process counts written at once (record), so the processes together go past the quota only by the
-    // requests in flight at the moment it is reached.
+    // Near the quota: the totals read afresh by each check (a read shared with checks that began earlier
+    // would miss what was counted since, and let more past the quota), and what this process counts
+    // written at once (record), so the processes together go past the quota only by the requests in
+    // flight at the moment it is reached.
     if (this.near.size >= 50_000) this.near.delete(this.near.values().next().value!);
     this.near.add(`${orgId}|${metric}`);
-    let fresh = this.reading.get(key);
-    if (!fresh) {
-      fresh = this.snapshot(orgId).finally(() => this.reading.delete(key));
-      this.reading.set(key, fresh);
-    }
-    const snapshot = await fresh;
+    const snapshot = await this.snapshot(orgId);
     this.snapshots.set(key, snapshot);
     return this.usedOf(snapshot, orgId, metric);
   }
