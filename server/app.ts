@@ -31,6 +31,7 @@ import { didDocumentRoutes, identitySigningRoutes } from './did/routes.js';
 import { calendarFeedRoutes, calendarRoutes } from './calendar/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { mailWebhookRoutes } from './mail/webhook-routes.js';
+import { domainRoutes } from './mail/domains/routes.js';
 import { chatPlatformRoutes, chatRoutes } from './chat/routes.js';
 import { openApiRoutes } from './openapi/routes.js';
 import { healthRoutes } from './health/routes.js';
@@ -69,6 +70,7 @@ export const ROUTES: RouteFactory[] = [
   webhookRoutes,
   (app) => endpointWebhookRoutes({ keys: app.keys, identities: app.identities, registration: app.payments.registration }),
   mailWebhookRoutes,
+  domainRoutes,
   // Before chatRoutes: the install link, OAuth callback and events endpoint take no API key.
   chatPlatformRoutes,
   chatRoutes,

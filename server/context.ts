@@ -30,6 +30,8 @@ import { SettlementEngine } from './settlement/engine.js';
 import { HoldService } from './payments/holds.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import { MailWebhooks } from './mail/webhooks.js';
+import { MailDomains } from './mail/domains/domain-service.js';
+import { mailResolver } from './mail/mail-auth.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
 import { DidService } from './did/did-service.js';
 import { didDetail } from './did/identity-detail.js';
@@ -77,6 +79,8 @@ export interface AppContext {
   /** Background jobs (Agenda on the same database); workers are started by startServer. */
   jobs: JobQueue;
   mail: MailService;
+  /** The orgs' own mail domains (DNS records, checks, DKIM keys) and the addresses identities take on them. */
+  domains: MailDomains;
   vault: VaultService;
   /** The settlement chain; undefined when CHAIN_RPC_URL is not configured (payment routes answer 503). */
   chain: ChainService | undefined;
@@ -224,7 +228,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // which the engine's sweep drains. Asked only once the areas below exist (at a delivery, a sweep).
   const webhooks: WebhookService = new WebhookService(db, config, jobs, {
     targets: async (endpointId) => (await mailWebhooks.target(endpointId)) ?? payments.webhookTargets(endpointId),
-    outboxes: () => [...payments.outboxes, { sweep: (olderThanMs) => mailEvents.redispatch(olderThanMs) }],
+    outboxes: () => [...payments.outboxes, { sweep: (olderThanMs) => mailEvents.redispatch(olderThanMs) }, { sweep: (olderThanMs) => domains.redispatch(olderThanMs) }],
   }, logs, processes, { log: log.child({ area: 'webhooks' }), metrics, events });
   const payments: PaymentService = new PaymentService({
     conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
@@ -237,7 +241,8 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const isAdmin = adminCheck(config, accounts);
   const mailWebhooks = new MailWebhooks(db, config, secrets, webhooks, logs);
   const mailEvents = new MailEventLog(db, changes, log.child({ area: 'mail-events' }), (event) => mailWebhooks.dispatch(event));
-  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, meter, events);
+  const domains = new MailDomains({ conn: db, config, secrets, logs, log: log.child({ area: 'mail-domains' }), dns: mailResolver(config), onEvent: (event) => mailWebhooks.dispatchDomainEvent(event) });
+  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, domains, meter, events);
   const ctx: AppContext = {
     config,
     log,
@@ -255,6 +260,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     jobs,
     processes, limits, meter,
     mail,
+    domains,
     vault: new VaultService(db, secrets, logs, usage, meter),
     chain,
     settlement,

@@ -169,6 +169,8 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
     app.shutdown.add('buyer channel sweep', app.buyer.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleMs: app.config.BUYER_CHANNEL_IDLE_REFUND_MS }, (err) => log.error({ err: err.message }, 'idle channel refunds failed')));
   }
   app.shutdown.add('webhook outbox sweep', await app.webhooks.startOutboxSweep());
+  // The orgs' mail domains, each checked once per MAIL_DOMAIN_CHECK_EVERY_MS across the deployment.
+  app.shutdown.add('mail domain re-check', app.mail.domains.startRechecks());
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { ToolDefinition } from './platform/mcp-tool.js';
 import { mailTools, type MailToolDeps } from './mail/tools.js';
+import { domainTools } from './mail/domains/tools.js';
 import { buyerTools } from './buyer/tools.js';
 import type { BuyerDeps } from './buyer/calls.js';
 import { vaultTools, type VaultToolDeps } from './vault/tools.js';
@@ -15,6 +16,7 @@ export type AreaToolDeps = MailToolDeps & BuyerDeps & WalletToolDeps & VaultTool
 /** Every area's tools. An area adds its list here (one import, one spread) and its deps to AreaToolDeps. */
 export const TOOLS: ToolDefinition<AreaToolDeps>[] = [
   ...mailTools,
+  ...domainTools,
   ...buyerTools,
   ...walletTools,
   ...vaultTools,

@@ -19,6 +19,7 @@ const COMMANDS: Record<string, { usage: string; summary: string }> = {
   'rotate-master-key': { usage: 'agentgate rotate-master-key', summary: 're-wrap every sealed secret under MASTER_KEY (old keys in MASTER_KEYS_PREVIOUS)' },
   payments: { usage: 'agentgate payments refund <payment id> --reason TEXT [--amount USDC] [--idempotency-key K] [--json] [--key KEY] [--url URL]', summary: 'refund a payment (auth-capture, or exact paid to an agentgate wallet), all that is left or --amount (at most what was paid)' },
   channels: { usage: 'agentgate channels list [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate channels calls <channel id> [--limit N] [--cursor C | --all] [--json] [--key KEY] [--url URL]', summary: 'list the seller\'s batch-settlement channels, and a channel\'s paid calls with the claim transaction of each' },
+  domains: { usage: 'agentgate domains list | add <domain> | check <domainId> | rotate-dkim <domainId> | remove <domainId>\n       agentgate domains address <domainId> <localPart> --identity <identityId>   [--json] [--key KEY] [--url URL]', summary: 'the org\'s own mail domains: the DNS records to publish, their check, DKIM rotation, and addresses for identities' },
   receipts: { usage: 'agentgate receipts list [--network NAME] [--limit N (1-100)] [--cursor C | --all] [--json] [--key KEY] [--url URL]\n       agentgate receipts verify <payment id | receipt.json> [--did-document FILE] [--key KEY] [--url URL]', summary: 'list the org\'s payments; check a receipt against the service DID document' },
 };
 
@@ -80,7 +81,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
         cursor: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' }, network: { type: 'string' },
         amount: { type: 'string' }, reason: { type: 'string' }, 'idempotency-key': { type: 'string' },
         'per-key': { type: 'string' }, 'per-seller-key': { type: 'string' }, 'per-org': { type: 'string' },
-        month: { type: 'string' }, port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
+        month: { type: 'string' }, identity: { type: 'string' }, port: { type: 'string' }, quiet: { type: 'boolean', short: 'q' }, help: { type: 'boolean', short: 'h' },
       },
       allowPositionals: true,
       strict: true,
@@ -89,7 +90,7 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
     io.out(`agentgate ${command}: ${(err as Error).message}\nusage: ${COMMANDS[command]!.usage}`);
     return 2;
   }
-  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; network?: string; month?: string; port?: string; quiet?: boolean; help?: boolean; amount?: string; reason?: string; 'idempotency-key'?: string }; positionals: string[] };
+  const { values, positionals } = parsed as { values: { url?: string; key?: string; org?: string; limit?: string; 'did-document'?: string; cursor?: string; all?: boolean; json?: boolean; network?: string; month?: string; identity?: string; port?: string; quiet?: boolean; help?: boolean; amount?: string; reason?: string; 'idempotency-key'?: string }; positionals: string[] };
   // `--help` after a command answers with its usage and never runs it (a signup would create an org).
   if (values.help) {
     io.out(`usage: ${COMMANDS[command]!.usage}\n\n${COMMANDS[command]!.summary}`);
@@ -153,6 +154,8 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       if (positionals[0] === 'calls') return (await import('./channel-commands.js')).channelCallsCommand(io, positionals[1], values);
       io.out(`usage: ${COMMANDS.channels!.usage}`);
       return 2;
+    case 'domains':
+      return (await import('./domain-commands.js')).domainsCommand(io, positionals[0], positionals.slice(1), values);
     case 'receipts':
       if (positionals[0] === 'list') return (await import('./receipt-commands.js')).receiptsListCommand(io, values);
       if (positionals[0] === 'verify') return (await import('./receipt-commands.js')).receiptsVerifyCommand(io, positionals[1], values);

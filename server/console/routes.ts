@@ -22,6 +22,7 @@ import { activityQuery } from './schemas.js';
 import { activityPage } from './views/activity.js';
 import { sendHtml } from './render.js';
 import { usagePage } from './views/usage.js';
+import { domainPages, type DomainPageDeps } from './domain-pages.js';
 import type { UsageMeter } from '../usage/index.js';
 import { lastMonths, monthOf } from '../usage/months.js';
 import { presentUsage, usageCsv } from '../usage/report.js';
@@ -36,7 +37,7 @@ const ASSETS: Record<string, { type: string; text: string; etag: string }> = {
 const ACTIVITY_PAGE_SIZE = 50;
 
 /** What the console's own routes use (its sessions live in `db`), and what each group of pages does. */
-export type ConsoleDeps = SignInDeps & PaymentPageDeps & ChannelPageDeps & WebhookPageDeps & EndpointPageDeps & KeyPageDeps & DraftPageDeps & {
+export type ConsoleDeps = SignInDeps & PaymentPageDeps & ChannelPageDeps & WebhookPageDeps & EndpointPageDeps & KeyPageDeps & DraftPageDeps & DomainPageDeps & {
   db: Connection;
   config: Pick<Config, 'MAX_BODY_BYTES'>;
   log: Logger;
@@ -78,6 +79,7 @@ export function consoleRoutes(deps: ConsoleDeps): Router {
   endpointPages(router, deps, guards);
   keyPages(router, deps, sessions, guards);
   draftPages(router, deps, guards);
+  domainPages(router, deps, guards);
 
   router.get('/activity', guards.session, async (ctx) => {
     const { page } = parseInput(activityQuery, ctx.query, 'query');

@@ -21,6 +21,15 @@ interface SmtpFailure extends Error {
 }
 
 const describe = (err: SmtpFailure) => (err.response ?? err.message).slice(0, 500);
+const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1).toLowerCase();
+
+/** What delivery asks of the custom mail domains (domains/domain-service.ts). */
+export interface MailDomainsForDelivery {
+  /** Whether mail for this domain is ours (a custom domain verified now): delivered to our own listener. */
+  isVerified(name: string): Promise<boolean>;
+  /** The DKIM key mail from this custom domain is signed with while it is verified. */
+  signingKey(name: string): Promise<{ domainName: string; keySelector: string; privateKey: string } | undefined>;
+}
 
 /**
  * Hands sent messages to SMTP. Mail for our own domain goes to our own listener over real SMTP, so two
@@ -34,6 +43,7 @@ export class MailDelivery {
 
   constructor(private readonly outbound: Model<OutboundDoc>, private readonly config: Config, private readonly store: AttachmentStore,
     private readonly authenticator: MailAuthenticator,
+    private readonly domains: MailDomainsForDelivery,
     private readonly events?: ServiceEvents,
     /** Told every recipient whose outcome is settled, after each recorded attempt (it may hear one twice). */
     private readonly onSettled?: (id: string, settled: RecipientResult[]) => Promise<void>) {
@@ -56,8 +66,23 @@ export class MailDelivery {
     return { host, port: this.config.SMTP_PORT || (this.config.mode === 'dev' ? 2525 : 25) };
   }
 
-  private isLocal(address: string): boolean {
-    return address.slice(address.lastIndexOf('@') + 1).toLowerCase() === this.config.MAIL_DOMAIN.toLowerCase();
+  /** Ours: the service's mail domain, or a custom domain verified now (its MX is us: going out would loop back). */
+  private async isLocal(address: string): Promise<boolean> {
+    const domain = domainOf(address);
+    return domain === this.config.MAIL_DOMAIN.toLowerCase() || this.domains.isVerified(domain);
+  }
+
+  /**
+   * How mail from `from` is DKIM-signed for other domains: a custom domain with its own key (undefined
+   * when it is not verified any more: such mail is not sent), the service's domain with DKIM_PRIVATE_KEY_FILE.
+   */
+  private async signing(from: string): Promise<{ dkim?: { domainName: string; keySelector: string; privateKey: string } } | undefined> {
+    const domain = domainOf(from);
+    if (domain !== this.config.MAIL_DOMAIN.toLowerCase()) {
+      const key = await this.domains.signingKey(domain);
+      return key && { dkim: key };
+    }
+    return this.dkimKey ? { dkim: { domainName: this.config.MAIL_DOMAIN, keySelector: this.config.DKIM_SELECTOR, privateKey: this.dkimKey } } : {};
   }
 
   async deliver(id: string, run: JobRun): Promise<void> {
@@ -66,8 +91,9 @@ export class MailDelivery {
     const raw = message.rawFileId ? (await this.store.read(message.rawFileId)).toString('utf8') : message.raw;
     const recipients = message.recipients.map((r) => ({ ...r }));
     const pending = recipients.filter((r) => r.status === 'pending').map((r) => r.address);
-    const local = pending.filter((a) => this.isLocal(a));
-    const remote = pending.filter((a) => !this.isLocal(a));
+    const isLocal = await Promise.all(pending.map((a) => this.isLocal(a)));
+    const local = pending.filter((_, i) => isLocal[i]);
+    const remote = pending.filter((_, i) => !isLocal[i]);
     let temporary: SmtpFailure | undefined;
 
     const settle = (addresses: string[], outcome: (address: string) => Omit<RecipientResult, 'address'> | undefined) => {
@@ -84,12 +110,13 @@ export class MailDelivery {
     // Our own inboxes get the trusted path's stamp: verified by construction, no DNS involved.
     await attempt(local, () => nodemailer.createTransport({ ...this.localListener(), secure: false, ignoreTLS: true, name: this.config.MAIL_DOMAIN }),
       local.length ? this.authenticator.stampInternal(raw, message.from) : raw);
+    const signing = remote.length ? await this.signing(message.from) : undefined;
     if (remote.length && !this.config.SMTP_RELAY_URL) {
       settle(remote, () => ({ status: 'failed', error: 'No SMTP relay is configured for other domains (SMTP_RELAY_URL)' }));
+    } else if (remote.length && !signing) {
+      settle(remote, () => ({ status: 'failed', error: `Not sent: ${domainOf(message.from)} is not verified now, so mail from it cannot be signed (GET /v0/domains shows its records)` }));
     } else {
-      await attempt(remote, () => nodemailer.createTransport(this.config.SMTP_RELAY_URL!, this.dkimKey ? {
-        dkim: { domainName: this.config.MAIL_DOMAIN, keySelector: this.config.DKIM_SELECTOR, privateKey: this.dkimKey },
-      } : {}));
+      await attempt(remote, () => nodemailer.createTransport(this.config.SMTP_RELAY_URL!, signing ?? {}));
     }
 
     const lastError = temporary ? describe(temporary) : recipients.find((r) => r.status === 'failed')?.error;

@@ -9,7 +9,7 @@ import type { Logger } from '../platform/logger.js';
 import { decodeCursor, pageOf, sortKeyOf } from '../platform/pagination.js';
 import { limitParam } from '../platform/pagination.js';
 import type { MailEventLog } from './mail-events.js';
-import { messageIdInput } from './mail-schemas.js';
+import { fromAddress, messageIdInput } from './mail-schemas.js';
 import { needingApproval, type MailSettingsStore } from './mail-settings.js';
 import type { MailStore } from './mail-store.js';
 import type { MessageDoc } from './message-model.js';
@@ -46,6 +46,8 @@ export const createDraftInput = z.object({
   forwardOf: messageIdInput.optional(),
   /** When to send it once `send` is asked (or approved); absent: at once. */
   sendAt: sendAt.optional(),
+  /** One of the author's addresses on a verified domain of its org; default as for a send. */
+  from: fromAddress.optional(),
 }).strict().refine((d) => !(d.inReplyTo && d.forwardOf), 'a draft is a reply (inReplyTo) or a forward (forwardOf), not both');
 
 export const updateDraftInput = z.object({
@@ -87,6 +89,8 @@ export interface DraftDoc {
   subject: string;
   text: string;
   html?: string;
+  /** The From address asked for (absent: the default of a send). */
+  from?: string;
   sendAt?: Date;
   /** Set when the author asked to send it: now (or at sendAt), or once approved. */
   sendRequestedAt?: Date;
@@ -111,6 +115,7 @@ const draftSchema = new Schema<DraftDoc>({
   subject: { type: String, default: '' },
   text: { type: String, default: '' },
   html: String,
+  from: String,
   sendAt: Date,
   sendRequestedAt: Date,
   approvalFor: { type: [String], default: undefined },
@@ -188,6 +193,7 @@ export class MailDrafts {
       to: input.to ?? [], cc: input.cc ?? [], bcc: input.bcc ?? [], subject, text: input.text ?? '',
       ...(input.html !== undefined ? { html: input.html } : {}),
       ...(input.sendAt ? { sendAt: new Date(input.sendAt) } : {}),
+      ...(input.from ? { from: input.from } : {}),
       createdAt: now, updatedAt: now, sortKey: sortKeyOf(now, id),
     };
     await this.drafts.create(draft);
@@ -331,13 +337,14 @@ export class MailDrafts {
   private async send(draftId: string): Promise<DraftView> {
     const draft = (await this.drafts.findById(draftId).lean())!;
     const options = { id: sentIdOf(draftId) };
+    const from = draft.from ? { from: draft.from } : {};
     try {
       if (draft.kind === 'reply') {
-        await this.outgoing.reply(draft.identityId, draft.original!, { text: draft.text, html: draft.html, replyAll: draft.replyAll }, options);
+        await this.outgoing.reply(draft.identityId, draft.original!, { text: draft.text, html: draft.html, replyAll: draft.replyAll, ...from }, options);
       } else if (draft.kind === 'forward') {
-        await this.outgoing.forward(draft.identityId, draft.original!, { to: draft.to, cc: draft.cc, bcc: draft.bcc, text: draft.text, html: draft.html }, options);
+        await this.outgoing.forward(draft.identityId, draft.original!, { to: draft.to, cc: draft.cc, bcc: draft.bcc, text: draft.text, html: draft.html, ...from }, options);
       } else {
-        await this.outgoing.send(draft.identityId, { to: draft.to, cc: draft.cc, bcc: draft.bcc, subject: draft.subject, text: draft.text, html: draft.html }, options);
+        await this.outgoing.send(draft.identityId, { to: draft.to, cc: draft.cc, bcc: draft.bcc, subject: draft.subject, text: draft.text, html: draft.html, ...from }, options);
       }
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
@@ -388,6 +395,7 @@ export function presentDraft(view: DraftView) {
     inboxId: draft.inboxId,
     to: draft.to, cc: draft.cc, bcc: draft.bcc, subject: draft.subject, text: draft.text,
     ...(draft.html !== undefined ? { html: draft.html } : {}),
+    ...(draft.from ? { from: draft.from } : {}),
     sendAt: draft.sendAt?.toISOString() ?? null,
     ...(draft.approvalFor?.length ? { approvalFor: draft.approvalFor } : {}),
     ...(view.decision ? { decision: { decision: view.decision.decision, reason: view.decision.reason ?? null, at: view.decision.at.toISOString() } } : {}),

@@ -59,13 +59,19 @@ interface MailauthResult {
   arc?: { status?: { result?: string }; signature?: { signingDomain?: string } } | false;
 }
 
+/** The resolver mail reads DNS with: MAIL_DNS_SERVERS, or the system's; each query bounded by MAIL_DNS_TIMEOUT_MS. */
+export function mailResolver(config: Config): dns.Resolver {
+  const resolver = new dns.Resolver({ timeout: config.MAIL_DNS_TIMEOUT_MS, tries: 2 });
+  if (config.MAIL_DNS_SERVERS) resolver.setServers(config.MAIL_DNS_SERVERS);
+  return resolver;
+}
+
 export class MailAuthenticator {
   private readonly resolver: (name: string, type: string) => Promise<unknown>;
   private readonly internalKey: Buffer;
 
   constructor(private readonly config: Config, private readonly log: Logger) {
-    const resolver = new dns.Resolver({ timeout: config.MAIL_DNS_TIMEOUT_MS, tries: 2 });
-    if (config.MAIL_DNS_SERVERS) resolver.setServers(config.MAIL_DNS_SERVERS);
+    const resolver = mailResolver(config);
     this.resolver = (name, type) => resolver.resolve(name, type);
     // Every process of one deployment shares MASTER_KEY, so any of them can stamp and check the trusted path.
     this.internalKey = Buffer.from(hkdfSync('sha256', config.MASTER_KEY, Buffer.alloc(0), 'agentgate mail internal path v1', 32));

@@ -11,6 +11,8 @@ export const MAX_LABELS_PER_MESSAGE = 50;
 
 const address = z.string().trim().max(254).pipe(z.email('must be an email address'));
 const addressList = z.array(address).max(100);
+/** Who a message is from: one of the sender's own addresses (its inbox address, or one on a verified domain of its org). */
+export const fromAddress = address.transform((a) => a.toLowerCase());
 
 export const label = z.string().trim().min(1).max(MAX_LABEL_LENGTH)
   // A comma could never be filtered on (labels=a,b is the list syntax); control characters are noise.
@@ -45,6 +47,8 @@ export const sendInput = z.object({
   cc: addressList.optional(),
   bcc: addressList.optional(),
   attachments: attachmentList.optional(),
+  /** One of the sender's addresses on a verified domain of its org; default: its inbox address. */
+  from: fromAddress.optional(),
 }).strict();
 
 export const replyInput = z.object({
@@ -53,6 +57,8 @@ export const replyInput = z.object({
   /** Also to everyone else the original went to (its To and Cc), on Cc, except this inbox itself. */
   replyAll: z.boolean().optional(),
   attachments: attachmentList.optional(),
+  /** Default: the address of the sender's the original was sent to (on a custom domain), else its inbox address. */
+  from: fromAddress.optional(),
 }).strict();
 
 export const forwardInput = z.object({
@@ -64,6 +70,7 @@ export const forwardInput = z.object({
   html: z.string().optional(),
   /** Files added to the ones the original carries (those are always forwarded). */
   attachments: attachmentList.optional(),
+  from: fromAddress.optional(),
 }).strict();
 
 export const attachmentIdInput = z.string().regex(/^att_[0-9a-f]{24}$/, 'must be an attachment id (att_ and 24 hex characters)');

@@ -28,6 +28,7 @@ import { loadMessages, type MailSearch, type SearchHit, type SearchInput } from 
 import { assignMissingPositions, assignPositionsOnce } from './position-backfill.js';
 import { indexUnsearched } from './search-backfill.js';
 import type { Meter } from '../usage/index.js';
+import type { MailDomains } from './domains/domain-service.js';
 
 export type { MessagePage } from './mail-reader.js';
 
@@ -60,22 +61,29 @@ export class MailService {
   readonly settings: MailSettingsStore;
   /** Drafts, scheduled sends and sends waiting for the org admin's approval. */
   readonly drafts: MailDrafts;
+  /** The orgs' own mail domains and the addresses identities take on them. */
+  readonly domains: MailDomains;
   private readonly store: MailStore;
   private readonly reader: MailReader;
   private readonly outgoing: OutgoingMail;
   private readonly incoming: IncomingMail;
   private readonly labels: MailLabels;
+  private readonly identities: IdentityService;
+  private readonly ourDomain: string;
 
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see MailReader.listMessages). */
   constructor(conn: Connection, config: Config, identities: IdentityService,
     logs: ActivityLog, jobs: JobQueue, pages: PageCache<MessagePage>,
-    private readonly log: Logger, readonly events: MailEventLog, meter: Meter, serviceEvents?: ServiceEvents) {
+    private readonly log: Logger, readonly events: MailEventLog, domains: MailDomains, meter: Meter, serviceEvents?: ServiceEvents) {
+    this.domains = domains;
+    this.identities = identities;
+    this.ourDomain = config.MAIL_DOMAIN.toLowerCase();
     this.store = new MailStore(conn, identities, log, meter);
     this.lists = new MailLists(conn, logs);
     this.authenticator = new MailAuthenticator(config, log);
     this.settings = new MailSettingsStore(conn, logs, config.MAIL_ADMIT_UNVERIFIED);
     this.reader = new MailReader(this.store, pages);
-    this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, this.authenticator, serviceEvents);
+    this.outgoing = new OutgoingMail(this.store, config, identities, this.lists, logs, jobs, log, events, this.authenticator, domains, serviceEvents);
     this.incoming = new IncomingMail(this.store, this.lists, this.settings, logs, events);
     this.labels = new MailLabels(this.store, logs);
     this.drafts = new MailDrafts(conn, this.store, this.outgoing, this.settings, events, logs, jobs, log);
@@ -96,6 +104,17 @@ export class MailService {
   async receivingRefusal(orgId: string): Promise<string | undefined> {
     const refusal = (await this.store.meter.refusal(orgId, 'mailReceived')) ?? (await this.store.meter.refusal(orgId, 'storageBytes', 1));
     return refusal && (refusal.metric === 'mailReceived' ? 'mailbox quota reached: mail received this month' : 'mailbox quota reached: storage full');
+  }
+
+  /**
+   * The live identity whose inbox mail to `address` goes to: an inbox address of the service's domain,
+   * or an address taken on a custom domain verified now; null for any other.
+   */
+  async mailboxOf(address: string): Promise<IdentityDoc | null> {
+    const lower = address.toLowerCase();
+    if (lower.slice(lower.lastIndexOf('@') + 1) === this.ourDomain) return this.identities.findLiveByEmail(lower);
+    const owner = await this.domains.ownerOf(lower);
+    return owner ? this.identities.getLive(owner.identityId) : null;
   }
 
   /** A live identity (its inbox); 404 otherwise. */
@@ -173,17 +192,17 @@ export class MailService {
    * (drafts.ts), which may turn the send into a draft waiting for the org admin (`held`).
    */
   async sendChecked(identityId: string, input: SendInput): Promise<Outcome> {
-    const held = await this.drafts.throughPolicy(identityId, { to: input.to, cc: input.cc, bcc: input.bcc, subject: input.subject, text: input.text, html: input.html }, !!input.attachments?.length);
+    const held = await this.drafts.throughPolicy(identityId, { to: input.to, cc: input.cc, bcc: input.bcc, subject: input.subject, text: input.text, html: input.html, from: input.from }, !!input.attachments?.length);
     return held ? outcomeOf(held) : { sent: await this.send(identityId, input) };
   }
 
   async replyChecked(identityId: string, originalId: string, input: ReplyInput): Promise<Outcome> {
-    const held = await this.drafts.throughPolicy(identityId, { inReplyTo: originalId, text: input.text, html: input.html, replyAll: input.replyAll }, !!input.attachments?.length);
+    const held = await this.drafts.throughPolicy(identityId, { inReplyTo: originalId, text: input.text, html: input.html, replyAll: input.replyAll, from: input.from }, !!input.attachments?.length);
     return held ? outcomeOf(held) : { sent: await this.reply(identityId, originalId, input) };
   }
 
   async forwardChecked(identityId: string, originalId: string, input: ForwardInput): Promise<Outcome> {
-    const held = await this.drafts.throughPolicy(identityId, { forwardOf: originalId, to: input.to, cc: input.cc, bcc: input.bcc, text: input.text, html: input.html }, !!input.attachments?.length);
+    const held = await this.drafts.throughPolicy(identityId, { forwardOf: originalId, to: input.to, cc: input.cc, bcc: input.bcc, text: input.text, html: input.html, from: input.from }, !!input.attachments?.length);
     return held ? outcomeOf(held) : { sent: await this.forward(identityId, originalId, input) };
   }
 

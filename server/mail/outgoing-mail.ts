@@ -11,7 +11,7 @@ import { sortKeyOf } from '../platform/pagination.js';
 import type { MessageDoc, RecipientResult } from './message-model.js';
 import { MAX_ATTACHMENTS, type AttachmentInput, type ForwardInput, type ReplyInput, type SendInput } from './mail-schemas.js';
 import { composeMessage } from './compose.js';
-import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery } from './delivery.js';
+import { DELIVER_JOB, MAIL_RETRY_DELAYS_MS, MailDelivery, type MailDomainsForDelivery } from './delivery.js';
 import { newAttachmentId, type AttachmentContent } from './attachment-store.js';
 import type { MailLists } from './mail-lists.js';
 import type { MailEventLog } from './mail-events.js';
@@ -58,14 +58,20 @@ export interface SendOptions {
   id?: string;
 }
 
+/** Addresses on custom domains (domains/domain-service.ts): whose an address is, while its domain is verified. */
+export interface CustomAddresses {
+  ownerOf(address: string): Promise<{ identityId: string } | undefined>;
+}
+
 export class OutgoingMail {
   /** Hands stored messages to SMTP (the delivery job's worker). */
   readonly delivery: MailDelivery;
 
   constructor(private readonly store: MailStore, private readonly config: Config, private readonly identities: IdentityService,
     private readonly lists: MailLists, private readonly logs: ActivityLog, private readonly jobs: JobQueue,
-    private readonly log: Logger, private readonly events: MailEventLog, authenticator: MailAuthenticator, serviceEvents?: ServiceEvents) {
-    this.delivery = new MailDelivery(store.outbound, config, store.attachments, authenticator, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
+    private readonly log: Logger, private readonly events: MailEventLog, authenticator: MailAuthenticator,
+    private readonly addresses: CustomAddresses & MailDomainsForDelivery, serviceEvents?: ServiceEvents) {
+    this.delivery = new MailDelivery(store.outbound, config, store.attachments, authenticator, addresses, serviceEvents, (id, settled) => this.announceDelivery(id, settled));
     jobs.define<{ id: string }>(DELIVER_JOB, (data, run) => this.delivery.deliver(data.id, run), {
       retryDelaysMs: MAIL_RETRY_DELAYS_MS,
       onGiveUp: (data, error) => this.delivery.giveUp(data.id, error),
@@ -76,9 +82,27 @@ export class OutgoingMail {
     return `<${randomHex(16)}@${this.config.MAIL_DOMAIN}>`;
   }
 
+  /**
+   * The From of a message the identity sends: the address it asks for, if it is its own (its inbox
+   * address, or an address of its on a domain verified now); by default its inbox address or, for a reply
+   * to mail sent to one of its custom addresses, that address.
+   */
+  async fromAddress(identity: IdentityDoc, asked?: string, original?: MessageDoc): Promise<string> {
+    const inbox = identity.emailAddress.toLowerCase();
+    if (!asked) {
+      const addressed = original?.direction === 'received' ? [...original.to, ...(original.cc ?? [])].map((a) => a.toLowerCase()).filter((a) => a !== inbox) : [];
+      for (const address of addressed) if ((await this.addresses.ownerOf(address))?.identityId === identity._id) return address;
+      return identity.emailAddress;
+    }
+    if (asked.toLowerCase() === inbox) return identity.emailAddress;
+    if ((await this.addresses.ownerOf(asked))?.identityId === identity._id) return asked.toLowerCase();
+    throw new AppError(403, 'from_not_allowed', `You can send only as your own addresses: ${asked} is not one of them, or its domain is not verified now (GET /v0/mail/addresses lists yours)`);
+  }
+
   async send(identityId: string, input: SendInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
-    const message = await this.storeOutgoing(identity, {
+    const from = await this.fromAddress(identity, input.from);
+    const message = await this.storeOutgoing(identity, from, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: input.subject, text: input.text, html: input.html,
       threadId: newThreadId(), references: [], attachments: this.decodeAttachments(input.attachments),
     }, options);
@@ -93,18 +117,19 @@ export class OutgoingMail {
   async reply(identityId: string, originalId: string, input: ReplyInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const original = await this.store.getMessage(identityId, originalId);
+    const from = await this.fromAddress(identity, input.from, original);
     const to = original.direction === 'received'
       ? (original.replyTo.length ? original.replyTo : original.from)
       : original.to; // following up on our own message goes to the same people
     if (!to.length) throw badRequest('The original message has no sender address to reply to');
     // Reply-all: everyone else the original went to, on Cc, never this inbox itself nor anyone already on To.
-    const self = identity.emailAddress.toLowerCase();
+    const self = new Set([identity.emailAddress.toLowerCase(), from.toLowerCase()]);
     const onTo = new Set(to.map((a) => a.toLowerCase()));
     const cc = input.replyAll
-      ? uniqueAddresses([...original.to, ...(original.cc ?? [])]).filter((a) => a.toLowerCase() !== self && !onTo.has(a.toLowerCase()))
+      ? uniqueAddresses([...original.to, ...(original.cc ?? [])]).filter((a) => !self.has(a.toLowerCase()) && !onTo.has(a.toLowerCase()))
       : [];
     const chain = original.references.length ? original.references : original.inReplyTo ? [original.inReplyTo] : [];
-    const message = await this.storeOutgoing(identity, {
+    const message = await this.storeOutgoing(identity, from, {
       to, cc, bcc: [], subject: replySubject(original.subject), text: input.text, html: input.html,
       threadId: original.threadId, inReplyTo: original.messageId, references: [...chain, original.messageId],
       attachments: this.decodeAttachments(input.attachments),
@@ -124,6 +149,7 @@ export class OutgoingMail {
   async forward(identityId: string, originalId: string, input: ForwardInput, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const original = await this.store.getMessage(identityId, originalId);
+    const from = await this.fromAddress(identity, input.from);
     const carried = await Promise.all((original.attachments ?? []).map(async (a) => ({
       filename: a.filename, contentType: a.contentType, content: await this.store.attachments.read(a.attachmentId),
       ...(a.inline && a.contentId ? { contentId: a.contentId, inline: true } : {}),
@@ -135,7 +161,7 @@ export class OutgoingMail {
     const html = original.html !== undefined || input.html !== undefined
       ? `${input.html ?? (note ? `<p>${escapeHtml(note).replace(/\n/g, '<br>')}</p>` : '')}<div>${header.map(escapeHtml).join('<br>')}</div><br>${original.html ?? `<pre>${escapeHtml(original.text)}</pre>`}`
       : undefined;
-    const message = await this.storeOutgoing(identity, {
+    const message = await this.storeOutgoing(identity, from, {
       to: input.to, cc: input.cc ?? [], bcc: input.bcc ?? [], subject: forwardSubject(original.subject), text, html,
       threadId: newThreadId(), references: [], attachments,
     }, options);
@@ -181,7 +207,7 @@ export class OutgoingMail {
     throw new AppError(403, 'recipient_blocked', `Not sent: ${refused.map((r) => r.why).join('; ')}`, { recipients: refused.map((r) => r.address) });
   }
 
-  private async storeOutgoing(identity: IdentityDoc, mail: {
+  private async storeOutgoing(identity: IdentityDoc, from: string, mail: {
     to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
     threadId: string; inReplyTo?: string; references: string[]; attachments: AttachmentContent[];
   }, options: SendOptions = {}): Promise<MessageDoc> {
@@ -199,7 +225,7 @@ export class OutgoingMail {
     const createdAt = new Date();
     const messageId = this.newMessageId();
     const raw = await composeMessage({
-      messageId, from: { name: identity.displayName, address: identity.emailAddress }, to: mail.to, cc: mail.cc,
+      messageId, from: { name: identity.displayName, address: from }, to: mail.to, cc: mail.cc,
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references, date: createdAt,
       attachments: mail.attachments,
     });
@@ -208,13 +234,13 @@ export class OutgoingMail {
     const rawFileId = raw.length > RAW_INLINE_BYTES ? await this.store.attachments.putRaw(id, raw) : undefined;
     const doc: MessageDoc = {
       _id: id, messageId, identityId: identity._id, inboxId: identity.emailAddress, threadId: mail.threadId,
-      direction: 'sent', from: [identity.emailAddress], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
+      direction: 'sent', from: [from], to: mail.to, cc: mail.cc, bcc: mail.bcc, replyTo: [],
       subject: mail.subject, text: mail.text, html: mail.html, inReplyTo: mail.inReplyTo, references: mail.references,
       labels: ['sent'], ...(attachments.length ? { attachments } : {}), createdAt, sortKey: sortKeyOf(createdAt, id), ...position,
     };
     const delivery = { status: 'queued' as const, attempts: 0, recipients: recipients.map((address) => ({ address, status: 'pending' as const })), updatedAt: createdAt };
     // The outbound record first: a crash before the message is stored leaves only an orphan nobody sends.
-    await this.store.outbound.create({ _id: id, from: identity.emailAddress, ...(rawFileId ? { raw: '', rawFileId } : { raw }), ...delivery });
+    await this.store.outbound.create({ _id: id, from, ...(rawFileId ? { raw: '', rawFileId } : { raw }), ...delivery });
     await this.store.messages.create(doc);
     this.store.meter.record(identity.orgId, 'mailSent');
     this.store.meter.record(identity.orgId, 'storageBytes', bytes);

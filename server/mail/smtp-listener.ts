@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
-import type { IdentityService } from '../identities/identity-service.js';
 import { ConfigError, type Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { MailService } from './mail-service.js';
@@ -34,7 +33,6 @@ function tlsOptions(config: Config): { key: Buffer; cert: Buffer } | undefined {
 export interface SmtpListenerDeps {
   config: Config;
   log: Logger;
-  identities: Pick<IdentityService, 'findLiveByEmail'>;
   mail: MailService;
 }
 
@@ -44,7 +42,7 @@ export interface SmtpListenerDeps {
  * certificate is configured; no AUTH (this is where the world delivers to us, not a submission port).
  */
 export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpListener> {
-  const { config, identities, mail } = deps;
+  const { config, mail } = deps;
   const log = deps.log.child({ area: 'smtp' });
   const domain = config.MAIL_DOMAIN.toLowerCase();
   const tls = tlsOptions(config);
@@ -66,11 +64,13 @@ export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpLis
         return callback(smtpError(452, `Too many recipients (at most ${config.SMTP_MAX_RECIPIENTS} per message)`));
       }
       const recipient = address.address.toLowerCase();
-      if (recipient.slice(recipient.lastIndexOf('@') + 1) !== domain) {
-        return callback(smtpError(550, `Relaying denied: ${recipient} is not a ${domain} address`));
-      }
-      identities.findLiveByEmail(recipient).then(async (identity) => {
-        if (!identity) return callback(smtpError(550, `No such mailbox: ${recipient}`));
+      const recipientDomain = recipient.slice(recipient.lastIndexOf('@') + 1);
+      // Ours: the service's domain, and the orgs' own domains while they are verified (domains/).
+      mail.mailboxOf(recipient).then(async (identity) => {
+        if (!identity) {
+          const served = recipientDomain === domain || await mail.domains.isVerified(recipientDomain);
+          return callback(smtpError(550, served ? `No such mailbox: ${recipient}` : `Relaying denied: ${recipientDomain} is not a domain this server receives mail for`));
+        }
         // Over its org's quota the mailbox is full (RFC 3463 4.2.2): a temporary refusal, retried by the sender.
         const full = await mail.receivingRefusal(identity.orgId);
         callback(full ? smtpError(452, `4.2.2 ${recipient}: ${full}, try again later`) : null);
@@ -122,16 +122,16 @@ export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpLis
   };
 }
 
-async function deliverLocally({ identities, mail }: Pick<SmtpListenerDeps, 'identities' | 'mail'>, received: Buffer, peer: SmtpPeer, recipients: string[]): Promise<void> {
+async function deliverLocally({ mail }: Pick<SmtpListenerDeps, 'mail'>, received: Buffer, peer: SmtpPeer, recipients: string[]): Promise<void> {
   // Mail from one of our own inboxes comes with the trusted path's stamp; anything else is checked
   // against DNS. Authentication never throws: a DNS outage is a temperror verdict, the mail is still kept.
   const { authenticator } = mail;
   const { raw, internal } = authenticator.openInternal(received, peer.mailFrom);
-  const sender = internal ? await identities.findLiveByEmail(peer.mailFrom.toLowerCase()) : null;
+  const sender = internal ? await mail.mailboxOf(peer.mailFrom) : null;
   const authentication = sender ? authenticator.internalVerdict() : await authenticator.verify(raw, peer);
   const message = { ...await parseInbound(raw, () => mail.newMessageId()), authentication, ...(sender ? { senderOrgId: sender.orgId } : {}) };
   for (const address of new Set(recipients)) {
-    const identity = await identities.findLiveByEmail(address);
+    const identity = await mail.mailboxOf(address);
     // Revoked between RCPT and DATA: the mail is simply not stored for that inbox.
     if (identity) await mail.receive(identity, message);
   }

@@ -16,6 +16,8 @@ const attachments = z.array(z.object({
   contentId: z.string().optional().describe('Makes it an inline image: reference it in html as <img src="cid:THIS">'),
 })).max(MAX_ATTACHMENTS).optional().describe(`Files to attach (at most ${MAX_ATTACHMENTS}; their total decoded size is capped per message, MAIL_MAX_ATTACHMENT_BYTES, 7 MiB by default)`);
 
+const from = z.string().optional().describe('Send as one of your addresses on your org\'s verified domains (mail_addresses lists them); default: your inbox address, or for a reply the address the original was sent to');
+
 /** A send's answer: the sent message, or the draft held for approval (status pending_approval), said plainly. */
 const outcome = (result: Outcome) => ('sent' in result ? presentSent(result.sent)
   : { ...presentDraft(result.held), note: 'Not sent yet: your approval policy holds this send as a draft until the org admin approves it (draft.approved / draft.rejected events tell you).' });
@@ -94,6 +96,7 @@ export const mailTools: ToolDefinition<MailToolDeps>[] = [
       cc: z.array(z.string()).max(100).optional(),
       bcc: z.array(z.string()).max(100).optional(),
       attachments,
+      from,
     }),
     async run({ mail }, principal, input) {
       return outcome(await mail.sendChecked(principal.identityId, sendInput.parse(input)));
@@ -109,6 +112,7 @@ export const mailTools: ToolDefinition<MailToolDeps>[] = [
       messageId: z.string().min(1).max(998), text: z.string(), html: z.string().optional(),
       replyAll: z.boolean().optional().describe('Also to everyone else on the original To and Cc (put on Cc), never yourself'),
       attachments,
+      from,
     }),
     async run({ mail }, principal, { messageId, ...body }) {
       return outcome(await mail.replyChecked(principal.identityId, messageIdInput.parse(messageId), replyInput.parse(body)));
@@ -127,6 +131,7 @@ export const mailTools: ToolDefinition<MailToolDeps>[] = [
       text: z.string().optional(),
       html: z.string().optional(),
       attachments,
+      from,
     }),
     async run({ mail }, principal, { messageId, ...body }) {
       return outcome(await mail.forwardChecked(principal.identityId, messageIdInput.parse(messageId), forwardInput.parse(body)));

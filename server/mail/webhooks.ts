@@ -9,12 +9,17 @@ import { assertAllowedUrl, outboundPolicy } from '../platform/ssrf.js';
 import { randomHex } from '../platform/ids.js';
 import type { DeliveryQueue, DeliveryTarget, WebhookService } from '../webhooks/webhook-service.js';
 import { MAIL_EVENT_TYPES, presentEvent, type MailEventDoc, type MailEventType } from './mail-events.js';
+import { DOMAIN_EVENT_TYPES, type DomainEventDoc, type DomainEventType } from './domains/models.js';
+
+/** What a mail webhook can subscribe to: its identity's mail events, and its org's domain events. */
+export const MAIL_WEBHOOK_EVENTS = [...MAIL_EVENT_TYPES, ...DOMAIN_EVENT_TYPES] as const;
+type MailWebhookEvent = MailEventType | DomainEventType;
 
 export const MAX_WEBHOOKS_PER_IDENTITY = 10;
 
 export const createMailWebhookBody = z.object({
   url: z.string().trim().max(2048).pipe(z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' })),
-  events: z.array(z.enum(MAIL_EVENT_TYPES, { message: `must be among ${MAIL_EVENT_TYPES.join(', ')}` })).min(1).max(MAIL_EVENT_TYPES.length)
+  events: z.array(z.enum(MAIL_WEBHOOK_EVENTS, { message: `must be among ${MAIL_WEBHOOK_EVENTS.join(', ')}` })).min(1).max(MAIL_WEBHOOK_EVENTS.length)
     .transform((events) => [...new Set(events)]),
 }).strict();
 /** A mail webhook's id: `mwh_` and 24 hex characters. */
@@ -27,7 +32,7 @@ interface MailWebhookDoc {
   orgId: string;
   identityId: string;
   url: string;
-  events: MailEventType[];
+  events: MailWebhookEvent[];
   secret: SealedSecret;
   createdAt: Date;
 }
@@ -41,6 +46,8 @@ const schema = new Schema<MailWebhookDoc>({
   secret: { type: Schema.Types.Mixed, required: true },
   createdAt: { type: Date, required: true },
 }, { versionKey: false });
+// Domain events go to every webhook of the org subscribed to them.
+schema.index({ orgId: 1, events: 1 });
 
 const secretContext = (id: string) => `mail-webhook-secret:${id}`;
 
@@ -63,7 +70,7 @@ export class MailWebhooks {
     this.hooks = conn.models.MailWebhook ?? conn.model<MailWebhookDoc>('MailWebhook', schema, 'mail_webhooks');
   }
 
-  async create(owner: { orgId: string; identityId: string }, input: { url: string; events: MailEventType[] }) {
+  async create(owner: { orgId: string; identityId: string }, input: { url: string; events: MailWebhookEvent[] }) {
     try {
       await assertAllowedUrl(input.url, outboundPolicy(this.config));
     } catch (err) {
@@ -115,6 +122,22 @@ export class MailWebhooks {
         // One delivery per event and webhook; its id is the idempotency key the receiver sees on every retry.
         eventId: `${event.identityId}.${event.seq}.${hook._id}`, event: event.type, orgId: event.orgId, endpointId: hook._id,
         identityId: event.identityId, subjectId: data.message?.messageId ?? data.messageId, body,
+      });
+    }
+  }
+
+  /**
+   * A domain's change of standing (domain.verified, domain.failing), one delivery per webhook of its org
+   * subscribed to it; idempotent per event.
+   */
+  async dispatchDomainEvent(event: DomainEventDoc): Promise<void> {
+    const hooks = await this.hooks.find({ orgId: event.orgId, events: event.type }).lean();
+    if (!hooks.length) return;
+    const body = JSON.stringify({ eventId: event._id, event: event.type, orgId: event.orgId, createdAt: event.at.toISOString(), data: event.data });
+    for (const hook of hooks) {
+      await this.webhooks.enqueue({
+        eventId: `${event._id}.${hook._id}`, event: event.type, orgId: event.orgId, endpointId: hook._id,
+        identityId: hook.identityId, subjectId: event.domainId, body,
       });
     }
   }

@@ -18,6 +18,7 @@ import { signupBody } from '../signup/routes.js';
 import { acceptanceBody, captureBody, channelPayBody, endpointBody, endpointPatch, holdBody, idParam as paymentIdParam, listQuery as paymentPageQuery, paymentListQuery, redeemBody, refundBody, sellerKeyBody, signInBody, voucherIdParam, channelIdParam } from '../payments/routes.js';
 import { idParam as deliveryIdParam, listQuery as deliveryListQuery } from '../webhooks/routes.js';
 import { createMailWebhookBody, mailWebhookParams } from '../mail/webhooks.js';
+import { addressBody, addressParams, createDomainBody, domainParams } from '../mail/domains/routes.js';
 import { mailDeliveriesQuery } from '../mail/webhook-routes.js';
 import { eventStreamQuery } from '../mail/event-routes.js';
 import { identityParams, signBody, verifyBody } from '../did/routes.js';
@@ -66,6 +67,7 @@ const platform = ['platform'] as const;
 const seller = ['seller'] as const;
 const sellerOrOps = ['seller', 'platform'] as const;
 const anyKey = ['identity', 'platform', 'seller'] as const;
+const orgOrIdentity = ['platform', 'identity'] as const;
 const json = (description: string, schema?: z.ZodType) => ({ status: 200, description, ...(schema ? { schema } : {}) });
 const created = (description: string, schema?: z.ZodType) => ({ status: 201, description, ...(schema ? { schema } : {}) });
 /** A second success status of a route (`also` takes a bare string as an error answer). */
@@ -120,6 +122,15 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/v0/webhooks/:webhookId', tag: 'Mail', summary: 'One mail webhook', auth: identity, scopes: ['mail:read'], params: mailWebhookParams, ok: json('The webhook') },
   { method: 'get', path: '/v0/webhooks/:webhookId/deliveries', tag: 'Mail', summary: "A mail webhook's deliveries with every attempt", auth: identity, scopes: ['mail:read'], params: mailWebhookParams, query: mailDeliveriesQuery, ok: json('Deliveries, newest first') },
   { method: 'delete', path: '/v0/webhooks/:webhookId', tag: 'Mail', summary: 'Remove a mail webhook', auth: identity, scopes: ['mail:manage'], params: mailWebhookParams, ok: json('Removed') },
+  { method: 'post', path: '/v0/domains', tag: 'Mail domains', summary: "Add one of the org's own domains for mail: answers the DNS records to publish (MX, SPF, DKIM, DMARC, a verification TXT)", auth: orgOrIdentity, scopes: ['mail:manage'], body: createDomainBody, ok: created('The domain, pending, with its records'), also: { 409: 'Already one of the org\'s domains, or too many domains' } },
+  { method: 'get', path: '/v0/domains', tag: 'Mail domains', summary: "The org's mail domains with their standing as last checked", auth: orgOrIdentity, scopes: ['mail:read'], ok: json('The domains') },
+  { method: 'get', path: '/v0/domains/:domainId', tag: 'Mail domains', summary: 'One domain, its records checked through DNS now: each ok, missing or wrong (with what was found), or unknown (DNS did not answer)', auth: orgOrIdentity, scopes: ['mail:read'], params: domainParams, ok: json('The domain and its records') },
+  { method: 'delete', path: '/v0/domains/:domainId', tag: 'Mail domains', summary: 'Delete a domain and the addresses on it', auth: orgOrIdentity, scopes: ['mail:manage'], params: domainParams, ok: json('Deleted') },
+  { method: 'post', path: '/v0/domains/:domainId/dkim/rotate', tag: 'Mail domains', summary: 'A new DKIM key under a new selector; it signs once DNS shows it, and the old one retires', auth: orgOrIdentity, scopes: ['mail:manage'], params: domainParams, ok: json('The domain with the new key\'s record'), also: { 409: 'A concurrent rotation won; retry' } },
+  { method: 'post', path: '/v0/domains/:domainId/addresses', tag: 'Mail domains', summary: 'An address on a verified domain for an identity (a platform key names it; an identity key takes it for itself)', auth: orgOrIdentity, scopes: ['mail:manage'], params: domainParams, body: addressBody, ok: created('The address'), also: { 409: 'The address is taken, or the domain is not verified' } },
+  { method: 'get', path: '/v0/domains/:domainId/addresses', tag: 'Mail domains', summary: "Addresses on a domain (an identity key: its own)", auth: orgOrIdentity, scopes: ['mail:read'], params: domainParams, ok: json('The addresses') },
+  { method: 'delete', path: '/v0/domains/:domainId/addresses/:address', tag: 'Mail domains', summary: 'Remove an address (an identity key: its own)', auth: orgOrIdentity, scopes: ['mail:manage'], params: addressParams, ok: json('Removed') },
+  { method: 'get', path: '/v0/mail/addresses', tag: 'Mail', summary: "The identity's addresses: its inbox address, and those on its org's domains (usable while the domain is verified)", auth: identity, scopes: ['mail:read'], ok: json('The addresses') },
   { method: 'get', path: '/v0/threads', tag: 'Mail', summary: 'List threads, most recent first', auth: identity, scopes: ['mail:read'], query: listThreadsInput, ok: json('A page of threads') },
   { method: 'get', path: '/v0/threads/:threadId', tag: 'Mail', summary: 'One thread with its messages', auth: identity, scopes: ['mail:read'], params: threadParams, ok: json('The thread') },
 

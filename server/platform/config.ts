@@ -207,6 +207,12 @@ const schema = z.object({
     .pipe(z.array(z.string().regex(/^(?:[0-9.]+|\[[0-9a-fA-F:]+\])(?::\d{1,5})?$/, 'must be comma-separated host:port pairs of IP addresses, e.g. 127.0.0.1:5353')).min(1))
     .optional(),
   MAIL_DNS_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(3_000),
+  // Custom mail domains (server/mail/domains): the host their MX record must name (this deployment's inbound
+  // SMTP; default MAIL_DOMAIN), the SPF record their SPF must include (the one listing the relay's
+  // addresses; default _spf.MAIL_DOMAIN), and how often every domain's records are checked again.
+  MAIL_MX_HOST: z.string().regex(/^[a-z0-9.-]+$/i, 'must be a host name, e.g. mx.example.com').optional(),
+  MAIL_SPF_INCLUDE: z.string().regex(/^[a-z0-9._-]+$/i, 'must be a domain name, e.g. _spf.example.com').optional(),
+  MAIL_DOMAIN_CHECK_EVERY_MS: z.coerce.number().int().min(1000).default(3_600_000),
   // Whether unverified received mail is admitted (verdict kept) where neither the identity nor its org
   // says: false in production. `agentgate dev` turns it on while its mail catcher plays the outside world,
   // whose domains publish no DNS records here.

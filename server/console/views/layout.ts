@@ -1,7 +1,7 @@
 import { html, type SafeHtml } from '../html.js';
 import type { LiveSession } from '../sessions.js';
 
-export type Section = 'payments' | 'channels' | 'webhooks' | 'endpoints' | 'keys' | 'approvals' | 'activity' | 'usage' | 'none';
+export type Section = 'payments' | 'channels' | 'webhooks' | 'endpoints' | 'keys' | 'approvals' | 'domains' | 'activity' | 'usage' | 'none';
 
 const NAV: Array<{ section: Section; href: string; label: string; adminOnly?: boolean }> = [
   { section: 'payments', href: '/console/payments', label: 'Payments' },
@@ -10,6 +10,7 @@ const NAV: Array<{ section: Section; href: string; label: string; adminOnly?: bo
   { section: 'endpoints', href: '/console/endpoints', label: 'Endpoints' },
   { section: 'keys', href: '/console/seller-keys', label: 'Seller keys', adminOnly: true },
   { section: 'approvals', href: '/console/drafts', label: 'Approvals', adminOnly: true },
+  { section: 'domains', href: '/console/domains', label: 'Mail domains', adminOnly: true },
   { section: 'activity', href: '/console/activity', label: 'Activity' },
   { section: 'usage', href: '/console/usage', label: 'Usage' },
 ];
