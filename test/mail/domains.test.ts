@@ -175,7 +175,7 @@ describe('a custom mail domain', () => {
 
     // Out: the reply comes from the address the mail was sent to, through the relay, signed with the domain's key.
     const reply = await server.request('POST', `/v0/messages/${encodeURIComponent(received.messageId)}/reply`, { key: org.identity.rawKey, body: { text: 'On its way.' } });
-    expect(reply.status).toBe(200);
+    expect(reply.status).toBe(201);
     expect(reply.body.from).toEqual([`support@${DOMAIN}`]);
     let out: (typeof mx.received)[number] | undefined;
     await eventually(() => {
@@ -193,7 +193,7 @@ describe('a custom mail domain', () => {
     // A new message with an explicit From, to another of our own inboxes: delivered inside, the sender known.
     const colleague = await signUp(server);
     const sent = await server.request('POST', '/v0/messages/send', { key: org.identity.rawKey, body: { from: `SUPPORT@${DOMAIN}`, to: [colleague.identity.emailAddress], subject: 'From the shop', text: 'hello' } });
-    expect([sent.status, sent.body.from]).toEqual([200, [`support@${DOMAIN}`]]);
+    expect([sent.status, sent.body.from]).toEqual([201, [`support@${DOMAIN}`]]);
     await eventually(async () => {
       const got = (await inbox(colleague.identity.rawKey)).find((m) => m.subject === 'From the shop');
       expect(got).toMatchObject({ from: [`support@${DOMAIN}`] });
@@ -244,7 +244,7 @@ describe('a custom mail domain', () => {
 
     const signedWith = async (subject: string) => {
       const sent = await server.request('POST', '/v0/messages/send', { key: org.identity.rawKey, body: { from: `support@${DOMAIN}`, to: ['rotation@example.org'], subject, text: subject } });
-      expect(sent.status).toBe(200);
+      expect(sent.status).toBe(201);
       let out: (typeof mx.received)[number] | undefined;
       await eventually(() => {
         out = mx.received.find((m) => m.raw.toString().includes(`Subject: ${subject}`));

@@ -85,7 +85,8 @@ export class MailDomains {
       throw new AppError(409, 'too_many_domains', `An org can have at most ${MAX_DOMAINS_PER_ORG} mail domains; delete one first`);
     }
     const id = newId('dom');
-    const domain: MailDomainDoc = { _id: id, orgId, name, verificationToken: randomHex(16), dkimKeys: [this.newKey(id)], createdAt: new Date() };
+    const key = this.newKey(id);
+    const domain: MailDomainDoc = { _id: id, orgId, name, verificationToken: randomHex(16), dkimKeys: [key], newestSelector: key.selector, createdAt: new Date() };
     try {
       await this.domains.create(domain);
     } catch (err) {
@@ -133,11 +134,11 @@ export class MailDomains {
     const domain = await this.owned(orgId, id);
     const check = await this.checks.findById(id).lean();
     const signing = this.signingIndex(domain, check);
-    const keys = [...domain.dkimKeys.slice(Math.max(0, signing)), this.newKey(id)];
-    // A compare-and-set on the key list: two rotations at once leave one new key, not a lost one.
-    const last = domain.dkimKeys.at(-1)!.selector;
-    const updated = await this.domains.findOneAndUpdate({ _id: id, orgId, dkimKeys: { $size: domain.dkimKeys.length }, 'dkimKeys.selector': last },
-      { $set: { dkimKeys: keys } }, { returnDocument: 'after' }).lean();
+    const fresh = this.newKey(id);
+    const keys = [...domain.dkimKeys.slice(Math.max(0, signing)), fresh];
+    // A compare-and-set on the newest key: two rotations at once leave one new key, not a lost one.
+    const updated = await this.domains.findOneAndUpdate({ _id: id, orgId, newestSelector: domain.newestSelector },
+      { $set: { dkimKeys: keys, newestSelector: fresh.selector } }, { returnDocument: 'after' }).lean();
     if (!updated) throw conflict('The domain changed meanwhile; retry');
     await this.deps.logs.record({
       orgId, ...(by.identityId ? { identityId: by.identityId } : {}), action: 'mail.domain_dkim_rotated', category: 'mail',

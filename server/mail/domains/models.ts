@@ -27,6 +27,8 @@ export interface MailDomainDoc {
   verificationToken: string;
   /** Oldest first: the newest is the one being rotated in until DNS shows it. */
   dkimKeys: DkimKeyDoc[];
+  /** The newest key's selector: what a rotation compares and sets, so two at once leave one new key. */
+  newestSelector: string;
   createdAt: Date;
 }
 
@@ -36,6 +38,7 @@ export const domainSchema = new Schema<MailDomainDoc>({
   name: { type: String, required: true },
   verificationToken: { type: String, required: true },
   dkimKeys: { type: [{ _id: false, selector: String, publicKey: String, privateKey: Schema.Types.Mixed, createdAt: Date }], required: true },
+  newestSelector: { type: String, required: true },
   createdAt: { type: Date, required: true },
 }, { versionKey: false });
 // One domain name once per org; two orgs may both claim it, only one can verify it (mail_domain_owners).
