@@ -4,6 +4,7 @@ import type { Config } from './platform/config.js';
 import { createContext, type AppContext } from './context.js';
 import { createApp, type AppExtension } from './app.js';
 import { startSmtpListener } from './mail/smtp-listener.js';
+import { startSubmission } from './mail/submission.js';
 import { startReconciler } from './payments/reconcile.js';
 import type { Logger } from './platform/logger.js';
 import { startMetricsListener } from './platform/metrics-endpoint.js';
@@ -13,6 +14,9 @@ export interface RunningServer {
   port: number;
   /** The inbound SMTP listener's port (SMTP_PORT=0 picks one). */
   smtpPort: number;
+  /** SMTP submission's ports (SMTP_SUBMISSION_PORT, SMTP_SUBMISSIONS_PORT), when they are set. */
+  submissionPort?: number;
+  submissionTlsPort?: number;
   /** The tokenless metrics listener's URL when METRICS_PORT is set. */
   metricsUrl?: string;
   app: AppContext;
@@ -24,6 +28,7 @@ export interface RunningServer {
 export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean; log?: Logger } = {}): Promise<RunningServer> {
   const app = await createContext(config, { log: options.log });
   let smtp: Awaited<ReturnType<typeof startSmtpListener>>;
+  let submission: Awaited<ReturnType<typeof startSubmission>>;
   let http: Server;
   try {
     watchQueues(app);
@@ -32,6 +37,8 @@ export async function startServer(config: Config, options: { extension?: AppExte
     await startSettlement(app, { role: 'serve', accepts: true });
     smtp = await startSmtpListener(app);
     app.shutdown.add('SMTP listener', () => smtp.close());
+    submission = await startSubmission(app);
+    if (submission) app.shutdown.add('SMTP submission listener', () => submission!.close());
     // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
     if (options.workers ?? true) await startBackgroundWork(app, 'serve');
     const koa = createApp(app, options.extension);
@@ -62,6 +69,7 @@ export async function startServer(config: Config, options: { extension?: AppExte
     url: `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`,
     port,
     smtpPort: smtp.port,
+    ...(submission ? { submissionPort: submission.port, ...(submission.tlsPort !== undefined ? { submissionTlsPort: submission.tlsPort } : {}) } : {}),
     ...(metricsUrl ? { metricsUrl } : {}),
     app,
     http,

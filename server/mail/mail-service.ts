@@ -206,6 +206,20 @@ export class MailService {
     return held ? outcomeOf(held) : { sent: await this.forward(identityId, originalId, input) };
   }
 
+  /**
+   * A message a mail client submitted over SMTP, through the identity's approval policy as a send is
+   * (a held one waits as a draft; drafts carry no attachments, so a held message with some is refused).
+   */
+  async submitChecked(identityId: string, from: string, mail: Parameters<OutgoingMail['submit']>[2], options?: SendOptions): Promise<Outcome> {
+    const held = await this.drafts.throughPolicy(identityId, { to: mail.to, cc: mail.cc, bcc: mail.bcc, subject: mail.subject, text: mail.text, html: mail.html, from }, mail.attachments.length > 0);
+    return held ? outcomeOf(held) : { sent: await this.outgoing.submit(identityId, from, mail, options) };
+  }
+
+  /** The From a message of the identity's may carry (outgoing-mail.ts fromAddress); 403 from_not_allowed otherwise. */
+  async fromAddress(identityId: string, asked: string): Promise<string> {
+    return this.outgoing.fromAddress(await this.store.inboxOf(identityId), asked);
+  }
+
   decodeAttachments(input: AttachmentInput[] | undefined, carried: AttachmentContent[] = []): AttachmentContent[] {
     return this.outgoing.decodeAttachments(input, carried);
   }

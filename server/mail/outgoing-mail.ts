@@ -174,6 +174,31 @@ export class OutgoingMail {
   }
 
   /**
+   * A message a mail client submitted (SMTP submission, submission.ts), sent as a send is: the client's
+   * envelope recipients (those on neither To nor Cc go as Bcc), its attachments, and its threading: a
+   * reply to a message of the inbox (In-Reply-To) joins that message's thread.
+   */
+  async submit(identityId: string, from: string, mail: {
+    to: string[]; cc: string[]; bcc: string[]; subject: string; text: string; html?: string;
+    inReplyTo?: string; references: string[]; attachments: AttachmentContent[];
+  }, options: SendOptions = {}): Promise<MessageDoc> {
+    const identity = await this.store.inboxOf(identityId);
+    const original = mail.inReplyTo ? await this.store.getMessage(identityId, mail.inReplyTo).catch(() => undefined) : undefined;
+    const cap = this.config.MAIL_MAX_ATTACHMENT_BYTES;
+    const total = mail.attachments.reduce((sum, a) => sum + a.content.length, 0);
+    if (mail.attachments.length > MAX_ATTACHMENTS || total > cap) {
+      throw new AppError(413, 'attachments_too_large', `A message may carry at most ${MAX_ATTACHMENTS} attachments and ${cap} bytes of them; this one has ${mail.attachments.length} and ${total}`);
+    }
+    const message = await this.storeOutgoing(identity, from, { ...mail, threadId: original?.threadId ?? newThreadId() }, options);
+    await this.logs.record({
+      orgId: identity.orgId, identityId, action: 'mail.sent', category: 'mail', description: `Mail sent over SMTP submission: ${logSubject(message.subject)}`,
+      targetType: 'message', targetId: message.messageId,
+      metadata: { threadId: message.threadId, to: message.to, cc: message.cc, bccCount: message.bcc.length, attachments: message.attachments?.length ?? 0, ...(original ? { inReplyTo: original.messageId } : {}) },
+    });
+    return message;
+  }
+
+  /**
    * Base64 (already checked by the schema) to bytes, refused with 413 when they total more than
    * MAIL_MAX_ATTACHMENT_BYTES: the message must still fit the SMTP size limit once encoded again.
    */

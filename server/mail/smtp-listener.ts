@@ -23,7 +23,8 @@ export function smtpListenAddress(config: Config): { host: string; port: number 
   };
 }
 
-function tlsOptions(config: Config): { key: Buffer; cert: Buffer } | undefined {
+/** The certificate STARTTLS offers (the inbound listener and submission alike), when one is configured. */
+export function tlsOptions(config: Config): { key: Buffer; cert: Buffer } | undefined {
   const { SMTP_TLS_CERT_FILE: certFile, SMTP_TLS_KEY_FILE: keyFile } = config;
   if (!certFile && !keyFile) return undefined;
   if (!certFile || !keyFile) throw new ConfigError('configuration error: SMTP_TLS_CERT_FILE and SMTP_TLS_KEY_FILE must be given together');

@@ -195,6 +195,11 @@ const schema = z.object({
   // Attachments of one outgoing message, decoded, in total: base64 in MIME adds a third, and the message
   // must still fit SMTP_MAX_MESSAGE_BYTES when one of our inboxes mails another.
   MAIL_MAX_ATTACHMENT_BYTES: z.coerce.number().int().min(1024).max(11 * 1024 * 1024).default(7 * 1024 * 1024),
+  // SMTP submission for mail clients (server/mail/submission.ts), off unless a port is set: 587 with
+  // STARTTLS, and 465 with TLS from the first byte. Production needs SMTP_TLS_CERT_FILE for it: the
+  // password a client sends is an identity key.
+  SMTP_SUBMISSION_PORT: port.optional(),
+  SMTP_SUBMISSIONS_PORT: port.optional(),
   SMTP_TLS_CERT_FILE: z.string().min(1).optional(),
   SMTP_TLS_KEY_FILE: z.string().min(1).optional(),
   SMTP_RELAY_URL: z.string().regex(/^smtps?:\/\/[^\s]+$/, 'must be an smtp:// or smtps:// URL').optional(),
@@ -427,6 +432,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const problems = new Map<string, string>();
   const networks = networksOf(result.data, input, problems);
   const solanaNetworks = solanaNetworksOf(result.data, input, problems);
+  const submission = result.data.SMTP_SUBMISSION_PORT !== undefined || result.data.SMTP_SUBMISSIONS_PORT !== undefined;
+  if (submission && result.data.AGENTGATE_MODE === 'production' && !result.data.SMTP_TLS_CERT_FILE) {
+    problems.set(result.data.SMTP_SUBMISSION_PORT !== undefined ? 'SMTP_SUBMISSION_PORT' : 'SMTP_SUBMISSIONS_PORT', 'needs SMTP_TLS_CERT_FILE and SMTP_TLS_KEY_FILE: mail clients log in with identity keys, which must not cross the network in the clear');
+  }
+  if (result.data.SMTP_SUBMISSIONS_PORT !== undefined && !result.data.SMTP_TLS_CERT_FILE) problems.set('SMTP_SUBMISSIONS_PORT', 'needs SMTP_TLS_CERT_FILE and SMTP_TLS_KEY_FILE (TLS from the first byte)');
   if (problems.size) throw new ConfigError(`configuration error: ${[...problems].map(([name, message]) => `${name} ${message}`).join('; ')}`);
   return { ...result.data, mode: result.data.AGENTGATE_MODE, networks, solanaNetworks };
 }
