@@ -31,6 +31,7 @@ import { HoldService } from './payments/holds.js';
 import { WebhookService } from './webhooks/webhook-service.js';
 import { MailWebhooks } from './mail/webhooks.js';
 import { MailDomains } from './mail/domains/domain-service.js';
+import { MailSendLimits } from './mail/send-limits.js';
 import { mailResolver } from './mail/mail-auth.js';
 import { loadServiceKey, type ServiceKey } from './did/service-key.js';
 import { DidService } from './did/did-service.js';
@@ -242,7 +243,10 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   const mailWebhooks = new MailWebhooks(db, config, secrets, webhooks, logs);
   const mailEvents = new MailEventLog(db, changes, log.child({ area: 'mail-events' }), (event) => mailWebhooks.dispatch(event));
   const domains = new MailDomains({ conn: db, config, secrets, logs, log: log.child({ area: 'mail-domains' }), dns: mailResolver(config), onEvent: (event) => mailWebhooks.dispatchDomainEvent(event) });
-  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, domains, meter, events);
+  // Sends per identity and org per MAIL_SEND_LIMIT_WINDOW_MS, counted across processes as request limits are.
+  const sendLimits = new MailSendLimits(new WindowCounts(db, processes.id, config.MAIL_SEND_LIMIT_WINDOW_MS), { perIdentity: config.MAIL_SEND_LIMIT_PER_IDENTITY, perOrg: config.MAIL_SEND_LIMIT_PER_ORG });
+  shutdown.add('mail send limit counts', () => sendLimits.stop());
+  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, domains, sendLimits, meter, events);
   const ctx: AppContext = {
     config,
     log,

@@ -70,7 +70,7 @@ export function draftRoutes({ keys, identities, mail }: MailRouteDeps): Router {
     const identityId = identityWith(ctx, 'mail:send');
     const { draftId } = parseInput(draftParams, ctx.params, 'params');
     const body = parseInput(sendDraftInput, ctx.request.body ?? {}, 'body');
-    const view = await drafts.requestSend(identityId, draftId, body);
+    const view = await mail.requestDraftSend(identityId, draftId, body);
     ctx.status = view.status === 'sent' ? 200 : 202;
     ctx.body = presentDraft(view);
   });

@@ -29,6 +29,7 @@ import { assignMissingPositions, assignPositionsOnce } from './position-backfill
 import { indexUnsearched } from './search-backfill.js';
 import type { Meter } from '../usage/index.js';
 import type { MailDomains } from './domains/domain-service.js';
+import type { MailSendLimits } from './send-limits.js';
 
 export type { MessagePage } from './mail-reader.js';
 
@@ -74,7 +75,7 @@ export class MailService {
   /** `pages` keeps message-list pages, each valid while its inbox's change token is (see MailReader.listMessages). */
   constructor(conn: Connection, config: Config, identities: IdentityService,
     logs: ActivityLog, jobs: JobQueue, pages: PageCache<MessagePage>,
-    private readonly log: Logger, readonly events: MailEventLog, domains: MailDomains, meter: Meter, serviceEvents?: ServiceEvents) {
+    private readonly log: Logger, readonly events: MailEventLog, domains: MailDomains, private readonly sendLimits: MailSendLimits, meter: Meter, serviceEvents?: ServiceEvents) {
     this.domains = domains;
     this.identities = identities;
     this.ourDomain = config.MAIL_DOMAIN.toLowerCase();
@@ -192,16 +193,19 @@ export class MailService {
    * (drafts.ts), which may turn the send into a draft waiting for the org admin (`held`).
    */
   async sendChecked(identityId: string, input: SendInput): Promise<Outcome> {
+    await this.takeSend(identityId);
     const held = await this.drafts.throughPolicy(identityId, { to: input.to, cc: input.cc, bcc: input.bcc, subject: input.subject, text: input.text, html: input.html, from: input.from }, !!input.attachments?.length);
     return held ? outcomeOf(held) : { sent: await this.send(identityId, input) };
   }
 
   async replyChecked(identityId: string, originalId: string, input: ReplyInput): Promise<Outcome> {
+    await this.takeSend(identityId);
     const held = await this.drafts.throughPolicy(identityId, { inReplyTo: originalId, text: input.text, html: input.html, replyAll: input.replyAll, from: input.from }, !!input.attachments?.length);
     return held ? outcomeOf(held) : { sent: await this.reply(identityId, originalId, input) };
   }
 
   async forwardChecked(identityId: string, originalId: string, input: ForwardInput): Promise<Outcome> {
+    await this.takeSend(identityId);
     const held = await this.drafts.throughPolicy(identityId, { forwardOf: originalId, to: input.to, cc: input.cc, bcc: input.bcc, text: input.text, html: input.html, from: input.from }, !!input.attachments?.length);
     return held ? outcomeOf(held) : { sent: await this.forward(identityId, originalId, input) };
   }
@@ -211,8 +215,20 @@ export class MailService {
    * (a held one waits as a draft; drafts carry no attachments, so a held message with some is refused).
    */
   async submitChecked(identityId: string, from: string, mail: Parameters<OutgoingMail['submit']>[2], options?: SendOptions): Promise<Outcome> {
+    await this.takeSend(identityId);
     const held = await this.drafts.throughPolicy(identityId, { to: mail.to, cc: mail.cc, bcc: mail.bcc, subject: mail.subject, text: mail.text, html: mail.html, from }, mail.attachments.length > 0);
     return held ? outcomeOf(held) : { sent: await this.outgoing.submit(identityId, from, mail, options) };
+  }
+
+  /** A draft asked to be sent (now, at its sendAt, or once approved), counted against the send limits as a send is. */
+  async requestDraftSend(identityId: string, draftId: string, input: { sendAt?: string }): Promise<DraftView> {
+    await this.takeSend(identityId);
+    return this.drafts.requestSend(identityId, draftId, input);
+  }
+
+  /** One send against the identity's and its org's limits (send-limits.ts): 429 mail_rate_limited over either. */
+  private async takeSend(identityId: string): Promise<void> {
+    await this.sendLimits.take(await this.store.inboxOf(identityId));
   }
 
   /** The From a message of the identity's may carry (outgoing-mail.ts fromAddress); 403 from_not_allowed otherwise. */

@@ -280,7 +280,7 @@ export const mailTools: ToolDefinition<MailToolDeps>[] = [
     scope: 'mail:send',
     input: z.object({ draftId: z.string(), sendAt: z.string().optional() }),
     async run({ mail }, principal, { draftId, ...body }) {
-      return presentDraft(await mail.drafts.requestSend(principal.identityId, draftIdInput.parse(draftId), sendDraftInput.parse(body)));
+      return presentDraft(await mail.requestDraftSend(principal.identityId, draftIdInput.parse(draftId), sendDraftInput.parse(body)));
     },
   }),
   defineTool({

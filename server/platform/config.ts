@@ -194,6 +194,11 @@ const schema = z.object({
   SMTP_MAX_RECIPIENTS: z.coerce.number().int().min(1).max(1000).default(50),
   // Attachments of one outgoing message, decoded, in total: base64 in MIME adds a third, and the message
   // must still fit SMTP_MAX_MESSAGE_BYTES when one of our inboxes mails another.
+  // Messages sent per identity and per org per MAIL_SEND_LIMIT_WINDOW_MS, over the API, MCP and SMTP
+  // submission, counted across every process (server/mail/send-limits.ts); 0: no limit.
+  MAIL_SEND_LIMIT_PER_IDENTITY: z.coerce.number().int().min(0).default(500),
+  MAIL_SEND_LIMIT_PER_ORG: z.coerce.number().int().min(0).default(5_000),
+  MAIL_SEND_LIMIT_WINDOW_MS: z.coerce.number().int().min(1_000).max(86_400_000).default(3_600_000),
   MAIL_MAX_ATTACHMENT_BYTES: z.coerce.number().int().min(1024).max(11 * 1024 * 1024).default(7 * 1024 * 1024),
   // SMTP submission for mail clients (server/mail/submission.ts), off unless a port is set: 587 with
   // STARTTLS, and 465 with TLS from the first byte. Production needs SMTP_TLS_CERT_FILE for it: the

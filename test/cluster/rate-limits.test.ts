@@ -99,3 +99,40 @@ it(`the same 2 serve: an org's plan quota of ${QUOTA} facilitator calls a month,
     balancer.stop();
   }
 });
+
+const SEND_LIMIT = 20;
+const SENDS = 60;
+
+it(`the same 2 serve: an identity's burst of ${SENDS} sends over its mail send limit of ${SEND_LIMIT} is admitted ${SEND_LIMIT} times across both (give or take the sends in flight), the rest 429 mail_rate_limited with Retry-After; another identity of the org is not affected`, async () => {
+  const { chain, mongo } = services;
+  await cluster?.stop();
+  cluster = await startCluster({ mongoUri: mongo.uri, chain, serves: 2, workers: 0, pool: [generatePrivateKey()], env: { MAIL_SEND_LIMIT_PER_IDENTITY: String(SEND_LIMIT) } });
+  const balancer = new Balancer(cluster.serves, { followReady: false });
+  const backend = await balancerProxy(balancer);
+  try {
+    const post = async (path: string, key: string, body: unknown) => {
+      const res = await fetch(`${backend.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() as Record<string, any> };
+    };
+    const org = (await (await fetch(`${backend.url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as { platform_key: string; identity: { rawKey: string; emailAddress: string } };
+    const colleagueKey = (await post('/v0/platform/identities', org.platform_key, { name: 'colleague' })).body.rawKey as string;
+    const send = (key: string, i: number) => post('/v0/messages/send', key, { to: ['ada@example.org'], subject: `burst ${i}`, text: 'hello' });
+    const answers: Array<Awaited<ReturnType<typeof send>>> = [];
+    let next = 0;
+    await Promise.all(Array.from({ length: CONCURRENCY }, async () => { while (next < SENDS) { const i = next++; answers.push(await send(org.identity.rawKey, i)); } }));
+    const admitted = answers.filter((a) => a.status === 201).length;
+    const refused = answers.filter((a) => a.status === 429);
+    expect(admitted).toBeGreaterThanOrEqual(SEND_LIMIT);
+    expect(admitted).toBeLessThanOrEqual(SEND_LIMIT + CONCURRENCY);
+    expect(admitted + refused.length).toBe(SENDS);
+    expect(refused.every((a) => a.body.error === 'mail_rate_limited' && Number(a.retryAfter) >= 1 && Number(a.retryAfter) <= 3600)).toBe(true);
+    // What was refused was not stored: the sender's mail holds exactly the admitted sends.
+    const sent = await fetch(`${backend.url}/v0/messages?labels=sent&limit=100`, { headers: { authorization: `Bearer ${org.identity.rawKey}` } });
+    expect(((await sent.json()) as { count: number }).count).toBe(admitted);
+    expect((await send(colleagueKey, 0)).status).toBe(201);
+    console.log(`mail send limit across 2 processes: ${admitted} of ${SENDS} sends admitted for a limit of ${SEND_LIMIT} (${CONCURRENCY} in flight at once), ${refused.length} refused 429`);
+  } finally {
+    await backend.close();
+    balancer.stop();
+  }
+});

@@ -25,6 +25,8 @@ beforeAll(async () => {
   server = await startTestServer({
     SMTP_SUBMISSION_PORT: '0', SMTP_SUBMISSIONS_PORT: '0',
     SMTP_TLS_CERT_FILE: join(certDir, 'cert.pem'), SMTP_TLS_KEY_FILE: join(certDir, 'key.pem'),
+    // Each test's identities send a few; the last test spends one identity's limit.
+    MAIL_SEND_LIMIT_PER_IDENTITY: '4',
   });
 });
 afterAll(async () => {
@@ -141,5 +143,19 @@ describe('SMTP submission', () => {
     const inbound = smtpClient(server);
     await expect(inbound.sendMail({ from: a.identity.emailAddress, to: 'x@example.org', subject: 's', text: 't' })).rejects.toMatchObject({ responseCode: 550 });
     inbound.close();
+  });
+
+  it('counts submitted mail against the same send limit as the API: over it, a temporary refusal (452) that names it', async () => {
+    const a = await signUp(server);
+    const b = await signUp(server);
+    for (let i = 0; i < 4; i++) {
+      expect((await server.request('POST', '/v0/messages/send', { key: a.identity.rawKey, body: { to: [b.identity.emailAddress], subject: `api ${i}`, text: 't' } })).status).toBe(201);
+    }
+    const over = await pythonSend({ user: a.identity.emailAddress, password: a.identity.rawKey, from: a.identity.emailAddress, to: [b.identity.emailAddress], subject: 'one too many', body: 'b' });
+    expect(over).toMatchObject({ ok: false, code: 452, error: expect.stringMatching(/has sent 4 messages in this window, its limit; retry in \d+ s/) });
+    const api = await server.request('POST', '/v0/messages/send', { key: a.identity.rawKey, body: { to: [b.identity.emailAddress], subject: 'api over', text: 't' } });
+    expect([api.status, api.body.error, Number(api.headers.get('retry-after')) > 0]).toEqual([429, 'mail_rate_limited', true]);
+    // Another identity of another org is not affected.
+    expect((await server.request('POST', '/v0/messages/send', { key: b.identity.rawKey, body: { to: [a.identity.emailAddress], subject: 'b is fine', text: 't' } })).status).toBe(201);
   });
 });
