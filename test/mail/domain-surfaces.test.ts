@@ -5,11 +5,10 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { consoleGet, consolePost, signIn } from '../console/http-client.js';
+import { callTool as call, connectMcp } from '../support/mcp-client.js';
 
 const run = promisify(execFile);
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
@@ -30,18 +29,6 @@ async function cli(args: string[]) {
     const e = err as { code: number; stdout: string };
     return { code: e.code, stdout: e.stdout };
   }
-}
-
-async function mcp(key: string): Promise<Client> {
-  const client = new Client({ name: 'agent-under-test', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
-  return client;
-}
-
-async function call(client: Client, name: string, args: Record<string, unknown>): Promise<any> {
-  const result = await client.callTool({ name, arguments: args });
-  expect(result.isError ?? false).toBe(false);
-  return JSON.parse((result.content as Array<{ text: string }>)[0]!.text);
 }
 
 it('the console adds a domain and shows its records as DNS holds them; the CLI and an agent over MCP see and use the same domain', async () => {
@@ -85,7 +72,7 @@ it('the console adds a domain and shows its records as DNS holds them; the CLI a
   expect((await consoleGet(server, `/console/domains/${domainId}`, session.cookie)).text).toContain(`hello@${DOMAIN}`);
 
   // MCP: the agent sees the domain, takes an address for itself, and lists its addresses.
-  const agent = await mcp(org.identity.rawKey);
+  const agent = await connectMcp(server.url, org.identity.rawKey);
   try {
     expect((await call(agent, 'mail_domains', {})).domains).toEqual([expect.objectContaining({ domainId, domain: DOMAIN, status: 'verified' })]);
     expect((await call(agent, 'mail_domain_check', { domainId })).records.every((r: any) => r.status === 'ok')).toBe(true);

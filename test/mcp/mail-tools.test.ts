@@ -1,24 +1,13 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { eventually, smtpClient } from '../mail/mail-support.js';
+import { callTool as call, connectMcp } from '../support/mcp-client.js';
 
 let server: TestServer;
 beforeAll(async () => { server = await startTestServer({ TRUST_PROXY: 'true' }); });
 afterAll(async () => { await server.close(); });
 
-async function connect(key: string): Promise<Client> {
-  const client = new Client({ name: 'agent-under-test', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
-  return client;
-}
-
-async function call(client: Client, name: string, args: Record<string, unknown>): Promise<any> {
-  const result = await client.callTool({ name, arguments: args });
-  expect(result.isError ?? false).toBe(false);
-  return JSON.parse((result.content as Array<{ text: string }>)[0]!.text);
-}
+const connect = (key: string) => connectMcp(server.url, key);
 
 describe('the backend MCP server', () => {
   it('runs the SPEC 4.2 agent loop with the mail tools: list unread, read the thread, reply, label read', async () => {
