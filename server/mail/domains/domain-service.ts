@@ -1,4 +1,5 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPair } from 'node:crypto';
+import { promisify } from 'node:util';
 import type { Connection, Model } from 'mongoose';
 import type { Collection } from 'mongodb';
 import { z } from 'zod';
@@ -48,6 +49,9 @@ export interface MailDomainsDeps {
   onEvent: (event: DomainEventDoc) => Promise<void>;
 }
 
+/** Off the event loop: an RSA 2048 key takes tens of milliseconds or more to make, which no request should wait behind. */
+const makeRsaKey = promisify(generateKeyPair);
+
 const sealContext = (domainId: string, selector: string) => `mail-domain-dkim:${domainId}:${selector}`;
 
 /**
@@ -85,7 +89,7 @@ export class MailDomains {
       throw new AppError(409, 'too_many_domains', `An org can have at most ${MAX_DOMAINS_PER_ORG} mail domains; delete one first`);
     }
     const id = newId('dom');
-    const key = this.newKey(id);
+    const key = await this.newKey(id);
     const domain: MailDomainDoc = { _id: id, orgId, name, verificationToken: randomHex(16), dkimKeys: [key], newestSelector: key.selector, createdAt: new Date() };
     try {
       await this.domains.create(domain);
@@ -134,7 +138,7 @@ export class MailDomains {
     const domain = await this.owned(orgId, id);
     const check = await this.checks.findById(id).lean();
     const signing = this.signingIndex(domain, check);
-    const fresh = this.newKey(id);
+    const fresh = await this.newKey(id);
     const keys = [...domain.dkimKeys.slice(Math.max(0, signing)), fresh];
     // A compare-and-set on the newest key: two rotations at once leave one new key, not a lost one.
     const updated = await this.domains.findOneAndUpdate({ _id: id, orgId, newestSelector: domain.newestSelector },
@@ -147,8 +151,8 @@ export class MailDomains {
     return this.viewOf(updated, check);
   }
 
-  private newKey(domainId: string): DkimKeyDoc {
-    const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: DKIM_BITS });
+  private async newKey(domainId: string): Promise<DkimKeyDoc> {
+    const { publicKey, privateKey } = await makeRsaKey('rsa', { modulusLength: DKIM_BITS });
     const selector = `ag${new Date().toISOString().slice(0, 10).replaceAll('-', '')}${randomHex(2)}`;
     return {
       selector,
