@@ -59,7 +59,11 @@ export async function superviseListening(
     throw new Error(`${options.name} did not start: ${said || (err as Error).message}`);
   }
   return {
-    exited,
+    // Why it ended, with its last words: a server that stops on its own (a PANIC, a full disk) says why.
+    exited: exited.then((reason) => {
+      const said = options.describeStderr ? options.describeStderr(stderr()) : stderr();
+      return said ? `${reason}: ${said.slice(-600)}` : reason;
+    }),
     async stop() {
       forget();
       await stopChild(child, exited, options.stopSignal, options.stopGraceMs);

@@ -5,6 +5,7 @@
 //    accounts 1..9, which act as per-worker treasuries (see test/support/chain.ts).
 // Plain ESM loading our TypeScript through tsx: jest's module mapper does not apply to global setup.
 import { tsImport } from 'tsx/esm/api';
+import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -23,5 +24,14 @@ export default async function globalSetup() {
   process.env.AGENTGATE_TEST_FACTORY = chain.factoryAddress;
   // Where test files take turns on the machine (test/support/machine-share.ts): one folder per run.
   process.env.AGENTGATE_TEST_LOCKS = join(tmpdir(), `agentgate-test-locks-${process.pid}-${Date.now()}`);
-  globalThis.__AGENTGATE_SERVICES__ = { mongo, chain };
+  const services = { mongo, chain, stopping: false };
+  globalThis.__AGENTGATE_SERVICES__ = services;
+  // A database that stops in the middle of the run fails every test after it: say so once, with why it
+  // stopped and how much disk was left, so the failure names its cause (one CI run lost its PostgreSQL).
+  mongo.exited?.then((reason) => {
+    if (services.stopping) return;
+    let free = 'unknown';
+    try { const s = statfsSync(tmpdir()); free = `${Math.round((s.bavail * s.bsize) / 1048576)} MiB`; } catch { /* no statfs */ }
+    log(`the test database stopped in the middle of the run (${reason}); free space in ${tmpdir()}: ${free}`);
+  });
 }
