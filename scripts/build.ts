@@ -1,5 +1,7 @@
 // `npm run build` (also run by `prepare` and `prepack`): the wire package into packages/x402-wire/dist/,
-// the seller package into seller/dist/ and the backend into dist/. The seller library and the backend
+// the seller package into seller/dist/ and the backend into dist/. A package's own build (its `npm run
+// build` and `npm pack`) compiles only what it ships and needs: the wire package alone, or the wire and
+// seller packages (`build.ts wire`, `build.ts seller`); packing the seller compiled the whole backend too. The seller library and the backend
 // import the wire package by its name (`agentgate-x402-wire`), which their builds leave as it is: the
 // published packages depend on the published wire package, and neither ships a copy of it.
 //
@@ -55,7 +57,11 @@ function compile(root: string, project: string, outDir: string): void {
   if (result.status !== 0) throw new Error(`tsc -p ${project} failed${result.signal ? ` (${result.signal})` : ''}`);
 }
 
-export function build(root: string): void {
+export const BUILD_PARTS = ['wire', 'seller', 'backend'] as const;
+export type BuildPart = (typeof BUILD_PARTS)[number];
+
+/** Builds `parts` (and the wire package, which the others compile against): everything by default. */
+export function build(root: string, parts: readonly BuildPart[] = BUILD_PARTS): void {
   removeAbandonedStaging(root);
   const staging = join(root, STAGING_ROOT, String(process.pid));
   rmSync(staging, { recursive: true, force: true });
@@ -71,8 +77,8 @@ export function build(root: string): void {
       return config;
     };
     const outputs = [
-      { project: againstWire('seller/tsconfig.json'), built: join(staging, 'seller-dist'), target: join(root, 'seller', 'dist') },
-      { project: againstWire('tsconfig.build.json'), built: join(staging, 'dist'), target: join(root, 'dist') },
+      ...(parts.includes('seller') ? [{ project: againstWire('seller/tsconfig.json'), built: join(staging, 'seller-dist'), target: join(root, 'seller', 'dist') }] : []),
+      ...(parts.includes('backend') ? [{ project: againstWire('tsconfig.build.json'), built: join(staging, 'dist'), target: join(root, 'dist') }] : []),
     ];
     for (const output of outputs) compile(root, output.project, output.built);
     for (const output of [wire, ...outputs]) swapIn(output.built, output.target, join(staging, 'previous'));
@@ -88,7 +94,11 @@ export function build(root: string): void {
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   try {
-    build(resolve(dirname(fileURLToPath(import.meta.url)), '..'));
+    // `build.ts seller` (the seller package's build): the wire and seller packages; `build.ts wire`: the wire package.
+    const asked = process.argv.slice(2);
+    const unknown = asked.filter((part) => !(BUILD_PARTS as readonly string[]).includes(part));
+    if (unknown.length) throw new Error(`unknown part ${unknown.join(', ')}: give any of ${BUILD_PARTS.join(', ')}, or nothing for all`);
+    build(resolve(dirname(fileURLToPath(import.meta.url)), '..'), asked.length ? asked as BuildPart[] : BUILD_PARTS);
   } catch (err) {
     console.error(`build failed, dist/, seller/dist/ and packages/x402-wire/dist/ left as they were: ${(err as Error).message}`);
     process.exitCode = 1;
