@@ -96,7 +96,17 @@ export class WindowCounts {
    * order, so the next sync writes the total again (decide scheduled one).
    */
   private async writeOwn(entry: Entry): Promise<void> {
-    await this.model.updateOne({ _id: this.idOf(entry) }, { $set: this.docOf(entry) }, { upsert: true });
+    await this.model.updateOne({ _id: this.idOf(entry) }, this.update(entry), { upsert: true });
+  }
+
+  /**
+   * This process's count as an update that never lowers it: a count only grows within its window, and
+   * two writes of one process land in either order (an older, lower one landing last hid admitted
+   * requests from the others, which then admitted 50 for a limit of 40).
+   */
+  private update(entry: Entry) {
+    const { count, ...rest } = this.docOf(entry);
+    return { $set: rest, $max: { count } };
   }
 
   /**
@@ -122,7 +132,7 @@ export class WindowCounts {
     for (const [key, entry] of this.entries) if (entry.window < window) this.entries.delete(key);
     const dirty = [...this.entries.values()].filter((e) => e.mine !== e.written);
     if (dirty.length) {
-      await this.model.bulkWrite(dirty.map((e) => ({ updateOne: { filter: { _id: this.idOf(e) }, update: { $set: this.docOf(e) }, upsert: true } })), { ordered: false });
+      await this.model.bulkWrite(dirty.map((e) => ({ updateOne: { filter: { _id: this.idOf(e) }, update: this.update(e), upsert: true } })), { ordered: false });
       for (const e of dirty) e.written = e.mine;
     }
     if (this.entries.size) {
