@@ -178,7 +178,7 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
   }
   app.shutdown.add('webhook outbox sweep', await app.webhooks.startOutboxSweep());
   // The orgs' mail domains, each checked once per MAIL_DOMAIN_CHECK_EVERY_MS across the deployment.
-  app.shutdown.add('mail domain re-check', app.mail.domains.startRechecks());
+  app.shutdown.add('mail domain re-check', app.domains.startRechecks());
 }
 
 /**

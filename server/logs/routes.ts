@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import { authenticatedRouter, principalOf, requireScope, requireTier, type AuthDeps } from '../platform/auth/authenticate.js';
+import { authenticatedRouter, principalOf, requirePlatformOrScope, type AuthDeps } from '../platform/auth/authenticate.js';
 import { parseInput } from '../platform/validate.js';
 import { presentLog, type ActivityLog } from '../platform/activity-log.js';
 
@@ -16,11 +16,7 @@ export interface LogRouteDeps extends AuthDeps {
  */
 export function logRoutes({ keys, identities, logs }: LogRouteDeps): Router {
   const router = authenticatedRouter({ keys, identities });
-  router.get('/v0/logs', async (ctx, next) => {
-    const principal = principalOf(ctx);
-    if (principal.tier === 'identity') return requireScope('logs:read')(ctx, next);
-    return requireTier('platform')(ctx, next);
-  }, async (ctx) => {
+  router.get('/v0/logs', requirePlatformOrScope('logs:read'), async (ctx) => {
     const principal = principalOf(ctx);
     const { limit } = parseInput(logsQuery, ctx.query, 'query');
     const entries = await logs.list(

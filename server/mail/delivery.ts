@@ -66,10 +66,14 @@ export class MailDelivery {
     return { host, port: this.config.SMTP_PORT || (this.config.mode === 'dev' ? 2525 : 25) };
   }
 
-  /** Ours: the service's mail domain, or a custom domain verified now (its MX is us: going out would loop back). */
-  private async isLocal(address: string): Promise<boolean> {
-    const domain = domainOf(address);
-    return domain === this.config.MAIL_DOMAIN.toLowerCase() || this.domains.isVerified(domain);
+  /**
+   * The recipient domains that are ours: the service's mail domain, and custom domains verified now (their
+   * MX is us: going out would loop back). One lookup per domain, however many recipients share it.
+   */
+  private async localDomains(addresses: string[]): Promise<Set<string>> {
+    const domains = [...new Set(addresses.map(domainOf))];
+    const ours = await Promise.all(domains.map((d) => d === this.config.MAIL_DOMAIN.toLowerCase() || this.domains.isVerified(d)));
+    return new Set(domains.filter((_, i) => ours[i]));
   }
 
   /**
@@ -91,9 +95,9 @@ export class MailDelivery {
     const raw = message.rawFileId ? (await this.store.read(message.rawFileId)).toString('utf8') : message.raw;
     const recipients = message.recipients.map((r) => ({ ...r }));
     const pending = recipients.filter((r) => r.status === 'pending').map((r) => r.address);
-    const isLocal = await Promise.all(pending.map((a) => this.isLocal(a)));
-    const local = pending.filter((_, i) => isLocal[i]);
-    const remote = pending.filter((_, i) => !isLocal[i]);
+    const localDomains = await this.localDomains(pending);
+    const local = pending.filter((a) => localDomains.has(domainOf(a)));
+    const remote = pending.filter((a) => !localDomains.has(domainOf(a)));
     let temporary: SmtpFailure | undefined;
 
     const settle = (addresses: string[], outcome: (address: string) => Omit<RecipientResult, 'address'> | undefined) => {

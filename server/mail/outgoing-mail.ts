@@ -58,9 +58,9 @@ export interface SendOptions {
   id?: string;
 }
 
-/** Addresses on custom domains (domains/domain-service.ts): whose an address is, while its domain is verified. */
+/** Addresses on custom domains (domains/domain-service.ts): which are an identity's, while their domain is verified. */
 export interface CustomAddresses {
-  ownerOf(address: string): Promise<{ identityId: string } | undefined>;
+  firstOwned(identityId: string, candidates: string[]): Promise<string | undefined>;
 }
 
 export class OutgoingMail {
@@ -90,12 +90,12 @@ export class OutgoingMail {
   async fromAddress(identity: IdentityDoc, asked?: string, original?: MessageDoc): Promise<string> {
     const inbox = identity.emailAddress.toLowerCase();
     if (!asked) {
-      const addressed = original?.direction === 'received' ? [...original.to, ...(original.cc ?? [])].map((a) => a.toLowerCase()).filter((a) => a !== inbox) : [];
-      for (const address of addressed) if ((await this.addresses.ownerOf(address))?.identityId === identity._id) return address;
-      return identity.emailAddress;
+      const addressed = original?.direction === 'received' ? [...original.to, ...(original.cc ?? [])].filter((a) => a.toLowerCase() !== inbox) : [];
+      return (await this.addresses.firstOwned(identity._id, addressed)) ?? identity.emailAddress;
     }
     if (asked.toLowerCase() === inbox) return identity.emailAddress;
-    if ((await this.addresses.ownerOf(asked))?.identityId === identity._id) return asked.toLowerCase();
+    const own = await this.addresses.firstOwned(identity._id, [asked]);
+    if (own) return own;
     throw new AppError(403, 'from_not_allowed', `You can send only as your own addresses: ${asked} is not one of them, or its domain is not verified now (GET /v0/mail/addresses lists yours)`);
   }
 
@@ -184,12 +184,9 @@ export class OutgoingMail {
   }, options: SendOptions = {}): Promise<MessageDoc> {
     const identity = await this.store.inboxOf(identityId);
     const original = mail.inReplyTo ? await this.store.getMessage(identityId, mail.inReplyTo).catch(() => undefined) : undefined;
-    const cap = this.config.MAIL_MAX_ATTACHMENT_BYTES;
-    const total = mail.attachments.reduce((sum, a) => sum + a.content.length, 0);
-    if (mail.attachments.length > MAX_ATTACHMENTS || total > cap) {
-      throw new AppError(413, 'attachments_too_large', `A message may carry at most ${MAX_ATTACHMENTS} attachments and ${cap} bytes of them; this one has ${mail.attachments.length} and ${total}`);
-    }
-    const message = await this.storeOutgoing(identity, from, { ...mail, threadId: original?.threadId ?? newThreadId() }, options);
+    // The caps a send's attachments are held to (count, decoded size), on the client's parts as they are.
+    const attachments = this.decodeAttachments(undefined, mail.attachments);
+    const message = await this.storeOutgoing(identity, from, { ...mail, attachments, threadId: original?.threadId ?? newThreadId() }, options);
     await this.logs.record({
       orgId: identity.orgId, identityId, action: 'mail.sent', category: 'mail', description: `Mail sent over SMTP submission: ${logSubject(message.subject)}`,
       targetType: 'message', targetId: message.messageId,

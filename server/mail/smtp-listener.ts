@@ -13,7 +13,24 @@ export interface SmtpListener {
   close(): Promise<void>;
 }
 
-const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
+/** An error smtp-server answers the client with: `responseCode` and the message. */
+export const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
+
+/**
+ * Listens on `host`:`port` and answers the port it got (0 picks one); a port in use is said so, naming the
+ * setting that moves it.
+ */
+export async function listenSmtp(server: SMTPServer, host: string, port: number, setting: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    const failed = (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') err.message = `SMTP port ${port} on ${host} is already in use: set ${setting} to another port`;
+      reject(err);
+    };
+    server.server.once('error', failed);
+    server.listen(port, host, () => { server.server.off('error', failed); resolve(); });
+  });
+  return (server.server.address() as AddressInfo).port;
+}
 
 /** dev: 2525 on loopback; production: port 25 on every interface; SMTP_PORT=0 picks a free port. */
 export function smtpListenAddress(config: Config): { host: string; port: number } {
@@ -106,15 +123,7 @@ export async function startSmtpListener(deps: SmtpListenerDeps): Promise<SmtpLis
   server.on('error', (err) => log.error({ err }, 'SMTP listener error'));
 
   const { host, port } = smtpListenAddress(config);
-  await new Promise<void>((resolve, reject) => {
-    const failed = (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EADDRINUSE') err.message = `SMTP port ${port} on ${host} is already in use: set SMTP_PORT to another port`;
-      reject(err);
-    };
-    server.server.once('error', failed);
-    server.listen(port, host, () => { server.server.off('error', failed); resolve(); });
-  });
-  const actualPort = (server.server.address() as AddressInfo).port;
+  const actualPort = await listenSmtp(server, host, port, 'SMTP_PORT');
   mail.delivery.useLocalListener({ host: host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host, port: actualPort });
   return {
     host,

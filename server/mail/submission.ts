@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerSession } from 'smtp-server';
 import type { ApiKeyService } from '../platform/auth/api-keys.js';
 import type { IdentityService } from '../identities/identity-service.js';
@@ -8,14 +7,12 @@ import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { MailService } from './mail-service.js';
 import { parseInbound } from './inbound.js';
-import { tlsOptions } from './smtp-listener.js';
+import { listenSmtp, smtpError, smtpListenAddress, tlsOptions } from './smtp-listener.js';
 
 // SMTP submission (RFC 6409) for any mail client: port 587 with STARTTLS and, given a certificate, 465
 // with TLS from the first byte. A client logs in with AUTH PLAIN or LOGIN, its identity key as the
 // password, and sends as one of the identity's own addresses. What it submits is sent as
 // POST /v0/messages/send is: the same approval policy, quotas, threading, DKIM, sent label and events.
-
-const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
 
 export interface SubmissionListener {
   port: number;
@@ -47,7 +44,7 @@ export async function startSubmission(deps: SubmissionDeps): Promise<SubmissionL
   if (config.SMTP_SUBMISSION_PORT === undefined && config.SMTP_SUBMISSIONS_PORT === undefined) return undefined;
   const log = deps.log.child({ area: 'smtp-submission' });
   const tls = tlsOptions(config);
-  const host = config.SMTP_HOST ?? (config.mode === 'dev' ? '127.0.0.1' : '0.0.0.0');
+  const { host } = smtpListenAddress(config);
 
   const options = (secure: boolean): ConstructorParameters<typeof SMTPServer>[0] => ({
     name: config.MAIL_DOMAIN,
@@ -114,17 +111,10 @@ export async function startSubmission(deps: SubmissionDeps): Promise<SubmissionL
     },
   });
 
-  const listen = async (server: SMTPServer, port: number) => {
-    await new Promise<void>((resolve, reject) => {
-      const failed = (err: NodeJS.ErrnoException) => {
-        if (err.code === 'EADDRINUSE') err.message = `SMTP submission port ${port} on ${host} is already in use: set SMTP_SUBMISSION_PORT (or SMTP_SUBMISSIONS_PORT) to another port`;
-        reject(err);
-      };
-      server.server.once('error', failed);
-      server.listen(port, host, () => { server.server.off('error', failed); resolve(); });
-    });
+  const listen = async (server: SMTPServer, port: number, setting: string) => {
+    const actual = await listenSmtp(server, host, port, setting);
     server.on('error', (err) => log.error({ err }, 'SMTP submission listener error'));
-    return (server.server.address() as AddressInfo).port;
+    return actual;
   };
   const servers: SMTPServer[] = [];
   const close = () => Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())))).then(() => {});
@@ -134,12 +124,12 @@ export async function startSubmission(deps: SubmissionDeps): Promise<SubmissionL
     if (config.SMTP_SUBMISSION_PORT !== undefined) {
       const server = new SMTPServer(options(false));
       servers.push(server);
-      port = await listen(server, config.SMTP_SUBMISSION_PORT);
+      port = await listen(server, config.SMTP_SUBMISSION_PORT, 'SMTP_SUBMISSION_PORT');
     }
     if (config.SMTP_SUBMISSIONS_PORT !== undefined) {
       const server = new SMTPServer(options(true));
       servers.push(server);
-      tlsPort = await listen(server, config.SMTP_SUBMISSIONS_PORT);
+      tlsPort = await listen(server, config.SMTP_SUBMISSIONS_PORT, 'SMTP_SUBMISSIONS_PORT');
     }
     return { port, ...(tlsPort !== undefined ? { tlsPort } : {}), close };
   } catch (err) {

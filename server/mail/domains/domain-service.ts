@@ -306,25 +306,31 @@ export class MailDomains {
   async recheckDue(shouldStop: () => boolean = () => false): Promise<number> {
     const every = this.deps.config.MAIL_DOMAIN_CHECK_EVERY_MS;
     const period = Math.floor(Date.now() / every);
+    const periodStart = new Date(period * every);
     let checked = 0;
     let after = '';
     for (;;) {
-      const batch = await this.domains.find({ _id: { $gt: after } }).sort({ _id: 1 }).limit(100).lean();
-      for (const domain of batch) {
+      // Ids first, and the batch's last checks in one read: a round in which nothing is due (most rounds,
+      // in every process) claims nothing and reads no domain whole.
+      const batch = (await this.domains.find({ _id: { $gt: after } }, { _id: 1 }).sort({ _id: 1 }).limit(100).lean()).map((d) => d._id);
+      const fresh = new Set((await this.checks.find({ _id: { $in: batch }, checkedAt: { $gte: periodStart } }, { _id: 1 }).lean()).map((c) => c._id));
+      for (const id of batch.filter((d) => !fresh.has(d))) {
         if (shouldStop()) return checked;
         try {
-          await this.checkClaims.insertOne({ _id: `${domain._id}:${period}`, at: new Date() });
+          await this.checkClaims.insertOne({ _id: `${id}:${period}`, at: new Date() });
         } catch (err) {
           if (isDuplicateKey(err)) continue;
           throw err;
         }
+        const domain = await this.domains.findById(id).lean();
+        if (!domain) continue; // deleted meanwhile
         await this.check(domain);
         checked++;
       }
       if (batch.length < 100) break;
-      after = batch.at(-1)!._id;
+      after = batch.at(-1)!;
     }
-    await this.checkClaims.deleteMany({ at: { $lt: new Date(Date.now() - 2 * every) } });
+    if (checked) await this.checkClaims.deleteMany({ at: { $lt: new Date(Date.now() - 2 * every) } });
     return checked;
   }
 
@@ -387,6 +393,19 @@ export class MailDomains {
   private async verifiedIds(domainIds: string[]): Promise<Set<string>> {
     if (!domainIds.length) return new Set();
     return new Set((await this.checks.find({ _id: { $in: [...new Set(domainIds)] }, status: 'verified' }, { _id: 1 }).lean()).map((c) => c._id));
+  }
+
+  /**
+   * The first of `candidates` (in their order) that is `identityId`'s address on a domain verified now,
+   * in two reads whatever their number; undefined when none is.
+   */
+  async firstOwned(identityId: string, candidates: string[]): Promise<string | undefined> {
+    const lower = candidates.map((a) => a.toLowerCase());
+    if (!lower.length) return undefined;
+    const owned = await this.addresses.find({ _id: { $in: lower }, identityId }).lean();
+    const verified = await this.verifiedIds(owned.map((a) => a.domainId));
+    const usable = new Set(owned.filter((a) => verified.has(a.domainId)).map((a) => a._id));
+    return lower.find((a) => usable.has(a));
   }
 
   /** The identity an address on a verified custom domain belongs to; undefined for any other address. */

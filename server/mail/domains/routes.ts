@@ -1,8 +1,7 @@
 import type Router from '@koa/router';
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import { z } from 'zod';
-import { authenticatedRouter, identityIdOf, principalOf, requireScope, requireTier, type AuthDeps } from '../../platform/auth/authenticate.js';
-import type { Scope } from '../../platform/auth/scopes.js';
+import { authenticatedRouter, identityIdOf, principalOf, requirePlatformOrScope, requireScope, type AuthDeps } from '../../platform/auth/authenticate.js';
 import { parseInput } from '../../platform/validate.js';
 import { badRequest } from '../../platform/errors.js';
 import type { IdentityService } from '../../identities/identity-service.js';
@@ -23,12 +22,6 @@ export interface DomainRouteDeps extends AuthDeps {
   identities: AuthDeps['identities'] & Pick<IdentityService, 'getOwned'>;
 }
 
-/** A platform key (the org's admin), or an identity key holding `scope`: domains are the org's. */
-const orgOrScope = (scope: Scope) => async (ctx: Context, next: Next) => {
-  if (principalOf(ctx).tier === 'identity') return requireScope(scope)(ctx, next);
-  return requireTier('platform')(ctx, next);
-};
-
 /** Who acted, for the activity log: the identity, when an identity key did it. */
 const actor = (ctx: Context) => {
   const { identityId } = principalOf(ctx);
@@ -44,35 +37,35 @@ export function domainRoutes(deps: DomainRouteDeps): Router {
   const { domains, identities } = deps;
   const router = authenticatedRouter(deps);
 
-  router.post('/v0/domains', orgOrScope('mail:manage'), async (ctx) => {
+  router.post('/v0/domains', requirePlatformOrScope('mail:manage'), async (ctx) => {
     const { domain } = parseInput(createDomainBody, ctx.request.body, 'body');
     ctx.status = 201;
     ctx.body = presentDomain(await domains.create(principalOf(ctx).orgId, domain, actor(ctx)));
   });
 
-  router.get('/v0/domains', orgOrScope('mail:read'), async (ctx) => {
+  router.get('/v0/domains', requirePlatformOrScope('mail:read'), async (ctx) => {
     const list = (await domains.list(principalOf(ctx).orgId)).map(presentDomain);
     ctx.body = { domains: list, count: list.length };
   });
 
   // Reads every record from DNS now (the scheduled re-check does it every MAIL_DOMAIN_CHECK_EVERY_MS).
-  router.get('/v0/domains/:domainId', orgOrScope('mail:read'), async (ctx) => {
+  router.get('/v0/domains/:domainId', requirePlatformOrScope('mail:read'), async (ctx) => {
     const { domainId } = parseInput(domainParams, ctx.params, 'params');
     ctx.body = presentDomain(await domains.get(principalOf(ctx).orgId, domainId, { check: true }));
   });
 
-  router.delete('/v0/domains/:domainId', orgOrScope('mail:manage'), async (ctx) => {
+  router.delete('/v0/domains/:domainId', requirePlatformOrScope('mail:manage'), async (ctx) => {
     const { domainId } = parseInput(domainParams, ctx.params, 'params');
     await domains.remove(principalOf(ctx).orgId, domainId, actor(ctx));
     ctx.body = { domainId, deleted: true };
   });
 
-  router.post('/v0/domains/:domainId/dkim/rotate', orgOrScope('mail:manage'), async (ctx) => {
+  router.post('/v0/domains/:domainId/dkim/rotate', requirePlatformOrScope('mail:manage'), async (ctx) => {
     const { domainId } = parseInput(domainParams, ctx.params, 'params');
     ctx.body = presentDomain(await domains.rotateDkim(principalOf(ctx).orgId, domainId, actor(ctx)));
   });
 
-  router.post('/v0/domains/:domainId/addresses', orgOrScope('mail:manage'), async (ctx) => {
+  router.post('/v0/domains/:domainId/addresses', requirePlatformOrScope('mail:manage'), async (ctx) => {
     const { domainId } = parseInput(domainParams, ctx.params, 'params');
     const body = parseInput(addressBody, ctx.request.body, 'body');
     const principal = principalOf(ctx);
@@ -88,14 +81,14 @@ export function domainRoutes(deps: DomainRouteDeps): Router {
     ctx.body = presentAddress(await domains.addAddress(principal.orgId, domainId, body.localPart, identityId));
   });
 
-  router.get('/v0/domains/:domainId/addresses', orgOrScope('mail:read'), async (ctx) => {
+  router.get('/v0/domains/:domainId/addresses', requirePlatformOrScope('mail:read'), async (ctx) => {
     const { domainId } = parseInput(domainParams, ctx.params, 'params');
     const principal = principalOf(ctx);
     const list = (await domains.addressesOn(principal.orgId, domainId, principal.identityId)).map(presentAddress);
     ctx.body = { addresses: list, count: list.length };
   });
 
-  router.delete('/v0/domains/:domainId/addresses/:address', orgOrScope('mail:manage'), async (ctx) => {
+  router.delete('/v0/domains/:domainId/addresses/:address', requirePlatformOrScope('mail:manage'), async (ctx) => {
     const { domainId, address } = parseInput(addressParams, ctx.params, 'params');
     await domains.removeAddress(principalOf(ctx).orgId, domainId, address, principalOf(ctx).identityId);
     ctx.body = { address, deleted: true };

@@ -88,6 +88,13 @@ export function requireTier(...tiers: KeyTier[]) {
   };
 }
 
+/** A route of the org's: its admin (a platform key) or an identity key holding `scope`; a seller key is told no. */
+export function requirePlatformOrScope(scope: Scope) {
+  const identity = requireScope(scope);
+  const platform = requireTier('platform');
+  return (ctx: Context, next: Next) => (principalOf(ctx).tier === 'identity' ? identity(ctx, next) : platform(ctx, next));
+}
+
 /** The identity an identity-key request acts as. */
 export function identityIdOf(ctx: Context): string {
   const id = principalOf(ctx).identityId;
