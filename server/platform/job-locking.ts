@@ -23,8 +23,14 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
   const { registry } = options;
   let repository: JobRepository | undefined;
 
+  /** Whether the job is still in the state `job` was read in: a candidate read before its run finished is not run again. */
+  const unchanged = async (job: Document): Promise<boolean> => {
+    const now = await jobs.findOne({ _id: job._id }, { projection: { nextRunAt: 1, lockedAt: 1, failCount: 1 } });
+    return !!now && stateOf(now) === stateOf(job);
+  };
+
   const claim = async (job: Document): Promise<boolean> => {
-    const key = [job._id.toHexString(), job.nextRunAt?.getTime() ?? '-', job.lockedAt?.getTime() ?? 'free', job.failCount ?? 0].join(':');
+    const key = `${job._id.toHexString()}:${stateOf(job)}`;
     // An expired claim is taken over by inserting `key#1`, `key#2`, ..., never by deleting it and inserting
     // `key` again: on FerretDB a delete that matched the dead worker's claim can remove the one another
     // worker has just inserted in its place, and both would run the job.
@@ -33,6 +39,10 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
       const id = generation ? `${key}#${generation}` : key;
       try {
         await claims.insertOne({ _id: id, jobId: job._id.toHexString(), owner: registry.id, expiresAt: new Date(Date.now() + lifetimeOf(String(job.name))) });
+        // Taking over a claim whose holder looked gone: that holder may have been only stalled, and may have
+        // run the job and moved it on (its next run, or done) since this worker read it. Run only a job
+        // still as it was read.
+        if (generation > 0 && !(await unchanged(job))) return false;
         return true;
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
@@ -115,6 +125,11 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
     },
     disconnect: () => inner.disconnect(),
   } as AgendaBackend;
+}
+
+/** A job's state as its claims name it: next run time, lock time, failure count. */
+function stateOf(job: Document): string {
+  return [job.nextRunAt?.getTime() ?? '-', job.lockedAt?.getTime() ?? 'free', job.failCount ?? 0].join(':');
 }
 
 function toJobParameters(doc: Document): JobParameters {
