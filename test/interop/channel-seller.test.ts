@@ -11,7 +11,7 @@ import { Hono } from 'hono';
 import Koa from 'koa';
 import Router from '@koa/router';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
-import { createWalletClient, http, parseUnits, type Hex } from 'viem';
+import { createWalletClient, http, parseUnits, zeroAddress, type Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { paymentMiddleware as expressPayments } from '../../adapters/express.js';
 import { paymentMiddleware as koaPayments } from '../../adapters/koa.js';
@@ -216,6 +216,61 @@ describe('the sweep and the guarantees (Express)', () => {
       for (const id of ids) expect(await channelState(id as Hex)).toMatchObject({ totalClaimed: PRICE });
     });
   }, 120_000);
+
+  it('a round reads the channels written to since the last round, not every channel the seller ever had: 300 channels claimed long ago are never read', async () => {
+    await withShop('Express', async (url) => {
+      // The earlier tests' channels claimed and refunded (idle), then found done: the work set is empty.
+      await sweep({ idleRefundMs: 0 });
+      await sweep();
+      const workSet = server.app.db.collection('channel_sweep_work');
+      expect(await workSet.countDocuments({ chainId: 84532 })).toBe(0);
+      // A year of history, as the records keep it: channels whose calls were claimed long ago (written before
+      // the sweep kept its work set, so their vouchers carry no minute).
+      const longAgo = new Date(Date.now() - 300 * 86_400_000);
+      const history = Array.from({ length: 300 }, () => `0x${randomBytes(32).toString('hex')}`);
+      await server.app.db.collection('channels').insertMany(history.map((id) => ({
+        _id: id as never, orgId: seller.orgId, chainId: 84532, payer: seller.payTo, receiver: seller.payTo,
+        config: { payer: seller.payTo, payerAuthorizer: zeroAddress, receiver: seller.payTo, receiverAuthorizer, token: testChain().usdc, withdrawDelay: 900, salt: `0x${'00'.repeat(32)}` },
+        balance: '1000', totalClaimed: '1000', withdrawRequestedAt: 0, refundNonce: '0', syncedAt: longAgo, createdAt: longAgo,
+      })));
+      await server.app.db.collection('channel_vouchers').insertMany(history.map((id) => ({
+        _id: `${id}:000000000001` as never, seq: 1, channelId: id, orgId: seller.orgId, cumulative: '1000', price: '1000', signature: '0x', resource: `${url}/weather`,
+        status: 'captured', response: {}, createdAt: longAgo,
+      })));
+      const buyer = await fundedBuyer('1');
+      const channelId = (await payCalls(url, channelClient(buyer).paying, 2)).toLowerCase();
+
+      // Every command of the round, with what it answered.
+      const commands: Array<{ name: string; asked: string; answered: string; docs: number }> = [];
+      const started = new Map<number, { name: string; asked: string }>();
+      const client = server.app.db.getClient();
+      const onStart = (e: { requestId: number; commandName: string; command: unknown }) => started.set(e.requestId, { name: e.commandName, asked: JSON.stringify(e.command) });
+      const onDone = (e: { requestId: number; reply: any }) => {
+        const command = started.get(e.requestId);
+        if (command) commands.push({ ...command, answered: JSON.stringify(e.reply), docs: (e.reply?.cursor?.firstBatch ?? e.reply?.cursor?.nextBatch ?? []).length });
+      };
+      client.on('commandStarted', onStart);
+      client.on('commandSucceeded', onDone);
+      let totals;
+      try {
+        totals = await sweep();
+      } finally {
+        client.off('commandStarted', onStart);
+        client.off('commandSucceeded', onDone);
+      }
+      expect(totals).toMatchObject({ claimed: 1 });
+      expect(await channelState(channelId as Hex)).toMatchObject({ totalClaimed: 2n * PRICE });
+      // No command asked for a channel of the history or answered with one, and none answered with as many
+      // documents as the history holds (the minutes since the last round hold the earlier tests' calls).
+      const namesHistory = (text: string) => history.some((id) => text.includes(id.slice(2)));
+      expect(commands.filter((c) => namesHistory(c.asked) || namesHistory(c.answered)).map((c) => c.asked.slice(0, 200))).toEqual([]);
+      expect(commands.filter((c) => c.docs >= history.length).map((c) => c.asked.slice(0, 200))).toEqual([]);
+      expect(commands.some((c) => c.asked.includes(channelId.slice(2)))).toBe(true);
+      // The channel stays in the set until its payer's rest is refunded (idle) or withdrawn: the history never enters it.
+      expect(await sweep()).toMatchObject({ claimed: 0, refunded: 0 });
+      expect((await workSet.find({ chainId: 84532 }).toArray()).map((w) => w._id)).toEqual([channelId]);
+    });
+  });
 
   it('the same voucher sent to two seller processes on two backend processes at the same instant is accepted once; sent again, it gets a 402 saying where the channel stands', async () => {
     const buyer = await fundedBuyer('1');

@@ -27,6 +27,8 @@ export interface CaptureDoc {
   /** A call priced by usage: its receipt, signed with its charge. */
   signedReceipt?: SignedReceipt;
   createdAt: Date;
+  /** `createdAt`'s minute: the sweep finds the captures since its last round by it (records.ts minuteOf). */
+  minute?: number;
 }
 
 /** The fields of a voucher (records.ts's VoucherDoc) a capture reads and adds to, named here by shape. */
@@ -45,8 +47,10 @@ interface Voucher {
 export type CaptureCharges = Pick<CaptureDoc, 'charged' | 'amount' | 'response' | 'signedReceipt'>;
 
 const captureSchema = new Schema<CaptureDoc>({
-  _id: String, orgId: String, charged: String, amount: String, response: Schema.Types.Mixed, signedReceipt: Schema.Types.Mixed, createdAt: Date,
+  _id: String, orgId: String, charged: String, amount: String, response: Schema.Types.Mixed, signedReceipt: Schema.Types.Mixed, createdAt: Date, minute: Number,
 }, { versionKey: false, minimize: false });
+// What was captured since the sweep's last round (sweep-work.ts).
+captureSchema.index({ minute: 1 });
 
 /** A held voucher's hold id: what its capture is keyed by. */
 export const holdIdOf = (voucher: Pick<Voucher, '_id' | 'holdToken'>) => `${voucher._id}:${voucher.holdToken}`;

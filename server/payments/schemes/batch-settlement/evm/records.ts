@@ -64,7 +64,15 @@ export interface VoucherDoc {
   signedReceipt?: SignedReceipt;
   /** When the voucher was accepted: the call was paid. */
   createdAt: Date;
+  /** `createdAt`'s minute (minuteOf): the sweep finds the vouchers accepted since its last round by equality on it (sweep-work.ts). */
+  minute?: number;
 }
+
+/**
+ * A time's minute, as the sweep looks vouchers and captures up by: an equality on it is answered from an
+ * index by every engine (FerretDB answers a range on `createdAt` by reading the whole collection).
+ */
+export const minuteOf = (at: Date) => Math.floor(at.getTime() / 60_000);
 
 const channelSchema = new Schema<ChannelDoc>({
   _id: String, orgId: { type: String, index: true }, chainId: Number, config: Schema.Types.Mixed, payer: String, receiver: String,
@@ -72,10 +80,12 @@ const channelSchema = new Schema<ChannelDoc>({
 }, { versionKey: false });
 const voucherSchema = new Schema<VoucherDoc>({
   _id: String, seq: Number, channelId: String, orgId: String, cumulative: String, price: String, charged: String, amount: String, byUsage: Boolean, signature: String, resource: String,
-  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, callId: String, endpointId: String, signedReceipt: Schema.Types.Mixed, createdAt: Date,
+  status: String, holdExpiresAt: Date, holdToken: String, response: Schema.Types.Mixed, callId: String, endpointId: String, signedReceipt: Schema.Types.Mixed, createdAt: Date, minute: Number,
 }, { versionKey: false, minimize: false });
 // A call's record by its id (GET /v0/payments/chc_…).
 voucherSchema.index({ callId: 1 });
+// What was accepted since the sweep's last round (sweep-work.ts).
+voucherSchema.index({ minute: 1 });
 // A seller's channels, newest first (the channel list).
 channelSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 /** The channels and vouchers collections of a connection. */

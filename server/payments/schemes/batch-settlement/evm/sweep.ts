@@ -2,6 +2,7 @@ import type { Model, Connection } from 'mongoose';
 import { isAddressEqual, type Address, type Hex } from 'viem';
 import type { ChainService } from '../../../../chain/chain-service.js';
 import { isDuplicateKey } from '../../../../platform/errors.js';
+import { findByIds } from '../../../../platform/find-by-ids.js';
 import type { Logger } from '../../../../platform/logger.js';
 import { startRounds } from '../../../../platform/rounds.js';
 import { Schema } from 'mongoose';
@@ -9,6 +10,7 @@ import type { SellerAccountDoc } from '../../../models.js';
 import { readChannelStates, type ChannelState } from './chain.js';
 import type { BatchSettlementFacilitator } from './facilitator.js';
 import type { ChannelDoc, VoucherDoc } from './records.js';
+import { ChannelSweepWork, type SweepWorkDoc } from './sweep-work.js';
 import { chargedCumulativeOf } from './voucher-amounts.js';
 import type { VoucherBook } from './voucher-book.js';
 
@@ -27,7 +29,7 @@ const claimedAtSchema = new Schema<{ _id: string; at: Date }>({ _id: String, at:
 export interface ChannelSweepDeps {
   conn: Connection;
   chain: () => ChainService;
-  book: Pick<VoucherBook, 'channels' | 'lastCaptured'>;
+  book: Pick<VoucherBook, 'channels' | 'vouchers' | 'captures' | 'lastCaptured'>;
   facilitator: Pick<BatchSettlementFacilitator, 'finishStale' | 'claimRows' | 'refund' | 'sweep'>;
   receiverAuthorizer: () => Promise<Address>;
   /** Run after a round that claimed or refunded; a failure is logged, never the round's (the outbox sweep dispatches what it missed). */
@@ -43,10 +45,12 @@ export interface ChannelSweepDeps {
 export class ChannelSweep {
   private readonly sweeps: Model<{ _id: string; at: Date }>;
   private readonly lastClaims: Model<{ _id: string; at: Date }>;
+  private readonly work: ChannelSweepWork;
 
   constructor(private readonly deps: ChannelSweepDeps) {
     const { conn } = deps;
     this.sweeps = (conn.models.ChannelSweep as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelSweep', sweepSchema, 'channel_sweeps');
+    this.work = new ChannelSweepWork(conn, deps.book);
     this.lastClaims = (conn.models.ChannelLastClaim as Model<{ _id: string; at: Date }>) ?? conn.model('ChannelLastClaim', claimedAtSchema, 'channel_last_claims');
   }
 
@@ -70,23 +74,37 @@ export class ChannelSweep {
     const totals = { claimed: 0, refunded: 0, settled: 0, finished: 0 };
     // Actions whose process died mid-way are finished from the chain first (nothing is sent twice).
     totals.finished = await this.deps.facilitator.finishStale(options.staleAfterMs ?? STALE_ACTION_MS);
-    const channels = await this.deps.book.channels.find({ chainId: chain.chainId }).lean();
-    // The channels with a captured voucher; a call being answered right now keeps a channel from counting as idle...
+    // Only the channels with something written since they were last found done (sweep-work.ts)...
+    const work = await this.work.due(chain.chainId, new Date(now));
+    await this.work.advance(chain.chainId, new Date(now));
+    const workOf = new Map(work.map((w) => [w._id, w]));
+    const channels = (await findByIds(work.map((w) => w._id), (id) => this.deps.book.channels.findById(id).lean())).filter((c) => c.chainId === chain.chainId);
+    // A channel gone from the records has nothing for this round, nor does one with nothing left below.
+    const found = new Set(channels.map((c) => c._id));
+    const done: SweepWorkDoc[] = work.filter((w) => !found.has(w._id));
+    // ...with a captured voucher; a call being answered right now keeps a channel from counting as idle...
     const candidates: Array<{ channel: ChannelDoc; latest: VoucherDoc; answering: boolean }> = [];
     for (const channel of channels) {
       const last = await this.deps.book.lastCaptured(channel._id, now);
+      // None captured (none at all, or only a call being answered, whose capture puts it back): done for now.
       if (last) candidates.push({ channel, ...last });
+      else done.push(workOf.get(channel._id)!);
     }
     // ...read from the chain together (one Multicall3 call, not one call per channel).
     const states = await readChannelStates(chain.publicClient, candidates.map((c) => c.channel._id as Hex));
     const byOrg = new Map<string, Array<{ channel: ChannelDoc; latest: VoucherDoc; state: ChannelState; answering: boolean }>>();
     candidates.forEach((c, i) => {
       const state = states[i]!;
-      if (chargedCumulativeOf(c.latest) <= state.totalClaimed && state.balance <= state.totalClaimed) return;
+      if (chargedCumulativeOf(c.latest) <= state.totalClaimed && state.balance <= state.totalClaimed) {
+        // Nothing to claim or refund until the next voucher or capture, which puts it back.
+        done.push(workOf.get(c.channel._id)!);
+        return;
+      }
       const list = byOrg.get(c.channel.orgId) ?? [];
       list.push({ ...c, state });
       byOrg.set(c.channel.orgId, list);
     });
+    await this.work.leave(done);
     const ours = await this.deps.receiverAuthorizer();
     for (const [orgId, list] of byOrg) {
       const seller = await sellers(orgId);

@@ -21,7 +21,7 @@ import { callIdOf } from './call-id.js';
 import {decodeBatchSettlementPayload, type BatchSettlementRequirements, type DepositPayload, type VoucherPayload } from './wire.js';
 import { seqOf, voucherId, VoucherSequence } from './voucher-sequence.js';
 import { capturedCopy, VoucherCaptures, type CaptureCharges } from './captures.js';
-import { channelModels, type ChannelDoc, type VoucherDoc } from './records.js';
+import { channelModels, minuteOf, type ChannelDoc, type VoucherDoc } from './records.js';
 
 // Channels sold through agentgate's own seller middleware: the channel state lives in the backend's
 // database, shared by every seller process and every backend process, never in a process's memory. A paid
@@ -282,7 +282,8 @@ export class VoucherBook {
     kept?.decide();
     let doc: VoucherDoc | null = null;
     try {
-      if ((await this.captures.record({ _id: holdId, orgId, ...charges, createdAt: new Date() })) === 'duplicate') {
+      const capturedAt = new Date();
+      if ((await this.captures.record({ _id: holdId, orgId, ...charges, createdAt: capturedAt, minute: minuteOf(capturedAt) })) === 'duplicate') {
         const first = await this.captures.find(holdId);
         doc = first && capturedCopy(held, first);
       } else {
@@ -465,7 +466,7 @@ export class VoucherBook {
     const doc: VoucherDoc = {
       _id: id, seq, channelId: voucher.channelId.toLowerCase(), orgId: seller._id, cumulative: max.toString(), price: terms.amountAtomic.toString(), signature: voucher.signature, resource: terms.resource,
       status: hold ? 'held' : 'captured', ...(hold ? { holdExpiresAt: new Date(acceptedAt.getTime() + hold.seconds * 1000), holdToken } : {}), ...(hold?.byUsage ? { byUsage: true } : {}), response: paymentResponse,
-      callId, endpointId, ...(signedReceipt ? { signedReceipt } : {}), createdAt: acceptedAt,
+      callId, endpointId, ...(signedReceipt ? { signedReceipt } : {}), createdAt: acceptedAt, minute: minuteOf(acceptedAt),
     };
     if ((await this.voucherInserts.insert(doc)) === 'duplicate') {
       // Another voucher follows the same one: this one at another process at the same instant, or another
