@@ -2,6 +2,7 @@ import type { AgendaBackend, JobParameters, JobRepository } from 'agenda';
 import { MongoBackend } from '@agendajs/mongo-backend';
 import { ObjectId, type Db, type Document } from 'mongodb';
 import { isDuplicateKey } from './errors.js';
+import { findByIds } from './find-by-ids.js';
 import { shuffled } from './random-order.js';
 import type { ProcessRegistry } from './process-registry.js';
 
@@ -13,6 +14,10 @@ import type { ProcessRegistry } from './process-registry.js';
  * time, failure count): exactly one worker can insert it. A retry or a new run changes that state and so
  * needs a new claim; an expired claim (its worker died) is taken over by a claim of the next generation.
  */
+/** How long a claim is kept after it expired, and how often old ones are swept. */
+const CLAIM_KEPT_MS = 24 * 3600_000;
+const CLAIM_SWEEP_EVERY_MS = 3600_000;
+
 export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number | ((jobName: string) => number); registry: ProcessRegistry }): AgendaBackend {
   // A claim lasts as long as Agenda's lock of that job would: a worker that claimed a job and died before
   // marking it locked leaves it runnable by another once that much time passed, as a locked one would be.
@@ -22,6 +27,8 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
   const claims = db.collection<{ _id: string; jobId: string; owner?: string; expiresAt: Date }>(`${options.collection}_claims`);
   const { registry } = options;
   let repository: JobRepository | undefined;
+  let purgeTimer: NodeJS.Timeout | undefined;
+  const sweepOldClaims = () => claims.deleteMany({ expiresAt: { $lt: new Date(Date.now() - CLAIM_KEPT_MS) } });
 
   /** Whether the job is still in the state `job` was read in: a candidate read before its run finished is not run again. */
   const unchanged = async (job: Document): Promise<boolean> => {
@@ -102,9 +109,11 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
       }
       if (prop === 'unlockJobs') {
         // Jobs released by a stopping worker are runnable again at once, not after their claim expires.
+        // One indexed delete per job: FerretDB answers `$in` by reading the whole claims collection, which
+        // holds a claim for every job run of the last day, and a stop would wait for it.
         return async (ids: Array<string | { toString(): string }>) => {
           await target.unlockJobs(ids as never);
-          await claims.deleteMany({ jobId: { $in: ids.map(String) } });
+          await findByIds(ids.map(String), (jobId) => claims.deleteMany({ jobId }).then(() => null));
         };
       }
       const value = Reflect.get(target, prop, receiver);
@@ -120,10 +129,18 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
     get repository() { return (repository ??= wrap(inner.repository)); },
     async connect() {
       await inner.connect();
-      // FerretDB 1.x has no TTL indexes: old claims are swept at start instead.
-      await claims.deleteMany({ expiresAt: { $lt: new Date(Date.now() - 24 * 3600_000) } });
+      await claims.createIndex({ jobId: 1 });
+      // A claim is written for every job run and is of no use a day after it expired. FerretDB 1.x has no
+      // TTL indexes: old claims are swept at start and every hour (a range: a read of the whole collection
+      // on FerretDB, so not more often).
+      await sweepOldClaims();
+      purgeTimer = setInterval(() => { void sweepOldClaims().catch(() => { /* the next hour tries again */ }); }, CLAIM_SWEEP_EVERY_MS);
+      purgeTimer.unref();
     },
-    disconnect: () => inner.disconnect(),
+    disconnect: () => {
+      clearInterval(purgeTimer);
+      return inner.disconnect();
+    },
   } as AgendaBackend;
 }
 

@@ -82,6 +82,18 @@ describe('JobQueue (Agenda on the test database)', () => {
     for (const claim of mine) expect(claim.expiresAt.getTime() - before).toBeLessThanOrEqual(2_000 + (Date.now() - before));
   });
 
+  it('claims a day past their expiry are swept when a queue starts (and every hour): one is written per job run', async () => {
+    const claims = app.db.collection<{ _id: string; jobId: string; expiresAt: Date }>(`${JOBS_COLLECTION}_claims`);
+    await claims.insertMany([
+      { _id: 'old-claim', jobId: 'j-old', expiresAt: new Date(Date.now() - 25 * 3600_000) },
+      { _id: 'recent-claim', jobId: 'j-recent', expiresAt: new Date(Date.now() - 3600_000) },
+    ]);
+    const q = await queue();
+    await q.start();
+    expect((await claims.find({ _id: { $in: ['old-claim', 'recent-claim'] } }).toArray()).map((c) => c._id)).toEqual(['recent-claim']);
+    expect((await claims.indexes()).map((ix) => ix.key)).toContainEqual({ jobId: 1 });
+  });
+
   it('runs each job exactly once when two workers share the database (locking)', async () => {
     // Two live workers, registered as a deployment's are (a process counts as gone after 5 s of silence):
     // the registries the other tests use lapse after 500 ms, which a loaded machine's stall can exceed, and
