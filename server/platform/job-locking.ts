@@ -6,6 +6,10 @@ import { findByIds } from './find-by-ids.js';
 import { shuffled } from './random-order.js';
 import type { ProcessRegistry } from './process-registry.js';
 
+/** How long a claim is kept after it expired, and how often old ones are swept. */
+const CLAIM_KEPT_MS = 24 * 3600_000;
+const CLAIM_SWEEP_EVERY_MS = 3600_000;
+
 /**
  * Agenda locks a job with one findOneAndUpdate, which MongoDB runs atomically but FerretDB 1.x does not:
  * measured on FerretDB/SQLite, 40 concurrent findOneAndUpdate({lockedAt: null}) calls on one job let up to
@@ -14,10 +18,6 @@ import type { ProcessRegistry } from './process-registry.js';
  * time, failure count): exactly one worker can insert it. A retry or a new run changes that state and so
  * needs a new claim; an expired claim (its worker died) is taken over by a claim of the next generation.
  */
-/** How long a claim is kept after it expired, and how often old ones are swept. */
-const CLAIM_KEPT_MS = 24 * 3600_000;
-const CLAIM_SWEEP_EVERY_MS = 3600_000;
-
 export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number | ((jobName: string) => number); registry: ProcessRegistry }): AgendaBackend {
   // A claim lasts as long as Agenda's lock of that job would: a worker that claimed a job and died before
   // marking it locked leaves it runnable by another once that much time passed, as a locked one would be.
