@@ -82,7 +82,7 @@ describe('JobQueue (Agenda on the test database)', () => {
     for (const claim of mine) expect(claim.expiresAt.getTime() - before).toBeLessThanOrEqual(2_000 + (Date.now() - before));
   });
 
-  it('claims a day past their expiry are swept when a queue starts (and every hour): one is written per job run', async () => {
+  it('claims a day past their expiry are swept when a queue starts (the hourly sweep is the same delete): one is written per job run', async () => {
     const claims = app.db.collection<{ _id: string; jobId: string; expiresAt: Date }>(`${JOBS_COLLECTION}_claims`);
     await claims.insertMany([
       { _id: 'old-claim', jobId: 'j-old', expiresAt: new Date(Date.now() - 25 * 3600_000) },

@@ -15,7 +15,6 @@ import { testConfig } from '../support/server.js';
 let app: AppContext;
 beforeAll(async () => {
   app = await createContext(await testConfig());
-  await Promise.all(Object.values(app.db.models).map((model) => model.init()));
 });
 afterAll(async () => {
   await app.db.dropDatabase().catch(() => {});
@@ -137,6 +136,8 @@ function stagesOf(plan: unknown): string[] {
 
 describe('the hot queries of a year of history are answered from an index', () => {
   beforeAll(async () => {
+    // The indexes of the models read here, built (the others' are not waited for: the full CI took 76 s).
+    await Promise.all([...new Set(HOT.map((q) => q.model))].map((name) => app.db.models[name]!.init()));
     for (const query of HOT) {
       const collection = app.db.models[query.model]!.collection;
       await collection.insertMany(Array.from({ length: 600 }, (_, i) => query.other(i)) as never[]);

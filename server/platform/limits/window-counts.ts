@@ -2,8 +2,9 @@ import { Schema, type Connection, type Model } from 'mongoose';
 
 /**
  * One process's count of one bucket (a key, an org, a client address) in one window. Only the process
- * that owns a document writes it (its id is in the `_id`), so no update ever races another: a plain
- * `$set` of the process's own total is exact on any engine, FerretDB included.
+ * that owns a document writes it (its id is in the `_id`), so no update ever races another's: its own
+ * total, written with `$max` (two of its own writes may land in either order), is exact on any engine,
+ * FerretDB included.
  */
 interface CountDoc { _id: string; bucket: string; window: number; process: string; count: number; until: Date }
 

@@ -92,27 +92,24 @@ export class ChannelSweepWork {
   /** The channels with a voucher or a capture written in these minutes, each with the newest one's time: an equality lookup per minute. */
   private async touchedIn(first: number, last: number): Promise<Map<string, Date>> {
     const touched = new Map<string, Date>();
-    for (let minute = first; minute <= last; minute++) {
-      const [vouchers, captures] = await Promise.all([
-        this.book.vouchers.find({ minute }, { channelId: 1, createdAt: 1 }).lean(),
-        this.book.captures.model.find({ minute }, { _id: 1, createdAt: 1 }).lean(),
-      ]);
-      for (const v of vouchers) touch(touched, v.channelId, v.createdAt);
-      for (const c of captures) touch(touched, channelOfCapture(c._id), c.createdAt);
-    }
+    for (let minute = first; minute <= last; minute++) await this.touchedBy({ minute }, touched);
     return touched;
   }
 
   /** Vouchers and captures written since `since` by processes older than the minute (a scan, for the upgrade window only). */
-  private async touchedWithoutMinute(since: Date): Promise<Map<string, Date>> {
-    const older = { minute: { $exists: false }, createdAt: { $gte: since } };
+  private touchedWithoutMinute(since: Date): Promise<Map<string, Date>> {
+    return this.touchedBy({ minute: { $exists: false }, createdAt: { $gte: since } }, new Map());
+  }
+
+  /** Adds to `touched` the channels of the vouchers and captures matching `filter`, each at its newest write. */
+  private async touchedBy(filter: Record<string, unknown>, touched: Map<string, Date>): Promise<Map<string, Date>> {
     const [vouchers, captures] = await Promise.all([
-      this.book.vouchers.find(older, { channelId: 1, createdAt: 1 }).lean(),
-      this.book.captures.model.find(older, { _id: 1, createdAt: 1 }).lean(),
+      this.book.vouchers.find(filter, { channelId: 1, createdAt: 1 }).lean(),
+      this.book.captures.model.find(filter, { _id: 1, createdAt: 1 }).lean(),
     ]);
-    const touched = new Map<string, Date>();
     for (const v of vouchers) touch(touched, v.channelId, v.createdAt);
-    for (const c of captures) touch(touched, channelOfCapture(c._id), c.createdAt);
+    // A capture's id is its hold's: `<channel id>:<seq>:<hold token>`.
+    for (const c of captures) touch(touched, c._id.split(':')[0]!, c.createdAt);
     return touched;
   }
 }
@@ -122,6 +119,3 @@ function touch(touched: Map<string, Date>, channelId: string, at: Date): void {
   const seen = touched.get(channelId);
   if (!seen || seen < at) touched.set(channelId, at);
 }
-
-/** A capture's id is its hold's: `<channel id>:<seq>:<hold token>`. */
-const channelOfCapture = (captureId: string) => captureId.split(':')[0]!;
