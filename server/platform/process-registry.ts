@@ -57,6 +57,8 @@ export class ProcessRegistry {
   async join(role: string): Promise<void> {
     this.joined = true;
     await this.beat(role);
+    // Who else is live, known from the start (liveCount answers from this view without waiting).
+    await this.read().catch(() => {});
     this.timer = setInterval(() => { void this.beat(role).catch(() => { /* the next beat tries again */ }); }, this.options.heartbeatMs);
     this.timer.unref();
   }
@@ -96,6 +98,15 @@ export class ProcessRegistry {
     if (age > this.options.heartbeatMs && age <= this.options.heartbeatMs * 10) void this.read().catch(() => {});
     // This process as it is now, not as it was when the view was read (a stall may have lapsed it then).
     return this.active ? new Set([...others, this.id]) : others;
+  }
+
+  /**
+   * How many processes are live, this one included, as last read: at hand (no promise), for a decision
+   * that may be a second late; read again in the background once the view is a heartbeat old.
+   */
+  liveCount(): number {
+    if (!this.live || this.now() - this.live.at > this.options.heartbeatMs) void this.read().catch(() => {});
+    return (this.live?.ids.size ?? 0) + 1;
   }
 
   /**
