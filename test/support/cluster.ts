@@ -60,7 +60,7 @@ export interface Cluster {
   /** A new serve process joins (it is in `serves` once it answers /health). */
   addServe(options: { keys: boolean }): Promise<ClusterProcess>;
   /** SIGTERM (a graceful stop), then the same process started again, as an orchestrator's rolling restart does. */
-  restart(process: ClusterProcess): Promise<void>;
+  restart(process: ClusterProcess): Promise<RestartTimes>;
   stop(): Promise<void>;
 }
 
@@ -147,14 +147,21 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       return proc;
     },
     async restart(proc) {
+      const from = Date.now();
+      const logFrom = proc.output.length;
       await stopProcess(proc);
+      const stopMs = Date.now() - from;
+      const slowSteps = proc.output.slice(logFrom).filter((line) => line.includes('stopping: slow step')).flatMap((line) => {
+        const { step, durationMs } = JSON.parse(line) as { step: string; durationMs: number };
+        return [`${step} ${(durationMs / 1000).toFixed(1)} s`];
+      });
       // Started again until it stays up: a start while the database is away fails, and is tried again.
       const deadline = Date.now() + 180_000;
       for (;;) {
         relaunch(proc);
         try {
           await untilStarted(proc, 90_000);
-          return;
+          return { stopMs, startMs: Date.now() - from - stopMs, slowSteps };
         } catch (err) {
           if (Date.now() > deadline) throw err;
           proc.failedStarts++;
@@ -214,6 +221,9 @@ function relaunch(proc: ClusterProcess): void {
   child.stderr!.on('data', onData);
   child.once('exit', () => { if (proc.child === child) proc.alive = false; });
 }
+
+/** Where a restart's time went: the graceful stop (and its steps of 0.5 s or more, from the log), then the start until it answered. */
+export interface RestartTimes { stopMs: number; startMs: number; slowSteps: string[] }
 
 /** Waits until a serve answers /health, or a worker says it runs (in this run of it). */
 async function untilStarted(proc: ClusterProcess, timeoutMs: number): Promise<void> {
