@@ -1,0 +1,190 @@
+/**
+ * A year of history, measured (issue 52's first part, the read paths): what an operator, a seller's code
+ * and a probe read every day, first on a database holding one day of an org's payments, then on the same
+ * database once a busy year has been added before this month: payments with their signed receipts and
+ * webhook deliveries, and finished jobs. Each scenario is the same requests in both phases; it reports
+ * the p50 of each phase, their ratio, and the database commands per request (counted by the driver, the
+ * server's background rounds included in both phases alike).
+ *
+ * The history is inserted directly, shaped as the service writes it (the read path is what is measured,
+ * not how fast a year can be paid): settled payments over the 365 days before this month (the month's CSV holds the same rows in both phases), each with
+ * a signed receipt and a delivered payment.received delivery; finished jobs (the queue deletes what
+ * succeeded, so these stand for what a year of failed and cancelled jobs leaves). Mail at 100,000 messages
+ * is measured by bench/mail.ts; the channel sweep's round by the channels test and bench.
+ *
+ *   npm run bench -- history
+ *   BENCH_HISTORY_PAYMENTS=1000000   payments of the year (with as many deliveries)
+ *   BENCH_HISTORY_JOBS=1000000       finished jobs
+ *   BENCH_HISTORY_REQUESTS=30        requests per scenario and phase
+ *
+ * Prints a table: scenario, p50 empty, p50 year, ratio, commands per request empty and year; then
+ * `history: N of M scenarios within 1.2x the empty database's p50`.
+ */
+import { randomBytes } from 'node:crypto';
+import { loadConfig } from '../server/platform/config.js';
+import { provideMongoServer } from '../server/dev/database/mongo-server.js';
+import { freePort } from '../server/platform/net.js';
+import { startServer } from '../server/server.js';
+
+const PAYMENTS = Number(process.env.BENCH_HISTORY_PAYMENTS ?? 1_000_000);
+const JOBS = Number(process.env.BENCH_HISTORY_JOBS ?? 1_000_000);
+const REQUESTS = Number(process.env.BENCH_HISTORY_REQUESTS ?? 30);
+/** A scenario whose request takes longer than this is reported as such, and not measured further. */
+const TIMEOUT_MS = Number(process.env.BENCH_HISTORY_TIMEOUT_MS ?? 60_000);
+/** The org's recent day: what its first pages show in both phases. */
+const RECENT = 200;
+const BATCH = 5_000;
+const DAY_MS = 86_400_000;
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const hex = (bytes: number) => `0x${randomBytes(bytes).toString('hex')}`;
+
+/** A settled payment and its delivery, as the service stores them (server/payments/models.ts, server/webhooks/models.ts). */
+function paymentAt(orgId: string, endpointId: string, at: Date, i: number) {
+  const id = `pay_h${i.toString(36).padStart(8, '0')}${randomBytes(5).toString('hex')}`;
+  const deliveryId = `whd_h${i.toString(36).padStart(8, '0')}${randomBytes(5).toString('hex')}`;
+  const eventId = `evt_h${i.toString(36).padStart(8, '0')}${randomBytes(5).toString('hex')}`;
+  const payer = hex(20);
+  const nonce = hex(32);
+  const txHash = hex(32);
+  const amount = String(1000 * (1 + (i % 5)));
+  const payment = {
+    _id: id, orgId, direction: 'in', endpointId, network: 'base-sepolia', chainId: 84532, asset: '0x036cbd53842c5426634e7929541ec2318f3dcf7e',
+    payerAddress: payer, recipientAddress: '0x000000000000000000000000000000000000dead', amountUsdcRaw: amount,
+    resourceUrl: `https://api.example.com/v1/report/${i % 50}`, x402Version: 2, scheme: 'exact',
+    authorizationKey: `84532:0x036cbd53842c5426634e7929541ec2318f3dcf7e:${payer}:${nonce}`, authorizationNonce: nonce,
+    authorization: { from: payer, to: '0x000000000000000000000000000000000000dead', value: amount, validAfter: '0', validBefore: String(Math.floor(at.getTime() / 1000) + 300), nonce },
+    signature: hex(65), status: 'settled', txHash,
+    signedReceipt: { receipt: { version: 1, paymentId: id, network: 'eip155:84532', txHash, payer, payTo: '0x000000000000000000000000000000000000dead', amount, resource: `https://api.example.com/v1/report/${i % 50}`, settledAt: at.toISOString() }, signature: randomBytes(64).toString('base64url'), kid: 'did:web:history.test#receipts-1' },
+    webhook: { status: 'dispatched', eventId, deliveryId },
+    createdAt: at, submittedAt: at, settledAt: new Date(at.getTime() + 1500),
+  };
+  const body = JSON.stringify({ id: eventId, type: 'payment.received', created: at.toISOString(), data: { paymentId: id, amount, payer, txHash, network: 'eip155:84532' } });
+  const delivery = {
+    _id: deliveryId, eventId, event: 'payment.received', orgId, endpointId, paymentId: id, body, status: 'delivered',
+    attempts: [{ at: new Date(at.getTime() + 1600), status: 200, durationMs: 40 }], attemptCount: 1, round: 0,
+    nextAttemptAt: null, lastError: null, createdAt: new Date(at.getTime() + 1550), updatedAt: new Date(at.getTime() + 1650), deliveredAt: new Date(at.getTime() + 1650),
+  };
+  return { payment, delivery };
+}
+
+async function main() {
+  log('starting the embedded database and the backend ...');
+  const mongo = await provideMongoServer({ log: (line) => log(`  ${line}`) });
+  const port = await freePort();
+  const metricsToken = randomBytes(16).toString('hex');
+  const server = await startServer(loadConfig({
+    AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
+    MAIL_DOMAIN: 'history.test', DID_DOMAIN: `127.0.0.1%3A${port}`, SMTP_PORT: '0', METRICS_TOKEN: metricsToken,
+    MASTER_KEY: randomBytes(32).toString('hex'), MONGODB_URI: mongo.uri, MONGODB_DB: `history_${randomBytes(4).toString('hex')}`,
+  }));
+  const db = server.app.db;
+  let commands = 0;
+  db.getClient().on('commandStarted', () => { commands++; });
+  try {
+    const signup = await (await fetch(`${server.url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json() as { org_id: string; platform_key: string };
+    const orgId = signup.org_id;
+    await server.app.limits.orgLimits.set(orgId, { perKey: 1_000_000_000, perOrg: 1_000_000_000 });
+    const endpointId = 'we_history';
+    // Sign in to the console as an operator does (the form post), keeping its session cookie.
+    const signIn = await fetch(`${server.url}/console/sign-in`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ key: signup.platform_key }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url } });
+    const cookie = signIn.headers.getSetCookie().find((c) => c.startsWith('agentgate_console='))!.split(';')[0]!;
+
+    const insert = async (collection: string, docs: object[]) => { if (docs.length) await db.collection(collection).insertMany(docs as never[], { ordered: false }); };
+    // The recent day, in both phases: what the first pages show.
+    const now = Date.now();
+    const recent = Array.from({ length: RECENT }, (_, i) => paymentAt(orgId, endpointId, new Date(now - (RECENT - i) * 60_000), i));
+    await insert('payments', recent.map((r) => r.payment));
+    await insert('webhook_deliveries', recent.map((r) => r.delivery));
+
+    const month = new Date(now).toISOString().slice(0, 7);
+    const lastDay = new Date(Date.UTC(Number(month.slice(0, 4)), Number(month.slice(5, 7)), 0)).toISOString().slice(0, 10);
+    const scenarios: Array<{ name: string; path: string; headers: Record<string, string> }> = [
+      { name: 'console payments page', path: '/console/payments', headers: { cookie } },
+      { name: 'console CSV of this month', path: `/console/payments.csv?from=${month}-01&to=${lastDay}`, headers: { cookie } },
+      { name: 'console webhook deliveries page', path: '/console/webhooks', headers: { cookie } },
+      { name: 'API payments page (50)', path: '/v0/payments?limit=50', headers: { authorization: `Bearer ${signup.platform_key}` } },
+      { name: 'API deliveries page (50)', path: '/v0/webhooks/deliveries?limit=50', headers: { authorization: `Bearer ${signup.platform_key}` } },
+      { name: '/metrics', path: '/metrics', headers: { authorization: `Bearer ${metricsToken}` } },
+      { name: '/ready', path: '/ready', headers: {} },
+    ];
+    const get = async (s: typeof scenarios[number]) => {
+      const res = await fetch(server.url + s.path, { headers: s.headers, signal: AbortSignal.timeout(TIMEOUT_MS) });
+      await res.arrayBuffer();
+      if (res.status >= 400 && !(s.path === '/ready' && res.status === 503)) throw new Error(`${s.name}: ${res.status}`);
+    };
+    const measure = async () => {
+      const out = new Map<string, { p50: number; commands: number }>();
+      for (const s of scenarios) {
+        // One unmeasured request first (caches, JIT), then REQUESTS one at a time.
+        log(`  ${s.name} ...`);
+        const times: number[] = [];
+        const before = commands;
+        try {
+          await get(s);
+          for (let i = 0; i < REQUESTS; i++) {
+            const from = performance.now();
+            await get(s);
+            times.push(performance.now() - from);
+          }
+        } catch (err) {
+          if ((err as Error).name !== 'TimeoutError') throw err;
+          log(`  ${s.name}: a request took over ${TIMEOUT_MS / 1000} s; not measured further`);
+          out.set(s.name, { p50: Infinity, commands: Number.NaN });
+          continue;
+        }
+        out.set(s.name, { p50: median(times), commands: (commands - before) / REQUESTS });
+        log(`  ${s.name}: p50 ${median(times).toFixed(1)} ms, ${((commands - before) / REQUESTS).toFixed(1)} commands per request`);
+      }
+      return out;
+    };
+    log(`measuring on the empty database (${RECENT} payments of the last hours), ${REQUESTS} requests per scenario ...`);
+    const empty = await measure();
+
+    log(`adding a year: ${PAYMENTS.toLocaleString('en-US')} payments with receipts and deliveries, ${JOBS.toLocaleString('en-US')} finished jobs ...`);
+    const seedFrom = Date.now();
+    // The year before this month: the month's CSV holds the same rows in both phases.
+    const yearStart = Date.parse(`${month}-01T00:00:00.000Z`) - 366 * DAY_MS;
+    for (let done = 0; done < PAYMENTS; done += BATCH) {
+      const batch = Array.from({ length: Math.min(BATCH, PAYMENTS - done) }, (_, k) => {
+        const i = RECENT + done + k;
+        return paymentAt(orgId, endpointId, new Date(yearStart + Math.floor(((done + k) / PAYMENTS) * 365 * DAY_MS)), i);
+      });
+      await Promise.all([insert('payments', batch.map((b) => b.payment)), insert('webhook_deliveries', batch.map((b) => b.delivery))]);
+      if ((done / BATCH) % 20 === 0) log(`  ${done.toLocaleString('en-US')} payments (${((Date.now() - seedFrom) / 1000).toFixed(0)} s)`);
+    }
+    for (let done = 0; done < JOBS; done += BATCH) {
+      const at = (k: number) => new Date(yearStart + Math.floor(((done + k) / JOBS) * 365 * DAY_MS));
+      await insert('jobs', Array.from({ length: Math.min(BATCH, JOBS - done) }, (_, k) => ({
+        name: k % 2 ? 'webhook-delivery' : 'mail-delivery', data: { id: `h${done + k}` }, type: 'normal', priority: 0,
+        nextRunAt: null, lockedAt: null, lastRunAt: at(k), lastFinishedAt: at(k), failedAt: at(k), failCount: 1, failReason: 'gave up', lastModifiedBy: 'history',
+      })));
+    }
+    log(`  seeded in ${((Date.now() - seedFrom) / 1000).toFixed(0)} s`);
+
+    const year = await measure();
+    log('');
+    log(`| scenario | p50 empty (ms) | p50 after a year (ms) | ratio | commands/request empty | after a year |`);
+    log(`|---|---|---|---|---|---|`);
+    let within = 0;
+    for (const s of scenarios) {
+      const e = empty.get(s.name)!;
+      const y = year.get(s.name)!;
+      const ratio = y.p50 / e.p50;
+      if (ratio <= 1.2) within++;
+      const ms = (p50: number) => (Number.isFinite(p50) ? p50.toFixed(1) : `over ${TIMEOUT_MS / 1000} s`);
+      log(`| ${s.name} | ${ms(e.p50)} | ${ms(y.p50)} | ${Number.isFinite(ratio) ? `${ratio.toFixed(2)}x` : 'n/a'}${ratio > 1.2 ? ' (over 1.2x)' : ''} | ${e.commands.toFixed(1)} | ${y.commands.toFixed(1)} |`);
+    }
+    log('');
+    log(`history: ${within} of ${scenarios.length} scenarios within 1.2x the empty database's p50 (${PAYMENTS.toLocaleString('en-US')} payments, ${JOBS.toLocaleString('en-US')} jobs)`);
+  } finally {
+    await db.dropDatabase().catch(() => {});
+    await server.close();
+    await mongo.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
