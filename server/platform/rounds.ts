@@ -1,8 +1,17 @@
 /**
+ * How long a stop waits for the round under way. Every round must survive its process dying in the middle
+ * (what it recorded is finished by a later round of any process), so a stop may leave one as a crash
+ * would. Waiting longer held a stopping serve for over a minute: the whole deployment stopped at once, and
+ * its channel sweep waited on a claim handed to a lane whose holder had just stopped (cluster channels test).
+ */
+export const ROUND_STOP_WAIT_MS = 10_000;
+
+/**
  * A background round run every `everyMs` in this process: sweeps, reconciliation, expiry. A round still
  * running when the next is due is not stacked with it (the next tick is skipped); a failure goes to
  * `onError` (never once stopped: a round cut short by shutdown is no failure). The timer never keeps the
- * process alive, and the returned stop waits for the round under way.
+ * process alive, and the returned stop waits for the round under way, at most `stopWaitMs`
+ * (the shutdown's log names a step that took that long).
  */
 export function startRounds(options: {
   everyMs: number;
@@ -10,6 +19,7 @@ export function startRounds(options: {
   onError: (err: Error) => void;
   /** Run a first round at once instead of after `everyMs`. */
   runNow?: boolean;
+  stopWaitMs?: number;
 }): () => Promise<void> {
   let running: Promise<unknown> = Promise.resolve();
   let busy = false;
@@ -27,6 +37,8 @@ export function startRounds(options: {
   return async () => {
     stopped = true;
     clearInterval(timer);
-    await running;
+    let waiting: NodeJS.Timeout | undefined;
+    await Promise.race([running, new Promise((resolve) => { waiting = setTimeout(resolve, options.stopWaitMs ?? ROUND_STOP_WAIT_MS); })]);
+    clearTimeout(waiting);
   };
 }

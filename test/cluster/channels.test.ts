@@ -126,6 +126,7 @@ it('3 serve (1 without keys) + 1 worker, 1 s blocks, a plain round-robin balance
       const states = await Promise.all(channels.map((id) => readChannelState(client as never, id)));
       return states.every((s, i) => s.totalClaimed === answered.get(channels[i]!));
     }, 180_000, 1_000);
+    note(claimedAll ? 'every answered call claimed on chain' : 'claims still short of the answered calls after 180 s');
     const claimed = await Promise.all(channels.map(async (id) => [id, (await readChannelState(client as never, id)).totalClaimed, answered.get(id)] as const));
     // What the seller's records say: each channel's accepted total and its calls (a channel whose every call failed has none).
     const listed = await fetch(`${cluster.serves[0]!.url}/v0/payments/channels?limit=100`, { headers: { authorization: `Bearer ${seller.sellerKey}` } }).then((r) => r.json()) as { channels: Array<{ id: string; acceptedUsdcRaw: string; callCount: number }> };

@@ -1,6 +1,6 @@
 // startRounds, what every background sweep runs on: a round still running when the next is due is not
 // stacked with it, a failure is reported (but not one cut short by stopping), and stop waits for the
-// round under way. Rounds here end when the test says so, never by a clock.
+// round under way, within a bound. Rounds here end when the test says so, never by a clock.
 import { startRounds } from '../../server/platform/rounds.js';
 
 /** A round that runs until the test ends it. */
@@ -48,6 +48,16 @@ it('stop waits for the round under way, and no round starts after it', async () 
   expect(stopped).toBe(false);
   started[0]!.end();
   await stopping;
+  await new Promise((r) => setTimeout(r, 30));
+  expect(started).toHaveLength(1);
+});
+
+it('stop waits for a round that does not end only up to its bound, then leaves it as a crash would', async () => {
+  const { started, round } = controlledRounds();
+  const stop = startRounds({ everyMs: 5, round, onError: () => {}, runNow: true, stopWaitMs: 50 });
+  expect(started).toHaveLength(1);
+  // The round never ends: the stop returns all the same (a stop that waited for it would never resolve).
+  await stop();
   await new Promise((r) => setTimeout(r, 30));
   expect(started).toHaveLength(1);
 });

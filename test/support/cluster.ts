@@ -123,7 +123,11 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     if (!p.alive) return;
     const exited = new Promise((resolve) => p.child.once('exit', resolve));
     p.child.kill('SIGTERM');
-    const timer = setTimeout(() => p.child.kill('SIGKILL'), 60_000);
+    const timer = setTimeout(() => {
+      // A graceful stop must not take a minute: say which process needed killing, and its last lines.
+      process.stdout.write(`\n${p.name} had not stopped 60 s after SIGTERM: SIGKILL. Its last lines:\n${p.output.slice(-15).join('\n')}\n`);
+      p.child.kill('SIGKILL');
+    }, 60_000);
     await exited;
     clearTimeout(timer);
     p.alive = false;
@@ -170,13 +174,13 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       }
     },
     async stop() {
-      // CLUSTER_LOG_DIR=<folder> keeps every process's log lines, to read after a run.
+      await Promise.all([...serves, ...workers].map((p) => stopProcess(p).catch(() => {})));
+      // CLUSTER_LOG_DIR=<folder> keeps every process's log lines, their stops included, to read after a run.
       if (process.env.CLUSTER_LOG_DIR) {
         const { writeFileSync, mkdirSync } = await import('node:fs');
         mkdirSync(process.env.CLUSTER_LOG_DIR, { recursive: true });
         for (const p of [...serves, ...workers]) writeFileSync(join(process.env.CLUSTER_LOG_DIR, `${p.name}.log`), p.output.join('\n'));
       }
-      await Promise.all([...serves, ...workers].map((p) => stopProcess(p).catch(() => {})));
       const client = await MongoClient.connect(options.mongoUri);
       await client.db(db).dropDatabase().catch(() => {});
       await client.close();
