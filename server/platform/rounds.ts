@@ -1,8 +1,9 @@
 /**
  * How long a stop waits for the round under way. Every round must survive its process dying in the middle
  * (what it recorded is finished by a later round of any process), so a stop may leave one as a crash
- * would. Waiting longer held a stopping serve for over a minute: the whole deployment stopped at once, and
- * its channel sweep waited on a claim handed to a lane whose holder had just stopped (cluster channels test).
+ * would. Waiting longer held a stopping serve for over a minute in the cluster channels test: the whole
+ * deployment stopped at once, and its channel sweep's round, most likely waiting on lanes whose holders
+ * had just stopped, did not end.
  */
 export const ROUND_STOP_WAIT_MS = 10_000;
 
