@@ -20,6 +20,7 @@ export function startRounds(options: {
   onError: (err: Error) => void;
   /** Run a first round at once instead of after `everyMs`. */
   runNow?: boolean;
+  /** The longest the stop waits for the round under way (default ROUND_STOP_WAIT_MS). */
   stopWaitMs?: number;
 }): () => Promise<void> {
   let running: Promise<unknown> = Promise.resolve();
