@@ -1,18 +1,9 @@
 // The change feed on its own, three connections to one database standing in for three processes.
-import mongoose, { type Connection } from 'mongoose';
+import type { Connection } from 'mongoose';
 import { ChangeFeed, type ChangeTopic } from '../../server/platform/change-feed.js';
-import { testDbName } from '../support/server.js';
+import { processConnections } from '../support/connections.js';
 
-const dbName = testDbName();
-let conns: Connection[];
-
-beforeAll(async () => {
-  conns = await Promise.all([0, 1, 2].map(() => mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName }).asPromise()));
-});
-afterAll(async () => {
-  await conns[0]?.dropDatabase().catch(() => {});
-  await Promise.all(conns.map((c) => c.close()));
-});
+const connections = processConnections(3);
 
 /** A feed that records what it was told; polled by hand unless `pollMs` is given. */
 async function recordingFeed(conn: Connection, options: { pollMs?: number; holeCheckMs?: number } = {}) {
@@ -26,14 +17,14 @@ async function recordingFeed(conn: Connection, options: { pollMs?: number; holeC
 }
 
 type Entry = { _id: number; topic: string; id: string; at: Date };
-const entries = () => conns[0]!.collection<Entry>('change_feed');
+const entries = () => connections()[0]!.collection<Entry>('change_feed');
 async function highest(): Promise<number> {
   const [last] = await entries().find().sort({ _id: -1 }).limit(1).toArray();
   return last?._id ?? 0;
 }
 
 it('numbers concurrent publishes from several processes 1, 2, 3, ... without a gap, and every process sees every change', async () => {
-  const feeds = await Promise.all(conns.map((conn) => recordingFeed(conn)));
+  const feeds = await Promise.all(connections().map((conn) => recordingFeed(conn)));
   const published = Array.from({ length: 45 }, (_, i) => ({ topic: (i % 2 ? 'api-key' : 'identity') as ChangeTopic, id: `x${i}` }));
   await Promise.all(published.map((change, i) => feeds[i % 3]!.feed.publish(change.topic, change.id)));
 
@@ -47,7 +38,7 @@ it('numbers concurrent publishes from several processes 1, 2, 3, ... without a g
 });
 
 it('applies entries in number order: one committed before a lower number waits for it', async () => {
-  const { feed, seen, resets } = await recordingFeed(conns[1]!);
+  const { feed, seen, resets } = await recordingFeed(connections()[1]!);
   const n = await highest();
   // n + 2 commits first (another writer's n + 1 is still in flight).
   await entries().insertOne({ _id: n + 2, topic: 'api-key', id: 'later', at: new Date() });
@@ -61,7 +52,7 @@ it('applies entries in number order: one committed before a lower number waits f
 });
 
 it('skips a hole that never fills and drops everything cached, since it may have missed changes', async () => {
-  const { feed, seen, resets } = await recordingFeed(conns[2]!, { holeCheckMs: 50 });
+  const { feed, seen, resets } = await recordingFeed(connections()[2]!, { holeCheckMs: 50 });
   await entries().insertOne({ _id: (await highest()) + 5, topic: 'identity', id: 'after-a-hole', at: new Date() });
   await feed.poll(); // the first check notices entries above the hole
   expect(resets()).toBe(0);
@@ -85,15 +76,15 @@ it('skips a hole that never fills and drops everything cached, since it may have
 });
 
 it('polls on its own once started, and stops polling when stopped', async () => {
-  const writer = await recordingFeed(conns[0]!);
-  const reader = await recordingFeed(conns[1]!, { pollMs: 50 });
+  const writer = await recordingFeed(connections()[0]!);
+  const reader = await recordingFeed(connections()[1]!, { pollMs: 50 });
   await writer.feed.publish('identity', 'polled');
   const until = Date.now() + 30_000;
   while (!reader.seen.includes('identity:polled') && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
   expect(reader.seen).toContain('identity:polled');
   await reader.feed.stop();
   // A witness polling at the same pace sees the entry: the stopped reader had the time to, and did not.
-  const witness = await recordingFeed(conns[2]!, { pollMs: 50 });
+  const witness = await recordingFeed(connections()[2]!, { pollMs: 50 });
   await writer.feed.publish('identity', 'after-stop');
   const witnessUntil = Date.now() + 30_000;
   while (!witness.seen.includes('identity:after-stop') && Date.now() < witnessUntil) await new Promise((r) => setTimeout(r, 10));

@@ -2,25 +2,16 @@
 // for two processes of a deployment. Their periodic sync is off unless a test runs it, so what one process
 // sees of the other is only what the counting itself wrote. (The deployment as users run it, 2 serve behind
 // a round-robin balancer: test/cluster/rate-limits.test.ts.)
-import mongoose, { type Connection } from 'mongoose';
 import { WindowCounts } from '../../server/platform/limits/window-counts.js';
-import { testDbName } from '../support/server.js';
+import { processConnections } from '../support/connections.js';
 
-const dbName = testDbName();
-let conns: Connection[];
-beforeAll(async () => {
-  conns = await Promise.all([0, 1].map(() => mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName }).asPromise()));
-});
-afterAll(async () => {
-  await conns[0]?.dropDatabase().catch(() => {});
-  await Promise.all(conns.map((c) => c.close()));
-});
+const connections = processConnections(2);
 
 const HOUR = 3_600_000;
 /** Two processes counting one window of an hour (no test crosses its end but by a rare chance), never syncing by themselves. */
-const twoProcesses = (live = 2) => conns.map((conn, i) => new WindowCounts(conn, { id: `process-${i}`, liveCount: () => live }, HOUR, HOUR)) as [WindowCounts, WindowCounts];
+const twoProcesses = (live = 2) => connections().map((conn, i) => new WindowCounts(conn, { id: `process-${i}`, liveCount: () => live }, HOUR, HOUR)) as [WindowCounts, WindowCounts];
 const ok = async (take: ReturnType<WindowCounts['take']>) => (await take).ok;
-const stored = async (bucket: string) => (await conns[0]!.collection('rate_limit_counts').find({ bucket }).toArray()).map((d) => [d.process, d.count]).sort();
+const stored = async (bucket: string) => (await connections()[0]!.collection('rate_limit_counts').find({ bucket }).toArray()).map((d) => [d.process, d.count]).sort();
 
 it('a burst alternating between two processes, one request at a time, is admitted exactly the limit: what either admitted without a round trip is seen by the other before it counts near the limit', async () => {
   const [a, b] = twoProcesses();

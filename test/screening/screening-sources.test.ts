@@ -1,7 +1,6 @@
 // Screening's parts on their own: the list file's formats; verdicts shared by two processes (two
 // connections to one database), each answer kept no longer than one TTL after its source gave it; and
 // the operator's policy for a source that cannot answer, with the provider as a real HTTP server.
-import mongoose, { type Connection } from 'mongoose';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,17 +18,9 @@ import { ScreeningProvider } from '../../server/screening/provider-source.js';
 import { Screening } from '../../server/screening/screening.js';
 import { SharedVerdicts } from '../../server/screening/shared-verdicts.js';
 import { screenedNetwork } from '../../server/screening/sources.js';
-import { testDbName } from '../support/server.js';
+import { processConnections } from '../support/connections.js';
 
-const dbName = testDbName();
-let conns: Connection[];
-beforeAll(async () => {
-  conns = await Promise.all([0, 1].map(() => mongoose.createConnection(process.env.AGENTGATE_TEST_MONGODB_URI!, { dbName }).asPromise()));
-});
-afterAll(async () => {
-  await conns[0]?.dropDatabase().catch(() => {});
-  await Promise.all(conns.map((c) => c.close()));
-});
+const connections = processConnections(2);
 
 it('reads a list file one address per line with notes and comments, or as JSON; EVM addresses in any case, Solana as written', () => {
   const text = '# OFAC SDN, ETH\n0x8589427373D6D84E98730D7795D8f6f8731FDA16 Tornado Cash\n\n0x722122dF12D4e14e13Ac3b6895a86e84145b6967,Tornado Router\nFepMTtLpvUc1zNZhR5yUJNtkxrYSeFJkUXT2w2Wd1Kf8\n';
@@ -46,13 +37,13 @@ it('reads a list file one address per line with notes and comments, or as JSON; 
 });
 
 it('a verdict one process asked its source for is used by another without asking, until its TTL from the source\'s answer', async () => {
-  const [first, second] = [new SharedVerdicts(conns[0]!, 400), new SharedVerdicts(conns[1]!, 400)];
+  const [first, second] = [new SharedVerdicts(connections()[0]!, 400), new SharedVerdicts(connections()[1]!, 400)];
   let asked = 0;
   const source = async () => { asked++; return { listed: true, detail: 'from the source' }; };
   expect(await first.through('provider|base|0xabc', source)).toEqual({ listed: true, detail: 'from the source' });
   // The first process's write is on its way (a request does not wait for it): once it has landed, the
   // second process reads the verdict instead of asking.
-  for (let i = 0; i < 50 && !(await conns[1]!.collection('screening_verdicts').findOne({ _id: 'provider|base|0xabc' as never })); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 50 && !(await connections()[1]!.collection('screening_verdicts').findOne({ _id: 'provider|base|0xabc' as never })); i++) await new Promise((r) => setTimeout(r, 20));
   expect(await second.through('provider|base|0xabc', source)).toEqual({ listed: true, detail: 'from the source' });
   expect(asked).toBe(1);
   // Concurrent misses in one process share one ask.
@@ -72,7 +63,7 @@ it('a provider that is down refuses payments (screening_unavailable) under the d
     const provider = new ScreeningProvider({ url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/`, timeoutMs: 500 });
     const metrics = new Metrics();
     const log = createLogger({ level: 'silent' });
-    const logs = new ActivityLog(conns[0]!, log);
+    const logs = new ActivityLog(connections()[0]!, log);
     const parties = [{ role: 'payer' as const, address: '0x0000000000000000000000000000000000000abc' }];
     const at = { orgId: 'org_screening_test', network: screenedNetwork('base-sepolia'), door: 'redeem' };
     const refusing = new Screening([provider], undefined, 'refuse', { logs, log, metrics });
@@ -91,7 +82,7 @@ it('a network no source covers (an oracle only on other chains) is not screened 
   const log = createLogger({ level: 'silent' });
   let asked = 0;
   const oracle = new (class extends SanctionsOracles { override check(...args: Parameters<SanctionsOracles['check']>) { asked++; return super.check(...args); } })(new Map());
-  const screening = new Screening([oracle], new SharedVerdicts(conns[0]!, 60_000), 'refuse', { logs: new ActivityLog(conns[0]!, log), log, metrics });
+  const screening = new Screening([oracle], new SharedVerdicts(connections()[0]!, 60_000), 'refuse', { logs: new ActivityLog(connections()[0]!, log), log, metrics });
   const at = { orgId: 'org_screening_test', network: screenedNetwork('solana-devnet'), door: 'redeem' };
   expect(await screening.screen([{ role: 'payer', address: 'FepMTtLpvUc1zNZhR5yUJNtkxrYSeFJkUXT2w2Wd1Kf8' }], at)).toBeUndefined();
   expect(asked).toBe(0);
@@ -104,13 +95,13 @@ it('each network asks its own chain\'s oracle: with one network\'s RPC dead, its
     ['polygon-amoy', { client: dead as never, address: PUBLIC_SANCTIONS_ORACLE_ADDRESS }],
     ['base-sepolia', { client: testChain().publicClient as never, address: PUBLIC_SANCTIONS_ORACLE_ADDRESS }],
   ]));
-  const screening = new Screening([oracles], new SharedVerdicts(conns[0]!, 60_000), 'refuse', { logs: new ActivityLog(conns[0]!, log), log, metrics: new Metrics() });
+  const screening = new Screening([oracles], new SharedVerdicts(connections()[0]!, 60_000), 'refuse', { logs: new ActivityLog(connections()[0]!, log), log, metrics: new Metrics() });
   const payer = [{ role: 'payer' as const, address: privateKeyToAccount(generatePrivateKey()).address }];
   const on = (network: string) => screening.screen(payer, { orgId: 'org_screening_test', network: screenedNetwork(network), door: 'redeem' });
   expect(await on('polygon-amoy')).toMatchObject({ reason: 'screening_unavailable', source: 'oracle' });
   expect(await on('base-sepolia')).toBeUndefined();
   await listOnDevOracle(testChain().rpcUrl, [payer[0]!.address]);
   expect(await screening.screen(payer, { orgId: 'org_screening_test', network: screenedNetwork('base-sepolia'), door: 'redeem' })).toBeUndefined(); // cached clear verdict, within its TTL
-  const fresh = new Screening([oracles], new SharedVerdicts(conns[1]!, 0), 'refuse', { logs: new ActivityLog(conns[0]!, log), log, metrics: new Metrics() });
+  const fresh = new Screening([oracles], new SharedVerdicts(connections()[1]!, 0), 'refuse', { logs: new ActivityLog(connections()[0]!, log), log, metrics: new Metrics() });
   expect(await fresh.screen(payer, { orgId: 'org_screening_test', network: screenedNetwork('base-sepolia'), door: 'redeem' })).toMatchObject({ reason: 'sanctioned_address', source: 'oracle' });
 });
