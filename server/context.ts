@@ -49,6 +49,7 @@ import { ShutdownSteps } from './platform/shutdown.js';
 import { ProcessRegistry } from './platform/process-registry.js';
 import { updateGroupingFor } from './platform/group-commit.js';
 import { retryWhileDatabaseAway } from './platform/database-outage.js';
+import { StartSteps } from './platform/start-steps.js';
 
 /** How long a starting process waits for a database that is away before it gives up. */
 const START_DATABASE_WAIT_MS = 60_000;
@@ -63,6 +64,8 @@ export interface AppContext {
   log: Logger;
   /** This process's Prometheus metrics (served at /metrics to the operator only). */
   metrics: Metrics;
+  /** How long each step of this process's start took (logged when it runs). */
+  startSteps: StartSteps;
   db: Connection;
   secrets: SecretBox;
   keys: ApiKeyService;
@@ -148,6 +151,8 @@ export function keyringFrom(config: Config): MasterKeyring {
 const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1 << 20, maxAgeMs: 60_000 };
 
 export async function createContext(config: Config, options: { log?: Logger } = {}): Promise<AppContext> {
+  const startSteps = new StartSteps();
+  startSteps.mark('load');
   const log = options.log ?? createLogger({ level: config.LOG_LEVEL });
   const metrics = new Metrics();
   // The chain first: a start refused for its configuration (an RPC URL of another chain, a token or
@@ -161,6 +166,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // Each network sees the global settings with its own (<NAME>_SETTLEMENT_STUCK_BLOCKS, ...; config.ts).
   const configOf = (c: ChainService) => configFor(config, config.networks.find((n) => n.network === c.network));
   await Promise.all(chains.map((c) => checkEssentialContracts(c, configOf(c))));
+  startSteps.mark('chains');
   const [chain, ...moreChains] = chains as [ChainService | undefined, ...ChainService[]];
   const screeningList = await loadScreeningList(config, log);
   // Command monitoring feeds agentgate_db_commands_total: on the embedded engine every command costs
@@ -175,6 +181,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // failing: the embedded engine accepts the connection while its PostgreSQL is down and fails the first
   // query, and a failed start costs an orchestrator's relaunch and a new boot. Given up after a minute.
   await retryWhileDatabaseAway(() => db.collection('processes').findOne({}, { projection: { _id: 1 } }), log, 'starting', Date.now() + START_DATABASE_WAIT_MS);
+  startSteps.mark('database');
   db.getClient().on('commandStarted', (event) => {
     const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
     metrics.dbCommands.inc({ command: event.commandName, collection: typeof target === 'string' ? target : '' });
@@ -238,6 +245,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   });
   // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
   await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));
+  startSteps.mark('services');
   const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
   const isAdmin = adminCheck(config, accounts);
   const mailWebhooks = new MailWebhooks(db, config, secrets, webhooks, logs);
@@ -283,6 +291,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
     identityDetail: [walletDetail(wallets), didDetail(did)],
     usage,
     shutdown,
+    startSteps,
     stopping: false,
     async close(how = {}) {
       const { slowest } = await shutdown.run(log);
@@ -294,12 +303,14 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   };
   // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
   await Promise.all(Object.values(db.models).map((model) => model.init()));
+  startSteps.mark('indexes');
   await ctx.mail.assignPositionsOnce();
   // In the background: a large mailbox takes a while, and new mail is indexed as it arrives meanwhile.
   void ctx.mail.indexUnsearched().catch((err) => log.warn({ err }, 'search backfill stopped; it runs again at the next start'));
   // Before anything is cached; stopped before the connection closes.
   await changes.start();
   shutdown.add('change feed', () => changes.stop());
+  startSteps.mark('change feed');
   return ctx;
 }
 

@@ -35,12 +35,15 @@ export async function startServer(config: Config, options: { extension?: AppExte
     // A server accepts payments and, given relayer keys, takes its share of the pool's lanes. Stopped last:
     // its lanes' work is finished and handed over after everything else has stopped asking for it.
     await startSettlement(app, { role: 'serve', accepts: true });
+    app.startSteps.mark('settlement');
     smtp = await startSmtpListener(app);
     app.shutdown.add('SMTP listener', () => smtp.close());
     submission = await startSubmission(app);
     if (submission) app.shutdown.add('SMTP submission listener', () => submission!.close());
+    app.startSteps.mark('smtp');
     // Registered after the listener, so on close the workers stop first and never find it gone mid-job.
     if (options.workers ?? true) await startBackgroundWork(app, 'serve');
+    app.startSteps.mark('background work');
     const koa = createApp(app, options.extension);
     http = koa.listen(config.PORT, config.HOST);
     await new Promise<void>((resolve, reject) => {
@@ -191,7 +194,9 @@ export async function startWorker(config: Config, options: { log?: Logger } = {}
   try {
     // A worker given relayer keys sends settlements that serve processes accepted (and reconciliation's).
     await startSettlement(app, { role: 'worker', accepts: false });
+    app.startSteps.mark('settlement');
     await startBackgroundWork(app, 'worker');
+    app.startSteps.mark('background work');
   } catch (err) {
     await app.close().catch(() => {});
     throw err;

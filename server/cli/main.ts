@@ -113,14 +113,16 @@ export async function runCli(argv: string[], io: CommandIO = { out: (l) => conso
       const server = await startServer(loadConfig(io.env));
       // A JSON line like every other (pid and time come with it), so a log pipeline sees the start too.
       // startedInMs: from the process's start, what a rolling restart waits for on top of the stop.
-      server.app.log.info({ url: server.url, smtpPort: server.smtpPort, ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}), startedInMs: Math.round(performance.now()) }, 'listening');
+      server.app.startSteps.mark('listen');
+      server.app.log.info({ url: server.url, smtpPort: server.smtpPort, ...(server.metricsUrl ? { metricsUrl: server.metricsUrl } : {}), startedInMs: Math.round(performance.now()), startSteps: server.app.startSteps.steps }, 'listening');
       waitForSignal(server.close);
       return 'running';
     }
     case 'worker': {
       const [{ startWorker }, { loadConfig }] = await Promise.all([import('../server.js'), import('../platform/config.js')]);
       const worker = await startWorker(loadConfig(io.env));
-      worker.app.log.info({ ...(worker.metricsUrl ? { metricsUrl: worker.metricsUrl } : {}), startedInMs: Math.round(performance.now()) }, 'worker running');
+      worker.app.startSteps.mark('metrics');
+      worker.app.log.info({ ...(worker.metricsUrl ? { metricsUrl: worker.metricsUrl } : {}), startedInMs: Math.round(performance.now()), startSteps: worker.app.startSteps.steps }, 'worker running');
       waitForSignal(worker.close);
       return 'running';
     }

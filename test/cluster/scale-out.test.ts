@@ -78,7 +78,7 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
           const from = Date.now();
           const times = await cluster!.restart(serve);
           restarts.push({ name: serve.name, seconds: (Date.now() - from) / 1000 });
-          note(`${serve.name} restarted in ${((Date.now() - from) / 1000).toFixed(1)} s: stopped in ${(times.stopMs / 1000).toFixed(1)} s${times.slowSteps.length ? ` (${times.slowSteps.join(', ')})` : ''}, started in ${(times.startMs / 1000).toFixed(1)} s`);
+          note(`${serve.name} restarted in ${((Date.now() - from) / 1000).toFixed(1)} s: stopped in ${(times.stopMs / 1000).toFixed(1)} s${times.slowSteps.length ? ` (${times.slowSteps.join(', ')})` : ''}, started in ${(times.startMs / 1000).toFixed(1)} s${times.slowStartSteps.length ? ` (${times.slowStartSteps.join(', ')})` : ''}`);
         }
       }),
       at(Math.floor(PAYMENTS * 0.3), async () => {

@@ -163,9 +163,10 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const deadline = Date.now() + 180_000;
       for (;;) {
         relaunch(proc);
+        const startFrom = proc.output.length;
         try {
           await untilStarted(proc, 90_000);
-          return { stopMs, startMs: Date.now() - from - stopMs, slowSteps };
+          return { stopMs, startMs: Date.now() - from - stopMs, slowSteps, slowStartSteps: slowStartSteps(proc.output.slice(startFrom)) };
         } catch (err) {
           if (Date.now() > deadline) throw err;
           proc.failedStarts++;
@@ -226,8 +227,15 @@ function relaunch(proc: ClusterProcess): void {
   child.once('exit', () => { if (proc.child === child) proc.alive = false; });
 }
 
-/** Where a restart's time went: the graceful stop (and its steps of 0.5 s or more, from the log), then the start until it answered. */
-export interface RestartTimes { stopMs: number; startMs: number; slowSteps: string[] }
+/** Where a restart's time went: the graceful stop, then the start until it answered; each with its steps of 0.5 s or more, from the log. */
+export interface RestartTimes { stopMs: number; startMs: number; slowSteps: string[]; slowStartSteps: string[] }
+
+/** The start's steps of 0.5 s or more, from its "listening" line (`load` is Node's boot and the modules' import). */
+function slowStartSteps(lines: string[]): string[] {
+  const line = lines.find((l) => l.includes('"listening"'));
+  const steps = line ? (JSON.parse(line) as { startSteps?: Record<string, number> }).startSteps ?? {} : {};
+  return Object.entries(steps).filter(([, ms]) => ms >= 500).map(([step, ms]) => `${step} ${(ms / 1000).toFixed(1)} s`);
+}
 
 /** Waits until a serve answers /health, or a worker says it runs (in this run of it). */
 async function untilStarted(proc: ClusterProcess, timeoutMs: number): Promise<void> {
