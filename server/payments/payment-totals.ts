@@ -48,29 +48,41 @@ export async function paymentTotals(payments: Model<PaymentDoc>, orgId: string, 
 }
 
 /**
- * Settled volume per time bucket (the console's volume-per-day chart): one grouped aggregation per bucket,
- * since FerretDB 1.x cannot group by a computed day. Callers keep the bucket count small (the console
- * draws at most 62 bars); a few run at a time so a long range does not flood the database.
+ * Settled volume per time bucket (the console's volume-per-day chart), from one read of the settled
+ * payments in the buckets' span (their time and amount only), summed here. It was one grouped aggregation
+ * per bucket, since FerretDB 1.x cannot group by a computed day: but FerretDB answers a time range by
+ * reading every payment of the org, so a 30-day chart read a year of history 30 times (9.4 of a page's
+ * 10.5 s at 5,000 payments). One read costs one such pass whatever the number of bars; on MongoDB it
+ * reads, through the {orgId, createdAt} index, the payments the per-bucket aggregations read.
  */
 export async function settledVolume(payments: Model<PaymentDoc>, orgId: string, filter: PaymentFilter, buckets: Array<{ from: Date; until: Date }>): Promise<VolumeBucket[]> {
-  if (filter.status && filter.status !== 'settled') return buckets.map((b) => ({ ...b, count: 0, volumeAtomic: 0n }));
-  const one = async (bucket: { from: Date; until: Date }): Promise<VolumeBucket> => {
-    // The bucket within the filter's own range: both bounds hold.
-    const from = filter.from && filter.from > bucket.from ? filter.from : bucket.from;
-    const until = filter.until && filter.until < bucket.until ? filter.until : bucket.until;
-    if (from >= until) return { ...bucket, count: 0, volumeAtomic: 0n };
-    const groups = await payments.aggregate<AmountGroup>([
-      { $match: { orgId, ...filterQuery({ ...filter, status: 'settled', from, until }) } },
-      { $group: { _id: { amount: '$amountUsdcRaw' }, n: { $sum: 1 } } },
-    ]);
-    return {
-      ...bucket,
-      count: groups.reduce((sum, g) => sum + g.n, 0),
-      volumeAtomic: groups.reduce((sum, g) => sum + BigInt(g._id.amount) * BigInt(g.n), 0n),
-    };
-  };
-  const out: VolumeBucket[] = [];
-  const PARALLEL = 6;
-  for (let i = 0; i < buckets.length; i += PARALLEL) out.push(...await Promise.all(buckets.slice(i, i + PARALLEL).map(one)));
+  const out: VolumeBucket[] = buckets.map((b) => ({ ...b, count: 0, volumeAtomic: 0n }));
+  if (out.length === 0 || (filter.status && filter.status !== 'settled')) return out;
+  // The buckets' span within the filter's own range: both bounds hold.
+  const first = buckets[0]!.from;
+  const last = buckets.at(-1)!.until;
+  const from = filter.from && filter.from > first ? filter.from : first;
+  const until = filter.until && filter.until < last ? filter.until : last;
+  if (from >= until) return out;
+  const settled = payments.find({ orgId, ...filterQuery({ ...filter, status: 'settled', from, until }) }, { _id: 0, createdAt: 1, amountUsdcRaw: 1 })
+    .lean().cursor({ batchSize: 5_000 }) as AsyncIterable<Pick<PaymentDoc, 'createdAt' | 'amountUsdcRaw'>>;
+  for await (const payment of settled) {
+    const bucket = out[bucketOf(buckets, payment.createdAt.getTime())];
+    if (!bucket || payment.createdAt >= bucket.until) continue;
+    bucket.count++;
+    bucket.volumeAtomic += BigInt(payment.amountUsdcRaw);
+  }
   return out;
+}
+
+/** The last bucket starting at or before `at` (buckets in time order), by bisection; -1 if none does. */
+function bucketOf(buckets: Array<{ from: Date }>, at: number): number {
+  let low = 0;
+  let high = buckets.length - 1;
+  if (at < buckets[0]!.from.getTime()) return -1;
+  while (low < high) {
+    const mid = (low + high + 1) >> 1;
+    if (buckets[mid]!.from.getTime() <= at) low = mid; else high = mid - 1;
+  }
+  return low;
 }

@@ -116,6 +116,10 @@ describe('payments: totals, chart, search, pages and CSV against a known set', (
     const year = await consoleGet(server, '/console/payments?from=2025-03-01&to=2026-03-05', session.cookie);
     expect(Number(/data-buckets="(\d+)"/.exec(year.text)?.[1])).toBeLessThanOrEqual(62);
     expect(year.text).toContain('Settled volume per 6 days');
+    // Each payment in the bar of its day: March 1st closes one bar, the 2nd opens the last (cut at the range's end).
+    expect(year.text).toContain('<title>2026-02-24 – 2026-03-01: 0.03 USDC, 3 payments</title>');
+    expect(year.text).toContain('<title>2026-03-02 – 2026-03-05: 11.172835 USDC, 25 payments</title>');
+    expect(year.text).toContain('11.202835 USDC in all');
   });
 
   it('says "showing 1–25 of 31" and pages through every payment once', async () => {
