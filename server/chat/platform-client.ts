@@ -1,6 +1,11 @@
-import { ErrorCode, LogLevel, WebClient, type WebAPICallResult } from '@slack/web-api';
+import type { ErrorCode as ErrorCodes, WebAPICallResult, WebClient } from '@slack/web-api';
 import type { Config } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
+
+// The official client is loaded at the first call, not at start: a process that never talks to the chat
+// platform does not pay for its modules (0.07-0.13 s of every start, several times that on a busy machine).
+let slackApi: Promise<typeof import('@slack/web-api')> | undefined;
+const loadSlackApi = () => (slackApi ??= import('@slack/web-api'));
 
 export interface Installed {
   accessToken: string;
@@ -23,7 +28,8 @@ const CHANNEL_CAP = 1000;
 export class ChatPlatformClient {
   constructor(private readonly config: Config) {}
 
-  private client(token?: string): WebClient {
+  private async client(token?: string): Promise<WebClient> {
+    const { LogLevel, WebClient } = await loadSlackApi();
     return new WebClient(token, {
       slackApiUrl: this.config.CHAT_API_URL,
       retryConfig: { retries: 0 },
@@ -46,7 +52,7 @@ export class ChatPlatformClient {
 
   /** OAuth v2 code exchange: the bot token and the workspace it belongs to. */
   async exchangeCode(code: string, redirectUri: string): Promise<Installed> {
-    const result = await call(() => this.client().oauth.v2.access({
+    const result = await call(async () => (await this.client()).oauth.v2.access({
       client_id: this.config.CHAT_CLIENT_ID!, client_secret: this.config.CHAT_CLIENT_SECRET!, code, redirect_uri: redirectUri,
     }));
     if (!result.access_token || !result.team?.id || !result.bot_user_id) {
@@ -60,7 +66,7 @@ export class ChatPlatformClient {
 
   /** Best effort: the token is dropped on our side whatever the platform says. */
   async revoke(token: string): Promise<void> {
-    await this.client(token).auth.revoke().catch(() => undefined);
+    await (await this.client(token)).auth.revoke().catch(() => undefined);
   }
 
   /** Public channels, and the private ones the bot was invited to (the platform shows no others). */
@@ -68,7 +74,7 @@ export class ChatPlatformClient {
     const channels: PlatformChannel[] = [];
     let cursor: string | undefined;
     do {
-      const page = await call(() => this.client(token).conversations.list({
+      const page = await call(async () => (await this.client(token)).conversations.list({
         types: 'public_channel,private_channel', exclude_archived: true, limit: 200, ...(cursor ? { cursor } : {}),
       }));
       for (const c of page.channels ?? []) {
@@ -81,7 +87,7 @@ export class ChatPlatformClient {
   }
 
   async postMessage(token: string, input: { channel: string; text: string; threadTs?: string }): Promise<{ channel: string; ts: string }> {
-    const result = await call(() => this.client(token).chat.postMessage({
+    const result = await call(async () => (await this.client(token)).chat.postMessage({
       channel: input.channel, text: input.text, ...(input.threadTs ? { thread_ts: input.threadTs } : {}),
     }), { channel: input.channel });
     return { channel: result.channel ?? input.channel, ts: result.ts! };
@@ -96,11 +102,11 @@ async function call<T extends WebAPICallResult>(fn: () => Promise<T>, context: {
   try {
     return await fn();
   } catch (err) {
-    throw translate(err as { code?: string; data?: { error?: string }; retryAfter?: number; message?: string }, context);
+    throw translate(err as { code?: string; data?: { error?: string }; retryAfter?: number; message?: string }, context, (await loadSlackApi()).ErrorCode);
   }
 }
 
-function translate(err: { code?: string; data?: { error?: string }; retryAfter?: number; message?: string }, context: { channel?: string }): AppError {
+function translate(err: { code?: string; data?: { error?: string }; retryAfter?: number; message?: string }, context: { channel?: string }, ErrorCode: typeof ErrorCodes): AppError {
   if (err.code === ErrorCode.RateLimitedError) {
     const retryAfter = String(err.retryAfter ?? 30);
     return new AppError(429, 'chat_rate_limited', `The chat platform is rate limiting this workspace; retry after ${retryAfter} s`, {}, { 'Retry-After': retryAfter });

@@ -1,9 +1,13 @@
-import { simpleParser, type AddressObject } from 'mailparser';
+import type { AddressObject, ParsedMail } from 'mailparser';
 import EmailReplyParser from 'email-reply-parser';
 import type { InboundMail } from './incoming-mail.js';
 import type { AttachmentContent } from './attachment-store.js';
 import { mimeParts, parseHeaderBlock, splitHead } from './mime-parts.js';
 import { parseDeliveryReport } from './delivery-report.js';
+
+// Loaded with the first message received, not at start (a tenth of a second of every start).
+let mailparser: Promise<typeof import('mailparser')> | undefined;
+const loadMailparser = () => (mailparser ??= import('mailparser'));
 
 const addressesOf = (field: AddressObject | AddressObject[] | undefined): string[] =>
   (Array.isArray(field) ? field : field ? [field] : [])
@@ -35,7 +39,7 @@ const nameFor = (filename: string | undefined, contentType: string, index: numbe
  * links can be resolved), plus each enclosed `message/rfc822` as a whole `.eml` file, which mailparser
  * would otherwise only flatten into the body (its text stays there too, its attachments are listed).
  */
-function attachmentsOf(parsed: Awaited<ReturnType<typeof simpleParser>>, raw: Buffer): AttachmentContent[] {
+function attachmentsOf(parsed: ParsedMail, raw: Buffer): AttachmentContent[] {
   const parts: AttachmentContent[] = parsed.attachments
     .filter((a) => a.contentType !== 'text/rfc822-headers' && a.contentType !== 'message/delivery-status')
     .map((a, i) => {
@@ -53,6 +57,7 @@ function attachmentsOf(parsed: Awaited<ReturnType<typeof simpleParser>>, raw: Bu
 
 /** Parses raw RFC 5322 bytes into what an inbox stores; a message without a Message-ID gets one. */
 export async function parseInbound(raw: Buffer, fallbackMessageId: () => string): Promise<InboundMail> {
+  const { simpleParser } = await loadMailparser();
   const parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true });
   const text = withoutNul(parsed.text ?? '').trimEnd();
   const messageId = parsed.messageId && /^<[^<>\s]+>$/.test(parsed.messageId) ? parsed.messageId : fallbackMessageId();

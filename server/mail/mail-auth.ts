@@ -1,12 +1,16 @@
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { promises as dns } from 'node:dns';
-import { authenticate } from 'mailauth';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 
 // Who really sent a received message: SPF, DKIM, DMARC and ARC checked by mailauth against the real SMTP
 // conversation (the connecting IP, its HELO and the MAIL FROM, never the Received headers a sender
 // writes), and the trusted path between our own inboxes, which needs no DNS at all.
+
+// mailauth is loaded with the first message to check, not at start: its modules (X.509, DNS records,
+// schemas) are a fifth of a second of every start, several times that on a busy machine.
+let mailauth: Promise<typeof import('mailauth')> | undefined;
+const loadMailauth = () => (mailauth ??= import('mailauth'));
 
 export const AUTH_RESULTS = ['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror'] as const;
 export type AuthResult = (typeof AUTH_RESULTS)[number];
@@ -123,6 +127,7 @@ export class MailAuthenticator {
   async verify(raw: Buffer, peer: SmtpPeer): Promise<Authentication> {
     let result: MailauthResult;
     try {
+      const { authenticate } = await loadMailauth();
       result = await authenticate(raw, {
         ip: peer.ip, helo: peer.helo || peer.ip, sender: peer.mailFrom, mta: this.config.MAIL_DOMAIN,
         resolver: this.resolver as never, disableBimi: true, trustReceived: false,

@@ -1,9 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { authenticate, identityIdOf, principalOf, requireTier, type AuthDeps } from '../platform/auth/authenticate.js';
 import type { Logger } from '../platform/logger.js';
-import { createMcpServer } from './server.js';
 import { aliasResolver } from './aliases.js';
 import type { ToolDefinition } from '../platform/mcp-tool.js';
 
@@ -16,6 +14,11 @@ export type McpRouteDeps = AuthDeps & { log: Logger };
  * `tools`: what it serves (the areas' tools, from the registry server/tools.ts, and the app extension's,
  * such as the dev faucet in `agentgate dev`). Every tool's run() gets `deps`, so they hold what the tools use.
  */
+// The MCP SDK is loaded with the first MCP request, not at start: its modules (with their JSON schema
+// validator) are a tenth of a second of every start, several times that on a busy machine.
+let sdk: Promise<[typeof import('./server.js'), typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js')]> | undefined;
+const loadSdk = () => (sdk ??= Promise.all([import('./server.js'), import('@modelcontextprotocol/sdk/server/streamableHttp.js')]));
+
 export function mcpRoutes<Deps extends McpRouteDeps>(deps: Deps, tools: ToolDefinition<Deps>[]): Router {
   const resolveAliases = aliasResolver(tools);
   const router = new Router({ prefix: '/mcp' });
@@ -23,6 +26,7 @@ export function mcpRoutes<Deps extends McpRouteDeps>(deps: Deps, tools: ToolDefi
 
   router.post('/', async (ctx: Context) => {
     const principal = { ...principalOf(ctx), identityId: identityIdOf(ctx) };
+    const [{ createMcpServer }, { StreamableHTTPServerTransport }] = await loadSdk();
     const server = createMcpServer(tools, deps, deps.log, principal);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.res.on('close', () => { transport.close().catch(() => {}); server.close().catch(() => {}); });
