@@ -8,13 +8,14 @@
  *
  * The history is inserted directly, shaped as the service writes it (the read path is what is measured,
  * not how fast a year can be paid): settled payments over the 365 days before this month (the month's CSV holds the same rows in both phases), each with
- * a signed receipt and a delivered payment.received delivery; finished jobs (the queue deletes what
- * succeeded, so these stand for what a year of failed and cancelled jobs leaves). Mail at 100,000 messages
+ * a signed receipt and a delivered payment.received delivery; jobs that gave up (the queue deletes what
+ * succeeded), which the job retention's round (JOB_RETENTION_DAYS) then removes as over the year it would
+ * have. It prints what each collection stores per million documents. Mail at 100,000 messages
  * is measured by bench/mail.ts; the channel sweep's round by the channels test and bench.
  *
  *   npm run bench -- history
  *   BENCH_HISTORY_PAYMENTS=1000000   payments of the year (with as many deliveries)
- *   BENCH_HISTORY_JOBS=1000000       finished jobs
+ *   BENCH_HISTORY_JOBS=1000000       jobs that gave up over the year
  *   BENCH_HISTORY_REQUESTS=30        requests per scenario and phase
  *
  * Prints a table: scenario, p50 empty, p50 year, ratio, commands per request empty and year; then
@@ -141,7 +142,7 @@ async function main() {
     log(`measuring on the empty database (${RECENT} payments of the last hours), ${REQUESTS} requests per scenario ...`);
     const empty = await measure();
 
-    log(`adding a year: ${PAYMENTS.toLocaleString('en-US')} payments with receipts and deliveries, ${JOBS.toLocaleString('en-US')} finished jobs ...`);
+    log(`adding a year: ${PAYMENTS.toLocaleString('en-US')} payments with receipts and deliveries, ${JOBS.toLocaleString('en-US')} jobs that gave up ...`);
     const seedFrom = Date.now();
     // The year before this month: the month's CSV holds the same rows in both phases.
     const yearStart = Date.parse(`${month}-01T00:00:00.000Z`) - 366 * DAY_MS;
@@ -161,6 +162,16 @@ async function main() {
       })));
     }
     log(`  seeded in ${((Date.now() - seedFrom) / 1000).toFixed(0)} s`);
+    // What the year leaves on disk, per million payments (each payment has its receipt and a delivery).
+    const storage = async (name: string) => {
+      const stats = await db.db!.command({ collStats: name }) as { count: number; size: number; storageSize?: number; totalIndexSize?: number };
+      const perMillion = (bytes = 0) => `${((bytes / Math.max(1, stats.count)) * 1e6 / 2 ** 30).toFixed(2)} GiB`;
+      return `${name}: ${stats.count.toLocaleString('en-US')} documents, ${perMillion(stats.size)} of data and ${perMillion(stats.storageSize)} stored per million (indexes ${perMillion(stats.totalIndexSize)})`;
+    };
+    for (const name of ['payments', 'webhook_deliveries', 'jobs']) log(`  ${await storage(name)}`);
+    // The year's given-up jobs as its job retention (JOB_RETENTION_DAYS) left them: its hourly round, once.
+    const removed = await server.app.jobs.removeGivenUp();
+    log(`  job retention (${server.app.config.JOB_RETENTION_DAYS} days) removed ${removed.toLocaleString('en-US')} of the ${JOBS.toLocaleString('en-US')} given-up jobs`);
 
     const year = await measure();
     log('');

@@ -211,7 +211,7 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // Usage per org and month, checked against the plan quotas the operator sets (server/usage).
   const meter = createUsageMeter({ conn: db, config, processId: processes.id, planOf: async (orgId) => (await accounts.getOrg(orgId))?.plan, logs, metrics });
   shutdown.add('usage counts', () => meter.flush());
-  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }) });
+  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }), retainGivenUpMs: config.JOB_RETENTION_DAYS * 86_400_000 });
   const identities = new IdentityService(db, config, keys, logs, usage, changes);
   const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
   // The receipt signer is the service DID key, resolved when a receipt is signed.

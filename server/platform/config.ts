@@ -228,6 +228,9 @@ const schema = z.object({
   // whose domains publish no DNS records here.
   MAIL_ADMIT_UNVERIFIED: bool.default(false),
   JOBS_PROCESS_EVERY_MS: z.coerce.number().int().min(10).default(2000),
+  // Jobs that gave up (a webhook delivery or a mail past its last retry) are deleted after this many days;
+  // the delivery or mail keeps its own record of the failure (docs/operators/retention.md).
+  JOB_RETENTION_DAYS: z.coerce.number().min(1).max(3650).default(7),
   // payment.received retries wait 1, 4, 16, 64 and 300 units of this (SPEC 8); tests scale it down.
   WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),

@@ -4,6 +4,7 @@ import type { Db } from 'mongodb';
 import type { Connection } from 'mongoose';
 import { outsideRequest, type Logger } from './logger.js';
 import type { ProcessRegistry } from './process-registry.js';
+import { startRounds } from './rounds.js';
 
 /** Thrown by a handler when retrying cannot help (a 5xx SMTP reply, a 4xx from a webhook receiver). */
 export class PermanentJobError extends Error {}
@@ -57,6 +58,8 @@ export interface JobQueue {
    * it succeeds and leaves it without one when it gives up: running, done and dead jobs do not count.
    */
   depth(): Promise<Map<string, number>>;
+  /** Deletes the jobs that gave up before the retention (what the hourly round does); returns how many. */
+  removeGivenUp(): Promise<number>;
 }
 
 const DEFAULT_LOCK_LIFETIME_MS = 5 * 60_000;
@@ -67,11 +70,26 @@ const LIVE = { disabled: { $ne: true }, $or: [{ nextRunAt: { $ne: null } }, { lo
 /** How long a stopping process waits for its running jobs; what is still running then is taken over by others. */
 const DRAIN_MS = 3_000;
 
+/** How often each process removes the jobs that gave up longer ago than the retention (see removeGivenUp). */
+export const RETENTION_EVERY_MS = 3_600_000;
+
 /**
  * `registry`: who is live. A job locked by a process that is not live any more (it crashed, or stopped
  * while the job ran) is runnable again at once, not after its lock lifetime.
  */
-export function createJobQueue(conn: Connection, options: { processEveryMs: number; registry: ProcessRegistry; log: Logger }): JobQueue {
+export function createJobQueue(conn: Connection, options: {
+  processEveryMs: number;
+  registry: ProcessRegistry;
+  log: Logger;
+  /**
+   * How long a job that gave up stays in the collection (JOB_RETENTION_DAYS). Only operators read it: the
+   * delivery or the mail it was for records its own failure. Every poll of every worker reads the jobs
+   * collection, and on FerretDB a poll reads all of it, so a year of given-up jobs would slow every job.
+   */
+  retainGivenUpMs: number;
+  /** How often the removal runs (RETENTION_EVERY_MS; tests shorten it). */
+  retentionEveryMs?: number;
+}): JobQueue {
   // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
   const db = conn.db as unknown as Db;
   const defined = new Set<string>();
@@ -91,6 +109,19 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
   });
   // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
   let state: 'idle' | 'started' | 'stopped' = 'idle';
+  let stopRetention: (() => Promise<void>) | undefined;
+  /**
+   * Deletes the jobs that gave up (no next run, no lock) before the retention. A job that gave up is never
+   * run or written again (a retry enqueues a new job), so deleting it races with nobody. Every process runs
+   * this: the deletes are idempotent, and a round costs one read of a collection the retention keeps small.
+   */
+  const removeGivenUp = async () => {
+    const { deletedCount } = await db.collection(JOBS_COLLECTION).deleteMany({
+      nextRunAt: null, lockedAt: null, lastFinishedAt: { $lt: new Date(Date.now() - options.retainGivenUpMs) },
+    });
+    if (deletedCount) options.log.info({ removed: deletedCount, retainedDays: options.retainGivenUpMs / 86_400_000 }, 'removed jobs that gave up before the retention');
+    return deletedCount;
+  };
   // A poll that was under way when we stopped fails on the closed connection: expected at shutdown, not news.
   agenda.on('error', (err) => {
     if (state === 'stopped' || /client was closed|topology was destroyed/i.test(err.message)) return;
@@ -145,10 +176,18 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
       if (state !== 'idle') return;
       state = 'started';
       await agenda.start();
+      stopRetention = startRounds({
+        everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS, runNow: true, round: removeGivenUp,
+        // A stop does not wait for a delete under way (the first after an upgrade may be long): what it did
+        // not delete, the next round does.
+        stopWaitMs: 0,
+        onError: (err) => options.log.warn({ err: err.message }, 'removing given-up jobs failed; the next round tries again'),
+      });
     },
     async stop() {
       if (state !== 'started') { state = 'stopped'; return; }
       state = 'stopped';
+      await stopRetention?.();
       // No new job starts from now on. Agenda's own drain is not waited for: it listens for each job's
       // 'complete' event, which Agenda emits before it removes the finished job, so the last job of a drain
       // always looked unfinished and every stop waited out the whole drain time. The handlers are waited for
@@ -160,6 +199,7 @@ export function createJobQueue(conn: Connection, options: { processEveryMs: numb
         options.log.info({ running: [...inHand].map((j) => ({ name: j.name, runningMs: Date.now() - j.since })) }, 'stopping: jobs still running are left to other processes');
       }
     },
+    removeGivenUp,
     async depth() {
       const counts = new Map([...defined].map((name) => [name, 0]));
       const rows = await db.collection('jobs').aggregate<{ _id: string; n: number }>([

@@ -5,13 +5,14 @@ import { testConfig } from '../support/server.js';
 import { eventually } from './mail-support.js';
 
 let app: AppContext;
+const DAY_MS = 86_400_000;
 const queues: JobQueue[] = [];
 const registries: ProcessRegistry[] = [];
 /** A job queue as one process of the deployment has it: registered in the process registry (heartbeats every 100 ms, gone after 500 ms of silence). */
-const queue = async (registry = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 })) => {
+const queue = async (registry = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 }), retention: { retainGivenUpMs: number; retentionEveryMs?: number } = { retainGivenUpMs: 7 * DAY_MS }) => {
   await registry.join('worker');
   registries.push(registry);
-  const q = createJobQueue(app.db, { processEveryMs: 100, registry, log: app.log });
+  const q = createJobQueue(app.db, { processEveryMs: 100, registry, log: app.log, ...retention });
   queues.push(q);
   return q;
 };
@@ -47,6 +48,24 @@ describe('JobQueue (Agenda on the test database)', () => {
     await q.now('test.flaky', { n: 1 });
     await eventually(() => expect(gaveUp).toEqual([{ attempt: 3, message: 'failure 3' }]));
     expect(attempts).toEqual([1, 2, 3]);
+  });
+
+  it('deletes the jobs that gave up before the retention, and no other job', async () => {
+    const jobs = app.db.collection(JOBS_COLLECTION);
+    const ago = (ms: number) => new Date(Date.now() - ms);
+    const job = (which: string, fields: Record<string, unknown>) => ({ name: 'test.kept', type: 'normal', priority: 0, data: { which }, nextRunAt: null, lockedAt: null, failCount: 3, failReason: 'gave up', ...fields });
+    await jobs.insertMany([
+      job('gave up 8 days ago', { lastFinishedAt: ago(8 * DAY_MS), failedAt: ago(8 * DAY_MS) }),
+      job('gave up 6 days ago', { lastFinishedAt: ago(6 * DAY_MS), failedAt: ago(6 * DAY_MS) }),
+      job('failed 8 days ago, waiting for its retry', { lastFinishedAt: ago(8 * DAY_MS), nextRunAt: new Date(Date.now() + DAY_MS), failCount: 1 }),
+      job('running, last finished 8 days ago', { lastFinishedAt: ago(8 * DAY_MS), lockedAt: ago(1_000) }),
+    ]);
+    const q = await queue(undefined, { retainGivenUpMs: 7 * DAY_MS, retentionEveryMs: 100 });
+    await q.start();
+    const left = async () => (await jobs.find({ name: 'test.kept' }).toArray()).map((j) => j.data.which).sort();
+    await eventually(async () => expect(await left()).toEqual(['failed 8 days ago, waiting for its retry', 'gave up 6 days ago', 'running, last finished 8 days ago']));
+    await q.stop();
+    await jobs.deleteMany({ name: 'test.kept' });
   });
 
   it('does not retry after a PermanentJobError', async () => {
