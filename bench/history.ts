@@ -9,8 +9,8 @@
  * The history is inserted directly, shaped as the service writes it (the read path is what is measured,
  * not how fast a year can be paid): settled payments over the 365 days before this month (the month's CSV holds the same rows in both phases), each with
  * a signed receipt and a delivered payment.received delivery; jobs that gave up (the queue deletes what
- * succeeded), which the job retention's round (JOB_RETENTION_DAYS) then removes as over the year it would
- * have. It prints what each collection stores per million documents. Mail at 100,000 messages
+ * succeeded), spread over the 365 days up to now, which the job retention's round (JOB_RETENTION_DAYS)
+ * then trims to its last days as over the year it would have. It prints what each collection stores per million documents. Mail at 100,000 messages
  * is measured by bench/mail.ts; the channel sweep's round by the channels test and bench.
  *
  *   npm run bench -- history
@@ -155,7 +155,8 @@ async function main() {
       if ((done / BATCH) % 20 === 0) log(`  ${done.toLocaleString('en-US')} payments (${((Date.now() - seedFrom) / 1000).toFixed(0)} s)`);
     }
     for (let done = 0; done < JOBS; done += BATCH) {
-      const at = (k: number) => new Date(yearStart + Math.floor(((done + k) / JOBS) * 365 * DAY_MS));
+      // Over the 365 days up to now (not only before this month): the retention keeps the last week's share.
+      const at = (k: number) => new Date(seedFrom - 365 * DAY_MS + Math.floor(((done + k) / JOBS) * 365 * DAY_MS));
       await insert('jobs', Array.from({ length: Math.min(BATCH, JOBS - done) }, (_, k) => ({
         name: k % 2 ? 'webhook-delivery' : 'mail-delivery', data: { id: `h${done + k}` }, type: 'normal', priority: 0,
         nextRunAt: null, lockedAt: null, lastRunAt: at(k), lastFinishedAt: at(k), failedAt: at(k), failCount: 1, failReason: 'gave up', lastModifiedBy: 'history',
@@ -171,7 +172,7 @@ async function main() {
     for (const name of ['payments', 'webhook_deliveries', 'jobs']) log(`  ${await storage(name)}`);
     // The year's given-up jobs as its job retention (JOB_RETENTION_DAYS) left them: its hourly round, once.
     const removed = await server.app.jobs.removeGivenUp();
-    log(`  job retention (${server.app.config.JOB_RETENTION_DAYS} days) removed ${removed.toLocaleString('en-US')} of the ${JOBS.toLocaleString('en-US')} given-up jobs`);
+    log(`  job retention (${server.app.config.JOB_RETENTION_DAYS} days) removed ${removed.toLocaleString('en-US')} of the ${JOBS.toLocaleString('en-US')} given-up jobs; ${(JOBS - removed).toLocaleString('en-US')} stay`);
 
     const year = await measure();
     log('');

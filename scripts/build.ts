@@ -60,6 +60,11 @@ function compile(root: string, project: string, outDir: string): void {
 export const BUILD_PARTS = ['wire', 'seller', 'backend'] as const;
 /** In dist/: when the sources it was compiled from were read (bin/agentgate.js compares them with it). */
 export const BUILD_INFO = 'build-info.json';
+
+/** Writes dist/build-info.json: `sourcesAt`, the time (ms) the build began reading the sources. */
+export function writeBuildInfo(dist: string, sourcesAt: number): void {
+  writeFileSync(join(dist, BUILD_INFO), JSON.stringify({ sourcesAt }) + '\n');
+}
 export type BuildPart = (typeof BUILD_PARTS)[number];
 
 /** Builds `parts` (and the wire package, which the others compile against): everything by default. */
@@ -87,7 +92,7 @@ export function build(root: string, parts: readonly BuildPart[] = BUILD_PARTS): 
     for (const output of outputs) compile(root, output.project, output.built);
     // A checkout's `agentgate` runs this build instead of the sources through tsx (seconds less at every
     // start) while no source is newer than this time.
-    if (parts.includes('backend')) writeFileSync(join(staging, 'dist', BUILD_INFO), JSON.stringify({ sourcesAt }) + '\n');
+    if (parts.includes('backend')) writeBuildInfo(join(staging, 'dist'), sourcesAt);
     for (const output of [wire, ...outputs]) swapIn(output.built, output.target, join(staging, 'previous'));
   } finally {
     rmSync(staging, { recursive: true, force: true });

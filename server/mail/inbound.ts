@@ -4,10 +4,10 @@ import type { InboundMail } from './incoming-mail.js';
 import type { AttachmentContent } from './attachment-store.js';
 import { mimeParts, parseHeaderBlock, splitHead } from './mime-parts.js';
 import { parseDeliveryReport } from './delivery-report.js';
+import { lazily } from '../platform/lazily.js';
 
-// Loaded with the first message received, not at start (a tenth of a second of every start).
-let mailparser: Promise<typeof import('mailparser')> | undefined;
-const loadMailparser = () => (mailparser ??= import('mailparser'));
+// Loaded with the first message received (0.08 s of a start on an idle machine).
+const loadMailparser = lazily(() => import('mailparser'));
 
 const addressesOf = (field: AddressObject | AddressObject[] | undefined): string[] =>
   (Array.isArray(field) ? field : field ? [field] : [])

@@ -8,14 +8,15 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeF
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { writeBuildInfo } from '../../scripts/build.js';
 
 const run = promisify(execFile);
 let scratch: string;
 beforeAll(() => { scratch = mkdtempSync(join(tmpdir(), 'agentgate-checkout-build-')); });
 afterAll(() => { rmSync(scratch, { recursive: true, force: true }); });
 
-/** A checkout with sources and a build, every file of it dated `sourcesAgoMs` ago and the build made `builtAgoMs` ago. */
-function checkout(name: string, options: { builtAgoMs?: number; buildInfo?: boolean } = {}): string {
+/** A checkout with sources dated a minute ago (as a clone leaves them) and a build stamped a second ago. */
+function checkout(name: string, options: { buildInfo?: boolean } = {}): string {
   const root = join(scratch, name);
   cpSync('bin', join(root, 'bin'), { recursive: true });
   symlinkSync(join(process.cwd(), 'node_modules'), join(root, 'node_modules'));
@@ -36,8 +37,9 @@ function checkout(name: string, options: { builtAgoMs?: number; buildInfo?: bool
   // The sources as a clone leaves them (a minute ago), and a build made after them.
   const cloned = new Date(Date.now() - 60_000);
   for (const path of [...Object.keys(files), 'server/cli', 'server/platform', 'server', 'contracts', 'packages/x402-wire/src']) utimesSync(join(root, path), cloned, cloned);
-  const sourcesAt = Date.now() - (options.builtAgoMs ?? 1_000);
-  if (options.buildInfo ?? true) writeFileSync(join(root, 'dist', 'build-info.json'), JSON.stringify({ sourcesAt }));
+  const sourcesAt = Date.now() - 1_000;
+  // Stamped as `npm run build` stamps it, so the bin and the build must agree on its form.
+  if (options.buildInfo ?? true) writeBuildInfo(join(root, 'dist'), sourcesAt);
   return root;
 }
 
