@@ -28,6 +28,40 @@ export function useBlockTimeChain() {
   };
 }
 
+/** When a block was produced, as far as a watcher polling every few ms can tell: after `notBefore`, by `by`. */
+export interface BlockSighting { number: bigint; notBefore: number; by: number }
+
+/**
+ * Watches a chain's head by polling it back to back, and tells for each block the window its production
+ * fell in (ms since epoch). A chain's timestamps are whole seconds and anvil's timer, slipping on a loaded
+ * machine, catches up with a burst: only wall-clock sightings show a block that came late. Resolves once
+ * it has sighted a block.
+ */
+export async function watchBlocks(rpcUrl: string): Promise<{ stop(): Promise<Map<bigint, BlockSighting>> }> {
+  const sightings = new Map<bigint, BlockSighting>();
+  let firstSighting!: () => void;
+  const sighted = new Promise<void>((resolve) => { firstSighting = resolve; });
+  let stopped = false;
+  let latest: bigint | undefined;
+  let previousAsk = Date.now();
+  const loop = (async () => {
+    while (!stopped) {
+      const asked = Date.now();
+      const head = BigInt(await rawRpc(rpcUrl, 'eth_blockNumber'));
+      const answered = Date.now();
+      // Each block after the one seen last was not there when the previous ask left, and was by this answer.
+      if (latest !== undefined) for (let n = latest + 1n; n <= head; n++) sightings.set(n, { number: n, notBefore: previousAsk, by: answered });
+      if (sightings.size > 0) firstSighting();
+      if (latest === undefined || head > latest) latest = head;
+      previousAsk = asked;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  })();
+  // Resolved once a block is sighted, so the first block after it has a sighted predecessor.
+  await Promise.race([sighted, loop]);
+  return { async stop() { stopped = true; await loop; return sightings; } };
+}
+
 /** A raw JSON-RPC call to a node (anvil's own methods included); a JSON-RPC error throws. */
 export async function rawRpc(rpcUrl: string, method: string, params: unknown[] = []): Promise<any> {
   const res = await fetch(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
