@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// The `agentgate` command. An installed copy (npm install, a packed tarball) runs the build in dist/, made
-// by `prepare`/`prepack`. So does a checkout of the repository (tsconfig.json beside the sources) while
-// its build is as new as its sources; once a source is newer it runs the TypeScript sources through tsx,
-// so an edit takes effect at once and a stale dist/ never wins.
+// The `agentgate` command. An installed copy (npm install, a packed tarball) runs the bundle the build
+// made in dist/agentgate/ (scripts/bundle.ts), made by `prepare`/`prepack`. So does a checkout of the
+// repository (tsconfig.json beside the sources) while its build is as new as its sources; once a source
+// is newer it runs the TypeScript sources through tsx, so an edit takes effect at once and a stale dist/
+// never wins.
 //
 // This file is written for old Node versions too (no top-level await, no syntax newer than Node 12's
 // ES modules): on a Node older than agentgate supports it runs itself again on a supported one (see
@@ -35,7 +36,7 @@ if (major < MINIMUM_MAJOR) {
   // (agentgate-x402-wire) at its sources.
   const started = checkout && !builtFromTheseSources()
     ? import('tsx/esm/api').then((tsx) => tsx.tsImport('../server/cli/main.ts', { parentURL: import.meta.url, tsconfig: fileURLToPath(new URL('../tsconfig.json', import.meta.url)) }))
-    : import(new URL('../dist/server/cli/main.js', import.meta.url).href);
+    : import(new URL('../dist/agentgate/main.js', import.meta.url).href);
   started.catch((err) => {
     console.error(err);
     process.exitCode = 1;

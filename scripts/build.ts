@@ -14,6 +14,7 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, writ
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundleBackend } from './bundle.js';
 
 export const STAGING_ROOT = '.building';
 /** The wire package's name, as the seller library and the backend import it. */
@@ -90,6 +91,8 @@ export function build(root: string, parts: readonly BuildPart[] = BUILD_PARTS): 
       ...(parts.includes('backend') ? [{ project: againstWire('tsconfig.build.json'), built: join(staging, 'dist'), target: join(root, 'dist') }] : []),
     ];
     for (const output of outputs) compile(root, output.project, output.built);
+    // What `agentgate` runs: the command line and the server bundled with their dependencies (bundle.ts).
+    if (parts.includes('backend')) bundleBackend(root, join(staging, 'dist'));
     // A checkout's `agentgate` runs this build instead of the sources through tsx (seconds less at every
     // start) while no source is newer than this time.
     if (parts.includes('backend')) writeBuildInfo(join(staging, 'dist'), sourcesAt);

@@ -150,7 +150,8 @@ export function keyringFrom(config: Config): MasterKeyring {
  */
 const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1 << 20, maxAgeMs: 60_000 };
 
-export async function createContext(config: Config, options: { log?: Logger } = {}): Promise<AppContext> {
+/** `settles`: the context of a serve or worker, which starts its settlement once the context is made. */
+export async function createContext(config: Config, options: { log?: Logger; settles?: boolean } = {}): Promise<AppContext> {
   const startSteps = new StartSteps();
   startSteps.mark('load');
   const log = options.log ?? createLogger({ level: config.LOG_LEVEL });
@@ -180,7 +181,9 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // A process started while the database is away (a restart during its outage) waits for it instead of
   // failing: the embedded engine accepts the connection while its PostgreSQL is down and fails the first
   // query, and a failed start costs an orchestrator's relaunch and a new boot. Given up after a minute.
-  await retryWhileDatabaseAway(() => db.collection('processes').findOne({}, { projection: { _id: 1 } }), log, 'starting', Date.now() + START_DATABASE_WAIT_MS);
+  // Asked every 250 ms at most (a query a process that serves nothing yet can afford): the doubling
+  // delays of other retries made a start find the database up to twice the outage late.
+  await retryWhileDatabaseAway(() => db.collection('processes').findOne({}, { projection: { _id: 1 } }), log, 'starting', Date.now() + START_DATABASE_WAIT_MS, 250);
   startSteps.mark('database');
   db.getClient().on('commandStarted', (event) => {
     const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
@@ -219,6 +222,14 @@ export async function createContext(config: Config, options: { log?: Logger } = 
   // Each other network its own engine (lanes, nonces, block clock, batches, mailboxes): a slow or dead
   // RPC of one network holds up only its own settlements.
   const moreNetworks = moreChains.map((other) => ({ chain: other, engine: new SettlementEngine(db, configOf(other), other, log, metrics, processes.id, false) }));
+  if (options.settles) {
+    // A process with relayer keys learns its chains' phase before it sends (about a block: settlement/
+    // engine.ts). Its block clocks start now, so the rest of the start (services, indexes, the change feed)
+    // overlaps that block instead of waiting for it after.
+    const clocks = [settlement, ...moreNetworks.map((n) => n.engine)].flatMap((e) => (e && e.chain.relayerAccounts.length ? [e.clock] : []));
+    for (const clock of clocks) clock.start();
+    shutdown.add('block clocks', async () => { for (const clock of clocks) clock.stop(); });
+  }
   // The wallets pay on every network, each network's deployments and approvals sent by its own relayers.
   const wallets = new WalletService(db, [
     ...(chain ? [{ chain, relayer: settlement?.settler, factory: config.WALLET_FACTORY_ADDRESS }] : []),

@@ -26,7 +26,7 @@ export interface RunningServer {
 
 /** Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). */
 export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean; log?: Logger } = {}): Promise<RunningServer> {
-  const app = await createContext(config, { log: options.log });
+  const app = await createContext(config, { log: options.log, settles: true });
   let smtp: Awaited<ReturnType<typeof startSmtpListener>>;
   let submission: Awaited<ReturnType<typeof startSubmission>>;
   let http: Server;
@@ -189,7 +189,7 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
  * Any number of workers (and servers) share one database; Agenda's locks hand each job to one of them.
  */
 export async function startWorker(config: Config, options: { log?: Logger } = {}): Promise<{ app: AppContext; metricsUrl?: string; close(): Promise<void> }> {
-  const app = await createContext(config, { log: options.log });
+  const app = await createContext(config, { log: options.log, settles: true });
   watchQueues(app);
   try {
     // A worker given relayer keys sends settlements that serve processes accepted (and reconciliation's).

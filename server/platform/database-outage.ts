@@ -37,12 +37,12 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 
 /**
  * Runs `operation` until it succeeds or fails for another reason than an unreachable database, waiting
- * between tries (50 ms, doubling to 2 s), and logging once per outage. For what must not be lost when the
- * database goes away for a moment: an outcome the chain already decided, a payment already claimed. The
- * operation must be safe to repeat (a unique insert whose duplicate counts as done, a $set, a delete).
- * `until`: give up (rethrow) after this time (ms since epoch).
+ * between tries (50 ms, doubling to `maxDelayMs`, 2 s), and logging once per outage. For what must not be
+ * lost when the database goes away for a moment: an outcome the chain already decided, a payment already
+ * claimed. The operation must be safe to repeat (a unique insert whose duplicate counts as done, a $set, a
+ * delete). `until`: give up (rethrow) after this time (ms since epoch).
  */
-export async function retryWhileDatabaseAway<T>(operation: () => Promise<T>, log: Logger, what: string, until = Infinity): Promise<T> {
+export async function retryWhileDatabaseAway<T>(operation: () => Promise<T>, log: Logger, what: string, until = Infinity, maxDelayMs = 2_000): Promise<T> {
   let delay = 50;
   let warned = false;
   for (;;) {
@@ -55,7 +55,7 @@ export async function retryWhileDatabaseAway<T>(operation: () => Promise<T>, log
       if (!warned) log.warn({ what, err: (err as Error).message?.slice(0, 200) }, 'database unreachable; retrying until it answers');
       warned = true;
       await new Promise((resolve) => setTimeout(resolve, delay));
-      delay = Math.min(delay * 2, 2_000);
+      delay = Math.min(delay * 2, maxDelayMs);
     }
   }
 }

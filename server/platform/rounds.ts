@@ -1,11 +1,12 @@
 /**
  * How long a stop waits for the round under way. Every round must survive its process dying in the middle
  * (what it recorded is finished by a later round of any process), so a stop may leave one as a crash
- * would. Waiting longer held a stopping serve for over a minute in the cluster channels test: the whole
- * deployment stopped at once, and its channel sweep's round, most likely waiting on lanes whose holders
- * had just stopped, did not end.
+ * would: the wait only lets a round that is about to end finish quietly. Waiting longer held restarts:
+ * unbounded, a channel sweep round waiting on lanes whose holders had just stopped held a stopping serve
+ * for over a minute; at 10 s, the webhook outbox sweep's round, slow on a busy database, held stops of a
+ * rolling restart for 3-4 s each.
  */
-export const ROUND_STOP_WAIT_MS = 10_000;
+export const ROUND_STOP_WAIT_MS = 1_000;
 
 /**
  * A background round run every `everyMs` in this process: sweeps, reconciliation, expiry. A round still

@@ -28,7 +28,7 @@ function checkout(name: string, options: { buildInfo?: boolean } = {}): string {
     'server/platform/config.ts': 'export {};\n',
     'contracts/Token.sol': '// a contract\n',
     'packages/x402-wire/src/index.ts': 'export {};\n',
-    'dist/server/cli/main.js': "console.log('build');\n",
+    'dist/agentgate/main.js': "console.log('build');\n",
   };
   for (const [path, text] of Object.entries(files)) {
     mkdirSync(join(root, path, '..'), { recursive: true });

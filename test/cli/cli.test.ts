@@ -1,7 +1,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, statSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -153,8 +153,12 @@ process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(load
     expect(version.loaded.filter((url) => !url.startsWith('node:'))).toEqual([pathToFileURL(CLI).href, pathToFileURL(resolve('bin/supported-node.js')).href]);
     const help = await loadedBy('--help');
     expect(help.stdout).toContain('usage: agentgate <command>');
-    // The checkout's build (.js) or its sources (.ts), whichever is newer (bin/agentgate.js): the same two modules.
-    const ours = help.loaded.filter((url) => url.includes('/server/')).map((url) => url.replace(/^.*\/server\//, 'server/').replace(/\?.*$/, '').replace(/\.(ts|js)$/, ''));
+    // The checkout's build or its sources, whichever is newer (bin/agentgate.js): the same two modules. The
+    // build runs as a bundle (dist/agentgate/), whose files name each module in them in a comment line.
+    const modules = help.loaded.flatMap((url) => url.includes('/dist/agentgate/')
+      ? [...readFileSync(fileURLToPath(url), 'utf8').matchAll(/^\/\/ (\S+\.[cm]?js)$/gm)].map((m) => m[1]!)
+      : [url]);
+    const ours = modules.filter((m) => /(^|\/)server\//.test(m) && !m.includes('node_modules')).map((m) => m.replace(/^.*?(^|\/)server\//, 'server/').replace(/\?.*$/, '').replace(/\.(ts|js)$/, ''));
     expect(ours).toEqual(['server/cli/main', 'server/platform/package-info']);
   });
 

@@ -198,8 +198,8 @@ describe('the backend package (agentgate-x402-server)', () => {
   test('ships the compiled backend and the agentgate command, without the seller library, the wire package or any test', () => {
     expect(backend.manifest.name).toBe('agentgate-x402-server');
     expect(backend.manifest.bin).toEqual({ agentgate: 'bin/agentgate.js' });
-    expect(backend.shipped).toEqual(expect.arrayContaining(['bin/agentgate.js', 'bin/supported-node.js', 'dist/server/cli/main.js', 'dist/server/server.js', 'dist/contracts/compile.js', 'contracts/SmartAccount.sol', 'README.md', 'package.json']));
-    const stray = backend.shipped.filter((f) => !['package.json', 'README.md', 'bin/agentgate.js', 'bin/supported-node.js'].includes(f) && !/^dist\/(server|contracts)\//.test(f) && !/^contracts\/[^/]+\.sol$/.test(f));
+    expect(backend.shipped).toEqual(expect.arrayContaining(['bin/agentgate.js', 'bin/supported-node.js', 'dist/agentgate/main.js', 'dist/server/cli/main.js', 'dist/server/server.js', 'dist/contracts/compile.js', 'contracts/SmartAccount.sol', 'README.md', 'package.json']));
+    const stray = backend.shipped.filter((f) => !['package.json', 'README.md', 'bin/agentgate.js', 'bin/supported-node.js'].includes(f) && !/^dist\/(agentgate|server|contracts)\//.test(f) && !/^contracts\/[^/]+\.sol$/.test(f));
     expect(stray).toEqual([]);
     expect(backend.shipped.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
   });
@@ -222,10 +222,17 @@ describe('the backend package (agentgate-x402-server)', () => {
     const version = await run(process.execPath, [join(installed, backend.manifest.bin!.agentgate!), '--version'], { cwd: app });
     expect(version.stdout.trim()).toBe(backend.manifest.version);
 
-    const compiled = backend.shipped.filter((f) => f.startsWith('dist/') && f.endsWith('.js') && f !== 'dist/server/cli/main.js');
+    // The command runs its bundle (dist/agentgate/): a start up to the configuration check loads the server
+    // and every dependency it starts with, bundled or left to node_modules.
+    const serve = await run(process.execPath, [join(installed, backend.manifest.bin!.agentgate!), 'serve'], { cwd: app, env: { PATH: process.env.PATH } }).then(() => ({ stdout: '', code: 0 }), (err: { stdout: string; stderr: string; code: number }) => ({ stdout: err.stdout + err.stderr, code: err.code }));
+    expect(serve.code).toBe(1);
+    expect(serve.stdout).toContain('configuration error: BASE_URL is required');
+
+    const entries = ['dist/server/cli/main.js', 'dist/agentgate/main.js'];
+    const compiled = backend.shipped.filter((f) => f.startsWith('dist/') && f.endsWith('.js') && !entries.includes(f));
     const fromWire = compiled.filter((f) => readFileSync(join(installed, f), 'utf8').includes("from 'agentgate-x402-wire'"));
     expect(fromWire.length).toBeGreaterThan(10);
-    // cli/main.js runs the command line when loaded; every other module only defines things.
+    // The two entries run the command line when loaded; every other module and chunk only defines things.
     const script = `for (const f of ${JSON.stringify(compiled)}) await import(${JSON.stringify(pathToFileURL(installed).href + '/')} + f);\nconsole.log('loaded');`;
     const loaded = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: app, maxBuffer: 16 * 1024 * 1024 });
     expect(loaded.stdout.trim()).toBe('loaded');

@@ -155,9 +155,10 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const logFrom = proc.output.length;
       await stopProcess(proc);
       const stopMs = Date.now() - from;
-      const slowSteps = proc.output.slice(logFrom).filter((line) => line.includes('stopping: slow step')).flatMap((line) => {
-        const { step, durationMs } = JSON.parse(line) as { step: string; durationMs: number };
-        return [`${step} ${(durationMs / 1000).toFixed(1)} s`];
+      // The slow steps, and the HTTP drain (a serve's first step, logged on its own) when it took as long.
+      const slowSteps = proc.output.slice(logFrom).filter((line) => /stopping: (slow step|HTTP drained)/.test(line)).flatMap((line) => {
+        const { step = 'HTTP drain', durationMs } = JSON.parse(line) as { step?: string; durationMs: number };
+        return durationMs >= 500 ? [`${step} ${(durationMs / 1000).toFixed(1)} s`] : [];
       });
       // Started again until it stays up: a start while the database is away fails, and is tried again.
       const deadline = Date.now() + 180_000;
