@@ -19,10 +19,10 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 /** The folder of the bundle in dist/ (bin/agentgate.js imports its main.js). */
-export const BUNDLE_DIR = 'agentgate';
+const BUNDLE_DIR = 'agentgate';
 
 /** Dependencies of the backend package left out of the bundle (each must be one: it is imported by name). */
-export const EXTERNAL = [
+const EXTERNAL = [
   'agentgate-x402-wire',
   // loaded on first use (server/platform/lazily.ts)
   '@modelcontextprotocol/sdk', 'mailauth', 'mailparser', '@slack/web-api',

@@ -222,13 +222,12 @@ export async function createContext(config: Config, options: { log?: Logger; set
   // Each other network its own engine (lanes, nonces, block clock, batches, mailboxes): a slow or dead
   // RPC of one network holds up only its own settlements.
   const moreNetworks = moreChains.map((other) => ({ chain: other, engine: new SettlementEngine(db, configOf(other), other, log, metrics, processes.id, false) }));
+  const settlements = [...(settlement ? [settlement] : []), ...moreNetworks.map((n) => n.engine)];
   if (options.settles) {
-    // A process with relayer keys learns its chains' phase before it sends (about a block: settlement/
-    // engine.ts). Its block clocks start now, so the rest of the start (services, indexes, the change feed)
-    // overlaps that block instead of waiting for it after.
-    const clocks = [settlement, ...moreNetworks.map((n) => n.engine)].flatMap((e) => (e && e.chain.relayerAccounts.length ? [e.clock] : []));
-    for (const clock of clocks) clock.start();
-    shutdown.add('block clocks', async () => { for (const clock of clocks) clock.stop(); });
+    // The block clocks listen from now, so the phase a sending process waits for before it sends (about a
+    // block) is learned while the rest of the start (services, indexes, the change feed) runs.
+    for (const engine of settlements) engine.listenForBlocks();
+    shutdown.add('block clocks', async () => { for (const engine of settlements) engine.stopListeningForBlocks(); });
   }
   // The wallets pay on every network, each network's deployments and approvals sent by its own relayers.
   const wallets = new WalletService(db, [
@@ -287,7 +286,7 @@ export async function createContext(config: Config, options: { log?: Logger; set
     vault: new VaultService(db, secrets, logs, usage, meter),
     chain,
     settlement,
-    settlements: [...(settlement ? [settlement] : []), ...moreNetworks.map((n) => n.engine)],
+    settlements,
     serviceKey,
     did,
     calendar: new CalendarService(db, config, secrets, identities, logs),

@@ -129,9 +129,22 @@ export class SettlementEngine {
   }
 
   /** Joins the deployment: registers, watches the chain and, given keys, takes a share of the relayer pool. */
+  /**
+   * Starts the block clock alone, ahead of start() (which starts it too): a process that will send waits in
+   * start() until the clock knows the chain's phase, about a block, and listening early overlaps that.
+   */
+  listenForBlocks(): void {
+    this.clock.start();
+  }
+
+  /** Stops the block clock: for a process whose start did not get as far as start() (stop() stops it too). */
+  stopListeningForBlocks(): void {
+    this.clock.stop();
+  }
+
   async start(role: { role: ProcessRole; accepts: boolean }): Promise<void> {
     this.role = role;
-    this.clock.start();
+    this.listenForBlocks();
     await this.registry.join(() => ({
       role: role.role, accepts: role.accepts,
       pool: this.chain.relayerAccounts.map((a) => a.address.toLowerCase()),
