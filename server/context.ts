@@ -48,7 +48,7 @@ import { Metrics } from './platform/metrics.js';
 import { ShutdownSteps } from './platform/shutdown.js';
 import { ProcessRegistry } from './platform/process-registry.js';
 import { updateGroupingFor } from './platform/group-commit.js';
-import { retryWhileDatabaseAway } from './platform/database-outage.js';
+import { DatabaseConnectError, retryWhileDatabaseAway } from './platform/database-outage.js';
 import { StartSteps } from './platform/start-steps.js';
 
 /** How long a starting process waits for a database that is away before it gives up. */
@@ -151,8 +151,8 @@ export function keyringFrom(config: Config): MasterKeyring {
 const MESSAGE_PAGE_CACHE = { maxPages: 2000, maxBytes: 32 << 20, maxPageBytes: 1 << 20, maxAgeMs: 60_000 };
 
 /** `settles`: the context of a serve or worker, which starts its settlement once the context is made. */
-export async function createContext(config: Config, options: { log?: Logger; settles?: boolean } = {}): Promise<AppContext> {
-  const startSteps = new StartSteps();
+export async function createContext(config: Config, options: { log?: Logger; settles?: boolean; startSteps?: StartSteps } = {}): Promise<AppContext> {
+  const startSteps = options.startSteps ?? new StartSteps();
   startSteps.mark('load');
   const log = options.log ?? createLogger({ level: config.LOG_LEVEL });
   const metrics = new Metrics();
@@ -177,151 +177,170 @@ export async function createContext(config: Config, options: { log?: Logger; set
   // processes' worth of concurrent collection reads held more than its memory limit, and it spent itself
   // collecting garbage for minutes. Requests beyond the pool wait in the driver instead.
   const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000, monitorCommands: true, maxPoolSize: config.MONGODB_MAX_POOL_SIZE });
-  await db.asPromise();
-  // A process started while the database is away (a restart during its outage) waits for it instead of
-  // failing: the embedded engine accepts the connection while its PostgreSQL is down and fails the first
-  // query, and a failed start costs an orchestrator's relaunch and a new boot. Given up after a minute.
-  // Asked every 250 ms at most (a query a process that serves nothing yet can afford): the doubling
-  // delays of other retries made a start find the database up to twice the outage late.
-  await retryWhileDatabaseAway(() => db.collection('processes').findOne({}, { projection: { _id: 1 } }), log, 'starting', Date.now() + START_DATABASE_WAIT_MS, 250);
-  startSteps.mark('database');
-  db.getClient().on('commandStarted', (event) => {
-    const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
-    metrics.dbCommands.inc({ command: event.commandName, collection: typeof target === 'string' ? target : '' });
-  });
-  const events = new ServiceEvents();
-  const logs = new ActivityLog(db, log.child({ area: 'activity-log' }), events);
-  const usage = new UsageTracker(db);
-  const changes = new ChangeFeed(db, {
-    pollMs: config.CHANGE_FEED_POLL_MS,
-    onError: (err) => log.warn({ err: err.message }, 'change feed poll failed; cached keys fall back to AUTH_CACHE_TTL_MS'),
-  });
-  const keys = new ApiKeyService(db, usage, changes, config.AUTH_CACHE_TTL_MS);
-  const secrets = new SecretBox(keyringFrom(config));
+  try {
+    await db.asPromise();
+  } catch (err) {
+    // Nothing answers at MONGODB_URI at all (a wrong URI, no server): the start fails, and is not made again
+    // in this process as one the database interrupted is (startServer).
+    await db.close().catch(() => {});
+    screeningList?.stop();
+    if (!options.log) await endLogger(log);
+    throw new DatabaseConnectError(err as Error);
+  }
   const shutdown = new ShutdownSteps();
   // Added first, so run last: what the areas' steps may still write, then the queue and the connection.
   shutdown.add('database connection', () => db.close());
   shutdown.add('screening list', async () => screeningList?.stop());
-  shutdown.add('job queue', () => jobs.stop());
-  shutdown.add('usage and activity log writes', async () => { await Promise.all([usage.flush(), logs.flush()]); });
-  shutdown.add('payment record writes', () => payments.records.recordsWritten());
-  // Who is live: what a process holds for a while (a job's lock, a webhook attempt's claim) names it.
-  const processes = new ProcessRegistry(db);
-  // Request limits per key, org and anonymous client, counted across the deployment (server/platform/limits).
-  const limits = { counts: new WindowCounts(db, processes, config.RATE_LIMIT_WINDOW_MS), orgLimits: new OrgLimits(db, config.AUTH_CACHE_TTL_MS) };
-  shutdown.add('request limit counts', () => limits.counts.stop());
-  const accounts = new AccountService(db, changes);
-  // Usage per org and month, checked against the plan quotas the operator sets (server/usage).
-  const meter = createUsageMeter({ conn: db, config, processId: processes.id, planOf: async (orgId) => (await accounts.getOrg(orgId))?.plan, logs, metrics });
-  shutdown.add('usage counts', () => meter.flush());
-  const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }), retainGivenUpMs: config.JOB_RETENTION_DAYS * 86_400_000 });
-  const identities = new IdentityService(db, config, keys, logs, usage, changes);
-  const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
-  // The receipt signer is the service DID key, resolved when a receipt is signed.
-  const settlement = chain && new SettlementEngine(db, config, chain, log, metrics, processes.id);
-  // Each other network its own engine (lanes, nonces, block clock, batches, mailboxes): a slow or dead
-  // RPC of one network holds up only its own settlements.
-  const moreNetworks = moreChains.map((other) => ({ chain: other, engine: new SettlementEngine(db, configOf(other), other, log, metrics, processes.id, false) }));
-  const settlements = [...(settlement ? [settlement] : []), ...moreNetworks.map((n) => n.engine)];
-  if (options.settles) {
-    // The block clocks listen from now, so the phase a sending process waits for before it sends (about a
-    // block) is learned while the rest of the start (services, indexes, the change feed) runs.
-    for (const engine of settlements) engine.listenForBlocks();
-    shutdown.add('block clocks', async () => { for (const engine of settlements) engine.stopListeningForBlocks(); });
+  try {
+    // A process started while the database is away (a restart during its outage) waits for it instead of
+    // failing: the embedded engine accepts the connection while its PostgreSQL is down and fails the first
+    // query, and a failed start costs an orchestrator's relaunch and a new boot. Given up after a minute.
+    // Asked every 250 ms at most (a query a process that serves nothing yet can afford): the doubling
+    // delays of other retries made a start find the database up to twice the outage late. (The engine
+    // answers a read of a collection it has not made yet without its PostgreSQL: a first start's outage
+    // shows at its first write instead, and the start is made again: startServer.)
+    await retryWhileDatabaseAway(() => db.collection('processes').findOne({}, { projection: { _id: 1 } }), log, 'starting', Date.now() + START_DATABASE_WAIT_MS, 250);
+    startSteps.mark('database');
+    db.getClient().on('commandStarted', (event) => {
+      const target = event.commandName === 'getMore' ? event.command.collection : event.command[event.commandName];
+      metrics.dbCommands.inc({ command: event.commandName, collection: typeof target === 'string' ? target : '' });
+    });
+    const events = new ServiceEvents();
+    const logs = new ActivityLog(db, log.child({ area: 'activity-log' }), events);
+    const usage = new UsageTracker(db);
+    const changes = new ChangeFeed(db, {
+      pollMs: config.CHANGE_FEED_POLL_MS,
+      onError: (err) => log.warn({ err: err.message }, 'change feed poll failed; cached keys fall back to AUTH_CACHE_TTL_MS'),
+    });
+    const keys = new ApiKeyService(db, usage, changes, config.AUTH_CACHE_TTL_MS);
+    const secrets = new SecretBox(keyringFrom(config));
+    shutdown.add('job queue', () => jobs.stop());
+    shutdown.add('usage and activity log writes', async () => { await Promise.all([usage.flush(), logs.flush()]); });
+    // Who is live: what a process holds for a while (a job's lock, a webhook attempt's claim) names it.
+    const processes = new ProcessRegistry(db);
+    // Request limits per key, org and anonymous client, counted across the deployment (server/platform/limits).
+    const limits = { counts: new WindowCounts(db, processes, config.RATE_LIMIT_WINDOW_MS), orgLimits: new OrgLimits(db, config.AUTH_CACHE_TTL_MS) };
+    shutdown.add('request limit counts', () => limits.counts.stop());
+    const accounts = new AccountService(db, changes);
+    // Usage per org and month, checked against the plan quotas the operator sets (server/usage).
+    const meter = createUsageMeter({ conn: db, config, processId: processes.id, planOf: async (orgId) => (await accounts.getOrg(orgId))?.plan, logs, metrics });
+    shutdown.add('usage counts', () => meter.flush());
+    const jobs = createJobQueue(db, { processEveryMs: config.JOBS_PROCESS_EVERY_MS, registry: processes, log: log.child({ area: 'jobs' }), retainGivenUpMs: config.JOB_RETENTION_DAYS * 86_400_000 });
+    const identities = new IdentityService(db, config, keys, logs, usage, changes);
+    const serviceKey = await loadServiceKey(db, config, secrets, log.child({ area: 'did' }));
+    // The receipt signer is the service DID key, resolved when a receipt is signed.
+    const settlement = chain && new SettlementEngine(db, config, chain, log, metrics, processes.id);
+    // Each other network its own engine (lanes, nonces, block clock, batches, mailboxes): a slow or dead
+    // RPC of one network holds up only its own settlements.
+    const moreNetworks = moreChains.map((other) => ({ chain: other, engine: new SettlementEngine(db, configOf(other), other, log, metrics, processes.id, false) }));
+    const settlements = [...(settlement ? [settlement] : []), ...moreNetworks.map((n) => n.engine)];
+    if (options.settles) {
+      // The block clocks listen from now, so the phase a sending process waits for before it sends (about a
+      // block) is learned while the rest of the start (services, indexes, the change feed) runs.
+      for (const engine of settlements) engine.listenForBlocks();
+      shutdown.add('block clocks', async () => { for (const engine of settlements) engine.stopListeningForBlocks(); });
+    }
+    // The wallets pay on every network, each network's deployments and approvals sent by its own relayers.
+    const wallets = new WalletService(db, [
+      ...(chain ? [{ chain, relayer: settlement?.settler, factory: config.WALLET_FACTORY_ADDRESS }] : []),
+      ...moreNetworks.map((n) => ({ chain: n.chain, relayer: n.engine.settler, factory: configOf(n.chain).WALLET_FACTORY_ADDRESS })),
+    ], secrets, logs);
+    const mandates = new MandateService(db, logs);
+    // Solana: each network's RPC and fee payers, and every identity's Solana wallet beside its EVM one.
+    const solanaChains = await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings)));
+    const solanaWallets = new SolanaWallets(db, solanaChains, secrets, logs);
+    // Sanctions screening of every payment's parties and every paying wallet (server/screening).
+    const screening = createScreening({ conn: db, config, list: screeningList, chains, configOf, logs, log, metrics });
+    if (solanaWallets.available) wallets.solana = solanaWallets;
+    // The webhook engine knows no area: each area hands it its events (payment.received, refunds, voids,
+    // channel claims, mail events), says where its endpoints' deliveries go, and keeps its own outbox,
+    // which the engine's sweep drains. Asked only once the areas below exist (at a delivery, a sweep).
+    const webhooks: WebhookService = new WebhookService(db, config, jobs, {
+      targets: async (endpointId) => (await mailWebhooks.target(endpointId)) ?? payments.webhookTargets(endpointId),
+      outboxes: () => [...payments.outboxes, { sweep: (olderThanMs) => mailEvents.redispatch(olderThanMs) }, { sweep: (olderThanMs) => domains.redispatch(olderThanMs) }],
+    }, logs, processes, { log: log.child({ area: 'webhooks' }), metrics, events });
+    const payments: PaymentService = new PaymentService({
+      conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
+      deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db), moreNetworks,
+      solanaChains, screening, meter,
+    });
+    shutdown.add('payment record writes', () => payments.records.recordsWritten());
+    // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
+    await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));
+    startSteps.mark('services');
+    const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
+    const isAdmin = adminCheck(config, accounts);
+    const mailWebhooks = new MailWebhooks(db, config, secrets, webhooks, logs);
+    const mailEvents = new MailEventLog(db, changes, log.child({ area: 'mail-events' }), (event) => mailWebhooks.dispatch(event));
+    const domains = new MailDomains({ conn: db, config, secrets, logs, log: log.child({ area: 'mail-domains' }), dns: mailResolver(config), onEvent: (event) => mailWebhooks.dispatchDomainEvent(event) });
+    // Sends per identity and org per MAIL_SEND_LIMIT_WINDOW_MS, counted across processes as request limits are.
+    const sendLimits = new MailSendLimits(new WindowCounts(db, processes, config.MAIL_SEND_LIMIT_WINDOW_MS), { perIdentity: config.MAIL_SEND_LIMIT_PER_IDENTITY, perOrg: config.MAIL_SEND_LIMIT_PER_ORG });
+    shutdown.add('mail send limit counts', () => sendLimits.stop());
+    const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, domains, sendLimits, meter, events);
+    const ctx: AppContext = {
+      config,
+      log,
+      metrics,
+      db,
+      secrets,
+      keys,
+      changes,
+      rateLimiter: new RateLimiter(db),
+      logs,
+      accounts,
+      isAdmin,
+      events,
+      identities,
+      jobs,
+      processes, limits, meter,
+      mail,
+      domains,
+      vault: new VaultService(db, secrets, logs, usage, meter),
+      chain,
+      settlement,
+      settlements,
+      serviceKey,
+      did,
+      calendar: new CalendarService(db, config, secrets, identities, logs),
+      payments,
+      holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' }), metrics),
+      webhooks,
+      mailWebhooks,
+      wallets,
+      mandates,
+      buyer: new PayService(db, config, wallets, mandates, logs, screening, solanaWallets),
+      chat: new ChatService(db, config, secrets, identities, logs, isAdmin),
+      identityDetail: [walletDetail(wallets), didDetail(did)],
+      usage,
+      shutdown,
+      startSteps,
+      stopping: false,
+      async close(how = {}) {
+        const { slowest } = await shutdown.run(log);
+        // A serve or worker says it has stopped, and how long it took since it began to (SIGTERM).
+        if (how.stoppingSince !== undefined) log.info({ durationMs: Date.now() - how.stoppingSince, slowest }, 'stopped');
+        // The logger this context made itself, last (a logger passed in is the caller's).
+        if (!options.log) await endLogger(log);
+      },
+    };
+    // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
+    await Promise.all(Object.values(db.models).map((model) => model.init()));
+    startSteps.mark('indexes');
+    await ctx.mail.assignPositionsOnce();
+    // In the background: a large mailbox takes a while, and new mail is indexed as it arrives meanwhile.
+    void ctx.mail.indexUnsearched().catch((err) => log.warn({ err }, 'search backfill stopped; it runs again at the next start'));
+    // Before anything is cached; stopped before the connection closes.
+    await changes.start();
+    shutdown.add('change feed', () => changes.stop());
+    startSteps.mark('change feed');
+    return ctx;
+  } catch (err) {
+    // A start that failed half-way hands back what it took (the connection, the block clocks): the caller
+    // may start again in this process (startServer, when the database went away meanwhile).
+    await shutdown.run(log);
+    if (!options.log) await endLogger(log);
+    throw err;
   }
-  // The wallets pay on every network, each network's deployments and approvals sent by its own relayers.
-  const wallets = new WalletService(db, [
-    ...(chain ? [{ chain, relayer: settlement?.settler, factory: config.WALLET_FACTORY_ADDRESS }] : []),
-    ...moreNetworks.map((n) => ({ chain: n.chain, relayer: n.engine.settler, factory: configOf(n.chain).WALLET_FACTORY_ADDRESS })),
-  ], secrets, logs);
-  const mandates = new MandateService(db, logs);
-  // Solana: each network's RPC and fee payers, and every identity's Solana wallet beside its EVM one.
-  const solanaChains = await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings)));
-  const solanaWallets = new SolanaWallets(db, solanaChains, secrets, logs);
-  // Sanctions screening of every payment's parties and every paying wallet (server/screening).
-  const screening = createScreening({ conn: db, config, list: screeningList, chains, configOf, logs, log, metrics });
-  if (solanaWallets.available) wallets.solana = solanaWallets;
-  // The webhook engine knows no area: each area hands it its events (payment.received, refunds, voids,
-  // channel claims, mail events), says where its endpoints' deliveries go, and keeps its own outbox,
-  // which the engine's sweep drains. Asked only once the areas below exist (at a delivery, a sweep).
-  const webhooks: WebhookService = new WebhookService(db, config, jobs, {
-    targets: async (endpointId) => (await mailWebhooks.target(endpointId)) ?? payments.webhookTargets(endpointId),
-    outboxes: () => [...payments.outboxes, { sweep: (olderThanMs) => mailEvents.redispatch(olderThanMs) }, { sweep: (olderThanMs) => domains.redispatch(olderThanMs) }],
-  }, logs, processes, { log: log.child({ area: 'webhooks' }), metrics, events });
-  const payments: PaymentService = new PaymentService({
-    conn: db, config, chain, engine: settlement, signer: () => ctx.serviceKey, secrets, logs, log: log.child({ area: 'payments' }), metrics, changes,
-    deliveries: webhooks, refundsFrom: { wallets, mandates }, updateGrouping: await updateGroupingFor(db.db as unknown as Db), moreNetworks,
-    solanaChains, screening, meter,
-  });
-  // Each scheme's contracts: a scheme whose contracts are missing is refused on this network, the others served.
-  await Promise.all(payments.networks.map((n) => n.schemes.checkContracts(n.chain, { log, metrics })));
-  startSteps.mark('services');
-  const did = new DidService(db, config, secrets, identities, () => serviceKey, logs);
-  const isAdmin = adminCheck(config, accounts);
-  const mailWebhooks = new MailWebhooks(db, config, secrets, webhooks, logs);
-  const mailEvents = new MailEventLog(db, changes, log.child({ area: 'mail-events' }), (event) => mailWebhooks.dispatch(event));
-  const domains = new MailDomains({ conn: db, config, secrets, logs, log: log.child({ area: 'mail-domains' }), dns: mailResolver(config), onEvent: (event) => mailWebhooks.dispatchDomainEvent(event) });
-  // Sends per identity and org per MAIL_SEND_LIMIT_WINDOW_MS, counted across processes as request limits are.
-  const sendLimits = new MailSendLimits(new WindowCounts(db, processes, config.MAIL_SEND_LIMIT_WINDOW_MS), { perIdentity: config.MAIL_SEND_LIMIT_PER_IDENTITY, perOrg: config.MAIL_SEND_LIMIT_PER_ORG });
-  shutdown.add('mail send limit counts', () => sendLimits.stop());
-  const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, domains, sendLimits, meter, events);
-  const ctx: AppContext = {
-    config,
-    log,
-    metrics,
-    db,
-    secrets,
-    keys,
-    changes,
-    rateLimiter: new RateLimiter(db),
-    logs,
-    accounts,
-    isAdmin,
-    events,
-    identities,
-    jobs,
-    processes, limits, meter,
-    mail,
-    domains,
-    vault: new VaultService(db, secrets, logs, usage, meter),
-    chain,
-    settlement,
-    settlements,
-    serviceKey,
-    did,
-    calendar: new CalendarService(db, config, secrets, identities, logs),
-    payments,
-    holds: new HoldService(db, config, payments, logs, log.child({ area: 'payments' }), metrics),
-    webhooks,
-    mailWebhooks,
-    wallets,
-    mandates,
-    buyer: new PayService(db, config, wallets, mandates, logs, screening, solanaWallets),
-    chat: new ChatService(db, config, secrets, identities, logs, isAdmin),
-    identityDetail: [walletDetail(wallets), didDetail(did)],
-    usage,
-    shutdown,
-    startSteps,
-    stopping: false,
-    async close(how = {}) {
-      const { slowest } = await shutdown.run(log);
-      // A serve or worker says it has stopped, and how long it took since it began to (SIGTERM).
-      if (how.stoppingSince !== undefined) log.info({ durationMs: Date.now() - how.stoppingSince, slowest }, 'stopped');
-      // The logger this context made itself, last (a logger passed in is the caller's).
-      if (!options.log) await endLogger(log);
-    },
-  };
-  // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
-  await Promise.all(Object.values(db.models).map((model) => model.init()));
-  startSteps.mark('indexes');
-  await ctx.mail.assignPositionsOnce();
-  // In the background: a large mailbox takes a while, and new mail is indexed as it arrives meanwhile.
-  void ctx.mail.indexUnsearched().catch((err) => log.warn({ err }, 'search backfill stopped; it runs again at the next start'));
-  // Before anything is cached; stopped before the connection closes.
-  await changes.start();
-  shutdown.add('change feed', () => changes.stop());
-  startSteps.mark('change feed');
-  return ctx;
 }
 
 /**

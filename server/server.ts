@@ -6,7 +6,9 @@ import { createApp, type AppExtension } from './app.js';
 import { startSmtpListener } from './mail/smtp-listener.js';
 import { startSubmission } from './mail/submission.js';
 import { startReconciler } from './payments/reconcile.js';
-import type { Logger } from './platform/logger.js';
+import { isDatabaseUnavailable } from './platform/database-outage.js';
+import { createLogger, endLogger, type Logger } from './platform/logger.js';
+import { StartSteps } from './platform/start-steps.js';
 import { startMetricsListener } from './platform/metrics-endpoint.js';
 
 export interface RunningServer {
@@ -24,9 +26,45 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). */
-export async function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean; log?: Logger } = {}): Promise<RunningServer> {
-  const app = await createContext(config, { log: options.log, settles: true });
+/** How long a start the database keeps interrupting is made again in this process before it fails. */
+const START_AGAIN_FOR_MS = 60_000;
+const START_AGAIN_AFTER_MS = 250;
+
+/**
+ * Runs `start` again, in this process, while it fails because the database went away after the connection
+ * opened (a restart during the database's outage): each failed attempt has handed back what it took, and
+ * the next waits 250 ms. Relaunching the process instead would cost the orchestrator's back-off and a new
+ * boot, seconds under load (a rolling restart waits for every one). A start refused for another reason, or
+ * still interrupted after a minute, fails as before.
+ */
+async function startAgainWhileDatabaseAway<T>(config: Config, log: Logger | undefined, start: (steps: StartSteps) => Promise<T>): Promise<T> {
+  const steps = new StartSteps();
+  const until = Date.now() + START_AGAIN_FOR_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start(steps);
+    } catch (err) {
+      if (!isDatabaseUnavailable(err) || Date.now() > until) throw err;
+      // The attempt's own logger has ended with it: say why the start is made again on one of its own.
+      const warn = log ?? createLogger({ level: config.LOG_LEVEL });
+      warn.warn({ attempt, err: (err as Error).message.slice(0, 300) }, 'the database went away during the start; starting again');
+      if (!log) await endLogger(warn);
+      await new Promise((resolve) => setTimeout(resolve, START_AGAIN_AFTER_MS));
+      steps.mark('interrupted by the database');
+    }
+  }
+}
+
+/**
+ * Builds the context, mounts every area and listens. `port: 0` picks a free port (tests). A start the
+ * database interrupts is made again (startAgainWhileDatabaseAway).
+ */
+export function startServer(config: Config, options: { extension?: AppExtension; workers?: boolean; log?: Logger } = {}): Promise<RunningServer> {
+  return startAgainWhileDatabaseAway(config, options.log, (startSteps) => startServerOnce(config, options, startSteps));
+}
+
+async function startServerOnce(config: Config, options: { extension?: AppExtension; workers?: boolean; log?: Logger }, startSteps: StartSteps): Promise<RunningServer> {
+  const app = await createContext(config, { log: options.log, settles: true, startSteps });
   let smtp: Awaited<ReturnType<typeof startSmtpListener>>;
   let submission: Awaited<ReturnType<typeof startSubmission>>;
   let http: Server;
@@ -188,8 +226,14 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
  * `agentgate worker`: the same context as the server but no HTTP or SMTP listener, only the job workers.
  * Any number of workers (and servers) share one database; Agenda's locks hand each job to one of them.
  */
-export async function startWorker(config: Config, options: { log?: Logger } = {}): Promise<{ app: AppContext; metricsUrl?: string; close(): Promise<void> }> {
-  const app = await createContext(config, { log: options.log, settles: true });
+export function startWorker(config: Config, options: { log?: Logger } = {}): Promise<RunningWorker> {
+  return startAgainWhileDatabaseAway(config, options.log, (startSteps) => startWorkerOnce(config, options, startSteps));
+}
+
+export interface RunningWorker { app: AppContext; metricsUrl?: string; close(): Promise<void> }
+
+async function startWorkerOnce(config: Config, options: { log?: Logger }, startSteps: StartSteps): Promise<RunningWorker> {
+  const app = await createContext(config, { log: options.log, settles: true, startSteps });
   watchQueues(app);
   try {
     // A worker given relayer keys sends settlements that serve processes accepted (and reconciliation's).

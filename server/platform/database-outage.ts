@@ -59,3 +59,15 @@ export async function retryWhileDatabaseAway<T>(operation: () => Promise<T>, log
     }
   }
 }
+
+/**
+ * The database could not be reached at all when a process opened its connection (a wrong MONGODB_URI, no
+ * server listening): unlike an outage that begins after the connection opened, waiting will not mend it,
+ * so the start fails at once and names the setting.
+ */
+export class DatabaseConnectError extends Error {
+  override readonly name = 'DatabaseConnectError';
+  constructor(cause: Error) {
+    super(`cannot connect to the database at MONGODB_URI: ${cause.message}`, { cause });
+  }
+}

@@ -2,6 +2,7 @@ import type { AgendaBackend, JobParameters, JobRepository } from 'agenda';
 import { MongoBackend } from '@agendajs/mongo-backend';
 import { ObjectId, type Db, type Document } from 'mongodb';
 import { isDuplicateKey } from './errors.js';
+import type { Logger } from './logger.js';
 import { findByIds } from './find-by-ids.js';
 import { shuffled } from './random-order.js';
 import type { ProcessRegistry } from './process-registry.js';
@@ -9,6 +10,9 @@ import type { ProcessRegistry } from './process-registry.js';
 /** How long a claim is kept after it expired, and how often old ones are swept. */
 const CLAIM_KEPT_MS = 24 * 3600_000;
 const CLAIM_SWEEP_EVERY_MS = 3600_000;
+/** A connect that failed (its indexes could not be made) tries again after 50 ms, doubling to 2 s. */
+const CONNECT_RETRY_FIRST_MS = 50;
+const CONNECT_RETRY_MAX_MS = 2_000;
 
 /**
  * Agenda locks a job with one findOneAndUpdate, which MongoDB runs atomically but FerretDB 1.x does not:
@@ -18,7 +22,12 @@ const CLAIM_SWEEP_EVERY_MS = 3600_000;
  * time, failure count): exactly one worker can insert it. A retry or a new run changes that state and so
  * needs a new claim; an expired claim (its worker died) is taken over by a claim of the next generation.
  */
-export function claimingMongoBackend(db: Db, options: { collection: string; lockLifetimeMs: number | ((jobName: string) => number); registry: ProcessRegistry }): AgendaBackend {
+export function claimingMongoBackend(db: Db, options: {
+  collection: string; lockLifetimeMs: number | ((jobName: string) => number); registry: ProcessRegistry;
+  log: Logger;
+  /** Whether the queue has stopped: a connect still trying then gives up. */
+  stopped: () => boolean;
+}): AgendaBackend {
   // A claim lasts as long as Agenda's lock of that job would: a worker that claimed a job and died before
   // marking it locked leaves it runnable by another once that much time passed, as a locked one would be.
   const lifetimeOf = typeof options.lockLifetimeMs === 'number' ? (() => options.lockLifetimeMs as number) : options.lockLifetimeMs;
@@ -127,14 +136,33 @@ export function claimingMongoBackend(db: Db, options: { collection: string; lock
     get logger() { return inner.logger; },
     get ownsConnection() { return inner.ownsConnection; },
     get repository() { return (repository ??= wrap(inner.repository)); },
+    /**
+     * Never rejects: Agenda calls it from its constructor and handles no failure, so one (the database away
+     * for a moment while a process starts) was an unhandled rejection that ended the process, and a queue
+     * that never became ready. It tries again until it succeeds, or the queue has stopped (a start that
+     * failed and was closed).
+     */
     async connect() {
-      await inner.connect();
-      await claims.createIndex({ jobId: 1 });
+      let warned = false;
+      for (let delay = CONNECT_RETRY_FIRST_MS; ; delay = Math.min(delay * 2, CONNECT_RETRY_MAX_MS)) {
+        try {
+          await inner.connect();
+          await claims.createIndex({ jobId: 1 });
+          break;
+        } catch (err) {
+          if (options.stopped()) return;
+          if (!warned) options.log.warn({ err: (err as Error).message }, 'job queue: its indexes could not be made; trying again until they are');
+          warned = true;
+          await new Promise((resolve) => setTimeout(resolve, delay));
+        }
+      }
+      if (warned) options.log.info('job queue: indexes made; the queue is ready');
       // A claim is written for every job run and is of no use a day after it expired. FerretDB 1.x has no
       // TTL indexes: old claims are swept at start and every hour (a range: a read of the whole collection
       // on FerretDB, so not more often).
-      await sweepOldClaims();
-      purgeTimer = setInterval(() => { void sweepOldClaims().catch(() => { /* the next hour tries again */ }); }, CLAIM_SWEEP_EVERY_MS);
+      const sweep = () => { void sweepOldClaims().catch(() => { /* the next hour tries again */ }); };
+      sweep();
+      purgeTimer = setInterval(sweep, CLAIM_SWEEP_EVERY_MS);
       purgeTimer.unref();
     },
     disconnect: () => {

@@ -97,8 +97,12 @@ export function createJobQueue(conn: Connection, options: {
   const inHand = new Set<{ name: string; since: number }>();
   /** Each job's lock lifetime: its claims last as long (see claimingMongoBackend). */
   const lockLifetimes = new Map<string, number>();
+  let state: 'idle' | 'started' | 'stopped' = 'idle';
   const agenda = new Agenda({
-    backend: claimingMongoBackend(db, { collection: JOBS_COLLECTION, lockLifetimeMs: (name) => lockLifetimes.get(name) ?? DEFAULT_LOCK_LIFETIME_MS, registry: options.registry }),
+    backend: claimingMongoBackend(db, {
+      collection: JOBS_COLLECTION, lockLifetimeMs: (name) => lockLifetimes.get(name) ?? DEFAULT_LOCK_LIFETIME_MS, registry: options.registry,
+      log: options.log, stopped: () => state === 'stopped',
+    }),
     processEvery: options.processEveryMs,
     // The registry's id: a job's lastModifiedBy names the process that locked it, which the others look up.
     name: options.registry.id,
@@ -108,7 +112,6 @@ export function createJobQueue(conn: Connection, options: {
     notificationChannel: new InMemoryNotificationChannel(),
   });
   // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
-  let state: 'idle' | 'started' | 'stopped' = 'idle';
   let stopRetention: (() => Promise<void>) | undefined;
   /**
    * Deletes the jobs that gave up (no next run, no lock) before the retention. A job that gave up is never

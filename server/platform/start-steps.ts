@@ -7,10 +7,14 @@ export class StartSteps {
   readonly steps: Record<string, number> = {};
   private last = 0;
 
-  /** Ends the step running since the previous mark (or since the process started) under this name. */
+  /**
+   * Ends the step running since the previous mark (or since the process started) under this name. A step
+   * marked again (a start made again after the database interrupted it) adds to its time, so the steps
+   * still sum to the whole start.
+   */
   mark(step: string): void {
     const now = performance.now();
-    this.steps[step] = Math.round(now - this.last);
+    this.steps[step] = (this.steps[step] ?? 0) + Math.round(now - this.last);
     this.last = now;
   }
 }

@@ -2,10 +2,15 @@
 // settle, as an operator's restart or a failover does): every settled payment's payment.received reaches the
 // receiver once, soon after the database is back, whether its settlement, its outbox dispatch or its
 // delivery job met the outage; and a process still stops in seconds afterwards.
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { MongoClient } from 'mongodb';
 import { provideMongoServer, type MongoServer } from '../../server/dev/database/mongo-server.js';
+import { createLogger } from '../../server/platform/logger.js';
 import { startWorker } from '../../server/server.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization } from '../support/chain.js';
-import { startTestServer, type TestServer } from '../support/server.js';
+import { startTestServer, testConfig, type TestServer } from '../support/server.js';
 import { startReceiver } from './receiver.js';
 import { sellerWithWebhook, type WebhookSeller } from './seller.js';
 
@@ -107,3 +112,80 @@ it('a process started while the database is away waits for it and starts once it
     await api.close();
   }
 }, 120_000);
+
+/**
+ * A TCP proxy in front of the database that holds the first command naming `command` (the bytes of a wire
+ * message carry its name) until `before` has run, then passes it and everything after it on.
+ */
+async function holdingProxy(target: string, command: string, before: () => Promise<void>) {
+  const { hostname, port } = new URL(target);
+  let held = false;
+  const proxy = createServer((client) => {
+    const upstream = connect(Number(port), hostname);
+    upstream.pipe(client);
+    client.on('data', (chunk: Buffer) => {
+      if (held || !chunk.includes(command)) { upstream.write(chunk); return; }
+      held = true;
+      client.pause();
+      void before().finally(() => { upstream.write(chunk); client.resume(); });
+    });
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.on('close', () => upstream.destroy());
+  });
+  proxy.listen(0, '127.0.0.1');
+  await once(proxy, 'listening');
+  return {
+    uri: `mongodb://127.0.0.1:${(proxy.address() as AddressInfo).port}/`,
+    held: () => held,
+    close: () => new Promise<void>((resolve) => { proxy.close(() => resolve()); }),
+  };
+}
+
+it('a start the database interrupts after its connection opened is made again in the process, which runs once the database is back', async () => {
+  // The outage begins while the start creates its indexes: the start's first query has answered, so the
+  // wait for the database at the start is behind it. (It used to fail the start: a relaunch and a new boot.)
+  let outage: Promise<void> | undefined;
+  const direct = await MongoClient.connect(mongo.uri);
+  const proxy = await holdingProxy(mongo.uri, 'createIndexes', async () => {
+    outage = mongo.restartBackend!(3_000);
+    // Its PostgreSQL is down once a query through the engine fails.
+    while (await direct.db('probe').collection('probe').findOne({}).then(() => true, () => false)) await sleep(50);
+  });
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', destination: new Writable({ write(chunk, _encoding, done) { lines.push(...String(chunk).split('\n').filter(Boolean)); done(); } }) });
+  try {
+    const worker = await startWorker(await testConfig({ MONGODB_URI: proxy.uri }), { log });
+    try {
+      await outage;
+      expect(proxy.held()).toBe(true);
+      const restarts = lines.map((l) => JSON.parse(l) as { msg: string; attempt?: number }).filter((l) => l.msg === 'the database went away during the start; starting again');
+      // Made again once or more while the database was away, each attempt numbered.
+      expect(restarts.map((l) => l.attempt)).toEqual(restarts.map((_, i) => i + 1));
+      expect(restarts.length).toBeGreaterThan(0);
+      // The line that says it runs carries the time the interrupted attempt took.
+      expect(worker.app.startSteps.steps['interrupted by the database']).toBeGreaterThan(0);
+      // It runs: registered as a live process, its indexes made.
+      expect(await worker.app.db.collection('processes').countDocuments({ _id: worker.app.processes.id } as never)).toBe(1);
+      expect((await worker.app.db.collection('payments').indexes()).length).toBeGreaterThan(1);
+    } finally {
+      await worker.close();
+    }
+  } finally {
+    await outage;
+    await direct.close();
+    await proxy.close();
+  }
+}, 120_000);
+
+it('a database that cannot be reached at all fails the start at once, naming MONGODB_URI, without starting again', async () => {
+  const nothing = createServer();
+  nothing.listen(0, '127.0.0.1');
+  await once(nothing, 'listening');
+  const { port } = nothing.address() as AddressInfo;
+  await new Promise<void>((resolve) => { nothing.close(() => resolve()); });
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', destination: new Writable({ write(chunk, _encoding, done) { lines.push(String(chunk)); done(); } }) });
+  await expect(startWorker(await testConfig({ MONGODB_URI: `mongodb://127.0.0.1:${port}/` }), { log })).rejects.toThrow(/^cannot connect to the database at MONGODB_URI: /);
+  expect(lines.filter((l) => l.includes('starting again'))).toEqual([]);
+}, 60_000);
