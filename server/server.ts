@@ -182,14 +182,19 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
   app.shutdown.add('process registry', () => app.processes.leave());
   await app.jobs.start();
   app.shutdown.add('job workers', () => app.jobs.stop());
-  app.shutdown.add('payment hold expiry sweep', app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+  // The background rounds, stopped side by side: each finishes its item in hand (up to a second), and none
+  // waits for another. Registered before they start (the list fills below), so a start that fails half-way
+  // stops those it started.
+  const rounds: Array<{ name: string; stop: () => Promise<void> }> = [];
+  app.shutdown.addTogether(rounds);
+  rounds.push({ name: 'payment hold expiry sweep', stop: app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)) });
   // Each network's open payments, by its own chain.
   for (const network of app.payments.networks) {
     const reconciler = startReconciler({ ...network, records: app.payments.records, endpoints: app.payments.endpoints }, {
       everyMs: app.config.RECONCILE_EVERY_MS, olderThanMs: app.config.RECONCILE_AFTER_MS,
       log: app.log.child({ area: 'reconciliation', network: network.chain.caip2 }), metrics: app.metrics,
     });
-    app.shutdown.add(network === app.payments.networks[0] ? 'payment reconciliation' : `payment reconciliation on ${network.chain.caip2}`, () => reconciler.stop());
+    rounds.push({ name: network === app.payments.networks[0] ? 'payment reconciliation' : `payment reconciliation on ${network.chain.caip2}`, stop: () => reconciler.stop() });
   }
   // Each Solana network's open payments (a sender that died, an answer that timed out), from its chain.
   for (const { scheme } of app.payments.solana) {
@@ -199,27 +204,27 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
       scheme.reconcile(app.payments.records, endpointOf, app.config.RECONCILE_AFTER_MS).catch((err: Error) => log.warn({ err: err.message }, 'Solana payment reconciliation failed; next round retries'));
     }, app.config.RECONCILE_EVERY_MS);
     timer.unref();
-    app.shutdown.add(`payment reconciliation on ${scheme.chain.caip2}`, async () => clearInterval(timer));
+    rounds.push({ name: `payment reconciliation on ${scheme.chain.caip2}`, stop: async () => clearInterval(timer) });
   }
   if (app.chain) {
     // auth-capture: escrow operations (capture, void, refund) whose sender stopped, and their webhooks.
-    app.shutdown.add('escrow operation sweep', app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+    rounds.push({ name: 'escrow operation sweep', stop: app.payments.authCapture.operations.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)) });
     // exact refunds from the org's wallets whose sender stopped (the token says whether they moved), and their webhooks.
-    if (app.payments.refunds.exact) app.shutdown.add('exact refund sweep', app.payments.refunds.exact.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)));
+    if (app.payments.refunds.exact) rounds.push({ name: 'exact refund sweep', stop: app.payments.refunds.exact.startSweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)) });
     // Channels sold through our middleware: claimed, settled and refunded when idle, one process a round, on each network.
     for (const network of app.payments.networks) {
       const channels = network.batchSettlement.sweep.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleRefundMs: app.config.CHANNEL_IDLE_REFUND_MS }, (orgId) => app.payments.acceptance.accepting(orgId));
-      app.shutdown.add(network === app.payments.networks[0] ? 'channel sweep' : `channel sweep on ${network.chain.caip2}`, () => channels.stop());
+      rounds.push({ name: network === app.payments.networks[0] ? 'channel sweep' : `channel sweep on ${network.chain.caip2}`, stop: () => channels.stop() });
     }
   }
   if (app.wallets.available) {
     // Channels agents' wallets pay through: an idle one's remainder is asked back from its seller.
     const log = app.log.child({ area: 'buyer-channels' });
-    app.shutdown.add('buyer channel sweep', app.buyer.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleMs: app.config.BUYER_CHANNEL_IDLE_REFUND_MS }, (err) => log.error({ err: err.message }, 'idle channel refunds failed')));
+    rounds.push({ name: 'buyer channel sweep', stop: app.buyer.channels.start({ everyMs: app.config.CHANNEL_SWEEP_EVERY_MS, idleMs: app.config.BUYER_CHANNEL_IDLE_REFUND_MS }, (err) => log.error({ err: err.message }, 'idle channel refunds failed')) });
   }
-  app.shutdown.add('webhook outbox sweep', await app.webhooks.startOutboxSweep());
+  rounds.push({ name: 'webhook outbox sweep', stop: await app.webhooks.startOutboxSweep() });
   // The orgs' mail domains, each checked once per MAIL_DOMAIN_CHECK_EVERY_MS across the deployment.
-  app.shutdown.add('mail domain re-check', app.domains.startRechecks());
+  rounds.push({ name: 'mail domain re-check', stop: app.domains.startRechecks() });
 }
 
 /**

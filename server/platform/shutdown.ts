@@ -10,10 +10,20 @@ const STILL_WAITING_EVERY_MS = 5_000;
  * may depend on what started before it.
  */
 export class ShutdownSteps {
-  private readonly steps: Array<{ name: string; stop: () => Promise<void> }> = [];
+  /** Each entry: steps that depend on none of each other, run side by side. */
+  private readonly steps: Array<Array<{ name: string; stop: () => Promise<void> }>> = [];
 
   add(name: string, stop: () => Promise<void>): void {
-    this.steps.push({ name, stop });
+    this.steps.push([{ name, stop }]);
+  }
+
+  /**
+   * Steps that wait for none of each other (background rounds, each finishing its item in hand), run side
+   * by side at their turn: a stop waits for the slowest of them rather than for their sum. The list is
+   * read when the stop runs: a caller may fill it after adding it.
+   */
+  addTogether(steps: Array<{ name: string; stop: () => Promise<void> }>): void {
+    this.steps.push(steps);
   }
 
   /**
@@ -23,7 +33,7 @@ export class ShutdownSteps {
   async run(log: Logger): Promise<{ durationMs: number; slowest: Array<{ step: string; ms: number }> }> {
     const started = Date.now();
     const took: Array<{ step: string; ms: number }> = [];
-    for (const { name, stop } of this.steps.splice(0).reverse()) {
+    const runStep = async ({ name, stop }: { name: string; stop: () => Promise<void> }) => {
       const from = Date.now();
       // A step that hangs must say so while it hangs: an orchestrator kills the process in the end, and
       // the log must then name what it was waiting for.
@@ -38,7 +48,8 @@ export class ShutdownSteps {
       const ms = Date.now() - from;
       took.push({ step: name, ms });
       if (ms >= SLOW_STEP_MS) log.info({ step: name, durationMs: ms }, 'stopping: slow step');
-    }
+    };
+    for (const together of this.steps.splice(0).reverse()) await Promise.all(together.map(runStep));
     return { durationMs: Date.now() - started, slowest: took.filter((t) => t.ms >= 50).sort((a, b) => b.ms - a.ms).slice(0, 5) };
   }
 }
