@@ -160,9 +160,10 @@ export function claimingMongoBackend(db: Db, options: {
       // A claim is written for every job run and is of no use a day after it expired. FerretDB 1.x has no
       // TTL indexes: old claims are swept at start and every hour (a range: a read of the whole collection
       // on FerretDB, so not more often).
-      const sweep = () => { void sweepOldClaims().catch(() => { /* the next hour tries again */ }); };
-      sweep();
-      purgeTimer = setInterval(sweep, CLAIM_SWEEP_EVERY_MS);
+      // Done before the queue is ready, as a start's own step; a failure is left to the next hour.
+      const sweep = () => sweepOldClaims().then(() => {}, () => { /* the next hour tries again */ });
+      await sweep();
+      purgeTimer = setInterval(() => { void sweep(); }, CLAIM_SWEEP_EVERY_MS);
       purgeTimer.unref();
     },
     disconnect: () => {
