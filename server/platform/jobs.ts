@@ -111,7 +111,6 @@ export function createJobQueue(conn: Connection, options: {
     // from ~processEvery to milliseconds). Other processes still find it by polling.
     notificationChannel: new InMemoryNotificationChannel(),
   });
-  // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
   let stopRetention: (() => Promise<void>) | undefined;
   /**
    * Deletes the jobs that gave up (no next run, no lock) before the retention. A job that gave up is never
@@ -125,6 +124,7 @@ export function createJobQueue(conn: Connection, options: {
     if (deletedCount) options.log.info({ removed: deletedCount, retainedDays: options.retainGivenUpMs / 86_400_000 }, 'removed jobs that gave up before the retention');
     return deletedCount;
   };
+  // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
   // A poll that was under way when we stopped fails on the closed connection: expected at shutdown, not news.
   agenda.on('error', (err) => {
     if (state === 'stopped' || /client was closed|topology was destroyed/i.test(err.message)) return;

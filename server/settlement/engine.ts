@@ -128,7 +128,6 @@ export class SettlementEngine {
     return this.settler.busy() || this.desk.awaiting() > 0;
   }
 
-  /** Joins the deployment: registers, watches the chain and, given keys, takes a share of the relayer pool. */
   /**
    * Starts the block clock alone, ahead of start() (which starts it too): a process that will send waits in
    * start() until the clock knows the chain's phase, about a block, and listening early overlaps that.
@@ -142,6 +141,7 @@ export class SettlementEngine {
     this.clock.stop();
   }
 
+  /** Joins the deployment: registers, watches the chain and, given keys, takes a share of the relayer pool. */
   async start(role: { role: ProcessRole; accepts: boolean }): Promise<void> {
     this.role = role;
     this.listenForBlocks();

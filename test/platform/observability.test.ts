@@ -7,7 +7,7 @@ import Router from '@koa/router';
 import { startServer } from '../../server/server.js';
 import { AppError } from '../../server/platform/errors.js';
 import { testConfig } from '../support/server.js';
-import { createLogger } from '../../server/platform/logger.js';
+import { capturedLog, type LogLine as Line } from '../support/captured-log.js';
 import { freePort } from '../../server/platform/net.js';
 import { DELIVER_JOB as MAIL_JOB } from '../../server/mail/delivery.js';
 import { DELIVER_JOB as WEBHOOK_JOB } from '../../server/webhooks/webhook-service.js';
@@ -18,15 +18,6 @@ import { pay, sellerWithWebhook, waitForDelivery } from '../webhooks/seller.js';
 
 const CLI = join(process.cwd(), 'bin', 'agentgate.js');
 const TOKEN = 'metrics-token-0123456789abcdef';
-
-type Line = Record<string, any>;
-
-/** A pino logger at `level` whose lines land, parsed, in `lines` (what a log shipper would read from stdout). */
-function capturedLog(level: 'info' | 'debug' = 'info') {
-  const lines: Line[] = [];
-  const log = createLogger({ level, destination: { write: (text: string) => { for (const l of text.split('\n').filter(Boolean)) lines.push(JSON.parse(l)); } } });
-  return { log, lines };
-}
 
 /** The value of one sample in Prometheus text, matched on its name and exact label set; undefined if absent. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {

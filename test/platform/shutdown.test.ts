@@ -1,14 +1,7 @@
 // A process's stop, step by step: last added first, steps added together side by side (a stop waits for
 // the slowest background round, not for their sum), and a failing step logged while the others still run.
-import { Writable } from 'node:stream';
-import { createLogger } from '../../server/platform/logger.js';
 import { ShutdownSteps } from '../../server/platform/shutdown.js';
-
-function capturedLog() {
-  const lines: Array<{ msg: string; step?: string; err?: string }> = [];
-  const log = createLogger({ level: 'info', destination: new Writable({ write(chunk, _encoding, done) { for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l)); done(); } }) });
-  return { log, lines };
-}
+import { capturedLog } from '../support/captured-log.js';
 
 test('steps run last added first; steps added together run side by side, each logged on its own', async () => {
   const order: string[] = [];

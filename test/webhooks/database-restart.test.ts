@@ -4,11 +4,10 @@
 // delivery job met the outage; and a process still stops in seconds afterwards.
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { MongoClient } from 'mongodb';
 import { provideMongoServer, type MongoServer } from '../../server/dev/database/mongo-server.js';
-import { createLogger } from '../../server/platform/logger.js';
 import { startWorker } from '../../server/server.js';
+import { capturedLog } from '../support/captured-log.js';
 import { fundedBuyer, paymentHeaderV1, signAuthorization } from '../support/chain.js';
 import { startTestServer, testConfig, type TestServer } from '../support/server.js';
 import { startReceiver } from './receiver.js';
@@ -152,14 +151,13 @@ it('a start the database interrupts after its connection opened is made again in
     // Its PostgreSQL is down once a query through the engine fails.
     while (await direct.db('probe').collection('probe').findOne({}).then(() => true, () => false)) await sleep(50);
   });
-  const lines: string[] = [];
-  const log = createLogger({ level: 'info', destination: new Writable({ write(chunk, _encoding, done) { lines.push(...String(chunk).split('\n').filter(Boolean)); done(); } }) });
+  const { log, lines } = capturedLog();
   try {
     const worker = await startWorker(await testConfig({ MONGODB_URI: proxy.uri }), { log });
     try {
       await outage;
       expect(proxy.held()).toBe(true);
-      const restarts = lines.map((l) => JSON.parse(l) as { msg: string; attempt?: number }).filter((l) => l.msg === 'the database went away during the start; starting again');
+      const restarts = lines.filter((l) => l.msg === 'the database went away during the start; starting again');
       // Made again once or more while the database was away, each attempt numbered.
       expect(restarts.map((l) => l.attempt)).toEqual(restarts.map((_, i) => i + 1));
       expect(restarts.length).toBeGreaterThan(0);
@@ -184,8 +182,7 @@ it('a database that cannot be reached at all fails the start at once, naming MON
   await once(nothing, 'listening');
   const { port } = nothing.address() as AddressInfo;
   await new Promise<void>((resolve) => { nothing.close(() => resolve()); });
-  const lines: string[] = [];
-  const log = createLogger({ level: 'info', destination: new Writable({ write(chunk, _encoding, done) { lines.push(String(chunk)); done(); } }) });
+  const { log, lines } = capturedLog();
   await expect(startWorker(await testConfig({ MONGODB_URI: `mongodb://127.0.0.1:${port}/` }), { log })).rejects.toThrow(/^cannot connect to the database at MONGODB_URI: /);
-  expect(lines.filter((l) => l.includes('starting again'))).toEqual([]);
+  expect(lines.filter((l) => String(l.msg).includes('starting again'))).toEqual([]);
 }, 60_000);
