@@ -219,7 +219,7 @@ export async function createContext(config: Config, options: { log?: Logger; set
     // Who is live: what a process holds for a while (a job's lock, a webhook attempt's claim) names it.
     const processes = new ProcessRegistry(db);
     // Request limits per key, org and anonymous client, counted across the deployment (server/platform/limits).
-    const limits = { counts: new WindowCounts(db, processes, config.RATE_LIMIT_WINDOW_MS), orgLimits: new OrgLimits(db, config.AUTH_CACHE_TTL_MS) };
+    const limits = { counts: new WindowCounts(db, processes, config.RATE_LIMIT_WINDOW_MS, { log: log.child({ area: 'limits' }) }), orgLimits: new OrgLimits(db, config.AUTH_CACHE_TTL_MS) };
     shutdown.add('request limit counts', () => limits.counts.stop());
     const accounts = new AccountService(db, changes);
     // Usage per org and month, checked against the plan quotas the operator sets (server/usage).
@@ -274,7 +274,7 @@ export async function createContext(config: Config, options: { log?: Logger; set
     const mailEvents = new MailEventLog(db, changes, log.child({ area: 'mail-events' }), (event) => mailWebhooks.dispatch(event));
     const domains = new MailDomains({ conn: db, config, secrets, logs, log: log.child({ area: 'mail-domains' }), dns: mailResolver(config), onEvent: (event) => mailWebhooks.dispatchDomainEvent(event) });
     // Sends per identity and org per MAIL_SEND_LIMIT_WINDOW_MS, counted across processes as request limits are.
-    const sendLimits = new MailSendLimits(new WindowCounts(db, processes, config.MAIL_SEND_LIMIT_WINDOW_MS), { perIdentity: config.MAIL_SEND_LIMIT_PER_IDENTITY, perOrg: config.MAIL_SEND_LIMIT_PER_ORG });
+    const sendLimits = new MailSendLimits(new WindowCounts(db, processes, config.MAIL_SEND_LIMIT_WINDOW_MS, { log: log.child({ area: 'mail-send-limits' }) }), { perIdentity: config.MAIL_SEND_LIMIT_PER_IDENTITY, perOrg: config.MAIL_SEND_LIMIT_PER_ORG });
     shutdown.add('mail send limit counts', () => sendLimits.stop());
     const mail = new MailService(db, config, identities, logs, jobs, new PageCache<MessagePage>(MESSAGE_PAGE_CACHE), log.child({ area: 'mail' }), mailEvents, domains, sendLimits, meter, events);
     const ctx: AppContext = {

@@ -11,7 +11,7 @@ const HOUR = 3_600_000;
 /** `live` processes counting one window of an hour (no test crosses its end but by a rare chance), never syncing by themselves. */
 const processes = (live: number) => connections().slice(0, live).map((conn, i) => new WindowCounts(conn, {
   id: `process-${i}`, liveCount: () => live, liveIds: async () => new Set(Array.from({ length: live }, (_, j) => `process-${j}`)),
-}, HOUR, HOUR));
+}, HOUR, { syncEveryMs: HOUR }));
 const twoProcesses = () => processes(2) as [WindowCounts, WindowCounts];
 const ok = async (take: ReturnType<WindowCounts['take']>) => (await take).ok;
 const countsOf = async (bucket: string) => connections()[0]!.collection('rate_limit_counts').find({ bucket }).toArray();
@@ -61,6 +61,20 @@ it('before its first exact count, a process waits for every other live process t
   // c counts exactly from now on: the window is full.
   expect(await ok(c.take(bucket, 40))).toBe(false);
   await Promise.all([a, b, c].map((p) => p.stop()));
+});
+
+it('a process counted live that never closes the bucket (it died a moment ago) holds the first exact count 2 s at most, and the log names it', async () => {
+  const warned: Array<{ notClosed: string[] }> = [];
+  const [conn] = connections();
+  const a = new WindowCounts(conn!, { id: 'process-0', liveCount: () => 2, liveIds: async () => new Set(['process-0', 'gone']) }, HOUR,
+    { syncEveryMs: HOUR, log: { warn: (fields: { notClosed: string[] }) => { warned.push(fields); } } as never });
+  const bucket = `key:${Math.random()}`;
+  let admitted = 0;
+  for (let i = 0; i < 12; i++) if (await ok(a.take(bucket, 40))) admitted++;
+  expect(admitted).toBe(12);
+  // Waited once for the bucket and window, not at every exact count.
+  expect(warned).toEqual([expect.objectContaining({ notClosed: ['gone'] })]);
+  await a.stop();
 });
 
 it('eight requests in flight at once across two processes: a burst of 120 is admitted 40 times, give or take those in flight', async () => {

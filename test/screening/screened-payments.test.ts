@@ -1,8 +1,8 @@
 /**
  * Sanctions screening as an operator turns it on (SCREENING_LIST_FILE, SANCTIONS_ORACLE_ADDRESS,
  * SCREENING_PROVIDER_URL) and as buyers meet it through the official clients: a payer or a payTo that a
- * source lists is refused with `sanctioned_address` on exact (EIP-3009 and Permit2), upto, auth-capture,
- * a channel deposit and a refund to a payer listed after it paid; nothing is claimed and nothing moves
+ * source lists is refused with `sanctioned_address` on exact (EIP-3009 and Permit2), upto, auth-capture (at
+ * the authorization, and again at the capture for a payer listed meanwhile), a channel deposit and a refund to a payer listed after it paid; nothing is claimed and nothing moves
  * on chain; the refusal is in the org's activity log and the metrics, naming the source. A provider that is down or slow refuses
  * (`screening_unavailable`, the default policy). Unlisted payments pass. The list is read again when
  * its file changes, without a restart.
@@ -28,7 +28,7 @@ import { PUBLIC_SANCTIONS_ORACLE_ADDRESS } from '../../server/screening/oracle-s
 import { fundedBuyer, permit2ApprovedBuyer, testChain, usdcBalance } from '../support/chain.js';
 import { officialChannelClient } from '../support/official-channel-client.js';
 import { createMandate, fundedAgent, pay } from '../buyer/support.js';
-import { fundedOperator } from '../support/auth-capture.js';
+import { authCaptureOperator, fundedOperator, heldPayment } from '../support/auth-capture.js';
 import { screeningRefusalLogged } from './refusal-log.js';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { paidApp, serve, setUpSeller, type RunningApp } from '../interop/seller.js';
@@ -212,6 +212,29 @@ it('auth-capture: a listed payer\'s authorization is refused; nothing is held in
   expect(await usdcBalance(buyers.escrow.address)).toBe(before);
   expect(await paymentsOf(buyers.escrow.address)).toEqual([]);
   expect(await refusalLogged(buyers.escrow.address)).toMatchObject({ metadata: { source: 'list', detail: 'SDN test entry', scheme: 'auth-capture' } });
+});
+
+it('auth-capture: a payer listed after the authorization was held is screened again at the capture, which is refused; nothing is captured, and the hold can still be released to the buyer', async () => {
+  const operator = await authCaptureOperator(server);
+  const buyer = await fundedBuyer('1');
+  const { id } = await heldPayment(server, seller, { amount: 250_000n, operator, buyer });
+  const held = await usdcBalance(buyer.address);
+  appendFileSync(listFile, `${buyer.address}\n`);
+  try {
+    await new Promise((r) => setTimeout(r, 600));
+    const payToBefore = await usdcBalance(seller.payTo);
+    const refused = await server.request('POST', `/v0/payments/holds/${id}/capture`, { key: seller.sellerKey, body: {} });
+    expect(refused.body).toMatchObject({ error: 'sanctioned_address', status: 402, message: expect.stringContaining('the hold stays') });
+    expect(await usdcBalance(seller.payTo)).toBe(payToBefore);
+    expect(await refusalLogged(buyer.address)).toMatchObject({ metadata: { source: 'list', role: 'payer', scheme: 'auth-capture' } });
+  } finally {
+    writeFileSync(listFile, `${buyers.listed.address}\n${buyers.escrow.address} SDN test entry\n`);
+    await new Promise((r) => setTimeout(r, 600));
+  }
+  // Still held: the seller releases it, and the escrow gives the buyer back what it held.
+  const released = await server.request('POST', `/v0/payments/holds/${id}/release`, { key: seller.sellerKey, body: {} });
+  expect(released.status).toBe(200);
+  expect(await usdcBalance(buyer.address)).toBe(held + 250_000n);
 });
 
 it('batch-settlement: a channel deposit from a payer the oracle lists is refused; no deposit reaches the chain', async () => {

@@ -6,19 +6,24 @@ import { DEV_USDC_NAME, DEV_USDC_VERSION } from '../../server/dev/chain/dev-chai
 import { fundedBuyer, sendUsdc, testChain } from './chain.js';
 import type { TestServer } from './server.js';
 
-/** The backend's auth-capture operator (GET /v0/x402/supported), funded with `usdc` for refunds. */
+/** The backend's auth-capture operator, as GET /v0/x402/supported names it. */
+export async function authCaptureOperator(server: TestServer): Promise<Address> {
+  return (await server.request('GET', '/v0/x402/supported')).body.kinds.find((k: any) => k.scheme === 'auth-capture').extra.captureAuthorizer as Address;
+}
+
+/** The backend's auth-capture operator, funded with `usdc` for refunds. */
 export async function fundedOperator(server: TestServer, usdc = '10'): Promise<Address> {
-  const operator = (await server.request('GET', '/v0/x402/supported')).body.kinds.find((k: any) => k.scheme === 'auth-capture').extra.captureAuthorizer as Address;
+  const operator = await authCaptureOperator(server);
   await sendUsdc(operator, parseUnits(usdc, 6));
   return operator;
 }
 
 /**
  * A payment the official auth-capture client signed, authorized through the facilitator's /settle for
- * `seller`'s payTo and `resource`, then captured through its hold: a captured (refundable) payment.
+ * `seller`'s payTo and `resource`: held in the escrow, not captured yet. `buyer`: a fresh funded one if not given.
  */
-export async function capturedPayment(server: TestServer, seller: { sellerKey: string; payTo: Address }, options: { amount?: bigint; resource?: string; operator: Address }): Promise<{ id: string; buyer: PrivateKeyAccount }> {
-  const buyer = await fundedBuyer('5');
+export async function heldPayment(server: TestServer, seller: { sellerKey: string; payTo: Address }, options: { amount?: bigint; resource?: string; operator: Address; buyer?: PrivateKeyAccount }): Promise<{ id: string; buyer: PrivateKeyAccount }> {
+  const buyer = options.buyer ?? await fundedBuyer('5');
   const now = Math.floor(Date.now() / 1000);
   const reqs = {
     scheme: 'auth-capture', network: 'eip155:84532', amount: String(options.amount ?? 1_000_000n), asset: testChain().usdc, payTo: seller.payTo, maxTimeoutSeconds: 120,
@@ -27,8 +32,13 @@ export async function capturedPayment(server: TestServer, seller: { sellerKey: s
   const { payload } = await new AuthCaptureEvmScheme(buyer).createPaymentPayload(2, reqs as never);
   const settled = await server.request('POST', '/v0/x402/settle', { key: seller.sellerKey, body: { x402Version: 2, paymentPayload: { x402Version: 2, resource: { url: options.resource ?? 'https://shop.example/escrowed' }, accepted: reqs, payload }, paymentRequirements: reqs } });
   if (!settled.body?.success) throw new Error(`authorize: ${settled.status} ${settled.text}`);
-  const id = settled.body.extensions.authCapture.paymentId as string;
-  const captured = await server.request('POST', `/v0/payments/holds/${id}/capture`, { key: seller.sellerKey, body: {} });
+  return { id: settled.body.extensions.authCapture.paymentId as string, buyer };
+}
+
+/** A payment held as `heldPayment` holds it, then captured through its hold: a captured (refundable) payment. */
+export async function capturedPayment(server: TestServer, seller: { sellerKey: string; payTo: Address }, options: { amount?: bigint; resource?: string; operator: Address }): Promise<{ id: string; buyer: PrivateKeyAccount }> {
+  const held = await heldPayment(server, seller, options);
+  const captured = await server.request('POST', `/v0/payments/holds/${held.id}/capture`, { key: seller.sellerKey, body: {} });
   if (captured.status !== 200) throw new Error(`capture: ${captured.status} ${captured.text}`);
-  return { id, buyer };
+  return held;
 }

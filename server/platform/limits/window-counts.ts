@@ -1,4 +1,5 @@
 import { Schema, type Connection, type Model } from 'mongoose';
+import type { Logger } from '../logger.js';
 
 /**
  * One process's count of one bucket (a key, an org, a client address) in one window. Only the process
@@ -90,8 +91,13 @@ export class WindowCounts {
   private syncing: Promise<void> = Promise.resolve();
   private stopped = false;
   private lastSweep = Date.now();
+  private readonly syncEveryMs: number;
+  private readonly log: Pick<Logger, 'warn'> | undefined;
 
-  constructor(conn: Connection, private readonly processes: CountingProcesses, private readonly windowMs: number, private readonly syncEveryMs = 250) {
+  /** `syncEveryMs`: how often the counts are exchanged (250 ms); `log`: where a wait for the others' closing that ran out is told. */
+  constructor(conn: Connection, private readonly processes: CountingProcesses, private readonly windowMs: number, options: { syncEveryMs?: number; log?: Pick<Logger, 'warn'> } = {}) {
+    this.syncEveryMs = options.syncEveryMs ?? 250;
+    this.log = options.log;
     this.model = conn.models.WindowCount ?? conn.model<CountDoc>('WindowCount', schema, 'rate_limit_counts');
     // Synced even while this process counts nothing: another process waits for it to close a bucket.
     this.scheduleSync();
@@ -157,17 +163,24 @@ export class WindowCounts {
 
   /** Until every other live process has closed `entry`'s bucket, looked for every CLOSED_POLL_MS, for CLOSED_WAIT_MS at most. */
   private async othersClose(entry: Entry): Promise<void> {
-    const deadline = Date.now() + CLOSED_WAIT_MS;
-    while (!(await this.closedByAll(entry).catch(() => false)) && Date.now() < deadline) {
+    const started = Date.now();
+    for (;;) {
+      const open = await this.notClosed(entry).catch((err: Error) => [`(unread: ${err.message})`]);
+      if (open.length === 0) return;
+      if (Date.now() - started >= CLOSED_WAIT_MS) {
+        // Counted exactly all the same: what these processes admitted unseen may go past the limit.
+        this.log?.warn({ bucket: entry.bucket, waitedMs: Date.now() - started, notClosed: open }, 'limit counted exactly before every live process closed it');
+        return;
+      }
       await new Promise((resolve) => setTimeout(resolve, CLOSED_POLL_MS));
     }
   }
 
-  /** Whether every other live process has closed `entry`'s bucket; their counts taken on the way. */
-  private async closedByAll(entry: Entry): Promise<boolean> {
+  /** The other live processes that have not closed `entry`'s bucket; their counts taken on the way. */
+  private async notClosed(entry: Entry): Promise<string[]> {
     const [live, docs] = await Promise.all([this.processes.liveIds(), this.countsOf(entry)]);
     const closed = new Set(docs.filter((d) => d.closed).map((d) => d.process));
-    return [...live].every((id) => id === this.processes.id || closed.has(id));
+    return [...live].filter((id) => id !== this.processes.id && !closed.has(id));
   }
 
   /**

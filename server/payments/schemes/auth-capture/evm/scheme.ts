@@ -172,15 +172,20 @@ export class AuthCaptureScheme implements PaymentScheme {
     return charge;
   }
 
+  /**
+   * Before holds.ts decides the capture: an operator that can send, and the parties screened again (they may
+   * have been listed since the authorization was held). A refusal leaves the hold as it was, for the seller
+   * to release: screened after the decision, a listed party's capture was refused with the hold decided
+   * "capture" all the same, which no release could undo (409).
+   */
   async ensureCanSettle(payment: PaymentDoc): Promise<void> {
     await this.path.ensureCanSendFrom(getAddress(payment.escrow!.paymentInfo.operator), 'redeem');
+    const screened = await this.path.screen(payment, 'redeem');
+    if (screened) throw new AppError(402, screened.refused.reason, `${screened.refused.message}; the hold stays, for the seller to release`);
   }
 
-  /** The capture (holds.ts decided it): the escrow's capture, recorded as the payment's settlement. */
+  /** The capture (holds.ts decided it, after ensureCanSettle): the escrow's capture, recorded as the payment's settlement. */
   async captureHold(payment: PaymentDoc, charge: bigint | undefined): Promise<SettlementResult> {
-    // Screened again: the parties may have been listed since the authorization was held; nothing is captured then.
-    const screened = await this.path.screen(payment, 'redeem');
-    if (screened) return screened.refused;
     const amount = charge ?? BigInt(payment.maxAmountUsdcRaw ?? payment.amountUsdcRaw);
     // What is captured is on the record before anything is sent (reconciliation captures what it says).
     if (amount.toString() !== payment.amountUsdcRaw) await this.path.records.payments.updateOne({ _id: payment._id, status: 'held' }, { $set: { amountUsdcRaw: amount.toString() } });
