@@ -77,7 +77,7 @@ interface Entry {
  * admitted 50 for a limit of 40 (fresh-clone CI, Node 24). With it, of any two admissions in two processes,
  * the later one's read sees the earlier one's write unless the two were in flight together: the deployment
  * admits the limit, give or take the requests in flight at once (never fewer: only admitted requests are
- * counted). The wait costs a bucket's first exact request in each process at most one sync of the others
+ * counted). The wait costs a bucket's first exact request in each process about one sync of the others
  * (and never more than CLOSED_WAIT_MS: a process that died is counted live for a few seconds).
  *
  * A window is fixed (it starts at a multiple of its length): a client may spend its limit at the end of one
