@@ -137,15 +137,33 @@ export class BatchSettlementFacilitator {
     return done?.status === 'succeeded' ? done.answer : undefined;
   }
 
+  /**
+   * The answer of the same deposit sent by a request that got there first, once it has one (waited for up
+   * to the settlement timeout while it is being sent); undefined if there is none or it did not succeed.
+   */
+  private async answeredOnceSent(key: string): Promise<ActionAnswer | undefined> {
+    const deadline = Date.now() + this.deps.settlementTimeoutMs;
+    let action = await this.deps.actions().findById(key).lean();
+    while (action?.status === 'sending' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      action = await this.deps.actions().findById(key).lean();
+    }
+    return action?.status === 'succeeded' ? action.answer : undefined;
+  }
+
   /** Sends a deposit once (a deposit presented again answers the first one's outcome): /settle's, and the first paid call's of a channel (voucher-book.ts). */
   async deposit(seller: SellerAccountDoc, payload: DepositPayload, requirements: BatchSettlementRequirements, network: string): Promise<FacilitatorAnswer> {
     const chain = this.deps.chain();
     const payer = getAddress(payload.channelConfig.payer);
     const authorization = depositAuthorization(payload, requirements);
-    const earlier = authorization && await this.answered(`deposit:${depositKey(chain.chainId, payer, authorization)}`);
+    const key = authorization && `deposit:${depositKey(chain.chainId, payer, authorization)}`;
+    const earlier = key && await this.answered(key);
     if (earlier) return { body: earlier };
     const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
-    if (!verdict.ok) return { body: settleRefusal(network, verdict) };
+    // Presented twice at once, the other request may have sent this deposit since this one looked above: the
+    // chain then refuses its used authorization here, and that request's answer is this one's too (a CI run
+    // answered the second of two concurrent settles success: false).
+    if (!verdict.ok) return { body: (key && await this.answeredOnceSent(key)) || settleRefusal(network, verdict) };
     // Nothing is recorded or sent for a listed payer or receiver.
     const screened = await this.deps.screen(payer, payload.channelConfig.receiver, seller._id);
     if (screened) return { body: settleRefusal(network, screened) };
