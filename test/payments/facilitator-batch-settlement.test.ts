@@ -228,6 +228,8 @@ const requirementsFor = (payTo: Address): PaymentRequirements => ({
   extra: { receiverAuthorizer, withdrawDelay: 900, name: DEV_USDC_NAME, version: '2' },
 });
 const envelope = (payload: Record<string, unknown>, requirements: PaymentRequirements): PaymentPayload => ({ x402Version: 2, accepted: requirements, payload } as PaymentPayload);
+/** A /settle answer's outcome, its errorReason and errorMessage picked out: toMatchObject's diff leaves out the keys it was not asked for. */
+const outcome = (body: Record<string, unknown>) => ({ success: body.success, transaction: body.transaction, errorReason: body.errorReason, errorMessage: body.errorMessage });
 
 async function voucher(signer: PrivateKeyAccount, channelId: Hex, max: bigint) {
   return { channelId, maxClaimableAmount: max.toString(), signature: await signer.signTypedData(voucherTypedData(channelId, max, 84532) as never) };
@@ -325,6 +327,33 @@ describe('/settle sends each action once', () => {
     expect(claimed).toHaveLength(1);
   });
 
+  it.each(['deposit', 'refund'] as const)('a %s asked again while the first request is still recording it: the chain already shows it, and the second answers the first\'s outcome, not a refusal', async (kind) => {
+    const buyer = await fundedBuyer('5');
+    const req = requirementsFor(seller.payTo);
+    let payload: PaymentPayload;
+    if (kind === 'deposit') {
+      const signer = toClientEvmSigner(buyer, testChain().publicClient as never);
+      const config = new ChannelClientScheme(signer).buildChannelConfig(req);
+      payload = envelope((await createBatchSettlementEIP3009DepositPayload(signer, 2, req, config, '50000', PRICE.toString())).payload as Record<string, unknown>, req);
+    } else {
+      const channel = await openChannel(buyer);
+      const { balance } = await channelState(channel.channelId);
+      payload = envelope({ type: 'refund', channelConfig: channel.config, voucher: await voucher(buyer, channel.channelId, PRICE), amount: balance.toString(), refundNonce: '0', claims: [] }, req);
+    }
+    const first = await post('settle', seller.sellerKey, payload, req);
+    expect(first.body).toMatchObject({ success: true });
+    // The first request as the second meets it: sent (the chain shows its deposit or refund), its outcome
+    // not recorded yet. It records it a second later.
+    const actions = server.app.db.collection('channel_actions');
+    const record = await actions.findOne({ kind, txHash: first.body.transaction });
+    await actions.updateOne({ _id: record!._id }, { $set: { status: 'sending' }, $unset: { answer: '' } });
+    const recorded = new Promise((resolve) => setTimeout(resolve, 1_000)).then(() => actions.updateOne({ _id: record!._id }, { $set: { status: 'succeeded', answer: record!.answer } }));
+    const second = await post('settle', seller.sellerKey, payload, req);
+    await recorded;
+    // Without waiting for the first, the second answered from the chain: an authorization used, or nothing to refund.
+    expect(outcome(second.body)).toEqual({ success: true, transaction: first.body.transaction, errorReason: undefined, errorMessage: undefined });
+  });
+
   it('nothing is signed or sent for a channel paying another seller: claims, refunds and settles of it are refused', async () => {
     const buyer = await fundedBuyer('5');
     const channel = await openChannel(buyer, 2);
@@ -375,9 +404,7 @@ describe('deposits through /verify and /settle', () => {
     const verified = await post('verify', seller.sellerKey, payload, req);
     expect(verified.body).toEqual({ isValid: true, payer: buyer.address, extra: { channelId, balance: '0', totalClaimed: '0', withdrawRequestedAt: 0, refundNonce: '0' } });
     const [a, b] = await Promise.all([post('settle', seller.sellerKey, payload, req), post('settle', seller.sellerKey, payload, req)]);
-    // Both answers in one assertion: a failure shows the one that lost, with its errorReason and errorMessage
-    // (picked out: toMatchObject's diff leaves out the keys it was not asked for).
-    const outcome = (body: Record<string, unknown>) => ({ success: body.success, transaction: body.transaction, errorReason: body.errorReason, errorMessage: body.errorMessage });
+    // Both answers in one assertion: a failure shows the one that lost, with its errorReason and errorMessage.
     expect({ a: a.body, b: outcome(b.body) }).toMatchObject({
       a: { success: true, payer: buyer.address, amount: '50000', network: NETWORK, extra: { channelState: { channelId, balance: '50000', totalClaimed: '0' } } },
       b: { success: true, transaction: a.body.transaction, errorReason: undefined, errorMessage: undefined },

@@ -242,7 +242,9 @@ export class WindowCounts {
     const window = Math.floor(Date.now() / this.windowMs);
     for (const [key, entry] of this.entries) if (entry.window < window) this.entries.delete(key);
     await this.writeChanged();
-    const docs = await this.model.find({ window, process: { $ne: this.processes.id } }, { _id: 0, bucket: 1, count: 1, closed: 1, span: 1 }).lean();
+    // A process counting nothing in this window needs only the buckets it must close, not every count.
+    const counting = [...this.entries.values()].some((e) => e.window === window);
+    const docs = await this.model.find({ window, process: { $ne: this.processes.id }, ...(counting ? {} : { closed: true }) }, { _id: 0, bucket: 1, count: 1, closed: 1, span: 1 }).lean();
     const others = new Map<string, number>();
     for (const d of docs) others.set(d.bucket, (others.get(d.bucket) ?? 0) + d.count);
     // Another process waits for this one to close what it has closed (request limits and mail sends share

@@ -131,24 +131,28 @@ export class BatchSettlementFacilitator {
     return finished;
   }
 
-  /** The answer an action already gave, if it succeeded (a retry of a deposit whose authorization is now used). */
-  private async answered(key: string): Promise<ActionAnswer | undefined> {
-    const done = await this.deps.actions().findById(key).lean();
-    return done?.status === 'succeeded' ? done.answer : undefined;
-  }
-
   /**
-   * The answer of the same deposit sent by a request that got there first, once it has one (waited for up
-   * to the settlement timeout while it is being sent); undefined if there is none or it did not succeed.
+   * The answer an action already gave, if it succeeded (a retry of a deposit whose authorization is now
+   * used). `waitMs`: how long to wait for one still being sent.
    */
-  private async answeredOnceSent(key: string): Promise<ActionAnswer | undefined> {
-    const deadline = Date.now() + this.deps.settlementTimeoutMs;
+  private async answered(key: string, waitMs = 0): Promise<ActionAnswer | undefined> {
+    const deadline = Date.now() + waitMs;
     let action = await this.deps.actions().findById(key).lean();
     while (action?.status === 'sending' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 100));
       action = await this.deps.actions().findById(key).lean();
     }
     return action?.status === 'succeeded' ? action.answer : undefined;
+  }
+
+  /**
+   * A refusal that the chain's state made: unless the same action, presented twice at once, was sent by the
+   * other request since this one looked for an earlier answer. The chain then shows what that one did (a
+   * used authorization, an emptied channel), and its answer is this one's too: a CI run answered the second of
+   * two concurrent deposits success: false.
+   */
+  private async refusedUnlessAnswered(key: string | undefined, network: string, refusal: Refusal): Promise<FacilitatorAnswer> {
+    return { body: (key && await this.answered(key, this.deps.settlementTimeoutMs)) || settleRefusal(network, refusal) };
   }
 
   /** Sends a deposit once (a deposit presented again answers the first one's outcome): /settle's, and the first paid call's of a channel (voucher-book.ts). */
@@ -160,10 +164,7 @@ export class BatchSettlementFacilitator {
     const earlier = key && await this.answered(key);
     if (earlier) return { body: earlier };
     const verdict = await verifyDeposit(chain, payload, requirements, Math.floor(Date.now() / 1000));
-    // Presented twice at once, the other request may have sent this deposit since this one looked above: the
-    // chain then refuses its used authorization here, and that request's answer is this one's too (a CI run
-    // answered the second of two concurrent settles success: false).
-    if (!verdict.ok) return { body: (key && await this.answeredOnceSent(key)) || settleRefusal(network, verdict) };
+    if (!verdict.ok) return this.refusedUnlessAnswered(key, network, verdict);
     // Nothing is recorded or sent for a listed payer or receiver.
     const screened = await this.deps.screen(payer, payload.channelConfig.receiver, seller._id);
     if (screened) return { body: settleRefusal(network, screened) };
@@ -245,7 +246,7 @@ export class BatchSettlementFacilitator {
     const state = await readChannelState(chain.publicClient, channelId);
     const claimedAfter = claims.reduce((max, c) => (channelIdOf(c.voucher.channel, chain.chainId).toLowerCase() === channelId.toLowerCase() && c.totalClaimed > max ? c.totalClaimed : max), state.totalClaimed);
     if (payload.amount === 0n) return { body: settleRefusal(network, { reason: R.refundPayload, message: 'a refund must be of more than 0', payer }) };
-    if (claimedAfter >= state.balance) return { body: settleRefusal(network, { reason: R.refundNoBalance, message: 'Nothing to refund', payer }) };
+    if (claimedAfter >= state.balance) return this.refusedUnlessAnswered(key, network, { reason: R.refundNoBalance, message: 'Nothing to refund', payer });
     let refundSignature = payload.refundAuthorizerSignature;
     if (!refundSignature) {
       const ours = await this.deps.authorizer.address();
