@@ -166,13 +166,26 @@ async function main() {
     // What the year leaves on disk, per million payments (each payment has its receipt and a delivery).
     const storage = async (name: string) => {
       const stats = await db.db!.command({ collStats: name }) as { count: number; size: number; storageSize?: number; totalIndexSize?: number };
+      if (stats.count === 0) return `${name}: empty`;
       const perMillion = (bytes = 0) => `${((bytes / Math.max(1, stats.count)) * 1e6 / 2 ** 30).toFixed(2)} GiB`;
       return `${name}: ${stats.count.toLocaleString('en-US')} documents, ${perMillion(stats.size)} of data and ${perMillion(stats.storageSize)} stored per million (indexes ${perMillion(stats.totalIndexSize)})`;
     };
     for (const name of ['payments', 'webhook_deliveries', 'jobs']) log(`  ${await storage(name)}`);
-    // The year's given-up jobs as its job retention (JOB_RETENTION_DAYS) left them: its hourly round, once.
-    const removed = await server.app.jobs.removeGivenUp();
-    log(`  job retention (${server.app.config.JOB_RETENTION_DAYS} days) removed ${removed.toLocaleString('en-US')} of the ${JOBS.toLocaleString('en-US')} given-up jobs; ${(JOBS - removed).toLocaleString('en-US')} stay`);
+    // The year's given-up jobs as the job queue's tidying round leaves them: out of the queue, and only the
+    // last JOB_RETENTION_DAYS of them kept. The first round after an upgrade does all of it at once.
+    const tidyStart = Date.now();
+    const jobs = db.db!.collection('jobs');
+    // Rounds until the queue holds no job that gave up: a round that finds its batch moved by the server's
+    // own round (running beside it) leaves the rest to that one, and the last minute's wait their minute.
+    let rounds = 0;
+    for (; ;) {
+      rounds++;
+      await server.app.jobs.tidyGivenUp();
+      if (await jobs.countDocuments({ nextRunAt: null, lockedAt: null }, { limit: 1 }) === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+    log(`  tidying the ${JOBS.toLocaleString('en-US')} given-up jobs (JOB_RETENTION_DAYS ${server.app.config.JOB_RETENTION_DAYS}) took ${((Date.now() - tidyStart) / 1000).toFixed(0)} s (${rounds} rounds here, beside the server's own)`);
+    for (const name of ['jobs', 'jobs_given_up']) log(`  ${await storage(name)}`);
 
     const year = await measure();
     log('');

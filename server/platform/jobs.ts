@@ -1,6 +1,7 @@
 import { Agenda, InMemoryNotificationChannel, type Job } from 'agenda';
 import { claimingMongoBackend } from './job-locking.js';
-import type { Db } from 'mongodb';
+import { writeErrorsOf } from './group-commit.js';
+import type { Collection, Db, Document, Filter } from 'mongodb';
 import type { Connection } from 'mongoose';
 import { outsideRequest, type Logger } from './logger.js';
 import type { ProcessRegistry } from './process-registry.js';
@@ -32,6 +33,8 @@ export interface JobOptions<T> {
 export type JobHandler<T> = (data: T, run: JobRun) => Promise<void>;
 
 export const JOBS_COLLECTION = 'jobs';
+/** Jobs that gave up, out of the queue: only operators read them, and only for JOB_RETENTION_DAYS. */
+export const GIVEN_UP_COLLECTION = 'jobs_given_up';
 
 /**
  * Background work on the same database (Agenda). Small on purpose: areas define a named handler with a
@@ -58,8 +61,11 @@ export interface JobQueue {
    * it succeeds and leaves it without one when it gives up: running, done and dead jobs do not count.
    */
   depth(): Promise<Map<string, number>>;
-  /** Deletes the jobs that gave up before the retention (what the hourly round does); returns how many. */
-  removeGivenUp(): Promise<number>;
+  /**
+   * Moves the jobs that gave up out of the queue into `jobs_given_up`, and deletes those older than the
+   * retention (what each process's round does every minute). Returns how many it moved and deleted.
+   */
+  tidyGivenUp(): Promise<{ moved: number; removed: number }>;
 }
 
 const DEFAULT_LOCK_LIFETIME_MS = 5 * 60_000;
@@ -70,8 +76,24 @@ const LIVE = { disabled: { $ne: true }, $or: [{ nextRunAt: { $ne: null } }, { lo
 /** How long a stopping process waits for its running jobs; what is still running then is taken over by others. */
 const DRAIN_MS = 3_000;
 
-/** How often each process removes the jobs that gave up longer ago than the retention (see removeGivenUp). */
-export const RETENTION_EVERY_MS = 3_600_000;
+/** How often each process moves the jobs that gave up out of the queue and trims them (see tidyGivenUp). */
+export const TIDY_EVERY_MS = 60_000;
+
+/** How often each process deletes the moved jobs older than the retention. */
+const TRIM_EVERY_MS = 3_600_000;
+
+/**
+ * A job is moved once it gave up this long ago. Agenda writes a job's end before it deletes a job that
+ * succeeded: for that moment a finished job looks like one that gave up, and must not be moved.
+ */
+const GAVE_UP_FOR_MS = 60_000;
+
+/**
+ * Documents per command of a move or a deletion. FerretDB 1.x cannot delete more than 65,535 documents in
+ * one command (`extended protocol limited to 65535 parameters`): one deleteMany of a backlog failed every
+ * round, and the collection grew for good.
+ */
+const TIDY_BATCH = 5_000;
 
 /**
  * `registry`: who is live. A job locked by a process that is not live any more (it crashed, or stopped
@@ -82,13 +104,14 @@ export function createJobQueue(conn: Connection, options: {
   registry: ProcessRegistry;
   log: Logger;
   /**
-   * How long a job that gave up stays in the collection (JOB_RETENTION_DAYS). Only operators read it: the
-   * delivery or the mail it was for records its own failure. Every poll of every worker reads the jobs
-   * collection, and on FerretDB a poll reads all of it, so a year of given-up jobs would slow every job.
+   * How long a job that gave up is kept (JOB_RETENTION_DAYS), in `jobs_given_up`. Only operators read it:
+   * the delivery or the mail it was for records its own failure.
    */
   retainGivenUpMs: number;
-  /** How often the removal runs (RETENTION_EVERY_MS; tests shorten it). */
-  retentionEveryMs?: number;
+  /** How often the tidying round runs (TIDY_EVERY_MS; tests shorten it). */
+  tidyEveryMs?: number;
+  /** Documents per command of the tidying round (TIDY_BATCH; tests shorten it). */
+  tidyBatch?: number;
 }): JobQueue {
   // mongoose pins its own copy of the driver; the Db is the same wire object to Agenda's copy.
   const db = conn.db as unknown as Db;
@@ -111,18 +134,60 @@ export function createJobQueue(conn: Connection, options: {
     // from ~processEvery to milliseconds). Other processes still find it by polling.
     notificationChannel: new InMemoryNotificationChannel(),
   });
-  let stopRetention: (() => Promise<void>) | undefined;
+  let stopTidying: (() => Promise<void>) | undefined;
+  const queue = () => db.collection(JOBS_COLLECTION);
+  const givenUp = () => db.collection(GIVEN_UP_COLLECTION);
+  let givenUpIndexed: Promise<unknown> | undefined;
+  let lastTrimAt = 0;
   /**
-   * Deletes the jobs that gave up (no next run, no lock) before the retention. A job that gave up is never
-   * run or written again (a retry enqueues a new job), so deleting it races with nobody. Every process runs
-   * this: the deletes are idempotent, and a round costs one read of a collection the retention keeps small.
+   * Moves the jobs that gave up (no next run, no lock) out of the queue, and deletes the moved ones older
+   * than the retention. Every poll of every worker and every `/metrics` scrape reads the queue, and on
+   * FerretDB a read that is not an equality reads all of it: a week of given-up jobs there slowed both.
+   * A job that gave up is never run or written again (a retry enqueues a new job), so the move races with
+   * nobody but another process moving it too: its copy is an insert that a duplicate `_id` turns into a
+   * no-op, and its deletion a delete by `_id`. A crash between the two leaves the job in both places, and
+   * the next round finishes the move. Deletions go one `_id` per statement: FerretDB evaluates
+   * `_id: {$in: [...]}` document by document, but serves an `_id` equality from its index.
    */
-  const removeGivenUp = async () => {
-    const { deletedCount } = await db.collection(JOBS_COLLECTION).deleteMany({
-      nextRunAt: null, lockedAt: null, lastFinishedAt: { $lt: new Date(Date.now() - options.retainGivenUpMs) },
-    });
-    if (deletedCount) options.log.info({ removed: deletedCount, retainedDays: options.retainGivenUpMs / 86_400_000 }, 'removed jobs that gave up before the retention');
-    return deletedCount;
+  const tidyGivenUp = async () => {
+    givenUpIndexed ??= givenUp().createIndex({ lastFinishedAt: 1 });
+    await givenUpIndexed;
+    const now = Date.now();
+    const keepFrom = new Date(now - options.retainGivenUpMs);
+    const result = await moveGivenUp(now, keepFrom);
+    // The trim reads what the retention kept (on FerretDB, all of it: a range is no index lookup there),
+    // so it runs hourly, not with every move.
+    if (now - lastTrimAt >= TRIM_EVERY_MS) {
+      lastTrimAt = now;
+      result.removed += await trimGivenUp(keepFrom);
+    }
+    if (result.moved || result.removed) options.log.info({ ...result, retainedDays: options.retainGivenUpMs / 86_400_000 }, 'moved jobs that gave up out of the queue; removed those past the retention');
+    return result;
+  };
+  const batchSize = options.tidyBatch ?? TIDY_BATCH;
+  /** Copies each job that gave up to `jobs_given_up` (unless past the retention already), then deletes it from the queue. */
+  const moveGivenUp = async (now: number, keepFrom: Date) => {
+    let moved = 0;
+    let removed = 0;
+    for (;;) {
+      const batch = await queue().find({ nextRunAt: null, lockedAt: null, lastFinishedAt: { $lt: new Date(now - GAVE_UP_FOR_MS) } }).limit(batchSize).toArray();
+      const kept = batch.filter((job) => job.lastFinishedAt >= keepFrom);
+      if (kept.length > 0) await insertIgnoringDuplicates(givenUp(), kept);
+      const deleted = await deleteByIds(queue(), batch.map((job) => job._id), { nextRunAt: null, lockedAt: null });
+      moved += kept.length;
+      removed += batch.length - kept.length;
+      // A batch another process moved at the same time deletes nothing here: it is gone either way.
+      if (batch.length < batchSize || deleted === 0) return { moved, removed };
+    }
+  };
+  const trimGivenUp = async (keepFrom: Date) => {
+    let removed = 0;
+    for (;;) {
+      const batch = await givenUp().find({ lastFinishedAt: { $lt: keepFrom } }, { projection: { _id: 1 } }).limit(batchSize).toArray();
+      const deleted = await deleteByIds(givenUp(), batch.map((job) => job._id));
+      removed += deleted;
+      if (batch.length < batchSize || deleted === 0) return removed;
+    }
   };
   // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
   // A poll that was under way when we stopped fails on the closed connection: expected at shutdown, not news.
@@ -179,18 +244,18 @@ export function createJobQueue(conn: Connection, options: {
       if (state !== 'idle') return;
       state = 'started';
       await agenda.start();
-      stopRetention = startRounds({
-        everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS, runNow: true, round: removeGivenUp,
-        // A stop does not wait for a delete under way (the first after an upgrade may be long): what it did
-        // not delete, the next round does.
+      stopTidying = startRounds({
+        everyMs: options.tidyEveryMs ?? TIDY_EVERY_MS, runNow: true, round: tidyGivenUp,
+        // A stop does not wait for a round under way (the first after an upgrade may be long): what it did
+        // not move or delete, the next round does.
         stopWaitMs: 0,
-        onError: (err) => options.log.warn({ err: err.message }, 'removing given-up jobs failed; the next round tries again'),
+        onError: (err) => options.log.warn({ err: err.message }, 'tidying given-up jobs failed; the next round tries again'),
       });
     },
     async stop() {
       if (state !== 'started') { state = 'stopped'; return; }
       state = 'stopped';
-      await stopRetention?.();
+      await stopTidying?.();
       // No new job starts from now on. Agenda's own drain is not waited for: it listens for each job's
       // 'complete' event, which Agenda emits before it removes the finished job, so the last job of a drain
       // always looked unfinished and every stop waited out the whole drain time. The handlers are waited for
@@ -202,10 +267,10 @@ export function createJobQueue(conn: Connection, options: {
         options.log.info({ running: [...inHand].map((j) => ({ name: j.name, runningMs: Date.now() - j.since })) }, 'stopping: jobs still running are left to other processes');
       }
     },
-    removeGivenUp,
+    tidyGivenUp,
     async depth() {
       const counts = new Map([...defined].map((name) => [name, 0]));
-      const rows = await db.collection('jobs').aggregate<{ _id: string; n: number }>([
+      const rows = await queue().aggregate<{ _id: string; n: number }>([
         { $match: { nextRunAt: { $ne: null }, disabled: { $ne: true } } },
         { $group: { _id: '$name', n: { $sum: 1 } } },
       ]).toArray();
@@ -213,4 +278,23 @@ export function createJobQueue(conn: Connection, options: {
       return counts;
     },
   };
+}
+
+/** An unordered insertMany in which a document already there (another process copied it first) is no error. */
+async function insertIgnoringDuplicates(collection: Collection, docs: Document[]): Promise<void> {
+  try {
+    await collection.insertMany(docs, { ordered: false });
+  } catch (err) {
+    // A failure of the command as a whole (no per-document errors) copied nothing: the caller must not
+    // delete the originals.
+    const errors = writeErrorsOf(err);
+    if (!errors || errors.some((e) => e.code !== 11000)) throw err;
+  }
+}
+
+/** Deletes these documents (and only if they still match `filter`) in one command of one statement each; returns how many. */
+async function deleteByIds(collection: Collection, ids: unknown[], filter: Document = {}): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await collection.bulkWrite(ids.map((_id) => ({ deleteOne: { filter: { _id, ...filter } as Filter<Document> } })), { ordered: false });
+  return result.deletedCount;
 }

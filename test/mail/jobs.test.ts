@@ -1,5 +1,5 @@
 import { createContext, type AppContext } from '../../server/context.js';
-import { createJobQueue, JOBS_COLLECTION, PermanentJobError, type JobQueue } from '../../server/platform/jobs.js';
+import { createJobQueue, GIVEN_UP_COLLECTION, JOBS_COLLECTION, PermanentJobError, type JobQueue } from '../../server/platform/jobs.js';
 import { PROCESS_REGISTRY_DEFAULTS, ProcessRegistry } from '../../server/platform/process-registry.js';
 import { testConfig } from '../support/server.js';
 import { eventually } from './mail-support.js';
@@ -9,7 +9,7 @@ const DAY_MS = 86_400_000;
 const queues: JobQueue[] = [];
 const registries: ProcessRegistry[] = [];
 /** A job queue as one process of the deployment has it: registered in the process registry (heartbeats every 100 ms, gone after 500 ms of silence). */
-const queue = async (registry = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 }), retention: { retainGivenUpMs: number; retentionEveryMs?: number } = { retainGivenUpMs: 7 * DAY_MS }) => {
+const queue = async (registry = new ProcessRegistry(app.db, undefined, { heartbeatMs: 100, ttlMs: 500, skewMs: 100 }), retention: { retainGivenUpMs: number; tidyEveryMs?: number; tidyBatch?: number } = { retainGivenUpMs: 7 * DAY_MS }) => {
   await registry.join('worker');
   registries.push(registry);
   const q = createJobQueue(app.db, { processEveryMs: 100, registry, log: app.log, ...retention });
@@ -50,22 +50,54 @@ describe('JobQueue (Agenda on the test database)', () => {
     expect(attempts).toEqual([1, 2, 3]);
   });
 
-  it('deletes the jobs that gave up before the retention, and no other job', async () => {
+  it('moves the jobs that gave up out of the queue, keeps them for the retention, and touches no other job', async () => {
     const jobs = app.db.collection(JOBS_COLLECTION);
+    const givenUp = app.db.collection(GIVEN_UP_COLLECTION);
     const ago = (ms: number) => new Date(Date.now() - ms);
     const job = (which: string, fields: Record<string, unknown>) => ({ name: 'test.kept', type: 'normal', priority: 0, data: { which }, nextRunAt: null, lockedAt: null, failCount: 3, failReason: 'gave up', ...fields });
     await jobs.insertMany([
       job('gave up 8 days ago', { lastFinishedAt: ago(8 * DAY_MS), failedAt: ago(8 * DAY_MS) }),
       job('gave up 6 days ago', { lastFinishedAt: ago(6 * DAY_MS), failedAt: ago(6 * DAY_MS) }),
+      job('gave up 2 s ago', { lastFinishedAt: ago(2_000), failedAt: ago(2_000) }),
       job('failed 8 days ago, waiting for its retry', { lastFinishedAt: ago(8 * DAY_MS), nextRunAt: new Date(Date.now() + DAY_MS), failCount: 1 }),
       job('running, last finished 8 days ago', { lastFinishedAt: ago(8 * DAY_MS), lockedAt: ago(1_000) }),
     ]);
-    const q = await queue(undefined, { retainGivenUpMs: 7 * DAY_MS, retentionEveryMs: 100 });
+    // Moved by an earlier round: one past the retention, one within it.
+    await givenUp.insertMany([
+      job('moved, gave up 9 days ago', { lastFinishedAt: ago(9 * DAY_MS), failedAt: ago(9 * DAY_MS) }),
+      job('moved, gave up 3 days ago', { lastFinishedAt: ago(3 * DAY_MS), failedAt: ago(3 * DAY_MS) }),
+    ]);
+    const q = await queue(undefined, { retainGivenUpMs: 7 * DAY_MS, tidyEveryMs: 100 });
     await q.start();
-    const left = async () => (await jobs.find({ name: 'test.kept' }).toArray()).map((j) => j.data.which).sort();
-    await eventually(async () => expect(await left()).toEqual(['failed 8 days ago, waiting for its retry', 'gave up 6 days ago', 'running, last finished 8 days ago']));
+    const names = async (collection: typeof jobs) => (await collection.find({ name: 'test.kept' }).toArray()).map((j) => j.data.which).sort();
+    await eventually(async () => expect(await names(givenUp)).toEqual(['gave up 6 days ago', 'moved, gave up 3 days ago']));
+    // A job that ended a moment ago may be one that succeeded, which Agenda is about to delete: it waits a minute.
+    expect(await names(jobs)).toEqual(['failed 8 days ago, waiting for its retry', 'gave up 2 s ago', 'running, last finished 8 days ago']);
+    const depth = await q.depth();
+    expect(depth.get('test.kept')).toBe(1);
     await q.stop();
     await jobs.deleteMany({ name: 'test.kept' });
+    await givenUp.deleteMany({ name: 'test.kept' });
+  });
+
+  it('moves a backlog larger than one command in batches, once, while two processes tidy at the same time', async () => {
+    const jobs = app.db.collection(JOBS_COLLECTION);
+    const givenUp = app.db.collection(GIVEN_UP_COLLECTION);
+    const at = (daysAgo: number) => new Date(Date.now() - daysAgo * DAY_MS);
+    // 250 within the retention and 150 past it, in batches of 40 per command.
+    await jobs.insertMany(Array.from({ length: 400 }, (_, i) => ({
+      name: 'test.backlog', type: 'normal', priority: 0, data: { i }, nextRunAt: null, lockedAt: null, failCount: 1, failReason: 'gave up',
+      lastFinishedAt: at(i < 250 ? 1 : 30), failedAt: at(i < 250 ? 1 : 30),
+    })));
+    const [a, b] = [await queue(undefined, { retainGivenUpMs: 7 * DAY_MS, tidyBatch: 40 }), await queue(undefined, { retainGivenUpMs: 7 * DAY_MS, tidyBatch: 40 })];
+    const [ra, rb] = await Promise.all([a.tidyGivenUp(), b.tidyGivenUp()]);
+    expect(await jobs.countDocuments({ name: 'test.backlog' })).toBe(0);
+    const moved = (await givenUp.find({ name: 'test.backlog' }).toArray()).map((j) => j.data.i as number).sort((x, y) => x - y);
+    expect(moved).toEqual(Array.from({ length: 250 }, (_, i) => i));
+    // Each process reports what it did; a job both copied counts for both, so the totals are at least the work.
+    expect(ra.moved + rb.moved).toBeGreaterThanOrEqual(250);
+    expect(ra.removed + rb.removed).toBeGreaterThanOrEqual(150);
+    await givenUp.deleteMany({ name: 'test.backlog' });
   });
 
   it('does not retry after a PermanentJobError', async () => {

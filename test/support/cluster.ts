@@ -602,12 +602,16 @@ export async function audit(input: {
     // stands (the queue's record and its claims), so a failure says whether the job was never made, never
     // claimed, claimed and lost, or is waiting a retry.
     for (const d of deliveries.filter((x) => x.status === 'pending').slice(0, 5)) {
-      const jobs = await db.collection('jobs').find({ 'data.deliveryId': d._id }).toArray();
+      // The queue's jobs, and those that gave up (moved out of the queue a minute after).
+      const jobs: Array<Record<string, any>> = [
+        ...await db.collection('jobs').find({ 'data.deliveryId': d._id }).toArray(),
+        ...(await db.collection('jobs_given_up').find({ 'data.deliveryId': d._id }).toArray()).map((j) => ({ ...j, givenUp: true })),
+      ];
       const claims = jobs.length ? await db.collection('jobs_claims').find({ jobId: { $in: jobs.map((j) => String(j._id)) } }).toArray() : [];
       const attemptClaims = await db.collection('webhook_attempt_claims').find({ _id: { $regex: `^${d._id}:` } } as never).toArray();
       const at = (v: unknown) => (v instanceof Date ? v.toISOString().slice(11, 23) : String(v ?? '-'));
       problems.push(`pending delivery ${d._id} (attempts ${d.attemptCount}, round ${d.round}, next ${at(d.nextAttemptAt)}, created ${at(d.createdAt)}): `
-        + (jobs.length ? jobs.map((j) => `job next ${at(j.nextRunAt)} locked ${at(j.lockedAt)} by ${j.lastModifiedBy ?? '-'} ran ${at(j.lastRunAt)} finished ${at(j.lastFinishedAt)} fails ${j.failCount ?? 0}${j.failReason ? ` (${String(j.failReason).slice(0, 80)})` : ''}`).join('; ') : 'no job')
+        + (jobs.length ? jobs.map((j) => `${'givenUp' in j ? 'given-up ' : ''}job next ${at(j.nextRunAt)} locked ${at(j.lockedAt)} by ${j.lastModifiedBy ?? '-'} ran ${at(j.lastRunAt)} finished ${at(j.lastFinishedAt)} fails ${j.failCount ?? 0}${j.failReason ? ` (${String(j.failReason).slice(0, 80)})` : ''}`).join('; ') : 'no job')
         + `; claims ${claims.map((c) => `${String(c._id).split(':').slice(1).join(':')} until ${at(c.expiresAt)}`).join(', ') || 'none'}`
         + `; attempt claims ${attemptClaims.map((c) => `${String(c._id).split(':').slice(1).join(':')} until ${at(c.expiresAt)}`).join(', ') || 'none'}`);
     }
