@@ -62,8 +62,8 @@ export interface JobQueue {
    */
   depth(): Promise<Map<string, number>>;
   /**
-   * Moves the jobs that gave up out of the queue into `jobs_given_up`, and deletes those older than the
-   * retention (what each process's round does every minute). Returns how many it moved and deleted.
+   * Moves the jobs that gave up out of the queue into `jobs_given_up` (what each process's round does
+   * every minute), and deletes those past the retention (at most hourly). Returns how many it moved and deleted.
    */
   tidyGivenUp(): Promise<{ moved: number; removed: number }>;
 }
