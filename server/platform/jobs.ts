@@ -176,8 +176,9 @@ export function createJobQueue(conn: Connection, options: {
       const deleted = await deleteByIds(queue(), batch.map((job) => job._id), { nextRunAt: null, lockedAt: null });
       moved += kept.length;
       removed += batch.length - kept.length;
-      // A batch another process moved at the same time deletes nothing here: it is gone either way.
-      if (batch.length < batchSize || deleted === 0) return { moved, removed };
+      // A batch another process moved at the same time deletes nothing here: it is gone either way. A
+      // stopping process leaves the rest of a backlog to the next round, wherever it runs.
+      if (batch.length < batchSize || deleted === 0 || state === 'stopped') return { moved, removed };
     }
   };
   const trimGivenUp = async (keepFrom: Date) => {
@@ -186,7 +187,7 @@ export function createJobQueue(conn: Connection, options: {
       const batch = await givenUp().find({ lastFinishedAt: { $lt: keepFrom } }, { projection: { _id: 1 } }).limit(batchSize).toArray();
       const deleted = await deleteByIds(givenUp(), batch.map((job) => job._id));
       removed += deleted;
-      if (batch.length < batchSize || deleted === 0) return removed;
+      if (batch.length < batchSize || deleted === 0 || state === 'stopped') return removed;
     }
   };
   // A failing job is recorded by its handler; Agenda's own error events would otherwise crash the process.
@@ -249,7 +250,10 @@ export function createJobQueue(conn: Connection, options: {
         // A stop does not wait for a round under way (the first after an upgrade may be long): what it did
         // not move or delete, the next round does.
         stopWaitMs: 0,
-        onError: (err) => options.log.warn({ err: err.message }, 'tidying given-up jobs failed; the next round tries again'),
+        onError: (err) => {
+          // A round cut short by this process's own stop (its connection closing) is no news.
+          if (state !== 'stopped') options.log.warn({ err: err.message }, 'tidying given-up jobs failed; the next round tries again');
+        },
       });
     },
     async stop() {
