@@ -1,3 +1,5 @@
+import type { Collection, Document, Filter } from 'mongodb';
+
 /**
  * The documents with these `_id`s, each looked up by its own equality query, a few at a time.
  *
@@ -14,6 +16,17 @@ export async function findByIds<Id, T>(ids: readonly Id[], lookup: (id: Id) => P
     for (const doc of docs) if (doc !== null) found.push(doc);
   }
   return found;
+}
+
+/**
+ * Deletes the documents with these `_id`s that still match `filter`, in one command of one statement per id
+ * (an `_id` equality each, for the reason above), and returns how many it deleted. FerretDB 1.x also cannot
+ * delete more than 65,535 documents in one statement: a caller with more passes them in batches.
+ */
+export async function deleteByIds(collection: Collection, ids: readonly unknown[], filter: Document = {}): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await collection.bulkWrite(ids.map((_id) => ({ deleteOne: { filter: { _id, ...filter } as Filter<Document> } })), { ordered: false });
+  return result.deletedCount;
 }
 
 /** Lookups on their way at once: enough to overlap round trips, few enough to leave the pool to requests. */

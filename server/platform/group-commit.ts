@@ -131,7 +131,7 @@ export async function updateGroupingFor(db: Db): Promise<Pick<GroupCommitOptions
  * bulk command (FerretDB with its PostgreSQL away, a step-down) as a MongoBulkWriteError with an empty
  * `writeErrors`: read as "no document failed", it would tell every caller its write landed.
  */
-export function writeErrorsOf(err: unknown): Array<{ index: number; code?: number; errmsg?: string }> | undefined {
+function writeErrorsOf(err: unknown): Array<{ index: number; code?: number; errmsg?: string }> | undefined {
   const writeErrors = (err as { writeErrors?: unknown }).writeErrors;
   if (!writeErrors || (Array.isArray(writeErrors) && writeErrors.length === 0)) return undefined;
   const list = Array.isArray(writeErrors) ? writeErrors : [writeErrors];

@@ -1,7 +1,8 @@
 import { Agenda, InMemoryNotificationChannel, type Job } from 'agenda';
 import { claimingMongoBackend } from './job-locking.js';
-import { writeErrorsOf } from './group-commit.js';
-import type { Collection, Db, Document, Filter } from 'mongodb';
+import { GroupedInserts } from './group-commit.js';
+import { deleteByIds } from './find-by-ids.js';
+import type { Db, Document } from 'mongodb';
 import type { Connection } from 'mongoose';
 import { outsideRequest, type Logger } from './logger.js';
 import type { ProcessRegistry } from './process-registry.js';
@@ -77,7 +78,7 @@ const LIVE = { disabled: { $ne: true }, $or: [{ nextRunAt: { $ne: null } }, { lo
 const DRAIN_MS = 3_000;
 
 /** How often each process moves the jobs that gave up out of the queue and trims them (see tidyGivenUp). */
-export const TIDY_EVERY_MS = 60_000;
+const TIDY_EVERY_MS = 60_000;
 
 /** How often each process deletes the moved jobs older than the retention. */
 const TRIM_EVERY_MS = 3_600_000;
@@ -145,9 +146,9 @@ export function createJobQueue(conn: Connection, options: {
    * FerretDB a read that is not an equality reads all of it: a week of given-up jobs there slowed both.
    * A job that gave up is never run or written again (a retry enqueues a new job), so the move races with
    * nobody but another process moving it too: its copy is an insert that a duplicate `_id` turns into a
-   * no-op, and its deletion a delete by `_id`. A crash between the two leaves the job in both places, and
-   * the next round finishes the move. Deletions go one `_id` per statement: FerretDB evaluates
-   * `_id: {$in: [...]}` document by document, but serves an `_id` equality from its index.
+   * no-op, and its deletion a delete by `_id` (deleteByIds: FerretDB answers an `_id` list by reading the
+   * whole collection). A crash between the two leaves the job in both places, and the next round finishes
+   * the move.
    */
   const tidyGivenUp = async () => {
     givenUpIndexed ??= givenUp().createIndex({ lastFinishedAt: 1 });
@@ -165,6 +166,9 @@ export function createJobQueue(conn: Connection, options: {
     return result;
   };
   const batchSize = options.tidyBatch ?? TIDY_BATCH;
+  // A copy another process made first is a duplicate, not an error; a command that failed as a whole
+  // rejects every copy, so the originals are then not deleted.
+  const copies = new GroupedInserts<Document>(givenUp, { maxBatch: batchSize });
   /** Copies each job that gave up to `jobs_given_up` (unless past the retention already), then deletes it from the queue. */
   const moveGivenUp = async (now: number, keepFrom: Date) => {
     let moved = 0;
@@ -172,7 +176,7 @@ export function createJobQueue(conn: Connection, options: {
     for (;;) {
       const batch = await queue().find({ nextRunAt: null, lockedAt: null, lastFinishedAt: { $lt: new Date(now - GAVE_UP_FOR_MS) } }).limit(batchSize).toArray();
       const kept = batch.filter((job) => job.lastFinishedAt >= keepFrom);
-      if (kept.length > 0) await insertIgnoringDuplicates(givenUp(), kept);
+      await Promise.all(kept.map((job) => copies.insert(job)));
       const deleted = await deleteByIds(queue(), batch.map((job) => job._id), { nextRunAt: null, lockedAt: null });
       moved += kept.length;
       removed += batch.length - kept.length;
@@ -282,23 +286,4 @@ export function createJobQueue(conn: Connection, options: {
       return counts;
     },
   };
-}
-
-/** An unordered insertMany in which a document already there (another process copied it first) is no error. */
-async function insertIgnoringDuplicates(collection: Collection, docs: Document[]): Promise<void> {
-  try {
-    await collection.insertMany(docs, { ordered: false });
-  } catch (err) {
-    // A failure of the command as a whole (no per-document errors) copied nothing: the caller must not
-    // delete the originals.
-    const errors = writeErrorsOf(err);
-    if (!errors || errors.some((e) => e.code !== 11000)) throw err;
-  }
-}
-
-/** Deletes these documents (and only if they still match `filter`) in one command of one statement each; returns how many. */
-async function deleteByIds(collection: Collection, ids: unknown[], filter: Document = {}): Promise<number> {
-  if (ids.length === 0) return 0;
-  const result = await collection.bulkWrite(ids.map((_id) => ({ deleteOne: { filter: { _id, ...filter } as Filter<Document> } })), { ordered: false });
-  return result.deletedCount;
 }
