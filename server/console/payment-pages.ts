@@ -7,7 +7,6 @@ import type { Logger } from '../platform/logger.js';
 import { parseInput } from '../platform/validate.js';
 import type { PaymentService } from '../payments/payment-service.js';
 import type { PaymentFilter } from '../payments/records.js';
-import { paymentTotals, settledVolume } from '../payments/payment-totals.js';
 import type { PaymentDoc } from '../payments/models.js';
 import type { DeliveryDoc } from '../webhooks/models.js';
 import type { WebhookService } from '../webhooks/webhook-service.js';
@@ -101,10 +100,9 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
     const chart = chartBuckets(query);
     // The totals read the records: this process's record updates first (records.ts).
     await deps.payments.records.recordsWritten();
-    const [payments, totals, buckets] = await Promise.all([
+    const [payments, { totals, volume: buckets }] = await Promise.all([
       deps.payments.records.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
-      paymentTotals(deps.payments.records.payments, orgId, filter),
-      settledVolume(deps.payments.records.payments, orgId, filter, chart.buckets),
+      deps.payments.totals.of(orgId, filter, chart.buckets),
     ]);
     const deliveries = await deps.webhooks.summaries(orgId, deliveryIds(payments));
     sendHtml(ctx, paymentsPage({

@@ -159,6 +159,11 @@ export interface PaymentDoc {
    */
   webhookUndispatched?: true;
   createdAt: Date;
+  /**
+   * The UTC hour of createdAt (`2026-12-01T14`), which pages and totals find the payment by (one equality
+   * each: platform/history-buckets.ts). Absent on payments written before it was: they are read the old way.
+   */
+  hour?: string;
   /** A held claim not captured by then is released (the buyer was not charged). */
   holdExpiresAt?: Date;
   submittedAt?: Date;
@@ -200,11 +205,14 @@ export const paymentSchema = new Schema<PaymentDoc>({
   webhook: Schema.Types.Mixed,
   webhookUndispatched: Boolean,
   createdAt: { type: Date, required: true },
+  hour: String,
   holdExpiresAt: Date,
   submittedAt: Date,
   settledAt: Date,
 }, { versionKey: false, minimize: false });
 paymentSchema.index({ orgId: 1, createdAt: -1, _id: -1 });
+// A seller's payments of one hour (pages, totals, the CSV export: records.ts), and its undated ones (hour: null).
+paymentSchema.index({ orgId: 1, hour: 1 });
 paymentSchema.index({ status: 1, createdAt: 1 });
 // The webhook outbox sweep (webhook-outbox.ts): only payments whose entry waits are in it.
 paymentSchema.index({ webhookUndispatched: 1, settledAt: 1 }, { sparse: true });

@@ -18,6 +18,7 @@ import { BazaarCatalog } from './bazaar.js';
 import { Endpoints } from './endpoints.js';
 import { EndpointRegistration } from './endpoint-registration.js';
 import { PaymentRecords } from './records.js';
+import { PaymentDayTotals } from './payment-totals.js';
 import { PaymentSettlement } from './payment-settlement.js';
 import { Redemption, type RedeemInput, type RedeemOutcome } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
@@ -112,6 +113,8 @@ export class PaymentService {
   readonly catalog: BazaarCatalog;
   readonly registration: EndpointRegistration;
   readonly records: PaymentRecords;
+  /** The totals and volume chart above the console's payments list, by day. */
+  readonly totals: PaymentDayTotals;
   readonly settlement: PaymentSettlement;
   readonly schemes: PaymentSchemes;
   readonly exact: ExactScheme;
@@ -156,6 +159,7 @@ export class PaymentService {
     this.catalog = new BazaarCatalog(conn);
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode, outboundPolicy(config), (scheme) => this.schemes.refusal(scheme));
     this.records = new PaymentRecords(conn, signer, logs, log, metrics, deps.updateGrouping ?? {}, (payment) => this.webhooks.settled(payment));
+    this.totals = new PaymentDayTotals(conn, this.records.payments, this.records.history);
     this.webhooks = new PaymentReceivedOutbox(conn, deliveries, this.records, this.endpoints, log);
     // Paid requests and settle times are counted per network.
     this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, chain ? metrics.forNetwork(chain.caip2) : metrics, screening);

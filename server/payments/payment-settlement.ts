@@ -18,6 +18,7 @@ import { OPEN, settledResultOf, type PaymentRecords } from './records.js';
 import type { Endpoints } from './endpoints.js';
 import type { SettlementResult } from './settlement.js';
 import { PaymentIdentifiers, type IdentifiedPayment } from './payment-identifier.js';
+import { hourOf } from '../platform/history-buckets.js';
 
 // The one path every scheme's payments take once verified: the claim that makes them at-most-once, the
 // payment-identifier that makes a retry answer the first result, the hand-over to the settlement desk
@@ -201,8 +202,11 @@ export class PaymentSettlement {
     // A database away for a moment is waited for (within the settlement timeout). An insert that failed
     // that way may have landed all the same: a duplicate then may be our own claim.
     let uncertain = false;
+    // Filed under its hour, listed before the record exists (records.ts reads pages hour by hour).
+    payment.hour = hourOf(payment.createdAt);
     const insert = async () => {
       try {
+        await this.records.noteHour(payment);
         return await this.claims.insert(payment);
       } catch (err) {
         if (isDatabaseUnavailable(err)) uncertain = true;

@@ -1,6 +1,8 @@
-import type { Model } from 'mongoose';
+import { Schema, type Connection, type Model } from 'mongoose';
+import { isDuplicateKey } from '../platform/errors.js';
+import { dayOf, type HistoryBuckets } from '../platform/history-buckets.js';
 import type { PaymentDoc } from './models.js';
-import { filterQuery, type PaymentFilter } from './records.js';
+import { dayRange, filterQuery, isSearch, OPEN, paymentsScope, type PaymentFilter } from './records.js';
 
 /** What an operator reads above a filtered payment list. Volume counts settled payments only: money that moved. */
 export interface PaymentTotals {
@@ -14,75 +16,156 @@ export interface PaymentTotals {
 
 export interface VolumeBucket { from: Date; until: Date; count: number; volumeAtomic: bigint }
 
-interface AmountGroup { _id: { status?: string; amount: string; network?: string }; n: number }
+/** Payments of one status, amount, network and endpoint, counted. */
+interface AmountGroup { status: string; amount: string; network: string; endpointId: string | null; n: number }
+
+/** A closed day's groups, written once none of its payments can change any more (DayTotals). */
+interface DayTotalsDoc { _id: string; orgId: string; day: string; groups: AmountGroup[] }
+
+const dayTotalsSchema = new Schema<DayTotalsDoc>({ _id: String, orgId: { type: String, required: true }, day: { type: String, required: true }, groups: { type: Schema.Types.Mixed, required: true } }, { versionKey: false });
+dayTotalsSchema.index({ orgId: 1 });
 
 /**
- * Totals computed by the database: one aggregation groups the matching payments by status and amount,
- * and the (few) groups are summed here. Amounts are stored as decimal strings of atomic units, and
- * FerretDB 1.x converts nothing ($toLong, $toDecimal, date operators: not implemented), so the sum of
- * count x amount is done in BigInt over the groups; there are as many groups as distinct prices, not
- * payments.
+ * A day is closed this long after its end: no payment is created in it any more (a claim is inserted
+ * within the settlement timeout of its verification, minutes at most).
  */
-export async function paymentTotals(payments: Model<PaymentDoc>, orgId: string, filter: PaymentFilter): Promise<PaymentTotals> {
-  const groups = await payments.aggregate<AmountGroup>([
-    { $match: { orgId, ...filterQuery(filter) } },
-    { $group: { _id: { status: '$status', amount: '$amountUsdcRaw', network: '$network' }, n: { $sum: 1 } } },
-  ]);
+const CLOSE_AFTER_MS = 15 * 60_000;
+const DAY_MS = 86_400_000;
+
+/** What the database groups payments by. */
+const GROUP_BY = { _id: { status: '$status', amount: '$amountUsdcRaw', network: '$network', endpointId: '$endpointId' }, n: { $sum: 1 } };
+
+/**
+ * The totals and the volume chart above a seller's payments list, in time that grows with the days shown,
+ * not with the payments stored.
+ *
+ * Each day's payments are counted by status, amount, network and endpoint (a few groups: as many as
+ * distinct prices). A day's groups are read live (one grouping per hour, each an equality:
+ * platform/history-buckets.ts) until the day is closed and none of its payments is open (`verified` or
+ * `held`: the only states a payment leaves); they are then written once, by unique insert, and read from
+ * there. A payment's later refund changes no group. Amounts are stored as decimal strings of atomic
+ * units, and FerretDB 1.x converts nothing ($toLong, $toDecimal: not implemented), so sums are BigInt
+ * over the groups.
+ *
+ * A search (one payment, transaction or payer) and undated payments (written before payments carried
+ * their hour) are counted the old way: one grouping over the seller's matching payments.
+ */
+export class PaymentDayTotals {
+  readonly days: Model<DayTotalsDoc>;
+
+  constructor(conn: Connection, private readonly payments: Model<PaymentDoc>, private readonly history: HistoryBuckets) {
+    this.days = conn.models.PaymentDayTotals ?? conn.model<DayTotalsDoc>('PaymentDayTotals', dayTotalsSchema, 'payment_day_totals');
+  }
+
+  /** The filter's totals, and the settled volume in each of `buckets` (time order, day-aligned). */
+  async of(orgId: string, filter: PaymentFilter, buckets: Array<{ from: Date; until: Date }>, now = new Date()): Promise<{ totals: PaymentTotals; volume: VolumeBucket[] }> {
+    const volume: VolumeBucket[] = buckets.map((b) => ({ ...b, count: 0, volumeAtomic: 0n }));
+    // A time range that is not whole days (the console's are) cannot be read from days' groups.
+    const wholeDays = [filter.from, filter.until].every((at) => !at || at.getTime() % DAY_MS === 0);
+    if (isSearch(filter) || !wholeDays) {
+      const groups = await this.grouped({ orgId, ...filterQuery(filter) });
+      await this.addSettledOldWay(orgId, filter, volume, {});
+      return { totals: totalsOf(groups), volume };
+    }
+    const matches = (g: AmountGroup) => (!filter.status || g.status === filter.status) && (!filter.network || g.network === filter.network) && (!filter.endpointId || g.endpointId === filter.endpointId);
+    const byDay = await this.groupsByDay(orgId, dayRange(filter), now);
+    const all: AmountGroup[] = [];
+    for (const [day, groups] of byDay.days) {
+      const shown = groups.filter(matches);
+      all.push(...shown);
+      const at = Date.parse(`${day}T00:00:00.000Z`);
+      const bucket = volume.find((b) => b.from.getTime() <= at && at < b.until.getTime());
+      if (!bucket) continue;
+      for (const g of shown) {
+        if (g.status !== 'settled') continue;
+        bucket.count += g.n;
+        bucket.volumeAtomic += BigInt(g.amount) * BigInt(g.n);
+      }
+    }
+    if (byDay.undated) {
+      all.push(...await this.grouped({ orgId, hour: null, ...filterQuery(filter) }));
+      await this.addSettledOldWay(orgId, filter, volume, { hour: null });
+    }
+    return { totals: totalsOf(all), volume };
+  }
+
+  /** Each day's groups in [firstDay, lastDay], from its written totals or live; and whether undated payments exist. */
+  private async groupsByDay(orgId: string, range: { firstDay?: string; lastDay?: string }, now: Date): Promise<{ days: Map<string, AmountGroup[]>; undated: boolean }> {
+    const scope = paymentsScope(orgId);
+    const [{ days, undated }, written] = await Promise.all([this.history.days(scope), this.days.find({ orgId }).lean()]);
+    const writtenByDay = new Map(written.map((d) => [d.day, d.groups]));
+    const closedBefore = dayOf(new Date(now.getTime() - CLOSE_AFTER_MS));
+    const out = new Map<string, AmountGroup[]>();
+    for (const day of days) {
+      if ((range.firstDay && day < range.firstDay) || (range.lastDay && day > range.lastDay)) continue;
+      let groups = writtenByDay.get(day);
+      if (!groups) {
+        const hours = await this.history.hours(scope, day);
+        groups = merge((await Promise.all(hours.map((hour) => this.grouped({ orgId, hour })))).flat());
+        if (day < closedBefore && !groups.some((g) => (OPEN as string[]).includes(g.status))) {
+          await this.days.create({ _id: `${orgId}|${day}`, orgId, day, groups }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+        }
+      }
+      out.set(day, groups);
+    }
+    return { days: out, undated };
+  }
+
+  /** One grouping of the payments a query matches. */
+  private async grouped(match: Record<string, unknown>): Promise<AmountGroup[]> {
+    const rows = await this.payments.aggregate<{ _id: Omit<AmountGroup, 'n'>; n: number }>([{ $match: match }, { $group: GROUP_BY }]);
+    return rows.map((r) => ({ status: r._id.status, amount: r._id.amount, network: r._id.network ?? '', endpointId: r._id.endpointId ?? null, n: r.n }));
+  }
+
+  /**
+   * Settled volume the old way, into the buckets: one read of the settled payments in the buckets' span
+   * (their time and amount only), summed here (a search, or undated payments).
+   */
+  private async addSettledOldWay(orgId: string, filter: PaymentFilter, out: VolumeBucket[], extra: Record<string, unknown>): Promise<void> {
+    if (out.length === 0 || (filter.status && filter.status !== 'settled')) return;
+    const first = out[0]!.from;
+    const last = out.at(-1)!.until;
+    const from = filter.from && filter.from > first ? filter.from : first;
+    const until = filter.until && filter.until < last ? filter.until : last;
+    if (from >= until) return;
+    const settled = this.payments.find({ orgId, ...filterQuery({ ...filter, status: 'settled', from, until }), ...extra }, { _id: 0, createdAt: 1, amountUsdcRaw: 1 })
+      .lean().cursor({ batchSize: 5_000 }) as AsyncIterable<Pick<PaymentDoc, 'createdAt' | 'amountUsdcRaw'>>;
+    for await (const payment of settled) {
+      const bucket = out.find((b) => b.from <= payment.createdAt && payment.createdAt < b.until);
+      if (!bucket) continue;
+      bucket.count++;
+      bucket.volumeAtomic += BigInt(payment.amountUsdcRaw);
+    }
+  }
+}
+
+/** Groups of the same status, amount, network and endpoint added up. */
+function merge(groups: AmountGroup[]): AmountGroup[] {
+  const out = new Map<string, AmountGroup>();
+  for (const g of groups) {
+    const key = JSON.stringify([g.status, g.amount, g.network, g.endpointId]);
+    const sum = out.get(key);
+    if (sum) sum.n += g.n;
+    else out.set(key, { ...g });
+  }
+  return [...out.values()];
+}
+
+function totalsOf(groups: AmountGroup[]): PaymentTotals {
   const totals: PaymentTotals = { count: 0, settled: 0, failed: 0, volumeAtomic: 0n, byNetwork: [] };
   const networks = new Map<string, PaymentTotals['byNetwork'][number]>();
   for (const group of groups) {
-    const name = group._id.network ?? '';
-    const network = networks.get(name) ?? { network: name, count: 0, settled: 0, failed: 0, volumeAtomic: 0n };
-    networks.set(name, network);
+    const network = networks.get(group.network) ?? { network: group.network, count: 0, settled: 0, failed: 0, volumeAtomic: 0n };
+    networks.set(group.network, network);
     for (const sum of [totals, network]) {
       sum.count += group.n;
-      if (group._id.status === 'failed') sum.failed += group.n;
-      if (group._id.status === 'settled') {
+      if (group.status === 'failed') sum.failed += group.n;
+      if (group.status === 'settled') {
         sum.settled += group.n;
-        sum.volumeAtomic += BigInt(group._id.amount) * BigInt(group.n);
+        sum.volumeAtomic += BigInt(group.amount) * BigInt(group.n);
       }
     }
   }
   totals.byNetwork = [...networks.values()].sort((a, b) => b.count - a.count || a.network.localeCompare(b.network));
   return totals;
-}
-
-/**
- * Settled volume per time bucket (the console's volume-per-day chart), from one read of the settled
- * payments in the buckets' span (their time and amount only), summed here. It was one grouped aggregation
- * per bucket, since FerretDB 1.x cannot group by a computed day: but FerretDB answers a time range by
- * reading every payment of the org, so a 30-day chart read a year of history 30 times (9.4 of a page's
- * 10.5 s at 5,000 payments). One read costs one such pass whatever the number of bars; on MongoDB it
- * reads, through the {orgId, createdAt} index, the payments the per-bucket aggregations read.
- */
-export async function settledVolume(payments: Model<PaymentDoc>, orgId: string, filter: PaymentFilter, buckets: Array<{ from: Date; until: Date }>): Promise<VolumeBucket[]> {
-  const out: VolumeBucket[] = buckets.map((b) => ({ ...b, count: 0, volumeAtomic: 0n }));
-  if (out.length === 0 || (filter.status && filter.status !== 'settled')) return out;
-  // The buckets' span within the filter's own range: both bounds hold.
-  const first = buckets[0]!.from;
-  const last = buckets.at(-1)!.until;
-  const from = filter.from && filter.from > first ? filter.from : first;
-  const until = filter.until && filter.until < last ? filter.until : last;
-  if (from >= until) return out;
-  const settled = payments.find({ orgId, ...filterQuery({ ...filter, status: 'settled', from, until }) }, { _id: 0, createdAt: 1, amountUsdcRaw: 1 })
-    .lean().cursor({ batchSize: 5_000 }) as AsyncIterable<Pick<PaymentDoc, 'createdAt' | 'amountUsdcRaw'>>;
-  for await (const payment of settled) {
-    const bucket = out[bucketOf(buckets, payment.createdAt.getTime())];
-    if (!bucket || payment.createdAt >= bucket.until) continue;
-    bucket.count++;
-    bucket.volumeAtomic += BigInt(payment.amountUsdcRaw);
-  }
-  return out;
-}
-
-/** The last bucket starting at or before `at` (buckets in time order), by bisection; -1 if none does. */
-function bucketOf(buckets: Array<{ from: Date }>, at: number): number {
-  let low = 0;
-  let high = buckets.length - 1;
-  if (at < buckets[0]!.from.getTime()) return -1;
-  while (low < high) {
-    const mid = (low + high + 1) >> 1;
-    if (buckets[mid]!.from.getTime() <= at) low = mid; else high = mid - 1;
-  }
-  return low;
 }

@@ -2,8 +2,9 @@ import { getAddress } from 'viem';
 import type { Collection } from 'mongodb';
 import type { Connection, Model } from 'mongoose';
 import { formatUsdc } from 'agentgate-x402-wire';
-import { notFound } from '../platform/errors.js';
+import { isDuplicateKey, notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
+import { dayOf, HistoryBuckets } from '../platform/history-buckets.js';
 import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
@@ -36,6 +37,29 @@ export interface PaymentFilter {
 
 /** Payers are stored checksummed; an address typed in lower case must find them too. */
 const payerIn = (address: string) => ({ $in: [getAddress(address.toLowerCase()), address.toLowerCase()] });
+
+/** The first start-up scan for undated payments, with its time (markUndated). */
+const UNDATED_SCAN = '~undated-scan';
+/** How long after the first scan a starting process scans again: a rolling upgrade's length. */
+const UNDATED_RESCAN_MS = 3_600_000;
+
+/** A seller's payments in the history buckets (platform/history-buckets.ts). */
+export const paymentsScope = (orgId: string) => `payments|${orgId}`;
+
+/**
+ * Filters a page must read the old way: a search (one id, one transaction, one payer) matches a handful
+ * of payments spread over the whole history, which hour-by-hour reading would walk entirely.
+ */
+export const isSearch = (filter: PaymentFilter) => Boolean(filter.paymentId || filter.txHash || filter.searchPayer || filter.payerAddress);
+
+/** The first and last day a filter's time range touches. */
+export function dayRange(filter: PaymentFilter): { firstDay?: string; lastDay?: string } {
+  return {
+    ...(filter.from ? { firstDay: dayOf(filter.from) } : {}),
+    // until is exclusive: a range ending at midnight does not touch the day it ends on.
+    ...(filter.until ? { lastDay: dayOf(new Date(filter.until.getTime() - 1)) } : {}),
+  };
+}
 
 export function filterQuery(filter: PaymentFilter): Record<string, unknown> {
   const query: Record<string, unknown> = {};
@@ -88,6 +112,8 @@ export class PaymentRecords {
   readonly settlements: SettledPayments;
   /** Record updates of this process still on their way (background, after the settlement entry). */
   private readonly recordWrites = new Set<Promise<void>>();
+  /** The hours and days each seller's payments are filed under (pages read them hour by hour). */
+  readonly history: HistoryBuckets;
 
   constructor(
     conn: Connection,
@@ -104,6 +130,7 @@ export class PaymentRecords {
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
     this.settlements = new SettledPayments(conn, (size) => metrics.groupCommitSize.observe({ write: 'payment_settlements' }, size));
+    this.history = new HistoryBuckets(conn);
     metrics.onCollect(() => metrics.paymentRecordWritesPending.set(this.recordWrites.size));
   }
 
@@ -158,7 +185,58 @@ export class PaymentRecords {
     await Promise.all([...this.recordWrites]);
   }
 
+  // --- filing by the hour ------------------------------------------------------------------------
+
+  /** Lists the payment's hour under its seller before its record is inserted (the claim). */
+  noteHour(payment: Pick<PaymentDoc, 'orgId' | 'createdAt'>): Promise<void> {
+    return this.history.note(paymentsScope(payment.orgId), payment.createdAt);
+  }
+
+  /**
+   * Lists `~undated` under each seller with payments written before they carried their hour (an upgrade),
+   * so that pages and totals read those the old way. The scan is one read of the undated payments' org
+   * ids, at a process's start. A process of the old version still running in a rolling upgrade may write
+   * more after a scan, so processes starting within UNDATED_RESCAN_MS of the first scan scan again (the
+   * upgrade's last process starts after the last old one stopped); later starts skip it.
+   */
+  async markUndated(now = new Date()): Promise<number> {
+    const first = await this.history.buckets.findById(UNDATED_SCAN).lean();
+    if (first && now.getTime() - Date.parse(first.bucket) > UNDATED_RESCAN_MS) return 0;
+    const orgIds = await this.payments.distinct('orgId', { hour: null });
+    await this.history.markUndated(orgIds.map(paymentsScope));
+    if (!first) await this.history.buckets.create({ _id: UNDATED_SCAN, of: UNDATED_SCAN, bucket: now.toISOString() }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
+    return orgIds.length;
+  }
+
   // --- reads -----------------------------------------------------------------------------------
+
+  /**
+   * The seller's payments the filter matches, newest first, strictly after `before`: hour by hour (each
+   * hour one equality, platform/history-buckets.ts), then the undated ones; a search the old way, in one
+   * query sorted by time. Records only, without their settlement entries.
+   */
+  private newestFirst(orgId: string, filter: PaymentFilter, before?: Cursor, batchSize = 500): AsyncIterable<PaymentDoc> {
+    const query = { orgId, ...filterQuery(filter) };
+    const sorted = (extra: Record<string, unknown>) => this.payments.find({ ...query, ...extra, ...afterCursor('createdAt', before) })
+      .sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize }) as AsyncIterable<PaymentDoc>;
+    if (isSearch(filter)) return sorted({});
+    return this.history.newestFirst(paymentsScope(orgId), {
+      hour: (hour) => this.payments.find({ ...query, hour }).lean() as Promise<PaymentDoc[]>,
+      undated: () => sorted({ hour: null }),
+    }, { ...dayRange(filter), ...(before ? { before } : {}) });
+  }
+
+  /** The first `count` payments of newestFirst after skipping `skip`. */
+  private async take(rows: AsyncIterable<PaymentDoc>, skip: number, count: number): Promise<PaymentDoc[]> {
+    const out: PaymentDoc[] = [];
+    let seen = 0;
+    for await (const row of rows) {
+      if (seen++ < skip) continue;
+      out.push(row);
+      if (out.length >= count) break;
+    }
+    return out;
+  }
 
   /** Records still open whose settlement is recorded read as settled: their update is on its way. */
   private async withSettlements(rows: PaymentDoc[]): Promise<PaymentDoc[]> {
@@ -184,14 +262,14 @@ export class PaymentRecords {
 
   async list(orgId: string, limit: number, cursor?: Cursor, filter: PaymentFilter = {}) {
     await this.recordsWritten();
-    const rows = await this.payments.find({ orgId, ...filterQuery(filter), ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+    const rows = await this.take(this.newestFirst(orgId, filter, cursor, limit + 1), 0, limit + 1);
     return pageOf(await this.withSettlements(rows), limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
 
   /** One numbered page (the console's "26–50 of N"), newest first. */
   async listPage(orgId: string, filter: PaymentFilter, offset: number, limit: number): Promise<PaymentDoc[]> {
     await this.recordsWritten();
-    return this.withSettlements(await this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean());
+    return this.withSettlements(await this.take(this.newestFirst(orgId, filter, undefined, offset + limit), offset, limit));
   }
 
   /**
@@ -201,7 +279,7 @@ export class PaymentRecords {
    */
   async *cursor(orgId: string, filter: PaymentFilter): AsyncIterable<PaymentDoc> {
     await this.recordsWritten();
-    yield* this.payments.find({ orgId, ...filterQuery(filter) }).sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 500 }) as AsyncIterable<PaymentDoc>;
+    yield* this.newestFirst(orgId, filter);
   }
 
   async get(orgId: string, id: string): Promise<PaymentDoc> {

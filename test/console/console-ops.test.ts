@@ -12,6 +12,7 @@ import { pay, sellerWithWebhook, waitForDelivery } from '../webhooks/seller.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { consoleGet, consolePost, signIn, type SignedIn } from './http-client.js';
 import { startStorefront } from '../support/storefront.js';
+import { hourOf } from '../../server/platform/history-buckets.js';
 
 let server: TestServer;
 const receivers: Array<Awaited<ReturnType<typeof startReceiver>>> = [];
@@ -79,9 +80,11 @@ describe('payments: totals, chart, search, pages and CSV against a known set', (
         payerAddress: payer, recipientAddress: address(), amountUsdcRaw: spec.amount, resourceUrl: spec.resource ?? `https://api.example.com/seeded/${spec.day}`,
         x402Version: 1, authorizationKey: `84532:seed:${payer}:${nonce}`.toLowerCase(), authorizationNonce: nonce,
         authorization: { from: payer, to: payer, value: spec.amount, validAfter: '0', validBefore: '1893456000', nonce }, signature: hex(65),
-        status: spec.status, createdAt, ...(spec.status === 'settled' ? { txHash: hex(32), settledAt: createdAt } : { failureReason: spec.reason ?? 'transfer reverted' }),
+        status: spec.status, createdAt, hour: hourOf(createdAt), ...(spec.status === 'settled' ? { txHash: hex(32), settledAt: createdAt } : { failureReason: spec.reason ?? 'transfer reverted' }),
       };
     }));
+    // Filed as a claim files them: the hour listed first, then the record.
+    for (const doc of docs) await server.app.payments.records.noteHour(doc);
     await server.app.payments.records.payments.insertMany(docs);
     txOfFirst = (docs[0] as { txHash?: string }).txHash!;
     injectedId = docs.find((d) => d.resourceUrl.startsWith('=HYPERLINK'))!._id;

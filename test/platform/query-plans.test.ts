@@ -64,6 +64,18 @@ const HOT: HotQuery[] = [
     other: (i) => ({ _id: `pay_${i}`, orgId: `org_${i % 50}`, status: 'settled', chainId: 84532, createdAt: day(i % 365), settledAt: day(i % 365) }),
   },
   {
+    what: 'a seller\'s payments of one hour (pages, totals, the CSV export)', model: 'Payment', filter: { orgId: 'org_wanted', hour: '2026-12-01T14' }, index: { orgId: 1, hour: 1 },
+    other: (i) => ({ _id: `pay_h_${i}`, orgId: `org_${i % 50}`, status: 'settled', chainId: 84532, hour: day(i % 365).toISOString().slice(0, 13), createdAt: day(i % 365) }),
+  },
+  {
+    what: 'the days of a seller\'s payments, and the hours of one day', model: 'HistoryBucket', filter: { of: 'payments|org_wanted' }, index: { of: 1 },
+    other: (i) => ({ _id: `payments|org_${i}|2026-01-01`, of: `payments|org_${i}`, bucket: '2026-01-01' }),
+  },
+  {
+    what: 'the written totals of a seller\'s closed days', model: 'PaymentDayTotals', filter: { orgId: 'org_wanted' }, index: { orgId: 1 },
+    other: (i) => ({ _id: `org_${i}|2026-01-01`, orgId: `org_${i}`, day: '2026-01-01', groups: [] }),
+  },
+  {
     what: 'reconciliation: verified payments left open', model: 'Payment', filter: { status: 'verified', chainId: 84532, createdAt: { $lt: day(400) } }, sort: { createdAt: 1 }, index: { status: 1, createdAt: 1 },
     other: (i) => ({ _id: `pay_s_${i}`, orgId: `org_${i % 50}`, status: 'settled', chainId: 84532, createdAt: day(i % 365) }),
   },

@@ -1,0 +1,101 @@
+// A seller's payments filed by the hour (platform/history-buckets.ts), as a seller's code and the
+// console read them: the API's pages walk hours and days newest first and show every payment once,
+// the payments an older version wrote without their hour included; the console's totals come from a
+// closed day's written groups, which are written once and only when none of the day's payments can
+// change any more. Against a real backend on FerretDB; the records are written as a claim writes them.
+import { randomBytes } from 'node:crypto';
+import { startTestServer, type TestServer } from '../support/server.js';
+import { signUp } from '../support/agents.js';
+import { hourOf } from '../../server/platform/history-buckets.js';
+import type { PaymentDoc } from '../../server/payments/models.js';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer({ TRUST_PROXY: 'true' });
+}, 120_000);
+afterAll(async () => {
+  await server?.close();
+});
+
+const hex = (bytes: number) => `0x${randomBytes(bytes).toString('hex')}`;
+
+/** A payment as a claim writes it (its hour listed first), or, `undated`, as a version before hours did. */
+async function write(orgId: string, at: string, options: { id?: string; status?: PaymentDoc['status']; amount?: string; undated?: boolean } = {}): Promise<PaymentDoc> {
+  const createdAt = new Date(at);
+  const payer = hex(20);
+  const nonce = hex(32);
+  const amount = options.amount ?? '10000';
+  const doc = {
+    _id: options.id ?? `pay_hist${randomBytes(6).toString('hex')}`, orgId, direction: 'in', endpointId: null, network: 'base-sepolia', chainId: 84532, asset: hex(20),
+    payerAddress: payer, recipientAddress: hex(20), amountUsdcRaw: amount, resourceUrl: 'https://api.example.com/history', x402Version: 2,
+    authorizationKey: `84532:history:${payer}:${nonce}`, authorizationNonce: nonce,
+    authorization: { from: payer, to: payer, value: amount, validAfter: '0', validBefore: '1893456000', nonce }, signature: hex(65),
+    status: options.status ?? 'settled', createdAt, ...(options.undated ? {} : { hour: hourOf(createdAt) }),
+  } as PaymentDoc;
+  if (!options.undated) await server.app.payments.records.noteHour(doc);
+  await server.app.payments.records.payments.create(doc);
+  return doc;
+}
+
+const newestFirst = (docs: PaymentDoc[]) => [...docs].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a._id < b._id ? 1 : -1)).map((d) => d._id);
+
+describe('a seller\'s payments, filed by the hour', () => {
+  it('pages through every payment once, newest first, across hours, days, a shared millisecond and undated payments', async () => {
+    const org = await signUp(server);
+    const other = await signUp(server);
+    const docs: PaymentDoc[] = [];
+    // Three hours of one day, one hour of the next, two payments in one millisecond (ordered by id).
+    for (const at of ['2026-02-10T08:15:00Z', '2026-02-10T08:45:00Z', '2026-02-10T09:00:00Z', '2026-02-10T23:59:59.999Z', '2026-02-11T00:00:00Z', '2026-02-11T00:30:00Z']) {
+      docs.push(await write(org.org_id, at));
+    }
+    docs.push(await write(org.org_id, '2026-02-11T07:00:00.000Z', { id: 'pay_hist_same_a' }));
+    docs.push(await write(org.org_id, '2026-02-11T07:00:00.000Z', { id: 'pay_hist_same_b' }));
+    // Written by a version before payments carried their hour: found by the start-up scan.
+    for (const at of ['2026-01-05T10:00:00Z', '2026-01-05T11:00:00Z', '2026-01-04T09:00:00Z']) docs.push(await write(org.org_id, at, { undated: true }));
+    expect(await server.app.payments.records.markUndated()).toBeGreaterThanOrEqual(1);
+    // Another seller's payments in the same hours are never shown.
+    await write(other.org_id, '2026-02-10T08:30:00Z');
+
+    const seen: string[] = [];
+    let token: string | undefined;
+    let pages = 0;
+    do {
+      const res = await server.request('GET', `/v0/payments?limit=3${token ? `&pageToken=${token}` : ''}`, { key: org.platform_key });
+      expect(res.status).toBe(200);
+      seen.push(...(res.body.payments as Array<{ id: string }>).map((p) => p.id));
+      token = res.body.nextPageToken;
+      pages++;
+    } while (token && pages < 20);
+    expect(seen).toEqual(newestFirst(docs));
+    expect(pages).toBe(4);
+  });
+
+  it('writes a closed day\'s totals once, never while one of its payments is open, and counts today live', async () => {
+    const org = await signUp(server);
+    const orgId = org.org_id;
+    await write(orgId, '2026-03-01T10:00:00Z', { amount: '10000' });
+    await write(orgId, '2026-03-01T11:00:00Z', { amount: '20000', status: 'failed' });
+    await write(orgId, '2026-03-02T10:00:00Z', { amount: '30000' });
+    const held = await write(orgId, '2026-03-02T12:00:00Z', { amount: '40000', status: 'held' });
+    const today = await write(orgId, new Date().toISOString(), { amount: '50000' });
+    const written = async () => (await server.app.payments.totals.days.find({ orgId }).lean()).map((d) => d.day).sort();
+
+    const first = await server.app.payments.totals.of(orgId, {}, []);
+    expect({ count: first.totals.count, settled: first.totals.settled, failed: first.totals.failed, volume: first.totals.volumeAtomic }).toEqual({ count: 5, settled: 3, failed: 1, volume: 90000n });
+    // 2026-03-01 is closed and final; 2026-03-02 holds an open payment; today is not closed.
+    expect(await written()).toEqual(['2026-03-01']);
+
+    // The held payment is captured: the day's groups are now final, read live once more and written.
+    await server.app.payments.records.payments.updateOne({ _id: held._id }, { $set: { status: 'settled' } });
+    const second = await server.app.payments.totals.of(orgId, {}, []);
+    expect({ settled: second.totals.settled, volume: second.totals.volumeAtomic }).toEqual({ settled: 4, volume: 130000n });
+    expect(await written()).toEqual(['2026-03-01', '2026-03-02']);
+
+    // Today's payments count as they change; a closed day's written groups are what is read.
+    await server.app.payments.records.payments.updateOne({ _id: today._id }, { $set: { status: 'failed' } });
+    const third = await server.app.payments.totals.of(orgId, {}, []);
+    expect({ settled: third.totals.settled, failed: third.totals.failed }).toEqual({ settled: 3, failed: 2 });
+    const march = await server.app.payments.totals.of(orgId, { from: new Date('2026-03-02T00:00:00Z'), until: new Date('2026-03-03T00:00:00Z') }, [{ from: new Date('2026-03-02T00:00:00Z'), until: new Date('2026-03-03T00:00:00Z') }]);
+    expect({ count: march.totals.count, volume: march.volume[0]!.volumeAtomic, settledInChart: march.volume[0]!.count }).toEqual({ count: 2, volume: 70000n, settledInChart: 2 });
+  });
+});
