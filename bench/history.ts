@@ -26,6 +26,7 @@ import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
+import { hourOf } from '../server/platform/history-buckets.js';
 
 const PAYMENTS = Number(process.env.BENCH_HISTORY_PAYMENTS ?? 1_000_000);
 const JOBS = Number(process.env.BENCH_HISTORY_JOBS ?? 1_000_000);
@@ -58,7 +59,7 @@ function paymentAt(orgId: string, endpointId: string, at: Date, i: number) {
     signature: hex(65), status: 'settled', txHash,
     signedReceipt: { receipt: { version: 1, paymentId: id, network: 'eip155:84532', txHash, payer, payTo: '0x000000000000000000000000000000000000dead', amount, resource: `https://api.example.com/v1/report/${i % 50}`, settledAt: at.toISOString() }, signature: randomBytes(64).toString('base64url'), kid: 'did:web:history.test#receipts-1' },
     webhook: { status: 'dispatched', eventId, deliveryId },
-    createdAt: at, submittedAt: at, settledAt: new Date(at.getTime() + 1500),
+    createdAt: at, hour: hourOf(at), submittedAt: at, settledAt: new Date(at.getTime() + 1500),
   };
   const body = JSON.stringify({ id: eventId, type: 'payment.received', created: at.toISOString(), data: { paymentId: id, amount, payer, txHash, network: 'eip155:84532' } });
   const delivery = {
@@ -91,7 +92,12 @@ async function main() {
     const signIn = await fetch(`${server.url}/console/sign-in`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ key: signup.platform_key }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url } });
     const cookie = signIn.headers.getSetCookie().find((c) => c.startsWith('agentgate_console='))!.split(';')[0]!;
 
-    const insert = async (collection: string, docs: object[]) => { if (docs.length) await db.collection(collection).insertMany(docs as never[], { ordered: false }); };
+    const insert = async (collection: string, docs: object[]) => {
+      if (!docs.length) return;
+      // Payments are filed as a claim files them: their hour listed first (once per hour).
+      if (collection === 'payments') for (const doc of docs as Array<{ orgId: string; createdAt: Date }>) await server.app.payments.records.noteHour(doc);
+      await db.collection(collection).insertMany(docs as never[], { ordered: false });
+    };
     // The recent day, in both phases: what the first pages show.
     const now = Date.now();
     const recent = Array.from({ length: RECENT }, (_, i) => paymentAt(orgId, endpointId, new Date(now - (RECENT - i) * 60_000), i));
@@ -186,6 +192,13 @@ async function main() {
     }
     log(`  tidying the ${JOBS.toLocaleString('en-US')} given-up jobs (JOB_RETENTION_DAYS ${server.app.config.JOB_RETENTION_DAYS}) took ${((Date.now() - tidyStart) / 1000).toFixed(0)} s (${rounds} rounds here, beside the server's own)`);
     for (const name of ['jobs', 'jobs_given_up']) log(`  ${await storage(name)}`);
+
+    // The closed days' totals as the console's first view of them writes them (payment-totals.ts): a
+    // seller who opens the console daily has them all; the first view of a year never seen writes them all.
+    const totalsStart = Date.now();
+    await server.app.payments.totals.of(orgId, {}, []);
+    log(`  the year's day totals written in ${((Date.now() - totalsStart) / 1000).toFixed(0)} s (${await server.app.payments.totals.days.written.countDocuments({ scope: `payments|${orgId}` })} days)`);
+    for (const name of ['history_buckets', 'history_day_groups']) log(`  ${await storage(name)}`);
 
     const year = await measure();
     log('');

@@ -190,9 +190,11 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
   rounds.push({ name: 'payment hold expiry sweep', stop: app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)) });
   // Payments of a version that did not file them by the hour, listed so that pages still show them.
   const history = app.log.child({ area: 'history' });
-  void app.payments.records.markUndated()
-    .then((orgs) => { if (orgs) history.info({ orgs }, 'payments written before they carried their hour: pages read them the old way'); })
-    .catch((err: Error) => history.warn({ err: err.message }, 'the scan for payments without their hour failed; the next start scans again'));
+  for (const [kind, scan] of [['payments', () => app.payments.records.markUndated()], ['webhook deliveries', () => app.webhooks.markUndated()]] as const) {
+    void scan()
+      .then((orgs) => { if (orgs) history.info({ kind, orgs }, 'records written before they carried their hour: pages read them the old way'); })
+      .catch((err: Error) => history.warn({ kind, err: err.message }, 'the scan for records without their hour failed; the next start scans again'));
+  }
   // Each network's open payments, by its own chain.
   for (const network of app.payments.networks) {
     const reconciler = startReconciler({ ...network, records: app.payments.records, endpoints: app.payments.endpoints }, {

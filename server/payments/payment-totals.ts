@@ -1,6 +1,5 @@
-import { Schema, type Connection, type Model } from 'mongoose';
-import { isDuplicateKey } from '../platform/errors.js';
-import { dayOf, type HistoryBuckets } from '../platform/history-buckets.js';
+import type { Model } from 'mongoose';
+import type { DayGroups } from '../platform/history-buckets.js';
 import type { PaymentDoc } from './models.js';
 import { dayRange, filterQuery, isSearch, OPEN, paymentsScope, type PaymentFilter } from './records.js';
 
@@ -19,17 +18,6 @@ export interface VolumeBucket { from: Date; until: Date; count: number; volumeAt
 /** Payments of one status, amount, network and endpoint, counted. */
 interface AmountGroup { status: string; amount: string; network: string; endpointId: string | null; n: number }
 
-/** A closed day's groups, written once none of its payments can change any more (DayTotals). */
-interface DayTotalsDoc { _id: string; orgId: string; day: string; groups: AmountGroup[] }
-
-const dayTotalsSchema = new Schema<DayTotalsDoc>({ _id: String, orgId: { type: String, required: true }, day: { type: String, required: true }, groups: { type: Schema.Types.Mixed, required: true } }, { versionKey: false });
-dayTotalsSchema.index({ orgId: 1 });
-
-/**
- * A day is closed this long after its end: no payment is created in it any more (a claim is inserted
- * within the settlement timeout of its verification, minutes at most).
- */
-const CLOSE_AFTER_MS = 15 * 60_000;
 const DAY_MS = 86_400_000;
 
 /** What the database groups payments by. */
@@ -39,23 +27,17 @@ const GROUP_BY = { _id: { status: '$status', amount: '$amountUsdcRaw', network: 
  * The totals and the volume chart above a seller's payments list, in time that grows with the days shown,
  * not with the payments stored.
  *
- * Each day's payments are counted by status, amount, network and endpoint (a few groups: as many as
- * distinct prices). A day's groups are read live (one grouping per hour, each an equality:
- * platform/history-buckets.ts) until the day is closed and none of its payments is open (`verified` or
- * `held`: the only states a payment leaves); they are then written once, by unique insert, and read from
- * there. A payment's later refund changes no group. Amounts are stored as decimal strings of atomic
- * units, and FerretDB 1.x converts nothing ($toLong, $toDecimal: not implemented), so sums are BigInt
- * over the groups.
+ * Each day's payments are counted by status, amount, network and endpoint (as many groups as distinct
+ * prices), read live by the hour until the day is closed and none of its payments is open (`verified` or
+ * `held`: the only states a payment leaves), then written once (platform/history-buckets.ts DayGroups).
+ * A payment's later refund changes no group. Amounts are stored as decimal strings of atomic units, and
+ * FerretDB 1.x converts nothing ($toLong, $toDecimal: not implemented), so sums are BigInt over the groups.
  *
  * A search (one payment, transaction or payer) and undated payments (written before payments carried
  * their hour) are counted the old way: one grouping over the seller's matching payments.
  */
 export class PaymentDayTotals {
-  readonly days: Model<DayTotalsDoc>;
-
-  constructor(conn: Connection, private readonly payments: Model<PaymentDoc>, private readonly history: HistoryBuckets) {
-    this.days = conn.models.PaymentDayTotals ?? conn.model<DayTotalsDoc>('PaymentDayTotals', dayTotalsSchema, 'payment_day_totals');
-  }
+  constructor(private readonly payments: Model<PaymentDoc>, readonly days: DayGroups) {}
 
   /** The filter's totals, and the settled volume in each of `buckets` (time order, day-aligned). */
   async of(orgId: string, filter: PaymentFilter, buckets: Array<{ from: Date; until: Date }>, now = new Date()): Promise<{ totals: PaymentTotals; volume: VolumeBucket[] }> {
@@ -68,7 +50,11 @@ export class PaymentDayTotals {
       return { totals: totalsOf(groups), volume };
     }
     const matches = (g: AmountGroup) => (!filter.status || g.status === filter.status) && (!filter.network || g.network === filter.network) && (!filter.endpointId || g.endpointId === filter.endpointId);
-    const byDay = await this.groupsByDay(orgId, dayRange(filter), now);
+    const byDay = await this.days.byDay<AmountGroup>(paymentsScope(orgId), dayRange(filter), {
+      hour: (hour) => this.grouped({ orgId, hour }),
+      key: (g) => JSON.stringify([g.status, g.amount, g.network, g.endpointId]),
+      final: (g) => !(OPEN as string[]).includes(g.status),
+    }, now);
     const all: AmountGroup[] = [];
     for (const [day, groups] of byDay.days) {
       const shown = groups.filter(matches);
@@ -87,28 +73,6 @@ export class PaymentDayTotals {
       await this.addSettledOldWay(orgId, filter, volume, { hour: null });
     }
     return { totals: totalsOf(all), volume };
-  }
-
-  /** Each day's groups in [firstDay, lastDay], from its written totals or live; and whether undated payments exist. */
-  private async groupsByDay(orgId: string, range: { firstDay?: string; lastDay?: string }, now: Date): Promise<{ days: Map<string, AmountGroup[]>; undated: boolean }> {
-    const scope = paymentsScope(orgId);
-    const [{ days, undated }, written] = await Promise.all([this.history.days(scope), this.days.find({ orgId }).lean()]);
-    const writtenByDay = new Map(written.map((d) => [d.day, d.groups]));
-    const closedBefore = dayOf(new Date(now.getTime() - CLOSE_AFTER_MS));
-    const out = new Map<string, AmountGroup[]>();
-    for (const day of days) {
-      if ((range.firstDay && day < range.firstDay) || (range.lastDay && day > range.lastDay)) continue;
-      let groups = writtenByDay.get(day);
-      if (!groups) {
-        const hours = await this.history.hours(scope, day);
-        groups = merge((await Promise.all(hours.map((hour) => this.grouped({ orgId, hour })))).flat());
-        if (day < closedBefore && !groups.some((g) => (OPEN as string[]).includes(g.status))) {
-          await this.days.create({ _id: `${orgId}|${day}`, orgId, day, groups }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
-        }
-      }
-      out.set(day, groups);
-    }
-    return { days: out, undated };
   }
 
   /** One grouping of the payments a query matches. */
@@ -137,18 +101,6 @@ export class PaymentDayTotals {
       bucket.volumeAtomic += BigInt(payment.amountUsdcRaw);
     }
   }
-}
-
-/** Groups of the same status, amount, network and endpoint added up. */
-function merge(groups: AmountGroup[]): AmountGroup[] {
-  const out = new Map<string, AmountGroup>();
-  for (const g of groups) {
-    const key = JSON.stringify([g.status, g.amount, g.network, g.endpointId]);
-    const sum = out.get(key);
-    if (sum) sum.n += g.n;
-    else out.set(key, { ...g });
-  }
-  return [...out.values()];
 }
 
 function totalsOf(groups: AmountGroup[]): PaymentTotals {

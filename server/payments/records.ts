@@ -2,7 +2,7 @@ import { getAddress } from 'viem';
 import type { Collection } from 'mongodb';
 import type { Connection, Model } from 'mongoose';
 import { formatUsdc } from 'agentgate-x402-wire';
-import { isDuplicateKey, notFound } from '../platform/errors.js';
+import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { dayOf, HistoryBuckets } from '../platform/history-buckets.js';
 import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
@@ -37,11 +37,6 @@ export interface PaymentFilter {
 
 /** Payers are stored checksummed; an address typed in lower case must find them too. */
 const payerIn = (address: string) => ({ $in: [getAddress(address.toLowerCase()), address.toLowerCase()] });
-
-/** The first start-up scan for undated payments, with its time (markUndated). */
-const UNDATED_SCAN = '~undated-scan';
-/** How long after the first scan a starting process scans again: a rolling upgrade's length. */
-const UNDATED_RESCAN_MS = 3_600_000;
 
 /** A seller's payments in the history buckets (platform/history-buckets.ts). */
 export const paymentsScope = (orgId: string) => `payments|${orgId}`;
@@ -192,20 +187,9 @@ export class PaymentRecords {
     return this.history.note(paymentsScope(payment.orgId), payment.createdAt);
   }
 
-  /**
-   * Lists `~undated` under each seller with payments written before they carried their hour (an upgrade),
-   * so that pages and totals read those the old way. The scan is one read of the undated payments' org
-   * ids, at a process's start. A process of the old version still running in a rolling upgrade may write
-   * more after a scan, so processes starting within UNDATED_RESCAN_MS of the first scan scan again (the
-   * upgrade's last process starts after the last old one stopped); later starts skip it.
-   */
-  async markUndated(now = new Date()): Promise<number> {
-    const first = await this.history.buckets.findById(UNDATED_SCAN).lean();
-    if (first && now.getTime() - Date.parse(first.bucket) > UNDATED_RESCAN_MS) return 0;
-    const orgIds = await this.payments.distinct('orgId', { hour: null });
-    await this.history.markUndated(orgIds.map(paymentsScope));
-    if (!first) await this.history.buckets.create({ _id: UNDATED_SCAN, of: UNDATED_SCAN, bucket: now.toISOString() }).catch((err) => { if (!isDuplicateKey(err)) throw err; });
-    return orgIds.length;
+  /** Lists `~undated` under each seller whose payments include some written without their hour (HistoryBuckets.scanUndated). */
+  markUndated(now = new Date()): Promise<number> {
+    return this.history.scanUndated('payments', this.payments, paymentsScope, now);
   }
 
   // --- reads -----------------------------------------------------------------------------------

@@ -36,6 +36,9 @@ export const hourOf = (at: Date) => at.toISOString().slice(0, 13);
 export const dayOf = (at: Date) => at.toISOString().slice(0, 10);
 export const UNDATED = '~undated';
 
+/** How long after the first scan for undated records a starting process scans again: a rolling upgrade's length. */
+const UNDATED_RESCAN_MS = 3_600_000;
+
 /** Notes kept per process before the memory is cleared (each is a few dozen bytes). */
 const MAX_NOTED = 20_000;
 
@@ -79,9 +82,23 @@ export class HistoryBuckets {
     await Promise.all(docs.map((doc) => this.inserts.insert(doc)));
   }
 
-  /** Lists `~undated` under each scope: it holds records written without an hour. */
-  async markUndated(scopes: string[]): Promise<void> {
-    if (scopes.length) await this.insertAll(scopes.map((scope) => ({ _id: `${scope}|${UNDATED}`, of: scope, bucket: UNDATED })));
+  /**
+   * Lists `~undated` under each org whose records (of `kind`, in `records`) include some written without
+   * their hour (by a version before this one), so that pages and counts read those the old way; returns
+   * how many orgs. No backfill writes an hour into them: on FerretDB a write to a document that another
+   * write changes at the same moment can lose that other write. The scan is one read of the undated
+   * records' org ids, at a process's start. A process of the old version still running in a rolling
+   * upgrade may write more after a scan, so processes starting within UNDATED_RESCAN_MS of the first scan
+   * scan again (the upgrade's last process starts after the last old one stopped); later starts skip it.
+   */
+  async scanUndated(kind: string, records: Model<any>, scopeOf: (orgId: string) => string, now = new Date()): Promise<number> {
+    const marker = `~undated-scan|${kind}`;
+    const first = await this.buckets.findById(marker).lean();
+    if (first && now.getTime() - Date.parse(first.bucket) > UNDATED_RESCAN_MS) return 0;
+    const orgIds = (await records.distinct('orgId', { hour: null })) as string[];
+    if (orgIds.length) await this.insertAll(orgIds.map((orgId) => ({ _id: `${scopeOf(orgId)}|${UNDATED}`, of: scopeOf(orgId), bucket: UNDATED })));
+    if (!first) await this.insertAll([{ _id: marker, of: marker, bucket: now.toISOString() }]);
+    return orgIds.length;
   }
 
   /** The scope's days, newest first, and whether it holds undated records. */
@@ -121,4 +138,76 @@ export class HistoryBuckets {
     }
     if (undated) yield* read.undated();
   }
+}
+
+/** A closed day's groups as written (DayGroups). */
+export interface DayGroupsDoc { _id: string; scope: string; day: string; groups: Array<Record<string, unknown> & { n: number }> }
+
+const dayGroupsSchema = new Schema<DayGroupsDoc>({ _id: String, scope: { type: String, required: true }, day: { type: String, required: true }, groups: { type: Schema.Types.Mixed, required: true } }, { versionKey: false });
+dayGroupsSchema.index({ scope: 1 });
+
+/**
+ * A day is closed this long after its end: no record is created in it any more (a claim or a delivery is
+ * inserted within seconds of its time, minutes at most when the database was away).
+ */
+const CLOSE_AFTER_MS = 15 * 60_000;
+
+/**
+ * Counts of a scope's records per day (by status, amount, whatever the reader groups by), in time that
+ * grows with the days asked for, not with the records stored. A day's groups are read live, one grouping
+ * per hour (each an equality), until the day is closed and `final` holds for every group; they are then
+ * written once, by unique insert, and read from there. A change that makes a written day's groups wrong
+ * (a failed delivery retried by hand) forgets the day, which is then read live again.
+ */
+export class DayGroups {
+  readonly written: Model<DayGroupsDoc>;
+
+  constructor(conn: Connection, private readonly history: HistoryBuckets) {
+    this.written = conn.models.HistoryDayGroups ?? conn.model<DayGroupsDoc>('HistoryDayGroups', dayGroupsSchema, 'history_day_groups');
+  }
+
+  /** Each day's groups in [firstDay, lastDay], and whether the scope holds undated records (to count the old way). */
+  async byDay<G extends { n: number }>(scope: string, range: { firstDay?: string; lastDay?: string }, read: {
+    /** One hour's groups (one grouping of the records filed under it). */
+    hour: (hour: string) => Promise<G[]>;
+    /** What makes two groups one. */
+    key: (group: G) => string;
+    /** Whether no record of the group can change any more. */
+    final: (group: G) => boolean;
+  }, now = new Date()): Promise<{ days: Map<string, G[]>; undated: boolean }> {
+    const [{ days, undated }, written] = await Promise.all([this.history.days(scope), this.written.find({ scope }).lean()]);
+    const writtenByDay = new Map(written.map((d) => [d.day, d.groups as unknown as G[]]));
+    const closedBefore = dayOf(new Date(now.getTime() - CLOSE_AFTER_MS));
+    const out = new Map<string, G[]>();
+    for (const day of days) {
+      if ((range.firstDay && day < range.firstDay) || (range.lastDay && day > range.lastDay)) continue;
+      let groups = writtenByDay.get(day);
+      if (!groups) {
+        const hours = await this.history.hours(scope, day);
+        groups = merge((await Promise.all(hours.map(read.hour))).flat(), read.key);
+        if (day < closedBefore && groups.every(read.final)) {
+          await this.written.create({ _id: `${scope}|${day}`, scope, day, groups }).catch((err: unknown) => { if ((err as { code?: number }).code !== 11000) throw err; });
+        }
+      }
+      out.set(day, groups);
+    }
+    return { days: out, undated };
+  }
+
+  /** The day's written groups are wrong now: it is read live (and written again) from here on. */
+  async forget(scope: string, day: string): Promise<void> {
+    await this.written.deleteOne({ _id: `${scope}|${day}` });
+  }
+}
+
+/** Groups with the same key added up. */
+function merge<G extends { n: number }>(groups: G[], key: (group: G) => string): G[] {
+  const out = new Map<string, G>();
+  for (const g of groups) {
+    const k = key(g);
+    const sum = out.get(k);
+    if (sum) sum.n += g.n;
+    else out.set(k, { ...g });
+  }
+  return [...out.values()];
 }

@@ -13,6 +13,8 @@ import { outboundPolicy } from '../platform/ssrf.js';
 import type { ProcessRegistry } from '../platform/process-registry.js';
 import type { DeliveryDoc, DeliveryStatus } from './models.js';
 import { postWebhook } from './attempt.js';
+import { hourOf, type HistoryBuckets } from '../platform/history-buckets.js';
+import { deliveriesScope } from './delivery-log.js';
 
 // The delivery job: one attempt of one delivery per run, on the retry schedule, each attempt claimed
 // before it is sent so that duplicate jobs (a re-dispatch after a crash, two workers) never send the same
@@ -77,6 +79,8 @@ export class DeliveryJobs implements DeliveryQueue {
 
   constructor(
     private readonly deliveries: Model<DeliveryDoc>,
+    /** Where deliveries are filed by the hour (the delivery log's pages read them so). */
+    private readonly history: HistoryBuckets,
     private readonly claims: AttemptClaims,
     private readonly config: Config,
     private readonly jobs: JobQueue,
@@ -127,8 +131,10 @@ export class DeliveryJobs implements DeliveryQueue {
     const now = new Date();
     let delivery: DeliveryDoc | null;
     try {
+      // Its hour listed before the delivery exists, so a page never misses it.
+      await this.history.note(deliveriesScope(input.orgId), now);
       delivery = (await this.deliveries.create({
-        _id: newId('whd'), ...input, status: 'pending', attempts: [], attemptCount: 0, round: 0, nextAttemptAt: now, createdAt: now, updatedAt: now,
+        _id: newId('whd'), ...input, status: 'pending', attempts: [], attemptCount: 0, round: 0, nextAttemptAt: now, createdAt: now, hour: hourOf(now), updatedAt: now,
       })).toObject();
       await this.now({ deliveryId: delivery._id, round: 0, roundBase: 0, made: 0 });
       return delivery._id;

@@ -2,8 +2,9 @@ import type { Model } from 'mongoose';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { findByIds } from '../platform/find-by-ids.js';
+import { dayOf, type DayGroups, type HistoryBuckets } from '../platform/history-buckets.js';
 import type { DeliveryDoc, DeliveryStatus } from './models.js';
-import { deliveryStateQuery, type DeliveryState } from './state.js';
+import { DELIVERY_STATES, deliveryState, deliveryStateQuery, type DeliveryState } from './state.js';
 
 // What a seller (the API, the console) and an identity (its mail webhooks) read of the deliveries: the
 // delivery log, filtered and paged, and one delivery with its attempts. Read-only.
@@ -21,6 +22,27 @@ export interface DeliveryFilter {
   until?: Date;
 }
 
+/** An org's deliveries in the history buckets (platform/history-buckets.ts): its sellers' and its identities'. */
+export const deliveriesScope = (orgId: string) => `deliveries|${orgId}`;
+
+/** A day's deliveries of one state to one endpoint, counted (the console's tabs). */
+interface StateGroup { state: DeliveryState; endpointId: string; n: number }
+
+const DAY_MS = 86_400_000;
+
+/**
+ * Lists read the old way, in one query sorted by time: one payment's deliveries, and the states a
+ * delivery leaves (pending, failing, failed), which a few of a year's deliveries are in. The rest is
+ * read hour by hour (history-buckets.ts).
+ */
+const readsOldWay = (filter: DeliveryFilter) => Boolean(filter.paymentId || (filter.state && filter.state !== 'delivered') || (filter.status && filter.status !== 'delivered'));
+
+/** The first and last day a filter's time range touches. */
+const dayRange = (filter: DeliveryFilter) => ({
+  ...(filter.from ? { firstDay: dayOf(filter.from) } : {}),
+  ...(filter.until ? { lastDay: dayOf(new Date(filter.until.getTime() - 1)) } : {}),
+});
+
 function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, unknown> {
   return {
     orgId,
@@ -35,21 +57,91 @@ function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, un
 }
 
 export class DeliveryLog {
-  constructor(private readonly deliveries: Model<DeliveryDoc>) {}
+  constructor(
+    private readonly deliveries: Model<DeliveryDoc>,
+    /** The hours and days each org's deliveries are filed under (the enqueue notes them). */
+    private readonly history: HistoryBuckets,
+    /** Each closed day's count per state and endpoint, written once the day has no pending delivery. */
+    private readonly days: DayGroups,
+  ) {}
+
+  /**
+   * The seller's deliveries the filter matches, newest first, strictly after `before` (records without
+   * bodies when `withoutBody`): hour by hour, then the undated ones; some filters the old way (readsOldWay).
+   */
+  private newestFirst(orgId: string, filter: DeliveryFilter, before?: Cursor, withoutBody = false): AsyncIterable<DeliveryDoc> {
+    const query = deliveryQuery(orgId, filter);
+    const projection = withoutBody ? { body: 0 } : {};
+    const sorted = (extra: Record<string, unknown>) => this.deliveries.find({ ...query, ...extra, ...afterCursor('createdAt', before) }, projection)
+      .sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 200 }) as AsyncIterable<DeliveryDoc>;
+    if (readsOldWay(filter)) return sorted({});
+    return this.history.newestFirst(deliveriesScope(orgId), {
+      hour: (hour) => this.deliveries.find({ ...query, hour }, projection).lean() as unknown as Promise<DeliveryDoc[]>,
+      undated: () => sorted({ hour: null }),
+    }, { ...dayRange(filter), ...(before ? { before } : {}) });
+  }
+
+  private async take(rows: AsyncIterable<DeliveryDoc>, skip: number, count: number): Promise<DeliveryDoc[]> {
+    const out: DeliveryDoc[] = [];
+    let seen = 0;
+    for await (const row of rows) {
+      if (seen++ < skip) continue;
+      out.push(row);
+      if (out.length >= count) break;
+    }
+    return out;
+  }
 
   async list(orgId: string, filter: DeliveryFilter, limit: number, cursor?: Cursor) {
-    const rows = await this.deliveries.find({ ...deliveryQuery(orgId, filter), ...afterCursor('createdAt', cursor) }).sort({ createdAt: -1, _id: -1 }).limit(limit + 1).lean();
+    const rows = await this.take(this.newestFirst(orgId, filter, cursor), 0, limit + 1);
     return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
 
   /** One numbered page (the console's "26–50 of N"), without the bodies; newest first. */
   async listPage(orgId: string, filter: DeliveryFilter, offset: number, limit: number): Promise<Array<Omit<DeliveryDoc, 'body'>>> {
-    return this.deliveries.find(deliveryQuery(orgId, filter), { body: 0 }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean();
+    return this.take(this.newestFirst(orgId, filter, undefined, true), offset, limit);
   }
 
-  /** Counted in the database. */
-  async count(orgId: string, filter: DeliveryFilter): Promise<number> {
-    return this.deliveries.countDocuments(deliveryQuery(orgId, filter));
+  /**
+   * How many of the seller's deliveries the filter (its state aside) matches in each state: by day
+   * (DayGroups: a day's counts are written once it is closed and none of its deliveries is pending),
+   * the undated ones and one payment's the old way.
+   */
+  async countByState(orgId: string, filter: Omit<DeliveryFilter, 'state' | 'status'>, now = new Date()): Promise<Record<DeliveryState, number>> {
+    const counts = Object.fromEntries(DELIVERY_STATES.map((state) => [state, 0])) as Record<DeliveryState, number>;
+    const countOldWay = async (extra: Record<string, unknown>) => {
+      await Promise.all(DELIVERY_STATES.map(async (state) => {
+        counts[state] += await this.deliveries.countDocuments({ ...deliveryQuery(orgId, { ...filter, state }), ...extra });
+      }));
+    };
+    const wholeDays = [filter.from, filter.until].every((at) => !at || at.getTime() % DAY_MS === 0);
+    if (filter.paymentId || !wholeDays) {
+      await countOldWay({});
+      return counts;
+    }
+    const byDay = await this.days.byDay<StateGroup>(deliveriesScope(orgId), dayRange(filter), {
+      hour: async (hour) => {
+        const rows = await this.deliveries.find({ orgId, hour, identityId: { $exists: false } }, { status: 1, lastError: 1, endpointId: 1 }).lean();
+        return rows.map((row) => ({ state: deliveryState(row), endpointId: row.endpointId, n: 1 }));
+      },
+      key: (g) => `${g.state}|${g.endpointId}`,
+      final: (g) => g.state === 'delivered' || g.state === 'failed',
+    }, now);
+    for (const groups of byDay.days.values()) {
+      for (const g of groups) if (!filter.endpointId || g.endpointId === filter.endpointId) counts[g.state] += g.n;
+    }
+    if (byDay.undated) await countOldWay({ hour: null });
+    return counts;
+  }
+
+  /** Lists the orgs whose deliveries include some written without their hour (HistoryBuckets.scanUndated). */
+  markUndated(): Promise<number> {
+    return this.history.scanUndated('deliveries', this.deliveries, deliveriesScope);
+  }
+
+  /** A delivery of this day changed state by hand (a retry): its day's written counts no longer hold. */
+  async changedByHand(delivery: Pick<DeliveryDoc, 'orgId' | 'createdAt'>): Promise<void> {
+    await this.days.forget(deliveriesScope(delivery.orgId), dayOf(delivery.createdAt));
   }
 
   /** Status fields of the org's deliveries with these ids (a payments page's webhook column): no bodies or attempts. */

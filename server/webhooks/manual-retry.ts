@@ -51,6 +51,7 @@ export class ManualRetry {
     // Unconditional: only the round's claimant writes, and while a delivery is finished no attempt job writes it.
     await this.deliveries.updateOne({ _id: id, orgId },
       { $set: { status: 'pending', round, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, lastError: null, deliveredAt: null, failedAt: null } });
+    await this.log.changedByHand(current);
     const doc = { ...current, status: 'pending' as const, round, roundBase: current.attemptCount, nextAttemptAt: now, updatedAt: now, lastError: null, deliveredAt: null, failedAt: null };
     await this.deliveryJobs.now({ deliveryId: id, round, roundBase: doc.attemptCount, made: 0 });
     this.logger.info({ deliveryId: id, paymentId: doc.paymentId, round }, 'webhook delivery retried by hand: new round');

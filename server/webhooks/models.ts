@@ -41,6 +41,8 @@ export interface DeliveryDoc {
   nextAttemptAt?: Date | null;
   lastError?: string | null;
   createdAt: Date;
+  /** The UTC hour of createdAt, which the delivery log's pages find it by (platform/history-buckets.ts); absent on older ones. */
+  hour?: string;
   updatedAt: Date;
   deliveredAt?: Date | null;
   failedAt?: Date | null;
@@ -72,10 +74,13 @@ export const deliverySchema = new Schema<DeliveryDoc>({
   nextAttemptAt: Date,
   lastError: String,
   createdAt: { type: Date, required: true },
+  hour: String,
   updatedAt: { type: Date, required: true },
   deliveredAt: Date,
   failedAt: Date,
 }, { versionKey: false });
 deliverySchema.index({ orgId: 1, createdAt: -1, _id: -1 });
+// An org's deliveries of one hour (the delivery log's pages and counts), and its undated ones (hour: null).
+deliverySchema.index({ orgId: 1, hour: 1 });
 deliverySchema.index({ orgId: 1, endpointId: 1, status: 1, createdAt: -1 });
 deliverySchema.index({ endpointId: 1, createdAt: -1 });

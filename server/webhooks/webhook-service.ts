@@ -9,6 +9,7 @@ import type { Cursor } from '../platform/pagination.js';
 import { deliverySchema, type DeliveryDoc } from './models.js';
 import { DeliveryJobs, type AttemptClaims, type DeliveryInput, type DeliveryQueue, type DeliveryTargets } from './delivery-job.js';
 import { DeliveryLog, type DeliveryFilter } from './delivery-log.js';
+import { DayGroups, HistoryBuckets } from '../platform/history-buckets.js';
 import { ManualRetry } from './manual-retry.js';
 import { startRounds } from '../platform/rounds.js';
 import type { ProcessRegistry } from '../platform/process-registry.js';
@@ -61,9 +62,10 @@ export class WebhookService implements DeliveryQueue {
   ) {
     this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
     const claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as AttemptClaims;
-    this.jobs = new DeliveryJobs(this.deliveries, claims, config, jobs, sources.targets, logs, processes, observe);
+    const history = new HistoryBuckets(conn);
+    this.jobs = new DeliveryJobs(this.deliveries, history, claims, config, jobs, sources.targets, logs, processes, observe);
     this.retryDelaysMs = this.jobs.retryDelaysMs;
-    this.log = new DeliveryLog(this.deliveries);
+    this.log = new DeliveryLog(this.deliveries, history, new DayGroups(conn, history));
     this.retries = new ManualRetry(this.deliveries, claims, this.log, this.jobs, logs, observe.log);
   }
 
@@ -130,8 +132,13 @@ export class WebhookService implements DeliveryQueue {
     return this.log.listPage(orgId, filter, offset, limit);
   }
 
-  count(orgId: string, filter: DeliveryFilter) {
-    return this.log.count(orgId, filter);
+  /** Lists the orgs whose deliveries include some written without their hour (read the old way). */
+  markUndated(): Promise<number> {
+    return this.log.markUndated();
+  }
+
+  countByState(orgId: string, filter: Omit<DeliveryFilter, 'state' | 'status'>) {
+    return this.log.countByState(orgId, filter);
   }
 
   summaries(orgId: string, ids: string[]) {

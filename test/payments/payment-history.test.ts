@@ -6,8 +6,10 @@
 import { randomBytes } from 'node:crypto';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { hourOf } from '../../server/platform/history-buckets.js';
+import { HistoryBuckets, hourOf } from '../../server/platform/history-buckets.js';
 import type { PaymentDoc } from '../../server/payments/models.js';
+import type { DeliveryDoc } from '../../server/webhooks/models.js';
+import { deliveriesScope } from '../../server/webhooks/delivery-log.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -78,7 +80,7 @@ describe('a seller\'s payments, filed by the hour', () => {
     await write(orgId, '2026-03-02T10:00:00Z', { amount: '30000' });
     const held = await write(orgId, '2026-03-02T12:00:00Z', { amount: '40000', status: 'held' });
     const today = await write(orgId, new Date().toISOString(), { amount: '50000' });
-    const written = async () => (await server.app.payments.totals.days.find({ orgId }).lean()).map((d) => d.day).sort();
+    const written = async () => (await server.app.payments.totals.days.written.find({ scope: `payments|${orgId}` }).lean()).map((d) => d.day).sort();
 
     const first = await server.app.payments.totals.of(orgId, {}, []);
     expect({ count: first.totals.count, settled: first.totals.settled, failed: first.totals.failed, volume: first.totals.volumeAtomic }).toEqual({ count: 5, settled: 3, failed: 1, volume: 90000n });
@@ -97,5 +99,66 @@ describe('a seller\'s payments, filed by the hour', () => {
     expect({ settled: third.totals.settled, failed: third.totals.failed }).toEqual({ settled: 3, failed: 2 });
     const march = await server.app.payments.totals.of(orgId, { from: new Date('2026-03-02T00:00:00Z'), until: new Date('2026-03-03T00:00:00Z') }, [{ from: new Date('2026-03-02T00:00:00Z'), until: new Date('2026-03-03T00:00:00Z') }]);
     expect({ count: march.totals.count, volume: march.volume[0]!.volumeAtomic, settledInChart: march.volume[0]!.count }).toEqual({ count: 2, volume: 70000n, settledInChart: 2 });
+  });
+});
+
+/** A seller's webhook delivery as the enqueue writes it (its hour listed first), or undated. */
+async function deliver(orgId: string, at: string, status: DeliveryDoc['status'], options: { lastError?: string; undated?: boolean } = {}): Promise<DeliveryDoc> {
+  const createdAt = new Date(at);
+  const id = `whd_hist${randomBytes(6).toString('hex')}`;
+  const doc = {
+    _id: id, eventId: `evt_${id}`, event: 'payment.received', orgId, endpointId: 'we_history', paymentId: `pay_${id}`, body: '{}', status,
+    attempts: [], attemptCount: status === 'pending' && !options.lastError ? 0 : 1, round: 0, lastError: options.lastError ?? null,
+    nextAttemptAt: status === 'pending' ? new Date(Date.now() + 3_600_000) : null, createdAt, updatedAt: createdAt,
+    ...(options.undated ? {} : { hour: hourOf(createdAt) }),
+  } as DeliveryDoc;
+  if (!options.undated) await new HistoryBuckets(server.app.db).note(deliveriesScope(orgId), createdAt);
+  await server.app.webhooks.deliveries.create(doc);
+  return doc;
+}
+
+describe('a seller\'s webhook deliveries, filed by the hour', () => {
+  it('pages through every delivery once and counts each state by day; a retry by hand makes its day count live again', async () => {
+    const org = await signUp(server);
+    const orgId = org.org_id;
+    const docs = [
+      await deliver(orgId, '2026-04-01T09:00:00Z', 'delivered'),
+      await deliver(orgId, '2026-04-01T10:00:00Z', 'failed', { lastError: 'receiver answered 500' }),
+      await deliver(orgId, '2026-04-02T09:00:00Z', 'delivered'),
+      await deliver(orgId, '2026-04-02T11:00:00Z', 'pending', { lastError: 'receiver answered 503' }),
+      await deliver(orgId, new Date().toISOString(), 'pending'),
+      await deliver(orgId, '2026-03-30T08:00:00Z', 'delivered', { undated: true }),
+    ];
+    expect(await server.app.webhooks.markUndated()).toBeGreaterThanOrEqual(1);
+
+    const seen: string[] = [];
+    let token: string | undefined;
+    do {
+      const res = await server.request('GET', `/v0/webhooks/deliveries?limit=2${token ? `&pageToken=${token}` : ''}`, { key: org.platform_key });
+      expect(res.status).toBe(200);
+      seen.push(...(res.body.deliveries as Array<{ id: string }>).map((d) => d.id));
+      token = res.body.nextPageToken;
+    } while (token && seen.length < 20);
+    expect(seen).toEqual([...docs].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime()).map((d) => d._id));
+
+    const written = async () => (await server.app.webhooks.deliveries.db.collection('history_day_groups').find({ scope: deliveriesScope(orgId) }).toArray()).map((d) => d.day).sort();
+    expect(await server.app.webhooks.countByState(orgId, {})).toEqual({ pending: 1, failing: 1, failed: 1, delivered: 3 });
+    // 2026-04-01 is closed with none pending; 2026-04-02 has a failing delivery; today is open.
+    expect(await written()).toEqual(['2026-04-01']);
+    expect(await server.app.webhooks.countByState(orgId, { from: new Date('2026-04-01T00:00:00Z'), until: new Date('2026-04-02T00:00:00Z') })).toEqual({ pending: 0, failing: 0, failed: 1, delivered: 1 });
+
+    // The failed one is retried by hand: pending again, so its day's written counts are forgotten.
+    const retried = await server.request('POST', `/v0/webhooks/deliveries/${docs[1]!._id}/retry`, { key: org.platform_key });
+    expect(retried.status).toBe(202);
+    expect(await written()).toEqual([]);
+    // Its new round runs (its endpoint is gone, so it ends failed again): the day counts what the record says.
+    const until = Date.now() + 20_000;
+    while ((await server.app.webhooks.deliveries.findById(docs[1]!._id).lean())?.round !== 1 || (await server.app.webhooks.deliveries.findById(docs[1]!._id).lean())?.status === 'pending') {
+      if (Date.now() > until) throw new Error('the retried delivery\'s new round did not finish');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const now = (await server.app.webhooks.deliveries.findById(docs[1]!._id).lean())!;
+    const after = await server.app.webhooks.countByState(orgId, { from: new Date('2026-04-01T00:00:00Z'), until: new Date('2026-04-02T00:00:00Z') });
+    expect(after).toEqual({ pending: 0, failing: 0, failed: now.status === 'failed' ? 1 : 0, delivered: now.status === 'delivered' ? 2 : 1 });
   });
 });

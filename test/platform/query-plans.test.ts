@@ -72,8 +72,8 @@ const HOT: HotQuery[] = [
     other: (i) => ({ _id: `payments|org_${i}|2026-01-01`, of: `payments|org_${i}`, bucket: '2026-01-01' }),
   },
   {
-    what: 'the written totals of a seller\'s closed days', model: 'PaymentDayTotals', filter: { orgId: 'org_wanted' }, index: { orgId: 1 },
-    other: (i) => ({ _id: `org_${i}|2026-01-01`, orgId: `org_${i}`, day: '2026-01-01', groups: [] }),
+    what: 'the written totals of a seller\'s closed days', model: 'HistoryDayGroups', filter: { scope: 'payments|org_wanted' }, index: { scope: 1 },
+    other: (i) => ({ _id: `payments|org_${i}|2026-01-01`, scope: `payments|org_${i}`, day: '2026-01-01', groups: [] }),
   },
   {
     what: 'reconciliation: verified payments left open', model: 'Payment', filter: { status: 'verified', chainId: 84532, createdAt: { $lt: day(400) } }, sort: { createdAt: 1 }, index: { status: 1, createdAt: 1 },
