@@ -26,7 +26,8 @@ import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
-import { hourOf } from '../server/platform/history-buckets.js';
+import { HistoryBuckets, hourOf } from '../server/platform/history-buckets.js';
+import { deliveriesScope } from '../server/webhooks/delivery-log.js';
 
 const PAYMENTS = Number(process.env.BENCH_HISTORY_PAYMENTS ?? 1_000_000);
 const JOBS = Number(process.env.BENCH_HISTORY_JOBS ?? 1_000_000);
@@ -65,7 +66,7 @@ function paymentAt(orgId: string, endpointId: string, at: Date, i: number) {
   const delivery = {
     _id: deliveryId, eventId, event: 'payment.received', orgId, endpointId, paymentId: id, body, status: 'delivered',
     attempts: [{ at: new Date(at.getTime() + 1600), status: 200, durationMs: 40 }], attemptCount: 1, round: 0,
-    nextAttemptAt: null, lastError: null, createdAt: new Date(at.getTime() + 1550), updatedAt: new Date(at.getTime() + 1650), deliveredAt: new Date(at.getTime() + 1650),
+    nextAttemptAt: null, lastError: null, createdAt: new Date(at.getTime() + 1550), hour: hourOf(new Date(at.getTime() + 1550)), updatedAt: new Date(at.getTime() + 1650), deliveredAt: new Date(at.getTime() + 1650),
   };
   return { payment, delivery };
 }
@@ -92,10 +93,12 @@ async function main() {
     const signIn = await fetch(`${server.url}/console/sign-in`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ key: signup.platform_key }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url } });
     const cookie = signIn.headers.getSetCookie().find((c) => c.startsWith('agentgate_console='))!.split(';')[0]!;
 
+    const history = HistoryBuckets.for(db);
     const insert = async (collection: string, docs: object[]) => {
       if (!docs.length) return;
       // Payments are filed as a claim files them: their hour listed first (once per hour).
       if (collection === 'payments') for (const doc of docs as Array<{ orgId: string; createdAt: Date }>) await server.app.payments.records.noteHour(doc);
+      if (collection === 'webhook_deliveries') for (const doc of docs as Array<{ orgId: string; createdAt: Date }>) await history.note(deliveriesScope(doc.orgId), doc.createdAt);
       await db.collection(collection).insertMany(docs as never[], { ordered: false });
     };
     // The recent day, in both phases: what the first pages show.
@@ -193,11 +196,12 @@ async function main() {
     log(`  tidying the ${JOBS.toLocaleString('en-US')} given-up jobs (JOB_RETENTION_DAYS ${server.app.config.JOB_RETENTION_DAYS}) took ${((Date.now() - tidyStart) / 1000).toFixed(0)} s (${rounds} rounds here, beside the server's own)`);
     for (const name of ['jobs', 'jobs_given_up']) log(`  ${await storage(name)}`);
 
-    // The closed days' totals as the console's first view of them writes them (payment-totals.ts): a
+    // The closed days' totals and delivery counts as the console's first view of them writes them (DayGroups): a
     // seller who opens the console daily has them all; the first view of a year never seen writes them all.
     const totalsStart = Date.now();
     await server.app.payments.totals.of(orgId, {}, []);
-    log(`  the year's day totals written in ${((Date.now() - totalsStart) / 1000).toFixed(0)} s (${await server.app.payments.totals.days.written.countDocuments({ scope: `payments|${orgId}` })} days)`);
+    await server.app.webhooks.countByState(orgId, {});
+    log(`  the year's day totals and delivery counts written in ${((Date.now() - totalsStart) / 1000).toFixed(0)} s (${await server.app.payments.totals.days.written.countDocuments({ scope: `payments|${orgId}` })} days)`);
     for (const name of ['history_buckets', 'history_day_groups']) log(`  ${await storage(name)}`);
 
     const year = await measure();

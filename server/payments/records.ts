@@ -125,7 +125,7 @@ export class PaymentRecords {
     const paymentsCollection = () => this.payments.collection as unknown as Collection<PaymentDoc>;
     this.recordUpdates = new GroupedUpdates(paymentsCollection, { ...updateGrouping, onCommand: (size) => metrics.groupCommitSize.observe({ write: 'payment_records' }, size) });
     this.settlements = new SettledPayments(conn, (size) => metrics.groupCommitSize.observe({ write: 'payment_settlements' }, size));
-    this.history = new HistoryBuckets(conn);
+    this.history = HistoryBuckets.for(conn);
     metrics.onCollect(() => metrics.paymentRecordWritesPending.set(this.recordWrites.size));
   }
 

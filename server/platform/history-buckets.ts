@@ -39,8 +39,16 @@ export const UNDATED = '~undated';
 /** How long after the first scan for undated records a starting process scans again: a rolling upgrade's length. */
 const UNDATED_RESCAN_MS = 3_600_000;
 
+/** How often a scope's list of days is read whole (HistoryBuckets.days). */
+const DAYS_READ_EVERY_MS = 60_000;
+/** Scopes whose days a process keeps (a year's list is a few KB). */
+const MAX_KNOWN_SCOPES = 5_000;
+
 /** Notes kept per process before the memory is cleared (each is a few dozen bytes). */
 const MAX_NOTED = 20_000;
+
+/** One per database connection (the payment records and the delivery log share its caches). */
+const instances = new WeakMap<Connection, HistoryBuckets>();
 
 export class HistoryBuckets {
   readonly buckets: Model<BucketDoc>;
@@ -48,8 +56,20 @@ export class HistoryBuckets {
   private readonly noted = new Map<string, Promise<void>>();
   /** Notes of concurrent records (of many scopes) go in one insert command; one already there is no error. */
   private readonly inserts: GroupedInserts<BucketDoc>;
+  /** Each scope's days as last read, and when (days): a year's list is read once a minute, not per page. */
+  private readonly known = new Map<string, { days: Set<string>; undated: boolean; readAt: number }>();
 
-  constructor(conn: Connection) {
+  /** The connection's instance. */
+  static for(conn: Connection): HistoryBuckets {
+    let instance = instances.get(conn);
+    if (!instance) {
+      instance = new HistoryBuckets(conn);
+      instances.set(conn, instance);
+    }
+    return instance;
+  }
+
+  private constructor(conn: Connection) {
     this.buckets = conn.models.HistoryBucket ?? conn.model<BucketDoc>('HistoryBucket', bucketSchema, 'history_buckets');
     this.inserts = new GroupedInserts(() => this.buckets.collection as unknown as Collection<BucketDoc>);
   }
@@ -75,6 +95,7 @@ export class HistoryBuckets {
   private async insert(scope: string, hour: string): Promise<void> {
     const day = hour.slice(0, 10);
     await this.insertAll([{ _id: `${scope}|${day}`, of: scope, bucket: day }, { _id: `${scope}|${hour}`, of: `${scope}|${day}`, bucket: hour }]);
+    this.known.get(scope)?.days.add(day);
   }
 
   /** Inserts, where a document already there (another process noted it) is no error. */
@@ -97,14 +118,31 @@ export class HistoryBuckets {
     if (first && now.getTime() - Date.parse(first.bucket) > UNDATED_RESCAN_MS) return 0;
     const orgIds = (await records.distinct('orgId', { hour: null })) as string[];
     if (orgIds.length) await this.insertAll(orgIds.map((orgId) => ({ _id: `${scopeOf(orgId)}|${UNDATED}`, of: scopeOf(orgId), bucket: UNDATED })));
+    for (const orgId of orgIds) { const known = this.known.get(scopeOf(orgId)); if (known) known.undated = true; }
     if (!first) await this.insertAll([{ _id: marker, of: marker, bucket: now.toISOString() }]);
     return orgIds.length;
   }
 
-  /** The scope's days, newest first, and whether it holds undated records. */
-  async days(scope: string): Promise<{ days: string[]; undated: boolean }> {
-    const found = (await this.buckets.find({ of: scope }, { bucket: 1 }).lean()).map((b) => b.bucket);
-    return { days: found.filter((b) => b !== UNDATED).sort().reverse(), undated: found.includes(UNDATED) };
+  /**
+   * The scope's days, newest first, and whether it holds undated records. The list is read whole at most
+   * once per DAYS_READ_EVERY_MS; in between, records are written only in the present (a claim's or a
+   * delivery's time is its write's), so the only days another process can have added are today and, past
+   * midnight, yesterday: each is looked up by `_id` while the list lacks it.
+   */
+  async days(scope: string, now = new Date()): Promise<{ days: string[]; undated: boolean }> {
+    let known = this.known.get(scope);
+    if (!known || now.getTime() - known.readAt > DAYS_READ_EVERY_MS) {
+      const readAt = now.getTime();
+      const found = (await this.buckets.find({ of: scope }, { bucket: 1 }, { batchSize: 100_000 }).lean()).map((b) => b.bucket);
+      known = { days: new Set(found.filter((b) => b !== UNDATED)), undated: found.includes(UNDATED), readAt };
+      if (this.known.size >= MAX_KNOWN_SCOPES) this.known.clear();
+      this.known.set(scope, known);
+    } else {
+      const recent = [dayOf(now), dayOf(new Date(now.getTime() - 86_400_000))].filter((day) => !known!.days.has(day));
+      const found = await Promise.all(recent.map((day) => this.buckets.exists({ _id: `${scope}|${day}` })));
+      recent.forEach((day, i) => { if (found[i]) known!.days.add(day); });
+    }
+    return { days: [...known.days].sort().reverse(), undated: known.undated };
   }
 
   /** The hours of one of the scope's days, newest first. */
@@ -161,9 +199,23 @@ const CLOSE_AFTER_MS = 15 * 60_000;
  */
 export class DayGroups {
   readonly written: Model<DayGroupsDoc>;
+  /** Each scope's written days as last read (they never change but by forget): read whole once a minute. */
+  private readonly known = new Map<string, { days: Map<string, unknown[]>; readAt: number }>();
 
   constructor(conn: Connection, private readonly history: HistoryBuckets) {
     this.written = conn.models.HistoryDayGroups ?? conn.model<DayGroupsDoc>('HistoryDayGroups', dayGroupsSchema, 'history_day_groups');
+  }
+
+  /** The scope's written days, read whole at most once per DAYS_READ_EVERY_MS; days written since are read live once. */
+  private async writtenDays(scope: string, now: Date): Promise<Map<string, unknown[]>> {
+    const known = this.known.get(scope);
+    if (known && now.getTime() - known.readAt <= DAYS_READ_EVERY_MS) return known.days;
+    const readAt = now.getTime();
+    const docs = await this.written.find({ scope }, { day: 1, groups: 1 }, { batchSize: 100_000 }).lean();
+    const days = new Map(docs.map((d) => [d.day, d.groups as unknown[]]));
+    if (this.known.size >= MAX_KNOWN_SCOPES) this.known.clear();
+    this.known.set(scope, { days, readAt });
+    return days;
   }
 
   /** Each day's groups in [firstDay, lastDay], and whether the scope holds undated records (to count the old way). */
@@ -175,8 +227,7 @@ export class DayGroups {
     /** Whether no record of the group can change any more. */
     final: (group: G) => boolean;
   }, now = new Date()): Promise<{ days: Map<string, G[]>; undated: boolean }> {
-    const [{ days, undated }, written] = await Promise.all([this.history.days(scope), this.written.find({ scope }).lean()]);
-    const writtenByDay = new Map(written.map((d) => [d.day, d.groups as unknown as G[]]));
+    const [{ days, undated }, writtenByDay] = await Promise.all([this.history.days(scope, now), this.writtenDays(scope, now) as Promise<Map<string, G[]>>]);
     const closedBefore = dayOf(new Date(now.getTime() - CLOSE_AFTER_MS));
     const out = new Map<string, G[]>();
     for (const day of days) {
@@ -187,6 +238,7 @@ export class DayGroups {
         groups = merge((await Promise.all(hours.map(read.hour))).flat(), read.key);
         if (day < closedBefore && groups.every(read.final)) {
           await this.written.create({ _id: `${scope}|${day}`, scope, day, groups }).catch((err: unknown) => { if ((err as { code?: number }).code !== 11000) throw err; });
+          writtenByDay.set(day, groups);
         }
       }
       out.set(day, groups);
@@ -194,9 +246,13 @@ export class DayGroups {
     return { days: out, undated };
   }
 
-  /** The day's written groups are wrong now: it is read live (and written again) from here on. */
+  /**
+   * The day's written groups are wrong now: it is read live (and written again) from here on; another
+   * process reads it live once its list of written days is read again (within DAYS_READ_EVERY_MS).
+   */
   async forget(scope: string, day: string): Promise<void> {
     await this.written.deleteOne({ _id: `${scope}|${day}` });
+    this.known.get(scope)?.days.delete(day);
   }
 }
 

@@ -62,7 +62,7 @@ export class WebhookService implements DeliveryQueue {
   ) {
     this.deliveries = conn.models.WebhookDelivery ?? conn.model<DeliveryDoc>('WebhookDelivery', deliverySchema, 'webhook_deliveries');
     const claims = conn.collection<{ _id: string; expiresAt: Date }>('webhook_attempt_claims') as unknown as AttemptClaims;
-    const history = new HistoryBuckets(conn);
+    const history = HistoryBuckets.for(conn);
     this.jobs = new DeliveryJobs(this.deliveries, history, claims, config, jobs, sources.targets, logs, processes, observe);
     this.retryDelaysMs = this.jobs.retryDelaysMs;
     this.log = new DeliveryLog(this.deliveries, history, new DayGroups(conn, history));

@@ -206,7 +206,7 @@ describe('payments: totals, chart, search, pages and CSV against a known set', (
     const now = new Date();
     const base = { event: 'payment.received', orgId: org.org_id, endpointId: 'ep_gone', body: '{}', attempts: [], round: 0, createdAt: now, hour: hourOf(now), updatedAt: now };
     // Filed as the enqueue files them: the hour listed first, then the deliveries.
-    await new HistoryBuckets(server.app.db).note(deliveriesScope(org.org_id), now);
+    await HistoryBuckets.for(server.app.db).note(deliveriesScope(org.org_id), now);
     await server.app.webhooks.deliveries.insertMany([
       { ...base, _id: 'whd_seedpending', eventId: 'evt_seed1', paymentId: ids[0], status: 'pending', attemptCount: 0, nextAttemptAt: now },
       { ...base, _id: 'whd_seedfailing', eventId: 'evt_seed2', paymentId: ids[1], status: 'pending', attemptCount: 1, lastError: 'receiver answered 500', nextAttemptAt: new Date(now.getTime() + 3_600_000) },

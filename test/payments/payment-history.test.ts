@@ -4,6 +4,7 @@
 // closed day's written groups, which are written once and only when none of the day's payments can
 // change any more. Against a real backend on FerretDB; the records are written as a claim writes them.
 import { randomBytes } from 'node:crypto';
+import mongoose from 'mongoose';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
 import { HistoryBuckets, hourOf } from '../../server/platform/history-buckets.js';
@@ -72,6 +73,25 @@ describe('a seller\'s payments, filed by the hour', () => {
     expect(pages).toBe(4);
   });
 
+  it('a page shows a payment another process filed under a day this process\'s list of days lacked', async () => {
+    const org = await signUp(server);
+    const older = await write(org.org_id, '2026-05-01T10:00:00Z');
+    const page = async () => ((await server.request('GET', '/v0/payments?limit=10', { key: org.platform_key })).body.payments as Array<{ id: string }>).map((p) => p.id);
+    expect(await page()).toEqual([older._id]);
+    // Another process (its own connection, so its own buckets) files today's first payment of the seller.
+    const other = await mongoose.createConnection(server.config.MONGODB_URI, { dbName: server.app.db.name }).asPromise();
+    try {
+      const now = new Date();
+      await HistoryBuckets.for(other).note(`payments|${org.org_id}`, now);
+      // The record as that process's claim writes it (not noted by this process's buckets).
+      const today = await write(org.org_id, now.toISOString(), { undated: true });
+      await server.app.payments.records.payments.updateOne({ _id: today._id }, { $set: { hour: hourOf(now) } });
+      expect(await page()).toEqual([today._id, older._id]);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('writes a closed day\'s totals once, never while one of its payments is open, and counts today live', async () => {
     const org = await signUp(server);
     const orgId = org.org_id;
@@ -112,7 +132,7 @@ async function deliver(orgId: string, at: string, status: DeliveryDoc['status'],
     nextAttemptAt: status === 'pending' ? new Date(Date.now() + 3_600_000) : null, createdAt, updatedAt: createdAt,
     ...(options.undated ? {} : { hour: hourOf(createdAt) }),
   } as DeliveryDoc;
-  if (!options.undated) await new HistoryBuckets(server.app.db).note(deliveriesScope(orgId), createdAt);
+  if (!options.undated) await HistoryBuckets.for(server.app.db).note(deliveriesScope(orgId), createdAt);
   await server.app.webhooks.deliveries.create(doc);
   return doc;
 }
