@@ -4,7 +4,7 @@ import type { Connection, Model } from 'mongoose';
 import { formatUsdc } from 'agentgate-x402-wire';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
-import { dayOf, HistoryBuckets } from '../platform/history-buckets.js';
+import { dayOf, HistoryBuckets, pageFrom } from '../platform/history-buckets.js';
 import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
@@ -217,18 +217,6 @@ export class PaymentRecords {
     }, { ...dayRange(filter), ...(before ? { before } : {}) });
   }
 
-  /** The first `count` payments of newestFirst after skipping `skip`. */
-  private async take(rows: AsyncIterable<PaymentDoc>, skip: number, count: number): Promise<PaymentDoc[]> {
-    const out: PaymentDoc[] = [];
-    let seen = 0;
-    for await (const row of rows) {
-      if (seen++ < skip) continue;
-      out.push(row);
-      if (out.length >= count) break;
-    }
-    return out;
-  }
-
   /** Records still open whose settlement is recorded read as settled: their update is on its way. */
   private async withSettlements(rows: PaymentDoc[]): Promise<PaymentDoc[]> {
     const open = rows.filter((row) => OPEN.includes(row.status));
@@ -253,14 +241,14 @@ export class PaymentRecords {
 
   async list(orgId: string, limit: number, cursor?: Cursor, filter: PaymentFilter = {}) {
     await this.recordsWritten();
-    const rows = await this.take(this.newestFirst(orgId, filter, cursor, limit + 1), 0, limit + 1);
+    const rows = await pageFrom(this.newestFirst(orgId, filter, cursor, limit + 1), 0, limit + 1);
     return pageOf(await this.withSettlements(rows), limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
 
   /** One numbered page (the console's "26–50 of N"), newest first. */
   async listPage(orgId: string, filter: PaymentFilter, offset: number, limit: number): Promise<PaymentDoc[]> {
     await this.recordsWritten();
-    return this.withSettlements(await this.take(this.newestFirst(orgId, filter, undefined, offset + limit), offset, limit));
+    return this.withSettlements(await pageFrom(this.newestFirst(orgId, filter, undefined, offset + limit), offset, limit));
   }
 
   /**

@@ -178,6 +178,18 @@ export class HistoryBuckets {
   }
 }
 
+/** The `count` records after the first `skip` of a newest-first walk (a numbered page, or a cursor page's limit + 1). */
+export async function pageFrom<T>(rows: AsyncIterable<T>, skip: number, count: number): Promise<T[]> {
+  const out: T[] = [];
+  let seen = 0;
+  for await (const row of rows) {
+    if (seen++ < skip) continue;
+    out.push(row);
+    if (out.length >= count) break;
+  }
+  return out;
+}
+
 /** A closed day's groups as written (DayGroups). */
 export interface DayGroupsDoc { _id: string; scope: string; day: string; groups: Array<Record<string, unknown> & { n: number }> }
 

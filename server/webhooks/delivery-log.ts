@@ -2,7 +2,7 @@ import type { Model } from 'mongoose';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { findByIds } from '../platform/find-by-ids.js';
-import { dayOf, type DayGroups, type HistoryBuckets } from '../platform/history-buckets.js';
+import { dayOf, pageFrom, type DayGroups, type HistoryBuckets } from '../platform/history-buckets.js';
 import type { DeliveryDoc, DeliveryStatus } from './models.js';
 import { DELIVERY_STATES, deliveryState, deliveryStateQuery, type DeliveryState } from './state.js';
 
@@ -81,25 +81,14 @@ export class DeliveryLog {
     }, { ...dayRange(filter), ...(before ? { before } : {}) });
   }
 
-  private async take(rows: AsyncIterable<DeliveryDoc>, skip: number, count: number): Promise<DeliveryDoc[]> {
-    const out: DeliveryDoc[] = [];
-    let seen = 0;
-    for await (const row of rows) {
-      if (seen++ < skip) continue;
-      out.push(row);
-      if (out.length >= count) break;
-    }
-    return out;
-  }
-
   async list(orgId: string, filter: DeliveryFilter, limit: number, cursor?: Cursor) {
-    const rows = await this.take(this.newestFirst(orgId, filter, cursor), 0, limit + 1);
+    const rows = await pageFrom(this.newestFirst(orgId, filter, cursor), 0, limit + 1);
     return pageOf(rows, limit, (row) => ({ at: row.createdAt, id: row._id }));
   }
 
   /** One numbered page (the console's "26–50 of N"), without the bodies; newest first. */
   async listPage(orgId: string, filter: DeliveryFilter, offset: number, limit: number): Promise<Array<Omit<DeliveryDoc, 'body'>>> {
-    return this.take(this.newestFirst(orgId, filter, undefined, true), offset, limit);
+    return pageFrom(this.newestFirst(orgId, filter, undefined, true), offset, limit);
   }
 
   /**
