@@ -8,7 +8,7 @@ import { sortKeyOf, type Cursor } from './pagination.js';
  *
  * Our embedded engine (FerretDB 1.24) answers only equalities from an index: a list sorted by time, or a
  * time range, reads every document of the org, so a seller's payments page cost time in proportion to
- * its history (5-10x the empty database's at 20,000 payments). Records therefore carry the UTC hour they
+ * its history (5-10x the empty database's p50 at 2,000 payments: `npm run bench -- history`). Records therefore carry the UTC hour they
  * were created in (`hour: "2026-12-01T14"`, indexed with the org), and this collection lists, per scope
  * (`payments|<org>`), the days that hold records and, per day, its hours. A page reads the scope's days,
  * the newest day's hours, and hour by hour the records (each one equality), sorted in memory, until it
@@ -17,7 +17,7 @@ import { sortKeyOf, type Cursor } from './pagination.js';
  * A bucket is noted (a unique insert, once per process and hour) before the first record filed under it
  * is written, so a record is never in an hour its scope does not list; an hour listed with no record (its
  * write failed) only costs a page one empty query. Records written by a version that did not file them
- * ("undated") are listed as one `~undated` entry of their scope (see markUndated), read the old way.
+ * ("undated") are listed as one `~undated` entry of their scope (scanUndated), and read the old way.
  */
 export interface BucketDoc {
   /** `<scope>|<day>` for a day, `<scope>|<hour>` for an hour, `<scope>|~undated`. */
