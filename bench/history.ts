@@ -1,14 +1,15 @@
 /**
  * A year of history, measured (issue 52's first part, the read paths): what an operator, a seller's code
  * and a probe read every day, first on a database holding one day of an org's payments, then on the same
- * database once a busy year has been added before this month: payments with their signed receipts and
- * webhook deliveries, and finished jobs. Each scenario is the same requests in both phases; it reports
+ * database once a busy year has been added before this month: payments with their signed receipts,
+ * webhook deliveries and activity log lines, and finished jobs. Each scenario is the same requests in
+ * both phases; it reports
  * the p50 of each phase, their ratio, and the database commands per request (counted by the driver, the
  * server's background rounds included in both phases alike).
  *
  * The history is inserted directly, shaped as the service writes it (the read path is what is measured,
  * not how fast a year can be paid): settled payments over the 365 days before this month (the month's CSV holds the same rows in both phases), each with
- * a signed receipt and a delivered payment.received delivery; jobs that gave up (the queue deletes what
+ * a signed receipt, a delivered payment.received delivery and its activity log line; jobs that gave up (the queue deletes what
  * succeeded), spread over the 365 days up to now, which the job retention's round (JOB_RETENTION_DAYS)
  * then trims to its last days as over the year it would have. It prints what each collection stores per million documents. Mail at 100,000 messages
  * is measured by bench/mail.ts; the channel sweep's round by the channels test and bench.
@@ -28,6 +29,7 @@ import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 import { HistoryBuckets, hourOf } from '../server/platform/history-buckets.js';
 import { deliveriesScope } from '../server/webhooks/delivery-log.js';
+import { activityScope } from '../server/platform/activity-log.js';
 
 const PAYMENTS = Number(process.env.BENCH_HISTORY_PAYMENTS ?? 1_000_000);
 const JOBS = Number(process.env.BENCH_HISTORY_JOBS ?? 1_000_000);
@@ -68,7 +70,12 @@ function paymentAt(orgId: string, endpointId: string, at: Date, i: number) {
     attempts: [{ at: new Date(at.getTime() + 1600), status: 200, durationMs: 40 }], attemptCount: 1, round: 0,
     nextAttemptAt: null, lastError: null, createdAt: new Date(at.getTime() + 1550), hour: hourOf(new Date(at.getTime() + 1550)), updatedAt: new Date(at.getTime() + 1650), deliveredAt: new Date(at.getTime() + 1650),
   };
-  return { payment, delivery };
+  // The activity log's line for it (records.ts writeRecord), filed by the hour as the log files it.
+  const activity = {
+    _id: `log_h${i.toString(36).padStart(8, '0')}${randomBytes(5).toString('hex')}`, orgId, action: 'payments.settled', category: 'payments', severity: 'info', status: 'success',
+    description: `Received ${amount} USDC from ${payer}`, targetType: 'payment', targetId: id, metadata: { txHash, endpointId }, createdAt: new Date(at.getTime() + 1500), hour: hourOf(new Date(at.getTime() + 1500)),
+  };
+  return { payment, delivery, activity };
 }
 
 async function main() {
@@ -99,6 +106,7 @@ async function main() {
       // Payments are filed as a claim files them: their hour listed first (once per hour).
       if (collection === 'payments') for (const doc of docs as Array<{ orgId: string; createdAt: Date }>) await server.app.payments.records.noteHour(doc);
       if (collection === 'webhook_deliveries') for (const doc of docs as Array<{ orgId: string; createdAt: Date }>) await history.note(deliveriesScope(doc.orgId), doc.createdAt);
+      if (collection === 'activity_logs') for (const doc of docs as Array<{ orgId: string; createdAt: Date }>) await history.note(activityScope(doc.orgId), doc.createdAt);
       await db.collection(collection).insertMany(docs as never[], { ordered: false });
     };
     // The recent day, in both phases: what the first pages show.
@@ -106,6 +114,7 @@ async function main() {
     const recent = Array.from({ length: RECENT }, (_, i) => paymentAt(orgId, endpointId, new Date(now - (RECENT - i) * 60_000), i));
     await insert('payments', recent.map((r) => r.payment));
     await insert('webhook_deliveries', recent.map((r) => r.delivery));
+    await insert('activity_logs', recent.map((r) => r.activity));
 
     const month = new Date(now).toISOString().slice(0, 7);
     const lastDay = new Date(Date.UTC(Number(month.slice(0, 4)), Number(month.slice(5, 7)), 0)).toISOString().slice(0, 10);
@@ -115,6 +124,8 @@ async function main() {
       { name: 'console webhook deliveries page', path: '/console/webhooks', headers: { cookie } },
       { name: 'API payments page (50)', path: '/v0/payments?limit=50', headers: { authorization: `Bearer ${signup.platform_key}` } },
       { name: 'API deliveries page (50)', path: '/v0/webhooks/deliveries?limit=50', headers: { authorization: `Bearer ${signup.platform_key}` } },
+      { name: 'console activity page', path: '/console/activity', headers: { cookie } },
+      { name: 'API activity log page (50)', path: '/v0/logs?limit=50', headers: { authorization: `Bearer ${signup.platform_key}` } },
       { name: '/metrics', path: '/metrics', headers: { authorization: `Bearer ${metricsToken}` } },
       { name: '/ready', path: '/ready', headers: {} },
     ];
@@ -151,7 +162,7 @@ async function main() {
     log(`measuring on the empty database (${RECENT} payments of the last hours), ${REQUESTS} requests per scenario ...`);
     const empty = await measure();
 
-    log(`adding a year: ${PAYMENTS.toLocaleString('en-US')} payments with receipts and deliveries, ${JOBS.toLocaleString('en-US')} jobs that gave up ...`);
+    log(`adding a year: ${PAYMENTS.toLocaleString('en-US')} payments with receipts, deliveries and log lines, ${JOBS.toLocaleString('en-US')} jobs that gave up ...`);
     const seedFrom = Date.now();
     // The year before this month: the month's CSV holds the same rows in both phases.
     const yearStart = Date.parse(`${month}-01T00:00:00.000Z`) - 366 * DAY_MS;
@@ -160,7 +171,7 @@ async function main() {
         const i = RECENT + done + k;
         return paymentAt(orgId, endpointId, new Date(yearStart + Math.floor(((done + k) / PAYMENTS) * 365 * DAY_MS)), i);
       });
-      await Promise.all([insert('payments', batch.map((b) => b.payment)), insert('webhook_deliveries', batch.map((b) => b.delivery))]);
+      await Promise.all([insert('payments', batch.map((b) => b.payment)), insert('webhook_deliveries', batch.map((b) => b.delivery)), insert('activity_logs', batch.map((b) => b.activity))]);
       if ((done / BATCH) % 20 === 0) log(`  ${done.toLocaleString('en-US')} payments (${((Date.now() - seedFrom) / 1000).toFixed(0)} s)`);
     }
     for (let done = 0; done < JOBS; done += BATCH) {
@@ -179,7 +190,7 @@ async function main() {
       const perMillion = (bytes = 0) => `${((bytes / Math.max(1, stats.count)) * 1e6 / 2 ** 30).toFixed(2)} GiB`;
       return `${name}: ${stats.count.toLocaleString('en-US')} documents, ${perMillion(stats.size)} of data and ${perMillion(stats.storageSize)} stored per million (indexes ${perMillion(stats.totalIndexSize)})`;
     };
-    for (const name of ['payments', 'webhook_deliveries', 'jobs']) log(`  ${await storage(name)}`);
+    for (const name of ['payments', 'webhook_deliveries', 'activity_logs', 'jobs']) log(`  ${await storage(name)}`);
     // The year's given-up jobs as the job queue's tidying round leaves them: out of the queue, and only the
     // last JOB_RETENTION_DAYS of them kept. The first round after an upgrade does all of it at once.
     const tidyStart = Date.now();
@@ -201,6 +212,7 @@ async function main() {
     const totalsStart = Date.now();
     await server.app.payments.totals.of(orgId, {}, []);
     await server.app.webhooks.countByState(orgId, {});
+    await server.app.logs.page(orgId, 0, 1);
     log(`  the year's day totals and delivery counts written in ${((Date.now() - totalsStart) / 1000).toFixed(0)} s (${await server.app.payments.totals.days.written.countDocuments({ scope: `payments|${orgId}` })} days)`);
     for (const name of ['history_buckets', 'history_day_groups']) log(`  ${await storage(name)}`);
 

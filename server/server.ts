@@ -188,9 +188,9 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
   const rounds: Array<{ name: string; stop: () => Promise<void> }> = [];
   app.shutdown.addTogether(rounds);
   rounds.push({ name: 'payment hold expiry sweep', stop: app.holds.startExpirySweep(Math.min(app.config.RECONCILE_EVERY_MS, 10_000)) });
-  // Payments of a version that did not file them by the hour, listed so that pages still show them.
+  // Records of a version that did not file them by the hour, listed so that pages still show them.
   const history = app.log.child({ area: 'history' });
-  for (const [kind, scan] of [['payments', () => app.payments.records.markUndated()], ['webhook deliveries', () => app.webhooks.markUndated()]] as const) {
+  for (const [kind, scan] of [['payments', () => app.payments.records.markUndated()], ['webhook deliveries', () => app.webhooks.markUndated()], ['activity log entries', () => app.logs.markUndated()]] as const) {
     void scan()
       .then((orgs) => { if (orgs) history.info({ kind, orgs }, 'records written before they carried their hour: pages read them the old way'); })
       .catch((err: Error) => history.warn({ kind, err: err.message }, 'the scan for records without their hour failed; the next start scans again'));

@@ -1,5 +1,7 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { newId } from './ids.js';
+import { DayGroups, HistoryBuckets, hourOf, pageFrom } from './history-buckets.js';
+import { afterCursor, pageOf, type Cursor } from './pagination.js';
 import type { ServiceEvents } from './events.js';
 import { outsideRequest, type Logger } from './logger.js';
 
@@ -17,6 +19,8 @@ export interface LogEntry {
   metadata: Record<string, unknown>;
   durationMs?: number;
   createdAt: Date;
+  /** The UTC hour of createdAt, which the org's pages find it by (history-buckets.ts); absent on older entries. */
+  hour?: string;
 }
 
 export type LogInput = Omit<LogEntry, '_id' | 'createdAt' | 'severity' | 'status' | 'metadata'> &
@@ -36,27 +40,50 @@ const schema = new Schema<LogEntry>({
   metadata: { type: Schema.Types.Mixed, default: {} },
   durationMs: Number,
   createdAt: { type: Date, required: true },
+  hour: String,
 }, { versionKey: false, minimize: false });
 schema.index({ orgId: 1, createdAt: -1, _id: -1 });
+// An org's entries of one hour (its pages and count), and its undated ones (hour: null).
+schema.index({ orgId: 1, hour: 1 });
 schema.index({ identityId: 1, createdAt: -1, _id: -1 });
 
 /** How long entries written with `recordSoon` gather before one batched insert. */
 const FLUSH_EVERY_MS = 1_000;
 
-/** The activity log every area writes to. Never put a secret in `metadata`. */
+/** An org's activity log in the history buckets (history-buckets.ts). */
+export const activityScope = (orgId: string) => `activity|${orgId}`;
+
+/**
+ * The activity log every area writes to. Never put a secret in `metadata`. Entries are filed by the hour
+ * (history-buckets.ts): a settled payment writes one, so a busy org's log grows as fast as its payments,
+ * and its pages read one equality per hour, its count one per day.
+ */
 export class ActivityLog {
   private readonly entries: Model<LogEntry>;
+  private readonly history: HistoryBuckets;
+  /** Entries per day: an entry never changes, so a closed day's count is written once. */
+  private readonly days: DayGroups;
   private pending: LogEntry[] = [];
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
 
   constructor(conn: Connection, private readonly log: Logger, private readonly events?: ServiceEvents) {
     this.entries = conn.models.LogEntry ?? conn.model<LogEntry>('LogEntry', schema, 'activity_logs');
+    this.history = HistoryBuckets.for(conn);
+    this.days = new DayGroups(conn, this.history);
   }
 
   async record(input: LogInput): Promise<void> {
-    await this.entries.create(entryOf(input));
+    const entry = entryOf(input);
+    await this.noteHours([entry]);
+    await this.entries.create(entry);
     this.tell(input);
+  }
+
+  /** Lists the entries' hours under their orgs before they are written (once per process and hour). */
+  private async noteHours(entries: LogEntry[]): Promise<void> {
+    const hours = new Map(entries.map((e) => [`${e.orgId}|${e.hour}`, e]));
+    await Promise.all([...hours.values()].map((e) => this.history.note(activityScope(e.orgId), e.createdAt)));
   }
 
   /** Every line also goes to the process's event tap (agentgate dev prints them). */
@@ -83,29 +110,62 @@ export class ActivityLog {
     this.pending = [];
     if (batch.length === 0) return this.flushing;
     this.flushing = this.flushing
+      .then(() => this.noteHours(batch))
       .then(() => this.entries.collection.insertMany(batch as never[], { ordered: false }))
       .then(() => {}, (err) => this.log.error({ err, entries: batch.length }, 'activity log write failed'));
     return this.flushing;
   }
 
-  async list(filter: { orgId: string; identityId?: string }, limit: number): Promise<LogEntry[]> {
+  /**
+   * The org's log (or one identity's entries), newest first, strictly after `cursor`: the org's hour by
+   * hour, then its entries written before they carried their hour; an identity's in one query (its
+   * entries are a few of the org's, and the database hands over only those).
+   */
+  async list(filter: { orgId: string; identityId?: string }, limit: number, cursor?: Cursor) {
     await this.flush(); // what this process logged a moment ago is part of the answer
-    const query = filter.identityId ? { orgId: filter.orgId, identityId: filter.identityId } : { orgId: filter.orgId };
-    return this.entries.find(query).sort({ createdAt: -1, _id: -1 }).limit(limit).lean();
+    return pageOf(await pageFrom(this.newestFirst(filter, cursor), 0, limit + 1), limit, (entry) => ({ at: entry.createdAt, id: entry._id }));
+  }
+
+  private newestFirst(filter: { orgId: string; identityId?: string }, before?: Cursor): AsyncIterable<LogEntry> {
+    const sorted = (query: Record<string, unknown>) => this.entries.find({ ...query, ...afterCursor('createdAt', before) })
+      .sort({ createdAt: -1, _id: -1 }).lean().cursor({ batchSize: 200 }) as AsyncIterable<LogEntry>;
+    if (filter.identityId) return sorted({ orgId: filter.orgId, identityId: filter.identityId });
+    return this.history.newestFirst(activityScope(filter.orgId), {
+      hour: (hour) => this.entries.find({ orgId: filter.orgId, hour }).lean() as Promise<LogEntry[]>,
+      undated: () => sorted({ orgId: filter.orgId, hour: null }),
+    }, before ? { before } : {});
   }
 
   /** A numbered page of the org's log, newest first, and how many entries there are (the console's pages). */
   async page(orgId: string, offset: number, limit: number): Promise<{ entries: LogEntry[]; total: number }> {
     await this.flush();
-    const [entries, total] = await Promise.all([
-      this.entries.find({ orgId }).sort({ createdAt: -1, _id: -1 }).skip(offset).limit(limit).lean(),
-      this.entries.countDocuments({ orgId }),
-    ]);
+    const [entries, total] = await Promise.all([pageFrom(this.newestFirst({ orgId }), offset, limit), this.count(orgId)]);
     return { entries, total };
+  }
+
+  /** The org's entries, counted by day (each closed day's count written once), the undated ones the old way. */
+  private async count(orgId: string): Promise<number> {
+    const byDay = await this.days.byDay<{ n: number }>(activityScope(orgId), {}, {
+      hour: async (hour) => [{ n: await this.entries.countDocuments({ orgId, hour }) }],
+      key: () => 'all',
+      final: () => true,
+    });
+    let total = 0;
+    for (const groups of byDay.days.values()) for (const g of groups) total += g.n;
+    if (byDay.undated) total += await this.entries.countDocuments({ orgId, hour: null });
+    return total;
+  }
+
+  /** Lists the orgs whose entries include some written without their hour (HistoryBuckets.scanUndated). */
+  markUndated(): Promise<number> {
+    return this.history.scanUndated('activity', this.entries, activityScope);
   }
 }
 
-const entryOf = (input: LogInput): LogEntry => ({ severity: 'info', status: 'success', metadata: {}, ...input, _id: newId('log'), createdAt: new Date() });
+function entryOf(input: LogInput): LogEntry {
+  const createdAt = new Date();
+  return { severity: 'info', status: 'success', metadata: {}, ...input, _id: newId('log'), createdAt, hour: hourOf(createdAt) };
+}
 
 export function presentLog(entry: LogEntry) {
   return {

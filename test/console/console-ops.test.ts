@@ -14,6 +14,7 @@ import { consoleGet, consolePost, signIn, type SignedIn } from './http-client.js
 import { startStorefront } from '../support/storefront.js';
 import { HistoryBuckets, hourOf } from '../../server/platform/history-buckets.js';
 import { deliveriesScope } from '../../server/webhooks/delivery-log.js';
+import { activityScope } from '../../server/platform/activity-log.js';
 
 let server: TestServer;
 const receivers: Array<Awaited<ReturnType<typeof startReceiver>>> = [];
@@ -190,7 +191,10 @@ describe('payments: totals, chart, search, pages and CSV against a known set', (
   });
 
   it('pages the activity log beyond its newest entries', async () => {
-    const entries = Array.from({ length: 120 }, (_, i) => ({ _id: `log_seed${i.toString().padStart(4, '0')}`, orgId: org.org_id, action: 'test.seeded', category: 'test', severity: 'info', status: 'success', description: `seeded ${i}`, metadata: {}, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, i)) }));
+    const at = (i: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, i));
+    const entries = Array.from({ length: 120 }, (_, i) => ({ _id: `log_seed${i.toString().padStart(4, '0')}`, orgId: org.org_id, action: 'test.seeded', category: 'test', severity: 'info', status: 'success', description: `seeded ${i}`, metadata: {}, createdAt: at(i), hour: hourOf(at(i)) }));
+    // Filed as the log files them: the hour listed first, then the entries.
+    await HistoryBuckets.for(server.app.db).note(activityScope(org.org_id), at(0));
     await server.app.db.collection('activity_logs').insertMany(entries as never[]);
     const first = await consoleGet(server, '/console/activity', session.cookie);
     const total = Number(/of <strong>(\d+)<\/strong> entries/.exec(first.text)?.[1]);

@@ -88,6 +88,10 @@ const HOT: HotQuery[] = [
     other: (i) => ({ _id: `pay_${i}`, orgId: `org_${i % 50}`, settledAt: day(i % 365) }),
   },
   {
+    what: 'a seller\'s webhook deliveries of one hour (the delivery log\'s pages and counts)', model: 'WebhookDelivery', filter: { orgId: 'org_wanted', hour: '2026-12-01T14' }, index: { orgId: 1, hour: 1 },
+    other: (i) => ({ _id: `whd_h_${i}`, orgId: `org_${i % 50}`, hour: day(i % 365).toISOString().slice(0, 13), createdAt: day(i % 365) }),
+  },
+  {
     what: 'webhook deliveries of a seller, newest first', model: 'WebhookDelivery', filter: { orgId: 'org_wanted' }, sort: { createdAt: -1, _id: -1 }, index: { orgId: 1, createdAt: -1, _id: -1 },
     other: (i) => ({ _id: `whd_${i}`, orgId: `org_${i % 50}`, endpointId: `ep_${i % 20}`, status: 'delivered', createdAt: day(i % 365) }),
   },
@@ -106,6 +110,10 @@ const HOT: HotQuery[] = [
   {
     what: 'a seller\'s usage this month', model: 'UsageCount', filter: { orgId: 'org_wanted', month: '2026-11' }, index: { orgId: 1, month: 1 },
     other: (i) => ({ _id: `use_${i}`, orgId: `org_${i}`, month: `2026-${String((i % 12) + 1).padStart(2, '0')}` }),
+  },
+  {
+    what: 'an org\'s activity log entries of one hour (its pages and count)', model: 'LogEntry', filter: { orgId: 'org_wanted', hour: '2026-12-01T14' }, index: { orgId: 1, hour: 1 },
+    other: (i) => ({ _id: `log_h_${i}`, orgId: `org_${i % 50}`, hour: day(i % 365).toISOString().slice(0, 13), createdAt: day(i % 365) }),
   },
   {
     what: 'the activity log of an org, newest first', model: 'LogEntry', filter: { orgId: 'org_wanted' }, sort: { createdAt: -1, _id: -1 }, index: { orgId: 1, createdAt: -1, _id: -1 },

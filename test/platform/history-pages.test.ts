@@ -1,8 +1,9 @@
-// A seller's payments filed by the hour (platform/history-buckets.ts), as a seller's code and the
-// console read them: the API's pages walk hours and days newest first and show every payment once,
-// the payments an older version wrote without their hour included; the console's totals come from a
-// closed day's written groups, which are written once and only when none of the day's payments can
-// change any more. Against a real backend on FerretDB; the records are written as a claim writes them.
+// History filed by the hour (platform/history-buckets.ts): a seller's payments, its webhook deliveries
+// and an org's activity log, as a seller's code and the console read them. The API's pages walk hours and
+// days newest first and show every record once, those an older version wrote without their hour
+// included; the console's totals and counts come from a closed day's written groups, written once and
+// only when none of the day's records can change any more. Against a real backend on FerretDB; the
+// records are written as the service writes them (their hour listed first).
 import { randomBytes } from 'node:crypto';
 import mongoose from 'mongoose';
 import { startTestServer, type TestServer } from '../support/server.js';
@@ -11,6 +12,7 @@ import { HistoryBuckets, hourOf } from '../../server/platform/history-buckets.js
 import type { PaymentDoc } from '../../server/payments/models.js';
 import type { DeliveryDoc } from '../../server/webhooks/models.js';
 import { deliveriesScope } from '../../server/webhooks/delivery-log.js';
+import { activityScope } from '../../server/platform/activity-log.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -180,5 +182,39 @@ describe('a seller\'s webhook deliveries, filed by the hour', () => {
     const now = (await server.app.webhooks.deliveries.findById(docs[1]!._id).lean())!;
     const after = await server.app.webhooks.countByState(orgId, { from: new Date('2026-04-01T00:00:00Z'), until: new Date('2026-04-02T00:00:00Z') });
     expect(after).toEqual({ pending: 0, failing: 0, failed: now.status === 'failed' ? 1 : 0, delivered: now.status === 'delivered' ? 2 : 1 });
+  });
+});
+
+describe('an org\'s activity log, filed by the hour', () => {
+  it('pages through every entry once with a page token, and the console counts them by day', async () => {
+    const org = await signUp(server);
+    const orgId = org.org_id;
+    const entry = (at: Date, i: number, undated = false) => ({
+      _id: `log_hist${i.toString().padStart(3, '0')}${randomBytes(3).toString('hex')}`, orgId, action: 'test.history', category: 'test', severity: 'info', status: 'success',
+      description: `entry ${i}`, metadata: {}, createdAt: at, ...(undated ? {} : { hour: hourOf(at) }),
+    });
+    const dated = ['2026-06-01T08:00:00Z', '2026-06-01T08:00:00Z', '2026-06-01T09:30:00Z', '2026-06-02T23:59:00Z', '2026-06-03T00:01:00Z'].map((at, i) => entry(new Date(at), i));
+    for (const e of dated) await HistoryBuckets.for(server.app.db).note(activityScope(orgId), e.createdAt);
+    await server.app.db.collection('activity_logs').insertMany([...dated, entry(new Date('2026-05-01T10:00:00Z'), 9, true)] as never[]);
+    expect(await server.app.logs.markUndated()).toBeGreaterThanOrEqual(1);
+
+    const seen: string[] = [];
+    let token: string | undefined;
+    do {
+      const res = await server.request('GET', `/v0/logs?limit=2${token ? `&pageToken=${token}` : ''}`, { key: org.platform_key });
+      expect(res.status).toBe(200);
+      seen.push(...(res.body.logs as Array<{ id: string }>).map((l) => l.id));
+      token = res.body.nextPageToken;
+    } while (token && seen.length < 50);
+    const all = await server.app.db.collection('activity_logs').find({ orgId }).toArray();
+    expect(seen).toEqual(all.sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a._id < b._id ? 1 : -1)).map((e) => e._id));
+    expect((await server.request('GET', '/v0/logs?pageToken=not-a-token!', { key: org.platform_key })).status).toBe(400);
+
+    const { total, entries } = await server.app.logs.page(orgId, 0, 3);
+    expect(total).toBe(all.length);
+    expect(entries.map((e) => e._id)).toEqual(seen.slice(0, 3));
+    // The closed days' counts are written (2026-06-01 to 03); today's (the sign-up's entries) is not.
+    const written = (await server.app.db.collection('history_day_groups').find({ scope: activityScope(orgId) }).toArray()).map((d) => d.day).sort();
+    expect(written).toEqual(['2026-06-01', '2026-06-02', '2026-06-03']);
   });
 });
