@@ -213,7 +213,7 @@ async function main() {
     await server.app.payments.totals.of(orgId, {}, []);
     await server.app.webhooks.countByState(orgId, {});
     await server.app.logs.page(orgId, 0, 1);
-    log(`  the year's day totals and delivery counts written in ${((Date.now() - totalsStart) / 1000).toFixed(0)} s (${await server.app.payments.totals.days.written.countDocuments({ scope: `payments|${orgId}` })} days)`);
+    log(`  the year's day groups (payment totals, delivery and log counts) written in ${((Date.now() - totalsStart) / 1000).toFixed(0)} s (${await server.app.payments.totals.days.written.countDocuments({ scope: `payments|${orgId}` })} days)`);
     for (const name of ['history_buckets', 'history_day_groups']) log(`  ${await storage(name)}`);
 
     const year = await measure();
