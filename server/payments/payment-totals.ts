@@ -1,7 +1,7 @@
 import type { Model } from 'mongoose';
-import type { DayGroups } from '../platform/history-buckets.js';
+import { dayRangeOf, isWholeDays, type DayGroups } from '../platform/history-buckets.js';
 import type { PaymentDoc } from './models.js';
-import { dayRange, filterQuery, isSearch, OPEN, paymentsScope, type PaymentFilter } from './records.js';
+import { filterQuery, isSearch, OPEN, paymentsScope, type PaymentFilter } from './records.js';
 
 /** What an operator reads above a filtered payment list. Volume counts settled payments only: money that moved. */
 export interface PaymentTotals {
@@ -17,8 +17,6 @@ export interface VolumeBucket { from: Date; until: Date; count: number; volumeAt
 
 /** Payments of one status, amount, network and endpoint, counted. */
 interface AmountGroup { status: string; amount: string; network: string; endpointId: string | null; n: number }
-
-const DAY_MS = 86_400_000;
 
 /** What the database groups payments by. */
 const GROUP_BY = { _id: { status: '$status', amount: '$amountUsdcRaw', network: '$network', endpointId: '$endpointId' }, n: { $sum: 1 } };
@@ -43,14 +41,13 @@ export class PaymentDayTotals {
   async of(orgId: string, filter: PaymentFilter, buckets: Array<{ from: Date; until: Date }>, now = new Date()): Promise<{ totals: PaymentTotals; volume: VolumeBucket[] }> {
     const volume: VolumeBucket[] = buckets.map((b) => ({ ...b, count: 0, volumeAtomic: 0n }));
     // A time range that is not whole days (the console's are) cannot be read from days' groups.
-    const wholeDays = [filter.from, filter.until].every((at) => !at || at.getTime() % DAY_MS === 0);
-    if (isSearch(filter) || !wholeDays) {
+    if (isSearch(filter) || !isWholeDays(filter)) {
       const groups = await this.grouped({ orgId, ...filterQuery(filter) });
       await this.addSettledOldWay(orgId, filter, volume, {});
       return { totals: totalsOf(groups), volume };
     }
     const matches = (g: AmountGroup) => (!filter.status || g.status === filter.status) && (!filter.network || g.network === filter.network) && (!filter.endpointId || g.endpointId === filter.endpointId);
-    const byDay = await this.days.byDay<AmountGroup>(paymentsScope(orgId), dayRange(filter), {
+    const byDay = await this.days.byDay<AmountGroup>(paymentsScope(orgId), dayRangeOf(filter), {
       hour: (hour) => this.grouped({ orgId, hour }),
       key: (g) => JSON.stringify([g.status, g.amount, g.network, g.endpointId]),
       final: (g) => !(OPEN as string[]).includes(g.status),

@@ -4,7 +4,7 @@ import type { Connection, Model } from 'mongoose';
 import { formatUsdc } from 'agentgate-x402-wire';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
-import { dayOf, HistoryBuckets, pageFrom } from '../platform/history-buckets.js';
+import { dayRangeOf, HistoryBuckets, pageFrom } from '../platform/history-buckets.js';
 import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
@@ -53,15 +53,6 @@ export const isSearch = (filter: PaymentFilter) => Boolean(filter.paymentId || f
  * hands over only those: an equality on status).
  */
 const listsOldWay = (filter: PaymentFilter) => isSearch(filter) || Boolean(filter.status && filter.status !== 'settled');
-
-/** The first and last day a filter's time range touches. */
-export function dayRange(filter: PaymentFilter): { firstDay?: string; lastDay?: string } {
-  return {
-    ...(filter.from ? { firstDay: dayOf(filter.from) } : {}),
-    // until is exclusive: a range ending at midnight does not touch the day it ends on.
-    ...(filter.until ? { lastDay: dayOf(new Date(filter.until.getTime() - 1)) } : {}),
-  };
-}
 
 export function filterQuery(filter: PaymentFilter): Record<string, unknown> {
   const query: Record<string, unknown> = {};
@@ -214,7 +205,7 @@ export class PaymentRecords {
     return this.history.newestFirst(paymentsScope(orgId), {
       hour: (hour) => this.payments.find({ ...query, hour }).lean() as Promise<PaymentDoc[]>,
       undated: () => sorted({ hour: null }),
-    }, { ...dayRange(filter), ...(before ? { before } : {}) });
+    }, { ...dayRangeOf(filter), ...(before ? { before } : {}) });
   }
 
   /** Records still open whose settlement is recorded read as settled: their update is on its way. */

@@ -178,6 +178,17 @@ export class HistoryBuckets {
   }
 }
 
+/** The first and last day a time range [from, until) touches (until is exclusive: midnight ends the day before). */
+export function dayRangeOf(range: { from?: Date; until?: Date }): { firstDay?: string; lastDay?: string } {
+  return {
+    ...(range.from ? { firstDay: dayOf(range.from) } : {}),
+    ...(range.until ? { lastDay: dayOf(new Date(range.until.getTime() - 1)) } : {}),
+  };
+}
+
+/** Whether a time range's bounds are midnights (the console's are), so that whole days' groups can answer it. */
+export const isWholeDays = (range: { from?: Date; until?: Date }) => [range.from, range.until].every((at) => !at || at.getTime() % 86_400_000 === 0);
+
 /** The `count` records after the first `skip` of a newest-first walk (a numbered page, or a cursor page's limit + 1). */
 export async function pageFrom<T>(rows: AsyncIterable<T>, skip: number, count: number): Promise<T[]> {
   const out: T[] = [];

@@ -2,7 +2,7 @@ import type { Model } from 'mongoose';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { findByIds } from '../platform/find-by-ids.js';
-import { dayOf, pageFrom, type DayGroups, type HistoryBuckets } from '../platform/history-buckets.js';
+import { dayOf, dayRangeOf, isWholeDays, pageFrom, type DayGroups, type HistoryBuckets } from '../platform/history-buckets.js';
 import type { DeliveryDoc, DeliveryStatus } from './models.js';
 import { DELIVERY_STATES, deliveryState, deliveryStateQuery, type DeliveryState } from './state.js';
 
@@ -28,20 +28,12 @@ export const deliveriesScope = (orgId: string) => `deliveries|${orgId}`;
 /** A day's deliveries of one state to one endpoint, counted (the console's tabs). */
 interface StateGroup { state: DeliveryState; endpointId: string; n: number }
 
-const DAY_MS = 86_400_000;
-
 /**
  * Lists read the old way, in one query sorted by time: one payment's deliveries, and the states a
  * delivery leaves (pending, failing, failed), which a few of a year's deliveries are in. The rest is
  * read hour by hour (history-buckets.ts).
  */
 const readsOldWay = (filter: DeliveryFilter) => Boolean(filter.paymentId || (filter.state && filter.state !== 'delivered') || (filter.status && filter.status !== 'delivered'));
-
-/** The first and last day a filter's time range touches. */
-const dayRange = (filter: DeliveryFilter) => ({
-  ...(filter.from ? { firstDay: dayOf(filter.from) } : {}),
-  ...(filter.until ? { lastDay: dayOf(new Date(filter.until.getTime() - 1)) } : {}),
-});
 
 function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, unknown> {
   return {
@@ -78,7 +70,7 @@ export class DeliveryLog {
     return this.history.newestFirst(deliveriesScope(orgId), {
       hour: (hour) => this.deliveries.find({ ...query, hour }, projection).lean() as unknown as Promise<DeliveryDoc[]>,
       undated: () => sorted({ hour: null }),
-    }, { ...dayRange(filter), ...(before ? { before } : {}) });
+    }, { ...dayRangeOf(filter), ...(before ? { before } : {}) });
   }
 
   async list(orgId: string, filter: DeliveryFilter, limit: number, cursor?: Cursor) {
@@ -103,12 +95,11 @@ export class DeliveryLog {
         counts[state] += await this.deliveries.countDocuments({ ...deliveryQuery(orgId, { ...filter, state }), ...extra });
       }));
     };
-    const wholeDays = [filter.from, filter.until].every((at) => !at || at.getTime() % DAY_MS === 0);
-    if (filter.paymentId || !wholeDays) {
+    if (filter.paymentId || !isWholeDays(filter)) {
       await countOldWay({});
       return counts;
     }
-    const byDay = await this.days.byDay<StateGroup>(deliveriesScope(orgId), dayRange(filter), {
+    const byDay = await this.days.byDay<StateGroup>(deliveriesScope(orgId), dayRangeOf(filter), {
       hour: async (hour) => {
         const rows = await this.deliveries.find({ orgId, hour, identityId: { $exists: false } }, { status: 1, lastError: 1, endpointId: 1 }).lean();
         return rows.map((row) => ({ state: deliveryState(row), endpointId: row.endpointId, n: 1 }));
