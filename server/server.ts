@@ -10,6 +10,7 @@ import { isDatabaseUnavailable } from './platform/database-outage.js';
 import { createLogger, endLogger, type Logger } from './platform/logger.js';
 import { StartSteps } from './platform/start-steps.js';
 import { startMetricsListener } from './platform/metrics-endpoint.js';
+import { HistoryBuckets, startDayGroupsRound } from './platform/history-buckets.js';
 
 export interface RunningServer {
   url: string;
@@ -195,6 +196,8 @@ async function startBackgroundWork(app: AppContext, role: 'serve' | 'worker'): P
       .then((orgs) => { if (orgs) history.info({ kind, orgs }, 'records written before they carried their hour: pages read them the old way'); })
       .catch((err: Error) => history.warn({ kind, err: err.message }, 'the scan for records without their hour failed; the next start scans again'));
   }
+  // Closed days' payment totals, delivery and log counts, written for the console once a day.
+  rounds.push({ name: 'day groups round', stop: startDayGroupsRound([app.payments.totals.days, app.webhooks.dayGroups, app.logs.days], HistoryBuckets.for(app.db), history) });
   // Each network's open payments, by its own chain.
   for (const network of app.payments.networks) {
     const reconciler = startReconciler({ ...network, records: app.payments.records, endpoints: app.payments.endpoints }, {

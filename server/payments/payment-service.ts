@@ -19,7 +19,6 @@ import { Endpoints } from './endpoints.js';
 import { EndpointRegistration } from './endpoint-registration.js';
 import { PaymentRecords } from './records.js';
 import { PaymentDayTotals } from './payment-totals.js';
-import { DayGroups } from '../platform/history-buckets.js';
 import { PaymentSettlement } from './payment-settlement.js';
 import { Redemption, type RedeemInput, type RedeemOutcome } from './redemption.js';
 import { PaymentSchemes } from './schemes/scheme.js';
@@ -160,7 +159,7 @@ export class PaymentService {
     this.catalog = new BazaarCatalog(conn);
     this.registration = new EndpointRegistration(this.endpoints, this.acceptance, secrets, config.mode, outboundPolicy(config), (scheme) => this.schemes.refusal(scheme));
     this.records = new PaymentRecords(conn, signer, logs, log, metrics, deps.updateGrouping ?? {}, (payment) => this.webhooks.settled(payment));
-    this.totals = new PaymentDayTotals(this.records.payments, new DayGroups(conn, this.records.history));
+    this.totals = new PaymentDayTotals(this.records.payments, conn, this.records.history);
     this.webhooks = new PaymentReceivedOutbox(conn, deliveries, this.records, this.endpoints, log);
     // Paid requests and settle times are counted per network.
     this.settlement = new PaymentSettlement(conn, config, engine, this.records, this.endpoints, logs, log, chain ? metrics.forNetwork(chain.caip2) : metrics, screening);

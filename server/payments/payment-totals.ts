@@ -1,7 +1,7 @@
-import type { Model } from 'mongoose';
-import { dayRangeOf, isWholeDays, type DayGroups } from '../platform/history-buckets.js';
+import type { Connection, Model } from 'mongoose';
+import { DayGroups, dayRangeOf, isWholeDays, type HistoryBuckets } from '../platform/history-buckets.js';
 import type { PaymentDoc } from './models.js';
-import { filterQuery, isSearch, OPEN, paymentsScope, type PaymentFilter } from './records.js';
+import { filterQuery, isSearch, OPEN, PAYMENTS_KIND, type PaymentFilter } from './records.js';
 
 /** What an operator reads above a filtered payment list. Volume counts settled payments only: money that moved. */
 export interface PaymentTotals {
@@ -35,7 +35,15 @@ const GROUP_BY = { _id: { status: '$status', amount: '$amountUsdcRaw', network: 
  * their hour) are counted the old way: one grouping over the seller's matching payments.
  */
 export class PaymentDayTotals {
-  constructor(private readonly payments: Model<PaymentDoc>, readonly days: DayGroups) {}
+  readonly days: DayGroups<AmountGroup>;
+
+  constructor(private readonly payments: Model<PaymentDoc>, conn: Connection, history: HistoryBuckets) {
+    this.days = new DayGroups<AmountGroup>(conn, history, PAYMENTS_KIND, {
+      hour: (orgId, hour) => this.grouped({ orgId, hour }),
+      key: (g) => JSON.stringify([g.status, g.amount, g.network, g.endpointId]),
+      final: (g) => !(OPEN as string[]).includes(g.status),
+    });
+  }
 
   /** The filter's totals, and the settled volume in each of `buckets` (time order, day-aligned). */
   async of(orgId: string, filter: PaymentFilter, buckets: Array<{ from: Date; until: Date }>, now = new Date()): Promise<{ totals: PaymentTotals; volume: VolumeBucket[] }> {
@@ -47,11 +55,7 @@ export class PaymentDayTotals {
       return { totals: totalsOf(groups), volume };
     }
     const matches = (g: AmountGroup) => (!filter.status || g.status === filter.status) && (!filter.network || g.network === filter.network) && (!filter.endpointId || g.endpointId === filter.endpointId);
-    const byDay = await this.days.byDay<AmountGroup>(paymentsScope(orgId), dayRangeOf(filter), {
-      hour: (hour) => this.grouped({ orgId, hour }),
-      key: (g) => JSON.stringify([g.status, g.amount, g.network, g.endpointId]),
-      final: (g) => !(OPEN as string[]).includes(g.status),
-    }, now);
+    const byDay = await this.days.byDay(orgId, dayRangeOf(filter), now);
     const all: AmountGroup[] = [];
     for (const [day, groups] of byDay.days) {
       const shown = groups.filter(matches);

@@ -4,7 +4,7 @@ import type { Connection, Model } from 'mongoose';
 import { formatUsdc } from 'agentgate-x402-wire';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
-import { dayRangeOf, HistoryBuckets, pageFrom } from '../platform/history-buckets.js';
+import { dayRangeOf, HistoryBuckets, pageFrom, scopeOf } from '../platform/history-buckets.js';
 import { GroupedUpdates, type GroupCommitOptions } from '../platform/group-commit.js';
 import type { ActivityLog } from '../platform/activity-log.js';
 import type { Logger } from '../platform/logger.js';
@@ -39,7 +39,8 @@ export interface PaymentFilter {
 const payerIn = (address: string) => ({ $in: [getAddress(address.toLowerCase()), address.toLowerCase()] });
 
 /** A seller's payments in the history buckets (platform/history-buckets.ts). */
-export const paymentsScope = (orgId: string) => `payments|${orgId}`;
+export const PAYMENTS_KIND = 'payments';
+export const paymentsScope = (orgId: string) => scopeOf(PAYMENTS_KIND, orgId);
 
 /**
  * Filters a page must read the old way: a search (one id, one transaction, one payer) matches a handful

@@ -1,6 +1,6 @@
 import { Schema, type Connection, type Model } from 'mongoose';
 import { newId } from './ids.js';
-import { DayGroups, HistoryBuckets, hourOf, pageFrom } from './history-buckets.js';
+import { DayGroups, HistoryBuckets, hourOf, pageFrom, scopeOf } from './history-buckets.js';
 import { afterCursor, pageOf, type Cursor } from './pagination.js';
 import type { ServiceEvents } from './events.js';
 import { outsideRequest, type Logger } from './logger.js';
@@ -51,7 +51,8 @@ schema.index({ identityId: 1, createdAt: -1, _id: -1 });
 const FLUSH_EVERY_MS = 1_000;
 
 /** An org's activity log in the history buckets (history-buckets.ts). */
-export const activityScope = (orgId: string) => `activity|${orgId}`;
+export const ACTIVITY_KIND = 'activity';
+export const activityScope = (orgId: string) => scopeOf(ACTIVITY_KIND, orgId);
 
 /**
  * The activity log every area writes to. Never put a secret in `metadata`. Entries are filed by the hour
@@ -62,7 +63,7 @@ export class ActivityLog {
   private readonly entries: Model<LogEntry>;
   private readonly history: HistoryBuckets;
   /** Entries per day: an entry never changes, so a closed day's count is written once. */
-  private readonly days: DayGroups;
+  readonly days: DayGroups<{ n: number }>;
   private pending: LogEntry[] = [];
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
@@ -70,7 +71,12 @@ export class ActivityLog {
   constructor(conn: Connection, private readonly log: Logger, private readonly events?: ServiceEvents) {
     this.entries = conn.models.LogEntry ?? conn.model<LogEntry>('LogEntry', schema, 'activity_logs');
     this.history = HistoryBuckets.for(conn);
-    this.days = new DayGroups(conn, this.history);
+    this.days = new DayGroups<{ n: number }>(conn, this.history, ACTIVITY_KIND, {
+      hour: async (orgId, hour) => [{ n: await this.entries.countDocuments({ orgId, hour }) }],
+      key: () => 'all',
+      // An entry never changes.
+      final: () => true,
+    });
   }
 
   async record(input: LogInput): Promise<void> {
@@ -145,11 +151,7 @@ export class ActivityLog {
 
   /** The org's entries, counted by day (each closed day's count written once), the undated ones the old way. */
   private async count(orgId: string): Promise<number> {
-    const byDay = await this.days.byDay<{ n: number }>(activityScope(orgId), {}, {
-      hour: async (hour) => [{ n: await this.entries.countDocuments({ orgId, hour }) }],
-      key: () => 'all',
-      final: () => true,
-    });
+    const byDay = await this.days.byDay(orgId, {});
     let total = 0;
     for (const groups of byDay.days.values()) for (const g of groups) total += g.n;
     if (byDay.undated) total += await this.entries.countDocuments({ orgId, hour: null });

@@ -1,6 +1,9 @@
 import type { Collection } from 'mongodb';
 import { Schema, type Connection, type Model } from 'mongoose';
+import { isDuplicateKey } from './errors.js';
 import { GroupedInserts } from './group-commit.js';
+import type { Logger } from './logger.js';
+import { startRounds } from './rounds.js';
 import { sortKeyOf, type Cursor } from './pagination.js';
 
 /**
@@ -29,12 +32,16 @@ export interface BucketDoc {
 
 const bucketSchema = new Schema<BucketDoc>({ _id: String, of: { type: String, required: true }, bucket: { type: String, required: true } }, { versionKey: false });
 bucketSchema.index({ of: 1 });
+// The day groups round's lookup of the scopes with records in one day.
+bucketSchema.index({ bucket: 1 });
 
 /** The UTC hour of a time, as records carry it: `2026-12-01T14`. */
 export const hourOf = (at: Date) => at.toISOString().slice(0, 13);
 /** The UTC day of a time: `2026-12-01`. */
 export const dayOf = (at: Date) => at.toISOString().slice(0, 10);
 export const UNDATED = '~undated';
+/** The bucket list (and day groups) of one kind of record of one org: `payments|<org>`. */
+export const scopeOf = (kind: string, orgId: string) => `${kind}|${orgId}`;
 
 /** How long after the first scan for undated records a starting process scans again: a rolling upgrade's length. */
 const UNDATED_RESCAN_MS = 3_600_000;
@@ -101,6 +108,17 @@ export class HistoryBuckets {
   /** Inserts, where a document already there (another process noted it) is no error. */
   private async insertAll(docs: BucketDoc[]): Promise<void> {
     await Promise.all(docs.map((doc) => this.inserts.insert(doc)));
+  }
+
+  /** Whether this process runs the round named `marker` (the first to insert it does). */
+  async claimRound(marker: string, now: Date): Promise<boolean> {
+    try {
+      await this.buckets.create({ _id: marker, of: '~rounds', bucket: now.toISOString() });
+      return true;
+    } catch (err) {
+      if (isDuplicateKey(err)) return false;
+      throw err;
+    }
   }
 
   /**
@@ -206,6 +224,8 @@ export interface DayGroupsDoc { _id: string; scope: string; day: string; groups:
 
 const dayGroupsSchema = new Schema<DayGroupsDoc>({ _id: String, scope: { type: String, required: true }, day: { type: String, required: true }, groups: { type: Schema.Types.Mixed, required: true } }, { versionKey: false });
 dayGroupsSchema.index({ scope: 1 });
+// The day groups round's lookup of what one day has written.
+dayGroupsSchema.index({ day: 1 });
 
 /**
  * A day is closed this long after its end: no record is created in it any more (a claim or a delivery is
@@ -213,56 +233,58 @@ dayGroupsSchema.index({ scope: 1 });
  */
 const CLOSE_AFTER_MS = 15 * 60_000;
 
+/** How one kind of record (payments, deliveries, log entries) is grouped by day. */
+export interface DayReader<G extends { n: number }> {
+  /** One hour's groups of the org's records (one grouping of the records filed under it). */
+  hour: (orgId: string, hour: string) => Promise<G[]>;
+  /** What makes two groups one. */
+  key: (group: G) => string;
+  /** Whether no record of the group can change any more. */
+  final: (group: G) => boolean;
+}
+
 /**
- * Counts of a scope's records per day (by status, amount, whatever the reader groups by), in time that
- * grows with the days asked for, not with the records stored. A day's groups are read live, one grouping
- * per hour (each an equality), until the day is closed and `final` holds for every group; they are then
- * written once, by unique insert, and read from there. A change that makes a written day's groups wrong
- * (a failed delivery retried by hand) forgets the day, which is then read live again.
+ * Counts of an org's records of one kind per day (by status, amount, whatever the reader groups by), in
+ * time that grows with the days asked for, not with the records stored. A day's groups are read live, one
+ * grouping per hour (each an equality), until the day is closed and `final` holds for every group; they
+ * are then written once, by unique insert, and read from there. The day groups round (startDayGroupsRound)
+ * writes each closed day's groups for every org that had records in it, so a view finds them written
+ * however long since it last looked; a view writes those the round could not (a day still open then). A
+ * change that makes a written day's groups wrong (a failed delivery retried by hand) forgets the day,
+ * which is then read live again.
  */
-export class DayGroups {
+export class DayGroups<G extends { n: number }> {
   readonly written: Model<DayGroupsDoc>;
   /** Each scope's written days as last read (they never change but by forget): read whole once a minute. */
-  private readonly known = new Map<string, { days: Map<string, unknown[]>; readAt: number }>();
+  private readonly known = new Map<string, { days: Map<string, G[]>; readAt: number }>();
 
-  constructor(conn: Connection, private readonly history: HistoryBuckets) {
+  constructor(conn: Connection, private readonly history: HistoryBuckets, readonly kind: string, private readonly reader: DayReader<G>) {
     this.written = conn.models.HistoryDayGroups ?? conn.model<DayGroupsDoc>('HistoryDayGroups', dayGroupsSchema, 'history_day_groups');
   }
 
   /** The scope's written days, read whole at most once per DAYS_READ_EVERY_MS; days written since are read live once. */
-  private async writtenDays(scope: string, now: Date): Promise<Map<string, unknown[]>> {
+  private async writtenDays(scope: string, now: Date): Promise<Map<string, G[]>> {
     const known = this.known.get(scope);
     if (known && now.getTime() - known.readAt <= DAYS_READ_EVERY_MS) return known.days;
     const readAt = now.getTime();
     const docs = await this.written.find({ scope }, { day: 1, groups: 1 }, { batchSize: 100_000 }).lean();
-    const days = new Map(docs.map((d) => [d.day, d.groups as unknown[]]));
+    const days = new Map(docs.map((d) => [d.day, d.groups as unknown as G[]]));
     if (this.known.size >= MAX_KNOWN_SCOPES) this.known.clear();
     this.known.set(scope, { days, readAt });
     return days;
   }
 
-  /** Each day's groups in [firstDay, lastDay], and whether the scope holds undated records (to count the old way). */
-  async byDay<G extends { n: number }>(scope: string, range: { firstDay?: string; lastDay?: string }, read: {
-    /** One hour's groups (one grouping of the records filed under it). */
-    hour: (hour: string) => Promise<G[]>;
-    /** What makes two groups one. */
-    key: (group: G) => string;
-    /** Whether no record of the group can change any more. */
-    final: (group: G) => boolean;
-  }, now = new Date()): Promise<{ days: Map<string, G[]>; undated: boolean }> {
-    const [{ days, undated }, writtenByDay] = await Promise.all([this.history.days(scope, now), this.writtenDays(scope, now) as Promise<Map<string, G[]>>]);
-    const closedBefore = dayOf(new Date(now.getTime() - CLOSE_AFTER_MS));
+  /** Each of the org's days' groups in [firstDay, lastDay], and whether it holds undated records (to count the old way). */
+  async byDay(orgId: string, range: { firstDay?: string; lastDay?: string }, now = new Date()): Promise<{ days: Map<string, G[]>; undated: boolean }> {
+    const scope = scopeOf(this.kind, orgId);
+    const [{ days, undated }, writtenByDay] = await Promise.all([this.history.days(scope, now), this.writtenDays(scope, now)]);
     const out = new Map<string, G[]>();
     for (const day of days) {
       if ((range.firstDay && day < range.firstDay) || (range.lastDay && day > range.lastDay)) continue;
       let groups = writtenByDay.get(day);
       if (!groups) {
-        const hours = await this.history.hours(scope, day);
-        groups = merge((await Promise.all(hours.map(read.hour))).flat(), read.key);
-        if (day < closedBefore && groups.every(read.final)) {
-          await this.written.create({ _id: `${scope}|${day}`, scope, day, groups }).catch((err: unknown) => { if ((err as { code?: number }).code !== 11000) throw err; });
-          writtenByDay.set(day, groups);
-        }
+        groups = await this.readDay(orgId, day);
+        if (await this.writeIfFinal(orgId, day, groups, now)) writtenByDay.set(day, groups);
       }
       out.set(day, groups);
     }
@@ -270,13 +292,94 @@ export class DayGroups {
   }
 
   /**
+   * One round's work for one day: the groups of every org that had records of this kind in it and has
+   * none written, written where the day is closed and final. Reads in proportion to that day's orgs and
+   * records, whatever the history before it. Returns how many orgs' groups it wrote, and how many it left
+   * to a later round or view (a record still open).
+   */
+  async writeDay(day: string, now = new Date()): Promise<{ written: number; open: number }> {
+    if (day >= closedBefore(now)) return { written: 0, open: 0 };
+    const prefix = `${this.kind}|`;
+    const [listed, done] = await Promise.all([
+      this.history.buckets.find({ bucket: day }, { of: 1 }, { batchSize: 100_000 }).lean(),
+      this.written.find({ day }, { _id: 1 }, { batchSize: 100_000 }).lean(),
+    ]);
+    const writtenIds = new Set(done.map((d) => d._id));
+    const out = { written: 0, open: 0 };
+    for (const { _id, of } of listed) {
+      if (!of.startsWith(prefix) || _id !== `${of}|${day}` || writtenIds.has(`${of}|${day}`)) continue;
+      const orgId = of.slice(prefix.length);
+      if (await this.writeIfFinal(orgId, day, await this.readDay(orgId, day), now)) out.written++;
+      else out.open++;
+    }
+    return out;
+  }
+
+  /** The org's groups of one day, read live: one grouping per hour. */
+  private async readDay(orgId: string, day: string): Promise<G[]> {
+    const hours = await this.history.hours(scopeOf(this.kind, orgId), day);
+    return merge((await Promise.all(hours.map((hour) => this.reader.hour(orgId, hour)))).flat(), this.reader.key);
+  }
+
+  /** Writes a day's groups if it is closed and none can change any more (once: a unique insert); whether they are written now. */
+  private async writeIfFinal(orgId: string, day: string, groups: G[], now: Date): Promise<boolean> {
+    if (day >= closedBefore(now) || !groups.every(this.reader.final)) return false;
+    const scope = scopeOf(this.kind, orgId);
+    await this.written.create({ _id: `${scope}|${day}`, scope, day, groups }).catch((err: unknown) => { if (!isDuplicateKey(err)) throw err; });
+    return true;
+  }
+
+  /**
    * The day's written groups are wrong now: it is read live (and written again) from here on; another
    * process reads it live once its list of written days is read again (within DAYS_READ_EVERY_MS).
    */
-  async forget(scope: string, day: string): Promise<void> {
+  async forget(orgId: string, day: string): Promise<void> {
+    const scope = scopeOf(this.kind, orgId);
     await this.written.deleteOne({ _id: `${scope}|${day}` });
     this.known.get(scope)?.days.delete(day);
   }
+}
+
+/** The first day not closed yet at `now` (records may still be created in it). */
+const closedBefore = (now: Date) => dayOf(new Date(now.getTime() - CLOSE_AFTER_MS));
+
+/** How often each process tries the day groups round (one process a round: HistoryBuckets' unique insert of its hour). */
+export const DAY_GROUPS_EVERY_MS = 15 * 60_000;
+/** The closed days each round writes: yesterday, and the day before for records that were still open then (a delivery being retried). */
+const DAY_GROUPS_DAYS_BACK = 2;
+
+/**
+ * The day groups round: once an hour across the deployment (the first process to insert the hour's
+ * marker runs it), the last closed days' groups are written for every org and kind that has records in
+ * them. A round missed (every process down, or the one running it stopped mid-way) costs nothing but time:
+ * views read those days live and write them. Returns its stop.
+ */
+export function startDayGroupsRound(groups: Array<DayGroups<any>>, history: HistoryBuckets, log: Logger, everyMs = DAY_GROUPS_EVERY_MS): () => Promise<void> {
+  return startRounds({
+    everyMs,
+    round: async () => {
+      const started = Date.now();
+      const done = await dayGroupsRound(groups, history);
+      for (const { kind, day, written, open } of done ?? []) {
+        if (written || open) log.info({ kind, day, written, open, ms: Date.now() - started }, 'day groups written');
+      }
+    },
+    onError: (err) => log.warn({ err: err.message }, 'the day groups round failed; views read those days live, and the next round retries'),
+  });
+}
+
+/**
+ * One day groups round at `now`, if no process has run this hour's: what it wrote (orgs) and left open,
+ * per kind and day; undefined if another process has the round.
+ */
+export async function dayGroupsRound(groups: Array<DayGroups<any>>, history: HistoryBuckets, now = new Date()): Promise<Array<{ kind: string; day: string; written: number; open: number }> | undefined> {
+  if (!await history.claimRound(`~day-groups-round|${hourOf(now)}`, now)) return undefined;
+  const out = [];
+  for (let back = 1; back <= DAY_GROUPS_DAYS_BACK; back++) {
+    const day = dayOf(new Date(now.getTime() - CLOSE_AFTER_MS - back * 86_400_000));
+    for (const kind of groups) out.push({ kind: kind.kind, day, ...await kind.writeDay(day, now) });
+  }
+  return out;
 }
 
 /** Groups with the same key added up. */

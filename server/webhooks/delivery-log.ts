@@ -1,8 +1,8 @@
-import type { Model } from 'mongoose';
+import type { Connection, Model } from 'mongoose';
 import { notFound } from '../platform/errors.js';
 import { afterCursor, pageOf, type Cursor } from '../platform/pagination.js';
 import { findByIds } from '../platform/find-by-ids.js';
-import { dayOf, dayRangeOf, isWholeDays, pageFrom, type DayGroups, type HistoryBuckets } from '../platform/history-buckets.js';
+import { dayOf, dayRangeOf, DayGroups, isWholeDays, pageFrom, scopeOf, type HistoryBuckets } from '../platform/history-buckets.js';
 import type { DeliveryDoc, DeliveryStatus } from './models.js';
 import { DELIVERY_STATES, deliveryState, deliveryStateQuery, type DeliveryState } from './state.js';
 
@@ -23,7 +23,8 @@ export interface DeliveryFilter {
 }
 
 /** An org's deliveries in the history buckets (platform/history-buckets.ts): its sellers' and its identities'. */
-export const deliveriesScope = (orgId: string) => `deliveries|${orgId}`;
+export const DELIVERIES_KIND = 'deliveries';
+export const deliveriesScope = (orgId: string) => scopeOf(DELIVERIES_KIND, orgId);
 
 /** A day's deliveries of one state to one endpoint, counted (the console's tabs). */
 interface StateGroup { state: DeliveryState; endpointId: string; n: number }
@@ -49,13 +50,24 @@ function deliveryQuery(orgId: string, filter: DeliveryFilter): Record<string, un
 }
 
 export class DeliveryLog {
+  /** Each closed day's count per state and endpoint, written once the day has no pending delivery. */
+  readonly days: DayGroups<StateGroup>;
+
   constructor(
     private readonly deliveries: Model<DeliveryDoc>,
     /** The hours and days each org's deliveries are filed under (the enqueue notes them). */
     private readonly history: HistoryBuckets,
-    /** Each closed day's count per state and endpoint, written once the day has no pending delivery. */
-    private readonly days: DayGroups,
-  ) {}
+    conn: Connection,
+  ) {
+    this.days = new DayGroups<StateGroup>(conn, history, DELIVERIES_KIND, {
+      hour: async (orgId, hour) => {
+        const rows = await this.deliveries.find({ orgId, hour, identityId: { $exists: false } }, { status: 1, lastError: 1, endpointId: 1 }).lean();
+        return rows.map((row) => ({ state: deliveryState(row), endpointId: row.endpointId, n: 1 }));
+      },
+      key: (g) => `${g.state}|${g.endpointId}`,
+      final: (g) => g.state === 'delivered' || g.state === 'failed',
+    });
+  }
 
   /**
    * The seller's deliveries the filter matches, newest first, strictly after `before` (records without
@@ -99,14 +111,7 @@ export class DeliveryLog {
       await countOldWay({});
       return counts;
     }
-    const byDay = await this.days.byDay<StateGroup>(deliveriesScope(orgId), dayRangeOf(filter), {
-      hour: async (hour) => {
-        const rows = await this.deliveries.find({ orgId, hour, identityId: { $exists: false } }, { status: 1, lastError: 1, endpointId: 1 }).lean();
-        return rows.map((row) => ({ state: deliveryState(row), endpointId: row.endpointId, n: 1 }));
-      },
-      key: (g) => `${g.state}|${g.endpointId}`,
-      final: (g) => g.state === 'delivered' || g.state === 'failed',
-    }, now);
+    const byDay = await this.days.byDay(orgId, dayRangeOf(filter), now);
     for (const groups of byDay.days.values()) {
       for (const g of groups) if (!filter.endpointId || g.endpointId === filter.endpointId) counts[g.state] += g.n;
     }
@@ -121,7 +126,7 @@ export class DeliveryLog {
 
   /** A delivery of this day changed state by hand (a retry): its day's written counts no longer hold. */
   async changedByHand(delivery: Pick<DeliveryDoc, 'orgId' | 'createdAt'>): Promise<void> {
-    await this.days.forget(deliveriesScope(delivery.orgId), dayOf(delivery.createdAt));
+    await this.days.forget(delivery.orgId, dayOf(delivery.createdAt));
   }
 
   /** Status fields of the org's deliveries with these ids (a payments page's webhook column): no bodies or attempts. */

@@ -9,7 +9,7 @@ import type { Cursor } from '../platform/pagination.js';
 import { deliverySchema, type DeliveryDoc } from './models.js';
 import { DeliveryJobs, type AttemptClaims, type DeliveryInput, type DeliveryQueue, type DeliveryTargets } from './delivery-job.js';
 import { DeliveryLog, type DeliveryFilter } from './delivery-log.js';
-import { DayGroups, HistoryBuckets } from '../platform/history-buckets.js';
+import { HistoryBuckets } from '../platform/history-buckets.js';
 import { ManualRetry } from './manual-retry.js';
 import { startRounds } from '../platform/rounds.js';
 import type { ProcessRegistry } from '../platform/process-registry.js';
@@ -65,7 +65,7 @@ export class WebhookService implements DeliveryQueue {
     const history = HistoryBuckets.for(conn);
     this.jobs = new DeliveryJobs(this.deliveries, history, claims, config, jobs, sources.targets, logs, processes, observe);
     this.retryDelaysMs = this.jobs.retryDelaysMs;
-    this.log = new DeliveryLog(this.deliveries, history, new DayGroups(conn, history));
+    this.log = new DeliveryLog(this.deliveries, history, conn);
     this.retries = new ManualRetry(this.deliveries, claims, this.log, this.jobs, logs, observe.log);
   }
 
@@ -135,6 +135,11 @@ export class WebhookService implements DeliveryQueue {
   /** Lists the orgs whose deliveries include some written without their hour (read the old way). */
   markUndated(): Promise<number> {
     return this.log.markUndated();
+  }
+
+  /** Each day's delivery counts (the day groups round writes closed days'). */
+  get dayGroups() {
+    return this.log.days;
   }
 
   countByState(orgId: string, filter: Omit<DeliveryFilter, 'state' | 'status'>) {

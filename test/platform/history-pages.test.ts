@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import mongoose from 'mongoose';
 import { startTestServer, type TestServer } from '../support/server.js';
 import { signUp } from '../support/agents.js';
-import { HistoryBuckets, hourOf } from '../../server/platform/history-buckets.js';
+import { dayGroupsRound, HistoryBuckets, hourOf } from '../../server/platform/history-buckets.js';
 import type { PaymentDoc } from '../../server/payments/models.js';
 import type { DeliveryDoc } from '../../server/webhooks/models.js';
 import { deliveriesScope } from '../../server/webhooks/delivery-log.js';
@@ -216,5 +216,46 @@ describe('an org\'s activity log, filed by the hour', () => {
     // The closed days' counts are written (2026-06-01 to 03); today's (the sign-up's entries) is not.
     const written = (await server.app.db.collection('history_day_groups').find({ scope: activityScope(orgId) }).toArray()).map((d) => d.day).sort();
     expect(written).toEqual(['2026-06-01', '2026-06-02', '2026-06-03']);
+  });
+});
+
+describe('the day groups round', () => {
+  it('writes the last closed days\' groups of every org with records in them, once across processes, and leaves a day with an open record for later', async () => {
+    const [a, b, c] = [await signUp(server), await signUp(server), await signUp(server)];
+    // The round at 2026-07-03T10:00Z writes 2026-07-02 and 2026-07-01; 2026-06-30 is older than a round looks.
+    await write(a.org_id, '2026-07-02T08:00:00Z', { amount: '10000' });
+    await write(a.org_id, '2026-07-02T21:00:00Z', { amount: '20000' });
+    await write(a.org_id, '2026-06-30T12:00:00Z', { amount: '70000' });
+    await write(b.org_id, '2026-07-01T09:00:00Z', { amount: '30000', status: 'failed' });
+    await deliver(b.org_id, '2026-07-01T09:00:05Z', 'delivered');
+    await write(c.org_id, '2026-07-02T10:00:00Z', { amount: '40000', status: 'held' });
+    await deliver(c.org_id, '2026-07-02T10:00:05Z', 'pending', { lastError: 'receiver answered 503' });
+    const written = async (orgId: string) => (await server.app.db.collection('history_day_groups').find({ scope: { $in: [`payments|${orgId}`, deliveriesScope(orgId)] } }).toArray()).map((d) => `${d.scope.split('|')[0]} ${d.day}`).sort();
+    const groups = [server.app.payments.totals.days, server.app.webhooks.dayGroups, server.app.logs.days];
+    const history = HistoryBuckets.for(server.app.db);
+
+    const now = new Date('2026-07-03T10:00:00Z');
+    const round = await dayGroupsRound(groups, history, now);
+    expect(round).toBeDefined();
+    expect(await written(a.org_id)).toEqual(['payments 2026-07-02']);
+    expect(await written(b.org_id)).toEqual(['deliveries 2026-07-01', 'payments 2026-07-01']);
+    // c's held payment and pending delivery can still change: their day is left to a later round or view.
+    expect(await written(c.org_id)).toEqual([]);
+    expect(round!.find((r) => r.kind === 'payments' && r.day === '2026-07-02')!.open).toBeGreaterThanOrEqual(1);
+    const aGroups = (await server.app.db.collection('history_day_groups').findOne({ _id: `payments|${a.org_id}|2026-07-02` as never }))!.groups;
+    expect(aGroups).toEqual(expect.arrayContaining([expect.objectContaining({ status: 'settled', amount: '10000', n: 1 }), expect.objectContaining({ status: 'settled', amount: '20000', n: 1 })]));
+
+    // Another process's round in the same hour finds it taken and does nothing.
+    expect(await dayGroupsRound(groups, history, new Date('2026-07-03T10:59:00Z'))).toBeUndefined();
+
+    // c's payment is captured and its delivery goes: the next hour's round writes its day.
+    await server.app.payments.records.payments.updateOne({ orgId: c.org_id, status: 'held' }, { $set: { status: 'settled' } });
+    await server.app.webhooks.deliveries.updateOne({ orgId: c.org_id, status: 'pending' }, { $set: { status: 'delivered', lastError: null } });
+    const next = await dayGroupsRound(groups, history, new Date('2026-07-03T11:00:00Z'));
+    expect(next!.filter((r) => r.kind !== 'activity').map((r) => r.written).reduce((x, y) => x + y)).toBe(2);
+    expect(await written(c.org_id)).toEqual(['deliveries 2026-07-02', 'payments 2026-07-02']);
+    // The console reads what the rounds wrote.
+    const totals = await server.app.payments.totals.of(a.org_id, {}, []);
+    expect({ count: totals.totals.count, volume: totals.totals.volumeAtomic }).toEqual({ count: 3, volume: 100000n });
   });
 });

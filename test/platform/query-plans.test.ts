@@ -76,6 +76,14 @@ const HOT: HotQuery[] = [
     other: (i) => ({ _id: `payments|org_${i}|2026-01-01`, scope: `payments|org_${i}`, day: '2026-01-01', groups: [] }),
   },
   {
+    what: 'the day groups round: the scopes with records in one day', model: 'HistoryBucket', filter: { bucket: '2027-01-01' }, index: { bucket: 1 },
+    other: (i) => ({ _id: `deliveries|org_${i}|${day(i % 365).toISOString().slice(0, 10)}`, of: `deliveries|org_${i}`, bucket: day(i % 365).toISOString().slice(0, 10) }),
+  },
+  {
+    what: 'the day groups round: what one day has written', model: 'HistoryDayGroups', filter: { day: '2027-01-01' }, index: { day: 1 },
+    other: (i) => ({ _id: `deliveries|org_${i}|${day(i % 365).toISOString().slice(0, 10)}`, scope: `deliveries|org_${i}`, day: day(i % 365).toISOString().slice(0, 10), groups: [] }),
+  },
+  {
     what: 'reconciliation: verified payments left open', model: 'Payment', filter: { status: 'verified', chainId: 84532, createdAt: { $lt: day(400) } }, sort: { createdAt: 1 }, index: { status: 1, createdAt: 1 },
     other: (i) => ({ _id: `pay_s_${i}`, orgId: `org_${i % 50}`, status: 'settled', chainId: 84532, createdAt: day(i % 365) }),
   },
