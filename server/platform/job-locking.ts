@@ -10,6 +10,8 @@ import type { ProcessRegistry } from './process-registry.js';
 /** How long a claim is kept after it expired, and how often old ones are swept. */
 const CLAIM_KEPT_MS = 24 * 3600_000;
 const CLAIM_SWEEP_EVERY_MS = 3600_000;
+/** How long a process remembers a claim it won, to skip it without a round trip (see claim). */
+const CLAIMING_KEPT_MS = 30_000;
 /** A connect that failed (its indexes could not be made) tries again after 50 ms, doubling to 2 s. */
 const CONNECT_RETRY_FIRST_MS = 50;
 const CONNECT_RETRY_MAX_MS = 2_000;
@@ -36,6 +38,8 @@ export function claimingMongoBackend(db: Db, options: {
   const claims = db.collection<{ _id: string; jobId: string; owner?: string; expiresAt: Date }>(`${options.collection}_claims`);
   const { registry } = options;
   let repository: JobRepository | undefined;
+  /** The claims (job and state) this process is inserting or has won lately (see claim). */
+  const claiming = new Set<string>();
   let purgeTimer: NodeJS.Timeout | undefined;
   const sweepOldClaims = () => claims.deleteMany({ expiresAt: { $lt: new Date(Date.now() - CLAIM_KEPT_MS) } });
 
@@ -47,6 +51,20 @@ export function claimingMongoBackend(db: Db, options: {
 
   const claim = async (job: Document): Promise<boolean> => {
     const key = `${job._id.toHexString()}:${stateOf(job)}`;
+    // This process is claiming it already, or has: skipped without a database round trip. Each job enqueued
+    // here starts a queue filler of its own at once, and concurrent fillers read the same first candidates:
+    // their claims collided, 3.5 failed inserts and reads per webhook delivery at 16 paid calls at once.
+    if (claiming.has(key)) return false;
+    claiming.add(key);
+    const won = await claimOnce(job, key).catch((err: unknown) => { claiming.delete(key); throw err; });
+    // Kept a while once won: a filler's candidates read before this job was marked locked name it in the
+    // state claimed. A claim lost is forgotten (its holder may die, and this process take it over).
+    if (won) setTimeout(() => claiming.delete(key), CLAIMING_KEPT_MS).unref();
+    else claiming.delete(key);
+    return won;
+  };
+
+  const claimOnce = async (job: Document, key: string): Promise<boolean> => {
     // An expired claim is taken over by inserting `key#1`, `key#2`, ..., never by deleting it and inserting
     // `key` again: on FerretDB a delete that matched the dead worker's claim can remove the one another
     // worker has just inserted in its place, and both would run the job.

@@ -27,7 +27,7 @@ export const DELIVERIES_KIND = 'deliveries';
 export const deliveriesScope = (orgId: string) => scopeOf(DELIVERIES_KIND, orgId);
 
 /** A day's deliveries of one state to one endpoint, counted (the console's tabs). */
-interface StateGroup { state: DeliveryState; endpointId: string; n: number }
+export interface StateGroup { state: DeliveryState; endpointId: string; n: number }
 
 /**
  * Lists read the old way, in one query sorted by time: one payment's deliveries, and the states a
