@@ -14,6 +14,14 @@
  * then trims to its last days as over the year it would have. It prints what each collection stores per million documents. Mail at 100,000 messages
  * is measured by bench/mail.ts; the channel sweep's round by the channels test and bench.
  *
+ * The seller sells an `exact` and a channel (`batch-settlement`) route through our Express middleware, on
+ * anvil (mining on arrival); it is another org than the one whose pages are read. In both phases,
+ * BENCH_HISTORY_CONCURRENCY (16) buyers of each scheme pay with the official client for
+ * BENCH_HISTORY_PAID_WINDOW_MS (8000) after a 2 s ramp: the p50 of a whole call and the database commands
+ * per paid call; and each exact payment's payment.received, from its settlement's record to the
+ * receiver on loopback. The closed days' totals and counts are written as the day groups round would have
+ * written them over the year (one round per day).
+ *
  *   npm run bench -- history
  *   BENCH_HISTORY_PAYMENTS=1000000   payments of the year (with as many deliveries)
  *   BENCH_HISTORY_JOBS=1000000       jobs that gave up over the year
@@ -23,6 +31,17 @@
  * `history: N of M scenarios within 1.2x the empty database's p50`.
  */
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { createWalletClient, erc20Abi, http, parseUnits, publicActions, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { baseSepolia } from 'viem/chains';
+import { paymentMiddleware } from '../adapters/express.js';
+import { DEV_ACCOUNTS } from '../server/dev/chain/dev-accounts.js';
+import { DEV_USDC_NAME, DEV_USDC_VERSION, startDevChain, type DevChain } from '../server/dev/chain/dev-chain.js';
+import { startBuyers, type RunResult } from './support/paying-buyers.js';
 import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/dev/database/mongo-server.js';
 import { freePort } from '../server/platform/net.js';
@@ -34,6 +53,12 @@ import { activityScope } from '../server/platform/activity-log.js';
 const PAYMENTS = Number(process.env.BENCH_HISTORY_PAYMENTS ?? 1_000_000);
 const JOBS = Number(process.env.BENCH_HISTORY_JOBS ?? 1_000_000);
 const REQUESTS = Number(process.env.BENCH_HISTORY_REQUESTS ?? 30);
+/** Buyers paying at once, per scheme (issue 52: concurrency 16). */
+const CONCURRENCY = Number(process.env.BENCH_HISTORY_CONCURRENCY ?? 16);
+/** Each paid run: a ramp-up, then the measured window (calls that end in it). */
+const PAID_RAMP_MS = 2_000;
+const PAID_WINDOW_MS = Number(process.env.BENCH_HISTORY_PAID_WINDOW_MS ?? 8_000);
+const PRICE = '$0.001';
 /** A scenario whose request takes longer than this is reported as such, and not measured further. */
 const TIMEOUT_MS = Number(process.env.BENCH_HISTORY_TIMEOUT_MS ?? 60_000);
 /** The org's recent day: what its first pages show in both phases. */
@@ -78,24 +103,118 @@ function paymentAt(orgId: string, endpointId: string, at: Date, i: number) {
   return { payment, delivery, activity };
 }
 
+/**
+ * A seller's paid API on our Express middleware, as a seller mounts it: `exact` and channel
+ * (`batch-settlement`) routes, its payment.received webhooks to a receiver on loopback. Buyers pay with
+ * the official client (bench/support/paying-buyers.ts), CONCURRENCY of each scheme, in a worker thread.
+ */
+async function paidApi(backendUrl: string, platformKey: string, chain: DevChain) {
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(backendUrl + path, { method, headers: { 'content-type': 'application/json', authorization: `Bearer ${platformKey}` }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const json = await res.json() as Record<string, any>;
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  // The webhook receiver: when each payment's delivery arrived.
+  const arrivals = new Map<string, number>();
+  const receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { paymentId?: string; data?: { paymentId?: string } };
+      arrivals.set(body.paymentId ?? body.data?.paymentId ?? '', Date.now());
+      res.writeHead(200).end();
+    });
+  });
+  receiver.listen(0, '127.0.0.1');
+  await once(receiver, 'listening');
+  const webhookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+
+  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  await call('PUT', '/v0/payments/acceptance', { enabled: true, payTo });
+  const sellerKey = (await call('POST', '/v0/payments/seller-keys', {})).apiKey as string;
+  const app = express();
+  app.use(paymentMiddleware({ backendUrl, apiKey: sellerKey, routes: {
+    'GET /report': { price: PRICE, description: 'A report, per call' },
+    'GET /stream': { price: PRICE, scheme: 'batch-settlement', description: 'A stream, per call' },
+  } }));
+  for (const path of ['/report', '/stream']) app.get(path, (_req, res) => { res.json({ ok: true }); });
+  const seller = createServer(app);
+  seller.listen(0, '127.0.0.1');
+  await once(seller, 'listening');
+  const sellerUrl = `http://127.0.0.1:${(seller.address() as AddressInfo).port}`;
+  const exactEndpoint = await call('POST', '/v0/payments/endpoints', { url: `${sellerUrl}/report`, priceUsdc: '0.001', webhookUrl, skipUrlCheck: true });
+  await call('POST', '/v0/payments/endpoints', { url: `${sellerUrl}/stream`, priceUsdc: '0.001', skipUrlCheck: true });
+
+  const [exactKeys, channelKeys] = await fundBuyers(chain, [CONCURRENCY, CONCURRENCY], '50');
+  const buyers = {
+    exact: startBuyers({ url: `${sellerUrl}/report`, scheme: 'exact', keys: exactKeys!, rpcUrl: chain.rpcUrl, network: 'eip155:84532', usdc: chain.usdcAddress }),
+    channel: startBuyers({ url: `${sellerUrl}/stream`, scheme: 'batch-settlement', keys: channelKeys!, rpcUrl: chain.rpcUrl, network: 'eip155:84532', usdc: chain.usdcAddress, depositCalls: 20_000 }),
+  };
+  // Each buyer's first calls (a channel's deposit), not measured.
+  await Promise.all([buyers.exact.payEach(1), buyers.channel.payEach(2)]);
+  return {
+    buyers,
+    /** payment.received latency of the payments settled since `since`: settled (recorded) to the receiver's arrival, ms. */
+    async webhookLatencies(payments: { find: (q: object, p: object) => { lean: () => Promise<Array<{ _id: string; endpointId: string | null; status: string; settledAt?: Date }>> } }, orgId: string, since: Date): Promise<number[]> {
+      // The payments of the hours since `since` (equalities on the org's hour, as pages read them), then those settled since.
+      const hours = [...new Set([hourOf(since), hourOf(new Date())])];
+      const settled = (await Promise.all(hours.map((hour) => payments.find({ orgId, hour }, { endpointId: 1, status: 1, settledAt: 1 }).lean()))).flat()
+        .filter((p) => p.endpointId === exactEndpoint.id && p.status === 'settled' && p.settledAt && p.settledAt >= since);
+      const deadline = Date.now() + 30_000;
+      while (settled.some((p) => !arrivals.has(p._id)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      return settled.filter((p) => arrivals.has(p._id) && p.settledAt).map((p) => arrivals.get(p._id)! - p.settledAt!.getTime());
+    },
+    async stop() {
+      await Promise.all([buyers.exact.stop(), buyers.channel.stop()]);
+      for (const server of [seller, receiver]) { server.closeAllConnections(); await new Promise((resolve) => server.close(resolve)); }
+    },
+  };
+}
+
+/** Fresh buyers with `usdc` each, in groups, sent by a dev account, mined before it returns. */
+async function fundBuyers(chain: DevChain, groups: number[], usdc: string): Promise<Hex[][]> {
+  const funder = privateKeyToAccount(DEV_ACCOUNTS[1]!.privateKey);
+  const wallet = createWalletClient({ account: funder, chain: { ...baseSepolia, rpcUrls: { default: { http: [chain.rpcUrl] } } }, transport: http(chain.rpcUrl) }).extend(publicActions);
+  const keys = groups.map((n) => Array.from({ length: n }, () => generatePrivateKey()));
+  let nonce = await wallet.getTransactionCount({ address: funder.address, blockTag: 'pending' });
+  const hashes: Hex[] = [];
+  for (const key of keys.flat()) hashes.push(await wallet.writeContract({ address: chain.usdcAddress, abi: erc20Abi, functionName: 'transfer', args: [privateKeyToAccount(key).address, parseUnits(usdc, 6)], nonce: nonce++ }));
+  for (const hash of hashes) if ((await wallet.waitForTransactionReceipt({ hash, pollingInterval: 200 })).status !== 'success') throw new Error(`funding ${hash} reverted`);
+  return keys;
+}
+
 async function main() {
   log('starting the embedded database and the backend ...');
-  const mongo = await provideMongoServer({ log: (line) => log(`  ${line}`) });
+  const [mongo, chain] = await Promise.all([provideMongoServer({ log: (line) => log(`  ${line}`) }), startDevChain()]);
   const port = await freePort();
   const metricsToken = randomBytes(16).toString('hex');
   const server = await startServer(loadConfig({
     AGENTGATE_MODE: 'dev', HOST: '127.0.0.1', LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`,
     MAIL_DOMAIN: 'history.test', DID_DOMAIN: `127.0.0.1%3A${port}`, SMTP_PORT: '0', METRICS_TOKEN: metricsToken,
     MASTER_KEY: randomBytes(32).toString('hex'), MONGODB_URI: mongo.uri, MONGODB_DB: `history_${randomBytes(4).toString('hex')}`,
+    CHAIN_RPC_URL: chain.rpcUrl, CHAIN_NETWORK: 'base-sepolia', USDC_ADDRESS: chain.usdcAddress, USDC_EIP712_NAME: DEV_USDC_NAME, USDC_EIP712_VERSION: DEV_USDC_VERSION,
+    RELAYER_PRIVATE_KEY: DEV_ACCOUNTS[0]!.privateKey,
   }));
   const db = server.app.db;
   let commands = 0;
-  db.getClient().on('commandStarted', () => { commands++; });
+  // Each command by name and collection, while `byKind` is set (the paid runs: where their commands go).
+  let byKind: Map<string, number> | undefined;
+  db.getClient().on('commandStarted', (e: { commandName: string; command: Record<string, unknown> }) => {
+    commands++;
+    if (byKind) { const key = `${e.commandName} ${String(e.command[e.commandName] ?? '')}`.trim(); byKind.set(key, (byKind.get(key) ?? 0) + 1); }
+  });
+  let api: Awaited<ReturnType<typeof paidApi>> | undefined;
   try {
     const signup = await (await fetch(`${server.url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json() as { org_id: string; platform_key: string };
     const orgId = signup.org_id;
     await server.app.limits.orgLimits.set(orgId, { perKey: 1_000_000_000, perOrg: 1_000_000_000 });
     const endpointId = 'we_history';
+    // Another seller's paid API, paid in both phases: its calls' records are not in the pages measured
+    // (they would add to the recent hours the first pages show, in the second phase only).
+    const payee = await (await fetch(`${server.url}/v0/agent-signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json() as { org_id: string; platform_key: string };
+    await server.app.limits.orgLimits.set(payee.org_id, { perKey: 1_000_000_000, perOrg: 1_000_000_000 });
+    api = await paidApi(server.url, payee.platform_key, chain);
+    const paid = api;
     // Sign in to the console as an operator does (the form post), keeping its session cookie.
     const signIn = await fetch(`${server.url}/console/sign-in`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ key: signup.platform_key }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url } });
     const cookie = signIn.headers.getSetCookie().find((c) => c.startsWith('agentgate_console='))!.split(';')[0]!;
@@ -156,6 +275,27 @@ async function main() {
         }
         out.set(s.name, { p50: median(times), commands: (commands - before) / REQUESTS });
         log(`  ${s.name}: p50 ${median(times).toFixed(1)} ms, ${((commands - before) / REQUESTS).toFixed(1)} commands per request`);
+      }
+      // Paid calls, each scheme's CONCURRENCY buyers at once: the whole call as the buyer sees it (402,
+      // payment, paid request), and the database commands per paid call (the background rounds' included).
+      for (const [scheme, buyers] of [['exact', paid.buyers.exact], ['channel', paid.buyers.channel]] as const) {
+        const name = `paid ${scheme} calls (concurrency ${CONCURRENCY})`;
+        log(`  ${name} ...`);
+        const before = commands;
+        const since = new Date();
+        byKind = new Map();
+        const run: RunResult = await buyers.run(CONCURRENCY, PAID_RAMP_MS, PAID_WINDOW_MS);
+        const kinds = [...byKind].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, n]) => `${k} ${(n / run.paidInRun).toFixed(2)}`).join(', ');
+        byKind = undefined;
+        log(`  ${name}: commands per paid call by kind: ${kinds}`);
+        if (run.failed) log(`  ${name}: ${run.failed} calls failed: ${JSON.stringify(run.failures)}`);
+        out.set(name, { p50: run.call.p50, commands: (commands - before) / run.paidInRun });
+        log(`  ${name}: p50 ${run.call.p50.toFixed(1)} ms, ${run.perSecond.toFixed(0)} paid calls/s, ${((commands - before) / run.paidInRun).toFixed(1)} commands per paid call`);
+        if (scheme !== 'exact') continue;
+        // Each of those payments' payment.received: from its settlement's record to the receiver's arrival.
+        const latencies = await paid.webhookLatencies(server.app.payments.records.payments, payee.org_id, since);
+        out.set('payment.received webhook latency', { p50: median(latencies), commands: Number.NaN });
+        log(`  payment.received webhook latency: p50 ${median(latencies)} ms over ${latencies.length} payments`);
       }
       return out;
     };
@@ -225,19 +365,22 @@ async function main() {
     log(`| scenario | p50 empty (ms) | p50 after a year (ms) | ratio | commands/request empty | after a year |`);
     log(`|---|---|---|---|---|---|`);
     let within = 0;
-    for (const s of scenarios) {
-      const e = empty.get(s.name)!;
-      const y = year.get(s.name)!;
+    for (const name of empty.keys()) {
+      const e = empty.get(name)!;
+      const y = year.get(name)!;
       const ratio = y.p50 / e.p50;
       if (ratio <= 1.2) within++;
       const ms = (p50: number) => (Number.isFinite(p50) ? p50.toFixed(1) : `over ${TIMEOUT_MS / 1000} s`);
-      log(`| ${s.name} | ${ms(e.p50)} | ${ms(y.p50)} | ${Number.isFinite(ratio) ? `${ratio.toFixed(2)}x` : 'n/a'}${ratio > 1.2 ? ' (over 1.2x)' : ''} | ${e.commands.toFixed(1)} | ${y.commands.toFixed(1)} |`);
+      const perCall = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(1));
+      log(`| ${name} | ${ms(e.p50)} | ${ms(y.p50)} | ${Number.isFinite(ratio) ? `${ratio.toFixed(2)}x` : 'n/a'}${ratio > 1.2 ? ' (over 1.2x)' : ''} | ${perCall(e.commands)} | ${perCall(y.commands)} |`);
     }
     log('');
-    log(`history: ${within} of ${scenarios.length} scenarios within 1.2x the empty database's p50 (${PAYMENTS.toLocaleString('en-US')} payments, ${JOBS.toLocaleString('en-US')} jobs)`);
+    log(`history: ${within} of ${empty.size} scenarios within 1.2x the empty database's p50 (${PAYMENTS.toLocaleString('en-US')} payments, ${JOBS.toLocaleString('en-US')} jobs)`);
   } finally {
+    await api?.stop();
     await db.dropDatabase().catch(() => {});
     await server.close();
+    await chain.stop();
     await mongo.stop();
   }
 }
