@@ -234,6 +234,10 @@ const schema = z.object({
   // payment.received retries wait 1, 4, 16, 64 and 300 units of this (SPEC 8); tests scale it down.
   WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  // Webhook attempts a process runs at once. They wait on the receiver and the database, not on the
+  // process's CPU: at 10, 16 paid calls at once on FerretDB outran them (webhooks 3 s late after 10 s of
+  // it: npm run bench -- history), and ten receivers slow to answer held every other seller's webhooks.
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(50),
   // How often a worker re-dispatches outbox entries a crash left pending (also done once at start-up).
   WEBHOOK_OUTBOX_SWEEP_MS: z.coerce.number().int().min(100).default(15_000),
   // The team-chat integration (a Slack-compatible platform). It is on when the app's client id, client

@@ -101,7 +101,8 @@ export class DeliveryJobs implements DeliveryQueue {
     jobs.define<DeliverJob>(DELIVER_JOB, (data, run) => this.attempt(data, run), {
       // Longer than the lease, so when Agenda hands a dead worker's job to another, the claim has expired.
       lockLifetimeMs: this.leaseMs + 1_000,
-      concurrency: 10,
+      // Attempts wait on the receiver and the database, not on this process's CPU (see the setting).
+      concurrency: config.WEBHOOK_CONCURRENCY,
     });
   }
 

@@ -16,7 +16,7 @@ export function processEnv(config: Config, extra: Record<string, string> = {}): 
     TRUST_PROXY: String(config.TRUST_PROXY), LOG_LEVEL: 'info',
     AUTH_CACHE_TTL_MS: String(config.AUTH_CACHE_TTL_MS), CHANGE_FEED_POLL_MS: String(config.CHANGE_FEED_POLL_MS),
     JOBS_PROCESS_EVERY_MS: String(config.JOBS_PROCESS_EVERY_MS), WEBHOOK_TIMEOUT_MS: String(config.WEBHOOK_TIMEOUT_MS),
-    WEBHOOK_RETRY_BASE_MS: String(config.WEBHOOK_RETRY_BASE_MS), WEBHOOK_OUTBOX_SWEEP_MS: String(config.WEBHOOK_OUTBOX_SWEEP_MS),
+    WEBHOOK_RETRY_BASE_MS: String(config.WEBHOOK_RETRY_BASE_MS), WEBHOOK_OUTBOX_SWEEP_MS: String(config.WEBHOOK_OUTBOX_SWEEP_MS), WEBHOOK_CONCURRENCY: String(config.WEBHOOK_CONCURRENCY),
     ...extra,
   };
 }

@@ -131,7 +131,8 @@ describe('three workers (two of them OS processes), one SIGKILLed mid-run', () =
   it('the receiver gets every event answered 2xx exactly once, and each delivery records one successful attempt', async () => {
     // Long enough that requests held by the receiver do not time out while the scene is set up; the
     // dead worker's claims (lease: timeout + 2 s) and jobs (lease + 1 s) then expire about 11 s after it dies.
-    const config = await testConfig({ TRUST_PROXY: 'true', WEBHOOK_TIMEOUT_MS: '8000', WEBHOOK_OUTBOX_SWEEP_MS: '600000' });
+    // Ten attempts at once per process, so that the doomed worker leaves four of the first fourteen queued.
+    const config = await testConfig({ TRUST_PROXY: 'true', WEBHOOK_TIMEOUT_MS: '8000', WEBHOOK_OUTBOX_SWEEP_MS: '600000', WEBHOOK_CONCURRENCY: '10' });
     const receiver = await startReceiver([], 'hang');
     const api = await serverOn(config, false);
     const workers: AgentgateProcess[] = [];
