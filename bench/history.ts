@@ -259,9 +259,11 @@ async function main() {
         // One unmeasured request first (caches, JIT), then REQUESTS one at a time.
         log(`  ${s.name} ...`);
         const times: number[] = [];
-        const before = commands;
+        let before = commands;
         try {
           await get(s);
+          before = commands;
+          byKind = new Map();
           for (let i = 0; i < REQUESTS; i++) {
             const from = performance.now();
             await get(s);
@@ -269,10 +271,14 @@ async function main() {
           }
         } catch (err) {
           if ((err as Error).name !== 'TimeoutError') throw err;
+          byKind = undefined;
           log(`  ${s.name}: a request took over ${TIMEOUT_MS / 1000} s; not measured further`);
           out.set(s.name, { p50: Infinity, commands: Number.NaN });
           continue;
         }
+        const kinds = [...byKind!].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, n]) => `${k} ${(n / REQUESTS).toFixed(2)}`).join(', ');
+        byKind = undefined;
+        log(`  ${s.name}: commands per request by kind: ${kinds}`);
         out.set(s.name, { p50: median(times), commands: (commands - before) / REQUESTS });
         log(`  ${s.name}: p50 ${median(times).toFixed(1)} ms, ${((commands - before) / REQUESTS).toFixed(1)} commands per request`);
       }

@@ -62,7 +62,6 @@ async function deliveryOf(webhooks: WebhookService, payment: PaymentDoc): Promis
   return id ? webhooks.get(payment.orgId, id).catch(() => undefined) : undefined;
 }
 
-const deliveryIds = (payments: PaymentDoc[]) => payments.flatMap((p) => (p.webhook?.deliveryId ? [p.webhook.deliveryId] : []));
 
 export interface PaymentPageDeps {
   payments: PaymentService;
@@ -104,7 +103,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
       deps.payments.records.listPage(orgId, filter, offsetOf(pageNumber, PAGE_SIZE), PAGE_SIZE),
       deps.payments.totals.of(orgId, filter, chart.buckets),
     ]);
-    const deliveries = await deps.webhooks.summaries(orgId, deliveryIds(payments));
+    const deliveries = await deps.webhooks.summaryReader(orgId)(payments);
     sendHtml(ctx, paymentsPage({
       session: sessionOf(ctx), values: query, errors: {}, endpoints, networks: networksOf(), payments, deliveries, totals,
       window: { page: pageNumber, pageSize: PAGE_SIZE, total: totals.count }, chart: { buckets, bucketDays: chart.bucketDays },
@@ -115,7 +114,7 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
   router.get('/payments/rows', guards.session, async (ctx) => {
     const query = parseInput(paymentsQuery, ctx.query, 'query');
     const payments = await deps.payments.records.listPage(orgOf(ctx), filterOf(query), 0, PAGE_SIZE);
-    sendHtml(ctx, paymentRows(payments, await deps.webhooks.summaries(orgOf(ctx), deliveryIds(payments))));
+    sendHtml(ctx, paymentRows(payments, await deps.webhooks.summaryReader(orgOf(ctx))(payments)));
   });
 
   // Every payment the filters match, newest first, streamed from a database cursor (never all in memory).
@@ -124,11 +123,12 @@ export function paymentPages(router: Router, deps: PaymentPageDeps, guards: Cons
     const query = parseInput(paymentsQuery, ctx.query, 'query');
     const cursor = deps.payments.records.cursor(orgId, filterOf(query));
     const log = deps.log.child({ area: 'console' });
+    const summaries = deps.webhooks.summaryReader(orgId);
     async function* lines() {
       yield csvLine(['payment_id', 'created_at', 'status', 'amount_usdc', 'amount_atomic', 'payer', 'recipient', 'resource', 'endpoint_id', 'network', 'tx_hash', 'settled_at', 'failure_reason', 'webhook']);
       let batch: PaymentDoc[] = [];
       const flush = async function* () {
-        const deliveries = await deps.webhooks.summaries(orgId, deliveryIds(batch));
+        const deliveries = await summaries(batch);
         for (const p of batch) {
           const delivery = p.webhook?.deliveryId ? deliveries.get(p.webhook.deliveryId) : undefined;
           yield csvLine([p._id, p.createdAt.toISOString(), p.status, formatUsdc(BigInt(p.amountUsdcRaw)), p.amountUsdcRaw, p.payerAddress, p.recipientAddress, p.resourceUrl,

@@ -146,8 +146,9 @@ export class WebhookService implements DeliveryQueue {
     return this.log.countByState(orgId, filter);
   }
 
-  summaries(orgId: string, ids: string[]) {
-    return this.log.summaries(orgId, ids);
+  /** The webhook column of a run of payments (DeliveryLog.summaryReader). */
+  summaryReader(orgId: string) {
+    return this.log.summaryReader(orgId);
   }
 
   get(orgId: string, id: string) {

@@ -259,3 +259,40 @@ describe('the day groups round', () => {
     expect({ count: totals.totals.count, volume: totals.totals.volumeAtomic }).toEqual({ count: 3, volume: 100000n });
   });
 });
+
+describe('the webhook column of a payments page or export', () => {
+  it('reads the deliveries of the hours the payments settled in, one query per hour, and the rest by id', async () => {
+    const org = await signUp(server);
+    const settled = ['2026-08-01T10:05:00Z', '2026-08-01T10:10:00Z', '2026-08-01T10:20:00Z', '2026-08-01T12:01:00Z', '2026-08-01T12:30:00Z', '2026-08-01T12:59:00Z'];
+    const statuses: DeliveryDoc['status'][] = ['delivered', 'failed', 'pending', 'delivered', 'delivered', 'failed'];
+    const payments: Array<{ webhook: { deliveryId: string }; settledAt: Date; createdAt: Date }> = [];
+    for (const [i, at] of settled.entries()) {
+      const delivery = await deliver(org.org_id, new Date(Date.parse(at) + 1_000).toISOString(), statuses[i]!, statuses[i] === 'failed' ? { lastError: 'receiver answered 500' } : {});
+      payments.push({ webhook: { deliveryId: delivery._id }, settledAt: new Date(at), createdAt: new Date(Date.parse(at) - 2_000) });
+    }
+    // Settled at the end of an hour, its delivery made in the next: found by id.
+    const edge = await deliver(org.org_id, '2026-08-01T11:00:00.300Z', 'delivered');
+    payments.push({ webhook: { deliveryId: edge._id }, settledAt: new Date('2026-08-01T10:59:59.900Z'), createdAt: new Date('2026-08-01T10:59:58Z') });
+    // Another org's delivery named by a payment (never the case, but one org never reads another's).
+    const foreign = await deliver((await signUp(server)).org_id, '2026-08-01T10:30:00Z', 'delivered');
+    payments.push({ webhook: { deliveryId: foreign._id }, settledAt: new Date('2026-08-01T10:29:59Z'), createdAt: new Date('2026-08-01T10:29:58Z') });
+
+    const finds: string[] = [];
+    const count = (e: { commandName: string; command: Record<string, unknown> }) => { if (e.commandName === 'find' && e.command.find === 'webhook_deliveries') finds.push(JSON.stringify(e.command.filter)); };
+    server.app.db.getClient().on('commandStarted', count);
+    try {
+      const read = server.app.webhooks.summaryReader(org.org_id);
+      const summaries = await read(payments);
+      expect(payments.slice(0, 7).map((p) => summaries.get(p.webhook.deliveryId)?.status)).toEqual([...statuses, 'delivered']);
+      expect(summaries.has(foreign._id)).toBe(false);
+      // The hours 10 and 12, then the edge's and the foreign delivery by id.
+      expect(finds).toHaveLength(4);
+      // The next batch of an export in the same hours reads none of them again.
+      finds.length = 0;
+      expect((await read(payments.slice(3, 6))).size).toBe(3);
+      expect(finds).toHaveLength(0);
+    } finally {
+      server.app.db.getClient().off('commandStarted', count);
+    }
+  });
+});
