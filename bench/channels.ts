@@ -37,7 +37,7 @@ import { toFacilitatorEvmSigner } from '@x402/evm';
 import { BatchSettlementEvmScheme as OfficialBatchSettlementFacilitator } from '@x402/evm/batch-settlement/facilitator';
 import { BatchSettlementEvmScheme as OfficialChannelServer } from '@x402/evm/batch-settlement/server';
 import { paymentMiddleware as officialPaymentMiddleware } from '@x402/express';
-import { createNonceManager, createPublicClient, createWalletClient, erc20Abi, http, parseEventLogs, parseUnits, publicActions, type Address, type Hex, type PublicClient } from 'viem';
+import { createNonceManager, createPublicClient, createWalletClient, erc20Abi, http, parseEventLogs, publicActions, type Address, type Hex, type PublicClient } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { baseSepolia } from 'viem/chains';
 import { jsonRpc } from 'viem/nonce';
@@ -53,6 +53,7 @@ import { freePort } from '../server/platform/net.js';
 import { startServer } from '../server/server.js';
 import { cpuOfProcessTree } from './support/cpu.js';
 import { backendCaller, closeBackend } from './support/backend-calls.js';
+import { fundBuyers } from './support/fund-buyers.js';
 import { startBuyers, type RunResult } from './support/paying-buyers.js';
 
 const PARTS = new Set((process.env.CHANNELS_PARTS ?? '1,2,3').split(',').map((p) => p.trim()));
@@ -411,22 +412,6 @@ function buyersFor(url: string, scheme: 'batch-settlement' | 'exact', keys: Hex[
   return buyers;
 }
 
-/** Fresh buyers with `usdc` each, in groups (one group per stack), sent by a dev buyer, mined before it returns. */
-async function fundBuyers(chain: DevChain, groups: number[], usdc: string): Promise<Hex[][]> {
-  const funder = privateKeyToAccount(DEV_ACCOUNTS[1]!.privateKey);
-  const wallet = createWalletClient({ account: funder, chain: { ...baseSepolia, rpcUrls: { default: { http: [chain.rpcUrl] } } }, transport: http(chain.rpcUrl) }).extend(publicActions);
-  const keys = groups.map((n) => Array.from({ length: n }, () => generatePrivateKey()));
-  let nonce = await wallet.getTransactionCount({ address: funder.address, blockTag: 'pending' });
-  const hashes: Hex[] = [];
-  for (const key of keys.flat()) {
-    hashes.push(await wallet.writeContract({ address: chain.usdcAddress, abi: erc20Abi, functionName: 'transfer', args: [privateKeyToAccount(key).address, parseUnits(usdc, 6)], nonce: nonce++ }));
-  }
-  for (const hash of hashes) {
-    const receipt = await wallet.waitForTransactionReceipt({ hash, pollingInterval: 200 });
-    if (receipt.status !== 'success') throw new Error(`funding ${hash} reverted`);
-  }
-  return keys;
-}
 
 type Timings = Map<string, { n: number; ms: number }>;
 type Profile = { calls: number; commands: Timings; routes: Timings };

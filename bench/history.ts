@@ -35,12 +35,11 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
-import { createWalletClient, erc20Abi, http, parseUnits, publicActions, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { baseSepolia } from 'viem/chains';
 import { paymentMiddleware } from '../adapters/express.js';
 import { DEV_ACCOUNTS } from '../server/dev/chain/dev-accounts.js';
 import { DEV_USDC_NAME, DEV_USDC_VERSION, startDevChain, type DevChain } from '../server/dev/chain/dev-chain.js';
+import { fundBuyers } from './support/fund-buyers.js';
 import { startBuyers, type RunResult } from './support/paying-buyers.js';
 import { loadConfig } from '../server/platform/config.js';
 import { provideMongoServer } from '../server/dev/database/mongo-server.js';
@@ -171,17 +170,6 @@ async function paidApi(backendUrl: string, platformKey: string, chain: DevChain)
   };
 }
 
-/** Fresh buyers with `usdc` each, in groups, sent by a dev account, mined before it returns. */
-async function fundBuyers(chain: DevChain, groups: number[], usdc: string): Promise<Hex[][]> {
-  const funder = privateKeyToAccount(DEV_ACCOUNTS[1]!.privateKey);
-  const wallet = createWalletClient({ account: funder, chain: { ...baseSepolia, rpcUrls: { default: { http: [chain.rpcUrl] } } }, transport: http(chain.rpcUrl) }).extend(publicActions);
-  const keys = groups.map((n) => Array.from({ length: n }, () => generatePrivateKey()));
-  let nonce = await wallet.getTransactionCount({ address: funder.address, blockTag: 'pending' });
-  const hashes: Hex[] = [];
-  for (const key of keys.flat()) hashes.push(await wallet.writeContract({ address: chain.usdcAddress, abi: erc20Abi, functionName: 'transfer', args: [privateKeyToAccount(key).address, parseUnits(usdc, 6)], nonce: nonce++ }));
-  for (const hash of hashes) if ((await wallet.waitForTransactionReceipt({ hash, pollingInterval: 200 })).status !== 'success') throw new Error(`funding ${hash} reverted`);
-  return keys;
-}
 
 async function main() {
   log('starting the embedded database and the backend ...');
