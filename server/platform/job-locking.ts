@@ -57,9 +57,10 @@ export function claimingMongoBackend(db: Db, options: {
     if (claiming.has(key)) return false;
     claiming.add(key);
     const won = await claimOnce(job, key).catch((err: unknown) => { claiming.delete(key); throw err; });
-    // Kept a while once won: a filler's candidates read before this job was marked locked name it in the
-    // state claimed. A claim lost is forgotten (its holder may die, and this process take it over).
-    if (won) setTimeout(() => claiming.delete(key), CLAIMING_KEPT_MS).unref();
+    // Kept a while once won (never past the claim's own lifetime, after which it may be taken over): a
+    // filler's candidates read before this job was marked locked name it in the state claimed. A claim
+    // lost is forgotten (its holder may die, and this process take it over).
+    if (won) setTimeout(() => claiming.delete(key), Math.min(CLAIMING_KEPT_MS, lifetimeOf(String(job.name)))).unref();
     else claiming.delete(key);
     return won;
   };
