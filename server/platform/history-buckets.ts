@@ -233,6 +233,9 @@ dayGroupsSchema.index({ day: 1 });
  */
 const CLOSE_AFTER_MS = 15 * 60_000;
 
+/** What one day holds across kinds: the day entries listed under it, and the ids of the groups written for it. */
+interface DayListing { listed: Array<Pick<BucketDoc, '_id' | 'of'>>; writtenIds: Set<string> }
+
 /** How one kind of record (payments, deliveries, log entries) is grouped by day. */
 export interface DayReader<G extends { n: number }> {
   /** One hour's groups of the org's records (one grouping of the records filed under it). */
@@ -297,14 +300,10 @@ export class DayGroups<G extends { n: number }> {
    * records, whatever the history before it. Returns how many orgs' groups it wrote, and how many it left
    * to a later round or view (a record still open).
    */
-  async writeDay(day: string, now = new Date()): Promise<{ written: number; open: number }> {
+  async writeDay(day: string, now = new Date(), listing?: DayListing): Promise<{ written: number; open: number }> {
     if (day >= closedBefore(now)) return { written: 0, open: 0 };
     const prefix = `${this.kind}|`;
-    const [listed, done] = await Promise.all([
-      this.history.buckets.find({ bucket: day }, { of: 1 }, { batchSize: 100_000 }).lean(),
-      this.written.find({ day }, { _id: 1 }, { batchSize: 100_000 }).lean(),
-    ]);
-    const writtenIds = new Set(done.map((d) => d._id));
+    const { listed, writtenIds } = listing ?? await this.listingOf(day);
     const out = { written: 0, open: 0 };
     for (const { _id, of } of listed) {
       if (!of.startsWith(prefix) || _id !== `${of}|${day}` || writtenIds.has(`${of}|${day}`)) continue;
@@ -313,6 +312,15 @@ export class DayGroups<G extends { n: number }> {
       else out.open++;
     }
     return out;
+  }
+
+  /** The scopes (of every kind) with records in `day`, and those whose groups of it are written: read once per round and day. */
+  async listingOf(day: string): Promise<DayListing> {
+    const [listed, done] = await Promise.all([
+      this.history.buckets.find({ bucket: day }, { of: 1 }, { batchSize: 100_000 }).lean(),
+      this.written.find({ day }, { _id: 1 }, { batchSize: 100_000 }).lean(),
+    ]);
+    return { listed, writtenIds: new Set(done.map((d) => d._id)) };
   }
 
   /** The org's groups of one day, read live: one grouping per hour. */
@@ -377,7 +385,9 @@ export async function dayGroupsRound(groups: Array<DayGroups<any>>, history: His
   const out = [];
   for (let back = 1; back <= DAY_GROUPS_DAYS_BACK; back++) {
     const day = dayOf(new Date(now.getTime() - CLOSE_AFTER_MS - back * 86_400_000));
-    for (const kind of groups) out.push({ kind: kind.kind, day, ...await kind.writeDay(day, now) });
+    // One listing of the day serves every kind (they share both collections).
+    const listing = groups.length ? await groups[0]!.listingOf(day) : undefined;
+    for (const kind of groups) out.push({ kind: kind.kind, day, ...await kind.writeDay(day, now, listing) });
   }
   return out;
 }
