@@ -24,9 +24,11 @@ export class SharedVerdicts {
   private readonly model: Model<VerdictDoc>;
   private readonly memory = new Map<string, { verdict: SourceVerdict; expiresAt: number }>();
   private readonly loading = new Map<string, Promise<SourceVerdict>>();
-  private lastSweep = Date.now();
+  private lastSweep: number;
 
-  constructor(conn: Connection, private readonly ttlMs: number) {
+  /** `now` is the clock verdicts expire by (a test moves it instead of sleeping through a TTL). */
+  constructor(conn: Connection, private readonly ttlMs: number, private readonly now: () => number = Date.now) {
+    this.lastSweep = now();
     this.model = conn.models.ScreeningVerdict ?? conn.model<VerdictDoc>('ScreeningVerdict', schema, 'screening_verdicts');
   }
 
@@ -35,7 +37,7 @@ export class SharedVerdicts {
     // Nothing is kept: every screening asks its source, and nothing is read or written here.
     if (this.ttlMs <= 0) return ask();
     const kept = this.memory.get(key);
-    if (kept && kept.expiresAt > Date.now()) return Promise.resolve(kept.verdict);
+    if (kept && kept.expiresAt > this.now()) return Promise.resolve(kept.verdict);
     const pending = this.loading.get(key);
     if (pending) return pending;
     const load = this.load(key, ask).finally(() => this.loading.delete(key));
@@ -46,24 +48,28 @@ export class SharedVerdicts {
   private async load(key: string, ask: () => Promise<SourceVerdict>): Promise<SourceVerdict> {
     // The database's copy is a cache too: when it cannot be read, the source is asked.
     const shared = await this.model.findById(key).lean().catch(() => null);
-    if (shared && shared.expiresAt.getTime() > Date.now()) {
+    if (shared && shared.expiresAt.getTime() > this.now()) {
       const verdict = { listed: shared.listed, ...(shared.detail ? { detail: shared.detail } : {}) };
       this.remember(key, verdict, shared.expiresAt.getTime());
       return verdict;
     }
     const verdict = await ask();
-    const expiresAt = Date.now() + this.ttlMs;
+    const expiresAt = this.now() + this.ttlMs;
     this.remember(key, verdict, expiresAt);
-    void this.model.replaceOne({ _id: key }, { listed: verdict.listed, ...(verdict.detail ? { detail: verdict.detail } : {}), expiresAt: new Date(expiresAt) }, { upsert: true }).catch(() => {});
-    this.sweep();
+    // The write follows this process's sweep: on an engine whose deleteMany reads, then deletes (FerretDB),
+    // a sweep running beside the write could delete the answer just written. Another process's sweep still
+    // can; that costs one more ask of the source, never a verdict past its TTL.
+    void this.sweep()
+      .then(() => this.model.replaceOne({ _id: key }, { listed: verdict.listed, ...(verdict.detail ? { detail: verdict.detail } : {}), expiresAt: new Date(expiresAt) }, { upsert: true }))
+      .catch(() => {});
     return verdict;
   }
 
   /** Housekeeping, at most once a minute per process: expired verdicts are never read, only kept. */
-  private sweep(): void {
-    if (Date.now() - this.lastSweep < SWEEP_EVERY_MS) return;
-    this.lastSweep = Date.now();
-    this.model.deleteMany({ expiresAt: { $lt: new Date() } }).catch(() => {});
+  private async sweep(): Promise<void> {
+    if (this.now() - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = this.now();
+    await this.model.deleteMany({ expiresAt: { $lt: new Date(this.now()) } }).catch(() => {});
   }
 
   private remember(key: string, verdict: SourceVerdict, expiresAt: number): void {

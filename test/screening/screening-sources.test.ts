@@ -37,21 +37,33 @@ it('reads a list file one address per line with notes and comments, or as JSON; 
 });
 
 it('a verdict one process asked its source for is used by another without asking, until its TTL from the source\'s answer', async () => {
-  const [first, second] = [new SharedVerdicts(connections()[0]!, 400), new SharedVerdicts(connections()[1]!, 400)];
+  // Both processes read one clock the test moves: a slow machine cannot expire a verdict mid-test. The
+  // TTL is short of a minute so no sweep of expired verdicts (once a minute) runs beside the writes.
+  let now = Date.now();
+  const clock = () => now;
+  const [first, second] = [new SharedVerdicts(connections()[0]!, 30_000, clock), new SharedVerdicts(connections()[1]!, 30_000, clock)];
   let asked = 0;
   const source = async () => { asked++; return { listed: true, detail: 'from the source' }; };
   expect(await first.through('provider|base|0xabc', source)).toEqual({ listed: true, detail: 'from the source' });
   // The first process's write is on its way (a request does not wait for it): once it has landed, the
   // second process reads the verdict instead of asking.
-  for (let i = 0; i < 50 && !(await connections()[1]!.collection('screening_verdicts').findOne({ _id: 'provider|base|0xabc' as never })); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 500 && !(await connections()[1]!.collection('screening_verdicts').findOne({ _id: 'provider|base|0xabc' as never })); i++) await new Promise((r) => setTimeout(r, 20));
   expect(await second.through('provider|base|0xabc', source)).toEqual({ listed: true, detail: 'from the source' });
   expect(asked).toBe(1);
   // Concurrent misses in one process share one ask.
   await Promise.all([second.through('provider|base|0xdef', source), second.through('provider|base|0xdef', source)]);
   expect(asked).toBe(2);
-  // Past the TTL of the source's answer, every process asks again.
-  await new Promise((r) => setTimeout(r, 450));
+  // Just before the TTL of the source's answer, no process asks; past it, every process asks again.
+  now += 29_999;
+  await first.through('provider|base|0xabc', source);
   await second.through('provider|base|0xabc', source);
+  expect(asked).toBe(2);
+  now += 2;
+  await second.through('provider|base|0xabc', source);
+  expect(asked).toBe(3);
+  // The second's fresh answer reaches the first through the database, with its own expiry.
+  for (let i = 0; i < 500 && (await connections()[0]!.collection('screening_verdicts').findOne({ _id: 'provider|base|0xabc' as never }))?.expiresAt.getTime() !== now + 30_000; i++) await new Promise((r) => setTimeout(r, 20));
+  await first.through('provider|base|0xabc', source);
   expect(asked).toBe(3);
 });
 
