@@ -82,12 +82,18 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
         }
       }),
       at(Math.floor(PAYMENTS * 0.3), async () => {
-        const holders = await laneHolders(cluster!.db);
-        const processes = [...cluster!.workers, ...cluster!.serves].filter((p) => p.alive);
-        const holding = processes.filter((p) => holders.some((h) => h.pid === p.child.pid));
+        // The events overlap: when the lane holder is itself restarting, its lanes are free until another
+        // process takes them for its next batch. The kill waits for a holder (up to a minute).
+        let holders: Awaited<ReturnType<typeof laneHolders>> = [];
+        let holding: ClusterProcess[] = [];
+        await eventually(async () => {
+          holders = await laneHolders(cluster!.db);
+          holding = [...cluster!.workers, ...cluster!.serves].filter((p) => p.alive && holders.some((h) => h.pid === p.child.pid));
+          return holding.length > 0;
+        }, 60_000, 200);
         // A worker if one holds a lane (its buyers are other processes' and lose nothing), else a serve.
         const victim = holding.find((p) => p.kind === 'worker') ?? holding[0];
-        if (!victim) throw new Error('no process holds a lane');
+        if (!victim) throw new Error('no process held a lane for a minute');
         killed = { proc: victim, pid: victim.child.pid! };
         cluster!.kill(victim);
         note(`${victim.name} (holding ${holders.find((h) => h.pid === killed!.pid)!.lanes.join(', ')}) killed with SIGKILL`);
