@@ -84,3 +84,6 @@ deliverySchema.index({ orgId: 1, createdAt: -1, _id: -1 });
 deliverySchema.index({ orgId: 1, hour: 1 });
 deliverySchema.index({ orgId: 1, endpointId: 1, status: 1, createdAt: -1 });
 deliverySchema.index({ endpointId: 1, createdAt: -1 });
+// The pending deliveries that are due (/ready's and /metrics' oldest due delivery at every probe and scrape,
+// the stalled-delivery sweep of every worker): without it each read a year of delivered ones.
+deliverySchema.index({ status: 1, nextAttemptAt: 1 });

@@ -104,6 +104,10 @@ const HOT: HotQuery[] = [
     other: (i) => ({ _id: `whd_${i}`, orgId: `org_${i % 50}`, endpointId: `ep_${i % 20}`, status: 'delivered', createdAt: day(i % 365) }),
   },
   {
+    what: 'the oldest due webhook delivery (/ready, /metrics; the stalled-delivery sweep)', model: 'WebhookDelivery', filter: { status: 'pending', nextAttemptAt: { $lte: day(400) } }, sort: { nextAttemptAt: 1 }, index: { status: 1, nextAttemptAt: 1 },
+    other: (i) => ({ _id: `whd_d_${i}`, orgId: `org_${i % 50}`, status: i % 2 ? 'delivered' : 'failed', nextAttemptAt: day(i % 365), createdAt: day(i % 365) }),
+  },
+  {
     what: 'a mail list page: one 64-message bucket of an inbox', model: 'Message', filter: { listBucket: 'inb_wanted:0' }, index: { listBucket: 1 },
     other: (i) => ({ _id: `msg_${i}`, inboxId: `inb_${i % 10}`, listBucket: `inb_${i % 10}:${Math.floor(i / 64)}`, threadId: `thr_${i % 100}`, messageId: `<${i}@x>`, direction: 'inbound', sortKey: String(i), createdAt: day(i % 365) }),
   },
