@@ -63,11 +63,11 @@ export class Metrics {
     name: 'agentgate_rate_limited_total', help: 'Requests answered 429 by a request limit, by the limit (key, org, anonymous)',
     labelNames: ['limit'] as const, registers: [this.registry],
   });
-  /** Payments refused by sanctions screening (server/screening): why, which source, whose address. */
   readonly quotaRefusals = new Counter({
     name: 'agentgate_quota_refusals_total', help: 'Requests refused because the org reached a monthly quota of its plan, by metric',
     labelNames: ['metric'] as const, registers: [this.registry],
   });
+  /** Payments refused by sanctions screening (server/screening): why, which source, whose address. */
   readonly screeningRefusals = new Counter({
     name: 'agentgate_screening_refusals_total', help: 'Payments refused by sanctions screening, by reason, the source that refused, the party and the network',
     labelNames: ['reason', 'source', 'role', 'network'] as const, registers: [this.registry],
@@ -75,6 +75,17 @@ export class Metrics {
   readonly screeningSourceErrors = new Counter({
     name: 'agentgate_screening_source_errors_total', help: 'Screenings a source could not answer (SCREENING_ON_ERROR decides the payment)',
     labelNames: ['source', 'network'] as const, registers: [this.registry],
+  });
+  /**
+   * The operator's screening list file as this process last loaded it: how many addresses, and the file's
+   * modification time. A cron that stopped refreshing the list, or a new file this process failed to read,
+   * shows here (each process reloads it on its own).
+   */
+  readonly screeningListAddresses = new Gauge({
+    name: 'agentgate_screening_list_addresses', help: 'Addresses in the screening list file (SCREENING_LIST_FILE) as this process last loaded it', registers: [this.registry],
+  });
+  readonly screeningListModified = new Gauge({
+    name: 'agentgate_screening_list_modified_timestamp_seconds', help: 'Modification time of the screening list file as this process last loaded it (Unix seconds)', registers: [this.registry],
   });
   readonly gasBalance = new Gauge({
     name: 'agentgate_relayer_gas_balance_eth', help: 'Native balance of each relayer account this process holds a lease on',

@@ -43,6 +43,11 @@ export class AddressList implements ScreeningSource {
     return this.entries.size;
   }
 
+  /** The loaded file's modification time (ms since the epoch). */
+  get modifiedAtMs(): number {
+    return this.loadedMtimeMs;
+  }
+
   async check(address: string): Promise<SourceVerdict> {
     const note = this.entries.get(addressKey(address));
     return note === undefined ? { listed: false } : { listed: true, ...(note ? { detail: note } : {}) };

@@ -34,6 +34,12 @@ export function createScreening(deps: {
 }): Screening {
   const { config, log, list } = deps;
   const sources: ScreeningSource[] = list ? [list] : [];
+  if (list) {
+    deps.metrics.onCollect(() => {
+      deps.metrics.screeningListAddresses.set(list.size);
+      deps.metrics.screeningListModified.set(list.modifiedAtMs / 1000);
+    });
+  }
   const oracles = new Map(deps.chains.flatMap((chain) => {
     const address = deps.configOf(chain).SANCTIONS_ORACLE_ADDRESS;
     return address ? [[chain.network, { client: chain.publicClient as never, address: address as Address }] as const] : [];

@@ -7,7 +7,7 @@
  * (`screening_unavailable`, the default policy). Unlisted payments pass. The list is read again when
  * its file changes, without a restart.
  */
-import { mkdtempSync, writeFileSync, appendFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, appendFileSync, statSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -115,6 +115,28 @@ async function paymentsOf(payer: Address) {
 /** The org's activity log entry of a screening refusal of `address`, once it is written. */
 const refusalLogged = (address: Address, key = seller.platformKey) => screeningRefusalLogged(server, key, address);
 
+/**
+ * Waits until the server has loaded the list file as it is now (it looks every 100 ms here): its gauges show
+ * the file's addresses and modification time, as an operator checks after a refresh.
+ */
+async function listLoaded(addresses: number): Promise<void> {
+  const modified = statSync(listFile).mtimeMs / 1000;
+  let seen = '';
+  for (const until = Date.now() + 20_000; Date.now() < until; await new Promise((r) => setTimeout(r, 50))) {
+    const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    const value = (name: string) => Number(text.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ').pop());
+    seen = `${value('agentgate_screening_list_addresses')} addresses, modified ${value('agentgate_screening_list_modified_timestamp_seconds')}`;
+    if (value('agentgate_screening_list_addresses') === addresses && Math.abs(value('agentgate_screening_list_modified_timestamp_seconds') - modified) < 0.001) return;
+  }
+  throw new Error(`the server did not load the list file (${addresses} addresses, modified ${modified}); it shows ${seen}`);
+}
+
+/** The list as beforeAll wrote it, loaded again (a test that listed someone puts it back). */
+async function listAsAtStart(): Promise<void> {
+  writeFileSync(listFile, `${buyers.listed.address}\n${buyers.escrow.address} SDN test entry\n`);
+  await listLoaded(2);
+}
+
 async function refusalsCounted(source: string, role: string): Promise<number> {
   const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
   const line = text.split('\n').find((l) => l.startsWith('agentgate_screening_refusals_total{') && l.includes(`source="${source}"`) && l.includes(`role="${role}"`) && l.includes('reason="sanctioned_address"'));
@@ -122,6 +144,8 @@ async function refusalsCounted(source: string, role: string): Promise<number> {
 }
 
 it('exact (EIP-3009): a payer on the list file is refused before anything moves; the refusal is logged with its source; an unlisted payer pays', async () => {
+  // Each process shows the list it has loaded, as an operator checks it.
+  await listLoaded(2);
   const url = await shop({ price: '$0.01', description: 'Report' }, { priceUsdc: '0.01' });
   const before = await usdcBalance(buyers.listed.address);
   const refused = await exactClient(buyers.listed)(url);
@@ -156,15 +180,14 @@ it('upto: a payTo added to the list file is refused once the file is read again 
   expect(paid.status).toBe(200);
   appendFileSync(listFile, `${seller.payTo}\n`);
   try {
-    await new Promise((r) => setTimeout(r, 600));
+    await listLoaded(3);
     const before = await usdcBalance(buyer.address);
     const refused = await uptoClient(buyer)(url);
     expect(await refusalOf(refused)).toEqual({ error: expect.stringContaining('sanctioned_address') });
     expect(await usdcBalance(buyer.address)).toBe(before);
     expect(await refusalLogged(seller.payTo)).toMatchObject({ metadata: { source: 'list', role: 'payTo', scheme: 'upto' } });
   } finally {
-    writeFileSync(listFile, `${buyers.listed.address}\n${buyers.escrow.address} SDN test entry\n`);
-    await new Promise((r) => setTimeout(r, 600));
+    await listAsAtStart();
   }
 });
 
@@ -175,7 +198,7 @@ it('refunds: a refund to a payer listed after it paid is refused (403 sanctioned
   const [payment] = await eventuallySettled(buyer.address);
   appendFileSync(listFile, `${buyer.address}\n`);
   try {
-    await new Promise((r) => setTimeout(r, 600));
+    await listLoaded(3);
     const before = await usdcBalance(buyer.address);
     const refused = await server.request('POST', `/v0/payments/${payment.id}/refund`, { key: seller.platformKey, body: { reason: 'not delivered' } });
     expect(refused.status).toBe(403);
@@ -183,8 +206,7 @@ it('refunds: a refund to a payer listed after it paid is refused (403 sanctioned
     expect(await usdcBalance(buyer.address)).toBe(before);
     expect(await refusalLogged(buyer.address)).toMatchObject({ metadata: { source: 'list', role: 'payer' } });
   } finally {
-    writeFileSync(listFile, `${buyers.listed.address}\n${buyers.escrow.address} SDN test entry\n`);
-    await new Promise((r) => setTimeout(r, 600));
+    await listAsAtStart();
   }
   // Delisted: refunded from the operator account that funds auth-capture refunds (which the operator keeps funded).
   await fundedOperator(server, '1');
@@ -221,15 +243,14 @@ it('auth-capture: a payer listed after the authorization was held is screened ag
   const held = await usdcBalance(buyer.address);
   appendFileSync(listFile, `${buyer.address}\n`);
   try {
-    await new Promise((r) => setTimeout(r, 600));
+    await listLoaded(3);
     const payToBefore = await usdcBalance(seller.payTo);
     const refused = await server.request('POST', `/v0/payments/holds/${id}/capture`, { key: seller.sellerKey, body: {} });
     expect(refused.body).toMatchObject({ error: 'sanctioned_address', status: 402, message: expect.stringContaining('the hold stays') });
     expect(await usdcBalance(seller.payTo)).toBe(payToBefore);
     expect(await refusalLogged(buyer.address)).toMatchObject({ metadata: { source: 'list', role: 'payer', scheme: 'auth-capture' } });
   } finally {
-    writeFileSync(listFile, `${buyers.listed.address}\n${buyers.escrow.address} SDN test entry\n`);
-    await new Promise((r) => setTimeout(r, 600));
+    await listAsAtStart();
   }
   // Still held: the seller releases it, and the escrow gives the buyer back what it held.
   const released = await server.request('POST', `/v0/payments/holds/${id}/release`, { key: seller.sellerKey, body: {} });
