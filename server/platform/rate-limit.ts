@@ -61,7 +61,8 @@ export class RateLimiter {
   private readonly marks: Model<Mark>;
   private lastSweep = 0;
 
-  constructor(conn: Connection) {
+  /** `now` is the clock steps are cut from (a test holds it still through a burst, then moves it past a window). */
+  constructor(conn: Connection, private readonly now: () => number = Date.now) {
     this.marks = conn.models.RateLimitMark ?? conn.model<Mark>('RateLimitMark', schema, 'rate_limit_marks');
   }
 
@@ -94,7 +95,7 @@ export class RateLimiter {
   /** The slots held at the current step: each take marks every step it holds, so one step tells all. */
   private async view(bucket: string, limit: number, windowMs: number): Promise<SlotView> {
     const stepMs = stepOf(windowMs);
-    const now = Date.now();
+    const now = this.now();
     const held = (await this.marks.find({ bucket, step: Math.floor(now / stepMs) }, { slot: 1, freeAt: 1 }).lean()).filter((mark) => mark.slot < limit);
     const busy = new Set(held.map((mark) => mark.slot));
     const free = Array.from({ length: limit }, (_, slot) => slot).filter((slot) => !busy.has(slot));
@@ -110,7 +111,7 @@ export class RateLimiter {
   private async take(bucket: string, slot: number, windowMs: number): Promise<boolean> {
     const stepMs = stepOf(windowMs);
     // The step is read at insert time, not when the slots were read: a slow caller holds the slot from now on.
-    const first = Math.floor(Date.now() / stepMs);
+    const first = Math.floor(this.now() / stepMs);
     const freeAt = new Date((first + STEPS_PER_WINDOW + 1) * stepMs);
     const marks: Mark[] = Array.from({ length: STEPS_PER_WINDOW + 1 }, (_, i) => {
       const step = first + i;
@@ -130,7 +131,7 @@ export class RateLimiter {
 
   /** Housekeeping, at most once a minute per process: marks of past steps block nothing. */
   private sweep(): void {
-    const now = Date.now();
+    const now = this.now();
     if (now - this.lastSweep < SWEEP_EVERY_MS) return;
     this.lastSweep = now;
     // A margin of a minute for clocks of other processes that run a little behind this one.

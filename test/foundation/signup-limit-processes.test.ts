@@ -84,7 +84,12 @@ it('holds across real `agentgate serve` OS processes on the same database', asyn
 
 describe('the limiter itself (three connections to one database)', () => {
   it('counts concurrent takes from several processes exactly, gates without taking, and frees a slot after the window', async () => {
-    const limiters = [a, b, c].map((s) => new RateLimiter(s.app.db));
+    // One clock for the three, moving 2 ms at each reading: a burst crosses steps (50 ms here) as real ones
+    // do, and ends well within the window however slow the machine (24 takes read it at most 16 times
+    // each). On a busy machine a burst in real time outlasted the window and rightly freed slots mid-burst.
+    let now = Date.now();
+    const clock = () => (now += 2);
+    const limiters = [a, b, c].map((s) => new RateLimiter(s.app.db, clock));
     const bucket = `test:${Date.now()}`;
     const windowMs = 3_000;
     const outcomes = await Promise.allSettled(Array.from({ length: 24 }, (_, i) => limiters[i % 3]!.consume(bucket, 4, windowMs)));
@@ -100,7 +105,7 @@ describe('the limiter itself (three connections to one database)', () => {
     expect(await limiters[0]!.exhausted(bucket, 5, windowMs)).toMatchObject({ exhausted: true });
 
     // After the window (and one step of it, 50 ms here) the slots are free again: exactly 4 once more.
-    await new Promise((resolve) => setTimeout(resolve, windowMs + 100));
+    now += windowMs + 100;
     expect(await limiters[1]!.exhausted(bucket, 4, windowMs)).toMatchObject({ exhausted: false });
     const again = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => limiters[i % 3]!.consume(bucket, 4, windowMs)));
     expect(again.filter((o) => o.status === 'fulfilled')).toHaveLength(4);
