@@ -72,7 +72,7 @@ beforeAll(async () => {
   await listOnDevOracle(testChain().rpcUrl, [buyers.oracle.address, buyers.channel.address]);
   server = await startTestServer({
     SCREENING_LIST_FILE: listFile, SCREENING_LIST_RELOAD_MS: '100', SANCTIONS_ORACLE_ADDRESS: PUBLIC_SANCTIONS_ORACLE_ADDRESS,
-    SCREENING_PROVIDER_URL: provider.url, SCREENING_PROVIDER_TIMEOUT_MS: '300', SCREENING_CACHE_TTL_MS: '0', METRICS_TOKEN: METRICS_TOKEN,
+    SCREENING_PROVIDER_URL: provider.url, SCREENING_PROVIDER_TIMEOUT_MS: '1000', SCREENING_CACHE_TTL_MS: '0', METRICS_TOKEN: METRICS_TOKEN,
   });
   seller = await setUpSeller(server);
 }, 120_000);
