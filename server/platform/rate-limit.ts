@@ -61,7 +61,7 @@ export class RateLimiter {
   private readonly marks: Model<Mark>;
   private lastSweep = 0;
 
-  /** `now` is the clock steps are cut from (a test holds it still through a burst, then moves it past a window). */
+  /** `now` is the clock steps are cut from (a test moves it by hand: a burst stays within one window however slow the machine). */
   constructor(conn: Connection, private readonly now: () => number = Date.now) {
     this.marks = conn.models.RateLimitMark ?? conn.model<Mark>('RateLimitMark', schema, 'rate_limit_marks');
   }
