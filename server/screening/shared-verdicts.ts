@@ -25,6 +25,8 @@ export class SharedVerdicts {
   private readonly memory = new Map<string, { verdict: SourceVerdict; expiresAt: number }>();
   private readonly loading = new Map<string, Promise<SourceVerdict>>();
   private lastSweep: number;
+  /** The sweep under way, or the last one (settled): the writes wait for it (see load). */
+  private swept: Promise<void> = Promise.resolve();
 
   /** `now` is the clock verdicts expire by (a test moves it instead of sleeping through a TTL). */
   constructor(conn: Connection, private readonly ttlMs: number, private readonly now: () => number = Date.now) {
@@ -56,20 +58,21 @@ export class SharedVerdicts {
     const verdict = await ask();
     const expiresAt = this.now() + this.ttlMs;
     this.remember(key, verdict, expiresAt);
-    // The write follows this process's sweep: on an engine whose deleteMany reads, then deletes (FerretDB),
-    // a sweep running beside the write could delete the answer just written. Another process's sweep still
-    // can; that costs one more ask of the source, never a verdict past its TTL.
-    void this.sweep()
+    this.sweep();
+    // Every write waits for this process's sweep under way, if any: on an engine whose deleteMany reads,
+    // then deletes (FerretDB), a sweep beside a write could delete the answer just written. Another
+    // process's sweep still can; that costs one more ask of the source, never a verdict past its TTL.
+    void this.swept
       .then(() => this.model.replaceOne({ _id: key }, { listed: verdict.listed, ...(verdict.detail ? { detail: verdict.detail } : {}), expiresAt: new Date(expiresAt) }, { upsert: true }))
       .catch(() => {});
     return verdict;
   }
 
   /** Housekeeping, at most once a minute per process: expired verdicts are never read, only kept. */
-  private async sweep(): Promise<void> {
+  private sweep(): void {
     if (this.now() - this.lastSweep < SWEEP_EVERY_MS) return;
     this.lastSweep = this.now();
-    await this.model.deleteMany({ expiresAt: { $lt: new Date(this.now()) } }).catch(() => {});
+    this.swept = this.model.deleteMany({ expiresAt: { $lt: new Date(this.now()) } }).then(() => {}, () => {});
   }
 
   private remember(key: string, verdict: SourceVerdict, expiresAt: number): void {

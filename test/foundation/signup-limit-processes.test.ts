@@ -85,8 +85,9 @@ it('holds across real `agentgate serve` OS processes on the same database', asyn
 describe('the limiter itself (three connections to one database)', () => {
   it('counts concurrent takes from several processes exactly, gates without taking, and frees a slot after the window', async () => {
     // One clock for the three, moving 2 ms at each reading: a burst crosses steps (50 ms here) as real ones
-    // do, and ends well within the window however slow the machine (24 takes read it at most 16 times
-    // each). On a busy machine a burst in real time outlasted the window and rightly freed slots mid-burst.
+    // do, and ends well within the window however slow the machine (a take reads it at most 17 times:
+    // three rounds of a read and up to four inserts, a last read, the sweep). In real time, a busy
+    // machine's burst outlasted the window and rightly freed slots mid-burst.
     let now = Date.now();
     const clock = () => (now += 2);
     const limiters = [a, b, c].map((s) => new RateLimiter(s.app.db, clock));

@@ -115,6 +115,9 @@ async function paymentsOf(payer: Address) {
 /** The org's activity log entry of a screening refusal of `address`, once it is written. */
 const refusalLogged = (address: Address, key = seller.platformKey) => screeningRefusalLogged(server, key, address);
 
+/** The server's /metrics, as Prometheus scrapes it. */
+const metricsText = async () => (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+
 /**
  * Waits until the server has loaded the list file as it is now (it looks every 100 ms here): its gauges show
  * the file's addresses and modification time, as an operator checks after a refresh.
@@ -123,7 +126,7 @@ async function listLoaded(addresses: number): Promise<void> {
   const modified = statSync(listFile).mtimeMs / 1000;
   let seen = '';
   for (const until = Date.now() + 20_000; Date.now() < until; await new Promise((r) => setTimeout(r, 50))) {
-    const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    const text = await metricsText();
     const value = (name: string) => Number(text.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ').pop());
     seen = `${value('agentgate_screening_list_addresses')} addresses, modified ${value('agentgate_screening_list_modified_timestamp_seconds')}`;
     if (value('agentgate_screening_list_addresses') === addresses && Math.abs(value('agentgate_screening_list_modified_timestamp_seconds') - modified) < 0.001) return;
@@ -138,7 +141,7 @@ async function listAsAtStart(): Promise<void> {
 }
 
 async function refusalsCounted(source: string, role: string): Promise<number> {
-  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+  const text = await metricsText();
   const line = text.split('\n').find((l) => l.startsWith('agentgate_screening_refusals_total{') && l.includes(`source="${source}"`) && l.includes(`role="${role}"`) && l.includes('reason="sanctioned_address"'));
   return line ? Number(line.split(' ').pop()) : 0;
 }
