@@ -1,6 +1,7 @@
 import type { Db } from 'mongodb';
 import mongoose, { type Connection } from 'mongoose';
 import { configFor, type Config } from './platform/config.js';
+import { ensureIndexes } from './platform/indexes.js';
 import { SecretBox, type MasterKeyring } from './platform/secret-box.js';
 import { ApiKeyService } from './platform/auth/api-keys.js';
 import { UsageTracker } from './platform/usage.js';
@@ -176,7 +177,8 @@ export async function createContext(config: Config, options: { log?: Logger; set
   // once a database outage or a backlog had every process open its default 100 connections, seven
   // processes' worth of concurrent collection reads held more than its memory limit, and it spent itself
   // collecting garbage for minutes. Requests beyond the pool wait in the driver instead.
-  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: true, serverSelectionTimeoutMS: 10_000, monitorCommands: true, maxPoolSize: config.MONGODB_MAX_POOL_SIZE });
+  // Indexes and collections are made by ensureIndexes below, with far fewer commands than mongoose's own.
+  const db = mongoose.createConnection(config.MONGODB_URI, { dbName: config.MONGODB_DB, autoIndex: false, autoCreate: false, serverSelectionTimeoutMS: 10_000, monitorCommands: true, maxPoolSize: config.MONGODB_MAX_POOL_SIZE });
   try {
     await db.asPromise();
   } catch (err) {
@@ -324,7 +326,10 @@ export async function createContext(config: Config, options: { log?: Logger; set
       },
     };
     // Unique indexes carry correctness (inbox addresses, key hashes): make sure they exist before serving.
-    await Promise.all(Object.values(db.models).map((model) => model.init()));
+    await ensureIndexes(db);
+    // A model compiled later (by a module loaded at its first use) gets its indexes as mongoose makes them.
+    db.set('autoIndex', true);
+    db.set('autoCreate', true);
     startSteps.mark('indexes');
     await ctx.mail.assignPositionsOnce();
     // In the background: a large mailbox takes a while, and new mail is indexed as it arrives meanwhile.
@@ -357,9 +362,4 @@ async function checkEssentialContracts(chain: ChainService, config: Config): Pro
   await chain.code.check(essential);
   const missing = chain.code.missing(essential);
   if (missing.length) throw new ChainConfigError(`configuration error: ${describeContracts(missing)} ${missing.length === 1 ? 'has' : 'have'} no code on ${chain.caip2}; settlements would move nothing`);
-}
-
-/** Models registered after the context was built (by later areas) call this to get their indexes. */
-export async function ensureIndexes(db: Connection): Promise<void> {
-  await Promise.all(Object.values(db.models).map((model) => model.init()));
 }
