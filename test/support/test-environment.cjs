@@ -10,6 +10,7 @@
 // process): Node's own list of them (process.getActiveResourcesInfo) is compared with the file's start.
 const { promisify } = require('node:util');
 const { TestEnvironment } = require('jest-environment-node');
+const handleTrace = require('./handle-trace.cjs');
 
 class SuiteEnvironment extends TestEnvironment {
   constructor(config, context) {
@@ -35,6 +36,7 @@ class SuiteEnvironment extends TestEnvironment {
     global.clearTimeout = function clearTimeout(timer) { pending.delete(timer); return realClearTimeout(timer); };
     global.clearInterval = function clearInterval(timer) { pending.delete(timer); return realClearInterval(timer); };
     this.testPath = context.testPath;
+    globalThis.__currentTestFile = context.testPath;
     this.resourcesAtStart = resourceCounts();
   }
 
@@ -57,6 +59,7 @@ class SuiteEnvironment extends TestEnvironment {
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
+    handleTrace.dump(this.testPath);
   }
 }
 
