@@ -30,7 +30,10 @@ let seller: WebhookSeller;
 let page: Page;
 
 beforeAll(async () => {
-  [server, browser] = await Promise.all([startTestServer({ TRUST_PROXY: 'true', WEBHOOK_RETRY_BASE_MS: '5' }), launchChromium()]);
+  // The browser first: a machine without one fails here with nothing else started (a server started beside
+  // it was never assigned, so never closed, and kept the jest worker alive).
+  browser = await launchChromium();
+  server = await startTestServer({ TRUST_PROXY: 'true', WEBHOOK_RETRY_BASE_MS: '5' });
   receiver = await startReceiver(Array(FAILING_ATTEMPTS).fill(500), 200);
   seller = await sellerWithWebhook(server, receiver.url);
   page = await browser.newPage({ viewport: { width: 1280, height: 800 } });

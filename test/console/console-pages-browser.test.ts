@@ -31,7 +31,10 @@ let shop: RunningApp | undefined;
 
 beforeAll(async () => {
   // The channel sweep runs when the test asks for it (one round), never on its own.
-  [server, browser] = await Promise.all([startTestServer({ TRUST_PROXY: 'true', CHANNEL_SWEEP_EVERY_MS: '600000' }), launchChromium()]);
+  // The browser first: a machine without one fails here with nothing else started (a server started beside
+  // it was never assigned, so never closed, and kept the jest worker alive).
+  browser = await launchChromium();
+  server = await startTestServer({ TRUST_PROXY: 'true', CHANNEL_SWEEP_EVERY_MS: '600000' });
   const agent = await signUp(server);
   const payTo = privateKeyToAccount(generatePrivateKey()).address;
   expect((await server.request('PUT', '/v0/payments/acceptance', { key: agent.platform_key, body: { enabled: true, payTo } })).status).toBe(200);

@@ -10,6 +10,7 @@
 // process): Node's own list of them (process.getActiveResourcesInfo) is compared with the file's start.
 const { promisify } = require('node:util');
 const { TestEnvironment } = require('jest-environment-node');
+// What a worker still holds when jest force-exits it, and (opt-in) the stacks that made it.
 const handleTrace = require('./handle-trace.cjs');
 
 class SuiteEnvironment extends TestEnvironment {
@@ -36,7 +37,7 @@ class SuiteEnvironment extends TestEnvironment {
     global.clearTimeout = function clearTimeout(timer) { pending.delete(timer); return realClearTimeout(timer); };
     global.clearInterval = function clearInterval(timer) { pending.delete(timer); return realClearInterval(timer); };
     this.testPath = context.testPath;
-    globalThis.__currentTestFile = context.testPath;
+    handleTrace.fileStarted(context.testPath);
     this.resourcesAtStart = resourceCounts();
   }
 
@@ -59,7 +60,7 @@ class SuiteEnvironment extends TestEnvironment {
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    handleTrace.dump(this.testPath);
+    handleTrace.dump(`after ${this.testPath}`);
   }
 }
 
