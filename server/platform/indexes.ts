@@ -7,6 +7,8 @@ type IndexSpec = { key: Record<string, 1 | -1>; name: string; unique?: boolean; 
  * lists it nowhere (its indexes hold every document), so it cannot be compared there.
  */
 const OPTIONS = ['unique', 'expireAfterSeconds', 'partialFilterExpression'] as const;
+/** What createIndexes is given besides the key and name: the compared options and `sparse`. */
+const CREATE_OPTIONS = [...OPTIONS, 'sparse'] as const;
 
 /**
  * Makes sure the indexes every model declares exist. Every process does it at its start (it is idempotent),
@@ -51,7 +53,7 @@ export class IndexChangedError extends Error {
 export function declaredIndexes(model: Model<unknown>): IndexSpec[] {
   return model.schema.indexes().map(([key, options]) => {
     const spec: IndexSpec = { key: key as IndexSpec['key'], name: (options.name as string | undefined) ?? defaultName(key as IndexSpec['key']) };
-    for (const option of OPTIONS) if (options[option] !== undefined) (spec as Record<string, unknown>)[option] = options[option];
+    for (const option of CREATE_OPTIONS) if (options[option] !== undefined) (spec as Record<string, unknown>)[option] = options[option];
     return spec;
   });
 }
