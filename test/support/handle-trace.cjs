@@ -63,7 +63,8 @@ if (!globalThis.__agentgateHandleTrace) {
     }).enable();
     fs.mkdirSync(folder, { recursive: true });
   }
-  process.once('SIGTERM', () => {
+  // In a worker only (a forked child, with its IPC channel): a SIGTERM to a run in band is someone else's.
+  if (typeof process.send === 'function') process.once('SIGTERM', () => {
     const timers = process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
     process.stderr.write(`jest force-exited worker ${process.pid} (last file: ${lastFile ?? 'none'}), which still held: ${[...heldHandles(), `${timers} timer(s)`].join(', ')}${folder ? `; stacks in ${folder}/${process.pid}-sigterm.txt` : '; AGENTGATE_HANDLE_TRACE=<folder> records the stacks that made them'}\n`);
     dump('jest force-exited this worker', '-sigterm');
