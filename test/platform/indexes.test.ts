@@ -50,7 +50,6 @@ it('after a start, every index each model declares exists, with its options', as
 it('what createIndexes is given carries each declared option, sparse included (MongoDB keeps it; FerretDB lists it nowhere)', () => {
   const payments = app.db.models.Payment!;
   expect(declaredIndexes(payments)).toContainEqual({ key: { webhookUndispatched: 1, settledAt: 1 }, name: 'webhookUndispatched_1_settledAt_1', sparse: true });
-  expect(declaredIndexes(app.db.models.ConsoleSession!)).toContainEqual({ key: { expiresAt: 1 }, name: 'expiresAt_1', expireAfterSeconds: 0 });
 });
 
 it('a start where every index exists creates none; one dropped meanwhile is created again, alone', async () => {

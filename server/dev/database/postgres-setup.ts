@@ -16,6 +16,13 @@ export const POSTGRES_USER = 'agentgate';
  * mode before the server starts, idempotently) gives every field FerretDB indexes a GIN index on the same
  * expression, which serves `@>`: the same filters become index scans. FerretDB and the application are
  * unchanged; sorts and limits are still done by FerretDB (docs/operators/ferretdb.md).
+ *
+ * Without `fastupdate`: with it (PostgreSQL's default), a GIN index queues new entries in a pending list of
+ * up to 4 MB that every lookup reads through, so each equality cost milliseconds whatever it matched. With
+ * 200,000 rows inserted 1,000 at a time, the lookup of the 10 rows of one status read 175 pages (50,425
+ * queued entries) in 5.0 ms; without it, 2 pages in 0.06 ms, for 14 % more time inserting (3.2 s against
+ * 2.8 s). These indexes hold one key per row, the case fastupdate helps least. Indexes made by earlier
+ * versions are switched at the next start and their pending list merged.
  */
 const INDEX_TRIGGER_SQL = `
 CREATE OR REPLACE FUNCTION agentgate_gin_for_ferretdb_indexes() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
@@ -32,7 +39,7 @@ BEGIN
     FOR i IN 1..meta.indnatts LOOP
       expr := pg_get_indexdef(cmd.objid, i, false);
       CONTINUE WHEN position('_jsonb -> ' in expr) = 0;
-      EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s)', 'gin_' || md5(meta.indrelid::text || expr), meta.indrelid::regclass::text, expr);
+      EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s) WITH (fastupdate = off)', 'gin_' || md5(meta.indrelid::text || expr), meta.indrelid::regclass::text, expr);
     END LOOP;
   END LOOP;
 END
@@ -41,6 +48,18 @@ $fn$;
 DROP EVENT TRIGGER IF EXISTS agentgate_gin_for_ferretdb_indexes;
 
 CREATE EVENT TRIGGER agentgate_gin_for_ferretdb_indexes ON ddl_command_end WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION agentgate_gin_for_ferretdb_indexes();
+
+DO $up$
+DECLARE
+  ix record;
+BEGIN
+  FOR ix IN SELECT c.oid, c.oid::regclass::text AS name FROM pg_class c JOIN pg_am am ON am.oid = c.relam
+    WHERE c.relkind = 'i' AND am.amname = 'gin' AND c.relname LIKE 'gin\\_%' AND NOT coalesce(c.reloptions @> ARRAY['fastupdate=off'], false) LOOP
+    EXECUTE format('ALTER INDEX %s SET (fastupdate = off)', ix.name);
+    PERFORM gin_clean_pending_list(ix.oid);
+  END LOOP;
+END
+$up$;
 
 `;
 
