@@ -41,6 +41,8 @@ function dump(when, suffix = '') {
 
 /** The handles a worker holds besides jest's own channel and stdio, described so a reader can tell whose they are. */
 function heldHandles() {
+  // Node's private list: a Node without it gives the count of timers only, never a report cut short.
+  if (typeof process._getActiveHandles !== 'function') return [];
   const mine = new Set([process.stdout, process.stderr, process.channel]); // (not process.stdin: reading it would open it)
   return process._getActiveHandles().filter((h) => !mine.has(h) && (typeof h.hasRef !== 'function' || h.hasRef())).map((h) => {
     const kind = h.constructor?.name ?? typeof h;
