@@ -107,18 +107,18 @@ async function sideBySide(mode: (typeof MODES)[number], mongoUri: string, evm: A
         await new Promise((r) => setTimeout(r, Math.random() * 400));
         const result = await stacks[name].run(concurrency, RAMP_MS, windowMs);
         (rows[`${concurrency}|${name}`] ??= []).push(result);
-        log(`round ${round + 1} c${String(concurrency).padEnd(3)} ${name.padEnd(10)} ${result.perSecond.toFixed(1)} req/s, call p50 ${result.call.p50.toFixed(2)} ms p99 ${result.call.p99.toFixed(2)} ms, paid request p50 ${result.paidRequest.p50.toFixed(2)} ms${result.failed ? `, ${result.failed} failed: ${JSON.stringify(result.failures)}` : ''}`);
+        log(`round ${round + 1} c${String(concurrency).padEnd(3)} ${name.padEnd(10)} ${result.perSecond.toFixed(1)} req/s, call p50 ${result.call.p50.toFixed(2)} ms p99 ${result.call.p99.toFixed(2)} ms, paid request p50 ${result.paidRequest.p50.toFixed(2)} ms, 402 p50 ${result.challenge.p50.toFixed(2)} ms${result.failed ? `, ${result.failed} failed: ${JSON.stringify(result.failures)}` : ''}`);
       }
     }
   }
   const m = (list: RunResult[], pick: (r: RunResult) => number) => median(list.map(pick));
   log(`\nSolana exact, ${mode.name}: medians over ${ROUNDS} rounds (each run ${windowMs / 1000} s measured)`);
-  log('| concurrency | stack | paid req/s | call p50 | call p99 | paid request p50 | failed |');
-  log('|---|---|---|---|---|---|---|');
+  log('| concurrency | stack | paid req/s | call p50 | call p99 | paid request p50 | 402 p50 | failed |');
+  log('|---|---|---|---|---|---|---|---|');
   for (const concurrency of CONCURRENCIES) {
     for (const name of ['agentgate', 'official'] as const) {
       const list = rows[`${concurrency}|${name}`]!;
-      log(`| ${concurrency} | ${name} | ${m(list, (r) => r.perSecond).toFixed(1)} | ${m(list, (r) => r.call.p50).toFixed(2)} ms | ${m(list, (r) => r.call.p99).toFixed(2)} ms | ${m(list, (r) => r.paidRequest.p50).toFixed(2)} ms | ${list.reduce((a, r) => a + r.failed, 0)} |`);
+      log(`| ${concurrency} | ${name} | ${m(list, (r) => r.perSecond).toFixed(1)} | ${m(list, (r) => r.call.p50).toFixed(2)} ms | ${m(list, (r) => r.call.p99).toFixed(2)} ms | ${m(list, (r) => r.paidRequest.p50).toFixed(2)} ms | ${m(list, (r) => r.challenge.p50).toFixed(2)} ms | ${list.reduce((a, r) => a + r.failed, 0)} |`);
     }
   }
   for (const concurrency of CONCURRENCIES) {

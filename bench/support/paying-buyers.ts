@@ -45,6 +45,8 @@ export interface RunResult {
   call: { p50: number; p99: number };
   /** The paid request alone (the one carrying PAYMENT-SIGNATURE): what the seller spends on a voucher. */
   paidRequest: { p50: number; p99: number };
+  /** The unpaid request that the seller answers 402 (the call's first): the middleware's challenge, as the buyer sees it. */
+  challenge: { p50: number; p99: number };
   failed: number;
   failures: Record<string, number>;
 }
@@ -54,7 +56,7 @@ type Message = Request & { id: number };
 
 /** Starts the buyers in a worker thread; `payEach` makes each buyer's calls (the first deposits), `run` measures. */
 export function startBuyers(options: BuyersOptions) {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { role: 'paying-buyers', options } });
+  const worker = new Worker(new URL('./ts-worker.mjs', import.meta.url), { workerData: { entry: import.meta.url, role: 'paying-buyers', options } });
   let next = 0;
   const waiting = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
   worker.on('message', (m: { id: number; result?: unknown; error?: string }) => {
@@ -94,32 +96,36 @@ function buyer(options: BuyersOptions, key: Hex) {
     registerExactEvmScheme(client, { signer: privateKeyToAccount(key) });
   }
   let paidMs = 0;
-  // The paid request alone, timed from under the client: it is the one that carries the payment.
+  let challengeMs = 0;
+  // The requests timed from under the client, body read: the paid one (it carries the payment) and the
+  // unpaid one answered 402.
   const timed: typeof fetch = async (input, init) => {
     const request = input instanceof Request ? input : new Request(input, init);
-    if (!request.headers.has('payment-signature')) return fetch(request);
+    const paying = request.headers.has('payment-signature');
     const t0 = performance.now();
     const res = await fetch(request);
     const body = await res.arrayBuffer();
-    paidMs = performance.now() - t0;
+    if (paying) paidMs = performance.now() - t0;
+    else if (res.status === 402) challengeMs = performance.now() - t0;
     return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
   const paying = wrapFetchWithPayment(timed, client);
   return {
-    async call(): Promise<{ ok: boolean; ms: number; paidMs: number; failure?: string }> {
+    async call(): Promise<{ ok: boolean; ms: number; paidMs: number; challengeMs: number; failure?: string }> {
       paidMs = 0;
+      challengeMs = 0;
       const t0 = performance.now();
       try {
         const res = await paying(options.url);
         await res.arrayBuffer();
         const ms = performance.now() - t0;
-        if (res.status === 200) return { ok: true, ms, paidMs };
+        if (res.status === 200) return { ok: true, ms, paidMs, challengeMs };
         const required = res.headers.get('payment-required');
         let reason = '';
         try { reason = required ? String(decodePaymentRequiredHeader(required).error) : ''; } catch { /* not a 402's header */ }
-        return { ok: false, ms, paidMs, failure: `${res.status} ${reason}`.trim() };
+        return { ok: false, ms, paidMs, challengeMs, failure: `${res.status} ${reason}`.trim() };
       } catch (err) {
-        return { ok: false, ms: performance.now() - t0, paidMs, failure: (err as Error).message.slice(0, 160) };
+        return { ok: false, ms: performance.now() - t0, paidMs, challengeMs, failure: (err as Error).message.slice(0, 160) };
       }
     },
   };
@@ -149,7 +155,7 @@ if (!isMainThread && (workerData as { role?: string } | undefined)?.role === 'pa
       if (m.concurrency > buyers.length) throw new Error(`concurrency ${m.concurrency} needs as many buyers (there are ${buyers.length})`);
       const start = performance.now();
       const [from, to] = [start + m.warmMs, start + m.warmMs + m.windowMs];
-      const calls: Array<{ end: number; ok: boolean; ms: number; paidMs: number; failure?: string }> = [];
+      const calls: Array<{ end: number; ok: boolean; ms: number; paidMs: number; challengeMs: number; failure?: string }> = [];
       await Promise.all(buyers.slice(0, m.concurrency).map(async (b) => {
         while (performance.now() < to) {
           const r = await b.call();
@@ -162,10 +168,12 @@ if (!isMainThread && (workerData as { role?: string } | undefined)?.role === 'pa
       for (const c of inWindow) if (!c.ok) failures[c.failure!] = (failures[c.failure!] ?? 0) + 1;
       const callMs = ok.map((c) => c.ms).sort((a, b) => a - b);
       const paidMs = ok.map((c) => c.paidMs).sort((a, b) => a - b);
+      const challengeMs = ok.map((c) => c.challengeMs).sort((a, b) => a - b);
       const result: RunResult = {
         concurrency: m.concurrency, perSecond: ok.length / (m.windowMs / 1000), paid: ok.length, paidInRun: calls.filter((c) => c.ok).length,
         call: { p50: percentile(callMs, 0.5), p99: percentile(callMs, 0.99) },
         paidRequest: { p50: percentile(paidMs, 0.5), p99: percentile(paidMs, 0.99) },
+        challenge: { p50: percentile(challengeMs, 0.5), p99: percentile(challengeMs, 0.99) },
         failed: inWindow.length - ok.length, failures,
       };
       parentPort!.postMessage({ id: m.id, result });
