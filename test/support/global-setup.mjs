@@ -18,6 +18,16 @@ export default async function globalSetup() {
     startDevChain({ mintAmountUsdc: '1000000' }),
   ]);
   log(`anvil on ${chain.rpcUrl} (chain ${chain.chainId}), USDC at ${chain.usdcAddress}`);
+  // The official Python SDK, installed once per machine (~/.cache/agentgate) before any test opens a
+  // connection: the install blocks its process for minutes, and done inside a test file (as it was on a
+  // fresh machine) it stalled that file's own servers past their keep-alive timeouts and failed its next
+  // request with ECONNRESET. Without Python the suite still runs; the Python tests say what is missing.
+  const { x402Python } = await tsImport('./python-sdk.ts', import.meta.url);
+  try {
+    x402Python((line) => log(`python sdk: ${line}`));
+  } catch (err) {
+    log(`the official Python SDK is not installed (${err.message}); the Python interop tests will fail`);
+  }
   process.env.AGENTGATE_TEST_MONGODB_URI = mongo.uri;
   process.env.AGENTGATE_TEST_RPC_URL = chain.rpcUrl;
   process.env.AGENTGATE_TEST_USDC = chain.usdcAddress;
