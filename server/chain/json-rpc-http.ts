@@ -17,47 +17,21 @@ import { createTransport, HttpRequestError, RpcRequestError, TimeoutError, type 
  * viem sends them.
  */
 export function jsonRpcHttp(url: string, options: { timeoutMs: number }): Transport {
-  const target = new URL(url);
-  const secure = target.protocol === 'https:';
-  const auth = target.username || target.password ? `Basic ${Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64')}` : undefined;
-  target.username = '';
-  target.password = '';
-  const href = target.href;
-  const agent = secure ? new https.Agent(AGENT_OPTIONS) : new http.Agent(AGENT_OPTIONS);
+  const node = keepAliveJsonPost(url);
+  const href = node.href;
   let id = 0;
 
-  const post = (body: { jsonrpc: '2.0'; id: number; method: string; params?: unknown }) => new Promise<{ status: number; json: unknown; text: string }>((resolve, reject) => {
-    const payload = JSON.stringify(body);
-    const request = (secure ? https : http).request(target, {
-      method: 'POST',
-      agent,
-      headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)), ...(auth ? { authorization: auth } : {}) },
-    }, (response) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      response.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_RESPONSE_BYTES) { request.destroy(new Error(`the answer is over ${MAX_RESPONSE_BYTES} bytes`)); return; }
-        chunks.push(chunk);
-      });
-      response.on('end', () => {
-        clearTimeout(timer);
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: response.statusCode ?? 0, json, text });
-      });
-      response.on('error', fail);
-    });
-    // The whole exchange, headers and body, within the timeout, as viem's http transport times it.
-    const timer = setTimeout(() => request.destroy(new TimeoutError({ body, url: href })), options.timeoutMs);
-    function fail(error: Error) {
-      clearTimeout(timer);
-      reject(error instanceof TimeoutError ? error : new HttpRequestError({ body, url: href, details: error.message, cause: error }));
+  const post = async (body: { jsonrpc: '2.0'; id: number; method: string; params?: unknown }) => {
+    try {
+      const { status, text } = await node.post(JSON.stringify(body), options.timeoutMs);
+      let json: unknown;
+      try { json = JSON.parse(text); } catch { json = undefined; }
+      return { status, json, text };
+    } catch (error) {
+      if (error instanceof NoAnswerInTime) throw new TimeoutError({ body, url: href });
+      throw new HttpRequestError({ body, url: href, details: (error as Error).message, cause: error as Error });
     }
-    request.on('error', fail);
-    request.end(payload);
-  });
+  };
 
   return ({ chain }) => createTransport({
     key: 'http',
@@ -78,6 +52,62 @@ export function jsonRpcHttp(url: string, options: { timeoutMs: number }): Transp
       return answer.result;
     }) as EIP1193RequestFn,
   }, { url: href, chain });
+}
+
+/** No whole answer (headers and body) within the exchange's timeout. */
+export class NoAnswerInTime extends Error {
+  override readonly name = 'NoAnswerInTime';
+}
+
+/**
+ * POSTs JSON bodies to one node over node:http(s) keep-alive connections: the exchange under the EVM
+ * transport above and the Solana one (solana/solana-rpc.ts). Resolves with the status and the body text
+ * whatever the status; rejects with the socket's error when no answer came, or NoAnswerInTime. Credentials
+ * in the URL go as basic auth, and `href` is the URL without them (for errors and logs).
+ */
+export function keepAliveJsonPost(url: string): { href: string; post(payload: string, timeoutMs: number, signal?: AbortSignal): Promise<{ status: number; text: string }> } {
+  const target = new URL(url);
+  const secure = target.protocol === 'https:';
+  const auth = target.username || target.password ? `Basic ${Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64')}` : undefined;
+  target.username = '';
+  target.password = '';
+  const agent = secure ? new https.Agent(AGENT_OPTIONS) : new http.Agent(AGENT_OPTIONS);
+  const post = (payload: string, timeoutMs: number, signal?: AbortSignal) => new Promise<{ status: number; text: string }>((resolve, reject) => {
+    if (signal?.aborted) { reject(signal.reason); return; }
+    const request = (secure ? https : http).request(target, {
+      method: 'POST',
+      agent,
+      headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)), ...(auth ? { authorization: auth } : {}) },
+    }, (response) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      response.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_RESPONSE_BYTES) { request.destroy(new Error(`the answer is over ${MAX_RESPONSE_BYTES} bytes`)); return; }
+        chunks.push(chunk);
+      });
+      response.on('end', () => {
+        done();
+        resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+      });
+      response.on('error', fail);
+    });
+    // The whole exchange, headers and body, within the timeout (as viem's http transport times it).
+    const timer = setTimeout(() => request.destroy(new NoAnswerInTime(`no answer from ${target.href} within ${timeoutMs} ms`)), timeoutMs);
+    const abort = () => request.destroy(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
+    signal?.addEventListener('abort', abort, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', abort);
+    }
+    function fail(error: Error) {
+      done();
+      reject(error);
+    }
+    request.on('error', fail);
+    request.end(payload);
+  });
+  return { href: target.href, post };
 }
 
 /** viem's own cap on an answer (10 MiB): a log query can be large, a node that streams forever is not. */

@@ -1,6 +1,14 @@
-import { address, createKeyPairSignerFromBytes, createSolanaRpc, getBase58Encoder, type Address, type KeyPairSigner, type Rpc, type SolanaRpcApi } from '@solana/kit';
+import { address, createKeyPairSignerFromBytes, getBase58Encoder, type Address, type ReadonlyUint8Array, type Rpc, type SignatureBytes, type SolanaRpcApi } from '@solana/kit';
 import { findSolanaNetwork, type SolanaNetworkInfo } from 'agentgate-x402-wire';
 import type { SolanaNetworkSettings } from '../../platform/config.js';
+import { ed25519Signer } from './ed25519.js';
+import { solanaRpc } from './solana-rpc.js';
+
+/** A fee-payer key: its address, and its signature over a transaction message (ed25519.ts). */
+export interface FeePayer {
+  readonly address: Address;
+  sign(message: ReadonlyUint8Array): SignatureBytes;
+}
 
 /**
  * One Solana network as this backend settles on it: its RPC, its USDC mint, and the fee payers that
@@ -14,27 +22,33 @@ export class SolanaChain {
     readonly rpc: Rpc<SolanaRpcApi>,
     readonly rpcUrl: string,
     readonly usdcMint: Address,
-    readonly feePayers: readonly KeyPairSigner[],
+    readonly feePayers: readonly FeePayer[],
   ) {}
 
-  static async open(settings: SolanaNetworkSettings): Promise<SolanaChain> {
+  /** `rpcTimeoutMs`: how long the node has to answer one request (CHAIN_RPC_TIMEOUT_MS). */
+  static async open(settings: SolanaNetworkSettings, rpcTimeoutMs: number): Promise<SolanaChain> {
     const info = findSolanaNetwork(settings.network);
     if (!info) throw new Error(`${settings.network} is not a Solana network`);
     const base58 = getBase58Encoder();
-    const feePayers = await Promise.all(settings.feePayerKeys.map((key) => createKeyPairSignerFromBytes(new Uint8Array(base58.encode(key)))));
-    return new SolanaChain(info, createSolanaRpc(settings.rpcUrl), settings.rpcUrl, address(settings.usdcMint), feePayers);
+    const feePayers = await Promise.all(settings.feePayerKeys.map(async (key): Promise<FeePayer> => {
+      const bytes = new Uint8Array(base58.encode(key));
+      // kit checks that the public half is the seed's (a key pasted wrong fails the start, not a payment).
+      const { address: feePayer } = await createKeyPairSignerFromBytes(bytes);
+      return { address: feePayer, sign: ed25519Signer(bytes.slice(0, 32)) };
+    }));
+    return new SolanaChain(info, solanaRpc(settings.rpcUrl, { timeoutMs: rpcTimeoutMs }), settings.rpcUrl, address(settings.usdcMint), feePayers);
   }
 
   /** v1 name ("solana-devnet"): what records and receipts name. */
   get network(): string { return this.info.name; }
   get caip2(): string { return this.info.caip2; }
 
-  feePayer(addressOrName: string): KeyPairSigner | undefined {
+  feePayer(addressOrName: string): FeePayer | undefined {
     return this.feePayers.find((signer) => signer.address === addressOrName);
   }
 
   /** A fee payer for a new 402: spread over the pool. */
-  pickFeePayer(): KeyPairSigner {
+  pickFeePayer(): FeePayer {
     return this.feePayers[Math.floor(Math.random() * this.feePayers.length)]!;
   }
 }

@@ -67,7 +67,7 @@ export class SvmExactScheme {
     // round trip, not two), after the claim: a claim whose preflight fails is let go, nothing sent.
     const verified = await verifySvmPayment(tx, terms, this.chain, { simulate: false });
     if (!verified.ok) return this.refused(terms.door, verified);
-    const signed = await cosign(verified);
+    const signed = cosign(verified);
     const id = transactionId(signed);
     return this.path.settleIdempotently(seller, identified, this.claimKey(id), async () => {
       const payment = this.paymentOf(seller, verified, signed, id, terms, version);

@@ -12,10 +12,13 @@ import { getTransactionBytes, simulationFailure, type SvmRefused, type SvmVerifi
 const STATUS_POLL_MS = 150;
 const base64 = getBase64Decoder();
 
-/** The transaction with its fee payer's signature: complete, and named by it (Ed25519 is deterministic). */
-export async function cosign(verified: SvmVerified): Promise<Transaction> {
-  const [signatures] = await verified.feePayer.signTransactions([verified.transaction as never]);
-  return { ...verified.transaction, signatures: { ...verified.transaction.signatures, ...signatures } } as Transaction;
+/**
+ * The transaction with its fee payer's signature: complete, and named by it (Ed25519 is deterministic).
+ * The fee payer is already the first signer, its signature empty (verify.ts), so it keeps its place.
+ */
+export function cosign(verified: SvmVerified): Transaction {
+  const tx = verified.transaction;
+  return { ...tx, signatures: { ...tx.signatures, [verified.feePayer.address]: verified.feePayer.sign(tx.messageBytes) } } as Transaction;
 }
 
 /** base64 of a transaction's wire bytes (what sendTransaction takes, and what a record keeps). */
