@@ -10,9 +10,9 @@
  * The official stack: `@x402/express` with `@x402/svm`'s exact server scheme over the official SVM
  * facilitator in the same process (its own fee payer, no database). Ours: our Express middleware with a
  * price, offering the seller's Solana address, over our backend in the bench's process (as in
- * bench/middleware.ts): the seller asks the backend to redeem, the backend verifies (one simulation),
- * claims the transaction by a unique insert, co-signs, sends, waits for its status and records the
- * payment with its receipt. Closed loops of 1 and 16 buyers; SOLANA_ROUNDS rounds, the stacks' order
+ * bench/middleware.ts): the seller asks the backend to redeem, the backend checks the transaction,
+ * co-signs it, claims it by a unique insert, sends it with the node's preflight (the simulation), waits
+ * for its status and records the payment with its receipt. Closed loops of 1 and 16 buyers; SOLANA_ROUNDS rounds, the stacks' order
  * alternating, each run starting at an arbitrary moment; each run SOLANA_RAMP_MS of ramp-up, then
  * SOLANA_WINDOW_MS measured (SOLANA_SLOT_WINDOW_MS, 12000, on the chain with slots). Target: our paid req/s at least the official stack's.
  *
