@@ -249,7 +249,7 @@ export async function createContext(config: Config, options: { log?: Logger; set
     ], secrets, logs);
     const mandates = new MandateService(db, logs);
     // Solana: each network's RPC and fee payers, and every identity's Solana wallet beside its EVM one.
-    const solanaChains = await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings, config.CHAIN_RPC_TIMEOUT_MS)));
+    const solanaChains = await Promise.all(config.solanaNetworks.map((settings) => SolanaChain.open(settings)));
     const solanaWallets = new SolanaWallets(db, solanaChains, secrets, logs);
     // Sanctions screening of every payment's parties and every paying wallet (server/screening).
     const screening = createScreening({ conn: db, config, list: screeningList, chains, configOf, logs, log, metrics });

@@ -273,7 +273,8 @@ export type Config = z.output<typeof schema> & {
 /**
  * One Solana network this backend settles on: <NAME>_RPC_URL, <NAME>_FEE_PAYER_KEYS (comma-separated
  * base58 64-byte secret keys, as `solana-keygen` writes them in bytes: the keys that co-sign and pay the
- * fees of buyers' transfers) and, optionally, <NAME>_USDC_MINT (default: the network's USDC).
+ * fees of buyers' transfers) and, optionally, <NAME>_USDC_MINT (default: the network's USDC) and
+ * <NAME>_CHAIN_RPC_TIMEOUT_MS.
  */
 export interface SolanaNetworkSettings {
   /** Its v1 name ("solana-devnet"). */
@@ -281,6 +282,8 @@ export interface SolanaNetworkSettings {
   rpcUrl: string;
   feePayerKeys: string[];
   usdcMint: string;
+  /** How long its node has to answer one request: <NAME>_CHAIN_RPC_TIMEOUT_MS, else CHAIN_RPC_TIMEOUT_MS. */
+  rpcTimeoutMs: number;
 }
 
 /** One network this backend settles on, read from its variables (see NETWORKS). */
@@ -399,6 +402,7 @@ const solanaVariables = z.object({
   RPC_URL: z.url({ protocol: /^https?$/ }),
   FEE_PAYER_KEYS: z.string().transform((v) => v.split(',').map((k) => k.trim()).filter(Boolean)).pipe(z.array(base58Key).min(1, 'must name at least one key')),
   USDC_MINT: z.string().regex(SOLANA_ADDRESS, 'must be a base58 address').optional(),
+  CHAIN_RPC_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).optional(),
 });
 
 /** The Solana networks NETWORKS lists, each read from its own variables (SOLANA_DEVNET_RPC_URL, ...). */
@@ -420,7 +424,10 @@ function solanaNetworksOf(data: z.output<typeof schema>, input: Record<string, s
       }
       return;
     }
-    out.push({ network: info.name, rpcUrl: parsed.data.RPC_URL, feePayerKeys: [...new Set(parsed.data.FEE_PAYER_KEYS)], usdcMint: parsed.data.USDC_MINT ?? info.usdcMint });
+    out.push({
+      network: info.name, rpcUrl: parsed.data.RPC_URL, feePayerKeys: [...new Set(parsed.data.FEE_PAYER_KEYS)], usdcMint: parsed.data.USDC_MINT ?? info.usdcMint,
+      rpcTimeoutMs: parsed.data.CHAIN_RPC_TIMEOUT_MS ?? data.CHAIN_RPC_TIMEOUT_MS,
+    });
   });
   return out;
 }

@@ -30,6 +30,19 @@ test('several networks: CHAIN_NETWORK\'s reads CHAIN_*, each other its own <NAME
   expect(config.networks[1]!.variable('RPC_URL')).toBe('POLYGON_RPC_URL');
 });
 
+test('a Solana network reads its own variables, its RPC timeout falling back to CHAIN_RPC_TIMEOUT_MS', () => {
+  const key = '4'.repeat(88);
+  const config = loadConfig({
+    ...BASE_ENV, NETWORKS: 'base,solana-devnet,solana', CHAIN_RPC_URL: 'https://base.example', CHAIN_RPC_TIMEOUT_MS: '7000',
+    SOLANA_DEVNET_RPC_URL: 'https://devnet.example', SOLANA_DEVNET_FEE_PAYER_KEYS: key, SOLANA_DEVNET_CHAIN_RPC_TIMEOUT_MS: '2500',
+    SOLANA_RPC_URL: 'https://mainnet.example', SOLANA_FEE_PAYER_KEYS: `${key},${key}`,
+  });
+  expect(config.solanaNetworks.map((n) => [n.network, n.rpcUrl, n.feePayerKeys, n.rpcTimeoutMs])).toEqual([
+    ['solana-devnet', 'https://devnet.example', [key], 2500],
+    ['solana', 'https://mainnet.example', [key], 7000],
+  ]);
+});
+
 test('refusals name the variable', () => {
   const refusal = (env: Record<string, string>) => { try { loadConfig({ ...BASE_ENV, ...env }); return ''; } catch (err) { return (err as Error).message; } };
   expect(refusal({ NETWORKS: 'base,polygon-amoy', CHAIN_RPC_URL: 'https://base.example' })).toBe('configuration error: POLYGON_AMOY_RPC_URL is required: NETWORKS lists polygon-amoy');

@@ -25,8 +25,7 @@ export class SolanaChain {
     readonly feePayers: readonly FeePayer[],
   ) {}
 
-  /** `rpcTimeoutMs`: how long the node has to answer one request (CHAIN_RPC_TIMEOUT_MS). */
-  static async open(settings: SolanaNetworkSettings, rpcTimeoutMs: number): Promise<SolanaChain> {
+  static async open(settings: SolanaNetworkSettings): Promise<SolanaChain> {
     const info = findSolanaNetwork(settings.network);
     if (!info) throw new Error(`${settings.network} is not a Solana network`);
     const base58 = getBase58Encoder();
@@ -36,7 +35,7 @@ export class SolanaChain {
       const { address: feePayer } = await createKeyPairSignerFromBytes(bytes);
       return { address: feePayer, sign: ed25519Signer(bytes.slice(0, 32)) };
     }));
-    return new SolanaChain(info, solanaRpc(settings.rpcUrl, { timeoutMs: rpcTimeoutMs }), settings.rpcUrl, address(settings.usdcMint), feePayers);
+    return new SolanaChain(info, solanaRpc(settings.rpcUrl, { timeoutMs: settings.rpcTimeoutMs }), settings.rpcUrl, address(settings.usdcMint), feePayers);
   }
 
   /** v1 name ("solana-devnet"): what records and receipts name. */
