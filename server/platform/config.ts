@@ -17,6 +17,9 @@ const masterKey = z.string().transform((value, ctx) => {
 });
 const domain = z.string().regex(/^[a-z0-9.-]+(%3A\d+)?$/i, 'must be a host name, e.g. example.com');
 
+/** How long one RPC URL has to answer one request: CHAIN_RPC_TIMEOUT_MS, and a Solana network's own. */
+const rpcTimeoutMs = z.coerce.number().int().min(100).max(120_000);
+
 const schema = z.object({
   AGENTGATE_MODE: z.enum(['dev', 'production']).default('production'),
   PORT: port.default(3000),
@@ -59,7 +62,7 @@ const schema = z.object({
     .transform((value) => value.split(',').map((url) => url.trim()).filter(Boolean))
     .pipe(z.array(z.url({ protocol: /^https?$/, message: 'must be comma-separated http(s) URLs' })))
     .optional(),
-  CHAIN_RPC_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(5_000),
+  CHAIN_RPC_TIMEOUT_MS: rpcTimeoutMs.default(5_000),
   // Any EVM network of the table (packages/x402-wire/src/networks.ts), by v1 name or CAIP-2 id.
   CHAIN_NETWORK: z.string().default('base').transform((value, ctx) => {
     const network = findNetwork(value);
@@ -402,7 +405,7 @@ const solanaVariables = z.object({
   RPC_URL: z.url({ protocol: /^https?$/ }),
   FEE_PAYER_KEYS: z.string().transform((v) => v.split(',').map((k) => k.trim()).filter(Boolean)).pipe(z.array(base58Key).min(1, 'must name at least one key')),
   USDC_MINT: z.string().regex(SOLANA_ADDRESS, 'must be a base58 address').optional(),
-  CHAIN_RPC_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).optional(),
+  CHAIN_RPC_TIMEOUT_MS: rpcTimeoutMs.optional(),
 });
 
 /** The Solana networks NETWORKS lists, each read from its own variables (SOLANA_DEVNET_RPC_URL, ...). */

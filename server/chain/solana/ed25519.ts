@@ -1,5 +1,6 @@
 import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { getAddressEncoder, type Address, type ReadonlyUint8Array, type SignatureBytes } from '@solana/kit';
+import { TtlCache } from '../../platform/ttl-cache.js';
 
 // Ed25519 through OpenSSL (node:crypto), synchronously, for the two signatures of every Solana payment:
 // the buyer's, verified, and the fee payer's, added. @solana/kit does both through WebCrypto: a thread-pool
@@ -13,15 +14,13 @@ const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 const PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 
 const addressEncoder = getAddressEncoder();
-/** Buyers' keys, by address: an agent pays many times. Bounded (oldest dropped), as many as a busy day's payers. */
-const publicKeys = new Map<string, KeyObject>();
-const PUBLIC_KEYS_KEPT = 10_000;
+/** Buyers' keys, by address: an agent pays many times. A key never goes stale: no expiry, the oldest of 10,000 dropped first. */
+const publicKeys = new TtlCache<KeyObject>(Number.POSITIVE_INFINITY, 10_000);
 
 function publicKeyOf(signer: Address): KeyObject {
   let key = publicKeys.get(signer);
   if (!key) {
     key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, addressEncoder.encode(signer) as Uint8Array]), format: 'der', type: 'spki' });
-    if (publicKeys.size >= PUBLIC_KEYS_KEPT) publicKeys.delete(publicKeys.keys().next().value!);
     publicKeys.set(signer, key);
   }
   return key;

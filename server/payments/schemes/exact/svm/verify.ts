@@ -10,6 +10,7 @@ import {
 } from 'agentgate-x402-wire';
 import { verifySignatureOf } from '../../../../chain/solana/ed25519.js';
 import type { FeePayer, SolanaChain } from '../../../../chain/solana/solana-chain.js';
+import { TtlCache } from '../../../../platform/ttl-cache.js';
 
 // The checks of an `exact` payment on Solana, in the scheme's order (scheme_exact_svm.md, as @x402/svm
 // runs them): whose fee payer, which signatures, which instructions, which transfer, and what the chain
@@ -121,18 +122,11 @@ export async function verifySvmPayment(tx: Transaction, terms: SvmTerms, chain: 
  * hashes and tests candidate points on the curve (about 0.7 ms of the event loop, half a payment's checks),
  * and it never changes: kept per (owner, mint, token program), as many as a busy facilitator's sellers.
  */
-async function associatedTokenAccount(owner: string, mint: Address, tokenProgram: string): Promise<string> {
-  const key = `${owner} ${mint} ${tokenProgram}`;
-  let found = tokenAccounts.get(key);
-  if (found === undefined) {
-    [found] = await findAssociatedTokenPda({ mint, owner: address(owner), tokenProgram: address(tokenProgram) });
-    if (tokenAccounts.size >= TOKEN_ACCOUNTS_KEPT) tokenAccounts.delete(tokenAccounts.keys().next().value!);
-    tokenAccounts.set(key, found);
-  }
-  return found;
+function associatedTokenAccount(owner: string, mint: Address, tokenProgram: string): Promise<string> {
+  return tokenAccounts.through(`${owner} ${mint} ${tokenProgram}`, async () => (await findAssociatedTokenPda({ mint, owner: address(owner), tokenProgram: address(tokenProgram) }))[0]);
 }
-const TOKEN_ACCOUNTS_KEPT = 10_000;
-const tokenAccounts = new Map<string, string>();
+/** A derivation never goes stale: no expiry, the oldest of 10,000 dropped first. */
+const tokenAccounts = new TtlCache<string>(Number.POSITIVE_INFINITY, 10_000);
 
 /**
  * The scheme's last check: the chain runs the transaction (without the fee payer's signature) and
