@@ -87,7 +87,10 @@ it('4 serve (2 without keys) + 2 worker processes, a pool of 2 keys, 1 s blocks,
         let holders: Awaited<ReturnType<typeof laneHolders>> = [];
         let holding: ClusterProcess[] = [];
         await eventually(async () => {
-          holders = await laneHolders(cluster!.db);
+          // This wait can overlap the database restart below: a read that fails then is tried again.
+          const read = await laneHolders(cluster!.db).catch(() => undefined);
+          if (!read) return false;
+          holders = read;
           holding = [...cluster!.workers, ...cluster!.serves].filter((p) => p.alive && holders.some((h) => h.pid === p.child.pid));
           return holding.length > 0;
         }, 60_000, 200);
